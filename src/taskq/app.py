@@ -1,0 +1,108 @@
+"""The task registry: users decorate their functions, enqueue calls, workers run them."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from taskq.broker import Broker
+from taskq.codec import args_payload
+from taskq.connection import connect
+from taskq.errors import InvalidTaskError
+from taskq.results import Enqueued
+from taskq.settings import Settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
+RESERVED = ("delay", "max_retries", "idempotency_key", "task_id")
+
+
+class Task(Generic[P, R]):
+    """A registered function: call it directly, or `.enqueue(...)` it to run on a worker."""
+
+    def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.max_retries = max_retries
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> Enqueued:
+        """Enqueue a call. `delay`, `max_retries`, `idempotency_key` and `task_id` are
+        options for the queue, not arguments of the function."""
+        options = {k: kwargs.pop(k) for k in RESERVED if k in kwargs}
+        self._check_arguments(args, kwargs)
+        return self.app.broker.enqueue(
+            options.get("task_id") or uuid.uuid4().hex,
+            delay=options.get("delay", 0),
+            max_retries=options.get("max_retries", self.max_retries),
+            payload=args_payload(args, kwargs),
+            idempotency_key=options.get("idempotency_key"),
+            idempotency_ttl=self.app.settings.idempotency_ttl_seconds,
+            name=self.name,
+        )
+
+    def _check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise InvalidTaskError(f"cannot enqueue {self.name}: {e}") from e
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name}>"
+
+
+class App:
+    """A set of tasks bound to one queue. Workers load an App to know what to run."""
+
+    def __init__(self, queue: str | None = None, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self.queue = queue or self.settings.queue
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self._broker: Broker | None = None
+
+    def task(
+        self, name: str | None = None, *, max_retries: int = 3
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function (plain or `async def`) under `name` (default: module.qualname)."""
+
+        def register(fn: Callable[P, R]) -> Task[P, R]:
+            task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+            if not TASK_NAME.fullmatch(task_name):
+                raise InvalidTaskError(f"invalid task name {task_name!r}")
+            if task_name in self.tasks and self.tasks[task_name].fn is not fn:
+                raise InvalidTaskError(f"a different function is already registered as {task_name!r}")
+            task = Task(self, fn, task_name, max_retries)
+            self.tasks[task_name] = task
+            return task
+
+        return register
+
+    @property
+    def broker(self) -> Broker:
+        if self._broker is None:
+            self._broker = self.make_broker()
+        return self._broker
+
+    def make_broker(self) -> Broker:
+        """A new Broker (and connection) for this app's queue and settings."""
+        return Broker(
+            connect(self.settings),
+            self.queue,
+            events_retention=self.settings.events_retention,
+            max_payload_bytes=self.settings.max_payload_bytes,
+        )
+
+    def use_broker(self, broker: Broker) -> None:
+        """Enqueue through `broker` (for tests and embedders that build their own client)."""
+        self._broker = broker

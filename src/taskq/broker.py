@@ -1,0 +1,348 @@
+"""The queue operations: one thin typed method per Lua script, plus read-only views."""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+
+from taskq.codec import decode_payload, encode_payload
+from taskq.connection import connect
+from taskq.errors import BrokerError, InvalidTaskError
+from taskq.keys import QUEUES_KEY, QueueKeys, check_idempotency_key, check_task_id
+from taskq.results import (
+    SIMULATE_TASK,
+    Enqueued,
+    FailResult,
+    LeaseBatch,
+    LeasedTask,
+    NewTask,
+    QueueCounts,
+    ReapOutcome,
+    TaskRecord,
+)
+from taskq.scripts import Scripts
+
+__all__ = [
+    "Broker",
+    "Enqueued",
+    "FailResult",
+    "LeaseBatch",
+    "LeasedTask",
+    "NewTask",
+    "QueueCounts",
+    "TaskRecord",
+    "connect",
+]
+
+MAX_RETRIES_LIMIT = 1000
+DEFAULT_IDEMPOTENCY_TTL = 86_400
+DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
+DEFAULT_EVENTS_RETENTION = 100_000
+
+
+@contextmanager
+def redis_errors(operation: str) -> Iterator[None]:
+    """Turn Redis failures into `BrokerError`, naming the operation that failed."""
+    try:
+        yield
+    except redis.RedisError as e:
+        raise BrokerError(f"{operation} failed: {type(e).__name__}: {e}") from e
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ms(seconds: float, what: str) -> int:
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidTaskError(f"{what} must be a finite number of seconds >= 0, not {seconds!r}")
+    return round(seconds * 1000)
+
+
+class Broker:
+    """A queue on a Redis server. Every state change is one atomic script."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        queue: str = "default",
+        *,
+        events_retention: int = DEFAULT_EVENTS_RETENTION,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self.client = client
+        self.keys = QueueKeys(queue)
+        self.queue = queue
+        self.events_retention = events_retention
+        self.max_payload_bytes = max_payload_bytes
+        self.scripts = Scripts(client)
+        self._registered = False
+
+    # -- producers ---------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        task_id: str,
+        delay: float = 0,
+        max_retries: int = 3,
+        payload: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        idempotency_ttl: int = DEFAULT_IDEMPOTENCY_TTL,
+        *,
+        name: str = SIMULATE_TASK,
+    ) -> Enqueued:
+        """Create a task; an id or idempotency key that already names one creates nothing."""
+        task = NewTask(task_id, delay, max_retries, payload, idempotency_key, idempotency_ttl, name)
+        keys, args = self._enqueue_call(task)
+        self._register_queue()
+        with redis_errors("enqueue"):
+            reply = self.scripts.enqueue(keys=keys, args=args)
+        return Enqueued(_text(reply[0]), bool(int(reply[1])))
+
+    def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000) -> list[Enqueued]:
+        """Enqueue `tasks` in pipelined batches; results come back in the same order."""
+        if batch_size < 1:
+            raise InvalidTaskError(f"batch_size must be >= 1, not {batch_size}")
+        calls = [self._enqueue_call(task) for task in tasks]
+        self._register_queue()
+        results: list[Enqueued] = []
+        for start in range(0, len(calls), batch_size):
+            with redis_errors("enqueue_many"):
+                pipe = self.client.pipeline(transaction=False)
+                for keys, args in calls[start : start + batch_size]:
+                    self.scripts.enqueue(keys=keys, args=args, client=pipe)
+                replies = pipe.execute()
+            results.extend(Enqueued(_text(r[0]), bool(int(r[1]))) for r in replies)
+        return results
+
+    def _enqueue_call(self, task: NewTask) -> tuple[list[str], list[Any]]:
+        check_task_id(task.task_id)
+        if not isinstance(task.name, str) or not 0 < len(task.name) <= 200:
+            raise InvalidTaskError(f"task name must be 1-200 characters, not {task.name!r}")
+        if isinstance(task.max_retries, bool) or not isinstance(task.max_retries, int):
+            raise InvalidTaskError(f"max_retries must be an integer, not {task.max_retries!r}")
+        if not 0 <= task.max_retries <= MAX_RETRIES_LIMIT:
+            raise InvalidTaskError(
+                f"max_retries must be between 0 and {MAX_RETRIES_LIMIT}, not {task.max_retries}"
+            )
+        key = "" if task.idempotency_key is None else check_idempotency_key(task.idempotency_key)
+        ttl = DEFAULT_IDEMPOTENCY_TTL if task.idempotency_ttl is None else task.idempotency_ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+            raise InvalidTaskError(f"idempotency_ttl must be an integer >= 1, not {ttl!r}")
+        k = self.keys
+        return (
+            [k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
+            [
+                k.prefix,
+                task.task_id,
+                task.name,
+                encode_payload(task.payload, self.max_payload_bytes),
+                _ms(task.delay, "delay"),
+                task.max_retries,
+                key,
+                ttl,
+                self.events_retention,
+            ],
+        )
+
+    def _register_queue(self) -> None:
+        if not self._registered:
+            with redis_errors("register queue"):
+                self.client.sadd(QUEUES_KEY, self.queue)
+            self._registered = True
+
+    # -- workers -----------------------------------------------------------------------
+
+    def lease(self, worker_id: str, lease_seconds: float) -> tuple[str, int] | None:
+        """Lease the task at the front of ready: `(task_id, token)`, or None if none is ready."""
+        batch = self.lease_many(worker_id, lease_seconds, 1)
+        return (batch.tasks[0].task_id, batch.tasks[0].token) if batch.tasks else None
+
+    def lease_many(
+        self, worker_id: str, lease_seconds: float, count: int, request_id: str | None = None
+    ) -> LeaseBatch:
+        """Lease up to `count` ready tasks in one atomic step.
+
+        Every call carries a request id (made here unless given), so a call the client
+        retries after a lost reply returns the tasks it already leased, not more.
+        """
+        if count < 1:
+            raise InvalidTaskError(f"count must be >= 1, not {count}")
+        k = self.keys
+        with redis_errors("lease"):
+            reply = self.scripts.lease(
+                keys=[k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
+                args=[
+                    k.prefix,
+                    worker_id,
+                    max(1, _ms(lease_seconds, "lease_seconds")),
+                    count,
+                    self.events_retention,
+                    request_id or uuid.uuid4().hex,
+                ],
+            )
+        n, wait_ms = int(reply[0]), int(reply[1])
+        tasks = [
+            LeasedTask(
+                task_id=_text(reply[i]),
+                token=int(reply[i + 1]),
+                name=_text(reply[i + 2]),
+                payload=_text(reply[i + 3]),
+                retries=int(reply[i + 4]),
+                max_retries=int(reply[i + 5]),
+            )
+            for i in range(2, 2 + 6 * n, 6)
+        ]
+        return LeaseBatch(tasks, None if wait_ms < 0 else wait_ms / 1000)
+
+    def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> bool:
+        """Extend the lease; False means it was lost (expired, reaped or taken over)."""
+        k = self.keys
+        with redis_errors("heartbeat"):
+            reply = self.scripts.heartbeat(
+                keys=[k.leased, k.events, k.seq, k.epoch],
+                args=[
+                    k.prefix,
+                    task_id,
+                    token,
+                    max(1, _ms(lease_seconds, "lease_seconds")),
+                    self.events_retention,
+                ],
+            )
+        return int(reply) == 1
+
+    def ack(self, task_id: str, token: int) -> bool:
+        """Mark the task completed; False means the token is stale and nothing changed."""
+        k = self.keys
+        with redis_errors("ack"):
+            reply = self.scripts.ack(
+                keys=[k.leased, k.events, k.seq, k.epoch],
+                args=[k.prefix, task_id, token, self.events_retention],
+            )
+        return int(reply) == 1
+
+    def fail(
+        self,
+        task_id: str,
+        token: int,
+        error: str,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+    ) -> FailResult:
+        """Record a failed attempt: retry after an equal-jitter backoff, or move to the DLQ."""
+        k = self.keys
+        with redis_errors("fail"):
+            reply = self.scripts.fail(
+                keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
+                args=[
+                    k.prefix,
+                    task_id,
+                    token,
+                    error,
+                    _ms(backoff_base, "backoff_base"),
+                    _ms(backoff_max, "backoff_max"),
+                    repr(random.random()),
+                    self.events_retention,
+                ],
+            )
+        status = _text(reply[0])
+        if status not in ("retry", "dead", "stale"):
+            raise BrokerError(f"fail returned an unknown status {status!r}")
+        return FailResult(status, int(reply[1]), int(_text(reply[2])) / 1000)  # type: ignore[arg-type]
+
+    def release(self, task_id: str, token: int) -> bool:
+        """Give the task back to the front of ready without using a retry."""
+        k = self.keys
+        with redis_errors("release"):
+            reply = self.scripts.release(
+                keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake],
+                args=[k.prefix, task_id, token, self.events_retention],
+            )
+        return int(reply) == 1
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def reap(
+        self, limit: int = 100, backoff_base: float = 1.0, backoff_max: float = 60.0
+    ) -> list[tuple[str, ReapOutcome]]:
+        """Treat expired leases as failed attempts: each waits its backoff, or dies."""
+        k = self.keys
+        with redis_errors("reap"):
+            reply = self.scripts.reap(
+                keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
+                args=[
+                    k.prefix,
+                    limit,
+                    _ms(backoff_base, "backoff_base"),
+                    _ms(backoff_max, "backoff_max"),
+                    random.randint(1, 2**31 - 2),
+                    self.events_retention,
+                ],
+            )
+        return [
+            (_text(reply[i]), "dead" if _text(reply[i + 1]) == "dead" else "delayed")
+            for i in range(0, len(reply), 2)
+        ]
+
+    def promote(self, limit: int = 100) -> list[str]:
+        """Move delayed tasks that are due to the back of ready."""
+        k = self.keys
+        with redis_errors("promote"):
+            reply = self.scripts.promote(
+                keys=[k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake],
+                args=[k.prefix, limit, self.events_retention],
+            )
+        return [_text(task_id) for task_id in reply]
+
+    def retry_dead(self, task_id: str) -> bool:
+        """Move a task from the DLQ back to ready with its retries reset."""
+        k = self.keys
+        with redis_errors("retry_dead"):
+            reply = self.scripts.retry_dead(
+                keys=[k.dlq, k.ready, k.events, k.seq, k.epoch, k.wake],
+                args=[k.prefix, task_id, self.events_retention],
+            )
+        return int(reply) == 1
+
+    # -- reads -------------------------------------------------------------------------
+
+    def payload(self, task_id: str) -> dict[str, Any]:
+        """The task's payload ({} if it has none or the task does not exist)."""
+        with redis_errors("payload"):
+            text = self.client.hget(self.keys.task(task_id), "payload")
+        return decode_payload(text)  # type: ignore[arg-type]
+
+    def dead(self) -> list[str]:
+        """Task ids in the DLQ, most recently dead first."""
+        with redis_errors("dead"):
+            ids = self.client.lrange(self.keys.dlq, 0, -1)
+        return [_text(task_id) for task_id in ids]  # type: ignore[union-attr]
+
+    def task(self, task_id: str) -> TaskRecord | None:
+        """The task's stored record, or None if there is none."""
+        with redis_errors("task"):
+            raw = self.client.hgetall(self.keys.task(task_id))
+        if not raw:
+            return None
+        return TaskRecord.from_hash(task_id, {_text(a): _text(b) for a, b in raw.items()})  # type: ignore[union-attr]
+
+    def counts(self) -> QueueCounts:
+        """How many ids are ready, leased, delayed and dead, read in one round trip."""
+        k = self.keys
+        with redis_errors("counts"):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.llen(k.ready).zcard(k.leased).zcard(k.delayed).llen(k.dlq)
+            ready, leased, delayed, dead = pipe.execute()
+        return QueueCounts(int(ready), int(leased), int(delayed), int(dead))
+
+    def server_time_ms(self) -> int:
+        """Redis server time: the clock every lease and run-at time is measured on."""
+        with redis_errors("time"):
+            seconds, micros = self.client.time()  # type: ignore[misc]
+        return int(seconds) * 1000 + int(micros) // 1000

@@ -1,0 +1,47 @@
+"""The seed's simulated handler as a built-in task: work, maybe fail, charge the ledger."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from taskq.app import App
+from taskq.context import current_task
+from taskq.ledger import Ledger
+from taskq.results import SIMULATE_TASK
+from taskq.settings import Settings
+
+
+class SimulatedFailure(Exception):
+    """Raised by the simulated handler with probability FAIL_RATE."""
+
+
+def builtin_app(settings: Settings | None = None) -> App:
+    """An App whose one task, `taskq.simulate`, behaves as the seed's worker handler."""
+    app = App(settings=settings)
+    lock = threading.Lock()
+    ledgers: list[Ledger] = []
+
+    def ledger() -> Ledger:
+        with lock:
+            if not ledgers:
+                ledgers.append(Ledger(app.settings.ledger_path, app.settings.ledger_guard))
+            return ledgers[0]
+
+    @app.task(SIMULATE_TASK)
+    def simulate(charge: int | None = None, account: str = "alice") -> str:
+        """Sleep WORK_SECONDS, fail with FAIL_RATE, charge the ledger, sleep AFTER_EFFECT_SECONDS."""
+        s = app.settings
+        time.sleep(s.work_seconds)
+        if random.random() < s.fail_rate:
+            raise SimulatedFailure(f"simulated failure (FAIL_RATE={s.fail_rate})")
+        outcome = "no charge"
+        if charge is not None:
+            task = current_task()
+            with task.effect():
+                outcome = ledger().charge(task.task_id, task.token, account, int(charge))
+        time.sleep(s.after_effect_seconds)
+        return outcome
+
+    return app

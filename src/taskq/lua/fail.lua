@@ -1,0 +1,58 @@
+--[[
+  fail: record a failed attempt of a leased task, if the caller still holds the lease:
+  schedule a retry on delayed after a backoff, or move the task to the DLQ when it
+  has no retries left.
+  KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
+  KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
+  KEYS[3] dlq     LIST    dead task ids, most recent at the left
+  KEYS[4] events  STREAM  change feed
+  KEYS[5] seq     STRING  last event sequence number
+  KEYS[6] epoch   STRING  event log incarnation
+  ARGV[1] prefix          queue key prefix; the task key derives from it
+  ARGV[2] task_id
+  ARGV[3] token           fencing token from lease
+  ARGV[4] error           text kept as last_error
+  ARGV[5] backoff_base_ms delay before the first retry
+  ARGV[6] backoff_max_ms  cap on the delay
+  ARGV[7] jitter          uniform random number in [0, 1), drawn by the caller
+  ARGV[8] retention       events kept in the stream
+  Returns: {'retry', retries, delay_ms} | {'dead', retries, '0'} | {'stale', 0, '0'}
+           (delay_ms as a string, so no fraction is lost in the reply)
+  Emits:   failed (state delayed or dead)
+]]
+--- @include "_common"
+
+local leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3]
+local events_key, seq_key, epoch_key = KEYS[4], KEYS[5], KEYS[6]
+local prefix, task_id, token, error_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local base_ms, max_ms, jitter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local retention = ARGV[8]
+
+local task_key = prefix .. 'task:' .. task_id
+if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} end
+local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_retries')
+if record[1] ~= token then return {'stale', 0, '0'} end
+
+local now = server_now_ms()
+local retries, max_retries = tonumber(record[2]), tonumber(record[3])
+if retries >= max_retries then
+  emit(events_key, seq_key, epoch_key, retention, now,
+    {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
+     'retries', retries, 'error', error_text})
+  redis.call('ZREM', leased_key, task_id)
+  redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now)
+  redis.call('LPUSH', dlq_key, task_id)
+  return {'dead', retries, '0'}
+end
+
+retries = retries + 1
+local delay = backoff_ms(retries, base_ms, max_ms, jitter)
+local run_at = now + delay
+emit(events_key, seq_key, epoch_key, retention, now,
+  {'type', 'failed', 'task', task_id, 'state', 'delayed', 'token', token,
+   'retries', retries, 'error', error_text, 'at', run_at})
+redis.call('ZREM', leased_key, task_id)
+redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
+  'last_error', error_text, 'run_at', run_at)
+redis.call('ZADD', delayed_key, run_at, task_id)
+return {'retry', retries, tostring(delay)}

@@ -1,0 +1,97 @@
+--[[
+  lease: pop up to `count` task ids from ready, lease each to the worker with a new
+  fencing token, and return what the worker needs to run them. A retried request
+  (same request id) gets back what it already leased instead of more tasks.
+  KEYS[1] ready   LIST    task ids that can run now
+  KEYS[2] leased  ZSET    task id -> lease expiry (ms, server TIME)
+  KEYS[3] delayed ZSET    task id -> run-at (ms); read only, for the wait hint
+  KEYS[4] events  STREAM  change feed
+  KEYS[5] seq     STRING  last event sequence number
+  KEYS[6] epoch   STRING  event log incarnation
+  KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
+  ARGV[1] prefix          queue key prefix; task and request keys derive from it
+  ARGV[2] worker          worker id
+  ARGV[3] lease_ms        lease length
+  ARGV[4] count           most tasks to lease
+  ARGV[5] retention       events kept in the stream
+  ARGV[6] request_id      '' = none; else remembered for lease_ms
+  Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...}: n leased
+           tasks of six fields each; wait_ms = ms until the next delayed task is due or
+           the next lease expires when fewer than count were leased, else -1 (-1 too
+           when nothing is scheduled)
+  Emits:   leased (one per task)
+]]
+--- @include "_common"
+
+local ready_key, leased_key, delayed_key = KEYS[1], KEYS[2], KEYS[3]
+local events_key, seq_key, epoch_key, wake_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local prefix, worker = ARGV[1], ARGV[2]
+local lease_ms, count, retention = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local request_id = ARGV[6]
+
+local now = server_now_ms()
+local reply = {0, -1}
+local request_key = prefix .. 'lreq:' .. request_id
+
+local function add(task_id, token, record)
+  reply[1] = reply[1] + 1
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3] = task_id, token, record[1] or ''
+  reply[n + 4], reply[n + 5], reply[n + 6] = record[2] or '', record[3] or '0', record[4] or '0'
+end
+
+if request_id ~= '' and redis.call('EXISTS', request_key) == 1 then
+  local handed = redis.call('LRANGE', request_key, 0, -1)
+  for i = 1, #handed, 2 do
+    local task_id, token = handed[i], handed[i + 1]
+    local task_key = prefix .. 'task:' .. task_id
+    if redis.call('ZSCORE', leased_key, task_id)
+        and redis.call('HGET', task_key, 'fencing_token') == token then
+      add(task_id, token, redis.call('HMGET', task_key, 'name', 'payload', 'retries',
+        'max_retries'))
+    end
+  end
+  return reply
+end
+
+local expires = now + lease_ms
+while reply[1] < count do
+  local task_id = redis.call('RPOP', ready_key)
+  if not task_id then break end
+  local task_key = prefix .. 'task:' .. task_id
+  local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries')
+  -- An id without a record cannot run; dropping it beats handing a worker nothing.
+  if record[1] then
+    local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
+    emit(events_key, seq_key, epoch_key, retention, now,
+      {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
+       'worker', worker, 'retries', record[3], 'at', expires})
+    redis.call('HSET', task_key, 'state', 'running', 'worker', worker,
+      'leased_at', now, 'heartbeat_at', now)
+    redis.call('ZADD', leased_key, expires, task_id)
+    if request_id ~= '' then
+      redis.call('RPUSH', request_key, task_id, token)
+    end
+    add(task_id, tostring(token), record)
+  end
+end
+if request_id ~= '' and reply[1] > 0 then
+  redis.call('PEXPIRE', request_key, lease_ms)
+end
+
+if reply[1] < count then
+  -- Ready is empty: pending wake tokens are stale, and the worker sleeps until the
+  -- next scheduled moment at most.
+  redis.call('DEL', wake_key)
+  local next_due = -1
+  for _, key in ipairs({delayed_key, leased_key}) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] then
+      local due = tonumber(first[2]) - now
+      if due < 0 then due = 0 end
+      if next_due < 0 or due < next_due then next_due = due end
+    end
+  end
+  reply[2] = next_due
+end
+return reply

@@ -1,0 +1,31 @@
+--[[
+  promote: move delayed tasks that are due to the back of ready.
+  KEYS[1] delayed ZSET    task id -> run-at (ms, server TIME)
+  KEYS[2] ready   LIST    task ids that can run now (the left end is the back)
+  KEYS[3] events  STREAM  change feed
+  KEYS[4] seq     STRING  last event sequence number
+  KEYS[5] epoch   STRING  event log incarnation
+  KEYS[6] wake    LIST    wake-up tokens for idle workers
+  ARGV[1] prefix          queue key prefix; task keys derive from it
+  ARGV[2] limit           most tasks to promote in this call
+  ARGV[3] retention       events kept in the stream
+  Returns: {task_id, ...} promoted, earliest run-at first
+  Emits:   promoted (state pending)
+]]
+--- @include "_common"
+
+local delayed_key, ready_key = KEYS[1], KEYS[2]
+local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local prefix, limit, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+
+local now = server_now_ms()
+local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now, 'LIMIT', 0, limit)
+for _, task_id in ipairs(due) do
+  emit(events_key, seq_key, epoch_key, retention, now,
+    {'type', 'promoted', 'task', task_id, 'state', 'pending'})
+  redis.call('ZREM', delayed_key, task_id)
+  redis.call('HSET', prefix .. 'task:' .. task_id, 'state', 'pending')
+  redis.call('LPUSH', ready_key, task_id)
+end
+wake_workers(wake_key, #due)
+return due

@@ -1,0 +1,66 @@
+--[[
+  reap: handle leases that expired without an ack. Each counts as a failed attempt:
+  the task waits its backoff on delayed, or goes to the DLQ when it has no retries
+  left. The fencing token is bumped so the lost holder's token is stale at once.
+  KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
+  KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
+  KEYS[3] dlq     LIST    dead task ids, most recent at the left
+  KEYS[4] events  STREAM  change feed
+  KEYS[5] seq     STRING  last event sequence number
+  KEYS[6] epoch   STRING  event log incarnation
+  ARGV[1] prefix          queue key prefix; task keys derive from it
+  ARGV[2] limit           most leases to reap in this call
+  ARGV[3] backoff_base_ms delay before the first retry
+  ARGV[4] backoff_max_ms  cap on the delay
+  ARGV[5] jitter_seed     integer in [1, 2^31 - 2], drawn by the caller
+  ARGV[6] retention       events kept in the stream
+  Returns: {task_id, 'delayed' | 'dead', ...} for each reaped lease
+  Emits:   reaped (state delayed or dead)
+]]
+--- @include "_common"
+
+local leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3]
+local events_key, seq_key, epoch_key = KEYS[4], KEYS[5], KEYS[6]
+local prefix, limit = ARGV[1], tonumber(ARGV[2])
+local base_ms, max_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
+local seed, retention = tonumber(ARGV[5]), ARGV[6]
+
+-- A Park-Miller generator spreads the jitter of leases reaped together, since
+-- math.random inside scripts is not random and one draw per call would align them.
+local function next_jitter()
+  seed = (seed * 16807) % 2147483647
+  return seed / 2147483647
+end
+
+local now = server_now_ms()
+local reply = {}
+local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
+for _, task_id in ipairs(expired) do
+  local task_key = prefix .. 'task:' .. task_id
+  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker')
+  local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
+  local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
+  local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
+    ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
+  redis.call('ZREM', leased_key, task_id)
+  if retries >= max_retries then
+    error_text = error_text .. '; no retries left, so the handler may be what kills it'
+    emit(events_key, seq_key, epoch_key, retention, now,
+      {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
+       'retries', retries, 'error', error_text})
+    redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now)
+    redis.call('LPUSH', dlq_key, task_id)
+    reply[#reply + 1], reply[#reply + 2] = task_id, 'dead'
+  else
+    retries = retries + 1
+    local run_at = now + backoff_ms(retries, base_ms, max_ms, next_jitter())
+    emit(events_key, seq_key, epoch_key, retention, now,
+      {'type', 'reaped', 'task', task_id, 'state', 'delayed', 'token', token,
+       'retries', retries, 'error', error_text, 'at', run_at})
+    redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
+      'last_error', error_text, 'run_at', run_at)
+    redis.call('ZADD', delayed_key, run_at, task_id)
+    reply[#reply + 1], reply[#reply + 2] = task_id, 'delayed'
+  end
+end
+return reply

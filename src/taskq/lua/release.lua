@@ -1,0 +1,34 @@
+--[[
+  release: give a leased task back without using a retry (graceful shutdown), if the
+  caller still holds the lease. It goes to the front of ready: it already waited.
+  KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
+  KEYS[2] ready   LIST    task ids that can run now (the right end is the front)
+  KEYS[3] events  STREAM  change feed
+  KEYS[4] seq     STRING  last event sequence number
+  KEYS[5] epoch   STRING  event log incarnation
+  KEYS[6] wake    LIST    wake-up tokens for idle workers
+  ARGV[1] prefix          queue key prefix; the task key derives from it
+  ARGV[2] task_id
+  ARGV[3] token           fencing token from lease
+  ARGV[4] retention       events kept in the stream
+  Returns: 1 released | 0 stale (nothing changed)
+  Emits:   released (state pending)
+]]
+--- @include "_common"
+
+local leased_key, ready_key = KEYS[1], KEYS[2]
+local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local task_key = prefix .. 'task:' .. task_id
+if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
+if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+
+local now = server_now_ms()
+emit(events_key, seq_key, epoch_key, retention, now,
+  {'type', 'released', 'task', task_id, 'state', 'pending', 'token', token})
+redis.call('ZREM', leased_key, task_id)
+redis.call('HSET', task_key, 'state', 'pending', 'run_at', now)
+redis.call('RPUSH', ready_key, task_id)
+wake_workers(wake_key, 1)
+return 1

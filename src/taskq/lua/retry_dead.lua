@@ -1,0 +1,32 @@
+--[[
+  retry_dead: move a task from the DLQ to the back of ready with its retries reset.
+  KEYS[1] dlq     LIST    dead task ids
+  KEYS[2] ready   LIST    task ids that can run now (the left end is the back)
+  KEYS[3] events  STREAM  change feed
+  KEYS[4] seq     STRING  last event sequence number
+  KEYS[5] epoch   STRING  event log incarnation
+  KEYS[6] wake    LIST    wake-up tokens for idle workers
+  ARGV[1] prefix          queue key prefix; the task key derives from it
+  ARGV[2] task_id
+  ARGV[3] retention       events kept in the stream
+  Returns: 1 moved | 0 the task was not in the DLQ (nothing changed)
+  Emits:   revived (state pending)
+]]
+--- @include "_common"
+
+local dlq_key, ready_key = KEYS[1], KEYS[2]
+local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local prefix, task_id, retention = ARGV[1], ARGV[2], ARGV[3]
+
+local task_key = prefix .. 'task:' .. task_id
+if redis.call('HGET', task_key, 'state') ~= 'dead' then return 0 end
+if not redis.call('LPOS', dlq_key, task_id) then return 0 end
+
+local now = server_now_ms()
+emit(events_key, seq_key, epoch_key, retention, now,
+  {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0})
+redis.call('LREM', dlq_key, 1, task_id)
+redis.call('HSET', task_key, 'state', 'pending', 'retries', 0, 'run_at', now)
+redis.call('LPUSH', ready_key, task_id)
+wake_workers(wake_key, 1)
+return 1

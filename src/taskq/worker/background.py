@@ -1,0 +1,88 @@
+"""The worker's helper threads: heartbeats for leases in hand, and the wake-up listener."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import redis
+
+from taskq.broker import Broker
+from taskq.context import TaskContext
+from taskq.errors import BrokerError
+
+log = logging.getLogger("taskq.worker")
+
+
+class Heartbeat(threading.Thread):
+    """Every lease/3 seconds, renew the lease of every task in hand, draining included.
+
+    A renewal answered "stale" marks the task's context lost, which fences its effects;
+    an outage is logged and tried again next beat: the lease survives two missed beats.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        lease_seconds: float,
+        in_hand: Callable[[], list[TaskContext]],
+    ) -> None:
+        super().__init__(name="taskq-heartbeat", daemon=True)
+        self.broker = broker
+        self.lease_seconds = lease_seconds
+        self.in_hand = in_hand
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.lease_seconds / 3):
+            self.beat()
+
+    def beat(self) -> None:
+        for context in self.in_hand():
+            if context.lease_lost:
+                continue
+            try:
+                held = self.broker.heartbeat(context.task_id, context.token, self.lease_seconds)
+            except BrokerError as e:
+                log.warning("heartbeat for %s failed, will retry: %s", context.task_id, e)
+                continue
+            if not held:
+                log.warning("task %s lost its lease (token %d): another worker may run it",
+                            context.task_id, context.token)
+                context.mark_lost()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class Waker(threading.Thread):
+    """Blocks on the queue's wake list while the worker is idle, and wakes the loop as
+    soon as a producer makes work ready, so no idle worker sits out a poll interval."""
+
+    def __init__(self, broker: Broker, wake: Callable[[], None], timeout: float) -> None:
+        super().__init__(name="taskq-waker", daemon=True)
+        self.broker = broker
+        self.wake = wake
+        self.timeout = timeout
+        self.armed = threading.Event()
+        self.stopping = threading.Event()
+
+    def arm(self) -> None:
+        self.armed.set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            if not self.armed.wait(self.timeout):
+                continue
+            try:
+                self.broker.client.blpop([self.broker.keys.wake], self.timeout)
+            except redis.RedisError:
+                # The loop sees the outage on its own calls; just don't spin.
+                self.stopping.wait(self.timeout)
+            self.armed.clear()
+            self.wake()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.armed.set()

@@ -1,0 +1,235 @@
+"""The worker loop: promote, reap, lease, execute, ack/fail/release, wait."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from taskq.app import App
+from taskq.broker import Broker
+from taskq.context import TaskContext
+from taskq.errors import BrokerError
+from taskq.results import LeasedTask
+from taskq.settings import Settings
+from taskq.worker.background import Heartbeat, Waker
+from taskq.worker.lifecycle import Lifecycle
+from taskq.worker.outage import Backoff, retry_for
+from taskq.worker.runner import Outcome, Runner
+
+log = logging.getLogger("taskq.worker")
+
+MAINTENANCE_LIMIT = 100
+
+
+class _Nudge:
+    """An inbox message that only asks the loop to look around again."""
+
+
+NUDGE = _Nudge()
+
+
+@dataclass
+class Stats:
+    """What this worker did, for its final log line and for tests."""
+
+    leased: int = 0
+    acked: int = 0
+    retried: int = 0
+    dead: int = 0
+    stale: int = 0
+    released: int = 0
+
+
+def make_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Runs an App's tasks from one queue with `concurrency` handlers at a time."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        settings: Settings | None = None,
+        broker: Broker | None = None,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = settings or app.settings
+        self.broker = broker or app.make_broker()
+        self.concurrency = concurrency or self.settings.concurrency
+        self.worker_id = worker_id or make_worker_id()
+        self.stats = Stats()
+        self.in_flight: dict[str, TaskContext] = {}
+        self._in_flight_lock = threading.Lock()
+        self._inbox: queue.SimpleQueue[Outcome | _Nudge] = queue.SimpleQueue()
+        self.lifecycle = Lifecycle(self.settings.shutdown_grace_seconds, self._nudge)
+        self.runner = Runner(app, self.concurrency, self._inbox.put)
+        self.heartbeat = Heartbeat(self.broker, self.settings.lease_seconds, self._contexts)
+        self.waker = Waker(self.broker, self._nudge, self.settings.poll_seconds)
+        self._backoff = Backoff()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self, install_signal_handlers: bool = True) -> int:
+        """Work until asked to stop and drained; returns the process exit status."""
+        if install_signal_handlers:
+            self.lifecycle.install_signal_handlers()
+        log.info("worker %s on queue %r, concurrency %d, lease %.1fs",
+                 self.worker_id, self.broker.queue, self.concurrency, self.settings.lease_seconds)
+        self.runner.start()
+        self.heartbeat.start()
+        self.waker.start()
+        try:
+            while not self._finished():
+                self._settle_finished()
+                wait = self._maintain_and_lease() if self.lifecycle.running else None
+                self._wait(wait)
+            self._settle_finished()
+        finally:
+            self._abandon_in_hand()
+            self.heartbeat.stop()
+            self.waker.stop()
+            self.runner.close()
+            self.lifecycle.stopped()
+            log.info("worker %s done: %s", self.worker_id, self.stats)
+        return 0
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Drain and stop, as the first SIGTERM would."""
+        self.lifecycle.request_stop(reason)
+
+    def _finished(self) -> bool:
+        if self.lifecycle.running:
+            return False
+        return not self.in_flight or self.lifecycle.grace_expired()
+
+    def _maintain_and_lease(self) -> float | None:
+        """Promote and reap (so no scheduler is needed), then fill free handler slots.
+
+        Returns how long the loop may wait before looking again: None when every slot
+        is busy (a finishing handler wakes it), else the broker's hint capped by the poll.
+        """
+        free = self.concurrency - len(self.in_flight)
+        try:
+            self.broker.promote(MAINTENANCE_LIMIT)
+            self.broker.reap(
+                MAINTENANCE_LIMIT,
+                self.settings.backoff_base_seconds,
+                self.settings.backoff_max_seconds,
+            )
+            batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
+                if free > 0 else None
+        except BrokerError as e:
+            return self._backoff.failed(e)
+        self._backoff.succeeded()
+        if batch is None:
+            return self.settings.poll_seconds
+        for task in batch.tasks:
+            self._start(task)
+        if len(batch.tasks) == free:
+            return 0.0 if free else self.settings.poll_seconds
+        self.waker.arm()
+        hint = batch.wait_seconds
+        return self.settings.poll_seconds if hint is None else min(hint, self.settings.poll_seconds)
+
+    def _start(self, task: LeasedTask) -> None:
+        context = TaskContext(
+            task_id=task.task_id,
+            name=task.name,
+            queue=self.broker.queue,
+            worker_id=self.worker_id,
+            token=task.token,
+            attempt=task.attempt,
+            max_retries=task.max_retries,
+        )
+        with self._in_flight_lock:
+            self.in_flight[task.task_id] = context
+        self.stats.leased += 1
+        self.runner.submit(task, context)
+
+    def _wait(self, seconds: float | None) -> None:
+        """Sleep until a handler finishes, work arrives, a signal comes, or `seconds` pass."""
+        if seconds == 0.0:
+            return
+        timeout = self.settings.poll_seconds if seconds is None else seconds
+        if self.lifecycle.draining:
+            timeout = min(timeout, max(0.01, self.lifecycle.drain_deadline - time.monotonic()))
+        try:
+            message = self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return
+        if isinstance(message, Outcome):
+            self._settle(message)
+
+    def _nudge(self) -> None:
+        self._inbox.put(NUDGE)
+
+    def _contexts(self) -> list[TaskContext]:
+        with self._in_flight_lock:
+            return list(self.in_flight.values())
+
+    # -- finishing tasks ---------------------------------------------------------------
+
+    def _settle_finished(self) -> None:
+        while True:
+            try:
+                message = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(message, Outcome):
+                self._settle(message)
+
+    def _settle(self, outcome: Outcome) -> None:
+        """Ack or fail a finished task, retrying through an outage for up to one lease."""
+        task, lease = outcome.task, self.settings.lease_seconds
+        if outcome.error is None:
+            acked = retry_for(lease, f"ack {task.task_id}",
+                              lambda: self.broker.ack(task.task_id, task.token))
+            if acked:
+                self.stats.acked += 1
+            else:
+                self._stale(task, "ack")
+        else:
+            log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, outcome.error)
+            result = retry_for(lease, f"fail {task.task_id}", lambda: self.broker.fail(
+                task.task_id, task.token, outcome.error or "",
+                self.settings.backoff_base_seconds, self.settings.backoff_max_seconds))
+            if result is None or result.status == "stale":
+                self._stale(task, "fail")
+            elif result.status == "dead":
+                self.stats.dead += 1
+                log.warning("task %s is dead after %d retries: %s",
+                            task.task_id, result.retries, outcome.error)
+            else:
+                self.stats.retried += 1
+        with self._in_flight_lock:
+            self.in_flight.pop(task.task_id, None)
+
+    def _stale(self, task: LeasedTask, operation: str) -> None:
+        self.stats.stale += 1
+        log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)",
+                    operation, task.task_id, task.token)
+
+    def _abandon_in_hand(self) -> None:
+        """Give back tasks whose handlers outlived the grace period; their effects are
+        fenced first, so a handler that finishes later cannot apply its effect."""
+        for context in self._contexts():
+            context.abandon()
+            released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
+                                 lambda c=context: self.broker.release(c.task_id, c.token))
+            log.warning("task %s abandoned at shutdown and %s", context.task_id,
+                        "released" if released else "left to be reaped")
+            if released:
+                self.stats.released += 1
+        with self._in_flight_lock:
+            self.in_flight.clear()
+

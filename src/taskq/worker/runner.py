@@ -1,0 +1,129 @@
+"""Runs handlers where the worker can watch them: sync ones on threads, async ones on a loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from taskq.app import App, Task
+from taskq.codec import decode_payload
+from taskq.context import TaskContext, bind, unbind
+from taskq.errors import PayloadError, UnknownTaskError
+from taskq.results import LeasedTask
+
+log = logging.getLogger("taskq.worker")
+
+MAX_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run of a handler ended: `error` is None when it returned normally."""
+
+    task: LeasedTask
+    context: TaskContext
+    error: str | None
+
+
+Call = tuple[Callable[..., Any], list[Any], dict[str, Any]]
+
+
+def describe(error: BaseException) -> str:
+    """`Type: message (at file:line in function)`, short enough to keep as last_error."""
+    text = f"{type(error).__name__}: {error}"
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f" (at {last.filename}:{last.lineno} in {last.name})"
+    return text[:MAX_ERROR_CHARS]
+
+
+def arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Call arguments from a payload: `{"args": [...], "kwargs": {...}}` as made by
+    `Task.enqueue`, or any other object as keyword arguments (the seed's producer)."""
+    if payload and set(payload) <= {"args", "kwargs"}:
+        args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise PayloadError("payload 'args' must be a list and 'kwargs' an object")
+        return args, kwargs
+    return [], dict(payload)
+
+
+class Runner:
+    """Executes leased tasks and reports each `Outcome` through `report`; never raises."""
+
+    def __init__(self, app: App, concurrency: int, report: Callable[[Outcome], None]) -> None:
+        self.app = app
+        self.report = report
+        self._jobs: queue.SimpleQueue[tuple[Task[Any, Any], Call, LeasedTask, TaskContext] | None]
+        self._jobs = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._thread_main, name=f"taskq-handler-{i}", daemon=True)
+            for i in range(concurrency)
+        ]
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="taskq-async-handlers", daemon=True
+        )
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+        self._loop_thread.start()
+
+    def submit(self, task: LeasedTask, context: TaskContext) -> None:
+        try:
+            registered = self.app.tasks.get(task.name)
+            if registered is None:
+                known = ", ".join(sorted(self.app.tasks)) or "none"
+                raise UnknownTaskError(
+                    f"unknown task {task.name!r}: no function with that name is registered "
+                    f"in this worker (known: {known})"
+                )
+            args, kwargs = arguments(decode_payload(task.payload))
+        except (UnknownTaskError, PayloadError) as e:
+            self.report(Outcome(task, context, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]))
+            return
+        call: Call = (registered.fn, args, kwargs)
+        if registered.is_async:
+            future = asyncio.run_coroutine_threadsafe(self._run_async(call, context), self._loop)
+            future.add_done_callback(lambda f: self.report(Outcome(task, context, f.result())))
+        else:
+            self._jobs.put((registered, call, task, context))
+
+    async def _run_async(self, call: Call, context: TaskContext) -> str | None:
+        fn, args, kwargs = call
+        token = bind(context)
+        try:
+            await fn(*args, **kwargs)
+            return None
+        except (Exception, SystemExit, asyncio.CancelledError) as e:
+            return describe(e)
+        finally:
+            unbind(token)
+
+    def _thread_main(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            _, (fn, args, kwargs), task, context = job
+            token = bind(context)
+            try:
+                fn(*args, **kwargs)
+                error = None
+            except (Exception, SystemExit) as e:
+                error = describe(e)
+            finally:
+                unbind(token)
+            self.report(Outcome(task, context, error))
+
+    def close(self) -> None:
+        """Stop taking jobs. Handlers still running are daemon threads: they end with the
+        process, and their effects are already fenced off by `TaskContext.abandon`."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        self._loop.call_soon_threadsafe(self._loop.stop)

