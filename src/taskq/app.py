@@ -10,7 +10,6 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from taskq.broker import Broker
 from taskq.codec import args_payload
-from taskq.connection import connect
 from taskq.errors import InvalidTaskError
 from taskq.results import Enqueued
 from taskq.settings import Settings
@@ -81,7 +80,9 @@ class App:
             if not TASK_NAME.fullmatch(task_name):
                 raise InvalidTaskError(f"invalid task name {task_name!r}")
             if task_name in self.tasks and self.tasks[task_name].fn is not fn:
-                raise InvalidTaskError(f"a different function is already registered as {task_name!r}")
+                raise InvalidTaskError(
+                    f"a different function is already registered as {task_name!r}"
+                )
             task = Task(self, fn, task_name, max_retries)
             self.tasks[task_name] = task
             return task
@@ -96,12 +97,7 @@ class App:
 
     def make_broker(self) -> Broker:
         """A new Broker (and connection) for this app's queue and settings."""
-        return Broker(
-            connect(self.settings),
-            self.queue,
-            events_retention=self.settings.events_retention,
-            max_payload_bytes=self.settings.max_payload_bytes,
-        )
+        return Broker.from_settings(self.settings, self.queue)
 
     def use_broker(self, broker: Broker) -> None:
         """Enqueue through `broker` (for tests and embedders that build their own client)."""

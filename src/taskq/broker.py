@@ -27,6 +27,7 @@ from taskq.results import (
     TaskRecord,
 )
 from taskq.scripts import Scripts
+from taskq.settings import Settings
 
 __all__ = [
     "Broker",
@@ -83,6 +84,16 @@ class Broker:
         self.max_payload_bytes = max_payload_bytes
         self.scripts = Scripts(client)
         self._registered = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, queue: str | None = None) -> Broker:
+        """A Broker on a new connection to `settings.redis_url`, for `queue`."""
+        return cls(
+            connect(settings),
+            queue or settings.queue,
+            events_retention=settings.events_retention,
+            max_payload_bytes=settings.max_payload_bytes,
+        )
 
     # -- producers ---------------------------------------------------------------------
 
@@ -316,13 +327,13 @@ class Broker:
         """The task's payload ({} if it has none or the task does not exist)."""
         with redis_errors("payload"):
             text = self.client.hget(self.keys.task(task_id), "payload")
-        return decode_payload(text)  # type: ignore[arg-type]
+        return decode_payload(text)
 
     def dead(self) -> list[str]:
         """Task ids in the DLQ, most recently dead first."""
         with redis_errors("dead"):
             ids = self.client.lrange(self.keys.dlq, 0, -1)
-        return [_text(task_id) for task_id in ids]  # type: ignore[union-attr]
+        return [_text(task_id) for task_id in ids]
 
     def task(self, task_id: str) -> TaskRecord | None:
         """The task's stored record, or None if there is none."""
@@ -330,19 +341,22 @@ class Broker:
             raw = self.client.hgetall(self.keys.task(task_id))
         if not raw:
             return None
-        return TaskRecord.from_hash(task_id, {_text(a): _text(b) for a, b in raw.items()})  # type: ignore[union-attr]
+        return TaskRecord.from_hash(task_id, {_text(a): _text(b) for a, b in raw.items()})
 
     def counts(self) -> QueueCounts:
         """How many ids are ready, leased, delayed and dead, read in one round trip."""
         k = self.keys
         with redis_errors("counts"):
             pipe = self.client.pipeline(transaction=True)
-            pipe.llen(k.ready).zcard(k.leased).zcard(k.delayed).llen(k.dlq)
+            pipe.llen(k.ready)
+            pipe.zcard(k.leased)
+            pipe.zcard(k.delayed)
+            pipe.llen(k.dlq)
             ready, leased, delayed, dead = pipe.execute()
         return QueueCounts(int(ready), int(leased), int(delayed), int(dead))
 
     def server_time_ms(self) -> int:
         """Redis server time: the clock every lease and run-at time is measured on."""
         with redis_errors("time"):
-            seconds, micros = self.client.time()  # type: ignore[misc]
+            seconds, micros = self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000

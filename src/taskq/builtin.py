@@ -31,7 +31,7 @@ def builtin_app(settings: Settings | None = None) -> App:
 
     @app.task(SIMULATE_TASK)
     def simulate(charge: int | None = None, account: str = "alice") -> str:
-        """Sleep WORK_SECONDS, fail with FAIL_RATE, charge the ledger, sleep AFTER_EFFECT_SECONDS."""
+        """Work WORK_SECONDS, fail at FAIL_RATE, charge, then work AFTER_EFFECT_SECONDS."""
         s = app.settings
         time.sleep(s.work_seconds)
         if random.random() < s.fail_rate:

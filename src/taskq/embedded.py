@@ -15,6 +15,10 @@ from pathlib import Path
 import redis
 
 from taskq.errors import EmbeddedRedisError
+from taskq.processes import die_with_parent
+
+# sun_path holds 108 bytes on Linux; a longer socket path fails to bind.
+MAX_SOCKET_PATH = 100
 
 
 def find_redis_server(configured: str = "") -> str:
@@ -60,7 +64,9 @@ class EmbeddedRedis:
     port: int = 0
     appendfsync: str = "everysec"
     extra_config: dict[str, str] = field(default_factory=dict)
+    tied_to_parent: bool = True
     process: subprocess.Popen[bytes] | None = None
+    socket_path: Path = field(init=False)
     _own_dir: bool = False
 
     def __post_init__(self) -> None:
@@ -68,12 +74,11 @@ class EmbeddedRedis:
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="taskq-redis-"))
             self._own_dir = True
+        self.data_dir = self.data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def socket_path(self) -> Path:
-        assert self.data_dir is not None
-        return self.data_dir / "redis.sock"
+        self.socket_path = self.data_dir / "redis.sock"
+        if len(str(self.socket_path)) > MAX_SOCKET_PATH:
+            self.socket_path = Path(tempfile.mkdtemp(prefix="tq-")) / "redis.sock"
 
     @property
     def url(self) -> str:
@@ -110,6 +115,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent if self.tied_to_parent else None,  # noqa: PLW1509
         )
         self._wait_until_up(timeout)
         return self

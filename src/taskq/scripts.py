@@ -28,10 +28,14 @@ KEY_LINE = re.compile(r"^\s*KEYS\[(\d+)\]\s+(\w+)", re.MULTILINE)
 ARG_LINE = re.compile(r"^\s*ARGV\[(\d+)\]\s+(\w+)", re.MULTILINE)
 
 
+def _lua_file(name: str) -> str:
+    return resources.files("taskq").joinpath("lua").joinpath(f"{name}.lua").read_text("utf-8")
+
+
 @cache
 def source(name: str) -> str:
     """The Lua text of `name` with its `--- @include` lines replaced by the included files."""
-    text = resources.files("taskq").joinpath("lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    text = _lua_file(name)
     return INCLUDE.sub(lambda m: source(m.group(1)), text)
 
 
@@ -45,7 +49,7 @@ class Contract:
 
 def contract(name: str) -> Contract:
     """Parse the KEYS/ARGV lines of a script's `--[[ ]]` header."""
-    text = resources.files("taskq").joinpath("lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    text = _lua_file(name)
     header = HEADER.match(text)
     if header is None:
         raise ValueError(f"{name}.lua has no --[[ ]] contract header")

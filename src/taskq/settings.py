@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Literal, TypeVar, cast
+from typing import Literal, TypeVar
 
 from taskq.errors import ConfigError
 
@@ -136,12 +137,12 @@ def _parse(variable: str, raw: str, parse: Callable[[str], T]) -> T:
 def _guard(raw: str) -> LedgerGuard:
     if raw not in LEDGER_GUARDS:
         raise ValueError(f"expected one of {', '.join(LEDGER_GUARDS)}")
-    return cast(LedgerGuard, raw)
+    return LEDGER_GUARDS[LEDGER_GUARDS.index(raw)]
 
 
 def _finite(raw: str) -> float:
     value = float(raw)
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise ValueError("expected a finite number")
     return value
 

@@ -52,6 +52,7 @@ if state == 'delayed' then
   redis.call('ZADD', delayed_key, run_at, task_id)
 else
   redis.call('LPUSH', ready_key, task_id)
-  wake_workers(wake_key, 1)
 end
+-- A delayed task wakes idle workers too, so they can sleep until exactly its run-at.
+wake_workers(wake_key, 1)
 return {task_id, 1}

@@ -219,13 +219,16 @@ class Worker:
         log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)",
                     operation, task.task_id, task.token)
 
+    def _release(self, context: TaskContext) -> bool | None:
+        return retry_for(self.settings.lease_seconds, f"release {context.task_id}",
+                         lambda: self.broker.release(context.task_id, context.token))
+
     def _abandon_in_hand(self) -> None:
         """Give back tasks whose handlers outlived the grace period; their effects are
         fenced first, so a handler that finishes later cannot apply its effect."""
         for context in self._contexts():
             context.abandon()
-            released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
-                                 lambda c=context: self.broker.release(c.task_id, c.token))
+            released = self._release(context)
             log.warning("task %s abandoned at shutdown and %s", context.task_id,
                         "released" if released else "left to be reaped")
             if released:

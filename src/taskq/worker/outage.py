@@ -29,7 +29,7 @@ class Backoff:
             self.since = time.monotonic()
             log.warning("redis unavailable, waiting it out: %s", error)
         self.failures += 1
-        return min(self.cap, self.base * 2 ** (self.failures - 1))
+        return float(min(self.cap, self.base * 2.0 ** (self.failures - 1)))
 
     def succeeded(self) -> None:
         if self.failures:

@@ -1,0 +1,5 @@
+"""`python -m taskq` runs the taskq command."""
+
+from taskq.cli import run
+
+run()

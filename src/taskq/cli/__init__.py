@@ -1,0 +1,57 @@
+"""The `taskq` command: parses arguments, builds Settings, delegates, returns a status."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from taskq.cli import dashboard, demo, dlq, ledger, producer, redis_server, worker
+from taskq.errors import TaskqError
+
+COMMANDS = {
+    "worker": worker,
+    "enqueue": producer,
+    "dlq": dlq,
+    "ledger": ledger,
+    "dashboard": dashboard,
+    "redis": redis_server,
+    "demo": demo,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="taskq",
+        description="A Redis task queue: no task lost, no effect twice, watched live.",
+    )
+    top.add_argument("--log-level", default="INFO",
+                     choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(handler=module.main)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        status: int = args.handler(args)
+    except TaskqError as e:
+        print(f"taskq {args.command}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""`taskq redis`: run the embedded redis-server in the foreground, AOF on."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from taskq.cli.common import settings_from
+from taskq.embedded import EmbeddedRedis
+
+HELP = "run a private redis-server in the foreground (AOF on) until Ctrl-C"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=6379, help="loopback TCP port (default 6379)")
+    parser.add_argument("--dir", default=".taskq/redis", help="data directory (AOF lives here)")
+    parser.add_argument("--appendfsync", choices=["always", "everysec", "no"], default="everysec",
+                        help="AOF fsync policy (default everysec: a crash may lose ~1 s)")
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    server = EmbeddedRedis(binary=settings.redis_server, data_dir=Path(args.dir),
+                           port=args.port, appendfsync=args.appendfsync)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    server.start()
+    print(f"redis-server {server.binary} listening on {server.url} (data in {args.dir}); "
+          "Ctrl-C stops it", flush=True)
+    print(f"  export REDIS_URL={server.url}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            if server.process is None or server.process.poll() is not None:
+                print(f"redis-server exited: {server.log_tail()}")
+                return 1
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,215 @@
+"""`taskq demo`: a whole run on an embedded Redis, ending in a summary of the guarantees."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from taskq.broker import Broker, NewTask
+from taskq.embedded import EmbeddedRedis
+from taskq.ledger import Ledger
+from taskq.processes import spawn, stop_all, taskq_command
+from taskq.settings import Settings
+
+UNKNOWN_TASK = "demo.no_such_task"
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo sends and runs; the defaults take about twenty seconds."""
+
+    tasks: int = 300
+    delayed: int = 40
+    unknown: int = 10
+    resends: int = 30
+    workers: int = 3
+    concurrency: int = 4
+    fail_rate: float = 0.15
+    seed: int = field(default_factory=lambda: random.randrange(1_000_000))
+
+
+@dataclass
+class DemoResult:
+    checks: list[tuple[str, bool, str]]
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return all(ok for _, ok, _ in self.checks)
+
+
+def worker_env(
+    settings: Settings, url: str, queue: str, ledger: Path, plan: DemoPlan
+) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "REDIS_URL": url, "TASKQ_QUEUE": queue, "LEDGER_PATH": str(ledger),
+        "LEDGER_GUARD": "dedupe", "WORK_SECONDS": "0.05", "FAIL_RATE": str(plan.fail_rate),
+        "LEASE_SECONDS": "2", "BACKOFF_BASE_SECONDS": "0.1", "BACKOFF_MAX_SECONDS": "1",
+        "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": str(plan.concurrency),
+        "REDIS_TIMEOUT_SECONDS": str(settings.redis_timeout_seconds),
+    })  # fmt: skip
+    return env
+
+
+@contextmanager
+def redis_for(settings: Settings, workdir: Path) -> Iterator[tuple[str, str]]:
+    """(url, queue): the given REDIS_URL with a fresh queue name, or an embedded server."""
+    if settings.redis_url_given:
+        yield settings.redis_url, f"demo-{uuid.uuid4().hex[:8]}"
+        return
+    with EmbeddedRedis(binary=settings.redis_server, data_dir=workdir / "redis") as server:
+        yield server.url, "demo"
+
+
+@contextmanager
+def interrupts_as_keyboard_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so every child is stopped on the way out."""
+    def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
+             say: Callable[[str], None]) -> DemoResult:
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    rng = random.Random(plan.seed)
+    started = time.monotonic()
+    workers: list[subprocess.Popen[bytes]] = []
+    with interrupts_as_keyboard_interrupt(), redis_for(settings, workdir) as (url, queue):
+        broker = Broker.from_settings(Settings.from_env({}, redis_url=url), queue)
+        ledger_path = workdir / "ledger.db"
+        Ledger(ledger_path)  # create the schema before workers race to
+        env = worker_env(settings, url, queue, ledger_path, plan)
+        say(f"redis {url}, queue {queue!r}, {plan.workers} workers x {plan.concurrency}, "
+            f"logs in {workdir}")
+
+        def start_worker(n: int) -> None:
+            workers.append(spawn(taskq_command("worker"), env, str(workdir / f"worker-{n}.log")))
+
+        try:
+            for n in range(plan.workers):
+                start_worker(n)
+            charged, unknown = send(broker, plan, rng, say)
+            watch(broker, plan, charged + unknown, workers, start_worker, rng, say)
+        finally:
+            stop_all(workers)
+        return DemoResult(summarize(broker, ledger_path, plan, charged, unknown, say),
+                          time.monotonic() - started)
+
+
+def send(broker: Broker, plan: DemoPlan, rng: random.Random,
+         say: Callable[[str], None]) -> tuple[list[str], list[str]]:
+    """Enqueue the charged tasks (some delayed), tasks no worker knows, and resends."""
+    delayed = set(rng.sample(range(plan.tasks), plan.delayed))
+    tasks = [
+        NewTask(uuid.uuid4().hex, delay=rng.uniform(1, 3) if i in delayed else 0,
+                max_retries=5, payload={"args": [], "kwargs": {"charge": 1}},
+                idempotency_key=f"demo-{i}")
+        for i in range(plan.tasks)
+    ]
+    unknown = [NewTask(uuid.uuid4().hex, max_retries=1, name=UNKNOWN_TASK)
+               for _ in range(plan.unknown)]
+    results = broker.enqueue_many(tasks + unknown)
+    say(f"enqueued {sum(r.created for r in results)} tasks ({plan.delayed} delayed, "
+        f"{plan.unknown} named {UNKNOWN_TASK!r} that no worker knows)")
+    resent = [NewTask(uuid.uuid4().hex, payload=t.payload, idempotency_key=t.idempotency_key)
+              for t in rng.sample(tasks, plan.resends)]
+    duplicates = broker.enqueue_many(resent)
+    created = sum(r.created for r in duplicates)
+    say(f"resent {plan.resends} tasks with their idempotency keys: {created} created a task")
+    broker.client.set(f"{broker.keys.prefix}demo:resends_created", created)
+    return [r.task_id for r in results[: plan.tasks]], [r.task_id for r in results[plan.tasks :]]
+
+
+def watch(broker: Broker, plan: DemoPlan, task_ids: list[str],
+          workers: list[subprocess.Popen[bytes]], start_worker: Callable[[int], None],
+          rng: random.Random, say: Callable[[str], None], timeout: float = 180.0) -> None:
+    """Show progress until every task is completed or dead; kill one worker on the way."""
+    deadline = time.monotonic() + timeout
+    killed = False
+    while time.monotonic() < deadline:
+        done, dead = terminal_counts(broker, task_ids)
+        c = broker.counts()
+        say(f"  completed {done:4d}/{len(task_ids)}  dead {dead:3d}  ready {c.ready:4d}  "
+            f"running {c.leased:3d}  waiting {c.delayed:3d}")
+        if done + dead == len(task_ids):
+            return
+        if not killed and done > len(task_ids) // 3:
+            victim = rng.randrange(len(workers))
+            os.kill(workers[victim].pid, signal.SIGKILL)
+            say(f"  killed worker {victim} (SIGKILL) mid-run; its leases will be reaped "
+                "and retried elsewhere; starting a replacement")
+            start_worker(len(workers))
+            killed = True
+        time.sleep(0.5)
+    say(f"  gave up waiting after {timeout:.0f}s")
+
+
+def terminal_counts(broker: Broker, task_ids: list[str]) -> tuple[int, int]:
+    pipe = broker.client.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hget(broker.keys.task(task_id), "state")
+    states = pipe.execute()
+    return states.count("completed"), states.count("dead")
+
+
+def summarize(broker: Broker, ledger_path: Path, plan: DemoPlan, charged: list[str],
+              unknown: list[str], say: Callable[[str], None]) -> list[tuple[str, bool, str]]:
+    """The checks whose conjunction is the demo's exit status."""
+    done, dead = terminal_counts(broker, charged)
+    unknown_done, unknown_dead = terminal_counts(broker, unknown)
+    events = [fields or {} for _, fields in broker.client.xrange(broker.keys.events) or []]
+    retried = sum(e.get("state") == "delayed" and e.get("type") != "enqueued" for e in events)
+    reaped = sum(e.get("type") == "reaped" for e in events)
+    summary = Ledger(ledger_path).summary()
+    resends_created = int(broker.client.get(f"{broker.keys.prefix}demo:resends_created") or 0)
+    lost = len(charged) + len(unknown) - done - dead - unknown_done - unknown_dead
+    records = [broker.task(t) for t in unknown]
+    errors = [r.last_error if r else "" for r in records]
+    say("")
+    say(f"summary: completed {done + unknown_done}, dead {dead + unknown_dead}, "
+        f"retried {retried} time(s) ({reaped} after a lease expired), "
+        f"charged twice {len(summary.charged_twice)}, duplicates that created a task "
+        f"{resends_created}")
+    return [
+        ("nothing lost: every task ended completed or dead", lost == 0, f"{lost} unfinished"),
+        ("no task charged twice", not summary.charged_twice,
+         f"{len(summary.charged_twice)} charged twice"),
+        ("every completed task charged exactly once", summary.tasks == done == summary.charges,
+         f"{summary.charges} charges for {done} completed tasks"),
+        ("resends with an idempotency key created nothing", resends_created == 0,
+         f"{resends_created} created"),
+        ("tasks no worker knows ended dead with a clear error",
+         unknown_dead == len(unknown) and all("unknown task" in e for e in errors),
+         f"{unknown_dead}/{len(unknown)} dead"),
+    ]
+
+
+def report(result: DemoResult, say: Callable[[str], None]) -> int:
+    for name, ok, detail in result.checks:
+        say(f"  [{'ok' if ok else 'FAILED'}] {name}" + ("" if ok else f" ({detail})"))
+    verdict = "held" if result.passed else "DID NOT hold"
+    say(f"the guarantees {verdict} ({result.seconds:.1f}s)")
+    return 0 if result.passed else 1
+
+
+def default_say(line: str) -> None:
+    print(line, flush=True, file=sys.stdout)
