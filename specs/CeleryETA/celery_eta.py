@@ -1,4 +1,4 @@
-"""Python transcription of CeleryETA_faulty.tla and CeleryETA_idempotent.tla.
+r"""Python transcription of CeleryETA_faulty.tla and CeleryETA_idempotent.tla.
 
 TLA+ action            Python
 ---------------------  ---------------------------------------------
@@ -10,10 +10,10 @@ ExecuteTask (fixed)    execute_task_guarded(c, s)
 AckWithoutExecute      ack_without_execute(c, s)    (idempotent only)
 AckTask                ack_task(c, s)
 VisTimeoutExpired      vis_timeout_expired(c, s)
-Next                   faulty_next(c, s) / idempotent_next(c, s)
+Next                   FAULTY_NEXT / IDEMPOTENT_NEXT, tried in that order
 InvariantNoDoubleExecution  invariant_no_double_execution(s)
 
-Each \\E id binding is enumerated in ascending order and the disjuncts of Next
+Each \E id binding is enumerated in ascending order and the disjuncts of Next
 in the order written, which is TLC's order; it does not change what is
 reachable, but it fixes which violation TLC meets first and its counters.
 """
@@ -29,10 +29,11 @@ from specs.tlacheck import cfg as cfgs
 
 
 class State(NamedTuple):
+    # Field names are the TLA+ variable names, so that traces read like TLC's.
     tasks: frozenset[int]
-    readySet: frozenset[int]  # noqa: N815 - the TLA+ variable's name, kept for traces
-    activeSet: frozenset[int]  # noqa: N815
-    execCount: Fn[int, int]  # noqa: N815
+    readySet: frozenset[int]
+    activeSet: frozenset[int]
+    execCount: Fn[int, int]
 
 
 @dataclass(frozen=True)
@@ -52,17 +53,26 @@ def publish_task(c: Constants, s: State) -> Iterator[Transition[State]]:
     if len(s.tasks) < c.max_tasks:
         for i in c.all_ids:
             if i not in s.tasks:
-                yield f"PublishTask(id={i})", s._replace(tasks=s.tasks | {i}, readySet=s.readySet | {i})
+                yield (
+                    f"PublishTask(id={i})",
+                    s._replace(tasks=s.tasks | {i}, readySet=s.readySet | {i}),
+                )
 
 
 def pickup_task(_: Constants, s: State) -> Iterator[Transition[State]]:
     for i in sorted(s.readySet):
-        yield f"PickupTask(id={i})", s._replace(readySet=s.readySet - {i}, activeSet=s.activeSet | {i})
+        yield (
+            f"PickupTask(id={i})",
+            s._replace(readySet=s.readySet - {i}, activeSet=s.activeSet | {i}),
+        )
 
 
 def execute_task(_: Constants, s: State) -> Iterator[Transition[State]]:
     for i in sorted(s.activeSet):
-        yield f"ExecuteTask(id={i})", s._replace(execCount=s.execCount.except_(i, s.execCount[i] + 1))
+        yield (
+            f"ExecuteTask(id={i})",
+            s._replace(execCount=s.execCount.except_(i, s.execCount[i] + 1)),
+        )
 
 
 def execute_task_guarded(_: Constants, s: State) -> Iterator[Transition[State]]:
@@ -84,12 +94,21 @@ def ack_task(_: Constants, s: State) -> Iterator[Transition[State]]:
 
 def vis_timeout_expired(_: Constants, s: State) -> Iterator[Transition[State]]:
     for i in sorted(s.activeSet):
-        yield f"VisTimeoutExpired(id={i})", s._replace(activeSet=s.activeSet - {i}, readySet=s.readySet | {i})
+        yield (
+            f"VisTimeoutExpired(id={i})",
+            s._replace(activeSet=s.activeSet - {i}, readySet=s.readySet | {i}),
+        )
 
 
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
 
-FAULTY_NEXT: tuple[Action, ...] = (publish_task, pickup_task, execute_task, ack_task, vis_timeout_expired)
+FAULTY_NEXT: tuple[Action, ...] = (
+    publish_task,
+    pickup_task,
+    execute_task,
+    ack_task,
+    vis_timeout_expired,
+)
 IDEMPOTENT_NEXT: tuple[Action, ...] = (
     publish_task,
     pickup_task,

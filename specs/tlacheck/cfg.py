@@ -30,8 +30,7 @@ _UNSUPPORTED = {"SYMMETRY", "VIEW", "ACTION_CONSTRAINT", "ACTION_CONSTRAINTS", "
 
 
 class ConfigError(ValueError):
-    """Raised when a .cfg file uses syntax this reader does not know, or names
-    something the Python transcription does not define."""
+    """Raised when a .cfg file is beyond this reader or names something untranscribed."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,9 @@ def properties(cfg: Config, defined: Mapping[str, Property[S]]) -> list[Property
     return [prop for _, prop in _pick(cfg, cfg.properties, defined, "property")]
 
 
-def constraint(cfg: Config, defined: Mapping[str, Callable[[S], bool]]) -> Callable[[S], bool] | None:
+def constraint(
+    cfg: Config, defined: Mapping[str, Callable[[S], bool]]
+) -> Callable[[S], bool] | None:
     """All of the cfg's CONSTRAINTs as one predicate, or None when there are none."""
     preds = [fn for _, fn in _pick(cfg, cfg.constraints, defined, "constraint")]
     if not preds:
@@ -133,7 +134,9 @@ def constraint(cfg: Config, defined: Mapping[str, Callable[[S], bool]]) -> Calla
     return lambda state: all(pred(state) for pred in preds)
 
 
-def _pick(cfg: Config, names: Sequence[str], defined: Mapping[str, T], kind: str) -> list[tuple[str, T]]:
+def _pick(
+    cfg: Config, names: Sequence[str], defined: Mapping[str, T], kind: str
+) -> list[tuple[str, T]]:
     missing = [name for name in names if name not in defined]
     if missing:
         raise ConfigError(f"{cfg.source}: {kind} {', '.join(missing)} has no Python transcription")

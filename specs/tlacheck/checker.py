@@ -85,12 +85,12 @@ class _Search(Generic[S]):
         for state in self.model.init:
             self.generated += 1
             failure = self._admit(state, None, None, 1)
-            if failure:
+            if failure is not None:
                 return self._result(failure)
         while self.queue:
             state = self.queue.popleft()
             failure = self._expand(state)
-            if failure:
+            if failure is not None:
                 return self._result(failure)
         return self._result(None)
 
@@ -101,13 +101,15 @@ class _Search(Generic[S]):
             successors += 1
             self.generated += 1
             failure = self._admit(succ, state, action, level + 1)
-            if failure:
+            if failure is not None:
                 return failure
         if successors == 0:
             return self._at_end(state)
         return None
 
-    def _admit(self, state: S, parent: S | None, action: str | None, level: int) -> Violation[S] | None:
+    def _admit(
+        self, state: S, parent: S | None, action: str | None, level: int
+    ) -> Violation[S] | None:
         """Store a newly generated state and check it, in TLC's order."""
         constraint = self.model.constraint
         if constraint is not None and not constraint(state):

@@ -22,7 +22,9 @@ def format_violation(violation: Violation[S]) -> str:
     for number, step in enumerate(violation.trace, start=1):
         if previous is None:
             lines.append(f"State {number}: <Initial predicate>")
-            lines.extend(f"/\\ {name} = {tla(value)}" for name, value in step.state._asdict().items())
+            lines.extend(
+                f"/\\ {name} = {tla(value)}" for name, value in step.state._asdict().items()
+            )
         else:
             lines.append(f"State {number}: <{step.action}>")
             lines.extend(f"   {change}" for change in diff(previous, step.state))

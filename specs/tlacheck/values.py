@@ -22,7 +22,7 @@ class Fn(Mapping[K, V], Generic[K, V]):
 
     @classmethod
     def const(cls, domain: Iterable[K], value: V) -> Fn[K, V]:
-        """[x \\in domain |-> value]."""
+        r"""[x \in domain |-> value]."""
         return cls((key, value) for key in domain)
 
     def except_(self, key: K, value: V) -> Fn[K, V]:
@@ -57,18 +57,20 @@ class Fn(Mapping[K, V], Generic[K, V]):
 def tla(value: object) -> str:
     """Render a value the way TLC prints it in a trace."""
     if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, Fn):
-        if not value:
-            return "<<>>"
-        return "(" + " @@ ".join(f"{tla(k)} :> {tla(v)}" for k, v in _ordered(value.items())) + ")"
-    if isinstance(value, (frozenset, set)):
-        return "{" + ", ".join(tla(v) for v in _ordered(value)) + "}"
-    if isinstance(value, tuple):
-        return "<<" + ", ".join(tla(v) for v in value) + ">>"
-    return repr(value)
+        text = "TRUE" if value else "FALSE"
+    elif isinstance(value, str):
+        text = f'"{value}"'
+    elif isinstance(value, Fn):
+        pairs = [f"{tla(k)} :> {tla(value[k])}" for k in _ordered(value)]
+        # TLC prints the function with an empty domain as the empty sequence.
+        text = "(" + " @@ ".join(pairs) + ")" if pairs else "<<>>"
+    elif isinstance(value, (frozenset, set)):
+        text = "{" + ", ".join(tla(v) for v in _ordered(value)) + "}"
+    elif isinstance(value, tuple):
+        text = "<<" + ", ".join(tla(v) for v in value) + ">>"
+    else:
+        text = repr(value)
+    return text
 
 
 def _ordered(values: Iterable[object]) -> list[object]:

@@ -1,0 +1,1 @@
+"""The RoostPush resumable change feed and its split-attach mutant, in TLA+ and Python."""
