@@ -74,11 +74,25 @@ class App:
         self, name: str | None = None, *, max_retries: int = 3
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (plain or `async def`) under `name` (default: module.qualname)."""
+        if name is not None and not isinstance(name, str):
+            # A bare `@app.task` would hand us the function as the name and register nothing.
+            raise InvalidTaskError(
+                "app.task takes a task name: write @app.task() to use the default name"
+            )
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
-            task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+            task_name = f"{fn.__module__}.{fn.__qualname__}" if name is None else name
             if not TASK_NAME.fullmatch(task_name):
-                raise InvalidTaskError(f"invalid task name {task_name!r}")
+                raise InvalidTaskError(
+                    f"invalid task name {task_name!r}: use 1-200 letters, digits, '_', '.', "
+                    "':' or '-', starting with a letter or '_'"
+                )
+            clashing = [p for p in inspect.signature(fn).parameters if p in RESERVED]
+            if clashing:
+                raise InvalidTaskError(
+                    f"{task_name}: parameter(s) {', '.join(clashing)} clash with the options "
+                    f"of .enqueue ({', '.join(RESERVED)}); rename them"
+                )
             if task_name in self.tasks and self.tasks[task_name].fn is not fn:
                 raise InvalidTaskError(
                     f"a different function is already registered as {task_name!r}"

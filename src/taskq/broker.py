@@ -43,6 +43,7 @@ __all__ = [
 
 MAX_RETRIES_LIMIT = 1000
 DEFAULT_IDEMPOTENCY_TTL = 86_400
+MAX_IDEMPOTENCY_TTL = 10 * 365 * 86_400
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 DEFAULT_EVENTS_RETENTION = 100_000
 
@@ -61,7 +62,8 @@ def _text(value: Any) -> str:
 
 
 def _ms(seconds: float, what: str) -> int:
-    if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if not number or not math.isfinite(seconds * 1000) or seconds < 0:
         raise InvalidTaskError(f"{what} must be a finite number of seconds >= 0, not {seconds!r}")
     return round(seconds * 1000)
 
@@ -77,6 +79,11 @@ class Broker:
         events_retention: int = DEFAULT_EVENTS_RETENTION,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
+        if events_retention < 1 or max_payload_bytes < 2:
+            raise InvalidTaskError(
+                f"events_retention must be >= 1 and max_payload_bytes >= 2, not "
+                f"{events_retention} and {max_payload_bytes}"
+            )
         self.client = client
         self.keys = QueueKeys(queue)
         self.queue = queue
@@ -144,8 +151,11 @@ class Broker:
             )
         key = "" if task.idempotency_key is None else check_idempotency_key(task.idempotency_key)
         ttl = DEFAULT_IDEMPOTENCY_TTL if task.idempotency_ttl is None else task.idempotency_ttl
-        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
-            raise InvalidTaskError(f"idempotency_ttl must be an integer >= 1, not {ttl!r}")
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= MAX_IDEMPOTENCY_TTL:
+            raise InvalidTaskError(
+                f"idempotency_ttl must be an integer from 1 to {MAX_IDEMPOTENCY_TTL} seconds, "
+                f"not {ttl!r}"
+            )
         k = self.keys
         return (
             [k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
@@ -183,8 +193,8 @@ class Broker:
         Every call carries a request id (made here unless given), so a call the client
         retries after a lost reply returns the tasks it already leased, not more.
         """
-        if count < 1:
-            raise InvalidTaskError(f"count must be >= 1, not {count}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidTaskError(f"count must be an integer >= 1, not {count!r}")
         k = self.keys
         with redis_errors("lease"):
             reply = self.scripts.lease(

@@ -68,6 +68,7 @@ class EmbeddedRedis:
     process: subprocess.Popen[bytes] | None = None
     socket_path: Path = field(init=False)
     _own_dir: bool = False
+    _socket_dir: Path | None = None
 
     def __post_init__(self) -> None:
         self.binary = find_redis_server(self.binary)
@@ -78,7 +79,8 @@ class EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.data_dir / "redis.sock"
         if len(str(self.socket_path)) > MAX_SOCKET_PATH:
-            self.socket_path = Path(tempfile.mkdtemp(prefix="tq-")) / "redis.sock"
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="tq-"))
+            self.socket_path = self._socket_dir / "redis.sock"
 
     @property
     def url(self) -> str:
@@ -182,6 +184,8 @@ class EmbeddedRedis:
         self.stop()
         if self._own_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start() if self.process is None else self

@@ -92,6 +92,12 @@ class QueueKeys:
         return self.prefix + "events:epoch"
 
     @property
+    def stats(self) -> str:
+        """Lifetime event totals by `type:state`; named after the stream, whose scripts
+        derive it, so it shares the queue's hash tag."""
+        return self.events + ":stats"
+
+    @property
     def wake(self) -> str:
         """Tokens that wake idle workers blocked on BLPOP when work becomes ready."""
         return self.prefix + "wake"

@@ -129,5 +129,10 @@ class _Transaction:
             raise LedgerError(f"cannot start a ledger transaction: {e}") from e
         return self.db
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.Error as e:
+            raise LedgerError(f"cannot finish a ledger transaction: {e}") from e
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(f"ledger write failed: {exc}") from exc

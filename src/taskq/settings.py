@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Literal, TypeVar
 
 from taskq.errors import ConfigError
+from taskq.keys import QUEUE_NAME
 
 LedgerGuard = Literal["none", "dedupe", "fence"]
 LEDGER_GUARDS: tuple[LedgerGuard, ...] = ("none", "dedupe", "fence")
@@ -38,9 +39,24 @@ class Settings:
     max_payload_bytes: int = 1_048_576
     idempotency_ttl_seconds: int = 86_400
     redis_server: str = ""
+    api_token: str = ""
+    feed_heartbeat_seconds: float = 15.0
+    feed_send_timeout_seconds: float = 10.0
     redis_url_given: bool = False
 
     def __post_init__(self) -> None:
+        _check(
+            self.redis_timeout_seconds > 0,
+            "REDIS_TIMEOUT_SECONDS",
+            self.redis_timeout_seconds,
+            "must be > 0",
+        )
+        _check(
+            QUEUE_NAME.fullmatch(self.queue) is not None,
+            "TASKQ_QUEUE",
+            self.queue,
+            "is not a queue name: use 1-100 letters, digits, '_', '.' or '-'",
+        )
         _check(self.lease_seconds > 0, "LEASE_SECONDS", self.lease_seconds, "must be > 0")
         _check(0.0 <= self.fail_rate <= 1.0, "FAIL_RATE", self.fail_rate, "must be in [0, 1]")
         _check(self.work_seconds >= 0, "WORK_SECONDS", self.work_seconds, "must be >= 0")
@@ -60,7 +76,7 @@ class Settings:
             self.backoff_max_seconds >= self.backoff_base_seconds,
             "BACKOFF_MAX_SECONDS",
             self.backoff_max_seconds,
-            "must be >= BACKOFF_BASE_SECONDS",
+            f"must be >= BACKOFF_BASE_SECONDS ({self.backoff_base_seconds!r})",
         )
         _check(self.poll_seconds > 0, "POLL_SECONDS", self.poll_seconds, "must be > 0")
         _check(
@@ -83,10 +99,22 @@ class Settings:
             "must be >= 2",
         )
         _check(
-            self.idempotency_ttl_seconds >= 1,
+            1 <= self.idempotency_ttl_seconds <= 10 * 365 * 86_400,
             "TASKQ_IDEMPOTENCY_TTL_SECONDS",
             self.idempotency_ttl_seconds,
-            "must be >= 1",
+            "must be from 1 to 315360000 (ten years)",
+        )
+        _check(
+            0 < self.feed_heartbeat_seconds <= 15,
+            "TASKQ_FEED_HEARTBEAT_SECONDS",
+            self.feed_heartbeat_seconds,
+            "must be in (0, 15]",
+        )
+        _check(
+            self.feed_send_timeout_seconds > 0,
+            "TASKQ_FEED_SEND_TIMEOUT_SECONDS",
+            self.feed_send_timeout_seconds,
+            "must be > 0",
         )
         _check(
             self.ledger_guard in LEDGER_GUARDS,
@@ -167,4 +195,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", int),
     "idempotency_ttl_seconds": ("TASKQ_IDEMPOTENCY_TTL_SECONDS", int),
     "redis_server": ("REDIS_SERVER", str),
+    "api_token": ("TASKQ_API_TOKEN", str),
+    "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
+    "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
 }

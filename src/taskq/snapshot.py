@@ -40,7 +40,7 @@ class DeadView:
 @dataclass(frozen=True)
 class QueueSnapshot:
     """One queue at one moment of Redis time (`now_ms`), and the feed position
-    (`epoch`, `seq`) of the last event reflected in it."""
+    (`epoch`, `seq`, and that row's `last_ts`) of the last event reflected in it."""
 
     queue: str
     now_ms: int
@@ -50,6 +50,7 @@ class QueueSnapshot:
     dead: list[DeadView]
     epoch: str
     seq: int
+    last_ts: int
 
 
 def queue_names(broker: Broker) -> list[str]:
@@ -73,9 +74,9 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         pipe.zrange(k.delayed, 0, limit - 1, withscores=True)
         pipe.lrange(k.dlq, 0, limit - 1)
         pipe.get(k.epoch)
-        pipe.get(k.seq)
+        pipe.xrevrange(k.events, count=1)
         (now, ready, leased_n, delayed_n, dead_n, leased, delayed, dead,
-         epoch, seq) = pipe.execute()
+         epoch, last) = pipe.execute()
         ids = [str(i) for i, _ in leased] + [str(i) for i, _ in delayed] + [str(i) for i in dead]
         fields = ("name", "worker", "fencing_token", "retries", "last_error", "dead_at")
         pipe = broker.client.pipeline(transaction=False)
@@ -109,5 +110,6 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
             for i in dead
         ],
         epoch=str(epoch or ""),
-        seq=int(seq or 0),
+        seq=int(str(last[0][0]).split("-")[0]) if last else 0,
+        last_ts=int(last[0][1].get("ts", 0)) if last else 0,
     )

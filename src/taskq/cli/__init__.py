@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from taskq.cli import dashboard, demo, dlq, ledger, producer, redis_server, worker
+from taskq.cli import dashboard, demo, dlq, ledger, producer, redis_server, serve, worker
 from taskq.errors import TaskqError
 
 COMMANDS = {
@@ -16,6 +16,7 @@ COMMANDS = {
     "dlq": dlq,
     "ledger": ledger,
     "dashboard": dashboard,
+    "serve": serve,
     "redis": redis_server,
     "demo": demo,
 }

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from taskq.cli.common import settings_from
 from taskq.demo import DemoPlan, default_say, report, run_demo
+from taskq.errors import ConfigError
 
 HELP = "run a whole demo on an embedded Redis; exits 0 only if the guarantees held"
 
@@ -19,9 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    plan = DemoPlan(tasks=args.tasks, workers=args.workers)
-    if args.seed is not None:
-        plan = DemoPlan(tasks=args.tasks, workers=args.workers, seed=args.seed)
+    if args.tasks < 1 or args.workers < 1:
+        raise ConfigError(f"--tasks and --workers must be >= 1, not {args.tasks}, {args.workers}")
+    # A small run delays and resends at most every task it has.
+    sizes = {"tasks": args.tasks, "workers": args.workers,
+             "delayed": min(DemoPlan.delayed, args.tasks),
+             "resends": min(DemoPlan.resends, args.tasks)}
+    plan = DemoPlan(**sizes) if args.seed is None else DemoPlan(**sizes, seed=args.seed)
     default_say(f"taskq demo (seed {plan.seed})")
     result = run_demo(settings_from(args), plan, Path(args.dir), default_say)
     return report(result, default_say)

@@ -21,7 +21,8 @@ local function wake_workers(wake_key, n)
   redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
 end
 
--- Appends one event to the change feed with the dense id <seq>-0. A counter of 1
+-- Appends one event to the change feed with the dense id <seq>-0. `fields` starts
+-- with 'type', <type>, 'task', <id>, 'state', <state>. A counter of 1
 -- means the log starts over (new queue, or its keys were lost): a new epoch tells
 -- feed clients that ids from before are meaningless now. If the counter alone was
 -- lost, it restarts after the stream's last id, so XADD can never fail mid-script.
@@ -38,6 +39,9 @@ local function emit(events_key, seq_key, epoch_key, retention, now_ms, fields)
   end
   redis.call('XADD', events_key, 'MAXLEN', tonumber(retention), seq .. '-0',
     'ts', now_ms, unpack(fields))
+  -- Lifetime totals per event type and resulting state, for /metrics; the stream
+  -- itself is trimmed, so it cannot be counted.
+  redis.call('HINCRBY', events_key .. ':stats', fields[2] .. ':' .. fields[6], 1)
   return seq
 end
 

@@ -40,14 +40,16 @@ local run_at = now + delay_ms
 local state = 'pending'
 if delay_ms > 0 then state = 'delayed' end
 
+-- The SET goes first: it is the one write an argument could make fail, and a script
+-- that fails after writing leaves its earlier writes in place.
+if idem_key ~= '' then
+  redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
+end
 emit(events_key, seq_key, epoch_key, retention, now,
   {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name, 'at', run_at})
 redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
   'max_retries', max_retries, 'retries', 0, 'fencing_token', 0,
   'idempotency_key', idem_key, 'created_at', now, 'run_at', run_at)
-if idem_key ~= '' then
-  redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
-end
 if state == 'delayed' then
   redis.call('ZADD', delayed_key, run_at, task_id)
 else

@@ -68,7 +68,9 @@ class Worker:
         self.concurrency = concurrency or self.settings.concurrency
         self.worker_id = worker_id or make_worker_id()
         self.stats = Stats()
-        self.in_flight: dict[str, TaskContext] = {}
+        # Keyed by (task id, token): after a lost lease this worker may lease the same
+        # task again while the stale run is still in hand, and both need heartbeats.
+        self.in_flight: dict[tuple[str, int], TaskContext] = {}
         self._in_flight_lock = threading.Lock()
         self._inbox: queue.SimpleQueue[Outcome | _Nudge] = queue.SimpleQueue()
         self.lifecycle = Lifecycle(self.settings.shutdown_grace_seconds, self._nudge)
@@ -152,7 +154,7 @@ class Worker:
             max_retries=task.max_retries,
         )
         with self._in_flight_lock:
-            self.in_flight[task.task_id] = context
+            self.in_flight[(task.task_id, task.token)] = context
         self.stats.leased += 1
         self.runner.submit(task, context)
 
@@ -212,7 +214,7 @@ class Worker:
             else:
                 self.stats.retried += 1
         with self._in_flight_lock:
-            self.in_flight.pop(task.task_id, None)
+            self.in_flight.pop((task.task_id, task.token), None)
 
     def _stale(self, task: LeasedTask, operation: str) -> None:
         self.stats.stale += 1

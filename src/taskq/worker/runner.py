@@ -69,13 +69,20 @@ class Runner:
         ]
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
-            target=self._loop.run_forever, name="taskq-async-handlers", daemon=True
+            target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
 
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
         self._loop_thread.start()
+
+    def _loop_main(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            # An unclosed loop leaks its self-pipe; close it once `close` has stopped it.
+            self._loop.close()
 
     def submit(self, task: LeasedTask, context: TaskContext) -> None:
         try:

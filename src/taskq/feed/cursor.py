@@ -1,0 +1,52 @@
+"""Feed positions and their wire form: `<epoch>.<seq>.<ts>`, or nothing for the start."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+WIRE_ID = re.compile(r"(\d{1,24})\.(\d{1,18})\.(\d{1,15})")
+MAX_ECHO = 120
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last row a client holds: its log's epoch, its sequence number, and its `ts`
+    as a fingerprint that tells a row rewritten after a Redis crash from the original.
+    `Cursor.start()` (no epoch, seq 0) asks for the whole log."""
+
+    epoch: str
+    seq: int
+    ts: str
+
+    @classmethod
+    def start(cls) -> Cursor:
+        return cls("", 0, "")
+
+    @property
+    def wire_id(self) -> str:
+        """The SSE `id:`; only digits and dots, so never a CR, LF or NUL."""
+        return f"{self.epoch}.{self.seq}.{self.ts or 0}"
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A `Last-Event-ID` that is not one of ours; the client gets a gap, never an error."""
+
+    raw: str
+
+    @property
+    def echo(self) -> str:
+        """The raw value, shortened, for the gap event's JSON body."""
+        return self.raw[:MAX_ECHO]
+
+
+def parse_cursor(raw: str | None) -> Cursor | Malformed:
+    """The cursor in `raw` (a Last-Event-ID header or query value); no value is the start."""
+    if raw is None or raw.strip() == "":
+        return Cursor.start()
+    match = WIRE_ID.fullmatch(raw.strip())
+    if match is None:
+        return Malformed(raw)
+    epoch, seq, ts = match.groups()
+    return Cursor(epoch, int(seq), ts)

@@ -1,0 +1,107 @@
+"""One tail reader per queue in a server process: it follows the log and wakes clients.
+
+The hub reads the log only through the atomic gap-checked step, so its ring always
+holds contiguous rows of one epoch; a client may take rows from the ring instead of
+asking Redis, and its cursor still only advances through contiguous rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+
+import redis.asyncio as aioredis
+
+from taskq.feed.cursor import Cursor
+from taskq.feed.log import FeedLog, Gap, Row
+
+log = logging.getLogger("taskq.feed")
+
+TAIL_BATCH = 1000
+BLOCK_MS = 2000
+
+
+class Hub:
+    """Follows one queue's event log; `rows_after` serves from memory, `wait` sleeps
+    until the log moves past a sequence number."""
+
+    def __init__(self, feed_log: FeedLog, ring_size: int = 10_000) -> None:
+        self.log = feed_log
+        self.ring: deque[Row] = deque(maxlen=ring_size)
+        self.tail = Cursor.start()
+        self.clients = 0
+        self.delivered = 0
+        self._moved: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def client(self) -> aioredis.Redis:
+        return self.log.client
+
+    async def start(self) -> None:
+        self.tail = await self.log.head()
+        self._task = asyncio.create_task(self._follow(), name=f"feed-hub-{self.log.keys.queue}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def rows_after(self, cursor: Cursor, limit: int) -> list[Row] | None:
+        """Rows right after `cursor` from memory, or None when the ring cannot tell
+        (another epoch, or the cursor is older than the ring's first row)."""
+        if not self.ring or self.ring[0].cursor.epoch != cursor.epoch:
+            return None
+        first = self.ring[0].cursor.seq
+        last = self.ring[-1].cursor.seq
+        if cursor.seq < first - 1 or cursor.seq > last:
+            return None
+        held = self.ring[cursor.seq - first] if cursor.seq >= first else None
+        if held is not None and cursor.ts and held.cursor.ts != cursor.ts:
+            return None  # a rewritten row: only the atomic read may judge it
+        start = cursor.seq + 1 - first
+        return [self.ring[i] for i in range(start, min(len(self.ring), start + limit))]
+
+    async def wait(self, cursor: Cursor, timeout: float) -> None:
+        """Return when the log has moved past `cursor` (or its epoch changed), or after
+        `timeout` seconds; the caller reads again either way."""
+        if self.tail.epoch != cursor.epoch or self.tail.seq > cursor.seq:
+            return
+        if self._moved is None or self._moved.done():
+            self._moved = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._moved), timeout)
+
+    def _notify(self) -> None:
+        if self._moved is not None and not self._moved.done():
+            self._moved.set_result(None)
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("feed hub for %r: %s; retrying", self.log.keys.queue, e)
+                await asyncio.sleep(1.0)
+
+    async def _step(self) -> None:
+        result = await self.log.read(self.tail, TAIL_BATCH)
+        if isinstance(result, Gap):
+            # The log was reset or trimmed past us: restart the ring at the head.
+            self.ring.clear()
+            self.tail = result.resume_at
+            self._notify()
+            return
+        if result.rows:
+            self.ring.extend(result.rows)
+            self.tail = result.rows[-1].cursor
+            self._notify()
+            if len(result.rows) == TAIL_BATCH:
+                return
+        await self.client.xread({self.log.keys.events: f"{self.tail.seq}-0"},
+                                count=1, block=BLOCK_MS)

@@ -1,0 +1,61 @@
+--[[
+  read_events: the change feed's one read step: check for a gap after the cursor and
+  read the rows that follow it, atomically, so nothing can be trimmed or appended
+  between the check and the read. Read-only.
+  KEYS[1] events  STREAM  change feed, ids <seq>-0
+  KEYS[2] seq     STRING  last event sequence number (the head)
+  KEYS[3] epoch   STRING  event log incarnation
+  ARGV[1] epoch           the cursor's epoch; '' when the client has none (cursor 0)
+  ARGV[2] cursor          sequence number of the last row the client has
+  ARGV[3] fingerprint     that row's ts (ms); '' when unknown
+  ARGV[4] count           most rows to return
+  Returns: {'rows', epoch, head, first, seq, ts, fields, seq, ts, fields, ...}: the rows
+           after the cursor (fields as a flat name/value array) |
+           {'gap', epoch, head, first, head_ts, reason}: reason is 'epoch' (the log was
+           recreated), 'ahead' (cursor beyond the head), 'trimmed' (rows after the
+           cursor are gone) or 'diverged' (the cursor's row was rewritten after a crash);
+           first = oldest retained seq (head + 1 when the log is empty)
+  Emits:   nothing
+]]
+
+local events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
+local cursor_epoch, cursor = ARGV[1], tonumber(ARGV[2])
+local fingerprint, count = ARGV[3], tonumber(ARGV[4])
+
+local epoch = redis.call('GET', epoch_key) or ''
+local head = tonumber(redis.call('GET', seq_key) or '0')
+local first = head + 1
+local oldest = redis.call('XRANGE', events_key, '-', '+', 'COUNT', 1)[1]
+if oldest then first = tonumber(string.match(oldest[1], '^(%d+)')) end
+
+local function field(entry, name)
+  local fields = entry[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == name then return fields[i + 1] end
+  end
+  return '0'
+end
+
+local function gap(reason)
+  local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
+  local head_ts = '0'
+  if last then head_ts = field(last, 'ts') end
+  return {'gap', epoch, head, first, head_ts, reason}
+end
+
+if cursor_epoch ~= '' and cursor_epoch ~= epoch then return gap('epoch') end
+if cursor > head then return gap('ahead') end
+if cursor < first - 1 then return gap('trimmed') end
+if cursor > 0 and fingerprint ~= '' and cursor >= first then
+  local row = redis.call('XRANGE', events_key, cursor .. '-0', cursor .. '-0')[1]
+  if not row or field(row, 'ts') ~= fingerprint then return gap('diverged') end
+end
+
+local reply = {'rows', epoch, head, first}
+local rows = redis.call('XRANGE', events_key, '(' .. cursor .. '-0', '+', 'COUNT', count)
+for _, row in ipairs(rows) do
+  reply[#reply + 1] = tonumber(string.match(row[1], '^(%d+)'))
+  reply[#reply + 1] = field(row, 'ts')
+  reply[#reply + 1] = row[2]
+end
+return reply

@@ -1,0 +1,1 @@
+"""The HTTP side of taskq: the SSE change feed, the JSON API, metrics and the dashboard."""

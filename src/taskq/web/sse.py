@@ -1,0 +1,92 @@
+"""An ASGI response that streams server-sent events and cuts a client that stops reading."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from starlette.types import Receive, Scope, Send
+
+log = logging.getLogger("taskq.feed")
+
+INCOMPLETE = "ASGI callable returned without completing response"
+
+
+class CutClientsAreExpected(logging.Filter):
+    """Uvicorn reports a response ended without its last chunk as an error; for a feed
+    client we cut on purpose that is the intended outcome, already logged by us."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return INCOMPLETE not in record.getMessage()
+
+
+logging.getLogger("uvicorn.error").addFilter(CutClientsAreExpected())
+
+HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    # Tells nginx-style proxies not to buffer the stream.
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class EventStreamResponse:
+    """Sends each frame as it comes. A send that cannot complete within `send_timeout`
+    means the client's buffers are full: it is disconnected and will resume by id,
+    so a slow client costs the server one pending frame, never a growing queue."""
+
+    def __init__(
+        self,
+        frames: AsyncIterator[str],
+        send_timeout: float,
+        on_close: Callable[[str], None],
+    ) -> None:
+        self.frames = frames
+        self.send_timeout = send_timeout
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+        pump = asyncio.create_task(self._pump(send))
+        listen = asyncio.create_task(self._until_disconnect(receive))
+        done, _ = await asyncio.wait({pump, listen}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (pump, listen):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        reason = "disconnected"
+        if pump in done and not pump.cancelled() and pump.exception() is None:
+            reason = pump.result()
+        self.on_close(reason)
+        if reason != "cut":
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    send({"type": "http.response.body", "body": b"", "more_body": False}), 1.0
+                )
+
+    async def _pump(self, send: Send) -> str:
+        try:
+            async for frame in self.frames:
+                message = {"type": "http.response.body", "body": frame.encode(), "more_body": True}
+                try:
+                    await asyncio.wait_for(send(message), self.send_timeout)
+                except TimeoutError:
+                    log.info("cut a feed client that read nothing for %.0fs", self.send_timeout)
+                    return "cut"
+        finally:
+            await _aclose(self.frames)
+        return "ended"
+
+    @staticmethod
+    async def _until_disconnect(receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+async def _aclose(frames: AsyncIterator[str]) -> None:
+    close = getattr(frames, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()

@@ -1,0 +1,183 @@
+"""Test helpers: where a task id sits, full dumps of the keyspace, and the event log."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from taskq.broker import Broker
+from taskq.keys import QueueKeys
+from taskq.results import TaskRecord
+
+PLACES = ("ready", "leased", "delayed", "dlq")
+# The state a task's record must have while its id sits in each place (T1).
+PLACE_STATE = {"ready": "pending", "leased": "running", "delayed": "delayed", "dlq": "dead"}
+
+
+def text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def task_ids(client: redis.Redis, keys: QueueKeys) -> list[str]:
+    """Every task id that has a record, sorted."""
+    start = len(keys.task(""))
+    return sorted(text(k)[start:] for k in client.scan_iter(match=keys.task("*"), count=1000))
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """A queue's four places and every task record, read in one round trip."""
+
+    places: dict[str, list[str]]
+    records: dict[str, dict[str, str]]
+
+    def where(self, task_id: str) -> list[str]:
+        """Every place that holds `task_id`, once per occurrence, so a duplicate shows twice."""
+        return [place for place in PLACES for t in self.places[place] if t == task_id]
+
+    def violation(self, task_id: str) -> str | None:
+        """Why `task_id` breaks T1 (one place, and the record agrees), or None if it holds."""
+        places, current = self.where(task_id), self.records.get(task_id, {}).get("state")
+        if not places:
+            return None if current == "completed" else f"{task_id} is nowhere but {current!r}"
+        if len(places) > 1:
+            return f"{task_id} is in {places}"
+        if PLACE_STATE[places[0]] != current:
+            return f"{task_id} is in {places[0]} but its record says {current!r}"
+        return None
+
+    def violations(self) -> list[str]:
+        """Every T1 breach, including ids that sit in a place without a record."""
+        problems = [p for t in self.records if (p := self.violation(t))]
+        placed = {t for ids in self.places.values() for t in ids}
+        return problems + [
+            f"{t} is queued but has no record" for t in sorted(placed - set(self.records))
+        ]
+
+
+def view(client: redis.Redis, keys: QueueKeys) -> QueueView:
+    ids = task_ids(client, keys)
+    pipe = client.pipeline(transaction=True)
+    pipe.lrange(keys.ready, 0, -1)
+    pipe.zrange(keys.leased, 0, -1)
+    pipe.zrange(keys.delayed, 0, -1)
+    pipe.lrange(keys.dlq, 0, -1)
+    for task_id in ids:
+        pipe.hgetall(keys.task(task_id))
+    replies = pipe.execute()
+    places = {p: [text(t) for t in r] for p, r in zip(PLACES, replies[:4], strict=True)}
+    records = {
+        t: {text(a): text(b) for a, b in r.items()} for t, r in zip(ids, replies[4:], strict=True)
+    }
+    return QueueView(places, records)
+
+
+def where(client: redis.Redis, keys: QueueKeys, task_id: str) -> list[str]:
+    """Every place that holds `task_id`, once per occurrence, so a duplicate shows twice."""
+    return view(client, keys).where(task_id)
+
+
+def state(client: redis.Redis, keys: QueueKeys, task_id: str) -> str | None:
+    value = client.hget(keys.task(task_id), "state")
+    return None if value is None else text(value)
+
+
+def _read_whole(pipe: redis.client.Pipeline, name: str, kind: str) -> None:
+    if kind == "string":
+        pipe.get(name)
+    elif kind == "list":
+        pipe.lrange(name, 0, -1)
+    elif kind == "zset":
+        pipe.zrange(name, 0, -1, withscores=True)
+    elif kind == "hash":
+        pipe.hgetall(name)
+    elif kind == "set":
+        pipe.smembers(name)
+    else:
+        pipe.xrange(name)
+
+
+def dump(client: redis.Redis) -> dict[str, tuple[str, Any, bool]]:
+    """Every key of the database with its type, content and whether it expires."""
+    names = sorted(text(k) for k in client.scan_iter(count=1000))
+    pipe = client.pipeline(transaction=True)
+    for name in names:
+        pipe.type(name)
+    kinds = [text(kind) for kind in pipe.execute()]
+    for name, kind in zip(names, kinds, strict=True):
+        _read_whole(pipe, name, kind)
+        pipe.ttl(name)
+    replies = pipe.execute()
+    return {
+        name: (kind, replies[2 * i], replies[2 * i + 1] >= 0)
+        for i, (name, kind) in enumerate(zip(names, kinds, strict=True))
+    }
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of a queue's event log."""
+
+    id: str
+    fields: dict[str, str]
+
+    @property
+    def type(self) -> str:
+        return self.fields["type"]
+
+    @property
+    def task(self) -> str:
+        return self.fields["task"]
+
+    @property
+    def state(self) -> str:
+        return self.fields["state"]
+
+
+def events(client: redis.Redis, keys: QueueKeys, after: int = 0) -> list[Event]:
+    """The event log's rows, or those after sequence number `after`."""
+    rows = client.xrange(keys.events, min=f"{after + 1}-0") or []
+    return [Event(text(i), {text(a): text(b) for a, b in (f or {}).items()}) for i, f in rows]
+
+
+def wait_past(seconds: float) -> None:
+    """Sleep a little longer than `seconds`, so a lease or delay that long has run out."""
+    time.sleep(seconds + 0.02)
+
+
+def lease_one(broker: Broker, worker: str = "w1", seconds: float = 10) -> tuple[str, int]:
+    """Lease the task at the front of ready, which must be there: `(task_id, token)`."""
+    got = broker.lease(worker, seconds)
+    assert got is not None, "nothing was ready to lease"
+    return got
+
+
+def leased(broker: Broker, task_id: str = "t1", max_retries: int = 3) -> int:
+    """Enqueue `task_id`, lease it (it must be the only ready task) and return its token."""
+    broker.enqueue(task_id, max_retries=max_retries, payload={"n": 1})
+    got = lease_one(broker)
+    assert got[0] == task_id
+    return got[1]
+
+
+def record_of(broker: Broker, task_id: str) -> TaskRecord:
+    """The task's record, which must exist."""
+    record = broker.task(task_id)
+    assert record is not None, f"{task_id} has no record"
+    return record
+
+
+def replay(log: list[Event]) -> dict[str, dict[str, str]]:
+    """Each task's state, retries and token as its events tell them, oldest event first."""
+    told: dict[str, dict[str, str]] = {}
+    for event in log:
+        task = told.setdefault(event.task, {"retries": "0", "fencing_token": "0"})
+        task["state"] = event.state
+        if "retries" in event.fields:
+            task["retries"] = event.fields["retries"]
+        if "token" in event.fields:
+            task["fencing_token"] = event.fields["token"]
+    return told

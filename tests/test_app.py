@@ -1,0 +1,238 @@
+"""The task registry: `@app.task()` registers, `fn(...)` calls, `fn.enqueue(...)` queues."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from taskq.app import App, Task
+from taskq.broker import Broker, Enqueued
+from taskq.errors import InvalidTaskError, PayloadError
+from taskq.settings import Settings
+
+
+def add(a: int, b: int = 0) -> int:
+    return a + b
+
+
+def greet(name: str, *, punctuation: str = "!") -> str:
+    return f"hello {name}{punctuation}"
+
+
+async def fetch(url: str) -> str:
+    return url
+
+
+@pytest.fixture
+def app(settings: Settings, broker: Broker) -> App:
+    app = App(queue=broker.queue, settings=settings)
+    app.use_broker(broker)
+    return app
+
+
+@pytest.fixture
+def adder(app: App) -> Task[[int, int], int]:
+    return app.task()(add)
+
+
+def task_keys(client: redis.Redis) -> list[str]:
+    return [str(k) for k in client.scan_iter(match="*:task:*")]
+
+
+def nothing_was_created(broker: Broker) -> bool:
+    c = broker.counts()
+    return (c.ready, c.leased, c.delayed, c.dead) == (0, 0, 0, 0) and not task_keys(
+        broker.client
+    )
+
+
+class TestRegistration:
+    def test_the_default_name_is_module_and_qualname(self, app: App) -> None:
+        task = app.task()(add)
+        assert task.name == f"{add.__module__}.add"
+        assert app.tasks[task.name] is task
+
+    def test_an_explicit_name_is_used_as_given(self, app: App) -> None:
+        task = app.task("emails.send-welcome:v2")(greet)
+        assert task.name == "emails.send-welcome:v2"
+        assert set(app.tasks) == {"emails.send-welcome:v2"}
+
+    def test_max_retries_given_at_registration_is_kept(self, app: App) -> None:
+        assert app.task(max_retries=7)(add).max_retries == 7
+
+    @pytest.mark.parametrize(
+        "name", ["", "has space", "9starts-with-digit", "semi;colon", "x" * 201, "é"]
+    )
+    def test_an_invalid_name_is_refused_naming_it(self, app: App, name: str) -> None:
+        with pytest.raises(InvalidTaskError, match="invalid task name"):
+            app.task(name)(add)
+        assert app.tasks == {}
+
+    def test_a_nested_function_needs_an_explicit_name(self, app: App) -> None:
+        def local() -> None:
+            pass
+
+        with pytest.raises(InvalidTaskError, match=r"<locals>"):
+            app.task()(local)
+        assert app.task("local")(local).name == "local"
+
+    def test_a_different_function_under_a_taken_name_is_refused(self, app: App) -> None:
+        app.task("shared")(add)
+        with pytest.raises(InvalidTaskError, match="already registered as 'shared'"):
+            app.task("shared")(greet)
+        assert app.tasks["shared"].fn is add
+
+    def test_registering_the_same_function_again_is_harmless(self, app: App) -> None:
+        first = app.task("same")(add)
+        second = app.task("same")(add)
+        assert second.fn is first.fn
+        assert list(app.tasks) == ["same"]
+
+    def test_the_decorator_without_parentheses_is_refused_not_silently_ignored(
+        self, app: App
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=r"@app\.task\(\)"):
+            app.task(add)  # type: ignore[arg-type]
+        assert app.tasks == {}
+
+    def test_an_async_function_is_registered_as_async(self, app: App) -> None:
+        task = app.task()(fetch)
+        assert task.is_async
+        assert not app.task()(add).is_async
+
+    def test_the_task_keeps_the_functions_docstring(self, app: App) -> None:
+        def documented() -> None:
+            """Does a thing."""
+
+        assert app.task("documented")(documented).__doc__ == "Does a thing."
+
+    def test_the_app_queue_defaults_to_the_settings_queue(self, settings: Settings) -> None:
+        assert App(settings=settings).queue == settings.queue
+        assert App(queue="other", settings=settings).queue == "other"
+
+
+class TestCallingDirectly:
+    def test_calling_the_task_runs_the_function_and_enqueues_nothing(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        assert adder(2, 3) == 5
+        assert nothing_was_created(broker)
+
+    def test_keyword_arguments_pass_through(self, app: App) -> None:
+        assert app.task()(greet)("ann", punctuation="?") == "hello ann?"
+
+
+class TestEnqueue:
+    def test_enqueue_stores_args_and_kwargs_as_the_payload(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        result = adder.enqueue(1, b=2)
+        assert result.created
+        assert broker.payload(result.task_id) == {"args": [1], "kwargs": {"b": 2}}
+        record = broker.task(result.task_id)
+        assert record is not None
+        assert (record.name, record.state, record.max_retries) == (adder.name, "pending", 3)
+        assert broker.counts().ready == 1
+
+    def test_each_enqueue_gets_a_fresh_task_id(self, adder: Task[[int, int], int]) -> None:
+        ids = {adder.enqueue(i).task_id for i in range(3)}
+        assert len(ids) == 3
+
+    def test_delay_puts_the_task_on_delayed_until_it_is_due(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        result = adder.enqueue(1, delay=30)
+        record = broker.task(result.task_id)
+        assert record is not None
+        assert record.state == "delayed"
+        assert record.run_at - record.created_at == pytest.approx(30_000, abs=50)
+        assert (broker.counts().ready, broker.counts().delayed) == (0, 1)
+        assert broker.payload(result.task_id) == {"args": [1], "kwargs": {}}
+
+    def test_max_retries_at_enqueue_overrides_the_registered_one(
+        self, app: App, broker: Broker
+    ) -> None:
+        task = app.task(max_retries=7)(add)
+        default = broker.task(task.enqueue(1).task_id)
+        overridden = broker.task(task.enqueue(1, max_retries=0).task_id)
+        assert default is not None and overridden is not None
+        assert (default.max_retries, overridden.max_retries) == (7, 0)
+
+    def test_a_resend_with_the_same_idempotency_key_creates_nothing(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        first = adder.enqueue(1, idempotency_key="order-17")
+        again = adder.enqueue(99, idempotency_key="order-17")
+        assert first.created and not again.created
+        assert again.task_id == first.task_id
+        assert broker.payload(first.task_id) == {"args": [1], "kwargs": {}}
+        assert broker.counts().ready == 1
+
+    def test_a_resend_with_the_same_task_id_creates_nothing(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        first = adder.enqueue(1, task_id="charge-1")
+        again = adder.enqueue(2, task_id="charge-1")
+        assert (first, again) == (Enqueued("charge-1", True), Enqueued("charge-1", False))
+        assert broker.payload("charge-1") == {"args": [1], "kwargs": {}}
+        assert broker.counts().ready == 1
+
+    def test_reserved_options_are_not_passed_as_arguments(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        result = adder.enqueue(1, 2, delay=0, max_retries=1, idempotency_key="k", task_id="t")
+        assert broker.payload(result.task_id) == {"args": [1, 2], "kwargs": {}}
+
+    def test_an_app_without_use_broker_connects_with_its_settings(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        app = App(queue="own", settings=settings)
+        result = app.task()(add).enqueue(5)
+        assert Broker(client, "own").payload(result.task_id) == {"args": [5], "kwargs": {}}
+
+
+class TestEnqueueRefusesWhatCannotRun:
+    @pytest.mark.parametrize(
+        ("args", "kwargs"),
+        [((), {}), ((1, 2, 3), {}), ((1,), {"c": 3}), ((1,), {"a": 1})],
+    )
+    def test_arguments_that_do_not_fit_the_signature_are_refused_naming_the_task(
+        self,
+        adder: Task[[int, int], int],
+        broker: Broker,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=f"cannot enqueue {adder.name}"):
+            adder.enqueue(*args, **kwargs)
+        assert nothing_was_created(broker)
+
+    def test_a_keyword_only_argument_given_positionally_is_refused(
+        self, app: App, broker: Broker
+    ) -> None:
+        task = app.task("greet")(greet)
+        with pytest.raises(InvalidTaskError, match="cannot enqueue greet"):
+            task.enqueue("ann", "?")
+        assert nothing_was_created(broker)
+
+    @pytest.mark.parametrize(
+        "value", [{1, 2}, b"bytes", float("nan"), float("inf"), object(), [float("-inf")]]
+    )
+    def test_an_argument_json_cannot_carry_is_refused_and_nothing_is_created(
+        self, adder: Task[[int, int], int], broker: Broker, value: Any
+    ) -> None:
+        with pytest.raises(PayloadError):
+            adder.enqueue(value)
+        assert nothing_was_created(broker)
+
+    @pytest.mark.parametrize(
+        ("option", "value"), [("delay", -1), ("max_retries", -1), ("task_id", "no spaces")]
+    )
+    def test_a_bad_option_is_refused_and_nothing_is_created(
+        self, adder: Task[[int, int], int], broker: Broker, option: str, value: object
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=option.replace("_id", " id")):
+            adder.enqueue(1, **{option: value})
+        assert nothing_was_created(broker)

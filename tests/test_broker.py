@@ -1,0 +1,414 @@
+"""The broker's operations against a real Redis: one class per Lua script, plus reads."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import redis
+
+from helpers import dump, lease_one, leased, record_of, state, wait_past, where
+from taskq.broker import Broker, LeasedTask, NewTask
+from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError, TaskqError
+from taskq.keys import QUEUES_KEY
+
+LOOP: dict[str, Any] = {}
+LOOP["self"] = LOOP
+
+# fmt: off
+BAD_OPTIONS = [
+    ({"delay": -1}, "delay must be"), ({"delay": math.nan}, "delay must be"),
+    ({"delay": math.inf}, "delay must be"), ({"delay": "5"}, "delay must be"),
+    ({"delay": 1e308}, "delay"),
+    ({"max_retries": -1}, "must be between"), ({"max_retries": 1001}, "must be between"),
+    ({"max_retries": 1.5}, "must be an integer"), ({"max_retries": True}, "must be an integer"),
+    ({"idempotency_key": ""}, "invalid idempotency key"),
+    ({"idempotency_key": "k" * 513}, "invalid idempotency key"),
+    ({"idempotency_key": "k", "idempotency_ttl": 0}, "idempotency_ttl must be"),
+    ({"idempotency_key": "k", "idempotency_ttl": 10**16}, "idempotency_ttl must be"),
+    ({"name": ""}, "task name must be"),
+]
+BAD_PAYLOADS = [
+    ({"s": {1, 2}}, "not JSON serializable"), ({"n": math.nan}, "NaN and infinity"),
+    ([1, 2], "must be a JSON object"), ("text", "must be a JSON object"),
+    ({1j: 1}, "keys must be"), (LOOP, "Circular reference"),
+]
+# fmt: on
+
+
+class TestEnqueue:
+    def test_new_task_is_pending_on_ready_with_its_record(self, broker: Broker) -> None:
+        before = broker.server_time_ms()
+        assert broker.enqueue("t1", max_retries=2, payload={"a": 1}).created
+        record = record_of(broker, "t1")
+        assert (record.state, record.retries, record.max_retries) == ("pending", 0, 2)
+        assert (record.fencing_token, record.payload) == (0, '{"a":1}')
+        assert before <= record.created_at == record.run_at <= broker.server_time_ms()
+        assert where(broker.client, broker.keys, "t1") == ["ready"]
+
+    def test_delayed_task_waits_on_delayed_until_its_run_at(self, broker: Broker) -> None:
+        before = broker.server_time_ms()
+        broker.enqueue("t1", delay=5)
+        record = record_of(broker, "t1")
+        assert record.state == "delayed"
+        assert record.run_at - record.created_at == 5000 and record.created_at >= before
+        assert broker.client.zscore(broker.keys.delayed, "t1") == record.run_at
+        assert where(broker.client, broker.keys, "t1") == ["delayed"]
+
+    def test_reused_idempotency_key_returns_the_original_task(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        assert broker.enqueue("first", payload={"v": 1}, idempotency_key="k").created
+        before = dump(client)
+        again = broker.enqueue("second", payload={"v": 2}, idempotency_key="k")
+        assert (again.task_id, again.created) == ("first", False)
+        assert dump(client) == before
+
+    def test_idempotency_key_names_the_task_for_its_ttl(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("first", idempotency_key="k", idempotency_ttl=1)
+        assert 0 < client.pttl(broker.keys.idem("k")) <= 1000
+        wait_past(1.0)
+        assert broker.enqueue("second", idempotency_key="k").created
+
+    def test_reused_task_id_creates_nothing_and_keeps_the_original(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t1", payload={"v": 1})
+        before = dump(client)
+        assert not broker.enqueue("t1", delay=9, payload={"v": 2}).created
+        assert dump(client) == before
+
+    def test_enqueue_registers_the_queue_and_wakes_idle_workers(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t1")
+        assert client.smembers(QUEUES_KEY) == {"test"}
+        assert client.llen(broker.keys.wake) >= 1
+
+    @pytest.mark.parametrize("task_id", ["", "a b", "x" * 129, "caf\u00e9", "a/b", "a{b}", 7])
+    def test_invalid_task_id_is_rejected_and_creates_nothing(
+        self, broker: Broker, client: redis.Redis, task_id: Any
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match="invalid task id"):
+            broker.enqueue(task_id)
+        assert dump(client) == {}
+
+    @pytest.mark.parametrize(("options", "message"), BAD_OPTIONS)
+    def test_bad_option_is_rejected_and_creates_nothing(
+        self, broker: Broker, client: redis.Redis, options: dict[str, Any], message: str
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=message):
+            broker.enqueue("t1", **options)
+        assert dump(client) == {}
+
+    @pytest.mark.parametrize(("payload", "message"), BAD_PAYLOADS)
+    def test_unencodable_payload_is_rejected_and_creates_nothing(
+        self, broker: Broker, client: redis.Redis, payload: Any, message: str
+    ) -> None:
+        with pytest.raises(PayloadError, match=message):
+            broker.enqueue("t1", payload=payload)
+        assert dump(client) == {}
+
+    def test_payload_limit_counts_utf8_bytes(self, client: redis.Redis) -> None:
+        small = Broker(client, "test", max_payload_bytes=64)
+        # '{"x":"' + 28 two-byte characters + '"}' is exactly 64 bytes.
+        assert small.enqueue("fits", payload={"x": "\u00e9" * 28}).created
+        with pytest.raises(PayloadTooLargeError, match="66 bytes as JSON, over the limit of 64"):
+            small.enqueue("big", payload={"x": "\u00e9" * 29})
+        assert small.task("big") is None
+        assert issubclass(PayloadTooLargeError, TaskqError)
+
+    def test_enqueue_many_keeps_order_and_dedupes_within_a_batch(self, broker: Broker) -> None:
+        tasks = [NewTask(f"t{i}", idempotency_key=f"k{i % 3}") for i in range(5)]
+        results = broker.enqueue_many(tasks, batch_size=2)
+        assert [(r.task_id, r.created) for r in results] == [
+            ("t0", True), ("t1", True), ("t2", True), ("t0", False), ("t1", False),
+        ]  # fmt: skip
+        assert broker.counts().ready == 3
+
+    def test_enqueue_many_with_one_bad_task_creates_nothing(self, broker: Broker) -> None:
+        with pytest.raises(InvalidTaskError):
+            broker.enqueue_many([NewTask("good"), NewTask("bad id")])
+        assert dump(broker.client) == {}
+
+
+class TestLease:
+    def test_lease_takes_the_oldest_ready_task_first(self, broker: Broker) -> None:
+        for task_id in ("a", "b", "c"):
+            broker.enqueue(task_id)
+        assert [broker.lease("w", 10) for _ in range(4)] == [("a", 1), ("b", 1), ("c", 1), None]
+
+    def test_lease_bumps_the_token_and_records_the_worker(self, broker: Broker) -> None:
+        broker.enqueue("t1", max_retries=5, payload={"p": True}, name="mod.fn")
+        before = broker.server_time_ms()
+        batch = broker.lease_many("w7", 2.5, 1)
+        (task,) = batch.tasks
+        assert task == LeasedTask("t1", 1, "mod.fn", '{"p":true}', retries=0, max_retries=5)
+        assert task.attempt == 1
+        record = record_of(broker, "t1")
+        assert (record.state, record.worker) == ("running", "w7")
+        expiry = broker.client.zscore(broker.keys.leased, "t1")
+        assert expiry is not None and before + 2500 <= expiry <= broker.server_time_ms() + 2500
+
+    def test_delayed_task_is_not_leased_before_its_time(self, broker: Broker) -> None:
+        broker.enqueue("t1", delay=0.3)
+        assert broker.promote() == [] and broker.lease("w", 10) is None
+        wait_past(0.3)
+        assert broker.promote() == ["t1"]
+        assert broker.lease("w", 10) == ("t1", 1)
+
+    def test_lease_many_takes_at_most_count(self, broker: Broker) -> None:
+        for i in range(5):
+            broker.enqueue(f"t{i}")
+        batch = broker.lease_many("w", 10, 3)
+        assert [t.task_id for t in batch.tasks] == ["t0", "t1", "t2"]
+        assert batch.wait_seconds is None and broker.counts().ready == 2
+
+    def test_short_batch_says_how_long_until_something_is_due(self, broker: Broker) -> None:
+        broker.enqueue("later", delay=5)
+        batch = broker.lease_many("w", 10, 1)
+        assert batch.tasks == [] and batch.wait_seconds is not None
+        assert 4.9 <= batch.wait_seconds <= 5.0
+
+    def test_retried_lease_request_returns_the_same_tasks(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        for i in range(3):
+            broker.enqueue(f"t{i}")
+        first = broker.lease_many("w", 10, 2, request_id="r1")
+        before = dump(client)
+        assert broker.lease_many("w", 10, 2, request_id="r1") == first
+        assert dump(client) == before
+        assert broker.ack("t0", first.tasks[0].token)
+        assert [t.task_id for t in broker.lease_many("w", 10, 2, request_id="r1").tasks] == ["t1"]
+
+    def test_count_below_one_is_rejected(self, broker: Broker) -> None:
+        with pytest.raises(InvalidTaskError, match="count must be an integer >= 1"):
+            broker.lease_many("w", 10, 0)
+
+
+class TestHeartbeat:
+    def test_heartbeat_extends_the_lease_past_its_first_expiry(self, broker: Broker) -> None:
+        broker.enqueue("t1")
+        got = lease_one(broker, "w", 0.1)
+        assert broker.heartbeat("t1", got[1], 1.0)
+        wait_past(0.1)
+        assert broker.reap() == []
+        assert broker.ack("t1", got[1])
+
+    def test_stale_token_cannot_heartbeat(self, broker: Broker, client: redis.Redis) -> None:
+        token = leased(broker)
+        before = dump(client)
+        assert not broker.heartbeat("t1", token + 1, 10)
+        assert not broker.heartbeat("t1", token - 1, 10)
+        assert dump(client) == before
+
+
+class TestAck:
+    def test_ack_completes_the_task_and_ends_its_lease(self, broker: Broker) -> None:
+        token = leased(broker)
+        assert broker.ack("t1", token)
+        record = record_of(broker, "t1")
+        assert record.state == "completed" and record.completed_at > 0
+        assert where(broker.client, broker.keys, "t1") == []
+
+    def test_stale_token_cannot_ack(self, broker: Broker) -> None:
+        broker.enqueue("t1")
+        old = lease_one(broker, "w1", 0.05)
+        wait_past(0.05)
+        broker.reap(backoff_base=0, backoff_max=0)
+        broker.promote()
+        new = lease_one(broker, "w2", 10)
+        assert new[1] > old[1]
+        assert not broker.ack("t1", old[1])
+        assert state(broker.client, broker.keys, "t1") == "running"
+        assert broker.ack("t1", new[1])
+
+    def test_task_not_held_cannot_be_acked(self, broker: Broker, client: redis.Redis) -> None:
+        assert broker.ack("done", leased(broker, "done"))
+        broker.enqueue("t1")
+        before = dump(client)
+        for task_id, token in (("done", 1), ("t1", 0), ("nobody", 1)):
+            assert not broker.ack(task_id, token)
+        assert dump(client) == before
+
+
+class TestFail:
+    def test_failed_task_with_retries_left_waits_on_delayed(self, broker: Broker) -> None:
+        token = leased(broker, max_retries=2)
+        before = broker.server_time_ms()
+        result = broker.fail("t1", token, "boom", backoff_base=1.0)
+        assert (result.status, result.retries) == ("retry", 1)
+        record = record_of(broker, "t1")
+        assert (record.state, record.retries, record.last_error) == ("delayed", 1, "boom")
+        assert before + result.delay * 1000 <= record.run_at <= broker.server_time_ms() + 1000
+        assert where(broker.client, broker.keys, "t1") == ["delayed"]
+
+    def test_fail_backoff_is_equal_jitter_between_half_and_full(self, broker: Broker) -> None:
+        delays = []
+        for i in range(30):
+            token = leased(broker, f"t{i}")
+            delays.append(broker.fail(f"t{i}", token, "x", backoff_base=1.0).delay)
+        assert all(0.5 <= d <= 1.0 for d in delays)
+        assert len(set(delays)) > 10
+
+    def test_fail_backoff_doubles_per_retry_up_to_the_cap(self, broker: Broker) -> None:
+        token = leased(broker, max_retries=4)
+        for full in (0.02, 0.04, 0.08, 0.08):
+            result = broker.fail("t1", token, "x", backoff_base=0.02, backoff_max=0.08)
+            assert result.status == "retry" and full / 2 <= result.delay <= full
+            wait_past(result.delay)
+            assert broker.promote() == ["t1"]
+            got = lease_one(broker, "w", 10)
+            token = got[1]
+
+    def test_task_out_of_retries_goes_to_dlq_with_its_error(self, broker: Broker) -> None:
+        token = leased(broker, max_retries=0)
+        result = broker.fail("t1", token, "ValueError: bad input")
+        assert (result.status, result.retries, result.delay) == ("dead", 0, 0)
+        record = record_of(broker, "t1")
+        assert record.last_error == "ValueError: bad input"
+        assert record.state == "dead" and record.dead_at > 0 and broker.dead() == ["t1"]
+
+    def test_stale_token_cannot_fail(self, broker: Broker, client: redis.Redis) -> None:
+        token = leased(broker)
+        before = dump(client)
+        assert broker.fail("t1", token + 1, "x").status == "stale"
+        assert dump(client) == before
+
+
+class TestRelease:
+    def test_release_puts_the_task_at_the_front_without_using_a_retry(self, broker: Broker) -> None:
+        token = leased(broker, "first")
+        broker.enqueue("second")
+        assert broker.release("first", token)
+        record = record_of(broker, "first")
+        assert (record.state, record.retries) == ("pending", 0)
+        assert broker.lease("w", 10) == ("first", token + 1)
+
+    def test_stale_token_cannot_release(self, broker: Broker, client: redis.Redis) -> None:
+        token = leased(broker)
+        assert broker.release("t1", token)
+        before = dump(client)
+        assert not broker.release("t1", token)
+        assert dump(client) == before
+
+
+class TestReap:
+    def test_unexpired_lease_is_not_reaped(self, broker: Broker) -> None:
+        leased(broker)
+        assert broker.reap() == []
+        assert state(broker.client, broker.keys, "t1") == "running"
+
+    def test_reap_bumps_the_token_so_the_lost_holder_is_stale(self, broker: Broker) -> None:
+        broker.enqueue("t1")
+        got = lease_one(broker, "w1", 0.05)
+        wait_past(0.05)
+        assert broker.reap() == [("t1", "delayed")]
+        record = record_of(broker, "t1")
+        assert record.fencing_token == got[1] + 1
+        assert not broker.heartbeat("t1", got[1], 10)
+        assert not broker.ack("t1", got[1])
+        assert broker.fail("t1", got[1], "late").status == "stale"
+        assert not broker.release("t1", got[1])
+
+    def test_reaped_task_waits_its_backoff_on_delayed(self, broker: Broker) -> None:
+        broker.enqueue("t1")
+        broker.lease("w1", 0.05)
+        wait_past(0.05)
+        before = broker.server_time_ms()
+        broker.reap(backoff_base=0.4, backoff_max=1)
+        record = record_of(broker, "t1")
+        assert (record.state, record.retries) == ("delayed", 1)
+        assert before + 200 <= record.run_at <= broker.server_time_ms() + 400
+        assert "worker w1" in record.last_error and "attempt 1" in record.last_error
+        assert broker.promote() == [] and broker.lease("w2", 10) is None
+        wait_past((record.run_at - before) / 1000)
+        assert broker.promote() == ["t1"]
+
+    def test_reaped_task_out_of_retries_goes_to_dlq(self, broker: Broker) -> None:
+        broker.enqueue("t1", max_retries=0)
+        broker.lease("w1", 0.05)
+        wait_past(0.05)
+        assert broker.reap() == [("t1", "dead")]
+        record = record_of(broker, "t1")
+        assert record.state == "dead" and broker.dead() == ["t1"]
+        assert "no retries left" in record.last_error
+
+    def test_leases_reaped_together_retry_at_spread_out_times(self, broker: Broker) -> None:
+        for i in range(10):
+            broker.enqueue(f"t{i}")
+        broker.lease_many("w", 0.05, 10)
+        wait_past(0.05)
+        assert len(broker.reap(limit=4)) == 4
+        assert len(broker.reap()) == 6
+        run_at = {r.run_at for i in range(10) if (r := broker.task(f"t{i}"))}
+        assert len(run_at) > 5
+
+
+class TestPromote:
+    def test_due_tasks_go_to_the_back_of_ready_earliest_first(self, broker: Broker) -> None:
+        broker.enqueue("later", delay=0.06)
+        broker.enqueue("sooner", delay=0.03)
+        broker.enqueue("ready")
+        wait_past(0.06)
+        assert broker.promote(limit=1) == ["sooner"]
+        assert broker.promote() == ["later"]
+        assert [broker.lease("w", 10) for _ in range(3)] == [
+            ("ready", 1), ("sooner", 1), ("later", 1),
+        ]  # fmt: skip
+        assert state(broker.client, broker.keys, "later") == "running"
+
+
+class TestRetryDead:
+    def test_dead_task_returns_to_ready_with_retries_reset(self, broker: Broker) -> None:
+        token = leased(broker, max_retries=1)
+        broker.fail("t1", token, "x", backoff_base=0)
+        broker.promote()
+        got = lease_one(broker, "w", 10)
+        assert broker.fail("t1", got[1], "x").status == "dead"
+        assert broker.retry_dead("t1")
+        record = record_of(broker, "t1")
+        assert (record.state, record.retries) == ("pending", 0)
+        assert where(broker.client, broker.keys, "t1") == ["ready"] and broker.dead() == []
+        again = lease_one(broker, "w", 10)
+        assert broker.ack("t1", again[1])
+
+    def test_task_not_in_dlq_cannot_be_retried(self, broker: Broker, client: redis.Redis) -> None:
+        token = leased(broker, "done")
+        broker.ack("done", token)
+        broker.enqueue("pending")
+        before = dump(client)
+        for task_id in ("done", "pending", "nobody"):
+            assert not broker.retry_dead(task_id)
+        assert dump(client) == before
+
+
+class TestReads:
+    def test_payload_round_trips(self, broker: Broker) -> None:
+        payload = {"text": "caf\u00e9 \u2603", "nested": {"list": [1, 2.5, None, True]}}
+        broker.enqueue("t1", payload=payload)
+        assert broker.payload("t1") == payload
+
+    def test_reads_of_an_unknown_task_are_empty(self, broker: Broker) -> None:
+        assert (broker.payload("nobody"), broker.task("nobody")) == ({}, None)
+
+    def test_dead_lists_most_recently_dead_first(self, broker: Broker) -> None:
+        for task_id in ("a", "b"):
+            broker.enqueue(task_id, max_retries=0)
+            got = lease_one(broker, "w", 10)
+            broker.fail(task_id, got[1], "x")
+        assert broker.dead() == ["b", "a"]
+
+    def test_counts_reflect_each_structure(self, broker: Broker) -> None:
+        broker.enqueue("dies", max_retries=0)
+        for i in range(3):
+            broker.enqueue(f"r{i}")
+        broker.enqueue("later", delay=10)
+        batch = broker.lease_many("w", 10, 2)
+        assert broker.fail("dies", batch.tasks[0].token, "x").status == "dead"
+        counts = broker.counts()
+        assert (counts.ready, counts.leased, counts.delayed, counts.dead) == (2, 1, 1, 1)

@@ -1,0 +1,403 @@
+"""The `taskq` command: each subcommand in-process, and the real thing as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskq.broker import Broker
+from taskq.cli import main
+from taskq.embedded import free_port
+from taskq.ledger import Ledger
+from taskq.settings import Settings
+
+# Variables a developer's shell might carry that would change what the commands do.
+CONFIG_VARIABLES = ("REDIS_URL", "TASKQ_QUEUE", "LEDGER_PATH", "LEDGER_GUARD", "FAIL_RATE")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def states(broker: Broker) -> Counter[str]:
+    """How many of the queue's task records are in each state."""
+    keys = list(broker.client.scan_iter(match=broker.keys.task("*"), count=1000))
+    return Counter(str(broker.client.hget(key, "state")) for key in keys)
+
+
+def processes_of(tmp_dir: Path, marker: str) -> list[str]:
+    """Live processes started for one test: the directory in their command line, or the
+    marker in their environment (which every child inherits)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if str(tmp_dir).encode() in cmdline or marker.encode() in environ:
+            found.append(f"{proc.name}: {cmdline.decode(errors='replace')}")
+    return found
+
+
+def command_env(**variables: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
+    env.update(variables)
+    return env
+
+
+def taskq(*args: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "taskq", *args],
+        env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def env(settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Point in-process commands at the test Redis and a fresh ledger; queue 'default'."""
+    for variable in CONFIG_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("REDIS_URL", settings.redis_url)
+    monkeypatch.setenv("LEDGER_PATH", settings.ledger_path)
+    return settings
+
+
+@pytest.fixture
+def queue(env: Settings, client: redis.Redis) -> Broker:
+    return Broker(client, "default")
+
+
+def make_dead(broker: Broker, task_id: str, error: str) -> None:
+    broker.enqueue(task_id, max_retries=0, name="tests.fails")
+    leased = broker.lease("w", 30)
+    assert leased is not None and leased[0] == task_id
+    assert broker.fail(task_id, leased[1], error).status == "dead"
+
+
+class TestEnqueue:
+    def test_enqueue_creates_the_tasks_and_says_how_many(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["enqueue", "3"]) == 0
+        assert "enqueued 3 new task(s) on queue 'default'" in capsys.readouterr().out
+        assert queue.counts().ready == 3
+
+    def test_a_second_run_with_the_same_idempotency_prefix_creates_nothing(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["enqueue", "5", "--idempotency-prefix", "p"]) == 0
+        assert "enqueued 5 new task(s)" in capsys.readouterr().out
+        assert main(["enqueue", "5", "--idempotency-prefix", "p"]) == 0
+        out = capsys.readouterr().out
+        assert "enqueued 0 new task(s)" in out
+        assert "5 duplicate(s) created nothing" in out
+        assert queue.counts().ready == 5
+
+    def test_options_reach_the_task(self, env: Settings, client: redis.Redis) -> None:
+        kwargs = '{"x": [1], "who": "zoë"}'
+        assert main(["enqueue", "1", "--queue", "other", "--delay", "30", "--max-retries",
+                     "7", "--name", "my.task", "--kwargs", kwargs, "--charge", "4"]) == 0
+        other = Broker(client, "other")
+        assert (other.counts().ready, other.counts().delayed) == (0, 1)
+        [task_id] = [str(i) for i in client.zrange(other.keys.delayed, 0, -1)]
+        record = other.task(task_id)
+        assert record is not None
+        assert (record.name, record.max_retries) == ("my.task", 7)
+        assert other.payload(task_id)["kwargs"] == {"x": [1], "who": "zoë", "charge": 4}
+
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["--kwargs", "notjson"], "--kwargs is not valid JSON"),
+            (["--kwargs", "[1, 2]"], "--kwargs must be a JSON object"),
+            (["-1"], "count must be >= 0"),
+            (["--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
+        ],
+    )
+    def test_bad_input_exits_2_with_a_clear_message_and_creates_nothing(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    ) -> None:
+        assert main(["enqueue", *argv]) == 2
+        assert message in capsys.readouterr().err
+        assert queue.counts().ready == 0
+
+    def test_a_count_that_is_not_a_number_is_a_usage_error(
+        self, env: Settings, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as caught:
+            main(["enqueue", "many"])
+        assert caught.value.code == 2
+        assert "invalid int value: 'many'" in capsys.readouterr().err
+
+    def test_a_bad_setting_in_the_environment_exits_2_naming_it(
+        self, env: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        monkeypatch.setenv("LEASE_SECONDS", "soon")
+        assert main(["enqueue", "1"]) == 2
+        assert "LEASE_SECONDS='soon'" in capsys.readouterr().err
+
+
+class TestDlq:
+    def test_an_empty_dlq_says_so(self, queue: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["dlq"]) == 0
+        assert "the DLQ of queue 'default' is empty" in capsys.readouterr().out
+
+    def test_dlq_lists_dead_tasks_with_their_errors(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "ValueError: first broke")
+        make_dead(queue, "d2", "KeyError: second broke")
+        assert main(["dlq"]) == 0
+        out = capsys.readouterr().out
+        assert "2 dead task(s) on queue 'default'" in out
+        assert out.index("d2") < out.index("d1")
+        assert "ValueError: first broke" in out and "KeyError: second broke" in out
+        assert "tests.fails" in out
+
+    def test_retry_moves_the_named_task_back_to_ready(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        make_dead(queue, "d2", "boom")
+        assert main(["dlq", "retry", "d1"]) == 0
+        assert "moved 1 task(s) back to ready" in capsys.readouterr().out
+        assert queue.dead() == ["d2"]
+        assert queue.counts().ready == 1
+
+    def test_retry_all_moves_every_dead_task_back(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        for i in range(3):
+            make_dead(queue, f"d{i}", "boom")
+        assert main(["dlq", "retry", "--all"]) == 0
+        assert "moved 3 task(s) back to ready" in capsys.readouterr().out
+        assert (queue.counts().ready, queue.counts().dead) == (3, 0)
+
+    def test_retrying_an_unknown_id_exits_1_saying_it_is_not_in_the_dlq(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        assert main(["dlq", "retry", "d1", "nosuch"]) == 1
+        out = capsys.readouterr().out
+        assert "moved 1 task(s) back to ready" in out
+        assert "nosuch: not in the DLQ" in out
+
+    def test_retry_needs_ids_or_all_but_not_both(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["dlq", "retry"]) == 2
+        assert main(["dlq", "retry", "x", "--all"]) == 2
+        assert capsys.readouterr().out.count("give task ids or --all") == 2
+
+
+class TestLedger:
+    def test_a_clean_ledger_exits_0(
+        self, env: Settings, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        Ledger(env.ledger_path).charge("t1", 1, "alice", 3)
+        assert main(["ledger"]) == 0
+        out = capsys.readouterr().out
+        assert "1 charge(s) for 1 task(s), total 3" in out
+        assert "no task was charged more than once" in out
+
+    def test_double_charges_exit_1_and_are_listed(
+        self, env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = tmp_path / "other.db"
+        ledger = Ledger(path, "none")
+        for task_id, times in (("once", 1), ("twice", 2)):
+            for token in range(times):
+                ledger.charge(task_id, token, "alice", 1)
+        assert main(["ledger", "--path", str(path)]) == 1
+        out = capsys.readouterr().out
+        assert "1 task(s) charged more than once" in out
+        assert "twice: 2 times" in out
+        assert "  once:" not in out
+
+
+class TestWorkerOptions:
+    @pytest.mark.parametrize(
+        ("spec", "message"),
+        [
+            ("nosuch.module:app", "cannot import 'nosuch.module'"),
+            ("json", "must look like 'package.module:app'"),
+            ("json:dumps", "'dumps' is not a taskq.App"),
+        ],
+    )
+    def test_an_app_that_cannot_be_loaded_exits_2_with_a_clear_message(
+        self, env: Settings, capsys: pytest.CaptureFixture[str], spec: str, message: str
+    ) -> None:
+        assert main(["worker", "--app", spec]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("taskq worker: --app")
+        assert message in err
+
+
+class TestDashboard:
+    def test_once_prints_every_queue_with_its_counts_and_dlq_errors(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "gone", "RuntimeError: out of luck")
+        for i in range(3):
+            queue.enqueue(f"r{i}")
+        queue.enqueue("later", delay=60)
+        Broker(client, "second").enqueue("s1")
+        assert main(["dashboard", "--once"]) == 0
+        out = capsys.readouterr().out
+        assert "queue default   ready 3   leased 0   delayed 1   dead 1" in out
+        assert "queue second   ready 1   leased 0   delayed 0   dead 0" in out
+        assert "RuntimeError: out of luck" in out
+        assert "later" in out
+
+    def test_once_with_a_queue_shows_only_that_queue(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("r1")
+        Broker(client, "second").enqueue("s1")
+        assert main(["dashboard", "--once", "--queue", "second"]) == 0
+        out = capsys.readouterr().out
+        assert "queue second" in out and "queue default" not in out
+
+
+@pytest.fixture
+def marker() -> str:
+    return f"taskq-test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def worker_env(env: Settings, marker: str) -> dict[str, str]:
+    return command_env(
+        REDIS_URL=env.redis_url, LEDGER_PATH=env.ledger_path, WORK_SECONDS="0",
+        LEASE_SECONDS="2", POLL_SECONDS="0.2", TASKQ_TEST_MARKER=marker,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test starts; killed at teardown if the test left any running."""
+    processes: list[subprocess.Popen[bytes]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+class TestRealProcesses:
+    def test_a_worker_process_runs_everything_the_enqueue_command_sent(
+        self,
+        queue: Broker,
+        env: Settings,
+        worker_env: dict[str, str],
+        tmp_path: Path,
+        started: list[subprocess.Popen[bytes]],
+    ) -> None:
+        sent = taskq("enqueue", "10", "--charge", "1", env=worker_env)
+        assert sent.returncode == 0, sent.stderr
+        assert "enqueued 10 new task(s)" in sent.stdout
+        before = taskq("dashboard", "--once", env=worker_env)
+        assert "queue default   ready 10   leased 0   delayed 0   dead 0" in before.stdout
+
+        with open(tmp_path / "worker.log", "wb") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "taskq", "worker", "--concurrency", "4"],
+                env=worker_env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        started.append(worker)
+        wait_for(lambda: states(queue)["completed"] == 10, 30, "ten completed tasks")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=15) == 0, (tmp_path / "worker.log").read_text()
+
+        after = taskq("dashboard", "--once", env=worker_env)
+        assert "queue default   ready 0   leased 0   delayed 0   dead 0" in after.stdout
+        ledger = taskq("ledger", env=worker_env)
+        assert ledger.returncode == 0
+        assert "10 charge(s) for 10 task(s), total 10" in ledger.stdout
+
+    def test_the_redis_command_serves_until_sigterm(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        port = free_port()
+        data = tmp_path / "r"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "taskq", "redis", "--port", str(port), "--dir", str(data)],
+            env=command_env(TASKQ_TEST_MARKER=marker), stdout=subprocess.PIPE,
+        )  # fmt: skip
+        started.append(server)
+        assert server.stdout is not None
+        assert b"listening on redis://127.0.0.1:" in server.stdout.readline()
+        with redis.Redis(port=port) as client:
+            assert client.ping()
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=15)
+        assert server.returncode == 0
+        assert (data / "redis.conf").exists()
+        assert processes_of(data, marker) == []
+
+
+class TestDemo:
+    def test_a_small_demo_exits_0_with_its_summary_and_leaves_nothing_running(
+        self, tmp_path: Path, marker: str
+    ) -> None:
+        workdir = tmp_path / "demo"
+        result = taskq(
+            "demo", "--tasks", "60", "--workers", "2", "--dir", str(workdir),
+            env=command_env(TASKQ_TEST_MARKER=marker), timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "summary: completed 60, dead 10" in result.stdout
+        assert "charged twice 0, duplicates that created a task 0" in result.stdout
+        assert result.stdout.count("[ok]") == 5
+        assert "the guarantees held" in result.stdout
+        assert processes_of(workdir, marker) == []
+        assert Ledger(workdir / "ledger.db").summary().charges == 60
+
+    def test_sigint_stops_the_demo_promptly_and_leaves_nothing_running(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        workdir, out = tmp_path / "demo", tmp_path / "demo.out"
+        with open(out, "wb") as log:
+            demo = subprocess.Popen(
+                [sys.executable, "-m", "taskq", "demo", "--tasks", "300", "--dir", str(workdir)],
+                env=command_env(TASKQ_TEST_MARKER=marker), stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        started.append(demo)
+        under_way = re.compile(rb"completed +[1-9]")
+        wait_for(lambda: bool(under_way.search(out.read_bytes())), 30, "tasks to complete")
+        assert len(processes_of(workdir, marker)) >= 4  # demo, redis-server, 3 workers
+
+        demo.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        assert demo.wait(timeout=15) == 130, out.read_text()
+        assert time.monotonic() - interrupted < 10
+        assert "Traceback" not in out.read_text()
+        assert "the guarantees" not in out.read_text()
+        assert processes_of(workdir, marker) == []
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("worker", "enqueue", "dlq", "ledger", "dashboard", "redis", "demo"):
+        assert command in out
+

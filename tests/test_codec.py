@@ -1,0 +1,143 @@
+"""Payloads travel as JSON objects; what cannot, is refused with an error that says why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from taskq.broker import Broker
+from taskq.codec import args_payload, decode_payload, encode_payload
+from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError
+from taskq.settings import Settings
+
+LIMIT = 1_048_576
+UNICODE = {"greeting": "héllo wörld ✓ 你好 🎉", "ключ": ["ß", "\u0000", "\U0001f600"]}
+
+
+def encode(payload: Any, max_bytes: int = LIMIT) -> str:
+    return encode_payload(payload, max_bytes)
+
+
+def message_of(payload: Any) -> str:
+    with pytest.raises(PayloadError) as caught:
+        encode(payload)
+    return str(caught.value)
+
+
+class TestEncodingRefusesWhatJsonCannotCarry:
+    def test_a_set_is_refused_naming_its_type(self) -> None:
+        assert "set" in message_of({"ids": {1, 2}})
+
+    def test_bytes_are_refused_naming_their_type(self) -> None:
+        assert "bytes" in message_of({"blob": b"\x00\x01"})
+
+    @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+    def test_nan_and_infinity_are_refused_as_having_no_json_form(self, number: float) -> None:
+        assert "NaN and infinity have no JSON form" in message_of({"x": [1.0, number]})
+
+    def test_a_dict_that_contains_itself_is_refused_as_circular(self) -> None:
+        loop: dict[str, Any] = {"name": "loop"}
+        loop["self"] = loop
+        assert "Circular reference" in message_of(loop)
+
+    def test_a_payload_nested_too_deeply_is_refused(self) -> None:
+        deep: dict[str, Any] = {}
+        for _ in range(100_000):
+            deep = {"d": deep}
+        assert "nests too deeply" in message_of(deep)
+
+    @pytest.mark.parametrize("payload", [[1, 2], "text", 3, (1,)])
+    def test_a_payload_that_is_not_a_dict_is_refused_naming_its_type(self, payload: Any) -> None:
+        message = message_of(payload)
+        assert "must be a JSON object" in message
+        assert type(payload).__name__ in message
+
+    def test_every_payload_error_is_an_invalid_task_error(self) -> None:
+        assert issubclass(PayloadError, InvalidTaskError)
+        assert issubclass(PayloadTooLargeError, PayloadError)
+
+    def test_no_payload_encodes_as_an_empty_object(self) -> None:
+        assert encode(None) == "{}"
+
+
+class TestSizeLimit:
+    def test_a_payload_at_the_limit_is_accepted(self) -> None:
+        text = encode({"a": "x" * 10}, max_bytes=18)
+        assert len(text.encode()) == 18
+
+    def test_a_payload_one_byte_over_is_refused_giving_size_and_limit(self) -> None:
+        with pytest.raises(PayloadTooLargeError) as caught:
+            encode({"a": "x" * 11}, max_bytes=18)
+        message = str(caught.value)
+        assert "19 bytes" in message
+        assert "limit of 18 bytes" in message
+        assert "TASKQ_MAX_PAYLOAD_BYTES" in message
+
+    def test_size_is_counted_in_utf8_bytes_not_characters(self) -> None:
+        with pytest.raises(PayloadTooLargeError, match="20 bytes"):
+            encode({"a": "é" * 6}, max_bytes=19)
+
+    def test_the_broker_enforces_taskq_max_payload_bytes_and_creates_nothing(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        small = dataclasses.replace(settings, max_payload_bytes=64)
+        broker = Broker.from_settings(small, "limited")
+        with pytest.raises(PayloadTooLargeError, match="over the limit of 64 bytes"):
+            broker.enqueue("big", payload={"text": "x" * 100})
+        assert broker.task("big") is None
+        assert broker.counts().ready == 0
+        assert broker.enqueue("small", payload={"text": "x"}).created
+
+
+class TestRoundTrips:
+    def test_unicode_round_trips_through_encode_and_decode(self) -> None:
+        assert decode_payload(encode(UNICODE)) == UNICODE
+
+    def test_unicode_is_stored_as_text_not_escapes(self) -> None:
+        assert "你好" in encode(UNICODE)
+
+    def test_unicode_round_trips_through_redis(self, broker: Broker) -> None:
+        broker.enqueue("u1", payload=UNICODE)
+        assert broker.payload("u1") == UNICODE
+
+    def test_numbers_booleans_and_nulls_round_trip(self) -> None:
+        payload = {"i": 2**62, "f": 0.1, "t": True, "n": None, "nested": {"l": [1, [2]]}}
+        assert decode_payload(encode(payload)) == payload
+
+    def test_call_arguments_are_carried_as_args_and_kwargs(self) -> None:
+        assert args_payload((1, "a"), {"k": [2]}) == {"args": [1, "a"], "kwargs": {"k": [2]}}
+
+    def test_a_nan_argument_is_refused_naming_it(self) -> None:
+        with pytest.raises(PayloadError, match="argument nan has no JSON form"):
+            args_payload((float("nan"),), {})
+
+
+class TestDecoding:
+    @pytest.mark.parametrize("text", ["{not json", "{'single': 1}", b"\xff\xfe{"])
+    def test_invalid_json_raises_payload_error(self, text: str | bytes) -> None:
+        with pytest.raises(PayloadError, match="not valid JSON"):
+            decode_payload(text)
+
+    @pytest.mark.parametrize(("text", "kind"), [("[1, 2]", "list"), ('"s"', "str"), ("7", "int")])
+    def test_json_that_is_not_an_object_raises_payload_error(self, text: str, kind: str) -> None:
+        with pytest.raises(PayloadError, match=f"is a JSON {kind}, not an object"):
+            decode_payload(text)
+
+    @pytest.mark.parametrize("text", [None, "", b""])
+    def test_nothing_stored_decodes_as_an_empty_payload(self, text: str | bytes | None) -> None:
+        assert decode_payload(text) == {}
+
+    def test_bytes_decode_like_text(self) -> None:
+        assert decode_payload(json.dumps({"a": "é"}).encode()) == {"a": "é"}
+
+    def test_a_corrupt_stored_payload_raises_payload_error_when_read(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("c1", payload={"ok": True})
+        client.hset(broker.keys.task("c1"), "payload", "[1, 2, 3]")
+        with pytest.raises(PayloadError, match="JSON list"):
+            broker.payload("c1")

@@ -1,0 +1,244 @@
+"""The embedded redis-server starts, keeps its data across restarts and crashes, and
+leaves nothing behind; `check_server` refuses servers that could evict queue keys."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import taskq
+from taskq.embedded import MAX_SOCKET_PATH, EmbeddedRedis, free_port
+from taskq.errors import EmbeddedRedisError, UnsafeRedisError
+from taskq.safety import check_server
+from taskq.settings import Settings
+
+BINARY = os.environ.get("REDIS_SERVER", "")
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie has stopped running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def client_for(server: EmbeddedRedis) -> redis.Redis:
+    return taskq.connect(Settings.from_env({}, redis_url=server.url))
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "data", appendfsync="always") as s:
+        yield s
+
+
+class TestStarting:
+    def test_a_started_server_answers_on_its_url(self, server: EmbeddedRedis) -> None:
+        assert server.url.startswith("unix://")
+        with client_for(server) as client:
+            assert client.ping()
+            assert client.config_get("appendonly")["appendonly"] == "yes"
+            assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+
+    def test_it_listens_only_on_its_socket_inside_the_data_dir(
+        self, server: EmbeddedRedis, tmp_path: Path
+    ) -> None:
+        assert server.socket_path == (tmp_path / "data" / "redis.sock").resolve()
+        with client_for(server) as client:
+            assert client.config_get("port")["port"] == "0"
+
+    def test_a_long_data_dir_falls_back_to_a_short_socket_path(self, tmp_path: Path) -> None:
+        deep = tmp_path / ("d" * 60) / ("e" * 60)
+        server = EmbeddedRedis(binary=BINARY, data_dir=deep)
+        socket_dir = server.socket_path.parent
+        try:
+            server.start()
+            assert len(str(server.socket_path)) <= MAX_SOCKET_PATH
+            assert not server.socket_path.is_relative_to(deep)
+            with client_for(server) as client:
+                client.set("k", "v")
+            assert (deep / "redis.conf").exists()
+        finally:
+            server.cleanup()
+        assert not socket_dir.exists()
+
+    def test_a_tcp_port_is_served_on_loopback(self, tmp_path: Path) -> None:
+        with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "tcp", port=free_port()) as s:
+            assert s.url.startswith("redis://127.0.0.1:")
+            with client_for(s) as client:
+                assert client.ping()
+
+
+class TestDurability:
+    def test_a_graceful_restart_on_the_same_dir_keeps_the_data(self, server: EmbeddedRedis) -> None:
+        with client_for(server) as client:
+            client.rpush("list", "a", "b")
+        server.stop()
+        assert server.process is None
+        server.start()
+        with client_for(server) as client:
+            assert client.lrange("list", 0, -1) == ["a", "b"]
+
+    def test_a_crash_loses_nothing_written_with_appendfsync_always(
+        self, server: EmbeddedRedis
+    ) -> None:
+        with client_for(server) as client:
+            for i in range(50):
+                client.set(f"k{i}", i)
+        pid = server.pid
+        assert pid is not None
+        server.kill()
+        assert not alive(pid)
+        server.start()
+        with client_for(server) as client:
+            assert client.mget([f"k{i}" for i in range(50)]) == [str(i) for i in range(50)]
+
+    def test_a_broker_queue_survives_a_crash(self, server: EmbeddedRedis) -> None:
+        with client_for(server) as client:
+            broker = taskq.Broker(client, "q")
+            broker.enqueue("t1", payload={"n": 1})
+        server.kill()
+        server.start()
+        with client_for(server) as client:
+            broker = taskq.Broker(client, "q")
+            assert broker.counts().ready == 1
+            assert broker.payload("t1") == {"n": 1}
+
+
+class TestNothingIsLeftBehind:
+    def test_cleanup_stops_the_process_and_removes_its_own_dir(self) -> None:
+        server = EmbeddedRedis(binary=BINARY).start()
+        pid, data_dir = server.pid, server.data_dir
+        assert pid is not None and alive(pid)
+        assert data_dir is not None and data_dir.exists()
+        server.cleanup()
+        assert not alive(pid)
+        assert not data_dir.exists()
+
+    def test_cleanup_keeps_a_data_dir_it_was_given(self, tmp_path: Path) -> None:
+        with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "kept") as server:
+            pid = server.pid
+        assert pid is not None and not alive(pid)
+        assert (tmp_path / "kept" / "redis.conf").exists()
+
+    def test_the_server_dies_with_the_process_that_started_it(self, tmp_path: Path) -> None:
+        snippet = (
+            "import os, signal\n"
+            "from pathlib import Path\n"
+            "from taskq.embedded import EmbeddedRedis\n"
+            f"server = EmbeddedRedis({BINARY!r}, Path({str(tmp_path / 'orphan')!r}))\n"
+            "server.start()\n"
+            "print(server.pid, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", snippet], check=False, capture_output=True, text=True, timeout=30
+        )
+        assert result.returncode == -9
+        assert wait_until_gone(int(result.stdout))
+
+
+class TestBadBinaries:
+    def test_a_non_executable_redis_server_is_refused_naming_it(self, tmp_path: Path) -> None:
+        binary = tmp_path / "redis-server"
+        binary.write_text("not a program")
+        with pytest.raises(EmbeddedRedisError) as caught:
+            EmbeddedRedis(binary=str(binary))
+        assert f"REDIS_SERVER={str(binary)!r} is not an executable file" in str(caught.value)
+
+    def test_a_missing_redis_server_is_refused_naming_it(self, tmp_path: Path) -> None:
+        with pytest.raises(EmbeddedRedisError, match=r"REDIS_SERVER=.*nowhere"):
+            EmbeddedRedis(binary=str(tmp_path / "nowhere"))
+
+    def test_a_server_that_exits_at_once_is_reported_with_its_status(self, tmp_path: Path) -> None:
+        binary = tmp_path / "fake-redis"
+        binary.write_text("#!/bin/sh\nexit 3\n")
+        binary.chmod(0o755)
+        server = EmbeddedRedis(binary=str(binary), data_dir=tmp_path / "fake")
+        with pytest.raises(EmbeddedRedisError, match="exited with status 3"):
+            server.start()
+        server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def private_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """A server of this module's own: its CONFIG is changed, so never the session's."""
+    with EmbeddedRedis(binary=BINARY, data_dir=tmp_path_factory.mktemp("safety")) as s:
+        yield s
+
+
+@pytest.fixture
+def private_client(private_server: EmbeddedRedis) -> Iterator[redis.Redis]:
+    with client_for(private_server) as client:
+        yield client
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("appendonly", "yes")
+
+
+class TestCheckServer:
+    @pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-random", "volatile-ttl"])
+    def test_an_evicting_policy_is_refused(self, private_client: redis.Redis, policy: str) -> None:
+        private_client.config_set("maxmemory-policy", policy)
+        with pytest.raises(UnsafeRedisError) as caught:
+            check_server(private_client)
+        assert repr(policy) in str(caught.value)
+        assert "noeviction" in str(caught.value)
+
+    def test_noeviction_with_aof_passes_silently(
+        self, private_client: redis.Redis, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        with caplog.at_level(logging.WARNING, logger="taskq"):
+            check_server(private_client)
+        assert caplog.records == []
+
+    def test_aof_off_gives_a_warning(
+        self, private_client: redis.Redis, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        private_client.config_set("appendonly", "no")
+        with caplog.at_level(logging.WARNING, logger="taskq"):
+            check_server(private_client)
+        assert any("AOF is off" in r.getMessage() for r in caplog.records)
+
+    def test_a_client_without_decoding_is_checked_too(
+        self, private_server: EmbeddedRedis, private_client: redis.Redis
+    ) -> None:
+        private_client.config_set("maxmemory-policy", "allkeys-lru")
+        with (
+            redis.Redis(unix_socket_path=str(private_server.socket_path)) as raw,
+            pytest.raises(UnsafeRedisError),
+        ):
+            check_server(raw)
+
+    def test_a_server_hiding_config_gives_a_warning(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        hidden = EmbeddedRedis(
+            binary=BINARY,
+            data_dir=tmp_path / "hidden",
+            extra_config={"rename-command": 'CONFIG ""'},
+        )
+        with hidden, client_for(hidden) as client, caplog.at_level(logging.WARNING, "taskq"):
+            check_server(client)
+        assert any("cannot read the server's CONFIG" in r.getMessage() for r in caplog.records)
+
+    def test_unsafe_redis_error_is_a_broker_error(self) -> None:
+        assert issubclass(UnsafeRedisError, taskq.BrokerError)

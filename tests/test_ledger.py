@@ -1,0 +1,180 @@
+"""The ledger's guards decide what a second charge for the same task does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from taskq.errors import LedgerError
+from taskq.ledger import ChargeOutcome, Ledger
+from taskq.settings import LedgerGuard
+
+TASKS = 25
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+def charge_concurrently(ledger: Ledger, threads: int) -> Counter[ChargeOutcome]:
+    """Every thread charges every task once, all starting together."""
+    outcomes: Counter[ChargeOutcome] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def charge_all() -> None:
+        start.wait()
+        for i in range(TASKS):
+            outcome = ledger.charge(f"t{i}", 1, "alice", 1)
+            with lock:
+                outcomes[outcome] += 1
+
+    workers = [threading.Thread(target=charge_all) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not any(worker.is_alive() for worker in workers)
+    return outcomes
+
+
+class TestGuardNone:
+    def test_a_task_that_runs_twice_charges_twice(self, path: Path) -> None:
+        ledger = Ledger(path, "none")
+        assert ledger.charge("t1", 1, "alice", 5) == "applied"
+        assert ledger.charge("t1", 2, "alice", 5) == "applied"
+        assert ledger.charges_for("t1") == 2
+
+    def test_concurrent_charges_all_land(self, path: Path) -> None:
+        ledger = Ledger(path, "none")
+        outcomes = charge_concurrently(ledger, threads=4)
+        assert outcomes == Counter({"applied": 4 * TASKS})
+        assert ledger.summary().charges == 4 * TASKS
+
+
+class TestGuardDedupe:
+    def test_the_second_charge_for_a_task_is_a_duplicate(self, path: Path) -> None:
+        ledger = Ledger(path, "dedupe")
+        assert ledger.charge("t1", 1, "alice", 5) == "applied"
+        assert ledger.charge("t1", 2, "alice", 5) == "duplicate"
+        assert ledger.charge("t1", 1, "alice", 5) == "duplicate"
+        assert ledger.charges_for("t1") == 1
+
+    def test_different_tasks_are_each_charged(self, path: Path) -> None:
+        ledger = Ledger(path, "dedupe")
+        assert [ledger.charge(f"t{i}", 1, "alice", 1) for i in range(3)] == ["applied"] * 3
+
+    def test_the_guard_survives_reopening_the_ledger(self, path: Path) -> None:
+        Ledger(path, "dedupe").charge("t1", 1, "alice", 5)
+        assert Ledger(path, "dedupe").charge("t1", 1, "alice", 5) == "duplicate"
+
+    def test_threads_charging_the_same_tasks_charge_each_exactly_once(self, path: Path) -> None:
+        ledger = Ledger(path, "dedupe")
+        outcomes = charge_concurrently(ledger, threads=6)
+        assert outcomes == Counter({"applied": TASKS, "duplicate": 5 * TASKS})
+        assert ledger.summary().charged_twice == []
+        assert all(ledger.charges_for(f"t{i}") == 1 for i in range(TASKS))
+
+    def test_two_processes_charging_the_same_tasks_charge_each_exactly_once(
+        self, path: Path
+    ) -> None:
+        Ledger(path, "dedupe")
+        # Each process opens the ledger, then waits for a line on stdin, so both charge at once.
+        snippet = (
+            "import sys\n"
+            "from taskq.ledger import Ledger\n"
+            f"ledger = Ledger({str(path)!r}, 'dedupe')\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.readline()\n"
+            f"outcomes = [ledger.charge(f't{{i}}', 1, 'alice', 1) for i in range({TASKS * 4})]\n"
+            "print(outcomes.count('applied'), outcomes.count('duplicate'))\n"
+        )
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", snippet],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        for process in processes:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "ready"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        replies = [process.communicate(timeout=60)[0].split() for process in processes]
+        assert [process.returncode for process in processes] == [0, 0]
+        applied = sum(int(reply[0]) for reply in replies)
+        duplicates = sum(int(reply[1]) for reply in replies)
+        assert (applied, duplicates) == (TASKS * 4, TASKS * 4)
+        summary = Ledger(path, "dedupe").summary()
+        assert (summary.charges, summary.tasks, summary.charged_twice) == (
+            TASKS * 4,
+            TASKS * 4,
+            [],
+        )
+
+
+class TestGuardFence:
+    def test_an_older_token_after_a_newer_one_is_fenced(self, path: Path) -> None:
+        ledger = Ledger(path, "fence")
+        assert ledger.charge("t1", 2, "alice", 5) == "applied"
+        assert ledger.charge("t1", 1, "alice", 5) == "fenced"
+        assert ledger.charges_for("t1") == 1
+
+    def test_an_older_token_that_writes_first_gets_through_and_so_does_the_newer(
+        self, path: Path
+    ) -> None:
+        ledger = Ledger(path, "fence")
+        assert ledger.charge("t1", 1, "alice", 5) == "applied"
+        assert ledger.charge("t1", 2, "alice", 5) == "applied"
+        assert ledger.charges_for("t1") == 2
+        assert ledger.summary().charged_twice == [("t1", 2)]
+
+    def test_fences_are_kept_per_task(self, path: Path) -> None:
+        ledger = Ledger(path, "fence")
+        ledger.charge("t1", 9, "alice", 5)
+        assert ledger.charge("t2", 1, "alice", 5) == "applied"
+
+
+class TestSummary:
+    def test_an_empty_ledger_sums_to_nothing(self, path: Path) -> None:
+        summary = Ledger(path).summary()
+        assert (summary.charges, summary.tasks, summary.amount, summary.charged_twice) == (
+            0,
+            0,
+            0,
+            [],
+        )
+
+    def test_summary_lists_tasks_charged_more_than_once_most_first(self, path: Path) -> None:
+        ledger = Ledger(path, "none")
+        for task_id, times in (("once", 1), ("twice", 2), ("thrice", 3)):
+            for token in range(times):
+                ledger.charge(task_id, token, "alice", 10)
+        summary = ledger.summary()
+        assert summary.charged_twice == [("thrice", 3), ("twice", 2)]
+        assert (summary.charges, summary.tasks, summary.amount) == (6, 3, 60)
+
+
+class TestErrors:
+    def test_an_unknown_guard_is_refused(self, path: Path) -> None:
+        bogus: LedgerGuard = "bogus"  # type: ignore[assignment]
+        with pytest.raises(LedgerError, match="unknown ledger guard 'bogus'"):
+            Ledger(path, bogus)
+
+    def test_a_ledger_in_a_missing_directory_raises_ledger_error(self, tmp_path: Path) -> None:
+        with pytest.raises(LedgerError, match="cannot open ledger"):
+            Ledger(tmp_path / "missing" / "ledger.db")
+
+    def test_the_default_guard_is_dedupe(self, path: Path) -> None:
+        assert Ledger(path).guard == "dedupe"

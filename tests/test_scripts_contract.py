@@ -1,0 +1,229 @@
+"""Each Lua script's `--[[ ]]` header against the Broker wrapper that calls it."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+import pytest
+import redis
+from redis.commands.core import Script
+
+from helpers import Event, events, leased, text
+from taskq.broker import Broker
+from taskq.keys import QUEUES_KEY, QueueKeys
+from taskq.scripts import HEADER, OPERATIONS, contract
+
+RETENTION = 777
+TOKEN_USE = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+TIME_CALL = re.compile(r"""redis\.p?call\(\s*['"]time['"]""", re.IGNORECASE)
+
+
+def lua(name: str) -> str:
+    """The file as written, before the loader splices in `_common`."""
+    return resources.files("taskq").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+def code(name: str) -> str:
+    """The file's Lua with its comments (and so its header) removed."""
+    return re.sub(r"--[^\n]*", "", re.sub(r"--\[\[.*?\]\]", "", lua(name), flags=re.DOTALL))
+
+
+def header(name: str) -> str:
+    match = HEADER.match(lua(name))
+    assert match is not None, f"{name}.lua has no --[[ ]] header"
+    return match.group(1)
+
+
+def hash_tag(key: str) -> str:
+    """The part of `key` Redis Cluster hashes: the first non-empty `{...}`, else all of it."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if start >= 0 and end > start + 1 else key
+
+
+class Recorder:
+    """Test instrumentation standing in for one `Script`: records each call, then runs it."""
+
+    def __init__(self, script: Script, client: redis.Redis, keys: QueueKeys) -> None:
+        self.script, self.client, self.keys = script, client, keys
+        self.calls: list[tuple[list[str], list[Any], list[Event]]] = []
+
+    def __call__(
+        self,
+        keys: Sequence[str] | None = None,
+        args: Iterable[Any] | None = None,
+        client: redis.Redis | None = None,
+    ) -> Any:
+        seen = len(events(self.client, self.keys))
+        reply = self.script(keys=keys, args=args, client=client)
+        emitted = events(self.client, self.keys)[seen:]
+        self.calls.append((list(keys or []), list(args or []), emitted))
+        return reply
+
+
+def is_jitter(value: Any) -> bool:
+    return 0 <= float(value) < 1
+
+
+def is_seed(value: Any) -> bool:
+    return str(value).isdigit() and 1 <= int(value) <= 2**31 - 2
+
+
+# Each operation's setup and call, returning the ARGV values the call must pass, by name.
+def call_enqueue(b: Broker) -> dict[str, Any]:
+    b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn")
+    return {"task_id": "t1", "name": "mod.fn", "payload": '{"a":1}', "delay_ms": 2500,
+            "max_retries": 4, "idempotency_key": "idem", "idempotency_ttl": 99}  # fmt: skip
+
+
+def call_lease(b: Broker) -> dict[str, Any]:
+    b.enqueue("t1")
+    b.lease_many("w1", 2.5, 3, request_id="req")
+    return {"worker": "w1", "lease_ms": 2500, "count": 3, "request_id": "req"}
+
+
+def call_heartbeat(b: Broker) -> dict[str, Any]:
+    token = leased(b)
+    b.heartbeat("t1", token, 2.5)
+    return {"task_id": "t1", "token": token, "lease_ms": 2500}
+
+
+def call_ack(b: Broker) -> dict[str, Any]:
+    token = leased(b)
+    b.ack("t1", token)
+    return {"task_id": "t1", "token": token}
+
+
+def call_fail(b: Broker) -> dict[str, Any]:
+    token = leased(b)
+    b.fail("t1", token, "boom", backoff_base=0.25, backoff_max=4)
+    return {"task_id": "t1", "token": token, "error": "boom", "backoff_base_ms": 250,
+            "backoff_max_ms": 4000, "jitter": is_jitter}  # fmt: skip
+
+
+def call_release(b: Broker) -> dict[str, Any]:
+    token = leased(b)
+    b.release("t1", token)
+    return {"task_id": "t1", "token": token}
+
+
+def call_reap(b: Broker) -> dict[str, Any]:
+    b.enqueue("t1")
+    b.lease_many("w1", 0.01, 1)
+    time.sleep(0.03)
+    b.reap(limit=7, backoff_base=0.25, backoff_max=4)
+    return {"limit": 7, "backoff_base_ms": 250, "backoff_max_ms": 4000, "jitter_seed": is_seed}
+
+
+def call_promote(b: Broker) -> dict[str, Any]:
+    b.enqueue("t1", delay=0.01)
+    time.sleep(0.03)
+    b.promote(limit=7)
+    return {"limit": 7}
+
+
+def call_retry_dead(b: Broker) -> dict[str, Any]:
+    b.fail("t1", leased(b, max_retries=0), "boom")
+    b.retry_dead("t1")
+    return {"task_id": "t1"}
+
+
+CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
+    "enqueue": call_enqueue, "lease": call_lease, "heartbeat": call_heartbeat,
+    "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
+    "promote": call_promote, "retry_dead": call_retry_dead,
+}  # fmt: skip
+
+
+def record(client: redis.Redis, operation: str) -> tuple[Broker, dict[str, Any], Recorder]:
+    """Run `operation`'s scenario with every script recorded; return its one recorded call."""
+    broker = Broker(client, "test", events_retention=RETENTION)
+    recorders = {}
+    for name in OPERATIONS:
+        recorders[name] = Recorder(broker.scripts.by_name(name), client, broker.keys)
+        setattr(broker.scripts, name, recorders[name])
+    expected = CALLS[operation](broker)
+    runs = len(recorders[operation].calls)
+    assert runs == 1, f"the {operation} call ran its script {runs} times, not once"
+    return broker, expected, recorders[operation]
+
+
+def test_every_script_that_changes_state_is_an_operation_with_a_test_call() -> None:
+    names = {p.name[:-4] for p in resources.files("taskq").joinpath("lua").iterdir()}
+    emitting = {n for n in names - {"_common"} if not re.search(r"Emits:\s+nothing", header(n))}
+    assert emitting == set(OPERATIONS) == set(CALLS)
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+class TestEachOperation:
+    def test_wrapper_passes_the_keys_the_header_names(
+        self, client: redis.Redis, operation: str
+    ) -> None:
+        broker, _, recorder = record(client, operation)
+        keys, _, _ = recorder.calls[0]
+        names = contract(operation).keys
+        assert len(keys) == len(names)
+        assert keys == [getattr(broker.keys, name) for name in names]
+
+    def test_wrapper_passes_the_args_the_header_names(
+        self, client: redis.Redis, operation: str
+    ) -> None:
+        broker, expected, recorder = record(client, operation)
+        _, args, _ = recorder.calls[0]
+        names = contract(operation).args
+        assert len(args) == len(names)
+        expected |= {"prefix": broker.keys.prefix, "retention": RETENTION}
+        for name, value in zip(names, args, strict=True):
+            assert name in expected, f"{operation}.lua names ARGV {name!r}, which no test checks"
+            want = expected[name]
+            ok = want(value) if callable(want) else str(value) == str(want)
+            assert ok, f"{operation} ARGV {name}: passed {value!r}, expected {want!r}"
+
+    def test_every_key_passed_shares_the_queue_hash_tag(
+        self, client: redis.Redis, operation: str
+    ) -> None:
+        broker, _, recorder = record(client, operation)
+        keys, args, _ = recorder.calls[0]
+        assert {hash_tag(k) for k in keys} == {"taskq:test"}
+        assert args[0] == broker.keys.prefix and hash_tag(args[0]) == "taskq:test"
+        stored = {text(k) for k in client.scan_iter()} - {QUEUES_KEY}
+        assert stored and {hash_tag(k) for k in stored} == {"taskq:test"}
+
+    def test_script_emits_the_event_its_header_names(
+        self, client: redis.Redis, operation: str
+    ) -> None:
+        _, _, recorder = record(client, operation)
+        emits = re.search(r"^\s*Emits:\s+(\w+)", header(operation), re.MULTILINE)
+        assert emits is not None
+        _, _, emitted = recorder.calls[0]
+        assert [e.type for e in emitted] == [emits.group(1)]
+
+    def test_header_has_returns_and_emits_lines(self, operation: str) -> None:
+        for label in ("Returns:", "Emits:"):
+            assert re.search(rf"^\s*{label}\s+\S", header(operation), re.MULTILINE), label
+
+    def test_script_uses_exactly_the_keys_and_args_its_header_numbers(self, operation: str) -> None:
+        body = code(operation)
+        used: dict[str, set[int]] = {"KEYS": set(), "ARGV": set()}
+        for kind, index in TOKEN_USE.findall(body):
+            used[kind].add(int(index))
+        terms = contract(operation)
+        assert used["KEYS"] == set(range(1, len(terms.keys) + 1))
+        assert used["ARGV"] == set(range(1, len(terms.args) + 1))
+
+    def test_script_reads_the_clock_once_and_only_via_server_now_ms(self, operation: str) -> None:
+        assert '--- @include "_common"' in lua(operation)
+        source = code(operation)
+        assert not TIME_CALL.search(source)
+        assert source.count("server_now_ms()") == 1
+        assert "math.random" not in source
+
+
+def test_common_is_the_one_place_that_reads_time() -> None:
+    common = code("_common")
+    assert "local function server_now_ms()" in common
+    assert len(TIME_CALL.findall(common)) == 2  # the clock, and the event log's epoch

@@ -1,0 +1,193 @@
+"""Settings: the README's table is the truth, and every bad value is named with its variable."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from taskq.errors import ConfigError, TaskqError
+from taskq.settings import ENVIRONMENT, Settings
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
+
+NUMBERS = [v for v, parse in ENVIRONMENT.values() if parse is not str and v != "LEDGER_GUARD"]
+INTEGERS = [variable for variable, parse in ENVIRONMENT.values() if parse is int]
+
+
+def readme_configuration() -> dict[str, str]:
+    """Variable -> default text, from the table under '## Configuration' in the README."""
+    text = README.read_text()
+    section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, str] = {}
+    for line in section.splitlines():
+        match = re.match(r"\|\s*`([A-Z_]+)`\s*\|\s*([^|]+?)\s*\|", line)
+        if match:
+            rows[match[1]] = match[2].strip("`")
+    return rows
+
+
+def defaults() -> dict[str, object]:
+    return {f.name: f.default for f in dataclasses.fields(Settings)}
+
+
+def with_env(**variables: str) -> Settings:
+    return Settings.from_env(variables)
+
+
+class TestDefaultsMatchTheReadme:
+    def test_the_readme_table_lists_every_variable_settings_reads(self) -> None:
+        table = readme_configuration()
+        assert len(table) >= 10
+        assert set(table) == {variable for variable, _ in ENVIRONMENT.values()}
+
+    def test_every_readme_default_is_the_dataclass_default(self) -> None:
+        table, expected = readme_configuration(), defaults()
+        for name, (variable, parse) in ENVIRONMENT.items():
+            documented = table[variable]
+            # A default in parentheses, such as REDIS_SERVER's "(search)", means none.
+            value = "" if documented.startswith("(") else parse(documented)
+            assert value == expected[name], f"{variable}: README {documented!r}"
+
+    def test_an_empty_environment_gives_the_dataclass_defaults(self) -> None:
+        settings = Settings.from_env({})
+        for name, default in defaults().items():
+            assert getattr(settings, name) == default, name
+
+    def test_every_environment_entry_names_a_settings_field(self) -> None:
+        assert set(ENVIRONMENT) <= set(defaults())
+
+    def test_blank_values_mean_the_default(self) -> None:
+        assert with_env(LEASE_SECONDS="  ", TASKQ_QUEUE="").lease_seconds == 10.0
+
+
+class TestValuesAreParsed:
+    def test_numbers_and_names_are_read_from_the_environment(self) -> None:
+        settings = with_env(
+            LEASE_SECONDS="2.5",
+            TASKQ_CONCURRENCY="8",
+            LEDGER_GUARD="fence",
+            TASKQ_QUEUE="emails",
+            FAIL_RATE="1",
+        )
+        assert (settings.lease_seconds, settings.concurrency) == (2.5, 8)
+        assert (settings.ledger_guard, settings.queue, settings.fail_rate) == (
+            "fence",
+            "emails",
+            1.0,
+        )
+
+    def test_surrounding_whitespace_is_ignored(self) -> None:
+        assert with_env(POLL_SECONDS=" 0.25 ").poll_seconds == 0.25
+
+    def test_redis_url_given_records_whether_redis_url_was_set(self) -> None:
+        assert not with_env().redis_url_given
+        assert with_env(REDIS_URL="unix:///tmp/r.sock").redis_url_given
+
+    def test_derived_values_follow_the_lease(self) -> None:
+        settings = with_env(LEASE_SECONDS="1.5")
+        assert settings.heartbeat_seconds == pytest.approx(0.5)
+        assert settings.lease_ms == 1500
+
+
+class TestBadValuesNameTheVariableAndTheValue:
+    @pytest.mark.parametrize("variable", NUMBERS)
+    @pytest.mark.parametrize("raw", ["lots", "1,5", "nan", "inf", "-inf"])
+    def test_a_non_number_is_refused(self, variable: str, raw: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            with_env(**{variable: raw})
+        assert variable in str(caught.value)
+        assert repr(raw) in str(caught.value)
+
+    @pytest.mark.parametrize("variable", NUMBERS)
+    def test_a_negative_number_is_refused(self, variable: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            with_env(**{variable: "-1"})
+        assert f"{variable}=-1" in str(caught.value)
+
+    @pytest.mark.parametrize("variable", INTEGERS)
+    def test_a_fraction_is_refused_where_a_count_is_wanted(self, variable: str) -> None:
+        with pytest.raises(ConfigError, match=f"{variable}='2.5'"):
+            with_env(**{variable: "2.5"})
+
+    @pytest.mark.parametrize(
+        "variable", ["LEASE_SECONDS", "POLL_SECONDS", "REDIS_TIMEOUT_SECONDS", *INTEGERS]
+    )
+    def test_zero_is_refused_where_it_would_never_wait_or_hold_nothing(
+        self, variable: str
+    ) -> None:
+        with pytest.raises(ConfigError, match=f"{variable}=0"):
+            with_env(**{variable: "0"})
+
+    def test_a_fail_rate_above_one_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match=r"FAIL_RATE=1\.5 must be in \[0, 1\]"):
+            with_env(FAIL_RATE="1.5")
+
+    def test_an_unknown_ledger_guard_is_refused_with_the_choices(self) -> None:
+        with pytest.raises(ConfigError) as caught:
+            with_env(LEDGER_GUARD="bogus")
+        message = str(caught.value)
+        assert "LEDGER_GUARD='bogus'" in message
+        assert all(guard in message for guard in ("none", "dedupe", "fence"))
+
+    def test_a_backoff_cap_below_the_base_is_refused_naming_both(self) -> None:
+        with pytest.raises(ConfigError) as caught:
+            with_env(BACKOFF_BASE_SECONDS="5", BACKOFF_MAX_SECONDS="2")
+        message = str(caught.value)
+        assert "BACKOFF_MAX_SECONDS=2.0" in message
+        assert "BACKOFF_BASE_SECONDS" in message
+        assert "5.0" in message
+
+    def test_an_invalid_queue_name_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="TASKQ_QUEUE='no spaces please'"):
+            with_env(TASKQ_QUEUE="no spaces please")
+
+    def test_direct_construction_is_validated_too(self) -> None:
+        with pytest.raises(ConfigError, match="LEASE_SECONDS=nan"):
+            Settings(lease_seconds=float("nan"))
+
+    def test_an_unknown_override_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="unknown settings: lease_secs"):
+            Settings.from_env({}, lease_secs=3)
+
+    def test_config_error_is_a_taskq_error(self) -> None:
+        assert issubclass(ConfigError, TaskqError)
+
+
+class TestSettingsAreReadOnceAndFrozen:
+    def test_settings_cannot_be_changed_after_they_are_built(self) -> None:
+        settings = Settings.from_env({})
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            settings.lease_seconds = 1.0  # type: ignore[misc]
+
+    def test_an_explicit_mapping_ignores_the_process_environment(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("LEASE_SECONDS", "99")
+        monkeypatch.setenv("REDIS_URL", "redis://elsewhere:1/0")
+        settings = Settings.from_env({"TASKQ_QUEUE": "mine"})
+        assert settings.lease_seconds == 10.0
+        assert settings.redis_url == "redis://localhost:6379/0"
+        assert not settings.redis_url_given
+        assert settings.queue == "mine"
+
+    def test_without_a_mapping_the_process_environment_is_read(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("LEASE_SECONDS", "99")
+        assert Settings.from_env().lease_seconds == 99.0
+
+    def test_overrides_win_over_the_environment(self) -> None:
+        assert Settings.from_env({"LEASE_SECONDS": "4"}, lease_seconds=7.0).lease_seconds == 7.0
+
+    def test_no_module_but_settings_reads_a_variable_from_the_environment(self) -> None:
+        reading = re.compile(r"os\.getenv|os\.environ\.get|os\.environ\[")
+        readers = [
+            str(path.relative_to(SRC))
+            for path in SRC.rglob("*.py")
+            if path.name != "settings.py" and reading.search(path.read_text())
+        ]
+        assert readers == []
