@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis
+from taskq.embedded import EmbeddedRedis, free_port
 from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings
@@ -37,6 +37,7 @@ class DemoPlan:
     concurrency: int = 4
     fail_rate: float = 0.15
     seed: int = field(default_factory=lambda: random.randrange(1_000_000))
+    linger: float = 0.0
 
 
 @dataclass
@@ -93,6 +94,7 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
     rng = random.Random(plan.seed)
     started = time.monotonic()
     workers: list[subprocess.Popen[bytes]] = []
+    services: list[subprocess.Popen[bytes]] = []
     with interrupts_as_keyboard_interrupt(), redis_for(settings, workdir) as (url, queue):
         broker = Broker.from_settings(Settings.from_env({}, redis_url=url), queue)
         ledger_path = workdir / "ledger.db"
@@ -105,12 +107,19 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
             workers.append(spawn(taskq_command("worker"), env, str(workdir / f"worker-{n}.log")))
 
         try:
+            port = free_port()
+            services.append(spawn(taskq_command("serve", "--port", str(port)), env,
+                                  str(workdir / "serve.log")))
+            say(f"live dashboard: http://127.0.0.1:{port}/?queue={queue} (up while the demo runs)")
             for n in range(plan.workers):
                 start_worker(n)
             charged, unknown = send(broker, plan, rng, say)
             watch(broker, plan, charged + unknown, workers, start_worker, rng, say)
+            if plan.linger > 0:
+                say(f"done; the dashboard stays up for {plan.linger:.0f}s (Ctrl-C ends it)")
+                time.sleep(plan.linger)
         finally:
-            stop_all(workers)
+            stop_all(workers + services)
         return DemoResult(summarize(broker, ledger_path, plan, charged, unknown, say),
                           time.monotonic() - started)
 

@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     parser.add_argument("--seed", type=int, default=None, help="random seed, for a replay")
     parser.add_argument("--dir", default=".taskq/demo", help="logs, ledger and Redis data")
+    parser.add_argument("--linger", type=float, default=0.0,
+                        help="keep the web dashboard up this many seconds after the run")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -25,7 +27,7 @@ def main(args: argparse.Namespace) -> int:
     # A small run delays and resends at most every task it has.
     sizes = {"tasks": args.tasks, "workers": args.workers,
              "delayed": min(DemoPlan.delayed, args.tasks),
-             "resends": min(DemoPlan.resends, args.tasks)}
+             "resends": min(DemoPlan.resends, args.tasks), "linger": args.linger}
     plan = DemoPlan(**sizes) if args.seed is None else DemoPlan(**sizes, seed=args.seed)
     default_say(f"taskq demo (seed {plan.seed})")
     result = run_demo(settings_from(args), plan, Path(args.dir), default_say)

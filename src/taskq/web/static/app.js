@@ -14,6 +14,7 @@ const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 
 const LIST = { running: 'leased', delayed: 'delayed', dead: 'dead' };
 const MAX_EVENTS = 200;
 const MAX_ROWS = 100;
+const MAX_KEPT = 1000; // rows kept per table beyond those shown; a resync refills them
 const MAX_NAMES = 10000;
 const RESYNC_MS = 30000;
 const TICK_MS = 250;
@@ -178,6 +179,8 @@ function onGap(message) {
   const gap = JSON.parse(message.data);
   view.lastId = message.lastEventId || gap.resume_id || view.lastId;
   showGap(gap);
+  view.newRows.push({ gap });
+  schedule();
   loadSnapshot();
 }
 
@@ -293,6 +296,7 @@ function renderCounts() {
     const bar = document.querySelector(`#mix [data-kind="${kind}"]`);
     bar.style.flexGrow = String(n);
     bar.title = `${kind}: ${n}`;
+    bar.hidden = n === 0;
   }
   $('mix').classList.toggle('empty', total === 0);
   document.title = `taskq · ${view.queue} · ${view.counts.ready} ready`;
@@ -326,8 +330,16 @@ function meta(id, shown, total) {
   $(id).textContent = total > shown ? `showing ${shown} of ${total.toLocaleString()}` : '';
 }
 
+// The first rows of a table by `order`; rows far past the visible ones are forgotten so a
+// large DLQ cannot grow without bound (the counts stay exact, the next resync refills).
+function top(map, order) {
+  const all = [...map.values()].sort(order);
+  for (const row of all.slice(MAX_KEPT)) map.delete(row.id);
+  return all.slice(0, MAX_ROWS);
+}
+
 function renderLeased() {
-  const rows = [...view.leased.values()].sort((a, b) => a.expires - b.expires).slice(0, MAX_ROWS);
+  const rows = top(view.leased, (a, b) => a.expires - b.expires);
   $('leased-body').replaceChildren(...(rows.length ? rows.map((l) => el('tr',
     { 'data-testid': 'leased-row', 'data-task-id': l.id },
     idCell(l.id), el('td', { class: 'name' }, l.name || nameOf(l.id) || '—'),
@@ -343,7 +355,7 @@ function renderLeased() {
 }
 
 function renderDelayed() {
-  const rows = [...view.delayed.values()].sort((a, b) => a.runAt - b.runAt).slice(0, MAX_ROWS);
+  const rows = top(view.delayed, (a, b) => a.runAt - b.runAt);
   $('delayed-body').replaceChildren(...(rows.length ? rows.map((d) => el('tr',
     { 'data-testid': 'delayed-row', 'data-task-id': d.id },
     idCell(d.id), el('td', { class: 'name' }, d.name || nameOf(d.id) || '—'),
@@ -358,7 +370,7 @@ function renderDelayed() {
 }
 
 function renderDead() {
-  const rows = [...view.dead.values()].sort((a, b) => b.deadAt - a.deadAt).slice(0, MAX_ROWS);
+  const rows = top(view.dead, (a, b) => b.deadAt - a.deadAt);
   $('dlq-body').replaceChildren(...(rows.length ? rows.map((d) => {
     const busy = view.retrying.has(d.id);
     const sent = view.retried.has(d.id);
@@ -390,7 +402,12 @@ function renderEvents() {
 }
 
 function eventRow(d) {
-  const detail = d.error || (d.worker ? `by ${d.worker}` : '') || (d.name || '');
+  if (d.gap) {
+    return el('li', { class: 'gap-row', 'data-testid': 'gap-row' },
+      el('span', {}, `missed events (${d.gap.reason}) · snapshot reloaded`));
+  }
+  const attempt = d.type === 'leased' && d.retries ? ` · attempt ${d.retries + 1}` : '';
+  const detail = d.error || (d.worker ? `by ${d.worker}${attempt}` : '') || d.name || '';
   return el('li', {
     class: `event${d.error ? ' has-error' : ''}`, 'data-testid': 'event-row',
     'data-seq': d.seq, 'data-epoch': epochOf(d), 'data-type': d.type, 'data-task-id': d.task,
@@ -458,11 +475,13 @@ function setConn(state) {
 }
 
 function showGap(gap) {
+  const seq = /^\d+\.(\d+)\.\d+$/.exec(gap.requested || '');
+  const asked = seq ? `after #${seq[1]}` : gap.requested ? `from ${gap.requested}` : 'from the start';
+  const kept = gap.first_available > gap.head ? 'the log is empty'
+    : `the log keeps #${gap.first_available}–#${gap.head}`;
   $('gap-text').replaceChildren(
     el('strong', {}, `missed events: ${gap.reason} — reloaded a fresh snapshot`),
-    el('span', { class: 'notice-detail' },
-      ` (asked after ${gap.requested || 'the start'}; the log keeps #${gap.first_available}` +
-      ` to #${gap.head})`));
+    el('span', { class: 'notice-detail' }, ` · asked ${asked}; ${kept}`));
   $('gap-notice').hidden = false;
 }
 

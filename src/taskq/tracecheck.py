@@ -1,0 +1,145 @@
+"""Trace validation: does each task's run of events form a legal path of the lease
+protocol? Used after test suites and at the end of the chaos run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import redis
+
+# event type -> states the task may be in before it; None = the task has no record yet.
+ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
+    "enqueued": (None,),
+    "leased": ("pending",),
+    "heartbeat": ("running",),
+    "completed": ("running",),
+    "failed": ("running",),
+    "released": ("running",),
+    "reaped": ("running",),
+    "promoted": ("delayed",),
+    "revived": ("dead",),
+}
+# event type -> states it may leave the task in.
+ALLOWED_TO: dict[str, tuple[str, ...]] = {
+    "enqueued": ("pending", "delayed"),
+    "leased": ("running",),
+    "heartbeat": ("running",),
+    "completed": ("completed",),
+    "failed": ("delayed", "dead"),
+    "released": ("pending",),
+    "reaped": ("delayed", "dead"),
+    "promoted": ("pending",),
+    "revived": ("pending",),
+}
+TERMINAL = ("completed", "dead")
+
+
+@dataclass
+class TaskTrace:
+    """What the checker knows of one task while it replays the log."""
+
+    state: str | None = None
+    token: int = 0
+    run_at: int = 0
+    events: int = 0
+    completions: int = 0
+
+
+@dataclass
+class TraceReport:
+    """Violations found (task id, seq, message) and what was checked."""
+
+    tasks: int = 0
+    events: int = 0
+    violations: list[tuple[str, int, str]] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.unfinished
+
+
+def _int(fields: Mapping[str, str], name: str) -> int:
+    try:
+        return int(fields.get(name, "0") or 0)
+    except ValueError:
+        return -1
+
+
+def check_event(task: TaskTrace, seq: int, fields: Mapping[str, str]) -> list[str]:
+    """The rules one event breaks, given the task's state before it; updates `task`."""
+    kind, state = fields.get("type", ""), fields.get("state", "")
+    if kind not in ALLOWED_FROM:
+        return [f"unknown event type {kind!r}"]
+    problems: list[str] = []
+    if task.state not in ALLOWED_FROM[kind]:
+        problems.append(f"{kind} from state {task.state!r}")
+    if state not in ALLOWED_TO[kind]:
+        problems.append(f"{kind} into state {state!r}")
+    problems += _check_token(task, kind, _int(fields, "token"))
+    problems += _check_timing(task, kind, _int(fields, "ts"))
+    if state == "delayed" or kind == "enqueued":
+        task.run_at = _int(fields, "at")
+    if kind == "completed":
+        task.completions += 1
+        if task.completions > 1:
+            problems.append("completed more than once")
+    task.state = state
+    task.events += 1
+    return problems
+
+
+def _check_token(task: TaskTrace, kind: str, token: int) -> list[str]:
+    """Leases raise the token, reaps bump it once, and the holder acts only with it."""
+    problems = []
+    if kind == "leased" and token <= task.token:
+        problems.append(f"lease token {token} not above the previous {task.token}")
+    elif kind == "reaped" and token != task.token + 1:
+        problems.append(f"reap did not bump the token {task.token} (got {token})")
+    elif kind in ("heartbeat", "completed", "failed", "released") and token != task.token:
+        problems.append(f"{kind} with token {token} while the lease's token is {task.token}")
+    if kind in ("leased", "reaped"):
+        task.token = token
+    return problems
+
+
+def _check_timing(task: TaskTrace, kind: str, ts: int) -> list[str]:
+    """T6: nothing delayed runs, or becomes ready, before its run-at."""
+    if kind in ("leased", "promoted") and ts < task.run_at:
+        return [f"{kind} at {ts} before its run-at {task.run_at}"]
+    return []
+
+
+def validate(
+    events: Iterable[tuple[int, Mapping[str, str]]], *, require_terminal: bool = True
+) -> TraceReport:
+    """Replay `(seq, fields)` events in order; with `require_terminal`, every task must
+    end completed or dead (the run is over)."""
+    tasks: dict[str, TaskTrace] = {}
+    report = TraceReport()
+    for seq, fields in events:
+        report.events += 1
+        task_id = fields.get("task", "")
+        task = tasks.setdefault(task_id, TaskTrace())
+        report.violations.extend((task_id, seq, p) for p in check_event(task, seq, fields))
+    report.tasks = len(tasks)
+    if require_terminal:
+        report.unfinished = sorted(t for t, trace in tasks.items() if trace.state not in TERMINAL)
+    return report
+
+
+def read_log(
+    client: redis.Redis, events_key: str, batch: int = 10_000
+) -> list[tuple[int, dict[str, str]]]:
+    """Every retained event of a stream, in order, as (seq, fields)."""
+    rows: list[tuple[int, dict[str, str]]] = []
+    start = "-"
+    while True:
+        chunk = client.xrange(events_key, min=start, max="+", count=batch)
+        if not chunk:
+            return rows
+        for row_id, fields in chunk:
+            seq = int(str(row_id).split("-")[0])
+            rows.append((seq, {str(k): str(v) for k, v in (fields or {}).items()}))
+        start = "(" + str(chunk[-1][0])
