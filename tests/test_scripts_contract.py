@@ -95,7 +95,7 @@ def call_heartbeat(b: Broker) -> dict[str, Any]:
 def call_ack(b: Broker) -> dict[str, Any]:
     token = leased(b)
     b.ack("t1", token)
-    return {"task_id": "t1", "token": token}
+    return {"task_id": "t1", "token": token, "completed_ttl": b.completed_ttl_ms}
 
 
 def call_fail(b: Broker) -> dict[str, Any]:
@@ -132,10 +132,17 @@ def call_retry_dead(b: Broker) -> dict[str, Any]:
     return {"task_id": "t1"}
 
 
+def call_purge(b: Broker) -> dict[str, Any]:
+    b.fail("t1", leased(b, max_retries=0), "boom")
+    time.sleep(0.03)
+    b.purge(dead_ttl=0.01, limit=7)
+    return {"limit": 7, "dead_ttl": 10}
+
+
 CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
     "enqueue": call_enqueue, "lease": call_lease, "heartbeat": call_heartbeat,
     "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
-    "promote": call_promote, "retry_dead": call_retry_dead,
+    "promote": call_promote, "retry_dead": call_retry_dead, "purge": call_purge,
 }  # fmt: skip
 
 

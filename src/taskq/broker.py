@@ -46,6 +46,8 @@ DEFAULT_IDEMPOTENCY_TTL = 86_400
 MAX_IDEMPOTENCY_TTL = 10 * 365 * 86_400
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 DEFAULT_EVENTS_RETENTION = 100_000
+DEFAULT_COMPLETED_TTL = 86_400
+DEFAULT_DEAD_TTL = 7 * 86_400
 
 
 @contextmanager
@@ -78,6 +80,7 @@ class Broker:
         *,
         events_retention: int = DEFAULT_EVENTS_RETENTION,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        completed_ttl: float = DEFAULT_COMPLETED_TTL,
     ) -> None:
         if events_retention < 1 or max_payload_bytes < 2:
             raise InvalidTaskError(
@@ -89,6 +92,7 @@ class Broker:
         self.queue = queue
         self.events_retention = events_retention
         self.max_payload_bytes = max_payload_bytes
+        self.completed_ttl_ms = max(1, _ms(completed_ttl, "completed_ttl"))
         self.scripts = Scripts(client)
         self._registered = False
 
@@ -100,6 +104,7 @@ class Broker:
             queue or settings.queue,
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
+            completed_ttl=settings.completed_ttl_seconds,
         )
 
     # -- producers ---------------------------------------------------------------------
@@ -244,7 +249,7 @@ class Broker:
         with redis_errors("ack"):
             reply = self.scripts.ack(
                 keys=[k.leased, k.events, k.seq, k.epoch],
-                args=[k.prefix, task_id, token, self.events_retention],
+                args=[k.prefix, task_id, token, self.events_retention, self.completed_ttl_ms],
             )
         return int(reply) == 1
 
@@ -330,6 +335,16 @@ class Broker:
                 args=[k.prefix, task_id, self.events_retention],
             )
         return int(reply) == 1
+
+    def purge(self, dead_ttl: float, limit: int = 100) -> list[str]:
+        """Delete dead tasks older than `dead_ttl` seconds: record and DLQ entry together."""
+        k = self.keys
+        with redis_errors("purge"):
+            reply = self.scripts.purge(
+                keys=[k.dlq, k.events, k.seq, k.epoch],
+                args=[k.prefix, limit, max(1, _ms(dead_ttl, "dead_ttl")), self.events_retention],
+            )
+        return [_text(task_id) for task_id in reply]
 
     # -- reads -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ OPERATIONS = (
     "reap",
     "promote",
     "retry_dead",
+    "purge",
 )
 
 INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
@@ -75,6 +76,7 @@ class Scripts:
         self.reap = client.register_script(source("reap"))
         self.promote = client.register_script(source("promote"))
         self.retry_dead = client.register_script(source("retry_dead"))
+        self.purge = client.register_script(source("purge"))
 
     def by_name(self, name: str) -> Script:
         script: Script = getattr(self, name)

@@ -38,6 +38,8 @@ class Settings:
     events_retention: int = 100_000
     max_payload_bytes: int = 1_048_576
     idempotency_ttl_seconds: int = 86_400
+    completed_ttl_seconds: float = 86_400.0
+    dead_ttl_seconds: float = 7 * 86_400.0
     redis_server: str = ""
     api_token: str = ""
     feed_heartbeat_seconds: float = 15.0
@@ -104,6 +106,10 @@ class Settings:
             self.idempotency_ttl_seconds,
             "must be from 1 to 315360000 (ten years)",
         )
+        _check(self.completed_ttl_seconds > 0, "TASKQ_COMPLETED_TTL_SECONDS",
+               self.completed_ttl_seconds, "must be > 0")
+        _check(self.dead_ttl_seconds > 0, "TASKQ_DEAD_TTL_SECONDS", self.dead_ttl_seconds,
+               "must be > 0")
         _check(
             0 < self.feed_heartbeat_seconds <= 15,
             "TASKQ_FEED_HEARTBEAT_SECONDS",
@@ -194,6 +200,8 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "events_retention": ("TASKQ_EVENTS_RETENTION", int),
     "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", int),
     "idempotency_ttl_seconds": ("TASKQ_IDEMPOTENCY_TTL_SECONDS", int),
+    "completed_ttl_seconds": ("TASKQ_COMPLETED_TTL_SECONDS", _finite),
+    "dead_ttl_seconds": ("TASKQ_DEAD_TTL_SECONDS", _finite),
     "redis_server": ("REDIS_SERVER", str),
     "api_token": ("TASKQ_API_TOKEN", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),

@@ -19,6 +19,7 @@ ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
     "reaped": ("running",),
     "promoted": ("delayed",),
     "revived": ("dead",),
+    "purged": ("dead",),
 }
 # event type -> states it may leave the task in.
 ALLOWED_TO: dict[str, tuple[str, ...]] = {
@@ -31,8 +32,9 @@ ALLOWED_TO: dict[str, tuple[str, ...]] = {
     "reaped": ("delayed", "dead"),
     "promoted": ("pending",),
     "revived": ("pending",),
+    "purged": ("purged",),
 }
-TERMINAL = ("completed", "dead")
+TERMINAL = ("completed", "dead", "purged")
 
 
 @dataclass

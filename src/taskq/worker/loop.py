@@ -25,6 +25,8 @@ from taskq.worker.runner import Outcome, Runner
 log = logging.getLogger("taskq.worker")
 
 MAINTENANCE_LIMIT = 100
+# Dead tasks age in days, so looking for expired ones now and then is plenty.
+PURGE_EVERY_SECONDS = 10.0
 
 
 class _Nudge:
@@ -78,6 +80,7 @@ class Worker:
         self.heartbeat = Heartbeat(self.broker, self.settings.lease_seconds, self._contexts)
         self.waker = Waker(self.broker, self._nudge, self.settings.poll_seconds)
         self._backoff = Backoff()
+        self._next_purge = 0.0
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -123,6 +126,9 @@ class Worker:
         free = self.concurrency - len(self.in_flight)
         try:
             self.broker.promote(MAINTENANCE_LIMIT)
+            if time.monotonic() >= self._next_purge:
+                self.broker.purge(self.settings.dead_ttl_seconds, MAINTENANCE_LIMIT)
+                self._next_purge = time.monotonic() + PURGE_EVERY_SECONDS
             self.broker.reap(
                 MAINTENANCE_LIMIT,
                 self.settings.backoff_base_seconds,

@@ -1,0 +1,34 @@
+--[[
+  purge: delete dead tasks that have sat in the DLQ longer than its retention, oldest
+  first, record and DLQ entry together, so no id is ever left pointing at nothing.
+  KEYS[1] dlq     LIST    dead task ids, most recent at the left (oldest at the right)
+  KEYS[2] events  STREAM  change feed
+  KEYS[3] seq     STRING  last event sequence number
+  KEYS[4] epoch   STRING  event log incarnation
+  ARGV[1] prefix          queue key prefix; task keys derive from it
+  ARGV[2] limit           most tasks to purge in this call
+  ARGV[3] dead_ttl        ms a dead task is kept
+  ARGV[4] retention       events kept in the stream
+  Returns: {task_id, ...} purged
+  Emits:   purged (state purged)
+]]
+--- @include "_common"
+
+local dlq_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, limit, dead_ttl, retention = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+local now = server_now_ms()
+local purged = {}
+while #purged < limit do
+  local task_id = redis.call('LINDEX', dlq_key, -1)
+  if not task_id then break end
+  local task_key = prefix .. 'task:' .. task_id
+  local dead_at = tonumber(redis.call('HGET', task_key, 'dead_at') or '0')
+  if dead_at > now - dead_ttl then break end
+  emit(events_key, seq_key, epoch_key, retention, now,
+    {'type', 'purged', 'task', task_id, 'state', 'purged'})
+  redis.call('RPOP', dlq_key)
+  redis.call('DEL', task_key)
+  purged[#purged + 1] = task_id
+end
+return purged

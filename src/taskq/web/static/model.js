@@ -1,0 +1,132 @@
+// The dashboard's picture of one queue: counts and task rows from a snapshot, kept
+// current by applying the feed's events.
+
+export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
+  'released', 'reaped', 'promoted', 'revived'];
+// Each event type moves a task out of one state; the event's `state` is where it lands.
+// The scripts emit exactly these transitions, so counts follow from the events alone.
+const FROM = {
+  enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
+  failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
+  revived: 'dead',
+};
+const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 'dead' };
+const LIST = { running: 'leased', delayed: 'delayed', dead: 'dead' };
+export const MAX_ROWS = 100;
+const MAX_NAMES = 10000;
+
+export const view = {
+  queue: '',
+  epoch: '', // the snapshot's log epoch and sequence number: events at or before
+  floor: 0, //  it are already reflected in the counts
+  offset: 0, // server clock minus this browser's clock, in ms
+  leaseMs: 0, // the last lease length seen in an event
+  counts: { ready: 0, leased: 0, delayed: 0, dead: 0 },
+  leased: new Map(),
+  delayed: new Map(),
+  dead: new Map(),
+  names: new Map(),
+  retrying: new Set(),
+  retried: new Set(),
+  lastId: '', // the feed id of the last event or gap received
+  newRows: [], // events (and gaps) not yet listed on screen
+  seen: [], // arrival times, for the rate
+  dirty: new Set(), // parts of the page to draw again
+};
+
+export function reset(queue) {
+  Object.assign(view, { queue, epoch: '', floor: 0, lastId: '', newRows: [], seen: [] });
+  for (const part of ['leased', 'delayed', 'dead', 'retried']) view[part].clear();
+}
+
+export function applySnapshot(snap, clientMid) {
+  view.offset = snap.now_ms - clientMid;
+  view.epoch = snap.epoch;
+  view.floor = snap.seq;
+  view.counts = { ...snap.counts };
+  const old = view.leased;
+  view.leased = new Map(snap.leased.map((l) => {
+    const prev = old.get(l.task_id);
+    const total = prev && prev.token === l.token ? prev.total : view.leaseMs;
+    remember(l.task_id, l.name);
+    return [l.task_id, { id: l.task_id, name: l.name, worker: l.worker, token: l.token,
+      attempt: l.attempt, expires: l.expires_at, total }];
+  }));
+  view.delayed = new Map(snap.delayed.map((d) => {
+    remember(d.task_id, d.name);
+    return [d.task_id, { id: d.task_id, name: d.name, retries: d.retries, runAt: d.run_at,
+      error: d.last_error }];
+  }));
+  view.dead = new Map(snap.dead.map((d) => {
+    remember(d.task_id, d.name);
+    return [d.task_id, { id: d.task_id, name: d.name, retries: d.retries, deadAt: d.dead_at,
+      error: d.last_error }];
+  }));
+  view.retried.clear();
+  for (const part of ['counts', 'leased', 'delayed', 'dead']) view.dirty.add(part);
+}
+
+export function epochOf(data) {
+  return String(data.id || '').split('.')[0];
+}
+
+// An event the snapshot already reflects would be counted twice.
+export function applyIfNew(data) {
+  if (epochOf(data) === view.epoch && data.seq <= view.floor) return;
+  applyEvent(data);
+}
+
+function applyEvent(d) {
+  const from = FROM[d.type];
+  const to = d.state;
+  if (from === undefined || !to) return;
+  remember(d.task, d.name);
+  const name = view.names.get(d.task) || '';
+  if (from !== to) {
+    bump(BUCKET[from], -1);
+    bump(BUCKET[to], +1);
+    if (LIST[from]) {
+      view[LIST[from]].delete(d.task);
+      view.dirty.add(LIST[from]);
+    }
+  }
+  if (to === 'running') {
+    const prev = view.leased.get(d.task) || {};
+    if (d.at && d.ts) view.leaseMs = d.at - d.ts;
+    view.leased.set(d.task, { id: d.task, name, worker: d.worker || prev.worker || '',
+      token: d.token ?? prev.token, attempt: d.retries != null ? d.retries + 1 : prev.attempt,
+      expires: d.at, total: d.at - d.ts });
+  } else if (to === 'delayed') {
+    view.delayed.set(d.task, { id: d.task, name, retries: d.retries ?? 0, runAt: d.at,
+      error: d.error || '' });
+  } else if (to === 'dead') {
+    view.retried.delete(d.task);
+    view.dead.set(d.task, { id: d.task, name, retries: d.retries ?? 0, deadAt: d.ts,
+      error: d.error || '' });
+  }
+  if (LIST[to]) view.dirty.add(LIST[to]);
+  view.dirty.add('counts');
+}
+
+function bump(bucket, delta) {
+  if (bucket) view.counts[bucket] = Math.max(0, view.counts[bucket] + delta);
+}
+
+export function remember(task, name) {
+  if (!name) return;
+  view.names.delete(task);
+  view.names.set(task, name);
+  if (view.names.size > MAX_NAMES) view.names.delete(view.names.keys().next().value);
+}
+
+// A name looked up later: every row that shows the task gets it.
+export function learnName(task, name) {
+  remember(task, name);
+  for (const list of ['leased', 'delayed', 'dead']) {
+    const row = view[list].get(task);
+    if (row) {
+      row.name = name;
+      view.dirty.add(list);
+    }
+  }
+}

@@ -1,0 +1,241 @@
+// Drawing the dashboard: counts, the three tables, the event list, countdowns, notices.
+
+import { MAX_ROWS, epochOf, view } from './model.js';
+
+const MAX_EVENTS = 200;
+const MAX_KEPT = 1000;
+
+// What rows need from the rest of the app: a task's name, and the retry action.
+export const hooks = { nameOf: () => '', retry: () => {} };
+
+const $ = (id) => document.getElementById(id);
+
+let frame = 0;
+
+// requestAnimationFrame batches a burst of events into one draw; the timeout keeps a
+// hidden tab (where frames do not run) current.
+export function schedule() {
+  if (frame) return;
+  const run = () => { frame = 0; render(); };
+  const raf = requestAnimationFrame(() => { clearTimeout(timer); run(); });
+  const timer = setTimeout(() => { cancelAnimationFrame(raf); run(); }, 200);
+  frame = raf;
+}
+
+export function render() {
+  const { dirty } = view;
+  if (dirty.has('counts')) renderCounts();
+  if (dirty.has('leased')) renderLeased();
+  if (dirty.has('delayed')) renderDelayed();
+  if (dirty.has('dead')) renderDead();
+  dirty.clear();
+  renderEvents();
+  renderFooter();
+  tick();
+}
+
+function renderCounts() {
+  for (const [kind, n] of Object.entries(view.counts)) {
+    $(`count-${kind}`).textContent = n.toLocaleString();
+    const bar = document.querySelector(`#mix [data-kind="${kind}"]`);
+    bar.style.flexGrow = String(n);
+    bar.title = `${kind}: ${n}`;
+    bar.hidden = n === 0;
+  }
+  document.title = `taskq · ${view.queue} · ${view.counts.ready} ready`;
+}
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value == null || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  node.append(...children.filter((c) => c != null));
+  return node;
+}
+
+const idCell = (id) => el('td', { class: 'id', title: id }, el('code', {}, id));
+const nameCell = (row) => el('td', { class: 'name' }, row.name || hooks.nameOf(row.id) || '—');
+const errorCell = (error) => (error
+  ? el('td', { class: 'error', title: error }, el('span', {}, error))
+  : el('td', { class: 'none' }, '—'));
+const emptyRow = (span, text) => el('tr', { class: 'empty-row' }, el('td', { colspan: span }, text));
+
+function meta(id, shown, total) {
+  $(id).textContent = total > shown ? `showing ${shown} of ${total.toLocaleString()}` : '';
+}
+
+// The first rows of a table by `order`; rows far past the visible ones are forgotten so a
+// large DLQ cannot grow without bound (the counts stay exact, the next resync refills).
+function top(map, order) {
+  const all = [...map.values()].sort(order);
+  for (const row of all.slice(MAX_KEPT)) map.delete(row.id);
+  return all.slice(0, MAX_ROWS);
+}
+
+function fill(body, rows, draw, span, empty) {
+  $(body).replaceChildren(...(rows.length ? rows.map(draw) : [emptyRow(span, empty)]));
+}
+
+function renderLeased() {
+  const rows = top(view.leased, (a, b) => a.expires - b.expires);
+  fill('leased-body', rows, (l) => el('tr', { 'data-testid': 'leased-row', 'data-task-id': l.id },
+    idCell(l.id), nameCell(l),
+    el('td', { class: 'worker', title: l.worker }, l.worker || '—'),
+    el('td', { class: 'num' }, String(l.attempt ?? '—')),
+    el('td', { class: 'num mono' }, String(l.token ?? '—')),
+    el('td', {}, el('div', {
+      class: 'countdown', 'data-testid': 'lease-countdown', 'data-kind': 'lease',
+      'data-deadline': l.expires, 'data-total': l.total || '',
+    }, el('span', { class: 'left' }), el('span', { class: 'track' }, el('span', { class: 'fill' }))))),
+  6, 'No task is leased right now.');
+  meta('leased-meta', rows.length, Math.max(view.counts.leased, rows.length));
+}
+
+function renderDelayed() {
+  const rows = top(view.delayed, (a, b) => a.runAt - b.runAt);
+  fill('delayed-body', rows, (d) => el('tr', { 'data-testid': 'delayed-row', 'data-task-id': d.id },
+    idCell(d.id), nameCell(d),
+    el('td', { class: 'num' }, String(d.retries)),
+    errorCell(d.error),
+    el('td', {}, el('div', {
+      class: 'countdown', 'data-testid': 'runat-countdown', 'data-kind': 'runat',
+      'data-deadline': d.runAt, title: new Date(d.runAt).toLocaleString(),
+    }, el('span', { class: 'left' })))),
+  5, 'Nothing is scheduled.');
+  meta('delayed-meta', rows.length, Math.max(view.counts.delayed, rows.length));
+}
+
+function renderDead() {
+  const rows = top(view.dead, (a, b) => b.deadAt - a.deadAt);
+  fill('dlq-body', rows, (d) => {
+    const busy = view.retrying.has(d.id);
+    const sent = view.retried.has(d.id);
+    return el('tr', { 'data-testid': 'dlq-row', 'data-task-id': d.id },
+      idCell(d.id), nameCell(d),
+      el('td', { class: 'num' }, String(d.retries)),
+      el('td', { class: 'since', 'data-since': d.deadAt, title: new Date(d.deadAt).toLocaleString() }),
+      errorCell(d.error),
+      el('td', { class: 'action' }, el('button', {
+        type: 'button', class: 'retry', 'data-testid': 'retry-button', disabled: busy || sent,
+        onclick: () => hooks.retry(d.id),
+      }, sent ? 'Sent' : busy ? 'Retrying…' : 'Retry')));
+  }, 6, 'The dead letter queue is empty.');
+  meta('dlq-meta', rows.length, Math.max(view.counts.dead, rows.length));
+}
+
+function renderEvents() {
+  const list = $('events');
+  if (view.newRows.length) {
+    list.prepend(...view.newRows.splice(0).slice(-MAX_EVENTS).reverse().map(eventRow));
+    while (list.childElementCount > MAX_EVENTS) list.lastElementChild.remove();
+  }
+  $('events-empty').hidden = list.childElementCount > 0;
+  const now = performance.now();
+  while (view.seen.length && now - view.seen[0] > 10000) view.seen.shift();
+  const rate = view.seen.length / 10;
+  $('events-meta').textContent = rate ? `${rate.toFixed(rate < 10 ? 1 : 0)}/s` : '';
+}
+
+function eventRow(d) {
+  if (d.gap) {
+    return el('li', { class: 'gap-row', 'data-testid': 'gap-row' },
+      el('span', {}, `missed events (${d.gap.reason}) · snapshot reloaded`));
+  }
+  const attempt = d.type === 'leased' && d.retries ? ` · attempt ${d.retries + 1}` : '';
+  const detail = d.error || (d.worker ? `by ${d.worker}${attempt}` : '') || d.name || '';
+  return el('li', {
+    class: 'event', 'data-testid': 'event-row', 'data-seq': d.seq, 'data-epoch': epochOf(d),
+    'data-type': d.type, 'data-task-id': d.task,
+  },
+  el('time', { datetime: new Date(d.ts).toISOString() }, clockTime(d.ts)),
+  el('span', { class: `badge type-${d.type}` }, d.type),
+  el('code', { class: 'task', title: d.task }, d.task),
+  el('span', { class: `state state-${d.state}` }, d.state),
+  el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail }, detail));
+}
+
+export function renderFooter() {
+  const [epoch, seq] = view.lastId.split('.');
+  $('position').textContent = view.lastId ? `feed at #${seq} · epoch ${epoch}` : 'feed at the start';
+  const off = Math.round(view.offset);
+  $('clock').textContent = `server clock ${off >= 0 ? '+' : '−'}${Math.abs(off)} ms`;
+}
+
+function clockTime(ms) {
+  const t = new Date(ms);
+  const two = (n) => String(n).padStart(2, '0');
+  return `${two(t.getHours())}:${two(t.getMinutes())}:${two(t.getSeconds())}` +
+    `.${String(t.getMilliseconds()).padStart(3, '0')}`;
+}
+
+function seconds(ms) {
+  const s = ms / 1000;
+  const two = (n) => String(Math.floor(n)).padStart(2, '0');
+  if (s < 60) return `${s.toFixed(1)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${two(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${two((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${two((s % 86400) / 3600)}h`;
+}
+
+// Countdowns run on the server's clock: this browser's clock plus the measured offset.
+export function tick() {
+  const now = Date.now() + view.offset;
+  for (const node of document.querySelectorAll('[data-deadline]')) {
+    const left = Number(node.dataset.deadline) - now;
+    const label = node.querySelector('.left');
+    if (node.dataset.kind === 'lease') {
+      label.textContent = left > 0 ? seconds(left) : 'expired';
+      // A lease seen first in a snapshot has no known length: its first reading stands in.
+      if (!node.dataset.total) node.dataset.total = String(Math.max(left, 1));
+      const fraction = Math.max(0, Math.min(1, left / Number(node.dataset.total)));
+      node.querySelector('.fill').style.width = `${(fraction * 100).toFixed(1)}%`;
+      node.dataset.urgency = left <= 0 ? 'expired' : fraction < 0.25 ? 'low' : 'ok';
+    } else {
+      label.textContent = left > 0 ? `in ${seconds(left)}` : 'due now';
+      node.dataset.urgency = left > 0 ? 'ok' : 'due';
+    }
+  }
+  for (const node of document.querySelectorAll('[data-since]')) {
+    const since = Number(node.dataset.since);
+    node.textContent = since ? `${seconds(Math.max(0, now - since))} ago` : '—';
+  }
+}
+
+export function setConn(state) {
+  const node = $('conn');
+  node.dataset.state = state;
+  node.textContent = state;
+}
+
+export function showGap(gap) {
+  const seq = /^\d+\.(\d+)\.\d+$/.exec(gap.requested || '');
+  const asked = seq ? `after #${seq[1]}` : gap.requested ? `from ${gap.requested}` : 'from the start';
+  const kept = gap.first_available > gap.head ? 'the log is empty'
+    : `the log keeps #${gap.first_available}–#${gap.head}`;
+  $('gap-text').replaceChildren(
+    el('strong', {}, `missed events: ${gap.reason} — reloaded a fresh snapshot`),
+    el('span', { class: 'notice-detail' }, ` · asked ${asked}; ${kept}`));
+  $('gap-notice').hidden = false;
+}
+
+export function showError(text) {
+  const node = $('error-notice');
+  node.textContent = text;
+  node.hidden = false;
+}
+
+export function hideError() {
+  $('error-notice').hidden = true;
+}
+
+export function toast(text, ok) {
+  const node = el('div', { class: `toast ${ok ? 'ok' : 'bad'}`, 'data-testid': 'retry-result',
+    'data-ok': String(ok), role: 'status' }, text);
+  $('toasts').append(node);
+  setTimeout(() => node.classList.add('leaving'), 4000);
+  setTimeout(() => node.remove(), 4400);
+}

@@ -1,0 +1,161 @@
+"""Redis paused, restarted and crashed under a running worker process: nothing is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from taskq.broker import Broker
+from taskq.connection import connect
+from taskq.embedded import EmbeddedRedis
+from taskq.errors import BrokerError
+from taskq.ledger import Ledger
+from taskq.settings import Settings
+from waiting import WorkerProcesses, event_types, wait_until
+
+pytestmark = pytest.mark.outage
+
+CHARGE = {"args": [], "kwargs": {"charge": 1}}
+QUEUE = "outage"
+
+
+class Outage:
+    """A private Redis (AOF on) that a test may pause, restart or crash, with a worker
+    pool, a broker and a ledger on it."""
+
+    def __init__(self, tmp_path: Path, appendfsync: str) -> None:
+        self.server = EmbeddedRedis(
+            binary=os.environ.get("REDIS_SERVER", ""),
+            data_dir=tmp_path / "redis",
+            appendfsync=appendfsync,
+        ).start()
+        settings = Settings.from_env({}, redis_url=self.server.url, redis_timeout_seconds=1.0)
+        self.broker = Broker(connect(settings), QUEUE)
+        self.ledger_path = tmp_path / "ledger.db"
+        Ledger(self.ledger_path).close()
+        self.workers = WorkerProcesses(tmp_path, {
+            **os.environ,
+            "REDIS_URL": self.server.url, "REDIS_TIMEOUT_SECONDS": "1", "TASKQ_QUEUE": QUEUE,
+            "LEDGER_PATH": str(self.ledger_path), "LEDGER_GUARD": "dedupe",
+            "LEASE_SECONDS": "1", "WORK_SECONDS": "0.3", "AFTER_EFFECT_SECONDS": "0",
+            "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.2",
+            "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "2",
+        })  # fmt: skip
+
+    def enqueue(self, count: int) -> list[str]:
+        return [self.broker.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id
+                for _ in range(count)]
+
+    def states(self, task_ids: list[str]) -> list[str]:
+        records = [self.broker.task(task_id) for task_id in task_ids]
+        return [r.state if r else "missing" for r in records]
+
+    def completed(self, task_ids: list[str]) -> int:
+        return self.states(task_ids).count("completed")
+
+    def wait_all_completed(self, task_ids: list[str], timeout: float = 30.0) -> None:
+        wait_until(lambda: self.completed(task_ids) == len(task_ids), timeout,
+                   f"all {len(task_ids)} tasks to complete")
+
+    def assert_charged_once_each(self, task_ids: list[str]) -> None:
+        ledger = Ledger(self.ledger_path)
+        try:
+            summary = ledger.summary()
+        finally:
+            ledger.close()
+        assert (summary.charges, summary.tasks, summary.charged_twice) == (
+            len(task_ids), len(task_ids), [])
+
+    def close(self) -> None:
+        self.workers.stop_all()
+        self.broker.client.close()
+        self.server.stop()
+
+
+@pytest.fixture
+def outage(tmp_path: Path) -> Iterator[Callable[..., Outage]]:
+    made: list[Outage] = []
+
+    def make(appendfsync: str = "everysec") -> Outage:
+        made.append(Outage(tmp_path, appendfsync))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def test_worker_waits_out_a_paused_redis_and_every_task_completes_once(
+    outage: Callable[..., Outage],
+) -> None:
+    o = outage()
+    # A short timeout, so calls made during the pause time out and are retried rather
+    # than blocking through it.
+    worker = o.workers.start(REDIS_TIMEOUT_SECONDS="0.3")
+    task_ids = o.enqueue(8)
+    wait_until(lambda: o.completed(task_ids) >= 2, 15, "the first tasks to complete")
+    o.server.signal(signal.SIGSTOP)
+    time.sleep(3)  # the outage itself; leases (1 s) run out on Redis's clock meanwhile
+    o.server.signal(signal.SIGCONT)
+    o.wait_all_completed(task_ids)
+    o.assert_charged_once_each(task_ids)
+    assert worker.poll() is None
+
+
+def test_graceful_redis_restart_mid_run_loses_nothing(outage: Callable[..., Outage]) -> None:
+    o = outage()
+    worker = o.workers.start()
+    task_ids = o.enqueue(8)
+    wait_until(lambda: o.completed(task_ids) >= 2, 15, "the first tasks to complete")
+    done_before = [t for t, s in zip(task_ids, o.states(task_ids), strict=True)
+                   if s == "completed"]
+    first_pid = o.server.pid
+    o.server.stop()
+    o.server.start()
+    assert o.server.pid != first_pid
+    assert o.states(done_before) == ["completed"] * len(done_before)
+    o.wait_all_completed(task_ids)
+    o.assert_charged_once_each(task_ids)
+    assert worker.poll() is None
+
+
+def test_crashed_redis_with_appendfsync_always_keeps_every_acknowledged_task(
+    outage: Callable[..., Outage],
+) -> None:
+    o = outage("always")
+    o.workers.start()
+    acknowledged = o.enqueue(10)
+    o.server.kill()  # right after the last reply: nothing had time to be flushed later
+    with pytest.raises(BrokerError):
+        o.broker.enqueue("while-down", payload=CHARGE)
+    o.server.start()
+    assert o.states(acknowledged).count("missing") == 0
+    acknowledged += o.enqueue(4)
+    o.wait_all_completed(acknowledged)
+    o.assert_charged_once_each(acknowledged)
+
+
+def test_ack_is_retried_across_a_short_outage_and_the_task_is_not_rerun(
+    outage: Callable[..., Outage],
+) -> None:
+    o = outage()
+    worker = o.workers.start(LEASE_SECONDS="5", WORK_SECONDS="0.5")
+    [task_id] = o.enqueue(1)
+    wait_until(lambda: o.states([task_id]) == ["running"], 15, "the task to be leased")
+    o.server.stop()
+    wait_until(lambda: "redis unavailable, waiting it out: ack failed" in o.workers.log(worker),
+               15, "the worker to report its ack failing")
+    o.server.start()
+    wait_until(lambda: o.states([task_id]) == ["completed"], 10, "the retried ack")
+    wait_until(lambda: "redis is back after" in o.workers.log(worker), 5, "the recovery log")
+    record = o.broker.task(task_id)
+    assert record is not None and (record.fencing_token, record.retries) == (1, 0)
+    assert event_types(o.broker.client, o.broker.keys, task_id).count("leased") == 1
+    assert "refused" not in o.workers.log(worker)
+    o.assert_charged_once_each([task_id])

@@ -1,0 +1,350 @@
+"""The Worker run in-process: handlers, failures, concurrency, waking, leases and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from taskq import App, LeaseLostError, Ledger, Worker, current_task
+from taskq.broker import Broker
+from taskq.settings import Settings
+from waiting import event_types, wait_until
+
+
+class WorkerThread:
+    """One Worker running its loop on a thread, as `taskq worker` runs it in a process."""
+
+    def __init__(self, app: App, settings: Settings, concurrency: int) -> None:
+        self.broker = Broker.from_settings(settings, app.queue)
+        self.worker = Worker(app, settings=settings, broker=self.broker, concurrency=concurrency)
+        self.status: int | None = None
+        self.thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.status = self.worker.run(install_signal_handlers=False)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.worker.stop("test is done")
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the worker did not stop"
+
+    def close(self, client: redis.Redis) -> None:
+        """Stop, then let the waker out of its blocking pop before closing its connection."""
+        if self.thread.is_alive():
+            self.stop()
+        client.lpush(self.broker.keys.wake, "1")
+        for thread in (self.worker.waker, self.worker.heartbeat):
+            thread.join(5)
+        self.broker.client.close()
+
+
+StartWorker = Callable[..., WorkerThread]
+
+
+@pytest.fixture
+def app(settings: Settings, client: redis.Redis) -> Iterator[App]:
+    """An App on a queue of its own, so nothing a test leaves running reaches the next one."""
+    app = App(queue=f"w-{uuid.uuid4().hex[:8]}", settings=settings)
+    yield app
+    app.broker.client.close()
+
+
+@pytest.fixture
+def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[StartWorker]:
+    started: list[WorkerThread] = []
+
+    def start(concurrency: int = 1, **overrides: Any) -> WorkerThread:
+        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.close(client)
+
+
+def state_of(app: App, task_id: str) -> str:
+    record = app.broker.task(task_id)
+    return record.state if record else ""
+
+
+def wait_for_state(app: App, task_id: str, state: str, timeout: float = 10.0) -> None:
+    wait_until(lambda: state_of(app, task_id) == state, timeout, f"{task_id} to be {state}")
+
+
+class TestRunningHandlers:
+    def test_plain_and_async_tasks_run_with_their_arguments(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        calls: list[tuple[str, Any, Any]] = []
+
+        @app.task("add")
+        def add(a: int, b: int = 0) -> None:
+            calls.append(("add", a, b))
+
+        @app.task("greet")
+        async def greet(name: str, *, punctuation: str) -> None:
+            await asyncio.sleep(0)
+            calls.append(("greet", name, punctuation))
+
+        plain = add.enqueue(2, b=3).task_id
+        coroutine = greet.enqueue("ada", punctuation="!").task_id
+        start_worker()
+        wait_for_state(app, plain, "completed")
+        wait_for_state(app, coroutine, "completed")
+        assert sorted(calls) == [("add", 2, 3), ("greet", "ada", "!")]
+
+    def test_handler_sees_its_task_id_attempt_and_token(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        seen: list[tuple[str, int, int, str]] = []
+
+        @app.task("introspect")
+        def introspect() -> None:
+            task = current_task()
+            seen.append((task.task_id, task.attempt, task.token, task.queue))
+
+        task_id = introspect.enqueue().task_id
+        start_worker()
+        wait_for_state(app, task_id, "completed")
+        assert seen == [(task_id, 1, 1, app.queue)]
+
+    def test_handler_exception_is_retried_then_dead_with_type_and_message(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.task("broken", max_retries=2)
+        def broken() -> None:
+            attempts.append(current_task().attempt)
+            raise ValueError("card declined")
+
+        task_id = broken.enqueue().task_id
+        start_worker()
+        wait_for_state(app, task_id, "dead")
+        record = app.broker.task(task_id)
+        assert record is not None
+        assert record.last_error.startswith("ValueError: card declined")
+        assert (attempts, record.retries) == ([1, 2, 3], 2)
+        assert app.broker.dead() == [task_id]
+
+    def test_unknown_task_fails_clearly_and_the_worker_goes_on(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("known")
+        def known() -> None:
+            pass
+
+        stranger = app.broker.enqueue("stranger", max_retries=0, name="nobody.knows.me").task_id
+        later = known.enqueue().task_id
+        running = start_worker()
+        wait_for_state(app, stranger, "dead")
+        wait_for_state(app, later, "completed")
+        record = app.broker.task(stranger)
+        assert record is not None
+        assert record.last_error.startswith("UnknownTaskError: unknown task 'nobody.knows.me'")
+        assert running.thread.is_alive()
+
+    @pytest.mark.parametrize(
+        ("corrupt", "error"),
+        [
+            ("not json {", "PayloadError: stored payload is not valid JSON"),
+            ('{"args": "notalist"}', "PayloadError: payload 'args' must be a list"),
+        ],
+    )
+    def test_undecodable_payload_fails_clearly_and_the_worker_goes_on(
+        self, app: App, start_worker: StartWorker, corrupt: str, error: str
+    ) -> None:
+        @app.task("echo")
+        def echo(*args: Any) -> None:
+            pass
+
+        bad = echo.enqueue(1, max_retries=0).task_id
+        app.broker.client.hset(app.broker.keys.task(bad), "payload", corrupt)
+        later = echo.enqueue(2).task_id
+        running = start_worker()
+        wait_for_state(app, bad, "dead")
+        wait_for_state(app, later, "completed")
+        record = app.broker.task(bad)
+        assert record is not None and record.last_error.startswith(error)
+        assert running.thread.is_alive()
+
+    def test_concurrency_n_runs_n_handlers_at_once(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        together = threading.Barrier(3, timeout=5)
+
+        @app.task("meet")
+        def meet() -> None:
+            together.wait()  # breaks, failing every attempt, unless all three run at once
+
+        task_ids = [meet.enqueue(max_retries=0).task_id for _ in range(3)]
+        start_worker(concurrency=3)
+        for task_id in task_ids:
+            wait_for_state(app, task_id, "completed")
+
+
+class TestScheduling:
+    def test_idle_worker_is_woken_by_new_work_long_before_its_poll(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("nothing")
+        def nothing() -> None:
+            pass
+
+        running = start_worker(poll_seconds=5.0)
+        wait_until(running.worker.waker.armed.is_set, 5, "the worker to go idle")
+        task_id = nothing.enqueue().task_id
+        wait_for_state(app, task_id, "completed", timeout=1.5)
+
+    def test_delayed_task_runs_after_its_delay_and_not_before(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("later")
+        def later() -> None:
+            pass
+
+        start_worker()
+        task_id = later.enqueue(delay=0.6).task_id
+        wait_for_state(app, task_id, "completed")
+        record = app.broker.task(task_id)
+        assert record is not None
+        assert record.run_at - record.created_at == 600
+        assert record.leased_at >= record.run_at
+
+
+class TestLeases:
+    def test_heartbeats_keep_a_task_three_leases_long_with_one_worker(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        @app.task("long")
+        def long() -> None:
+            time.sleep(2.0)
+
+        task_id = long.enqueue().task_id
+        start_worker(lease_seconds=0.6)
+        wait_for_state(app, task_id, "completed", timeout=6)
+        record = app.broker.task(task_id)
+        assert record is not None and (record.fencing_token, record.retries) == (1, 0)
+        types = event_types(client, app.broker.keys, task_id)
+        assert "reaped" not in types
+        assert types.count("heartbeat") >= 3
+
+    def test_lost_lease_fences_the_effect_and_refuses_the_stale_ack(
+        self, app: App, start_worker: StartWorker, settings: Settings
+    ) -> None:
+        """The lease is expired by hand (its score set in the past), as a paused heartbeat
+        would leave it; the worker's heartbeat then finds its token stale. The real pause
+        is in tests/test_worker_processes.py."""
+        ledger = Ledger(settings.ledger_path, "none")
+        refused: list[LeaseLostError] = []
+
+        @app.task("charge")
+        def charge() -> None:
+            task = current_task()
+            if task.attempt == 1:
+                wait_until(lambda: task.lease_lost, 5, "the heartbeat to notice")
+            try:
+                with task.effect():
+                    ledger.charge(task.task_id, task.token, "alice", 10)
+            except LeaseLostError as e:
+                refused.append(e)
+
+        task_id = charge.enqueue().task_id
+        running = start_worker(concurrency=2)
+        wait_for_state(app, task_id, "running")
+        expire_and_reap(app.broker, task_id)
+        wait_for_state(app, task_id, "completed")
+        wait_until(lambda: running.worker.stats.stale, 5, "the stale ack to be refused")
+        record = app.broker.task(task_id)
+        assert record is not None and record.fencing_token == 3  # leased, reaped, leased
+        assert len(refused) == 1 and "lost its lease (token 1)" in str(refused[0])
+        assert ledger.charges_for(task_id) == 1
+        ledger.close()
+
+
+def expire_and_reap(broker: Broker, task_id: str) -> None:
+    """End the lease now and reap it; a heartbeat in between renews it, so try again."""
+
+    def reaped() -> bool:
+        broker.client.zadd(broker.keys.leased, {task_id: 0}, xx=True)
+        broker.reap(backoff_base=0.01, backoff_max=0.01)
+        record = broker.task(task_id)
+        return record is not None and record.fencing_token >= 2
+
+    wait_until(reaped, 5, f"the lease of {task_id} to be reaped")
+
+
+class TestShutdown:
+    def test_draining_worker_finishes_its_tasks_and_leases_no_more(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        started = {name: threading.Event() for name in "abc"}
+        finish = {name: threading.Event() for name in "abc"}
+
+        @app.task("hold")
+        def hold(name: str) -> None:
+            started[name].set()
+            finish[name].wait(10)
+
+        a, b, c = (hold.enqueue(name).task_id for name in "abc")
+        running = start_worker(concurrency=2, lease_seconds=0.6)
+        assert started["a"].wait(5) and started["b"].wait(5)
+        running.worker.stop("test drains")
+        time.sleep(0.8)  # past the lease: only heartbeats sent while draining keep it
+        assert app.broker.reap() == []
+        finish["a"].set()
+        wait_for_state(app, a, "completed")  # a slot is free now, and c is ready
+        finish["b"].set()
+        running.thread.join(5)
+        assert not running.thread.is_alive() and running.status == 0
+        for task_id in (a, b):
+            record = app.broker.task(task_id)
+            assert record is not None and (record.state, record.fencing_token) == ("completed", 1)
+            assert "reaped" not in event_types(client, app.broker.keys, task_id)
+        left = app.broker.task(c)
+        assert left is not None and (left.state, left.fencing_token) == ("pending", 0)
+        assert not started["c"].is_set()
+
+    def test_handler_past_the_grace_is_released_and_its_effect_refused(
+        self, app: App, start_worker: StartWorker, settings: Settings, client: redis.Redis
+    ) -> None:
+        ledger = Ledger(settings.ledger_path, "none")
+        started, finish = threading.Event(), threading.Event()
+        outcome: list[BaseException | None] = []
+
+        @app.task("slow_charge")
+        def slow_charge() -> None:
+            started.set()
+            finish.wait(10)
+            task = current_task()
+            try:
+                with task.effect():
+                    ledger.charge(task.task_id, task.token, "alice", 10)
+                outcome.append(None)
+            except LeaseLostError as e:
+                outcome.append(e)
+
+        task_id = slow_charge.enqueue().task_id
+        running = start_worker(shutdown_grace_seconds=0.3)
+        assert started.wait(5)
+        running.stop()
+        record = app.broker.task(task_id)
+        assert record is not None and record.state == "pending"
+        assert client.lrange(app.broker.keys.ready, 0, -1) == [task_id]
+        assert event_types(client, app.broker.keys, task_id)[-1] == "released"
+        finish.set()
+        wait_until(lambda: outcome, 5, "the handler to try its effect")
+        assert isinstance(outcome[0], LeaseLostError)
+        assert "released at shutdown" in str(outcome[0])
+        assert ledger.charges_for(task_id) == 0
+        ledger.close()

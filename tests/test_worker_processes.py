@@ -1,0 +1,202 @@
+"""Real `taskq worker` processes killed, paused and stopped with signals, on the session Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskq.broker import Broker
+from taskq.embedded import EmbeddedRedis
+from taskq.ledger import Ledger, LedgerSummary
+from taskq.processes import taskq_command
+from taskq.results import TaskRecord
+from waiting import WorkerProcesses, event_types, wait_until
+
+pytestmark = pytest.mark.processes
+
+CHARGE = {"args": [], "kwargs": {"charge": 7}}
+
+
+@pytest.fixture
+def queue(client: redis.Redis) -> Broker:
+    """A queue of its own on the (flushed) session server."""
+    return Broker(client, f"p-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "ledger.db"
+    Ledger(path).close()  # the schema exists before workers race to create it
+    yield path
+
+
+@pytest.fixture
+def workers(
+    redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path, tmp_path: Path
+) -> Iterator[WorkerProcesses]:
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue,
+        "LEDGER_PATH": str(ledger_path), "LEDGER_GUARD": "dedupe",
+        "LEASE_SECONDS": "1", "WORK_SECONDS": "0.05", "AFTER_EFFECT_SECONDS": "0",
+        "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.1",
+        "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "1",
+    }  # fmt: skip
+    processes = WorkerProcesses(tmp_path, env)
+    yield processes
+    processes.stop_all()
+
+
+def record(broker: Broker, task_id: str) -> TaskRecord:
+    found = broker.task(task_id)
+    assert found is not None, f"{task_id} has no record"
+    return found
+
+
+def wait_for(broker: Broker, task_id: str, state: str, timeout: float = 15.0) -> TaskRecord:
+    wait_until(lambda: record(broker, task_id).state == state, timeout, f"{task_id}: {state}")
+    return record(broker, task_id)
+
+
+def charge_tokens(ledger_path: Path, task_id: str) -> list[int]:
+    """The fencing token of every charge the ledger holds for `task_id`, in order."""
+    with sqlite3.connect(ledger_path) as db:
+        rows = db.execute("SELECT token FROM charges WHERE task_id = ? ORDER BY id", (task_id,))
+        tokens = [int(token) for (token,) in rows.fetchall()]
+    db.close()
+    return tokens
+
+
+def ledger_summary(path: Path) -> LedgerSummary:
+    ledger = Ledger(path)
+    try:
+        return ledger.summary()
+    finally:
+        ledger.close()
+
+
+def test_sigkilled_worker_task_is_reaped_and_completed_elsewhere(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    # Killed after its charge and before its ack: the rerun must not charge again.
+    for _ in range(2):
+        workers.start(TASKQ_CONCURRENCY="2", AFTER_EFFECT_SECONDS="1.5")
+    task_ids = [queue.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id for _ in range(4)]
+    victim = wait_until(
+        lambda: next((t for t in task_ids if charge_tokens(ledger_path, t)), ""),
+        10, "a task to charge the ledger",
+    )
+    killed_id = record(queue, victim).worker
+    workers.holding(killed_id).send_signal(signal.SIGKILL)
+    for task_id in task_ids:
+        wait_for(queue, task_id, "completed")
+    rerun = record(queue, victim)
+    assert rerun.worker != killed_id and rerun.retries == 1 and rerun.fencing_token == 3
+    assert "reaped" in event_types(queue.client, queue.keys, victim)
+    summary = ledger_summary(ledger_path)
+    assert (summary.charges, summary.tasks, summary.charged_twice) == (4, 4, [])
+
+
+def test_paused_worker_is_fenced_after_takeover_even_with_no_ledger_guard(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    # Paused long before its charge: on SIGCONT its heartbeat finds the token stale
+    # before the handler reaches its effect, so effect() refuses the charge.
+    for _ in range(2):
+        workers.start(LEDGER_GUARD="none", WORK_SECONDS="3")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    paused_id = wait_for(queue, task_id, "running").worker
+    paused = workers.holding(paused_id)
+    paused.send_signal(signal.SIGSTOP)
+    wait_until(lambda: record(queue, task_id).fencing_token >= 3, 10, "another worker to lease")
+    paused.send_signal(signal.SIGCONT)
+    done = wait_for(queue, task_id, "completed")
+    assert done.worker != paused_id and done.fencing_token == 3
+    wait_until(lambda: "fail of task t1 refused: token 1 is stale" in workers.log(paused), 10,
+               "the paused worker's failure report to be refused")
+    log = workers.log(paused)
+    assert "lost its lease (token 1)" in log and "LeaseLostError" in log
+    assert charge_tokens(ledger_path, task_id) == [3]
+    assert paused.poll() is None  # a refused report is routine: the worker goes on
+
+
+@pytest.mark.parametrize(("guard", "tokens"), [("none", [1, 3]), ("dedupe", [1])])
+def test_worker_paused_after_its_charge_has_its_ack_refused_after_takeover(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, guard: str, tokens: list[int]
+) -> None:
+    # The task runs twice (exactly-once execution is not promised); only a guarded
+    # effect is applied once.
+    for _ in range(2):
+        workers.start(LEDGER_GUARD=guard, AFTER_EFFECT_SECONDS="1.5")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_until(lambda: charge_tokens(ledger_path, task_id), 10, "the first charge")
+    paused_id = record(queue, task_id).worker
+    paused = workers.holding(paused_id)
+    paused.send_signal(signal.SIGSTOP)
+    done = wait_for(queue, task_id, "completed")
+    assert done.worker != paused_id and done.fencing_token == 3
+    paused.send_signal(signal.SIGCONT)
+    wait_until(lambda: "ack of task t1 refused: token 1 is stale" in workers.log(paused), 10,
+               "the paused worker's ack to be refused")
+    assert charge_tokens(ledger_path, task_id) == tokens
+    assert record(queue, task_id) == done  # the refused ack changed nothing
+
+
+def test_sigterm_drains_the_task_in_hand_and_exits_zero(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    worker = workers.start(WORK_SECONDS="1")
+    first = queue.enqueue("first", payload=CHARGE).task_id
+    second = queue.enqueue("second", payload=CHARGE).task_id
+    wait_for(queue, first, "running")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    assert record(queue, first).state == "completed"
+    assert charge_tokens(ledger_path, first) == [1]
+    untouched = record(queue, second)
+    assert (untouched.state, untouched.fencing_token) == ("pending", 0)
+    log = workers.log(worker)
+    assert "draining (SIGTERM)" in log and "taskq.worker: stopped" in log
+
+
+def test_second_sigterm_exits_at_once_and_the_lease_is_reaped_later(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    worker = workers.start(WORK_SECONDS="10")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_for(queue, task_id, "running")
+    worker.send_signal(signal.SIGTERM)
+    wait_until(lambda: "draining" in workers.log(worker), 10, "the worker to drain")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(2) == 128 + signal.SIGTERM
+    assert record(queue, task_id).state == "running"  # nothing was released on the way out
+    wait_until(lambda: (task_id, "delayed") in queue.reap(), 5, "the lease to be reaped")
+    reaped = record(queue, task_id)
+    assert (reaped.state, reaped.retries) == ("delayed", 1)
+    assert reaped.last_error.startswith("lease expired while held by worker")
+
+
+def test_cli_enqueue_of_ten_tasks_is_worked_off_by_a_cli_worker(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    sent = subprocess.run(
+        taskq_command("enqueue", "10", "--charge", "3"),
+        env=workers.env, capture_output=True, text=True, timeout=30, check=True,
+    )
+    assert f"enqueued 10 new task(s) on queue {queue.queue!r}" in sent.stdout
+    assert queue.counts().ready == 10
+    task_ids = [key.rsplit(":", 1)[1] for key in queue.client.scan_iter(queue.keys.task("*"))]
+    assert len(task_ids) == 10
+    workers.start(TASKQ_CONCURRENCY="2")
+    for task_id in task_ids:
+        wait_for(queue, task_id, "completed")
+    summary = ledger_summary(ledger_path)
+    assert (summary.charges, summary.tasks, summary.amount) == (10, 10, 30)
