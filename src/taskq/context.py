@@ -30,6 +30,7 @@ class TaskContext:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
+    finished: bool = field(default=False, repr=False)
 
     @property
     def lease_lost(self) -> bool:

@@ -40,7 +40,7 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         for context in self.in_hand():
-            if context.lease_lost:
+            if context.lease_lost or context.finished:
                 continue
             try:
                 held = self.broker.heartbeat(context.task_id, context.token, self.lease_seconds)

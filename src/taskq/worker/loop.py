@@ -199,12 +199,13 @@ class Worker:
     def _settle(self, outcome: Outcome) -> None:
         """Ack or fail a finished task, retrying through an outage for up to one lease."""
         task, lease = outcome.task, self.settings.lease_seconds
+        outcome.context.finished = True
         if outcome.error is None:
             acked = retry_for(lease, f"ack {task.task_id}",
                               lambda: self.broker.ack(task.task_id, task.token))
-            if acked:
+            if acked or (acked is False and self._acked_before(task)):
                 self.stats.acked += 1
-            else:
+            elif acked is False:
                 self._stale(task, "ack")
         else:
             log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, outcome.error)
@@ -221,6 +222,16 @@ class Worker:
                 self.stats.retried += 1
         with self._in_flight_lock:
             self.in_flight.pop((task.task_id, task.token), None)
+
+    def _acked_before(self, task: LeasedTask) -> bool:
+        """Whether a refused ack was our own earlier one, whose reply the client lost and
+        whose retry then found the task already completed with our token."""
+        try:
+            record = self.broker.task(task.task_id)
+        except BrokerError:
+            return False
+        return record is not None and record.state == "completed" \
+            and record.fencing_token == task.token
 
     def _stale(self, task: LeasedTask, operation: str) -> None:
         self.stats.stale += 1
