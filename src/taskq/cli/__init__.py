@@ -7,7 +7,17 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from taskq.cli import dashboard, demo, dlq, ledger, producer, redis_server, serve, worker
+from taskq.cli import (
+    chaos,
+    dashboard,
+    demo,
+    dlq,
+    ledger,
+    producer,
+    redis_server,
+    serve,
+    worker,
+)
 from taskq.errors import TaskqError
 
 COMMANDS = {
@@ -19,6 +29,7 @@ COMMANDS = {
     "serve": serve,
     "redis": redis_server,
     "demo": demo,
+    "chaos": chaos,
 }
 
 

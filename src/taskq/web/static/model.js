@@ -2,13 +2,13 @@
 // current by applying the feed's events.
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
-  'released', 'reaped', 'promoted', 'revived'];
+  'released', 'reaped', 'promoted', 'revived', 'purged'];
 // Each event type moves a task out of one state; the event's `state` is where it lands.
 // The scripts emit exactly these transitions, so counts follow from the events alone.
 const FROM = {
   enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
-  revived: 'dead',
+  revived: 'dead', purged: 'dead',
 };
 const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 'dead' };
 const LIST = { running: 'leased', delayed: 'delayed', dead: 'dead' };

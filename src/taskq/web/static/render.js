@@ -143,7 +143,7 @@ function renderEvents() {
 function eventRow(d) {
   if (d.gap) {
     return el('li', { class: 'gap-row', 'data-testid': 'gap-row' },
-      el('span', {}, `missed events (${d.gap.reason}) · snapshot reloaded`));
+      el('span', {}, `missed events · ${d.gap.reason}`));
   }
   const attempt = d.type === 'leased' && d.retries ? ` · attempt ${d.retries + 1}` : '';
   const detail = d.error || (d.worker ? `by ${d.worker}${attempt}` : '') || d.name || '';

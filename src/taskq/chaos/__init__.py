@@ -1,0 +1,1 @@
+"""The chaos run: many tasks through worker crashes, pauses and Redis restarts."""

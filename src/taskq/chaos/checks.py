@@ -1,0 +1,109 @@
+"""The checks at the end of a chaos run; their conjunction is its exit status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import redis
+
+from taskq.broker import Broker
+from taskq.chaos.producer import Produced
+from taskq.ledger import Ledger
+from taskq.tracecheck import read_log, validate
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Findings:
+    """Everything the report states about the end of the run."""
+
+    checks: list[Check] = field(default_factory=list)
+    final_states: dict[str, str] = field(default_factory=dict)
+    lost_enqueues: list[str] = field(default_factory=list)
+    charged_twice: list[tuple[str, int]] = field(default_factory=list)
+    events: int = 0
+    used_memory: int = 0
+    log_memory: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def final_states(client: redis.Redis, broker: Broker) -> tuple[dict[str, str], int]:
+    """Each task's last state according to the event log, and how many events it has."""
+    rows = read_log(client, broker.keys.events)
+    states: dict[str, str] = {}
+    for _, fields in rows:
+        states[fields.get("task", "")] = fields.get("state", "")
+    return states, len(rows)
+
+
+def run_checks(
+    client: redis.Redis, broker: Broker, produced: Produced, ledger: Ledger, guard: str,
+    appendfsync: str, redis_crashes: int,
+) -> Findings:
+    found = Findings()
+    found.final_states, found.events = final_states(client, broker)
+    acknowledged = produced.acknowledged
+    found.lost_enqueues = sorted(t for t in acknowledged if t not in found.final_states)
+    unfinished = sorted(t for t in acknowledged
+                        if t in found.final_states and found.final_states[t] != "completed")
+    lost_ok = not found.lost_enqueues or (appendfsync != "always" and redis_crashes > 0)
+    found.checks.append(Check(
+        "every acknowledged task completed", not unfinished and lost_ok,
+        f"{len(acknowledged) - len(unfinished) - len(found.lost_enqueues)} of {len(acknowledged)}"
+        f" completed; {len(unfinished)} unfinished; {len(found.lost_enqueues)} acknowledged "
+        f"enqueues lost by Redis crashes (appendfsync {appendfsync})"))
+
+    summary = ledger.summary()
+    found.charged_twice = summary.charged_twice
+    found.checks.append(Check(
+        f"no task charged twice (guard {guard})", not summary.charged_twice,
+        f"{summary.charges} charges for {summary.tasks} tasks; "
+        f"{len(summary.charged_twice)} charged more than once"))
+
+    recreated = [r for r in produced.resends_created if f"t{r[1:]}" not in found.lost_enqueues]
+    found.checks.append(Check(
+        "duplicate sends created no task", not recreated,
+        f"{produced.resends} resends; {len(produced.resends_created)} created a task"
+        + (f", all {len(produced.resends_created)} because the original enqueue was lost"
+           if produced.resends_created and not recreated else "")))
+
+    counts = broker.counts()
+    found.checks.append(Check(
+        "T1: every task in exactly one place, and all done",
+        counts.ready == counts.leased == counts.delayed == 0 and _no_stray_state(client, broker),
+        f"ready {counts.ready}, leased {counts.leased}, delayed {counts.delayed}, "
+        f"dead {counts.dead}"))
+
+    report = validate(read_log(client, broker.keys.events))
+    found.checks.append(Check(
+        "trace validation of the event log", report.ok,
+        f"{report.events} events of {report.tasks} tasks; {len(report.violations)} violations"
+        + (f", first: {report.violations[0]}" if report.violations else "")
+        + (f"; {len(report.unfinished)} tasks not finished" if report.unfinished else "")))
+
+    memory = client.info("memory")
+    found.used_memory = int(memory["used_memory"])
+    found.log_memory = int(client.memory_usage(broker.keys.events) or 0)
+    rest = found.used_memory - found.log_memory
+    found.checks.append(Check(
+        "Redis memory bounded by the retention settings", rest < 64 * 2**20,
+        f"{found.used_memory / 2**20:.1f} MiB in all: {found.log_memory / 2**20:.1f} MiB event "
+        f"log (bounded by TASKQ_EVENTS_RETENTION), {rest / 2**20:.1f} MiB for everything else"))
+    return found
+
+
+def _no_stray_state(client: redis.Redis, broker: Broker) -> bool:
+    """No record left in a non-final state (a record that is in no structure)."""
+    for key in client.scan_iter(match=broker.keys.task("*"), count=1000):
+        if client.hget(key, "state") not in ("completed", "dead"):
+            return False
+    return True

@@ -1,0 +1,89 @@
+"""The chaos producer: sends every task once, resends some, and survives Redis faults."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from taskq.broker import Broker, NewTask
+from taskq.chaos.options import ChaosOptions
+from taskq.errors import BrokerError
+
+BATCH = 500
+# Keep this much work ready so workers never starve, and enqueues span the whole run.
+READY_TARGET = 3000
+
+
+def task_id(i: int) -> str:
+    return f"t{i:07d}"
+
+
+@dataclass
+class Produced:
+    """What Redis acknowledged to the producer, and what duplicate sends returned."""
+
+    acknowledged: set[str] = field(default_factory=set)
+    acknowledged_at: dict[str, float] = field(default_factory=dict)
+    resends: int = 0
+    resends_created: list[str] = field(default_factory=list)
+    retries: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Producer(threading.Thread):
+    """Enqueues tasks `t0000000…` with idempotency keys, and every `resend_every`-th
+    one again under a new id: the key must return the original and create nothing."""
+
+    def __init__(self, broker: Broker, options: ChaosOptions, produced: Produced) -> None:
+        super().__init__(name="chaos-producer", daemon=True)
+        self.broker = broker
+        self.options = options
+        self.produced = produced
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        o = self.options
+        payload = {"args": [], "kwargs": {"charge": 1}}
+        for start in range(0, o.tasks, BATCH):
+            if self.stopping.is_set():
+                break
+            self._wait_for_room()
+            tasks = [NewTask(task_id(i), payload=payload, max_retries=o.max_retries,
+                             idempotency_key=f"k{i}", idempotency_ttl=o.idempotency_ttl)
+                     for i in range(start, min(o.tasks, start + BATCH))]
+            self._send(tasks, resend=False)
+            resends = [NewTask(f"r{t.task_id[1:]}", payload=payload, max_retries=o.max_retries,
+                               idempotency_key=t.idempotency_key, idempotency_ttl=o.idempotency_ttl)
+                       for n, t in enumerate(tasks, start)
+                       if o.resend_every and n % o.resend_every == 0]
+            self._send(resends, resend=True)
+        self.produced.done.set()
+
+    def _wait_for_room(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                if self.broker.counts().ready < READY_TARGET:
+                    return
+            except BrokerError:
+                pass
+            time.sleep(0.05)
+
+    def _send(self, tasks: list[NewTask], resend: bool) -> None:
+        """Send until Redis answers; a resend of the same batch is safe by key and id."""
+        while tasks and not self.stopping.is_set():
+            try:
+                results = self.broker.enqueue_many(tasks)
+            except BrokerError:
+                self.produced.retries += 1
+                time.sleep(0.1)
+                continue
+            now = time.monotonic()
+            if resend:
+                self.produced.resends += len(results)
+                self.produced.resends_created += [r.task_id for r in results if r.created]
+            else:
+                for result in results:
+                    self.produced.acknowledged.add(result.task_id)
+                    self.produced.acknowledged_at[result.task_id] = now
+            return

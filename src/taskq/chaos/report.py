@@ -1,0 +1,89 @@
+"""The chaos run's Markdown report: parameters, faults, checks, throughput, recovery."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+from collections import Counter
+
+from taskq.chaos.run import ChaosResult
+
+
+def render(result: ChaosResult) -> str:
+    f, injector = result.findings, result.injector
+    completed = sum(1 for t in result.produced.acknowledged if f.final_states.get(t) == "completed")
+    rate = completed / result.finished_at if result.finished_at else 0.0
+    recoveries = [x.recovered_after for x in injector.faults if x.recovered_after is not None]
+    kinds = Counter(x.kind for x in injector.faults)
+    verdict = "PASSED" if f.passed else "FAILED"
+    lines = [
+        f"# taskq chaos report: {verdict}",
+        "",
+        f"Run on {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.node()} ({platform.machine()}, Python {platform.python_version()}).",
+        "",
+        "## Parameters",
+        "",
+        "| option | value |",
+        "|---|---|",
+        *[f"| {name} | {value} |" for name, value in _parameters(result).items()],
+        "",
+        "## Checks",
+        "",
+        "| check | result | detail |",
+        "|---|---|---|",
+        *[f"| {c.name} | {'pass' if c.ok else '**FAIL**'} | {c.detail} |" for c in f.checks],
+        "",
+        "## Figures",
+        "",
+        f"- {completed} of {len(result.produced.acknowledged)} acknowledged tasks completed in "
+        f"{result.finished_at:.0f} s: {rate:.0f} tasks/s through every fault.",
+        f"- Faults injected: {len(injector.faults)} "
+        f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}) over the first "
+        f"{result.fault_window:.0f} s.",
+        f"- Longest recovery after a fault (its end to the next completed task): "
+        f"{max(recoveries):.2f} s; median {sorted(recoveries)[len(recoveries) // 2]:.2f} s."
+        if recoveries else "- No recovery measured.",
+        f"- The producer retried {result.produced.retries} batch(es) through Redis outages; "
+        f"{result.produced.resends} duplicate sends.",
+        f"- Event log: {f.events} events; Redis memory at the end {f.used_memory / 2**20:.1f} MiB.",
+        *_losses(result),
+        "",
+        "## Faults",
+        "",
+        "| # | at (s) | fault | target | ended (s) | next completion after |",
+        "|---|---|---|---|---|---|",
+        *[f"| {i} | {x.at:.2f} | {x.kind} | {x.target} {x.note} | "
+          f"{'' if x.ended is None else f'{x.ended:.2f}'} | "
+          f"{'' if x.recovered_after is None else f'{x.recovered_after:.2f} s'} |"
+          for i, x in enumerate(injector.faults, 1)],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _parameters(result: ChaosResult) -> dict[str, object]:
+    o = result.options
+    return {
+        "tasks": o.tasks, "workers": o.workers, "concurrency per worker": o.concurrency,
+        "resend every": o.resend_every, "fault interval (mean s)": o.fault_interval,
+        "redis faults": o.redis_faults, "max seconds of faults": o.max_seconds,
+        "drain timeout (s)": o.drain_timeout, "ledger guard": o.guard, "seed": o.seed,
+        "simulated work (s)": f"{o.work_seconds} before the charge, "
+                              f"{o.after_effect_seconds} after it",
+        "lease (s)": o.lease_seconds, "appendfsync": o.appendfsync,
+        "redis": o.redis_url or "embedded, AOF on",
+        "replay": f"`taskq chaos --seed {o.seed} ...` with the same options",
+    }  # fmt: skip
+
+
+def _losses(result: ChaosResult) -> list[str]:
+    lost = result.findings.lost_enqueues
+    if not lost:
+        return ["- Nothing acknowledged was lost."]
+    return [
+        f"- {len(lost)} acknowledged enqueue(s) were lost by Redis crashes: with appendfsync "
+        f"{result.options.appendfsync} Redis acknowledges a write before it reaches the disk, "
+        "so a SIGKILL can drop up to the last second of writes (first few: "
+        f"{', '.join(lost[:5])}). Their duplicate sends, where any, re-created them.",
+    ]

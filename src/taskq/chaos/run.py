@@ -1,0 +1,172 @@
+"""Runs the chaos test: workers, a producer and faults, then the checks and the report."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from taskq.broker import Broker
+from taskq.chaos.checks import Findings, run_checks
+from taskq.chaos.faults import Injector
+from taskq.chaos.options import ChaosOptions
+from taskq.chaos.producer import Produced, Producer
+from taskq.connection import connect
+from taskq.embedded import EmbeddedRedis
+from taskq.errors import BrokerError
+from taskq.ledger import Ledger
+from taskq.processes import spawn, stop_all, taskq_command
+from taskq.settings import Settings
+
+log = logging.getLogger("taskq.chaos")
+QUEUE = "chaos"
+TICK = 0.1
+
+
+@dataclass
+class ChaosResult:
+    options: ChaosOptions
+    injector: Injector
+    produced: Produced
+    findings: Findings
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    fault_window: float = 0.0
+    finished_at: float = 0.0
+    drained: bool = False
+
+
+@contextlib.contextmanager
+def redis_for(options: ChaosOptions) -> Iterator[tuple[str, EmbeddedRedis | None]]:
+    """The run's own embedded Redis (AOF on), or the given URL (no Redis faults then)."""
+    if options.redis_url:
+        yield options.redis_url, None
+        return
+    server = EmbeddedRedis(data_dir=options.workdir / "redis", appendfsync=options.appendfsync)
+    with server:
+        yield server.url, server
+
+
+def monitor_client(url: str) -> redis.Redis:
+    """Short timeouts, so a paused Redis stalls the progress display, not the faults."""
+    return connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=0.5))
+
+
+def completed_count(client: redis.Redis, broker: Broker) -> int | None:
+    try:
+        return int(client.hget(broker.keys.stats, "completed:completed") or 0)
+    except redis.RedisError:
+        return None
+
+
+def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
+    shutil.rmtree(options.workdir, ignore_errors=True)
+    options.workdir.mkdir(parents=True)
+    handler = logging.FileHandler(options.workdir / "chaos.log")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        with redis_for(options) as (url, server):
+            return _run(options, url, server, say)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
+         say: Callable[[str], None]) -> ChaosResult:
+    client = connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2))
+    broker = Broker(client, QUEUE, events_retention=options.events_retention)
+    for key in client.scan_iter(match=broker.keys.prefix + "*", count=1000):
+        client.delete(key)
+    ledger = Ledger(options.workdir / "ledger.db", options.guard)
+    env = {**os.environ, **options.worker_env(url, Path(ledger.path))}
+
+    def start_worker(slot: int) -> subprocess.Popen[bytes]:
+        return spawn(taskq_command("worker"), env, str(options.workdir / f"worker-{slot}.log"))
+
+    workers = [start_worker(slot) for slot in range(options.workers)]
+    produced = Produced()
+    producer = Producer(broker, options, produced)
+    injector = Injector(random.Random(options.seed), options.fault_interval, options.fault_kinds,
+                        options.lease_seconds, workers, start_worker, server)
+    result = ChaosResult(options, injector, produced, Findings())
+    say(f"chaos: {options.tasks} tasks, {options.workers} workers x {options.concurrency}, "
+        f"faults {', '.join(options.fault_kinds)} every ~{options.fault_interval}s, "
+        f"seed {options.seed}, logs in {options.workdir}/")
+    producer.start()
+    try:
+        _drive(result, broker, url, say)
+    finally:
+        producer.stopping.set()
+        injector.settle()
+        stop_all(injector.workers)
+    crashes = sum(f.kind == "redis-crash" for f in injector.faults)
+    result.findings = run_checks(client, broker, produced, ledger, options.guard,
+                                 options.appendfsync, crashes)
+    _recoveries(result)
+    return result
+
+
+def _drive(result: ChaosResult, broker: Broker, url: str, say: Callable[[str], None]) -> None:
+    """Inject faults until every task is done or `max_seconds` pass, then drain."""
+    o, injector, produced = result.options, result.injector, result.produced
+    monitor = monitor_client(url)
+    shown = 0.0
+    while True:
+        now = injector.clock()
+        injecting = now < o.max_seconds
+        done = _done(broker, produced)
+        if done or (not injecting and result.fault_window == 0.0):
+            if result.fault_window == 0.0:
+                result.fault_window = now
+                injector.settle()
+                if not done:
+                    say(f"{now:7.1f}s faults stop; draining for up to {o.drain_timeout:.0f}s")
+            if done:
+                result.drained, result.finished_at = True, now
+                return
+            if now > result.fault_window + o.drain_timeout:
+                result.finished_at = now
+                say(f"{now:7.1f}s drain timed out")
+                return
+        injector.tick(injecting and result.fault_window == 0.0)
+        count = completed_count(monitor, broker)
+        if count is not None:
+            result.samples.append((injector.clock(), count))
+        if now - shown >= 2.0:
+            shown = now
+            say(f"{now:7.1f}s  completed {count if count is not None else '?':>7}/{o.tasks}  "
+                f"faults {len(injector.faults):4d}  enqueued {len(produced.acknowledged):7d}")
+        time.sleep(TICK)
+
+
+def _done(broker: Broker, produced: Produced) -> bool:
+    if not produced.done.is_set():
+        return False
+    try:
+        counts = broker.counts()
+    except BrokerError:
+        return False
+    return counts.ready == counts.leased == counts.delayed == 0
+
+
+def _recoveries(result: ChaosResult) -> None:
+    """For each fault: seconds from its end until the next task completed after it."""
+    samples = result.samples
+    for fault in result.injector.faults:
+        if fault.ended is None:
+            continue
+        before = [count for t, count in samples if t <= fault.ended]
+        base = before[-1] if before else 0
+        after = [t for t, count in samples if t > fault.ended and count > base]
+        if after:
+            fault.recovered_after = after[0] - fault.ended

@@ -1,0 +1,263 @@
+"""The web dashboard in a real headless Chromium: it shows the queue, follows the feed
+live, rides out a server restart, tells the user about a gap, and retries dead tasks."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+
+from taskq.broker import Broker, NewTask
+from taskq.embedded import EmbeddedRedis, free_port
+from taskq.processes import spawn, stop_all, taskq_command
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+QUEUE = "web"
+WAIT_MS = 15_000
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def by_id(page: Page, name: str) -> Locator:
+    return page.get_by_test_id(name)
+
+
+def rows(page: Page, name: str) -> Locator:
+    return page.locator(f"[data-testid={name}]")
+
+
+class Server:
+    """One `taskq serve` process on a fixed port, which can be killed and started again."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = env
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = taskq_command("serve", "--port", str(self.port), "--queue", QUEUE)
+        self.process = spawn(argv, self.env, str(self.log))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.05)
+        raise AssertionError(f"taskq serve did not come up:\n{self.log.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL: the page sees its stream drop, as in a crash."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_all([self.process])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing: install Debian's chromium to run the browser tests"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: Server) -> Iterator[Page]:
+    """A fresh page for the dashboard, closed before its server stops (else the server
+    waits out its graceful shutdown for the open stream); any script error fails the test."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark")
+    context.set_default_timeout(WAIT_MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    yield tab
+    context.close()
+    assert errors == [], f"script errors on the page: {errors}"
+
+
+@pytest.fixture
+def env(redis_server: EmbeddedRedis, tmp_path: Path) -> dict[str, str]:
+    return dict(os.environ, REDIS_URL=redis_server.url, TASKQ_API_TOKEN="",
+                LEDGER_PATH=str(tmp_path / "ledger.db"))
+
+
+@pytest.fixture
+def server(env: dict[str, str], tmp_path: Path, client: redis.Redis) -> Iterator[Server]:
+    serve = Server(env, tmp_path / "serve.log")
+    serve.start()
+    yield serve
+    serve.stop()
+
+
+@pytest.fixture
+def queue(client: redis.Redis) -> Broker:
+    return Broker(client, QUEUE)
+
+
+def open_dashboard(page: Page, server: Server) -> None:
+    page.goto(f"{server.url}/?queue={QUEUE}")
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+
+
+def event_seqs(page: Page) -> list[int]:
+    seqs: list[str] = rows(page, "event-row").evaluate_all("rows => rows.map(r => r.dataset.seq)")
+    return [int(s) for s in seqs]
+
+
+def test_page_shows_queued_tasks(page: Page, server: Server, queue: Broker) -> None:
+    for i in range(5):
+        queue.enqueue(f"queued-{i}")
+    open_dashboard(page, server)
+    expect(by_id(page, "count-ready")).to_have_text("5")
+    for kind in ("leased", "delayed", "dead"):
+        expect(by_id(page, f"count-{kind}")).to_have_text("0")
+    expect(by_id(page, "queue-select")).to_have_value(QUEUE)
+    expect(rows(page, "event-row")).to_have_count(0)
+
+
+def test_page_updates_live_as_a_worker_runs(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Names no worker knows fail at once: two straight to the DLQ, two into a long backoff.
+    queue.enqueue_many(
+        [NewTask(f"charge-{i}", max_retries=0, name="billing.charge") for i in (1, 2)]
+        + [NewTask(f"refund-{i}", max_retries=3, name="billing.refund") for i in (1, 2)]
+        + [NewTask(f"report-{i}", delay=600, name="reports.nightly") for i in (1, 2, 3)]
+        + [NewTask(f"job-{i:02}") for i in range(20)]
+    )
+    open_dashboard(page, server)
+    expect(by_id(page, "count-ready")).to_have_text("24")
+    expect(rows(page, "runat-countdown").first).to_have_text(re.compile(r"in \d+m \d\ds"))
+
+    worker_env = dict(env, WORK_SECONDS="0.3", FAIL_RATE="0", LEASE_SECONDS="5",
+                      BACKOFF_BASE_SECONDS="60", BACKOFF_MAX_SECONDS="120", POLL_SECONDS="0.2")
+    worker = spawn(taskq_command("worker", "--queue", QUEUE, "--concurrency", "2"), worker_env,
+                   str(tmp_path / "worker.log"))
+    try:
+        leased = rows(page, "leased-row")
+        expect(leased.first).to_be_visible()
+        expect(leased.first.get_by_test_id("lease-countdown")).to_have_text(
+            re.compile(r"^\d\.\ds$"))
+        completed = page.locator("[data-testid=event-row][data-type=completed]")
+        expect(completed.nth(3)).to_be_attached()
+        shot = page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        if os.environ.get("TASKQ_SCREENSHOT") == "1":
+            (DOCS / "dashboard.png").write_bytes(shot)
+
+        expect(by_id(page, "count-ready")).to_have_text("0")
+        expect(completed).to_have_count(20)
+        expect(by_id(page, "count-leased")).to_have_text("0")
+        expect(leased).to_have_count(0)
+        expect(by_id(page, "count-dead")).to_have_text("2")
+        expect(by_id(page, "count-delayed")).to_have_text("5")
+        expect(rows(page, "dlq-row").first).to_contain_text("UnknownTaskError")
+    finally:
+        stop_all([worker])
+    seqs = event_seqs(page)
+    assert len(seqs) == len(set(seqs)), "an event was listed twice"
+
+
+def test_page_survives_a_server_restart(page: Page, server: Server, queue: Broker) -> None:
+    for i in range(3):
+        queue.enqueue(f"before-{i}")
+    open_dashboard(page, server)
+    expect(by_id(page, "count-ready")).to_have_text("3")
+
+    server.kill()
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "reconnecting")
+    for i in range(4):
+        queue.enqueue(f"during-{i}")
+    server.start()
+
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    expect(by_id(page, "count-ready")).to_have_text("7")
+    expect(rows(page, "event-row")).to_have_count(4)
+    assert sorted(event_seqs(page)) == [4, 5, 6, 7], "the missed events, each exactly once"
+    expect(by_id(page, "gap-notice")).to_be_hidden()
+
+
+def test_page_shows_a_gap_after_a_trim(
+    page: Page, server: Server, client: redis.Redis
+) -> None:
+    # Retention is applied when an event is written, so the writer's setting trims the log.
+    short = Broker(client, QUEUE, events_retention=5)
+    short.enqueue_many([NewTask(f"early-{i}") for i in range(2)])
+    open_dashboard(page, server)
+    expect(by_id(page, "count-ready")).to_have_text("2")
+
+    server.kill()
+    short.enqueue_many([NewTask(f"late-{i}") for i in range(50)])
+    server.start()
+
+    notice = by_id(page, "gap-notice")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("missed events: trimmed — reloaded a fresh snapshot")
+    expect(by_id(page, "count-ready")).to_have_text("52")
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+
+    short.enqueue("after-gap")
+    expect(by_id(page, "count-ready")).to_have_text("53")
+    expect(page.locator("[data-testid=event-row][data-task-id=after-gap]")).to_have_count(1)
+
+
+def test_retry_click_moves_a_dead_task_back(page: Page, server: Server, queue: Broker) -> None:
+    queue.enqueue("doomed", max_retries=0)
+    (leased,) = queue.lease_many("test-worker", 30, 1).tasks
+    assert queue.fail(leased.task_id, leased.token, "OSError: disk full").status == "dead"
+    open_dashboard(page, server)
+    dead_row = page.locator("[data-testid=dlq-row][data-task-id=doomed]")
+    expect(dead_row).to_contain_text("OSError: disk full")
+    expect(by_id(page, "count-dead")).to_have_text("1")
+    expect(by_id(page, "count-ready")).to_have_text("0")
+
+    dead_row.get_by_test_id("retry-button").click()
+
+    expect(dead_row).to_have_count(0)
+    expect(by_id(page, "count-ready")).to_have_text("1")
+    expect(by_id(page, "count-dead")).to_have_text("0")
+    expect(by_id(page, "retry-result")).to_contain_text("doomed")
+    record = queue.task("doomed")
+    assert record is not None
+    assert record.state == "pending"
+
+
+def test_a_purged_dead_task_leaves_the_dlq(page: Page, server: Server, queue: Broker) -> None:
+    queue.enqueue("expired", max_retries=0)
+    (leased,) = queue.lease_many("test-worker", 30, 1).tasks
+    queue.fail(leased.task_id, leased.token, "ValueError: bad input")
+    open_dashboard(page, server)
+    expect(rows(page, "dlq-row")).to_have_count(1)
+
+    assert queue.purge(dead_ttl=0.001) == ["expired"]
+
+    expect(rows(page, "dlq-row")).to_have_count(0)
+    expect(by_id(page, "count-dead")).to_have_text("0")
+    expect(page.locator("[data-testid=event-row][data-type=purged]")).to_have_count(1)
