@@ -8,12 +8,15 @@ import os
 import random
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from taskq.broker import Broker
 from taskq.chaos.checks import Findings, run_checks
@@ -29,7 +32,7 @@ from taskq.settings import Settings
 
 log = logging.getLogger("taskq.chaos")
 QUEUE = "chaos"
-TICK = 0.1
+TICK = 0.05
 
 
 @dataclass
@@ -55,16 +58,37 @@ def redis_for(options: ChaosOptions) -> Iterator[tuple[str, EmbeddedRedis | None
         yield server.url, server
 
 
-def monitor_client(url: str) -> redis.Redis:
-    """Short timeouts, so a paused Redis stalls the progress display, not the faults."""
-    return connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=0.5))
+class Monitor(threading.Thread):
+    """Samples progress on its own thread with short timeouts and no retries, so a
+    paused Redis delays the figures, never the faults (or their ends) on the main thread."""
 
+    def __init__(self, url: str, broker: Broker, produced: Produced) -> None:
+        super().__init__(name="chaos-monitor", daemon=True)
+        self.client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=0.3,
+                                           socket_connect_timeout=0.3,
+                                           retry=Retry(NoBackoff(), 0))
+        self.broker = Broker(self.client, broker.queue)
+        self.produced = produced
+        self.started = time.monotonic()
+        self.samples: list[tuple[float, int]] = []
+        self.completed: int | None = None
+        self.done = threading.Event()
+        self.stopping = threading.Event()
 
-def completed_count(client: redis.Redis, broker: Broker) -> int | None:
-    try:
-        return int(client.hget(broker.keys.stats, "completed:completed") or 0)
-    except redis.RedisError:
-        return None
+    def run(self) -> None:
+        while not self.stopping.wait(0.2):
+            try:
+                self.completed = int(self.client.hget(self.broker.keys.stats,
+                                                      "completed:completed") or 0)
+                self.samples.append((time.monotonic() - self.started, self.completed))
+                if self.produced.done.is_set():
+                    counts = self.broker.counts()
+                    if counts.ready == counts.leased == counts.delayed == 0:
+                        self.done.set()
+                    else:
+                        self.done.clear()
+            except (redis.RedisError, BrokerError):
+                self.completed = None
 
 
 def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
@@ -73,6 +97,7 @@ def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     handler = logging.FileHandler(options.workdir / "chaos.log")
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    log.propagate = False  # faults go to chaos.log; the terminal shows progress
     try:
         with redis_for(options) as (url, server):
             return _run(options, url, server, say)
@@ -119,14 +144,15 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
 def _drive(result: ChaosResult, broker: Broker, url: str, say: Callable[[str], None]) -> None:
     """Inject faults until every task is done or `max_seconds` pass, then drain."""
     o, injector, produced = result.options, result.injector, result.produced
-    monitor = monitor_client(url)
-    shown = 0.0
-    while True:
-        now = injector.clock()
-        injecting = now < o.max_seconds
-        done = _done(broker, produced)
-        if done or (not injecting and result.fault_window == 0.0):
-            if result.fault_window == 0.0:
+    monitor = Monitor(url, broker, produced)
+    monitor.started = injector.started
+    monitor.start()
+    shown = -10.0
+    try:
+        while True:
+            now = injector.clock()
+            done = monitor.done.is_set() and not injector.pending
+            if result.fault_window == 0.0 and (done or now >= o.max_seconds):
                 result.fault_window = now
                 injector.settle()
                 if not done:
@@ -134,29 +160,21 @@ def _drive(result: ChaosResult, broker: Broker, url: str, say: Callable[[str], N
             if done:
                 result.drained, result.finished_at = True, now
                 return
-            if now > result.fault_window + o.drain_timeout:
+            if result.fault_window and now > result.fault_window + o.drain_timeout:
                 result.finished_at = now
                 say(f"{now:7.1f}s drain timed out")
                 return
-        injector.tick(injecting and result.fault_window == 0.0)
-        count = completed_count(monitor, broker)
-        if count is not None:
-            result.samples.append((injector.clock(), count))
-        if now - shown >= 2.0:
-            shown = now
-            say(f"{now:7.1f}s  completed {count if count is not None else '?':>7}/{o.tasks}  "
-                f"faults {len(injector.faults):4d}  enqueued {len(produced.acknowledged):7d}")
-        time.sleep(TICK)
-
-
-def _done(broker: Broker, produced: Produced) -> bool:
-    if not produced.done.is_set():
-        return False
-    try:
-        counts = broker.counts()
-    except BrokerError:
-        return False
-    return counts.ready == counts.leased == counts.delayed == 0
+            injector.tick(injecting=result.fault_window == 0.0)
+            if now - shown >= 5.0:
+                shown = now
+                count = "?" if monitor.completed is None else str(monitor.completed)
+                say(f"{now:7.1f}s  completed {count:>7}/{o.tasks}  faults "
+                    f"{len(injector.faults):4d}  enqueued {len(produced.acknowledged):7d}")
+            time.sleep(TICK)
+    finally:
+        monitor.stopping.set()
+        monitor.join(2)
+        result.samples = monitor.samples
 
 
 def _recoveries(result: ChaosResult) -> None:
