@@ -1,0 +1,106 @@
+"""A reply lost after Redis ran the command: retrying must not create or lease twice."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from proxy import ReplyDroppingProxy
+from taskq.app import App
+from taskq.broker import Broker
+from taskq.connection import connect
+from taskq.embedded import EmbeddedRedis
+from taskq.errors import BrokerError
+from taskq.settings import Settings
+
+
+@pytest.fixture
+def proxy(redis_server: EmbeddedRedis, client: redis.Redis) -> Iterator[ReplyDroppingProxy]:
+    p = ReplyDroppingProxy(str(redis_server.socket_path))
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def proxied(proxy: ReplyDroppingProxy) -> Iterator[Broker]:
+    """A broker whose connection (with taskq's usual client retries) runs through the proxy."""
+    r = connect(Settings.from_env({}, redis_url=proxy.url))
+    yield Broker(r, "test")
+    r.close()
+
+
+class TestEnqueueWithoutAKey:
+    def test_retried_enqueue_whose_reply_was_lost_creates_one_task(
+        self, proxy: ReplyDroppingProxy, proxied: Broker, broker: Broker
+    ) -> None:
+        proxied.enqueue("warm-up")  # connected and registered: the next reply is the enqueue's
+        proxy.drop_next_reply()
+        result = proxied.enqueue("chosen-by-the-client")
+        assert proxy.dropped == 1
+        assert result.task_id == "chosen-by-the-client"
+        assert broker.counts().ready == 2
+        events = broker.client.xrange(broker.keys.events) or []
+        tasks = [(fields or {}).get("task") for _, fields in events]
+        assert tasks == ["warm-up", "chosen-by-the-client"]
+
+    def test_a_task_function_enqueue_whose_reply_was_lost_creates_one_task(
+        self, proxy: ReplyDroppingProxy, proxied: Broker, broker: Broker
+    ) -> None:
+        app = App(settings=Settings.from_env({}))
+        app.use_broker(proxied)
+
+        @app.task("mail.send")
+        def send(to: str) -> None: ...
+
+        send.enqueue("warm-up")
+        proxy.drop_next_reply()
+        result = send.enqueue("ada@example.com")
+        assert proxy.dropped == 1
+        assert broker.counts().ready == 2
+        assert broker.payload(result.task_id) == {"args": ["ada@example.com"], "kwargs": {}}
+
+    def test_a_producer_that_picks_a_new_id_per_attempt_creates_two(
+        self, proxy: ReplyDroppingProxy, broker: Broker
+    ) -> None:
+        # The seed's failure mode, shown so the test above has something to beat.
+        naive = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
+                                            retry=Retry(NoBackoff(), 0)), "test")
+        naive.enqueue("warm-up")
+        proxy.drop_next_reply()
+        with pytest.raises(BrokerError):
+            naive.enqueue(uuid.uuid4().hex)
+        naive.enqueue(uuid.uuid4().hex)
+        assert broker.counts().ready == 3
+        naive.client.close()
+
+
+class TestLeaseRetry:
+    def test_retried_lease_whose_reply_was_lost_returns_the_same_task(
+        self, proxy: ReplyDroppingProxy, proxied: Broker, broker: Broker
+    ) -> None:
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        proxied.counts()  # connected: the next reply is the lease's
+        proxy.drop_next_reply()
+        batch = proxied.lease_many("w1", 30, 1)
+        assert proxy.dropped == 1
+        assert [t.task_id for t in batch.tasks] == ["t0"]
+        counts = broker.counts()
+        assert (counts.leased, counts.ready) == (1, 2), "the retry leased a second task"
+        assert batch.tasks[0].token == 1
+
+    def test_a_lease_retried_with_a_new_request_would_orphan_a_task(
+        self, broker: Broker
+    ) -> None:
+        # The seed's behaviour: the first lease's task sits in leased with nobody to run it.
+        broker.enqueue("t0")
+        broker.enqueue("t1")
+        first = broker.lease_many("w1", 30, 1, request_id="attempt-1")
+        second = broker.lease_many("w1", 30, 1, request_id="attempt-2")
+        assert first.tasks[0].task_id != second.tasks[0].task_id
+        assert broker.counts().leased == 2
