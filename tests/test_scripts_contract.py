@@ -13,7 +13,7 @@ import redis
 from redis.commands.core import Script
 
 from helpers import Event, events, leased, text
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
 from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.scripts import HEADER, OPERATIONS, contract
 
@@ -77,7 +77,8 @@ def is_seed(value: Any) -> bool:
 def call_enqueue(b: Broker) -> dict[str, Any]:
     b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn")
     return {"task_id": "t1", "name": "mod.fn", "payload": '{"a":1}', "delay_ms": 2500,
-            "max_retries": 4, "idempotency_key": "idem", "idempotency_ttl": 99}  # fmt: skip
+            "max_retries": 4, "idempotency_key": "idem", "idempotency_ttl": 99,
+            "count": 1}  # fmt: skip
 
 
 def call_lease(b: Broker) -> dict[str, Any]:
@@ -190,6 +191,22 @@ class TestEachOperation:
             ok = want(value) if callable(want) else str(value) == str(want)
             assert ok, f"{operation} ARGV {name}: passed {value!r}, expected {want!r}"
 
+    def test_a_batch_repeats_the_per_task_group_of_args(
+        self, client: redis.Redis, operation: str
+    ) -> None:
+        if operation != "enqueue":
+            return
+        broker = Broker(client, "test", events_retention=RETENTION)
+        recorder = Recorder(broker.scripts.by_name("enqueue"), client, broker.keys)
+        broker.scripts.enqueue = recorder  # type: ignore[assignment]
+        broker.enqueue_many([NewTask(f"t{n}") for n in range(3)])
+        _, args, emitted = recorder.calls[0]
+        names = contract("enqueue").args
+        group = len(names) - names.index("count") - 1
+        assert args[names.index("count")] == 3
+        assert len(args) == names.index("count") + 1 + 3 * group
+        assert len(emitted) == 3
+
     def test_every_key_passed_shares_the_queue_hash_tag(
         self, client: redis.Redis, operation: str
     ) -> None:
@@ -220,7 +237,15 @@ class TestEachOperation:
             used[kind].add(int(index))
         terms = contract(operation)
         assert used["KEYS"] == set(range(1, len(terms.keys) + 1))
-        assert used["ARGV"] == set(range(1, len(terms.args) + 1))
+        if "ARGV[base" not in body:
+            assert used["ARGV"] == set(range(1, len(terms.args) + 1))
+            return
+        # A batch script reads its fixed ARGV by number and each task's group by offset.
+        fixed = terms.args.index("count") + 1
+        assert used["ARGV"] == set(range(1, fixed + 1))
+        group = len(terms.args) - fixed
+        offsets = {int(n or 0) for n in re.findall(r"ARGV\[base(?: \+ (\d+))?\]", body)}
+        assert offsets == set(range(group))
 
     def test_script_reads_the_clock_once_and_only_via_server_now_ms(self, operation: str) -> None:
         assert '--- @include "_common"' in lua(operation)

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from taskq.codec import decode_payload, encode_payload
 from taskq.connection import connect
@@ -55,7 +56,7 @@ def redis_errors(operation: str) -> Iterator[None]:
     """Turn Redis failures into `BrokerError`, naming the operation that failed."""
     try:
         yield
-    except redis.RedisError as e:
+    except (redis.RedisError, RedisClusterException) as e:
         raise BrokerError(f"{operation} failed: {type(e).__name__}: {e}") from e
 
 
@@ -122,29 +123,34 @@ class Broker:
     ) -> Enqueued:
         """Create a task; an id or idempotency key that already names one creates nothing."""
         task = NewTask(task_id, delay, max_retries, payload, idempotency_key, idempotency_ttl, name)
-        keys, args = self._enqueue_call(task)
-        self._register_queue()
-        with redis_errors("enqueue"):
-            reply = self.scripts.enqueue(keys=keys, args=args)
-        return Enqueued(_text(reply[0]), bool(int(reply[1])))
+        return self.enqueue_many([task])[0]
 
     def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000) -> list[Enqueued]:
-        """Enqueue `tasks` in pipelined batches; results come back in the same order."""
+        """Enqueue `tasks`, `batch_size` per script call; results come back in order.
+
+        Each batch is one atomic step; a batch that fails (Redis away) raises, and the
+        batches before it stay enqueued: sending the same tasks again is safe."""
         if batch_size < 1:
             raise InvalidTaskError(f"batch_size must be >= 1, not {batch_size}")
-        calls = [self._enqueue_call(task) for task in tasks]
+        fields = [self._enqueue_fields(task) for task in tasks]
         self._register_queue()
+        k = self.keys
         results: list[Enqueued] = []
-        for start in range(0, len(calls), batch_size):
-            with redis_errors("enqueue_many"):
-                pipe = self.client.pipeline(transaction=False)
-                for keys, args in calls[start : start + batch_size]:
-                    self.scripts.enqueue(keys=keys, args=args, client=pipe)
-                replies = pipe.execute()
-            results.extend(Enqueued(_text(r[0]), bool(int(r[1]))) for r in replies)
+        for start in range(0, len(fields), batch_size):
+            batch = fields[start : start + batch_size]
+            with redis_errors("enqueue"):
+                reply = self.scripts.enqueue(
+                    keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
+                    args=[k.prefix, self.events_retention, len(batch),
+                          *(value for task in batch for value in task)],
+                )
+            results.extend(
+                Enqueued(_text(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)
+            )
         return results
 
-    def _enqueue_call(self, task: NewTask) -> tuple[list[str], list[Any]]:
+    def _enqueue_fields(self, task: NewTask) -> list[Any]:
+        """The seven ARGV values of one task, after checking each."""
         check_task_id(task.task_id)
         if not isinstance(task.name, str) or not 0 < len(task.name) <= 200:
             raise InvalidTaskError(f"task name must be 1-200 characters, not {task.name!r}")
@@ -161,21 +167,15 @@ class Broker:
                 f"idempotency_ttl must be an integer from 1 to {MAX_IDEMPOTENCY_TTL} seconds, "
                 f"not {ttl!r}"
             )
-        k = self.keys
-        return (
-            [k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
-            [
-                k.prefix,
-                task.task_id,
-                task.name,
-                encode_payload(task.payload, self.max_payload_bytes),
-                _ms(task.delay, "delay"),
-                task.max_retries,
-                key,
-                ttl,
-                self.events_retention,
-            ],
-        )
+        return [
+            task.task_id,
+            task.name,
+            encode_payload(task.payload, self.max_payload_bytes),
+            _ms(task.delay, "delay"),
+            task.max_retries,
+            key,
+            ttl,
+        ]
 
     def _register_queue(self) -> None:
         if not self._registered:

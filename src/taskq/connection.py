@@ -4,25 +4,41 @@ from __future__ import annotations
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from taskq.settings import Settings
 
+# A queue's keys share one hash tag, so every operation works the same on either.
+Client = redis.Redis | RedisCluster
+
 
 def connect(settings: Settings | None = None) -> redis.Redis:
-    """A `redis.Redis` for `settings.redis_url` (from the environment when not given).
+    """A client for `settings.redis_url` (from the environment when not given): a
+    `redis.Redis`, or with TASKQ_REDIS_CLUSTER a `RedisCluster` that discovers the
+    other nodes from that one and follows MOVED redirects and failovers.
 
     Brief blips are retried by the client itself; a retried script call is safe
     because every script is idempotent for the same arguments or fenced by a token.
     """
     settings = settings or Settings.from_env()
     timeout = settings.redis_timeout_seconds
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3)
+    if settings.redis_cluster:
+        cluster: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
+            settings.redis_url,
+            decode_responses=True,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=retry,
+        )
+        return cluster
     return redis.Redis.from_url(
         settings.redis_url,
         decode_responses=True,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
+        retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
     )

@@ -77,6 +77,7 @@ class Scripts:
         self.promote = client.register_script(source("promote"))
         self.retry_dead = client.register_script(source("retry_dead"))
         self.purge = client.register_script(source("purge"))
+        self.snapshot = client.register_script(source("snapshot"))
 
     def by_name(self, name: str) -> Script:
         script: Script = getattr(self, name)

@@ -44,6 +44,7 @@ class Settings:
     api_token: str = ""
     feed_heartbeat_seconds: float = 15.0
     feed_send_timeout_seconds: float = 10.0
+    redis_cluster: bool = False
     redis_url_given: bool = False
 
     def __post_init__(self) -> None:
@@ -174,6 +175,14 @@ def _guard(raw: str) -> LedgerGuard:
     return LEDGER_GUARDS[LEDGER_GUARDS.index(raw)]
 
 
+def _flag(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1/true/yes/on or 0/false/no/off")
+
+
 def _finite(raw: str) -> float:
     value = float(raw)
     if not math.isfinite(value):
@@ -203,6 +212,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "completed_ttl_seconds": ("TASKQ_COMPLETED_TTL_SECONDS", _finite),
     "dead_ttl_seconds": ("TASKQ_DEAD_TTL_SECONDS", _finite),
     "redis_server": ("REDIS_SERVER", str),
+    "redis_cluster": ("TASKQ_REDIS_CLUSTER", _flag),
     "api_token": ("TASKQ_API_TOKEN", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),

@@ -61,55 +61,38 @@ def queue_names(broker: Broker) -> list[str]:
 
 
 def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
-    """Read the queue's structures atomically (MULTI), then the listed tasks' records."""
+    """The queue and the feed position it reflects, read by one atomic script."""
     k = broker.keys
     with redis_errors("snapshot"):
-        pipe = broker.client.pipeline(transaction=True)
-        pipe.time()
-        pipe.llen(k.ready)
-        pipe.zcard(k.leased)
-        pipe.zcard(k.delayed)
-        pipe.llen(k.dlq)
-        pipe.zrange(k.leased, 0, limit - 1, withscores=True)
-        pipe.zrange(k.delayed, 0, limit - 1, withscores=True)
-        pipe.lrange(k.dlq, 0, limit - 1)
-        pipe.get(k.epoch)
-        pipe.xrevrange(k.events, count=1)
-        (now, ready, leased_n, delayed_n, dead_n, leased, delayed, dead,
-         epoch, last) = pipe.execute()
-        ids = [str(i) for i, _ in leased] + [str(i) for i, _ in delayed] + [str(i) for i in dead]
-        fields = ("name", "worker", "fencing_token", "retries", "last_error", "dead_at")
-        pipe = broker.client.pipeline(transaction=False)
-        for task_id in ids:
-            pipe.hmget(k.task(task_id), fields)
-        records = dict(zip(ids, pipe.execute(), strict=True))
-
-    def field(task_id: str, index: int) -> str:
-        value = records[task_id][index]
-        return "" if value is None else str(value)
-
-    def number(task_id: str, index: int) -> int:
-        return int(field(task_id, index) or 0)
-
+        reply = broker.scripts.snapshot(
+            keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch],
+            args=[k.prefix, limit],
+        )
+    values = [str(v) for v in reply]
+    head, rest = values[:8], values[8:]
+    leased, rest = _section(rest, 6)
+    delayed, rest = _section(rest, 5)
+    dead, _ = _section(rest, 5)
     return QueueSnapshot(
         queue=broker.queue,
-        now_ms=int(now[0]) * 1000 + int(now[1]) // 1000,
-        counts=QueueCounts(int(ready), int(leased_n), int(delayed_n), int(dead_n)),
-        leased=[
-            LeaseView(str(i), field(str(i), 0), field(str(i), 1), number(str(i), 2),
-                      number(str(i), 3) + 1, int(score))
-            for i, score in leased
-        ],
-        delayed=[
-            DelayedView(str(i), field(str(i), 0), number(str(i), 3), int(score), field(str(i), 4))
-            for i, score in delayed
-        ],
-        dead=[
-            DeadView(str(i), field(str(i), 0), number(str(i), 3), number(str(i), 5),
-                     field(str(i), 4))
-            for i in dead
-        ],
-        epoch=str(epoch or ""),
-        seq=int(str(last[0][0]).split("-")[0]) if last else 0,
-        last_ts=int(last[0][1].get("ts", 0)) if last else 0,
+        now_ms=int(head[0]),
+        counts=QueueCounts(int(head[1]), int(head[2]), int(head[3]), int(head[4])),
+        leased=[LeaseView(r[0], r[2], r[3], _int(r[4]), _int(r[5]) + 1, _int(r[1]))
+                for r in leased],
+        delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4]) for r in delayed],
+        dead=[DeadView(r[0], r[1], _int(r[2]), _int(r[3]), r[4]) for r in dead],
+        epoch=head[5],
+        seq=int(head[6]),
+        last_ts=int(head[7]),
     )
+
+
+def _section(values: list[str], width: int) -> tuple[list[list[str]], list[str]]:
+    """A counted run of `width`-field rows from the front of `values`, and the rest."""
+    n = int(values[0])
+    end = 1 + n * width
+    return [values[i : i + width] for i in range(1, end, width)], values[end:]
+
+
+def _int(value: str) -> int:
+    return int(float(value or 0))

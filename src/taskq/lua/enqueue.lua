@@ -1,6 +1,8 @@
 --[[
-  enqueue: create a task record and put its id on ready (or on delayed when it has a
-  delay), unless its id or idempotency key already names a task.
+  enqueue: create task records and put their ids on ready (or on delayed when they
+  have a delay), skipping each task whose id or idempotency key already names a task.
+  One call takes a whole batch, so a batch is one round trip on a single node and on
+  a cluster alike (cluster pipelines cannot carry scripts).
   KEYS[1] ready   LIST    task ids that can run now (workers pop the right end)
   KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
   KEYS[3] events  STREAM  change feed
@@ -8,53 +10,65 @@
   KEYS[5] epoch   STRING  event log incarnation
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; task and idempotency keys derive from it
-  ARGV[2] task_id
-  ARGV[3] name            registered task name
-  ARGV[4] payload         JSON text
-  ARGV[5] delay_ms        0 = ready now
-  ARGV[6] max_retries     retries before the task goes to the DLQ
-  ARGV[7] idempotency_key '' = none
-  ARGV[8] idempotency_ttl seconds the key keeps naming the task
-  ARGV[9] retention       events kept in the stream
-  Returns: {task_id, 1} created | {original_task_id, 0} duplicate (nothing written)
-  Emits:   enqueued (state pending or delayed)
+  ARGV[2] retention       events kept in the stream
+  ARGV[3] count           tasks in this call; then seven values per task:
+  ARGV[4] task_id
+  ARGV[5] name            registered task name
+  ARGV[6] payload         JSON text
+  ARGV[7] delay_ms        0 = ready now
+  ARGV[8] max_retries     retries before the task goes to the DLQ
+  ARGV[9] idempotency_key '' = none
+  ARGV[10] idempotency_ttl seconds the key keeps naming the task
+  Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
+           task's id (nothing written for a duplicate)
+  Emits:   enqueued (state pending or delayed), one per created task
 ]]
 --- @include "_common"
 
 local ready_key, delayed_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local prefix, task_id, name, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local delay_ms, max_retries = tonumber(ARGV[5]), tonumber(ARGV[6])
-local idem_key, idem_ttl, retention = ARGV[7], tonumber(ARGV[8]), ARGV[9]
-
-local idem_record = prefix .. 'idem:' .. idem_key
-if idem_key ~= '' then
-  local original = redis.call('GET', idem_record)
-  if original then return {original, 0} end
-end
-local task_key = prefix .. 'task:' .. task_id
-if redis.call('EXISTS', task_key) == 1 then return {task_id, 0} end
+local prefix, retention, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local now = server_now_ms()
-local run_at = now + delay_ms
-local state = 'pending'
-if delay_ms > 0 then state = 'delayed' end
+local reply = {}
+local woken = 0
 
--- The SET goes first: it is the one write an argument could make fail, and a script
--- that fails after writing leaves its earlier writes in place.
-if idem_key ~= '' then
-  redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
+local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_key, idem_ttl)
+  local idem_record = prefix .. 'idem:' .. idem_key
+  if idem_key ~= '' then
+    local original = redis.call('GET', idem_record)
+    if original then return original, 0 end
+  end
+  local task_key = prefix .. 'task:' .. task_id
+  if redis.call('EXISTS', task_key) == 1 then return task_id, 0 end
+  local run_at = now + delay_ms
+  local state = 'pending'
+  if delay_ms > 0 then state = 'delayed' end
+  -- The SET goes first: it is the one write an argument could make fail, and a script
+  -- that fails after writing leaves its earlier writes in place.
+  if idem_key ~= '' then
+    redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
+  end
+  emit(events_key, seq_key, epoch_key, retention, now,
+    {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name, 'at', run_at})
+  redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
+    'max_retries', max_retries, 'retries', 0, 'fencing_token', 0,
+    'idempotency_key', idem_key, 'created_at', now, 'run_at', run_at)
+  if state == 'delayed' then
+    redis.call('ZADD', delayed_key, run_at, task_id)
+  else
+    redis.call('LPUSH', ready_key, task_id)
+  end
+  return task_id, 1
 end
-emit(events_key, seq_key, epoch_key, retention, now,
-  {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name, 'at', run_at})
-redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
-  'max_retries', max_retries, 'retries', 0, 'fencing_token', 0,
-  'idempotency_key', idem_key, 'created_at', now, 'run_at', run_at)
-if state == 'delayed' then
-  redis.call('ZADD', delayed_key, run_at, task_id)
-else
-  redis.call('LPUSH', ready_key, task_id)
+
+for i = 0, count - 1 do
+  local base = 4 + i * 7
+  local id, created = enqueue_one(ARGV[base], ARGV[base + 1], ARGV[base + 2],
+    tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), ARGV[base + 5], tonumber(ARGV[base + 6]))
+  reply[#reply + 1], reply[#reply + 2] = id, created
+  woken = woken + created
 end
 -- A delayed task wakes idle workers too, so they can sleep until exactly its run-at.
-wake_workers(wake_key, 1)
-return {task_id, 1}
+wake_workers(wake_key, woken)
+return reply

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from taskq.broker import Broker
 from taskq.context import TaskContext
@@ -77,7 +78,7 @@ class Waker(threading.Thread):
                 continue
             try:
                 self.broker.client.blpop([self.broker.keys.wake], self.timeout)
-            except redis.RedisError:
+            except (redis.RedisError, RedisClusterException):
                 # The loop sees the outage on its own calls; just don't spin.
                 self.stopping.wait(self.timeout)
             self.armed.clear()

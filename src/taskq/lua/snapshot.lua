@@ -1,0 +1,61 @@
+--[[
+  snapshot: read a queue's state and the feed position it reflects, in one atomic
+  step, so a dashboard can load it and follow the feed from exactly there. Read-only.
+  KEYS[1] ready   LIST    task ids that can run now
+  KEYS[2] leased  ZSET    task id -> lease expiry (ms)
+  KEYS[3] delayed ZSET    task id -> run-at (ms)
+  KEYS[4] dlq     LIST    dead task ids, most recent first
+  KEYS[5] events  STREAM  change feed
+  KEYS[6] epoch   STRING  event log incarnation
+  ARGV[1] prefix          queue key prefix; task keys derive from it
+  ARGV[2] limit           most tasks listed per section
+  Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
+            n, (id, expiry, name, worker, token, retries) x n,
+            m, (id, run_at, name, retries, last_error) x m,
+            d, (id, name, retries, dead_at, last_error) x d}
+  Emits:   nothing
+]]
+--- @include "_common"
+
+local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local events_key, epoch_key = KEYS[5], KEYS[6]
+local prefix, limit = ARGV[1], tonumber(ARGV[2])
+
+local reply = {server_now_ms(), redis.call('LLEN', ready_key), redis.call('ZCARD', leased_key),
+  redis.call('ZCARD', delayed_key), redis.call('LLEN', dlq_key),
+  redis.call('GET', epoch_key) or '', 0, '0'}
+local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
+if last then
+  reply[7] = tonumber(string.match(last[1], '^(%d+)'))
+  for i = 1, #last[2], 2 do
+    if last[2][i] == 'ts' then reply[8] = last[2][i + 1] end
+  end
+end
+
+local function add(values)
+  for _, value in ipairs(values) do reply[#reply + 1] = value or '' end
+end
+
+local function section(ids_with_scores, fields)
+  local n = #ids_with_scores / 2
+  reply[#reply + 1] = n
+  for i = 1, #ids_with_scores, 2 do
+    local id = ids_with_scores[i]
+    local record = redis.call('HMGET', prefix .. 'task:' .. id, unpack(fields))
+    add({id, ids_with_scores[i + 1]})
+    for j = 1, #fields do reply[#reply + 1] = record[j] or '' end
+  end
+end
+
+section(redis.call('ZRANGE', leased_key, 0, limit - 1, 'WITHSCORES'),
+  {'name', 'worker', 'fencing_token', 'retries'})
+section(redis.call('ZRANGE', delayed_key, 0, limit - 1, 'WITHSCORES'),
+  {'name', 'retries', 'last_error'})
+local dead = redis.call('LRANGE', dlq_key, 0, limit - 1)
+reply[#reply + 1] = #dead
+for _, id in ipairs(dead) do
+  local record = redis.call('HMGET', prefix .. 'task:' .. id, 'name', 'retries', 'dead_at',
+    'last_error')
+  add({id, record[1], record[2], record[3], record[4]})
+end
+return reply
