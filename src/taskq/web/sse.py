@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette.types import Receive, Scope, Send
 
+from taskq.feed.cancel import cancel_and_wait
+
 log = logging.getLogger("taskq.feed")
 
 INCOMPLETE = "ASGI callable returned without completing response"
@@ -53,9 +55,7 @@ class EventStreamResponse:
         listen = asyncio.create_task(self._until_disconnect(receive))
         done, _ = await asyncio.wait({pump, listen}, return_when=asyncio.FIRST_COMPLETED)
         for task in (pump, listen):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait(task)
         reason = "disconnected"
         if pump in done and not pump.cancelled() and pump.exception() is None:
             reason = pump.result()

@@ -55,7 +55,10 @@ class WebState:
         check_queue_name(queue)
         async with self._hub_lock:
             if queue not in self.hubs:
-                hub = Hub(FeedLog(self.aclient, QueueKeys(queue)))
+                # A ring longer than the log's retention would serve rows Redis has
+                # trimmed, so two servers could answer the same resume differently.
+                ring = min(10_000, self.settings.events_retention)
+                hub = Hub(FeedLog(self.aclient, QueueKeys(queue)), ring_size=ring)
                 await hub.start()
                 self.hubs[queue] = hub
             return self.hubs[queue]
