@@ -369,16 +369,15 @@ class Broker:
         return TaskRecord.from_hash(task_id, {_text(a): _text(b) for a, b in raw.items()})
 
     def counts(self) -> QueueCounts:
-        """How many ids are ready, leased, delayed and dead, read in one round trip."""
+        """How many ids are ready, leased, delayed and dead, read in one atomic step
+        (the snapshot script listing nothing: a cluster cannot run MULTI on a node
+        that failed over, but routes a script by its keys like any command)."""
         k = self.keys
         with redis_errors("counts"):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.llen(k.ready)
-            pipe.zcard(k.leased)
-            pipe.zcard(k.delayed)
-            pipe.llen(k.dlq)
-            ready, leased, delayed, dead = pipe.execute()
-        return QueueCounts(int(ready), int(leased), int(delayed), int(dead))
+            reply = self.scripts.snapshot(
+                keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch], args=[k.prefix, 0]
+            )
+        return QueueCounts(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
 
     def server_time_ms(self) -> int:
         """Redis server time: the clock every lease and run-at time is measured on."""

@@ -55,6 +55,9 @@ class EmbeddedCluster:
             for index, client in enumerate(clients[self.primaries :]):
                 _command(client, "CLUSTER", "REPLICATE", primary_ids[index % self.primaries])
             self._wait(lambda: all(_state_ok(c) for c in clients), timeout, "cluster_state:ok")
+            # A replica that has not synced yet could not take over: wait for every link.
+            self._wait(lambda: all(_synced(c) for c in clients[self.primaries :]), timeout,
+                       "every replica to sync")
         finally:
             for client in clients:
                 client.close()
@@ -67,7 +70,11 @@ class EmbeddedCluster:
                 binary=self.binary, data_dir=self.data_dir / f"node-{index}", port=free_port(),
                 extra_config={"cluster-enabled": "yes",
                               "cluster-config-file": "nodes.conf",
-                              "cluster-node-timeout": str(self.node_timeout_ms)},
+                              "cluster-node-timeout": str(self.node_timeout_ms),
+                              # A replica may always take over: a loopback test cluster
+                              # has no stale replicas to fear.
+                              "cluster-replica-validity-factor": "0",
+                              "repl-diskless-sync-delay": "0"},
             )  # fmt: skip
             try:
                 return node.start()
@@ -140,6 +147,10 @@ def _command(client: redis.Redis, *args: object) -> Any:
 
 def _known(client: redis.Redis) -> list[str]:
     return [line for line in str(_command(client, "CLUSTER", "NODES")).splitlines() if line]
+
+
+def _synced(client: redis.Redis) -> bool:
+    return client.info("replication").get("master_link_status") == "up"
 
 
 def _state_ok(client: redis.Redis) -> bool:

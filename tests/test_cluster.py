@@ -1,0 +1,131 @@
+"""taskq on a real local Redis Cluster: three primaries with a replica each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskq.broker import Broker, NewTask
+from taskq.cluster import EmbeddedCluster
+from taskq.connection import connect
+from taskq.embedded import EmbeddedRedis
+from taskq.errors import BrokerError, EmbeddedRedisError
+from taskq.keys import QueueKeys
+from taskq.ledger import Ledger
+from taskq.processes import spawn, stop_all, taskq_command
+from taskq.settings import Settings
+from taskq.snapshot import take_snapshot
+from taskq.tracecheck import read_log, validate
+from waiting import wait_until
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(binary=os.environ.get("REDIS_SERVER", ""),
+                         data_dir=tmp_path_factory.mktemp("cluster")) as started:
+        yield started
+
+
+@pytest.fixture
+def cluster_client(cluster: EmbeddedCluster) -> Iterator[redis.Redis]:
+    cluster.wait_healthy()
+    client = connect(Settings.from_env({}, redis_url=cluster.url, redis_cluster=True))
+    client.flushall()
+    yield client
+    client.close()
+
+
+def slot(client: redis.Redis, key: str) -> int:
+    return int(client.cluster_keyslot(key))  # type: ignore[attr-defined]
+
+
+def run_workers(cluster: EmbeddedCluster, tmp_path: Path, queues: list[str],
+                **env: str) -> list[subprocess.Popen[bytes]]:
+    base = {**os.environ, "REDIS_URL": cluster.url, "TASKQ_REDIS_CLUSTER": "1",
+            "LEDGER_PATH": str(tmp_path / "ledger.db"), "WORK_SECONDS": "0.005",
+            "LEASE_SECONDS": "2", "TASKQ_CONCURRENCY": "4", "BACKOFF_BASE_SECONDS": "0.05",
+            "BACKOFF_MAX_SECONDS": "0.5", **env}  # fmt: skip
+    return [spawn(taskq_command("worker", "--queue", queue), base,
+                  str(tmp_path / f"worker-{n}.log")) for n, queue in enumerate(queues)]
+
+
+def promoted(cluster: EmbeddedCluster, key: str, victim: EmbeddedRedis) -> bool:
+    try:
+        return cluster.primary_of(key) is not victim
+    except EmbeddedRedisError:
+        return False  # no primary for the slot until the failover completes
+
+
+def all_done(broker: Broker) -> bool:
+    try:
+        counts = broker.counts()
+    except BrokerError:
+        return False  # the slot's primary is down until a replica takes over
+    return counts.ready == counts.leased == counts.delayed == 0
+
+
+def test_a_queue_lives_in_one_slot_and_queues_spread_over_the_primaries(
+    cluster: EmbeddedCluster, cluster_client: redis.Redis
+) -> None:
+    slots = set()
+    for n in range(12):
+        broker = Broker(cluster_client, f"q{n}")
+        broker.enqueue("t1", delay=1, idempotency_key="k")
+        broker.enqueue("t2")
+        k = broker.keys
+        keys = [k.ready, k.delayed, k.events, k.seq, k.epoch, k.task("t1"), k.idem("k")]
+        assert len({slot(cluster_client, key) for key in keys}) == 1
+        slots.add(slot(cluster_client, k.ready))
+        assert take_snapshot(broker).counts.ready == 1
+    owners = {cluster.primary_of(QueueKeys(f"q{n}").ready).port for n in range(12)}
+    assert len(owners) == 3, "twelve queues should land on all three primaries"
+    assert len(slots) == 12
+
+
+def test_workers_drain_several_queues_on_different_primaries(
+    cluster: EmbeddedCluster, cluster_client: redis.Redis, tmp_path: Path
+) -> None:
+    queues = ["alpha", "beta", "gamma", "delta"]
+    brokers = [Broker(cluster_client, q) for q in queues]
+    for broker in brokers:
+        broker.enqueue_many([NewTask(f"{broker.queue}-{i}", payload={"charge": 1})
+                             for i in range(100)])
+    workers = run_workers(cluster, tmp_path, queues)
+    try:
+        for broker in brokers:
+            wait_until(lambda b=broker: all_done(b), timeout=60, what=f"{broker.queue} drained")
+    finally:
+        stop_all(workers)
+    summary = Ledger(tmp_path / "ledger.db").summary()
+    assert (summary.charges, summary.tasks, summary.charged_twice) == (400, 400, [])
+    for broker in brokers:
+        assert validate(read_log(cluster_client, broker.keys.events)).ok
+
+
+def test_killing_a_primary_loses_nothing_and_charges_nothing_twice(
+    cluster: EmbeddedCluster, cluster_client: redis.Redis, tmp_path: Path
+) -> None:
+    broker = Broker(cluster_client, "failover")
+    broker.enqueue_many([NewTask(f"f{i}", payload={"charge": 1}) for i in range(600)])
+    victim = cluster.primary_of(broker.keys.ready)
+    workers = run_workers(cluster, tmp_path, ["failover", "failover"], WORK_SECONDS="0.02")
+    try:
+        wait_until(lambda: broker.counts().ready < 450, timeout=30, what="work under way")
+        victim.kill()
+        wait_until(lambda: promoted(cluster, broker.keys.ready, victim), timeout=30,
+                   what="a replica to take over")
+        wait_until(lambda: all_done(broker), timeout=90, what="every task to finish")
+    finally:
+        stop_all(workers)
+    states = [broker.task(f"f{i}") for i in range(600)]
+    assert all(r is not None and r.state == "completed" for r in states)
+    summary = Ledger(tmp_path / "ledger.db").summary()
+    assert summary.charged_twice == []
+    assert summary.tasks == 600
