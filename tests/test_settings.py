@@ -14,7 +14,9 @@ from taskq.settings import ENVIRONMENT, Settings
 README = Path(__file__).resolve().parent.parent / "README.md"
 SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
 
-NUMBERS = [v for v, parse in ENVIRONMENT.values() if parse is not str and v != "LEDGER_GUARD"]
+FLAGS = ["TASKQ_REDIS_CLUSTER"]
+NUMBERS = [v for v, parse in ENVIRONMENT.values()
+           if parse is not str and v != "LEDGER_GUARD" and v not in FLAGS]
 INTEGERS = [variable for variable, parse in ENVIRONMENT.values() if parse is int]
 
 
@@ -91,6 +93,20 @@ class TestValuesAreParsed:
         settings = with_env(LEASE_SECONDS="1.5")
         assert settings.heartbeat_seconds == pytest.approx(0.5)
         assert settings.lease_ms == 1500
+
+
+class TestFlags:
+    @pytest.mark.parametrize("raw", ["1", "true", "YES", "on"])
+    def test_a_flag_is_on_for_the_usual_yes_words(self, raw: str) -> None:
+        assert with_env(TASKQ_REDIS_CLUSTER=raw).redis_cluster
+
+    @pytest.mark.parametrize("raw", ["0", "false", "no", "off"])
+    def test_a_flag_is_off_for_the_usual_no_words(self, raw: str) -> None:
+        assert not with_env(TASKQ_REDIS_CLUSTER=raw).redis_cluster
+
+    def test_any_other_flag_value_is_refused_by_name(self) -> None:
+        with pytest.raises(ConfigError, match="TASKQ_REDIS_CLUSTER='-1'"):
+            with_env(TASKQ_REDIS_CLUSTER="-1")
 
 
 class TestBadValuesNameTheVariableAndTheValue:
