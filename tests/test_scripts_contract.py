@@ -96,7 +96,7 @@ def call_heartbeat(b: Broker) -> dict[str, Any]:
 def call_ack(b: Broker) -> dict[str, Any]:
     token = leased(b)
     b.ack("t1", token)
-    return {"task_id": "t1", "token": token, "completed_ttl": b.completed_ttl_ms}
+    return {"task_id": "t1", "token": token, "completed_ttl": b.completed_ttl_ms, "count": 1}
 
 
 def call_fail(b: Broker) -> dict[str, Any]:
@@ -194,14 +194,19 @@ class TestEachOperation:
     def test_a_batch_repeats_the_per_task_group_of_args(
         self, client: redis.Redis, operation: str
     ) -> None:
-        if operation != "enqueue":
+        if operation not in ("enqueue", "ack"):
             return
         broker = Broker(client, "test", events_retention=RETENTION)
-        recorder = Recorder(broker.scripts.by_name("enqueue"), client, broker.keys)
-        broker.scripts.enqueue = recorder  # type: ignore[assignment]
         broker.enqueue_many([NewTask(f"t{n}") for n in range(3)])
+        held = [(t.task_id, t.token) for t in broker.lease_many("w", 30, 3).tasks]
+        recorder = Recorder(broker.scripts.by_name(operation), client, broker.keys)
+        setattr(broker.scripts, operation, recorder)
+        if operation == "enqueue":
+            broker.enqueue_many([NewTask(f"u{n}") for n in range(3)])
+        else:
+            assert broker.ack_many(held) == [True, True, True]
         _, args, emitted = recorder.calls[0]
-        names = contract("enqueue").args
+        names = contract(operation).args
         group = len(names) - names.index("count") - 1
         assert args[names.index("count")] == 3
         assert len(args) == names.index("count") + 1 + 3 * group

@@ -245,13 +245,20 @@ class Broker:
 
     def ack(self, task_id: str, token: int) -> bool:
         """Mark the task completed; False means the token is stale and nothing changed."""
+        return self.ack_many([(task_id, token)])[0]
+
+    def ack_many(self, held: Sequence[tuple[str, int]]) -> list[bool]:
+        """Ack each `(task_id, token)` in one atomic step; False for each stale one."""
+        if not held:
+            return []
         k = self.keys
         with redis_errors("ack"):
             reply = self.scripts.ack(
                 keys=[k.leased, k.events, k.seq, k.epoch],
-                args=[k.prefix, task_id, token, self.events_retention, self.completed_ttl_ms],
+                args=[k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
+                      *(value for pair in held for value in pair)],
             )
-        return int(reply) == 1
+        return [int(r) == 1 for r in reply]
 
     def fail(
         self,

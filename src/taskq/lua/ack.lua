@@ -1,37 +1,49 @@
 --[[
-  ack: mark a leased task completed, if the caller still holds the lease.
+  ack: mark leased tasks completed, each only if the caller still holds its lease.
+  One call takes a batch, so a worker settles every finished task in one round trip.
   KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
   KEYS[2] events  STREAM  change feed
   KEYS[3] seq     STRING  last event sequence number
   KEYS[4] epoch   STRING  event log incarnation
-  ARGV[1] prefix          queue key prefix; the task key derives from it
-  ARGV[2] task_id
-  ARGV[3] token           fencing token from lease
-  ARGV[4] retention       events kept in the stream
-  ARGV[5] completed_ttl   ms the completed record is kept (longer if its idempotency
+  ARGV[1] prefix          queue key prefix; task keys derive from it
+  ARGV[2] retention       events kept in the stream
+  ARGV[3] completed_ttl   ms a completed record is kept (longer if its idempotency
                           key outlives that, so the key never names a missing record)
-  Returns: 1 acked | 0 stale (nothing changed)
-  Emits:   completed
+  ARGV[4] count           tasks in this call; then two values per task:
+  ARGV[5] task_id
+  ARGV[6] token           fencing token from lease
+  Returns: {1 | 0, ...} per task: 1 acked | 0 stale (nothing changed for it)
+  Emits:   completed, one per acked task
 ]]
 --- @include "_common"
 
 local leased_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local completed_ttl = tonumber(ARGV[5])
-
-local task_key = prefix .. 'task:' .. task_id
-if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+local prefix, retention = ARGV[1], ARGV[2]
+local completed_ttl, count = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local now = server_now_ms()
-emit(events_key, seq_key, epoch_key, retention, now,
-  {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token})
-redis.call('ZREM', leased_key, task_id)
-redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now)
-local idem_key = redis.call('HGET', task_key, 'idempotency_key')
-if idem_key and idem_key ~= '' then
-  local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
-  if left > completed_ttl then completed_ttl = left end
+
+local function ack_one(task_id, token)
+  local task_key = prefix .. 'task:' .. task_id
+  if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
+  if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+  emit(events_key, seq_key, epoch_key, retention, now,
+    {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token})
+  redis.call('ZREM', leased_key, task_id)
+  redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now)
+  local ttl = completed_ttl
+  local idem_key = redis.call('HGET', task_key, 'idempotency_key')
+  if idem_key and idem_key ~= '' then
+    local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
+    if left > ttl then ttl = left end
+  end
+  redis.call('PEXPIRE', task_key, ttl)
+  return 1
 end
-redis.call('PEXPIRE', task_key, completed_ttl)
-return 1
+
+local reply = {}
+for i = 0, count - 1 do
+  local base = 5 + i * 2
+  reply[#reply + 1] = ack_one(ARGV[base], ARGV[base + 1])
+end
+return reply

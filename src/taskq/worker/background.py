@@ -48,7 +48,7 @@ class Heartbeat(threading.Thread):
             except BrokerError as e:
                 log.warning("heartbeat for %s failed, will retry: %s", context.task_id, e)
                 continue
-            if not held:
+            if not held and not context.finished:
                 log.warning("task %s lost its lease (token %d): another worker may run it",
                             context.task_id, context.token)
                 context.mark_lost()

@@ -9,7 +9,6 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 
 from taskq.app import App
 from taskq.broker import Broker
@@ -21,10 +20,14 @@ from taskq.worker.background import Heartbeat, Waker
 from taskq.worker.lifecycle import Lifecycle
 from taskq.worker.outage import Backoff, retry_for
 from taskq.worker.runner import Outcome, Runner
+from taskq.worker.settle import Settler, Stats
 
 log = logging.getLogger("taskq.worker")
 
 MAINTENANCE_LIMIT = 100
+# Due tasks and expired leases are found within this long; a busy worker's loop turns
+# thousands of times a second, and each turn need not ask.
+MAINTENANCE_SECONDS = 0.02
 # Dead tasks age in days, so looking for expired ones now and then is plenty.
 PURGE_EVERY_SECONDS = 10.0
 
@@ -34,18 +37,6 @@ class _Nudge:
 
 
 NUDGE = _Nudge()
-
-
-@dataclass
-class Stats:
-    """What this worker did, for its final log line and for tests."""
-
-    leased: int = 0
-    acked: int = 0
-    retried: int = 0
-    dead: int = 0
-    stale: int = 0
-    released: int = 0
 
 
 def make_worker_id() -> str:
@@ -81,6 +72,9 @@ class Worker:
         self.waker = Waker(self.broker, self._nudge, self.settings.poll_seconds)
         self._backoff = Backoff()
         self._next_purge = 0.0
+        self._next_maintenance = 0.0
+        self._finished_outcomes: list[Outcome] = []
+        self.settler = Settler(self.broker, self.settings, self.stats, self._forget)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -125,15 +119,7 @@ class Worker:
         """
         free = self.concurrency - len(self.in_flight)
         try:
-            self.broker.promote(MAINTENANCE_LIMIT)
-            if time.monotonic() >= self._next_purge:
-                self.broker.purge(self.settings.dead_ttl_seconds, MAINTENANCE_LIMIT)
-                self._next_purge = time.monotonic() + PURGE_EVERY_SECONDS
-            self.broker.reap(
-                MAINTENANCE_LIMIT,
-                self.settings.backoff_base_seconds,
-                self.settings.backoff_max_seconds,
-            )
+            self._maintain()
             batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
                 if free > 0 else None
         except BrokerError as e:
@@ -148,6 +134,21 @@ class Worker:
         self.waker.arm()
         hint = batch.wait_seconds
         return self.settings.poll_seconds if hint is None else min(hint, self.settings.poll_seconds)
+
+    def _maintain(self) -> None:
+        """Promote due tasks and reap expired leases, so no scheduler process is needed;
+        at most every MAINTENANCE_SECONDS, since a busy loop iterates far more often."""
+        now = time.monotonic()
+        if now < self._next_maintenance:
+            return
+        self._next_maintenance = now + MAINTENANCE_SECONDS
+        self.broker.promote(MAINTENANCE_LIMIT)
+        self.broker.reap(
+            MAINTENANCE_LIMIT, self.settings.backoff_base_seconds, self.settings.backoff_max_seconds
+        )
+        if now >= self._next_purge:
+            self.broker.purge(self.settings.dead_ttl_seconds, MAINTENANCE_LIMIT)
+            self._next_purge = now + PURGE_EVERY_SECONDS
 
     def _start(self, task: LeasedTask) -> None:
         context = TaskContext(
@@ -176,7 +177,7 @@ class Worker:
         except queue.Empty:
             return
         if isinstance(message, Outcome):
-            self._settle(message)
+            self._finished_outcomes.append(message)
 
     def _nudge(self) -> None:
         self._inbox.put(NUDGE)
@@ -188,55 +189,22 @@ class Worker:
     # -- finishing tasks ---------------------------------------------------------------
 
     def _settle_finished(self) -> None:
+        """Settle every handler that has finished: all the acks in one round trip."""
+        outcomes = self._finished_outcomes
         while True:
             try:
                 message = self._inbox.get_nowait()
             except queue.Empty:
-                return
+                break
             if isinstance(message, Outcome):
-                self._settle(message)
+                outcomes.append(message)
+        if outcomes:
+            self._finished_outcomes = []
+            self.settler.settle(outcomes)
 
-    def _settle(self, outcome: Outcome) -> None:
-        """Ack or fail a finished task, retrying through an outage for up to one lease."""
-        task, lease = outcome.task, self.settings.lease_seconds
-        outcome.context.finished = True
-        if outcome.error is None:
-            acked = retry_for(lease, f"ack {task.task_id}",
-                              lambda: self.broker.ack(task.task_id, task.token))
-            if acked or (acked is False and self._acked_before(task)):
-                self.stats.acked += 1
-            elif acked is False:
-                self._stale(task, "ack")
-        else:
-            log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, outcome.error)
-            result = retry_for(lease, f"fail {task.task_id}", lambda: self.broker.fail(
-                task.task_id, task.token, outcome.error or "",
-                self.settings.backoff_base_seconds, self.settings.backoff_max_seconds))
-            if result is None or result.status == "stale":
-                self._stale(task, "fail")
-            elif result.status == "dead":
-                self.stats.dead += 1
-                log.warning("task %s is dead after %d retries: %s",
-                            task.task_id, result.retries, outcome.error)
-            else:
-                self.stats.retried += 1
+    def _forget(self, task: LeasedTask) -> None:
         with self._in_flight_lock:
             self.in_flight.pop((task.task_id, task.token), None)
-
-    def _acked_before(self, task: LeasedTask) -> bool:
-        """Whether a refused ack was our own earlier one, whose reply the client lost and
-        whose retry then found the task already completed with our token."""
-        try:
-            record = self.broker.task(task.task_id)
-        except BrokerError:
-            return False
-        return record is not None and record.state == "completed" \
-            and record.fencing_token == task.token
-
-    def _stale(self, task: LeasedTask, operation: str) -> None:
-        self.stats.stale += 1
-        log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)",
-                    operation, task.task_id, task.token)
 
     def _release(self, context: TaskContext) -> bool | None:
         return retry_for(self.settings.lease_seconds, f"release {context.task_id}",

@@ -1,0 +1,93 @@
+"""Finishing tasks: acks for every handler that returned, in one call; fails one by one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from taskq.broker import Broker
+from taskq.errors import BrokerError
+from taskq.results import LeasedTask
+from taskq.settings import Settings
+from taskq.worker.outage import retry_for
+from taskq.worker.runner import Outcome
+
+log = logging.getLogger("taskq.worker")
+
+
+@dataclass
+class Stats:
+    """What this worker did, for its final log line and for tests."""
+
+    leased: int = 0
+    acked: int = 0
+    retried: int = 0
+    dead: int = 0
+    stale: int = 0
+    released: int = 0
+
+
+class Settler:
+    """Reports finished handlers to Redis, retrying through an outage for up to one
+    lease: a lost ack means the task runs again, which is worth a long wait."""
+
+    def __init__(self, broker: Broker, settings: Settings, stats: Stats,
+                 forget: Callable[[LeasedTask], None]) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.stats = stats
+        self.forget = forget
+
+    def settle(self, outcomes: Sequence[Outcome]) -> None:
+        for outcome in outcomes:
+            outcome.context.finished = True  # no more heartbeats for it
+        done = [o.task for o in outcomes if o.error is None]
+        if done:
+            self._ack(done)
+        for outcome in outcomes:
+            if outcome.error is not None:
+                self._fail(outcome.task, outcome.error)
+        for outcome in outcomes:
+            self.forget(outcome.task)
+
+    def _ack(self, tasks: list[LeasedTask]) -> None:
+        held = [(t.task_id, t.token) for t in tasks]
+        acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
+                          lambda: self.broker.ack_many(held))
+        if acked is None:
+            return  # Redis stayed away a whole lease: the tasks will be reaped and rerun
+        for task, ok in zip(tasks, acked, strict=True):
+            if ok or self._acked_before(task):
+                self.stats.acked += 1
+            else:
+                self._stale(task, "ack")
+
+    def _fail(self, task: LeasedTask, error: str) -> None:
+        log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error)
+        s = self.settings
+        result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: self.broker.fail(
+            task.task_id, task.token, error, s.backoff_base_seconds, s.backoff_max_seconds))
+        if result is None or result.status == "stale":
+            self._stale(task, "fail")
+        elif result.status == "dead":
+            self.stats.dead += 1
+            log.warning("task %s is dead after %d retries: %s", task.task_id, result.retries,
+                        error)
+        else:
+            self.stats.retried += 1
+
+    def _acked_before(self, task: LeasedTask) -> bool:
+        """Whether a refused ack was our own earlier one, whose reply the client lost and
+        whose retry then found the task already completed with our token."""
+        try:
+            record = self.broker.task(task.task_id)
+        except BrokerError:
+            return False
+        return record is not None and record.state == "completed" \
+            and record.fencing_token == task.token
+
+    def _stale(self, task: LeasedTask, operation: str) -> None:
+        self.stats.stale += 1
+        log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)",
+                    operation, task.task_id, task.token)
