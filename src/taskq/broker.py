@@ -299,6 +299,15 @@ class Broker:
             )
         return int(reply) == 1
 
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a script signals new work on this queue, or `timeout` seconds pass;
+        False if Redis could not be asked (the caller's next operation will say why)."""
+        try:
+            self.client.blpop([self.keys.wake], timeout)
+        except (redis.RedisError, RedisClusterException):
+            return False
+        return True
+
     # -- maintenance -------------------------------------------------------------------
 
     def reap(

@@ -6,9 +6,6 @@ import logging
 import threading
 from collections.abc import Callable
 
-import redis
-from redis.exceptions import RedisClusterException
-
 from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
@@ -76,11 +73,8 @@ class Waker(threading.Thread):
         while not self.stopping.is_set():
             if not self.armed.wait(self.timeout):
                 continue
-            try:
-                self.broker.client.blpop([self.broker.keys.wake], self.timeout)
-            except (redis.RedisError, RedisClusterException):
-                # The loop sees the outage on its own calls; just don't spin.
-                self.stopping.wait(self.timeout)
+            if not self.broker.wait_for_work(self.timeout):
+                self.stopping.wait(self.timeout)  # Redis is away: the loop will notice
             self.armed.clear()
             self.wake()
 

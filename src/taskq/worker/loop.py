@@ -69,7 +69,9 @@ class Worker:
         self.lifecycle = Lifecycle(self.settings.shutdown_grace_seconds, self._nudge)
         self.runner = Runner(app, self.concurrency, self._inbox.put)
         self.heartbeat = Heartbeat(self.broker, self.settings.lease_seconds, self._contexts)
-        self.waker = Waker(self.broker, self._nudge, self.settings.poll_seconds)
+        # A blocking read must end well before the socket's read timeout does.
+        block = max(0.05, min(self.settings.poll_seconds, self.settings.redis_timeout_seconds / 2))
+        self.waker = Waker(self.broker, self._nudge, block)
         self._backoff = Backoff()
         self._next_purge = 0.0
         self._next_maintenance = 0.0
@@ -112,43 +114,45 @@ class Worker:
         return not self.in_flight or self.lifecycle.grace_expired()
 
     def _maintain_and_lease(self) -> float | None:
-        """Promote and reap (so no scheduler is needed), then fill free handler slots.
+        """Fill free handler slots, then promote and reap (so no scheduler is needed);
+        leasing first keeps maintenance off the path from a new task to its handler.
 
         Returns how long the loop may wait before looking again: None when every slot
         is busy (a finishing handler wakes it), else the broker's hint capped by the poll.
         """
         free = self.concurrency - len(self.in_flight)
         try:
-            self._maintain()
             batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
                 if free > 0 else None
+            for task in batch.tasks if batch else []:
+                self._start(task)
+            promoted = self._maintain()
         except BrokerError as e:
             return self._backoff.failed(e)
         self._backoff.succeeded()
         if batch is None:
             return self.settings.poll_seconds
-        for task in batch.tasks:
-            self._start(task)
-        if len(batch.tasks) == free:
-            return 0.0 if free else self.settings.poll_seconds
+        if len(batch.tasks) == free or promoted:
+            return 0.0
         self.waker.arm()
         hint = batch.wait_seconds
         return self.settings.poll_seconds if hint is None else min(hint, self.settings.poll_seconds)
 
-    def _maintain(self) -> None:
-        """Promote due tasks and reap expired leases, so no scheduler process is needed;
-        at most every MAINTENANCE_SECONDS, since a busy loop iterates far more often."""
+    def _maintain(self) -> int:
+        """Promote due tasks and reap expired leases, at most every MAINTENANCE_SECONDS
+        since a busy loop turns far more often; returns how many tasks became ready."""
         now = time.monotonic()
         if now < self._next_maintenance:
-            return
+            return 0
         self._next_maintenance = now + MAINTENANCE_SECONDS
-        self.broker.promote(MAINTENANCE_LIMIT)
+        promoted = len(self.broker.promote(MAINTENANCE_LIMIT))
         self.broker.reap(
             MAINTENANCE_LIMIT, self.settings.backoff_base_seconds, self.settings.backoff_max_seconds
         )
         if now >= self._next_purge:
             self.broker.purge(self.settings.dead_ttl_seconds, MAINTENANCE_LIMIT)
             self._next_purge = now + PURGE_EVERY_SECONDS
+        return promoted
 
     def _start(self, task: LeasedTask) -> None:
         context = TaskContext(
