@@ -28,6 +28,10 @@ def render(result: ChaosResult) -> str:
         "|---|---|",
         *[f"| {name} | {value} |" for name, value in _parameters(result).items()],
         "",
+        "Sizing: the simulated work is short and each worker runs several handlers at once, "
+        "so that many tasks are in flight (and between their charge and their ack) whenever "
+        "a fault strikes, and a full run fits well within an hour on two cores.",
+        "",
         "## Checks",
         "",
         "| check | result | detail |",
