@@ -31,6 +31,10 @@ class Expect:
         return cls("invariant", invariant, depth)
 
     @classmethod
+    def property_violated(cls, prop: str, depth: int) -> Expect:
+        return cls("property", prop, depth)
+
+    @classmethod
     def deadlock(cls, depth: int) -> Expect:
         return cls("deadlock", "Deadlock", depth)
 

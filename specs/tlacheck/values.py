@@ -66,6 +66,10 @@ def tla(value: object) -> str:
         text = "(" + " @@ ".join(pairs) + ")" if pairs else "<<>>"
     elif isinstance(value, (frozenset, set)):
         text = "{" + ", ".join(tla(v) for v in _ordered(value)) + "}"
+    elif isinstance(value, tuple) and hasattr(value, "_asdict"):
+        # A NamedTuple inside a state stands for a TLA+ record.
+        fields = value._asdict().items()
+        text = "[" + ", ".join(f"{name} |-> {tla(v)}" for name, v in fields) + "]"
     elif isinstance(value, tuple):
         text = "<<" + ", ".join(tla(v) for v in value) + ">>"
     else:

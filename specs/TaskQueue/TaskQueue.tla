@@ -1,0 +1,398 @@
+------------------------------ MODULE TaskQueue ------------------------------
+(***************************************************************************)
+(* taskq's lease protocol, as the Lua scripts in src/taskq/lua build it.   *)
+(*                                                                         *)
+(* A producer enqueues a task (enqueue.lua), perhaps with a delay and an   *)
+(* idempotency key, and may retry its send with the same key. Workers      *)
+(* lease ready tasks (lease.lua), each lease raising the task's fencing    *)
+(* token, run the handler's one side effect through the ledger's guard,    *)
+(* keep the lease alive by heartbeat (heartbeat.lua) and end it by ack,    *)
+(* fail or release (ack.lua, fail.lua, release.lua). Every one of those    *)
+(* four scripts first checks that the task is still leased and that the   *)
+(* caller's token is the current one: Holds(w). The reaper (reap.lua)      *)
+(* treats an expired lease as a failed attempt and bumps the token;        *)
+(* promote.lua moves due delayed tasks to ready; retry_dead.lua revives a  *)
+(* dead task.                                                              *)
+(*                                                                         *)
+(* Time is abstract. Expire(t) is the server clock passing a lease's       *)
+(* expiry and Tick(t) passing a delayed task's run-at; due[t] is "now >=   *)
+(* run_at". A holder can act at any later moment, so a worker paused past  *)
+(* its lease (SIGSTOP) is simply one whose next step comes after Expire    *)
+(* and Reap: it keeps its old token and may still heartbeat, run its       *)
+(* effect, ack, fail or release. Die(w) is a SIGKILL.                      *)
+(*                                                                         *)
+(* Abstractions, each an over-approximation, so safety carries over:       *)
+(*  - ready and the DLQ are sets: Lease may take any ready task, not only  *)
+(*    the list's front, so every order the real lists produce is included; *)
+(*  - reap.lua, promote.lua and ack.lua handle a batch of tasks per call;  *)
+(*    here each task is its own step, and a batch is those steps back to   *)
+(*    back (lease.lua with count 1 is the same: every task is checked and  *)
+(*    changed alone);                                                      *)
+(*  - backoff lengths are not modelled, only "not yet due" until a Tick.   *)
+(* Not modelled: lease.lua's request-id replay of a lost reply, key TTLs   *)
+(* (idempotency, completed records), purge.lua, the event log (E1 is       *)
+(* checked by taskq.tracecheck on real logs instead).                      *)
+(*                                                                         *)
+(* Bounds keep the state space finite: one task (a second send is a retry  *)
+(* with the first one's key, so T5 is exercised; two independent tasks     *)
+(* would multiply the states by about a hundred and share nothing but the  *)
+(* workers), MAX_RETRIES, MAX_RESTARTS worker exits, MAX_REVIVALS.         *)
+(*                                                                         *)
+(* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken;    *)
+(* the `none` and `fence` ledger guards are .cfg settings (GUARD).         *)
+(* Python: task_queue.py (steps), task_queue_checks.py (properties).      *)
+(***************************************************************************)
+EXTENDS Naturals, FiniteSets, TLC
+
+CONSTANTS
+    WORKERS,        \* worker processes, each running one task at a time
+    MAX_SENDS,      \* producer sends: the first, then retries of it with its key
+    N_KEYS,         \* idempotency keys 1..N_KEYS; 0 is a send without a key
+    MAX_RETRIES,    \* the task's max_retries
+    MAX_RESTARTS,   \* worker exits: a release at shutdown, or a SIGKILL
+    MAX_REVIVALS,   \* retry_dead calls that move a task back to ready
+    GUARD           \* the ledger's guard: "none", "dedupe" or "fence"
+
+Ids == 1..MAX_SENDS             \* send i proposes task id i
+Workers == 1..WORKERS
+Keys == 1..N_KEYS
+States == {"none", "pending", "running", "delayed", "completed", "dead"}
+PlaceOf == "pending" :> "ready" @@ "running" :> "leased" @@ "delayed" :> "delayed"
+           @@ "dead" :> "dlq"
+NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE]
+
+VARIABLES
+    sent,       \* producer: sends made so far
+    keyOf,      \* producer: the idempotency key each send carried (0 = none)
+    answer,     \* producer: the task id each send was answered with (0 = not sent)
+    idem,       \* Redis idem:<key>: the task id a key names (0 = none)
+    ready,      \* Redis ready LIST, as a set
+    leased,     \* Redis leased ZSET
+    delayed,    \* Redis delayed ZSET
+    dlq,        \* Redis dlq LIST, as a set
+    state,      \* task record: state ("none" = no record)
+    retries,    \* task record: retries
+    token,      \* task record: fencing_token
+    due,        \* server time has reached the task's run_at
+    expired,    \* server time has passed the lease's expiry (while leased)
+    held,       \* worker w holds [task, token, ran: effect done, lost: heartbeat refused]
+    restarts,   \* worker exits so far
+    revivals,   \* retry_dead calls so far
+    charges,    \* ledger: charges applied per task (the effect)
+    applied,    \* ledger: the dedupe guard's table of tasks charged
+    fenceTok    \* ledger: the fence guard's newest token per task
+
+queueVars == <<ready, leased, delayed, dlq, state, retries, token, due, expired>>
+vars == <<sent, keyOf, answer, idem, queueVars, held, restarts, revivals,
+          charges, applied, fenceTok>>
+
+TypeOK ==
+    /\ sent \in 0..MAX_SENDS
+    /\ keyOf \in [Ids -> 0..N_KEYS]
+    /\ answer \in [Ids -> 0..MAX_SENDS]
+    /\ idem \in [Keys -> 0..MAX_SENDS]
+    /\ ready \cup leased \cup delayed \cup dlq \cup applied \subseteq Ids
+    /\ state \in [Ids -> States]
+    /\ retries \in [Ids -> 0..MAX_RETRIES]
+    /\ token \in [Ids -> Nat]
+    /\ due \in [Ids -> BOOLEAN]
+    /\ expired \in [Ids -> BOOLEAN]
+    /\ \A w \in Workers : held[w].task \in Ids \cup {0}
+    /\ restarts \in 0..MAX_RESTARTS
+    /\ revivals \in 0..MAX_REVIVALS
+    /\ charges \in [Ids -> Nat]
+    /\ fenceTok \in [Ids -> Nat]
+
+Init ==
+    /\ sent = 0
+    /\ keyOf = [i \in Ids |-> 0]
+    /\ answer = [i \in Ids |-> 0]
+    /\ idem = [k \in Keys |-> 0]
+    /\ ready = {}
+    /\ leased = {}
+    /\ delayed = {}
+    /\ dlq = {}
+    /\ state = [i \in Ids |-> "none"]
+    /\ retries = [i \in Ids |-> 0]
+    /\ token = [i \in Ids |-> 0]
+    /\ due = [i \in Ids |-> FALSE]
+    /\ expired = [i \in Ids |-> FALSE]
+    /\ held = [w \in Workers |-> NoTask]
+    /\ restarts = 0
+    /\ revivals = 0
+    /\ charges = [i \in Ids |-> 0]
+    /\ applied = {}
+    /\ fenceTok = [i \in Ids |-> 0]
+
+---------------------------------------------------------------------------
+\* helpers
+
+\* The worker holds a task with that task's current token.
+Current(w) == held[w].task # 0 /\ token[held[w].task] = held[w].token
+
+\* What every holder script checks before it changes anything: the task is
+\* still leased (ZSCORE leased) and the caller's token is current (HGET).
+Holds(w) == held[w].task \in leased /\ token[held[w].task] = held[w].token
+
+Drop(w) == held' = [held EXCEPT ![w] = NoTask]
+
+\* The task leaves leased; its expiry means nothing any more.
+EndLease(t) ==
+    /\ leased' = leased \ {t}
+    /\ expired' = [expired EXCEPT ![t] = FALSE]
+
+\* fail.lua and reap.lua alike: a failed attempt waits its backoff on
+\* delayed, or goes to the DLQ once retries reach max_retries.
+RetryOrDie(t) ==
+    IF retries[t] >= MAX_RETRIES
+    THEN /\ state' = [state EXCEPT ![t] = "dead"]
+         /\ dlq' = dlq \cup {t}
+         /\ UNCHANGED <<retries, delayed, due>>
+    ELSE /\ state' = [state EXCEPT ![t] = "delayed"]
+         /\ retries' = [retries EXCEPT ![t] = @ + 1]
+         /\ delayed' = delayed \cup {t}
+         /\ due' = [due EXCEPT ![t] = FALSE]
+         /\ UNCHANGED dlq
+
+---------------------------------------------------------------------------
+\* steps
+
+\* enqueue.lua: the producer's first send, or a retry of it with its key.
+\* A key that already names a task answers with that task and writes nothing.
+Enqueue(k, d) ==
+    LET i == sent + 1 IN
+    /\ sent < MAX_SENDS
+    /\ sent = 0 \/ (k # 0 /\ k = keyOf[1])
+    /\ sent' = i
+    /\ keyOf' = [keyOf EXCEPT ![i] = k]
+    /\ IF k # 0 /\ idem[k] # 0
+       THEN /\ answer' = [answer EXCEPT ![i] = idem[k]]
+            /\ UNCHANGED <<idem, ready, delayed, state, due>>
+       ELSE /\ answer' = [answer EXCEPT ![i] = i]
+            /\ idem' = IF k # 0 THEN [idem EXCEPT ![k] = i] ELSE idem
+            /\ state' = [state EXCEPT ![i] = IF d THEN "delayed" ELSE "pending"]
+            /\ due' = [due EXCEPT ![i] = ~d]
+            /\ IF d THEN /\ delayed' = delayed \cup {i}
+                         /\ UNCHANGED ready
+                    ELSE /\ ready' = ready \cup {i}
+                         /\ UNCHANGED delayed
+    /\ UNCHANGED <<leased, dlq, retries, token, expired, held, restarts, revivals,
+                   charges, applied, fenceTok>>
+
+\* lease.lua: an idle worker takes a ready task; HINCRBY raises its token.
+Lease(w) ==
+    /\ held[w].task = 0
+    /\ \E t \in ready :
+        /\ ready' = ready \ {t}
+        /\ leased' = leased \cup {t}
+        /\ token' = [token EXCEPT ![t] = @ + 1]
+        /\ state' = [state EXCEPT ![t] = "running"]
+        /\ expired' = [expired EXCEPT ![t] = FALSE]
+        /\ held' = [held EXCEPT ![w] = [task |-> t, token |-> token[t] + 1,
+                                         ran |-> FALSE, lost |-> FALSE]]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, due, restarts,
+                   revivals, charges, applied, fenceTok>>
+
+\* heartbeat.lua guarded by Check: extend the lease, or tell the worker it is
+\* lost, after which TaskContext.effect() refuses the handler's effect.
+HeartbeatIf(w, Check(_)) ==
+    /\ held[w].task # 0
+    /\ ~held[w].lost
+    /\ IF Check(w)
+       THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
+            /\ UNCHANGED held
+       ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
+            /\ UNCHANGED expired
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
+                   token, due, restarts, revivals, charges, applied, fenceTok>>
+
+\* The handler's one side effect, a ledger charge, through the guard: none
+\* applies it always, dedupe once per task, fence unless the token is older
+\* than the newest one the ledger has seen for the task.
+Effect(w) ==
+    LET t == held[w].task
+        k == held[w].token
+        Apply == charges' = [charges EXCEPT ![t] = @ + 1]
+    IN
+    /\ t # 0
+    /\ ~held[w].ran
+    /\ ~held[w].lost
+    /\ held' = [held EXCEPT ![w].ran = TRUE]
+    /\ CASE GUARD = "none" -> Apply /\ UNCHANGED <<applied, fenceTok>>
+         [] GUARD = "dedupe" ->
+              IF t \in applied
+              THEN UNCHANGED <<charges, applied, fenceTok>>
+              ELSE Apply /\ applied' = applied \cup {t} /\ UNCHANGED fenceTok
+         [] GUARD = "fence" ->
+              IF k < fenceTok[t]
+              THEN UNCHANGED <<charges, applied, fenceTok>>
+              ELSE Apply /\ fenceTok' = [fenceTok EXCEPT ![t] = k] /\ UNCHANGED applied
+    /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals>>
+
+\* ack.lua guarded by Check, once the handler has returned (after its effect).
+AckIf(w, Check(_)) ==
+    LET t == held[w].task IN
+    /\ t # 0
+    /\ held[w].ran
+    /\ Drop(w)
+    /\ IF Check(w)
+       THEN /\ EndLease(t)
+            /\ state' = [state EXCEPT ![t] = "completed"]
+       ELSE UNCHANGED <<leased, expired, state>>
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, delayed, dlq, retries, token, due,
+                   restarts, revivals, charges, applied, fenceTok>>
+
+\* fail.lua guarded by Check: the handler raised, before or after its effect.
+FailIf(w, Check(_)) ==
+    LET t == held[w].task IN
+    /\ t # 0
+    /\ Drop(w)
+    /\ IF Check(w)
+       THEN EndLease(t) /\ RetryOrDie(t)
+       ELSE UNCHANGED <<leased, expired, state, retries, delayed, dlq, due>>
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, token, restarts, revivals,
+                   charges, applied, fenceTok>>
+
+\* release.lua guarded by Check: a worker shutting down gives its task back
+\* (to the front of ready, run_at = now) and exits.
+ReleaseIf(w, Check(_)) ==
+    LET t == held[w].task IN
+    /\ t # 0
+    /\ restarts < MAX_RESTARTS
+    /\ Drop(w)
+    /\ restarts' = restarts + 1
+    /\ IF Check(w)
+       THEN /\ EndLease(t)
+            /\ ready' = ready \cup {t}
+            /\ state' = [state EXCEPT ![t] = "pending"]
+            /\ due' = [due EXCEPT ![t] = TRUE]
+       ELSE UNCHANGED <<leased, expired, ready, state, due>>
+    /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, token, revivals,
+                   charges, applied, fenceTok>>
+
+Heartbeat(w) == HeartbeatIf(w, Holds)
+Ack(w) == AckIf(w, Holds)
+Fail(w) == FailIf(w, Holds)
+Release(w) == ReleaseIf(w, Holds)
+
+\* SIGKILL: the worker's process and what it held are gone; a new one starts.
+Die(w) ==
+    /\ held[w].task # 0
+    /\ restarts < MAX_RESTARTS
+    /\ Drop(w)
+    /\ restarts' = restarts + 1
+    /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, revivals, charges, applied,
+                   fenceTok>>
+
+\* Server time passes the lease's expiry with no heartbeat in between.
+Expire(t) ==
+    /\ t \in leased
+    /\ ~expired[t]
+    /\ expired' = [expired EXCEPT ![t] = TRUE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
+                   token, due, held, restarts, revivals, charges, applied, fenceTok>>
+
+\* reap.lua: an expired lease counts as a failed attempt; HINCRBY raises the
+\* token by `bump` (1 as built) so the lost holder's token is stale at once.
+ReapBy(t, bump) ==
+    /\ t \in leased
+    /\ expired[t]
+    /\ token' = [token EXCEPT ![t] = @ + bump]
+    /\ EndLease(t)
+    /\ RetryOrDie(t)
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, held, restarts, revivals,
+                   charges, applied, fenceTok>>
+
+Reap(t) == ReapBy(t, 1)
+
+\* Server time reaches a delayed task's run_at.
+Tick(t) ==
+    /\ t \in delayed
+    /\ ~due[t]
+    /\ due' = [due EXCEPT ![t] = TRUE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
+                   token, expired, held, restarts, revivals, charges, applied, fenceTok>>
+
+\* promote.lua: ZRANGEBYSCORE delayed -inf now, so only a due task moves.
+Promote(t) ==
+    /\ t \in delayed
+    /\ due[t]
+    /\ delayed' = delayed \ {t}
+    /\ ready' = ready \cup {t}
+    /\ state' = [state EXCEPT ![t] = "pending"]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, leased, dlq, retries, token, due, expired,
+                   held, restarts, revivals, charges, applied, fenceTok>>
+
+\* retry_dead.lua: an operator revives a dead task with its retries reset.
+RetryDead(t) ==
+    /\ revivals < MAX_REVIVALS
+    /\ t \in dlq
+    /\ state[t] = "dead"
+    /\ revivals' = revivals + 1
+    /\ dlq' = dlq \ {t}
+    /\ ready' = ready \cup {t}
+    /\ state' = [state EXCEPT ![t] = "pending"]
+    /\ retries' = [retries EXCEPT ![t] = 0]
+    /\ due' = [due EXCEPT ![t] = TRUE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, leased, delayed, token, expired, held,
+                   restarts, charges, applied, fenceTok>>
+
+Next ==
+    \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
+    \/ \E w \in Workers : Lease(w)
+    \/ \E w \in Workers : Heartbeat(w)
+    \/ \E w \in Workers : Effect(w)
+    \/ \E w \in Workers : Ack(w)
+    \/ \E w \in Workers : Fail(w)
+    \/ \E w \in Workers : Release(w)
+    \/ \E w \in Workers : Die(w)
+    \/ \E t \in Ids : Expire(t)
+    \/ \E t \in Ids : Reap(t)
+    \/ \E t \in Ids : Tick(t)
+    \/ \E t \in Ids : Promote(t)
+    \/ \E t \in Ids : RetryDead(t)
+
+Spec == Init /\ [][Next]_vars
+
+---------------------------------------------------------------------------
+\* invariants (design.md section 3)
+
+\* T1: in exactly one of ready, leased, delayed, dlq, or in none of them and
+\* completed; the record's state agrees.
+T1_OnePlace ==
+    \A t \in Ids :
+        LET places == {p \in {"ready", "leased", "delayed", "dlq"} :
+                      t \in CASE p = "ready" -> ready [] p = "leased" -> leased
+                              [] p = "delayed" -> delayed [] p = "dlq" -> dlq}
+        IN places = IF state[t] \in DOMAIN PlaceOf THEN {PlaceOf[state[t]]} ELSE {}
+
+\* T3, as a step: a holder whose lease is not current acted (its own record
+\* changed), and the queue is exactly as it was.
+T3_StaleChangesNothing ==
+    [][\A w \in Workers :
+          (held[w].task # 0 /\ ~Holds(w) /\ held'[w] # held[w]) => UNCHANGED queueVars]_vars
+
+\* T3, as a state: a token is current only while the lease it was issued
+\* with lasts; once a lease ends, its holder's token is stale at once.
+T3_StaleAtOnce == \A w \in Workers : Current(w) => held[w].task \in leased
+
+\* T4: no task's effect is applied twice.
+T4_EffectOnce == \A t \in Ids : charges[t] <= 1
+
+\* T5: a key names at most one task; every send with a key was answered with
+\* the task the key names; a send answered with another task created nothing.
+T5_IdempotentEnqueue ==
+    LET created == {t \in Ids : state[t] # "none"} IN
+    /\ \A i, j \in created : (i # j /\ keyOf[i] # 0) => keyOf[i] # keyOf[j]
+    /\ \A i \in 1..sent : keyOf[i] # 0 => answer[i] = idem[keyOf[i]]
+    /\ \A i \in 1..sent : answer[i] # i => state[i] = "none"
+
+\* T6: a task that is not yet due is neither ready nor leased.
+T6_DueOnly == \A t \in ready \cup leased : due[t]
+
+\* T2, wherever a run stops (no step is enabled): every task that was created
+\* is completed or dead. Runs need not stop: a holder may heartbeat forever.
+Settled == \A t \in Ids : state[t] \in {"none", "completed", "dead"}
+T2_NothingLost == [](~ENABLED Next => Settled)
+
+=============================================================================

@@ -1,0 +1,1 @@
+"""taskq's lease protocol (TaskQueue) and its mutants, in TLA+ and Python."""

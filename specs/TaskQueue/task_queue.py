@@ -1,0 +1,378 @@
+r"""Python transcription of TaskQueue.tla: taskq's lease protocol as the Lua scripts build it.
+
+TLA+                       taskq                               Python
+-------------------------  ----------------------------------  ------------------------
+Init                       an empty queue, idle workers        initial(c)
+Current, Holds, InLease    the holder scripts' two checks      current, holds, in_lease
+EndLease, RetryOrDie       shared by ack/fail/release/reap     end_lease, retry_or_die
+Enqueue(k, d)              lua/enqueue.lua                     enqueue
+Lease(w)                   lua/lease.lua (count 1)             lease
+HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/backgr.   heartbeat_if(name, check)
+Effect(w)                  builtin.py's charge via ledger.py   effect
+AckIf(w, Check)            lua/ack.lua                         ack_if(name, check)
+FailIf(w, Check)           lua/fail.lua                        fail_if(name, check)
+ReleaseIf(w, Check)        lua/release.lua, at shutdown        release_if(name, check)
+Heartbeat .. Release       the four above with Holds           heartbeat, ack, fail, release
+Die(w)                     SIGKILL of a worker                 die
+Expire(t)                  time passes a lease's expiry        expire
+ReapBy(t, bump)            lua/reap.lua                        reap_by(name, bump)
+Reap(t) == ReapBy(t, 1)                                        reap
+Tick(t)                    time passes a run_at                tick
+Promote(t)                 lua/promote.lua                     promote
+RetryDead(t)               lua/retry_dead.lua                  retry_dead
+Next                       NEXT, tried in that order
+TypeOK, T1 .. T6          task_queue_checks.py, under the TLA+ names
+
+Each \E is a loop in ascending order, Next's disjuncts are tried in the order written,
+and the branches of an IF are labelled Action(args)/branch. The mutants
+(task_queue_mutants.py) swap actions for other instances of the same templates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from specs.tlacheck import Fn, Transition
+from specs.tlacheck import cfg as cfgs
+
+GUARDS = ("none", "dedupe", "fence")
+STATES = ("none", "pending", "running", "delayed", "completed", "dead")
+PLACE_OF = {"pending": "ready", "running": "leased", "delayed": "delayed", "dead": "dlq"}
+
+
+class Holding(NamedTuple):
+    """A TLA+ record: what a worker holds; task 0 means nothing."""
+
+    task: int
+    token: int
+    ran: bool  # its handler's effect has run
+    lost: bool  # a heartbeat was refused: effect() refuses from now on
+
+
+NO_TASK = Holding(0, 0, False, False)
+
+
+class State(NamedTuple):
+    # Field names are the TLA+ variable names, so that traces read like TLC's.
+    sent: int
+    keyOf: Fn[int, int]
+    answer: Fn[int, int]
+    idem: Fn[int, int]
+    ready: frozenset[int]
+    leased: frozenset[int]
+    delayed: frozenset[int]
+    dlq: frozenset[int]
+    state: Fn[int, str]
+    retries: Fn[int, int]
+    token: Fn[int, int]
+    due: Fn[int, bool]
+    expired: Fn[int, bool]
+    held: Fn[int, Holding]
+    restarts: int
+    revivals: int
+    charges: Fn[int, int]
+    applied: frozenset[int]
+    fenceTok: Fn[int, int]
+
+
+@dataclass(frozen=True)
+class Constants:
+    workers: int
+    max_sends: int
+    n_keys: int
+    max_retries: int
+    max_restarts: int
+    max_revivals: int
+    guard: str
+
+    @property
+    def ids(self) -> range:
+        return range(1, self.max_sends + 1)
+
+    @property
+    def worker_ids(self) -> range:
+        return range(1, self.workers + 1)
+
+    @classmethod
+    def from_cfg(cls, cfg: cfgs.Config) -> Constants:
+        guard = cfg.constants.get("GUARD")
+        if guard not in GUARDS:
+            raise cfgs.ConfigError(f"{cfg.source}: GUARD must be one of {GUARDS}, not {guard!r}")
+        return cls(
+            workers=cfg.int_constant("WORKERS"),
+            max_sends=cfg.int_constant("MAX_SENDS"),
+            n_keys=cfg.int_constant("N_KEYS"),
+            max_retries=cfg.int_constant("MAX_RETRIES"),
+            max_restarts=cfg.int_constant("MAX_RESTARTS"),
+            max_revivals=cfg.int_constant("MAX_REVIVALS"),
+            guard=str(guard),
+        )
+
+
+Action = Callable[[Constants, State], Iterator[Transition[State]]]
+Check = Callable[[State, int], bool]
+
+
+def initial(c: Constants) -> State:
+    zero = Fn.const(c.ids, 0)
+    no = Fn.const(c.ids, False)
+    return State(
+        sent=0, keyOf=zero, answer=zero, idem=Fn.const(range(1, c.n_keys + 1), 0),
+        ready=frozenset(), leased=frozenset(), delayed=frozenset(), dlq=frozenset(),
+        state=Fn.const(c.ids, "none"), retries=zero, token=zero, due=no, expired=no,
+        held=Fn.const(c.worker_ids, NO_TASK), restarts=0, revivals=0,
+        charges=zero, applied=frozenset(), fenceTok=zero,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def current(s: State, w: int) -> bool:
+    h = s.held[w]
+    return h.task != 0 and s.token[h.task] == h.token
+
+
+def holds(s: State, w: int) -> bool:
+    h = s.held[w]
+    return h.task in s.leased and s.token[h.task] == h.token
+
+
+def in_lease(s: State, w: int) -> bool:
+    return s.held[w].task in s.leased
+
+
+def drop(s: State, w: int) -> Fn[int, Holding]:
+    return s.held.except_(w, NO_TASK)
+
+
+def end_lease(s: State, t: int) -> State:
+    return s._replace(leased=s.leased - {t}, expired=s.expired.except_(t, False))
+
+
+def retry_or_die(c: Constants, s: State, t: int) -> tuple[str, State]:
+    if s.retries[t] >= c.max_retries:
+        return "dead", s._replace(state=s.state.except_(t, "dead"), dlq=s.dlq | {t})
+    return "delayed", s._replace(
+        state=s.state.except_(t, "delayed"),
+        retries=s.retries.except_(t, s.retries[t] + 1),
+        delayed=s.delayed | {t},
+        due=s.due.except_(t, False),
+    )
+
+
+# ------------------------------------------------------------------ steps
+
+
+def enqueue(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if s.sent >= c.max_sends:
+        return
+    i = s.sent + 1
+    for k in range(c.n_keys + 1):
+        if s.sent != 0 and not (k != 0 and k == s.keyOf[1]):
+            continue
+        for d in (False, True):
+            label = f"Enqueue(k={k},d={'TRUE' if d else 'FALSE'})"
+            sent = s._replace(sent=i, keyOf=s.keyOf.except_(i, k))
+            if k != 0 and s.idem[k] != 0:
+                yield f"{label}/duplicate", sent._replace(answer=s.answer.except_(i, s.idem[k]))
+                continue
+            created = sent._replace(
+                answer=s.answer.except_(i, i),
+                idem=s.idem.except_(k, i) if k != 0 else s.idem,
+                state=s.state.except_(i, "delayed" if d else "pending"),
+                due=s.due.except_(i, not d),
+            )
+            if d:
+                yield f"{label}/created", created._replace(delayed=s.delayed | {i})
+            else:
+                yield f"{label}/created", created._replace(ready=s.ready | {i})
+
+
+def lease(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.worker_ids:
+        if s.held[w].task != 0:
+            continue
+        for t in sorted(s.ready):
+            token = s.token[t] + 1
+            yield (
+                f"Lease(w={w},t={t})",
+                s._replace(
+                    ready=s.ready - {t},
+                    leased=s.leased | {t},
+                    token=s.token.except_(t, token),
+                    state=s.state.except_(t, "running"),
+                    expired=s.expired.except_(t, False),
+                    held=s.held.except_(w, Holding(t, token, False, False)),
+                ),
+            )
+
+
+def heartbeat_if(name: str, check: Check) -> Action:
+    def heartbeat(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.worker_ids:
+            h = s.held[w]
+            if h.task == 0 or h.lost:
+                continue
+            if check(s, w):
+                extended = s.expired.except_(h.task, False)
+                yield f"{name}(w={w})/extended", s._replace(expired=extended)
+            else:
+                lost = s.held.except_(w, h._replace(lost=True))
+                yield f"{name}(w={w})/stale", s._replace(held=lost)
+
+    return heartbeat
+
+
+def effect(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.worker_ids:
+        h = s.held[w]
+        if h.task == 0 or h.ran or h.lost:
+            continue
+        t, ran = h.task, s._replace(held=s.held.except_(w, h._replace(ran=True)))
+        applied = ran._replace(charges=s.charges.except_(t, s.charges[t] + 1))
+        if c.guard == "none":
+            yield f"Effect(w={w})/applied", applied
+        elif c.guard == "dedupe":
+            if t in s.applied:
+                yield f"Effect(w={w})/duplicate", ran
+            else:
+                yield f"Effect(w={w})/applied", applied._replace(applied=s.applied | {t})
+        elif h.token < s.fenceTok[t]:
+            yield f"Effect(w={w})/fenced", ran
+        else:
+            fenced = s.fenceTok.except_(t, h.token)
+            yield f"Effect(w={w})/applied", applied._replace(fenceTok=fenced)
+
+
+def ack_if(name: str, check: Check) -> Action:
+    def ack(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.worker_ids:
+            h = s.held[w]
+            if h.task == 0 or not h.ran:
+                continue
+            if check(s, w):
+                done = end_lease(s, h.task)._replace(state=s.state.except_(h.task, "completed"))
+                yield f"{name}(w={w})/acked", done._replace(held=drop(s, w))
+            else:
+                yield f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+
+    return ack
+
+
+def fail_if(name: str, check: Check) -> Action:
+    def fail(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.worker_ids:
+            h = s.held[w]
+            if h.task == 0:
+                continue
+            if check(s, w):
+                branch, after = retry_or_die(c, end_lease(s, h.task), h.task)
+                yield f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))
+            else:
+                yield f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+
+    return fail
+
+
+def release_if(name: str, check: Check) -> Action:
+    def release(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.worker_ids:
+            t = s.held[w].task
+            if t == 0 or s.restarts >= c.max_restarts:
+                continue
+            exits = s._replace(held=drop(s, w), restarts=s.restarts + 1)
+            if check(s, w):
+                back = end_lease(exits, t)._replace(
+                    ready=s.ready | {t},
+                    state=s.state.except_(t, "pending"),
+                    due=s.due.except_(t, True),
+                )
+                yield f"{name}(w={w})/released", back
+            else:
+                yield f"{name}(w={w})/stale", exits
+
+    return release
+
+
+heartbeat = heartbeat_if("Heartbeat", holds)
+ack = ack_if("Ack", holds)
+fail = fail_if("Fail", holds)
+release = release_if("Release", holds)
+
+
+def die(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.worker_ids:
+        if s.held[w].task != 0 and s.restarts < c.max_restarts:
+            yield f"Die(w={w})", s._replace(held=drop(s, w), restarts=s.restarts + 1)
+
+
+def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for t in c.ids:
+        if t in s.leased and not s.expired[t]:
+            yield f"Expire(t={t})", s._replace(expired=s.expired.except_(t, True))
+
+
+def reap_by(name: str, bump: int) -> Action:
+    def reap(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for t in c.ids:
+            if t in s.leased and s.expired[t]:
+                bumped = s._replace(token=s.token.except_(t, s.token[t] + bump))
+                branch, after = retry_or_die(c, end_lease(bumped, t), t)
+                yield f"{name}(t={t})/{branch}", after
+
+    return reap
+
+
+reap = reap_by("Reap", 1)
+
+
+def tick(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for t in c.ids:
+        if t in s.delayed and not s.due[t]:
+            yield f"Tick(t={t})", s._replace(due=s.due.except_(t, True))
+
+
+def promote(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for t in c.ids:
+        if t in s.delayed and s.due[t]:
+            yield (
+                f"Promote(t={t})",
+                s._replace(
+                    delayed=s.delayed - {t},
+                    ready=s.ready | {t},
+                    state=s.state.except_(t, "pending"),
+                ),
+            )
+
+
+def retry_dead(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for t in c.ids:
+        if s.revivals < c.max_revivals and t in s.dlq and s.state[t] == "dead":
+            yield (
+                f"RetryDead(t={t})",
+                s._replace(
+                    revivals=s.revivals + 1,
+                    dlq=s.dlq - {t},
+                    ready=s.ready | {t},
+                    state=s.state.except_(t, "pending"),
+                    retries=s.retries.except_(t, 0),
+                    due=s.due.except_(t, True),
+                ),
+            )
+
+
+NEXT: tuple[Action, ...] = (
+    enqueue, lease, heartbeat, effect, ack, fail, release, die,
+    expire, reap, tick, promote, retry_dead,
+)  # fmt: skip
+
+
+def swap(actions: tuple[Action, ...], *pairs: tuple[Action, Action]) -> tuple[Action, ...]:
+    """`actions` with each (old, new) pair's old action replaced in place by the new one."""
+    for old, new in pairs:
+        assert old in actions, f"{old} is not among the actions"
+        actions = tuple(new if a is old else a for a in actions)
+    return actions

@@ -1,0 +1,144 @@
+r"""TaskQueue.tla's invariants and properties, and the Model that tlacheck explores.
+
+TLA+                      Python
+------------------------  ---------------------------------------------------------
+queueVars                 queue_vars(s)
+TypeOK                    type_ok(c, s)
+T1_OnePlace               one_place(c, s)
+T3_StaleAtOnce            stale_at_once(c, s)
+T4_EffectOnce             effect_once(c, s)
+T5_IdempotentEnqueue      idempotent_enqueue(c, s)
+T6_DueOnly                due_only(s)
+T3_StaleChangesNothing    stale_changes_nothing(c, s, t), a StepProperty
+Settled, T2_NothingLost   settled(c, s), an EndProperty under the name the module
+                          gives T2 for its own Next (NoFenceNothingLost, ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from specs.tlacheck import EndProperty, Model, StepProperty, Transition
+from specs.tlacheck import cfg as cfgs
+from specs.tlacheck.model import Property
+
+from .task_queue import (
+    NEXT,
+    PLACE_OF,
+    STATES,
+    Action,
+    Constants,
+    State,
+    current,
+    holds,
+    initial,
+)
+
+
+def queue_vars(s: State) -> tuple[object, ...]:
+    return (s.ready, s.leased, s.delayed, s.dlq, s.state, s.retries, s.token, s.due, s.expired)
+
+
+def type_ok(c: Constants, s: State) -> bool:
+    ids = frozenset(c.ids)
+    return (
+        0 <= s.sent <= c.max_sends
+        and all(0 <= s.keyOf[i] <= c.n_keys and 0 <= s.answer[i] <= c.max_sends for i in ids)
+        and all(0 <= s.idem[k] <= c.max_sends for k in s.idem)
+        and s.ready | s.leased | s.delayed | s.dlq | s.applied <= ids
+        and all(s.state[t] in STATES and 0 <= s.retries[t] <= c.max_retries for t in ids)
+        and all(min(s.token[t], s.charges[t], s.fenceTok[t]) >= 0 for t in ids)
+        and all(isinstance(s.due[t], bool) and isinstance(s.expired[t], bool) for t in ids)
+        and all(s.held[w].task in ids | {0} for w in c.worker_ids)
+        and 0 <= s.restarts <= c.max_restarts
+        and 0 <= s.revivals <= c.max_revivals
+    )
+
+
+def one_place(c: Constants, s: State) -> bool:
+    places = {"ready": s.ready, "leased": s.leased, "delayed": s.delayed, "dlq": s.dlq}
+    for t in c.ids:
+        where = {p for p, ids in places.items() if t in ids}
+        if where != ({PLACE_OF[s.state[t]]} if s.state[t] in PLACE_OF else set()):
+            return False
+    return True
+
+
+def stale_at_once(c: Constants, s: State) -> bool:
+    return all(s.held[w].task in s.leased for w in c.worker_ids if current(s, w))
+
+
+def effect_once(c: Constants, s: State) -> bool:
+    return all(s.charges[t] <= 1 for t in c.ids)
+
+
+def idempotent_enqueue(c: Constants, s: State) -> bool:
+    created = [t for t in c.ids if s.state[t] != "none"]
+    keys = [s.keyOf[t] for t in created if s.keyOf[t] != 0]
+    sends = range(1, s.sent + 1)
+    return (
+        len(keys) == len(set(keys))
+        and all(s.answer[i] == s.idem[s.keyOf[i]] for i in sends if s.keyOf[i] != 0)
+        and all(s.state[i] == "none" for i in sends if s.answer[i] != i)
+    )
+
+
+def due_only(s: State) -> bool:
+    return all(s.due[t] for t in s.ready | s.leased)
+
+
+def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
+    return {
+        "TypeOK": lambda s: type_ok(c, s),
+        "T1_OnePlace": lambda s: one_place(c, s),
+        "T3_StaleAtOnce": lambda s: stale_at_once(c, s),
+        "T4_EffectOnce": lambda s: effect_once(c, s),
+        "T5_IdempotentEnqueue": lambda s: idempotent_enqueue(c, s),
+        "T6_DueOnly": due_only,
+    }
+
+
+def stale_changes_nothing(c: Constants, s: State, t: State) -> bool:
+    return all(
+        queue_vars(s) == queue_vars(t)
+        for w in c.worker_ids
+        if s.held[w].task != 0 and not holds(s, w) and t.held[w] != s.held[w]
+    )
+
+
+def settled(c: Constants, s: State) -> bool:
+    return all(s.state[t] in ("none", "completed", "dead") for t in c.ids)
+
+
+def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
+    """The temporal properties; `nothing_lost` is what the module calls T2 for its Next."""
+    return {
+        "T3_StaleChangesNothing": StepProperty(
+            "T3_StaleChangesNothing", lambda s, _, t: stale_changes_nothing(c, s, t)
+        ),
+        nothing_lost: EndProperty(nothing_lost, lambda s: settled(c, s)),
+    }
+
+
+def build(
+    name: str, actions: tuple[Action, ...], cfg: cfgs.Config, nothing_lost: str = "T2_NothingLost"
+) -> Model[State]:
+    c = Constants.from_cfg(cfg)
+
+    def next_states(s: State) -> Iterator[Transition[State]]:
+        for action in actions:
+            yield from action(c, s)
+
+    return Model(
+        name=name,
+        init=(initial(c),),
+        next=next_states,
+        invariants=cfgs.invariants(cfg, invariants(c)),
+        properties=cfgs.properties(cfg, properties(c, nothing_lost)),
+        check_deadlock=cfg.check_deadlock,
+    )
+
+
+def model(cfg: cfgs.Config) -> Model[State]:
+    """TaskQueue as built, under `cfg`."""
+    return build("TaskQueue", NEXT, cfg)

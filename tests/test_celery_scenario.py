@@ -1,0 +1,162 @@
+"""The seed's Celery bug, run for real against taskq: an ETA longer than the lease, a
+task that outlives several lease lengths, and a worker paused (SIGSTOP) past its lease,
+with real `taskq worker` processes on the session Redis and the leases half a second.
+
+In Celery the first two re-deliver a task that is still running and charge it twice. In
+taskq a delayed task waits in `delayed` and is never leased early, and a long task keeps
+its lease by heartbeat; only a worker paused past its lease runs a task twice, and then
+the dedupe guard keeps the charge single, which the same run without a guard shows.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskq.broker import Broker
+from taskq.embedded import EmbeddedRedis
+from taskq.ledger import Ledger
+from taskq.results import TaskRecord
+from taskq.tracecheck import read_log, validate
+from waiting import WorkerProcesses, event_types, wait_until
+
+pytestmark = pytest.mark.processes
+
+LEASE = 0.5
+ETA = 2.0  # four leases long
+CHARGE = {"args": [], "kwargs": {"charge": 5}}
+
+
+@pytest.fixture
+def queue(client: redis.Redis) -> Broker:
+    return Broker(client, f"celery-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    path = tmp_path / "ledger.db"
+    Ledger(path).close()
+    return path
+
+
+@pytest.fixture
+def workers(
+    redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path, tmp_path: Path
+) -> Iterator[WorkerProcesses]:
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue,
+        "LEDGER_PATH": str(ledger_path), "LEDGER_GUARD": "none",
+        "LEASE_SECONDS": str(LEASE), "WORK_SECONDS": "0.05", "AFTER_EFFECT_SECONDS": "0",
+        "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.1",
+        "POLL_SECONDS": "0.1", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "2",
+    }  # fmt: skip
+    processes = WorkerProcesses(tmp_path, env)
+    yield processes
+    processes.stop_all()
+
+
+def charge_tokens(ledger_path: Path, task_id: str) -> list[int]:
+    """The fencing token of every charge the ledger holds for `task_id`, in order."""
+    with sqlite3.connect(ledger_path) as db:
+        rows = db.execute("SELECT token FROM charges WHERE task_id = ? ORDER BY id", (task_id,))
+        tokens = [int(token) for (token,) in rows.fetchall()]
+    db.close()
+    return tokens
+
+
+def record(queue: Broker, task_id: str) -> TaskRecord:
+    found = queue.task(task_id)
+    assert found is not None, f"{task_id} has no record"
+    return found
+
+
+def wait_completed(queue: Broker, ids: list[str], timeout: float = 20) -> None:
+    wait_until(
+        lambda: all(record(queue, t).state == "completed" for t in ids),
+        timeout, f"{len(ids)} tasks to complete",
+    )  # fmt: skip
+
+
+def changes(queue: Broker, task_id: str) -> list[str]:
+    """The task's events other than heartbeats, oldest first."""
+    return [k for k in event_types(queue.client, queue.keys, task_id) if k != "heartbeat"]
+
+
+def assert_legal_trace(queue: Broker) -> None:
+    """Every event log row follows the protocol, T6 included: no lease before run-at."""
+    report = validate(read_log(queue.client, queue.keys.events))
+    assert report.ok, (report.violations[:5], report.unfinished[:5])
+
+
+def test_a_task_due_after_four_leases_runs_once_at_its_time_even_without_a_guard(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    for _ in range(2):
+        workers.start()
+    ids = [queue.enqueue(f"eta-{i}", delay=ETA, payload=CHARGE).task_id for i in range(4)]
+    wait_completed(queue, ids)
+    for task_id in ids:
+        done = record(queue, task_id)
+        assert done.leased_at >= done.run_at  # T6, on the server clock
+        assert changes(queue, task_id) == ["enqueued", "promoted", "leased", "completed"]
+        assert (done.fencing_token, done.retries) == (1, 0)
+        assert charge_tokens(ledger_path, task_id) == [1]
+    assert_legal_trace(queue)
+
+
+def test_a_task_three_leases_long_keeps_its_lease_by_heartbeat_and_runs_once(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    for _ in range(2):
+        workers.start(WORK_SECONDS="1.5")
+    ids = [queue.enqueue(f"long-{i}", payload=CHARGE).task_id for i in range(3)]
+    wait_completed(queue, ids)
+    for task_id in ids:
+        kinds = event_types(queue.client, queue.keys, task_id)
+        assert kinds.count("leased") == 1 and "reaped" not in kinds
+        assert kinds.count("heartbeat") >= 3  # about one every LEASE / 3 for 1.5 s
+        assert charge_tokens(ledger_path, task_id) == [1]
+    assert_legal_trace(queue)
+
+
+@pytest.mark.parametrize(
+    ("guard", "tokens"),
+    [("dedupe", [1]), ("none", [1, 3])],
+    ids=["dedupe charges once", "no guard charges twice"],
+)
+def test_a_worker_paused_past_its_lease_after_its_charge(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, guard: str, tokens: list[int]
+) -> None:
+    # Paused after the charge and before the ack, for longer than the lease: the task is
+    # reaped (token 2) and run again elsewhere (token 3); the paused worker's ack is
+    # refused when it wakes. Only the guard decides whether the rerun charges again.
+    for _ in range(2):
+        workers.start(LEDGER_GUARD=guard, AFTER_EFFECT_SECONDS="2")
+    task_id = queue.enqueue("paused", delay=ETA, payload=CHARGE).task_id
+    wait_until(lambda: charge_tokens(ledger_path, task_id), ETA + 10, "the first charge")
+    paused = workers.holding(record(queue, task_id).worker)
+    paused.send_signal(signal.SIGSTOP)
+    try:
+        wait_completed(queue, [task_id])
+    finally:
+        paused.send_signal(signal.SIGCONT)
+    done = record(queue, task_id)
+    assert workers.holding(done.worker) is not paused and done.fencing_token == 3
+    wait_until(
+        lambda: "ack of task paused refused: token 1 is stale" in workers.log(paused),
+        10, "the paused worker's ack to be refused",
+    )  # fmt: skip
+    assert record(queue, task_id) == done  # the refused ack changed nothing
+    assert charge_tokens(ledger_path, task_id) == tokens
+    assert changes(queue, task_id) == [
+        "enqueued", "promoted", "leased", "reaped", "promoted", "leased", "completed",
+    ]  # fmt: skip
+    assert_legal_trace(queue)

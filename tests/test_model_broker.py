@@ -1,0 +1,350 @@
+"""The real broker on the real Redis, driven by Hypothesis against TaskQueue's model.
+
+Each rule is one broker operation or the passing of real time (a 50 ms lease running
+out, a 30 ms delay coming due); after every step the queue in Redis must be exactly
+what the model says: where each task is, its state, retries and fencing token, and how
+many events the log holds; T1, T3, T5 and T6 are checked on the way, and every run's
+event log must pass taskq.tracecheck. Holders are kept for the whole run, so a paused
+holder comes back with its old token as often as a current one acts.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from helpers import PLACE_STATE, view
+from taskq.broker import Broker, Enqueued
+from taskq.tracecheck import read_log, validate
+
+BRIEF = 0.05  # a lease that runs out during the run
+LONG = 30.0  # a lease or delay that does not
+SHORT_DELAY = 0.03
+FAST = {"backoff_base": 0.001, "backoff_max": 0.002}
+MARGIN = 0.015  # client clock vs Redis TIME, and ms rounding
+STATE_OF = {**PLACE_STATE, "completed": "completed"}
+# What the runs did, summed over every example, so a test can show it covered them.
+SEEN: Counter[str] = Counter()
+PATHS = {
+    "duplicate key", "heartbeat", "ack", "fail", "release", "stale heartbeat", "stale ack",
+    "stale fail", "stale release", "fail to retry", "fail to dead", "reaped to delayed",
+    "reaped to dead", "promoted", "long delay left alone", "revived",
+}  # fmt: skip
+
+
+@dataclass
+class Task:
+    """The model's view of one task. `expires`/`due` are monotonic times after which the
+    lease has surely run out / the task is surely due (inf: not during this run)."""
+
+    place: str
+    max_retries: int
+    retries: int = 0
+    token: int = 0
+    worker: str = ""
+    expires: float = math.inf
+    due: float = 0.0
+
+
+class BrokerMachine(RuleBasedStateMachine):
+    client: redis.Redis
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broker = Broker(self.client, f"m-{uuid.uuid4().hex[:10]}")
+        self.tasks: dict[str, Task] = {}
+        self.keys: dict[str, str] = {}
+        self.issued: list[tuple[str, int]] = []  # every (task, token) a lease handed out
+        self.events = 0  # rows the event log must hold (E1: one per state change)
+        self.sends = 0
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def in_place(self, place: str) -> list[str]:
+        return sorted(t for t, m in self.tasks.items() if m.place == place)
+
+    def holder(self, pick: int, current: bool) -> tuple[str, int]:
+        """The current holder of a leased task, or any holder the run has seen (stale
+        ones among them: reaped, taken over, finished)."""
+        held = self.in_place("leased")
+        if current and held:
+            task_id = held[pick % len(held)]
+            return task_id, self.tasks[task_id].token
+        return self.issued[pick % len(self.issued)]
+
+    def holds(self, task_id: str, token: int) -> bool:
+        m = self.tasks[task_id]
+        return m.place == "leased" and m.token == token
+
+    def snapshot(self) -> dict[str, object]:
+        """Every key of this queue, serialized; lease request ids expire on their own."""
+        keys = sorted(
+            str(k)
+            for k in self.client.scan_iter(match=self.broker.keys.prefix + "*")
+            if ":lreq:" not in str(k)
+        )
+        return {k: self.client.dump(k) for k in keys}
+
+    def retry_or_die(self, m: Task) -> str:
+        if m.retries >= m.max_retries:
+            m.place = "dlq"
+            return "dead"
+        m.retries += 1
+        m.place, m.due = "delayed", time.monotonic() + FAST["backoff_max"] + MARGIN
+        return "delayed"
+
+    @staticmethod
+    def wait_until(moment: float) -> None:
+        if math.isfinite(moment):
+            time.sleep(max(0.0, moment - time.monotonic()))
+
+    # -- producer ---------------------------------------------------------------------
+
+    @initialize()
+    def two_ready_tasks(self) -> None:
+        """Every run starts with work to lease, so its steps reach the holder scripts."""
+        for max_retries in (0, 1):
+            self.enqueue(None, 0.0, max_retries)
+
+    @rule(
+        key=st.sampled_from([None, None, None, None, "k1"]),
+        delay=st.sampled_from([0.0, 0.0, 0.0, SHORT_DELAY, LONG]),
+        max_retries=st.integers(0, 2),
+    )
+    def enqueue(self, key: str | None, delay: float, max_retries: int) -> None:
+        self.sends += 1
+        task_id = f"t{self.sends}"
+        got = self.broker.enqueue(task_id, delay, max_retries, idempotency_key=key)
+        if key in self.keys:  # T5: the original, and nothing written
+            assert got == Enqueued(self.keys[key], False)
+            SEEN["duplicate key"] += 1
+            return
+        assert got == Enqueued(task_id, True)
+        place = "delayed" if delay else "ready"
+        due = {0.0: 0.0, LONG: math.inf}.get(delay, time.monotonic() + delay + MARGIN)
+        self.tasks[task_id] = Task(place, max_retries, due=due)
+        if key is not None:
+            self.keys[key] = task_id
+        self.events += 1
+
+    @precondition(lambda self: self.tasks)
+    @rule(pick=st.integers(0, 10**6))
+    def enqueue_an_existing_id_again(self, pick: int) -> None:
+        task_id = sorted(self.tasks)[pick % len(self.tasks)]
+        before = self.snapshot()
+        assert self.broker.enqueue(task_id) == Enqueued(task_id, False)
+        assert self.snapshot() == before
+
+    # -- workers ----------------------------------------------------------------------
+
+    @rule(worker=st.sampled_from(["w1", "w2", "w3"]), brief=st.booleans())
+    def lease(self, worker: str, brief: bool) -> None:
+        ready = self.in_place("ready")
+        batch = self.broker.lease_many(worker, BRIEF if brief else LONG, 1)
+        if not ready:
+            assert batch.tasks == []
+            return
+        (got,) = batch.tasks
+        assert got.task_id in ready
+        m = self.tasks[got.task_id]
+        m.token += 1
+        assert (got.token, got.retries, got.max_retries) == (m.token, m.retries, m.max_retries)
+        m.place, m.worker = "leased", worker
+        m.expires = time.monotonic() + BRIEF + MARGIN if brief else math.inf
+        self.issued.append((got.task_id, got.token))
+        self.events += 1
+
+    @precondition(lambda self: self.issued)
+    @rule(pick=st.integers(0, 10**6), current=st.booleans())
+    def heartbeat(self, pick: int, current: bool) -> None:
+        task_id, token = self.holder(pick, current)
+        self.holder_op(task_id, token, "heartbeat")
+
+    @precondition(lambda self: self.issued)
+    @rule(pick=st.integers(0, 10**6), current=st.booleans())
+    def ack(self, pick: int, current: bool) -> None:
+        task_id, token = self.holder(pick, current)
+        self.holder_op(task_id, token, "ack")
+
+    @precondition(lambda self: self.issued)
+    @rule(pick=st.integers(0, 10**6), current=st.booleans())
+    def fail(self, pick: int, current: bool) -> None:
+        task_id, token = self.holder(pick, current)
+        self.holder_op(task_id, token, "fail")
+
+    @precondition(lambda self: self.issued)
+    @rule(pick=st.integers(0, 10**6), current=st.booleans())
+    def release(self, pick: int, current: bool) -> None:
+        task_id, token = self.holder(pick, current)
+        self.holder_op(task_id, token, "release")
+
+    def holder_op(self, task_id: str, token: int, op: str) -> None:
+        """One of the four holder scripts; with a stale token it must say so and change
+        nothing (T3)."""
+        b, m = self.broker, self.tasks[task_id]
+        if not self.holds(task_id, token):
+            before = self.snapshot()
+            answers: dict[str, Callable[[], object]] = {
+                "heartbeat": lambda: b.heartbeat(task_id, token, LONG),
+                "ack": lambda: b.ack(task_id, token),
+                "fail": lambda: b.fail(task_id, token, "late", **FAST).status,
+                "release": lambda: b.release(task_id, token),
+            }
+            assert answers[op]() in (False, "stale"), f"stale {op} of {task_id}"
+            assert self.snapshot() == before, f"stale {op} of {task_id} changed something"
+            SEEN[f"stale {op}"] += 1
+            return
+        SEEN[op] += 1
+        self.events += 1
+        if op == "heartbeat":
+            assert b.heartbeat(task_id, token, LONG)
+            m.expires = math.inf
+        elif op == "ack":
+            assert b.ack(task_id, token)
+            m.place = "completed"
+        elif op == "fail":
+            result = b.fail(task_id, token, "boom", **FAST)
+            expected = "dead" if m.retries >= m.max_retries else "retry"
+            SEEN[f"fail to {expected}"] += 1
+            assert (result.status, result.retries) == (expected, min(m.retries + 1, m.max_retries))
+            self.retry_or_die(m)
+        else:
+            assert b.release(task_id, token)
+            m.place = "ready"
+
+    # -- maintenance and time ---------------------------------------------------------
+
+    @rule()
+    def reap_after_brief_leases_run_out(self) -> None:
+        brief = [t for t in self.in_place("leased") if math.isfinite(self.tasks[t].expires)]
+        self.wait_until(max((self.tasks[t].expires for t in brief), default=0.0))
+        reaped = dict(self.broker.reap(limit=100, **FAST))
+        expected = {}
+        for task_id in brief:
+            m = self.tasks[task_id]
+            m.token += 1  # the lost holder's token is stale at once
+            m.expires = math.inf
+            expected[task_id] = self.retry_or_die(m)
+            SEEN[f"reaped to {expected[task_id]}"] += 1
+        assert reaped == expected
+        self.events += len(reaped)
+
+    @rule()
+    def promote_once_short_delays_are_due(self) -> None:
+        delayed = [t for t in self.in_place("delayed") if math.isfinite(self.tasks[t].due)]
+        self.wait_until(max((self.tasks[t].due for t in delayed), default=0.0))
+        assert sorted(self.broker.promote(limit=100)) == delayed  # T6: none with a long delay
+        for task_id in delayed:
+            self.tasks[task_id].place = "ready"
+        SEEN["promoted"] += len(delayed)
+        SEEN["long delay left alone"] += len(self.in_place("delayed"))
+        self.events += len(delayed)
+
+    @rule(pick=st.integers(0, 10**6), dead=st.booleans())
+    def retry_dead(self, pick: int, dead: bool) -> None:
+        choices = self.in_place("dlq") if dead else sorted(self.tasks)
+        task_id = choices[pick % len(choices)] if choices else "no-such-task"
+        revived = task_id in self.tasks and self.tasks[task_id].place == "dlq"
+        assert self.broker.retry_dead(task_id) == revived
+        if revived:
+            m = self.tasks[task_id]
+            m.place, m.retries, m.due = "ready", 0, 0.0
+            SEEN["revived"] += 1
+            self.events += 1
+
+    # -- the comparison ---------------------------------------------------------------
+
+    @invariant()
+    def redis_holds_exactly_what_the_model_says(self) -> None:
+        now = view(self.client, self.broker.keys)
+        assert now.violations() == []  # T1
+        assert set(now.records) == set(self.tasks)  # T5: nothing else was created
+        for task_id, m in self.tasks.items():
+            record = now.records[task_id]
+            assert now.where(task_id) == ([] if m.place == "completed" else [m.place])
+            assert record["state"] == STATE_OF[m.place], task_id
+            assert (int(record["retries"]), int(record["fencing_token"])) == (m.retries, m.token)
+            assert record.get("worker", "") == m.worker
+        seq = self.client.get(self.broker.keys.seq)
+        assert int(seq or 0) == self.events  # E1: one event per state change
+
+    def teardown(self) -> None:
+        log = read_log(self.client, self.broker.keys.events)
+        report = validate(log, require_terminal=False)
+        assert report.ok, report.violations[:5]
+
+
+def machine_on(client: redis.Redis) -> type[BrokerMachine]:
+    return type("Machine", (BrokerMachine,), {"client": client})
+
+
+def test_the_real_broker_on_redis_moves_exactly_as_the_taskqueue_model(
+    client: redis.Redis,
+) -> None:
+    run_state_machine_as_test(
+        machine_on(client),
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=30,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+
+
+def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Redis) -> None:
+    """A fixed run through the same rules, so that each path is checked in every run of
+    the suite, whatever Hypothesis happens to draw."""
+    SEEN.clear()
+    m = machine_on(client)()
+    step = Steps(m)
+    step(m.two_ready_tasks)
+    step(m.enqueue, "k1", 0.0, 2)
+    step(m.enqueue, "k1", 0.0, 2)
+    step(m.enqueue, None, SHORT_DELAY, 1)
+    step(m.enqueue, None, LONG, 0)
+    step(m.enqueue_an_existing_id_again, 0)
+    for i in range(30):  # lease, act and let time pass until every outcome was seen
+        if set(SEEN) >= PATHS:
+            break
+        step(m.enqueue, None, 0.0, i % 3)
+        for op in ("heartbeat", "fail", "ack", "release"):
+            step(m.lease, "w1", False)
+            if m.in_place("leased"):
+                step(m.holder_op, *m.holder(0, current=True), op)
+            step(m.holder_op, *m.issued[0], op)  # the first holder, stale after its turn
+        step(m.lease, "w2", True)
+        step(m.reap_after_brief_leases_run_out)
+        if i % 2:
+            step(m.retry_dead, 0, True)
+        step(m.promote_once_short_delays_are_due)
+    m.teardown()
+    assert set(SEEN) >= PATHS, SEEN
+
+
+class Steps:
+    """Runs one rule of a machine, then its invariant, as Hypothesis would."""
+
+    def __init__(self, machine: BrokerMachine) -> None:
+        self.machine = machine
+
+    def __call__(self, rule: Callable[..., None], *args: object) -> None:
+        rule(*args)
+        self.machine.redis_holds_exactly_what_the_model_says()

@@ -1,0 +1,210 @@
+"""taskq's own models, TaskQueue (the lease protocol) and TaskFeed (the change feed):
+their figures, what they reach, and the shortest trace that catches each mutant."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from specs.catalog import ROOT
+from specs.TaskFeed import task_feed as tf
+from specs.tlacheck import EndProperty, Property, Result, StepProperty, check
+from specs.tlacheck import cfg as cfgs
+
+from spec_runs import catalogued, result
+
+
+def actions(found: Result[Any]) -> list[str | None]:
+    assert found.violation is not None
+    return [step.action for step in found.violation.trace][1:]
+
+
+def figures(found: Result[Any]) -> tuple[int, int, int, int]:
+    return found.distinct, found.generated, found.depth, found.queued
+
+
+def kind(label: str) -> str:
+    """An action label without its arguments: `Fail(w=1)/dead` -> `Fail/dead`."""
+    return re.sub(r"\(.*?\)", "", label)
+
+
+@dataclass
+class Exploration:
+    """A whole search of a model, with every step's kind and every state where runs stop."""
+
+    steps: Counter[str] = field(default_factory=Counter)
+    gaps: Counter[str] = field(default_factory=Counter)
+    ends: list[Any] = field(default_factory=list)
+
+    def record_step(self, before: Any, label: str, _: Any) -> bool:
+        self.steps[kind(label)] += 1
+        if label == "Read/gap":
+            self.gaps[gap_reason(before)] += 1
+        return True
+
+    def record_end(self, state: Any) -> bool:
+        self.ends.append(state)
+        return True
+
+
+@functools.cache
+def explore(spec: str, config: str) -> Exploration:
+    """The catalogued check's model searched once more, watched by two recorders."""
+    c = catalogued(spec, config)
+    model = c.build(cfgs.load(ROOT / c.config))
+    seen = Exploration()
+    recorders: list[Property[Any]] = [
+        StepProperty("Steps", seen.record_step),
+        EndProperty("Ends", seen.record_end),
+    ]
+    assert check(dataclasses.replace(model, properties=[*model.properties, *recorders])).ok
+    return seen
+
+
+def gap_reason(s: tf.State) -> str:
+    """Which of read_events.lua's checks the read failed, in the script's order."""
+    if s.cEpoch not in (0, tf.log_epoch(s)):
+        return "epoch"
+    return "ahead" if s.cursor > s.head else "trimmed"
+
+
+class TestTaskQueueAsBuilt:
+    def test_t1_to_t6_hold_in_all_20740_states_to_depth_28(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue.cfg")
+        assert found.ok
+        assert figures(found) == (20740, 127111, 28, 0)
+
+    def test_every_branch_of_every_script_is_reached(self) -> None:
+        steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps
+        assert set(steps) == {
+            "Enqueue/created", "Enqueue/duplicate", "Lease", "Heartbeat/extended",
+            "Heartbeat/stale", "Effect/applied", "Effect/duplicate", "Ack/acked", "Ack/stale",
+            "Fail/delayed", "Fail/dead", "Fail/stale", "Release/released", "Release/stale",
+            "Die", "Expire", "Reap/delayed", "Reap/dead", "Tick", "Promote", "RetryDead",
+        }  # fmt: skip
+
+    def test_every_run_that_stops_has_its_task_completed_or_dead(self) -> None:
+        ends = explore("TaskQueue.tla", "TaskQueue.cfg").ends
+        outcomes = {s.state[1] for s in ends}
+        assert outcomes == {"completed", "dead"}
+        assert all(not s.ready and not s.leased and not s.delayed for s in ends)
+        assert all(h.task == 0 for s in ends for h in s.held.values())
+
+    def test_a_paused_holder_can_still_run_its_effect_which_dedupe_absorbs(self) -> None:
+        # At-least-once execution is expected; only the effect is once.
+        steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps
+        assert steps["Effect/duplicate"] > 0 and steps["Ack/stale"] > 0
+
+
+class TestTaskQueueMutants:
+    def test_ack_without_fencing_lets_a_reaped_holder_complete_the_new_lease(self) -> None:
+        found = result("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T3_StaleAtOnce", 10)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Effect(w=1)/applied",
+            "Expire(t=1)", "Reap(t=1)/delayed", "Tick(t=1)", "Promote(t=1)",
+            "Lease(w=2,t=1)", "AckNoFence(w=1)/acked",
+        ]  # fmt: skip
+        last = found.violation.trace[-1].state
+        assert last.state[1] == "completed" and last.held[2].token == last.token[1] == 3
+
+    def test_ack_without_fencing_breaks_the_stepwise_t3_in_the_same_trace(self) -> None:
+        found = result("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence_NoStaleAtOnce.cfg")
+        first = result("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence.cfg")
+        assert found.violation is not None
+        assert found.violation.kind == "property"
+        assert found.violation.name == "T3_StaleChangesNothing"
+        assert actions(found) == actions(first)
+
+    def test_reap_without_bump_leaves_the_lost_holder_a_current_token(self) -> None:
+        found = result("TaskQueueReapNoBump.tla", "TaskQueueReapNoBump.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T3_StaleAtOnce", 5)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Expire(t=1)",
+            "ReapNoBump(t=1)/delayed",
+        ]  # fmt: skip
+        last = found.violation.trace[-1].state
+        assert last.held[1].token == last.token[1] == 1 and 1 in last.delayed
+
+    def test_reap_without_bump_changes_no_answer_of_the_scripts_as_built(self) -> None:
+        # Every holder script checks `leased` first: the bump is a second fence.
+        assert result("TaskQueueReapNoBump.tla", "TaskQueueReapNoBump_NoStaleAtOnce.cfg").ok
+
+    def test_token_only_checks_have_the_same_state_graph_as_taskq(self) -> None:
+        by_token = result("TaskQueueByToken.tla", "TaskQueueByToken.cfg")
+        assert by_token.ok
+        assert figures(by_token) == figures(result("TaskQueue.tla", "TaskQueue.cfg"))
+
+    def test_token_only_checks_without_the_bump_let_a_reaped_holder_move_its_task(
+        self,
+    ) -> None:
+        found = result("TaskQueueByToken.tla", "TaskQueueByToken_NoBump.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T1_OnePlace", 6)
+        assert actions(found)[-2:] == ["ReapNoBump(t=1)/delayed", "FailByToken(w=1)/dead"]
+        last = found.violation.trace[-1].state
+        assert 1 in last.delayed and 1 in last.dlq
+
+    def test_no_ledger_guard_charges_a_task_released_after_its_charge_twice(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_GuardNone.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T4_EffectOnce", 7)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Effect(w=1)/applied",
+            "Release(w=1)/released", "Lease(w=1,t=1)", "Effect(w=1)/applied",
+        ]  # fmt: skip
+        assert found.violation.trace[-1].state.charges[1] == 2
+
+    def test_the_fence_guard_lets_the_older_token_that_writes_first_through(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_GuardFence.cfg")
+        assert found.violation is not None and found.violation.name == "T4_EffectOnce"
+        assert actions(found) == actions(result("TaskQueue.tla", "TaskQueue_GuardNone.cfg"))
+        assert found.violation.trace[-1].state.fenceTok[1] == 2
+
+
+class TestTaskFeedAsBuilt:
+    def test_f1_to_f5_hold_in_all_53527_states_to_depth_30(self) -> None:
+        found = result("TaskFeed.tla", "TaskFeed.cfg")
+        assert found.ok
+        assert figures(found) == (53527, 143715, 30, 0)
+
+    def test_resets_trims_drops_and_cut_off_reads_are_all_reached(self) -> None:
+        seen = explore("TaskFeed.tla", "TaskFeed.cfg")
+        assert set(seen.steps) == {
+            "Append", "Trim", "Reset", "Connect", "Drop", "Read/gap", "Read/gap-lost",
+            "Read/all", "Read/dropped",
+        }  # fmt: skip
+        assert set(seen.gaps) == {"epoch", "trimmed"}  # 'ahead' needs a rollback
+
+    def test_a_resume_longer_than_a_batch_takes_several_atomic_reads(self) -> None:
+        ends = explore("TaskFeed.tla", "TaskFeed.cfg").ends
+        assert ends and all(tf.at_head(s) for s in ends)
+        assert any(len(s.got) > 2 * 2 for s in ends)  # more rows than two batches of 2
+
+    def test_the_split_attach_mutant_is_not_caught_up_when_it_attaches(self) -> None:
+        found = result("TaskFeedSplitAttach.tla", "TaskFeedSplitAttach.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("CaughtUpAfterResume", 5)
+        assert actions(found) == ["SplitConnect", "Replay/empty", "SplitAppend/closed", "Attach"]
+
+    def test_the_split_attach_mutant_then_loses_row_one_silently(self) -> None:
+        found = result("TaskFeedSplitAttach.tla", "TaskFeedSplitAttach_NoCaughtUpCheck.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("NoSilentGap", 6)
+        last = found.violation.trace[-1].state
+        assert (last.got, last.cursor, last.said) == ({(1, 2)}, 2, "")
+
+    def test_a_log_created_and_lost_before_an_epochless_client_reads_goes_unnoticed(
+        self,
+    ) -> None:
+        found = result("TaskFeed.tla", "TaskFeed_NoSilentLoss.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("NoSilentLoss", 6)
+        assert actions(found) == ["Append", "Reset", "Append", "Connect", "Read(n=1)/all"]
+        assert found.violation.trace[-1].state.owed == {(1, 1)}

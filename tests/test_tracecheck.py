@@ -1,0 +1,206 @@
+"""taskq.tracecheck: hand-made illegal event logs are each reported, and the whole log of
+real worker processes (failures, delays, a SIGKILL mid-run) passes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from taskq.broker import Broker, NewTask
+from taskq.embedded import EmbeddedRedis
+from taskq.ledger import Ledger
+from taskq.tracecheck import TraceReport, read_log, validate
+from waiting import WorkerProcesses, event_types, wait_until
+
+Event = dict[str, str]
+
+
+def log(*events: Event) -> list[tuple[int, Event]]:
+    """Events of one task `t`, numbered as the stream would number them."""
+    return [(seq, {"task": "t", **e}) for seq, e in enumerate(events, start=1)]
+
+
+def enqueued(state: str = "pending", at: int = 1000, ts: int = 1000) -> Event:
+    return {"type": "enqueued", "state": state, "at": str(at), "ts": str(ts)}
+
+
+def event(kind: str, state: str, token: int = 0, ts: int = 2000, **more: str) -> Event:
+    return {"type": kind, "state": state, "token": str(token), "ts": str(ts), **more}
+
+
+def problems(report: TraceReport) -> list[str]:
+    return [message for _, _, message in report.violations]
+
+
+LEGAL = (
+    enqueued("delayed", at=1500),
+    event("promoted", "pending", ts=1500),
+    event("leased", "running", 1, ts=1600),
+    event("heartbeat", "running", 1),
+    event("reaped", "delayed", 2, at="2500"),
+    event("promoted", "pending", ts=2500),
+    event("leased", "running", 3, ts=2600),
+    event("failed", "delayed", 3, at="2700"),
+    event("promoted", "pending", ts=2700),
+    event("leased", "running", 4, ts=2800),
+    event("released", "pending", 4),
+    event("leased", "running", 5, ts=2900),
+    event("completed", "completed", 5, ts=3000),
+)
+
+
+class TestIllegalTracesAreReported:
+    def test_a_legal_run_with_a_reap_a_retry_and_a_release_passes(self) -> None:
+        report = validate(log(*LEGAL))
+        assert report.ok and (report.tasks, report.events) == (1, len(LEGAL))
+
+    def test_an_ack_without_a_lease_is_reported(self) -> None:
+        report = validate(log(enqueued(), event("completed", "completed", 0)))
+        assert problems(report) == ["completed from state 'pending'"]
+
+    def test_a_lease_of_a_delayed_task_before_its_run_at_is_reported(self) -> None:
+        report = validate(log(enqueued("delayed", at=5000), event("leased", "running", 1)))
+        assert problems(report) == [
+            "leased from state 'delayed'",
+            "leased at 2000 before its run-at 5000",
+        ]
+
+    def test_a_promotion_before_the_run_at_is_reported(self) -> None:
+        early = log(enqueued("delayed", at=5000), event("promoted", "pending", ts=4999))
+        assert problems(validate(early, require_terminal=False)) == [
+            "promoted at 4999 before its run-at 5000"
+        ]
+
+    def test_a_lease_token_that_does_not_increase_is_reported(self) -> None:
+        report = validate(
+            log(
+                enqueued(),
+                event("leased", "running", 1),
+                event("released", "pending", 1),
+                event("leased", "running", 1),
+                event("completed", "completed", 1),
+            )
+        )
+        assert problems(report) == ["lease token 1 not above the previous 1"]
+
+    def test_two_terminal_events_for_one_task_are_reported(self) -> None:
+        report = validate(
+            log(
+                enqueued(),
+                event("leased", "running", 1),
+                event("completed", "completed", 1),
+                event("completed", "completed", 1),
+            )
+        )
+        assert problems(report) == ["completed from state 'completed'", "completed more than once"]
+
+    def test_a_failure_after_completion_is_reported(self) -> None:
+        report = validate(
+            log(
+                enqueued(),
+                event("leased", "running", 1),
+                event("completed", "completed", 1),
+                event("failed", "dead", 1),
+            )
+        )
+        assert problems(report) == ["failed from state 'completed'"]
+
+    def test_a_reap_that_does_not_bump_the_token_is_reported(self) -> None:
+        report = validate(
+            log(enqueued(), event("leased", "running", 1), event("reaped", "delayed", 1)),
+            require_terminal=False,
+        )
+        assert problems(report) == ["reap did not bump the token 1 (got 1)"]
+
+    def test_a_stale_holder_acting_after_a_reap_is_reported(self) -> None:
+        report = validate(
+            log(
+                enqueued(),
+                event("leased", "running", 1),
+                event("reaped", "delayed", 2),
+                event("completed", "completed", 1),
+            )
+        )
+        assert problems(report) == [
+            "completed from state 'delayed'",
+            "completed with token 1 while the lease's token is 2",
+        ]
+
+    def test_a_task_left_running_is_unfinished_when_the_run_is_over(self) -> None:
+        report = validate(log(enqueued(), event("leased", "running", 1)))
+        assert (report.violations, report.unfinished) == ([], ["t"])
+        assert validate(log(enqueued(), event("leased", "running", 1)), require_terminal=False).ok
+
+
+# -- real worker processes ----------------------------------------------------------------
+
+TASKS = 200
+
+
+@pytest.fixture
+def queue(client: redis.Redis) -> Broker:
+    return Broker(client, f"trace-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def workers(
+    redis_server: EmbeddedRedis, queue: Broker, tmp_path: Path
+) -> Iterator[WorkerProcesses]:
+    ledger = tmp_path / "ledger.db"
+    Ledger(ledger).close()
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue,
+        "LEDGER_PATH": str(ledger), "LEDGER_GUARD": "dedupe",
+        "LEASE_SECONDS": "1", "WORK_SECONDS": "0.1", "AFTER_EFFECT_SECONDS": "0",
+        "FAIL_RATE": "0.3", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.2",
+        "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "4",
+    }  # fmt: skip
+    processes = WorkerProcesses(tmp_path, env)
+    yield processes
+    processes.stop_all()
+
+
+@pytest.mark.processes
+def test_the_event_log_of_two_workers_one_killed_mid_run_is_a_legal_trace(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    victim, survivor = workers.start(), workers.start()
+    ids = [f"t{i}" for i in range(TASKS)]
+
+    def held_by(process: object) -> list[str]:
+        records = [queue.task(t) for t in ids]
+        return [
+            r.task_id
+            for r in records
+            if r and r.state == "running" and workers.holding(r.worker) is process
+        ]
+
+    queue.enqueue_many(
+        [NewTask(t, delay=0.3 if i % 5 == 0 else 0, max_retries=i % 3) for i, t in enumerate(ids)]
+    )
+    wait_until(lambda: len(held_by(victim)) >= 2, 15, "the first worker to hold tasks")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    stranded = held_by(victim)  # leased to a dead process: only the reaper can free them
+    assert stranded
+    wait_until(
+        lambda: all((r := queue.task(t)) and r.state in ("completed", "dead") for t in ids),
+        30, "every task to end",
+    )  # fmt: skip
+    assert survivor.poll() is None
+    report = validate(read_log(queue.client, queue.keys.events))
+    assert report.ok, (report.violations[:5], report.unfinished[:5])
+    assert (report.tasks, report.unfinished) == (TASKS, [])
+    # The run really had each kind of path: reaps of the killed worker's leases,
+    # retries, deaths, and delays.
+    assert all("reaped" in event_types(queue.client, queue.keys, t) for t in stranded)
+    kinds = {e for t in ids for e in event_types(queue.client, queue.keys, t)}
+    assert {"promoted", "failed", "reaped", "completed"} <= kinds
+    assert queue.dead(), "FAIL_RATE 0.3 with max_retries 0 leaves some tasks dead"
