@@ -90,15 +90,34 @@ def run_checks(
         + (f", first: {report.violations[0]}" if report.violations else "")
         + (f"; {len(report.unfinished)} tasks not finished" if report.unfinished else "")))
 
-    memory = client.info("memory")
-    found.used_memory = int(memory["used_memory"])
-    found.log_memory = int(client.memory_usage(broker.keys.events) or 0)
-    rest = found.used_memory - found.log_memory
-    found.checks.append(Check(
-        "Redis memory bounded by the retention settings", rest < 64 * 2**20,
-        f"{found.used_memory / 2**20:.1f} MiB in all: {found.log_memory / 2**20:.1f} MiB event "
-        f"log (bounded by TASKQ_EVENTS_RETENTION), {rest / 2**20:.1f} MiB for everything else"))
+    found.checks.append(_memory_check(client, broker, found))
     return found
+
+
+def _memory_check(client: redis.Redis, broker: Broker, found: Findings) -> Check:
+    """Memory is bounded when the log is capped by its retention and every other key
+    that grows with the number of tasks (records, idempotency keys) expires."""
+    k = broker.keys
+    fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake}
+    names = [str(n) for n in client.scan_iter(match=k.prefix + "*", count=5000)]
+    growing = [n for n in names if n not in fixed]
+    never_expire = 0
+    for start in range(0, len(growing), 2000):
+        pipe = client.pipeline(transaction=False)
+        for name in growing[start : start + 2000]:
+            pipe.pttl(name)
+        never_expire += sum(1 for ttl in pipe.execute() if int(ttl) < 0)
+    length = int(client.xlen(k.events))
+    retention = broker.events_retention
+    found.used_memory = int(client.info("memory")["used_memory"])
+    found.log_memory = int(client.memory_usage(k.events) or 0)
+    return Check(
+        "Redis memory bounded by the retention settings",
+        never_expire == 0 and length <= retention,
+        f"event log {length} of at most {retention} events ({found.log_memory / 2**20:.1f} MiB); "
+        f"{len(growing)} task records and idempotency keys, {never_expire} without an expiry; "
+        f"{found.used_memory / 2**20:.1f} MiB in all",
+    )
 
 
 def _no_stray_state(client: redis.Redis, broker: Broker) -> bool:

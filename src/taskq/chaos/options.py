@@ -31,8 +31,8 @@ class ChaosOptions:
     after_effect_seconds: float = 0.01
     lease_seconds: float = 2.0
     appendfsync: str = "everysec"
-    completed_ttl: float = 300.0
-    idempotency_ttl: int = 600
+    completed_ttl: float = 60.0
+    idempotency_ttl: int = 120
     max_retries: int = 25
     workdir: Path = Path(".chaos")
 
