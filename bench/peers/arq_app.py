@@ -1,0 +1,39 @@
+"""arq: an async no-op job. Runs in the bench's own arq venv (arq pins redis<6)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, ClassVar
+
+# arq lives in its own venv, so the type checker of taskq's venv may not see it.
+from arq import create_pool  # type: ignore[import-not-found, unused-ignore]
+from arq.connections import RedisSettings  # type: ignore[import-not-found, unused-ignore]
+
+from bench.peers.counter import COUNTER, QUEUE, URL
+
+REDIS = RedisSettings.from_dsn(URL)
+
+
+async def noop(ctx: dict[str, Any]) -> None:
+    await ctx["redis"].incr(COUNTER)
+
+
+class WorkerSettings:
+    functions: ClassVar[list[Any]] = [noop]
+    redis_settings = REDIS
+    queue_name = QUEUE
+    max_jobs = int(os.environ.get("BENCH_ARQ_MAX_JOBS", "10"))
+
+
+def enqueue(n: int) -> list[float]:
+    from bench.peers.client import astamps  # noqa: PLC0415
+
+    async def send() -> list[float]:
+        pool = await create_pool(REDIS, default_queue_name=QUEUE)
+        try:
+            return await astamps(n, lambda: pool.enqueue_job("noop"))
+        finally:
+            await pool.aclose()
+
+    return asyncio.run(send())

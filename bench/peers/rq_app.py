@@ -1,0 +1,19 @@
+"""RQ: a no-op job function on one queue."""
+
+from __future__ import annotations
+
+from redis import Redis
+from rq import Queue
+
+from bench.peers.counter import QUEUE, URL, incr
+
+
+def noop() -> None:
+    incr()
+
+
+def enqueue(n: int) -> list[float]:
+    from bench.peers.client import stamps  # noqa: PLC0415
+
+    queue = Queue(QUEUE, connection=Redis.from_url(URL))
+    return stamps(n, lambda: queue.enqueue(noop))

@@ -1,0 +1,93 @@
+"""The targets of issue 7, judged on figures taken in this same run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.harness import Section, rate
+
+DRAIN_FACTOR = 3.0
+ENQUEUE_FACTOR = 3.0
+P50_MS = 2.0
+P99_MS = 10.0
+FEED_DELIVERIES = 20_000.0
+
+
+@dataclass(frozen=True)
+class Target:
+    what: str
+    measured: str
+    required: str
+    factor: float | None  # >= 1 means met; None when not measured in this run
+
+    def row(self) -> list[str]:
+        if self.factor is None:
+            return [self.what, self.measured, self.required, "", "not measured in this run"]
+        verdict = "**met**" if self.factor >= 1 else "**missed**"
+        return [self.what, self.measured, self.required, f"{self.factor:.2f}", verdict]
+
+
+def _ratio(what: str, top: float | None, bottom: float | None, factor: float,
+           names: tuple[str, str]) -> Target:
+    if top is None or bottom is None or not bottom:
+        return Target(what, "", f">= {factor:g}x", None)
+    ratio = top / bottom
+    measured = f"{ratio:.2f}x ({names[0]} {rate(top)} vs {names[1]} {rate(bottom)})"
+    return Target(what, measured, f">= {factor:g}x", ratio / factor)
+
+
+def _at_most(what: str, value: float | None, limit: float) -> Target:
+    if value is None:
+        return Target(what, "", f"< {limit:g} ms", None)
+    return Target(what, f"{value:.2f} ms", f"< {limit:g} ms", limit / value if value else 99.0)
+
+
+def _at_least(what: str, value: float | None, limit: float, ended: float | None) -> Target:
+    if value is None:
+        return Target(what, "", f">= {limit:,.0f}/s", None)
+    if ended:
+        # Deliveries to the streams left are no measure of a feed that drops clients.
+        return Target(what, f"{rate(value)}, but {ended:.0f} streams ended by the server",
+                      f">= {limit:,.0f}/s to every client", 0.0)
+    return Target(what, rate(value), f">= {limit:,.0f}/s", value / limit)
+
+
+def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
+    get = figures.get
+    peer_drain = labels.get("peer-best-drain", "fastest peer")
+    peer_enqueue = labels.get("peer-best-enqueue", "fastest peer")
+    return [
+        _ratio("Drain, one `taskq worker` command, same counting no-op as the peers",
+               get("peer-taskq-drain"), get("peer-best-drain"), DRAIN_FACTOR,
+               ("taskq", peer_drain)),
+        _ratio("Drain, one `taskq worker` command, pure no-op (taskq does less work here)",
+               get("drain-best"), get("peer-best-drain"), DRAIN_FACTOR,
+               ("taskq", peer_drain)),
+        _ratio("`enqueue_many` vs the fastest peer's enqueue (one call per task)",
+               get("enqueue-many"), get("peer-best-enqueue"), ENQUEUE_FACTOR,
+               ("taskq", peer_enqueue)),
+        _at_most("Pickup latency p50, `async def` handler", get("latency-p50-async"), P50_MS),
+        _at_most("Pickup latency p99, `async def` handler", get("latency-p99-async"), P99_MS),
+        _at_most("Pickup latency p50, `def` handler", get("latency-p50-sync"), P50_MS),
+        _at_most("Pickup latency p99, `def` handler", get("latency-p99-sync"), P99_MS),
+        _at_least("Feed deliveries, 100 clients, one `taskq serve`", get("feed-100"),
+                  FEED_DELIVERIES, get("feed-100-ended")),
+        _at_least("Feed deliveries, 1,000 clients, one `taskq serve`", get("feed-1000"),
+                  FEED_DELIVERIES, get("feed-1000-ended")),
+    ]
+
+
+def section(figures: dict[str, float], labels: dict[str, str]) -> tuple[Section, bool]:
+    """The targets table, and whether any measured target was missed."""
+    targets = judge(figures, labels)
+    result = Section("targets", "Targets of issue 7",
+                     ["target", "measured", "required", "factor (>= 1 is met)", "verdict"],
+                     rows=[t.row() for t in targets])
+    result.notes.append(
+        "The factor is how far the figure is from its target in the good direction: "
+        "measured / required for rates and ratios, limit / measured for latencies. "
+        "The drain verdict is the like-for-like row: taskq and the peers each run the "
+        "same handler body (one INCR of a shared counter); the pure no-op row is "
+        "for reference.")
+    missed = any(t.factor is not None and t.factor < 1 for t in targets)
+    return result, missed

@@ -1,0 +1,82 @@
+"""The bench's taskq App: no-op, counting and time-stamping handlers, sync and async.
+
+Worker processes load it with `taskq worker --app bench.tasks:app`; the bench itself
+builds its own App on the queue of each run with `make_app`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+import redis.asyncio as aioredis
+
+from taskq import App, Settings
+
+COUNTER_KEY = "bench:counter"
+STAMPS_KEY = "bench:stamps"
+
+_local = threading.local()
+_async_clients: dict[int, aioredis.Redis] = {}
+
+
+def _client() -> redis.Redis:
+    """One client per handler thread, on the worker's own REDIS_URL."""
+    client: redis.Redis | None = getattr(_local, "client", None)
+    if client is None:
+        client = redis.Redis.from_url(Settings.from_env().redis_url)
+        _local.client = client
+    return client
+
+
+def _async_client() -> aioredis.Redis:
+    """One asyncio client per event loop (a worker has one for its async handlers)."""
+    import asyncio  # noqa: PLC0415
+
+    loop_id = id(asyncio.get_running_loop())
+    client = _async_clients.get(loop_id)
+    if client is None:
+        client = aioredis.Redis.from_url(Settings.from_env().redis_url)
+        _async_clients[loop_id] = client
+    return client
+
+
+def make_app(queue: str | None = None, settings: Settings | None = None) -> App:
+    """An App with every bench handler registered under a fixed name."""
+    app = App(queue=queue, settings=settings)
+
+    @app.task("bench.noop_async")
+    async def noop_async() -> None:
+        """Does nothing: what is left is the queue's own cost."""
+
+    @app.task("bench.noop_sync")
+    def noop_sync() -> None:
+        """Does nothing, on a handler thread."""
+
+    @app.task("bench.count_async")
+    async def count_async() -> None:
+        """The peers' no-op: one INCR of a shared counter."""
+        await _async_client().incr(COUNTER_KEY)
+
+    @app.task("bench.count_sync")
+    def count_sync() -> None:
+        """The peers' no-op on a handler thread."""
+        _client().incr(COUNTER_KEY)
+
+    @app.task("bench.stamp_async")
+    async def stamp_async(tag: str) -> None:
+        """Records when the handler started, for pickup latency."""
+        started = time.time()
+        await _async_client().rpush(STAMPS_KEY, f"{tag} {started!r}")
+
+    @app.task("bench.stamp_sync")
+    def stamp_sync(tag: str) -> None:
+        """Records when the handler started, on a handler thread."""
+        started = time.time()
+        _client().rpush(STAMPS_KEY, f"{tag} {started!r}")
+
+    return app
+
+
+app = make_app()
