@@ -32,7 +32,7 @@ class TestBench:
 
     @pytest.mark.processes
     def test_a_tiny_drain_counts_every_task(self, tmp_path: Path) -> None:
-        report = run_bench("--only", "drain", "--n", "60", out=tmp_path / "bench.md")
+        report = run_bench("--only", "drain", "--n", "600", out=tmp_path / "bench.md")
         assert "## Drain rate" in report
-        assert "`async def` no-op, best** | 1 x 8 | 60 |" in report
+        assert "`async def` no-op, best** | 1 x 8 | 600 |" in report
         assert "FAILED" not in report
