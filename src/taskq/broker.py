@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import random
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
 
+from taskq.boundary import redis_errors, text, to_ms
 from taskq.codec import decode_payload, encode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, InvalidTaskError
@@ -51,26 +50,6 @@ DEFAULT_COMPLETED_TTL = 86_400
 DEFAULT_DEAD_TTL = 7 * 86_400
 
 
-@contextmanager
-def redis_errors(operation: str) -> Iterator[None]:
-    """Turn Redis failures into `BrokerError`, naming the operation that failed."""
-    try:
-        yield
-    except (redis.RedisError, RedisClusterException) as e:
-        raise BrokerError(f"{operation} failed: {type(e).__name__}: {e}") from e
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _ms(seconds: float, what: str) -> int:
-    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-    if not number or not math.isfinite(seconds * 1000) or seconds < 0:
-        raise InvalidTaskError(f"{what} must be a finite number of seconds >= 0, not {seconds!r}")
-    return round(seconds * 1000)
-
-
 class Broker:
     """A queue on a Redis server. Every state change is one atomic script."""
 
@@ -93,7 +72,7 @@ class Broker:
         self.queue = queue
         self.events_retention = events_retention
         self.max_payload_bytes = max_payload_bytes
-        self.completed_ttl_ms = max(1, _ms(completed_ttl, "completed_ttl"))
+        self.completed_ttl_ms = max(1, to_ms(completed_ttl, "completed_ttl"))
         self.scripts = Scripts(client)
         self._registered = False
 
@@ -145,7 +124,7 @@ class Broker:
                           *(value for task in batch for value in task)],
                 )
             results.extend(
-                Enqueued(_text(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)
+                Enqueued(text(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)
             )
         return results
 
@@ -171,7 +150,7 @@ class Broker:
             task.task_id,
             task.name,
             encode_payload(task.payload, self.max_payload_bytes),
-            _ms(task.delay, "delay"),
+            to_ms(task.delay, "delay"),
             task.max_retries,
             key,
             ttl,
@@ -207,7 +186,7 @@ class Broker:
                 args=[
                     k.prefix,
                     worker_id,
-                    max(1, _ms(lease_seconds, "lease_seconds")),
+                    max(1, to_ms(lease_seconds, "lease_seconds")),
                     count,
                     self.events_retention,
                     request_id or uuid.uuid4().hex,
@@ -216,10 +195,10 @@ class Broker:
         n, wait_ms = int(reply[0]), int(reply[1])
         tasks = [
             LeasedTask(
-                task_id=_text(reply[i]),
+                task_id=text(reply[i]),
                 token=int(reply[i + 1]),
-                name=_text(reply[i + 2]),
-                payload=_text(reply[i + 3]),
+                name=text(reply[i + 2]),
+                payload=text(reply[i + 3]),
                 retries=int(reply[i + 4]),
                 max_retries=int(reply[i + 5]),
             )
@@ -237,7 +216,7 @@ class Broker:
                     k.prefix,
                     task_id,
                     token,
-                    max(1, _ms(lease_seconds, "lease_seconds")),
+                    max(1, to_ms(lease_seconds, "lease_seconds")),
                     self.events_retention,
                 ],
             )
@@ -278,16 +257,16 @@ class Broker:
                     task_id,
                     token,
                     error,
-                    _ms(backoff_base, "backoff_base"),
-                    _ms(backoff_max, "backoff_max"),
+                    to_ms(backoff_base, "backoff_base"),
+                    to_ms(backoff_max, "backoff_max"),
                     repr(random.random()),
                     self.events_retention,
                 ],
             )
-        status = _text(reply[0])
+        status = text(reply[0])
         if status not in ("retry", "dead", "stale"):
             raise BrokerError(f"fail returned an unknown status {status!r}")
-        return FailResult(status, int(reply[1]), int(_text(reply[2])) / 1000)  # type: ignore[arg-type]
+        return FailResult(status, int(reply[1]), int(text(reply[2])) / 1000)  # type: ignore[arg-type]
 
     def release(self, task_id: str, token: int) -> bool:
         """Give the task back to the front of ready without using a retry."""
@@ -321,14 +300,14 @@ class Broker:
                 args=[
                     k.prefix,
                     limit,
-                    _ms(backoff_base, "backoff_base"),
-                    _ms(backoff_max, "backoff_max"),
+                    to_ms(backoff_base, "backoff_base"),
+                    to_ms(backoff_max, "backoff_max"),
                     random.randint(1, 2**31 - 2),
                     self.events_retention,
                 ],
             )
         return [
-            (_text(reply[i]), "dead" if _text(reply[i + 1]) == "dead" else "delayed")
+            (text(reply[i]), "dead" if text(reply[i + 1]) == "dead" else "delayed")
             for i in range(0, len(reply), 2)
         ]
 
@@ -340,7 +319,7 @@ class Broker:
                 keys=[k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake],
                 args=[k.prefix, limit, self.events_retention],
             )
-        return [_text(task_id) for task_id in reply]
+        return [text(task_id) for task_id in reply]
 
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""
@@ -358,9 +337,9 @@ class Broker:
         with redis_errors("purge"):
             reply = self.scripts.purge(
                 keys=[k.dlq, k.events, k.seq, k.epoch],
-                args=[k.prefix, limit, max(1, _ms(dead_ttl, "dead_ttl")), self.events_retention],
+                args=[k.prefix, limit, max(1, to_ms(dead_ttl, "dead_ttl")), self.events_retention],
             )
-        return [_text(task_id) for task_id in reply]
+        return [text(task_id) for task_id in reply]
 
     # -- reads -------------------------------------------------------------------------
 
@@ -374,7 +353,7 @@ class Broker:
         """Task ids in the DLQ, most recently dead first."""
         with redis_errors("dead"):
             ids = self.client.lrange(self.keys.dlq, 0, -1)
-        return [_text(task_id) for task_id in ids]
+        return [text(task_id) for task_id in ids]
 
     def task(self, task_id: str) -> TaskRecord | None:
         """The task's stored record, or None if there is none."""
@@ -382,7 +361,7 @@ class Broker:
             raw = self.client.hgetall(self.keys.task(task_id))
         if not raw:
             return None
-        return TaskRecord.from_hash(task_id, {_text(a): _text(b) for a, b in raw.items()})
+        return TaskRecord.from_hash(task_id, {text(a): text(b) for a, b in raw.items()})
 
     def counts(self) -> QueueCounts:
         """How many ids are ready, leased, delayed and dead, read in one atomic step

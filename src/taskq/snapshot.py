@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from taskq.broker import Broker, redis_errors
+from taskq.boundary import redis_errors
+from taskq.broker import Broker
 from taskq.keys import QUEUES_KEY
 from taskq.results import QueueCounts
 

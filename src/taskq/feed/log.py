@@ -7,6 +7,7 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 
+from taskq.boundary import text
 from taskq.feed.cursor import Cursor
 from taskq.keys import QueueKeys
 from taskq.scripts import source
@@ -76,21 +77,17 @@ class FeedLog:
         return (await self.probe()).resume_at
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def decode(reply: list[object]) -> Rows | Gap:
-    kind, epoch, head, first = _text(reply[0]), _text(reply[1]), int(_text(reply[2])), \
-        int(_text(reply[3]))
+    kind, epoch, head, first = text(reply[0]), text(reply[1]), int(text(reply[2])), \
+        int(text(reply[3]))
     if kind == "gap":
-        reason = _text(reply[5])
-        resume = Cursor(epoch, head, _text(reply[4])) if head else Cursor(epoch, 0, "")
+        reason = text(reply[5])
+        resume = Cursor(epoch, head, text(reply[4])) if head else Cursor(epoch, 0, "")
         return Gap(epoch, head, first, reason, resume)  # type: ignore[arg-type]
     rows = []
     for i in range(4, len(reply), 3):
         flat = reply[i + 2]
         assert isinstance(flat, list)
-        fields = {_text(flat[j]): _text(flat[j + 1]) for j in range(0, len(flat), 2)}
-        rows.append(Row(Cursor(epoch, int(_text(reply[i])), _text(reply[i + 1])), fields))
+        fields = {text(flat[j]): text(flat[j + 1]) for j in range(0, len(flat), 2)}
+        rows.append(Row(Cursor(epoch, int(text(reply[i])), text(reply[i + 1])), fields))
     return Rows(epoch, head, first, rows)
