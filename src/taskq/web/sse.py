@@ -59,6 +59,9 @@ class EventStreamResponse:
         reason = "disconnected"
         if pump in done and not pump.cancelled() and pump.exception() is None:
             reason = pump.result()
+        elif pump in done and not pump.cancelled():
+            log.warning("feed stream ended by an error (the client will resume): %s",
+                        pump.exception())
         self.on_close(reason)
         if reason != "cut":
             with contextlib.suppress(Exception):

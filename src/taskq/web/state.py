@@ -16,6 +16,8 @@ from taskq.feed.stream import StreamSettings
 from taskq.keys import QueueKeys, check_queue_name
 from taskq.settings import Settings
 
+FEED_CONNECTIONS = 64
+
 
 @dataclass
 class WebState:
@@ -35,11 +37,15 @@ class WebState:
         return cls(
             settings=settings,
             client=connect(settings),
-            aclient=aioredis.Redis.from_url(
+            # Many feed clients read at once: they wait for a pooled connection rather
+            # than fail with "Too many connections" and end their stream.
+            aclient=aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
                 settings.redis_url,
                 decode_responses=True,
                 socket_connect_timeout=settings.redis_timeout_seconds,
-            ),
+                max_connections=FEED_CONNECTIONS,
+                timeout=settings.redis_timeout_seconds,
+            )),
             stream=StreamSettings(heartbeat_seconds=settings.feed_heartbeat_seconds),
         )
 
