@@ -21,28 +21,56 @@ local function wake_workers(wake_key, n)
   redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
 end
 
--- Appends one event to the change feed with the dense id <seq>-0. `fields` starts
--- with 'type', <type>, 'task', <id>, 'state', <state>. A counter of 1
--- means the log starts over (new queue, or its keys were lost): a new epoch tells
--- feed clients that ids from before are meaningless now. If the counter alone was
--- lost, it restarts after the stream's last id, so XADD can never fail mid-script.
-local function emit(events_key, seq_key, epoch_key, retention, now_ms, fields)
-  local seq = redis.call('INCR', seq_key)
-  if seq == 1 or redis.call('EXISTS', epoch_key) == 0 then
-    local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
-    if last then
-      seq = tonumber(string.match(last[1], '^(%d+)')) + 1
-      redis.call('SET', seq_key, seq)
-    end
-    local t = redis.call('TIME')
-    redis.call('SET', epoch_key, t[1] .. string.format('%06d', tonumber(t[2])))
+-- Runs `command key item...` over a list in chunks: unpacking a very large table at
+-- once overflows the Lua stack. The chunk is even, so score/member pairs stay whole.
+local CHUNK = 1000
+local function call_chunked(command, key, items)
+  for i = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
   end
-  redis.call('XADD', events_key, 'MAXLEN', tonumber(retention), seq .. '-0',
-    'ts', now_ms, unpack(fields))
-  -- Lifetime totals per event type and resulting state, for /metrics; the stream
-  -- itself is trimmed, so it cannot be counted.
-  redis.call('HINCRBY', events_key .. ':stats', fields[2] .. ':' .. fields[6], 1)
+end
+
+-- The change feed as one script call writes it. Every event gets the dense id <seq>-0.
+-- A counter of 1 means the log starts over (new queue, or its keys were lost): a new
+-- epoch tells feed clients that ids from before are meaningless now. If the counter
+-- alone was lost, it restarts after the stream's last id, so XADD can never fail
+-- mid-script. The epoch is checked once per call and the lifetime totals are added
+-- once per call, not per event: a batch of a thousand events costs a thousand XADDs,
+-- not four thousand commands.
+local function open_feed(events_key, seq_key, epoch_key, retention, now_ms)
+  return {events = events_key, seq = seq_key, epoch = epoch_key,
+          retention = tonumber(retention), now = now_ms, checked = false, totals = {}}
+end
+
+-- Appends one event; `fields` starts with 'type', <type>, 'task', <id>, 'state', <state>.
+local function emit(feed, fields)
+  local seq = redis.call('INCR', feed.seq)
+  if not feed.checked then
+    feed.checked = true
+    if seq == 1 or redis.call('EXISTS', feed.epoch) == 0 then
+      local last = redis.call('XREVRANGE', feed.events, '+', '-', 'COUNT', 1)[1]
+      if last then
+        seq = tonumber(string.match(last[1], '^(%d+)')) + 1
+        redis.call('SET', feed.seq, seq)
+      end
+      local t = redis.call('TIME')
+      redis.call('SET', feed.epoch, t[1] .. string.format('%06d', tonumber(t[2])))
+    end
+  end
+  redis.call('XADD', feed.events, 'MAXLEN', feed.retention, seq .. '-0',
+    'ts', feed.now, unpack(fields))
+  local total = fields[2] .. ':' .. fields[6]
+  feed.totals[total] = (feed.totals[total] or 0) + 1
   return seq
+end
+
+-- Adds this call's events to the lifetime totals per event type and resulting state,
+-- for /metrics (the stream itself is trimmed, so it cannot be counted). Every script
+-- that emits calls this once before it returns.
+local function close_feed(feed)
+  for total, n in pairs(feed.totals) do
+    redis.call('HINCRBY', feed.events .. ':stats', total, n)
+  end
 end
 
 -- Equal-jitter exponential backoff: the full delay doubles per retry up to the cap,

@@ -22,17 +22,21 @@ local prefix, retention = ARGV[1], ARGV[2]
 local completed_ttl, count = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+-- Acked ids leave leased together, in one ZREM at the end; `acked` makes a second copy
+-- of an id in the same call stale, as it was when each ack removed its own id.
+local settled, acked = {}, {}
 
 local function ack_one(task_id, token)
   local task_key = prefix .. 'task:' .. task_id
-  if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-  if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
-  emit(events_key, seq_key, epoch_key, retention, now,
-    {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token})
-  redis.call('ZREM', leased_key, task_id)
+  if acked[task_id] or not redis.call('ZSCORE', leased_key, task_id) then return 0 end
+  local record = redis.call('HMGET', task_key, 'fencing_token', 'idempotency_key')
+  if record[1] ~= token then return 0 end
+  emit(feed, {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token})
+  settled[#settled + 1], acked[task_id] = task_id, true
   redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now)
   local ttl = completed_ttl
-  local idem_key = redis.call('HGET', task_key, 'idempotency_key')
+  local idem_key = record[2]
   if idem_key and idem_key ~= '' then
     local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
     if left > ttl then ttl = left end
@@ -46,4 +50,6 @@ for i = 0, count - 1 do
   local base = 5 + i * 2
   reply[#reply + 1] = ack_one(ARGV[base], ARGV[base + 1])
 end
+call_chunked('ZREM', leased_key, settled)
+close_feed(feed)
 return reply

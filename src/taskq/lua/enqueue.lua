@@ -30,6 +30,7 @@ local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS
 local prefix, retention, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local woken = 0
 
@@ -49,8 +50,8 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
   if idem_key ~= '' then
     redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
   end
-  emit(events_key, seq_key, epoch_key, retention, now,
-    {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name, 'at', run_at})
+  emit(feed, {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name,
+   'at', run_at})
   redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
     'max_retries', max_retries, 'retries', 0, 'fencing_token', 0,
     'idempotency_key', idem_key, 'created_at', now, 'run_at', run_at)
@@ -69,6 +70,7 @@ for i = 0, count - 1 do
   reply[#reply + 1], reply[#reply + 2] = id, created
   woken = woken + created
 end
+close_feed(feed)
 -- A delayed task wakes idle workers too, so they can sleep until exactly its run-at.
 wake_workers(wake_key, woken)
 return reply

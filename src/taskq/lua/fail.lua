@@ -34,25 +34,26 @@ local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_re
 if record[1] ~= token then return {'stale', 0, '0'} end
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local retries, max_retries = tonumber(record[2]), tonumber(record[3])
 if retries >= max_retries then
-  emit(events_key, seq_key, epoch_key, retention, now,
-    {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
-     'retries', retries, 'error', error_text})
+  emit(feed, {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
+    'retries', retries, 'error', error_text})
   redis.call('ZREM', leased_key, task_id)
   redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now)
   redis.call('LPUSH', dlq_key, task_id)
+  close_feed(feed)
   return {'dead', retries, '0'}
 end
 
 retries = retries + 1
 local delay = backoff_ms(retries, base_ms, max_ms, jitter)
 local run_at = now + delay
-emit(events_key, seq_key, epoch_key, retention, now,
-  {'type', 'failed', 'task', task_id, 'state', 'delayed', 'token', token,
-   'retries', retries, 'error', error_text, 'at', run_at})
+emit(feed, {'type', 'failed', 'task', task_id, 'state', 'delayed', 'token', token,
+  'retries', retries, 'error', error_text, 'at', run_at})
 redis.call('ZREM', leased_key, task_id)
 redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
   'last_error', error_text, 'run_at', run_at)
 redis.call('ZADD', delayed_key, run_at, task_id)
+close_feed(feed)
 return {'retry', retries, tostring(delay)}

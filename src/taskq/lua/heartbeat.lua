@@ -23,9 +23,11 @@ if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
 if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local expires = now + lease_ms
-emit(events_key, seq_key, epoch_key, retention, now,
-  {'type', 'heartbeat', 'task', task_id, 'state', 'running', 'token', token, 'at', expires})
+emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running', 'token', token,
+  'at', expires})
 redis.call('ZADD', leased_key, 'XX', expires, task_id)
 redis.call('HSET', task_key, 'heartbeat_at', now)
+close_feed(feed)
 return 1

@@ -40,44 +40,58 @@ local function add(task_id, token, record)
   reply[n + 4], reply[n + 5], reply[n + 6] = record[2] or '', record[3] or '0', record[4] or '0'
 end
 
-if request_id ~= '' and redis.call('EXISTS', request_key) == 1 then
-  local handed = redis.call('LRANGE', request_key, 0, -1)
-  for i = 1, #handed, 2 do
-    local task_id, token = handed[i], handed[i + 1]
-    local task_key = prefix .. 'task:' .. task_id
-    if redis.call('ZSCORE', leased_key, task_id)
-        and redis.call('HGET', task_key, 'fencing_token') == token then
-      add(task_id, token, redis.call('HMGET', task_key, 'name', 'payload', 'retries',
-        'max_retries'))
+if request_id ~= '' then
+  local handed = redis.call('GET', request_key)
+  if handed then
+    -- The memo is "id token id token ...": ids and tokens never hold a space.
+    local task_id
+    for word in string.gmatch(handed, '%S+') do
+      if not task_id then
+        task_id = word
+      else
+        local task_key = prefix .. 'task:' .. task_id
+        local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries',
+          'max_retries', 'fencing_token')
+        if redis.call('ZSCORE', leased_key, task_id) and record[5] == word then
+          add(task_id, word, record)
+        end
+        task_id = nil
+      end
     end
+    return reply
   end
-  return reply
 end
 
 local expires = now + lease_ms
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+local scores, memo = {}, {}
 while reply[1] < count do
-  local task_id = redis.call('RPOP', ready_key)
-  if not task_id then break end
-  local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries')
-  -- An id without a record cannot run; dropping it beats handing a worker nothing.
-  if record[1] then
-    local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
-    emit(events_key, seq_key, epoch_key, retention, now,
-      {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
+  local popped = redis.call('RPOP', ready_key, count - reply[1])
+  if not popped then break end
+  for _, task_id in ipairs(popped) do
+    local task_key = prefix .. 'task:' .. task_id
+    local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
+      'fencing_token')
+    -- An id without a record cannot run; dropping it beats handing a worker nothing.
+    if record[1] then
+      local token = tostring((tonumber(record[5]) or 0) + 1)
+      emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3], 'at', expires})
-    redis.call('HSET', task_key, 'state', 'running', 'worker', worker,
-      'leased_at', now, 'heartbeat_at', now)
-    redis.call('ZADD', leased_key, expires, task_id)
-    if request_id ~= '' then
-      redis.call('RPUSH', request_key, task_id, token)
+      redis.call('HSET', task_key, 'fencing_token', token, 'state', 'running',
+        'worker', worker, 'leased_at', now, 'heartbeat_at', now)
+      scores[#scores + 1], scores[#scores + 2] = expires, task_id
+      memo[#memo + 1], memo[#memo + 2] = task_id, token
+      add(task_id, token, record)
     end
-    add(task_id, tostring(token), record)
   end
 end
-if request_id ~= '' and reply[1] > 0 then
-  redis.call('PEXPIRE', request_key, lease_ms)
+if #scores > 0 then
+  call_chunked('ZADD', leased_key, scores)
+  if request_id ~= '' then
+    redis.call('SET', request_key, table.concat(memo, ' '), 'PX', lease_ms)
+  end
 end
+close_feed(feed)
 
 if reply[1] < count then
   -- Ready is empty: pending wake tokens are stale, and the worker sleeps until the

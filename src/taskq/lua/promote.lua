@@ -19,13 +19,14 @@ local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS
 local prefix, limit, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now, 'LIMIT', 0, limit)
 for _, task_id in ipairs(due) do
-  emit(events_key, seq_key, epoch_key, retention, now,
-    {'type', 'promoted', 'task', task_id, 'state', 'pending'})
+  emit(feed, {'type', 'promoted', 'task', task_id, 'state', 'pending'})
   redis.call('ZREM', delayed_key, task_id)
   redis.call('HSET', prefix .. 'task:' .. task_id, 'state', 'pending')
   redis.call('LPUSH', ready_key, task_id)
 end
 wake_workers(wake_key, #due)
+close_feed(feed)
 return due

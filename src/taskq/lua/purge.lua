@@ -18,6 +18,7 @@ local dlq_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local prefix, limit, dead_ttl, retention = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local purged = {}
 while #purged < limit do
   local task_id = redis.call('LINDEX', dlq_key, -1)
@@ -25,10 +26,10 @@ while #purged < limit do
   local task_key = prefix .. 'task:' .. task_id
   local dead_at = tonumber(redis.call('HGET', task_key, 'dead_at') or '0')
   if dead_at > now - dead_ttl then break end
-  emit(events_key, seq_key, epoch_key, retention, now,
-    {'type', 'purged', 'task', task_id, 'state', 'purged'})
+  emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})
   redis.call('RPOP', dlq_key)
   redis.call('DEL', task_key)
   purged[#purged + 1] = task_id
 end
+close_feed(feed)
 return purged

@@ -33,6 +33,7 @@ local function next_jitter()
 end
 
 local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
 for _, task_id in ipairs(expired) do
@@ -45,22 +46,21 @@ for _, task_id in ipairs(expired) do
   redis.call('ZREM', leased_key, task_id)
   if retries >= max_retries then
     error_text = error_text .. '; no retries left, so the handler may be what kills it'
-    emit(events_key, seq_key, epoch_key, retention, now,
-      {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
-       'retries', retries, 'error', error_text})
+    emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
+      'retries', retries, 'error', error_text})
     redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now)
     redis.call('LPUSH', dlq_key, task_id)
     reply[#reply + 1], reply[#reply + 2] = task_id, 'dead'
   else
     retries = retries + 1
     local run_at = now + backoff_ms(retries, base_ms, max_ms, next_jitter())
-    emit(events_key, seq_key, epoch_key, retention, now,
-      {'type', 'reaped', 'task', task_id, 'state', 'delayed', 'token', token,
-       'retries', retries, 'error', error_text, 'at', run_at})
+    emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'delayed', 'token', token,
+      'retries', retries, 'error', error_text, 'at', run_at})
     redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
       'last_error', error_text, 'run_at', run_at)
     redis.call('ZADD', delayed_key, run_at, task_id)
     reply[#reply + 1], reply[#reply + 2] = task_id, 'delayed'
   end
 end
+close_feed(feed)
 return reply

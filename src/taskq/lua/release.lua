@@ -25,10 +25,11 @@ if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
 if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
 
 local now = server_now_ms()
-emit(events_key, seq_key, epoch_key, retention, now,
-  {'type', 'released', 'task', task_id, 'state', 'pending', 'token', token})
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+emit(feed, {'type', 'released', 'task', task_id, 'state', 'pending', 'token', token})
 redis.call('ZREM', leased_key, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'run_at', now)
 redis.call('RPUSH', ready_key, task_id)
 wake_workers(wake_key, 1)
+close_feed(feed)
 return 1

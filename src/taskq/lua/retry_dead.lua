@@ -23,10 +23,11 @@ if redis.call('HGET', task_key, 'state') ~= 'dead' then return 0 end
 if not redis.call('LPOS', dlq_key, task_id) then return 0 end
 
 local now = server_now_ms()
-emit(events_key, seq_key, epoch_key, retention, now,
-  {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0})
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+emit(feed, {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0})
 redis.call('LREM', dlq_key, 1, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'retries', 0, 'run_at', now)
 redis.call('LPUSH', ready_key, task_id)
 wake_workers(wake_key, 1)
+close_feed(feed)
 return 1
