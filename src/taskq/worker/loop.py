@@ -124,8 +124,8 @@ class Worker:
         try:
             batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
                 if free > 0 else None
-            for task in batch.tasks if batch else []:
-                self._start(task)
+            if batch is not None and batch.tasks:
+                self.runner.submit([self._start(task) for task in batch.tasks])
             promoted = self._maintain()
         except BrokerError as e:
             return self._backoff.failed(e)
@@ -154,7 +154,8 @@ class Worker:
             self._next_purge = now + PURGE_EVERY_SECONDS
         return promoted
 
-    def _start(self, task: LeasedTask) -> None:
+    def _start(self, task: LeasedTask) -> tuple[LeasedTask, TaskContext]:
+        """Put a leased task in hand (so heartbeats cover it from now on)."""
         context = TaskContext(
             task_id=task.task_id,
             name=task.name,
@@ -167,7 +168,7 @@ class Worker:
         with self._in_flight_lock:
             self.in_flight[(task.task_id, task.token)] = context
         self.stats.leased += 1
-        self.runner.submit(task, context)
+        return task, context
 
     def _wait(self, seconds: float | None) -> None:
         """Sleep until a handler finishes, work arrives, a signal comes, or `seconds` pass."""

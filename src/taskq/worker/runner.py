@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,7 @@ class Runner:
             for i in range(concurrency)
         ]
         self._loop = asyncio.new_event_loop()
+        self._running: set[asyncio.Task[None]] = set()
         self._loop_thread = threading.Thread(
             target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
@@ -84,36 +85,52 @@ class Runner:
             # An unclosed loop leaks its self-pipe; close it once `close` has stopped it.
             self._loop.close()
 
-    def submit(self, task: LeasedTask, context: TaskContext) -> None:
-        try:
-            registered = self.app.tasks.get(task.name)
-            if registered is None:
-                known = ", ".join(sorted(self.app.tasks)) or "none"
-                raise UnknownTaskError(
-                    f"unknown task {task.name!r}: no function with that name is registered "
-                    f"in this worker (known: {known})"
-                )
-            args, kwargs = arguments(decode_payload(task.payload))
-        except (UnknownTaskError, PayloadError) as e:
-            self.report(Outcome(task, context, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]))
-            return
-        call: Call = (registered.fn, args, kwargs)
-        if registered.is_async:
-            future = asyncio.run_coroutine_threadsafe(self._run_async(call, context), self._loop)
-            future.add_done_callback(lambda f: self.report(Outcome(task, context, f.result())))
-        else:
-            self._jobs.put((registered, call, task, context))
+    def submit(self, batch: Sequence[tuple[LeasedTask, TaskContext]]) -> None:
+        """Start a leased batch: sync handlers go to the threads one by one; async ones
+        reach the loop in one hand-off, so its thread wakes once per batch, not per task."""
+        coroutines: list[tuple[Call, LeasedTask, TaskContext]] = []
+        for task, context in batch:
+            try:
+                registered, call = self._prepare(task)
+            except (UnknownTaskError, PayloadError) as e:
+                self.report(Outcome(task, context, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]))
+                continue
+            if registered.is_async:
+                coroutines.append((call, task, context))
+            else:
+                self._jobs.put((registered, call, task, context))
+        if coroutines:
+            self._loop.call_soon_threadsafe(self._start_coroutines, coroutines)
 
-    async def _run_async(self, call: Call, context: TaskContext) -> str | None:
+    def _prepare(self, task: LeasedTask) -> tuple[Task[Any, Any], Call]:
+        registered = self.app.tasks.get(task.name)
+        if registered is None:
+            known = ", ".join(sorted(self.app.tasks)) or "none"
+            raise UnknownTaskError(
+                f"unknown task {task.name!r}: no function with that name is registered "
+                f"in this worker (known: {known})"
+            )
+        args, kwargs = arguments(decode_payload(task.payload))
+        return registered, (registered.fn, args, kwargs)
+
+    def _start_coroutines(self, jobs: list[tuple[Call, LeasedTask, TaskContext]]) -> None:
+        for call, task, context in jobs:
+            running = self._loop.create_task(self._run_async(call, task, context))
+            # The loop keeps only a weak reference to a task: hold it until it ends.
+            self._running.add(running)
+            running.add_done_callback(self._running.discard)
+
+    async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
         fn, args, kwargs = call
         token = bind(context)
         try:
             await fn(*args, **kwargs)
-            return None
+            error = None
         except (Exception, SystemExit, asyncio.CancelledError) as e:
-            return describe(e)
+            error = describe(e)
         finally:
             unbind(token)
+        self.report(Outcome(task, context, error))
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
