@@ -27,10 +27,12 @@ CONCURRENCIES = (1, 8, 32, 64)
 QUICK_CONCURRENCIES = (8,)
 
 
-def worker_argv(queue: str, concurrency: int) -> list[str]:
+def worker_argv(queue: str, concurrency: int, processes: int = 1) -> list[str]:
+    """One `taskq worker` command: `processes` worker processes (a pool when more than
+    one), each running `concurrency` handlers at once."""
     return python_module("taskq", "--log-level", "WARNING", "worker",
                          "--app", "bench.tasks:app", "--queue", queue,
-                         "--concurrency", str(concurrency))
+                         "--concurrency", str(concurrency), "--processes", str(processes))
 
 
 def stats_field(server: Server, queue: str, name: str) -> Callable[[], int]:
@@ -61,7 +63,8 @@ def check_drained(server: Server, broker: Broker, n: int) -> None:
 
 @dataclass(frozen=True)
 class DrainPlan:
-    """One drain: which handler, how many tasks, how many processes of what concurrency."""
+    """One drain: which handler, how many tasks, and one worker command's processes
+    (`--processes`) and concurrency."""
 
     name: str
     n: int
@@ -79,11 +82,8 @@ def run_drain(
     server.flush()
     queue = f"drain-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, plan.name, plan.n)
-    workers = [
-        Child(worker_argv(queue, plan.concurrency), server.env(),
-              server.logs / f"{queue}-{i}.log")
-        for i in range(plan.processes)
-    ]
+    workers = [Child(worker_argv(queue, plan.concurrency, plan.processes), server.env(),
+                     server.logs / f"{queue}.log")]
     try:
         if on_started is not None:
             on_started(workers)
@@ -135,7 +135,8 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
 
 def _at_best(server: Server, options: Options, section: Section,
              best: dict[str, tuple[float, int]]) -> None:
-    """Full-size runs at each handler's best concurrency, with one and two processes."""
+    """Full-size runs at each handler's best concurrency, with one process and with a
+    pool of two (`taskq worker --processes 2`, still one command)."""
     top: tuple[float, str, int] | None = None
     for name, (_, concurrency) in best.items():
         label = f"{KINDS[name]}, best"
@@ -155,7 +156,7 @@ def _at_best(server: Server, options: Options, section: Section,
     section.figures["drain-best"] = top[0]
     section.figures["drain-best-concurrency"] = top[2]
     section.figures["drain-best-async"] = float(top[1] == "bench.noop_async")
-    label = f"{KINDS[top[1]]}, two processes"
+    label = f"{KINDS[top[1]]}, `--processes 2`"
     try:
         stat = median_rate(server, DrainPlan(top[1], options.n, top[2], processes=2),
                            options.repeats)
@@ -165,3 +166,4 @@ def _at_best(server: Server, options: Options, section: Section,
     section.rows.append([label, f"2 x {top[2]}", f"{options.n:,}",
                          rate(stat.median), stat.spread()])
     section.figures["drain-two-processes"] = stat.median
+    section.figures["drain-one-command"] = max(top[0], stat.median)

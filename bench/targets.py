@@ -61,7 +61,7 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
                get("peer-taskq-drain"), get("peer-best-drain"), DRAIN_FACTOR,
                ("taskq", peer_drain)),
         _ratio("Drain, one `taskq worker` command, pure no-op (taskq does less work here)",
-               get("drain-best"), get("peer-best-drain"), DRAIN_FACTOR,
+               get("drain-one-command", get("drain-best")), get("peer-best-drain"), DRAIN_FACTOR,
                ("taskq", peer_drain)),
         _ratio("`enqueue_many` vs the fastest peer's enqueue (one call per task)",
                get("enqueue-many"), get("peer-best-enqueue"), ENQUEUE_FACTOR,

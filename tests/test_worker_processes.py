@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +19,7 @@ from taskq.embedded import EmbeddedRedis
 from taskq.ledger import Ledger, LedgerSummary
 from taskq.processes import taskq_command
 from taskq.results import TaskRecord
-from waiting import WorkerProcesses, event_types, wait_until
+from waiting import WorkerProcesses, event_types, pid_of, wait_until
 
 pytestmark = pytest.mark.processes
 
@@ -200,3 +201,66 @@ def test_cli_enqueue_of_ten_tasks_is_worked_off_by_a_cli_worker(
         wait_for(queue, task_id, "completed")
     summary = ledger_summary(ledger_path)
     assert (summary.charges, summary.tasks, summary.amount) == (10, 10, 30)
+
+
+# -- one command, several processes (`taskq worker --processes N`) ---------------------
+
+
+def pool_pids(log: str) -> list[int]:
+    """The pids the pool's log says it started, in order."""
+    return [int(m) for m in re.findall(r"started \(pid (\d+)\)", log)]
+
+
+def test_a_pool_of_two_runs_tasks_in_two_worker_processes(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2")
+    task_ids = [queue.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id for _ in range(20)]
+    for task_id in task_ids:
+        wait_for(queue, task_id, "completed")
+    ran_in = {pid_of(record(queue, t).worker) for t in task_ids}
+    assert ran_in == set(pool_pids(workers.log(pool))) and len(ran_in) == 2
+    assert pool.pid not in ran_in
+    summary = ledger_summary(ledger_path)
+    assert (summary.charges, summary.tasks, summary.charged_twice) == (20, 20, [])
+
+
+def test_sigterm_to_a_pool_drains_every_process_and_exits_zero(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="1")
+    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(4)]
+    wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
+    held = [t for t in task_ids if record(queue, t).state == "running"]
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(15) == 0
+    assert [record(queue, t).state for t in held] == ["completed", "completed"]
+    assert queue.counts().ready == 2  # the rest wait for the next worker
+    for pid in pool_pids(workers.log(pool)):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_pool_starts_a_killed_process_again_and_the_task_is_rerun(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", AFTER_EFFECT_SECONDS="1.5")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_until(lambda: charge_tokens(ledger_path, task_id), 10, "the first charge")
+    os.kill(pid_of(record(queue, task_id).worker), signal.SIGKILL)
+    wait_until(lambda: len(pool_pids(workers.log(pool))) == 3, 10, "a third process to start")
+    assert "exited with status -9" in workers.log(pool)
+    done = wait_for(queue, task_id, "completed")
+    assert done.retries == 1 and charge_tokens(ledger_path, task_id) == [1]
+    assert pool.poll() is None
+
+
+def test_a_pool_size_out_of_range_is_refused_with_the_reason(
+    redis_server: EmbeddedRedis,
+) -> None:
+    done = subprocess.run(
+        taskq_command("worker", "--processes", "0"), capture_output=True, text=True,
+        env={**os.environ, "REDIS_URL": redis_server.url}, timeout=60, check=False,
+    )
+    assert done.returncode == 2
+    assert "TASKQ_WORKER_PROCESSES" in done.stderr and "from 1 to 256" in done.stderr

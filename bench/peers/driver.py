@@ -8,6 +8,7 @@ never reaches it (a task was lost) fails that peer loudly.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -170,7 +171,8 @@ TASKQ_KINDS = (("bench.count_async", "bench.noop_async", "async def"),
 def _taskq_rows(server: Server, options: Options, known: dict[str, float],
                 section: Section) -> None:
     """taskq with the peers' handler body, each handler kind at the concurrency the
-    drain found best for it; its figure is the better of the two."""
+    drain found best for it, in one process and in a pool of two (one command either
+    way, as the peers' two-process rows are); its figure is the best of them."""
     n = options.scaled(1 / 10)
 
     def counted() -> None:
@@ -180,13 +182,14 @@ def _taskq_rows(server: Server, options: Options, known: dict[str, float],
 
     enqueue = known.get("enqueue-task")
     rows = []
-    for name, noop, kind in TASKQ_KINDS:
+    for (name, noop, kind), processes in itertools.product(TASKQ_KINDS, (1, 2)):
         concurrency = int(known.get(f"drain-{noop}-concurrency", 64))
-        label = f"`taskq worker -c {concurrency}`, `{kind}` handler"
+        pool = f" --processes {processes}" if processes > 1 else ""
+        label = f"`taskq worker{pool} -c {concurrency}`, `{kind}` handler"
         drain = Stat()
         try:
             for _ in range(options.repeats):
-                drain.add(run_drain(server, DrainPlan(name, n, concurrency),
+                drain.add(run_drain(server, DrainPlan(name, n, concurrency, processes),
                                     extra_checks=counted).rate)
         except BenchError as e:
             section.fail(f"taskq, {label}", e)

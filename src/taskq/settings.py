@@ -14,6 +14,9 @@ from taskq.keys import QUEUE_NAME
 LedgerGuard = Literal["none", "dedupe", "fence"]
 LEDGER_GUARDS: tuple[LedgerGuard, ...] = ("none", "dedupe", "fence")
 
+# More copies than cores only adds contention; the cap catches a typo like 1000.
+MAX_WORKER_PROCESSES = 256
+
 T = TypeVar("T")
 
 
@@ -35,6 +38,7 @@ class Settings:
     poll_seconds: float = 0.5
     shutdown_grace_seconds: float = 10.0
     concurrency: int = 1
+    worker_processes: int = 1
     events_retention: int = 100_000
     max_payload_bytes: int = 1_048_576
     idempotency_ttl_seconds: int = 86_400
@@ -89,6 +93,8 @@ class Settings:
             "must be >= 0",
         )
         _check(self.concurrency >= 1, "TASKQ_CONCURRENCY", self.concurrency, "must be >= 1")
+        _check(1 <= self.worker_processes <= MAX_WORKER_PROCESSES, "TASKQ_WORKER_PROCESSES",
+               self.worker_processes, f"must be from 1 to {MAX_WORKER_PROCESSES}")
         _check(
             self.events_retention >= 1,
             "TASKQ_EVENTS_RETENTION",
@@ -206,6 +212,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "poll_seconds": ("POLL_SECONDS", _finite),
     "shutdown_grace_seconds": ("SHUTDOWN_GRACE_SECONDS", _finite),
     "concurrency": ("TASKQ_CONCURRENCY", int),
+    "worker_processes": ("TASKQ_WORKER_PROCESSES", int),
     "events_retention": ("TASKQ_EVENTS_RETENTION", int),
     "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", int),
     "idempotency_ttl_seconds": ("TASKQ_IDEMPOTENCY_TTL_SECONDS", int),
