@@ -72,8 +72,10 @@ class Hub:
             return
         if self._moved is None or self._moved.done():
             self._moved = asyncio.get_running_loop().create_future()
+        # Shielded: one client's timeout must not cancel the future every client shares.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._moved), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._moved)
 
     def _notify(self) -> None:
         if self._moved is not None and not self._moved.done():

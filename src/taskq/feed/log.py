@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import redis.asyncio as aioredis
 
 from taskq.boundary import text
 from taskq.feed.cursor import Cursor
+from taskq.feed.frames import row_frame
 from taskq.keys import QueueKeys
 from taskq.scripts import source
 
@@ -27,6 +29,11 @@ class Row:
     @property
     def type(self) -> str:
         return self.fields.get("type", "")
+
+    @cached_property
+    def frame(self) -> str:
+        """This row as a server-sent event, rendered once however many clients get it."""
+        return row_frame(self)
 
 
 @dataclass(frozen=True)

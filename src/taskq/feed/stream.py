@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from taskq.feed.cursor import Cursor, Malformed
+from taskq.feed.frames import gap_frame
 from taskq.feed.hub import Hub
-from taskq.feed.log import Gap, Row
-
-EVENT_NAME = re.compile(r"[a-z][a-z_]{0,31}")
-NUMERIC_FIELDS = ("ts", "at", "token", "retries")
+from taskq.feed.log import Gap
 
 
 @dataclass(frozen=True)
@@ -23,32 +19,6 @@ class StreamSettings:
     batch: int = 500
     heartbeat_seconds: float = 15.0
     retry_ms: int = 1000
-
-
-def row_frame(row: Row) -> str:
-    """`id:`, `event:` and one line of JSON `data:`; ids and names are checked to be
-    digits, dots and lower-case letters, so no CR, LF or NUL can reach those fields."""
-    name = row.type if EVENT_NAME.fullmatch(row.type) else "event"
-    data: dict[str, object] = {"seq": row.cursor.seq, "id": row.cursor.wire_id}
-    for key, value in row.fields.items():
-        data[key] = int(value) if key in NUMERIC_FIELDS and value.isdigit() else value
-    return f"id: {row.cursor.wire_id}\nevent: {name}\ndata: {_json(data)}\n\n"
-
-
-def gap_frame(requested: str, gap: Gap) -> str:
-    body = {
-        "requested": requested,
-        "first_available": gap.first,
-        "head": gap.head,
-        "reason": gap.reason,
-        "resume_id": gap.resume_at.wire_id,
-    }
-    return f"id: {gap.resume_at.wire_id}\nevent: gap\ndata: {_json(body)}\n\n"
-
-
-def _json(value: object) -> str:
-    # ensure_ascii: every character outside ASCII, CR and LF included, is escaped.
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
 
 
 async def feed_frames(
@@ -78,7 +48,7 @@ async def feed_frames(
             rows = result.rows
         if rows:
             hub.delivered += len(rows)
-            yield "".join(row_frame(row) for row in rows)
+            yield "".join([row.frame for row in rows])
             cursor = rows[-1].cursor
             continue
         before = hub.tail

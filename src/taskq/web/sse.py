@@ -74,7 +74,9 @@ class EventStreamResponse:
             async for frame in self.frames:
                 message = {"type": "http.response.body", "body": frame.encode(), "more_body": True}
                 try:
-                    await asyncio.wait_for(send(message), self.send_timeout)
+                    # asyncio.timeout, not wait_for: no task per frame on the hot path.
+                    async with asyncio.timeout(self.send_timeout):
+                        await send(message)
                 except TimeoutError:
                     log.info("cut a feed client that read nothing for %.0fs", self.send_timeout)
                     return "cut"
