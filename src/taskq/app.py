@@ -30,6 +30,8 @@ class Task(Generic[P, R]):
         self.name = name
         self.max_retries = max_retries
         self.is_async = inspect.iscoroutinefunction(fn)
+        # Read once: building a signature costs more than the rest of a Python-side enqueue.
+        self._signature = inspect.signature(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -53,7 +55,7 @@ class Task(Generic[P, R]):
 
     def _check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
-            inspect.signature(self.fn).bind(*args, **kwargs)
+            self._signature.bind(*args, **kwargs)
         except TypeError as e:
             raise InvalidTaskError(f"cannot enqueue {self.name}: {e}") from e
 

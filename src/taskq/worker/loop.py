@@ -26,8 +26,10 @@ log = logging.getLogger("taskq.worker")
 
 MAINTENANCE_LIMIT = 100
 # Due tasks and expired leases are found within this long; a busy worker's loop turns
-# thousands of times a second, and each turn need not ask.
+# thousands of times a second, and each turn need not ask. With a backlog in ready, a
+# promoted task only joins the back of it, so looking less often costs it nothing.
 MAINTENANCE_SECONDS = 0.02
+MAINTENANCE_SECONDS_WITH_BACKLOG = 0.1
 # Dead tasks age in days, so looking for expired ones now and then is plenty.
 PURGE_EVERY_SECONDS = 10.0
 
@@ -74,7 +76,7 @@ class Worker:
         self.waker = Waker(self.broker, self._nudge, block)
         self._backoff = Backoff()
         self._next_purge = 0.0
-        self._next_maintenance = 0.0
+        self._last_maintenance = -1e9
         self._finished_outcomes: list[Outcome] = []
         self.settler = Settler(self.broker, self.settings, self.stats, self._forget)
 
@@ -126,7 +128,9 @@ class Worker:
                 if free > 0 else None
             if batch is not None and batch.tasks:
                 self.runner.submit([self._start(task) for task in batch.tasks])
-            promoted = self._maintain()
+            backlog = batch is not None and len(batch.tasks) == free
+            promoted = self._maintain(MAINTENANCE_SECONDS_WITH_BACKLOG if backlog
+                                      else MAINTENANCE_SECONDS)
         except BrokerError as e:
             return self._backoff.failed(e)
         self._backoff.succeeded()
@@ -138,13 +142,13 @@ class Worker:
         hint = batch.wait_seconds
         return self.settings.poll_seconds if hint is None else min(hint, self.settings.poll_seconds)
 
-    def _maintain(self) -> int:
-        """Promote due tasks and reap expired leases, at most every MAINTENANCE_SECONDS
+    def _maintain(self, interval: float) -> int:
+        """Promote due tasks and reap expired leases, at most every `interval` seconds
         since a busy loop turns far more often; returns how many tasks became ready."""
         now = time.monotonic()
-        if now < self._next_maintenance:
+        if now < self._last_maintenance + interval:
             return 0
-        self._next_maintenance = now + MAINTENANCE_SECONDS
+        self._last_maintenance = now
         promoted = len(self.broker.promote(MAINTENANCE_LIMIT))
         self.broker.reap(
             MAINTENANCE_LIMIT, self.settings.backoff_base_seconds, self.settings.backoff_max_seconds
