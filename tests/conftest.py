@@ -21,6 +21,9 @@ from taskq.settings import Settings
 
 ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
 
+# Fixtures the `taskq serve` and command-line suites share across their modules.
+pytest_plugins = ["serve_support", "cli_support"]
+
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:

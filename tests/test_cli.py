@@ -2,72 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import subprocess
 import sys
-import time
-import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq, wait_for
 from taskq.broker import Broker
 from taskq.cli import main
 from taskq.embedded import free_port
 from taskq.ledger import Ledger
 from taskq.settings import Settings
-
-# Variables a developer's shell might carry that would change what the commands do.
-CONFIG_VARIABLES = ("REDIS_URL", "TASKQ_QUEUE", "LEDGER_PATH", "LEDGER_GUARD", "FAIL_RATE")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def states(broker: Broker) -> Counter[str]:
-    """How many of the queue's task records are in each state."""
-    keys = list(broker.client.scan_iter(match=broker.keys.task("*"), count=1000))
-    return Counter(str(broker.client.hget(key, "state")) for key in keys)
-
-
-def processes_of(tmp_dir: Path, marker: str) -> list[str]:
-    """Live processes started for one test: the directory in their command line, or the
-    marker in their environment (which every child inherits)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if str(tmp_dir).encode() in cmdline or marker.encode() in environ:
-            found.append(f"{proc.name}: {cmdline.decode(errors='replace')}")
-    return found
-
-
-def command_env(**variables: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARIABLES}
-    env.update(variables)
-    return env
-
-
-def taskq(*args: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "taskq", *args],
-        env=env, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
 
 
 @pytest.fixture
@@ -278,27 +226,11 @@ class TestDashboard:
 
 
 @pytest.fixture
-def marker() -> str:
-    return f"taskq-test-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
 def worker_env(env: Settings, marker: str) -> dict[str, str]:
     return command_env(
         REDIS_URL=env.redis_url, LEDGER_PATH=env.ledger_path, WORK_SECONDS="0",
         LEASE_SECONDS="2", POLL_SECONDS="0.2", TASKQ_TEST_MARKER=marker,
     )  # fmt: skip
-
-
-@pytest.fixture
-def started() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test starts; killed at teardown if the test left any running."""
-    processes: list[subprocess.Popen[bytes]] = []
-    yield processes
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 class TestRealProcesses:
@@ -351,46 +283,6 @@ class TestRealProcesses:
         assert server.returncode == 0
         assert (data / "redis.conf").exists()
         assert processes_of(data, marker) == []
-
-
-class TestDemo:
-    def test_a_small_demo_exits_0_with_its_summary_and_leaves_nothing_running(
-        self, tmp_path: Path, marker: str
-    ) -> None:
-        workdir = tmp_path / "demo"
-        result = taskq(
-            "demo", "--tasks", "60", "--workers", "2", "--dir", str(workdir),
-            env=command_env(TASKQ_TEST_MARKER=marker), timeout=120,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert "summary: completed 60, dead 10" in result.stdout
-        assert "charged twice 0, duplicates that created a task 0" in result.stdout
-        assert result.stdout.count("[ok]") == 5
-        assert "the guarantees held" in result.stdout
-        assert processes_of(workdir, marker) == []
-        assert Ledger(workdir / "ledger.db").summary().charges == 60
-
-    def test_sigint_stops_the_demo_promptly_and_leaves_nothing_running(
-        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
-    ) -> None:
-        workdir, out = tmp_path / "demo", tmp_path / "demo.out"
-        with open(out, "wb") as log:
-            demo = subprocess.Popen(
-                [sys.executable, "-m", "taskq", "demo", "--tasks", "300", "--dir", str(workdir)],
-                env=command_env(TASKQ_TEST_MARKER=marker), stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        started.append(demo)
-        under_way = re.compile(rb"completed +[1-9]")
-        wait_for(lambda: bool(under_way.search(out.read_bytes())), 30, "tasks to complete")
-        assert len(processes_of(workdir, marker)) >= 4  # demo, redis-server, 3 workers
-
-        demo.send_signal(signal.SIGINT)
-        interrupted = time.monotonic()
-        assert demo.wait(timeout=15) == 130, out.read_text()
-        assert time.monotonic() - interrupted < 10
-        assert "Traceback" not in out.read_text()
-        assert "the guarantees" not in out.read_text()
-        assert processes_of(workdir, marker) == []
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

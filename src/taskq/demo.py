@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis, free_port
+from taskq.embedded import free_port, given_or_embedded
 from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings
@@ -65,16 +65,6 @@ def worker_env(
 
 
 @contextmanager
-def redis_for(settings: Settings, workdir: Path) -> Iterator[tuple[str, str]]:
-    """(url, queue): the given REDIS_URL with a fresh queue name, or an embedded server."""
-    if settings.redis_url_given:
-        yield settings.redis_url, f"demo-{uuid.uuid4().hex[:8]}"
-        return
-    with EmbeddedRedis(binary=settings.redis_server, data_dir=workdir / "redis") as server:
-        yield server.url, "demo"
-
-
-@contextmanager
 def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so every child is stopped on the way out."""
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -95,7 +85,11 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
     started = time.monotonic()
     workers: list[subprocess.Popen[bytes]] = []
     services: list[subprocess.Popen[bytes]] = []
-    with interrupts_as_keyboard_interrupt(), redis_for(settings, workdir) as (url, queue):
+    given = settings.redis_url if settings.redis_url_given else ""
+    redis = given_or_embedded(given, workdir / "redis", binary=settings.redis_server)
+    with interrupts_as_keyboard_interrupt(), redis as (url, server):
+        # A given server may hold other queues: the demo takes a fresh one there.
+        queue = "demo" if server else f"demo-{uuid.uuid4().hex[:8]}"
         broker = Broker.from_settings(Settings.from_env({}, redis_url=url), queue)
         ledger_path = workdir / "ledger.db"
         Ledger(ledger_path)  # create the schema before workers race to

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,3 +194,16 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+@contextlib.contextmanager
+def given_or_embedded(
+    url: str, data_dir: Path, *, binary: str = "", appendfsync: str = "everysec"
+) -> Iterator[tuple[str, EmbeddedRedis | None]]:
+    """(url, server): the Redis at `url` when one is given (server None), else a private
+    embedded server in `data_dir` that lives as long as the block."""
+    if url:
+        yield url, None
+        return
+    with EmbeddedRedis(binary=binary, data_dir=data_dir, appendfsync=appendfsync) as server:
+        yield server.url, server

@@ -6,6 +6,7 @@ import logging
 
 import redis
 
+from taskq.boundary import text
 from taskq.errors import UnsafeRedisError
 
 log = logging.getLogger("taskq")
@@ -38,4 +39,4 @@ def check_server(client: redis.Redis) -> None:
 def _config(client: redis.Redis, name: str) -> str:
     values = client.config_get(name)
     value = values.get(name, "") if isinstance(values, dict) else ""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return text(value)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -10,7 +9,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from taskq.chaos.faults import Injector
 from taskq.chaos.options import ChaosOptions
 from taskq.chaos.producer import Produced, Producer
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis
+from taskq.embedded import EmbeddedRedis, given_or_embedded
 from taskq.errors import BrokerError
 from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
@@ -45,17 +44,6 @@ class ChaosResult:
     fault_window: float = 0.0
     finished_at: float = 0.0
     drained: bool = False
-
-
-@contextlib.contextmanager
-def redis_for(options: ChaosOptions) -> Iterator[tuple[str, EmbeddedRedis | None]]:
-    """The run's own embedded Redis (AOF on), or the given URL (no Redis faults then)."""
-    if options.redis_url:
-        yield options.redis_url, None
-        return
-    server = EmbeddedRedis(data_dir=options.workdir / "redis", appendfsync=options.appendfsync)
-    with server:
-        yield server.url, server
 
 
 class Monitor(threading.Thread):
@@ -99,7 +87,8 @@ def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
     log.setLevel(logging.INFO)
     log.propagate = False  # faults go to chaos.log; the terminal shows progress
     try:
-        with redis_for(options) as (url, server):
+        with given_or_embedded(options.redis_url or "", options.workdir / "redis",
+                               appendfsync=options.appendfsync) as (url, server):
             return _run(options, url, server, say)
     finally:
         log.removeHandler(handler)

@@ -1,0 +1,53 @@
+"""`taskq demo` as a user runs it: a small demo end to end, and Ctrl-C in the middle."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli_support import command_env, processes_of, taskq, wait_for
+from taskq.ledger import Ledger
+
+
+class TestDemo:
+    def test_a_small_demo_exits_0_with_its_summary_and_leaves_nothing_running(
+        self, tmp_path: Path, marker: str
+    ) -> None:
+        workdir = tmp_path / "demo"
+        result = taskq(
+            "demo", "--tasks", "60", "--workers", "2", "--dir", str(workdir),
+            env=command_env(TASKQ_TEST_MARKER=marker), timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "summary: completed 60, dead 10" in result.stdout
+        assert "charged twice 0, duplicates that created a task 0" in result.stdout
+        assert result.stdout.count("[ok]") == 5
+        assert "the guarantees held" in result.stdout
+        assert processes_of(workdir, marker) == []
+        assert Ledger(workdir / "ledger.db").summary().charges == 60
+
+    def test_sigint_stops_the_demo_promptly_and_leaves_nothing_running(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        workdir, out = tmp_path / "demo", tmp_path / "demo.out"
+        with open(out, "wb") as log:
+            demo = subprocess.Popen(
+                [sys.executable, "-m", "taskq", "demo", "--tasks", "300", "--dir", str(workdir)],
+                env=command_env(TASKQ_TEST_MARKER=marker), stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        started.append(demo)
+        under_way = re.compile(rb"completed +[1-9]")
+        wait_for(lambda: bool(under_way.search(out.read_bytes())), 30, "tasks to complete")
+        assert len(processes_of(workdir, marker)) >= 4  # demo, redis-server, 3 workers
+
+        demo.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        assert demo.wait(timeout=15) == 130, out.read_text()
+        assert time.monotonic() - interrupted < 10
+        assert "Traceback" not in out.read_text()
+        assert "the guarantees" not in out.read_text()
+        assert processes_of(workdir, marker) == []

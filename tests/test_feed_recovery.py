@@ -1,0 +1,217 @@
+"""The change feed after the log itself went wrong: reset logs (a new epoch), cursors
+ahead of the head, malformed ids, and rows a crash lost or rewrote. Each gives a
+resuming client an explicit gap with its reason, never a silent one."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from feed_support import (
+    DEADLINE,
+    KEYS,
+    Producer,
+    Reader,
+    bounds,
+    cursor_at,
+    hub_reaches,
+    row_ts,
+    run,
+    running_hub,
+)
+from taskq.settings import Settings
+
+# -- log resets, cursors ahead, rewritten rows ------------------------------------------
+
+
+def reset_log(client: redis.Redis) -> None:
+    """The queue's event log is gone (a FLUSH, a restore of an old backup): DEL its keys."""
+    client.delete(KEYS.events, KEYS.seq, KEYS.epoch)
+
+
+def test_a_reset_log_gives_a_resuming_client_an_epoch_gap(
+    settings: Settings, client: redis.Redis
+) -> None:
+    producer = Producer(client, retention=1000)
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url) as hub:
+            producer.append(4)
+            reader = Reader(hub)
+            reader.connect()
+            await reader.until_seq(4)
+            await reader.drop()
+            old = reader.last_id
+            reset_log(client)
+            producer.append(3)  # a new log: seqs 1..3 in a new epoch
+            epoch, _, _ = bounds(client)
+            assert old is not None and not old.startswith(epoch + ".")
+            reader.connect()
+            frames = await reader.until_quiet()
+            gap = frames[1]
+            assert gap.event == "gap" and gap.data["reason"] == "epoch"
+            assert gap.data["requested"] == old
+            assert (gap.epoch, gap.seq, gap.data["head"]) == (epoch, 3, 3)
+            producer.append(1)
+            await reader.until_seq(4)
+            await reader.drop()
+            assert [s for e, s in reader.rows if e != epoch] == [1, 2, 3, 4]
+            assert [s for e, s in reader.rows if e == epoch] == [4]
+
+    run(scenario())
+
+
+def test_the_id_a_gap_hands_out_on_an_empty_log_resumes_without_a_second_gap(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """After a reset nothing is left: the gap resumes the client at 'no rows yet'. A
+    client that drops there and comes back with that id must get the new log's rows,
+    all retained, with no second gap (F4)."""
+    producer = Producer(client, retention=1000)
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url) as hub:
+            producer.append(2)
+            reader = Reader(hub)
+            reader.connect()
+            await reader.until_seq(2)
+            await reader.drop()
+            reset_log(client)
+            reader.connect()
+            await reader.until_quiet()
+            await reader.drop()
+            assert [g["reason"] for g in reader.gaps] == ["epoch"]
+            producer.append(3)
+            await hub_reaches(hub, client)
+            reader.connect()
+            frames = await reader.until_quiet()
+            await reader.drop()
+            assert [g["reason"] for g in reader.gaps] == ["epoch"], (
+                f"the id {reader.gaps[0]['resume_id']!r} handed out by the gap was refused: "
+                f"{reader.gaps[1:]}")
+            assert [f.seq for f in frames if f.id] == [1, 2, 3]
+
+    run(scenario())
+
+
+def test_a_cursor_ahead_of_the_head_gets_an_ahead_gap(
+    settings: Settings, client: redis.Redis
+) -> None:
+    producer = Producer(client, retention=1000)
+    producer.append(3)
+    epoch, _, _ = bounds(client)
+
+    async def scenario() -> Reader:
+        async with running_hub(settings.redis_url) as hub:
+            reader = Reader(hub, last_id=f"{epoch}.9.123")
+            reader.connect()
+            frames = await reader.until_quiet()
+            assert frames[1].event == "gap"
+            producer.append(1)
+            await reader.until_seq(4)
+            await reader.drop()
+            return reader
+
+    reader = run(scenario())
+    assert [(g["reason"], g["requested"], g["head"]) for g in reader.gaps] == [
+        ("ahead", f"{epoch}.9.123", 3)]
+    assert reader.seqs() == [4]
+
+
+def test_a_malformed_id_gets_a_gap_at_the_head(settings: Settings, client: redis.Redis) -> None:
+    Producer(client, retention=1000).append(2)
+
+    async def scenario() -> Reader:
+        async with running_hub(settings.redis_url) as hub:
+            reader = Reader(hub, last_id="not-an-id\r\nevent: x")
+            reader.connect()
+            await reader.until_quiet()
+            await reader.drop()
+            return reader
+
+    reader = run(scenario())
+    assert [(g["reason"], g["requested"], g["head"]) for g in reader.gaps] == [
+        ("malformed", "not-an-id\r\nevent: x", 2)]
+    assert reader.seq == 2 and reader.rows == []
+
+
+def lose_tail(client: redis.Redis, lost: int) -> None:
+    """A Redis crash that lost the last `lost` rows (appendfsync everysec): the rows, the
+    counter and the stream's last id all go back, as an AOF replay would leave them."""
+    _, _, head = bounds(client)
+    for seq in range(head - lost + 1, head + 1):
+        client.xdel(KEYS.events, f"{seq}-0")
+    client.execute_command("XSETID", KEYS.events, f"{head - lost}-0")  # type: ignore[no-untyped-call]
+    client.set(KEYS.seq, head - lost)
+
+
+def rewrite_tail(client: redis.Redis, producer: Producer, lost: int, rewritten: int) -> None:
+    """Lose the last `lost` rows, then append `rewritten` new ones: seqs that existed
+    before come back with later timestamps."""
+    _, _, head = bounds(client)
+    old_ts = int(row_ts(client, head))
+    lose_tail(client, lost)
+    # A rewritten row must not share the old row's ts: wait out that millisecond.
+    deadline = time.monotonic() + DEADLINE
+    while producer.broker.server_time_ms() <= old_ts:
+        assert time.monotonic() < deadline, "the Redis clock does not move"
+        time.sleep(0.001)
+    producer.append(rewritten)
+
+
+@pytest.mark.parametrize("rewritten", [2, 3], ids=["same-head", "past-old-head"])
+@pytest.mark.parametrize("hub_since", ["before-crash", "after-crash"])
+def test_a_rewritten_row_gives_a_diverged_gap_never_a_silent_one(
+    settings: Settings, client: redis.Redis, rewritten: int, hub_since: str
+) -> None:
+    """The client holds rows 1..5; a crash loses 4 and 5 and new rows take their seqs.
+    Its cursor names a row that no longer exists as it knew it: it must get a gap,
+    whether the resume is judged by Redis or served from the hub's ring."""
+    producer = Producer(client, retention=1000)
+    producer.append(5)
+    held = cursor_at(client, 5)
+
+    async def scenario() -> Reader:
+        crash_first = hub_since == "after-crash"
+        if crash_first:
+            rewrite_tail(client, producer, lost=2, rewritten=rewritten)
+        async with running_hub(settings.redis_url) as hub:
+            if not crash_first:
+                await hub_reaches(hub, client)
+                rewrite_tail(client, producer, lost=2, rewritten=rewritten)
+            await hub_reaches(hub, client)  # the hub has seen the rewrite
+            producer.append(1)  # and one row more, which its ring now holds
+            await hub_reaches(hub, client)
+            reader = Reader(hub, last_id=held.wire_id)
+            reader.connect()
+            await reader.until_quiet()
+            await reader.drop()
+            return reader
+
+    reader = run(scenario())
+    head = 3 + rewritten + 1
+    assert [(g["reason"], g["head"]) for g in reader.gaps] == [("diverged", head)], (
+        f"resuming at a rewritten row, the client got {reader.seqs()} and gaps {reader.gaps}")
+    assert reader.seqs() == [] and reader.seq == head
+
+
+def test_a_client_at_a_row_the_crash_kept_resumes_without_a_gap(
+    settings: Settings, client: redis.Redis
+) -> None:
+    producer = Producer(client, retention=1000)
+    producer.append(5)
+    held = cursor_at(client, 3)
+    rewrite_tail(client, producer, lost=2, rewritten=3)
+
+    async def scenario() -> Reader:
+        async with running_hub(settings.redis_url) as hub:
+            reader = Reader(hub, last_id=held.wire_id)
+            reader.connect()
+            await reader.until_quiet()
+            await reader.drop()
+            return reader
+
+    reader = run(scenario())
+    assert reader.gaps == [] and reader.seqs() == [4, 5, 6]

@@ -1,0 +1,163 @@
+"""`taskq serve` over real HTTP: access control (token, cookie, same-origin writes,
+loopback-only without a token), the JSON API and /metrics."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
+from taskq.broker import Broker
+from taskq.embedded import EmbeddedRedis, free_port
+from taskq.processes import taskq_command
+
+# -- access control ------------------------------------------------------------------
+
+
+def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Broker) -> None:
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    wrong = {"authorization": "Bearer not-the-token-at-all"}
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        assert http.get("/healthz").status_code == 200
+        for path in ("/events", "/api/queues", "/api/dlq", "/metrics", "/"):
+            assert http.get(path).status_code == 401, path
+            assert http.get(path, headers=wrong).status_code == 401, path
+        assert http.get("/api/queues", headers=bearer).status_code == 200
+        with http.stream("GET", "/events", headers=bearer,
+                         params={"queue": queue.queue}) as response:
+            assert response.status_code == 200
+            assert FeedStream(response).next().retry == "1000"
+
+
+def test_opening_the_page_with_the_token_sets_a_cookie_that_opens_the_feed(
+    secured: Server, queue: Broker
+) -> None:
+    enqueue(queue, 1)
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        login = http.get("/", params={"token": TOKEN})
+        assert login.status_code == 303 and login.headers["location"] == "/"
+        cookie = login.headers["set-cookie"]
+        assert cookie.startswith(f"taskq_token={TOKEN};")
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:  # no cookie yet
+        assert http.get("/", params={"token": "wrong-token-123"}).status_code == 401
+    with feed(secured, queue, headers={"cookie": f"taskq_token={TOKEN}"}) as stream:
+        assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        stale = http.get("/api/queues", headers={"cookie": "taskq_token=wrong-token-123"})
+        assert stale.status_code == 401
+
+
+def test_writes_need_the_request_header_and_the_same_origin(
+    secured: Server, queue: Broker
+) -> None:
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    path = f"/api/dlq/x/retry?queue={queue.queue}"
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        assert http.post(path, headers=bearer).status_code == 403
+        foreign = {**bearer, "x-taskq-request": "1", "origin": "http://evil.example"}
+        assert http.post(path, headers=foreign).status_code == 403
+        own = {**bearer, "x-taskq-request": "1", "origin": secured.url}
+        assert http.post(path, headers=own).status_code == 404  # allowed; x is not dead
+        assert http.post(path, headers={"x-taskq-request": "1"}).status_code == 401
+
+
+def test_serving_beyond_loopback_without_a_token_is_refused(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    env = server_env(redis_server, tmp_path)
+    argv = taskq_command("serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done
+    assert "refusing to serve on '0.0.0.0' without TASKQ_API_TOKEN" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# -- the JSON API and /metrics -------------------------------------------------------
+
+
+def fill(queue: Broker) -> None:
+    """One dead task, two ready, one leased, one delayed."""
+    queue.enqueue("dead-1", max_retries=0)
+    got = queue.lease("w", 30)
+    assert got is not None and got[0] == "dead-1"
+    assert queue.fail(*got, error="it broke").status == "dead"
+    enqueue(queue, 3, "ready")
+    assert queue.lease("w", 30) is not None
+    queue.enqueue("later", delay=3600)
+
+
+def test_api_queues_counts_each_structure(server: Server, queue: Broker) -> None:
+    fill(queue)
+    listed = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT).json()["queues"]
+    mine = [q for q in listed if q["name"] == queue.queue]
+    assert mine == [{"name": queue.queue, "ready": 2, "leased": 1, "delayed": 1, "dead": 1}]
+
+
+def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: Broker) -> None:
+    fill(queue)
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        record = http.get("/api/tasks/dead-1").json()
+        assert (record["task_id"], record["state"], record["last_error"]) == (
+            "dead-1", "dead", "it broke")
+        assert http.get("/api/tasks/later").json()["state"] == "delayed"
+        missing = http.get("/api/tasks/nope")
+        assert missing.status_code == 404 and "nope" in missing.json()["error"]
+
+
+def test_api_dlq_lists_the_dead_and_retry_revives_them_once(
+    server: Server, queue: Broker
+) -> None:
+    fill(queue)
+    write = {"x-taskq-request": "1"}
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        dead = http.get("/api/dlq").json()["dead"]
+        assert [(d["task_id"], d["last_error"]) for d in dead] == [("dead-1", "it broke")]
+        assert http.post("/api/dlq/dead-1/retry").status_code == 403  # no request header
+        assert http.post("/api/dlq/dead-1/retry", headers=write).json() == {"retried": "dead-1"}
+        assert http.get("/api/tasks/dead-1").json()["state"] == "pending"
+        assert http.post("/api/dlq/dead-1/retry", headers=write).status_code == 404
+        assert http.post("/api/dlq/ready-0/retry", headers=write).status_code == 404
+        assert http.get("/api/dlq").json()["dead"] == []
+
+
+def test_a_snapshot_position_resumes_the_feed_exactly_after_it(
+    server: Server, queue: Broker
+) -> None:
+    enqueue(queue, 5, "seen")
+    snap = httpx.get(f"{server.url}/api/snapshot", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert snap["counts"]["ready"] == 5 and snap["seq"] == 5
+    enqueue(queue, 3, "new")
+    with feed(server, queue, query=snap["position"]) as stream:
+        after = stream.rows_until_quiet()
+    assert [(b.event, b.seq, b.body["task"]) for b in after if b.id] == [
+        ("enqueued", 6, "new-0"), ("enqueued", 7, "new-1"), ("enqueued", 8, "new-2")]
+
+
+METRICS = (
+    "taskq_tasks", "taskq_completions_total", "taskq_failures_total", "taskq_retries_total",
+    "taskq_reaps_total", "taskq_dead_total", "taskq_enqueued_total", "taskq_feed_clients",
+    "taskq_feed_deliveries_total",
+)
+
+
+def test_metrics_has_the_documented_names_and_counts(server: Server, queue: Broker) -> None:
+    fill(queue)
+    with feed(server, queue) as stream:
+        stream.rows_until_quiet()
+        text = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT).text
+        clients = metric(server, "taskq_feed_clients", queue)
+    for name in METRICS:
+        assert f"# TYPE {name} " in text, name
+    assert f'taskq_tasks{{queue="{queue.queue}",structure="ready"}} 2' in text
+    assert f'taskq_tasks{{queue="{queue.queue}",structure="dead"}} 1' in text
+    assert metric(server, "taskq_enqueued_total", queue) == 5
+    assert metric(server, "taskq_dead_total", queue) == 1
+    assert clients == 1
+    delivered = metric(server, "taskq_feed_deliveries_total", queue)
+    assert delivered is not None and delivered >= 8
