@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from helpers import dump, lease_one, leased, record_of, state, wait_past, where
-from taskq.broker import Broker, LeasedTask, NewTask
+from taskq.broker import Broker, NewTask
 from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError, TaskqError
 from taskq.keys import QUEUES_KEY
 
@@ -133,61 +133,6 @@ class TestEnqueue:
         with pytest.raises(InvalidTaskError):
             broker.enqueue_many([NewTask("good"), NewTask("bad id")])
         assert dump(broker.client) == {}
-
-
-class TestLease:
-    def test_lease_takes_the_oldest_ready_task_first(self, broker: Broker) -> None:
-        for task_id in ("a", "b", "c"):
-            broker.enqueue(task_id)
-        assert [broker.lease("w", 10) for _ in range(4)] == [("a", 1), ("b", 1), ("c", 1), None]
-
-    def test_lease_bumps_the_token_and_records_the_worker(self, broker: Broker) -> None:
-        broker.enqueue("t1", max_retries=5, payload={"p": True}, name="mod.fn")
-        before = broker.server_time_ms()
-        batch = broker.lease_many("w7", 2.5, 1)
-        (task,) = batch.tasks
-        assert task == LeasedTask("t1", 1, "mod.fn", '{"p":true}', retries=0, max_retries=5)
-        assert task.attempt == 1
-        record = record_of(broker, "t1")
-        assert (record.state, record.worker) == ("running", "w7")
-        expiry = broker.client.zscore(broker.keys.leased, "t1")
-        assert expiry is not None and before + 2500 <= expiry <= broker.server_time_ms() + 2500
-
-    def test_delayed_task_is_not_leased_before_its_time(self, broker: Broker) -> None:
-        broker.enqueue("t1", delay=0.3)
-        assert broker.promote() == [] and broker.lease("w", 10) is None
-        wait_past(0.3)
-        assert broker.promote() == ["t1"]
-        assert broker.lease("w", 10) == ("t1", 1)
-
-    def test_lease_many_takes_at_most_count(self, broker: Broker) -> None:
-        for i in range(5):
-            broker.enqueue(f"t{i}")
-        batch = broker.lease_many("w", 10, 3)
-        assert [t.task_id for t in batch.tasks] == ["t0", "t1", "t2"]
-        assert batch.wait_seconds is None and broker.counts().ready == 2
-
-    def test_short_batch_says_how_long_until_something_is_due(self, broker: Broker) -> None:
-        broker.enqueue("later", delay=5)
-        batch = broker.lease_many("w", 10, 1)
-        assert batch.tasks == [] and batch.wait_seconds is not None
-        assert 4.9 <= batch.wait_seconds <= 5.0
-
-    def test_retried_lease_request_returns_the_same_tasks(
-        self, broker: Broker, client: redis.Redis
-    ) -> None:
-        for i in range(3):
-            broker.enqueue(f"t{i}")
-        first = broker.lease_many("w", 10, 2, request_id="r1")
-        before = dump(client)
-        assert broker.lease_many("w", 10, 2, request_id="r1") == first
-        assert dump(client) == before
-        assert broker.ack("t0", first.tasks[0].token)
-        assert [t.task_id for t in broker.lease_many("w", 10, 2, request_id="r1").tasks] == ["t1"]
-
-    def test_count_below_one_is_rejected(self, broker: Broker) -> None:
-        with pytest.raises(InvalidTaskError, match="count must be an integer >= 1"):
-            broker.lease_many("w", 10, 0)
 
 
 class TestHeartbeat:

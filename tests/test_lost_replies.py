@@ -94,6 +94,21 @@ class TestLeaseRetry:
         assert (counts.leased, counts.ready) == (1, 2), "the retry leased a second task"
         assert batch.tasks[0].token == 1
 
+    def test_a_waiting_lease_whose_reply_was_lost_returns_the_same_task(
+        self, proxy: ReplyDroppingProxy, proxied: Broker, broker: Broker
+    ) -> None:
+        # The wait and the lease travel in one pipeline: its retry repeats both, and the
+        # lease's request id makes the repeat return what the lost reply held.
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        proxied.counts()
+        proxy.drop_next_reply()
+        batch = proxied.wait_and_lease("w1", 30, 1, timeout=1)
+        assert proxy.dropped == 1
+        assert batch is not None and [t.task_id for t in batch.tasks] == ["t0"]
+        counts = broker.counts()
+        assert (counts.leased, counts.ready) == (1, 2), "the retry leased a second task"
+
     def test_a_lease_retried_with_a_new_request_would_orphan_a_task(
         self, broker: Broker
     ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import threading
 import time
 import uuid
@@ -205,6 +206,47 @@ class TestScheduling:
         wait_until(running.worker.waker.armed.is_set, 5, "the worker to go idle")
         task_id = nothing.enqueue().task_id
         wait_for_state(app, task_id, "completed", timeout=1.5)
+
+    @pytest.mark.parametrize("kind", ["def", "async def"])
+    def test_bursts_while_handlers_finish_never_overfill_the_slots(
+        self, app: App, start_worker: StartWorker, kind: str
+    ) -> None:
+        # Work that wakes a worker with free slots is leased on the waker's thread, while
+        # the loop leases too whenever a handler finishes: together they must never run
+        # more handlers than the concurrency, and they must use all of it.
+        guard, running, peak = threading.Lock(), [0], [0]
+        pauses = random.Random(7)
+
+        def enter() -> None:
+            with guard:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+
+        def leave() -> None:
+            with guard:
+                running[0] -= 1
+
+        @app.task("busy_sync")
+        def busy_sync(seconds: float) -> None:
+            enter()
+            time.sleep(seconds)
+            leave()
+
+        @app.task("busy_async")
+        async def busy_async(seconds: float) -> None:
+            enter()
+            await asyncio.sleep(seconds)
+            leave()
+
+        busy = busy_sync if kind == "def" else busy_async
+        start_worker(concurrency=3)
+        task_ids: list[str] = []
+        for _ in range(100):
+            task_ids += [busy.enqueue(pauses.uniform(0.002, 0.03)).task_id for _ in range(4)]
+            time.sleep(pauses.uniform(0.005, 0.03))
+        for task_id in task_ids:
+            wait_for_state(app, task_id, "completed")
+        assert peak[0] == 3
 
     def test_delayed_task_runs_after_its_delay_and_not_before(
         self, app: App, start_worker: StartWorker

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import RedisClusterException
+from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError, RedisClusterException
 
 from taskq.boundary import redis_errors, text, to_ms
 from taskq.codec import decode_payload, encode_payload
@@ -177,34 +178,44 @@ class Broker:
         Every call carries a request id (made here unless given), so a call the client
         retries after a lost reply returns the tasks it already leased, not more.
         """
+        keys, args = self._lease_call(worker_id, lease_seconds, count, request_id)
+        with redis_errors("lease"):
+            reply = self.scripts.lease(keys=keys, args=args)
+        return LeaseBatch.from_reply(reply)
+
+    def wait_and_lease(
+        self, worker_id: str, lease_seconds: float, count: int, timeout: float
+    ) -> LeaseBatch | None:
+        """Block until a script signals new work or `timeout` seconds pass, then lease up
+        to `count` tasks, in one round trip: the lease is queued behind the blocking pop
+        on the same connection, so Redis runs it the moment a producer wakes this worker
+        and both replies come back together. None on a cluster, whose pipelines cannot
+        carry a script: there, `wait_for_work` and then `lease_many`."""
+        if isinstance(self.client, RedisCluster):
+            return None
+        keys, args = self._lease_call(worker_id, lease_seconds, count, None)
+        script = self.scripts.lease
+        with redis_errors("lease"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.blpop([self.keys.wake], timeout)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            reply = pipe.execute(raise_on_error=False)[1]
+            if isinstance(reply, NoScriptError):
+                # Not run: the script call loads it and runs it, same request id.
+                reply = script(keys=keys, args=args)
+            elif isinstance(reply, Exception):
+                raise reply
+        return LeaseBatch.from_reply(reply)
+
+    def _lease_call(self, worker_id: str, lease_seconds: float, count: int,
+                    request_id: str | None) -> tuple[list[str], list[Any]]:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise InvalidTaskError(f"count must be an integer >= 1, not {count!r}")
         k = self.keys
-        with redis_errors("lease"):
-            reply = self.scripts.lease(
-                keys=[k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
-                args=[
-                    k.prefix,
-                    worker_id,
-                    max(1, to_ms(lease_seconds, "lease_seconds")),
-                    count,
-                    self.events_retention,
-                    request_id or uuid.uuid4().hex,
-                ],
-            )
-        n, wait_ms = int(reply[0]), int(reply[1])
-        tasks = [
-            LeasedTask(
-                task_id=text(reply[i]),
-                token=int(reply[i + 1]),
-                name=text(reply[i + 2]),
-                payload=text(reply[i + 3]),
-                retries=int(reply[i + 4]),
-                max_retries=int(reply[i + 5]),
-            )
-            for i in range(2, 2 + 6 * n, 6)
-        ]
-        return LeaseBatch(tasks, None if wait_ms < 0 else wait_ms / 1000)
+        keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake]
+        args = [k.prefix, worker_id, max(1, to_ms(lease_seconds, "lease_seconds")), count,
+                self.events_retention, request_id or uuid.uuid4().hex]
+        return keys, args
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease; False means it was lost (expired, reaped or taken over)."""

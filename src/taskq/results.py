@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from taskq.boundary import text
+
 FailStatus = Literal["retry", "dead", "stale"]
 ReapOutcome = Literal["delayed", "dead"]
 TaskState = Literal["pending", "delayed", "running", "completed", "dead"]
@@ -64,6 +66,23 @@ class LeaseBatch:
 
     tasks: list[LeasedTask]
     wait_seconds: float | None
+
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> LeaseBatch:
+        """The lease script's reply: n, wait_ms, then six fields per leased task."""
+        n, wait_ms = int(reply[0]), int(reply[1])
+        tasks = [
+            LeasedTask(
+                task_id=text(reply[i]),
+                token=int(reply[i + 1]),
+                name=text(reply[i + 2]),
+                payload=text(reply[i + 3]),
+                retries=int(reply[i + 4]),
+                max_retries=int(reply[i + 5]),
+            )
+            for i in range(2, 2 + 6 * n, 6)
+        ]
+        return cls(tasks, None if wait_ms < 0 else wait_ms / 1000)
 
 
 @dataclass(frozen=True)

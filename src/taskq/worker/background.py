@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Literal
 
 from taskq.broker import Broker
 from taskq.context import TaskContext
@@ -54,13 +55,21 @@ class Heartbeat(threading.Thread):
         self.stopping.set()
 
 
-class Waker(threading.Thread):
-    """Blocks on the queue's wake list while the worker is idle, and wakes the loop as
-    soon as a producer makes work ready, so no idle worker sits out a poll interval."""
+# What one wait for work came to: "woken" (the loop should look around), "again" (the
+# wait leased what there was and ready is empty: keep waiting, the loop has nothing to
+# do), or "away" (Redis could not be asked).
+WaitOutcome = Literal["woken", "again", "away"]
 
-    def __init__(self, broker: Broker, wake: Callable[[], None], timeout: float) -> None:
+
+class Waker(threading.Thread):
+    """Waits for work while the worker is idle, so no idle worker sits out a poll
+    interval: `wait(timeout)` blocks until a producer signals work (and may lease it in
+    the same round trip); the loop is nudged unless the wait says there is no need."""
+
+    def __init__(self, wait: Callable[[float], WaitOutcome], wake: Callable[[], None],
+                 timeout: float) -> None:
         super().__init__(name="taskq-waker", daemon=True)
-        self.broker = broker
+        self.wait = wait
         self.wake = wake
         self.timeout = timeout
         self.armed = threading.Event()
@@ -73,8 +82,11 @@ class Waker(threading.Thread):
         while not self.stopping.is_set():
             if not self.armed.wait(self.timeout):
                 continue
-            if not self.broker.wait_for_work(self.timeout):
-                self.stopping.wait(self.timeout)  # Redis is away: the loop will notice
+            outcome = self.wait(self.timeout)
+            if outcome == "again":
+                continue
+            if outcome == "away":
+                self.stopping.wait(self.timeout)  # the loop's next call will say why
             self.armed.clear()
             self.wake()
 

@@ -16,7 +16,7 @@ from taskq.context import TaskContext
 from taskq.errors import BrokerError
 from taskq.results import LeasedTask
 from taskq.settings import Settings
-from taskq.worker.background import Heartbeat, Waker
+from taskq.worker.background import Heartbeat, WaitOutcome, Waker
 from taskq.worker.lifecycle import Lifecycle
 from taskq.worker.outage import Backoff, retry_for
 from taskq.worker.runner import Outcome, Runner
@@ -73,7 +73,10 @@ class Worker:
         self.heartbeat = Heartbeat(self.broker, self.settings.lease_seconds, self._contexts)
         # A blocking read must end well before the socket's read timeout does.
         block = max(0.05, min(self.settings.poll_seconds, self.settings.redis_timeout_seconds / 2))
-        self.waker = Waker(self.broker, self._nudge, block)
+        self.waker = Waker(self._wait_for_work, self._nudge, block)
+        # Slots a lease in progress may fill, on the loop's or the waker's thread: each
+        # reserves its free slots first, so together they never lease more than fit.
+        self._reserved = 0
         self._backoff = Backoff()
         self._next_purge = 0.0
         self._last_maintenance = -1e9
@@ -113,7 +116,9 @@ class Worker:
     def _finished(self) -> bool:
         if self.lifecycle.running:
             return False
-        return not self.in_flight or self.lifecycle.grace_expired()
+        # A lease still under way on the waker's thread may yet put tasks in hand.
+        idle = not self.in_flight and not self._reserved
+        return idle or self.lifecycle.grace_expired()
 
     def _maintain_and_lease(self) -> float | None:
         """Fill free handler slots, then promote and reap (so no scheduler is needed);
@@ -122,12 +127,17 @@ class Worker:
         Returns how long the loop may wait before looking again: None when every slot
         is busy (a finishing handler wakes it), else the broker's hint capped by the poll.
         """
-        free = self.concurrency - len(self.in_flight)
+        free = self._reserve()
         try:
             batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
                 if free > 0 else None
             if batch is not None and batch.tasks:
                 self.runner.submit([self._start(task) for task in batch.tasks])
+        except BrokerError as e:
+            return self._backoff.failed(e)
+        finally:
+            self._unreserve(free)
+        try:
             backlog = batch is not None and len(batch.tasks) == free
             promoted = self._maintain(MAINTENANCE_SECONDS_WITH_BACKLOG if backlog
                                       else MAINTENANCE_SECONDS)
@@ -157,6 +167,37 @@ class Worker:
             self.broker.purge(self.settings.dead_ttl_seconds, MAINTENANCE_LIMIT)
             self._next_purge = now + PURGE_EVERY_SECONDS
         return promoted
+
+    def _reserve(self) -> int:
+        """Reserve every free slot for a lease about to be made; returns how many."""
+        with self._in_flight_lock:
+            free = max(0, self.concurrency - len(self.in_flight) - self._reserved)
+            self._reserved += free
+            return free
+
+    def _unreserve(self, slots: int) -> None:
+        """Give back a reservation once its leased tasks are in hand."""
+        with self._in_flight_lock:
+            self._reserved -= slots
+
+    def _wait_for_work(self, timeout: float) -> WaitOutcome:
+        """On the waker's thread: block until a producer signals work. On a single node
+        the tasks that woke us are leased in the same round trip and started from here,
+        sparing the first task a wait for the loop's thread and a second round trip; a
+        lease that emptied ready leaves nothing for the loop to do, so we wait again."""
+        free = self._reserve() if self.lifecycle.running else 0
+        try:
+            batch = self.broker.wait_and_lease(
+                self.worker_id, self.settings.lease_seconds, free, timeout) if free else None
+            if batch is None:
+                return "woken" if self.broker.wait_for_work(timeout) else "away"
+            if batch.tasks:
+                self.runner.submit([self._start(task) for task in batch.tasks])
+            return "again" if len(batch.tasks) < free else "woken"
+        except BrokerError:
+            return "away"
+        finally:
+            self._unreserve(free)
 
     def _start(self, task: LeasedTask) -> tuple[LeasedTask, TaskContext]:
         """Put a leased task in hand (so heartbeats cover it from now on)."""

@@ -1,0 +1,119 @@
+"""Leasing against a real Redis: `lease_many`, and `wait_and_lease`, which waits for
+work and leases it in the same round trip."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from conftest import ON_CLUSTER
+from helpers import dump, events, record_of, wait_past
+from taskq.broker import Broker, LeasedTask
+from taskq.errors import InvalidTaskError
+
+
+class TestLease:
+    def test_lease_takes_the_oldest_ready_task_first(self, broker: Broker) -> None:
+        for task_id in ("a", "b", "c"):
+            broker.enqueue(task_id)
+        assert [broker.lease("w", 10) for _ in range(4)] == [("a", 1), ("b", 1), ("c", 1), None]
+
+    def test_lease_bumps_the_token_and_records_the_worker(self, broker: Broker) -> None:
+        broker.enqueue("t1", max_retries=5, payload={"p": True}, name="mod.fn")
+        before = broker.server_time_ms()
+        batch = broker.lease_many("w7", 2.5, 1)
+        (task,) = batch.tasks
+        assert task == LeasedTask("t1", 1, "mod.fn", '{"p":true}', retries=0, max_retries=5)
+        assert task.attempt == 1
+        record = record_of(broker, "t1")
+        assert (record.state, record.worker) == ("running", "w7")
+        expiry = broker.client.zscore(broker.keys.leased, "t1")
+        assert expiry is not None and before + 2500 <= expiry <= broker.server_time_ms() + 2500
+
+    def test_delayed_task_is_not_leased_before_its_time(self, broker: Broker) -> None:
+        broker.enqueue("t1", delay=0.3)
+        assert broker.promote() == [] and broker.lease("w", 10) is None
+        wait_past(0.3)
+        assert broker.promote() == ["t1"]
+        assert broker.lease("w", 10) == ("t1", 1)
+
+    def test_lease_many_takes_at_most_count(self, broker: Broker) -> None:
+        for i in range(5):
+            broker.enqueue(f"t{i}")
+        batch = broker.lease_many("w", 10, 3)
+        assert [t.task_id for t in batch.tasks] == ["t0", "t1", "t2"]
+        assert batch.wait_seconds is None and broker.counts().ready == 2
+
+    def test_short_batch_says_how_long_until_something_is_due(self, broker: Broker) -> None:
+        broker.enqueue("later", delay=5)
+        batch = broker.lease_many("w", 10, 1)
+        assert batch.tasks == [] and batch.wait_seconds is not None
+        assert 4.9 <= batch.wait_seconds <= 5.0
+
+    def test_retried_lease_request_returns_the_same_tasks(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        for i in range(3):
+            broker.enqueue(f"t{i}")
+        first = broker.lease_many("w", 10, 2, request_id="r1")
+        before = dump(client)
+        assert broker.lease_many("w", 10, 2, request_id="r1") == first
+        assert dump(client) == before
+        assert broker.ack("t0", first.tasks[0].token)
+        assert [t.task_id for t in broker.lease_many("w", 10, 2, request_id="r1").tasks] == ["t1"]
+
+    def test_count_below_one_is_rejected(self, broker: Broker) -> None:
+        with pytest.raises(InvalidTaskError, match="count must be an integer >= 1"):
+            broker.lease_many("w", 10, 0)
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="a cluster pipeline cannot carry a script: "
+                    "wait_and_lease answers None there, tested below")
+class TestWaitAndLease:
+    def test_work_enqueued_while_waiting_is_leased_at_once(self, broker: Broker) -> None:
+        later = threading.Timer(0.2, lambda: broker.enqueue("t1", name="mod.fn"))
+        later.start()
+        began = time.monotonic()
+        batch = broker.wait_and_lease("w", 10, 4, timeout=5)
+        waited = time.monotonic() - began
+        later.join()
+        assert batch is not None and [t.task_id for t in batch.tasks] == ["t1"]
+        assert batch.tasks[0] == LeasedTask("t1", 1, "mod.fn", "{}", retries=0, max_retries=3)
+        assert 0.15 < waited < 2.0
+        assert record_of(broker, "t1").state == "running"
+        assert [e.type for e in events(broker.client, broker.keys)] == ["enqueued", "leased"]
+
+    def test_work_already_ready_is_leased_without_waiting(self, broker: Broker) -> None:
+        for i in range(3):
+            broker.enqueue(f"t{i}")
+        began = time.monotonic()
+        batch = broker.wait_and_lease("w", 10, 2, timeout=5)
+        assert time.monotonic() - began < 1.0
+        assert batch is not None and [t.task_id for t in batch.tasks] == ["t0", "t1"]
+        assert broker.counts().ready == 1
+
+    def test_nothing_arriving_leases_nothing_after_the_timeout(self, broker: Broker) -> None:
+        began = time.monotonic()
+        batch = broker.wait_and_lease("w", 10, 2, timeout=0.3)
+        assert time.monotonic() - began >= 0.25
+        assert batch is not None and batch.tasks == [] and broker.counts().leased == 0
+
+    def test_a_flushed_script_cache_still_leases_each_task_once(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t1")
+        broker.enqueue("t2")
+        client.script_flush()
+        batch = broker.wait_and_lease("w", 10, 1, timeout=1)
+        assert batch is not None and [(t.task_id, t.token) for t in batch.tasks] == [("t1", 1)]
+        assert broker.counts().ready == 1 and broker.counts().leased == 1
+
+
+@pytest.mark.skipif(not ON_CLUSTER, reason="only a cluster declines the one-trip wait")
+def test_on_a_cluster_wait_and_lease_declines_and_leases_nothing(broker: Broker) -> None:
+    broker.enqueue("t1")
+    assert broker.wait_and_lease("w", 10, 1, timeout=0.1) is None
+    assert broker.counts().ready == 1
