@@ -1,8 +1,11 @@
-"""Where a `taskq worker` spends its time during a drain: py-spy, top functions."""
+"""Where a `taskq worker` spends its time while it drains the peers' counting no-op (the
+like-for-like target): CPU per task in the worker and in Redis, and py-spy's top
+functions by samples taken while a thread held the GIL (Python work, not waits)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -10,6 +13,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +67,26 @@ def summarize(speedscope: dict[str, Any]) -> tuple[int, Counter[str], Counter[st
     return total, cumulative, own, threads
 
 
-def _record(server: Server, name: str, n: int, concurrency: int,
-            spy: str) -> tuple[dict[str, Any], float]:
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def redis_cpu_seconds(server: Server) -> float:
+    cpu = server.client.info("cpu")
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+
+
+@dataclass(frozen=True)
+class Recorded:
+    profile: dict[str, Any]
+    rate: float
+    worker_us: float  # worker process CPU per task
+    redis_us: float  # Redis CPU per task
+
+
+def _record(server: Server, name: str, n: int, concurrency: int, spy: str) -> Recorded:
     server.flush()
     queue = f"profile-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, name, n)
@@ -76,11 +98,16 @@ def _record(server: Server, name: str, n: int, concurrency: int,
         deadline = time.monotonic() + 30
         while count() == 0 and time.monotonic() < deadline:
             time.sleep(0.002)
+        first, worker_cpu, redis_cpu = count(), process_cpu_seconds(worker.pid), \
+            redis_cpu_seconds(server)
         recorder = subprocess.Popen(
             [spy, "record", "--pid", str(worker.pid), "--rate", str(RATE_HZ), "--nonblocking",
-             "--format", "speedscope", "--output", str(out)],
+             "--gil", "--format", "speedscope", "--output", str(out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         drained = time_drain(count, n, [worker], drain_timeout(n))
+        done = count() - first
+        worker_us = (process_cpu_seconds(worker.pid) - worker_cpu) / done * 1e6
+        redis_us = (redis_cpu_seconds(server) - redis_cpu) / done * 1e6
         recorder.send_signal(signal.SIGINT)
         _, err = recorder.communicate(timeout=30)
         check_drained(server, broker, n)
@@ -92,39 +119,50 @@ def _record(server: Server, name: str, n: int, concurrency: int,
     if not out.exists():
         raise BenchError(f"py-spy wrote no profile: {err.decode(errors='replace')[-300:]}")
     data: dict[str, Any] = json.loads(out.read_text())
-    return data, drained.rate
+    return Recorded(data, drained.rate, worker_us, redis_us)
 
 
 def measure(server: Server, options: Options, known: dict[str, float]) -> Section:
-    # The handler kind and concurrency the drain found fastest: the worker at its best.
-    is_async = known.get("drain-best-async", 1.0) >= 0.5
-    name, kind = ("bench.noop_async", "async def") if is_async else ("bench.noop_sync", "def")
-    concurrency = int(known.get("drain-best-concurrency", 64))
-    section = Section("profile", f"Profile: one `taskq worker` (concurrency {concurrency}) "
-                      f"draining {options.n:,} `{kind}` no-op tasks, py-spy at {RATE_HZ} Hz",
+    # The peers' counting no-op, as an `async def` handler (taskq's faster kind for it),
+    # at the concurrency the drain found best for async handlers; one process, so one
+    # profile holds all of it.
+    name = "bench.count_async"
+    concurrency = int(known.get("drain-bench.noop_async-concurrency", 64))
+    section = Section("profile", f"Profile: one `taskq worker` process (concurrency "
+                      f"{concurrency}) draining {options.n:,} `async def` tasks that each INCR "
+                      f"a counter (the peers' no-op), py-spy at {RATE_HZ} Hz",
                       ["function (file)", "cumulative", "own"])
     spy = py_spy()
     if spy is None:
         section.notes.append("Not run: py-spy is not installed (`pip install -e '.[bench]'`).")
         return section
     try:
-        data, drained = _record(server, name, options.n, concurrency, spy)
+        recorded = _record(server, name, options.n, concurrency, spy)
     except (BenchError, OSError, subprocess.TimeoutExpired) as e:
         section.fail("py-spy record", BenchError(str(e)))
         return section
-    total, cumulative, own, threads = summarize(data)
+    total, cumulative, own, threads = summarize(recorded.profile)
     if not total:
-        section.notes.append("py-spy recorded no active samples.")
+        section.notes.append("py-spy recorded no samples.")
         return section
     shown = [(label, samples) for label, samples in cumulative.most_common()
              if not any(mark in label for mark in SCAFFOLDING)][:TOP]
     for label, samples in shown:
         section.rows.append([f"`{label}`", f"{samples / total:.1%}", f"{own[label] / total:.1%}"])
+    handler = sum(samples for label, samples in cumulative.items()
+                  if label.startswith("make_app.<locals>.count_async"))
+    section.figures["profile-worker-us"] = recorded.worker_us
+    section.figures["profile-redis-us"] = recorded.redis_us
     section.notes.append(
-        f"{total:,} active samples (py-spy skips threads it sees idle; a thread blocked "
-        "in a socket read or `epoll` can still count as active) while the worker drained "
-        f"at {drained:,.0f} tasks/s under the profiler. Share of samples by thread: "
-        + ", ".join(f"{name} {samples / total:.0%}" for name, samples in threads.most_common(6))
+        f"CPU per task while it drained at {recorded.rate:,.0f} tasks/s under the profiler: "
+        f"the worker process {recorded.worker_us:,.0f} µs, Redis {recorded.redis_us:,.0f} µs "
+        f"(the machine has 2 cores, so the two together cap the rate at about "
+        f"{2e6 / (recorded.worker_us + recorded.redis_us):,.0f} tasks/s). The handler "
+        f"body itself (one `await redis.incr`, redis-py's asyncio client) holds "
+        f"{handler / total:.0%} of the worker's GIL samples.")
+    section.notes.append(
+        f"{total:,} samples taken while a thread held the GIL. Share by thread: "
+        + ", ".join(f"{name} {samples / total:.0%}" for name, samples in threads.most_common(4))
         + ". Top by own samples: "
         + ", ".join(f"`{label.split(' (')[0]}` {samples / total:.1%}"
                     for label, samples in own.most_common(8)) + ".")
