@@ -226,3 +226,22 @@ async def hub_reaches(hub: Hub, client: redis.Redis) -> None:
         assert asyncio.get_running_loop().time() < deadline, (
             f"hub stuck at {hub.tail}, the log's head is {head}")
         await asyncio.sleep(0.005)
+
+
+async def seen_then_gone(hub: Hub, producer: Producer, rows: int) -> Reader:
+    """A client that received the first `rows` rows of a fresh log and then dropped."""
+    producer.append(rows)
+    reader = Reader(hub)
+    reader.connect()
+    await reader.until_seq(rows)
+    await reader.drop()
+    return reader
+
+
+async def resumed_until_quiet(hub: Hub, last_id: str) -> Reader:
+    """A client that resumed from `last_id`, read until the stream went quiet, and left."""
+    reader = Reader(hub, last_id=last_id)
+    reader.connect()
+    await reader.until_quiet()
+    await reader.drop()
+    return reader

@@ -28,10 +28,12 @@ from feed_support import (
     cursor_at,
     head_cursor,
     hub_reaches,
+    resumed_until_quiet,
     retained,
     row_ts,
     run,
     running_hub,
+    seen_then_gone,
 )
 from taskq.broker import Broker, NewTask
 from taskq.feed.cursor import Cursor, parse_cursor
@@ -224,11 +226,7 @@ def test_a_resume_replays_exactly_the_missed_rows_and_ends_at_the_head(
 
     async def scenario() -> None:
         async with running_hub(settings.redis_url) as hub:
-            producer.append(5)
-            reader = Reader(hub)
-            reader.connect()
-            await reader.until_seq(5)
-            await reader.drop()
+            reader = await seen_then_gone(hub, producer, 5)
             producer.append(11)  # missed while away: 6..16, batches of 4 to replay
             await hub_reaches(hub, client)
             reader.connect()
@@ -256,10 +254,7 @@ def test_a_client_whose_cursor_is_retained_never_gets_a_gap(
         producer.append(3)  # log holds 3..6: row 2 (the client's) is gone, 3 is not
         assert bounds(client)[1:] == (3, 6)
         async with running_hub(settings.redis_url) as hub:  # its ring starts at the head
-            reader = Reader(hub, last_id=held)
-            reader.connect()
-            await reader.until_quiet()
-            await reader.drop()
+            reader = await resumed_until_quiet(hub, held)
             assert reader.gaps == [] and reader.seqs() == [3, 4, 5, 6]
 
             producer.append(1)  # log holds 4..7: row 3, never received, is gone

@@ -17,9 +17,11 @@ from feed_support import (
     bounds,
     cursor_at,
     hub_reaches,
+    resumed_until_quiet,
     row_ts,
     run,
     running_hub,
+    seen_then_gone,
 )
 from taskq.settings import Settings
 
@@ -38,11 +40,7 @@ def test_a_reset_log_gives_a_resuming_client_an_epoch_gap(
 
     async def scenario() -> None:
         async with running_hub(settings.redis_url) as hub:
-            producer.append(4)
-            reader = Reader(hub)
-            reader.connect()
-            await reader.until_seq(4)
-            await reader.drop()
+            reader = await seen_then_gone(hub, producer, 4)
             old = reader.last_id
             reset_log(client)
             producer.append(3)  # a new log: seqs 1..3 in a new epoch
@@ -73,11 +71,7 @@ def test_the_id_a_gap_hands_out_on_an_empty_log_resumes_without_a_second_gap(
 
     async def scenario() -> None:
         async with running_hub(settings.redis_url) as hub:
-            producer.append(2)
-            reader = Reader(hub)
-            reader.connect()
-            await reader.until_seq(2)
-            await reader.drop()
+            reader = await seen_then_gone(hub, producer, 2)
             reset_log(client)
             reader.connect()
             await reader.until_quiet()
@@ -125,10 +119,7 @@ def test_a_malformed_id_gets_a_gap_at_the_head(settings: Settings, client: redis
 
     async def scenario() -> Reader:
         async with running_hub(settings.redis_url) as hub:
-            reader = Reader(hub, last_id="not-an-id\r\nevent: x")
-            reader.connect()
-            await reader.until_quiet()
-            await reader.drop()
+            reader = await resumed_until_quiet(hub, "not-an-id\r\nevent: x")
             return reader
 
     reader = run(scenario())
@@ -184,10 +175,7 @@ def test_a_rewritten_row_gives_a_diverged_gap_never_a_silent_one(
             await hub_reaches(hub, client)  # the hub has seen the rewrite
             producer.append(1)  # and one row more, which its ring now holds
             await hub_reaches(hub, client)
-            reader = Reader(hub, last_id=held.wire_id)
-            reader.connect()
-            await reader.until_quiet()
-            await reader.drop()
+            reader = await resumed_until_quiet(hub, held.wire_id)
             return reader
 
     reader = run(scenario())
@@ -207,10 +195,7 @@ def test_a_client_at_a_row_the_crash_kept_resumes_without_a_gap(
 
     async def scenario() -> Reader:
         async with running_hub(settings.redis_url) as hub:
-            reader = Reader(hub, last_id=held.wire_id)
-            reader.connect()
-            await reader.until_quiet()
-            await reader.drop()
+            reader = await resumed_until_quiet(hub, held.wire_id)
             return reader
 
     reader = run(scenario())
