@@ -39,7 +39,7 @@ from taskq.broker import Broker, NewTask
 from taskq.feed.cursor import Cursor, parse_cursor
 from taskq.feed.hub import Hub
 from taskq.feed.log import FeedLog, Gap, Rows
-from taskq.feed.stream import StreamSettings
+from taskq.feed.stream import StreamSettings, feed_frames
 from taskq.settings import Settings
 
 # -- ids -----------------------------------------------------------------------------
@@ -323,3 +323,45 @@ def test_a_hub_stops_promptly_right_after_serving_a_client(
     thread.join(DEADLINE * 2)
     assert not thread.is_alive(), "a hub was told to stop and did not"
     assert failures == []
+
+
+@pytest.mark.parametrize(("catch_up_reads", "every_client_reaches_the_head"),
+                         [(2, True), (24, False)], ids=["queued", "unqueued"])
+def test_clients_behind_the_ring_queue_for_redis_instead_of_losing_their_stream(
+    settings: Settings, client: redis.Redis, catch_up_reads: int,
+    every_client_reaches_the_head: bool,
+) -> None:
+    """Many clients replaying from Redis at once, on a small connection pool with a short
+    wait: queued, every one reaches the head; let through all at once (the control),
+    some wait out the pool and their streams end with an error."""
+    Producer(client, retention=10_000).append(3_000)
+
+    async def reach_head(hub: Hub) -> BaseException | None:
+        stream = feed_frames(hub, Cursor.start(), StreamSettings(batch=300))
+        try:
+            async for text in stream:
+                if ".3000." in text:
+                    return None
+        except Exception as e:
+            return e
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        return AssertionError("the stream ended")
+
+    async def scenario() -> list[BaseException | None]:
+        pool = aioredis.BlockingConnectionPool.from_url(
+            settings.redis_url, decode_responses=True, max_connections=4, timeout=0.05)
+        aclient = aioredis.Redis(connection_pool=pool)
+        hub = Hub(FeedLog(aclient, KEYS), ring_size=10, catch_up_reads=catch_up_reads)
+        await hub.start()
+        try:
+            return await asyncio.gather(*(reach_head(hub) for _ in range(24)))
+        finally:
+            await hub.stop()
+            await aclient.aclose(close_connection_pool=True)
+
+    failures = [e for e in run(scenario()) if e is not None]
+    if every_client_reaches_the_head:
+        assert failures == []
+    else:
+        assert failures and all("No connection available" in str(e) for e in failures)

@@ -22,19 +22,26 @@ log = logging.getLogger("taskq.feed")
 
 TAIL_BATCH = 1000
 BLOCK_MS = 2000
+# Clients behind the ring read Redis through a fair (first come, first served) queue,
+# this many at a time: well under the server's connection pool, so the hub's own tail
+# reads and the JSON API always find a connection, and no client waits out the pool's
+# timeout and loses its stream, however many fall behind at once.
+CATCH_UP_READS = 32
 
 
 class Hub:
     """Follows one queue's event log; `rows_after` serves from memory, `wait` sleeps
     until the log moves past a sequence number."""
 
-    def __init__(self, feed_log: FeedLog, ring_size: int = 10_000) -> None:
+    def __init__(self, feed_log: FeedLog, ring_size: int = 10_000,
+                 catch_up_reads: int = CATCH_UP_READS) -> None:
         self.log = feed_log
         self.ring: deque[Row] = deque(maxlen=ring_size)
         self.tail = Cursor.start()
         self.clients = 0
         self.delivered = 0
         self._moved: asyncio.Future[None] | None = None
+        self.catch_up = asyncio.Semaphore(catch_up_reads)
         self._task: asyncio.Task[None] | None = None
 
     @property

@@ -40,7 +40,12 @@ async def feed_frames(
     while True:
         rows = hub.rows_after(cursor, settings.batch)
         if rows is None:
-            result = await hub.log.read(cursor, settings.batch)
+            # A cursor with no epoch yet binds to the log with a one-row read, after
+            # which the hub's ring may serve the rest: a thousand new clients then cost
+            # a thousand small reads, not a thousand replays of a batch each.
+            count = settings.batch if cursor.epoch else 1
+            async with hub.catch_up:
+                result = await hub.log.read(cursor, count)
             if isinstance(result, Gap):
                 yield gap_frame(cursor.wire_id if cursor.seq else "", result)
                 cursor = result.resume_at

@@ -72,5 +72,5 @@ class WebState:
     async def close(self) -> None:
         for hub in self.hubs.values():
             await hub.stop()
-        await self.aclient.aclose()
+        await self.aclient.aclose(close_connection_pool=True)  # it was given a pool
         self.client.close()
