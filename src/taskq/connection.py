@@ -9,9 +9,6 @@ from redis.retry import Retry
 
 from taskq.settings import Settings
 
-# A queue's keys share one hash tag, so every operation works the same on either.
-Client = redis.Redis | RedisCluster
-
 
 def connect(settings: Settings | None = None) -> redis.Redis:
     """A client for `settings.redis_url` (from the environment when not given): a

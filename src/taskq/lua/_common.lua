@@ -61,7 +61,6 @@ local function emit(feed, fields)
     'ts', feed.now, unpack(fields))
   local total = fields[2] .. ':' .. fields[6]
   feed.totals[total] = (feed.totals[total] or 0) + 1
-  return seq
 end
 
 -- Adds this call's events to the lifetime totals per event type and resulting state,

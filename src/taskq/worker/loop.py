@@ -14,7 +14,7 @@ from taskq.app import App
 from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
-from taskq.results import LeasedTask
+from taskq.results import LeaseBatch, LeasedTask
 from taskq.settings import Settings
 from taskq.worker.background import Heartbeat, WaitOutcome, Waker
 from taskq.worker.lifecycle import Lifecycle
@@ -131,8 +131,8 @@ class Worker:
         try:
             batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
                 if free > 0 else None
-            if batch is not None and batch.tasks:
-                self.runner.submit([self._start(task) for task in batch.tasks])
+            if batch is not None:
+                self._run_leased(batch)
         except BrokerError as e:
             return self._backoff.failed(e)
         finally:
@@ -191,13 +191,17 @@ class Worker:
                 self.worker_id, self.settings.lease_seconds, free, timeout) if free else None
             if batch is None:
                 return "woken" if self.broker.wait_for_work(timeout) else "away"
-            if batch.tasks:
-                self.runner.submit([self._start(task) for task in batch.tasks])
+            self._run_leased(batch)
             return "again" if len(batch.tasks) < free else "woken"
         except BrokerError:
             return "away"
         finally:
             self._unreserve(free)
+
+    def _run_leased(self, batch: LeaseBatch) -> None:
+        """Put a leased batch in hand and hand it to the runner."""
+        if batch.tasks:
+            self.runner.submit([self._start(task) for task in batch.tasks])
 
     def _start(self, task: LeasedTask) -> tuple[LeasedTask, TaskContext]:
         """Put a leased task in hand (so heartbeats cover it from now on)."""

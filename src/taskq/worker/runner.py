@@ -32,6 +32,8 @@ class Outcome:
 
 
 Call = tuple[Callable[..., Any], list[Any], dict[str, Any]]
+# A prepared run: the handler call, the task it runs, and the context it runs in.
+Job = tuple[Call, LeasedTask, TaskContext]
 
 
 def describe(error: BaseException) -> str:
@@ -61,8 +63,7 @@ class Runner:
     def __init__(self, app: App, concurrency: int, report: Callable[[Outcome], None]) -> None:
         self.app = app
         self.report = report
-        self._jobs: queue.SimpleQueue[tuple[Task[Any, Any], Call, LeasedTask, TaskContext] | None]
-        self._jobs = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._thread_main, name=f"taskq-handler-{i}", daemon=True)
             for i in range(concurrency)
@@ -88,7 +89,7 @@ class Runner:
     def submit(self, batch: Sequence[tuple[LeasedTask, TaskContext]]) -> None:
         """Start a leased batch: sync handlers go to the threads one by one; async ones
         reach the loop in one hand-off, so its thread wakes once per batch, not per task."""
-        coroutines: list[tuple[Call, LeasedTask, TaskContext]] = []
+        coroutines: list[Job] = []
         for task, context in batch:
             try:
                 registered, call = self._prepare(task)
@@ -98,7 +99,7 @@ class Runner:
             if registered.is_async:
                 coroutines.append((call, task, context))
             else:
-                self._jobs.put((registered, call, task, context))
+                self._jobs.put((call, task, context))
         if coroutines:
             self._loop.call_soon_threadsafe(self._start_coroutines, coroutines)
 
@@ -113,7 +114,7 @@ class Runner:
         args, kwargs = arguments(decode_payload(task.payload))
         return registered, (registered.fn, args, kwargs)
 
-    def _start_coroutines(self, jobs: list[tuple[Call, LeasedTask, TaskContext]]) -> None:
+    def _start_coroutines(self, jobs: list[Job]) -> None:
         for call, task, context in jobs:
             running = self._loop.create_task(self._run_async(call, task, context))
             # The loop keeps only a weak reference to a task: hold it until it ends.
@@ -134,7 +135,7 @@ class Runner:
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
-            _, (fn, args, kwargs), task, context = job
+            (fn, args, kwargs), task, context = job
             token = bind(context)
             try:
                 fn(*args, **kwargs)
