@@ -10,7 +10,6 @@ the dedupe guard keeps the charge single, which the same run without a guard sho
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import uuid
@@ -25,7 +24,7 @@ from taskq.embedded import EmbeddedRedis
 from taskq.ledger import Ledger
 from taskq.results import TaskRecord
 from taskq.tracecheck import read_log, validate
-from waiting import WorkerProcesses, event_types, wait_until
+from waiting import WorkerProcesses, event_types, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
 
@@ -50,14 +49,8 @@ def ledger_path(tmp_path: Path) -> Path:
 def workers(
     redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path, tmp_path: Path
 ) -> Iterator[WorkerProcesses]:
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue,
-        "LEDGER_PATH": str(ledger_path), "LEDGER_GUARD": "none",
-        "LEASE_SECONDS": str(LEASE), "WORK_SECONDS": "0.05", "AFTER_EFFECT_SECONDS": "0",
-        "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.1",
-        "POLL_SECONDS": "0.1", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "2",
-    }  # fmt: skip
+    env = worker_env(redis_server.url, queue.queue, ledger_path, LEDGER_GUARD="none",
+                     LEASE_SECONDS=str(LEASE), POLL_SECONDS="0.1", TASKQ_CONCURRENCY="2")
     processes = WorkerProcesses(tmp_path, env)
     yield processes
     processes.stop_all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -235,6 +236,11 @@ def test_e1_each_state_change_appends_exactly_one_event(broker: Broker, seed: in
     assert told.keys() == stored.keys()
     for task_id, fields in told.items():
         assert fields.items() <= stored[task_id].items(), task_id
+    # The lifetime totals behind /metrics are added once per script call: they must
+    # still count every event of the (untrimmed) log by type and resulting state.
+    totals = broker.client.hgetall(broker.keys.events + ":stats")
+    assert {text(k): int(v) for k, v in totals.items()} == \
+        dict(Counter(f"{e.type}:{e.state}" for e in log))
 
 
 def test_e1_the_event_log_is_trimmed_to_its_retention(client: redis.Redis) -> None:

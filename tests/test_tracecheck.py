@@ -3,7 +3,6 @@ real worker processes (failures, delays, a SIGKILL mid-run) passes."""
 
 from __future__ import annotations
 
-import os
 import signal
 import uuid
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from taskq.broker import Broker, NewTask
 from taskq.embedded import EmbeddedRedis
 from taskq.ledger import Ledger
 from taskq.tracecheck import TraceReport, read_log, validate
-from waiting import WorkerProcesses, event_types, wait_until
+from waiting import WorkerProcesses, event_types, wait_until, worker_env
 
 Event = dict[str, str]
 
@@ -154,14 +153,8 @@ def workers(
 ) -> Iterator[WorkerProcesses]:
     ledger = tmp_path / "ledger.db"
     Ledger(ledger).close()
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue,
-        "LEDGER_PATH": str(ledger), "LEDGER_GUARD": "dedupe",
-        "LEASE_SECONDS": "1", "WORK_SECONDS": "0.1", "AFTER_EFFECT_SECONDS": "0",
-        "FAIL_RATE": "0.3", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.2",
-        "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "4",
-    }  # fmt: skip
+    env = worker_env(redis_server.url, queue.queue, ledger, WORK_SECONDS="0.1",
+                     FAIL_RATE="0.3", BACKOFF_MAX_SECONDS="0.2", TASKQ_CONCURRENCY="4")
     processes = WorkerProcesses(tmp_path, env)
     yield processes
     processes.stop_all()

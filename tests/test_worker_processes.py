@@ -19,7 +19,7 @@ from taskq.embedded import EmbeddedRedis
 from taskq.ledger import Ledger, LedgerSummary
 from taskq.processes import taskq_command
 from taskq.results import TaskRecord
-from waiting import WorkerProcesses, event_types, pid_of, wait_until
+from waiting import WorkerProcesses, event_types, pid_of, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
 
@@ -43,14 +43,7 @@ def ledger_path(tmp_path: Path) -> Iterator[Path]:
 def workers(
     redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path, tmp_path: Path
 ) -> Iterator[WorkerProcesses]:
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue,
-        "LEDGER_PATH": str(ledger_path), "LEDGER_GUARD": "dedupe",
-        "LEASE_SECONDS": "1", "WORK_SECONDS": "0.05", "AFTER_EFFECT_SECONDS": "0",
-        "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.1",
-        "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "1",
-    }  # fmt: skip
+    env = worker_env(redis_server.url, queue.queue, ledger_path)
     processes = WorkerProcesses(tmp_path, env)
     yield processes
     processes.stop_all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -40,6 +41,20 @@ def event_types(client: redis.Redis, keys: QueueKeys, task_id: str) -> list[str]
 def pid_of(worker_id: str) -> int:
     """The process id inside a worker id (`host-pid-suffix`; the host may hold dashes)."""
     return int(worker_id.rsplit("-", 2)[1])
+
+
+def worker_env(redis_url: str, queue: str, ledger_path: Path, **overrides: str) -> dict[str, str]:
+    """The environment of a test's `taskq worker` processes: short leases, backoffs and
+    polls, the dedupe guard, no simulated failures; `overrides` change any of it."""
+    return {
+        **os.environ,
+        "REDIS_URL": redis_url, "TASKQ_QUEUE": queue,
+        "LEDGER_PATH": str(ledger_path), "LEDGER_GUARD": "dedupe",
+        "LEASE_SECONDS": "1", "WORK_SECONDS": "0.05", "AFTER_EFFECT_SECONDS": "0",
+        "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.1",
+        "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "1",
+        **overrides,
+    }  # fmt: skip
 
 
 class WorkerProcesses:
