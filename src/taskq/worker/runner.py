@@ -73,6 +73,8 @@ class Runner:
         self._loop_thread = threading.Thread(
             target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
+        # Set when a handler thread takes a job or the loop starts a coroutine.
+        self._taken = threading.Event()
 
     def start(self) -> None:
         for thread in self._threads:
@@ -89,6 +91,7 @@ class Runner:
     def submit(self, batch: Sequence[tuple[LeasedTask, TaskContext]]) -> None:
         """Start a leased batch: sync handlers go to the threads one by one; async ones
         reach the loop in one hand-off, so its thread wakes once per batch, not per task."""
+        self._taken.clear()
         coroutines: list[Job] = []
         for task, context in batch:
             try:
@@ -102,6 +105,15 @@ class Runner:
                 self._jobs.put((call, task, context))
         if coroutines:
             self._loop.call_soon_threadsafe(self._start_coroutines, coroutines)
+
+    def wait_taken(self, timeout: float) -> bool:
+        """Block until the batch last submitted has been taken up (a handler thread took
+        a job, or the loop started a coroutine), at most `timeout` seconds.
+
+        The caller steps aside while it does: a thread that hands over work and goes on
+        running Python holds the GIL the woken handler needs to start, and an idle
+        worker's next task would wait for it."""
+        return self._taken.wait(timeout)
 
     def _prepare(self, task: LeasedTask) -> tuple[Task[Any, Any], Call]:
         registered = self.app.tasks.get(task.name)
@@ -123,6 +135,7 @@ class Runner:
 
     async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
         fn, args, kwargs = call
+        self._taken.set()
         token = bind(context)
         try:
             await fn(*args, **kwargs)
@@ -135,6 +148,7 @@ class Runner:
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
+            self._taken.set()
             (fn, args, kwargs), task, context = job
             token = bind(context)
             try:

@@ -1,0 +1,94 @@
+"""The Runner: handlers run where the worker can watch them, and a hand-off can be awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from taskq import App
+from taskq.context import TaskContext
+from taskq.results import LeasedTask
+from taskq.settings import Settings
+from taskq.worker.runner import Outcome, Runner
+from waiting import wait_until
+
+HANDLER_LIMIT_SECONDS = 10.0
+
+
+class Handlers:
+    """Handlers that start, say so, and then wait to be let go."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = App(queue="runner", settings=settings)
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.outcomes: list[Outcome] = []
+
+        @self.app.task("blocking_sync")
+        def blocking_sync() -> None:
+            self.started.set()
+            self.release.wait(HANDLER_LIMIT_SECONDS)
+
+        @self.app.task("blocking_async")
+        async def blocking_async() -> None:
+            self.started.set()
+            await asyncio.to_thread(self.release.wait, HANDLER_LIMIT_SECONDS)
+
+    def finish(self, runner: Runner, submitted: int) -> None:
+        """Let every handler go, wait for their outcomes, then close the runner (a
+        coroutine still pending when its loop closes would be torn down mid-run)."""
+        self.release.set()
+        wait_until(lambda: len(self.outcomes) == submitted, HANDLER_LIMIT_SECONDS,
+                   "every handler to finish")
+        runner.close()
+
+    def runner(self, concurrency: int) -> Runner:
+        runner = Runner(self.app, concurrency, self.outcomes.append)
+        runner.start()
+        return runner
+
+
+def job(name: str, task_id: str = "t1") -> tuple[LeasedTask, TaskContext]:
+    task = LeasedTask(task_id, 1, name, "{}", 0, 3)
+    context = TaskContext(task_id=task_id, name=name, queue="runner", worker_id="w",
+                          token=1, attempt=1, max_retries=3)
+    return task, context
+
+
+@pytest.fixture
+def handlers(settings: Settings) -> Iterator[Handlers]:
+    handlers = Handlers(settings)
+    yield handlers
+    handlers.release.set()
+
+
+@pytest.mark.parametrize("name", ["blocking_sync", "blocking_async"])
+def test_wait_taken_returns_once_the_handler_has_started_not_when_it_ends(
+    handlers: Handlers, name: str
+) -> None:
+    runner = handlers.runner(concurrency=2)
+    try:
+        runner.submit([job(name)])
+        assert runner.wait_taken(HANDLER_LIMIT_SECONDS)
+        assert handlers.started.wait(HANDLER_LIMIT_SECONDS)
+        assert handlers.outcomes == []  # still running: taken means started, not done
+    finally:
+        handlers.finish(runner, submitted=1)
+
+
+def test_wait_taken_times_out_when_no_handler_is_free_to_take_the_job(
+    handlers: Handlers,
+) -> None:
+    runner = handlers.runner(concurrency=1)
+    try:
+        runner.submit([job("blocking_sync", "busy")])
+        assert runner.wait_taken(HANDLER_LIMIT_SECONDS)
+        runner.submit([job("blocking_sync", "queued")])
+        assert not runner.wait_taken(0.05)
+        handlers.release.set()
+        assert runner.wait_taken(HANDLER_LIMIT_SECONDS)
+    finally:
+        handlers.finish(runner, submitted=2)
