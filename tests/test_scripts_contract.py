@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
 import pytest
 import redis
-from redis.commands.core import Script
 
 from helpers import Event, events, leased, text
 from taskq.broker import Broker, NewTask
 from taskq.keys import QUEUES_KEY, QueueKeys
-from taskq.scripts import HEADER, OPERATIONS, contract
+from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
 
 RETENTION = 777
 TOKEN_USE = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
@@ -46,22 +45,22 @@ def hash_tag(key: str) -> str:
 
 
 class Recorder:
-    """Test instrumentation standing in for one `Script`: records each call, then runs it."""
+    """Test instrumentation standing in for one `ScriptCall`: records each call, then runs it."""
 
-    def __init__(self, script: Script, client: redis.Redis, keys: QueueKeys) -> None:
+    def __init__(self, script: ScriptCall, client: redis.Redis, keys: QueueKeys) -> None:
         self.script, self.client, self.keys = script, client, keys
         self.calls: list[tuple[list[str], list[Any], list[Event]]] = []
 
     def __call__(
         self,
-        keys: Sequence[str] | None = None,
-        args: Iterable[Any] | None = None,
+        keys: Sequence[str] = (),
+        args: Sequence[Any] = (),
         client: redis.Redis | None = None,
     ) -> Any:
         seen = len(events(self.client, self.keys))
         reply = self.script(keys=keys, args=args, client=client)
         emitted = events(self.client, self.keys)[seen:]
-        self.calls.append((list(keys or []), list(args or []), emitted))
+        self.calls.append((list(keys), list(args), emitted))
         return reply
 
 

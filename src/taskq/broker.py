@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, RedisClusterException
 
 from taskq.boundary import redis_errors, text, to_ms
@@ -191,18 +190,17 @@ class Broker:
         on the same connection, so Redis runs it the moment a producer wakes this worker
         and both replies come back together. None on a cluster, whose pipelines cannot
         carry a script: there, `wait_for_work` and then `lease_many`."""
-        if isinstance(self.client, RedisCluster):
+        direct = self.scripts.direct
+        if direct is None:
             return None
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
         script = self.scripts.lease
         with redis_errors("lease"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.blpop([self.keys.wake], timeout)
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            reply = pipe.execute(raise_on_error=False)[1]
+            reply = direct.call_many([("BLPOP", self.keys.wake, timeout),
+                                      ("EVALSHA", script.sha, len(keys), *keys, *args)])[1]
             if isinstance(reply, NoScriptError):
                 # Not run: the script call loads it and runs it, same request id.
-                reply = script(keys=keys, args=args)
+                reply = script.script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
         return LeaseBatch.from_reply(reply)

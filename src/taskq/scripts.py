@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
+
+from taskq.direct import DirectConnections
 
 OPERATIONS = (
     "enqueue",
@@ -63,22 +69,58 @@ def contract(name: str) -> Contract:
     return Contract(tuple(n for _, n in keys), tuple(n for _, n in args))
 
 
+class ScriptCall:
+    """One operation's script, called as redis-py's `Script` is (`keys=`, `args=`).
+
+    On a single node its EVALSHA goes out on a direct connection (see `taskq.direct`);
+    on a cluster, or for an explicit `client`, the `Script` sends it. A server that no
+    longer has the script (NOSCRIPT, after a restart or SCRIPT FLUSH) ran nothing, and
+    the `Script` loads it and runs it with the same arguments."""
+
+    def __init__(self, script: Script, direct: DirectConnections | None) -> None:
+        self.script = script
+        self.direct = direct
+
+    @property
+    def sha(self) -> str:
+        sha: str = self.script.sha
+        return sha
+
+    def __call__(
+        self,
+        keys: Sequence[Any] = (),
+        args: Sequence[Any] = (),
+        client: redis.Redis | None = None,
+    ) -> Any:
+        if self.direct is not None and client is None:
+            try:
+                return self.direct.call("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                pass
+        return self.script(keys=keys, args=args, client=client)
+
+
 class Scripts:
-    """One registered `Script` per operation; redis-py reloads them after NOSCRIPT."""
+    """One `ScriptCall` per operation, all on one client and its direct connections."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self.enqueue = client.register_script(source("enqueue"))
-        self.lease = client.register_script(source("lease"))
-        self.heartbeat = client.register_script(source("heartbeat"))
-        self.ack = client.register_script(source("ack"))
-        self.fail = client.register_script(source("fail"))
-        self.release = client.register_script(source("release"))
-        self.reap = client.register_script(source("reap"))
-        self.promote = client.register_script(source("promote"))
-        self.retry_dead = client.register_script(source("retry_dead"))
-        self.purge = client.register_script(source("purge"))
-        self.snapshot = client.register_script(source("snapshot"))
+        self.direct = None if isinstance(client, RedisCluster) else DirectConnections(client)
 
-    def by_name(self, name: str) -> Script:
-        script: Script = getattr(self, name)
+        def load(name: str) -> ScriptCall:
+            return ScriptCall(client.register_script(source(name)), self.direct)
+
+        self.enqueue = load("enqueue")
+        self.lease = load("lease")
+        self.heartbeat = load("heartbeat")
+        self.ack = load("ack")
+        self.fail = load("fail")
+        self.release = load("release")
+        self.reap = load("reap")
+        self.promote = load("promote")
+        self.retry_dead = load("retry_dead")
+        self.purge = load("purge")
+        self.snapshot = load("snapshot")
+
+    def by_name(self, name: str) -> ScriptCall:
+        script: ScriptCall = getattr(self, name)
         return script

@@ -1,0 +1,140 @@
+"""Direct connections: commands past the pool's per-call work, with the pool's safety kept."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from types import FrameType
+
+import pytest
+import redis
+
+from conftest import ON_CLUSTER
+from taskq.broker import Broker
+from taskq.connection import connect
+from taskq.direct import DirectConnections
+from taskq.settings import Settings
+
+pytestmark = pytest.mark.skipif(ON_CLUSTER, reason="a cluster client has no direct connections")
+
+
+class Interrupted(Exception):
+    """Raised by a timer in the middle of a blocking call, as a signal handler might."""
+
+
+@pytest.fixture
+def own_client(settings: Settings) -> Iterator[redis.Redis]:
+    """A client of the test's own, so closing it is part of what a test checks."""
+    client = connect(settings)
+    yield client
+    client.close()
+
+
+def client_ids(client: redis.Redis, name: str) -> list[int]:
+    """The ids of the server's connections named `name`."""
+    return [int(c["id"]) for c in client.client_list() if c["name"] == name]
+
+
+def test_a_call_returns_its_reply_and_an_error_reply_raises_without_spoiling_the_connection(
+    own_client: redis.Redis,
+) -> None:
+    direct = DirectConnections(own_client)
+    assert direct.call("SET", "k", "v") == "OK"
+    assert direct.call("GET", "k") == "v"
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        direct.call("LPUSH", "k", "x")
+    assert direct.call("ECHO", "after the error") == "after the error"
+
+
+def test_call_many_returns_every_reply_in_order_with_errors_in_their_places(
+    own_client: redis.Redis,
+) -> None:
+    direct = DirectConnections(own_client)
+    own_client.set("s", "v")
+    first, wrong, last = direct.call_many([("ECHO", "a"), ("LPUSH", "s", "x"), ("GET", "s")])
+    assert first == "a" and last == "v"
+    assert isinstance(wrong, redis.ResponseError) and "WRONGTYPE" in str(wrong)
+
+
+def test_sequential_calls_reuse_one_connection(own_client: redis.Redis) -> None:
+    direct = DirectConnections(own_client)
+    name = f"direct-{uuid.uuid4().hex[:6]}"
+    direct.call("CLIENT", "SETNAME", name)
+    seen = {direct.call("CLIENT", "ID") for _ in range(20)}
+    assert len(seen) == 1 and client_ids(own_client, name) == [seen.pop()]
+
+
+def test_closing_the_client_closes_its_direct_connections(
+    own_client: redis.Redis, client: redis.Redis
+) -> None:
+    direct = DirectConnections(own_client)
+    name = f"direct-{uuid.uuid4().hex[:6]}"
+    direct.call("CLIENT", "SETNAME", name)
+    assert len(client_ids(client, name)) == 1
+    own_client.close()
+    assert client_ids(client, name) == []
+
+
+def test_a_killed_connection_is_replaced_and_the_call_still_answers(
+    own_client: redis.Redis, client: redis.Redis
+) -> None:
+    direct = DirectConnections(own_client)
+    killed = direct.call("CLIENT", "ID")
+    client.client_kill_filter(_id=killed)
+    assert direct.call("ECHO", "still here") == "still here"
+    assert direct.call("CLIENT", "ID") != killed
+
+
+def test_an_interrupted_blocking_call_leaves_neither_its_reply_nor_its_pop_behind(
+    own_client: redis.Redis, client: redis.Redis
+) -> None:
+    direct = DirectConnections(own_client)
+    key = f"never-{uuid.uuid4().hex[:6]}"
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(Interrupted):
+            direct.call("BLPOP", key, 2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    # The abandoned BLPOP must not answer the next call, nor take what arrives later.
+    assert direct.call("ECHO", "mine") == "mine"
+    client.rpush(key, "item")
+    assert direct.call("LRANGE", key, 0, -1) == ["item"]
+
+
+def test_a_forked_child_uses_a_connection_of_its_own(own_client: redis.Redis) -> None:
+    direct = DirectConnections(own_client)
+    parent_id = direct.call("CLIENT", "ID")
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its connection's id, never run the test's teardown
+        try:
+            os.write(writer, str(direct.call("CLIENT", "ID")).encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    child_id = int(os.read(reader, 64) or b"0")
+    os.waitpid(pid, 0)
+    os.close(reader)
+    assert child_id not in (0, parent_id)
+    assert direct.call("CLIENT", "ID") == parent_id  # and the parent's is untouched
+
+
+def test_a_server_that_lost_the_scripts_loads_them_again_and_runs_each_call_once(
+    broker: Broker, client: redis.Redis
+) -> None:
+    client.script_flush()
+    assert broker.enqueue("t1").created
+    client.script_flush()
+    assert broker.lease("w", 10) == ("t1", 1)
+    client.script_flush()
+    assert broker.ack("t1", 1)
+    assert client.xlen(broker.keys.events) == 3  # enqueued, leased, completed: once each
