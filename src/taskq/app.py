@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import re
-import uuid
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from taskq.broker import Broker
 from taskq.codec import args_payload
 from taskq.errors import InvalidTaskError
+from taskq.keys import new_id
 from taskq.results import Enqueued
 from taskq.settings import Settings
 
@@ -44,7 +44,7 @@ class Task(Generic[P, R]):
         options = {k: kwargs.pop(k) for k in RESERVED if k in kwargs}
         self._check_arguments(args, kwargs)
         return self.app.broker.enqueue(
-            options.get("task_id") or uuid.uuid4().hex,
+            options.get("task_id") or new_id(),
             delay=options.get("delay", 0),
             max_retries=options.get("max_retries", self.max_retries),
             payload=args_payload(args, kwargs),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,10 +10,11 @@ import redis
 from redis.exceptions import NoScriptError, RedisClusterException
 
 from taskq.boundary import redis_errors, text, to_ms
-from taskq.codec import decode_payload, encode_payload
+from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, InvalidTaskError
-from taskq.keys import QUEUES_KEY, QueueKeys, check_idempotency_key, check_task_id
+from taskq.fields import DEFAULT_IDEMPOTENCY_TTL, enqueue_fields
+from taskq.keys import QUEUES_KEY, QueueKeys, new_id
 from taskq.results import (
     SIMULATE_TASK,
     Enqueued,
@@ -41,9 +41,6 @@ __all__ = [
     "connect",
 ]
 
-MAX_RETRIES_LIMIT = 1000
-DEFAULT_IDEMPOTENCY_TTL = 86_400
-MAX_IDEMPOTENCY_TTL = 10 * 365 * 86_400
 DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 DEFAULT_EVENTS_RETENTION = 100_000
 DEFAULT_COMPLETED_TTL = 86_400
@@ -101,8 +98,9 @@ class Broker:
         name: str = SIMULATE_TASK,
     ) -> Enqueued:
         """Create a task; an id or idempotency key that already names one creates nothing."""
-        task = NewTask(task_id, delay, max_retries, payload, idempotency_key, idempotency_ttl, name)
-        return self.enqueue_many([task])[0]
+        fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
+                                idempotency_ttl, self.max_payload_bytes)
+        return self._enqueue_batches([fields], 1)[0]
 
     def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000) -> list[Enqueued]:
         """Enqueue `tasks`, `batch_size` per script call; results come back in order.
@@ -111,7 +109,14 @@ class Broker:
         batches before it stay enqueued: sending the same tasks again is safe."""
         if batch_size < 1:
             raise InvalidTaskError(f"batch_size must be >= 1, not {batch_size}")
-        fields = [self._enqueue_fields(task) for task in tasks]
+        fields = [
+            enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
+                           t.idempotency_key, t.idempotency_ttl, self.max_payload_bytes)
+            for t in tasks
+        ]
+        return self._enqueue_batches(fields, batch_size)
+
+    def _enqueue_batches(self, fields: list[list[Any]], batch_size: int) -> list[Enqueued]:
         self._register_queue()
         k = self.keys
         results: list[Enqueued] = []
@@ -127,34 +132,6 @@ class Broker:
                 Enqueued(text(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)
             )
         return results
-
-    def _enqueue_fields(self, task: NewTask) -> list[Any]:
-        """The seven ARGV values of one task, after checking each."""
-        check_task_id(task.task_id)
-        if not isinstance(task.name, str) or not 0 < len(task.name) <= 200:
-            raise InvalidTaskError(f"task name must be 1-200 characters, not {task.name!r}")
-        if isinstance(task.max_retries, bool) or not isinstance(task.max_retries, int):
-            raise InvalidTaskError(f"max_retries must be an integer, not {task.max_retries!r}")
-        if not 0 <= task.max_retries <= MAX_RETRIES_LIMIT:
-            raise InvalidTaskError(
-                f"max_retries must be between 0 and {MAX_RETRIES_LIMIT}, not {task.max_retries}"
-            )
-        key = "" if task.idempotency_key is None else check_idempotency_key(task.idempotency_key)
-        ttl = DEFAULT_IDEMPOTENCY_TTL if task.idempotency_ttl is None else task.idempotency_ttl
-        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= MAX_IDEMPOTENCY_TTL:
-            raise InvalidTaskError(
-                f"idempotency_ttl must be an integer from 1 to {MAX_IDEMPOTENCY_TTL} seconds, "
-                f"not {ttl!r}"
-            )
-        return [
-            task.task_id,
-            task.name,
-            encode_payload(task.payload, self.max_payload_bytes),
-            to_ms(task.delay, "delay"),
-            task.max_retries,
-            key,
-            ttl,
-        ]
 
     def _register_queue(self) -> None:
         if not self._registered:
@@ -212,7 +189,7 @@ class Broker:
         k = self.keys
         keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake]
         args = [k.prefix, worker_id, max(1, to_ms(lease_seconds, "lease_seconds")), count,
-                self.events_retention, request_id or uuid.uuid4().hex]
+                self.events_retention, request_id or new_id()]
         return keys, args
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> bool:

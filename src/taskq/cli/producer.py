@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import uuid
 
 from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
+from taskq.keys import new_id
 from taskq.results import SIMULATE_TASK
 
 HELP = "enqueue tasks (by default the built-in simulated task)"
@@ -44,7 +44,7 @@ def build_tasks(args: argparse.Namespace, idempotency_ttl: int) -> list[NewTask]
         kwargs["charge"] = args.charge
     return [
         NewTask(
-            task_id=uuid.uuid4().hex,
+            task_id=new_id(),
             delay=args.delay,
             max_retries=args.max_retries,
             payload={"args": [], "kwargs": kwargs},
