@@ -92,3 +92,17 @@ def test_wait_taken_times_out_when_no_handler_is_free_to_take_the_job(
         assert runner.wait_taken(HANDLER_LIMIT_SECONDS)
     finally:
         handlers.finish(runner, submitted=2)
+
+
+def test_a_finished_coroutine_is_let_go_so_a_long_run_holds_no_dead_tasks(
+    handlers: Handlers,
+) -> None:
+    runner = handlers.runner(concurrency=1)
+    handlers.release.set()
+    try:
+        runner.submit([job("blocking_async", f"t{n}") for n in range(20)])
+        wait_until(lambda: len(handlers.outcomes) == 20, HANDLER_LIMIT_SECONDS, "20 outcomes")
+        wait_until(lambda: not runner._running, HANDLER_LIMIT_SECONDS, "no task still held")
+        assert [o.error for o in handlers.outcomes] == [None] * 20
+    finally:
+        runner.close()

@@ -128,14 +128,14 @@ class Runner:
 
     def _start_coroutines(self, jobs: list[Job]) -> None:
         for call, task, context in jobs:
-            running = self._loop.create_task(self._run_async(call, task, context))
-            # The loop keeps only a weak reference to a task: hold it until it ends.
-            self._running.add(running)
-            running.add_done_callback(self._running.discard)
+            # The loop keeps only a weak reference to a task: hold it until it ends
+            # (`_run_async` lets go of it last thing, sparing a done-callback per task).
+            self._running.add(self._loop.create_task(self._run_async(call, task, context)))
 
     async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
         fn, args, kwargs = call
-        self._taken.set()
+        if not self._taken.is_set():
+            self._taken.set()
         token = bind(context)
         try:
             await fn(*args, **kwargs)
@@ -144,11 +144,13 @@ class Runner:
             error = describe(e)
         finally:
             unbind(token)
+            self._running.discard(asyncio.current_task())
         self.report(Outcome(task, context, error))
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
-            self._taken.set()
+            if not self._taken.is_set():
+                self._taken.set()
             (fn, args, kwargs), task, context = job
             token = bind(context)
             try:
