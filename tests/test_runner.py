@@ -71,7 +71,7 @@ def test_wait_taken_returns_once_the_handler_has_started_not_when_it_ends(
 ) -> None:
     runner = handlers.runner(concurrency=2)
     try:
-        runner.submit([job(name)])
+        assert runner.submit([job(name)])
         assert runner.wait_taken(HANDLER_LIMIT_SECONDS)
         assert handlers.started.wait(HANDLER_LIMIT_SECONDS)
         assert handlers.outcomes == []  # still running: taken means started, not done
@@ -104,5 +104,17 @@ def test_a_finished_coroutine_is_let_go_so_a_long_run_holds_no_dead_tasks(
         wait_until(lambda: len(handlers.outcomes) == 20, HANDLER_LIMIT_SECONDS, "20 outcomes")
         wait_until(lambda: not runner._running, HANDLER_LIMIT_SECONDS, "no task still held")
         assert [o.error for o in handlers.outcomes] == [None] * 20
+    finally:
+        runner.close()
+
+
+def test_a_batch_that_fails_at_once_hands_nothing_over_so_nobody_waits_for_it(
+    handlers: Handlers,
+) -> None:
+    runner = handlers.runner(concurrency=1)
+    try:
+        assert not runner.submit([job("no.such.task", "t1"), job("no.such.task", "t2")])
+        assert [o.task.task_id for o in handlers.outcomes] == ["t1", "t2"]
+        assert all("unknown task 'no.such.task'" in (o.error or "") for o in handlers.outcomes)
     finally:
         runner.close()

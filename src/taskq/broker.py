@@ -13,7 +13,12 @@ from taskq.boundary import redis_errors, text, to_ms
 from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, InvalidTaskError
-from taskq.fields import DEFAULT_IDEMPOTENCY_TTL, enqueue_fields
+from taskq.fields import (  # the limits were defined here first: still importable here
+    DEFAULT_IDEMPOTENCY_TTL,
+    MAX_IDEMPOTENCY_TTL,  # noqa: F401
+    MAX_RETRIES_LIMIT,  # noqa: F401
+    enqueue_fields,
+)
 from taskq.keys import QUEUES_KEY, QueueKeys, new_id
 from taskq.results import (
     SIMULATE_TASK,
@@ -165,8 +170,8 @@ class Broker:
         """Block until a script signals new work or `timeout` seconds pass, then lease up
         to `count` tasks, in one round trip: the lease is queued behind the blocking pop
         on the same connection, so Redis runs it the moment a producer wakes this worker
-        and both replies come back together. None on a cluster, whose pipelines cannot
-        carry a script: there, `wait_for_work` and then `lease_many`."""
+        and both replies come back together. None on a cluster, which has no direct
+        connection to send the two on: there, `wait_for_work` and then `lease_many`."""
         direct = self.scripts.direct
         if direct is None:
             return None
@@ -177,7 +182,7 @@ class Broker:
                                       ("EVALSHA", script.sha, len(keys), *keys, *args)])[1]
             if isinstance(reply, NoScriptError):
                 # Not run: the script call loads it and runs it, same request id.
-                reply = script.script(keys=keys, args=args)
+                reply = script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
         return LeaseBatch.from_reply(reply)

@@ -1,32 +1,56 @@
-"""Commands sent on connections the broker keeps at hand, past redis-py's per-call pool work.
+"""Commands sent on connections kept at hand, past redis-py's per-call pool work.
 
 On a process that was idle, checking a connection out of redis-py's pool and back in
-(locks, a readiness poll, bookkeeping) costs about as much as the round trip itself:
-0.2 ms of an enqueue that takes 0.6 ms, on the path from a producer to a handler. The
-connections here are checked out of the client's own pool once and then kept, so
-`client.close()` still closes them, and each call keeps the client's retry policy.
+(locks, a readiness poll through several layers, bookkeeping) costs about as much as
+the round trip itself: 0.2 ms of an enqueue that takes 0.6 ms, on the path from a
+producer to a handler. The connections here come from the client's own pool and stay
+checked out while they are kept, so closing the client (when it owns its pool) closes
+them too; every Broker on one pool shares them, and each call keeps the client's
+retry policy.
 """
 
 from __future__ import annotations
 
 import os
+import select
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.connection import Connection
+from redis.connection import Connection, ConnectionPool
 from redis.exceptions import ResponseError
 
 Command = Sequence[Any]
 
+# Connections kept for reuse per pool; more than this many at rest go back to the pool,
+# so a burst of threads does not hold connections out of it for good.
+IDLE_LIMIT = 8
+
+_shared: weakref.WeakKeyDictionary[ConnectionPool, DirectConnections] = (
+    weakref.WeakKeyDictionary()
+)
+_shared_lock = threading.Lock()
+
 
 class DirectConnections:
-    """Single-node connections for one client, each used by one thread at a time."""
+    """Single-node connections of one pool, each used by one thread at a time."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self._pool = client.connection_pool
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
         self._idle: list[Connection] = []
         self._pid = os.getpid()
+
+    @classmethod
+    def of(cls, client: redis.Redis) -> DirectConnections:
+        """The connections shared by everything built on `client`'s pool."""
+        pool = client.connection_pool
+        with _shared_lock:
+            direct = _shared.get(pool)
+            if direct is None:
+                direct = _shared[pool] = cls(pool)
+            return direct
 
     def call(self, *command: Any) -> Any:
         """Send one command and return its reply; an error reply raises."""
@@ -39,7 +63,6 @@ class DirectConnections:
         """Send `commands` in one write and read every reply in order; an error reply
         is returned in its place, as `pipeline().execute(raise_on_error=False)` does."""
         connection = self._take()
-        packed = connection.pack_commands(commands)  # type: ignore[no-untyped-call]
 
         def exchange() -> list[Any]:
             connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
@@ -49,6 +72,7 @@ class DirectConnections:
             connection.disconnect()  # type: ignore[no-untyped-call]
 
         try:
+            packed = connection.pack_commands(commands)  # type: ignore[no-untyped-call]
             replies: list[Any] = connection.retry.call_with_retry(exchange, drop)
             return replies
         except BaseException:
@@ -57,7 +81,7 @@ class DirectConnections:
             drop()
             raise
         finally:
-            self._idle.append(connection)
+            self._give_back(connection)
 
     @staticmethod
     def _read(connection: Connection) -> Any:
@@ -71,7 +95,30 @@ class DirectConnections:
             # A forked child must not share its parent's sockets: the pool makes new ones.
             self._idle, self._pid = [], os.getpid()
         try:
-            return self._idle.pop()
+            connection = self._idle.pop()
         except IndexError:
-            connection: Connection = self._pool.get_connection()
-            return connection
+            fresh: Connection = self._pool.get_connection()
+            return fresh
+        if _readable(connection):
+            # The server closed it while it rested (a restart, a kill, an idle timeout):
+            # start afresh now, as the pool's own check would, rather than fail a call
+            # on a client that does not retry.
+            connection.disconnect()  # type: ignore[no-untyped-call]
+        return connection
+
+    def _give_back(self, connection: Connection) -> None:
+        if len(self._idle) < IDLE_LIMIT:
+            self._idle.append(connection)
+        else:
+            self._pool.release(connection)
+
+
+def _readable(connection: Connection) -> bool:
+    """Whether a resting connection's socket has anything to read: end of file from a
+    closed peer, or a stray reply. One poll call (select() fails on fds over 1023)."""
+    sock = getattr(connection, "_sock", None)
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))

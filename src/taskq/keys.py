@@ -21,8 +21,9 @@ QUEUES_KEY = "taskq:queues"
 
 
 def new_id() -> str:
-    """A random 128-bit id as 32 hex digits, the form of `uuid4().hex` without the UUID
-    object (whose construction was a tenth of a millisecond of an idle producer's call)."""
+    """A random id of 32 hex digits (all 128 bits random; `uuid4().hex`'s length and
+    alphabet), made without a UUID object, whose construction was a tenth of a
+    millisecond of an idle producer's enqueue call."""
     return os.urandom(16).hex()
 
 

@@ -1,4 +1,4 @@
-"""Loads the Lua scripts from package files and registers them once per connection."""
+"""The Lua scripts: loaded from package files, their headers read, and each one called."""
 
 from __future__ import annotations
 
@@ -74,8 +74,8 @@ class ScriptCall:
 
     On a single node its EVALSHA goes out on a direct connection (see `taskq.direct`);
     on a cluster, or for an explicit `client`, the `Script` sends it. A server that no
-    longer has the script (NOSCRIPT, after a restart or SCRIPT FLUSH) ran nothing, and
-    the `Script` loads it and runs it with the same arguments."""
+    longer has the script (NOSCRIPT, after a restart or SCRIPT FLUSH) ran nothing: it is
+    loaded and run again with the same arguments."""
 
     def __init__(self, script: Script, direct: DirectConnections | None) -> None:
         self.script = script
@@ -92,19 +92,20 @@ class ScriptCall:
         args: Sequence[Any] = (),
         client: redis.Redis | None = None,
     ) -> Any:
-        if self.direct is not None and client is None:
-            try:
-                return self.direct.call("EVALSHA", self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                pass
-        return self.script(keys=keys, args=args, client=client)
+        if self.direct is None or client is not None:
+            return self.script(keys=keys, args=args, client=client)
+        try:
+            return self.direct.call("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self.direct.call("SCRIPT", "LOAD", self.script.script)
+            return self.direct.call("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
 class Scripts:
     """One `ScriptCall` per operation, all on one client and its direct connections."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self.direct = None if isinstance(client, RedisCluster) else DirectConnections(client)
+        self.direct = None if isinstance(client, RedisCluster) else DirectConnections.of(client)
 
         def load(name: str) -> ScriptCall:
             return ScriptCall(client.register_script(source(name)), self.direct)

@@ -194,19 +194,19 @@ class Worker:
                 self.worker_id, self.settings.lease_seconds, free, timeout) if free else None
             if batch is None:
                 return "woken" if self.broker.wait_for_work(timeout) else "away"
-            if batch.tasks:
-                self._run_leased(batch)
-                self.runner.wait_taken(HANDOFF_SECONDS)
-            return "again" if len(batch.tasks) < free else "woken"
+            handed_over = self._run_leased(batch)
         except BrokerError:
             return "away"
         finally:
             self._unreserve(free)
+        if handed_over:
+            self.runner.wait_taken(HANDOFF_SECONDS)
+        return "again" if len(batch.tasks) < free else "woken"
 
-    def _run_leased(self, batch: LeaseBatch) -> None:
-        """Put a leased batch in hand and hand it to the runner."""
-        if batch.tasks:
-            self.runner.submit([self._start(task) for task in batch.tasks])
+    def _run_leased(self, batch: LeaseBatch) -> bool:
+        """Put a leased batch in hand and hand it to the runner; True if any of it
+        went to a handler (the rest failed at once: unknown task, bad payload)."""
+        return bool(batch.tasks) and self.runner.submit([self._start(t) for t in batch.tasks])
 
     def _start(self, task: LeasedTask) -> tuple[LeasedTask, TaskContext]:
         """Put a leased task in hand (so heartbeats cover it from now on)."""

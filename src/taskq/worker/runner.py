@@ -73,7 +73,8 @@ class Runner:
         self._loop_thread = threading.Thread(
             target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
-        # Set when a handler thread takes a job or the loop starts a coroutine.
+        # Set when a handler thread takes a job or the loop starts a coroutine, so that
+        # a thread that handed work over can step aside until a handler has it.
         self._taken = threading.Event()
 
     def start(self) -> None:
@@ -88,11 +89,13 @@ class Runner:
             # An unclosed loop leaks its self-pipe; close it once `close` has stopped it.
             self._loop.close()
 
-    def submit(self, batch: Sequence[tuple[LeasedTask, TaskContext]]) -> None:
+    def submit(self, batch: Sequence[tuple[LeasedTask, TaskContext]]) -> bool:
         """Start a leased batch: sync handlers go to the threads one by one; async ones
-        reach the loop in one hand-off, so its thread wakes once per batch, not per task."""
+        reach the loop in one hand-off, so its thread wakes once per batch, not per task.
+        Returns whether any task went to a handler (the others are reported failed)."""
         self._taken.clear()
         coroutines: list[Job] = []
+        handed_over = False
         for task, context in batch:
             try:
                 registered, call = self._prepare(task)
@@ -103,8 +106,10 @@ class Runner:
                 coroutines.append((call, task, context))
             else:
                 self._jobs.put((call, task, context))
+                handed_over = True
         if coroutines:
             self._loop.call_soon_threadsafe(self._start_coroutines, coroutines)
+        return handed_over or bool(coroutines)
 
     def wait_taken(self, timeout: float) -> bool:
         """Block until the batch last submitted has been taken up (a handler thread took
@@ -129,12 +134,13 @@ class Runner:
     def _start_coroutines(self, jobs: list[Job]) -> None:
         for call, task, context in jobs:
             # The loop keeps only a weak reference to a task: hold it until it ends
-            # (`_run_async` lets go of it last thing, sparing a done-callback per task).
+            # (`_run_async` lets go of it last thing, sparing a done-callback per task;
+            # nothing cancels these tasks before they start, which would skip that).
             self._running.add(self._loop.create_task(self._run_async(call, task, context)))
 
     async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
         fn, args, kwargs = call
-        if not self._taken.is_set():
+        if not self._taken.is_set():  # set() takes the Event's lock: not once per task
             self._taken.set()
         token = bind(context)
         try:
@@ -149,7 +155,7 @@ class Runner:
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
-            if not self._taken.is_set():
+            if not self._taken.is_set():  # set() takes the Event's lock: not once per job
                 self._taken.set()
             (fn, args, kwargs), task, context = job
             token = bind(context)
