@@ -39,6 +39,15 @@ def own_client(settings: Settings) -> Iterator[redis.Redis]:
     client.close()
 
 
+@pytest.fixture
+def named_client(settings: Settings) -> Iterator[tuple[redis.Redis, str]]:
+    """A client of the test's own whose connections carry a name the server lists."""
+    name = f"direct-{uuid.uuid4().hex[:6]}"
+    own = redis.Redis.from_url(settings.redis_url, decode_responses=True, client_name=name)
+    yield own, name
+    own.close()
+
+
 def client_ids(client: redis.Redis, name: str) -> list[int]:
     """The ids of the server's connections named `name`."""
     return [int(c["id"]) for c in client.client_list() if c["name"] == name]
@@ -157,32 +166,24 @@ def test_a_forked_child_uses_a_connection_of_its_own(own_client: redis.Redis) ->
 
 
 def test_brokers_built_on_one_client_share_its_connections_instead_of_keeping_their_own(
-    settings: Settings, client: redis.Redis
+    named_client: tuple[redis.Redis, str], client: redis.Redis
 ) -> None:
-    name = f"shared-{uuid.uuid4().hex[:6]}"
-    own = redis.Redis.from_url(settings.redis_url, decode_responses=True, client_name=name)
-    try:
-        for n in range(150):  # as a dashboard building a Broker per frame would
-            assert Broker(own, f"q{n}").promote() == []
-        assert 1 <= len(client_ids(client, name)) <= 2
-    finally:
-        own.close()
+    own, name = named_client
+    for n in range(150):  # as a dashboard building a Broker per frame would
+        assert Broker(own, f"q{n}").promote() == []
+    assert 1 <= len(client_ids(client, name)) <= 2
 
 
 def test_a_bad_argument_is_refused_and_keeps_no_connection_out_of_the_pool(
-    settings: Settings, client: redis.Redis
+    named_client: tuple[redis.Redis, str], client: redis.Redis
 ) -> None:
-    name = f"bad-{uuid.uuid4().hex[:6]}"
-    own = redis.Redis.from_url(settings.redis_url, decode_responses=True, client_name=name)
-    try:
-        direct = DirectConnections.of(own)
-        for _ in range(150):  # past the pool's 100 connections if each leaked one
-            with pytest.raises(redis.DataError):
-                direct.call("SET", "k", None)
-        assert direct.call("ECHO", "fine") == "fine"
-        assert len(client_ids(client, name)) <= 1
-    finally:
-        own.close()
+    own, name = named_client
+    direct = DirectConnections.of(own)
+    for _ in range(150):  # past the pool's 100 connections if each leaked one
+        with pytest.raises(redis.DataError):
+            direct.call("SET", "k", None)
+    assert direct.call("ECHO", "fine") == "fine"
+    assert len(client_ids(client, name)) <= 1
 
 
 def test_a_connection_the_server_closed_while_it_rested_is_replaced_before_a_call(
