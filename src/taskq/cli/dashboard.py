@@ -24,10 +24,13 @@ def main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     base = Broker.from_settings(settings)
     clear = sys.stdout.isatty() and not args.once
+    brokers: dict[str, Broker] = {}  # one per queue for the whole run, not one per frame
     while True:
         names = [args.queue] if args.queue else (queue_names(base) or [settings.queue])
-        brokers = [Broker(base.client, name) for name in names]
-        frame = "\n".join(render(take_snapshot(b, args.rows)) for b in brokers)
+        for name in names:
+            if name not in brokers:
+                brokers[name] = Broker(base.client, name)
+        frame = "\n".join(render(take_snapshot(brokers[n], args.rows)) for n in names)
         if clear:
             sys.stdout.write("\x1b[H\x1b[2J")
         print(frame, flush=True)
