@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -172,6 +174,19 @@ def test_brokers_built_on_one_client_share_its_connections_instead_of_keeping_th
     for n in range(150):  # as a dashboard building a Broker per frame would
         assert Broker(own, f"q{n}").promote() == []
     assert 1 <= len(client_ids(client, name)) <= 2
+
+
+def test_a_dropped_client_leaves_neither_its_pool_nor_its_connections_behind(
+    settings: Settings, client: redis.Redis
+) -> None:
+    name = f"dropped-{uuid.uuid4().hex[:6]}"
+    dropped = redis.Redis.from_url(settings.redis_url, decode_responses=True, client_name=name)
+    assert Broker(dropped, "q").promote() == []
+    pool = weakref.ref(dropped.connection_pool)
+    del dropped
+    gc.collect()
+    assert pool() is None  # the shared table must not keep a pool alive
+    wait_until(lambda: client_ids(client, name) == [], 5, "the dropped client's connection")
 
 
 def test_a_bad_argument_is_refused_and_keeps_no_connection_out_of_the_pool(

@@ -38,7 +38,9 @@ class DirectConnections:
     """Single-node connections of one pool, each used by one thread at a time."""
 
     def __init__(self, pool: ConnectionPool) -> None:
-        self._pool = pool
+        # Weakly: the shared table is keyed by the pool, and a strong reference here
+        # would keep every pool (and its sockets) alive after its client is dropped.
+        self._pool = weakref.proxy(pool)
         self._idle: list[Connection] = []
         self._pid = os.getpid()
 
