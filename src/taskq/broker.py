@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError, RedisClusterException
+from redis.exceptions import RedisClusterException
 
 from taskq.boundary import redis_errors, text, to_ms
 from taskq.codec import decode_payload
@@ -176,15 +176,9 @@ class Broker:
         if direct is None:
             return None
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
-        script = self.scripts.lease
         with redis_errors("lease"):
-            reply = direct.call_many([("BLPOP", self.keys.wake, timeout),
-                                      ("EVALSHA", script.sha, len(keys), *keys, *args)])[1]
-            if isinstance(reply, NoScriptError):
-                # Not run: the script call loads it and runs it, same request id.
-                reply = script(keys=keys, args=args)
-            elif isinstance(reply, Exception):
-                raise reply
+            reply = self.scripts.lease.after(direct, [("BLPOP", self.keys.wake, timeout)],
+                                             keys, args)
         return LeaseBatch.from_reply(reply)
 
     def _lease_call(self, worker_id: str, lease_seconds: float, count: int,

@@ -12,9 +12,9 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
-from taskq.direct import DirectConnections
+from taskq.direct import Command, DirectConnections
 
 OPERATIONS = (
     "enqueue",
@@ -94,11 +94,28 @@ class ScriptCall:
     ) -> Any:
         if self.direct is None or client is not None:
             return self.script(keys=keys, args=args, client=client)
-        try:
-            return self.direct.call("EVALSHA", self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            self.direct.call("SCRIPT", "LOAD", self.script.script)
-            return self.direct.call("EVALSHA", self.sha, len(keys), *keys, *args)
+        return self.after(self.direct, (), keys, args)
+
+    def after(
+        self,
+        direct: DirectConnections,
+        commands: Sequence[Command],
+        keys: Sequence[Any],
+        args: Sequence[Any],
+    ) -> Any:
+        """Send `commands` and then this script in one write on a direct connection, and
+        return the script's reply (an error reply among `commands` raises)."""
+        call = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        *before, reply = direct.call_many([*commands, call])
+        for error in (r for r in before if isinstance(r, ResponseError)):
+            raise error
+        if isinstance(reply, NoScriptError):
+            # Not run; `commands` were, and are not sent again.
+            direct.call("SCRIPT", "LOAD", self.script.script)
+            reply = direct.call(*call)
+        elif isinstance(reply, ResponseError):
+            raise reply
+        return reply
 
 
 class Scripts:

@@ -120,6 +120,10 @@ class Runner:
         worker's next task would wait for it."""
         return self._taken.wait(timeout)
 
+    def _mark_taken(self) -> None:
+        if not self._taken.is_set():  # set() takes the Event's lock: not once per task
+            self._taken.set()
+
     def _prepare(self, task: LeasedTask) -> tuple[Task[Any, Any], Call]:
         registered = self.app.tasks.get(task.name)
         if registered is None:
@@ -140,8 +144,7 @@ class Runner:
 
     async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
         fn, args, kwargs = call
-        if not self._taken.is_set():  # set() takes the Event's lock: not once per task
-            self._taken.set()
+        self._mark_taken()
         token = bind(context)
         try:
             await fn(*args, **kwargs)
@@ -155,8 +158,7 @@ class Runner:
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
-            if not self._taken.is_set():  # set() takes the Event's lock: not once per job
-                self._taken.set()
+            self._mark_taken()
             (fn, args, kwargs), task, context = job
             token = bind(context)
             try:
