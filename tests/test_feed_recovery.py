@@ -18,11 +18,13 @@ from feed_support import (
     cursor_at,
     hub_reaches,
     resumed_until_quiet,
+    retained,
     row_ts,
     run,
     running_hub,
     seen_then_gone,
 )
+from taskq.results import NewTask
 from taskq.settings import Settings
 
 # -- log resets, cursors ahead, rewritten rows ------------------------------------------
@@ -200,3 +202,32 @@ def test_a_client_at_a_row_the_crash_kept_resumes_without_a_gap(
 
     reader = run(scenario())
     assert reader.gaps == [] and reader.seqs() == [4, 5, 6]
+
+
+# -- one of the log's keys lost alone ----------------------------------------------------
+
+
+def test_a_lost_counter_restarts_after_the_last_row_in_a_new_epoch(client: redis.Redis) -> None:
+    """A batch written after the counter alone was lost continues the stream's ids (an
+    XADD at or below the last id would fail the script half done) and, since the
+    server cannot tell what happened, names a new epoch."""
+    producer = Producer(client, retention=1000)
+    producer.append(4)
+    epoch_before, _, _ = bounds(client)
+    client.delete(KEYS.seq)
+    created = producer.broker.enqueue_many([NewTask(task_id=f"late{i}") for i in range(3)])
+    assert all(e.created for e in created)
+    epoch, oldest, head = bounds(client)
+    assert retained(client, 1, 100) == [1, 2, 3, 4, 5, 6, 7] and (oldest, head) == (1, 7)
+    assert epoch and epoch != epoch_before
+
+
+def test_a_lost_epoch_alone_keeps_the_ids_and_names_a_new_epoch(client: redis.Redis) -> None:
+    producer = Producer(client, retention=1000)
+    producer.append(4)
+    epoch_before, _, _ = bounds(client)
+    client.delete(KEYS.epoch)
+    producer.append(2)
+    epoch, oldest, head = bounds(client)
+    assert retained(client, 1, 100) == [1, 2, 3, 4, 5, 6] and (oldest, head) == (1, 6)
+    assert epoch and epoch != epoch_before

@@ -31,44 +31,49 @@ local function call_chunked(command, key, items)
 end
 
 -- The change feed as one script call writes it. Every event gets the dense id <seq>-0.
--- A counter of 1 means the log starts over (new queue, or its keys were lost): a new
+-- A call's events are held until it closes its feed, then numbered with one INCRBY and
+-- appended in order: a batch of a thousand events costs a thousand XADDs and one bump
+-- of the counter, not two thousand commands. A counter that lands on exactly this
+-- call's count means the log starts over (new queue, or its keys were lost): a new
 -- epoch tells feed clients that ids from before are meaningless now. If the counter
 -- alone was lost, it restarts after the stream's last id, so XADD can never fail
--- mid-script. The epoch is checked once per call and the lifetime totals are added
--- once per call, not per event: a batch of a thousand events costs a thousand XADDs,
--- not four thousand commands.
+-- mid-script. The lifetime totals are likewise added once per call, not per event.
 local function open_feed(events_key, seq_key, epoch_key, retention, now_ms)
   return {events = events_key, seq = seq_key, epoch = epoch_key,
-          retention = tonumber(retention), now = now_ms, checked = false, totals = {}}
+          retention = tonumber(retention), now = now_ms, pending = {}}
 end
 
--- Appends one event; `fields` starts with 'type', <type>, 'task', <id>, 'state', <state>.
+-- Queues one event; `fields` starts with 'type', <type>, 'task', <id>, 'state', <state>.
 local function emit(feed, fields)
-  local seq = redis.call('INCR', feed.seq)
-  if not feed.checked then
-    feed.checked = true
-    if seq == 1 or redis.call('EXISTS', feed.epoch) == 0 then
-      local last = redis.call('XREVRANGE', feed.events, '+', '-', 'COUNT', 1)[1]
-      if last then
-        seq = tonumber(string.match(last[1], '^(%d+)')) + 1
-        redis.call('SET', feed.seq, seq)
-      end
-      local t = redis.call('TIME')
-      redis.call('SET', feed.epoch, t[1] .. string.format('%06d', tonumber(t[2])))
-    end
-  end
-  redis.call('XADD', feed.events, 'MAXLEN', feed.retention, seq .. '-0',
-    'ts', feed.now, unpack(fields))
-  local total = fields[2] .. ':' .. fields[6]
-  feed.totals[total] = (feed.totals[total] or 0) + 1
+  feed.pending[#feed.pending + 1] = fields
 end
 
--- Adds this call's events to the lifetime totals per event type and resulting state,
--- for /metrics (the stream itself is trimmed, so it cannot be counted). Every script
--- that emits calls this once before it returns.
+-- Appends the call's events and adds them to the lifetime totals per event type and
+-- resulting state, for /metrics (the stream itself is trimmed, so it cannot be
+-- counted). Every script that emits calls this once before it returns: an event
+-- queued by a script that does not close its feed is never written.
 local function close_feed(feed)
-  for total, n in pairs(feed.totals) do
-    redis.call('HINCRBY', feed.events .. ':stats', total, n)
+  local n = #feed.pending
+  if n == 0 then return end
+  local last = redis.call('INCRBY', feed.seq, n)
+  if last == n or redis.call('EXISTS', feed.epoch) == 0 then
+    local tail = redis.call('XREVRANGE', feed.events, '+', '-', 'COUNT', 1)[1]
+    if tail then
+      last = tonumber(string.match(tail[1], '^(%d+)')) + n
+      redis.call('SET', feed.seq, last)
+    end
+    local t = redis.call('TIME')
+    redis.call('SET', feed.epoch, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  local totals = {}
+  for i, fields in ipairs(feed.pending) do
+    redis.call('XADD', feed.events, 'MAXLEN', feed.retention, (last - n + i) .. '-0',
+      'ts', feed.now, unpack(fields))
+    local total = fields[2] .. ':' .. fields[6]
+    totals[total] = (totals[total] or 0) + 1
+  end
+  for total, count in pairs(totals) do
+    redis.call('HINCRBY', feed.events .. ':stats', total, count)
   end
 end
 
