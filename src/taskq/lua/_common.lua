@@ -9,6 +9,13 @@ local function server_now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- An integer as text. Lua 5.1 turns a number into text with "%.14g", the C library's
+-- slow floating-point path, each time it is passed to redis.call or joined to a
+-- string; numbers a script writes many times are converted once, as integers.
+local function integer_text(n)
+  return string.format('%d', n)
+end
+
 -- Idle workers block on the wake list; a bounded number of tokens is enough to wake
 -- them all, and the list never grows past it while every worker is busy.
 local WAKE_CAP = 256
@@ -40,7 +47,7 @@ end
 -- mid-script. The lifetime totals are likewise added once per call, not per event.
 local function open_feed(events_key, seq_key, epoch_key, retention, now_ms)
   return {events = events_key, seq = seq_key, epoch = epoch_key,
-          retention = tonumber(retention), now = now_ms, pending = {}}
+          retention = tonumber(retention), now = integer_text(now_ms), pending = {}}
 end
 
 -- Queues one event; `fields` starts with 'type', <type>, 'task', <id>, 'state', <state>.
@@ -67,7 +74,8 @@ local function close_feed(feed)
   end
   local totals = {}
   for i, fields in ipairs(feed.pending) do
-    redis.call('XADD', feed.events, 'MAXLEN', feed.retention, (last - n + i) .. '-0',
+    redis.call('XADD', feed.events, 'MAXLEN', feed.retention,
+      string.format('%d-0', last - n + i),
       'ts', feed.now, unpack(fields))
     local total = fields[2] .. ':' .. fields[6]
     totals[total] = (totals[total] or 0) + 1

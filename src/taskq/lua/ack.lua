@@ -22,6 +22,7 @@ local prefix, retention = ARGV[1], ARGV[2]
 local completed_ttl, count = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local now = server_now_ms()
+local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- Acked ids leave leased together, in one ZREM at the end; `acked` makes a second copy
 -- of an id in the same call stale, as it was when each ack removed its own id.
@@ -34,12 +35,12 @@ local function ack_one(task_id, token)
   if record[1] ~= token then return 0 end
   emit(feed, {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token})
   settled[#settled + 1], acked[task_id] = task_id, true
-  redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now)
-  local ttl = completed_ttl
+  redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text)
+  local ttl = ARGV[3]
   local idem_key = record[2]
   if idem_key and idem_key ~= '' then
     local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
-    if left > ttl then ttl = left end
+    if left > completed_ttl then ttl = left end
   end
   redis.call('PEXPIRE', task_key, ttl)
   return 1

@@ -30,6 +30,7 @@ local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS
 local prefix, retention, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local now = server_now_ms()
+local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local woken = 0
@@ -42,9 +43,8 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
   end
   local task_key = prefix .. 'task:' .. task_id
   if redis.call('EXISTS', task_key) == 1 then return task_id, 0 end
-  local run_at = now + delay_ms
-  local state = 'pending'
-  if delay_ms > 0 then state = 'delayed' end
+  local run_at, state = now_text, 'pending'
+  if delay_ms > 0 then run_at, state = integer_text(now + delay_ms), 'delayed' end
   -- The SET goes first: it is the one write an argument could make fail, and a script
   -- that fails after writing leaves its earlier writes in place.
   if idem_key ~= '' then
@@ -53,8 +53,8 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
   emit(feed, {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name,
    'at', run_at})
   redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
-    'max_retries', max_retries, 'retries', 0, 'fencing_token', 0,
-    'idempotency_key', idem_key, 'created_at', now, 'run_at', run_at)
+    'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
+    'idempotency_key', idem_key, 'created_at', now_text, 'run_at', run_at)
   if state == 'delayed' then
     redis.call('ZADD', delayed_key, run_at, task_id)
   else
@@ -66,7 +66,7 @@ end
 for i = 0, count - 1 do
   local base = 4 + i * 7
   local id, created = enqueue_one(ARGV[base], ARGV[base + 1], ARGV[base + 2],
-    tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), ARGV[base + 5], tonumber(ARGV[base + 6]))
+    tonumber(ARGV[base + 3]), ARGV[base + 4], ARGV[base + 5], ARGV[base + 6])
   reply[#reply + 1], reply[#reply + 2] = id, created
   woken = woken + created
 end

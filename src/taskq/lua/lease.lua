@@ -62,7 +62,7 @@ if request_id ~= '' then
   end
 end
 
-local expires = now + lease_ms
+local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}
 while reply[1] < count do
@@ -74,12 +74,12 @@ while reply[1] < count do
       'fencing_token')
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
     if record[1] then
-      local token = tostring((tonumber(record[5]) or 0) + 1)
+      local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
-       'worker', worker, 'retries', record[3], 'at', expires})
+       'worker', worker, 'retries', record[3], 'at', expires_text})
       redis.call('HSET', task_key, 'fencing_token', token, 'state', 'running',
-        'worker', worker, 'leased_at', now, 'heartbeat_at', now)
-      scores[#scores + 1], scores[#scores + 2] = expires, task_id
+        'worker', worker, 'leased_at', now_text, 'heartbeat_at', now_text)
+      scores[#scores + 1], scores[#scores + 2] = expires_text, task_id
       memo[#memo + 1], memo[#memo + 2] = task_id, token
       add(task_id, token, record)
     end
