@@ -63,13 +63,14 @@ def check_drained(server: Server, broker: Broker, n: int) -> None:
 
 @dataclass(frozen=True)
 class DrainPlan:
-    """One drain: which handler, how many tasks, and one worker command's processes
-    (`--processes`) and concurrency."""
+    """One drain: which handler, how many tasks, one worker command's processes
+    (`--processes`) and concurrency, and any environment its handlers need."""
 
     name: str
     n: int
     concurrency: int
     processes: int = 1
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def run_drain(
@@ -82,7 +83,8 @@ def run_drain(
     server.flush()
     queue = f"drain-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, plan.name, plan.n)
-    workers = [Child(worker_argv(queue, plan.concurrency, plan.processes), server.env(),
+    workers = [Child(worker_argv(queue, plan.concurrency, plan.processes),
+                     server.env(**dict(plan.env)),
                      server.logs / f"{queue}.log")]
     try:
         if on_started is not None:

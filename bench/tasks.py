@@ -12,6 +12,7 @@ import time
 import redis
 import redis.asyncio as aioredis
 
+from bench.tally import tick
 from taskq import App, Settings
 
 COUNTER_KEY = "bench:counter"
@@ -54,14 +55,24 @@ def make_app(queue: str | None = None, settings: Settings | None = None) -> App:
     def noop_sync() -> None:
         """Does nothing, on a handler thread."""
 
+    @app.task("bench.tally_async")
+    async def tally_async() -> None:
+        """The peers' counted no-op: one byte appended to the run's tally file."""
+        tick()
+
+    @app.task("bench.tally_sync")
+    def tally_sync() -> None:
+        """The peers' counted no-op on a handler thread."""
+        tick()
+
     @app.task("bench.count_async")
     async def count_async() -> None:
-        """The peers' no-op: one INCR of a shared counter."""
+        """The peers' no-op as it was first counted: one INCR of a shared counter."""
         await _async_client().incr(COUNTER_KEY)
 
     @app.task("bench.count_sync")
     def count_sync() -> None:
-        """The peers' no-op on a handler thread."""
+        """The INCR-counted no-op on a handler thread."""
         _client().incr(COUNTER_KEY)
 
     @app.task("bench.stamp_async")

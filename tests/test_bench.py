@@ -36,3 +36,50 @@ class TestBench:
         assert "## Drain rate" in report
         assert "`async def` no-op, best** | 1 x 8 | 600 |" in report
         assert "FAILED" not in report
+
+
+@pytest.mark.processes
+class TestTally:
+    """The peers' counted no-op: one byte per run in a tally file."""
+
+    @pytest.mark.parametrize("handler", ["bench.tally_async", "bench.tally_sync"])
+    def test_a_tally_counted_drain_counts_each_run_once_across_two_processes(
+        self, handler: str
+    ) -> None:
+        from bench.drain import DrainPlan, run_drain  # noqa: PLC0415
+        from bench.harness import BenchError, Server  # noqa: PLC0415
+        from bench.peers.driver import new_count  # noqa: PLC0415
+
+        server = Server()
+        try:
+            count = new_count(server, "tally", "test")
+            plan = DrainPlan(handler, 200, 8, processes=2, env=tuple(count.env().items()))
+            run_drain(server, plan, extra_checks=lambda: count.check(server, 200))
+            assert count.reader(server)() == 200
+            with pytest.raises(BenchError, match="counted 200 runs for 201 tasks"):
+                count.check(server, 201)
+        finally:
+            server.close()
+
+
+FIGURES = {"peer-taskq-drain": 9_000.0, "peer-best-drain": 2_000.0,
+           "peer-taskq-drain-incr": 3_000.0, "peer-best-drain-incr": 2_000.0}
+
+
+class TestTargets:
+
+    def test_a_reference_row_is_shown_with_its_factor_but_never_judged(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section(FIGURES, {})
+        incr = next(row for row in judged.rows if "Redis INCR" in row[0])
+        assert incr[3:] == ["0.50", "reference"]
+        assert not missed
+
+    def test_the_counted_no_op_drain_is_judged(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section({**FIGURES, "peer-taskq-drain": 5_000.0}, {})
+        drain = judged.rows[0]
+        assert "tally-file append" in drain[0] and drain[3:] == ["0.83", "**missed**"]
+        assert missed

@@ -10,13 +10,17 @@ from typing import Any, ClassVar
 from arq import create_pool  # type: ignore[import-not-found, unused-ignore]
 from arq.connections import RedisSettings  # type: ignore[import-not-found, unused-ignore]
 
-from bench.peers.counter import COUNTER, QUEUE, URL
+from bench.peers.counter import BODY, COUNTER, QUEUE, URL
+from bench.tally import tick
 
 REDIS = RedisSettings.from_dsn(URL)
 
 
 async def noop(ctx: dict[str, Any]) -> None:
-    await ctx["redis"].incr(COUNTER)
+    if BODY == "incr":
+        await ctx["redis"].incr(COUNTER)
+    else:
+        tick()
 
 
 class WorkerSettings:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery  # type: ignore[import-untyped]
 
-from bench.peers.counter import QUEUE, URL, incr
+from bench.peers.counter import QUEUE, URL, count_run
 
 app = Celery("bench_peer", broker=URL)
 app.conf.update(
@@ -17,7 +17,7 @@ app.conf.update(
 
 @app.task(name="bench.noop")  # type: ignore[untyped-decorator]
 def noop() -> None:
-    incr()
+    count_run()
 
 
 def enqueue(n: int) -> list[float]:

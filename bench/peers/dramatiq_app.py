@@ -5,7 +5,7 @@ from __future__ import annotations
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
-from bench.peers.counter import QUEUE, URL, incr
+from bench.peers.counter import QUEUE, URL, count_run
 
 broker = RedisBroker(url=URL)  # type: ignore[no-untyped-call]
 dramatiq.set_broker(broker)
@@ -13,7 +13,7 @@ dramatiq.set_broker(broker)
 
 @dramatiq.actor(queue_name=QUEUE)
 def noop() -> None:
-    incr()
+    count_run()
 
 
 def enqueue(n: int) -> list[float]:

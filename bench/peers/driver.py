@@ -2,20 +2,25 @@
 
 Every run flushes the server, enqueues N no-op tasks through the peer's client (timed:
 the enqueue rate), then starts the peer's worker command and times the drain by the
-shared counter every no-op INCRs; a count that ends above N (a task ran twice) or
-never reaches it (a task was lost) fails that peer loudly.
+count every no-op adds to: a byte appended to the run's tally file, or (the body the
+bench first used, kept for reference) an INCR of a shared Redis counter. A count that
+ends above N (a task ran twice) or never reaches it (a task was lost) fails that peer
+loudly. taskq runs the same two bodies.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import tally
 from bench.drain import DrainPlan, run_drain
 from bench.harness import (
     BenchError,
@@ -32,13 +37,20 @@ from bench.harness import (
 from bench.peers import arq_env
 from bench.tasks import COUNTER_KEY
 
+# The no-op's body: how each run of a task is counted (bench/peers/counter.py).
+BODIES = {"tally": "tally-file append", "incr": "one Redis INCR"}
+
+# The share of --n a configuration that drains thousands of tasks a second runs.
+FAST = 1 / 2
+
 CELERY_FLAGS = ("--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING")
 
 
 @dataclass(frozen=True)
 class Config:
     """One worker command line ({bin}, {queue} and {url} are filled in), its extra
-    environment, and the share of --n it drains."""
+    environment, and the share of --n it drains: the fast ones drain more, so a run
+    lasts seconds and start-up and polling stay small beside it."""
 
     label: str
     argv: tuple[str, ...]
@@ -67,7 +79,8 @@ PEERS = (
     )),
     Peer("dramatiq", "Dramatiq", (
         Config("2 processes x 8 threads (default)", ("{bin}/dramatiq",
-               "bench.peers.dramatiq_app", "-p", "2", "-t", "8", "-Q", "{queue}")),
+               "bench.peers.dramatiq_app", "-p", "2", "-t", "8", "-Q", "{queue}"),
+               scale=FAST),
     )),
     Peer("arq", "arq", (
         Config("max_jobs 100", ("{bin}/arq", "bench.peers.arq_app.WorkerSettings"),
@@ -75,22 +88,48 @@ PEERS = (
     ), own_venv=True),
     Peer("huey", "Huey", (
         Config("2 processes", ("{bin}/huey_consumer", "bench.peers.huey_app.huey", "-q",
-               "-k", "process", "-w", "2")),
+               "-k", "process", "-w", "2"), scale=FAST),
     )),
     Peer("taskiq", "taskiq", (
         Config("list broker (no acks), 2 worker processes", ("{bin}/taskiq", "worker",
                "bench.peers.taskiq_app:broker", "--workers", "2", "--log-level", "WARNING"),
-               (("BENCH_VARIANT", "list"),)),
+               (("BENCH_VARIANT", "list"),), scale=FAST),
         Config("stream broker (acks), 2 worker processes", ("{bin}/taskiq", "worker",
                "bench.peers.taskiq_app:broker", "--workers", "2", "--log-level", "WARNING"),
-               (("BENCH_VARIANT", "stream"),)),
+               (("BENCH_VARIANT", "stream"),), scale=FAST),
     )),
 )
 
 
-def _env(server: Server, queue: str, config: Config) -> dict[str, str]:
+@dataclass(frozen=True)
+class Count:
+    """How one run counts its no-ops: the body, and the tally file it appends to."""
+
+    body: str
+    tally_path: Path
+
+    def env(self) -> dict[str, str]:
+        return {"BENCH_BODY": self.body, tally.TALLY_ENV: str(self.tally_path)}
+
+    def reader(self, server: Server) -> Callable[[], int]:
+        if self.body == "tally":
+            return lambda: tally.count(self.tally_path)
+        return lambda: int(server.client.get(COUNTER_KEY) or 0)
+
+    def check(self, server: Server, n: int) -> None:
+        """After a drain: exactly `n` runs counted."""
+        got = self.reader(server)()
+        if got != n:
+            raise BenchError(f"{BODIES[self.body]} counted {got} runs for {n} tasks")
+
+
+def new_count(server: Server, body: str, run: str) -> Count:
+    return Count(body, server.logs / f"{run}.tally")
+
+
+def _env(server: Server, queue: str, config: Config, count: Count) -> dict[str, str]:
     return server.env(BENCH_REDIS_URL=server.url, BENCH_QUEUE=queue,
-                      BENCH_COUNTER=COUNTER_KEY, **dict(config.env))
+                      BENCH_COUNTER=COUNTER_KEY, **count.env(), **dict(config.env))
 
 
 def _bin_dir(peer: Peer) -> Path:
@@ -98,7 +137,7 @@ def _bin_dir(peer: Peer) -> Path:
 
 
 def _check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
-    env = _env(server, "probe", peer.configs[0])
+    env = _env(server, "probe", peer.configs[0], new_count(server, "tally", "probe"))
     probe = subprocess.run([str(bin_dir / "python"), "-c", f"import bench.peers.{peer.name}_app"],
                            env=env, capture_output=True, text=True, timeout=120, check=False)
     if probe.returncode != 0:
@@ -107,36 +146,40 @@ def _check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
 
 
 def _one_run(server: Server, peer: Peer, config: Config, bin_dir: Path,
-             n: int) -> tuple[float, float]:
+             n: int, body: str) -> tuple[float, float]:
     """(enqueue rate, drain rate) of one run."""
     server.flush()
     queue = f"{peer.name}-{uuid.uuid4().hex[:8]}"
-    env = _env(server, queue, config)
+    count = new_count(server, body, queue)
+    env = _env(server, queue, config, count)
     out = run_quietly([str(bin_dir / "python"), "-m", "bench.peers.client", peer.name, str(n)],
                       env, timeout=60 + n / 50)
     enqueued = float(json.loads(out.strip().splitlines()[-1])["rate"])
     argv = [part.format(bin=bin_dir, queue=queue, url=server.url) for part in config.argv]
     worker = Child(argv, env, server.logs / f"{queue}.log")
-
-    def count() -> int:
-        return int(server.client.get(COUNTER_KEY) or 0)
-
     try:
-        drained = time_drain(count, n, [worker], drain_timeout(n, 20.0), settle=0.5)
+        drained = time_drain(count.reader(server), n, [worker], drain_timeout(n, 20.0),
+                             settle=0.5)
     finally:
         # Counted already: how gracefully a peer stops is not measured.
         worker.stop(2.0)
     return enqueued, drained.rate
 
 
-def _peer_rows(server: Server, options: Options, peer: Peer, section: Section) -> None:
+def _figure(body: str, name: str) -> str:
+    """The figure's key: the tally body's figures are the verdict's and carry no suffix."""
+    return name if body == "tally" else f"{name}-{body}"
+
+
+def _peer_rows(server: Server, options: Options, peer: Peer, body: str,
+               section: Section) -> None:
     try:
         bin_dir = _bin_dir(peer)
         _check_importable(server, peer, bin_dir)
         if peer.own_venv:
             section.versions[peer.name] = arq_env.version(bin_dir)
     except (BenchError, OSError, subprocess.TimeoutExpired) as e:
-        section.rows.append([peer.title, "", "", "", "", "", f"**not run**: {e}"])
+        section.rows.append([peer.title, "", BODIES[body], "", "", "", "", f"**not run**: {e}"])
         return
     best_drain, best_enqueue = ("", 0.0), ("", 0.0)
     for config in peer.configs:
@@ -144,93 +187,109 @@ def _peer_rows(server: Server, options: Options, peer: Peer, section: Section) -
         enqueue, drain = Stat(), Stat()
         try:
             for _ in range(options.repeats):
-                sent, drained = _one_run(server, peer, config, bin_dir, n)
+                sent, drained = _one_run(server, peer, config, bin_dir, n, body)
                 enqueue.add(sent)
                 drain.add(drained)
         except BenchError as e:
-            section.failures.append(f"{peer.title} ({config.label}): {e}")
-            section.rows.append([peer.title, config.label, f"{n:,}", "", "", "",
+            section.failures.append(f"{peer.title} ({config.label}, {BODIES[body]}): {e}")
+            section.rows.append([peer.title, config.label, BODIES[body], f"{n:,}", "", "", "",
                                  f"**FAILED**: {e}"])
             continue
-        section.rows.append([peer.title, config.label, f"{n:,}", rate(enqueue.median),
-                             rate(drain.median), drain.spread(), ""])
+        section.rows.append([peer.title, config.label, BODIES[body], f"{n:,}",
+                             rate(enqueue.median), rate(drain.median), drain.spread(), ""])
         if drain.median > best_drain[1]:
             best_drain = (f"{peer.title} ({config.label})", drain.median)
         if enqueue.median > best_enqueue[1]:
             best_enqueue = (peer.title, enqueue.median)
-    for kind, (label, value) in (("drain", best_drain), ("enqueue", best_enqueue)):
-        if value > section.figures.get(f"peer-best-{kind}", 0.0):
-            section.figures[f"peer-best-{kind}"] = value
-            section.labels[f"peer-best-{kind}"] = label
+    for kind, (label, value) in ((_figure(body, "peer-best-drain"), best_drain),
+                                 ("peer-best-enqueue", best_enqueue)):
+        if value > section.figures.get(kind, 0.0):
+            section.figures[kind] = value
+            section.labels[kind] = label
 
 
-TASKQ_KINDS = (("bench.count_async", "bench.noop_async", "async def"),
-               ("bench.count_sync", "bench.noop_sync", "def"))
+# (handler, no-op it stands for, handler kind) per body.
+TASKQ_KINDS = {
+    "tally": (("bench.tally_async", "bench.noop_async", "async def"),
+              ("bench.tally_sync", "bench.noop_sync", "def")),
+    "incr": (("bench.count_async", "bench.noop_async", "async def"),
+             ("bench.count_sync", "bench.noop_sync", "def")),
+}
 
 
-# The counting handler waits on Redis inside the handler, which changes what
-# concurrency suits it: besides the no-op's best, it also runs with fewer handlers.
+# A handler that waits on Redis changes what concurrency suits it: besides the no-op's
+# best, each body also runs with fewer handlers.
 FEWER_HANDLERS = (16,)
 
 
-def _taskq_rows(server: Server, options: Options, known: dict[str, float],
-                section: Section) -> None:
+def _taskq_rows(server: Server, options: Options, known: dict[str, float], body: str,
+                section: Section) -> list[list[str]]:
     """taskq with the peers' handler body, each handler kind at 16 handlers and at the
     concurrency the drain found best for its no-op, in one process and in a pool of two
     (one command either way, as the peers' two-process rows are); its figure is the best
     of them."""
     enqueue = known.get("enqueue-task")
     rows: list[list[str]] = []
-    for (name, noop, kind), processes in itertools.product(TASKQ_KINDS, (1, 2)):
+    figure = _figure(body, "peer-taskq-drain")
+    for (name, noop, kind), processes in itertools.product(TASKQ_KINDS[body], (1, 2)):
         best = int(known.get(f"drain-{noop}-concurrency", 64))
         for concurrency in sorted({*FEWER_HANDLERS, best}):
-            drain = _taskq_drain(server, options, section, (name, kind, processes, concurrency))
+            drain = _taskq_drain(server, options, section,
+                                 (name, kind, processes, concurrency), body)
             if drain is None:
                 continue
             pool = f" --processes {processes}" if processes > 1 else ""
             rows.append(["**taskq**", f"`taskq worker{pool} -c {concurrency}`, `{kind}` handler",
-                         f"{options.scaled(1 / 10):,}",
+                         BODIES[body], f"{options.scaled(FAST):,}",
                          rate(enqueue) + " (`Task.enqueue`)" if enqueue else "",
                          f"**{rate(drain.median)}**", drain.spread(), ""])
-            if drain.median > section.figures.get("peer-taskq-drain", 0.0):
-                section.figures["peer-taskq-drain"] = drain.median
-    section.rows[0:0] = rows
+            if drain.median > section.figures.get(figure, 0.0):
+                section.figures[figure] = drain.median
+    return rows
 
 
 def _taskq_drain(server: Server, options: Options, section: Section,
-                 config: tuple[str, str, int, int]) -> Stat | None:
-    """Repeated drains of one configuration, each checked by the shared counter."""
+                 config: tuple[str, str, int, int], body: str) -> Stat | None:
+    """Repeated drains of one configuration, each checked by its count of no-op runs."""
     name, kind, processes, concurrency = config
-    n = options.scaled(1 / 10)
-
-    def counted() -> None:
-        got = int(server.client.get(COUNTER_KEY) or 0)
-        if got != n:
-            raise BenchError(f"counter at {got} for {n} tasks")
-
+    n = options.scaled(FAST)
     drain = Stat()
     try:
         for _ in range(options.repeats):
-            drain.add(run_drain(server, DrainPlan(name, n, concurrency, processes),
-                                extra_checks=counted).rate)
+            count = new_count(server, body, f"taskq-{uuid.uuid4().hex[:8]}")
+            plan = DrainPlan(name, n, concurrency, processes, env=tuple(count.env().items()))
+            drain.add(run_drain(server, plan,
+                                extra_checks=functools.partial(count.check, server, n)).rate)
     except BenchError as e:
-        section.fail(f"taskq, {kind} handler, {processes} x {concurrency}", e)
+        section.fail(f"taskq, {kind} handler, {processes} x {concurrency}, {BODIES[body]}", e)
         return None
     return drain
 
 
 def measure(server: Server, options: Options, known: dict[str, float]) -> Section:
-    section = Section("peers", "Peers on the same Redis, same no-op (one INCR per task)",
-                      ["queue", "worker command setting", "tasks", "enqueue/s (one call "
-                       "per task)", "drain tasks/s (median)", "spread", "note"])
-    for peer in PEERS:
-        print(f"   {peer.title}", file=sys.stderr, flush=True)
-        _peer_rows(server, options, peer, section)
-    _taskq_rows(server, options, known, section)
+    section = Section("peers", "Peers on the same Redis, same counted no-op",
+                      ["queue", "worker command setting", "no-op body", "tasks",
+                       "enqueue/s (one call per task)", "drain tasks/s (median)", "spread",
+                       "note"])
+    for body, what in BODIES.items():
+        start = len(section.rows)
+        for peer in PEERS:
+            print(f"   {peer.title} ({what})", file=sys.stderr, flush=True)
+            _peer_rows(server, options, peer, body, section)
+        print(f"   taskq ({what})", file=sys.stderr, flush=True)
+        section.rows[start:start] = _taskq_rows(server, options, known, body, section)
     section.notes.append(
-        "Each peer's no-op INCRs a shared counter; the drain is timed by that counter from "
-        "the 5% mark to N and must then stay at exactly N. Slow configurations drain a "
-        "smaller N (--n/10; RQ's forking worker --n/100), reported per second. Peers run with "
+        "Every queue, taskq included, runs the same no-op, counted one of two ways: "
+        "a tally-file append (one byte written to a file opened with O_APPEND: the file's "
+        "size is the count; bench/tally.py), whose figures the drain target is judged on, "
+        "and one INCR of a shared Redis counter through redis-py, the bench's first way of "
+        "counting, kept for reference. The INCR costs a worker a Redis round trip and, on "
+        "this machine, more CPU than taskq's own work per task (see the profile), so with "
+        "it the drain times redis-py's client as much as the queue. Either count times the "
+        "drain from the 5% mark to N and must then stay at exactly N: a lost task never "
+        "reaches N, a doubled one passes it. taskq and the peers that drain thousands a "
+        "second run --n/2 tasks; slower configurations a smaller N (--n/10; RQ's forking "
+        "worker --n/100), reported per second. Peers run with "
         "their defaults apart from the worker command's concurrency setting; results are "
         "not stored (Celery `task_ignore_result`; the others keep their defaults).")
     return section

@@ -9,7 +9,7 @@ import os
 from taskiq import AsyncBroker
 from taskiq_redis import ListQueueBroker, RedisStreamBroker
 
-from bench.peers.counter import QUEUE, URL, aincr
+from bench.peers.counter import QUEUE, URL, acount_run
 
 VARIANT = os.environ.get("BENCH_VARIANT", "list")
 broker: AsyncBroker = (RedisStreamBroker(URL, queue_name=QUEUE) if VARIANT == "stream"
@@ -18,7 +18,7 @@ broker: AsyncBroker = (RedisStreamBroker(URL, queue_name=QUEUE) if VARIANT == "s
 
 @broker.task(task_name="bench.noop")
 async def noop() -> None:
-    await aincr()
+    await acount_run()
 
 
 def enqueue(n: int) -> list[float]:
