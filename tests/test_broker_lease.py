@@ -1,5 +1,6 @@
-"""Leasing against a real Redis: `lease_many`, and `wait_and_lease`, which waits for
-work and leases it in the same round trip."""
+"""Leasing against a real Redis: `lease_many`; `wait_and_lease`, which waits for work
+and leases it in the same round trip; and `ack_and_lease`, which settles finished tasks
+and refills their slots in one."""
 
 from __future__ import annotations
 
@@ -110,6 +111,61 @@ class TestWaitAndLease:
         batch = broker.wait_and_lease("w", 10, 1, timeout=1)
         assert batch is not None and [(t.task_id, t.token) for t in batch.tasks] == [("t1", 1)]
         assert broker.counts().ready == 1 and broker.counts().leased == 1
+
+
+class TestAckAndLease:
+    def test_acks_the_finished_and_leases_the_next(self, broker: Broker) -> None:
+        for n in range(4):
+            broker.enqueue(f"t{n}")
+        first = broker.lease_many("w", 10, 2).tasks
+        before = len(events(broker.client, broker.keys))
+        acks, batch = broker.ack_and_lease([(t.task_id, t.token) for t in first], "w", 10, 3)
+        assert acks == [True, True]
+        assert [(t.task_id, t.token) for t in batch.tasks] == [("t2", 1), ("t3", 1)]
+        logged = [(e.fields["type"], e.fields["task"])
+                  for e in events(broker.client, broker.keys, after=before)]
+        # Two steps: a script the server had to load again runs after the other.
+        assert sorted(logged) == [("completed", "t0"), ("completed", "t1"),
+                                  ("leased", "t2"), ("leased", "t3")]
+        assert record_of(broker, "t0").state == "completed"
+
+    def test_a_stale_ack_is_refused_and_the_lease_still_made(self, broker: Broker) -> None:
+        broker.enqueue("t1")
+        broker.enqueue("t2")
+        (held,) = broker.lease_many("w", 10, 1).tasks
+        acks, batch = broker.ack_and_lease([(held.task_id, held.token + 1)], "w", 10, 1)
+        assert acks == [False] and [t.task_id for t in batch.tasks] == ["t2"]
+        assert record_of(broker, "t1").state == "running"
+
+    @pytest.mark.skipif(ON_CLUSTER, reason="a cluster sends the two steps one after the other")
+    def test_both_steps_go_in_one_round_trip(
+        self, broker: Broker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        broker.enqueue("t1")
+        broker.enqueue("t2")
+        (held,) = broker.lease_many("w", 10, 1).tasks
+        direct = broker.scripts.direct
+        assert direct is not None
+        writes: list[int] = []
+        send = direct.call_many
+        monkeypatch.setattr(direct, "call_many", lambda commands: writes.append(len(commands))
+                            or send(commands))
+        acks, batch = broker.ack_and_lease([(held.task_id, held.token)], "w", 10, 1)
+        assert writes == [2] and acks == [True] and len(batch.tasks) == 1
+
+    def test_a_flushed_script_cache_runs_each_step_once(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        (held,) = broker.lease_many("w", 10, 1).tasks
+        client.script_flush()
+        before = len(events(client, broker.keys))
+        acks, batch = broker.ack_and_lease([(held.task_id, held.token)], "w", 10, 1)
+        assert acks == [True] and [t.task_id for t in batch.tasks] == ["t1"]
+        assert [e.fields["type"] for e in events(client, broker.keys, after=before)] == [
+            "completed", "leased"]
+        assert (broker.counts().ready, broker.counts().leased) == (1, 1)
 
 
 @pytest.mark.skipif(not ON_CLUSTER, reason="only a cluster declines the one-trip wait")

@@ -109,6 +109,24 @@ class TestLeaseRetry:
         counts = broker.counts()
         assert (counts.leased, counts.ready) == (1, 2), "the retry leased a second task"
 
+    def test_an_ack_and_lease_whose_reply_was_lost_completes_once_and_leases_the_same(
+        self, proxy: ReplyDroppingProxy, proxied: Broker, broker: Broker
+    ) -> None:
+        # Both steps are sent again: the repeated ack finds the task completed (refused,
+        # nothing written), and the lease's request id returns what the lost reply held.
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        (held,) = broker.lease_many("w1", 30, 1).tasks
+        proxied.counts()
+        proxy.drop_next_reply()
+        acks, batch = proxied.ack_and_lease([(held.task_id, held.token)], "w1", 30, 1)
+        assert proxy.dropped == 1
+        assert acks == [False] and [t.task_id for t in batch.tasks] == ["t1"]
+        counts = broker.counts()
+        assert (counts.leased, counts.ready) == (1, 1), "the retry leased a second task"
+        types = [(f or {}).get("type") for _, f in broker.client.xrange(broker.keys.events)]
+        assert types.count("completed") == 1
+
     def test_a_lease_retried_with_a_new_request_would_orphan_a_task(
         self, broker: Broker
     ) -> None:

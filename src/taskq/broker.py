@@ -31,7 +31,7 @@ from taskq.results import (
     ReapOutcome,
     TaskRecord,
 )
-from taskq.scripts import Scripts
+from taskq.scripts import Scripts, in_one_write
 from taskq.settings import Settings
 
 __all__ = [
@@ -215,14 +215,35 @@ class Broker:
         """Ack each `(task_id, token)` in one atomic step; False for each stale one."""
         if not held:
             return []
-        k = self.keys
+        keys, args = self._ack_call(held)
         with redis_errors("ack"):
-            reply = self.scripts.ack(
-                keys=[k.leased, k.events, k.seq, k.epoch],
-                args=[k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
-                      *(value for pair in held for value in pair)],
-            )
+            reply = self.scripts.ack(keys=keys, args=args)
         return [int(r) == 1 for r in reply]
+
+    def ack_and_lease(
+        self, held: Sequence[tuple[str, int]], worker_id: str, lease_seconds: float, count: int
+    ) -> tuple[list[bool], LeaseBatch]:
+        """`ack_many(held)` and `lease_many(worker_id, lease_seconds, count)`: two atomic
+        steps, sent in one write so a busy worker settles and refills its slots in one
+        round trip (on a cluster, one call after the other). If either step fails, this
+        raises: acks that went through are then refused as stale when sent again, and
+        tasks the lease took come back when their leases expire."""
+        direct = self.scripts.direct
+        if direct is None or not held:
+            return self.ack_many(held), self.lease_many(worker_id, lease_seconds, count)
+        ack_keys, ack_args = self._ack_call(held)
+        lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
+        with redis_errors("ack and lease"):
+            acks, leased = in_one_write(direct, (), [(self.scripts.ack, ack_keys, ack_args),
+                                                     (self.scripts.lease, lease_keys, lease_args)])
+        return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
+
+    def _ack_call(self, held: Sequence[tuple[str, int]]) -> tuple[list[str], list[Any]]:
+        k = self.keys
+        keys = [k.leased, k.events, k.seq, k.epoch]
+        args = [k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
+                *(value for pair in held for value in pair)]
+        return keys, args
 
     def fail(
         self,

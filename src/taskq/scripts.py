@@ -105,17 +105,30 @@ class ScriptCall:
     ) -> Any:
         """Send `commands` and then this script in one write on a direct connection, and
         return the script's reply (an error reply among `commands` raises)."""
-        call = ("EVALSHA", self.sha, len(keys), *keys, *args)
-        *before, reply = direct.call_many([*commands, call])
-        for error in (r for r in before if isinstance(r, ResponseError)):
-            raise error
-        if isinstance(reply, NoScriptError):
-            # Not run; `commands` were, and are not sent again.
-            direct.call("SCRIPT", "LOAD", self.script.script)
-            reply = direct.call(*call)
-        elif isinstance(reply, ResponseError):
-            raise reply
-        return reply
+        return in_one_write(direct, commands, [(self, keys, args)])[0]
+
+
+ScriptRun = tuple[ScriptCall, Sequence[Any], Sequence[Any]]
+
+
+def in_one_write(direct: DirectConnections, commands: Sequence[Command],
+                 runs: Sequence[ScriptRun]) -> list[Any]:
+    """Send `commands` and then each script run (script, keys, args) in one write on a
+    direct connection; return the scripts' replies in order. Each script is its own
+    atomic step. One the server no longer has (NOSCRIPT) ran nothing: it is loaded and
+    run again alone, and nothing else is sent again. An error reply raises."""
+    calls = [("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in runs]
+    replies = direct.call_many([*commands, *calls])
+    for error in (r for r in replies[: len(commands)] if isinstance(r, ResponseError)):
+        raise error
+    results = replies[len(commands):]
+    for i, ((script, _, _), call) in enumerate(zip(runs, calls, strict=True)):
+        if isinstance(results[i], NoScriptError):
+            direct.call("SCRIPT", "LOAD", script.script.script)
+            results[i] = direct.call(*call)
+    for error in (r for r in results if isinstance(r, ResponseError)):
+        raise error
+    return results
 
 
 class Scripts:

@@ -84,7 +84,8 @@ class Worker:
         self._next_purge = 0.0
         self._last_maintenance = -1e9
         self._finished_outcomes: list[Outcome] = []
-        self.settler = Settler(self.broker, self.settings, self.stats, self._forget)
+        self.settler = Settler(self.broker, self.settings, self.stats, self._forget,
+                               self.worker_id)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -99,8 +100,11 @@ class Worker:
         self.waker.start()
         try:
             while not self._finished():
-                self._settle_finished()
-                wait = self._maintain_and_lease() if self.lifecycle.running else None
+                if self.lifecycle.running:
+                    wait = self._maintain_and_lease()
+                else:
+                    self._settle_finished()
+                    wait = None
                 self._wait(wait)
             self._settle_finished()
         finally:
@@ -124,16 +128,19 @@ class Worker:
         return idle or self.lifecycle.grace_expired()
 
     def _maintain_and_lease(self) -> float | None:
-        """Fill free handler slots, then promote and reap (so no scheduler is needed);
-        leasing first keeps maintenance off the path from a new task to its handler.
+        """Settle finished handlers and fill the free slots (theirs included) in one round
+        trip, then promote and reap (so no scheduler is needed); leasing first keeps
+        maintenance off the path from a new task to its handler.
 
         Returns how long the loop may wait before looking again: None when every slot
         is busy (a finishing handler wakes it), else the broker's hint capped by the poll.
         """
-        free = self._reserve()
+        outcomes = self._take_finished()
+        free = self._reserve(finishing=len(outcomes))
         try:
-            batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free) \
-                if free > 0 else None
+            batch = self.settler.settle(outcomes, free) if outcomes else None
+            if batch is None and free > 0:
+                batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free)
             if batch is not None:
                 self._run_leased(batch)
         except BrokerError as e:
@@ -171,10 +178,12 @@ class Worker:
             self._next_purge = now + PURGE_EVERY_SECONDS
         return promoted
 
-    def _reserve(self) -> int:
-        """Reserve every free slot for a lease about to be made; returns how many."""
+    def _reserve(self, finishing: int = 0) -> int:
+        """Reserve every free slot for a lease about to be made, counting the slots of
+        `finishing` handlers (done, still in hand until settled); returns how many."""
         with self._in_flight_lock:
-            free = max(0, self.concurrency - len(self.in_flight) - self._reserved)
+            busy = len(self.in_flight) - finishing + self._reserved
+            free = max(0, self.concurrency - busy)
             self._reserved += free
             return free
 
@@ -249,17 +258,20 @@ class Worker:
 
     def _settle_finished(self) -> None:
         """Settle every handler that has finished: all the acks in one round trip."""
-        outcomes = self._finished_outcomes
+        outcomes = self._take_finished()
+        if outcomes:
+            self.settler.settle(outcomes)
+
+    def _take_finished(self) -> list[Outcome]:
+        """The outcomes of every handler that has finished and is not yet settled."""
+        outcomes, self._finished_outcomes = self._finished_outcomes, []
         while True:
             try:
                 message = self._inbox.get_nowait()
             except queue.Empty:
-                break
+                return outcomes
             if isinstance(message, Outcome):
                 outcomes.append(message)
-        if outcomes:
-            self._finished_outcomes = []
-            self.settler.settle(outcomes)
 
     def _forget(self, task: LeasedTask) -> None:
         with self._in_flight_lock:

@@ -1,4 +1,5 @@
-"""Finishing tasks: acks for every handler that returned, in one call; fails one by one."""
+"""Finishing tasks: acks for every handler that returned, in one call (carrying the next
+lease with it when the loop asks); fails one by one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
-from taskq.results import LeasedTask
+from taskq.results import LeaseBatch, LeasedTask
 from taskq.settings import Settings
 from taskq.worker.outage import retry_for
 from taskq.worker.runner import Outcome
@@ -33,35 +34,48 @@ class Settler:
     lease: a lost ack means the task runs again, which is worth a long wait."""
 
     def __init__(self, broker: Broker, settings: Settings, stats: Stats,
-                 forget: Callable[[LeasedTask], None]) -> None:
+                 forget: Callable[[LeasedTask], None], worker_id: str) -> None:
         self.broker = broker
         self.settings = settings
         self.stats = stats
         self.forget = forget
+        self.worker_id = worker_id
 
-    def settle(self, outcomes: Sequence[Outcome]) -> None:
+    def settle(self, outcomes: Sequence[Outcome], lease: int = 0) -> LeaseBatch | None:
+        """Report `outcomes`. With `lease` > 0 the acks carry a lease of that many tasks
+        in the same round trip, and its batch is returned; None when no lease was made
+        (no acks to carry it, or that round trip failed and the acks went again alone)."""
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
         done = [o.task for o in outcomes if o.error is None]
-        if done:
-            self._ack(done)
+        batch = self._ack(done, lease) if done else None
         for outcome in outcomes:
             if outcome.error is not None:
                 self._fail(outcome.task, outcome.error)
         for outcome in outcomes:
             self.forget(outcome.task)
+        return batch
 
-    def _ack(self, tasks: list[LeasedTask]) -> None:
+    def _ack(self, tasks: list[LeasedTask], lease: int) -> LeaseBatch | None:
         held = [(t.task_id, t.token) for t in tasks]
-        acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
-                          lambda: self.broker.ack_many(held))
+        acked, batch = None, None
+        if lease > 0:
+            try:
+                acked, batch = self.broker.ack_and_lease(held, self.worker_id,
+                                                         self.settings.lease_seconds, lease)
+            except BrokerError as e:
+                log.info("ack with lease failed (%s); sending the acks alone", e)
         if acked is None:
-            return  # Redis stayed away a whole lease: the tasks will be reaped and rerun
+            acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
+                              lambda: self.broker.ack_many(held))
+        if acked is None:
+            return None  # Redis stayed away a whole lease: the tasks will be reaped and rerun
         for task, ok in zip(tasks, acked, strict=True):
             if ok or self._acked_before(task):
                 self.stats.acked += 1
             else:
                 self._stale(task, "ack")
+        return batch
 
     def _fail(self, task: LeasedTask, error: str) -> None:
         log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error)

@@ -1,0 +1,99 @@
+"""Settling finished handlers: acks in one call, carrying the next lease when asked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from conftest import ON_CLUSTER
+from helpers import record_of
+from proxy import ReplyDroppingProxy
+from taskq.broker import Broker
+from taskq.context import TaskContext
+from taskq.embedded import EmbeddedRedis
+from taskq.results import LeasedTask
+from taskq.settings import Settings
+from taskq.worker.runner import Outcome
+from taskq.worker.settle import Settler, Stats
+
+
+def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outcome:
+    context = TaskContext(task_id=task.task_id, name=task.name, queue=broker.queue,
+                          worker_id="w", token=task.token, attempt=task.attempt,
+                          max_retries=task.max_retries)
+    return Outcome(task, context, error)
+
+
+class Settling:
+    """A Settler on `broker`, with what it forgot (let out of the worker's hands)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.forgotten: list[str] = []
+        self.stats = Stats()
+        self.settler = Settler(broker, Settings.from_env({}), self.stats,
+                               lambda task: self.forgotten.append(task.task_id), "w")
+
+
+class TestSettle:
+    def test_acks_carry_the_next_lease_in_the_same_round_trip(self, broker: Broker) -> None:
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        (task,) = broker.lease_many("w", 10, 1).tasks
+        settling = Settling(broker)
+        done = outcome(broker, task)
+        batch = settling.settler.settle([done], lease=2)
+        assert batch is not None and [t.task_id for t in batch.tasks] == ["t1", "t2"]
+        assert settling.stats.acked == 1 and settling.forgotten == ["t0"]
+        assert done.context.finished
+        assert record_of(broker, "t0").state == "completed"
+
+    def test_without_a_lease_asked_for_it_only_acks(self, broker: Broker) -> None:
+        broker.enqueue("t0")
+        broker.enqueue("t1")
+        (task,) = broker.lease_many("w", 10, 1).tasks
+        settling = Settling(broker)
+        assert settling.settler.settle([outcome(broker, task)]) is None
+        assert settling.stats.acked == 1 and broker.counts().ready == 1
+
+    def test_failed_handlers_carry_no_lease(self, broker: Broker) -> None:
+        broker.enqueue("t0")
+        broker.enqueue("t1")
+        (task,) = broker.lease_many("w", 10, 1).tasks
+        settling = Settling(broker)
+        assert settling.settler.settle([outcome(broker, task, "boom")], lease=1) is None
+        assert settling.stats.retried == 1 and settling.forgotten == ["t0"]
+        assert broker.counts().ready == 1 and broker.counts().leased == 0
+
+
+@pytest.fixture
+def proxy(redis_server: EmbeddedRedis, client: redis.Redis) -> Iterator[ReplyDroppingProxy]:
+    p = ReplyDroppingProxy(str(redis_server.socket_path))
+    yield p
+    p.close()
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="the reply-dropping proxy fronts one node")
+def test_a_lost_reply_to_the_acks_with_the_lease_sends_the_acks_again_alone(
+    proxy: ReplyDroppingProxy, broker: Broker
+) -> None:
+    # A client without retries: the round trip fails outright, and the acks go again on
+    # their own. The first ack went through, so the second is refused, and the record
+    # shows the refusal was our own ack: counted as acked, not stale.
+    unretried = redis.Redis.from_url(proxy.url, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    proxied = Broker(unretried, broker.queue)
+    for n in range(3):
+        broker.enqueue(f"t{n}")
+    (task,) = broker.lease_many("w", 10, 1).tasks
+    settling = Settling(proxied)
+    proxied.counts()  # connected: the next reply is the ack's
+    proxy.drop_next_reply()
+    assert settling.settler.settle([outcome(broker, task)], lease=1) is None
+    assert proxy.dropped == 1
+    assert (settling.stats.acked, settling.stats.stale) == (1, 0)
+    types = [(f or {}).get("type") for _, f in broker.client.xrange(broker.keys.events)]
+    assert types.count("completed") == 1
+    unretried.close()
