@@ -1,6 +1,7 @@
-"""Where a `taskq worker` spends its time while it drains the peers' counting no-op (the
-like-for-like target): CPU per task in the worker and in Redis, and py-spy's top
-functions by samples taken while a thread held the GIL (Python work, not waits)."""
+"""Where a `taskq worker` spends its time while it drains the peers' counted no-op (a
+tally-file append, the drain target's workload): CPU per task in the worker and in
+Redis, and py-spy's top functions by samples taken while a thread held the GIL (Python
+work, not waits)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from bench.drain import check_drained, fill, stats_field, worker_argv
 from bench.harness import BenchError, Child, Options, Section, Server, drain_timeout, time_drain
+from bench.tally import TALLY_ENV
 
 TOP = 20
 RATE_HZ = 250
@@ -91,7 +93,9 @@ def _record(server: Server, name: str, n: int, concurrency: int, spy: str) -> Re
     queue = f"profile-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, name, n)
     out = server.logs / f"{queue}.speedscope.json"
-    worker = Child(worker_argv(queue, concurrency), server.env(), server.logs / f"{queue}.log")
+    tally_env = {TALLY_ENV: str(server.logs / f"{queue}.tally")}
+    worker = Child(worker_argv(queue, concurrency), server.env(**tally_env),
+                   server.logs / f"{queue}.log")
     count = stats_field(server, queue, "completed:completed")
     recorder: subprocess.Popen[bytes] | None = None
     try:
@@ -123,14 +127,15 @@ def _record(server: Server, name: str, n: int, concurrency: int, spy: str) -> Re
 
 
 def measure(server: Server, options: Options, known: dict[str, float]) -> Section:
-    # The peers' counting no-op, as an `async def` handler (taskq's faster kind for it),
+    # The peers' counted no-op, as an `async def` handler (taskq's faster kind for it),
     # at the concurrency the drain found best for async handlers; one process, so one
     # profile holds all of it.
-    name = "bench.count_async"
+    name = "bench.tally_async"
     concurrency = int(known.get("drain-bench.noop_async-concurrency", 64))
     section = Section("profile", f"Profile: one `taskq worker` process (concurrency "
-                      f"{concurrency}) draining {options.n:,} `async def` tasks that each INCR "
-                      f"a counter (the peers' no-op), py-spy at {RATE_HZ} Hz",
+                      f"{concurrency}) draining {options.n:,} `async def` tasks that each append "
+                      f"a byte to a tally file (the peers' counted no-op), py-spy at "
+                      f"{RATE_HZ} Hz",
                       ["function (file)", "cumulative", "own"])
     spy = py_spy()
     if spy is None:
@@ -150,7 +155,7 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
     for label, samples in shown:
         section.rows.append([f"`{label}`", f"{samples / total:.1%}", f"{own[label] / total:.1%}"])
     handler = sum(samples for label, samples in cumulative.items()
-                  if label.startswith("make_app.<locals>.count_async"))
+                  if label.startswith("make_app.<locals>.tally_async"))
     section.figures["profile-worker-us"] = recorded.worker_us
     section.figures["profile-redis-us"] = recorded.redis_us
     section.notes.append(
@@ -158,8 +163,8 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
         f"the worker process {recorded.worker_us:,.0f} µs, Redis {recorded.redis_us:,.0f} µs "
         f"(the machine has 2 cores, so the two together cap the rate at about "
         f"{2e6 / (recorded.worker_us + recorded.redis_us):,.0f} tasks/s). The handler "
-        f"body itself (one `await redis.incr`, redis-py's asyncio client) holds "
-        f"{handler / total:.0%} of the worker's GIL samples.")
+        f"body itself (one `os.write`) holds {handler / total:.0%} of the worker's GIL "
+        f"samples; the rest is taskq's.")
     section.notes.append(
         f"{total:,} samples taken while a thread held the GIL. Share by thread: "
         + ", ".join(f"{name} {samples / total:.0%}" for name, samples in threads.most_common(4))
