@@ -47,11 +47,13 @@ class Settler:
         (no acks to carry it, or that round trip failed and the acks went again alone)."""
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
-        done = [o.task for o in outcomes if o.error is None]
-        batch = self._ack(done, lease) if done else None
         for outcome in outcomes:
             if outcome.error is not None:
                 self._fail(outcome.task, outcome.error)
+        # Acks last: a lease they carry goes straight back to the loop to be put in
+        # hand, not held up by fails retried through an outage while its clock runs.
+        done = [o.task for o in outcomes if o.error is None]
+        batch = self._ack(done, lease) if done else None
         for outcome in outcomes:
             self.forget(outcome.task)
         return batch
