@@ -194,6 +194,31 @@ class TestRunningHandlers:
             wait_for_state(app, task_id, "completed")
 
 
+    def test_a_busy_worker_acks_and_refills_its_slots_in_the_same_call(
+        self, app: App, start_worker: StartWorker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        carried: list[int] = []
+        ack_and_lease = Broker.ack_and_lease
+
+        def counted(broker: Broker, held: Any, *args: Any) -> Any:
+            carried.append(len(held))
+            return ack_and_lease(broker, held, *args)
+
+        monkeypatch.setattr(Broker, "ack_and_lease", counted)
+
+        @app.task("nothing")
+        def nothing() -> None:
+            pass
+
+        task_ids = [nothing.enqueue().task_id for _ in range(40)]
+        start_worker(concurrency=4)
+        for task_id in task_ids:
+            wait_for_state(app, task_id, "completed")
+        # With a backlog every turn's acks carry the next lease; only the last few, once
+        # ready is empty and the waker holds the free slots, may go alone.
+        assert sum(carried) >= 30, f"only {sum(carried)} of 40 acks carried a lease"
+
+
 class TestScheduling:
     def test_idle_worker_is_woken_by_new_work_long_before_its_poll(
         self, app: App, start_worker: StartWorker
