@@ -13,7 +13,7 @@ import redis
 from conftest import ON_CLUSTER
 from helpers import dump, events, record_of, wait_past
 from taskq.broker import Broker, LeasedTask
-from taskq.errors import InvalidTaskError
+from taskq.errors import BrokerError, InvalidTaskError
 
 
 class TestLease:
@@ -152,6 +152,24 @@ class TestAckAndLease:
                             or send(commands))
         acks, batch = broker.ack_and_lease([(held.task_id, held.token)], "w", 10, 1)
         assert writes == [2] and acks == [True] and len(batch.tasks) == 1
+
+    @pytest.mark.skipif(ON_CLUSTER, reason="a cluster sends the two steps one after the other")
+    def test_an_ack_refused_for_memory_comes_back_beside_the_leased_tasks(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        # Out of memory, Redis refuses the ack's first write (HSET) but not the lease's
+        # (RPOP frees memory): the tasks the lease took must reach the worker.
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        (held,) = broker.lease_many("w", 10, 1).tasks
+        client.config_set("maxmemory", 1)
+        try:
+            acks, batch = broker.ack_and_lease([(held.task_id, held.token)], "w", 10, 1)
+        finally:
+            client.config_set("maxmemory", 0)
+        assert isinstance(acks, BrokerError) and "maxmemory" in str(acks)
+        assert [t.task_id for t in batch.tasks] == ["t1"]
+        assert record_of(broker, "t0").state == "running"
 
     def test_a_flushed_script_cache_runs_each_step_once(
         self, broker: Broker, client: redis.Redis

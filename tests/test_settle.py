@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -31,10 +32,10 @@ def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outco
 class Settling:
     """A Settler on `broker`, with what it forgot (let out of the worker's hands)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, **settings: Any) -> None:
         self.forgotten: list[str] = []
         self.stats = Stats()
-        self.settler = Settler(broker, Settings.from_env({}), self.stats,
+        self.settler = Settler(broker, Settings.from_env({}, **settings), self.stats,
                                lambda task: self.forgotten.append(task.task_id), "w")
 
 
@@ -67,6 +68,24 @@ class TestSettle:
         assert settling.settler.settle([outcome(broker, task, "boom")], lease=1) is None
         assert settling.stats.retried == 1 and settling.forgotten == ["t0"]
         assert broker.counts().ready == 1 and broker.counts().leased == 0
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="a cluster sends the acks and the lease one by one")
+def test_acks_refused_for_memory_still_hand_over_the_tasks_their_lease_took(
+    broker: Broker, client: redis.Redis
+) -> None:
+    for n in range(3):
+        broker.enqueue(f"t{n}")
+    (task,) = broker.lease_many("w", 10, 1).tasks
+    # A short lease: the acks sent alone give up after it, as after a long outage.
+    settling = Settling(broker, lease_seconds=0.3)
+    client.config_set("maxmemory", 1)
+    try:
+        batch = settling.settler.settle([outcome(broker, task)], lease=1)
+    finally:
+        client.config_set("maxmemory", 0)
+    assert batch is not None and [t.task_id for t in batch.tasks] == ["t1"]
+    assert settling.stats.acked == 0 and record_of(broker, "t0").state == "running"
 
 
 @pytest.fixture

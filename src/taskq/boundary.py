@@ -29,8 +29,12 @@ class redis_errors:  # lower case: it reads as a function at every `with`
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
         if isinstance(error, redis.RedisError | RedisClusterException):
-            name = type(error).__name__
-            raise BrokerError(f"{self.operation} failed: {name}: {error}") from error
+            raise broker_error(self.operation, error) from error
+
+
+def broker_error(operation: str, error: BaseException) -> BrokerError:
+    """The `BrokerError` for a Redis failure of `operation`."""
+    return BrokerError(f"{operation} failed: {type(error).__name__}: {error}")
 
 
 def text(value: Any) -> str:

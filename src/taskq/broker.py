@@ -9,7 +9,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from taskq.boundary import redis_errors, text, to_ms
+from taskq.boundary import broker_error, redis_errors, text, to_ms
 from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, InvalidTaskError
@@ -31,7 +31,7 @@ from taskq.results import (
     ReapOutcome,
     TaskRecord,
 )
-from taskq.scripts import Scripts, in_one_write
+from taskq.scripts import Scripts, replies_in_one_write
 from taskq.settings import Settings
 
 __all__ = [
@@ -222,20 +222,28 @@ class Broker:
 
     def ack_and_lease(
         self, held: Sequence[tuple[str, int]], worker_id: str, lease_seconds: float, count: int
-    ) -> tuple[list[bool], LeaseBatch]:
+    ) -> tuple[list[bool] | BrokerError, LeaseBatch]:
         """`ack_many(held)` and `lease_many(worker_id, lease_seconds, count)`: two atomic
         steps, sent in one write so a busy worker settles and refills its slots in one
-        round trip (on a cluster, one call after the other). If either step fails, this
-        raises: acks that went through are then refused as stale when sent again, and
-        tasks the lease took come back when their leases expire."""
+        round trip (on a cluster, one call after the other). An ack step that failed
+        where the lease ran (Redis refuses the ack's writes when out of memory, not the
+        lease's pop) comes back as its error beside the leased tasks, which must not be
+        lost. If the lease step or the round trip fails, this raises: acks that went
+        through are refused as stale when sent again, and tasks a lost lease took come
+        back when their leases expire."""
         direct = self.scripts.direct
         if direct is None or not held:
             return self.ack_many(held), self.lease_many(worker_id, lease_seconds, count)
         ack_keys, ack_args = self._ack_call(held)
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         with redis_errors("ack and lease"):
-            acks, leased = in_one_write(direct, (), [(self.scripts.ack, ack_keys, ack_args),
-                                                     (self.scripts.lease, lease_keys, lease_args)])
+            acks, leased = replies_in_one_write(
+                direct, (), [(self.scripts.ack, ack_keys, ack_args),
+                             (self.scripts.lease, lease_keys, lease_args)])
+            if isinstance(leased, Exception):
+                raise leased
+        if isinstance(acks, Exception):
+            return broker_error("ack", acks), LeaseBatch.from_reply(leased)
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
 
     def _ack_call(self, held: Sequence[tuple[str, int]]) -> tuple[list[str], list[Any]]:

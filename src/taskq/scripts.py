@@ -114,9 +114,19 @@ ScriptRun = tuple[ScriptCall, Sequence[Any], Sequence[Any]]
 def in_one_write(direct: DirectConnections, commands: Sequence[Command],
                  runs: Sequence[ScriptRun]) -> list[Any]:
     """Send `commands` and then each script run (script, keys, args) in one write on a
-    direct connection; return the scripts' replies in order. Each script is its own
-    atomic step. One the server no longer has (NOSCRIPT) ran nothing: it is loaded and
-    run again alone, and nothing else is sent again. An error reply raises."""
+    direct connection; return the scripts' replies in order. An error reply raises."""
+    results = replies_in_one_write(direct, commands, runs)
+    for error in (r for r in results if isinstance(r, ResponseError)):
+        raise error
+    return results
+
+
+def replies_in_one_write(direct: DirectConnections, commands: Sequence[Command],
+                         runs: Sequence[ScriptRun]) -> list[Any]:
+    """As `in_one_write`, but a script's error reply comes back in its place: each
+    script is its own atomic step, and one may fail where another ran. A script the
+    server no longer has (NOSCRIPT) ran nothing: it is loaded and run again alone, and
+    nothing else is sent again. An error reply among `commands` raises."""
     calls = [("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in runs]
     replies = direct.call_many([*commands, *calls])
     for error in (r for r in replies[: len(commands)] if isinstance(r, ResponseError)):
@@ -125,9 +135,7 @@ def in_one_write(direct: DirectConnections, commands: Sequence[Command],
     for i, ((script, _, _), call) in enumerate(zip(runs, calls, strict=True)):
         if isinstance(results[i], NoScriptError):
             direct.call("SCRIPT", "LOAD", script.script.script)
-            results[i] = direct.call(*call)
-    for error in (r for r in results if isinstance(r, ResponseError)):
-        raise error
+            results[i] = direct.call_many([call])[0]
     return results
 
 

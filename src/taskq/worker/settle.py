@@ -60,18 +60,26 @@ class Settler:
 
     def _ack(self, tasks: list[LeasedTask], lease: int) -> LeaseBatch | None:
         held = [(t.task_id, t.token) for t in tasks]
-        acked, batch = None, None
+        acked: list[bool] | None = None
+        batch: LeaseBatch | None = None
         if lease > 0:
             try:
-                acked, batch = self.broker.ack_and_lease(held, self.worker_id,
-                                                         self.settings.lease_seconds, lease)
+                acks, batch = self.broker.ack_and_lease(held, self.worker_id,
+                                                        self.settings.lease_seconds, lease)
             except BrokerError as e:
                 log.info("ack with lease failed (%s); sending the acks alone", e)
+            else:
+                if isinstance(acks, BrokerError):
+                    log.info("%s; sending the acks alone", acks)
+                else:
+                    acked = acks
         if acked is None:
             acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
                               lambda: self.broker.ack_many(held))
         if acked is None:
-            return None  # Redis stayed away a whole lease: the tasks will be reaped and rerun
+            # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
+            # lease made beside the refused acks still goes to the loop to run.
+            return batch
         for task, ok in zip(tasks, acked, strict=True):
             if ok or self._acked_before(task):
                 self.stats.acked += 1
