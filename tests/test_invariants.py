@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from helpers import dump, events, lease_one, leased, record_of, replay, text, view, wait_past
-from taskq.broker import Broker, NewTask
+from taskq.broker import SIMULATE_TASK, Broker, NewTask
 
 SEEDS = (11, 22, 33)
 STEPS = 150
@@ -251,3 +251,35 @@ def test_e1_the_event_log_is_trimmed_to_its_retention(client: redis.Redis) -> No
         assert broker.ack(*lease_one(broker))
     assert [e.id for e in events(client, broker.keys)] == [f"{i}-0" for i in range(14, 19)]
     assert client.get(broker.keys.seq) == "18"
+
+
+class TestE1WhenACallIsRefused:
+    """Events are written when a script's feed closes, so a script must refuse a bad
+    argument before its first write: one that failed part way would keep writes whose
+    events it never wrote."""
+
+    def snapshot(self, broker: Broker) -> tuple[object, ...]:
+        return dump(broker.client), tuple(events(broker.client, broker.keys))
+
+    def test_a_batch_with_a_bad_idempotency_ttl_writes_nothing(self, broker: Broker) -> None:
+        broker.enqueue("t0")
+        before = self.snapshot(broker)
+        k = broker.keys
+        good = ["ok", SIMULATE_TASK, "{}", 0, 3, "", 60]
+        bad = ["bad", SIMULATE_TASK, "{}", 0, 3, "key", "1.5"]
+        with pytest.raises(redis.ResponseError, match="idempotency_ttl must be a whole number"):
+            broker.scripts.enqueue(keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
+                                   args=[k.prefix, 1000, 2, *good, *bad])
+        assert self.snapshot(broker) == before
+
+    def test_an_ack_with_a_bad_ttl_or_retention_writes_nothing(self, broker: Broker) -> None:
+        broker.enqueue("t0")
+        task_id, token = lease_one(broker)
+        before = self.snapshot(broker)
+        k = broker.keys
+        keys = [k.leased, k.events, k.seq, k.epoch]
+        bad_values = ((1000, "1.5", "completed_ttl"), ("many", 60_000, "retention"))
+        for retention, ttl, error in bad_values:
+            with pytest.raises(redis.ResponseError, match=f"{error} must be a whole number"):
+                broker.scripts.ack(keys=keys, args=[k.prefix, retention, ttl, 1, task_id, token])
+            assert self.snapshot(broker) == before

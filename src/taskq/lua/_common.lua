@@ -45,7 +45,14 @@ end
 -- epoch tells feed clients that ids from before are meaningless now. If the counter
 -- alone was lost, it restarts after the stream's last id, so XADD can never fail
 -- mid-script. The lifetime totals are likewise added once per call, not per event.
+--
+-- Every script opens its feed before its first write and checks there, or before, each
+-- argument a write could refuse: a script that fails part way keeps what it wrote, and
+-- the events it still held for those writes would be lost.
 local function open_feed(events_key, seq_key, epoch_key, retention, now_ms)
+  if not string.match(retention, '^%d+$') or tonumber(retention) < 1 then
+    error('retention must be a whole number >= 1, not ' .. retention)
+  end
   return {events = events_key, seq = seq_key, epoch = epoch_key,
           retention = tonumber(retention), now = integer_text(now_ms), pending = {}}
 end

@@ -21,6 +21,10 @@ local leased_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KE
 local prefix, retention = ARGV[1], ARGV[2]
 local completed_ttl, count = tonumber(ARGV[3]), tonumber(ARGV[4])
 
+if not string.match(ARGV[3], '^%d+$') then
+  return redis.error_reply('completed_ttl must be a whole number of ms, not ' .. ARGV[3])
+end
+
 local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

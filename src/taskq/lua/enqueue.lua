@@ -29,6 +29,19 @@ local ready_key, delayed_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, retention, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
+-- Checked before the first write (see open_feed): a bad value in the tenth task must
+-- not leave nine written without their events.
+for i = 0, count - 1 do
+  local base = 4 + i * 7
+  if not tonumber(ARGV[base + 3]) or tonumber(ARGV[base + 3]) < 0 then
+    return redis.error_reply('delay_ms must be a number >= 0, not ' .. ARGV[base + 3])
+  end
+  local ttl = ARGV[base + 6]
+  if ARGV[base + 5] ~= '' and (not string.match(ttl, '^%d+$') or tonumber(ttl) < 1) then
+    return redis.error_reply('idempotency_ttl must be a whole number >= 1, not ' .. ttl)
+  end
+end
+
 local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
@@ -45,8 +58,7 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
   if redis.call('EXISTS', task_key) == 1 then return task_id, 0 end
   local run_at, state = now_text, 'pending'
   if delay_ms > 0 then run_at, state = integer_text(now + delay_ms), 'delayed' end
-  -- The SET goes first: it is the one write an argument could make fail, and a script
-  -- that fails after writing leaves its earlier writes in place.
+  -- The SET goes first: it is the one write an argument could make fail (checked above).
   if idem_key ~= '' then
     redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
   end
