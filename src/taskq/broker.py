@@ -31,7 +31,7 @@ from taskq.results import (
     ReapOutcome,
     TaskRecord,
 )
-from taskq.scripts import Scripts, replies_in_one_write
+from taskq.scripts import Scripts, in_one_write
 from taskq.settings import Settings
 
 __all__ = [
@@ -237,7 +237,7 @@ class Broker:
         ack_keys, ack_args = self._ack_call(held)
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         with redis_errors("ack and lease"):
-            acks, leased = replies_in_one_write(
+            acks, leased = in_one_write(
                 direct, (), [(self.scripts.ack, ack_keys, ack_args),
                              (self.scripts.lease, lease_keys, lease_args)])
             if isinstance(leased, Exception):

@@ -104,8 +104,11 @@ class ScriptCall:
         args: Sequence[Any],
     ) -> Any:
         """Send `commands` and then this script in one write on a direct connection, and
-        return the script's reply (an error reply among `commands` raises)."""
-        return in_one_write(direct, commands, [(self, keys, args)])[0]
+        return the script's reply; an error reply raises."""
+        reply = in_one_write(direct, commands, [(self, keys, args)])[0]
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
 
 
 ScriptRun = tuple[ScriptCall, Sequence[Any], Sequence[Any]]
@@ -114,19 +117,10 @@ ScriptRun = tuple[ScriptCall, Sequence[Any], Sequence[Any]]
 def in_one_write(direct: DirectConnections, commands: Sequence[Command],
                  runs: Sequence[ScriptRun]) -> list[Any]:
     """Send `commands` and then each script run (script, keys, args) in one write on a
-    direct connection; return the scripts' replies in order. An error reply raises."""
-    results = replies_in_one_write(direct, commands, runs)
-    for error in (r for r in results if isinstance(r, ResponseError)):
-        raise error
-    return results
-
-
-def replies_in_one_write(direct: DirectConnections, commands: Sequence[Command],
-                         runs: Sequence[ScriptRun]) -> list[Any]:
-    """As `in_one_write`, but a script's error reply comes back in its place: each
-    script is its own atomic step, and one may fail where another ran. A script the
-    server no longer has (NOSCRIPT) ran nothing: it is loaded and run again alone, and
-    nothing else is sent again. An error reply among `commands` raises."""
+    direct connection; return the scripts' replies in order, a script's error reply in
+    its place: each script is its own atomic step, and one may fail where another ran.
+    A script the server no longer has (NOSCRIPT) ran nothing: it is loaded and run
+    again alone, and nothing else is sent again. An error reply among `commands` raises."""
     calls = [("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in runs]
     replies = direct.call_many([*commands, *calls])
     for error in (r for r in replies[: len(commands)] if isinstance(r, ResponseError)):

@@ -33,7 +33,8 @@ local prefix, retention, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 -- not leave nine written without their events.
 for i = 0, count - 1 do
   local base = 4 + i * 7
-  if not tonumber(ARGV[base + 3]) or tonumber(ARGV[base + 3]) < 0 then
+  local delay_ms = tonumber(ARGV[base + 3])
+  if not delay_ms or delay_ms < 0 then
     return redis.error_reply('delay_ms must be a number >= 0, not ' .. ARGV[base + 3])
   end
   local ttl = ARGV[base + 6]

@@ -44,7 +44,7 @@ class Settler:
     def settle(self, outcomes: Sequence[Outcome], lease: int = 0) -> LeaseBatch | None:
         """Report `outcomes`. With `lease` > 0 the acks carry a lease of that many tasks
         in the same round trip, and its batch is returned; None when no lease was made
-        (no acks to carry it, or that round trip failed and the acks went again alone)."""
+        (no acks to carry it, or the round trip or its lease step failed)."""
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
         for outcome in outcomes:
@@ -67,12 +67,11 @@ class Settler:
                 acks, batch = self.broker.ack_and_lease(held, self.worker_id,
                                                         self.settings.lease_seconds, lease)
             except BrokerError as e:
-                log.info("ack with lease failed (%s); sending the acks alone", e)
+                acks = e
+            if isinstance(acks, BrokerError):
+                log.info("%s; sending the acks alone", acks)
             else:
-                if isinstance(acks, BrokerError):
-                    log.info("%s; sending the acks alone", acks)
-                else:
-                    acked = acks
+                acked = acks
         if acked is None:
             acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
                               lambda: self.broker.ack_many(held))
