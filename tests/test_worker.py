@@ -14,39 +14,11 @@ from typing import Any
 import pytest
 import redis
 
-from taskq import App, LeaseLostError, Ledger, Worker, current_task
+from taskq import App, LeaseLostError, Ledger, current_task
 from taskq.broker import Broker
 from taskq.settings import Settings
 from waiting import event_types, wait_until
-
-
-class WorkerThread:
-    """One Worker running its loop on a thread, as `taskq worker` runs it in a process."""
-
-    def __init__(self, app: App, settings: Settings, concurrency: int) -> None:
-        self.broker = Broker.from_settings(settings, app.queue)
-        self.worker = Worker(app, settings=settings, broker=self.broker, concurrency=concurrency)
-        self.status: int | None = None
-        self.thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        self.status = self.worker.run(install_signal_handlers=False)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self.worker.stop("test is done")
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the worker did not stop"
-
-    def close(self, client: redis.Redis) -> None:
-        """Stop, then let the waker out of its blocking pop before closing its connection."""
-        if self.thread.is_alive():
-            self.stop()
-        client.lpush(self.broker.keys.wake, "1")
-        for thread in (self.worker.waker, self.worker.heartbeat):
-            thread.join(5)
-        self.broker.client.close()
-
+from worker_support import WorkerThread
 
 StartWorker = Callable[..., WorkerThread]
 
