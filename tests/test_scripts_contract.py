@@ -89,7 +89,7 @@ def call_lease(b: Broker) -> dict[str, Any]:
 def call_heartbeat(b: Broker) -> dict[str, Any]:
     token = leased(b)
     b.heartbeat("t1", token, 2.5)
-    return {"task_id": "t1", "token": token, "lease_ms": 2500}
+    return {"task_id": "t1", "token": token, "lease_ms": 2500, "count": 1}
 
 
 def call_ack(b: Broker) -> dict[str, Any]:

@@ -257,3 +257,67 @@ def test_a_pool_size_out_of_range_is_refused_with_the_reason(
     )
     assert done.returncode == 2
     assert "TASKQ_WORKER_PROCESSES" in done.stderr and "from 1 to 256" in done.stderr
+
+
+# -- effects at the edges of a lease and of the grace period ---------------------------
+
+
+@pytest.mark.parametrize("trial", [1, 2])
+def test_a_worker_woken_past_its_lease_refuses_its_effect_before_the_heartbeat_notices(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, trial: int
+) -> None:
+    # Paused with its handler asleep; the sleep is over when it wakes, so the handler
+    # reaches effect() at once, racing the heartbeat thread: effect() asks Redis itself.
+    paused = workers.start(LEDGER_GUARD="none", WORK_SECONDS="0.5")
+    task_id = queue.enqueue(f"t{trial}", payload=CHARGE).task_id
+    wait_for(queue, task_id, "running")
+    paused.send_signal(signal.SIGSTOP)
+    workers.start(LEDGER_GUARD="none", WORK_SECONDS="0.5")
+    done = wait_for(queue, task_id, "completed")
+    paused.send_signal(signal.SIGCONT)
+    wait_until(lambda: "LeaseLostError" in workers.log(paused), 10, "the effect to be refused")
+    assert charge_tokens(ledger_path, task_id) == [done.fencing_token]
+
+
+def stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped by a signal (state T in /proc)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+PAUSED_IN_EFFECT_APP = '''
+import signal, threading
+from taskq import App, Ledger, current_task
+
+app = App()
+
+@app.task("taskq.simulate")
+def charge(charge: int) -> None:
+    task = current_task()
+    with task.effect():
+        if task.attempt == 1:
+            # Sent to this thread, so it stops before its next step (a signal sent to the
+            # process may be taken by another thread, and this one run on a moment).
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+        ledger = Ledger(app.settings.ledger_path, app.settings.ledger_guard)
+        ledger.charge(task.task_id, task.token, "alice", charge)
+        ledger.close()
+'''
+
+
+@pytest.mark.parametrize(("guard", "tokens"), [("none", [3, 1]), ("dedupe", [3])])
+def test_a_pause_inside_an_effect_block_is_the_window_only_a_guard_closes(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, tmp_path: Path,
+    guard: str, tokens: list[int],
+) -> None:
+    (tmp_path / "paused_in_effect.py").write_text(PAUSED_IN_EFFECT_APP)
+    app = {"PYTHONPATH": str(tmp_path), "LEDGER_GUARD": guard}
+    paused = workers.start("--app", "paused_in_effect:app", **app)
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_until(lambda: stopped(paused.pid), 10, "the worker to stop itself")
+    workers.start("--app", "paused_in_effect:app", **app)
+    wait_for(queue, task_id, "completed")
+    paused.send_signal(signal.SIGCONT)
+    wait_until(lambda: len(charge_tokens(ledger_path, task_id)) == len(tokens)
+               and "ack of task t1 refused" in workers.log(paused), 10, "the late charge")
+    assert charge_tokens(ledger_path, task_id) == tokens

@@ -65,9 +65,11 @@ class WorkerProcesses:
         self.env = env
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, **overrides: str) -> subprocess.Popen[bytes]:
+    def start(self, *options: str, **overrides: str) -> subprocess.Popen[bytes]:
+        """Start `taskq worker *options` with `overrides` on top of the environment."""
         log_path = self.directory / f"worker-{len(self.processes)}.log"
-        process = spawn(taskq_command("worker"), {**self.env, **overrides}, str(log_path))
+        process = spawn(taskq_command("worker", *options), {**self.env, **overrides},
+                        str(log_path))
         self.processes.append(process)
         return process
 

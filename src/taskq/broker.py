@@ -193,19 +193,22 @@ class Broker:
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease; False means it was lost (expired, reaped or taken over)."""
+        return self.heartbeat_many([(task_id, token)], lease_seconds)[0]
+
+    def heartbeat_many(self, held: Sequence[tuple[str, int]], lease_seconds: float) -> list[bool]:
+        """Extend the lease of each `(task_id, token)` in one atomic step, so a worker's
+        beat is one round trip however many tasks it holds; False for each lost one."""
+        if not held:
+            return []
         k = self.keys
         with redis_errors("heartbeat"):
             reply = self.scripts.heartbeat(
                 keys=[k.leased, k.events, k.seq, k.epoch],
-                args=[
-                    k.prefix,
-                    task_id,
-                    token,
-                    max(1, to_ms(lease_seconds, "lease_seconds")),
-                    self.events_retention,
-                ],
+                args=[k.prefix, max(1, to_ms(lease_seconds, "lease_seconds")),
+                      self.events_retention, len(held),
+                      *(value for pair in held for value in pair)],
             )
-        return int(reply) == 1
+        return [int(r) == 1 for r in reply]
 
     def ack(self, task_id: str, token: int) -> bool:
         """Mark the task completed; False means the token is stale and nothing changed."""

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from taskq.errors import TaskqError
+from taskq.errors import BrokerError, TaskqError
+
+log = logging.getLogger("taskq.worker")
 
 
 class LeaseLostError(TaskqError):
@@ -16,9 +21,26 @@ class LeaseLostError(TaskqError):
     the lease was lost to another worker, or the worker abandoned the task at shutdown."""
 
 
+class LeaseConfirmer(Protocol):
+    """Asks Redis whether a lease is still held, renewing it if so (a heartbeat)."""
+
+    @property
+    def lease_seconds(self) -> float: ...
+
+    def confirm(self, task_id: str, token: int) -> bool:
+        """True if `token` still holds the lease (now renewed); raises `BrokerError`
+        when Redis cannot be asked."""
+        ...
+
+
 @dataclass
 class TaskContext:
-    """The task a handler is running: its id, attempt and fencing token, and its lease."""
+    """The task a handler is running: its id, attempt and fencing token, and its lease.
+
+    Three threads touch it: the handler (`effect()`), the heartbeat (`renewed`,
+    `mark_lost`) and the worker's loop (`finished`, `abandon`). Only `effect()` and
+    `abandon()` take the lock, so a heartbeat never waits on a handler's effect.
+    """
 
     task_id: str
     name: str
@@ -27,9 +49,16 @@ class TaskContext:
     token: int
     attempt: int
     max_retries: int
+    # Confirms the lease with Redis before each effect; None runs effects on the local
+    # flags alone (a context made outside a worker).
+    lease: LeaseConfirmer | None = field(default=None, repr=False)
+    # Monotonic time at which the last renewal Redis accepted was sent (the lease was
+    # granted no earlier): the lease holds for a lease length from there.
+    confirmed_at: float = field(default_factory=time.monotonic, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
+    _applied: bool = field(default=False, repr=False)
     finished: bool = field(default=False, repr=False)
 
     @property
@@ -40,18 +69,38 @@ class TaskContext:
     def abandoned(self) -> bool:
         return self._abandoned
 
-    def mark_lost(self) -> None:
-        with self._lock:
-            self._lost = True
+    @property
+    def effect_applied(self) -> bool:
+        """Whether an `effect()` block of this run has completed without raising."""
+        return self._applied
 
-    def abandon(self) -> None:
-        """Forbid any later effect; waits for one already under way to finish first."""
+    def mark_lost(self) -> None:
+        """Fence later effects. Takes no lock: the heartbeat calls it and must never
+        wait for an effect that is under way (it was confirmed before it started)."""
+        self._lost = True
+
+    def renewed(self, sent_at: float) -> None:
+        """Record a renewal Redis accepted, sent at monotonic time `sent_at`."""
+        self.confirmed_at = max(self.confirmed_at, sent_at)
+
+    def abandon(self) -> bool:
+        """Forbid any later effect; waits for one already under way to finish first.
+        Returns whether an effect of this run was applied."""
         with self._lock:
             self._abandoned = True
+            return self._applied
 
     @contextmanager
     def effect(self) -> Iterator[None]:
-        """Run a side effect only while this worker may still apply it.
+        """Run a side effect only while this worker still holds the task's lease.
+
+        Before the block runs, the lease is confirmed with Redis (one renewal with this
+        run's token), so a worker that was paused past its lease and taken over finds
+        out here, not after its effect. The block is refused when the lease was lost,
+        the task was released at shutdown, or more than a lease has passed since the
+        last renewal Redis accepted. What no check can cover: a process paused inside
+        the block, after the check, for longer than a lease. Guard the effect itself
+        (the ledger's dedupe) where that must not apply twice.
 
         The worker takes the same lock before it gives the task back at shutdown, so an
         effect is either finished before the release or never started after it.
@@ -61,12 +110,36 @@ class TaskContext:
                 raise LeaseLostError(
                     f"task {self.task_id} was released at shutdown; its effect is skipped"
                 )
-            if self._lost:
-                raise LeaseLostError(
-                    f"task {self.task_id} lost its lease (token {self.token}); "
-                    "its effect is skipped"
-                )
+            self._confirm_lease()
             yield
+            self._applied = True
+
+    def _confirm_lease(self) -> None:
+        if not self._lost and self.lease is not None:
+            sent = time.monotonic()
+            try:
+                held = self.lease.confirm(self.task_id, self.token)
+            except BrokerError as e:
+                # Redis cannot say; the lease Redis last accepted still runs its course.
+                log.warning("task %s: could not confirm its lease before an effect: %s",
+                            self.task_id, e)
+            else:
+                if held:
+                    self.renewed(sent)
+                else:
+                    self.mark_lost()
+        if self._lost:
+            raise LeaseLostError(
+                f"task {self.task_id} lost its lease (token {self.token}); its effect is skipped"
+            )
+        if self.lease is not None:
+            since = time.monotonic() - self.confirmed_at
+            if since >= self.lease.lease_seconds:
+                raise LeaseLostError(
+                    f"task {self.task_id}: {since:.1f}s since its lease was last renewed, "
+                    f"longer than the lease ({self.lease.lease_seconds:g}s); another worker "
+                    "may hold it, so its effect is skipped"
+                )
 
 
 _current: contextvars.ContextVar[TaskContext] = contextvars.ContextVar("taskq_current_task")

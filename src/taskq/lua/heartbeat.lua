@@ -1,33 +1,67 @@
 --[[
-  heartbeat: extend a lease, if the caller still holds it.
+  heartbeat: extend leases, each only if the caller still holds it.
+  One call takes every lease a worker holds, so a beat is one round trip however many
+  tasks are in hand.
   KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
   KEYS[2] events  STREAM  change feed
   KEYS[3] seq     STRING  last event sequence number
   KEYS[4] epoch   STRING  event log incarnation
-  ARGV[1] prefix          queue key prefix; the task key derives from it
-  ARGV[2] task_id
-  ARGV[3] token           fencing token from lease
-  ARGV[4] lease_ms        new lease length from now
-  ARGV[5] retention       events kept in the stream
-  Returns: 1 extended | 0 stale (lease lost: expired, reaped or taken over)
-  Emits:   heartbeat (state running, at = new expiry)
+  ARGV[1] prefix          queue key prefix; task keys derive from it
+  ARGV[2] lease_ms        new lease length from now, a whole number of ms >= 1
+  ARGV[3] retention       events kept in the stream
+  ARGV[4] count           tasks in this call; then two values per task:
+  ARGV[5] task_id
+  ARGV[6] token           fencing token from lease
+  Returns: {1 | 0, ...} per task: 1 extended | 0 stale (lease lost: expired, reaped or
+           taken over; nothing changed for it)
+  Emits:   heartbeat (state running, at = new expiry), one per extended lease
 ]]
 --- @include "_common"
 
 local leased_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, task_id, token = ARGV[1], ARGV[2], ARGV[3]
-local lease_ms, retention = tonumber(ARGV[4]), ARGV[5]
+local prefix, lease_arg, retention = ARGV[1], ARGV[2], ARGV[3]
+local count = tonumber(ARGV[4])
 
-local task_key = prefix .. 'task:' .. task_id
-if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+-- Checked before the first write: a failure after some renewals would keep them
+-- without their events, and an expiry past 2^53 ms cannot be held exactly.
+local MAX_LEASE_MS = 604800000
+if not string.match(lease_arg, '^%d+$') or tonumber(lease_arg) < 1
+    or tonumber(lease_arg) > MAX_LEASE_MS then
+  return redis.error_reply('lease_ms must be a whole number from 1 to ' .. MAX_LEASE_MS ..
+    ', not ' .. lease_arg)
+end
+if not count or count < 0 or count ~= math.floor(count) or #ARGV ~= 4 + 2 * count then
+  return redis.error_reply('count must match the task_id, token pairs that follow, not ' ..
+    ARGV[4])
+end
 
 local now = server_now_ms()
+local expires = integer_text(now + tonumber(lease_arg))
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
-local expires = now + lease_ms
-emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running', 'token', token,
-  'at', expires})
-redis.call('ZADD', leased_key, 'XX', expires, task_id)
-redis.call('HSET', task_key, 'heartbeat_at', now)
+local now_text = feed.now
+-- `renewed_with` answers a second copy of a pair in one call without a second event.
+local renewed, renewed_with = {}, {}
+
+local function renew(task_id, token)
+  if renewed_with[task_id] then return renewed_with[task_id] == token and 1 or 0 end
+  if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
+  local task_key = prefix .. 'task:' .. task_id
+  if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+  emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running', 'token', token,
+    'at', expires})
+  renewed_with[task_id] = token
+  renewed[#renewed + 1], renewed[#renewed + 2] = expires, task_id
+  redis.call('HSET', task_key, 'heartbeat_at', now_text)
+  return 1
+end
+
+local reply = {}
+for i = 0, count - 1 do
+  local base = 5 + i * 2
+  reply[#reply + 1] = renew(ARGV[base], ARGV[base + 1])
+end
+for i = 1, #renewed, CHUNK do
+  redis.call('ZADD', leased_key, 'XX', unpack(renewed, i, math.min(i + CHUNK - 1, #renewed)))
+end
 close_feed(feed)
-return 1
+return reply

@@ -1,59 +1,10 @@
-"""The worker's helper threads: heartbeats for leases in hand, and the wake-up listener."""
+"""The wake-up listener: the thread that waits for work while the worker is idle."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import Literal
-
-from taskq.broker import Broker
-from taskq.context import TaskContext
-from taskq.errors import BrokerError
-
-log = logging.getLogger("taskq.worker")
-
-
-class Heartbeat(threading.Thread):
-    """Every lease/3 seconds, renew the lease of every task in hand, draining included.
-
-    A renewal answered "stale" marks the task's context lost, which fences its effects;
-    an outage is logged and tried again next beat: the lease survives two missed beats.
-    """
-
-    def __init__(
-        self,
-        broker: Broker,
-        lease_seconds: float,
-        in_hand: Callable[[], list[TaskContext]],
-    ) -> None:
-        super().__init__(name="taskq-heartbeat", daemon=True)
-        self.broker = broker
-        self.lease_seconds = lease_seconds
-        self.in_hand = in_hand
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.wait(self.lease_seconds / 3):
-            self.beat()
-
-    def beat(self) -> None:
-        for context in self.in_hand():
-            if context.lease_lost or context.finished:
-                continue
-            try:
-                held = self.broker.heartbeat(context.task_id, context.token, self.lease_seconds)
-            except BrokerError as e:
-                log.warning("heartbeat for %s failed, will retry: %s", context.task_id, e)
-                continue
-            if not held and not context.finished:
-                log.warning("task %s lost its lease (token %d): another worker may run it",
-                            context.task_id, context.token)
-                context.mark_lost()
-
-    def stop(self) -> None:
-        self.stopping.set()
-
 
 # What one wait for work came to: "woken" (the loop should look around), "again" (the
 # wait leased what there was and ready is empty: keep waiting, the loop has nothing to

@@ -16,7 +16,8 @@ from taskq.context import TaskContext
 from taskq.errors import BrokerError
 from taskq.results import LeaseBatch, LeasedTask
 from taskq.settings import Settings
-from taskq.worker.background import Heartbeat, WaitOutcome, Waker
+from taskq.worker.background import WaitOutcome, Waker
+from taskq.worker.heartbeat import Heartbeat, LeaseCheck
 from taskq.worker.lifecycle import Lifecycle
 from taskq.worker.outage import Backoff, retry_for
 from taskq.worker.runner import Outcome, Runner
@@ -74,6 +75,7 @@ class Worker:
         self.lifecycle = Lifecycle(self.settings.shutdown_grace_seconds, self._nudge)
         self.runner = Runner(app, self.concurrency, self._inbox.put)
         self.heartbeat = Heartbeat(self.broker, self.settings.lease_seconds, self._contexts)
+        self._lease_check = LeaseCheck(self.broker, self.settings.lease_seconds)
         # A blocking read must end well before the socket's read timeout does.
         block = max(0.05, min(self.settings.poll_seconds, self.settings.redis_timeout_seconds / 2))
         self.waker = Waker(self._wait_for_work, self._nudge, block)
@@ -138,11 +140,13 @@ class Worker:
         outcomes = self._take_finished()
         free = self._reserve(finishing=len(outcomes))
         try:
+            sent = time.monotonic()
             batch = self.settler.settle(outcomes, free) if outcomes else None
             if batch is None and free > 0:
+                sent = time.monotonic()
                 batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free)
             if batch is not None:
-                self._run_leased(batch)
+                self._run_leased(batch, sent)
         except BrokerError as e:
             return self._backoff.failed(e)
         finally:
@@ -199,11 +203,12 @@ class Worker:
         lease that emptied ready leaves nothing for the loop to do, so we wait again."""
         free = self._reserve() if self.lifecycle.running else 0
         try:
+            sent = time.monotonic()
             batch = self.broker.wait_and_lease(
                 self.worker_id, self.settings.lease_seconds, free, timeout) if free else None
             if batch is None:
                 return "woken" if self.broker.wait_for_work(timeout) else "away"
-            handed_over = self._run_leased(batch)
+            handed_over = self._run_leased(batch, sent)
         except BrokerError:
             return "away"
         finally:
@@ -212,12 +217,14 @@ class Worker:
             self.runner.wait_taken(HANDOFF_SECONDS)
         return "again" if len(batch.tasks) < free else "woken"
 
-    def _run_leased(self, batch: LeaseBatch) -> bool:
-        """Put a leased batch in hand and hand it to the runner; True if any of it
-        went to a handler (the rest failed at once: unknown task, bad payload)."""
-        return bool(batch.tasks) and self.runner.submit([self._start(t) for t in batch.tasks])
+    def _run_leased(self, batch: LeaseBatch, sent_at: float) -> bool:
+        """Put a batch leased by a call sent at monotonic `sent_at` in hand and hand it
+        to the runner; True if any of it went to a handler (the rest failed at once:
+        unknown task, bad payload)."""
+        return bool(batch.tasks) and self.runner.submit(
+            [self._start(t, sent_at) for t in batch.tasks])
 
-    def _start(self, task: LeasedTask) -> tuple[LeasedTask, TaskContext]:
+    def _start(self, task: LeasedTask, sent_at: float) -> tuple[LeasedTask, TaskContext]:
         """Put a leased task in hand (so heartbeats cover it from now on)."""
         context = TaskContext(
             task_id=task.task_id,
@@ -227,6 +234,8 @@ class Worker:
             token=task.token,
             attempt=task.attempt,
             max_retries=task.max_retries,
+            lease=self._lease_check,
+            confirmed_at=sent_at,
         )
         with self._in_flight_lock:
             self.in_flight[(task.task_id, task.token)] = context
@@ -293,4 +302,3 @@ class Worker:
                 self.stats.released += 1
         with self._in_flight_lock:
             self.in_flight.clear()
-

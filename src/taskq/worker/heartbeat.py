@@ -1,0 +1,100 @@
+"""The heartbeat thread: every lease/3 seconds, renew every lease in hand in one call."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from taskq.broker import Broker
+from taskq.context import TaskContext
+from taskq.errors import BrokerError
+
+log = logging.getLogger("taskq.worker")
+
+
+class Cadence:
+    """When beats are due: every `interval` seconds counted from the first, so a slow
+    beat does not push the ones after it back; a beat overdue by more than a whole
+    interval is due at once, and the missed ones are not made up in a burst."""
+
+    def __init__(self, interval: float, start: float) -> None:
+        self.interval = interval
+        self.due = start + interval
+
+    def wait(self, now: float) -> float:
+        """Seconds from `now` until the next beat is due (0 if it is due already)."""
+        return max(0.0, self.due - now)
+
+    def beaten(self, now: float) -> None:
+        """A beat was made; the next is one interval after this one was due."""
+        self.due = max(self.due + self.interval, now)
+
+
+class LeaseCheck:
+    """Confirms one lease with Redis, as a handler's `effect()` asks before it runs."""
+
+    def __init__(self, broker: Broker, lease_seconds: float) -> None:
+        self.broker = broker
+        self._lease_seconds = lease_seconds
+
+    @property
+    def lease_seconds(self) -> float:
+        return self._lease_seconds
+
+    def confirm(self, task_id: str, token: int) -> bool:
+        return self.broker.heartbeat(task_id, token, self._lease_seconds)
+
+
+class Heartbeat(threading.Thread):
+    """Renews every lease in hand, draining included, in one script call per beat.
+
+    A renewal answered "stale" marks the task's context lost, which fences its effects;
+    an outage is logged and tried again next beat: the lease survives two missed beats.
+    The thread never waits on a lock a handler can hold, and no error ends it.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        lease_seconds: float,
+        in_hand: Callable[[], list[TaskContext]],
+    ) -> None:
+        super().__init__(name="taskq-heartbeat", daemon=True)
+        self.broker = broker
+        self.lease_seconds = lease_seconds
+        self.in_hand = in_hand
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        cadence = Cadence(self.lease_seconds / 3, time.monotonic())
+        while not self.stopping.wait(cadence.wait(time.monotonic())):
+            try:
+                self.beat()
+            except Exception:
+                log.exception("heartbeat failed; beating on")
+            cadence.beaten(time.monotonic())
+
+    def beat(self) -> None:
+        """Renew every lease in hand that is neither lost nor settled, in one call."""
+        contexts = [c for c in self.in_hand() if not (c.lease_lost or c.finished)]
+        if not contexts:
+            return
+        sent = time.monotonic()
+        try:
+            held = self.broker.heartbeat_many([(c.task_id, c.token) for c in contexts],
+                                              self.lease_seconds)
+        except BrokerError as e:
+            log.warning("heartbeat of %d lease(s) failed, will retry: %s", len(contexts), e)
+            return
+        for context, ok in zip(contexts, held, strict=True):
+            if ok:
+                context.renewed(sent)
+            elif not context.finished:  # a settled task's lease ends by design
+                log.warning("task %s lost its lease (token %d): another worker may run it",
+                            context.task_id, context.token)
+                context.mark_lost()
+
+    def stop(self) -> None:
+        self.stopping.set()

@@ -1,0 +1,88 @@
+"""A handler's effect() block: confirmed with Redis first, refused once the lease is gone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from helpers import events
+from taskq.broker import Broker
+from taskq.context import LeaseLostError, TaskContext
+from taskq.worker.heartbeat import LeaseCheck
+from test_broker_heartbeat import hold
+
+LEASE = 2.0
+
+
+def context_on(broker: Broker, task_id: str, token: int, lease: float = LEASE) -> TaskContext:
+    return TaskContext(task_id=task_id, name="n", queue=broker.queue, worker_id="w1",
+                       token=token, attempt=1, max_retries=3, lease=LeaseCheck(broker, lease))
+
+
+def unreachable() -> Broker:
+    return Broker(redis.Redis(unix_socket_path="/nonexistent/redis.sock",
+                              socket_connect_timeout=0.2), "test")
+
+
+def test_an_effect_confirms_and_renews_the_lease_before_it_runs(
+    broker: Broker, client: redis.Redis
+) -> None:
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    seen = len(events(client, broker.keys))
+    ran = []
+    with context.effect():
+        ran.append(True)
+    assert ran and context.effect_applied
+    assert [e.type for e in events(client, broker.keys, seen)] == ["heartbeat"]
+
+
+def test_an_effect_is_refused_when_redis_says_the_lease_was_taken_over(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """As a worker paused past its lease finds on waking: its handler reaches effect()
+    before its heartbeat thread has noticed anything."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    client.hincrby(broker.keys.task(task_id), "fencing_token", 2)  # reaped, leased again
+    with pytest.raises(LeaseLostError, match=f"lost its lease \\(token {token}\\)"), \
+            context.effect():
+        pytest.fail("the effect ran")
+    assert context.lease_lost and not context.effect_applied
+
+
+def test_an_effect_runs_on_the_last_renewal_while_redis_cannot_be_asked() -> None:
+    context = context_on(unreachable(), "a", 1, lease=60)  # the client retries for seconds
+    with context.effect():
+        pass
+    assert context.effect_applied
+
+
+def test_an_effect_is_refused_a_lease_after_the_last_renewal_redis_accepted() -> None:
+    context = context_on(unreachable(), "a", 1, lease=60)
+    context.confirmed_at = time.monotonic() - 60.1
+    with pytest.raises(LeaseLostError, match="longer than the lease"), context.effect():
+        pytest.fail("the effect ran")
+
+
+def test_an_effect_that_raises_is_not_counted_as_applied(broker: Broker) -> None:
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    with pytest.raises(ValueError), context.effect():
+        raise ValueError("the downstream refused")
+    assert not context.effect_applied
+    assert context.abandon() is False
+
+
+def test_after_abandon_no_effect_starts_and_abandon_tells_whether_one_was_applied(
+    broker: Broker,
+) -> None:
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    with context.effect():
+        pass
+    assert context.abandon() is True
+    with pytest.raises(LeaseLostError, match="released at shutdown"), context.effect():
+        pytest.fail("the effect ran")

@@ -1,0 +1,128 @@
+"""The heartbeat thread: one renewal call per beat, on time, never held up by a handler."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from helpers import events
+from taskq import App, current_task
+from taskq.broker import Broker
+from taskq.context import TaskContext
+from taskq.settings import Settings
+from taskq.worker.heartbeat import Cadence, Heartbeat
+from test_broker_heartbeat import evalsha_calls, hold
+from waiting import event_types, wait_until
+from worker_support import WorkerThread
+
+
+def context_of(broker: Broker, task_id: str, token: int) -> TaskContext:
+    return TaskContext(task_id=task_id, name="n", queue=broker.queue, worker_id="w1",
+                       token=token, attempt=1, max_retries=3)
+
+
+class TestCadence:
+    def test_beats_are_due_an_interval_apart_counted_from_the_first(self) -> None:
+        cadence = Cadence(1.0, start=100.0)
+        assert cadence.wait(100.0) == 1.0
+        cadence.beaten(101.4)  # the beat itself took 0.4 s
+        assert cadence.wait(101.4) == pytest.approx(0.6)
+
+    def test_an_overdue_beat_is_due_at_once_and_missed_ones_are_not_made_up(self) -> None:
+        cadence = Cadence(1.0, start=100.0)
+        cadence.beaten(104.5)  # Redis held the beat for 3.5 s
+        assert cadence.wait(104.5) == 0.0
+        cadence.beaten(104.6)  # due at 104.5, so the next is due at 105.5
+        assert cadence.wait(104.6) == pytest.approx(0.9)
+
+
+class TestBeat:
+    def test_a_beat_renews_every_lease_in_hand_with_one_call(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        contexts = [context_of(broker, t, k) for t, k in hold(broker, "a", "b", "c")]
+        broker.heartbeat("a", contexts[0].token, 10)  # loads the script
+        calls = evalsha_calls(client)
+        before = [c.confirmed_at for c in contexts]
+        Heartbeat(broker, 10, lambda: contexts).beat()
+        assert evalsha_calls(client) == calls + 1
+        assert all(c.confirmed_at > b for c, b in zip(contexts, before, strict=True))
+        assert not any(c.lease_lost for c in contexts)
+
+    def test_a_stale_lease_is_marked_lost_and_a_settled_one_is_not_sent(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        held = hold(broker, "a", "b", "c")
+        stale, fresh, settled = (context_of(broker, t, k) for t, k in held)
+        client.hincrby(broker.keys.task("a"), "fencing_token", 1)
+        settled.finished = True
+        seen = len(events(client, broker.keys))
+        Heartbeat(broker, 10, lambda: [stale, fresh, settled]).beat()
+        assert stale.lease_lost and not fresh.lease_lost and not settled.lease_lost
+        assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
+
+    def test_the_thread_outlives_an_error_in_a_beat(self, broker: Broker) -> None:
+        (a, token), = hold(broker, "a", seconds=0.5)
+        calls = 0
+
+        def in_hand() -> list[TaskContext]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise OverflowError("a bug in one beat")
+            return [context_of(broker, a, token)]
+
+        heartbeat = Heartbeat(broker, 0.3, in_hand)
+        heartbeat.start()
+        try:
+            wait_until(lambda: calls >= 3, 5, "beats after the failing one")
+        finally:
+            heartbeat.stop()
+            heartbeat.join(5)
+        assert broker.reap() == [] and broker.ack(a, token)
+
+
+@pytest.fixture
+def app(settings: Settings, client: redis.Redis) -> Iterator[App]:
+    app = App(queue=f"h-{uuid.uuid4().hex[:8]}", settings=settings)
+    yield app
+    app.broker.client.close()
+
+
+def test_a_lost_lease_inside_a_long_effect_does_not_stall_the_other_leases(
+    app: App, settings: Settings, client: redis.Redis
+) -> None:
+    """X sits in its effect() for three leases and loses its lease meanwhile; the
+    heartbeat must go on renewing Y, whose handler works two and a half leases."""
+    lease = settings.lease_seconds
+    in_effect = threading.Event()
+
+    @app.task("x")
+    def x() -> None:
+        with current_task().effect():
+            in_effect.set()
+            time.sleep(3 * lease)
+
+    @app.task("y")
+    def y() -> None:
+        time.sleep(2.5 * lease)
+
+    x_id = x.enqueue().task_id
+    y_id = y.enqueue().task_id
+    running = WorkerThread(app, settings, concurrency=2)
+    try:
+        assert in_effect.wait(5)
+        # As a reap and a lease elsewhere would leave it: X's token is no longer ours.
+        client.hincrby(app.broker.keys.task(x_id), "fencing_token", 1)
+        wait_until(lambda: (r := app.broker.task(y_id)) is not None and r.state == "completed",
+                   4 * lease + 5, "Y to complete")
+        record = app.broker.task(y_id)
+        assert record is not None and (record.fencing_token, record.retries) == (1, 0)
+        assert "reaped" not in event_types(client, app.broker.keys, y_id)
+    finally:
+        running.close(client)
