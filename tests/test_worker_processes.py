@@ -7,6 +7,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -321,3 +322,22 @@ def test_a_pause_inside_an_effect_block_is_the_window_only_a_guard_closes(
     wait_until(lambda: len(charge_tokens(ledger_path, task_id)) == len(tokens)
                and "ack of task t1 refused" in workers.log(paused), 10, "the late charge")
     assert charge_tokens(ledger_path, task_id) == tokens
+
+
+def test_a_handler_past_the_grace_after_its_effect_is_acked_not_run_again(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    slow = {"LEDGER_GUARD": "none", "WORK_SECONDS": "0.2", "AFTER_EFFECT_SECONDS": "3",
+            "SHUTDOWN_GRACE_SECONDS": "0.5"}
+    first = workers.start(**slow)
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_until(lambda: charge_tokens(ledger_path, task_id), 10, "the charge")
+    first.send_signal(signal.SIGTERM)
+    workers.start(**slow)
+    assert first.wait(10) == 0
+    done = record(queue, task_id)
+    assert (done.state, done.fencing_token, pid_of(done.worker)) == ("completed", 1, first.pid)
+    assert "after its effect was applied: acked" in workers.log(first)
+    time.sleep(1.0)  # the second worker would have leased it by now
+    assert charge_tokens(ledger_path, task_id) == [1]
+    assert record(queue, task_id) == done

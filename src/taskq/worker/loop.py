@@ -286,19 +286,34 @@ class Worker:
         with self._in_flight_lock:
             self.in_flight.pop((task.task_id, task.token), None)
 
-    def _release(self, context: TaskContext) -> bool | None:
-        return retry_for(self.settings.lease_seconds, f"release {context.task_id}",
-                         lambda: self.broker.release(context.task_id, context.token))
-
     def _abandon_in_hand(self) -> None:
-        """Give back tasks whose handlers outlived the grace period; their effects are
-        fenced first, so a handler that finishes later cannot apply its effect."""
+        """Settle tasks whose handlers outlived the grace period. Each is fenced first
+        (waiting for an effect under way), so a handler that goes on cannot apply an
+        effect afterwards. A task whose effect was applied is acked: run again, it
+        would apply its effect twice wherever the effect is not guarded; the rest of
+        its handler is cut off. Any other is released for another worker."""
         for context in self._contexts():
-            context.abandon()
-            released = self._release(context)
-            log.warning("task %s abandoned at shutdown and %s", context.task_id,
-                        "released" if released else "left to be reaped")
-            if released:
-                self.stats.released += 1
+            if context.abandon():
+                self._ack_abandoned(context)
+            else:
+                self._release_abandoned(context)
         with self._in_flight_lock:
             self.in_flight.clear()
+
+    def _ack_abandoned(self, context: TaskContext) -> None:
+        acked = retry_for(self.settings.lease_seconds, f"ack {context.task_id}",
+                          lambda: self.broker.ack(context.task_id, context.token))
+        log.warning("task %s outlived the grace period after its effect was applied: %s",
+                    context.task_id, "acked, and the rest of its handler cut off" if acked
+                    else "its ack was refused or lost (another worker may run it)")
+        if acked:
+            self.stats.acked += 1
+
+    def _release_abandoned(self, context: TaskContext) -> None:
+        released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
+                             lambda: self.broker.release(context.task_id, context.token))
+        log.warning("task %s abandoned at shutdown and %s", context.task_id,
+                    "released" if released else "left to be reaped")
+        if released:
+            self.stats.released += 1
+
