@@ -67,7 +67,8 @@ class TestLease:
         assert [t.task_id for t in broker.lease_many("w", 10, 2, request_id="r1").tasks] == ["t1"]
 
     def test_count_below_one_is_rejected(self, broker: Broker) -> None:
-        with pytest.raises(InvalidTaskError, match="count must be an integer >= 1"):
+        with pytest.raises(InvalidTaskError,
+                           match="count must be a whole number of tasks between 1 and 10000"):
             broker.lease_many("w", 10, 0)
 
 

@@ -6,6 +6,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -283,3 +284,68 @@ class TestE1WhenACallIsRefused:
             with pytest.raises(redis.ResponseError, match=f"{error} must be a whole number"):
                 broker.scripts.ack(keys=keys, args=[k.prefix, retention, ttl, 1, task_id, token])
             assert self.snapshot(broker) == before
+
+
+def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[str], list[Any]]]:
+    """Each script's keys and good ARGV, as its Broker method would pass them."""
+    k = broker.keys
+    return {
+        "enqueue": ([k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
+                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 3, "key", 60]),
+        "lease": ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
+                  [k.prefix, "w", 1000, 1, 1000, "req"]),
+        "ack": ([k.leased, k.events, k.seq, k.epoch], [k.prefix, 1000, 60_000, 1, task_id, token]),
+        "fail": ([k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
+                 [k.prefix, task_id, token, "boom", 1000, 60_000, "0.5", 1000]),
+        "reap": ([k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
+                 [k.prefix, 100, 1000, 60_000, 7, 1000]),
+        "promote": ([k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake], [k.prefix, 100, 1000]),
+        "purge": ([k.dlq, k.events, k.seq, k.epoch], [k.prefix, 100, 1, 1000]),
+    }
+
+
+# (operation, ARGV index, bad value): each past its range, or not a whole number.
+BAD_ARGS = [
+    ("enqueue", 6, 10**17), ("enqueue", 6, "1e20"), ("enqueue", 6, -1),
+    ("enqueue", 7, 1001), ("enqueue", 9, 10**10), ("enqueue", 1, 10**20), ("enqueue", 2, 2),
+    ("lease", 2, 10**17), ("lease", 2, 0), ("lease", 3, 10**5), ("lease", 4, 10**20),
+    ("ack", 2, 10**19), ("ack", 1, 10**20), ("ack", 3, 2),
+    ("fail", 4, 10**15), ("fail", 5, 10**15), ("fail", 6, "1.5"), ("fail", 6, "nan"),
+    ("fail", 7, 10**20),
+    ("reap", 1, -1), ("reap", 2, 10**15), ("reap", 3, 10**15), ("reap", 4, 2**31),
+    ("reap", 5, 10**20),
+    ("promote", 1, 0), ("promote", 1, 10**6), ("promote", 2, 10**20),
+    ("purge", 1, -1), ("purge", 2, 10**19), ("purge", 3, 10**20),
+]  # fmt: skip
+
+
+def every_write_waiting(broker: Broker) -> tuple[str, int]:
+    """A due delayed task, an expired lease, a dead task, a held lease (returned) and a
+    ready task: every script has a write to make."""
+    for task_id in ("due", "expired", "dead", "held", "ready"):
+        broker.enqueue(task_id, delay=0.01 if task_id == "due" else 0, max_retries=0)
+    lease_one(broker, seconds=0.01)  # "expired": enqueued first, so leased first
+    broker.fail("dead", lease_one(broker)[1], "boom")
+    held = lease_one(broker)
+    wait_past(0.01)
+    return held
+
+
+@pytest.mark.parametrize("operation", sorted({operation for operation, _, _ in BAD_ARGS}))
+def test_each_raw_call_with_good_arguments_writes(broker: Broker, operation: str) -> None:
+    keys, args = raw_calls(broker, *every_write_waiting(broker))[operation]
+    before = dump(broker.client)
+    broker.scripts.by_name(operation)(keys=keys, args=args)
+    assert dump(broker.client) != before
+
+
+@pytest.mark.parametrize(("operation", "index", "value"), BAD_ARGS)
+def test_e1_a_script_refuses_an_argument_out_of_range_before_its_first_write(
+    broker: Broker, operation: str, index: int, value: object
+) -> None:
+    keys, args = raw_calls(broker, *every_write_waiting(broker))[operation]
+    args[index] = value
+    before = dump(broker.client)
+    with pytest.raises(redis.ResponseError, match=r"must be a (whole )?number|needs \d+ ARGV"):
+        broker.scripts.by_name(operation)(keys=keys, args=args)
+    assert dump(broker.client) == before

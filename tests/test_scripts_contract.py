@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from helpers import Event, events, leased, text
+from taskq import limits
 from taskq.broker import Broker, NewTask
 from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
@@ -263,3 +264,21 @@ def test_common_is_the_one_place_that_reads_time() -> None:
     common = code("_common")
     assert "local function server_now_ms()" in common
     assert len(TIME_CALL.findall(common)) == 2  # the clock, and the event log's epoch
+
+
+
+def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
+    table = re.search(r"local LIMITS = \{(.*?)\n\}", code("_common"), re.DOTALL)
+    assert table is not None
+    lua_limits = {name: int(value) for name, value in re.findall(r"(\w+) = (\d+)", table[1])}
+    # One Lua maximum stands for each pair of arguments that share a range.
+    assert limits.BACKOFF_BASE.high == limits.BACKOFF_MAX.high
+    assert limits.COMPLETED_TTL.high == limits.DEAD_TTL.high
+    assert limits.LEASE_COUNT.high == limits.BATCH_SIZE.high
+    assert lua_limits == {
+        "delay_ms": limits.DELAY.high * 1000, "lease_ms": limits.LEASE_SECONDS.high * 1000,
+        "backoff_ms": limits.BACKOFF_MAX.high * 1000, "ttl_ms": limits.DEAD_TTL.high * 1000,
+        "idempotency_ttl": limits.IDEMPOTENCY_TTL.high,
+        "retention": limits.EVENTS_RETENTION.high, "max_retries": limits.MAX_RETRIES.high,
+        "count": limits.LEASE_COUNT.high, "limit": limits.LIMIT.high, "jitter_seed": 2**31 - 2,
+    }  # fmt: skip

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from taskq import limits
 from taskq.errors import ConfigError, TaskqError
 from taskq.settings import ENVIRONMENT, Settings
 
@@ -139,7 +140,7 @@ class TestBadValuesNameTheVariableAndTheValue:
             with_env(**{variable: "0"})
 
     def test_a_fail_rate_above_one_is_refused(self) -> None:
-        with pytest.raises(ConfigError, match=r"FAIL_RATE=1\.5 must be in \[0, 1\]"):
+        with pytest.raises(ConfigError, match=r"FAIL_RATE=1\.5 must be a number between 0 and 1"):
             with_env(FAIL_RATE="1.5")
 
     def test_an_unknown_ledger_guard_is_refused_with_the_choices(self) -> None:
@@ -207,3 +208,30 @@ class TestSettingsAreReadOnceAndFrozen:
             if path.name != "settings.py" and reading.search(path.read_text())
         ]
         assert readers == []
+
+
+class TestEveryNumberHasItsRange:
+    @pytest.mark.parametrize(("variable", "raw"), [
+        ("LEASE_SECONDS", "1e14"), ("TASKQ_EVENTS_RETENTION", "100000000000000000000"),
+        ("TASKQ_COMPLETED_TTL_SECONDS", "1e16"), ("TASKQ_DEAD_TTL_SECONDS", "1e16"),
+        ("BACKOFF_MAX_SECONDS", "1e12"), ("TASKQ_MAX_PAYLOAD_BYTES", "1073741824"),
+        ("WORK_SECONDS", "1e20"), ("POLL_SECONDS", "1e20"), ("TASKQ_CONCURRENCY", "10001"),
+    ])
+    def test_a_value_past_its_range_is_refused_naming_the_range(
+        self, variable: str, raw: str
+    ) -> None:
+        with pytest.raises(ConfigError, match=rf"{variable}=\S+ must be a (whole )?number"
+                                              r".* (between|above) \d+ and (at most )?\d+"):
+            with_env(**{variable: raw})
+
+    def test_every_number_setting_has_a_range_whose_default_is_the_default(self) -> None:
+        numbers = {name for name, (variable, _) in ENVIRONMENT.items() if variable in NUMBERS}
+        assert set(limits.SETTINGS) == numbers
+        for name, bound in limits.SETTINGS.items():
+            assert defaults()[name] == bound.default, name
+            assert bound.holds(bound.default), name
+
+    @pytest.mark.parametrize("value", ["5", None, True, 10**400, float("nan")])
+    def test_an_override_that_is_not_a_number_in_range_is_refused(self, value: object) -> None:
+        with pytest.raises(ConfigError, match="TASKQ_EVENTS_RETENTION="):
+            Settings.from_env({}, events_retention=value)

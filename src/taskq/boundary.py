@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
 
-from taskq.errors import BrokerError, InvalidTaskError
+from taskq.errors import BrokerError
+from taskq.limits import to_ms as to_ms  # noqa: PLC0414 (re-exported: checked in limits)
 
 
 class redis_errors:  # lower case: it reads as a function at every `with`
@@ -41,10 +41,3 @@ def text(value: Any) -> str:
     """A reply value as text, whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
-
-def to_ms(seconds: float, what: str) -> int:
-    """Whole milliseconds of `seconds`, or `InvalidTaskError` naming `what`."""
-    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-    if not number or not math.isfinite(seconds * 1000) or seconds < 0:
-        raise InvalidTaskError(f"{what} must be a finite number of seconds >= 0, not {seconds!r}")
-    return round(seconds * 1000)

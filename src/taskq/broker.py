@@ -9,17 +9,34 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from taskq.boundary import broker_error, redis_errors, text, to_ms
+from taskq.boundary import broker_error, redis_errors, text
 from taskq.codec import decode_payload
 from taskq.connection import connect
-from taskq.errors import BrokerError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.fields import (  # the limits were defined here first: still importable here
     DEFAULT_IDEMPOTENCY_TTL,
     MAX_IDEMPOTENCY_TTL,  # noqa: F401
     MAX_RETRIES_LIMIT,  # noqa: F401
     enqueue_fields,
 )
-from taskq.keys import QUEUES_KEY, QueueKeys, new_id
+from taskq.keys import QUEUES_KEY, QueueKeys, check_task_id, new_id
+from taskq.limits import (
+    BATCH_SIZE,
+    COMPLETED_TTL,
+    DEAD_TTL,
+    EVENTS_RETENTION,
+    LEASE_COUNT,
+    LIMIT,
+    MAX_PAYLOAD_BYTES,
+    MAX_REQUEST_ID_CHARS,
+    MAX_WORKER_ID_CHARS,
+    TIMEOUT,
+    TOKEN,
+    check_text,
+    error_text,
+    shown,
+    to_ms,
+)
 from taskq.results import (
     SIMULATE_TASK,
     Enqueued,
@@ -46,14 +63,19 @@ __all__ = [
     "connect",
 ]
 
-DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
-DEFAULT_EVENTS_RETENTION = 100_000
-DEFAULT_COMPLETED_TTL = 86_400
-DEFAULT_DEAD_TTL = 7 * 86_400
+# The ranges and defaults live in taskq.limits; these names were defined here first.
+DEFAULT_MAX_PAYLOAD_BYTES = MAX_PAYLOAD_BYTES.default
+DEFAULT_EVENTS_RETENTION = EVENTS_RETENTION.default
+DEFAULT_COMPLETED_TTL = COMPLETED_TTL.default
+DEFAULT_DEAD_TTL = DEAD_TTL.default
 
 
 class Broker:
-    """A queue on a Redis server. Every state change is one atomic script."""
+    """A queue on a Redis server. Every state change is one atomic script.
+
+    Every duration, count and size is checked against its range in `taskq.limits` (the
+    README lists them) before anything is sent: a call that is refused raises a
+    `TaskqError` naming the argument, the value and the range, and changes nothing."""
 
     def __init__(
         self,
@@ -64,17 +86,13 @@ class Broker:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         completed_ttl: float = DEFAULT_COMPLETED_TTL,
     ) -> None:
-        if events_retention < 1 or max_payload_bytes < 2:
-            raise InvalidTaskError(
-                f"events_retention must be >= 1 and max_payload_bytes >= 2, not "
-                f"{events_retention} and {max_payload_bytes}"
-            )
-        self.client = client
         self.keys = QueueKeys(queue)
+        self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
+        self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
+        COMPLETED_TTL.check(completed_ttl, error=ConfigError)
+        self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
+        self.client = client
         self.queue = queue
-        self.events_retention = events_retention
-        self.max_payload_bytes = max_payload_bytes
-        self.completed_ttl_ms = max(1, to_ms(completed_ttl, "completed_ttl"))
         self.scripts = Scripts(client)
         self._registered = False
 
@@ -112,13 +130,16 @@ class Broker:
 
         Each batch is one atomic step; a batch that fails (Redis away) raises, and the
         batches before it stay enqueued: sending the same tasks again is safe."""
-        if batch_size < 1:
-            raise InvalidTaskError(f"batch_size must be >= 1, not {batch_size}")
-        fields = [
-            enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
-                           t.idempotency_key, t.idempotency_ttl, self.max_payload_bytes)
-            for t in tasks
-        ]
+        BATCH_SIZE.check(batch_size)
+        if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence):
+            raise InvalidTaskError(f"tasks must be a sequence of NewTask, not {shown(tasks)}")
+        fields = []
+        for t in tasks:
+            if not isinstance(t, NewTask):
+                raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
+            fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
+                                         t.idempotency_key, t.idempotency_ttl,
+                                         self.max_payload_bytes))
         return self._enqueue_batches(fields, batch_size)
 
     def _enqueue_batches(self, fields: list[list[Any]], batch_size: int) -> list[Enqueued]:
@@ -176,6 +197,7 @@ class Broker:
         if direct is None:
             return None
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
+        TIMEOUT.check(timeout)
         with redis_errors("lease"):
             reply = self.scripts.lease.after(direct, [("BLPOP", self.keys.wake, timeout)],
                                              keys, args)
@@ -183,12 +205,15 @@ class Broker:
 
     def _lease_call(self, worker_id: str, lease_seconds: float, count: int,
                     request_id: str | None) -> tuple[list[str], list[Any]]:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise InvalidTaskError(f"count must be an integer >= 1, not {count!r}")
+        check_text(worker_id, "worker_id", MAX_WORKER_ID_CHARS)
+        lease_ms = to_ms(lease_seconds, "lease_seconds")
+        LEASE_COUNT.check(count)
+        if request_id is None or request_id == "":
+            request_id = new_id()
+        check_text(request_id, "request_id", MAX_REQUEST_ID_CHARS)
         k = self.keys
         keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake]
-        args = [k.prefix, worker_id, max(1, to_ms(lease_seconds, "lease_seconds")), count,
-                self.events_retention, request_id or new_id()]
+        args = [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id]
         return keys, args
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> bool:
@@ -216,9 +241,9 @@ class Broker:
 
     def ack_many(self, held: Sequence[tuple[str, int]]) -> list[bool]:
         """Ack each `(task_id, token)` in one atomic step; False for each stale one."""
+        keys, args = self._ack_call(held)
         if not held:
             return []
-        keys, args = self._ack_call(held)
         with redis_errors("ack"):
             reply = self.scripts.ack(keys=keys, args=args)
         return [int(r) == 1 for r in reply]
@@ -235,10 +260,13 @@ class Broker:
         through are refused as stale when sent again, and tasks a lost lease took come
         back when their leases expire."""
         direct = self.scripts.direct
-        if direct is None or not held:
-            return self.ack_many(held), self.lease_many(worker_id, lease_seconds, count)
-        ack_keys, ack_args = self._ack_call(held)
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
+        if direct is None or not held:
+            acks = self.ack_many(held)
+            with redis_errors("lease"):
+                return acks, LeaseBatch.from_reply(self.scripts.lease(keys=lease_keys,
+                                                                      args=lease_args))
+        ack_keys, ack_args = self._ack_call(held)
         with redis_errors("ack and lease"):
             acks, leased = in_one_write(
                 direct, (), [(self.scripts.ack, ack_keys, ack_args),
@@ -250,6 +278,7 @@ class Broker:
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
 
     def _ack_call(self, held: Sequence[tuple[str, int]]) -> tuple[list[str], list[Any]]:
+        held = _checked_pairs(held)
         k = self.keys
         keys = [k.leased, k.events, k.seq, k.epoch]
         args = [k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
@@ -264,22 +293,18 @@ class Broker:
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
     ) -> FailResult:
-        """Record a failed attempt: retry after an equal-jitter backoff, or move to the DLQ."""
+        """Record a failed attempt: retry after an equal-jitter backoff, or move to the DLQ.
+
+        `error` is kept as the task's last_error: characters UTF-8 cannot encode (lone
+        surrogates) are written as escapes and text past `limits.MAX_ERROR_CHARS` is cut,
+        never refused, so a worker reporting an odd exception does not fail too."""
         k = self.keys
+        args = [k.prefix, check_task_id(task_id), TOKEN.check(token), error_text(error),
+                to_ms(backoff_base, "backoff_base"), to_ms(backoff_max, "backoff_max"),
+                repr(random.random()), self.events_retention]
         with redis_errors("fail"):
             reply = self.scripts.fail(
-                keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
-                args=[
-                    k.prefix,
-                    task_id,
-                    token,
-                    error,
-                    to_ms(backoff_base, "backoff_base"),
-                    to_ms(backoff_max, "backoff_max"),
-                    repr(random.random()),
-                    self.events_retention,
-                ],
-            )
+                keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
         status = text(reply[0])
         if status not in ("retry", "dead", "stale"):
             raise BrokerError(f"fail returned an unknown status {status!r}")
@@ -288,16 +313,16 @@ class Broker:
     def release(self, task_id: str, token: int) -> bool:
         """Give the task back to the front of ready without using a retry."""
         k = self.keys
+        args = [k.prefix, check_task_id(task_id), TOKEN.check(token), self.events_retention]
         with redis_errors("release"):
             reply = self.scripts.release(
-                keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake],
-                args=[k.prefix, task_id, token, self.events_retention],
-            )
+                keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake], args=args)
         return int(reply) == 1
 
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a script signals new work on this queue, or `timeout` seconds pass;
         False if Redis could not be asked (the caller's next operation will say why)."""
+        TIMEOUT.check(timeout)
         try:
             self.client.blpop([self.keys.wake], timeout)
         except (redis.RedisError, RedisClusterException):
@@ -311,18 +336,12 @@ class Broker:
     ) -> list[tuple[str, ReapOutcome]]:
         """Treat expired leases as failed attempts: each waits its backoff, or dies."""
         k = self.keys
+        args = [k.prefix, LIMIT.check(limit), to_ms(backoff_base, "backoff_base"),
+                to_ms(backoff_max, "backoff_max"), random.randint(1, 2**31 - 2),
+                self.events_retention]
         with redis_errors("reap"):
             reply = self.scripts.reap(
-                keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
-                args=[
-                    k.prefix,
-                    limit,
-                    to_ms(backoff_base, "backoff_base"),
-                    to_ms(backoff_max, "backoff_max"),
-                    random.randint(1, 2**31 - 2),
-                    self.events_retention,
-                ],
-            )
+                keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
         return [
             (text(reply[i]), "dead" if text(reply[i + 1]) == "dead" else "delayed")
             for i in range(0, len(reply), 2)
@@ -334,7 +353,7 @@ class Broker:
         with redis_errors("promote"):
             reply = self.scripts.promote(
                 keys=[k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake],
-                args=[k.prefix, limit, self.events_retention],
+                args=[k.prefix, LIMIT.check(limit), self.events_retention],
             )
         return [text(task_id) for task_id in reply]
 
@@ -344,18 +363,16 @@ class Broker:
         with redis_errors("retry_dead"):
             reply = self.scripts.retry_dead(
                 keys=[k.dlq, k.ready, k.events, k.seq, k.epoch, k.wake],
-                args=[k.prefix, task_id, self.events_retention],
+                args=[k.prefix, check_task_id(task_id), self.events_retention],
             )
         return int(reply) == 1
 
     def purge(self, dead_ttl: float, limit: int = 100) -> list[str]:
         """Delete dead tasks older than `dead_ttl` seconds: record and DLQ entry together."""
         k = self.keys
+        args = [k.prefix, LIMIT.check(limit), to_ms(dead_ttl, "dead_ttl"), self.events_retention]
         with redis_errors("purge"):
-            reply = self.scripts.purge(
-                keys=[k.dlq, k.events, k.seq, k.epoch],
-                args=[k.prefix, limit, max(1, to_ms(dead_ttl, "dead_ttl")), self.events_retention],
-            )
+            reply = self.scripts.purge(keys=[k.dlq, k.events, k.seq, k.epoch], args=args)
         return [text(task_id) for task_id in reply]
 
     # -- reads -------------------------------------------------------------------------
@@ -363,7 +380,7 @@ class Broker:
     def payload(self, task_id: str) -> dict[str, Any]:
         """The task's payload ({} if it has none or the task does not exist)."""
         with redis_errors("payload"):
-            text = self.client.hget(self.keys.task(task_id), "payload")
+            text = self.client.hget(self.keys.task(check_task_id(task_id)), "payload")
         return decode_payload(text)
 
     def dead(self) -> list[str]:
@@ -375,7 +392,7 @@ class Broker:
     def task(self, task_id: str) -> TaskRecord | None:
         """The task's stored record, or None if there is none."""
         with redis_errors("task"):
-            raw = self.client.hgetall(self.keys.task(task_id))
+            raw = self.client.hgetall(self.keys.task(check_task_id(task_id)))
         if not raw:
             return None
         return TaskRecord.from_hash(task_id, {text(a): text(b) for a, b in raw.items()})
@@ -396,3 +413,17 @@ class Broker:
         with redis_errors("time"):
             seconds, micros = self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _checked_pairs(held: object) -> list[tuple[str, int]]:
+    """`held` as checked `(task_id, token)` pairs, or `InvalidTaskError` saying which is not."""
+    if isinstance(held, str | bytes) or not isinstance(held, Sequence):
+        raise InvalidTaskError(f"held must be a sequence of (task_id, token) pairs, not "
+                               f"{shown(held)}")
+    pairs = []
+    for pair in held:
+        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidTaskError(f"each held task must be a (task_id, token) pair, not "
+                                   f"{shown(pair)}")
+        pairs.append((check_task_id(pair[0]), TOKEN.check(pair[1])))
+    return pairs

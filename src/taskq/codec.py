@@ -25,7 +25,13 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
         text = _encoder.encode(payload)
     except (TypeError, ValueError, RecursionError) as e:
         raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}") from e
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise PayloadError(
+            f"payload cannot be encoded as UTF-8: it holds a lone surrogate ({e.reason} at "
+            f"character {e.start} of its JSON)"
+        ) from e
     if size > max_bytes:
         raise PayloadTooLargeError(
             f"payload is {size} bytes as JSON, over the limit of {max_bytes} bytes "

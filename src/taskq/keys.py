@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from taskq.errors import InvalidTaskError
+from taskq.limits import shown, utf8
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
 TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
@@ -29,9 +30,9 @@ def new_id() -> str:
 
 def check_queue_name(queue: str) -> str:
     """Return `queue` if it is a valid queue name, else raise `InvalidTaskError`."""
-    if not QUEUE_NAME.fullmatch(queue):
+    if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
         raise InvalidTaskError(
-            f"invalid queue name {queue!r}: use 1-100 letters, digits, '_', '.' or '-', "
+            f"invalid queue name {shown(queue)}: use 1-100 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit"
         )
     return queue
@@ -41,16 +42,17 @@ def check_task_id(task_id: str) -> str:
     """Return `task_id` if it is a valid task id, else raise `InvalidTaskError`."""
     if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
         raise InvalidTaskError(
-            f"invalid task id {task_id!r}: use 1-128 letters, digits, '_', '.', ':' or '-'"
+            f"invalid task id {shown(task_id)}: use 1-128 letters, digits, '_', '.', ':' or '-'"
         )
     return task_id
 
 
 def check_idempotency_key(key: str) -> str:
     """Return `key` if it can name an idempotency record, else raise `InvalidTaskError`."""
-    if not isinstance(key, str) or not key or len(key.encode()) > MAX_IDEMPOTENCY_KEY_BYTES:
+    if (not isinstance(key, str) or not key or not utf8(key)
+            or len(key.encode()) > MAX_IDEMPOTENCY_KEY_BYTES):
         raise InvalidTaskError(
-            f"invalid idempotency key {key!r}: must be a non-empty string of at most "
+            f"invalid idempotency key {shown(key)}: must be UTF-8 text of 1 to "
             f"{MAX_IDEMPOTENCY_KEY_BYTES} bytes"
         )
     return key

@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal, TypeVar
 
+from taskq import limits
 from taskq.errors import ConfigError
 from taskq.keys import QUEUE_NAME
 
 LedgerGuard = Literal["none", "dedupe", "fence"]
 LEDGER_GUARDS: tuple[LedgerGuard, ...] = ("none", "dedupe", "fence")
 
-# More copies than cores only adds contention; the cap catches a typo like 1000.
-MAX_WORKER_PROCESSES = 256
+MAX_WORKER_PROCESSES = limits.WORKER_PROCESSES.high
 
 T = TypeVar("T")
 
@@ -29,105 +29,45 @@ class Settings:
     queue: str = "default"
     ledger_path: str = "ledger.db"
     ledger_guard: LedgerGuard = "dedupe"
-    lease_seconds: float = 10.0
-    work_seconds: float = 3.0
-    after_effect_seconds: float = 0.0
-    fail_rate: float = 0.0
-    backoff_base_seconds: float = 1.0
-    backoff_max_seconds: float = 60.0
-    poll_seconds: float = 0.5
-    shutdown_grace_seconds: float = 10.0
-    concurrency: int = 1
-    worker_processes: int = 1
-    events_retention: int = 100_000
-    max_payload_bytes: int = 1_048_576
-    idempotency_ttl_seconds: int = 86_400
-    completed_ttl_seconds: float = 86_400.0
-    dead_ttl_seconds: float = 7 * 86_400.0
+    # Each number's default and range are in taskq.limits (limits.SETTINGS).
+    lease_seconds: float = limits.LEASE_SECONDS.default
+    work_seconds: float = limits.WORK_SECONDS.default
+    after_effect_seconds: float = limits.AFTER_EFFECT_SECONDS.default
+    fail_rate: float = limits.FAIL_RATE.default
+    backoff_base_seconds: float = limits.BACKOFF_BASE.default
+    backoff_max_seconds: float = limits.BACKOFF_MAX.default
+    poll_seconds: float = limits.POLL_SECONDS.default
+    shutdown_grace_seconds: float = limits.SHUTDOWN_GRACE.default
+    concurrency: int = limits.CONCURRENCY.default
+    worker_processes: int = limits.WORKER_PROCESSES.default
+    events_retention: int = limits.EVENTS_RETENTION.default
+    max_payload_bytes: int = limits.MAX_PAYLOAD_BYTES.default
+    idempotency_ttl_seconds: int = limits.IDEMPOTENCY_TTL.default
+    completed_ttl_seconds: float = limits.COMPLETED_TTL.default
+    dead_ttl_seconds: float = limits.DEAD_TTL.default
     redis_server: str = ""
     api_token: str = ""
-    feed_heartbeat_seconds: float = 15.0
-    feed_send_timeout_seconds: float = 10.0
+    feed_heartbeat_seconds: float = limits.FEED_HEARTBEAT.default
+    feed_send_timeout_seconds: float = limits.FEED_SEND_TIMEOUT.default
     redis_cluster: bool = False
     redis_url_given: bool = False
 
     def __post_init__(self) -> None:
+        variables = {name: variable for name, (variable, _) in ENVIRONMENT.items()}
+        for name, bound in limits.SETTINGS.items():
+            value = getattr(self, name)
+            _check(bound.holds(value), variables[name], value, f"must be {bound.rule}")
         _check(
-            self.redis_timeout_seconds > 0,
-            "REDIS_TIMEOUT_SECONDS",
-            self.redis_timeout_seconds,
-            "must be > 0",
-        )
-        _check(
-            QUEUE_NAME.fullmatch(self.queue) is not None,
+            isinstance(self.queue, str) and QUEUE_NAME.fullmatch(self.queue) is not None,
             "TASKQ_QUEUE",
             self.queue,
             "is not a queue name: use 1-100 letters, digits, '_', '.' or '-'",
-        )
-        _check(self.lease_seconds > 0, "LEASE_SECONDS", self.lease_seconds, "must be > 0")
-        _check(0.0 <= self.fail_rate <= 1.0, "FAIL_RATE", self.fail_rate, "must be in [0, 1]")
-        _check(self.work_seconds >= 0, "WORK_SECONDS", self.work_seconds, "must be >= 0")
-        _check(
-            self.after_effect_seconds >= 0,
-            "AFTER_EFFECT_SECONDS",
-            self.after_effect_seconds,
-            "must be >= 0",
-        )
-        _check(
-            self.backoff_base_seconds >= 0,
-            "BACKOFF_BASE_SECONDS",
-            self.backoff_base_seconds,
-            "must be >= 0",
         )
         _check(
             self.backoff_max_seconds >= self.backoff_base_seconds,
             "BACKOFF_MAX_SECONDS",
             self.backoff_max_seconds,
             f"must be >= BACKOFF_BASE_SECONDS ({self.backoff_base_seconds!r})",
-        )
-        _check(self.poll_seconds > 0, "POLL_SECONDS", self.poll_seconds, "must be > 0")
-        _check(
-            self.shutdown_grace_seconds >= 0,
-            "SHUTDOWN_GRACE_SECONDS",
-            self.shutdown_grace_seconds,
-            "must be >= 0",
-        )
-        _check(self.concurrency >= 1, "TASKQ_CONCURRENCY", self.concurrency, "must be >= 1")
-        _check(1 <= self.worker_processes <= MAX_WORKER_PROCESSES, "TASKQ_WORKER_PROCESSES",
-               self.worker_processes, f"must be from 1 to {MAX_WORKER_PROCESSES}")
-        _check(
-            self.events_retention >= 1,
-            "TASKQ_EVENTS_RETENTION",
-            self.events_retention,
-            "must be >= 1",
-        )
-        _check(
-            self.max_payload_bytes >= 2,
-            "TASKQ_MAX_PAYLOAD_BYTES",
-            self.max_payload_bytes,
-            "must be >= 2",
-        )
-        _check(
-            1 <= self.idempotency_ttl_seconds <= 10 * 365 * 86_400,
-            "TASKQ_IDEMPOTENCY_TTL_SECONDS",
-            self.idempotency_ttl_seconds,
-            "must be from 1 to 315360000 (ten years)",
-        )
-        _check(self.completed_ttl_seconds > 0, "TASKQ_COMPLETED_TTL_SECONDS",
-               self.completed_ttl_seconds, "must be > 0")
-        _check(self.dead_ttl_seconds > 0, "TASKQ_DEAD_TTL_SECONDS", self.dead_ttl_seconds,
-               "must be > 0")
-        _check(
-            0 < self.feed_heartbeat_seconds <= 15,
-            "TASKQ_FEED_HEARTBEAT_SECONDS",
-            self.feed_heartbeat_seconds,
-            "must be in (0, 15]",
-        )
-        _check(
-            self.feed_send_timeout_seconds > 0,
-            "TASKQ_FEED_SEND_TIMEOUT_SECONDS",
-            self.feed_send_timeout_seconds,
-            "must be > 0",
         )
         _check(
             self.ledger_guard in LEDGER_GUARDS,
@@ -165,7 +105,7 @@ class Settings:
 
 def _check(ok: bool, variable: str, value: object, rule: str) -> None:
     if not ok:
-        raise ConfigError(f"{variable}={value!r} {rule}")
+        raise ConfigError(f"{variable}={limits.shown(value)} {rule}")
 
 
 def _parse(variable: str, raw: str, parse: Callable[[str], T]) -> T:

@@ -16,6 +16,37 @@ local function integer_text(n)
   return string.format('%d', n)
 end
 
+-- The largest value each argument may take: taskq.limits' ranges in the units the
+-- scripts get (a test pins the two tables together). They keep every sum a script
+-- makes (now + delay, now + lease, a backoff, a TTL) far inside 2^53, below which
+-- Lua's numbers (doubles) still count single milliseconds, and inside what Redis
+-- accepts (PX, EX, PEXPIRE, XADD MAXLEN).
+local LIMITS = {
+  delay_ms = 315360000000,        -- ten years
+  lease_ms = 604800000,           -- a week
+  backoff_ms = 86400000,          -- a day
+  ttl_ms = 315360000000,          -- ten years (completed and dead records)
+  idempotency_ttl = 315360000,    -- ten years, in seconds
+  retention = 1000000000,         -- events kept in the stream
+  max_retries = 1000,
+  count = 10000,                  -- tasks leased or enqueued by one call
+  limit = 100000,                 -- tasks reaped, promoted or purged by one call
+  jitter_seed = 2147483646,       -- 2^31 - 2: the Park-Miller generator's range
+}
+
+-- `value` (an ARGV string) as a number if it is a whole number from `low` to `high`;
+-- else an error naming the argument, the value and the range. Every script calls this
+-- for each argument a write could refuse or overflow with, before its first write: a
+-- script that fails part way keeps what it wrote (see open_feed).
+local function whole_arg(name, value, low, high)
+  local n = string.match(value or '', '^%d+$') and tonumber(value)
+  if not n or n < low or n > high then
+    error(name .. ' must be a whole number between ' .. integer_text(low) .. ' and ' ..
+      integer_text(high) .. ', not ' .. tostring(value))
+  end
+  return n
+end
+
 -- Idle workers block on the wake list; a bounded number of tokens is enough to wake
 -- them all, and the list never grows past it while every worker is busy.
 local WAKE_CAP = 256
@@ -50,11 +81,9 @@ end
 -- argument a write could refuse: a script that fails part way keeps what it wrote, and
 -- the events it still held for those writes would be lost.
 local function open_feed(events_key, seq_key, epoch_key, retention, now_ms)
-  if not string.match(retention, '^%d+$') or tonumber(retention) < 1 then
-    error('retention must be a whole number >= 1, not ' .. retention)
-  end
   return {events = events_key, seq = seq_key, epoch = epoch_key,
-          retention = tonumber(retention), now = integer_text(now_ms), pending = {}}
+          retention = whole_arg('retention', retention, 1, LIMITS.retention),
+          now = integer_text(now_ms), pending = {}}
 end
 
 -- Queues one event; `fields` starts with 'type', <type>, 'task', <id>, 'state', <state>.

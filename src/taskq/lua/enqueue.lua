@@ -10,36 +10,38 @@
   KEYS[5] epoch   STRING  event log incarnation
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; task and idempotency keys derive from it
-  ARGV[2] retention       events kept in the stream
-  ARGV[3] count           tasks in this call; then seven values per task:
+  ARGV[2] retention       events kept in the stream (1 to 10^9)
+  ARGV[3] count           tasks in this call (0 to 10000); then seven values per task:
   ARGV[4] task_id
   ARGV[5] name            registered task name
   ARGV[6] payload         JSON text
-  ARGV[7] delay_ms        0 = ready now
-  ARGV[8] max_retries     retries before the task goes to the DLQ
+  ARGV[7] delay_ms        0 = ready now (0 to 315360000000: ten years)
+  ARGV[8] max_retries     retries before the task goes to the DLQ (0 to 1000)
   ARGV[9] idempotency_key '' = none
-  ARGV[10] idempotency_ttl seconds the key keeps naming the task
+  ARGV[10] idempotency_ttl seconds the key keeps naming the task (1 to 315360000)
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
-           task's id (nothing written for a duplicate)
+           task's id (nothing written for a duplicate); an argument out of its range is
+           an error, and nothing is written
   Emits:   enqueued (state pending or delayed), one per created task
 ]]
 --- @include "_common"
 
 local ready_key, delayed_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local prefix, retention, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local prefix, retention, count = ARGV[1], ARGV[2], ARGV[3]
 
--- Checked before the first write (see open_feed): a bad value in the tenth task must
+-- Checked before the first write (see whole_arg): a bad value in the tenth task must
 -- not leave nine written without their events.
+count = whole_arg('count', count, 0, LIMITS.count)
+if #ARGV ~= 3 + count * 7 then
+  error('count ' .. count .. ' needs ' .. (3 + count * 7) .. ' ARGV values, not ' .. #ARGV)
+end
 for i = 0, count - 1 do
   local base = 4 + i * 7
-  local delay_ms = tonumber(ARGV[base + 3])
-  if not delay_ms or delay_ms < 0 then
-    return redis.error_reply('delay_ms must be a number >= 0, not ' .. ARGV[base + 3])
-  end
-  local ttl = ARGV[base + 6]
-  if ARGV[base + 5] ~= '' and (not string.match(ttl, '^%d+$') or tonumber(ttl) < 1) then
-    return redis.error_reply('idempotency_ttl must be a whole number >= 1, not ' .. ttl)
+  whole_arg('delay_ms', ARGV[base + 3], 0, LIMITS.delay_ms)
+  whole_arg('max_retries', ARGV[base + 4], 0, LIMITS.max_retries)
+  if ARGV[base + 5] ~= '' then
+    whole_arg('idempotency_ttl', ARGV[base + 6], 1, LIMITS.idempotency_ttl)
   end
 end
 

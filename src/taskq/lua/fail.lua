@@ -12,12 +12,13 @@
   ARGV[2] task_id
   ARGV[3] token           fencing token from lease
   ARGV[4] error           text kept as last_error
-  ARGV[5] backoff_base_ms delay before the first retry
-  ARGV[6] backoff_max_ms  cap on the delay
+  ARGV[5] backoff_base_ms delay before the first retry (0 to 86400000: a day)
+  ARGV[6] backoff_max_ms  cap on the delay (0 to 86400000)
   ARGV[7] jitter          uniform random number in [0, 1), drawn by the caller
-  ARGV[8] retention       events kept in the stream
+  ARGV[8] retention       events kept in the stream (1 to 10^9)
   Returns: {'retry', retries, delay_ms} | {'dead', retries, '0'} | {'stale', 0, '0'}
-           (delay_ms as a string, so no fraction is lost in the reply)
+           (delay_ms as an integer string); an argument out of its range is an error,
+           and nothing is written
   Emits:   failed (state delayed or dead)
 ]]
 --- @include "_common"
@@ -25,8 +26,16 @@
 local leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key = KEYS[4], KEYS[5], KEYS[6]
 local prefix, task_id, token, error_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local base_ms, max_ms, jitter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local base_ms, max_ms, jitter = ARGV[5], ARGV[6], ARGV[7]
 local retention = ARGV[8]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+base_ms = whole_arg('backoff_base_ms', base_ms, 0, LIMITS.backoff_ms)
+max_ms = whole_arg('backoff_max_ms', max_ms, 0, LIMITS.backoff_ms)
+jitter = tonumber(jitter)
+if not jitter or not (jitter >= 0 and jitter < 1) then
+  error('jitter must be a number from 0 up to (not including) 1, not ' .. tostring(ARGV[7]))
+end
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} end
@@ -56,4 +65,4 @@ redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
   'last_error', error_text, 'run_at', run_at)
 redis.call('ZADD', delayed_key, run_at, task_id)
 close_feed(feed)
-return {'retry', retries, tostring(delay)}
+return {'retry', retries, integer_text(delay)}

@@ -11,14 +11,15 @@
   KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
   ARGV[1] prefix          queue key prefix; task and request keys derive from it
   ARGV[2] worker          worker id
-  ARGV[3] lease_ms        lease length
-  ARGV[4] count           most tasks to lease
-  ARGV[5] retention       events kept in the stream
+  ARGV[3] lease_ms        lease length (1 to 604800000: a week)
+  ARGV[4] count           most tasks to lease (1 to 10000)
+  ARGV[5] retention       events kept in the stream (1 to 10^9)
   ARGV[6] request_id      '' = none; else remembered for lease_ms
   Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...}: n leased
            tasks of six fields each; wait_ms = ms until the next delayed task is due or
            the next lease expires when fewer than count were leased, else -1 (-1 too
-           when nothing is scheduled)
+           when nothing is scheduled); an argument out of its range is an error, and
+           nothing is written
   Emits:   leased (one per task)
 ]]
 --- @include "_common"
@@ -26,8 +27,12 @@
 local ready_key, leased_key, delayed_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key, wake_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local prefix, worker = ARGV[1], ARGV[2]
-local lease_ms, count, retention = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local lease_ms, count, retention = ARGV[3], ARGV[4], ARGV[5]
 local request_id = ARGV[6]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+lease_ms = whole_arg('lease_ms', lease_ms, 1, LIMITS.lease_ms)
+count = whole_arg('count', count, 1, LIMITS.count)
 
 local now = server_now_ms()
 local reply = {0, -1}

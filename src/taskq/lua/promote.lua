@@ -7,16 +7,20 @@
   KEYS[5] epoch   STRING  event log incarnation
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; task keys derive from it
-  ARGV[2] limit           most tasks to promote in this call
-  ARGV[3] retention       events kept in the stream
-  Returns: {task_id, ...} promoted, earliest run-at first
+  ARGV[2] limit           most tasks to promote in this call (1 to 100000)
+  ARGV[3] retention       events kept in the stream (1 to 10^9)
+  Returns: {task_id, ...} promoted, earliest run-at first; an argument out of its
+           range is an error, and nothing is written
   Emits:   promoted (state pending)
 ]]
 --- @include "_common"
 
 local delayed_key, ready_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local prefix, limit, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local prefix, limit, retention = ARGV[1], ARGV[2], ARGV[3]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+limit = whole_arg('limit', limit, 1, LIMITS.limit)
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

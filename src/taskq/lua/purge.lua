@@ -6,16 +6,21 @@
   KEYS[3] seq     STRING  last event sequence number
   KEYS[4] epoch   STRING  event log incarnation
   ARGV[1] prefix          queue key prefix; task keys derive from it
-  ARGV[2] limit           most tasks to purge in this call
-  ARGV[3] dead_ttl        ms a dead task is kept
-  ARGV[4] retention       events kept in the stream
-  Returns: {task_id, ...} purged
+  ARGV[2] limit           most tasks to purge in this call (1 to 100000)
+  ARGV[3] dead_ttl        ms a dead task is kept (1 to 315360000000: ten years)
+  ARGV[4] retention       events kept in the stream (1 to 10^9)
+  Returns: {task_id, ...} purged; an argument out of its range is an error, and
+           nothing is written
   Emits:   purged (state purged)
 ]]
 --- @include "_common"
 
 local dlq_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, limit, dead_ttl, retention = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local prefix, limit, dead_ttl, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+limit = whole_arg('limit', limit, 1, LIMITS.limit)
+dead_ttl = whole_arg('dead_ttl', dead_ttl, 1, LIMITS.ttl_ms)
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

@@ -9,21 +9,28 @@
   KEYS[5] seq     STRING  last event sequence number
   KEYS[6] epoch   STRING  event log incarnation
   ARGV[1] prefix          queue key prefix; task keys derive from it
-  ARGV[2] limit           most leases to reap in this call
-  ARGV[3] backoff_base_ms delay before the first retry
-  ARGV[4] backoff_max_ms  cap on the delay
+  ARGV[2] limit           most leases to reap in this call (1 to 100000)
+  ARGV[3] backoff_base_ms delay before the first retry (0 to 86400000: a day)
+  ARGV[4] backoff_max_ms  cap on the delay (0 to 86400000)
   ARGV[5] jitter_seed     integer in [1, 2^31 - 2], drawn by the caller
-  ARGV[6] retention       events kept in the stream
-  Returns: {task_id, 'delayed' | 'dead', ...} for each reaped lease
+  ARGV[6] retention       events kept in the stream (1 to 10^9)
+  Returns: {task_id, 'delayed' | 'dead', ...} for each reaped lease; an argument out
+           of its range is an error, and nothing is written
   Emits:   reaped (state delayed or dead)
 ]]
 --- @include "_common"
 
 local leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key = KEYS[4], KEYS[5], KEYS[6]
-local prefix, limit = ARGV[1], tonumber(ARGV[2])
-local base_ms, max_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
-local seed, retention = tonumber(ARGV[5]), ARGV[6]
+local prefix, limit = ARGV[1], ARGV[2]
+local base_ms, max_ms = ARGV[3], ARGV[4]
+local seed, retention = ARGV[5], ARGV[6]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+limit = whole_arg('limit', limit, 1, LIMITS.limit)
+base_ms = whole_arg('backoff_base_ms', base_ms, 0, LIMITS.backoff_ms)
+max_ms = whole_arg('backoff_max_ms', max_ms, 0, LIMITS.backoff_ms)
+seed = whole_arg('jitter_seed', seed, 1, LIMITS.jitter_seed)
 
 -- A Park-Miller generator spreads the jitter of leases reaped together, since
 -- math.random inside scripts is not random and one draw per call would align them.

@@ -10,7 +10,7 @@
   ARGV[1] prefix          queue key prefix; the task key derives from it
   ARGV[2] task_id
   ARGV[3] token           fencing token from lease
-  ARGV[4] retention       events kept in the stream
+  ARGV[4] retention       events kept in the stream (1 to 10^9; checked before any write)
   Returns: 1 released | 0 stale (nothing changed)
   Emits:   released (state pending)
 ]]

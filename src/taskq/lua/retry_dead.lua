@@ -8,7 +8,7 @@
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; the task key derives from it
   ARGV[2] task_id
-  ARGV[3] retention       events kept in the stream
+  ARGV[3] retention       events kept in the stream (1 to 10^9; checked before any write)
   Returns: 1 moved | 0 the task was not in the DLQ (nothing changed)
   Emits:   revived (state pending)
 ]]

@@ -1,0 +1,182 @@
+"""Every duration, count and size taskq accepts: its default, its range, and the checks.
+
+The ranges are generous, but they keep every sum a script makes (now + delay, now +
+lease, a backoff, a TTL in ms) far inside 2^53, below which Lua's numbers (doubles)
+still count single milliseconds, and inside what Redis accepts (PX, PEXPIRE, XADD
+MAXLEN). Each script checks its arguments against the same maxima before its first
+write (`LIMITS` in lua/_common.lua; a test pins the two tables together).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from taskq.errors import InvalidTaskError, TaskqError
+
+N = TypeVar("N", int, float)
+
+DAY = 86_400
+WEEK = 7 * DAY
+TEN_YEARS = 3650 * DAY
+
+
+@dataclass(frozen=True)
+class Range(Generic[N]):
+    """The values one argument or setting accepts: numbers (integers only when `whole`)
+    from `low` to `high`, `low` itself refused when `above` (a lease of 0 holds nothing)."""
+
+    name: str
+    low: N
+    high: N
+    default: N
+    unit: str = ""
+    whole: bool = False
+    above: bool = False
+
+    def holds(self, value: object) -> bool:
+        kinds = int if self.whole else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            return False
+        # Compared as given, never converted: NaN fails both tests and 10**400 no test
+        # overflows.
+        return (value > self.low if self.above else value >= self.low) and value <= self.high
+
+    @property
+    def rule(self) -> str:
+        """What a valid value is, as in "a number of seconds from 0 to 86400"."""
+        kind = "a whole number" if self.whole else "a number"
+        unit = f" of {self.unit}" if self.unit else ""
+        low, high = number_text(self.low), number_text(self.high)
+        span = f"above {low} and at most {high}" if self.above else f"between {low} and {high}"
+        return f"{kind}{unit} {span}"
+
+    def check(self, value: object, name: str | None = None,
+              error: type[TaskqError] = InvalidTaskError) -> N:
+        """`value`, or `error` naming the argument, the value and the range."""
+        if not self.holds(value):
+            raise error(f"{name or self.name} must be {self.rule}, not {shown(value)}")
+        return value  # type: ignore[return-value]
+
+
+def number_text(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else repr(n)
+
+
+def shown(value: object) -> str:
+    """`repr(value)` short enough for an error message, whatever the caller passed."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print in decimal
+        return f"an integer of {value.bit_length()} bits" if isinstance(value, int) else "?"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# Broker arguments (and the settings that feed them).
+DELAY = Range("delay", 0.0, float(TEN_YEARS), 0.0, "seconds")
+LEASE_SECONDS = Range("lease_seconds", 0.0, float(WEEK), 10.0, "seconds", above=True)
+BACKOFF_BASE = Range("backoff_base", 0.0, float(DAY), 1.0, "seconds")
+BACKOFF_MAX = Range("backoff_max", 0.0, float(DAY), 60.0, "seconds")
+COMPLETED_TTL = Range("completed_ttl", 0.0, float(TEN_YEARS), float(DAY), "seconds", above=True)
+DEAD_TTL = Range("dead_ttl", 0.0, float(TEN_YEARS), float(WEEK), "seconds", above=True)
+IDEMPOTENCY_TTL = Range("idempotency_ttl", 1, TEN_YEARS, DAY, "seconds", whole=True)
+EVENTS_RETENTION = Range("events_retention", 1, 10**9, 100_000, "events", whole=True)
+MAX_PAYLOAD_BYTES = Range("max_payload_bytes", 2, 512 * 2**20, 2**20, "bytes", whole=True)
+MAX_RETRIES = Range("max_retries", 0, 1000, 3, whole=True)
+LEASE_COUNT = Range("count", 1, 10_000, 1, "tasks", whole=True)
+BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
+LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
+TOKEN = Range("token", 0, 2**53, 0, whole=True)
+TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds")
+
+# Settings only.
+REDIS_TIMEOUT = Range("redis_timeout_seconds", 0.0, 3600.0, 5.0, "seconds", above=True)
+WORK_SECONDS = Range("work_seconds", 0.0, float(DAY), 3.0, "seconds")
+AFTER_EFFECT_SECONDS = Range("after_effect_seconds", 0.0, float(DAY), 0.0, "seconds")
+FAIL_RATE = Range("fail_rate", 0.0, 1.0, 0.0)
+POLL_SECONDS = Range("poll_seconds", 0.0, 3600.0, 0.5, "seconds", above=True)
+SHUTDOWN_GRACE = Range("shutdown_grace_seconds", 0.0, float(DAY), 10.0, "seconds")
+# A worker leases up to its free slots in one call, so it can never want more than that.
+CONCURRENCY = Range("concurrency", 1, LEASE_COUNT.high, 1, "handlers", whole=True)
+# More copies than cores only adds contention; the cap catches a typo like 1000.
+WORKER_PROCESSES = Range("worker_processes", 1, 256, 1, "processes", whole=True)
+# Heartbeats at most every 15 s (the feed protocol's promise).
+FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
+FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
+
+# Each numeric Settings field and its range; Settings checks every one at start.
+SETTINGS: dict[str, Range[int] | Range[float]] = {
+    "redis_timeout_seconds": REDIS_TIMEOUT,
+    "lease_seconds": LEASE_SECONDS,
+    "work_seconds": WORK_SECONDS,
+    "after_effect_seconds": AFTER_EFFECT_SECONDS,
+    "fail_rate": FAIL_RATE,
+    "backoff_base_seconds": BACKOFF_BASE,
+    "backoff_max_seconds": BACKOFF_MAX,
+    "poll_seconds": POLL_SECONDS,
+    "shutdown_grace_seconds": SHUTDOWN_GRACE,
+    "concurrency": CONCURRENCY,
+    "worker_processes": WORKER_PROCESSES,
+    "events_retention": EVENTS_RETENTION,
+    "max_payload_bytes": MAX_PAYLOAD_BYTES,
+    "idempotency_ttl_seconds": IDEMPOTENCY_TTL,
+    "completed_ttl_seconds": COMPLETED_TTL,
+    "dead_ttl_seconds": DEAD_TTL,
+    "feed_heartbeat_seconds": FEED_HEARTBEAT,
+    "feed_send_timeout_seconds": FEED_SEND_TIMEOUT,
+}
+
+DURATIONS: dict[str, Range[float]] = {
+    r.name: r for r in (DELAY, LEASE_SECONDS, BACKOFF_BASE, BACKOFF_MAX, COMPLETED_TTL,
+                        DEAD_TTL, TIMEOUT)
+}
+
+# Strings: lengths in characters; every one must also be encodable as UTF-8.
+MAX_NAME_CHARS = 200
+MAX_WORKER_ID_CHARS = 512
+MAX_REQUEST_ID_CHARS = 200
+# Error text is kept, not refused (see `error_text`), but only this much of it.
+MAX_ERROR_CHARS = 8192
+
+
+def to_ms(seconds: object, what: str) -> int:
+    """Whole milliseconds of `seconds`, checked against the range of the duration `what`
+    (a key of `DURATIONS`), or `InvalidTaskError` naming it, the value and the range."""
+    bound = DURATIONS[what]
+    ms = round(bound.check(seconds) * 1000)
+    return max(1, ms) if bound.above else ms
+
+
+def utf8(value: str) -> bool:
+    """Whether `value` can be sent to Redis: a lone surrogate has no UTF-8 form."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_text(value: object, name: str, most: int) -> str:
+    """`value` if it is a string of 1 to `most` characters of UTF-8 text, else
+    `InvalidTaskError` naming the argument, the value and the rule."""
+    if not isinstance(value, str) or not 0 < len(value) <= most:
+        raise InvalidTaskError(
+            f"{name} must be a string of 1 to {most} characters, not {shown(value)}"
+        )
+    if not utf8(value):
+        raise InvalidTaskError(
+            f"{name} must be UTF-8 text, not {shown(value)}: it holds a lone surrogate"
+        )
+    return value
+
+
+def error_text(error: object) -> str:
+    """A worker's description of a failure as it can be stored: characters UTF-8 cannot
+    encode (lone surrogates) written as escapes, and cut to `MAX_ERROR_CHARS`. Never
+    refused for its content: a worker reporting an odd exception must not crash too."""
+    if not isinstance(error, str):
+        raise InvalidTaskError(f"error must be a string, not {shown(error)}")
+    if not utf8(error):
+        error = error.encode("utf-8", "backslashreplace").decode("utf-8")
+    return error[:MAX_ERROR_CHARS]
+
