@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
 
 FLAGS = ["TASKQ_REDIS_CLUSTER"]
 NUMBERS = [v for v, parse in ENVIRONMENT.values()
-           if parse is not str and v != "LEDGER_GUARD" and v not in FLAGS]
+           if parse is not str and v not in ("LEDGER_GUARD", "REDIS_URL") and v not in FLAGS]
 INTEGERS = [variable for variable, parse in ENVIRONMENT.values() if parse is int]
 
 
@@ -108,6 +108,35 @@ class TestFlags:
     def test_any_other_flag_value_is_refused_by_name(self) -> None:
         with pytest.raises(ConfigError, match="TASKQ_REDIS_CLUSTER='-1'"):
             with_env(TASKQ_REDIS_CLUSTER="-1")
+
+
+class TestRedisUrl:
+    @pytest.mark.parametrize(
+        "url", ["redis://h:6379/0", "rediss://u:p@h:6380/1", "unix:///tmp/redis.sock?db=2"]
+    )
+    def test_a_url_with_a_scheme_redis_py_knows_is_kept_as_given(self, url: str) -> None:
+        assert with_env(REDIS_URL=url).redis_url == url
+
+    def test_a_url_without_a_scheme_is_refused_naming_it_and_the_fix(self) -> None:
+        with pytest.raises(ConfigError) as caught:
+            with_env(REDIS_URL="localhost:6379")
+        message = str(caught.value)
+        assert "REDIS_URL='localhost:6379' has no scheme" in message
+        assert "redis://localhost:6379" in message
+
+    @pytest.mark.parametrize("url", ["http://h:6379", "REDIS://h:6379", "redis:/h:6379"])
+    def test_a_url_with_another_scheme_is_refused(self, url: str) -> None:
+        with pytest.raises(ConfigError, match=f"REDIS_URL={re.escape(repr(url))}"):
+            with_env(REDIS_URL=url)
+
+    @pytest.mark.parametrize(
+        "url", [":s3cret@h:6379", "http://u:s3cret@h:6379", "redis:/h?db=1&password=s3cret"]
+    )
+    def test_a_refused_url_never_shows_its_password(self, url: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            with_env(REDIS_URL=url)
+        assert "s3cret" not in str(caught.value)
+        assert "***" in str(caught.value)
 
 
 class TestBadValuesNameTheVariableAndTheValue:

@@ -136,9 +136,39 @@ def _finite(raw: str) -> float:
     return value
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _redis_url(raw: str) -> str:
+    # Refused here, naming the variable, rather than by redis-py wherever a client is made.
+    if raw.startswith(REDIS_SCHEMES):
+        return raw
+    scheme, sep, rest = raw.partition("://")
+    problem = f"has the unknown scheme {scheme}://" if sep else "has no scheme"
+    raise ConfigError(
+        f"REDIS_URL={redacted_url(raw)!r} {problem}: write it as "
+        f"redis://{redacted_url(rest if sep else raw)} (rediss:// for TLS, "
+        "unix:///path/to/redis.sock for a socket)"
+    )
+
+
+def redacted_url(url: str) -> str:
+    """`url` with its password (`user:password@` or `?password=`) shown as ***."""
+    scheme, sep, rest = url.rpartition("://")
+    end = min([i for i in map(rest.find, "/?#") if i >= 0] or [len(rest)])
+    userinfo, at, host = rest[:end].rpartition("@")
+    if at and ":" in userinfo:
+        rest = f"{userinfo.partition(':')[0]}:***@{host}{rest[end:]}"
+    path, mark, query = rest.partition("?")
+    if mark:
+        pairs = ("password=***" if p.startswith("password=") else p for p in query.split("&"))
+        rest = f"{path}?{'&'.join(pairs)}"
+    return f"{scheme}{sep}{rest}"
+
+
 # attribute -> (environment variable, parser); the README's table lists the same names.
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
-    "redis_url": ("REDIS_URL", str),
+    "redis_url": ("REDIS_URL", _redis_url),
     "redis_timeout_seconds": ("REDIS_TIMEOUT_SECONDS", _finite),
     "queue": ("TASKQ_QUEUE", str),
     "ledger_path": ("LEDGER_PATH", str),
