@@ -149,7 +149,7 @@ def test_ack_is_retried_across_a_short_outage_and_the_task_is_not_rerun(
     [task_id] = o.enqueue(1)
     wait_until(lambda: o.states([task_id]) == ["running"], 15, "the task to be leased")
     o.server.stop()
-    wait_until(lambda: "redis unavailable, waiting it out: ack failed" in o.workers.log(worker),
+    wait_until(lambda: "cannot reach Redis to mark a task completed" in o.workers.log(worker),
                15, "the worker to report its ack failing")
     o.server.start()
     wait_until(lambda: o.states([task_id]) == ["completed"], 10, "the retried ack")

@@ -32,9 +32,38 @@ class redis_errors:  # lower case: it reads as a function at every `with`
             raise broker_error(self.operation, error) from error
 
 
+# What each operation name passed to `redis_errors` does, as a user would say it; a
+# name not listed here is used as it is.
+OPERATIONS = {
+    "enqueue": "enqueue tasks",
+    "register queue": "register the queue",
+    "lease": "lease a task",
+    "heartbeat": "renew a lease",
+    "ack": "mark a task completed",
+    "ack and lease": "mark tasks completed and lease more",
+    "fail": "record a failed attempt",
+    "release": "hand back a leased task",
+    "reap": "take back expired leases",
+    "promote": "move due delayed tasks to ready",
+    "retry_dead": "retry a dead task",
+    "purge": "delete old dead tasks",
+    "payload": "read a task's payload",
+    "dead": "list the dead letter queue",
+    "task": "read a task's record",
+    "counts": "count the queue's tasks",
+    "time": "read the server's clock",
+    "queues": "list the queues",
+    "snapshot": "read the queue's state",
+}
+
+
 def broker_error(operation: str, error: BaseException) -> BrokerError:
-    """The `BrokerError` for a Redis failure of `operation`."""
-    return BrokerError(f"{operation} failed: {type(error).__name__}: {error}")
+    """The `BrokerError` for a Redis failure of `operation`, in the user's words."""
+    words = OPERATIONS.get(operation, operation)
+    detail = str(error).rstrip(".")
+    if isinstance(error, redis.ConnectionError | redis.TimeoutError):
+        return BrokerError(f"cannot reach Redis to {words}: {detail}")
+    return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}")
 
 
 def text(value: Any) -> str:
