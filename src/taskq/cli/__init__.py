@@ -7,6 +7,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import redis
+from redis.exceptions import RedisClusterException
+
 from taskq.cli import (
     chaos,
     dashboard,
@@ -18,6 +21,7 @@ from taskq.cli import (
     serve,
     worker,
 )
+from taskq.cli.common import error_line
 from taskq.errors import TaskqError
 
 COMMANDS = {
@@ -57,8 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         status: int = args.handler(args)
-    except TaskqError as e:
-        print(f"taskq {args.command}: {e}", file=sys.stderr)
+    # Redis errors a command meets outside the broker (chaos, a redis-py internal) are
+    # reported like the broker's own: one line, no traceback.
+    except (TaskqError, redis.RedisError, RedisClusterException) as e:
+        print(f"taskq {args.command}: {error_line(e, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

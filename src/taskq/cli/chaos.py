@@ -11,7 +11,7 @@ from taskq.chaos.options import ChaosOptions
 from taskq.chaos.report import render
 from taskq.chaos.run import run_chaos
 from taskq.errors import ConfigError
-from taskq.settings import LEDGER_GUARDS
+from taskq.settings import LEDGER_GUARDS, Settings
 
 HELP = "chaos test: tasks through worker and Redis faults; exits 0 only if every check held"
 
@@ -48,6 +48,11 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("--tasks, --workers and --concurrency must be >= 1")
     if args.redis_faults and args.redis_url:
         raise ConfigError("--redis-faults needs the run's own Redis: drop --redis-url")
+    if args.redis_url:
+        try:  # the URL the run's workers get as REDIS_URL, refused before the run starts
+            Settings.from_env({"REDIS_URL": args.redis_url})
+        except ConfigError as e:
+            raise ConfigError(f"--redis-url: {e}") from e
     options = ChaosOptions(
         tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
         resend_every=args.resend_every, fault_interval=args.fault_interval,

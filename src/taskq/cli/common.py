@@ -1,15 +1,24 @@
-"""What several commands share: the queue option, and Settings with options applied."""
+"""What several commands share: the queue option, Settings with options applied, and
+the one line a failed command prints."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
+
+import redis
+from redis.exceptions import RedisClusterException
 
 from taskq.app import App
 from taskq.broker import Broker
 from taskq.builtin import builtin_app
-from taskq.errors import ConfigError
-from taskq.settings import Settings
+from taskq.errors import BrokerError, ConfigError, TaskqError
+from taskq.settings import Settings, redacted_url
+
+# redis-py says "Error 111 connecting to host:6379. Connection refused."; the host is
+# in the URL the message names, so only the reason is kept.
+CONNECT_REASON = re.compile(r"connecting to .+?\. (.+)")
 
 
 def add_queue_argument(parser: argparse.ArgumentParser) -> None:
@@ -43,3 +52,37 @@ def load_app(spec: str | None, settings: Settings) -> App:
     if not isinstance(app, App):
         raise ConfigError(f"--app {spec!r}: {attribute!r} is not a taskq.App")
     return app
+
+
+def error_line(error: BaseException, args: argparse.Namespace) -> str:
+    """The one line a command that failed prints: for an unreachable Redis, the URL it
+    tried (password masked) and what to do, rather than the call that noticed."""
+    cause = error.__cause__ if isinstance(error, BrokerError) else error
+    if not isinstance(cause, redis.ConnectionError | redis.TimeoutError | RedisClusterException):
+        return str(error) if isinstance(error, TaskqError) else f"{type(error).__name__}: {error}"
+    named = redis_named(args)
+    if named is None:
+        return str(error)
+    name, url = named
+    shown = f"{name}={redacted_url(url)!r}"
+    if isinstance(cause, redis.AuthenticationError):
+        return (f"Redis at {shown} refused the credentials ({cause}): put the right user "
+                f"and password in {name}")
+    found = CONNECT_REASON.search(str(cause))
+    reason = (found.group(1) if found else str(cause)).rstrip(".")
+    return (f"cannot reach Redis at {shown} ({reason}): start Redis there, run `taskq "
+            f"redis` for a local one, or set {name} to where Redis runs")
+
+
+def redis_named(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The option or variable that told the command where Redis is, and its value;
+    None when the command ran its own (demo and chaos do unless given one)."""
+    if args.command == "chaos":
+        return ("--redis-url", args.redis_url) if args.redis_url else None
+    try:
+        settings = settings_from(args)
+    except TaskqError:
+        return None
+    if args.command == "demo" and not settings.redis_url_given:
+        return None
+    return "REDIS_URL", settings.redis_url

@@ -9,6 +9,7 @@ import re
 import uvicorn
 
 from taskq.cli.common import add_queue_argument, settings_from
+from taskq.connection import check_url
 from taskq.errors import ConfigError
 from taskq.web.app import create_app
 
@@ -46,6 +47,8 @@ def check_exposure(host: str, token: str) -> None:
 def main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     check_exposure(args.host, settings.api_token)
+    # Refused here, on one line; a Redis that is down is waited for by the server instead.
+    check_url(settings.redis_url)
     print(f"taskq dashboard on http://{args.host}:{args.port}/ (queue {settings.queue!r})",
           flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning",

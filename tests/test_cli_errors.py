@@ -1,0 +1,102 @@
+"""The `taskq` command when Redis is unreachable or REDIS_URL is malformed: one line on
+stderr naming where it looked and what to do, exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli_support import command_env, taskq
+from taskq.embedded import free_port
+
+# Every command that talks to the Redis that REDIS_URL names.
+REDIS_COMMANDS = [
+    ["worker"],
+    ["worker", "--processes", "2"],
+    ["enqueue", "1"],
+    ["dlq"],
+    ["dlq", "retry", "--all"],
+    ["dashboard", "--once"],
+    ["demo", "--tasks", "1", "--workers", "1"],
+]
+# ... and those that only read their settings.
+SETTINGS_ONLY_COMMANDS = [["ledger"], ["redis", "--port", "0"], ["serve", "--port", "0"]]
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The single line a refused command printed, after checking how it exited."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def run(argv: list[str], redis_url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`taskq argv` with REDIS_URL set, writing any files (ledger, demo data) to tmp_path."""
+    if argv[0] == "demo":
+        argv = [*argv, "--dir", str(tmp_path / "demo")]
+    env = command_env(REDIS_URL=redis_url, LEDGER_PATH=str(tmp_path / "ledger.db"))
+    return taskq(*argv, env=env, timeout=60)
+
+
+@pytest.fixture
+def nowhere() -> str:
+    """A Redis URL nothing listens on."""
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+class TestUnreachableRedis:
+    @pytest.mark.parametrize("argv", REDIS_COMMANDS, ids=" ".join)
+    def test_a_command_exits_2_with_one_line_naming_redis_url_and_what_to_do(
+        self, argv: list[str], nowhere: str, tmp_path: Path
+    ) -> None:
+        line = one_line(run(argv, nowhere, tmp_path))
+        assert line.startswith(f"taskq {argv[0]}: cannot reach Redis at REDIS_URL='{nowhere}'")
+        assert "Connection refused" in line
+        assert "taskq redis" in line
+
+    def test_the_password_in_redis_url_is_masked(self, tmp_path: Path) -> None:
+        url = f"redis://me:s3cret@127.0.0.1:{free_port()}/0"
+        line = one_line(run(["dlq"], url, tmp_path))
+        assert "s3cret" not in line
+        assert "REDIS_URL='redis://me:***@127.0.0.1:" in line
+
+    def test_chaos_names_its_redis_url_option(self, nowhere: str, tmp_path: Path) -> None:
+        argv = ["chaos", "--tasks", "1", "--workers", "1", "--dir", str(tmp_path / "chaos"),
+                "--redis-url", nowhere]
+        line = one_line(run(argv, "", tmp_path))
+        assert line.startswith(f"taskq chaos: cannot reach Redis at --redis-url='{nowhere}'")
+
+
+class TestMalformedRedisUrl:
+    @pytest.mark.parametrize("argv", REDIS_COMMANDS + SETTINGS_ONLY_COMMANDS, ids=" ".join)
+    def test_a_url_without_a_scheme_exits_2_with_one_line_saying_how_to_write_it(
+        self, argv: list[str], tmp_path: Path
+    ) -> None:
+        line = one_line(run(argv, "localhost:6379", tmp_path))
+        assert line == (f"taskq {argv[0]}: REDIS_URL='localhost:6379' has no scheme: write "
+                        "it as redis://localhost:6379 (rediss:// for TLS, "
+                        "unix:///path/to/redis.sock for a socket)")
+
+    def test_the_password_of_a_malformed_url_is_masked(self, tmp_path: Path) -> None:
+        line = one_line(run(["enqueue"], "http://:s3cret@localhost:6379", tmp_path))
+        assert "s3cret" not in line
+        assert "REDIS_URL='http://:***@localhost:6379' has the unknown scheme http://" in line
+
+    def test_a_port_that_is_not_a_number_stops_serve_before_it_listens(
+        self, tmp_path: Path
+    ) -> None:
+        line = one_line(run(["serve", "--port", "0"], "redis://:s3cret@h:abc/0", tmp_path))
+        assert line.startswith("taskq serve: REDIS_URL='redis://:***@h:abc/0' is not a Redis URL")
+
+    def test_chaos_refuses_a_malformed_redis_url_option_before_it_runs(
+        self, tmp_path: Path
+    ) -> None:
+        argv = ["chaos", "--tasks", "1", "--dir", str(tmp_path / "chaos"),
+                "--redis-url", "localhost:6379"]
+        line = one_line(run(argv, "", tmp_path))
+        assert line.startswith("taskq chaos: --redis-url: REDIS_URL='localhost:6379' has no scheme")
+        assert not (tmp_path / "chaos").exists()
