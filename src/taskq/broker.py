@@ -223,14 +223,15 @@ class Broker:
     def heartbeat_many(self, held: Sequence[tuple[str, int]], lease_seconds: float) -> list[bool]:
         """Extend the lease of each `(task_id, token)` in one atomic step, so a worker's
         beat is one round trip however many tasks it holds; False for each lost one."""
+        held = _checked_pairs(held)
+        lease_ms = to_ms(lease_seconds, "lease_seconds")
         if not held:
             return []
         k = self.keys
         with redis_errors("heartbeat"):
             reply = self.scripts.heartbeat(
                 keys=[k.leased, k.events, k.seq, k.epoch],
-                args=[k.prefix, max(1, to_ms(lease_seconds, "lease_seconds")),
-                      self.events_retention, len(held),
+                args=[k.prefix, lease_ms, self.events_retention, len(held),
                       *(value for pair in held for value in pair)],
             )
         return [int(r) == 1 for r in reply]

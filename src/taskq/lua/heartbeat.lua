@@ -7,7 +7,7 @@
   KEYS[3] seq     STRING  last event sequence number
   KEYS[4] epoch   STRING  event log incarnation
   ARGV[1] prefix          queue key prefix; task keys derive from it
-  ARGV[2] lease_ms        new lease length from now, a whole number of ms >= 1
+  ARGV[2] lease_ms        new lease length from now, ms, 1 to LIMITS.lease_ms
   ARGV[3] retention       events kept in the stream
   ARGV[4] count           tasks in this call; then two values per task:
   ARGV[5] task_id
@@ -19,24 +19,14 @@
 --- @include "_common"
 
 local leased_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, lease_arg, retention = ARGV[1], ARGV[2], ARGV[3]
-local count = tonumber(ARGV[4])
+local prefix, retention = ARGV[1], ARGV[3]
 
--- Checked before the first write: a failure after some renewals would keep them
--- without their events, and an expiry past 2^53 ms cannot be held exactly.
-local MAX_LEASE_MS = 604800000
-if not string.match(lease_arg, '^%d+$') or tonumber(lease_arg) < 1
-    or tonumber(lease_arg) > MAX_LEASE_MS then
-  return redis.error_reply('lease_ms must be a whole number from 1 to ' .. MAX_LEASE_MS ..
-    ', not ' .. lease_arg)
-end
-if not count or count < 0 or count ~= math.floor(count) or #ARGV ~= 4 + 2 * count then
-  return redis.error_reply('count must match the task_id, token pairs that follow, not ' ..
-    ARGV[4])
-end
+-- Checked before the first write (see whole_arg); retention by open_feed.
+local lease_ms = whole_arg('lease_ms', ARGV[2], 1, LIMITS.lease_ms)
+local count = whole_arg('count', ARGV[4], 0, (#ARGV - 4) / 2)
 
 local now = server_now_ms()
-local expires = integer_text(now + tonumber(lease_arg))
+local expires = integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local now_text = feed.now
 -- `renewed_with` answers a second copy of a pair in one call without a second event.
