@@ -257,7 +257,7 @@ def test_a_pool_size_out_of_range_is_refused_with_the_reason(
         env={**os.environ, "REDIS_URL": redis_server.url}, timeout=60, check=False,
     )
     assert done.returncode == 2
-    assert "TASKQ_WORKER_PROCESSES" in done.stderr and "from 1 to 256" in done.stderr
+    assert "TASKQ_WORKER_PROCESSES" in done.stderr and "between 1 and 256" in done.stderr
 
 
 # -- effects at the edges of a lease and of the grace period ---------------------------

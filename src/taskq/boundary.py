@@ -8,7 +8,6 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from taskq.errors import BrokerError
-from taskq.limits import to_ms as to_ms  # noqa: PLC0414 (re-exported: checked in limits)
 
 
 class redis_errors:  # lower case: it reads as a function at every `with`
