@@ -185,6 +185,13 @@ class Reader:
             if any(f.event == "keepalive" for f in frames):
                 return got
 
+    async def until_gap(self) -> list[Frame]:
+        """Everything sent up to and including the first gap."""
+        got: list[Frame] = []
+        while not any(f.event == "gap" for f in got):
+            got += await self.next()
+        return got
+
     async def until_seq(self, seq: int) -> None:
         """Read on until the last row held is `seq` (F5: an open stream reaches the head)."""
         deadline = asyncio.get_running_loop().time() + DEADLINE

@@ -22,6 +22,7 @@ import redis
 
 from taskq.broker import Broker, NewTask
 from taskq.embedded import EmbeddedRedis, free_port
+from taskq.keys import QUEUES_KEY
 from taskq.processes import spawn, stop_all, taskq_command
 
 TOKEN = "feed-test-token-0123"
@@ -110,8 +111,11 @@ def secured(
 
 @pytest.fixture
 def queue(client: redis.Redis) -> Broker:
-    """A queue of this test's own, on the (flushed) session Redis."""
-    return Broker(client, f"h-{uuid.uuid4().hex[:10]}")
+    """A queue of this test's own, on the (flushed) session Redis, registered as a
+    producer's first enqueue would, so its feed can be opened before any task exists."""
+    broker = Broker(client, f"h-{uuid.uuid4().hex[:10]}")
+    client.sadd(QUEUES_KEY, broker.queue)
+    return broker
 
 
 # -- reading the stream off the wire -----------------------------------------------

@@ -35,6 +35,13 @@ def gap_frame(requested: str, gap: Gap) -> str:
     return f"id: {gap.resume_at.wire_id}\nevent: gap\ndata: {_json(body)}\n\n"
 
 
+def notice_frame(event: str, body: dict[str, object], retry_ms: int) -> str:
+    """An event with no `id:` (so the client keeps its position) that tells why the
+    stream ends here, and how long the client should wait before it comes back."""
+    assert EVENT_NAME.fullmatch(event), event
+    return f"retry: {retry_ms}\nevent: {event}\ndata: {_json(body)}\n\n"
+
+
 def _json(value: object) -> str:
     # ensure_ascii: every character outside ASCII, CR and LF included, is escaped.
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"))

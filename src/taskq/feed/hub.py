@@ -34,27 +34,46 @@ class Hub:
     until the log moves past a sequence number."""
 
     def __init__(self, feed_log: FeedLog, ring_size: int = 10_000,
-                 catch_up_reads: int = CATCH_UP_READS) -> None:
+                 catch_up_reads: int = CATCH_UP_READS,
+                 catch_up: asyncio.Semaphore | None = None) -> None:
         self.log = feed_log
         self.ring: deque[Row] = deque(maxlen=ring_size)
         self.tail = Cursor.start()
         self.clients = 0
         self.delivered = 0
         self._moved: asyncio.Future[None] | None = None
-        self.catch_up = asyncio.Semaphore(catch_up_reads)
+        # A server following several queues passes one semaphore to all its hubs, so
+        # their clients' catch-up reads together stay under its connection pool.
+        self.catch_up = catch_up or asyncio.Semaphore(catch_up_reads)
         self._task: asyncio.Task[None] | None = None
+        self._started: asyncio.Future[None] | None = None
 
     @property
     def client(self) -> aioredis.Redis:
         return self.log.client
 
     async def start(self) -> None:
-        self.tail = await self.log.head()
-        self._task = asyncio.create_task(self._follow(), name=f"feed-hub-{self.log.keys.queue}")
+        self.begin()
+        await self.ready()
+
+    def begin(self) -> None:
+        """Start following in the background; `ready` says when the tail is known."""
+        self._started = asyncio.get_running_loop().create_future()
+        # Retrieved here, so a start no client waited for is not reported as unhandled.
+        self._started.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._task = asyncio.create_task(self._run(), name=f"feed-hub-{self.log.keys.queue}")
+
+    async def ready(self) -> None:
+        """Return once the hub knows the log's head, or raise what stopped it reading it.
+        Shielded: a client that leaves while waiting must not cancel the hub's start."""
+        assert self._started is not None, "begin() first"
+        await asyncio.shield(self._started)
 
     async def stop(self) -> None:
         if self._task is not None:
             await cancel_and_wait(self._task)
+        if self._started is not None and not self._started.done():
+            self._started.cancel()
 
     def rows_after(self, cursor: Cursor, limit: int) -> list[Row] | None:
         """Rows right after `cursor` from memory, or None when the ring cannot tell
@@ -87,6 +106,16 @@ class Hub:
     def _notify(self) -> None:
         if self._moved is not None and not self._moved.done():
             self._moved.set_result(None)
+
+    async def _run(self) -> None:
+        assert self._started is not None
+        try:
+            self.tail = await self.log.head()
+        except Exception as e:
+            self._started.set_exception(e)
+            return
+        self._started.set_result(None)
+        await self._follow()
 
     async def _follow(self) -> None:
         while True:

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from taskq.feed.cursor import Cursor
+from taskq.keys import check_queue_name
 from taskq.snapshot import queue_names, take_snapshot
 from taskq.web.state import WebState
 
@@ -19,7 +20,7 @@ def state_of(request: Request) -> WebState:
 
 
 def queue_of(request: Request) -> str:
-    return request.query_params.get("queue") or state_of(request).settings.queue
+    return check_queue_name(request.query_params.get("queue") or state_of(request).settings.queue)
 
 
 def not_found(message: str) -> JSONResponse:

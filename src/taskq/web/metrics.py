@@ -42,10 +42,14 @@ def metrics(request: Request) -> PlainTextResponse:
             lines.append(f'{metric}{{queue="{name}"}} {sum(totals[name].get(k, 0) for k in keys)}')
     lines += ["# HELP taskq_feed_clients Feed clients connected to this server.",
               "# TYPE taskq_feed_clients gauge"]
-    lines += [f'taskq_feed_clients{{queue="{q}"}} {hub.clients}' for q, hub in state.hubs.items()]
+    readers = state.readers
+    lines += [f'taskq_feed_clients{{queue="{q}"}} {readers.clients(q)}' for q in readers.retired]
     lines += ["# HELP taskq_feed_deliveries_total Events sent to feed clients by this server.",
               "# TYPE taskq_feed_deliveries_total counter"]
-    lines += [f'taskq_feed_deliveries_total{{queue="{q}"}} {hub.delivered}'
-              for q, hub in state.hubs.items()]
+    lines += [f'taskq_feed_deliveries_total{{queue="{q}"}} {readers.delivered(q)}'
+              for q in readers.retired]
+    lines += ["# HELP taskq_feed_readers Queues this server follows for feed clients now.",
+              "# TYPE taskq_feed_readers gauge",
+              f"taskq_feed_readers {len(readers.hubs)}"]
     return PlainTextResponse("\n".join(lines) + "\n",
                              media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -43,7 +43,7 @@ class EventStreamResponse:
         self,
         frames: AsyncIterator[str],
         send_timeout: float,
-        on_close: Callable[[str], None],
+        on_close: Callable[[str], None] | None = None,
     ) -> None:
         self.frames = frames
         self.send_timeout = send_timeout
@@ -62,7 +62,8 @@ class EventStreamResponse:
         elif pump in done and not pump.cancelled():
             log.warning("feed stream ended by an error (the client will resume): %s",
                         pump.exception())
-        self.on_close(reason)
+        if self.on_close is not None:
+            self.on_close(reason)
         if reason != "cut":
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 import redis
@@ -10,43 +9,44 @@ import redis.asyncio as aioredis
 
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.feed.hub import Hub
-from taskq.feed.log import FeedLog
+from taskq.feed.readers import FEED_CONNECTIONS, Readers
 from taskq.feed.stream import StreamSettings
-from taskq.keys import QueueKeys, check_queue_name
+from taskq.keys import check_queue_name
 from taskq.settings import Settings
-
-FEED_CONNECTIONS = 64
 
 
 @dataclass
 class WebState:
     """Built by the lifespan; one sync client for the JSON API (run in threads), one
-    asyncio client for the feed, one hub per queue that has feed clients."""
+    asyncio client for the feed, and the feed's hubs (`readers`)."""
 
     settings: Settings
     client: redis.Redis
     aclient: aioredis.Redis
     stream: StreamSettings
+    readers: Readers
     brokers: dict[str, Broker] = field(default_factory=dict)
-    hubs: dict[str, Hub] = field(default_factory=dict)
-    _hub_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
     def create(cls, settings: Settings) -> WebState:
+        aclient = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+            settings.redis_url,
+            decode_responses=True,
+            socket_connect_timeout=settings.redis_timeout_seconds,
+            # Many feed clients read at once: they wait for a pooled connection rather
+            # than fail with "Too many connections" and end their stream.
+            max_connections=FEED_CONNECTIONS,
+            timeout=settings.redis_timeout_seconds,
+        ))
+        # A ring longer than the log's retention would serve rows Redis has trimmed,
+        # so two servers could answer the same resume differently.
+        ring = min(10_000, settings.events_retention)
         return cls(
             settings=settings,
             client=connect(settings),
-            # Many feed clients read at once: they wait for a pooled connection rather
-            # than fail with "Too many connections" and end their stream.
-            aclient=aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-                settings.redis_url,
-                decode_responses=True,
-                socket_connect_timeout=settings.redis_timeout_seconds,
-                max_connections=FEED_CONNECTIONS,
-                timeout=settings.redis_timeout_seconds,
-            )),
+            aclient=aclient,
             stream=StreamSettings(heartbeat_seconds=settings.feed_heartbeat_seconds),
+            readers=Readers(aclient, ring_size=ring),
         )
 
     def broker(self, queue: str) -> Broker:
@@ -57,20 +57,7 @@ class WebState:
             )
         return self.brokers[queue]
 
-    async def hub(self, queue: str) -> Hub:
-        check_queue_name(queue)
-        async with self._hub_lock:
-            if queue not in self.hubs:
-                # A ring longer than the log's retention would serve rows Redis has
-                # trimmed, so two servers could answer the same resume differently.
-                ring = min(10_000, self.settings.events_retention)
-                hub = Hub(FeedLog(self.aclient, QueueKeys(queue)), ring_size=ring)
-                await hub.start()
-                self.hubs[queue] = hub
-            return self.hubs[queue]
-
     async def close(self) -> None:
-        for hub in self.hubs.values():
-            await hub.stop()
+        await self.readers.close()
         await self.aclient.aclose(close_connection_pool=True)  # it was given a pool
         self.client.close()

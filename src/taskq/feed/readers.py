@@ -1,0 +1,91 @@
+"""The hubs of one server process: one per followed queue, only for queues that exist,
+dropped with their last client, and never more than a fixed number at once."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+import redis.asyncio as aioredis
+
+from taskq.feed.hub import CATCH_UP_READS, Hub
+from taskq.feed.log import FeedLog
+from taskq.keys import QUEUES_KEY, QueueKeys
+
+# Each hub keeps one pooled connection in a blocking XREAD most of the time, and its
+# clients' catch-up reads share one semaphore: with a pool of FEED_CONNECTIONS, the
+# readers, the catch-up reads and the existence checks of new streams never wait on
+# each other for a connection.
+FEED_CONNECTIONS = 64
+MAX_READERS = 16
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a stream gets no hub: its queue does not exist, or too many are followed."""
+
+    reason: Literal["missing", "busy"]
+    queue: str
+
+
+class Readers:
+    """Hands out one hub per queue. A hub is created only for a queue in the
+    `taskq:queues` set, so made-up names cost one SISMEMBER and nothing that lasts; it
+    is stopped when its last client leaves. No lock is held across a Redis call: the
+    hub is registered before it starts, and every client of it waits for its start."""
+
+    def __init__(self, client: aioredis.Redis, ring_size: int, limit: int = MAX_READERS,
+                 catch_up_reads: int = CATCH_UP_READS) -> None:
+        self.client = client
+        self.ring_size = ring_size
+        self.limit = limit
+        self.hubs: dict[str, Hub] = {}
+        self.catch_up = asyncio.Semaphore(catch_up_reads)
+        # Per queue ever followed: events delivered by hubs since stopped, so the
+        # deliveries counter never goes back when a hub is dropped.
+        self.retired: dict[str, int] = {}
+
+    async def acquire(self, queue: str) -> Hub | Refused:
+        """The started hub of `queue`, counted as one more client; `release` it after.
+        Raises what Redis raised when it cannot be asked or the hub cannot start."""
+        hub = self.hubs.get(queue)
+        if hub is None:
+            if not await self.client.sismember(QUEUES_KEY, queue):
+                return Refused("missing", queue)
+            hub = self.hubs.get(queue)  # another client may have started it meanwhile
+        if hub is None:
+            if len(self.hubs) >= self.limit:
+                return Refused("busy", queue)
+            hub = Hub(FeedLog(self.client, QueueKeys(queue)), ring_size=self.ring_size,
+                      catch_up=self.catch_up)
+            hub.begin()
+            self.hubs[queue] = hub
+            self.retired.setdefault(queue, 0)
+        hub.clients += 1
+        try:
+            await hub.ready()
+        except BaseException:
+            await self.release(queue, hub)
+            raise
+        return hub
+
+    async def release(self, queue: str, hub: Hub) -> None:
+        hub.clients -= 1
+        if hub.clients == 0 and self.hubs.get(queue) is hub:
+            del self.hubs[queue]
+            self.retired[queue] += hub.delivered
+            await hub.stop()
+
+    def clients(self, queue: str) -> int:
+        hub = self.hubs.get(queue)
+        return hub.clients if hub else 0
+
+    def delivered(self, queue: str) -> int:
+        hub = self.hubs.get(queue)
+        return self.retired.get(queue, 0) + (hub.delivered if hub else 0)
+
+    async def close(self) -> None:
+        for hub in list(self.hubs.values()):
+            await hub.stop()
+        self.hubs.clear()
