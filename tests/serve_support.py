@@ -38,7 +38,8 @@ WIRE_LINE = re.compile(
 
 
 class Server:
-    """One `taskq serve` process on a free port; `start` waits for /healthz."""
+    """One `taskq serve` process on a free port; `start` waits for /healthz (to say
+    Redis is up, or only to answer when `redis_up` is false)."""
 
     def __init__(self, env: dict[str, str], log: Path, *args: str) -> None:
         self.env, self.log, self.args = env, log, args
@@ -49,24 +50,24 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> Server:
+    def start(self, redis_up: bool = True) -> Server:
         for _ in range(3):  # another process may take the free port before we bind it
             self.port = free_port()
             argv = taskq_command("serve", "--port", str(self.port), *self.args)
             self.process = spawn(argv, self.env, str(self.log))
-            if self._healthy():
+            if self._healthy(200 if redis_up else 503):
                 return self
             stop_all([self.process])
             if "already in use" not in self.log.read_text(errors="replace"):
                 break
         raise AssertionError(f"taskq serve did not come up:\n{self.log.read_text()}")
 
-    def _healthy(self) -> bool:
+    def _healthy(self, status: int) -> bool:
         assert self.process is not None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == status:
                     return True
             except httpx.TransportError:
                 time.sleep(0.05)

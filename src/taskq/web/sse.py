@@ -82,7 +82,7 @@ class EventStreamResponse:
                     log.info("cut a feed client that read nothing for %.0fs", self.send_timeout)
                     return "cut"
         finally:
-            await _aclose(self.frames)
+            await aclose(self.frames)
         return "ended"
 
     @staticmethod
@@ -91,7 +91,7 @@ class EventStreamResponse:
             pass
 
 
-async def _aclose(frames: AsyncIterator[str]) -> None:
+async def aclose(frames: AsyncIterator[str]) -> None:
     close = getattr(frames, "aclose", None)
     if close is not None:
         with contextlib.suppress(Exception):

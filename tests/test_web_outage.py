@@ -1,0 +1,103 @@
+"""`taskq serve` while its Redis is down or restarting: the API answers 503 with JSON,
+the feed answers a 200 stream that tells the client when to come back, and open
+streams ride out a restart. Each test has a Redis of its own, to stop and start."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serve_support import TIMEOUT, FeedStream, Server, enqueue, feed, server_env
+from taskq.broker import Broker
+from taskq.connection import connect
+from taskq.embedded import EmbeddedRedis
+from taskq.settings import Settings
+
+ROUTES = [("GET", "/api/queues"), ("GET", "/api/snapshot"), ("GET", "/api/tasks/t-0"),
+          ("GET", "/api/dlq"), ("POST", "/api/dlq/t-0/retry"), ("GET", "/metrics"),
+          ("GET", "/healthz")]
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(data_dir=tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_queue(own_redis: EmbeddedRedis) -> Iterator[Broker]:
+    client = connect(Settings.from_env({}, redis_url=own_redis.url))
+    yield Broker(client, "outage")
+    client.close()
+
+
+def serve(own_redis: EmbeddedRedis, tmp_path: Path, redis_up: bool = True) -> Server:
+    env = server_env(own_redis, tmp_path, TASKQ_QUEUE="outage")
+    return Server(env, tmp_path / "serve.log").start(redis_up)
+
+
+def assert_unavailable_everywhere(server: Server) -> None:
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT,
+                      headers={"x-taskq-request": "1"}) as http:
+        for method, path in ROUTES:
+            response = http.request(method, path)
+            assert response.status_code == 503, (method, path, response.text)
+            assert response.headers["content-type"] == "application/json"
+        with http.stream("GET", "/events", params={"queue": "outage"}) as response:
+            assert response.status_code == 200
+            stream = FeedStream(response)
+            block = stream.next()
+            with pytest.raises(AssertionError, match="the server ended the stream"):
+                stream.next()
+    assert block.event == "unavailable" and block.retry == "5000", block
+    assert "Redis" in block.body["error"]
+
+
+def test_with_redis_down_the_api_answers_503_and_the_feed_says_when_to_come_back(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
+) -> None:
+    enqueue(own_queue, 1)
+    server = serve(own_redis, tmp_path)
+    try:
+        own_redis.stop()
+        assert_unavailable_everywhere(server)
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_a_server_started_while_redis_is_down_serves_once_it_is_up(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
+) -> None:
+    enqueue(own_queue, 1)
+    own_redis.stop()
+    server = serve(own_redis, tmp_path, redis_up=False)
+    try:
+        assert_unavailable_everywhere(server)
+        own_redis.start()
+        with feed(server, own_queue) as stream:
+            assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_an_open_stream_ends_with_an_unavailable_event_when_redis_goes(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
+) -> None:
+    enqueue(own_queue, 1)
+    server = serve(own_redis, tmp_path)
+    try:
+        with feed(server, own_queue) as stream:
+            assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
+            own_redis.stop()
+            last = stream.until(lambda b: b.event == "unavailable")[-1]
+        assert last.retry == "5000" and not last.id
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log.read_text()
