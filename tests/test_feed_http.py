@@ -222,3 +222,17 @@ def test_a_client_that_stops_reading_is_cut_while_others_get_every_event(
     assert 0 < len(ids) < total
     assert [int(i) for i in ids] == list(range(1, len(ids) + 1))
     wait_for(lambda: metric(server, "taskq_feed_clients", queue) == 0, "no clients left")
+
+
+def test_a_client_with_no_id_on_a_trimmed_log_gets_a_trimmed_gap_then_the_head(
+    server: Server, queue: Broker
+) -> None:
+    short = Broker(queue.client, queue.queue, events_retention=3)
+    enqueue(short, 10)
+    with feed(server, queue) as stream:
+        gap = stream.next()
+        enqueue(queue, 1, "live")
+        live = stream.until(lambda b: b.is_row)[-1]
+    assert gap.event == "gap" and gap.body["reason"] == "trimmed", gap
+    assert (gap.body["requested"], gap.body["head"], gap.seq) == ("", 10, 10)
+    assert (live.seq, live.body["task"]) == (11, "live-0")

@@ -22,6 +22,8 @@ log = logging.getLogger("taskq.feed")
 
 TAIL_BATCH = 1000
 BLOCK_MS = 2000
+RETRY_FIRST_SECONDS = 0.05
+RETRY_MAX_SECONDS = 1.0
 # Clients behind the ring read Redis through a fair (first come, first served) queue,
 # this many at a time: well under the server's connection pool, so the hub's own tail
 # reads and the JSON API always find a connection, and no client waits out the pool's
@@ -118,14 +120,23 @@ class Hub:
         await self._follow()
 
     async def _follow(self) -> None:
+        # A Redis restart takes moments: retry soon, then less often while it lasts,
+        # and say so once per outage rather than once per attempt.
+        pause = 0.0
         while True:
             try:
                 await self._step()
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("feed hub for %r: %s; retrying", self.log.keys.queue, e)
-                await asyncio.sleep(1.0)
+                if not pause:
+                    log.warning("feed hub for %r: %s; retrying", self.log.keys.queue, e)
+                pause = min(RETRY_MAX_SECONDS, (pause * 2) or RETRY_FIRST_SECONDS)
+                await asyncio.sleep(pause)
+                continue
+            if pause:
+                log.warning("feed hub for %r: reading the log again", self.log.keys.queue)
+                pause = 0.0
 
     async def _step(self) -> None:
         result = await self.log.read(self.tail, TAIL_BATCH)

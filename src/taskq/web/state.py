@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from taskq.broker import Broker
 from taskq.connection import connect
@@ -37,6 +39,12 @@ class WebState:
             # than fail with "Too many connections" and end their stream.
             max_connections=FEED_CONNECTIONS,
             timeout=settings.redis_timeout_seconds,
+            # After a Redis restart every pooled connection is dead: each fails once on
+            # its next use and is reconnected and retried at once (every feed command is
+            # a read: a read-only script, XREAD or SISMEMBER), so a restart neither ends
+            # a stream nor pauses a reader.
+            retry=Retry(NoBackoff(), 1),
+            retry_on_error=[redis.ConnectionError],
         ))
         # A ring longer than the log's retention would serve rows Redis has trimmed,
         # so two servers could answer the same resume differently.
