@@ -6,9 +6,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
 
 import httpx
+import pytest
 import redis
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed, wait_for
 from taskq.broker import Broker
@@ -102,3 +107,105 @@ def test_the_number_of_readers_is_bounded_and_a_stream_past_it_is_told_to_come_b
     assert refused.event == "unavailable" and refused.retry == "5000"
     assert str(MAX_READERS) in refused.body["error"]
     wait_for(lambda: readers(server) == 0, "every reader to go with its last client")
+
+
+# -- query parameters ----------------------------------------------------------------
+
+BAD_LIMITS = ["0", "-1", "abc", "1e3", "", "99999999999999999999", "1001", " 5", "+5",
+              "5.0", "0x10", "\u0661\u0662"]
+
+
+@pytest.mark.parametrize("value", BAD_LIMITS)
+def test_a_snapshot_limit_that_is_not_a_number_in_range_is_a_400_naming_it(
+    server: Server, queue: Broker, value: str
+) -> None:
+    response = httpx.get(f"{server.url}/api/snapshot", timeout=TIMEOUT,
+                         params={"queue": queue.queue, "limit": value})
+    assert response.status_code == 400, response.text
+    assert response.json() == {
+        "error": f"limit={value!r} is not accepted: expected a whole number from 1 to 1000",
+        "parameter": "limit", "value": value, "accepted": "a whole number from 1 to 1000"}
+
+
+def test_a_snapshot_limit_bounds_each_list(server: Server, queue: Broker) -> None:
+    for i in range(3):
+        queue.enqueue(f"later-{i}", delay=3600)
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as http:
+        one = http.get("/api/snapshot", params={"queue": queue.queue, "limit": "1"}).json()
+        most = http.get("/api/snapshot", params={"queue": queue.queue, "limit": "1000"}).json()
+    assert (len(one["delayed"]), len(most["delayed"])) == (1, 3)
+    assert one["counts"]["delayed"] == 3
+
+
+def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
+    for path in ("/api/snapshot", "/api/dlq", "/api/tasks/x", "/events"):
+        response = httpx.get(f"{server.url}{path}", params={"queue": "../etc"},
+                             timeout=TIMEOUT)
+        assert response.status_code == 400, (path, response.text)
+        assert (response.json()["parameter"], response.json()["value"]) == ("queue", "../etc")
+
+
+# -- nothing a client sends gives a 500 --------------------------------------------
+
+PATHS = ["/", "/api/queues", "/api/snapshot", "/api/tasks/x", "/api/dlq", "/metrics",
+         "/healthz", "/static/app.js", "/static/../../../etc/passwd", "/static/%2e%2e/x",
+         "/api/tasks/" + "a" * 5000, "/api/tasks/%00", "/api/tasks/%F0%9F%9A%80",
+         "/api/tasks/%ff%fe", "/api/dlq/%00/retry", "/api/dlq/" + "b" * 5000 + "/retry",
+         "/nope", "//api/queues", "/api/queues/"]
+QUERIES = ["", "queue=", "queue=no such!", "queue=" + "q" * 500, "queue=%00", "queue=%ff",
+           "limit=-1", "limit=1e3", "limit=99999999999999999999", "limit=%00",
+           "last_event_id=%ff%fe", "token=x", "token=" + "t" * 5000, "queue=a&queue=b",
+           "%zz=1", "a=%", "queue=web&limit=&limit=5"]
+METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"]
+HEADERS: list[dict[str, str | bytes]] = [
+    {}, {"cookie": "taskq_token=%00; =; ;;; a"}, {"cookie": '"' * 100},
+    {"authorization": "Bearer"}, {"authorization": "Basic Zm9vOmJhcg=="},
+    {"authorization": "Bearer " + "x" * 5000}, {"last-event-id": "\u00ff".encode() * 100},
+    {"origin": "null", "x-taskq-request": "1"}, {"origin": "http://[::1", "x-taskq-request": "1"},
+    {"x-taskq-request": "1", "content-type": "application/json"},
+    {"accept": "text/event-stream"}, {"range": "bytes=-1"},
+]
+
+
+def status_of(http: httpx.Client, method: str, url: str,
+              headers: dict[str, str | bytes] | None = None) -> int | str:
+    try:
+        return http.request(method, url, headers=headers).status_code
+    except httpx.TransportError as e:  # a 500 may drop the connection: a failure too
+        return repr(e)
+
+
+def test_no_method_path_query_or_header_gets_a_500(server: Server, secured: Server) -> None:
+    failures = []
+    for target in (server, secured):
+        with httpx.Client(base_url=target.url, timeout=TIMEOUT) as http:
+            for path in PATHS:
+                for query in QUERIES:
+                    for method in METHODS:
+                        url = f"{path}?{query}" if query else path
+                        status = status_of(http, method, url)
+                        if not isinstance(status, int) or status >= 500:
+                            failures.append((target.url, method, url[:80], status))
+                for headers in HEADERS:
+                    method = "POST" if "retry" in path else "GET"
+                    status = status_of(http, method, path, headers)
+                    if not isinstance(status, int) or status >= 500:
+                        failures.append((target.url, path[:80], headers, status))
+    assert failures == []
+    assert server.alive() and secured.alive()
+
+
+@given(path=st.sampled_from(["/api/snapshot", "/api/dlq", "/api/tasks/{}", "/api/queues"]),
+       task_id=st.text(min_size=1, max_size=300),
+       params=st.dictionaries(st.sampled_from(["queue", "limit", "last_event_id", "token"]),
+                              st.text(max_size=300)))
+@hypothesis_settings(max_examples=150, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_query_string_or_task_id_gets_a_500(
+    server: Server, path: str, task_id: str, params: dict[str, str]
+) -> None:
+    url = server.url + path.format(quote(task_id, safe=""))
+    response = httpx.get(url, params=params, timeout=TIMEOUT)
+    assert response.status_code < 500, (url, params, response.text)
+    if response.status_code == 400:
+        assert response.json()["error"]

@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from taskq.feed.cursor import Cursor
-from taskq.keys import check_queue_name
 from taskq.snapshot import queue_names, take_snapshot
+from taskq.web.params import SNAPSHOT_LIMIT, int_param, queue_param
 from taskq.web.state import WebState
 
 
@@ -20,7 +20,7 @@ def state_of(request: Request) -> WebState:
 
 
 def queue_of(request: Request) -> str:
-    return check_queue_name(request.query_params.get("queue") or state_of(request).settings.queue)
+    return queue_param(request, state_of(request).settings.queue)
 
 
 def not_found(message: str) -> JSONResponse:
@@ -38,7 +38,7 @@ def snapshot(request: Request) -> JSONResponse:
     """The queue now, and `position`: the feed id of the last event this view reflects,
     so a page can follow `/events?last_event_id=<position>` with no gap or repeat."""
     broker = state_of(request).broker(queue_of(request))
-    snap = take_snapshot(broker, limit=int(request.query_params.get("limit", "50")))
+    snap = take_snapshot(broker, limit=int_param(request, "limit", 50, SNAPSHOT_LIMIT))
     position = Cursor(snap.epoch, snap.seq, str(snap.last_ts)).wire_id if snap.seq else ""
     body: dict[str, Any] = asdict(snap)
     body["position"] = position

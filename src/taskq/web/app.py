@@ -20,6 +20,7 @@ from taskq.web import api
 from taskq.web.auth import AccessControl
 from taskq.web.events import EventsEndpoint
 from taskq.web.metrics import metrics
+from taskq.web.params import BadParameter
 from taskq.web.state import WebState
 
 log = logging.getLogger("taskq.web")
@@ -34,6 +35,11 @@ async def index(request: Request) -> Response:
 
 async def invalid_task(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": str(exc)}, status_code=400)
+
+
+async def bad_parameter(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BadParameter)
+    return JSONResponse(exc.body, status_code=400)
 
 
 async def redis_unavailable(request: Request, exc: Exception) -> Response:
@@ -67,6 +73,7 @@ def create_app(settings: Settings) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={InvalidTaskError: invalid_task,
+                                        BadParameter: bad_parameter,
                                         BrokerError: redis_unavailable,
                                         redis.RedisError: redis_unavailable})
     app.add_middleware(AccessControl, token=settings.api_token)

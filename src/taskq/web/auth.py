@@ -76,7 +76,11 @@ def _same_site_write(headers: dict[bytes, bytes]) -> bool:
     origin = headers.get(b"origin")
     if origin is None:
         return True
-    return urlsplit(origin.decode("latin-1")).netloc == headers.get(b"host", b"").decode("latin-1")
+    try:
+        netloc = urlsplit(origin.decode("latin-1")).netloc
+    except ValueError:  # e.g. an unclosed IPv6 bracket: not our origin
+        return False
+    return netloc == headers.get(b"host", b"").decode("latin-1")
 
 
 async def _login(send: Send, token: str, secure: bool) -> None:

@@ -1,0 +1,49 @@
+"""The web routes' query parameters, checked: a bad one is a 400 that names it, its
+value and what is accepted, never a 500."""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import Request
+
+from taskq.errors import TaskqError
+from taskq.keys import QUEUE_NAME
+
+DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
+MAX_ECHO = 120
+SNAPSHOT_LIMIT = (1, 1000)
+QUEUE_RULE = "1-100 letters, digits, '_', '.' or '-', starting with a letter or digit"
+
+
+class BadParameter(TaskqError):
+    """Raised when a query parameter of a web route has a value the route cannot take."""
+
+    def __init__(self, name: str, value: str, accepted: str) -> None:
+        self.name, self.value, self.accepted = name, value[:MAX_ECHO], accepted
+        super().__init__(f"{name}={self.value!r} is not accepted: expected {accepted}")
+
+    @property
+    def body(self) -> dict[str, str]:
+        return {"error": str(self), "parameter": self.name, "value": self.value,
+                "accepted": self.accepted}
+
+
+def queue_param(request: Request, default: str) -> str:
+    raw = request.query_params.get("queue")
+    if raw is None or raw == "":
+        return default
+    if not QUEUE_NAME.fullmatch(raw):
+        raise BadParameter("queue", raw, f"a queue name: {QUEUE_RULE}")
+    return raw
+
+
+def int_param(request: Request, name: str, default: int, bounds: tuple[int, int]) -> int:
+    """The whole number `name` in `bounds` (inclusive), written in plain ASCII digits."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    low, high = bounds
+    if not DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+        raise BadParameter(name, raw, f"a whole number from {low} to {high}")
+    return int(raw)
