@@ -261,3 +261,30 @@ def test_a_purged_dead_task_leaves_the_dlq(page: Page, server: Server, queue: Br
     expect(rows(page, "dlq-row")).to_have_count(0)
     expect(by_id(page, "count-dead")).to_have_text("0")
     expect(page.locator("[data-testid=event-row][data-type=purged]")).to_have_count(1)
+
+
+def test_a_cookie_of_another_app_does_not_lock_the_page_out(
+    browser: Browser, env: dict[str, str], tmp_path: Path, queue: Broker
+) -> None:
+    token = "dashboard-test-token-42"
+    secured = Server(dict(env, TASKQ_API_TOKEN=token), tmp_path / "secured.log")
+    secured.start()
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    try:
+        queue.enqueue("one")
+        tab = context.new_page()
+        tab.goto(f"{secured.url}/?token={token}")
+        expect(by_id(tab, "conn-state")).to_have_attribute("data-state", "live")
+        # Cookies are shared by every port of a host; this one is not a valid
+        # `name=value` for Python's SimpleCookie, which then dropped the whole header.
+        tab.evaluate("document.cookie = 'pref=dark mode; path=/'")
+        queue.enqueue("two")
+        tab.reload()
+        expect(by_id(tab, "conn-state")).to_have_attribute("data-state", "live")
+        expect(by_id(tab, "count-ready")).to_have_text("2")
+        cookies = {c["name"]: c["value"] for c in context.cookies()}
+        assert cookies == {"taskq_token": token, "pref": "dark mode"}
+    finally:
+        context.close()
+        secured.stop()

@@ -50,6 +50,21 @@ def test_opening_the_page_with_the_token_sets_a_cookie_that_opens_the_feed(
         assert stale.status_code == 401
 
 
+def test_the_token_cookie_works_beside_cookies_of_other_apps(
+    secured: Server, queue: Broker
+) -> None:
+    """Other apps on this host (any port) add their cookies, some unquoted with spaces."""
+    enqueue(queue, 1)
+    others = [f"pref=dark mode; taskq_token={TOKEN}", f'a="b; taskq_token={TOKEN}; c=d e',
+              f"taskq_token={TOKEN}; x=[y]; z=\"", f"session=; taskq_token={TOKEN};"]
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        for cookie in others:
+            response = http.get("/api/queues", headers={"cookie": cookie})
+            assert response.status_code == 200, (cookie, response.text)
+    with feed(secured, queue, headers={"cookie": others[0]}) as stream:
+        assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
+
+
 def test_writes_need_the_request_header_and_the_same_origin(
     secured: Server, queue: Broker
 ) -> None:

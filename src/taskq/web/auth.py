@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hmac
 import json
-from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlsplit
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 COOKIE = "taskq_token"
@@ -61,13 +61,10 @@ def _bearer(headers: dict[bytes, bytes]) -> str:
 
 
 def _cookie(headers: dict[bytes, bytes]) -> str:
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(headers.get(b"cookie", b"").decode("latin-1"))
-    except Exception:
-        return ""
-    morsel = jar.get(COOKIE)
-    return morsel.value if morsel else ""
+    # Starlette's parser reads cookies as browsers send them: SimpleCookie drops the
+    # whole header at the first cookie it cannot parse (`pref=dark mode`), and cookies
+    # set by any other app on this host (any port) arrive here too.
+    return cookie_parser(headers.get(b"cookie", b"").decode("latin-1")).get(COOKIE, "")
 
 
 def _same_site_write(headers: dict[bytes, bytes]) -> bool:
