@@ -176,3 +176,48 @@ def test_metrics_has_the_documented_names_and_counts(server: Server, queue: Brok
     assert clients == 1
     delivered = metric(server, "taskq_feed_deliveries_total", queue)
     assert delivered is not None and delivered >= 8
+
+
+# -- the Host check (DNS rebinding) --------------------------------------------------
+
+
+def test_only_loopback_names_are_served_by_default(server: Server, queue: Broker) -> None:
+    enqueue(queue, 1)
+    port = server.port
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT,
+                      params={"queue": queue.queue}) as http:
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "LOCALHOST"):
+            assert http.get("/api/snapshot", headers={"host": host}).status_code == 200, host
+        for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.nip.io:{port}",
+                     "localhost.attacker.example", "", f"[::2]:{port}"):
+            for method, path in (("GET", "/api/snapshot"), ("GET", "/"), ("GET", "/events"),
+                                 ("POST", "/api/dlq/x/retry"), ("GET", "/metrics")):
+                response = http.request(method, path, headers={
+                    "host": host, "x-taskq-request": "1", "origin": f"http://{host}"})
+                assert response.status_code == 421, (host, path)
+                assert "TASKQ_ALLOWED_HOSTS" in response.json()["error"]
+        assert http.get("/healthz", headers={"host": "prober.internal"}).status_code == 200
+
+
+def test_allowed_hosts_come_from_the_environment_and_the_option(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    env = server_env(redis_server, tmp_path, TASKQ_ALLOWED_HOSTS="dash.example.com, Proxy.Example")
+    serve = Server(env, tmp_path / "serve.log", "--allowed-host", "other.example").start()
+    try:
+        with httpx.Client(base_url=serve.url, timeout=TIMEOUT) as http:
+            for host in ("dash.example.com", "proxy.example:443", "other.example:8080"):
+                assert http.get("/api/queues", headers={"host": host}).status_code == 200, host
+            assert http.get("/api/queues", headers={"host": "evil.example"}).status_code == 421
+    finally:
+        serve.stop()
+
+
+def test_a_bad_allowed_host_is_refused_at_start(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    env = server_env(redis_server, tmp_path)
+    argv = taskq_command("serve", "--port", str(free_port()), "--allowed-host", "a b/c")
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done
+    assert "--allowed-host: 'a b/c' is not a host name" in done.stderr

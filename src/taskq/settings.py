@@ -47,6 +47,7 @@ class Settings:
     dead_ttl_seconds: float = limits.DEAD_TTL.default
     redis_server: str = ""
     api_token: str = ""
+    allowed_hosts: str = ""
     feed_heartbeat_seconds: float = limits.FEED_HEARTBEAT.default
     feed_send_timeout_seconds: float = limits.FEED_SEND_TIMEOUT.default
     redis_cluster: bool = False
@@ -191,6 +192,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "redis_server": ("REDIS_SERVER", str),
     "redis_cluster": ("TASKQ_REDIS_CLUSTER", _flag),
     "api_token": ("TASKQ_API_TOKEN", str),
+    "allowed_hosts": ("TASKQ_ALLOWED_HOSTS", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
 }

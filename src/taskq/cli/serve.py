@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import re
 
@@ -12,6 +13,7 @@ from taskq.cli.common import add_queue_argument, settings_from
 from taskq.connection import check_url
 from taskq.errors import ConfigError
 from taskq.web.app import create_app
+from taskq.web.hosts import allowed_names
 
 HELP = "serve the web dashboard, the live SSE feed, the JSON API and /metrics"
 
@@ -21,6 +23,9 @@ TOKEN = re.compile(r"[A-Za-z0-9._~\-]{8,256}")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a name clients reach this server by, besides the loopback "
+                             "names and --host (repeatable; adds to TASKQ_ALLOWED_HOSTS)")
     add_queue_argument(parser)
 
 
@@ -46,11 +51,15 @@ def check_exposure(host: str, token: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    if args.allowed_host:
+        hosts = ",".join([settings.allowed_hosts, *args.allowed_host]).strip(",")
+        settings = dataclasses.replace(settings, allowed_hosts=hosts)
     check_exposure(args.host, settings.api_token)
     # Refused here, on one line; a Redis that is down is waited for by the server instead.
     check_url(settings.redis_url)
+    allowed_names(args.host, settings.allowed_hosts.split(","))  # a bad name fails here
     print(f"taskq dashboard on http://{args.host}:{args.port}/ (queue {settings.queue!r})",
           flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning",
-                timeout_graceful_shutdown=2)
+    uvicorn.run(create_app(settings, args.host), host=args.host, port=args.port,
+                log_level="warning", timeout_graceful_shutdown=2)
     return 0

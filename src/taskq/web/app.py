@@ -19,6 +19,7 @@ from taskq.settings import Settings
 from taskq.web import api
 from taskq.web.auth import AccessControl
 from taskq.web.events import EventsEndpoint
+from taskq.web.hosts import AllowedHosts, allowed_names
 from taskq.web.metrics import metrics
 from taskq.web.params import BadParameter
 from taskq.web.state import WebState
@@ -50,7 +51,8 @@ async def redis_unavailable(request: Request, exc: Exception) -> Response:
                         headers={"retry-after": "5"})
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
+    """The app for `taskq serve` bound to `host`, which its Host check accepts."""
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.web = WebState.create(settings)
@@ -77,4 +79,6 @@ def create_app(settings: Settings) -> Starlette:
                                         BrokerError: redis_unavailable,
                                         redis.RedisError: redis_unavailable})
     app.add_middleware(AccessControl, token=settings.api_token)
+    app.add_middleware(AllowedHosts,
+                       names=allowed_names(host, settings.allowed_hosts.split(",")))
     return app
