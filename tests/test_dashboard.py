@@ -98,9 +98,19 @@ def page(browser: Browser, server: Server) -> Iterator[Page]:
     tab = context.new_page()
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
+    watch_csp(tab, errors)
     yield tab
     context.close()
-    assert errors == [], f"script errors on the page: {errors}"
+    assert errors == [], f"script errors or CSP violations on the page: {errors}"
+
+
+def watch_csp(tab: Page, errors: list[str]) -> None:
+    """Report every Content-Security-Policy violation on `tab` into `errors`."""
+    tab.add_init_script("document.addEventListener('securitypolicyviolation', e => "
+                        "console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`))")
+    tab.on("console", lambda message: errors.append(message.text)
+           if "CSP violation" in message.text or "Content Security Policy" in message.text
+           else None)
 
 
 @pytest.fixture
@@ -135,6 +145,9 @@ def event_seqs(page: Page) -> list[int]:
 def test_page_shows_queued_tasks(page: Page, server: Server, queue: Broker) -> None:
     for i in range(5):
         queue.enqueue(f"queued-{i}")
+    response = page.goto(f"{server.url}/?queue={QUEUE}")
+    assert response is not None
+    assert "script-src 'self'" in response.headers["content-security-policy"]
     open_dashboard(page, server)
     expect(by_id(page, "count-ready")).to_have_text("5")
     for kind in ("leased", "delayed", "dead"):

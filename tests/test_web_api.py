@@ -221,3 +221,42 @@ def test_a_bad_allowed_host_is_refused_at_start(
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done
     assert "--allowed-host: 'a b/c' is not a host name" in done.stderr
+
+
+# -- methods and security headers ----------------------------------------------------
+
+
+def test_the_feed_is_get_only(server: Server, queue: Broker) -> None:
+    with httpx.Client(base_url=server.url, timeout=httpx.Timeout(5.0)) as http:
+        for method in ("HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"):
+            response = http.request(method, "/events", params={"queue": queue.queue},
+                                    headers={"x-taskq-request": "1"})
+            assert response.status_code == 405, (method, response.text)
+            assert response.headers["allow"] == "GET"
+            assert "text/event-stream" not in response.headers.get("content-type", "")
+
+
+SECURITY_HEADERS = {
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+def test_every_response_carries_the_security_headers(
+    server: Server, secured: Server, queue: Broker
+) -> None:
+    responses = []
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as http:
+        for path in ("/", "/static/app.js", "/api/queues", "/healthz", "/metrics", "/nope"):
+            responses.append(http.get(path))
+        responses.append(http.get("/api/snapshot", headers={"host": "evil.example"}))
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        responses.append(http.get("/api/queues"))  # 401
+    with feed(server, queue) as stream:
+        responses.append(stream.response)
+    for response in responses:
+        for name, value in SECURITY_HEADERS.items():
+            assert response.headers.get(name) == value, (response.url, name)
+        csp = response.headers.get("content-security-policy", "")
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, response.url

@@ -19,6 +19,7 @@ from taskq.settings import Settings
 from taskq.web import api
 from taskq.web.auth import AccessControl
 from taskq.web.events import EventsEndpoint
+from taskq.web.headers import SecurityHeaders
 from taskq.web.hosts import AllowedHosts, allowed_names
 from taskq.web.metrics import metrics
 from taskq.web.params import BadParameter
@@ -81,4 +82,5 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
     app.add_middleware(AccessControl, token=settings.api_token)
     app.add_middleware(AllowedHosts,
                        names=allowed_names(host, settings.allowed_hosts.split(",")))
+    app.add_middleware(SecurityHeaders)
     return app

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import redis
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from taskq.errors import BrokerError
@@ -37,6 +37,11 @@ class EventsEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        if request.method != "GET":
+            response = JSONResponse({"error": f"{request.method} /events: the feed is GET only"},
+                                    status_code=405, headers={"allow": "GET"})
+            await response(scope, receive, send)
+            return
         state = api.state_of(request)
         queue = api.queue_of(request)
         raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
