@@ -81,7 +81,7 @@ class Client:
         self.connections += 1
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
         resume = f"Last-Event-ID: {self.last_id}\r\n" if self.last_id else ""
-        writer.write(f"GET /events?queue={QUEUE} HTTP/1.0\r\nHost: soak\r\n{resume}\r\n"
+        writer.write(f"GET /events?queue={QUEUE} HTTP/1.0\r\nHost: 127.0.0.1\r\n{resume}\r\n"
                      .encode())
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
