@@ -221,7 +221,11 @@ def read_step(c: Constants, s: F, reached: str = "current") -> Iterator[tuple[st
     if m == 0:
         return
     for n in range(m + 1):
-        if n < m and s.drops >= c.max_drops:
+        # ReadRows' guard `n = ToRead \/ drops < MAX_DROPS` is a disjunction, and TLC
+        # explores each disjunct that holds: the full read is generated twice while a
+        # drop is still allowed (one distinct state, two in "states generated").
+        ways = (n == m) + (s.drops < c.max_drops)
+        if not ways:
             continue
         rows = frozenset((e, x) for x in range(s.cursor + 1, s.cursor + n + 1))
         delivered = s._replace(
@@ -233,7 +237,9 @@ def read_step(c: Constants, s: F, reached: str = "current") -> Iterator[tuple[st
             lost=False if n > 0 and s.cEpoch == 0 else s.lost,
         )
         if n == m:
-            yield f"(n={n})/all", delivered._replace(said=reached if m < c.batch else "")
+            full = delivered._replace(said=reached if m < c.batch else "")
+            for _ in range(ways):
+                yield f"(n={n})/all", full
         else:
             yield f"(n={n})/dropped", delivered._replace(open=False, drops=s.drops + 1, said="")
 
