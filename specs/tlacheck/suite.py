@@ -50,18 +50,38 @@ class Expect:
 
 @dataclass(frozen=True)
 class Figures:
-    """Counters TLC printed for this check, as a seed reports them; None if not stated."""
+    """TLC's closing counters for this check, as `source` printed them; None if not stated.
+
+    `left` is TLC's "states left on queue". Both checkers are held to these figures:
+    tlacheck by `Check.run`, TLC itself by `python -m specs.tlc`.
+    """
 
     source: str
     distinct: int | None = None
     generated: int | None = None
     depth: int | None = None
+    left: int | None = None
 
     def mismatches(self, result: Result[Any]) -> list[str]:
-        wanted = {"distinct": self.distinct, "generated": self.generated, "depth": self.depth}
-        got = {"distinct": result.distinct, "generated": result.generated, "depth": result.depth}
+        return self.differences(
+            {
+                "distinct": result.distinct,
+                "generated": result.generated,
+                "depth": result.depth,
+                "left": result.queued,
+            }
+        )
+
+    def differences(self, got: dict[str, int]) -> list[str]:
+        """`got`'s counters (named as the fields) that differ from these figures."""
+        wanted = {
+            "distinct": self.distinct,
+            "generated": self.generated,
+            "depth": self.depth,
+            "left": self.left,
+        }
         return [
-            f"{key} {got[key]} != TLC's {value}"
+            f"{key} {got[key]} != {self.source}'s {value}"
             for key, value in wanted.items()
             if value is not None and got[key] != value
         ]
@@ -72,6 +92,8 @@ class Figures:
             parts.append(f"{self.distinct} distinct")
         if self.depth is not None:
             parts.append(f"depth {self.depth}")
+        if self.left is not None:
+            parts.append(f"{self.left} left")
         return ", ".join(parts)
 
 
