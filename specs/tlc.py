@@ -101,7 +101,7 @@ def java() -> str:
     return found
 
 
-def _java(workdir: Path, main: str, *args: str) -> str:
+def java_run(workdir: Path, main: str, *args: str) -> str:
     # java.io.tmpdir: TLC extracts its standard modules there; keep them in the copy.
     command = [java(), "-XX:+UseParallelGC", f"-Djava.io.tmpdir={workdir}", "-cp", str(jar())]
     done = subprocess.run(
@@ -123,7 +123,7 @@ def stage(check: Check, root: Path, workdir: Path) -> tuple[str, str]:
 
 def sany(spec: str, workdir: Path) -> None:
     """Parse and check `spec` (and what it EXTENDS) with SANY; raise on any error."""
-    output = _java(workdir, "tla2sany.SANY", spec)
+    output = java_run(workdir, "tla2sany.SANY", spec)
     if _SANY_ERRORS.search(output):
         raise TlcFailed(f"SANY rejects {spec}:\n{output.strip()}")
 
@@ -157,7 +157,7 @@ def run(check: Check, root: Path) -> TlcRun:
         flags = ["-workers", "1", "-metadir", str(workdir / "states"), "-config", config]
         if not deadlock:
             flags.append("-deadlock")
-        output = _java(workdir, "tlc2.TLC", *flags, spec)
+        output = java_run(workdir, "tlc2.TLC", *flags, spec)
     return parse(output, properties)
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from taskq.tlatrace import read_log
+
 pytestmark = pytest.mark.processes
 
 
@@ -41,3 +43,6 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     assert "# taskq chaos report: PASSED" in report
     assert "Nothing acknowledged was lost." in report
     assert "| seed | 5 |" in report
+    # The whole event log stays behind for TLC's trace validation.
+    events = read_log(tmp_path / "run" / "events.jsonl")
+    assert {f["type"] for _, f in events} >= {"enqueued", "leased", "completed"}

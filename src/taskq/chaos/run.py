@@ -28,6 +28,8 @@ from taskq.errors import BrokerError
 from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings
+from taskq.tlatrace import write_log
+from taskq.tracecheck import read_log
 
 log = logging.getLogger("taskq.chaos")
 QUEUE = "chaos"
@@ -126,6 +128,8 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     crashes = sum(f.kind == "redis-crash" for f in injector.faults)
     result.findings = run_checks(client, broker, produced, ledger, options.guard,
                                  options.appendfsync, crashes)
+    # Kept for TLC's trace validation: `python -m specs.tlctrace <workdir>/events.jsonl`.
+    write_log(read_log(client, broker.keys.events), options.workdir / "events.jsonl")
     _recoveries(result)
     return result
 

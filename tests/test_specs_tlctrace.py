@@ -1,0 +1,122 @@
+"""TLC's trace validation: the event log of real broker calls is a behaviour of TaskQueue,
+and the same log doctored (a stale ack, a lease of a task not yet due, a second
+completion, a reap without a bump) is rejected at the doctored entry."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from specs import tlctrace
+
+from taskq import tlatrace
+from taskq.broker import Broker
+from taskq.tracecheck import read_log
+from waiting import wait_until
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("java") is None,
+    reason="TLC needs Java 17 on PATH (Debian: apt-get install default-jre-headless)",
+)
+
+Log = list[tuple[int, dict[str, str]]]
+MAX_RETRIES = 1
+
+
+def run_scenario(broker: Broker) -> None:
+    """Three tasks through every logged operation; ids are leased one at a time."""
+    broker.enqueue("a", max_retries=MAX_RETRIES)
+    assert broker.lease("w1", 10) == ("a", 1)
+    assert broker.heartbeat("a", 1, 10)
+    assert broker.ack("a", 1)
+
+    # b: the lease runs out and is reaped (token 2), then leased again (token 3);
+    # the first holder's late ack is refused and writes no event.
+    broker.enqueue("b", max_retries=MAX_RETRIES)
+    assert broker.lease("w1", 0.05) == ("b", 1)
+    time.sleep(0.1)
+    assert broker.reap(backoff_base=0.01, backoff_max=0.02)
+    wait_until(lambda: broker.promote() == ["b"], what="b promoted")
+    assert broker.lease("w2", 10) == ("b", 3)
+    assert not broker.ack("b", 1)
+    assert broker.ack("b", 3)
+
+    # c: delayed, failed into delayed, released, failed into the DLQ, revived, acked.
+    broker.enqueue("c", delay=0.05, max_retries=MAX_RETRIES)
+    wait_until(lambda: broker.promote() == ["c"], what="c promoted")
+    assert broker.lease("w1", 10) == ("c", 1)
+    broker.fail("c", 1, "boom", backoff_base=0.01, backoff_max=0.02)
+    wait_until(lambda: broker.promote() == ["c"], what="c promoted again")
+    assert broker.lease("w1", 10) == ("c", 2)
+    assert broker.release("c", 2)
+    assert broker.lease("w2", 10) == ("c", 3)
+    broker.fail("c", 3, "boom again")
+    assert broker.retry_dead("c")
+    assert broker.lease("w2", 10) == ("c", 4)
+    assert broker.ack("c", 4)
+
+
+@pytest.fixture
+def real_log(broker: Broker, client: redis.Redis) -> Log:
+    run_scenario(broker)
+    return read_log(client, broker.keys.events)
+
+
+def validate(events: Log, tmp_path: Path) -> tlctrace.Verdict:
+    return tlctrace.check(tlatrace.per_task(events), MAX_RETRIES, tmp_path)
+
+
+def index(events: Log, task: str, kind: str, nth: int = 0) -> int:
+    return [n for n, (_, f) in enumerate(events) if (f["task"], f["type"]) == (task, kind)][nth]
+
+
+def test_the_log_of_real_broker_calls_is_a_behaviour_of_task_queue(
+    real_log: Log, tmp_path: Path
+) -> None:
+    verdict = validate(real_log, tmp_path)
+    assert verdict.accepted, str(verdict)
+    assert verdict.traces == 3
+
+
+def test_an_ack_with_a_stale_token_is_rejected(real_log: Log, tmp_path: Path) -> None:
+    at = index(real_log, "b", "completed")
+    real_log[at][1]["token"] = "1"
+    verdict = validate(real_log, tmp_path)
+    assert not verdict.accepted and verdict.task == "b"
+    assert 'type |-> "completed"' in verdict.reason
+
+
+def test_a_lease_of_a_delayed_task_never_promoted_is_rejected(
+    real_log: Log, tmp_path: Path
+) -> None:
+    del real_log[index(real_log, "c", "promoted")]
+    verdict = validate(real_log, tmp_path)
+    assert (verdict.accepted, verdict.task, verdict.entry) == (False, "c", 2)
+    assert 'type |-> "leased"' in verdict.reason
+
+
+def test_a_promotion_before_the_run_at_is_rejected(real_log: Log, tmp_path: Path) -> None:
+    enqueued = real_log[index(real_log, "c", "enqueued")][1]
+    real_log[index(real_log, "c", "promoted")][1]["ts"] = str(int(enqueued["at"]) - 1)
+    verdict = validate(real_log, tmp_path)
+    assert (verdict.accepted, verdict.task) == (False, "c")
+    assert 'type |-> "tick"' in verdict.reason
+
+
+def test_a_task_completed_twice_is_rejected(real_log: Log, tmp_path: Path) -> None:
+    at = index(real_log, "a", "completed")
+    real_log.insert(at + 1, real_log[at])
+    verdict = validate(real_log, tmp_path)
+    assert (verdict.accepted, verdict.task) == (False, "a")
+
+
+def test_a_reap_that_does_not_bump_the_token_is_rejected(
+    real_log: Log, tmp_path: Path
+) -> None:
+    real_log[index(real_log, "b", "reaped")][1]["token"] = "1"
+    verdict = validate(real_log, tmp_path)
+    assert (verdict.accepted, verdict.task) == (False, "b")
+    assert 'type |-> "reaped"' in verdict.reason
