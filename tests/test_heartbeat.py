@@ -16,9 +16,17 @@ from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.settings import Settings
 from taskq.worker.heartbeat import Cadence, Heartbeat
+from taskq.worker.slots import Slots
 from test_broker_heartbeat import evalsha_calls, hold
 from waiting import event_types, wait_until
 from worker_support import WorkerThread
+
+
+def holding(*contexts: TaskContext) -> Slots:
+    slots = Slots(len(contexts) or 1)
+    for context in contexts:
+        slots.hold(context)
+    return slots
 
 
 def context_of(broker: Broker, task_id: str, token: int) -> TaskContext:
@@ -49,7 +57,7 @@ class TestBeat:
         broker.heartbeat("a", contexts[0].token, 10)  # loads the script
         calls = evalsha_calls(client)
         before = [c.confirmed_at for c in contexts]
-        Heartbeat(broker, 10, lambda: contexts).beat()
+        Heartbeat(broker, 10, holding(*contexts)).beat()
         assert evalsha_calls(client) == calls + 1
         assert all(c.confirmed_at > b for c, b in zip(contexts, before, strict=True))
         assert not any(c.lease_lost for c in contexts)
@@ -62,25 +70,30 @@ class TestBeat:
         client.hincrby(broker.keys.task("a"), "fencing_token", 1)
         settled.finished = True
         seen = len(events(client, broker.keys))
-        Heartbeat(broker, 10, lambda: [stale, fresh, settled]).beat()
+        Heartbeat(broker, 10, holding(stale, fresh, settled)).beat()
         assert stale.lease_lost and not fresh.lease_lost and not settled.lease_lost
         assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
 
     def test_the_thread_outlives_an_error_in_a_beat(self, broker: Broker) -> None:
         (a, token), = hold(broker, "a", seconds=0.5)
-        calls = 0
+        renewed = 0
 
-        def in_hand() -> list[TaskContext]:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise OverflowError("a bug in one beat")
-            return [context_of(broker, a, token)]
+        class BrokenOnce(Slots):
+            """Slots whose first listing fails, as a bug in one beat would."""
 
-        heartbeat = Heartbeat(broker, 0.3, in_hand)
+            def in_hand(self) -> list[TaskContext]:
+                nonlocal renewed
+                renewed += 1
+                if renewed == 1:
+                    raise OverflowError("a bug in one beat")
+                return super().in_hand()
+
+        slots = BrokenOnce(1)
+        slots.hold(context_of(broker, a, token))
+        heartbeat = Heartbeat(broker, 0.3, slots)
         heartbeat.start()
         try:
-            wait_until(lambda: calls >= 3, 5, "beats after the failing one")
+            wait_until(lambda: renewed >= 3, 5, "beats after the failing one")
         finally:
             heartbeat.stop()
             heartbeat.join(5)

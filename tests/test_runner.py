@@ -12,7 +12,8 @@ from taskq import App
 from taskq.context import TaskContext
 from taskq.results import LeasedTask
 from taskq.settings import Settings
-from taskq.worker.runner import Outcome, Runner
+from taskq.worker.inbox import Inbox, Outcome
+from taskq.worker.runner import Runner
 from waiting import wait_until
 
 HANDLER_LIMIT_SECONDS = 10.0
@@ -25,7 +26,8 @@ class Handlers:
         self.app = App(queue="runner", settings=settings)
         self.started = threading.Event()
         self.release = threading.Event()
-        self.outcomes: list[Outcome] = []
+        self.inbox = Inbox()
+        self._outcomes: list[Outcome] = []
 
         @self.app.task("blocking_sync")
         def blocking_sync() -> None:
@@ -45,8 +47,14 @@ class Handlers:
                    "every handler to finish")
         runner.close()
 
+    @property
+    def outcomes(self) -> list[Outcome]:
+        """Every outcome the runner has put in the inbox so far."""
+        self._outcomes.extend(self.inbox.take())
+        return self._outcomes
+
     def runner(self, concurrency: int) -> Runner:
-        runner = Runner(self.app, concurrency, self.outcomes.append)
+        runner = Runner(self.app, concurrency, self.inbox)
         runner.start()
         return runner
 

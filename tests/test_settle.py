@@ -18,8 +18,9 @@ from taskq.context import TaskContext
 from taskq.embedded import EmbeddedRedis
 from taskq.results import LeasedTask
 from taskq.settings import Settings
-from taskq.worker.runner import Outcome
-from taskq.worker.settle import Settler, Stats
+from taskq.worker.inbox import Outcome
+from taskq.worker.settle import Settler
+from taskq.worker.slots import Slots
 
 
 def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outcome:
@@ -30,13 +31,19 @@ def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outco
 
 
 class Settling:
-    """A Settler on `broker`, with what it forgot (let out of the worker's hands)."""
+    """A Settler on `broker`, with the Slots it lets settled tasks go from."""
 
     def __init__(self, broker: Broker, **settings: Any) -> None:
-        self.forgotten: list[str] = []
-        self.stats = Stats()
-        self.settler = Settler(broker, Settings.from_env({}, **settings), self.stats,
-                               lambda task: self.forgotten.append(task.task_id), "w")
+        self.slots = Slots(8)
+        self.settler = Settler(broker, Settings.from_env({}, **settings), self.slots, "w")
+
+    def held(self, done: Outcome) -> Outcome:
+        """`done`, with its task put in hand first, as the worker had it."""
+        self.slots.hold(done.context)
+        return done
+
+    def in_hand(self) -> list[str]:
+        return [c.task_id for c in self.slots.in_hand()]
 
 
 class TestSettle:
@@ -45,10 +52,12 @@ class TestSettle:
             broker.enqueue(f"t{n}")
         (task,) = broker.lease_many("w", 10, 1).tasks
         settling = Settling(broker)
-        done = outcome(broker, task)
-        batch = settling.settler.settle([done], lease=2)
-        assert batch is not None and [t.task_id for t in batch.tasks] == ["t1", "t2"]
-        assert settling.stats.acked == 1 and settling.forgotten == ["t0"]
+        done = settling.held(outcome(broker, task))
+        settled = settling.settler.settle([done], refill=2)
+        assert settled.refill is not None
+        assert [t.task_id for t in settled.refill.tasks] == ["t1", "t2"]
+        assert (settled.acks, settled.ack_error) == ([True], None)
+        assert settling.slots.stats().acked == 1 and settling.in_hand() == []
         assert done.context.finished
         assert record_of(broker, "t0").state == "completed"
 
@@ -57,16 +66,17 @@ class TestSettle:
         broker.enqueue("t1")
         (task,) = broker.lease_many("w", 10, 1).tasks
         settling = Settling(broker)
-        assert settling.settler.settle([outcome(broker, task)]) is None
-        assert settling.stats.acked == 1 and broker.counts().ready == 1
+        assert settling.settler.settle([outcome(broker, task)]).refill is None
+        assert settling.slots.stats().acked == 1 and broker.counts().ready == 1
 
     def test_failed_handlers_carry_no_lease(self, broker: Broker) -> None:
         broker.enqueue("t0")
         broker.enqueue("t1")
         (task,) = broker.lease_many("w", 10, 1).tasks
         settling = Settling(broker)
-        assert settling.settler.settle([outcome(broker, task, "boom")], lease=1) is None
-        assert settling.stats.retried == 1 and settling.forgotten == ["t0"]
+        done = settling.held(outcome(broker, task, "boom"))
+        assert settling.settler.settle([done], refill=1).refill is None
+        assert settling.slots.stats().retried == 1 and settling.in_hand() == []
         assert broker.counts().ready == 1 and broker.counts().leased == 0
 
 
@@ -81,11 +91,12 @@ def test_acks_refused_for_memory_still_hand_over_the_tasks_their_lease_took(
     settling = Settling(broker, lease_seconds=0.3)
     client.config_set("maxmemory", 1)
     try:
-        batch = settling.settler.settle([outcome(broker, task)], lease=1)
+        settled = settling.settler.settle([outcome(broker, task)], refill=1)
     finally:
         client.config_set("maxmemory", 0)
-    assert batch is not None and [t.task_id for t in batch.tasks] == ["t1"]
-    assert settling.stats.acked == 0 and record_of(broker, "t0").state == "running"
+    assert settled.refill is not None and [t.task_id for t in settled.refill.tasks] == ["t1"]
+    assert settled.acks == [] and settled.ack_error is not None
+    assert settling.slots.stats().acked == 0 and record_of(broker, "t0").state == "running"
 
 
 @pytest.fixture
@@ -110,9 +121,11 @@ def test_a_lost_reply_to_the_acks_with_the_lease_sends_the_acks_again_alone(
     settling = Settling(proxied)
     proxied.counts()  # connected: the next reply is the ack's
     proxy.drop_next_reply()
-    assert settling.settler.settle([outcome(broker, task)], lease=1) is None
+    settled = settling.settler.settle([outcome(broker, task)], refill=1)
+    assert settled.refill is None and settled.ack_error is not None and settled.acks == [True]
     assert proxy.dropped == 1
-    assert (settling.stats.acked, settling.stats.stale) == (1, 0)
+    stats = settling.slots.stats()
+    assert (stats.acked, stats.stale) == (1, 0)
     types = [(f or {}).get("type") for _, f in broker.client.xrange(broker.keys.events)]
     assert types.count("completed") == 1
     unretried.close()

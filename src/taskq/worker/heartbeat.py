@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 
 from taskq.broker import Broker
-from taskq.context import TaskContext
 from taskq.errors import BrokerError
+from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
 
@@ -59,12 +58,12 @@ class Heartbeat(threading.Thread):
         self,
         broker: Broker,
         lease_seconds: float,
-        in_hand: Callable[[], list[TaskContext]],
+        slots: Slots,
     ) -> None:
         super().__init__(name="taskq-heartbeat", daemon=True)
         self.broker = broker
         self.lease_seconds = lease_seconds
-        self.in_hand = in_hand
+        self.slots = slots
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -78,7 +77,7 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         """Renew every lease in hand that is neither lost nor settled, in one call."""
-        contexts = [c for c in self.in_hand() if not (c.lease_lost or c.finished)]
+        contexts = [c for c in self.slots.in_hand() if not (c.lease_lost or c.finished)]
         if not contexts:
             return
         sent = time.monotonic()

@@ -7,9 +7,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from enum import Enum
 from types import FrameType
+
+from taskq.worker.inbox import Inbox
 
 log = logging.getLogger("taskq.worker")
 
@@ -21,13 +22,14 @@ class Phase(Enum):
 
 
 class Lifecycle:
-    """Tracks the phase. A signal handler only calls `request_stop`; the loop acts on it."""
+    """Tracks the phase. A signal handler only calls `request_stop`, which nudges the
+    loop's inbox; the loop acts on it."""
 
-    def __init__(self, grace_seconds: float, on_change: Callable[[], None]) -> None:
+    def __init__(self, grace_seconds: float, inbox: Inbox) -> None:
         self.grace_seconds = grace_seconds
         self.phase = Phase.RUNNING
         self.drain_deadline = float("inf")
-        self._on_change = on_change
+        self._inbox = inbox
         self._signals = 0
         self._lock = threading.Lock()
 
@@ -51,7 +53,7 @@ class Lifecycle:
             self.drain_deadline = time.monotonic() + self.grace_seconds
         log.info("draining (%s): no new tasks; %.1fs grace for tasks in hand",
                  reason, self.grace_seconds)
-        self._on_change()
+        self._inbox.nudge()
 
     def stopped(self) -> None:
         self.phase = Phase.STOPPED

@@ -8,7 +8,6 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from taskq.app import App, Task
@@ -16,19 +15,11 @@ from taskq.codec import decode_payload
 from taskq.context import TaskContext, bind, unbind
 from taskq.errors import PayloadError, UnknownTaskError
 from taskq.results import LeasedTask
+from taskq.worker.inbox import Inbox, Outcome
 
 log = logging.getLogger("taskq.worker")
 
 MAX_ERROR_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one run of a handler ended: `error` is None when it returned normally."""
-
-    task: LeasedTask
-    context: TaskContext
-    error: str | None
 
 
 Call = tuple[Callable[..., Any], list[Any], dict[str, Any]]
@@ -58,11 +49,11 @@ def arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 
 
 class Runner:
-    """Executes leased tasks and reports each `Outcome` through `report`; never raises."""
+    """Executes leased tasks and puts each `Outcome` in the loop's inbox; never raises."""
 
-    def __init__(self, app: App, concurrency: int, report: Callable[[Outcome], None]) -> None:
+    def __init__(self, app: App, concurrency: int, inbox: Inbox) -> None:
         self.app = app
-        self.report = report
+        self.inbox = inbox
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._thread_main, name=f"taskq-handler-{i}", daemon=True)
@@ -100,7 +91,7 @@ class Runner:
             try:
                 registered, call = self._prepare(task)
             except (UnknownTaskError, PayloadError) as e:
-                self.report(Outcome(task, context, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]))
+                self.inbox.put(Outcome(task, context, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]))
                 continue
             if registered.is_async:
                 coroutines.append((call, task, context))
@@ -154,7 +145,7 @@ class Runner:
         finally:
             unbind(token)
             self._running.discard(asyncio.current_task())
-        self.report(Outcome(task, context, error))
+        self.inbox.put(Outcome(task, context, error))
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -168,7 +159,7 @@ class Runner:
                 error = describe(e)
             finally:
                 unbind(token)
-            self.report(Outcome(task, context, error))
+            self.inbox.put(Outcome(task, context, error))
 
     def close(self) -> None:
         """Stop taking jobs. Handlers still running are daemon threads: they end with the

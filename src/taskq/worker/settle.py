@@ -1,50 +1,52 @@
-"""Finishing tasks: acks for every handler that returned, in one call (carrying the next
-lease with it when the loop asks); fails one by one."""
+"""Finishing tasks: fails one by one, then every ack in one call (carrying the lease that
+refills the freed slots when the loop asks for one); at shutdown, the tasks left over."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from taskq.broker import Broker
+from taskq.context import TaskContext
 from taskq.errors import BrokerError
 from taskq.results import LeaseBatch, LeasedTask
 from taskq.settings import Settings
+from taskq.worker.inbox import Outcome
 from taskq.worker.outage import retry_for
-from taskq.worker.runner import Outcome
+from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
 
 
-@dataclass
-class Stats:
-    """What this worker did, for its final log line and for tests."""
+@dataclass(frozen=True)
+class Settled:
+    """What settling a turn's outcomes came to.
 
-    leased: int = 0
-    acked: int = 0
-    retried: int = 0
-    dead: int = 0
-    stale: int = 0
-    released: int = 0
+    `acks` has one entry per handler that returned, True where Redis took the ack (or
+    had taken our own earlier one), and is empty when Redis stayed away a whole lease;
+    `ack_error` is why the acks had to be sent again alone, if they did; `refill` is
+    the lease that travelled with the acks, None when none was asked for or made."""
+
+    acks: list[bool] = field(default_factory=list)
+    ack_error: BrokerError | None = None
+    refill: LeaseBatch | None = None
 
 
 class Settler:
     """Reports finished handlers to Redis, retrying through an outage for up to one
     lease: a lost ack means the task runs again, which is worth a long wait."""
 
-    def __init__(self, broker: Broker, settings: Settings, stats: Stats,
-                 forget: Callable[[LeasedTask], None], worker_id: str) -> None:
+    def __init__(self, broker: Broker, settings: Settings, slots: Slots,
+                 worker_id: str) -> None:
         self.broker = broker
         self.settings = settings
-        self.stats = stats
-        self.forget = forget
+        self.slots = slots
         self.worker_id = worker_id
 
-    def settle(self, outcomes: Sequence[Outcome], lease: int = 0) -> LeaseBatch | None:
-        """Report `outcomes`. With `lease` > 0 the acks carry a lease of that many tasks
-        in the same round trip, and its batch is returned; None when no lease was made
-        (no acks to carry it, or the round trip or its lease step failed)."""
+    def settle(self, outcomes: Sequence[Outcome], refill: int = 0) -> Settled:
+        """Report `outcomes` and let them go. With `refill` > 0 the acks carry a lease of
+        that many tasks in the same round trip."""
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
         for outcome in outcomes:
@@ -53,38 +55,55 @@ class Settler:
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
         done = [o.task for o in outcomes if o.error is None]
-        batch = self._ack(done, lease) if done else None
+        settled = self._ack(done, refill) if done else Settled()
         for outcome in outcomes:
-            self.forget(outcome.task)
-        return batch
+            self.slots.let_go(outcome.task.task_id, outcome.task.token)
+        return settled
 
-    def _ack(self, tasks: list[LeasedTask], lease: int) -> LeaseBatch | None:
+    def abandon(self, contexts: Sequence[TaskContext]) -> None:
+        """Settle tasks whose handlers outlived the shutdown grace. Each is fenced first
+        (waiting for an effect under way), so a handler that goes on cannot apply an
+        effect afterwards. A task whose effect was applied is acked: run again, it
+        would apply its effect twice wherever the effect is not guarded; the rest of
+        its handler is cut off. Any other is released for another worker."""
+        for context in contexts:
+            if context.abandon():
+                self._ack_abandoned(context)
+            else:
+                self._release_abandoned(context)
+            self.slots.let_go(context.task_id, context.token)
+
+    def _ack(self, tasks: list[LeasedTask], refill: int) -> Settled:
         held = [(t.task_id, t.token) for t in tasks]
-        acked: list[bool] | None = None
+        error: BrokerError | None = None
         batch: LeaseBatch | None = None
-        if lease > 0:
+        if refill > 0:
             try:
                 acks, batch = self.broker.ack_and_lease(held, self.worker_id,
-                                                        self.settings.lease_seconds, lease)
+                                                        self.settings.lease_seconds, refill)
             except BrokerError as e:
                 acks = e
             if isinstance(acks, BrokerError):
+                error = acks
                 log.info("%s; sending the acks alone", acks)
             else:
-                acked = acks
-        if acked is None:
-            acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
-                              lambda: self.broker.ack_many(held))
+                return Settled(self._count_acks(tasks, acks), None, batch)
+        acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
+                          lambda: self.broker.ack_many(held))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
-            return batch
-        for task, ok in zip(tasks, acked, strict=True):
-            if ok or self._acked_before(task):
-                self.stats.acked += 1
+            return Settled([], error, batch)
+        return Settled(self._count_acks(tasks, acked), error, batch)
+
+    def _count_acks(self, tasks: list[LeasedTask], acked: list[bool]) -> list[bool]:
+        taken = [ok or self._acked_before(task) for task, ok in zip(tasks, acked, strict=True)]
+        for task, ok in zip(tasks, taken, strict=True):
+            if ok:
+                self.slots.count("acked")
             else:
-                self._stale(task, "ack")
-        return batch
+                self._stale(task.task_id, task.token, "ack")
+        return taken
 
     def _fail(self, task: LeasedTask, error: str) -> None:
         log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error)
@@ -92,13 +111,30 @@ class Settler:
         result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: self.broker.fail(
             task.task_id, task.token, error, s.backoff_base_seconds, s.backoff_max_seconds))
         if result is None or result.status == "stale":
-            self._stale(task, "fail")
+            self._stale(task.task_id, task.token, "fail")
         elif result.status == "dead":
-            self.stats.dead += 1
+            self.slots.count("dead")
             log.warning("task %s is dead after %d retries: %s", task.task_id, result.retries,
                         error)
         else:
-            self.stats.retried += 1
+            self.slots.count("retried")
+
+    def _ack_abandoned(self, context: TaskContext) -> None:
+        acked = retry_for(self.settings.lease_seconds, f"ack {context.task_id}",
+                          lambda: self.broker.ack(context.task_id, context.token))
+        log.warning("task %s outlived the grace period after its effect was applied: %s",
+                    context.task_id, "acked, and the rest of its handler cut off" if acked
+                    else "its ack was refused or lost (another worker may run it)")
+        if acked:
+            self.slots.count("acked")
+
+    def _release_abandoned(self, context: TaskContext) -> None:
+        released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
+                             lambda: self.broker.release(context.task_id, context.token))
+        log.warning("task %s abandoned at shutdown and %s", context.task_id,
+                    "released" if released else "left to be reaped")
+        if released:
+            self.slots.count("released")
 
     def _acked_before(self, task: LeasedTask) -> bool:
         """Whether a refused ack was our own earlier one, whose reply the client lost and
@@ -110,7 +146,7 @@ class Settler:
         return record is not None and record.state == "completed" \
             and record.fencing_token == task.token
 
-    def _stale(self, task: LeasedTask, operation: str) -> None:
-        self.stats.stale += 1
+    def _stale(self, task_id: str, token: int, operation: str) -> None:
+        self.slots.count("stale")
         log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)",
-                    operation, task.task_id, task.token)
+                    operation, task_id, token)

@@ -1,0 +1,55 @@
+"""The loop thread's inbox: handlers report how their runs ended, other threads nudge it."""
+
+from __future__ import annotations
+
+import queue
+from dataclasses import dataclass
+
+from taskq.context import TaskContext
+from taskq.results import LeasedTask
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run of a handler ended: `error` is None when it returned normally."""
+
+    task: LeasedTask
+    context: TaskContext
+    error: str | None
+
+
+class Inbox:
+    """Messages for the loop thread. Any thread may `put` an outcome or `nudge` (ask the
+    loop to look around again); only the loop thread calls `wait` and `take`."""
+
+    def __init__(self) -> None:
+        # None is a nudge: it carries nothing but the wake-up.
+        self._messages: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
+        self._arrived: list[Outcome] = []
+
+    def put(self, outcome: Outcome) -> None:
+        self._messages.put(outcome)
+
+    def nudge(self) -> None:
+        self._messages.put(None)
+
+    def wait(self, timeout: float) -> None:
+        """Block until a message arrives or `timeout` seconds pass; an outcome that
+        arrives is kept for the next `take`."""
+        try:
+            message = self._messages.get(timeout=timeout)
+        except queue.Empty:
+            return
+        if message is not None:
+            self._arrived.append(message)
+
+    def take(self) -> list[Outcome]:
+        """Every outcome that has arrived and was not taken yet."""
+        outcomes, self._arrived = self._arrived, []
+        while True:
+            try:
+                message = self._messages.get_nowait()
+            except queue.Empty:
+                return outcomes
+            if message is not None:
+                outcomes.append(message)

@@ -1,0 +1,43 @@
+"""Maintenance on the loop's thread: promote due tasks, reap expired leases, purge the dead."""
+
+from __future__ import annotations
+
+import time
+
+from taskq.broker import Broker
+from taskq.settings import Settings
+
+LIMIT = 100
+# Due tasks and expired leases are found within this long; a busy worker's loop turns
+# thousands of times a second, and each turn need not ask. With a backlog in ready, a
+# promoted task only joins the back of it, so looking less often costs it nothing.
+EVERY_SECONDS = 0.02
+EVERY_SECONDS_WITH_BACKLOG = 0.1
+# Dead tasks age in days, so looking for expired ones now and then is plenty.
+PURGE_EVERY_SECONDS = 10.0
+
+
+class Maintenance:
+    """Every worker maintains its queue, so no scheduler process is needed; each step
+    runs on its own clock (the monotonic one: these are local waits)."""
+
+    def __init__(self, broker: Broker, settings: Settings) -> None:
+        self.broker = broker
+        self.settings = settings
+        self._last = -1e9
+        self._next_purge = 0.0
+
+    def run(self, backlog: bool) -> int:
+        """Promote and reap if it is time (less often while ready has a `backlog`), and
+        purge now and then; returns how many tasks became ready. Raises BrokerError."""
+        now = time.monotonic()
+        if now < self._last + (EVERY_SECONDS_WITH_BACKLOG if backlog else EVERY_SECONDS):
+            return 0
+        self._last = now
+        s = self.settings
+        promoted = len(self.broker.promote(LIMIT))
+        self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
+        if now >= self._next_purge:
+            self.broker.purge(s.dead_ttl_seconds, LIMIT)
+            self._next_purge = now + PURGE_EVERY_SECONDS
+        return promoted

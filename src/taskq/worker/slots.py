@@ -1,0 +1,85 @@
+"""What a worker's threads share: the tasks in hand, the slots reserved, the counters."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+from taskq.context import TaskContext
+
+Counter = Literal["acked", "retried", "dead", "stale", "released"]
+
+
+@dataclass
+class Stats:
+    """What this worker did, for its final log line and for tests."""
+
+    leased: int = 0
+    acked: int = 0
+    retried: int = 0
+    dead: int = 0
+    stale: int = 0
+    released: int = 0
+
+
+class Slots:
+    """The one owner of the state the loop, the waker, the heartbeat and the handlers
+    share, behind one lock: the tasks in hand (each with its context), the slots that a
+    lease under way may fill, and the counters.
+
+    Tasks in hand are keyed by (task id, token): after a lost lease this worker may
+    lease the same task again while the stale run is still in hand, and both need
+    heartbeats until they are settled."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._in_hand: dict[tuple[str, int], TaskContext] = {}
+        self._reserved = 0
+        self._stats = Stats()
+
+    def reserve(self, finishing: int = 0) -> int:
+        """Reserve every free slot for a lease about to be made, counting as free the
+        slots of `finishing` handlers (done, still in hand until settled); returns how
+        many. Two threads leasing at once never lease more than fits."""
+        with self._lock:
+            busy = len(self._in_hand) - finishing + self._reserved
+            free = max(0, self.capacity - busy)
+            self._reserved += free
+            return free
+
+    def unreserve(self, slots: int) -> None:
+        """Give back a reservation once the tasks its lease took are in hand."""
+        with self._lock:
+            self._reserved -= slots
+
+    def hold(self, context: TaskContext) -> None:
+        """Put a leased task in hand: heartbeats cover it from now on."""
+        with self._lock:
+            self._in_hand[(context.task_id, context.token)] = context
+            self._stats.leased += 1
+
+    def let_go(self, task_id: str, token: int) -> None:
+        """Take a settled task out of hand."""
+        with self._lock:
+            self._in_hand.pop((task_id, token), None)
+
+    def in_hand(self) -> list[TaskContext]:
+        with self._lock:
+            return list(self._in_hand.values())
+
+    def idle(self) -> bool:
+        """No task in hand and no lease under way that could put one there."""
+        with self._lock:
+            return not self._in_hand and not self._reserved
+
+    def count(self, counter: Counter, n: int = 1) -> None:
+        with self._lock:
+            setattr(self._stats, counter, getattr(self._stats, counter) + n)
+
+    def stats(self) -> Stats:
+        """A copy of the counters as they are now."""
+        with self._lock:
+            return dataclasses.replace(self._stats)

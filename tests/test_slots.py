@@ -1,0 +1,105 @@
+"""Slots: the one owner of what a worker's threads share, behind one lock."""
+
+from __future__ import annotations
+
+import threading
+
+from taskq.context import TaskContext
+from taskq.worker.slots import Slots
+
+
+def context(task_id: str, token: int = 1) -> TaskContext:
+    return TaskContext(task_id=task_id, name="n", queue="q", worker_id="w", token=token,
+                       attempt=1, max_retries=3)
+
+
+class TestReserve:
+    def test_a_reservation_takes_every_free_slot_and_the_next_gets_none(self) -> None:
+        slots = Slots(4)
+        slots.hold(context("a"))
+        assert slots.reserve() == 3
+        assert slots.reserve() == 0
+        slots.unreserve(3)
+        assert slots.reserve() == 3
+
+    def test_the_slots_of_finishing_handlers_count_as_free(self) -> None:
+        slots = Slots(2)
+        slots.hold(context("a"))
+        slots.hold(context("b"))
+        assert slots.reserve(finishing=1) == 1
+
+    def test_threads_reserving_at_once_never_reserve_more_than_fit(self) -> None:
+        slots = Slots(8)
+        outstanding, most = 0, 0
+        count = threading.Lock()
+        start = threading.Barrier(16)
+
+        def reserve() -> None:
+            nonlocal outstanding, most
+            start.wait()
+            for _ in range(200):
+                got = slots.reserve()
+                with count:
+                    outstanding += got
+                    most = max(most, outstanding)
+                with count:
+                    outstanding -= got
+                slots.unreserve(got)
+
+        threads = [threading.Thread(target=reserve) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert 0 < most <= 8 and slots.reserve() == 8
+
+
+class TestInHand:
+    def test_the_same_task_under_two_tokens_is_two_runs_in_hand(self) -> None:
+        slots = Slots(2)
+        stale, current = context("a", 1), context("a", 3)
+        slots.hold(stale)
+        slots.hold(current)
+        slots.let_go("a", 1)
+        assert slots.in_hand() == [current]
+
+    def test_idle_means_nothing_in_hand_and_no_lease_under_way(self) -> None:
+        slots = Slots(2)
+        assert slots.idle()
+        free = slots.reserve()
+        assert not slots.idle()
+        slots.unreserve(free)
+        slots.hold(context("a"))
+        assert not slots.idle()
+        slots.let_go("a", 1)
+        assert slots.idle()
+
+
+class TestCounters:
+    def test_holding_counts_a_lease_and_counters_add_up(self) -> None:
+        slots = Slots(1)
+        slots.hold(context("a"))
+        slots.count("acked")
+        slots.count("stale", 2)
+        stats = slots.stats()
+        assert (stats.leased, stats.acked, stats.stale, stats.retried) == (1, 1, 2, 0)
+
+    def test_stats_are_a_copy_that_later_counts_do_not_change(self) -> None:
+        slots = Slots(1)
+        before = slots.stats()
+        slots.count("dead")
+        assert before.dead == 0 and slots.stats().dead == 1
+
+    def test_counts_from_many_threads_are_none_of_them_lost(self) -> None:
+        slots = Slots(1)
+
+        def count() -> None:
+            for _ in range(1000):
+                slots.count("acked")
+
+        threads = [threading.Thread(target=count) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert slots.stats().acked == 8000
