@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,6 @@ from taskq.broker import Broker
 
 # Variables a developer's shell might carry that would change what the commands do.
 CONFIG_VARIABLES = ("REDIS_URL", "TASKQ_QUEUE", "LEDGER_PATH", "LEDGER_GUARD", "FAIL_RATE")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def states(broker: Broker) -> Counter[str]:

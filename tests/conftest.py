@@ -7,16 +7,20 @@ Cluster instead, so the broker, invariant and worker suites run unchanged agains
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from proxy import ReplyDroppingProxy
+from taskq import App
 from taskq.broker import Broker
 from taskq.cluster import EmbeddedCluster
 from taskq.connection import connect
 from taskq.embedded import EmbeddedRedis
+from taskq.keys import QUEUES_KEY
 from taskq.settings import Settings
 
 ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
@@ -72,3 +76,28 @@ def client(settings: Settings) -> Iterator[redis.Redis]:
 @pytest.fixture
 def broker(client: redis.Redis) -> Broker:
     return Broker(client, "test")
+
+
+@pytest.fixture
+def queue(client: redis.Redis) -> Broker:
+    """A queue of this test's own on the (flushed) session server, registered as a
+    producer's first enqueue would, so its feed can be opened before any task exists."""
+    broker = Broker(client, f"q-{uuid.uuid4().hex[:10]}")
+    client.sadd(QUEUES_KEY, broker.queue)
+    return broker
+
+
+@pytest.fixture
+def app(settings: Settings, queue: Broker) -> Iterator[App]:
+    """An App on the test's own queue, so nothing a test leaves running reaches the next."""
+    app = App(queue=queue.queue, settings=settings)
+    yield app
+    app.broker.client.close()
+
+
+@pytest.fixture
+def proxy(redis_server: EmbeddedRedis, client: redis.Redis) -> Iterator[ReplyDroppingProxy]:
+    """A proxy in front of the session server that can drop the next reply it relays."""
+    p = ReplyDroppingProxy(str(redis_server.socket_path))
+    yield p
+    p.close()

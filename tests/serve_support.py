@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,11 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from taskq.broker import Broker, NewTask
 from taskq.embedded import EmbeddedRedis, free_port
-from taskq.keys import QUEUES_KEY
 from taskq.processes import spawn, stop_all, taskq_command
 
 TOKEN = "feed-test-token-0123"
@@ -108,15 +105,6 @@ def secured(
     serve = Server(env, tmp / "serve.log").start()
     yield serve
     serve.stop()
-
-
-@pytest.fixture
-def queue(client: redis.Redis) -> Broker:
-    """A queue of this test's own, on the (flushed) session Redis, registered as a
-    producer's first enqueue would, so its feed can be opened before any task exists."""
-    broker = Broker(client, f"h-{uuid.uuid4().hex[:10]}")
-    client.sadd(QUEUES_KEY, broker.queue)
-    return broker
 
 
 # -- reading the stream off the wire -----------------------------------------------
@@ -245,8 +233,3 @@ def metric(server: Server, name: str, queue: Broker) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def wait_for(check: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"timed out after {seconds}s waiting for {what}"
-        time.sleep(0.05)

@@ -12,30 +12,23 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
+from helpers import record_of
 from taskq.broker import Broker
 from taskq.embedded import EmbeddedRedis
 from taskq.ledger import Ledger
-from taskq.results import TaskRecord
 from taskq.tracecheck import read_log, validate
-from waiting import WorkerProcesses, event_types, wait_until, worker_env
+from waiting import WorkerProcesses, event_types, wait_for_state, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
 
 LEASE = 0.5
 ETA = 2.0  # four leases long
 CHARGE = {"args": [], "kwargs": {"charge": 5}}
-
-
-@pytest.fixture
-def queue(client: redis.Redis) -> Broker:
-    return Broker(client, f"celery-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture
@@ -65,19 +58,6 @@ def charge_tokens(ledger_path: Path, task_id: str) -> list[int]:
     return tokens
 
 
-def record(queue: Broker, task_id: str) -> TaskRecord:
-    found = queue.task(task_id)
-    assert found is not None, f"{task_id} has no record"
-    return found
-
-
-def wait_completed(queue: Broker, ids: list[str], timeout: float = 20) -> None:
-    wait_until(
-        lambda: all(record(queue, t).state == "completed" for t in ids),
-        timeout, f"{len(ids)} tasks to complete",
-    )  # fmt: skip
-
-
 def changes(queue: Broker, task_id: str) -> list[str]:
     """The task's events other than heartbeats, oldest first."""
     return [k for k in event_types(queue.client, queue.keys, task_id) if k != "heartbeat"]
@@ -95,9 +75,10 @@ def test_a_task_due_after_four_leases_runs_once_at_its_time_even_without_a_guard
     for _ in range(2):
         workers.start()
     ids = [queue.enqueue(f"eta-{i}", delay=ETA, payload=CHARGE).task_id for i in range(4)]
-    wait_completed(queue, ids)
     for task_id in ids:
-        done = record(queue, task_id)
+        wait_for_state(queue, task_id, "completed")
+    for task_id in ids:
+        done = record_of(queue, task_id)
         assert done.leased_at >= done.run_at  # T6, on the server clock
         assert changes(queue, task_id) == ["enqueued", "promoted", "leased", "completed"]
         assert (done.fencing_token, done.retries) == (1, 0)
@@ -111,7 +92,8 @@ def test_a_task_three_leases_long_keeps_its_lease_by_heartbeat_and_runs_once(
     for _ in range(2):
         workers.start(WORK_SECONDS="1.5")
     ids = [queue.enqueue(f"long-{i}", payload=CHARGE).task_id for i in range(3)]
-    wait_completed(queue, ids)
+    for task_id in ids:
+        wait_for_state(queue, task_id, "completed")
     for task_id in ids:
         kinds = event_types(queue.client, queue.keys, task_id)
         assert kinds.count("leased") == 1 and "reaped" not in kinds
@@ -135,19 +117,19 @@ def test_a_worker_paused_past_its_lease_after_its_charge(
         workers.start(LEDGER_GUARD=guard, AFTER_EFFECT_SECONDS="2")
     task_id = queue.enqueue("paused", delay=ETA, payload=CHARGE).task_id
     wait_until(lambda: charge_tokens(ledger_path, task_id), ETA + 10, "the first charge")
-    paused = workers.holding(record(queue, task_id).worker)
+    paused = workers.holding(record_of(queue, task_id).worker)
     paused.send_signal(signal.SIGSTOP)
     try:
-        wait_completed(queue, [task_id])
+        wait_for_state(queue, task_id, "completed")
     finally:
         paused.send_signal(signal.SIGCONT)
-    done = record(queue, task_id)
+    done = record_of(queue, task_id)
     assert workers.holding(done.worker) is not paused and done.fencing_token == 3
     wait_until(
         lambda: "ack of task paused refused: token 1 is stale" in workers.log(paused),
         10, "the paused worker's ack to be refused",
     )  # fmt: skip
-    assert record(queue, task_id) == done  # the refused ack changed nothing
+    assert record_of(queue, task_id) == done  # the refused ack changed nothing
     assert charge_tokens(ledger_path, task_id) == tokens
     assert changes(queue, task_id) == [
         "enqueued", "promoted", "leased", "reaped", "promoted", "leased", "completed",

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq, wait_for
+from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
 from taskq.broker import Broker
 from taskq.cli import main
 from taskq.embedded import free_port
 from taskq.ledger import Ledger
 from taskq.settings import Settings
+from waiting import wait_until
 
 
 @pytest.fixture
@@ -30,6 +31,7 @@ def env(settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 
 @pytest.fixture
 def queue(env: Settings, client: redis.Redis) -> Broker:
+    """The CLI's default queue, which the commands here use when given no --queue."""
     return Broker(client, "default")
 
 
@@ -254,7 +256,7 @@ class TestRealProcesses:
                 env=worker_env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         started.append(worker)
-        wait_for(lambda: states(queue)["completed"] == 10, 30, "ten completed tasks")
+        wait_until(lambda: states(queue)["completed"] == 10, 30, "ten completed tasks")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=15) == 0, (tmp_path / "worker.log").read_text()
 

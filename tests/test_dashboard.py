@@ -129,6 +129,7 @@ def server(env: dict[str, str], tmp_path: Path, client: redis.Redis) -> Iterator
 
 @pytest.fixture
 def queue(client: redis.Redis) -> Broker:
+    """The one queue the module's dashboard server shows (its name is in the URL)."""
     return Broker(client, QUEUE)
 
 

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from cli_support import command_env, processes_of, taskq, wait_for
+from cli_support import command_env, processes_of, taskq
 from taskq.ledger import Ledger
+from waiting import wait_until
 
 
 class TestDemo:
@@ -41,7 +42,7 @@ class TestDemo:
             )  # fmt: skip
         started.append(demo)
         under_way = re.compile(rb"completed +[1-9]")
-        wait_for(lambda: bool(under_way.search(out.read_bytes())), 30, "tasks to complete")
+        wait_until(lambda: bool(under_way.search(out.read_bytes())), 30, "tasks to complete")
         assert len(processes_of(workdir, marker)) >= 4  # demo, redis-server, 3 workers
 
         demo.send_signal(signal.SIGINT)

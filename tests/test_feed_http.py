@@ -23,9 +23,9 @@ from serve_support import (
     feed,
     head_id,
     metric,
-    wait_for,
 )
 from taskq.broker import Broker, NewTask
+from waiting import wait_until
 
 # -- the stream ----------------------------------------------------------------------
 
@@ -198,11 +198,11 @@ def test_a_client_that_stops_reading_is_cut_while_others_get_every_event(
         with feed(server, queue) as normal:
             reader = threading.Thread(target=read_all, args=(normal, total, received, errors))
             reader.start()
-            wait_for(lambda: metric(server, "taskq_feed_clients", queue) == 2, "two clients")
+            wait_until(lambda: metric(server, "taskq_feed_clients", queue) == 2, 20, "two clients")
             for start in range(0, total, 1000):
                 queue.enqueue_many([NewTask(f"s-{i}") for i in range(start, start + 1000)])
-            wait_for(lambda: metric(server, "taskq_feed_clients", queue) == 1,
-                     "the slow client to be cut", seconds=30)
+            wait_until(lambda: metric(server, "taskq_feed_clients", queue) == 1, 30,
+                       "the slow client to be cut")
             reader.join(60)
             assert not reader.is_alive(), f"the normal client got {len(received)} events"
         assert errors == []
@@ -221,7 +221,7 @@ def test_a_client_that_stops_reading_is_cut_while_others_get_every_event(
     ids = re.findall(rb"^id: [0-9]+\.([0-9]+)\.", dechunk(raw), re.M)
     assert 0 < len(ids) < total
     assert [int(i) for i in ids] == list(range(1, len(ids) + 1))
-    wait_for(lambda: metric(server, "taskq_feed_clients", queue) == 0, "no clients left")
+    wait_until(lambda: metric(server, "taskq_feed_clients", queue) == 0, 20, "no clients left")
 
 
 def test_a_client_with_no_id_on_a_trimmed_log_gets_a_trimmed_gap_then_the_head(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -18,7 +16,7 @@ from taskq.settings import Settings
 from taskq.worker.heartbeat import Cadence, Heartbeat
 from taskq.worker.slots import Slots
 from test_broker_heartbeat import evalsha_calls, hold
-from waiting import event_types, wait_until
+from waiting import event_types, wait_for_state, wait_until
 from worker_support import WorkerThread
 
 
@@ -100,13 +98,6 @@ class TestBeat:
         assert broker.reap() == [] and broker.ack(a, token)
 
 
-@pytest.fixture
-def app(settings: Settings, client: redis.Redis) -> Iterator[App]:
-    app = App(queue=f"h-{uuid.uuid4().hex[:8]}", settings=settings)
-    yield app
-    app.broker.client.close()
-
-
 def test_a_lost_lease_inside_a_long_effect_does_not_stall_the_other_leases(
     app: App, settings: Settings, client: redis.Redis
 ) -> None:
@@ -132,10 +123,8 @@ def test_a_lost_lease_inside_a_long_effect_does_not_stall_the_other_leases(
         assert in_effect.wait(5)
         # As a reap and a lease elsewhere would leave it: X's token is no longer ours.
         client.hincrby(app.broker.keys.task(x_id), "fencing_token", 1)
-        wait_until(lambda: (r := app.broker.task(y_id)) is not None and r.state == "completed",
-                   4 * lease + 5, "Y to complete")
-        record = app.broker.task(y_id)
-        assert record is not None and (record.fencing_token, record.retries) == (1, 0)
+        record = wait_for_state(app.broker, y_id, "completed", 4 * lease + 5)
+        assert (record.fencing_token, record.retries) == (1, 0)
         assert "reaped" not in event_types(client, app.broker.keys, y_id)
     finally:
         running.close(client)

@@ -14,16 +14,8 @@ from proxy import ReplyDroppingProxy
 from taskq.app import App
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis
 from taskq.errors import BrokerError
 from taskq.settings import Settings
-
-
-@pytest.fixture
-def proxy(redis_server: EmbeddedRedis, client: redis.Redis) -> Iterator[ReplyDroppingProxy]:
-    p = ReplyDroppingProxy(str(redis_server.socket_path))
-    yield p
-    p.close()
 
 
 @pytest.fixture

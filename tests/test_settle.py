@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from helpers import record_of
 from proxy import ReplyDroppingProxy
 from taskq.broker import Broker
 from taskq.context import TaskContext
-from taskq.embedded import EmbeddedRedis
 from taskq.results import LeasedTask
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
@@ -97,13 +95,6 @@ def test_acks_refused_for_memory_still_hand_over_the_tasks_their_lease_took(
     assert settled.refill is not None and [t.task_id for t in settled.refill.tasks] == ["t1"]
     assert settled.acks == [] and settled.ack_error is not None
     assert settling.slots.stats().acked == 0 and record_of(broker, "t0").state == "running"
-
-
-@pytest.fixture
-def proxy(redis_server: EmbeddedRedis, client: redis.Redis) -> Iterator[ReplyDroppingProxy]:
-    p = ReplyDroppingProxy(str(redis_server.socket_path))
-    yield p
-    p.close()
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="the reply-dropping proxy fronts one node")

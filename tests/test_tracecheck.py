@@ -4,12 +4,10 @@ real worker processes (failures, delays, a SIGKILL mid-run) passes."""
 from __future__ import annotations
 
 import signal
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from taskq.broker import Broker, NewTask
 from taskq.embedded import EmbeddedRedis
@@ -140,11 +138,6 @@ class TestIllegalTracesAreReported:
 # -- real worker processes ----------------------------------------------------------------
 
 TASKS = 200
-
-
-@pytest.fixture
-def queue(client: redis.Redis) -> Broker:
-    return Broker(client, f"trace-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture

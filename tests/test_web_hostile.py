@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed, wait_for
+from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed
 from taskq.broker import Broker
 from taskq.feed.readers import MAX_READERS
 from taskq.keys import QUEUES_KEY
+from waiting import wait_until
 
 
 def readers(server: Server) -> int:
@@ -64,7 +65,7 @@ def test_made_up_queue_names_leave_the_feed_of_a_real_queue_alone(
     with feed(server, queue) as stream:
         assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1, 2]
         assert readers(server) == 1
-    wait_for(lambda: readers(server) == 0, "the reader to go with its last client")
+    wait_until(lambda: readers(server) == 0, 20, "the reader to go with its last client")
 
 
 def test_a_queue_appears_for_a_stream_that_comes_back_after_its_first_enqueue(
@@ -106,7 +107,7 @@ def test_the_number_of_readers_is_bounded_and_a_stream_past_it_is_told_to_come_b
     assert isinstance(refused, Sse), refused
     assert refused.event == "unavailable" and refused.retry == "5000"
     assert str(MAX_READERS) in refused.body["error"]
-    wait_for(lambda: readers(server) == 0, "every reader to go with its last client")
+    wait_until(lambda: readers(server) == 0, 20, "every reader to go with its last client")
 
 
 # -- query parameters ----------------------------------------------------------------

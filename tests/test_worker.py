@@ -7,7 +7,6 @@ import dataclasses
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,18 +16,10 @@ import redis
 from taskq import App, LeaseLostError, Ledger, current_task
 from taskq.broker import Broker
 from taskq.settings import Settings
-from waiting import event_types, wait_until
+from waiting import event_types, wait_for_state, wait_until
 from worker_support import WorkerThread
 
 StartWorker = Callable[..., WorkerThread]
-
-
-@pytest.fixture
-def app(settings: Settings, client: redis.Redis) -> Iterator[App]:
-    """An App on a queue of its own, so nothing a test leaves running reaches the next one."""
-    app = App(queue=f"w-{uuid.uuid4().hex[:8]}", settings=settings)
-    yield app
-    app.broker.client.close()
 
 
 @pytest.fixture
@@ -43,15 +34,6 @@ def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[
     yield start
     for running in started:
         running.close(client)
-
-
-def state_of(app: App, task_id: str) -> str:
-    record = app.broker.task(task_id)
-    return record.state if record else ""
-
-
-def wait_for_state(app: App, task_id: str, state: str, timeout: float = 10.0) -> None:
-    wait_until(lambda: state_of(app, task_id) == state, timeout, f"{task_id} to be {state}")
 
 
 class TestRunningHandlers:
@@ -72,8 +54,8 @@ class TestRunningHandlers:
         plain = add.enqueue(2, b=3).task_id
         coroutine = greet.enqueue("ada", punctuation="!").task_id
         start_worker()
-        wait_for_state(app, plain, "completed")
-        wait_for_state(app, coroutine, "completed")
+        wait_for_state(app.broker, plain, "completed")
+        wait_for_state(app.broker, coroutine, "completed")
         assert sorted(calls) == [("add", 2, 3), ("greet", "ada", "!")]
 
     def test_handler_sees_its_task_id_attempt_and_token(
@@ -88,7 +70,7 @@ class TestRunningHandlers:
 
         task_id = introspect.enqueue().task_id
         start_worker()
-        wait_for_state(app, task_id, "completed")
+        wait_for_state(app.broker, task_id, "completed")
         assert seen == [(task_id, 1, 1, app.queue)]
 
     def test_handler_exception_is_retried_then_dead_with_type_and_message(
@@ -103,7 +85,7 @@ class TestRunningHandlers:
 
         task_id = broken.enqueue().task_id
         start_worker()
-        wait_for_state(app, task_id, "dead")
+        wait_for_state(app.broker, task_id, "dead")
         record = app.broker.task(task_id)
         assert record is not None
         assert record.last_error.startswith("ValueError: card declined")
@@ -120,8 +102,8 @@ class TestRunningHandlers:
         stranger = app.broker.enqueue("stranger", max_retries=0, name="nobody.knows.me").task_id
         later = known.enqueue().task_id
         running = start_worker()
-        wait_for_state(app, stranger, "dead")
-        wait_for_state(app, later, "completed")
+        wait_for_state(app.broker, stranger, "dead")
+        wait_for_state(app.broker, later, "completed")
         record = app.broker.task(stranger)
         assert record is not None
         assert record.last_error.startswith("UnknownTaskError: unknown task 'nobody.knows.me'")
@@ -145,8 +127,8 @@ class TestRunningHandlers:
         app.broker.client.hset(app.broker.keys.task(bad), "payload", corrupt)
         later = echo.enqueue(2).task_id
         running = start_worker()
-        wait_for_state(app, bad, "dead")
-        wait_for_state(app, later, "completed")
+        wait_for_state(app.broker, bad, "dead")
+        wait_for_state(app.broker, later, "completed")
         record = app.broker.task(bad)
         assert record is not None and record.last_error.startswith(error)
         assert running.thread.is_alive()
@@ -163,7 +145,7 @@ class TestRunningHandlers:
         task_ids = [meet.enqueue(max_retries=0).task_id for _ in range(3)]
         start_worker(concurrency=3)
         for task_id in task_ids:
-            wait_for_state(app, task_id, "completed")
+            wait_for_state(app.broker, task_id, "completed")
 
 
     def test_a_busy_worker_acks_and_refills_its_slots_in_the_same_call(
@@ -185,7 +167,7 @@ class TestRunningHandlers:
         task_ids = [nothing.enqueue().task_id for _ in range(40)]
         start_worker(concurrency=4)
         for task_id in task_ids:
-            wait_for_state(app, task_id, "completed")
+            wait_for_state(app.broker, task_id, "completed")
         # With a backlog every turn's acks carry the next lease; only the last few, once
         # ready is empty and the waker holds the free slots, may go alone.
         assert sum(carried) >= 30, f"only {sum(carried)} of 40 acks carried a lease"
@@ -202,7 +184,7 @@ class TestScheduling:
         running = start_worker(poll_seconds=5.0)
         wait_until(running.worker.waker.armed.is_set, 5, "the worker to go idle")
         task_id = nothing.enqueue().task_id
-        wait_for_state(app, task_id, "completed", timeout=1.5)
+        wait_for_state(app.broker, task_id, "completed", timeout=1.5)
 
     @pytest.mark.parametrize("kind", ["def", "async def"])
     def test_bursts_while_handlers_finish_never_overfill_the_slots(
@@ -242,7 +224,7 @@ class TestScheduling:
             task_ids += [busy.enqueue(pauses.uniform(0.002, 0.03)).task_id for _ in range(4)]
             time.sleep(pauses.uniform(0.005, 0.03))
         for task_id in task_ids:
-            wait_for_state(app, task_id, "completed")
+            wait_for_state(app.broker, task_id, "completed")
         assert peak[0] == 3
 
     def test_delayed_task_runs_after_its_delay_and_not_before(
@@ -254,7 +236,7 @@ class TestScheduling:
 
         start_worker()
         task_id = later.enqueue(delay=0.6).task_id
-        wait_for_state(app, task_id, "completed")
+        wait_for_state(app.broker, task_id, "completed")
         record = app.broker.task(task_id)
         assert record is not None
         assert record.run_at - record.created_at == 600
@@ -271,7 +253,7 @@ class TestLeases:
 
         task_id = long.enqueue().task_id
         start_worker(lease_seconds=0.6)
-        wait_for_state(app, task_id, "completed", timeout=6)
+        wait_for_state(app.broker, task_id, "completed", timeout=6)
         record = app.broker.task(task_id)
         assert record is not None and (record.fencing_token, record.retries) == (1, 0)
         types = event_types(client, app.broker.keys, task_id)
@@ -300,9 +282,9 @@ class TestLeases:
 
         task_id = charge.enqueue().task_id
         running = start_worker(concurrency=2)
-        wait_for_state(app, task_id, "running")
+        wait_for_state(app.broker, task_id, "running")
         expire_and_reap(app.broker, task_id)
-        wait_for_state(app, task_id, "completed")
+        wait_for_state(app.broker, task_id, "completed")
         wait_until(lambda: running.worker.stats.stale, 5, "the stale ack to be refused")
         record = app.broker.task(task_id)
         assert record is not None and record.fencing_token == 3  # leased, reaped, leased
@@ -342,7 +324,7 @@ class TestShutdown:
         time.sleep(0.8)  # past the lease: only heartbeats sent while draining keep it
         assert app.broker.reap() == []
         finish["a"].set()
-        wait_for_state(app, a, "completed")  # a slot is free now, and c is ready
+        wait_for_state(app.broker, a, "completed")  # a slot is free now, and c is ready
         finish["b"].set()
         running.thread.join(5)
         assert not running.thread.is_alive() and running.status == 0

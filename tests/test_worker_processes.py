@@ -13,24 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
+from helpers import record_of
 from taskq.broker import Broker
 from taskq.embedded import EmbeddedRedis
 from taskq.ledger import Ledger, LedgerSummary
 from taskq.processes import taskq_command
-from taskq.results import TaskRecord
-from waiting import WorkerProcesses, event_types, pid_of, wait_until, worker_env
+from waiting import WorkerProcesses, event_types, pid_of, wait_for_state, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
 
 CHARGE = {"args": [], "kwargs": {"charge": 7}}
-
-
-@pytest.fixture
-def queue(client: redis.Redis) -> Broker:
-    """A queue of its own on the (flushed) session server."""
-    return Broker(client, f"p-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture
@@ -48,17 +41,6 @@ def workers(
     processes = WorkerProcesses(tmp_path, env)
     yield processes
     processes.stop_all()
-
-
-def record(broker: Broker, task_id: str) -> TaskRecord:
-    found = broker.task(task_id)
-    assert found is not None, f"{task_id} has no record"
-    return found
-
-
-def wait_for(broker: Broker, task_id: str, state: str, timeout: float = 15.0) -> TaskRecord:
-    wait_until(lambda: record(broker, task_id).state == state, timeout, f"{task_id}: {state}")
-    return record(broker, task_id)
 
 
 def charge_tokens(ledger_path: Path, task_id: str) -> list[int]:
@@ -89,11 +71,11 @@ def test_sigkilled_worker_task_is_reaped_and_completed_elsewhere(
         lambda: next((t for t in task_ids if charge_tokens(ledger_path, t)), ""),
         10, "a task to charge the ledger",
     )
-    killed_id = record(queue, victim).worker
+    killed_id = record_of(queue, victim).worker
     workers.holding(killed_id).send_signal(signal.SIGKILL)
     for task_id in task_ids:
-        wait_for(queue, task_id, "completed")
-    rerun = record(queue, victim)
+        wait_for_state(queue, task_id, "completed")
+    rerun = record_of(queue, victim)
     assert rerun.worker != killed_id and rerun.retries == 1 and rerun.fencing_token == 3
     assert "reaped" in event_types(queue.client, queue.keys, victim)
     summary = ledger_summary(ledger_path)
@@ -108,12 +90,12 @@ def test_paused_worker_is_fenced_after_takeover_even_with_no_ledger_guard(
     for _ in range(2):
         workers.start(LEDGER_GUARD="none", WORK_SECONDS="3")
     task_id = queue.enqueue("t1", payload=CHARGE).task_id
-    paused_id = wait_for(queue, task_id, "running").worker
+    paused_id = wait_for_state(queue, task_id, "running").worker
     paused = workers.holding(paused_id)
     paused.send_signal(signal.SIGSTOP)
-    wait_until(lambda: record(queue, task_id).fencing_token >= 3, 10, "another worker to lease")
+    wait_until(lambda: record_of(queue, task_id).fencing_token >= 3, 10, "another worker to lease")
     paused.send_signal(signal.SIGCONT)
-    done = wait_for(queue, task_id, "completed")
+    done = wait_for_state(queue, task_id, "completed")
     assert done.worker != paused_id and done.fencing_token == 3
     wait_until(lambda: "fail of task t1 refused: token 1 is stale" in workers.log(paused), 10,
                "the paused worker's failure report to be refused")
@@ -133,16 +115,16 @@ def test_worker_paused_after_its_charge_has_its_ack_refused_after_takeover(
         workers.start(LEDGER_GUARD=guard, AFTER_EFFECT_SECONDS="1.5")
     task_id = queue.enqueue("t1", payload=CHARGE).task_id
     wait_until(lambda: charge_tokens(ledger_path, task_id), 10, "the first charge")
-    paused_id = record(queue, task_id).worker
+    paused_id = record_of(queue, task_id).worker
     paused = workers.holding(paused_id)
     paused.send_signal(signal.SIGSTOP)
-    done = wait_for(queue, task_id, "completed")
+    done = wait_for_state(queue, task_id, "completed")
     assert done.worker != paused_id and done.fencing_token == 3
     paused.send_signal(signal.SIGCONT)
     wait_until(lambda: "ack of task t1 refused: token 1 is stale" in workers.log(paused), 10,
                "the paused worker's ack to be refused")
     assert charge_tokens(ledger_path, task_id) == tokens
-    assert record(queue, task_id) == done  # the refused ack changed nothing
+    assert record_of(queue, task_id) == done  # the refused ack changed nothing
 
 
 def test_sigterm_drains_the_task_in_hand_and_exits_zero(
@@ -151,12 +133,12 @@ def test_sigterm_drains_the_task_in_hand_and_exits_zero(
     worker = workers.start(WORK_SECONDS="1")
     first = queue.enqueue("first", payload=CHARGE).task_id
     second = queue.enqueue("second", payload=CHARGE).task_id
-    wait_for(queue, first, "running")
+    wait_for_state(queue, first, "running")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(10) == 0
-    assert record(queue, first).state == "completed"
+    assert record_of(queue, first).state == "completed"
     assert charge_tokens(ledger_path, first) == [1]
-    untouched = record(queue, second)
+    untouched = record_of(queue, second)
     assert (untouched.state, untouched.fencing_token) == ("pending", 0)
     log = workers.log(worker)
     assert "draining (SIGTERM)" in log and "taskq.worker: stopped" in log
@@ -167,14 +149,14 @@ def test_second_sigterm_exits_at_once_and_the_lease_is_reaped_later(
 ) -> None:
     worker = workers.start(WORK_SECONDS="10")
     task_id = queue.enqueue("t1", payload=CHARGE).task_id
-    wait_for(queue, task_id, "running")
+    wait_for_state(queue, task_id, "running")
     worker.send_signal(signal.SIGTERM)
     wait_until(lambda: "draining" in workers.log(worker), 10, "the worker to drain")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(2) == 128 + signal.SIGTERM
-    assert record(queue, task_id).state == "running"  # nothing was released on the way out
+    assert record_of(queue, task_id).state == "running"  # nothing was released on the way out
     wait_until(lambda: (task_id, "delayed") in queue.reap(), 5, "the lease to be reaped")
-    reaped = record(queue, task_id)
+    reaped = record_of(queue, task_id)
     assert (reaped.state, reaped.retries) == ("delayed", 1)
     assert reaped.last_error.startswith("lease expired while held by worker")
 
@@ -192,7 +174,7 @@ def test_cli_enqueue_of_ten_tasks_is_worked_off_by_a_cli_worker(
     assert len(task_ids) == 10
     workers.start(TASKQ_CONCURRENCY="2")
     for task_id in task_ids:
-        wait_for(queue, task_id, "completed")
+        wait_for_state(queue, task_id, "completed")
     summary = ledger_summary(ledger_path)
     assert (summary.charges, summary.tasks, summary.amount) == (10, 10, 30)
 
@@ -211,8 +193,8 @@ def test_a_pool_of_two_runs_tasks_in_two_worker_processes(
     pool = workers.start(TASKQ_WORKER_PROCESSES="2")
     task_ids = [queue.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id for _ in range(20)]
     for task_id in task_ids:
-        wait_for(queue, task_id, "completed")
-    ran_in = {pid_of(record(queue, t).worker) for t in task_ids}
+        wait_for_state(queue, task_id, "completed")
+    ran_in = {pid_of(record_of(queue, t).worker) for t in task_ids}
     assert ran_in == set(pool_pids(workers.log(pool))) and len(ran_in) == 2
     assert pool.pid not in ran_in
     summary = ledger_summary(ledger_path)
@@ -225,10 +207,10 @@ def test_sigterm_to_a_pool_drains_every_process_and_exits_zero(
     pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="1")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(4)]
     wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
-    held = [t for t in task_ids if record(queue, t).state == "running"]
+    held = [t for t in task_ids if record_of(queue, t).state == "running"]
     pool.send_signal(signal.SIGTERM)
     assert pool.wait(15) == 0
-    assert [record(queue, t).state for t in held] == ["completed", "completed"]
+    assert [record_of(queue, t).state for t in held] == ["completed", "completed"]
     assert queue.counts().ready == 2  # the rest wait for the next worker
     for pid in pool_pids(workers.log(pool)):
         with pytest.raises(ProcessLookupError):
@@ -241,10 +223,10 @@ def test_a_pool_starts_a_killed_process_again_and_the_task_is_rerun(
     pool = workers.start(TASKQ_WORKER_PROCESSES="2", AFTER_EFFECT_SECONDS="1.5")
     task_id = queue.enqueue("t1", payload=CHARGE).task_id
     wait_until(lambda: charge_tokens(ledger_path, task_id), 10, "the first charge")
-    os.kill(pid_of(record(queue, task_id).worker), signal.SIGKILL)
+    os.kill(pid_of(record_of(queue, task_id).worker), signal.SIGKILL)
     wait_until(lambda: len(pool_pids(workers.log(pool))) == 3, 10, "a third process to start")
     assert "exited with status -9" in workers.log(pool)
-    done = wait_for(queue, task_id, "completed")
+    done = wait_for_state(queue, task_id, "completed")
     assert done.retries == 1 and charge_tokens(ledger_path, task_id) == [1]
     assert pool.poll() is None
 
@@ -271,10 +253,10 @@ def test_a_worker_woken_past_its_lease_refuses_its_effect_before_the_heartbeat_n
     # reaches effect() at once, racing the heartbeat thread: effect() asks Redis itself.
     paused = workers.start(LEDGER_GUARD="none", WORK_SECONDS="0.5")
     task_id = queue.enqueue(f"t{trial}", payload=CHARGE).task_id
-    wait_for(queue, task_id, "running")
+    wait_for_state(queue, task_id, "running")
     paused.send_signal(signal.SIGSTOP)
     workers.start(LEDGER_GUARD="none", WORK_SECONDS="0.5")
-    done = wait_for(queue, task_id, "completed")
+    done = wait_for_state(queue, task_id, "completed")
     paused.send_signal(signal.SIGCONT)
     wait_until(lambda: "LeaseLostError" in workers.log(paused), 10, "the effect to be refused")
     assert charge_tokens(ledger_path, task_id) == [done.fencing_token]
@@ -317,7 +299,7 @@ def test_a_pause_inside_an_effect_block_is_the_window_only_a_guard_closes(
     task_id = queue.enqueue("t1", payload=CHARGE).task_id
     wait_until(lambda: stopped(paused.pid), 10, "the worker to stop itself")
     workers.start("--app", "paused_in_effect:app", **app)
-    wait_for(queue, task_id, "completed")
+    wait_for_state(queue, task_id, "completed")
     paused.send_signal(signal.SIGCONT)
     wait_until(lambda: len(charge_tokens(ledger_path, task_id)) == len(tokens)
                and "ack of task t1 refused" in workers.log(paused), 10, "the late charge")
@@ -335,9 +317,9 @@ def test_a_handler_past_the_grace_after_its_effect_is_acked_not_run_again(
     first.send_signal(signal.SIGTERM)
     workers.start(**slow)
     assert first.wait(10) == 0
-    done = record(queue, task_id)
+    done = record_of(queue, task_id)
     assert (done.state, done.fencing_token, pid_of(done.worker)) == ("completed", 1, first.pid)
     assert "after its effect was applied: acked" in workers.log(first)
     time.sleep(1.0)  # the second worker would have leased it by now
     assert charge_tokens(ledger_path, task_id) == [1]
-    assert record(queue, task_id) == done
+    assert record_of(queue, task_id) == done

@@ -11,8 +11,10 @@ from typing import TypeVar
 
 import redis
 
+from taskq.broker import Broker
 from taskq.keys import QueueKeys
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.results import TaskRecord
 
 T = TypeVar("T")
 
@@ -30,6 +32,16 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+def wait_for_state(broker: Broker, task_id: str, state: str, timeout: float = 15.0) -> TaskRecord:
+    """Wait until the task's record is in `state`, and return that record."""
+
+    def reached() -> TaskRecord | None:
+        record = broker.task(task_id)
+        return record if record is not None and record.state == state else None
+
+    return wait_until(reached, timeout, f"{task_id} to be {state}")
 
 
 def event_types(client: redis.Redis, keys: QueueKeys, task_id: str) -> list[str]:
