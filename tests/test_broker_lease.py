@@ -14,6 +14,7 @@ from conftest import ON_CLUSTER
 from helpers import dump, events, record_of, wait_past
 from taskq.broker import Broker, LeasedTask
 from taskq.errors import BrokerError, InvalidTaskError
+from taskq.transport import SingleNode
 
 
 class TestLease:
@@ -145,8 +146,8 @@ class TestAckAndLease:
         broker.enqueue("t1")
         broker.enqueue("t2")
         (held,) = broker.lease_many("w", 10, 1).tasks
-        direct = broker.scripts.direct
-        assert direct is not None
+        assert isinstance(broker.transport, SingleNode)
+        direct = broker.transport.direct
         writes: list[int] = []
         send = direct.call_many
         monkeypatch.setattr(direct, "call_many", lambda commands: writes.append(len(commands))

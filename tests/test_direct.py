@@ -22,8 +22,8 @@ from redis.retry import Retry
 from conftest import ON_CLUSTER
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.direct import DirectConnections
 from taskq.settings import Settings
+from taskq.transport.direct import DirectConnections
 from waiting import wait_until
 
 pytestmark = pytest.mark.skipif(ON_CLUSTER, reason="a cluster client has no direct connections")
@@ -241,14 +241,3 @@ def test_a_closed_client_answers_again_on_new_connections(own_client: redis.Redi
     own_client.close()
     assert direct.call("CLIENT", "ID") != before
 
-
-def test_a_server_that_lost_the_scripts_loads_them_again_and_runs_each_call_once(
-    broker: Broker, client: redis.Redis
-) -> None:
-    client.script_flush()
-    assert broker.enqueue("t1").created
-    client.script_flush()
-    assert broker.lease("w", 10) == ("t1", 1)
-    client.script_flush()
-    assert broker.ack("t1", 1)
-    assert client.xlen(broker.keys.events) == 3  # enqueued, leased, completed: once each

@@ -52,14 +52,9 @@ class Recorder:
         self.script, self.client, self.keys = script, client, keys
         self.calls: list[tuple[list[str], list[Any], list[Event]]] = []
 
-    def __call__(
-        self,
-        keys: Sequence[str] = (),
-        args: Sequence[Any] = (),
-        client: redis.Redis | None = None,
-    ) -> Any:
+    def __call__(self, keys: Sequence[str] = (), args: Sequence[Any] = ()) -> Any:
         seen = len(events(self.client, self.keys))
-        reply = self.script(keys=keys, args=args, client=client)
+        reply = self.script(keys=keys, args=args)
         emitted = events(self.client, self.keys)[seen:]
         self.calls.append((list(keys), list(args), emitted))
         return reply

@@ -6,9 +6,6 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-import redis
-from redis.exceptions import RedisClusterException
-
 from taskq.boundary import broker_error, redis_errors, text
 from taskq.codec import decode_payload
 from taskq.connection import connect
@@ -48,8 +45,9 @@ from taskq.results import (
     ReapOutcome,
     TaskRecord,
 )
-from taskq.scripts import Scripts, in_one_write
+from taskq.scripts import Scripts
 from taskq.settings import Settings
+from taskq.transport import Client, transport_for
 
 __all__ = [
     "Broker",
@@ -79,7 +77,7 @@ class Broker:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         queue: str = "default",
         *,
         events_retention: int = DEFAULT_EVENTS_RETENTION,
@@ -93,7 +91,8 @@ class Broker:
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
-        self.scripts = Scripts(client)
+        self.transport = transport_for(client)
+        self.scripts = Scripts(self.transport)
         self._registered = False
 
     @classmethod
@@ -191,17 +190,15 @@ class Broker:
         """Block until a script signals new work or `timeout` seconds pass, then lease up
         to `count` tasks, in one round trip: the lease is queued behind the blocking pop
         on the same connection, so Redis runs it the moment a producer wakes this worker
-        and both replies come back together. None on a cluster, which has no direct
-        connection to send the two on: there, `wait_for_work` and then `lease_many`."""
-        direct = self.scripts.direct
-        if direct is None:
-            return None
+        and both replies come back together. None, having leased nothing, where the
+        transport cannot send the two in one round trip (a cluster): there, call
+        `wait_for_work` and then `lease_many`."""
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
         TIMEOUT.check(timeout)
         with redis_errors("lease"):
-            reply = self.scripts.lease.after(direct, [("BLPOP", self.keys.wake, timeout)],
-                                             keys, args)
-        return LeaseBatch.from_reply(reply)
+            reply = self.transport.wait_then_run(self.keys.wake, timeout,
+                                                 self.scripts.lease.script, keys, args)
+        return None if reply is None else LeaseBatch.from_reply(reply)
 
     def _lease_call(self, worker_id: str, lease_seconds: float, count: int,
                     request_id: str | None) -> tuple[list[str], list[Any]]:
@@ -260,18 +257,17 @@ class Broker:
         lost. If the lease step or the round trip fails, this raises: acks that went
         through are refused as stale when sent again, and tasks a lost lease took come
         back when their leases expire."""
-        direct = self.scripts.direct
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
-        if direct is None or not held:
+        if not held:
             acks = self.ack_many(held)
             with redis_errors("lease"):
                 return acks, LeaseBatch.from_reply(self.scripts.lease(keys=lease_keys,
                                                                       args=lease_args))
         ack_keys, ack_args = self._ack_call(held)
         with redis_errors("ack and lease"):
-            acks, leased = in_one_write(
-                direct, (), [(self.scripts.ack, ack_keys, ack_args),
-                             (self.scripts.lease, lease_keys, lease_args)])
+            acks, leased = self.transport.run_many(
+                [(self.scripts.ack.script, ack_keys, ack_args),
+                 (self.scripts.lease.script, lease_keys, lease_args)])
             if isinstance(leased, Exception):
                 raise leased
         if isinstance(acks, Exception):
@@ -324,11 +320,7 @@ class Broker:
         """Block until a script signals new work on this queue, or `timeout` seconds pass;
         False if Redis could not be asked (the caller's next operation will say why)."""
         TIMEOUT.check(timeout)
-        try:
-            self.client.blpop([self.keys.wake], timeout)
-        except (redis.RedisError, RedisClusterException):
-            return False
-        return True
+        return self.transport.wait(self.keys.wake, timeout)
 
     # -- maintenance -------------------------------------------------------------------
 

@@ -9,9 +9,10 @@ from redis.retry import Retry
 
 from taskq.errors import ConfigError
 from taskq.settings import Settings, redacted_url
+from taskq.transport import Client
 
 
-def connect(settings: Settings | None = None) -> redis.Redis:
+def connect(settings: Settings | None = None) -> Client:
     """A client for `settings.redis_url` (from the environment when not given): a
     `redis.Redis`, or with TASKQ_REDIS_CLUSTER a `RedisCluster` that discovers the
     other nodes from that one and follows MOVED redirects and failovers.
@@ -26,14 +27,13 @@ def connect(settings: Settings | None = None) -> redis.Redis:
     timeout = settings.redis_timeout_seconds
     retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3)
     if settings.redis_cluster:
-        cluster: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
+        return RedisCluster.from_url(
             settings.redis_url,
             decode_responses=True,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=retry,
         )
-        return cluster
     return redis.Redis.from_url(
         settings.redis_url,
         decode_responses=True,

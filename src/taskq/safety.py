@@ -8,11 +8,12 @@ import redis
 
 from taskq.boundary import redis_errors, text
 from taskq.errors import UnsafeRedisError
+from taskq.transport import Client
 
 log = logging.getLogger("taskq")
 
 
-def check_server(client: redis.Redis) -> None:
+def check_server(client: Client) -> None:
     """Raise `UnsafeRedisError` if eviction could drop queue keys; warn if AOF is off;
     raise `BrokerError` if Redis cannot be reached.
 
@@ -38,7 +39,7 @@ def check_server(client: redis.Redis) -> None:
                     "the last snapshot; turn it on with appendonly yes")
 
 
-def _config(client: redis.Redis, name: str) -> str:
+def _config(client: Client, name: str) -> str:
     values = client.config_get(name)
     value = values.get(name, "") if isinstance(values, dict) else ""
     return text(value)

@@ -9,12 +9,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import redis
-from redis.cluster import RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError, ResponseError
 
-from taskq.direct import Command, DirectConnections
+from taskq.transport import Transport
 
 OPERATIONS = (
     "enqueue",
@@ -70,77 +67,25 @@ def contract(name: str) -> Contract:
 
 
 class ScriptCall:
-    """One operation's script, called as redis-py's `Script` is (`keys=`, `args=`).
+    """One operation's script, called as redis-py's `Script` is (`keys=`, `args=`), on
+    its client's transport."""
 
-    On a single node its EVALSHA goes out on a direct connection (see `taskq.direct`);
-    on a cluster, or for an explicit `client`, the `Script` sends it. A server that no
-    longer has the script (NOSCRIPT, after a restart or SCRIPT FLUSH) ran nothing: it is
-    loaded and run again with the same arguments."""
+    __slots__ = ("script", "transport")
 
-    def __init__(self, script: Script, direct: DirectConnections | None) -> None:
+    def __init__(self, script: Script, transport: Transport) -> None:
         self.script = script
-        self.direct = direct
+        self.transport = transport
 
-    @property
-    def sha(self) -> str:
-        sha: str = self.script.sha
-        return sha
-
-    def __call__(
-        self,
-        keys: Sequence[Any] = (),
-        args: Sequence[Any] = (),
-        client: redis.Redis | None = None,
-    ) -> Any:
-        if self.direct is None or client is not None:
-            return self.script(keys=keys, args=args, client=client)
-        return self.after(self.direct, (), keys, args)
-
-    def after(
-        self,
-        direct: DirectConnections,
-        commands: Sequence[Command],
-        keys: Sequence[Any],
-        args: Sequence[Any],
-    ) -> Any:
-        """Send `commands` and then this script in one write on a direct connection, and
-        return the script's reply; an error reply raises."""
-        reply = in_one_write(direct, commands, [(self, keys, args)])[0]
-        if isinstance(reply, ResponseError):
-            raise reply
-        return reply
-
-
-ScriptRun = tuple[ScriptCall, Sequence[Any], Sequence[Any]]
-
-
-def in_one_write(direct: DirectConnections, commands: Sequence[Command],
-                 runs: Sequence[ScriptRun]) -> list[Any]:
-    """Send `commands` and then each script run (script, keys, args) in one write on a
-    direct connection; return the scripts' replies in order, a script's error reply in
-    its place: each script is its own atomic step, and one may fail where another ran.
-    A script the server no longer has (NOSCRIPT) ran nothing: it is loaded and run
-    again alone, and nothing else is sent again. An error reply among `commands` raises."""
-    calls = [("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in runs]
-    replies = direct.call_many([*commands, *calls])
-    for error in (r for r in replies[: len(commands)] if isinstance(r, ResponseError)):
-        raise error
-    results = replies[len(commands):]
-    for i, ((script, _, _), call) in enumerate(zip(runs, calls, strict=True)):
-        if isinstance(results[i], NoScriptError):
-            direct.call("SCRIPT", "LOAD", script.script.script)
-            results[i] = direct.call_many([call])[0]
-    return results
+    def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        return self.transport.run(self.script, keys, args)
 
 
 class Scripts:
-    """One `ScriptCall` per operation, all on one client and its direct connections."""
+    """One `ScriptCall` per operation, all on one transport."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self.direct = None if isinstance(client, RedisCluster) else DirectConnections.of(client)
-
+    def __init__(self, transport: Transport) -> None:
         def load(name: str) -> ScriptCall:
-            return ScriptCall(client.register_script(source(name)), self.direct)
+            return ScriptCall(transport.script(source(name)), transport)
 
         self.enqueue = load("enqueue")
         self.lease = load("lease")

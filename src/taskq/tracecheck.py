@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import redis
+from taskq.transport import Client
 
 # event type -> states the task may be in before it; None = the task has no record yet.
 ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
@@ -132,7 +132,7 @@ def validate(
 
 
 def read_log(
-    client: redis.Redis, events_key: str, batch: int = 10_000
+    client: Client, events_key: str, batch: int = 10_000
 ) -> list[tuple[int, dict[str, str]]]:
     """Every retained event of a stream, in order, as (seq, fields)."""
     rows: list[tuple[int, dict[str, str]]] = []

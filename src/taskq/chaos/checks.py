@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import redis
-
 from taskq.broker import Broker
 from taskq.chaos.producer import Produced
 from taskq.ledger import Ledger
 from taskq.tracecheck import read_log, validate
+from taskq.transport import Client
 
 
 @dataclass
@@ -36,7 +35,7 @@ class Findings:
         return all(c.ok for c in self.checks)
 
 
-def final_states(client: redis.Redis, broker: Broker) -> tuple[dict[str, str], int]:
+def final_states(client: Client, broker: Broker) -> tuple[dict[str, str], int]:
     """Each task's last state according to the event log, and how many events it has."""
     rows = read_log(client, broker.keys.events)
     states: dict[str, str] = {}
@@ -46,7 +45,7 @@ def final_states(client: redis.Redis, broker: Broker) -> tuple[dict[str, str], i
 
 
 def run_checks(
-    client: redis.Redis, broker: Broker, produced: Produced, ledger: Ledger, guard: str,
+    client: Client, broker: Broker, produced: Produced, ledger: Ledger, guard: str,
     appendfsync: str, redis_crashes: int,
 ) -> Findings:
     found = Findings()
@@ -94,7 +93,7 @@ def run_checks(
     return found
 
 
-def _memory_check(client: redis.Redis, broker: Broker, found: Findings) -> Check:
+def _memory_check(client: Client, broker: Broker, found: Findings) -> Check:
     """Memory is bounded when the log is capped by its retention and every other key
     that grows with the number of tasks (records, idempotency keys) expires."""
     k = broker.keys
@@ -121,7 +120,7 @@ def _memory_check(client: redis.Redis, broker: Broker, found: Findings) -> Check
     )
 
 
-def _no_stray_state(client: redis.Redis, broker: Broker) -> bool:
+def _no_stray_state(client: Client, broker: Broker) -> bool:
     """No record left in a non-final state (a record that is in no structure)."""
     for key in client.scan_iter(match=broker.keys.task("*"), count=1000):
         # None: the record expired since the scan found it.

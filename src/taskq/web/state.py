@@ -15,6 +15,7 @@ from taskq.feed.readers import FEED_CONNECTIONS, Readers
 from taskq.feed.stream import StreamSettings
 from taskq.keys import check_queue_name
 from taskq.settings import Settings
+from taskq.transport import Client
 
 
 @dataclass
@@ -23,7 +24,7 @@ class WebState:
     asyncio client for the feed, and the feed's hubs (`readers`)."""
 
     settings: Settings
-    client: redis.Redis
+    client: Client
     aclient: aioredis.Redis
     stream: StreamSettings
     readers: Readers

@@ -1,0 +1,47 @@
+"""What a transport does: the few ways taskq sends scripts to Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeAlias
+
+import redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+
+Client: TypeAlias = redis.Redis | RedisCluster
+"""A client `taskq.connect()` makes and `Broker` accepts: one node, or a cluster."""
+
+ScriptRun: TypeAlias = tuple[Script, Sequence[Any], Sequence[Any]]
+"""One script to run, with its keys and args."""
+
+
+class Transport(Protocol):
+    """Runs the scripts of one client. Each script run is its own atomic step; a server
+    that lost a script (NOSCRIPT, after a restart or SCRIPT FLUSH) ran nothing, so the
+    transport loads it and runs it again with the same arguments."""
+
+    def script(self, source: str) -> Script:
+        """The script with Lua text `source`, ready to run on this transport."""
+        ...
+
+    def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run one script and return its reply; an error reply raises `ResponseError`."""
+        ...
+
+    def run_many(self, runs: Sequence[ScriptRun]) -> list[Any]:
+        """Run each script in order, in one write where the transport can; return the
+        replies in order with a script's error reply (a `ResponseError`) in its place,
+        since one may fail where another ran. A failed round trip raises."""
+        ...
+
+    def wait_then_run(self, key: str, timeout: float, script: Script,
+                      keys: Sequence[Any], args: Sequence[Any]) -> Any | None:
+        """BLPOP `key` for up to `timeout` seconds and then run the script, in one round
+        trip, and return the script's reply (an error reply raises); None, having done
+        nothing, where the two cannot go in one round trip: use `wait` and then `run`."""
+        ...
+
+    def wait(self, key: str, timeout: float) -> bool:
+        """BLPOP `key` for up to `timeout` seconds; False if Redis could not be asked."""
+        ...
