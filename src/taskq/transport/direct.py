@@ -1,9 +1,9 @@
 """Commands sent on connections kept at hand, past redis-py's per-call pool work.
 
-On a process that was idle, checking a connection out of redis-py's pool and back in
-(locks, a readiness poll through several layers, bookkeeping) costs about as much as
-the round trip itself: 0.2 ms of an enqueue that takes 0.6 ms, on the path from a
-producer to a handler. The connections here come from the client's own pool and stay
+Checking a connection out of redis-py's pool and back in (locks, a readiness poll
+through several layers, bookkeeping) costs an idle process about as much as the round
+trip itself, on the path from a producer to a handler (docs/benchmarks.md has the
+figures). The connections here come from the client's own pool and stay
 checked out while they are kept, so closing the client (when it owns its pool) closes
 them too; every Broker on one pool shares them, and each call keeps the client's
 retry policy.
