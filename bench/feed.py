@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from bench.feed_clients import FeedClient, connect, ended, wait_healthy
 from bench.harness import BenchError, Child, Options, Section, Server, Stat, python_module, rate
 from taskq import Broker, NewTask
-from taskq.embedded import free_port
 from taskq.keys import QueueKeys
+from taskq.tools.embedded import free_port
 
 RETENTION = 1_000_000
 PRODUCER_RATE = 2_000.0

@@ -17,8 +17,8 @@ from pathlib import Path
 import redis
 
 from taskq import Settings
-from taskq.embedded import EmbeddedRedis, free_port
 from taskq.processes import spawn, stop_all
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 POLL_SECONDS = 0.005

@@ -107,7 +107,7 @@ class Machine:
                 if self.others_share() > BUSY_SHARE else ""),
             f"- Python {platform.python_version()} ({platform.python_implementation()})",
             f"- Redis server {self.redis_version}: one private `redis-server` started by the "
-            f"bench (taskq.embedded.EmbeddedRedis, AOF on, appendfsync everysec), reached "
+            f"bench (taskq.tools.embedded.EmbeddedRedis, AOF on, appendfsync everysec), reached "
             f"over {self.redis_transport}; taskq and every peer use the same server",
             f"- taskq source: {taskq_source()}",
             f"- Packages: {package_versions(extra_versions)}",

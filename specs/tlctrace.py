@@ -3,7 +3,7 @@
     python -m specs.tlctrace .chaos/ci/events.jsonl   # as `taskq chaos --dir .chaos/ci` left it
 
 The log (JSON lines, as `taskq chaos` leaves it in its directory) is exported by
-`taskq.tlatrace`, one trace per task, into a generated TraceData module next to a
+`taskq.tools.tlatrace`, one trace per task, into a generated TraceData module next to a
 scratch copy of specs/TaskQueue; TLC then follows every trace in one run. Exit
 status: 0 when TLC accepts every trace, 1 when it rejects one (the task, the entry it
 could not take and why), 2 when TLC cannot run or the log is empty.
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 from specs import tlc
-from taskq import tlatrace
-from taskq.chaos.options import ChaosOptions
+from taskq.tools import tlatrace
+from taskq.tools.chaos.options import ChaosOptions
 
 MODEL = Path(__file__).resolve().parent / "TaskQueue"
 _LAST_N = re.compile(r"^/\\ tr = (\d+)$", re.MULTILINE)

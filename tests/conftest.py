@@ -17,11 +17,12 @@ import redis
 from proxy import ReplyDroppingProxy
 from taskq import App
 from taskq.broker import Broker
-from taskq.cluster import EmbeddedCluster
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis
 from taskq.keys import QUEUES_KEY
 from taskq.settings import Settings
+from taskq.tools.cluster import EmbeddedCluster
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.ledger import Ledger
 
 ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
 
@@ -48,21 +49,27 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
 
 
 @pytest.fixture
-def settings(redis_server: EmbeddedRedis, tmp_path: Path) -> Settings:
+def settings(redis_server: EmbeddedRedis) -> Settings:
     """Settings for one test: short leases and backoffs so real timeouts stay quick."""
     return Settings.from_env(
         {},
         redis_url=redis_server.url,
         redis_url_given=True,
         redis_cluster=ON_CLUSTER,
-        ledger_path=str(tmp_path / "ledger.db"),
         lease_seconds=1.0,
-        work_seconds=0.0,
         backoff_base_seconds=0.01,
         backoff_max_seconds=0.05,
         poll_seconds=0.2,
         shutdown_grace_seconds=2.0,
     )
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    """A fresh ledger file whose schema exists before any worker races to create it."""
+    path = tmp_path / "ledger.db"
+    Ledger(path).close()
+    return path
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ fixtures, and a client that reads the SSE stream off the wire."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -19,8 +18,9 @@ import httpx
 import pytest
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis, free_port
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.settings import Settings, Simulation, child_environment
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 TOKEN = "feed-test-token-0123"
 HEARTBEAT = 0.5
@@ -79,11 +79,11 @@ class Server:
 
 
 def server_env(redis_server: EmbeddedRedis, tmp: Path, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ, "REDIS_URL": redis_server.url, "LEDGER_PATH": str(tmp / "ledger.db"),
-        "TASKQ_API_TOKEN": "", "TASKQ_FEED_HEARTBEAT_SECONDS": str(HEARTBEAT),
-        "TASKQ_FEED_SEND_TIMEOUT_SECONDS": str(SEND_TIMEOUT), **extra,
-    }  # fmt: skip
+    """The environment of a test's `taskq serve`: no token, short feed timings."""
+    settings = Settings.from_env({}, redis_url=redis_server.url, api_token="",
+                                 feed_heartbeat_seconds=HEARTBEAT,
+                                 feed_send_timeout_seconds=SEND_TIMEOUT)
+    return child_environment(settings, Simulation(ledger_path=str(tmp / "ledger.db")), **extra)
 
 
 @pytest.fixture(scope="module")

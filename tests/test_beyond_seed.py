@@ -3,7 +3,6 @@ test_lost_replies.py, test_broker.py's TestReap and test_worker.py's grace tests
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -12,9 +11,9 @@ import pytest
 import redis
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis
 from taskq.processes import spawn, stop_all, taskq_command
-from waiting import wait_until
+from taskq.tools.embedded import EmbeddedRedis
+from waiting import wait_until, worker_env
 
 SUICIDAL_APP = '''
 import os, signal
@@ -33,9 +32,9 @@ def test_a_handler_that_keeps_killing_its_worker_ends_dead_saying_so(
     redis_server: EmbeddedRedis, broker: Broker, tmp_path: Path
 ) -> None:
     (tmp_path / "suicide_app.py").write_text(SUICIDAL_APP)
-    env = {**os.environ, "REDIS_URL": redis_server.url, "TASKQ_QUEUE": "test",
-           "LEASE_SECONDS": "0.5", "BACKOFF_BASE_SECONDS": "0.01", "BACKOFF_MAX_SECONDS": "0.02",
-           "PYTHONPATH": str(tmp_path)}  # fmt: skip
+    env = worker_env(redis_server.url, "test", tmp_path / "ledger.db", LEASE_SECONDS="0.5",
+                     BACKOFF_BASE_SECONDS="0.01", BACKOFF_MAX_SECONDS="0.02",
+                     PYTHONPATH=str(tmp_path))
     broker.enqueue("doomed", max_retries=2, name="suicidal")
     workers: list[subprocess.Popen[bytes]] = []
 

@@ -28,7 +28,7 @@ BAD_OPTIONS = [
     ({"idempotency_key": "k" * 513}, "invalid idempotency key"),
     ({"idempotency_key": "k", "idempotency_ttl": 0}, "idempotency_ttl must be"),
     ({"idempotency_key": "k", "idempotency_ttl": 10**16}, "idempotency_ttl must be"),
-    ({"name": ""}, "task name must be"),
+    ({"name": ""}, "invalid task name"),
 ]
 BAD_PAYLOADS = [
     ({"s": {1, 2}}, "not JSON serializable"), ({"n": math.nan}, "NaN and infinity"),

@@ -19,9 +19,8 @@ import pytest
 
 from helpers import record_of
 from taskq.broker import Broker
-from taskq.embedded import EmbeddedRedis
-from taskq.ledger import Ledger
-from taskq.tracecheck import read_log, validate
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.tracecheck import read_log, validate
 from waiting import WorkerProcesses, event_types, wait_for_state, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
@@ -29,13 +28,6 @@ pytestmark = pytest.mark.processes
 LEASE = 0.5
 ETA = 2.0  # four leases long
 CHARGE = {"args": [], "kwargs": {"charge": 5}}
-
-
-@pytest.fixture
-def ledger_path(tmp_path: Path) -> Path:
-    path = tmp_path / "ledger.db"
-    Ledger(path).close()
-    return path
 
 
 @pytest.fixture

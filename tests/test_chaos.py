@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from taskq.tlatrace import read_log
+from taskq.tools.tlatrace import read_log
 
 pytestmark = pytest.mark.processes
 

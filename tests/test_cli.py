@@ -13,19 +13,20 @@ import redis
 from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
 from taskq.broker import Broker
 from taskq.cli import main
-from taskq.embedded import free_port
-from taskq.ledger import Ledger
-from taskq.settings import Settings
+from taskq.settings import Settings, Simulation, child_environment
+from taskq.tools.embedded import free_port
+from taskq.tools.ledger import Ledger
 from waiting import wait_until
 
 
 @pytest.fixture
-def env(settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> Settings:
+def env(settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+        ledger_path: Path) -> Settings:
     """Point in-process commands at the test Redis and a fresh ledger; queue 'default'."""
     for variable in CONFIG_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("REDIS_URL", settings.redis_url)
-    monkeypatch.setenv("LEDGER_PATH", settings.ledger_path)
+    monkeypatch.setenv("LEDGER_PATH", str(ledger_path))
     return settings
 
 
@@ -160,9 +161,9 @@ class TestDlq:
 
 class TestLedger:
     def test_a_clean_ledger_exits_0(
-        self, env: Settings, capsys: pytest.CaptureFixture[str]
+        self, env: Settings, ledger_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        Ledger(env.ledger_path).charge("t1", 1, "alice", 3)
+        Ledger(ledger_path).charge("t1", 1, "alice", 3)
         assert main(["ledger"]) == 0
         out = capsys.readouterr().out
         assert "1 charge(s) for 1 task(s), total 3" in out
@@ -228,11 +229,11 @@ class TestDashboard:
 
 
 @pytest.fixture
-def worker_env(env: Settings, marker: str) -> dict[str, str]:
-    return command_env(
-        REDIS_URL=env.redis_url, LEDGER_PATH=env.ledger_path, WORK_SECONDS="0",
-        LEASE_SECONDS="2", POLL_SECONDS="0.2", TASKQ_TEST_MARKER=marker,
-    )  # fmt: skip
+def worker_env(env: Settings, marker: str, ledger_path: Path) -> dict[str, str]:
+    settings = Settings.from_env({}, redis_url=env.redis_url, lease_seconds=2.0,
+                                 poll_seconds=0.2)
+    return child_environment(settings, Simulation(work_seconds=0.0, ledger_path=str(ledger_path)),
+                             TASKQ_TEST_MARKER=marker)
 
 
 class TestRealProcesses:

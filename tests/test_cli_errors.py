@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import command_env, taskq
-from taskq.embedded import free_port
+from taskq.tools.embedded import free_port
 
 # Every command that talks to the Redis that REDIS_URL names.
 REDIS_COMMANDS = [

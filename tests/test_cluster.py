@@ -11,17 +11,17 @@ import pytest
 import redis
 
 from taskq.broker import Broker, NewTask
-from taskq.cluster import EmbeddedCluster
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis
 from taskq.errors import BrokerError, EmbeddedRedisError
 from taskq.keys import QueueKeys
-from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings
 from taskq.snapshot import take_snapshot
-from taskq.tracecheck import read_log, validate
-from waiting import wait_until
+from taskq.tools.cluster import EmbeddedCluster
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.ledger import Ledger
+from taskq.tools.tracecheck import read_log, validate
+from waiting import wait_until, worker_env
 
 pytestmark = pytest.mark.cluster
 
@@ -48,10 +48,9 @@ def slot(client: redis.Redis, key: str) -> int:
 
 def run_workers(cluster: EmbeddedCluster, tmp_path: Path, queues: list[str],
                 **env: str) -> list[subprocess.Popen[bytes]]:
-    base = {**os.environ, "REDIS_URL": cluster.url, "TASKQ_REDIS_CLUSTER": "1",
-            "LEDGER_PATH": str(tmp_path / "ledger.db"), "WORK_SECONDS": "0.005",
-            "LEASE_SECONDS": "2", "TASKQ_CONCURRENCY": "4", "BACKOFF_BASE_SECONDS": "0.05",
-            "BACKOFF_MAX_SECONDS": "0.5", **env}  # fmt: skip
+    base = worker_env(cluster.url, "default", tmp_path / "ledger.db", **{
+        "TASKQ_REDIS_CLUSTER": "1", "WORK_SECONDS": "0.005", "LEASE_SECONDS": "2",
+        "TASKQ_CONCURRENCY": "4", "BACKOFF_MAX_SECONDS": "0.5", **env})
     return [spawn(taskq_command("worker", "--queue", queue), base,
                   str(tmp_path / f"worker-{n}.log")) for n, queue in enumerate(queues)]
 

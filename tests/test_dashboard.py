@@ -17,8 +17,9 @@ import redis
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis, free_port
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.settings import Settings, Simulation, child_environment
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -115,8 +116,8 @@ def watch_csp(tab: Page, errors: list[str]) -> None:
 
 @pytest.fixture
 def env(redis_server: EmbeddedRedis, tmp_path: Path) -> dict[str, str]:
-    return dict(os.environ, REDIS_URL=redis_server.url, TASKQ_API_TOKEN="",
-                LEDGER_PATH=str(tmp_path / "ledger.db"))
+    settings = Settings.from_env({}, redis_url=redis_server.url, api_token="")
+    return child_environment(settings, Simulation(ledger_path=str(tmp_path / "ledger.db")))
 
 
 @pytest.fixture

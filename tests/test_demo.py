@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from cli_support import command_env, processes_of, taskq
-from taskq.ledger import Ledger
+from taskq.tools.ledger import Ledger
 from waiting import wait_until
 
 

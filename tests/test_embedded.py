@@ -15,10 +15,10 @@ import pytest
 import redis
 
 import taskq
-from taskq.embedded import MAX_SOCKET_PATH, EmbeddedRedis, free_port
 from taskq.errors import EmbeddedRedisError, UnsafeRedisError
 from taskq.safety import check_server
 from taskq.settings import Settings
+from taskq.tools.embedded import MAX_SOCKET_PATH, EmbeddedRedis, free_port
 
 BINARY = os.environ.get("REDIS_SERVER", "")
 
@@ -144,7 +144,7 @@ class TestNothingIsLeftBehind:
         snippet = (
             "import os, signal\n"
             "from pathlib import Path\n"
-            "from taskq.embedded import EmbeddedRedis\n"
+            "from taskq.tools.embedded import EmbeddedRedis\n"
             f"server = EmbeddedRedis({BINARY!r}, Path({str(tmp_path / 'orphan')!r}))\n"
             "server.start()\n"
             "print(server.pid, flush=True)\n"

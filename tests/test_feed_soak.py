@@ -29,9 +29,10 @@ import pytest
 import redis
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis, free_port
-from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.tools.embedded import EmbeddedRedis, free_port
+from taskq.tools.ledger import Ledger
+from waiting import worker_env
 
 pytestmark = pytest.mark.soak
 
@@ -164,13 +165,9 @@ class Client:
 def env(redis_server: EmbeddedRedis, tmp_path: Path) -> dict[str, str]:
     ledger = tmp_path / "ledger.db"
     Ledger(ledger).close()  # the schema exists before workers race to create it
-    return {
-        **os.environ, "REDIS_URL": redis_server.url, "TASKQ_QUEUE": QUEUE,
-        "TASKQ_EVENTS_RETENTION": str(RETENTION), "LEDGER_PATH": str(ledger),
-        "WORK_SECONDS": "0", "AFTER_EFFECT_SECONDS": "0", "FAIL_RATE": "0",
-        "LEASE_SECONDS": "30", "TASKQ_CONCURRENCY": "8", "TASKQ_API_TOKEN": "",
-        "TASKQ_FEED_HEARTBEAT_SECONDS": "2",
-    }  # fmt: skip
+    return worker_env(redis_server.url, QUEUE, ledger, TASKQ_EVENTS_RETENTION=str(RETENTION),
+                      WORK_SECONDS="0", LEASE_SECONDS="30", TASKQ_CONCURRENCY="8",
+                      TASKQ_API_TOKEN="", TASKQ_FEED_HEARTBEAT_SECONDS="2")
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from taskq.errors import LedgerError
-from taskq.ledger import ChargeOutcome, Ledger
 from taskq.settings import LedgerGuard
+from taskq.tools.ledger import ChargeOutcome, Ledger
 
 TASKS = 25
 
@@ -88,7 +88,7 @@ class TestGuardDedupe:
         # Each process opens the ledger, then waits for a line on stdin, so both charge at once.
         snippet = (
             "import sys\n"
-            "from taskq.ledger import Ledger\n"
+            "from taskq.tools.ledger import Ledger\n"
             f"ledger = Ledger({str(path)!r}, 'dedupe')\n"
             "print('ready', flush=True)\n"
             "sys.stdin.readline()\n"

@@ -4,7 +4,7 @@ Each rule is one broker operation or the passing of real time (a 50 ms lease run
 out, a 30 ms delay coming due); after every step the queue in Redis must be exactly
 what the model says: where each task is, its state, retries and fencing token, and how
 many events the log holds; T1, T3, T5 and T6 are checked on the way, and every run's
-event log must pass taskq.tracecheck. Holders are kept for the whole run, so a paused
+event log must pass taskq.tools.tracecheck. Holders are kept for the whole run, so a paused
 holder comes back with its old token as often as a current one acts.
 """
 
@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 
 from helpers import PLACE_STATE, view
 from taskq.broker import Broker, Enqueued
-from taskq.tracecheck import read_log, validate
+from taskq.tools.tracecheck import read_log, validate
 
 BRIEF = 0.05  # a lease that runs out during the run
 LONG = 30.0  # a lease or delay that does not

@@ -13,11 +13,11 @@ import pytest
 
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis
 from taskq.errors import BrokerError
-from taskq.ledger import Ledger
 from taskq.settings import Settings
-from waiting import WorkerProcesses, event_types, wait_until
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.ledger import Ledger
+from waiting import WorkerProcesses, event_types, wait_until, worker_env
 
 pytestmark = pytest.mark.outage
 
@@ -39,14 +39,9 @@ class Outage:
         self.broker = Broker(connect(settings), QUEUE)
         self.ledger_path = tmp_path / "ledger.db"
         Ledger(self.ledger_path).close()
-        self.workers = WorkerProcesses(tmp_path, {
-            **os.environ,
-            "REDIS_URL": self.server.url, "REDIS_TIMEOUT_SECONDS": "1", "TASKQ_QUEUE": QUEUE,
-            "LEDGER_PATH": str(self.ledger_path), "LEDGER_GUARD": "dedupe",
-            "LEASE_SECONDS": "1", "WORK_SECONDS": "0.3", "AFTER_EFFECT_SECONDS": "0",
-            "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.2",
-            "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "2",
-        })  # fmt: skip
+        self.workers = WorkerProcesses(tmp_path, worker_env(
+            self.server.url, QUEUE, self.ledger_path, REDIS_TIMEOUT_SECONDS="1",
+            WORK_SECONDS="0.3", BACKOFF_MAX_SECONDS="0.2", TASKQ_CONCURRENCY="2"))
 
     def enqueue(self, count: int) -> list[str]:
         return [self.broker.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id

@@ -10,7 +10,13 @@ import pytest
 
 from taskq import limits
 from taskq.errors import ConfigError, TaskqError
-from taskq.settings import ENVIRONMENT, Settings
+from taskq.settings import (
+    ENVIRONMENT,
+    SIMULATION_ENVIRONMENT,
+    Settings,
+    Simulation,
+    child_environment,
+)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
@@ -33,35 +39,43 @@ def readme_configuration() -> dict[str, str]:
     return rows
 
 
+# Every variable taskq reads: the queue's Settings and the simulated task's Simulation.
+EVERY_VARIABLE = {**ENVIRONMENT, **SIMULATION_ENVIRONMENT}
+
+
 def defaults() -> dict[str, object]:
-    return {f.name: f.default for f in dataclasses.fields(Settings)}
+    return {f.name: f.default for cls in (Settings, Simulation) for f in dataclasses.fields(cls)}
 
 
 def with_env(**variables: str) -> Settings:
     return Settings.from_env(variables)
 
 
+def simulated(**variables: str) -> Simulation:
+    return Simulation.from_env(variables)
+
+
 class TestDefaultsMatchTheReadme:
     def test_the_readme_table_lists_every_variable_settings_reads(self) -> None:
         table = readme_configuration()
         assert len(table) >= 10
-        assert set(table) == {variable for variable, _ in ENVIRONMENT.values()}
+        assert set(table) == {variable for variable, _ in EVERY_VARIABLE.values()}
 
     def test_every_readme_default_is_the_dataclass_default(self) -> None:
         table, expected = readme_configuration(), defaults()
-        for name, (variable, parse) in ENVIRONMENT.items():
+        for name, (variable, parse) in EVERY_VARIABLE.items():
             documented = table[variable]
             # A default in parentheses, such as REDIS_SERVER's "(search)", means none.
             value = "" if documented.startswith("(") else parse(documented)
             assert value == expected[name], f"{variable}: README {documented!r}"
 
     def test_an_empty_environment_gives_the_dataclass_defaults(self) -> None:
-        settings = Settings.from_env({})
-        for name, default in defaults().items():
-            assert getattr(settings, name) == default, name
+        assert Settings.from_env({}) == Settings()
+        assert Simulation.from_env({}) == Simulation()
 
-    def test_every_environment_entry_names_a_settings_field(self) -> None:
-        assert set(ENVIRONMENT) <= set(defaults())
+    def test_every_environment_entry_names_a_field_of_its_own_object(self) -> None:
+        assert set(ENVIRONMENT) <= {f.name for f in dataclasses.fields(Settings)}
+        assert set(SIMULATION_ENVIRONMENT) == {f.name for f in dataclasses.fields(Simulation)}
 
     def test_blank_values_mean_the_default(self) -> None:
         assert with_env(LEASE_SECONDS="  ", TASKQ_QUEUE="").lease_seconds == 10.0
@@ -72,16 +86,15 @@ class TestValuesAreParsed:
         settings = with_env(
             LEASE_SECONDS="2.5",
             TASKQ_CONCURRENCY="8",
-            LEDGER_GUARD="fence",
             TASKQ_QUEUE="emails",
-            FAIL_RATE="1",
         )
-        assert (settings.lease_seconds, settings.concurrency) == (2.5, 8)
-        assert (settings.ledger_guard, settings.queue, settings.fail_rate) == (
-            "fence",
-            "emails",
-            1.0,
-        )
+        assert (settings.lease_seconds, settings.concurrency, settings.queue) == (2.5, 8, "emails")
+
+    def test_the_simulated_task_reads_its_own_variables(self) -> None:
+        simulation = simulated(LEDGER_GUARD="fence", FAIL_RATE="1", WORK_SECONDS="0.5",
+                               LEDGER_PATH="/tmp/l.db")
+        assert (simulation.ledger_guard, simulation.fail_rate, simulation.work_seconds,
+                simulation.ledger_path) == ("fence", 1.0, 0.5, "/tmp/l.db")
 
     def test_surrounding_whitespace_is_ignored(self) -> None:
         assert with_env(POLL_SECONDS=" 0.25 ").poll_seconds == 0.25
@@ -170,11 +183,11 @@ class TestBadValuesNameTheVariableAndTheValue:
 
     def test_a_fail_rate_above_one_is_refused(self) -> None:
         with pytest.raises(ConfigError, match=r"FAIL_RATE=1\.5 must be a number between 0 and 1"):
-            with_env(FAIL_RATE="1.5")
+            simulated(FAIL_RATE="1.5")
 
     def test_an_unknown_ledger_guard_is_refused_with_the_choices(self) -> None:
         with pytest.raises(ConfigError) as caught:
-            with_env(LEDGER_GUARD="bogus")
+            simulated(LEDGER_GUARD="bogus")
         message = str(caught.value)
         assert "LEDGER_GUARD='bogus'" in message
         assert all(guard in message for guard in ("none", "dedupe", "fence"))
@@ -244,7 +257,7 @@ class TestEveryNumberHasItsRange:
         ("LEASE_SECONDS", "1e14"), ("TASKQ_EVENTS_RETENTION", "100000000000000000000"),
         ("TASKQ_COMPLETED_TTL_SECONDS", "1e16"), ("TASKQ_DEAD_TTL_SECONDS", "1e16"),
         ("BACKOFF_MAX_SECONDS", "1e12"), ("TASKQ_MAX_PAYLOAD_BYTES", "1073741824"),
-        ("WORK_SECONDS", "1e20"), ("POLL_SECONDS", "1e20"), ("TASKQ_CONCURRENCY", "10001"),
+        ("POLL_SECONDS", "1e20"), ("TASKQ_CONCURRENCY", "10001"),
     ])
     def test_a_value_past_its_range_is_refused_naming_the_range(
         self, variable: str, raw: str
@@ -253,10 +266,16 @@ class TestEveryNumberHasItsRange:
                                               r".* (between|above) \d+ and (at most )?\d+"):
             with_env(**{variable: raw})
 
+    def test_the_simulated_work_past_its_range_is_refused_naming_the_range(self) -> None:
+        with pytest.raises(ConfigError, match=r"WORK_SECONDS=1e\+20 must be a number of "
+                                              r"seconds between 0 and 86400"):
+            simulated(WORK_SECONDS="1e20")
+
     def test_every_number_setting_has_a_range_whose_default_is_the_default(self) -> None:
         numbers = {name for name, (variable, _) in ENVIRONMENT.items() if variable in NUMBERS}
         assert set(limits.SETTINGS) == numbers
-        for name, bound in limits.SETTINGS.items():
+        assert set(limits.SIMULATION) == {"work_seconds", "after_effect_seconds", "fail_rate"}
+        for name, bound in {**limits.SETTINGS, **limits.SIMULATION}.items():
             assert defaults()[name] == bound.default, name
             assert bound.holds(bound.default), name
 
@@ -264,3 +283,18 @@ class TestEveryNumberHasItsRange:
     def test_an_override_that_is_not_a_number_in_range_is_refused(self, value: object) -> None:
         with pytest.raises(ConfigError, match="TASKQ_EVENTS_RETENTION="):
             Settings.from_env({}, events_retention=value)
+
+
+class TestChildEnvironment:
+    def test_a_child_reads_back_the_very_settings_it_was_given(self) -> None:
+        given = Settings.from_env({}, lease_seconds=2.5, concurrency=4, queue="emails",
+                                  redis_url="redis://h:1/2", redis_cluster=True)
+        simulation = Simulation(work_seconds=0.25, ledger_guard="none", ledger_path="l.db")
+        env = child_environment(given, simulation, EXTRA="1")
+        assert Settings.from_env(env) == dataclasses.replace(given, redis_url_given=True)
+        assert Simulation.from_env(env) == simulation
+        assert env["EXTRA"] == "1"
+
+    def test_variables_given_by_name_win(self) -> None:
+        env = child_environment(Settings(), LEASE_SECONDS="3")
+        assert Settings.from_env(env).lease_seconds == 3.0

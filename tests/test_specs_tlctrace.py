@@ -12,9 +12,9 @@ import pytest
 import redis
 from specs import tlctrace
 
-from taskq import tlatrace
 from taskq.broker import Broker
-from taskq.tracecheck import read_log
+from taskq.tools import tlatrace
+from taskq.tools.tracecheck import read_log
 from waiting import wait_until
 
 pytestmark = pytest.mark.skipif(

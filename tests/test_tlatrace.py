@@ -1,4 +1,4 @@
-"""taskq.tlatrace: each task's events become a TLA+ trace, with the model steps no event
+"""taskq.tools.tlatrace: each task's events become a TLA+ trace, with the model steps no event
 writes inserted where the next event implies them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from taskq.tlatrace import Step, module, per_task, read_log, steps, write_log
+from taskq.tools.tlatrace import Step, module, per_task, read_log, steps, write_log
 
 
 def ev(kind: str, state: str, task: str = "t", **numbers: int) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""taskq.tracecheck: hand-made illegal event logs are each reported, and the whole log of
+"""taskq.tools.tracecheck: hand-made illegal event logs are each reported, and the whole log of
 real worker processes (failures, delays, a SIGKILL mid-run) passes."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import EmbeddedRedis
-from taskq.ledger import Ledger
-from taskq.tracecheck import TraceReport, read_log, validate
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.ledger import Ledger
+from taskq.tools.tracecheck import TraceReport, read_log, validate
 from waiting import WorkerProcesses, event_types, wait_until, worker_env
 
 Event = dict[str, str]

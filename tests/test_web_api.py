@@ -10,8 +10,8 @@ import httpx
 
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
 from taskq.broker import Broker
-from taskq.embedded import EmbeddedRedis, free_port
 from taskq.processes import taskq_command
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 # -- access control ------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ import pytest
 from serve_support import TIMEOUT, FeedStream, Server, enqueue, feed, server_env
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis
 from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
 
 ROUTES = [("GET", "/api/queues"), ("GET", "/api/snapshot"), ("GET", "/api/tasks/t-0"),
           ("GET", "/api/dlq"), ("POST", "/api/dlq/t-0/retry"), ("GET", "/metrics"),

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -261,12 +262,12 @@ class TestLeases:
         assert types.count("heartbeat") >= 3
 
     def test_lost_lease_fences_the_effect_and_refuses_the_stale_ack(
-        self, app: App, start_worker: StartWorker, settings: Settings
+        self, app: App, start_worker: StartWorker, ledger_path: Path
     ) -> None:
         """The lease is expired by hand (its score set in the past), as a paused heartbeat
         would leave it; the worker's heartbeat then finds its token stale. The real pause
         is in tests/test_worker_processes.py."""
-        ledger = Ledger(settings.ledger_path, "none")
+        ledger = Ledger(ledger_path, "none")
         refused: list[LeaseLostError] = []
 
         @app.task("charge")
@@ -337,9 +338,9 @@ class TestShutdown:
         assert not started["c"].is_set()
 
     def test_handler_past_the_grace_is_released_and_its_effect_refused(
-        self, app: App, start_worker: StartWorker, settings: Settings, client: redis.Redis
+        self, app: App, start_worker: StartWorker, ledger_path: Path, client: redis.Redis
     ) -> None:
-        ledger = Ledger(settings.ledger_path, "none")
+        ledger = Ledger(ledger_path, "none")
         started, finish = threading.Event(), threading.Event()
         outcome: list[BaseException | None] = []
 

@@ -16,21 +16,14 @@ import pytest
 
 from helpers import record_of
 from taskq.broker import Broker
-from taskq.embedded import EmbeddedRedis
-from taskq.ledger import Ledger, LedgerSummary
 from taskq.processes import taskq_command
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.ledger import Ledger, LedgerSummary
 from waiting import WorkerProcesses, event_types, pid_of, wait_for_state, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
 
 CHARGE = {"args": [], "kwargs": {"charge": 7}}
-
-
-@pytest.fixture
-def ledger_path(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "ledger.db"
-    Ledger(path).close()  # the schema exists before workers race to create it
-    yield path
 
 
 @pytest.fixture
@@ -271,6 +264,7 @@ def stopped(pid: int) -> bool:
 PAUSED_IN_EFFECT_APP = '''
 import signal, threading
 from taskq import App, Ledger, current_task
+from taskq.settings import Simulation
 
 app = App()
 
@@ -282,7 +276,8 @@ def charge(charge: int) -> None:
             # Sent to this thread, so it stops before its next step (a signal sent to the
             # process may be taken by another thread, and this one run on a moment).
             signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
-        ledger = Ledger(app.settings.ledger_path, app.settings.ledger_guard)
+        simulation = Simulation.from_env()
+        ledger = Ledger(simulation.ledger_path, simulation.ledger_guard)
         ledger.charge(task.task_id, task.token, "alice", charge)
         ledger.close()
 '''

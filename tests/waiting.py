@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from taskq.broker import Broker
 from taskq.keys import QueueKeys
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.results import TaskRecord
+from taskq.settings import Settings, Simulation, child_environment
 
 T = TypeVar("T")
 
@@ -57,16 +57,12 @@ def pid_of(worker_id: str) -> int:
 
 def worker_env(redis_url: str, queue: str, ledger_path: Path, **overrides: str) -> dict[str, str]:
     """The environment of a test's `taskq worker` processes: short leases, backoffs and
-    polls, the dedupe guard, no simulated failures; `overrides` change any of it."""
-    return {
-        **os.environ,
-        "REDIS_URL": redis_url, "TASKQ_QUEUE": queue,
-        "LEDGER_PATH": str(ledger_path), "LEDGER_GUARD": "dedupe",
-        "LEASE_SECONDS": "1", "WORK_SECONDS": "0.05", "AFTER_EFFECT_SECONDS": "0",
-        "FAIL_RATE": "0", "BACKOFF_BASE_SECONDS": "0.05", "BACKOFF_MAX_SECONDS": "0.1",
-        "POLL_SECONDS": "0.2", "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": "1",
-        **overrides,
-    }  # fmt: skip
+    polls, the dedupe guard, no simulated failures; `overrides` (by variable) change any."""
+    settings = Settings.from_env(
+        {}, redis_url=redis_url, queue=queue, lease_seconds=1.0, backoff_base_seconds=0.05,
+        backoff_max_seconds=0.1, poll_seconds=0.2, shutdown_grace_seconds=5.0)
+    simulation = Simulation(work_seconds=0.05, ledger_path=str(ledger_path))
+    return child_environment(settings, simulation, **overrides)
 
 
 class WorkerProcesses:

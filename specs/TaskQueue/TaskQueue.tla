@@ -31,7 +31,7 @@
 (*  - backoff lengths are not modelled, only "not yet due" until a Tick.   *)
 (* Not modelled: lease.lua's request-id replay of a lost reply, key TTLs   *)
 (* (idempotency, completed records), purge.lua, the event log (E1 is       *)
-(* checked by taskq.tracecheck on real logs instead).                      *)
+(* checked by taskq.tools.tracecheck on real logs instead).                      *)
 (*                                                                         *)
 (* Bounds keep the state space finite: one task (a second send is a retry  *)
 (* with the first one's key, so T5 is exercised; two independent tasks     *)

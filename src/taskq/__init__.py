@@ -16,8 +16,8 @@ from taskq.errors import (
     UnknownTaskError,
     UnsafeRedisError,
 )
-from taskq.ledger import Ledger
 from taskq.settings import Settings
+from taskq.tools.ledger import Ledger
 from taskq.worker import Worker
 
 __version__ = "0.1.0"

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from taskq.broker import Broker
 from taskq.codec import args_payload
 from taskq.errors import InvalidTaskError
-from taskq.keys import new_id
+from taskq.keys import check_task_name, new_id
 from taskq.results import Enqueued
 from taskq.settings import Settings
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
 RESERVED = ("delay", "max_retries", "idempotency_key", "task_id")
 
 
@@ -64,10 +62,19 @@ class Task(Generic[P, R]):
 
 
 class App:
-    """A set of tasks bound to one queue. Workers load an App to know what to run."""
+    """A set of tasks bound to one queue. Workers load an App to know what to run.
 
-    def __init__(self, queue: str | None = None, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings.from_env()
+    Settings come from the environment unless given; `redis_url` overrides just that one.
+    """
+
+    def __init__(self, queue: str | None = None, settings: Settings | None = None, *,
+                 redis_url: str | None = None) -> None:
+        if settings is None:
+            settings = (Settings.from_env() if redis_url is None else
+                        Settings.from_env(None, redis_url=redis_url, redis_url_given=True))
+        elif redis_url is not None:
+            raise InvalidTaskError("give App either settings or redis_url, not both")
+        self.settings = settings
         self.queue = queue or self.settings.queue
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._broker: Broker | None = None
@@ -83,12 +90,8 @@ class App:
             )
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
-            task_name = f"{fn.__module__}.{fn.__qualname__}" if name is None else name
-            if not TASK_NAME.fullmatch(task_name):
-                raise InvalidTaskError(
-                    f"invalid task name {task_name!r}: use 1-200 letters, digits, '_', '.', "
-                    "':' or '-', starting with a letter or '_'"
-                )
+            task_name = check_task_name(f"{fn.__module__}.{fn.__qualname__}"
+                                        if name is None else name)
             clashing = [p for p in inspect.signature(fn).parameters if p in RESERVED]
             if clashing:
                 raise InvalidTaskError(

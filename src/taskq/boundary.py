@@ -11,7 +11,7 @@ from taskq.errors import BrokerError
 
 
 class redis_errors:  # lower case: it reads as a function at every `with`
-    """Turn Redis failures into `BrokerError`, naming the operation that failed.
+    """Turn Redis failures into `BrokerError`, saying in the user's words what failed.
 
     A class, not a `@contextmanager` generator: it wraps every broker call, on the path
     from a producer to a handler, where a generator's set-up is not free."""
@@ -31,34 +31,9 @@ class redis_errors:  # lower case: it reads as a function at every `with`
             raise broker_error(self.operation, error) from error
 
 
-# What each operation name passed to `redis_errors` does, as a user would say it; a
-# name not listed here is used as it is.
-OPERATIONS = {
-    "enqueue": "enqueue tasks",
-    "register queue": "register the queue",
-    "lease": "lease a task",
-    "heartbeat": "renew a lease",
-    "ack": "mark a task completed",
-    "ack and lease": "mark tasks completed and lease more",
-    "fail": "record a failed attempt",
-    "release": "hand back a leased task",
-    "reap": "take back expired leases",
-    "promote": "move due delayed tasks to ready",
-    "retry_dead": "retry a dead task",
-    "purge": "delete old dead tasks",
-    "payload": "read a task's payload",
-    "dead": "list the dead letter queue",
-    "task": "read a task's record",
-    "counts": "count the queue's tasks",
-    "time": "read the server's clock",
-    "queues": "list the queues",
-    "snapshot": "read the queue's state",
-}
-
-
-def broker_error(operation: str, error: BaseException) -> BrokerError:
-    """The `BrokerError` for a Redis failure of `operation`, in the user's words."""
-    words = OPERATIONS.get(operation, operation)
+def broker_error(words: str, error: BaseException) -> BrokerError:
+    """The `BrokerError` for a Redis failure of what `words` say was being done, in the
+    user's words ("list the dead letter queue"), not the name of an internal step."""
     detail = str(error).rstrip(".")
     if isinstance(error, redis.ConnectionError | redis.TimeoutError):
         return BrokerError(f"cannot reach Redis to {words}: {detail}")

@@ -10,18 +10,13 @@ from taskq.boundary import broker_error, redis_errors, text
 from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
-from taskq.fields import (  # the limits were defined here first: still importable here
-    DEFAULT_IDEMPOTENCY_TTL,
-    MAX_IDEMPOTENCY_TTL,  # noqa: F401
-    MAX_RETRIES_LIMIT,  # noqa: F401
-    enqueue_fields,
-)
+from taskq.fields import enqueue_fields
 from taskq.keys import QUEUES_KEY, QueueKeys, check_task_id, new_id
 from taskq.limits import (
     BATCH_SIZE,
     COMPLETED_TTL,
-    DEAD_TTL,
     EVENTS_RETENTION,
+    IDEMPOTENCY_TTL,
     LEASE_COUNT,
     LIMIT,
     MAX_PAYLOAD_BYTES,
@@ -61,11 +56,6 @@ __all__ = [
     "connect",
 ]
 
-# The ranges and defaults live in taskq.limits; these names were defined here first.
-DEFAULT_MAX_PAYLOAD_BYTES = MAX_PAYLOAD_BYTES.default
-DEFAULT_EVENTS_RETENTION = EVENTS_RETENTION.default
-DEFAULT_COMPLETED_TTL = COMPLETED_TTL.default
-DEFAULT_DEAD_TTL = DEAD_TTL.default
 
 
 class Broker:
@@ -80,9 +70,9 @@ class Broker:
         client: Client,
         queue: str = "default",
         *,
-        events_retention: int = DEFAULT_EVENTS_RETENTION,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        completed_ttl: float = DEFAULT_COMPLETED_TTL,
+        events_retention: int = EVENTS_RETENTION.default,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
+        completed_ttl: float = COMPLETED_TTL.default,
     ) -> None:
         self.keys = QueueKeys(queue)
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
@@ -115,7 +105,7 @@ class Broker:
         max_retries: int = 3,
         payload: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
-        idempotency_ttl: int = DEFAULT_IDEMPOTENCY_TTL,
+        idempotency_ttl: int = IDEMPOTENCY_TTL.default,
         *,
         name: str = SIMULATE_TASK,
     ) -> Enqueued:
@@ -147,7 +137,7 @@ class Broker:
         results: list[Enqueued] = []
         for start in range(0, len(fields), batch_size):
             batch = fields[start : start + batch_size]
-            with redis_errors("enqueue"):
+            with redis_errors("enqueue tasks"):
                 reply = self.scripts.enqueue(
                     keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
                     args=[k.prefix, self.events_retention, len(batch),
@@ -160,7 +150,7 @@ class Broker:
 
     def _register_queue(self) -> None:
         if not self._registered:
-            with redis_errors("register queue"):
+            with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
             self._registered = True
 
@@ -180,7 +170,7 @@ class Broker:
         retries after a lost reply returns the tasks it already leased, not more.
         """
         keys, args = self._lease_call(worker_id, lease_seconds, count, request_id)
-        with redis_errors("lease"):
+        with redis_errors("lease tasks"):
             reply = self.scripts.lease(keys=keys, args=args)
         return LeaseBatch.from_reply(reply)
 
@@ -195,7 +185,7 @@ class Broker:
         `wait_for_work` and then `lease_many`."""
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
         TIMEOUT.check(timeout)
-        with redis_errors("lease"):
+        with redis_errors("lease tasks"):
             reply = self.transport.wait_then_run(self.keys.wake, timeout,
                                                  self.scripts.lease.script, keys, args)
         return None if reply is None else LeaseBatch.from_reply(reply)
@@ -225,7 +215,7 @@ class Broker:
         if not held:
             return []
         k = self.keys
-        with redis_errors("heartbeat"):
+        with redis_errors("renew leases"):
             reply = self.scripts.heartbeat(
                 keys=[k.leased, k.events, k.seq, k.epoch],
                 args=[k.prefix, lease_ms, self.events_retention, len(held),
@@ -242,7 +232,7 @@ class Broker:
         keys, args = self._ack_call(held)
         if not held:
             return []
-        with redis_errors("ack"):
+        with redis_errors("mark a task completed"):
             reply = self.scripts.ack(keys=keys, args=args)
         return [int(r) == 1 for r in reply]
 
@@ -260,18 +250,18 @@ class Broker:
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         if not held:
             acks = self.ack_many(held)
-            with redis_errors("lease"):
+            with redis_errors("lease tasks"):
                 return acks, LeaseBatch.from_reply(self.scripts.lease(keys=lease_keys,
                                                                       args=lease_args))
         ack_keys, ack_args = self._ack_call(held)
-        with redis_errors("ack and lease"):
+        with redis_errors("mark tasks completed and lease more"):
             acks, leased = self.transport.run_many(
                 [(self.scripts.ack.script, ack_keys, ack_args),
                  (self.scripts.lease.script, lease_keys, lease_args)])
             if isinstance(leased, Exception):
                 raise leased
         if isinstance(acks, Exception):
-            return broker_error("ack", acks), LeaseBatch.from_reply(leased)
+            return broker_error("mark a task completed", acks), LeaseBatch.from_reply(leased)
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
 
     def _ack_call(self, held: Sequence[tuple[str, int]]) -> tuple[list[str], list[Any]]:
@@ -299,7 +289,7 @@ class Broker:
         args = [k.prefix, check_task_id(task_id), TOKEN.check(token), error_text(error),
                 to_ms(backoff_base, "backoff_base"), to_ms(backoff_max, "backoff_max"),
                 repr(random.random()), self.events_retention]
-        with redis_errors("fail"):
+        with redis_errors("record a failed attempt"):
             reply = self.scripts.fail(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
         status = text(reply[0])
@@ -311,7 +301,7 @@ class Broker:
         """Give the task back to the front of ready without using a retry."""
         k = self.keys
         args = [k.prefix, check_task_id(task_id), TOKEN.check(token), self.events_retention]
-        with redis_errors("release"):
+        with redis_errors("hand back a leased task"):
             reply = self.scripts.release(
                 keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake], args=args)
         return int(reply) == 1
@@ -332,7 +322,7 @@ class Broker:
         args = [k.prefix, LIMIT.check(limit), to_ms(backoff_base, "backoff_base"),
                 to_ms(backoff_max, "backoff_max"), random.randint(1, 2**31 - 2),
                 self.events_retention]
-        with redis_errors("reap"):
+        with redis_errors("take back expired leases"):
             reply = self.scripts.reap(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
         return [
@@ -343,7 +333,7 @@ class Broker:
     def promote(self, limit: int = 100) -> list[str]:
         """Move delayed tasks that are due to the back of ready."""
         k = self.keys
-        with redis_errors("promote"):
+        with redis_errors("move due delayed tasks to ready"):
             reply = self.scripts.promote(
                 keys=[k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake],
                 args=[k.prefix, LIMIT.check(limit), self.events_retention],
@@ -353,7 +343,7 @@ class Broker:
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""
         k = self.keys
-        with redis_errors("retry_dead"):
+        with redis_errors("retry a dead task"):
             reply = self.scripts.retry_dead(
                 keys=[k.dlq, k.ready, k.events, k.seq, k.epoch, k.wake],
                 args=[k.prefix, check_task_id(task_id), self.events_retention],
@@ -364,7 +354,7 @@ class Broker:
         """Delete dead tasks older than `dead_ttl` seconds: record and DLQ entry together."""
         k = self.keys
         args = [k.prefix, LIMIT.check(limit), to_ms(dead_ttl, "dead_ttl"), self.events_retention]
-        with redis_errors("purge"):
+        with redis_errors("delete old dead tasks"):
             reply = self.scripts.purge(keys=[k.dlq, k.events, k.seq, k.epoch], args=args)
         return [text(task_id) for task_id in reply]
 
@@ -372,19 +362,19 @@ class Broker:
 
     def payload(self, task_id: str) -> dict[str, Any]:
         """The task's payload ({} if it has none or the task does not exist)."""
-        with redis_errors("payload"):
+        with redis_errors("read a task's payload"):
             text = self.client.hget(self.keys.task(check_task_id(task_id)), "payload")
         return decode_payload(text)
 
     def dead(self) -> list[str]:
         """Task ids in the DLQ, most recently dead first."""
-        with redis_errors("dead"):
+        with redis_errors("list the dead letter queue"):
             ids = self.client.lrange(self.keys.dlq, 0, -1)
         return [text(task_id) for task_id in ids]
 
     def task(self, task_id: str) -> TaskRecord | None:
         """The task's stored record, or None if there is none."""
-        with redis_errors("task"):
+        with redis_errors("read a task's record"):
             raw = self.client.hgetall(self.keys.task(check_task_id(task_id)))
         if not raw:
             return None
@@ -395,7 +385,7 @@ class Broker:
         (the snapshot script listing nothing: a cluster cannot run MULTI on a node
         that failed over, but routes a script by its keys like any command)."""
         k = self.keys
-        with redis_errors("counts"):
+        with redis_errors("count the queue's tasks"):
             reply = self.scripts.snapshot(
                 keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch], args=[k.prefix, 0]
             )
@@ -403,7 +393,7 @@ class Broker:
 
     def server_time_ms(self) -> int:
         """Redis server time: the clock every lease and run-at time is measured on."""
-        with redis_errors("time"):
+        with redis_errors("read the server's clock"):
             seconds, micros = self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from taskq.codec import encode_payload
-from taskq.keys import check_idempotency_key, check_task_id
-from taskq.limits import IDEMPOTENCY_TTL, MAX_NAME_CHARS, MAX_RETRIES, check_text, to_ms
-
-# The ranges live in taskq.limits; these names were defined here first.
-MAX_RETRIES_LIMIT = MAX_RETRIES.high
-DEFAULT_IDEMPOTENCY_TTL = IDEMPOTENCY_TTL.default
-MAX_IDEMPOTENCY_TTL = IDEMPOTENCY_TTL.high
+from taskq.keys import check_idempotency_key, check_task_id, check_task_name
+from taskq.limits import IDEMPOTENCY_TTL, MAX_RETRIES, to_ms
 
 
 def enqueue_fields(
@@ -27,7 +22,7 @@ def enqueue_fields(
     """The seven ARGV values of one task in enqueue.lua's order, or `InvalidTaskError`
     (`PayloadError` for the payload) saying which value is wrong and why."""
     check_task_id(task_id)
-    check_text(name, "task name", MAX_NAME_CHARS)
+    check_task_name(name)
     MAX_RETRIES.check(max_retries)
     key = "" if idempotency_key is None else check_idempotency_key(idempotency_key)
     ttl = IDEMPOTENCY_TTL.check(IDEMPOTENCY_TTL.default if idempotency_ttl is None

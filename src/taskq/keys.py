@@ -1,4 +1,5 @@
-"""Every Redis key name taskq uses, built in this one module.
+"""Every Redis key name taskq uses, built in this one module, and the rules for the
+names a caller gives: queues, task ids, task names and idempotency keys.
 
 All keys of a queue share the hash tag `{taskq:<queue>}`, so a queue lives in one
 Redis Cluster slot and its scripts never cross slots; different queues spread out.
@@ -15,6 +16,8 @@ from taskq.limits import shown, utf8
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
 TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+# A registered function's name: module.qualname by default.
+TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
 MAX_IDEMPOTENCY_KEY_BYTES = 512
 
 # Every queue's name, so dashboards can find queues without scanning the keyspace.
@@ -44,6 +47,19 @@ def check_task_id(task_id: str) -> str:
             f"invalid task id {shown(task_id)}: use 1-128 letters, digits, '_', '.', ':' or '-'"
         )
     return task_id
+
+
+def check_task_name(name: str) -> str:
+    """Return `name` if it can name a task, else raise `InvalidTaskError`."""
+    if not isinstance(name, str) or not TASK_NAME.fullmatch(name):
+        nested = isinstance(name, str) and "<locals>" in name
+        raise InvalidTaskError(
+            f"invalid task name {shown(name)}: use 1-200 letters, digits, '_', '.', ':' or "
+            "'-', starting with a letter or '_'"
+            + ("; a function defined inside another (<locals>) needs an explicit name: "
+               "@app.task('name')" if nested else "")
+        )
+    return name
 
 
 def check_idempotency_key(key: str) -> str:

@@ -89,7 +89,7 @@ LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
 TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds")
 
-# Settings only.
+# Settings only (and Simulation's, the seed's simulated task).
 REDIS_TIMEOUT = Range("redis_timeout_seconds", 0.0, 3600.0, 5.0, "seconds", above=True)
 WORK_SECONDS = Range("work_seconds", 0.0, float(DAY), 3.0, "seconds")
 AFTER_EFFECT_SECONDS = Range("after_effect_seconds", 0.0, float(DAY), 0.0, "seconds")
@@ -104,13 +104,17 @@ WORKER_PROCESSES = Range("worker_processes", 1, 256, 1, "processes", whole=True)
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
 
+# Each numeric Simulation field and its range; Simulation checks every one at start.
+SIMULATION: dict[str, Range[int] | Range[float]] = {
+    "work_seconds": WORK_SECONDS,
+    "after_effect_seconds": AFTER_EFFECT_SECONDS,
+    "fail_rate": FAIL_RATE,
+}
+
 # Each numeric Settings field and its range; Settings checks every one at start.
 SETTINGS: dict[str, Range[int] | Range[float]] = {
     "redis_timeout_seconds": REDIS_TIMEOUT,
     "lease_seconds": LEASE_SECONDS,
-    "work_seconds": WORK_SECONDS,
-    "after_effect_seconds": AFTER_EFFECT_SECONDS,
-    "fail_rate": FAIL_RATE,
     "backoff_base_seconds": BACKOFF_BASE,
     "backoff_max_seconds": BACKOFF_MAX,
     "poll_seconds": POLL_SECONDS,
@@ -132,7 +136,6 @@ DURATIONS: dict[str, Range[float]] = {
 }
 
 # Strings: lengths in characters; every one must also be encodable as UTF-8.
-MAX_NAME_CHARS = 200
 MAX_WORKER_ID_CHARS = 512
 MAX_REQUEST_ID_CHARS = 200
 # Error text is kept, not refused (see `error_text`), but only this much of it.

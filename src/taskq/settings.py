@@ -22,18 +22,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Settings:
-    """Every tunable of taskq; build it with `Settings.from_env()` and pass it down."""
+    """Every tunable of the queue, its workers and its server; build it with
+    `Settings.from_env()` and pass it down."""
 
     redis_url: str = "redis://localhost:6379/0"
     redis_timeout_seconds: float = 5.0
     queue: str = "default"
-    ledger_path: str = "ledger.db"
-    ledger_guard: LedgerGuard = "dedupe"
     # Each number's default and range are in taskq.limits (limits.SETTINGS).
     lease_seconds: float = limits.LEASE_SECONDS.default
-    work_seconds: float = limits.WORK_SECONDS.default
-    after_effect_seconds: float = limits.AFTER_EFFECT_SECONDS.default
-    fail_rate: float = limits.FAIL_RATE.default
     backoff_base_seconds: float = limits.BACKOFF_BASE.default
     backoff_max_seconds: float = limits.BACKOFF_MAX.default
     poll_seconds: float = limits.POLL_SECONDS.default
@@ -70,12 +66,6 @@ class Settings:
             self.backoff_max_seconds,
             f"must be >= BACKOFF_BASE_SECONDS ({self.backoff_base_seconds!r})",
         )
-        _check(
-            self.ledger_guard in LEDGER_GUARDS,
-            "LEDGER_GUARD",
-            self.ledger_guard,
-            f"must be one of {', '.join(LEDGER_GUARDS)}",
-        )
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -89,19 +79,82 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Read every variable of `ENVIRONMENT` (or `environ`), then apply `overrides`."""
-        env = os.environ if environ is None else environ
-        values: dict[str, object] = {}
-        for name, (variable, parse) in ENVIRONMENT.items():
-            raw = env.get(variable)
-            if raw is not None and raw.strip() != "":
-                values[name] = _parse(variable, raw.strip(), parse)
+        values = _read(ENVIRONMENT, environ)
         values["redis_url_given"] = "redis_url" in values
-        values.update(overrides)
-        known = {f.name for f in fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-        return cls(**values)  # type: ignore[arg-type]
+        return _build(cls, values, overrides)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """The seed's simulated task (`taskq.simulate`): how long it works before and after its
+    side effect, how often it fails, and the SQLite ledger it charges, with which guard."""
+
+    # Each number's default and range are in taskq.limits (limits.SIMULATION).
+    work_seconds: float = limits.WORK_SECONDS.default
+    after_effect_seconds: float = limits.AFTER_EFFECT_SECONDS.default
+    fail_rate: float = limits.FAIL_RATE.default
+    ledger_path: str = "ledger.db"
+    ledger_guard: LedgerGuard = "dedupe"
+
+    def __post_init__(self) -> None:
+        variables = {name: variable for name, (variable, _) in SIMULATION_ENVIRONMENT.items()}
+        for name, bound in limits.SIMULATION.items():
+            value = getattr(self, name)
+            _check(bound.holds(value), variables[name], value, f"must be {bound.rule}")
+        _check(
+            self.ledger_guard in LEDGER_GUARDS,
+            "LEDGER_GUARD",
+            self.ledger_guard,
+            f"must be one of {', '.join(LEDGER_GUARDS)}",
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None,
+                 **overrides: object) -> Simulation:
+        """Read every variable of `SIMULATION_ENVIRONMENT` (or `environ`), then apply
+        `overrides`."""
+        return _build(cls, _read(SIMULATION_ENVIRONMENT, environ), overrides)
+
+
+Config = TypeVar("Config", Settings, Simulation)
+
+
+def _read(table: Mapping[str, tuple[str, Callable[[str], object]]],
+          environ: Mapping[str, str] | None) -> dict[str, object]:
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for name, (variable, parse) in table.items():
+        raw = env.get(variable)
+        if raw is not None and raw.strip() != "":
+            values[name] = _parse(variable, raw.strip(), parse)
+    return values
+
+
+def _build(cls: type[Config], values: dict[str, object],
+           overrides: Mapping[str, object]) -> Config:
+    values.update(overrides)
+    unknown = set(values) - {f.name for f in fields(cls)}
+    if unknown:
+        raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
+    return cls(**values)  # type: ignore[arg-type]
+
+
+def child_environment(settings: Settings, simulation: Simulation | None = None,
+                      **variables: str) -> dict[str, str]:
+    """The environment of a taskq child process (`taskq worker`, `taskq serve`): this
+    process's, with every value of `settings` (and `simulation`) written as its variable,
+    then `variables` by name. Every command that starts taskq processes builds it here."""
+    env = dict(os.environ)
+    tables: list[tuple[object, Mapping[str, tuple[str, Callable[[str], object]]]]] = [
+        (settings, ENVIRONMENT)]
+    if simulation is not None:
+        tables.append((simulation, SIMULATION_ENVIRONMENT))
+    for config, table in tables:
+        for name, (variable, _) in table.items():
+            value = getattr(config, name)
+            env[variable] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    env.update(variables)
+    return env
 
 
 def _check(ok: bool, variable: str, value: object, rule: str) -> None:
@@ -172,12 +225,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "redis_url": ("REDIS_URL", _redis_url),
     "redis_timeout_seconds": ("REDIS_TIMEOUT_SECONDS", _finite),
     "queue": ("TASKQ_QUEUE", str),
-    "ledger_path": ("LEDGER_PATH", str),
-    "ledger_guard": ("LEDGER_GUARD", _guard),
     "lease_seconds": ("LEASE_SECONDS", _finite),
-    "work_seconds": ("WORK_SECONDS", _finite),
-    "after_effect_seconds": ("AFTER_EFFECT_SECONDS", _finite),
-    "fail_rate": ("FAIL_RATE", _finite),
     "backoff_base_seconds": ("BACKOFF_BASE_SECONDS", _finite),
     "backoff_max_seconds": ("BACKOFF_MAX_SECONDS", _finite),
     "poll_seconds": ("POLL_SECONDS", _finite),
@@ -195,4 +243,12 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "allowed_hosts": ("TASKQ_ALLOWED_HOSTS", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
+}
+
+SIMULATION_ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
+    "work_seconds": ("WORK_SECONDS", _finite),
+    "after_effect_seconds": ("AFTER_EFFECT_SECONDS", _finite),
+    "fail_rate": ("FAIL_RATE", _finite),
+    "ledger_path": ("LEDGER_PATH", str),
+    "ledger_guard": ("LEDGER_GUARD", _guard),
 }

@@ -56,7 +56,7 @@ class QueueSnapshot:
 
 def queue_names(broker: Broker) -> list[str]:
     """Every queue any producer has used on this Redis, sorted."""
-    with redis_errors("queues"):
+    with redis_errors("list the queues"):
         names = broker.client.smembers(QUEUES_KEY)
     return sorted(str(n) for n in names)
 
@@ -64,7 +64,7 @@ def queue_names(broker: Broker) -> list[str]:
 def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
     """The queue and the feed position it reflects, read by one atomic script."""
     k = broker.keys
-    with redis_errors("snapshot"):
+    with redis_errors("read the queue's state"):
         reply = broker.scripts.snapshot(
             keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch],
             args=[k.prefix, limit],

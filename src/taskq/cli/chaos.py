@@ -7,11 +7,11 @@ import random
 import sys
 from pathlib import Path
 
-from taskq.chaos.options import ChaosOptions
-from taskq.chaos.report import render
-from taskq.chaos.run import run_chaos
 from taskq.errors import ConfigError
 from taskq.settings import LEDGER_GUARDS, Settings
+from taskq.tools.chaos.options import ChaosOptions
+from taskq.tools.chaos.report import render
+from taskq.tools.chaos.run import run_chaos
 
 HELP = "chaos test: tasks through worker and Redis faults; exits 0 only if every check held"
 

@@ -12,9 +12,9 @@ from redis.exceptions import RedisClusterException
 
 from taskq.app import App
 from taskq.broker import Broker
-from taskq.builtin import builtin_app
 from taskq.errors import BrokerError, ConfigError, TaskqError
-from taskq.settings import Settings, redacted_url
+from taskq.settings import Settings, Simulation, redacted_url
+from taskq.tools.simulation import builtin_app
 
 # redis-py says "Error 111 connecting to host:6379. Connection refused."; the host is
 # in the URL the message names, so only the reason is kept.
@@ -33,6 +33,11 @@ def settings_from(args: argparse.Namespace, **overrides: object) -> Settings:
     return Settings.from_env(None, **overrides)
 
 
+def simulation_from_env() -> Simulation:
+    """The simulated task's knobs (WORK_SECONDS, FAIL_RATE, the ledger...), read once."""
+    return Simulation.from_env(None)
+
+
 def broker_from(args: argparse.Namespace) -> Broker:
     return App(settings=settings_from(args)).broker
 
@@ -40,7 +45,7 @@ def broker_from(args: argparse.Namespace) -> Broker:
 def load_app(spec: str | None, settings: Settings) -> App:
     """`module:attribute` naming an App, or the built-in app with the simulated task."""
     if not spec:
-        return builtin_app(settings)
+        return builtin_app(settings, simulation_from_env())
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigError(f"--app {spec!r} must look like 'package.module:app'")

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from taskq.cli.common import settings_from
-from taskq.demo import DemoPlan, default_say, report, run_demo
 from taskq.errors import ConfigError
+from taskq.tools.demo import DemoPlan, default_say, report, run_demo
 
 HELP = "run a whole demo on an embedded Redis; exits 0 only if the guarantees held"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from taskq.cli.common import settings_from
-from taskq.ledger import Ledger
+from taskq.cli.common import settings_from, simulation_from_env
+from taskq.tools.ledger import Ledger
 
 HELP = "summarize the ledger; exits 1 if any task was charged more than once"
 
@@ -15,8 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
-    ledger = Ledger(args.path or settings.ledger_path, settings.ledger_guard)
+    settings_from(args)  # like every command, refuse a bad environment before anything
+    simulation = simulation_from_env()
+    ledger = Ledger(args.path or simulation.ledger_path, simulation.ledger_guard)
     summary = ledger.summary()
     print(f"ledger {ledger.path}: {summary.charges} charge(s) for {summary.tasks} task(s), "
           f"total {summary.amount}")

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from taskq.cli.common import settings_from
-from taskq.embedded import EmbeddedRedis
+from taskq.tools.embedded import EmbeddedRedis
 
 HELP = "run a private redis-server in the foreground (AOF on) until Ctrl-C"
 

@@ -7,13 +7,9 @@ import dataclasses
 import ipaddress
 import re
 
-import uvicorn
-
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.connection import check_url
 from taskq.errors import ConfigError
-from taskq.web.app import create_app
-from taskq.web.hosts import allowed_names
 
 HELP = "serve the web dashboard, the live SSE feed, the JSON API and /metrics"
 
@@ -50,6 +46,15 @@ def check_exposure(host: str, token: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    # Imported here: the core install has no HTTP server, and every other command works.
+    try:
+        import uvicorn  # noqa: PLC0415
+
+        from taskq.web.app import create_app  # noqa: PLC0415
+        from taskq.web.hosts import allowed_names  # noqa: PLC0415
+    except ImportError as e:
+        raise ConfigError(f"taskq serve needs the web extra ({e.name} is not installed): "
+                          "pip install 'taskq[web]'") from e
     settings = settings_from(args)
     if args.allowed_host:
         hosts = ",".join([settings.allowed_hosts, *args.allowed_host]).strip(",")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from taskq.broker import Broker
-from taskq.chaos.producer import Produced
-from taskq.ledger import Ledger
-from taskq.tracecheck import read_log, validate
+from taskq.tools.chaos.producer import Produced
+from taskq.tools.ledger import Ledger
+from taskq.tools.tracecheck import read_log, validate
 from taskq.transport import Client
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 import shutil
 import subprocess
@@ -18,20 +17,20 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from taskq.broker import Broker
-from taskq.chaos.checks import Findings, run_checks
-from taskq.chaos.faults import Injector
-from taskq.chaos.options import ChaosOptions
-from taskq.chaos.producer import Produced, Producer
 from taskq.connection import connect
-from taskq.embedded import EmbeddedRedis, given_or_embedded
 from taskq.errors import BrokerError
-from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
-from taskq.settings import Settings
-from taskq.tlatrace import write_log
-from taskq.tracecheck import read_log
+from taskq.settings import Settings, child_environment
+from taskq.tools.chaos.checks import Findings, run_checks
+from taskq.tools.chaos.faults import Injector
+from taskq.tools.chaos.options import ChaosOptions
+from taskq.tools.chaos.producer import Produced, Producer
+from taskq.tools.embedded import EmbeddedRedis, given_or_embedded
+from taskq.tools.ledger import Ledger
+from taskq.tools.tlatrace import write_log
+from taskq.tools.tracecheck import read_log
 
-log = logging.getLogger("taskq.chaos")
+log = logging.getLogger("taskq.tools.chaos")
 QUEUE = "chaos"
 TICK = 0.05
 
@@ -104,7 +103,7 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     for key in client.scan_iter(match=broker.keys.prefix + "*", count=1000):
         client.delete(key)
     ledger = Ledger(options.workdir / "ledger.db", options.guard)
-    env = {**os.environ, **options.worker_env(url, Path(ledger.path))}
+    env = child_environment(*options.worker_settings(url, Path(ledger.path)))
 
     def start_worker(slot: int) -> subprocess.Popen[bytes]:
         return spawn(taskq_command("worker"), env, str(options.workdir / f"worker-{slot}.log"))

@@ -15,8 +15,8 @@ from typing import Any
 
 import redis
 
-from taskq.embedded import EmbeddedRedis, free_port
 from taskq.errors import EmbeddedRedisError
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 SLOTS = 16384
 

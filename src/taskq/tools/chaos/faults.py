@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from taskq.embedded import EmbeddedRedis
+from taskq.tools.embedded import EmbeddedRedis
 
-log = logging.getLogger("taskq.chaos")
+log = logging.getLogger("taskq.tools.chaos")
 
 
 @dataclass

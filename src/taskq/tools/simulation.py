@@ -8,40 +8,41 @@ import time
 
 from taskq.app import App
 from taskq.context import current_task
-from taskq.ledger import Ledger
 from taskq.results import SIMULATE_TASK
-from taskq.settings import Settings
+from taskq.settings import Settings, Simulation
+from taskq.tools.ledger import Ledger
 
 
 class SimulatedFailure(Exception):
     """Raised by the simulated handler with probability FAIL_RATE."""
 
 
-def builtin_app(settings: Settings | None = None) -> App:
-    """An App whose one task, `taskq.simulate`, behaves as the seed's worker handler."""
+def builtin_app(settings: Settings | None = None, simulation: Simulation | None = None) -> App:
+    """An App whose one task, `taskq.simulate`, behaves as the seed's worker handler, as
+    `simulation` (by default: read from the environment) says."""
     app = App(settings=settings)
+    sim = simulation or Simulation.from_env()
     lock = threading.Lock()
     ledgers: list[Ledger] = []
 
     def ledger() -> Ledger:
         with lock:
             if not ledgers:
-                ledgers.append(Ledger(app.settings.ledger_path, app.settings.ledger_guard))
+                ledgers.append(Ledger(sim.ledger_path, sim.ledger_guard))
             return ledgers[0]
 
     @app.task(SIMULATE_TASK)
     def simulate(charge: int | None = None, account: str = "alice") -> str:
         """Work WORK_SECONDS, fail at FAIL_RATE, charge, then work AFTER_EFFECT_SECONDS."""
-        s = app.settings
-        time.sleep(s.work_seconds)
-        if random.random() < s.fail_rate:
-            raise SimulatedFailure(f"simulated failure (FAIL_RATE={s.fail_rate})")
+        time.sleep(sim.work_seconds)
+        if random.random() < sim.fail_rate:
+            raise SimulatedFailure(f"simulated failure (FAIL_RATE={sim.fail_rate})")
         outcome = "no charge"
         if charge is not None:
             task = current_task()
             with task.effect():
                 outcome = ledger().charge(task.task_id, task.token, account, int(charge))
-        time.sleep(s.after_effect_seconds)
+        time.sleep(sim.after_effect_seconds)
         return outcome
 
     return app

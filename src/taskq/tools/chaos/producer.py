@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from taskq.broker import Broker, NewTask
-from taskq.chaos.options import ChaosOptions
 from taskq.errors import BrokerError
+from taskq.tools.chaos.options import ChaosOptions
 
 BATCH = 500
 # Keep this much work ready so workers never starve, and enqueues span the whole run.

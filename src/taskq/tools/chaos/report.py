@@ -6,7 +6,7 @@ import datetime
 import platform
 from collections import Counter
 
-from taskq.chaos.run import ChaosResult
+from taskq.tools.chaos.run import ChaosResult
 
 
 def render(result: ChaosResult) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -17,10 +18,10 @@ from pathlib import Path
 from types import FrameType
 
 from taskq.broker import Broker, NewTask
-from taskq.embedded import free_port, given_or_embedded
-from taskq.ledger import Ledger
 from taskq.processes import spawn, stop_all, taskq_command
-from taskq.settings import Settings
+from taskq.settings import Settings, Simulation, child_environment
+from taskq.tools.embedded import free_port, given_or_embedded
+from taskq.tools.ledger import Ledger
 
 UNKNOWN_TASK = "demo.no_such_task"
 
@@ -53,15 +54,14 @@ class DemoResult:
 def worker_env(
     settings: Settings, url: str, queue: str, ledger: Path, plan: DemoPlan
 ) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "REDIS_URL": url, "TASKQ_QUEUE": queue, "LEDGER_PATH": str(ledger),
-        "LEDGER_GUARD": "dedupe", "WORK_SECONDS": "0.05", "FAIL_RATE": str(plan.fail_rate),
-        "LEASE_SECONDS": "2", "BACKOFF_BASE_SECONDS": "0.1", "BACKOFF_MAX_SECONDS": "1",
-        "SHUTDOWN_GRACE_SECONDS": "5", "TASKQ_CONCURRENCY": str(plan.concurrency),
-        "REDIS_TIMEOUT_SECONDS": str(settings.redis_timeout_seconds),
-    })  # fmt: skip
-    return env
+    """The demo's worker and dashboard processes: short leases and backoffs, so its faults
+    play out in seconds, and the plan's failure rate."""
+    workers = dataclasses.replace(
+        settings, redis_url=url, redis_url_given=True, queue=queue, lease_seconds=2.0,
+        backoff_base_seconds=0.1, backoff_max_seconds=1.0, shutdown_grace_seconds=5.0,
+        concurrency=plan.concurrency)
+    return child_environment(workers, Simulation(
+        work_seconds=0.05, fail_rate=plan.fail_rate, ledger_path=str(ledger)))
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from taskq.settings import LedgerGuard
+from taskq.settings import LedgerGuard, Settings, Simulation
 
 WORKER_FAULTS = ("kill", "stop", "term")
 REDIS_FAULTS = ("redis-pause", "redis-restart", "redis-crash")
@@ -46,22 +46,15 @@ class ChaosOptions:
         about five per task (enqueue, lease, ack, and retries) plus heartbeats."""
         return max(100_000, self.tasks * 12)
 
-    def worker_env(self, redis_url: str, ledger: Path) -> dict[str, str]:
-        return {
-            "REDIS_URL": redis_url,
-            "TASKQ_QUEUE": "chaos",
-            "LEDGER_PATH": str(ledger),
-            "LEDGER_GUARD": self.guard,
-            "LEASE_SECONDS": str(self.lease_seconds),
-            "WORK_SECONDS": str(self.work_seconds),
-            "AFTER_EFFECT_SECONDS": str(self.after_effect_seconds),
-            "FAIL_RATE": "0",
-            "BACKOFF_BASE_SECONDS": "0.05",
-            "BACKOFF_MAX_SECONDS": "1",
-            "SHUTDOWN_GRACE_SECONDS": "2",
-            "POLL_SECONDS": "0.5",
-            "REDIS_TIMEOUT_SECONDS": "2",
-            "TASKQ_CONCURRENCY": str(self.concurrency),
-            "TASKQ_EVENTS_RETENTION": str(self.events_retention),
-            "TASKQ_COMPLETED_TTL_SECONDS": str(self.completed_ttl),
-        }
+    def worker_settings(self, redis_url: str, ledger: Path) -> tuple[Settings, Simulation]:
+        """What every worker process of the run is configured with."""
+        settings = Settings.from_env(
+            {}, redis_url=redis_url, queue="chaos", lease_seconds=self.lease_seconds,
+            backoff_base_seconds=0.05, backoff_max_seconds=1.0, shutdown_grace_seconds=2.0,
+            poll_seconds=0.5, redis_timeout_seconds=2.0, concurrency=self.concurrency,
+            events_retention=self.events_retention, completed_ttl_seconds=self.completed_ttl,
+        )
+        simulation = Simulation(work_seconds=self.work_seconds,
+                                after_effect_seconds=self.after_effect_seconds, fail_rate=0.0,
+                                ledger_path=str(ledger), ledger_guard=self.guard)
+        return settings, simulation
