@@ -71,15 +71,15 @@ CHECKS: tuple[Check, ...] = (
         config="TaskQueue/TaskQueue.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=20740, generated=127111, depth=28, left=0),
+        tlc=TLC(distinct=44929, generated=345191, depth=30, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_GuardNone.cfg",
         build=task_queue_checks.model,
-        # Mutant (c): effect, release at shutdown, lease again, effect again.
-        expect=Expect.violated("T4_EffectOnce", depth=7),
-        tlc=TLC(distinct=109, generated=264, depth=7, left=45),
+        # Mutant (c): effect, the handler raises, retried, effect again.
+        expect=Expect.violated("T4_EffectOnce", depth=11),
+        tlc=TLC(distinct=597, generated=2199, depth=11, left=212),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -87,29 +87,75 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_checks.model,
         # Not a mutant: the fence guard, as documented, lets an older token that
         # writes first through, so it does not give T4 either.
-        expect=Expect.violated("T4_EffectOnce", depth=7),
-        tlc=TLC(distinct=109, generated=264, depth=7, left=45),
+        expect=Expect.violated("T4_EffectOnce", depth=11),
+        tlc=TLC(distinct=609, generated=2208, depth=11, left=219),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_EffectWhileHeld.cfg",
+        build=task_queue_checks.model,
+        # The window confirmation leaves: confirmed, paused, reaped, then applied.
+        expect=Expect.property_violated("EffectWhileHeld", depth=7),
+        tlc=TLC(distinct=109, generated=317, depth=7, left=46),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_Graceful.cfg",
+        build=task_queue_checks.model,
+        # No guard, graceful exits only: a shutdown never causes a second effect.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=247, generated=709, depth=20, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_GracefulKill.cfg",
+        build=task_queue_checks.model,
+        # The same with SIGKILL: a killed run's applied effect is applied again.
+        expect=Expect.violated("T4_EffectOnce", depth=13),
+        tlc=TLC(distinct=208, generated=550, depth=13, left=29),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueShutdownRelease.tla",
+        config="TaskQueue/TaskQueueShutdownRelease.cfg",
+        build=task_queue_mutants.shutdown_release_model,
+        expect=Expect.violated("T4_EffectOnce", depth=9),
+        tlc=TLC(distinct=99, generated=240, depth=9, left=22),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueConfirmAtomic.tla",
+        config="TaskQueue/TaskQueueConfirmAtomic.cfg",
+        build=task_queue_mutants.confirm_atomic_model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=20689, generated=146055, depth=28, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueConfirmAtomic.tla",
+        config="TaskQueue/TaskQueueConfirmAtomic_GuardNone.cfg",
+        build=task_queue_mutants.confirm_atomic_model,
+        # No window, and still a rerun: paused after the effect, before the ack.
+        expect=Expect.violated("T4_EffectOnce", depth=10),
+        tlc=TLC(distinct=309, generated=817, depth=10, left=99),
     ),
     Check(
         spec="TaskQueue/TaskQueueAckNoFence.tla",
         config="TaskQueue/TaskQueueAckNoFence.cfg",
         build=task_queue_mutants.ack_no_fence_model,
-        expect=Expect.violated("T3_StaleAtOnce", depth=10),
-        tlc=TLC(distinct=387, generated=1163, depth=10, left=125),
+        expect=Expect.violated("T3_StaleAtOnce", depth=11),
+        tlc=TLC(distinct=609, generated=2241, depth=11, left=215),
     ),
     Check(
         spec="TaskQueue/TaskQueueAckNoFence.tla",
         config="TaskQueue/TaskQueueAckNoFence_NoStaleAtOnce.cfg",
         build=task_queue_mutants.ack_no_fence_model,
-        expect=Expect.property_violated("T3_StaleChangesNothing", depth=10),
-        tlc=TLC(distinct=387, generated=1163, depth=10, left=125),
+        expect=Expect.property_violated("T3_StaleChangesNothing", depth=11),
+        tlc=TLC(distinct=609, generated=2241, depth=11, left=215),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",
         config="TaskQueue/TaskQueueReapNoBump.cfg",
         build=task_queue_mutants.reap_no_bump_model,
         expect=Expect.violated("T3_StaleAtOnce", depth=5),
-        tlc=TLC(distinct=40, generated=66, depth=5, left=21),
+        tlc=TLC(distinct=37, generated=73, depth=5, left=18),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",
@@ -117,21 +163,21 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.reap_no_bump_model,
         # As built the bump changes no script's answer: see the .tla and README.
         expect=Expect.holds(),
-        tlc=TLC(distinct=10591, generated=63927, depth=24, left=0),
+        tlc=TLC(distinct=22939, generated=173787, depth=26, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueueByToken.tla",
         config="TaskQueue/TaskQueueByToken.cfg",
         build=task_queue_mutants.by_token_model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=20740, generated=127111, depth=28, left=0),
+        tlc=TLC(distinct=44929, generated=345191, depth=30, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueueByToken.tla",
         config="TaskQueue/TaskQueueByToken_NoBump.cfg",
         build=task_queue_mutants.by_token_model,
         expect=Expect.violated("T1_OnePlace", depth=6),
-        tlc=TLC(distinct=74, generated=156, depth=6, left=33),
+        tlc=TLC(distinct=71, generated=177, depth=6, left=33),
     ),
     Check(
         spec="TaskFeed/TaskFeed.tla",

@@ -73,18 +73,19 @@ def gap_reason(s: tf.State) -> str:
 
 
 class TestTaskQueueAsBuilt:
-    def test_t1_to_t6_hold_in_all_20740_states_to_depth_28(self) -> None:
+    def test_t1_to_t6_hold_in_all_44929_states_to_depth_30(self) -> None:
         found = result("TaskQueue.tla", "TaskQueue.cfg")
         assert found.ok
-        assert figures(found) == (20740, 127111, 28, 0)
+        assert figures(found) == (44929, 345191, 30, 0)
 
     def test_every_branch_of_every_script_is_reached(self) -> None:
         steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps
         assert set(steps) == {
             "Enqueue/created", "Enqueue/duplicate", "Lease", "Heartbeat/extended",
-            "Heartbeat/stale", "Effect/applied", "Effect/duplicate", "Ack/acked", "Ack/stale",
-            "Fail/delayed", "Fail/dead", "Fail/stale", "Release/released", "Release/stale",
-            "Die", "Expire", "Reap/delayed", "Reap/dead", "Tick", "Promote", "RetryDead",
+            "Heartbeat/stale", "Confirm/renewed", "Confirm/stale", "Effect/applied",
+            "Effect/duplicate", "Ack/acked", "Ack/stale", "Fail/delayed", "Fail/dead",
+            "Fail/stale", "Shutdown/acked", "Shutdown/released", "Shutdown/stale", "Die",
+            "Expire", "Reap/delayed", "Reap/dead", "Tick", "Promote", "RetryDead",
         }  # fmt: skip
 
     def test_every_run_that_stops_has_its_task_completed_or_dead(self) -> None:
@@ -99,16 +100,41 @@ class TestTaskQueueAsBuilt:
         steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps
         assert steps["Effect/duplicate"] > 0 and steps["Ack/stale"] > 0
 
+    def test_a_run_taken_over_before_it_confirms_never_applies_its_effect(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_EffectWhileHeld.cfg")
+        assert found.violation is not None
+        assert (found.violation.kind, found.violation.name) == ("property", "EffectWhileHeld")
+        # Only a pause after the confirmation gets an effect past a lost lease.
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Expire(t=1)", "Reap(t=1)/delayed", "Effect(w=1)/applied",
+        ]  # fmt: skip
+        assert figures(found) == (109, 317, 7, 46)
+
+    def test_a_graceful_shutdown_never_causes_a_second_effect_even_unguarded(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_Graceful.cfg")
+        assert found.ok
+        assert figures(found) == (247, 709, 20, 0)
+        assert explore("TaskQueue.tla", "TaskQueue_Graceful.cfg").steps["Shutdown/acked"] > 0
+
+    def test_a_worker_killed_after_its_effect_has_it_applied_again_unguarded(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_GracefulKill.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T4_EffectOnce", 13)
+        assert actions(found)[3:7] == [
+            "Effect(w=1)/applied", "Die(w=1)", "Expire(t=1)", "Reap(t=1)/delayed",
+        ]  # fmt: skip
+
 
 class TestTaskQueueMutants:
     def test_ack_without_fencing_lets_a_reaped_holder_complete_the_new_lease(self) -> None:
         found = result("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence.cfg")
         assert found.violation is not None
-        assert (found.violation.name, found.violation.depth) == ("T3_StaleAtOnce", 10)
+        assert (found.violation.name, found.violation.depth) == ("T3_StaleAtOnce", 11)
         assert actions(found) == [
-            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Effect(w=1)/applied",
-            "Expire(t=1)", "Reap(t=1)/delayed", "Tick(t=1)", "Promote(t=1)",
-            "Lease(w=2,t=1)", "AckNoFence(w=1)/acked",
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Effect(w=1)/applied", "Expire(t=1)", "Reap(t=1)/delayed", "Tick(t=1)",
+            "Promote(t=1)", "Lease(w=2,t=1)", "AckNoFence(w=1)/acked",
         ]  # fmt: skip
         last = found.violation.trace[-1].state
         assert last.state[1] == "completed" and last.held[2].token == last.token[1] == 3
@@ -151,13 +177,14 @@ class TestTaskQueueMutants:
         last = found.violation.trace[-1].state
         assert 1 in last.delayed and 1 in last.dlq
 
-    def test_no_ledger_guard_charges_a_task_released_after_its_charge_twice(self) -> None:
+    def test_no_ledger_guard_charges_a_task_that_failed_after_its_charge_twice(self) -> None:
         found = result("TaskQueue.tla", "TaskQueue_GuardNone.cfg")
         assert found.violation is not None
-        assert (found.violation.name, found.violation.depth) == ("T4_EffectOnce", 7)
+        assert (found.violation.name, found.violation.depth) == ("T4_EffectOnce", 11)
         assert actions(found) == [
-            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Effect(w=1)/applied",
-            "Release(w=1)/released", "Lease(w=1,t=1)", "Effect(w=1)/applied",
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Effect(w=1)/applied", "Fail(w=1)/delayed", "Tick(t=1)", "Promote(t=1)",
+            "Lease(w=1,t=1)", "Confirm(w=1)/renewed", "Effect(w=1)/applied",
         ]  # fmt: skip
         assert found.violation.trace[-1].state.charges[1] == 2
 
@@ -166,6 +193,33 @@ class TestTaskQueueMutants:
         assert found.violation is not None and found.violation.name == "T4_EffectOnce"
         assert actions(found) == actions(result("TaskQueue.tla", "TaskQueue_GuardNone.cfg"))
         assert found.violation.trace[-1].state.fenceTok[1] == 2
+
+    def test_a_shutdown_that_always_releases_charges_an_unguarded_task_twice(self) -> None:
+        found = result("TaskQueueShutdownRelease.tla", "TaskQueueShutdownRelease.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T4_EffectOnce", 9)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Effect(w=1)/applied", "ShutdownReleasing(w=1)/released", "Lease(w=1,t=1)",
+            "Confirm(w=1)/renewed", "Effect(w=1)/applied",
+        ]  # fmt: skip
+
+    def test_with_no_window_every_effect_is_applied_while_its_run_holds_the_lease(
+        self,
+    ) -> None:
+        found = result("TaskQueueConfirmAtomic.tla", "TaskQueueConfirmAtomic.cfg")
+        assert found.ok
+        assert figures(found) == (20689, 146055, 28, 0)
+
+    def test_with_no_window_a_pause_after_the_effect_still_reruns_it(self) -> None:
+        found = result("TaskQueueConfirmAtomic.tla", "TaskQueueConfirmAtomic_GuardNone.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T4_EffectOnce", 10)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "ConfirmAndApply(w=1)/applied",
+            "Expire(t=1)", "Reap(t=1)/delayed", "Tick(t=1)", "Promote(t=1)",
+            "Lease(w=2,t=1)", "ConfirmAndApply(w=2)/applied",
+        ]  # fmt: skip
 
 
 class TestTaskFeedAsBuilt:

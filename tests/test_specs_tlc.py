@@ -42,7 +42,7 @@ def test_tlc_prints_tlachecks_figures_for_roost_push() -> None:
 def test_tlc_names_a_step_property_and_the_counterexample_as_tlacheck_does() -> None:
     check = catalogued("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence_NoStaleAtOnce.cfg")
     run = tlc.run(check, ROOT)
-    assert (run.verdict, run.name, run.trace) == ("property", "T3_StaleChangesNothing", 10)
+    assert (run.verdict, run.name, run.trace) == ("property", "T3_StaleChangesNothing", 11)
     assert tlc.mismatches(check, run, result(Path(check.spec).name, check.config_name)) == []
 
 

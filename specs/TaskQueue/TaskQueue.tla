@@ -5,11 +5,13 @@
 (* A producer enqueues a task (enqueue.lua), perhaps with a delay and an   *)
 (* idempotency key, and may retry its send with the same key. Workers      *)
 (* lease ready tasks (lease.lua), each lease raising the task's fencing    *)
-(* token, run the handler's one side effect through the ledger's guard,    *)
-(* keep the lease alive by heartbeat (heartbeat.lua) and end it by ack,    *)
-(* fail or release (ack.lua, fail.lua, release.lua). Every one of those    *)
-(* four scripts first checks that the task is still leased and that the   *)
-(* caller's token is the current one: Holds(w). The reaper (reap.lua)      *)
+(* token, keep the lease alive by heartbeat (heartbeat.lua), confirm it    *)
+(* with one more renewal right before the handler's one side effect        *)
+(* (Confirm), run that effect through the ledger's guard (Effect), and     *)
+(* end the lease by ack or fail (ack.lua, fail.lua), or at shutdown by ack *)
+(* if the effect was applied and release otherwise (Shutdown). Every one   *)
+(* of those scripts first checks that the task is still leased and that    *)
+(* the caller's token is the current one: Holds(w). The reaper (reap.lua)  *)
 (* treats an expired lease as a failed attempt and bumps the token;        *)
 (* promote.lua moves due delayed tasks to ready; retry_dead.lua revives a  *)
 (* dead task.                                                              *)
@@ -18,8 +20,12 @@
 (* expiry and Tick(t) passing a delayed task's run-at; due[t] is "now >=   *)
 (* run_at". A holder can act at any later moment, so a worker paused past  *)
 (* its lease (SIGSTOP) is simply one whose next step comes after Expire    *)
-(* and Reap: it keeps its old token and may still heartbeat, run its       *)
-(* effect, ack, fail or release. Die(w) is a SIGKILL.                      *)
+(* and Reap: it keeps its old token and may still heartbeat, confirm, run  *)
+(* its effect, ack, fail or shut down. Die(w) is a SIGKILL. Which faults   *)
+(* happen is set by three constants, so that a .cfg can state the          *)
+(* conditions of a promise: PAUSES (a lease may run out while its holder   *)
+(* lives), KILLS (SIGKILL), LATE_FAILS (a handler may raise after its      *)
+(* effect).                                                                *)
 (*                                                                         *)
 (* Abstractions, each an over-approximation, so safety carries over:       *)
 (*  - ready and the DLQ are sets: Lease may take any ready task, not only  *)
@@ -38,7 +44,8 @@
 (* would multiply the states by about a hundred and share nothing but the  *)
 (* workers), MAX_RETRIES, MAX_RESTARTS worker exits, MAX_REVIVALS.         *)
 (*                                                                         *)
-(* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken;    *)
+(* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken,    *)
+(* TaskQueueShutdownRelease; a variant, TaskQueueConfirmAtomic;            *)
 (* the `none` and `fence` ledger guards are .cfg settings (GUARD).         *)
 (* Python: task_queue.py (steps), task_queue_checks.py (properties).      *)
 (***************************************************************************)
@@ -49,9 +56,13 @@ CONSTANTS
     MAX_SENDS,      \* producer sends: the first, then retries of it with its key
     N_KEYS,         \* idempotency keys 1..N_KEYS; 0 is a send without a key
     MAX_RETRIES,    \* the task's max_retries
-    MAX_RESTARTS,   \* worker exits: a release at shutdown, or a SIGKILL
+    MAX_RESTARTS,   \* worker exits: a shutdown with a task in hand, or a SIGKILL
     MAX_REVIVALS,   \* retry_dead calls that move a task back to ready
-    GUARD           \* the ledger's guard: "none", "dedupe" or "fence"
+    GUARD,          \* the ledger's guard: "none", "dedupe" or "fence"
+    PAUSES,         \* a lease may run out while its holder lives (SIGSTOP, GC, a
+                    \* cut-off network); FALSE: only a killed worker's lease runs out
+    KILLS,          \* a worker may be SIGKILLed
+    LATE_FAILS      \* a handler may raise after its effect was applied
 
 Ids == 1..MAX_SENDS             \* send i proposes task id i
 Workers == 1..WORKERS
@@ -59,7 +70,7 @@ Keys == 1..N_KEYS
 States == {"none", "pending", "running", "delayed", "completed", "dead"}
 PlaceOf == "pending" :> "ready" @@ "running" :> "leased" @@ "delayed" :> "delayed"
            @@ "dead" :> "dlq"
-NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE]
+NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE, confirmed |-> FALSE]
 
 VARIABLES
     sent,       \* producer: sends made so far
@@ -75,7 +86,8 @@ VARIABLES
     token,      \* task record: fencing_token
     due,        \* server time has reached the task's run_at
     expired,    \* server time has passed the lease's expiry (while leased)
-    held,       \* worker w holds [task, token, ran: effect done, lost: heartbeat refused]
+    held,       \* worker w holds [task, token, ran: effect done, lost: a renewal was
+                \* refused, confirmed: effect() renewed the lease for the effect]
     restarts,   \* worker exits so far
     revivals,   \* retry_dead calls so far
     charges,    \* ledger: charges applied per task (the effect)
@@ -98,6 +110,7 @@ TypeOK ==
     /\ due \in [Ids -> BOOLEAN]
     /\ expired \in [Ids -> BOOLEAN]
     /\ \A w \in Workers : held[w].task \in Ids \cup {0}
+    /\ PAUSES \in BOOLEAN /\ KILLS \in BOOLEAN /\ LATE_FAILS \in BOOLEAN
     /\ restarts \in 0..MAX_RESTARTS
     /\ revivals \in 0..MAX_REVIVALS
     /\ charges \in [Ids -> Nat]
@@ -189,7 +202,8 @@ Lease(w) ==
         /\ state' = [state EXCEPT ![t] = "running"]
         /\ expired' = [expired EXCEPT ![t] = FALSE]
         /\ held' = [held EXCEPT ![w] = [task |-> t, token |-> token[t] + 1,
-                                         ran |-> FALSE, lost |-> FALSE]]
+                                         ran |-> FALSE, lost |-> FALSE,
+                                         confirmed |-> FALSE]]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, due, restarts,
                    revivals, charges, applied, fenceTok>>
 
@@ -206,28 +220,66 @@ HeartbeatIf(w, Check(_)) ==
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, due, restarts, revivals, charges, applied, fenceTok>>
 
-\* The handler's one side effect, a ledger charge, through the guard: none
-\* applies it always, dedupe once per task, fence unless the token is older
-\* than the newest one the ledger has seen for the task.
-Effect(w) ==
+\* effect() first confirms the lease: heartbeat.lua guarded by Check, with the
+\* run's token. Renewed, the effect may start; refused, the run is lost and its
+\* effect is refused. The process may pause after the confirmation and before
+\* the effect writes: any steps may come between Confirm and Effect.
+ConfirmIf(w, Check(_)) ==
+    /\ held[w].task # 0
+    /\ ~held[w].ran
+    /\ ~held[w].lost
+    /\ ~held[w].confirmed
+    /\ IF Check(w)
+       THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
+            /\ held' = [held EXCEPT ![w].confirmed = TRUE]
+       ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
+            /\ UNCHANGED expired
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
+                   token, due, restarts, revivals, charges, applied, fenceTok>>
+
+\* The ledger charge through the guard: none applies it always, dedupe once
+\* per task, fence unless the token is older than the newest one the ledger
+\* has seen for the task.
+Charge(w) ==
     LET t == held[w].task
         k == held[w].token
         Apply == charges' = [charges EXCEPT ![t] = @ + 1]
     IN
-    /\ t # 0
+    CASE GUARD = "none" -> Apply /\ UNCHANGED <<applied, fenceTok>>
+      [] GUARD = "dedupe" ->
+           IF t \in applied
+           THEN UNCHANGED <<charges, applied, fenceTok>>
+           ELSE Apply /\ applied' = applied \cup {t} /\ UNCHANGED fenceTok
+      [] GUARD = "fence" ->
+           IF k < fenceTok[t]
+           THEN UNCHANGED <<charges, applied, fenceTok>>
+           ELSE Apply /\ fenceTok' = [fenceTok EXCEPT ![t] = k] /\ UNCHANGED applied
+
+\* The handler's one side effect, once its run has confirmed the lease.
+Effect(w) ==
+    /\ held[w].task # 0
     /\ ~held[w].ran
     /\ ~held[w].lost
+    /\ held[w].confirmed
     /\ held' = [held EXCEPT ![w].ran = TRUE]
-    /\ CASE GUARD = "none" -> Apply /\ UNCHANGED <<applied, fenceTok>>
-         [] GUARD = "dedupe" ->
-              IF t \in applied
-              THEN UNCHANGED <<charges, applied, fenceTok>>
-              ELSE Apply /\ applied' = applied \cup {t} /\ UNCHANGED fenceTok
-         [] GUARD = "fence" ->
-              IF k < fenceTok[t]
-              THEN UNCHANGED <<charges, applied, fenceTok>>
-              ELSE Apply /\ fenceTok' = [fenceTok EXCEPT ![t] = k] /\ UNCHANGED applied
+    /\ Charge(w)
     /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals>>
+
+\* Confirm and Effect as one step, with no pause between them: not taskq as
+\* built (no process can promise that), but the variant TaskQueueConfirmAtomic;
+\* TaskQueueTrace also takes a log's implied effect by it.
+ConfirmAndApply(w) ==
+    /\ held[w].task # 0
+    /\ ~held[w].ran
+    /\ ~held[w].lost
+    /\ IF Holds(w)
+       THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
+            /\ held' = [held EXCEPT ![w].confirmed = TRUE, ![w].ran = TRUE]
+            /\ Charge(w)
+       ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
+            /\ UNCHANGED <<expired, charges, applied, fenceTok>>
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
+                   token, due, restarts, revivals>>
 
 \* ack.lua guarded by Check, once the handler has returned (after its effect).
 AckIf(w, Check(_)) ==
@@ -246,6 +298,7 @@ AckIf(w, Check(_)) ==
 FailIf(w, Check(_)) ==
     LET t == held[w].task IN
     /\ t # 0
+    /\ LATE_FAILS \/ ~held[w].ran
     /\ Drop(w)
     /\ IF Check(w)
        THEN EndLease(t) /\ RetryOrDie(t)
@@ -253,30 +306,40 @@ FailIf(w, Check(_)) ==
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, token, restarts, revivals,
                    charges, applied, fenceTok>>
 
-\* release.lua guarded by Check: a worker shutting down gives its task back
-\* (to the front of ready, run_at = now) and exits.
-ReleaseIf(w, Check(_)) ==
+\* A worker shutting down whose drain grace ran out, for a task still in hand:
+\* it fences the run (no effect can start afterwards: the worker drops the
+\* task and exits), then acks the task if this run applied its effect
+\* (ack.lua) and releases it otherwise (release.lua: to the front of ready,
+\* run_at = now), either guarded by Check. With ackRan FALSE it always
+\* releases (the mutant TaskQueueShutdownRelease).
+ShutdownIf(w, Check(_), ackRan) ==
     LET t == held[w].task IN
     /\ t # 0
     /\ restarts < MAX_RESTARTS
     /\ Drop(w)
     /\ restarts' = restarts + 1
-    /\ IF Check(w)
+    /\ IF ~Check(w)
+       THEN UNCHANGED <<leased, expired, ready, state, due>>
+       ELSE IF ackRan /\ held[w].ran
        THEN /\ EndLease(t)
+            /\ state' = [state EXCEPT ![t] = "completed"]
+            /\ UNCHANGED <<ready, due>>
+       ELSE /\ EndLease(t)
             /\ ready' = ready \cup {t}
             /\ state' = [state EXCEPT ![t] = "pending"]
             /\ due' = [due EXCEPT ![t] = TRUE]
-       ELSE UNCHANGED <<leased, expired, ready, state, due>>
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, token, revivals,
                    charges, applied, fenceTok>>
 
 Heartbeat(w) == HeartbeatIf(w, Holds)
+Confirm(w) == ConfirmIf(w, Holds)
 Ack(w) == AckIf(w, Holds)
 Fail(w) == FailIf(w, Holds)
-Release(w) == ReleaseIf(w, Holds)
+Shutdown(w) == ShutdownIf(w, Holds, TRUE)
 
 \* SIGKILL: the worker's process and what it held are gone; a new one starts.
 Die(w) ==
+    /\ KILLS
     /\ held[w].task # 0
     /\ restarts < MAX_RESTARTS
     /\ Drop(w)
@@ -284,10 +347,13 @@ Die(w) ==
     /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, revivals, charges, applied,
                    fenceTok>>
 
-\* Server time passes the lease's expiry with no heartbeat in between.
+\* Server time passes the lease's expiry with no heartbeat in between: its
+\* holder is paused or cut off (PAUSES), or gone (killed, or shut down with a
+\* stale token).
 Expire(t) ==
     /\ t \in leased
     /\ ~expired[t]
+    /\ PAUSES \/ \A w \in Workers : held[w].task # t
     /\ expired' = [expired EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, due, held, restarts, revivals, charges, applied, fenceTok>>
@@ -341,10 +407,11 @@ Next ==
     \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
     \/ \E w \in Workers : Lease(w)
     \/ \E w \in Workers : Heartbeat(w)
+    \/ \E w \in Workers : Confirm(w)
     \/ \E w \in Workers : Effect(w)
     \/ \E w \in Workers : Ack(w)
     \/ \E w \in Workers : Fail(w)
-    \/ \E w \in Workers : Release(w)
+    \/ \E w \in Workers : Shutdown(w)
     \/ \E w \in Workers : Die(w)
     \/ \E t \in Ids : Expire(t)
     \/ \E t \in Ids : Reap(t)
@@ -378,6 +445,12 @@ T3_StaleAtOnce == \A w \in Workers : Current(w) => held[w].task \in leased
 
 \* T4: no task's effect is applied twice.
 T4_EffectOnce == \A t \in Ids : charges[t] <= 1
+
+\* What confirming the lease aims at: an effect starts only while its run
+\* holds the lease. A run taken over before it confirmed never gets that far;
+\* the window between Confirm and Effect still breaks it.
+EffectWhileHeld ==
+    [][\A w \in Workers : (held'[w].ran /\ ~held[w].ran) => Holds(w)]_vars
 
 \* T5: a key names at most one task; every send with a key was answered with
 \* the task the key names; a send answered with another task created nothing.

@@ -7,12 +7,17 @@ Current, Holds, InLease    the holder scripts' two checks      current, holds, i
 EndLease, RetryOrDie       shared by ack/fail/release/reap     end_lease, retry_or_die
 Enqueue(k, d)              lua/enqueue.lua                     enqueue
 Lease(w)                   lua/lease.lua (count 1)             lease
-HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/backgr.   heartbeat_if(name, check)
-Effect(w)                  builtin.py's charge via ledger.py   effect
+HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/heartbeat heartbeat_if(name, check)
+ConfirmIf(w, Check)        context.py effect(): heartbeat.lua  confirm_if(name, check)
+Charge(w)                  builtin.py's charge via ledger.py   charge
+Effect(w)                  the effect() block, once confirmed  effect
+ConfirmAndApply(w)         (the two as one step: a variant)    confirm_and_apply
 AckIf(w, Check)            lua/ack.lua                         ack_if(name, check)
 FailIf(w, Check)           lua/fail.lua                        fail_if(name, check)
-ReleaseIf(w, Check)        lua/release.lua, at shutdown        release_if(name, check)
-Heartbeat .. Release       the four above with Holds           heartbeat, ack, fail, release
+ShutdownIf(w, Check, ack)  worker/settle.py abandon: ack.lua   shutdown_if(name, check,
+                           if the effect ran, else release.lua             ack_ran)
+Heartbeat .. Shutdown      the five above with Holds           heartbeat, confirm, ack,
+                                                               fail, shutdown
 Die(w)                     SIGKILL of a worker                 die
 Expire(t)                  time passes a lease's expiry        expire
 ReapBy(t, bump)            lua/reap.lua                        reap_by(name, bump)
@@ -21,7 +26,7 @@ Tick(t)                    time passes a run_at                tick
 Promote(t)                 lua/promote.lua                     promote
 RetryDead(t)               lua/retry_dead.lua                  retry_dead
 Next                       NEXT, tried in that order
-TypeOK, T1 .. T6          task_queue_checks.py, under the TLA+ names
+TypeOK, T1 .. T6, EffectWhileHeld  task_queue_checks.py, under the TLA+ names
 
 Each \E is a loop in ascending order, Next's disjuncts are tried in the order written,
 and the branches of an IF are labelled Action(args)/branch. The mutants
@@ -48,10 +53,11 @@ class Holding(NamedTuple):
     task: int
     token: int
     ran: bool  # its handler's effect has run
-    lost: bool  # a heartbeat was refused: effect() refuses from now on
+    lost: bool  # a renewal was refused: effect() refuses from now on
+    confirmed: bool  # effect() renewed the lease for the effect
 
 
-NO_TASK = Holding(0, 0, False, False)
+NO_TASK = Holding(0, 0, False, False, False)
 
 
 class State(NamedTuple):
@@ -86,6 +92,9 @@ class Constants:
     max_restarts: int
     max_revivals: int
     guard: str
+    pauses: bool
+    kills: bool
+    late_fails: bool
 
     @property
     def ids(self) -> range:
@@ -108,7 +117,17 @@ class Constants:
             max_restarts=cfg.int_constant("MAX_RESTARTS"),
             max_revivals=cfg.int_constant("MAX_REVIVALS"),
             guard=str(guard),
+            pauses=_bool_constant(cfg, "PAUSES"),
+            kills=_bool_constant(cfg, "KILLS"),
+            late_fails=_bool_constant(cfg, "LATE_FAILS"),
         )
+
+
+def _bool_constant(cfg: cfgs.Config, name: str) -> bool:
+    value = cfg.constants.get(name)
+    if not isinstance(value, bool):
+        raise cfgs.ConfigError(f"{cfg.source}: {name} must be TRUE or FALSE, not {value!r}")
+    return value
 
 
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
@@ -205,7 +224,7 @@ def lease(c: Constants, s: State) -> Iterator[Transition[State]]:
                     token=s.token.except_(t, token),
                     state=s.state.except_(t, "running"),
                     expired=s.expired.except_(t, False),
-                    held=s.held.except_(w, Holding(t, token, False, False)),
+                    held=s.held.except_(w, Holding(t, token, False, False, False)),
                 ),
             )
 
@@ -226,25 +245,65 @@ def heartbeat_if(name: str, check: Check) -> Action:
     return heartbeat
 
 
+def confirm_if(name: str, check: Check) -> Action:
+    def confirm(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.worker_ids:
+            h = s.held[w]
+            if h.task == 0 or h.ran or h.lost or h.confirmed:
+                continue
+            if check(s, w):
+                renewed = s._replace(
+                    expired=s.expired.except_(h.task, False),
+                    held=s.held.except_(w, h._replace(confirmed=True)),
+                )
+                yield f"{name}(w={w})/renewed", renewed
+            else:
+                lost = s.held.except_(w, h._replace(lost=True))
+                yield f"{name}(w={w})/stale", s._replace(held=lost)
+
+    return confirm
+
+
+def charge(c: Constants, s: State, w: int, ran: State) -> tuple[str, State]:
+    """Charge(w): the ledger's branch and `ran` (the step's other changes) with its own."""
+    h = s.held[w]
+    t = h.task
+    applied = ran._replace(charges=s.charges.except_(t, s.charges[t] + 1))
+    if c.guard == "none":
+        return "applied", applied
+    if c.guard == "dedupe":
+        if t in s.applied:
+            return "duplicate", ran
+        return "applied", applied._replace(applied=s.applied | {t})
+    if h.token < s.fenceTok[t]:
+        return "fenced", ran
+    return "applied", applied._replace(fenceTok=s.fenceTok.except_(t, h.token))
+
+
 def effect(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.worker_ids:
+        h = s.held[w]
+        if h.task == 0 or h.ran or h.lost or not h.confirmed:
+            continue
+        branch, after = charge(c, s, w, s._replace(held=s.held.except_(w, h._replace(ran=True))))
+        yield f"Effect(w={w})/{branch}", after
+
+
+def confirm_and_apply(c: Constants, s: State) -> Iterator[Transition[State]]:
     for w in c.worker_ids:
         h = s.held[w]
         if h.task == 0 or h.ran or h.lost:
             continue
-        t, ran = h.task, s._replace(held=s.held.except_(w, h._replace(ran=True)))
-        applied = ran._replace(charges=s.charges.except_(t, s.charges[t] + 1))
-        if c.guard == "none":
-            yield f"Effect(w={w})/applied", applied
-        elif c.guard == "dedupe":
-            if t in s.applied:
-                yield f"Effect(w={w})/duplicate", ran
-            else:
-                yield f"Effect(w={w})/applied", applied._replace(applied=s.applied | {t})
-        elif h.token < s.fenceTok[t]:
-            yield f"Effect(w={w})/fenced", ran
+        if holds(s, w):
+            ran = s._replace(
+                expired=s.expired.except_(h.task, False),
+                held=s.held.except_(w, h._replace(confirmed=True, ran=True)),
+            )
+            branch, after = charge(c, s, w, ran)
+            yield f"ConfirmAndApply(w={w})/{branch}", after
         else:
-            fenced = s.fenceTok.except_(t, h.token)
-            yield f"Effect(w={w})/applied", applied._replace(fenceTok=fenced)
+            lost = s.held.except_(w, h._replace(lost=True))
+            yield f"ConfirmAndApply(w={w})/stale", s._replace(held=lost)
 
 
 def ack_if(name: str, check: Check) -> Action:
@@ -270,48 +329,60 @@ def fail_if(name: str, check: Check) -> Action:
                 continue
             if check(s, w):
                 branch, after = retry_or_die(c, end_lease(s, h.task), h.task)
-                yield f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))
+                step = f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))
             else:
-                yield f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+                step = f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+            # `LATE_FAILS \/ ~held[w].ran`: TLC takes each true disjunct in turn.
+            for _ in range(c.late_fails + (not h.ran)):
+                yield step
 
     return fail
 
 
-def release_if(name: str, check: Check) -> Action:
-    def release(c: Constants, s: State) -> Iterator[Transition[State]]:
+def shutdown_if(name: str, check: Check, ack_ran: bool) -> Action:
+    def shutdown(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
-            t = s.held[w].task
+            h = s.held[w]
+            t = h.task
             if t == 0 or s.restarts >= c.max_restarts:
                 continue
             exits = s._replace(held=drop(s, w), restarts=s.restarts + 1)
-            if check(s, w):
+            if not check(s, w):
+                yield f"{name}(w={w})/stale", exits
+            elif ack_ran and h.ran:
+                done = end_lease(exits, t)._replace(state=s.state.except_(t, "completed"))
+                yield f"{name}(w={w})/acked", done
+            else:
                 back = end_lease(exits, t)._replace(
                     ready=s.ready | {t},
                     state=s.state.except_(t, "pending"),
                     due=s.due.except_(t, True),
                 )
                 yield f"{name}(w={w})/released", back
-            else:
-                yield f"{name}(w={w})/stale", exits
 
-    return release
+    return shutdown
 
 
 heartbeat = heartbeat_if("Heartbeat", holds)
+confirm = confirm_if("Confirm", holds)
 ack = ack_if("Ack", holds)
 fail = fail_if("Fail", holds)
-release = release_if("Release", holds)
+shutdown = shutdown_if("Shutdown", holds, True)
 
 
 def die(c: Constants, s: State) -> Iterator[Transition[State]]:
     for w in c.worker_ids:
-        if s.held[w].task != 0 and s.restarts < c.max_restarts:
+        if c.kills and s.held[w].task != 0 and s.restarts < c.max_restarts:
             yield f"Die(w={w})", s._replace(held=drop(s, w), restarts=s.restarts + 1)
 
 
 def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
     for t in c.ids:
-        if t in s.leased and not s.expired[t]:
+        if t not in s.leased or s.expired[t]:
+            continue
+        # `PAUSES \/ \A w : held[w].task # t`: TLC takes each true disjunct in turn.
+        unheld = all(s.held[w].task != t for w in c.worker_ids)
+        for _ in range(c.pauses + unheld):
             yield f"Expire(t={t})", s._replace(expired=s.expired.except_(t, True))
 
 
@@ -365,7 +436,7 @@ def retry_dead(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 
 NEXT: tuple[Action, ...] = (
-    enqueue, lease, heartbeat, effect, ack, fail, release, die,
+    enqueue, lease, heartbeat, confirm, effect, ack, fail, shutdown, die,
     expire, reap, tick, promote, retry_dead,
 )  # fmt: skip
 

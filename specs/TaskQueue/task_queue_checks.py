@@ -10,6 +10,7 @@ T4_EffectOnce             effect_once(c, s)
 T5_IdempotentEnqueue      idempotent_enqueue(c, s)
 T6_DueOnly                due_only(s)
 T3_StaleChangesNothing    stale_changes_nothing(c, s, t), a StepProperty
+EffectWhileHeld           effect_while_held(c, s, t), a StepProperty
 Settled, T2_NothingLost   settled(c, s), an EndProperty under the name the module
                           gives T2 for its own Next (NoFenceNothingLost, ...)
 """
@@ -106,6 +107,10 @@ def stale_changes_nothing(c: Constants, s: State, t: State) -> bool:
     )
 
 
+def effect_while_held(c: Constants, s: State, t: State) -> bool:
+    return all(holds(s, w) for w in c.worker_ids if t.held[w].ran and not s.held[w].ran)
+
+
 def settled(c: Constants, s: State) -> bool:
     return all(s.state[t] in ("none", "completed", "dead") for t in c.ids)
 
@@ -115,6 +120,9 @@ def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
     return {
         "T3_StaleChangesNothing": StepProperty(
             "T3_StaleChangesNothing", lambda s, _, t: stale_changes_nothing(c, s, t)
+        ),
+        "EffectWhileHeld": StepProperty(
+            "EffectWhileHeld", lambda s, _, t: effect_while_held(c, s, t)
         ),
         nothing_lost: EndProperty(nothing_lost, lambda s: settled(c, s)),
     }

@@ -9,10 +9,17 @@ TaskQueueReapNoBump.tla
   ReapNoBump(t) == ReapBy(t, 0)          reap_no_bump
   NoBumpNext, NoBumpNothingLost          NO_BUMP_NEXT (tq.NEXT, Reap swapped), its T2
 TaskQueueByToken.tla
-  HeartbeatByToken(w) == HeartbeatIf(w, Current), and AckByToken, FailByToken,
-  ReleaseByToken alike                   heartbeat_by_token .. release_by_token
+  HeartbeatByToken(w) == HeartbeatIf(w, Current), and ConfirmByToken, AckByToken,
+  FailByToken, ShutdownByToken alike     heartbeat_by_token .. shutdown_by_token
   ByTokenNext, ByTokenNothingLost        BY_TOKEN_NEXT, its T2
   ByTokenNoBumpNext, ...NothingLost      BY_TOKEN_NO_BUMP_NEXT (and ReapNoBump), its T2
+TaskQueueShutdownRelease.tla
+  ShutdownReleasing(w) ==
+      ShutdownIf(w, Holds, FALSE)        shutdown_releasing
+  ReleasingNext, ReleasingNothingLost    RELEASING_NEXT (Shutdown swapped), its T2
+TaskQueueConfirmAtomic.tla
+  AtomicNext, AtomicNothingLost          ATOMIC_NEXT (Confirm and Effect replaced by
+                                         tq.confirm_and_apply), its T2
 everything else                          task_queue.py, unchanged
 """
 
@@ -27,20 +34,27 @@ from .task_queue_checks import build
 ack_no_fence = tq.ack_if("AckNoFence", tq.in_lease)
 reap_no_bump = tq.reap_by("ReapNoBump", 0)
 heartbeat_by_token = tq.heartbeat_if("HeartbeatByToken", tq.current)
+confirm_by_token = tq.confirm_if("ConfirmByToken", tq.current)
 ack_by_token = tq.ack_if("AckByToken", tq.current)
 fail_by_token = tq.fail_if("FailByToken", tq.current)
-release_by_token = tq.release_if("ReleaseByToken", tq.current)
+shutdown_by_token = tq.shutdown_if("ShutdownByToken", tq.current, True)
+shutdown_releasing = tq.shutdown_if("ShutdownReleasing", tq.holds, False)
 
 NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_no_fence))
 NO_BUMP_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_no_bump))
 BY_TOKEN_NEXT = tq.swap(
     tq.NEXT,
     (tq.heartbeat, heartbeat_by_token),
+    (tq.confirm, confirm_by_token),
     (tq.ack, ack_by_token),
     (tq.fail, fail_by_token),
-    (tq.release, release_by_token),
+    (tq.shutdown, shutdown_by_token),
 )
 BY_TOKEN_NO_BUMP_NEXT = tq.swap(BY_TOKEN_NEXT, (tq.reap, reap_no_bump))
+RELEASING_NEXT = tq.swap(tq.NEXT, (tq.shutdown, shutdown_releasing))
+ATOMIC_NEXT = tuple(
+    a for a in tq.swap(tq.NEXT, (tq.confirm, tq.confirm_and_apply)) if a is not tq.effect
+)
 
 
 def ack_no_fence_model(cfg: cfgs.Config) -> Model[tq.State]:
@@ -56,3 +70,11 @@ def by_token_model(cfg: cfgs.Config) -> Model[tq.State]:
     if cfg.specification == "ByTokenNoBumpSpec":
         return build("TaskQueueByToken", BY_TOKEN_NO_BUMP_NEXT, cfg, "ByTokenNoBumpNothingLost")
     return build("TaskQueueByToken", BY_TOKEN_NEXT, cfg, "ByTokenNothingLost")
+
+
+def shutdown_release_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueShutdownRelease", RELEASING_NEXT, cfg, "ReleasingNothingLost")
+
+
+def confirm_atomic_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueConfirmAtomic", ATOMIC_NEXT, cfg, "AtomicNothingLost")
