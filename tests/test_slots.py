@@ -60,7 +60,7 @@ class TestInHand:
         stale, current = context("a", 1), context("a", 3)
         slots.hold(stale)
         slots.hold(current)
-        slots.let_go("a", 1)
+        slots.let_go(("a", 1))
         assert slots.in_hand() == [current]
 
     def test_idle_means_nothing_in_hand_and_no_lease_under_way(self) -> None:
@@ -71,7 +71,7 @@ class TestInHand:
         slots.unreserve(free)
         slots.hold(context("a"))
         assert not slots.idle()
-        slots.let_go("a", 1)
+        slots.let_go(("a", 1))
         assert slots.idle()
 
 

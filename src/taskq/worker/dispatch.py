@@ -23,11 +23,14 @@ class Dispatcher:
         """Put a batch leased by a call sent at monotonic `sent_at` in hand and hand it
         to the runner; True if any of it went to a handler (the rest failed at once:
         unknown task, bad payload)."""
-        return bool(batch.tasks) and self.runner.submit(
-            [(task, self._hold(task, sent_at)) for task in batch.tasks])
+        if not batch.tasks:
+            return False
+        contexts = [self._context(task, sent_at) for task in batch.tasks]
+        self.slots.hold(*contexts)
+        return self.runner.submit(list(zip(batch.tasks, contexts, strict=True)))
 
-    def _hold(self, task: LeasedTask, sent_at: float) -> TaskContext:
-        context = TaskContext(
+    def _context(self, task: LeasedTask, sent_at: float) -> TaskContext:
+        return TaskContext(
             task_id=task.task_id,
             name=task.name,
             queue=self.queue,
@@ -38,5 +41,3 @@ class Dispatcher:
             lease=self.lease,
             confirmed_at=sent_at,  # the lease was granted no earlier than it was asked for
         )
-        self.slots.hold(context)
-        return context

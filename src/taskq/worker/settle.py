@@ -56,8 +56,7 @@ class Settler:
         # hand, not held up by fails retried through an outage while its clock runs.
         done = [o.task for o in outcomes if o.error is None]
         settled = self._ack(done, refill) if done else Settled()
-        for outcome in outcomes:
-            self.slots.let_go(outcome.task.task_id, outcome.task.token)
+        self.slots.let_go(*((o.task.task_id, o.task.token) for o in outcomes))
         return settled
 
     def abandon(self, contexts: Sequence[TaskContext]) -> None:
@@ -71,7 +70,7 @@ class Settler:
                 self._ack_abandoned(context)
             else:
                 self._release_abandoned(context)
-            self.slots.let_go(context.task_id, context.token)
+            self.slots.let_go((context.task_id, context.token))
 
     def _ack(self, tasks: list[LeasedTask], refill: int) -> Settled:
         held = [(t.task_id, t.token) for t in tasks]
@@ -98,10 +97,9 @@ class Settler:
 
     def _count_acks(self, tasks: list[LeasedTask], acked: list[bool]) -> list[bool]:
         taken = [ok or self._acked_before(task) for task, ok in zip(tasks, acked, strict=True)]
+        self.slots.count("acked", sum(taken))
         for task, ok in zip(tasks, taken, strict=True):
-            if ok:
-                self.slots.count("acked")
-            else:
+            if not ok:
                 self._stale(task.task_id, task.token, "ack")
         return taken
 

@@ -55,16 +55,18 @@ class Slots:
         with self._lock:
             self._reserved -= slots
 
-    def hold(self, context: TaskContext) -> None:
-        """Put a leased task in hand: heartbeats cover it from now on."""
+    def hold(self, *contexts: TaskContext) -> None:
+        """Put leased tasks in hand: heartbeats cover them from now on."""
         with self._lock:
-            self._in_hand[(context.task_id, context.token)] = context
-            self._stats.leased += 1
+            for context in contexts:
+                self._in_hand[(context.task_id, context.token)] = context
+            self._stats.leased += len(contexts)
 
-    def let_go(self, task_id: str, token: int) -> None:
-        """Take a settled task out of hand."""
+    def let_go(self, *held: tuple[str, int]) -> None:
+        """Take settled tasks, each a (task id, token), out of hand."""
         with self._lock:
-            self._in_hand.pop((task_id, token), None)
+            for key in held:
+                self._in_hand.pop(key, None)
 
     def in_hand(self) -> list[TaskContext]:
         with self._lock:
