@@ -4,7 +4,9 @@
 
 The log (JSON lines, as `taskq chaos` leaves it in its directory) is exported by
 `taskq.tools.tlatrace`, one trace per task, into a generated TraceData module next to a
-scratch copy of specs/TaskQueue; TLC then follows every trace in one run. Exit
+scratch copy of specs/TaskQueue; TLC then follows the traces, `--batch` of them per run
+(TLC holds every trace of a run in memory: a 100,000-task log in one run outgrows its
+default heap). Exit
 status: 0 when TLC accepts every trace, 1 when it rejects one (the task, the entry it
 could not take and why), 2 when TLC cannot run or the log is empty.
 """
@@ -26,6 +28,8 @@ from taskq.tools import tlatrace
 from taskq.tools.chaos.options import ChaosOptions
 
 MODEL = Path(__file__).resolve().parent / "TaskQueue"
+# Traces per TLC run: a CI chaos run's 4,000 fit in one, in seconds and a default heap.
+BATCH = 5000
 _LAST_N = re.compile(r"^/\\ tr = (\d+)$", re.MULTILINE)
 _LAST_I = re.compile(r"^/\\ pos = (\d+)$", re.MULTILINE)
 
@@ -82,6 +86,27 @@ def check(
     return Verdict(False, len(tasks), steps, run.distinct, reason, task, taken)
 
 
+def check_in_batches(
+    traces: Mapping[str, Sequence[tlatrace.Step]], max_retries: int, batch: int,
+    progress: TextIO | None = None,
+) -> Verdict:
+    """`check` on `batch` traces at a time, each run in a scratch directory of its own;
+    the first rejection ends it, else the runs' figures add up."""
+    tasks = list(traces)
+    accepted = Verdict(True, 0, 0, 0)
+    for start in range(0, len(tasks), batch):
+        chunk = {task: traces[task] for task in tasks[start:start + batch]}
+        with tempfile.TemporaryDirectory(prefix="taskq-tlctrace-") as tmp:
+            verdict = check(chunk, max_retries, Path(tmp))
+        if not verdict.accepted:
+            return verdict
+        accepted = Verdict(True, accepted.traces + verdict.traces,
+                           accepted.steps + verdict.steps, accepted.distinct + verdict.distinct)
+        if progress is not None and len(tasks) > batch:
+            print(f"  {accepted.traces} of {len(tasks)} traces accepted", file=progress)
+    return accepted
+
+
 def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m specs.tlctrace",
@@ -92,15 +117,20 @@ def main(argv: Sequence[str], out: TextIO = sys.stdout) -> int:
         "--max-retries", type=int, default=ChaosOptions.max_retries,
         help="the tasks' max_retries in that run (default: the chaos run's, %(default)s)",
     )
+    parser.add_argument(
+        "--batch", type=int, default=BATCH,
+        help="traces per TLC run (default %(default)s)",
+    )
     args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error(f"--batch must be at least 1, not {args.batch}")
     traces = tlatrace.per_task(tlatrace.read_log(args.log))
     if not traces:
         print(f"{args.log}: no events", file=sys.stderr)
         return 2
     try:
         tlc.jar(), tlc.java()
-        with tempfile.TemporaryDirectory(prefix="taskq-tlctrace-") as tmp:
-            verdict = check(traces, args.max_retries, Path(tmp))
+        verdict = check_in_batches(traces, args.max_retries, args.batch, sys.stderr)
     except (tlc.TlcUnavailable, tlc.TlcFailed) as err:
         print(f"cannot validate with TLC: {err}", file=sys.stderr)
         return 2

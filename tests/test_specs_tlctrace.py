@@ -120,3 +120,13 @@ def test_a_reap_that_does_not_bump_the_token_is_rejected(
     verdict = validate(real_log, tmp_path)
     assert (verdict.accepted, verdict.task) == (False, "b")
     assert 'type |-> "reaped"' in verdict.reason
+
+
+def test_traces_checked_in_batches_add_up_and_a_late_rejection_still_ends_it(
+    real_log: Log,
+) -> None:
+    verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
+    assert verdict.accepted and verdict.traces == 3
+    real_log[index(real_log, "c", "completed")][1]["token"] = "1"
+    verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
+    assert (verdict.accepted, verdict.task) == (False, "c")
