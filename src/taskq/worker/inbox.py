@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from taskq.context import TaskContext
@@ -26,9 +27,8 @@ class Inbox:
         # None is a nudge: it carries nothing but the wake-up.
         self._messages: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
         self._arrived: list[Outcome] = []
-
-    def put(self, outcome: Outcome) -> None:
-        self._messages.put(outcome)
+        # The queue's own method: every handler thread calls it once per task.
+        self.put: Callable[[Outcome], None] = self._messages.put
 
     def nudge(self) -> None:
         self._messages.put(None)
