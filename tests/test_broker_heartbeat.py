@@ -62,29 +62,20 @@ class TestHeartbeatMany:
         assert broker.heartbeat_many([], 10) == []
         assert dump(client) == {}
 
-    @pytest.mark.parametrize("lease_ms", ["0", "-5", "1.5", "abc", "604800001", "1e300"])
-    def test_the_script_refuses_a_bad_lease_length_before_any_write(
-        self, broker: Broker, client: redis.Redis, lease_ms: str
+    @pytest.mark.parametrize(("lease_ms", "count", "refused"), [
+        *((bad, "1", "lease_ms must be a whole number between 1 and 604800000")
+          for bad in ("0", "-5", "1.5", "abc", "604800001", "1e300")),
+        ("1000", "2", "count must be a whole number between 0 and 1"),  # one pair follows
+    ])
+    def test_the_script_refuses_a_bad_argument_before_any_write(
+        self, broker: Broker, client: redis.Redis, lease_ms: str, count: str, refused: str
     ) -> None:
         (a, token), = hold(broker, "a")
         before = dump(client)
         k = broker.keys
-        refused = "lease_ms must be a whole number between 1 and 604800000"
         with pytest.raises(redis.ResponseError, match=refused):
             broker.scripts.heartbeat(keys=[k.leased, k.events, k.seq, k.epoch],
-                                     args=[k.prefix, lease_ms, 100, 1, a, token])
-        assert dump(client) == before
-
-    def test_the_script_refuses_a_count_beyond_the_pairs_that_follow(
-        self, broker: Broker, client: redis.Redis
-    ) -> None:
-        (a, token), = hold(broker, "a")
-        before = dump(client)
-        k = broker.keys
-        refused = "count must be a whole number between 0 and 1"
-        with pytest.raises(redis.ResponseError, match=refused):
-            broker.scripts.heartbeat(keys=[k.leased, k.events, k.seq, k.epoch],
-                                     args=[k.prefix, 1000, 100, 2, a, token])
+                                     args=[k.prefix, lease_ms, 100, count, a, token])
         assert dump(client) == before
 
     def test_an_unreachable_redis_is_a_broker_error(self, broker: Broker) -> None:
