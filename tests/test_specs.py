@@ -116,7 +116,7 @@ class TestCatalogue:
         assert caught == {
             "CeleryETA_faulty", "RoostPushSplitAttach", "TaskQueue", "TaskQueueAckNoFence",
             "TaskQueueReapNoBump", "TaskQueueByToken", "TaskQueueShutdownRelease",
-            "TaskQueueConfirmAtomic", "TaskFeed", "TaskFeedSplitAttach",
+            "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskFeed", "TaskFeedSplitAttach",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:

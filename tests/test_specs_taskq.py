@@ -12,6 +12,7 @@ from typing import Any
 
 from specs.catalog import ROOT
 from specs.TaskFeed import task_feed as tf
+from specs.TaskQueue import task_queue as tq
 from specs.tlacheck import EndProperty, Property, Result, StepProperty, check
 from specs.tlacheck import cfg as cfgs
 
@@ -73,10 +74,10 @@ def gap_reason(s: tf.State) -> str:
 
 
 class TestTaskQueueAsBuilt:
-    def test_t1_to_t6_hold_in_all_44929_states_to_depth_30(self) -> None:
+    def test_t1_to_t6_and_r1_hold_in_all_45271_states_to_depth_30(self) -> None:
         found = result("TaskQueue.tla", "TaskQueue.cfg")
         assert found.ok
-        assert figures(found) == (44929, 345191, 30, 0)
+        assert figures(found) == (45271, 346337, 30, 0)
 
     def test_every_branch_of_every_script_is_reached(self) -> None:
         steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps
@@ -94,6 +95,15 @@ class TestTaskQueueAsBuilt:
         assert outcomes == {"completed", "dead"}
         assert all(not s.ready and not s.leased and not s.delayed for s in ends)
         assert all(h.task == 0 for s in ends for h in s.held.values())
+
+    def test_a_completed_task_holds_its_acking_runs_value_or_no_result_after_shutdown(
+        self,
+    ) -> None:
+        ends = explore("TaskQueue.tla", "TaskQueue.cfg").ends
+        done = [s for s in ends if s.state[1] == "completed"]
+        assert {s.result[1] == s.token[1] for s in done} == {True, False}
+        assert all(s.result[1] in (s.token[1], tq.NO_RESULT) for s in done)
+        assert all(s.result[1] == tq.NO_RESULT for s in ends if s.state[1] == "dead")
 
     def test_a_paused_holder_can_still_run_its_effect_which_dedupe_absorbs(self) -> None:
         # At-least-once execution is expected; only the effect is once.
@@ -146,6 +156,18 @@ class TestTaskQueueMutants:
         assert found.violation.kind == "property"
         assert found.violation.name == "T3_StaleChangesNothing"
         assert actions(found) == actions(first)
+
+    def test_a_result_written_outside_the_fence_shows_a_reaped_holders_value(self) -> None:
+        found = result("TaskQueueResultNoFence.tla", "TaskQueueResultNoFence.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("R1_CurrentToken", 8)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Effect(w=1)/applied", "Expire(t=1)", "Reap(t=1)/delayed",
+            "AckResultNoFence(w=1)/stale",
+        ]  # fmt: skip
+        last = found.violation.trace[-1].state
+        assert (last.result[1], last.token[1], last.state[1]) == (1, 2, "delayed")
 
     def test_reap_without_bump_leaves_the_lost_holder_a_current_token(self) -> None:
         found = result("TaskQueueReapNoBump.tla", "TaskQueueReapNoBump.cfg")
@@ -209,7 +231,7 @@ class TestTaskQueueMutants:
     ) -> None:
         found = result("TaskQueueConfirmAtomic.tla", "TaskQueueConfirmAtomic.cfg")
         assert found.ok
-        assert figures(found) == (20689, 146055, 28, 0)
+        assert figures(found) == (20923, 146805, 28, 0)
 
     def test_with_no_window_a_pause_after_the_effect_still_reruns_it(self) -> None:
         found = result("TaskQueueConfirmAtomic.tla", "TaskQueueConfirmAtomic_GuardNone.cfg")

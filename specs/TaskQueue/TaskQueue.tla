@@ -37,7 +37,7 @@
 (*  - backoff lengths are not modelled, only "not yet due" until a Tick.   *)
 (* Not modelled: lease.lua's request-id replay of a lost reply, key TTLs   *)
 (* (idempotency, completed records), purge.lua, the event log (E1 is       *)
-(* checked by taskq.tools.tracecheck on real logs instead).                      *)
+(* checked by taskq.tools.tracecheck on real logs instead).                *)
 (*                                                                         *)
 (* Bounds keep the state space finite: one task (a second send is a retry  *)
 (* with the first one's key, so T5 is exercised; two independent tasks     *)
@@ -45,9 +45,10 @@
 (* workers), MAX_RETRIES, MAX_RESTARTS worker exits, MAX_REVIVALS.         *)
 (*                                                                         *)
 (* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken,    *)
-(* TaskQueueShutdownRelease; a variant, TaskQueueConfirmAtomic;            *)
+(* TaskQueueShutdownRelease, TaskQueueResultNoFence; a variant,            *)
+(* TaskQueueConfirmAtomic;                                                 *)
 (* the `none` and `fence` ledger guards are .cfg settings (GUARD).         *)
-(* Python: task_queue.py (steps), task_queue_checks.py (properties).      *)
+(* Python: task_queue.py (steps), task_queue_checks.py (properties).       *)
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets, TLC
 
@@ -70,6 +71,9 @@ Keys == 1..N_KEYS
 States == {"none", "pending", "running", "delayed", "completed", "dead"}
 PlaceOf == "pending" :> "ready" @@ "running" :> "leased" @@ "delayed" :> "delayed"
            @@ "dead" :> "dlq"
+\* A run's return value is abstracted to its token: what tells a stale run's value
+\* from the current run's. Tokens start at 1, so 0 is free to mean "no result".
+NoResult == 0
 NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE, confirmed |-> FALSE]
 
 VARIABLES
@@ -92,11 +96,12 @@ VARIABLES
     revivals,   \* retry_dead calls so far
     charges,    \* ledger: charges applied per task (the effect)
     applied,    \* ledger: the dedupe guard's table of tasks charged
-    fenceTok    \* ledger: the fence guard's newest token per task
+    fenceTok,   \* ledger: the fence guard's newest token per task
+    result      \* results hash: the stored return value per task (NoResult = none)
 
 queueVars == <<ready, leased, delayed, dlq, state, retries, token, due, expired>>
 vars == <<sent, keyOf, answer, idem, queueVars, held, restarts, revivals,
-          charges, applied, fenceTok>>
+          charges, applied, fenceTok, result>>
 
 TypeOK ==
     /\ sent \in 0..MAX_SENDS
@@ -115,6 +120,7 @@ TypeOK ==
     /\ revivals \in 0..MAX_REVIVALS
     /\ charges \in [Ids -> Nat]
     /\ fenceTok \in [Ids -> Nat]
+    /\ result \in [Ids -> Nat]
 
 Init ==
     /\ sent = 0
@@ -136,6 +142,7 @@ Init ==
     /\ charges = [i \in Ids |-> 0]
     /\ applied = {}
     /\ fenceTok = [i \in Ids |-> 0]
+    /\ result = [i \in Ids |-> NoResult]
 
 ---------------------------------------------------------------------------
 \* helpers
@@ -190,7 +197,7 @@ Enqueue(k, d) ==
                     ELSE /\ ready' = ready \cup {i}
                          /\ UNCHANGED delayed
     /\ UNCHANGED <<leased, dlq, retries, token, expired, held, restarts, revivals,
-                   charges, applied, fenceTok>>
+                   charges, applied, fenceTok, result>>
 
 \* lease.lua: an idle worker takes a ready task; HINCRBY raises its token.
 Lease(w) ==
@@ -205,7 +212,7 @@ Lease(w) ==
                                          ran |-> FALSE, lost |-> FALSE,
                                          confirmed |-> FALSE]]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, due, restarts,
-                   revivals, charges, applied, fenceTok>>
+                   revivals, charges, applied, fenceTok, result>>
 
 \* heartbeat.lua guarded by Check: extend the lease, or tell the worker it is
 \* lost, after which TaskContext.effect() refuses the handler's effect.
@@ -218,7 +225,7 @@ HeartbeatIf(w, Check(_)) ==
        ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
             /\ UNCHANGED expired
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, restarts, revivals, charges, applied, fenceTok>>
+                   token, due, restarts, revivals, charges, applied, fenceTok, result>>
 
 \* effect() first confirms the lease: heartbeat.lua guarded by Check, with the
 \* run's token. Renewed, the effect may start; refused, the run is lost and its
@@ -235,7 +242,7 @@ ConfirmIf(w, Check(_)) ==
        ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
             /\ UNCHANGED expired
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, restarts, revivals, charges, applied, fenceTok>>
+                   token, due, restarts, revivals, charges, applied, fenceTok, result>>
 
 \* The ledger charge through the guard: none applies it always, dedupe once
 \* per task, fence unless the token is older than the newest one the ledger
@@ -263,7 +270,7 @@ Effect(w) ==
     /\ held[w].confirmed
     /\ held' = [held EXCEPT ![w].ran = TRUE]
     /\ Charge(w)
-    /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals>>
+    /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals, result>>
 
 \* Confirm and Effect as one step, with no pause between them: not taskq as
 \* built (no process can promise that), but the variant TaskQueueConfirmAtomic;
@@ -279,20 +286,30 @@ ConfirmAndApply(w) ==
        ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
             /\ UNCHANGED <<expired, charges, applied, fenceTok>>
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, restarts, revivals>>
+                   token, due, restarts, revivals, result>>
 
-\* ack.lua guarded by Check, once the handler has returned (after its effect).
-AckIf(w, Check(_)) ==
-    LET t == held[w].task IN
+\* ack.lua guarded by Check, once the handler has returned (after its effect),
+\* with the handler's return value (the run's token): an accepted ack stores it
+\* in the same step as the completion, a refused one stores nothing. With
+\* fenced FALSE a refused ack stores it all the same (the mutant
+\* TaskQueueResultNoFence: the result written outside the fencing check).
+AckStoring(w, Check(_), fenced) ==
+    LET t == held[w].task
+        Store == result' = [result EXCEPT ![t] = held[w].token]
+    IN
     /\ t # 0
     /\ held[w].ran
     /\ Drop(w)
     /\ IF Check(w)
        THEN /\ EndLease(t)
             /\ state' = [state EXCEPT ![t] = "completed"]
-       ELSE UNCHANGED <<leased, expired, state>>
+            /\ Store
+       ELSE /\ UNCHANGED <<leased, expired, state>>
+            /\ IF fenced THEN UNCHANGED result ELSE Store
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, delayed, dlq, retries, token, due,
                    restarts, revivals, charges, applied, fenceTok>>
+
+AckIf(w, Check(_)) == AckStoring(w, Check, TRUE)
 
 \* fail.lua guarded by Check: the handler raised, before or after its effect.
 FailIf(w, Check(_)) ==
@@ -304,14 +321,16 @@ FailIf(w, Check(_)) ==
        THEN EndLease(t) /\ RetryOrDie(t)
        ELSE UNCHANGED <<leased, expired, state, retries, delayed, dlq, due>>
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, token, restarts, revivals,
-                   charges, applied, fenceTok>>
+                   charges, applied, fenceTok, result>>
 
 \* A worker shutting down whose drain grace ran out, for a task still in hand:
 \* it fences the run (no effect can start afterwards: the worker drops the
 \* task and exits), then acks the task if this run applied its effect
 \* (ack.lua) and releases it otherwise (release.lua: to the front of ready,
 \* run_at = now), either guarded by Check. With ackRan FALSE it always
-\* releases (the mutant TaskQueueShutdownRelease).
+\* releases (the mutant TaskQueueShutdownRelease). Its handler has not
+\* returned, so the run has no return value: the shutdown's ack completes the
+\* task with no result (result stays NoResult).
 ShutdownIf(w, Check(_), ackRan) ==
     LET t == held[w].task IN
     /\ t # 0
@@ -329,7 +348,7 @@ ShutdownIf(w, Check(_), ackRan) ==
             /\ state' = [state EXCEPT ![t] = "pending"]
             /\ due' = [due EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, token, revivals,
-                   charges, applied, fenceTok>>
+                   charges, applied, fenceTok, result>>
 
 Heartbeat(w) == HeartbeatIf(w, Holds)
 Confirm(w) == ConfirmIf(w, Holds)
@@ -345,7 +364,7 @@ Die(w) ==
     /\ Drop(w)
     /\ restarts' = restarts + 1
     /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, revivals, charges, applied,
-                   fenceTok>>
+                   fenceTok, result>>
 
 \* Server time passes the lease's expiry with no heartbeat in between: its
 \* holder is paused or cut off (PAUSES), or gone (killed, or shut down with a
@@ -356,7 +375,8 @@ Expire(t) ==
     /\ PAUSES \/ \A w \in Workers : held[w].task # t
     /\ expired' = [expired EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, held, restarts, revivals, charges, applied, fenceTok>>
+                   token, due, held, restarts, revivals, charges, applied, fenceTok,
+                   result>>
 
 \* reap.lua: an expired lease counts as a failed attempt; HINCRBY raises the
 \* token by `bump` (1 as built) so the lost holder's token is stale at once.
@@ -367,7 +387,7 @@ ReapBy(t, bump) ==
     /\ EndLease(t)
     /\ RetryOrDie(t)
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, held, restarts, revivals,
-                   charges, applied, fenceTok>>
+                   charges, applied, fenceTok, result>>
 
 Reap(t) == ReapBy(t, 1)
 
@@ -377,7 +397,8 @@ Tick(t) ==
     /\ ~due[t]
     /\ due' = [due EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, expired, held, restarts, revivals, charges, applied, fenceTok>>
+                   token, expired, held, restarts, revivals, charges, applied, fenceTok,
+                   result>>
 
 \* promote.lua: ZRANGEBYSCORE delayed -inf now, so only a due task moves.
 Promote(t) ==
@@ -387,7 +408,7 @@ Promote(t) ==
     /\ ready' = ready \cup {t}
     /\ state' = [state EXCEPT ![t] = "pending"]
     /\ UNCHANGED <<sent, keyOf, answer, idem, leased, dlq, retries, token, due, expired,
-                   held, restarts, revivals, charges, applied, fenceTok>>
+                   held, restarts, revivals, charges, applied, fenceTok, result>>
 
 \* retry_dead.lua: an operator revives a dead task with its retries reset.
 RetryDead(t) ==
@@ -401,7 +422,7 @@ RetryDead(t) ==
     /\ retries' = [retries EXCEPT ![t] = 0]
     /\ due' = [due EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, leased, delayed, token, expired, held,
-                   restarts, charges, applied, fenceTok>>
+                   restarts, charges, applied, fenceTok, result>>
 
 Next ==
     \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
@@ -465,6 +486,22 @@ T6_DueOnly == \A t \in ready \cup leased : due[t]
 
 \* T2, wherever a run stops (no step is enabled): every task that was created
 \* is completed or dead. Runs need not stop: a holder may heartbeat forever.
+\* R1 (results): a result is stored only by the accepted ack of the current
+\* token, at most once per task, and a stale holder's value is never visible.
+\* Once stored, a task's result never changes.
+R1_AtMostOne ==
+    [][\A t \in Ids : result[t] # NoResult => result'[t] = result[t]]_vars
+
+\* A stored result is the value of the run whose ack completed the task: its
+\* token, which is the task's token from then on (a completed task is never
+\* leased or reaped again).
+R1_CurrentToken ==
+    \A t \in Ids : result[t] # NoResult => result[t] = token[t]
+
+\* A result exists only for a completed task.
+R1_OnlyCompleted ==
+    \A t \in Ids : result[t] # NoResult => state[t] = "completed"
+
 Settled == \A t \in Ids : state[t] \in {"none", "completed", "dead"}
 T2_NothingLost == [](~ENABLED Next => Settled)
 

@@ -12,7 +12,8 @@ ConfirmIf(w, Check)        context.py effect(): heartbeat.lua  confirm_if(name, 
 Charge(w)                  builtin.py's charge via ledger.py   charge
 Effect(w)                  the effect() block, once confirmed  effect
 ConfirmAndApply(w)         (the two as one step: a variant)    confirm_and_apply
-AckIf(w, Check)            lua/ack.lua                         ack_if(name, check)
+AckStoring(w, Check, f)    lua/ack.lua, storing the result     ack_storing(name, check, f)
+AckIf(w, Check)            AckStoring(w, Check, TRUE)          ack_if(name, check)
 FailIf(w, Check)           lua/fail.lua                        fail_if(name, check)
 ShutdownIf(w, Check, ack)  worker/settle.py abandon: ack.lua   shutdown_if(name, check,
                            if the effect ran, else release.lua             ack_ran)
@@ -26,7 +27,7 @@ Tick(t)                    time passes a run_at                tick
 Promote(t)                 lua/promote.lua                     promote
 RetryDead(t)               lua/retry_dead.lua                  retry_dead
 Next                       NEXT, tried in that order
-TypeOK, T1 .. T6, EffectWhileHeld  task_queue_checks.py, under the TLA+ names
+TypeOK, T1 .. T6, EffectWhileHeld, R1_*  task_queue_checks.py, under the TLA+ names
 
 Each \E is a loop in ascending order, Next's disjuncts are tried in the order written,
 and the branches of an IF are labelled Action(args)/branch. The mutants
@@ -58,6 +59,8 @@ class Holding(NamedTuple):
 
 
 NO_TASK = Holding(0, 0, False, False, False)
+# A run's return value is its token (tokens start at 1), so 0 means "no result".
+NO_RESULT = 0
 
 
 class State(NamedTuple):
@@ -81,6 +84,7 @@ class State(NamedTuple):
     charges: Fn[int, int]
     applied: frozenset[int]
     fenceTok: Fn[int, int]
+    result: Fn[int, int]  # the stored return value per task, NO_RESULT = none
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ def initial(c: Constants) -> State:
         ready=frozenset(), leased=frozenset(), delayed=frozenset(), dlq=frozenset(),
         state=Fn.const(c.ids, "none"), retries=zero, token=zero, due=no, expired=no,
         held=Fn.const(c.worker_ids, NO_TASK), restarts=0, revivals=0,
-        charges=zero, applied=frozenset(), fenceTok=zero,
+        charges=zero, applied=frozenset(), fenceTok=zero, result=Fn.const(c.ids, NO_RESULT),
     )  # fmt: skip
 
 
@@ -306,19 +310,29 @@ def confirm_and_apply(c: Constants, s: State) -> Iterator[Transition[State]]:
             yield f"ConfirmAndApply(w={w})/stale", s._replace(held=lost)
 
 
-def ack_if(name: str, check: Check) -> Action:
+def ack_storing(name: str, check: Check, fenced: bool) -> Action:
     def ack(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
             if h.task == 0 or not h.ran:
                 continue
+            stored = s.result.except_(h.task, h.token)
             if check(s, w):
-                done = end_lease(s, h.task)._replace(state=s.state.except_(h.task, "completed"))
+                done = end_lease(s, h.task)._replace(
+                    state=s.state.except_(h.task, "completed"), result=stored
+                )
                 yield f"{name}(w={w})/acked", done._replace(held=drop(s, w))
             else:
-                yield f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+                refused = s._replace(held=drop(s, w))
+                if not fenced:
+                    refused = refused._replace(result=stored)
+                yield f"{name}(w={w})/stale", refused
 
     return ack
+
+
+def ack_if(name: str, check: Check) -> Action:
+    return ack_storing(name, check, True)
 
 
 def fail_if(name: str, check: Check) -> Action:

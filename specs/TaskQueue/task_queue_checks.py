@@ -11,6 +11,9 @@ T5_IdempotentEnqueue      idempotent_enqueue(c, s)
 T6_DueOnly                due_only(s)
 T3_StaleChangesNothing    stale_changes_nothing(c, s, t), a StepProperty
 EffectWhileHeld           effect_while_held(c, s, t), a StepProperty
+R1_CurrentToken           result_current_token(c, s)
+R1_OnlyCompleted          result_only_completed(c, s)
+R1_AtMostOne              result_at_most_one(c, s, t), a StepProperty
 Settled, T2_NothingLost   settled(c, s), an EndProperty under the name the module
                           gives T2 for its own Next (NoFenceNothingLost, ...)
 """
@@ -25,6 +28,7 @@ from specs.tlacheck.model import Property
 
 from .task_queue import (
     NEXT,
+    NO_RESULT,
     PLACE_OF,
     STATES,
     Action,
@@ -48,7 +52,7 @@ def type_ok(c: Constants, s: State) -> bool:
         and all(0 <= s.idem[k] <= c.max_sends for k in s.idem)
         and s.ready | s.leased | s.delayed | s.dlq | s.applied <= ids
         and all(s.state[t] in STATES and 0 <= s.retries[t] <= c.max_retries for t in ids)
-        and all(min(s.token[t], s.charges[t], s.fenceTok[t]) >= 0 for t in ids)
+        and all(min(s.token[t], s.charges[t], s.fenceTok[t], s.result[t]) >= 0 for t in ids)
         and all(isinstance(s.due[t], bool) and isinstance(s.expired[t], bool) for t in ids)
         and all(s.held[w].task in ids | {0} for w in c.worker_ids)
         and 0 <= s.restarts <= c.max_restarts
@@ -88,6 +92,14 @@ def due_only(s: State) -> bool:
     return all(s.due[t] for t in s.ready | s.leased)
 
 
+def result_current_token(c: Constants, s: State) -> bool:
+    return all(s.result[t] == s.token[t] for t in c.ids if s.result[t] != NO_RESULT)
+
+
+def result_only_completed(c: Constants, s: State) -> bool:
+    return all(s.state[t] == "completed" for t in c.ids if s.result[t] != NO_RESULT)
+
+
 def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
     return {
         "TypeOK": lambda s: type_ok(c, s),
@@ -96,6 +108,8 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         "T4_EffectOnce": lambda s: effect_once(c, s),
         "T5_IdempotentEnqueue": lambda s: idempotent_enqueue(c, s),
         "T6_DueOnly": due_only,
+        "R1_CurrentToken": lambda s: result_current_token(c, s),
+        "R1_OnlyCompleted": lambda s: result_only_completed(c, s),
     }
 
 
@@ -111,6 +125,10 @@ def effect_while_held(c: Constants, s: State, t: State) -> bool:
     return all(holds(s, w) for w in c.worker_ids if t.held[w].ran and not s.held[w].ran)
 
 
+def result_at_most_one(c: Constants, s: State, t: State) -> bool:
+    return all(t.result[i] == s.result[i] for i in c.ids if s.result[i] != NO_RESULT)
+
+
 def settled(c: Constants, s: State) -> bool:
     return all(s.state[t] in ("none", "completed", "dead") for t in c.ids)
 
@@ -124,6 +142,7 @@ def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
         "EffectWhileHeld": StepProperty(
             "EffectWhileHeld", lambda s, _, t: effect_while_held(c, s, t)
         ),
+        "R1_AtMostOne": StepProperty("R1_AtMostOne", lambda s, _, t: result_at_most_one(c, s, t)),
         nothing_lost: EndProperty(nothing_lost, lambda s: settled(c, s)),
     }
 

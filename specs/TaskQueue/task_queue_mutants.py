@@ -20,6 +20,10 @@ TaskQueueShutdownRelease.tla
 TaskQueueConfirmAtomic.tla
   AtomicNext, AtomicNothingLost          ATOMIC_NEXT (Confirm and Effect replaced by
                                          tq.confirm_and_apply), its T2
+TaskQueueResultNoFence.tla
+  AckResultNoFence(w) ==
+      AckStoring(w, Holds, FALSE)        ack_result_no_fence
+  ResultNoFenceNext, ...NothingLost      RESULT_NO_FENCE_NEXT (Ack swapped), its T2
 everything else                          task_queue.py, unchanged
 """
 
@@ -39,6 +43,7 @@ ack_by_token = tq.ack_if("AckByToken", tq.current)
 fail_by_token = tq.fail_if("FailByToken", tq.current)
 shutdown_by_token = tq.shutdown_if("ShutdownByToken", tq.current, True)
 shutdown_releasing = tq.shutdown_if("ShutdownReleasing", tq.holds, False)
+ack_result_no_fence = tq.ack_storing("AckResultNoFence", tq.holds, False)
 
 NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_no_fence))
 NO_BUMP_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_no_bump))
@@ -52,6 +57,7 @@ BY_TOKEN_NEXT = tq.swap(
 )
 BY_TOKEN_NO_BUMP_NEXT = tq.swap(BY_TOKEN_NEXT, (tq.reap, reap_no_bump))
 RELEASING_NEXT = tq.swap(tq.NEXT, (tq.shutdown, shutdown_releasing))
+RESULT_NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_result_no_fence))
 ATOMIC_NEXT = tuple(
     a for a in tq.swap(tq.NEXT, (tq.confirm, tq.confirm_and_apply)) if a is not tq.effect
 )
@@ -78,3 +84,7 @@ def shutdown_release_model(cfg: cfgs.Config) -> Model[tq.State]:
 
 def confirm_atomic_model(cfg: cfgs.Config) -> Model[tq.State]:
     return build("TaskQueueConfirmAtomic", ATOMIC_NEXT, cfg, "AtomicNothingLost")
+
+
+def result_no_fence_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueResultNoFence", RESULT_NO_FENCE_NEXT, cfg, "ResultNoFenceNothingLost")
