@@ -20,6 +20,10 @@ from waiting import event_types, wait_for_state, wait_until
 from worker_support import WorkerThread
 
 
+def lease(seconds: float) -> Settings:
+    return Settings.from_env({}, lease_seconds=seconds)
+
+
 def holding(*contexts: TaskContext) -> Slots:
     slots = Slots(len(contexts) or 1)
     for context in contexts:
@@ -55,7 +59,7 @@ class TestBeat:
         broker.heartbeat("a", contexts[0].token, 10)  # loads the script
         calls = evalsha_calls(client)
         before = [c.confirmed_at for c in contexts]
-        Heartbeat(broker, 10, holding(*contexts)).beat()
+        Heartbeat(broker, lease(10), holding(*contexts)).beat()
         assert evalsha_calls(client) == calls + 1
         assert all(c.confirmed_at > b for c, b in zip(contexts, before, strict=True))
         assert not any(c.lease_lost for c in contexts)
@@ -68,7 +72,7 @@ class TestBeat:
         client.hincrby(broker.keys.task("a"), "fencing_token", 1)
         settled.finished = True
         seen = len(events(client, broker.keys))
-        Heartbeat(broker, 10, holding(stale, fresh, settled)).beat()
+        Heartbeat(broker, lease(10), holding(stale, fresh, settled)).beat()
         assert stale.lease_lost and not fresh.lease_lost and not settled.lease_lost
         assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
 
@@ -88,7 +92,7 @@ class TestBeat:
 
         slots = BrokenOnce(1)
         slots.hold(context_of(broker, a, token))
-        heartbeat = Heartbeat(broker, 0.3, slots)
+        heartbeat = Heartbeat(broker, lease(0.3), slots)
         heartbeat.start()
         try:
             wait_until(lambda: renewed >= 3, 5, "beats after the failing one")

@@ -24,8 +24,7 @@ class LeaseLostError(TaskqError):
 class LeaseConfirmer(Protocol):
     """Asks Redis whether a lease is still held, renewing it if so (a heartbeat)."""
 
-    @property
-    def lease_seconds(self) -> float: ...
+    lease_seconds: float
 
     def confirm(self, task_id: str, token: int) -> bool:
         """True if `token` still holds the lease (now renewed); raises `BrokerError`

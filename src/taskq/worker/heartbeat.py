@@ -8,6 +8,7 @@ import time
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
+from taskq.settings import Settings
 from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
@@ -36,14 +37,10 @@ class LeaseCheck:
 
     def __init__(self, broker: Broker, lease_seconds: float) -> None:
         self.broker = broker
-        self._lease_seconds = lease_seconds
-
-    @property
-    def lease_seconds(self) -> float:
-        return self._lease_seconds
+        self.lease_seconds = lease_seconds
 
     def confirm(self, task_id: str, token: int) -> bool:
-        return self.broker.heartbeat(task_id, token, self._lease_seconds)
+        return self.broker.heartbeat(task_id, token, self.lease_seconds)
 
 
 class Heartbeat(threading.Thread):
@@ -54,20 +51,16 @@ class Heartbeat(threading.Thread):
     The thread never waits on a lock a handler can hold, and no error ends it.
     """
 
-    def __init__(
-        self,
-        broker: Broker,
-        lease_seconds: float,
-        slots: Slots,
-    ) -> None:
+    def __init__(self, broker: Broker, settings: Settings, slots: Slots) -> None:
         super().__init__(name="taskq-heartbeat", daemon=True)
         self.broker = broker
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = settings.lease_seconds
+        self.interval = settings.heartbeat_seconds
         self.slots = slots
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        cadence = Cadence(self.lease_seconds / 3, time.monotonic())
+        cadence = Cadence(self.interval, time.monotonic())
         while not self.stopping.wait(cadence.wait(time.monotonic())):
             try:
                 self.beat()

@@ -60,7 +60,7 @@ class Worker:
         self.runner = Runner(app, self.concurrency, self.inbox)
         self.dispatcher = Dispatcher(self.broker.queue, self.worker_id, self.slots, self.runner,
                                      LeaseCheck(self.broker, s.lease_seconds))
-        self.heartbeat = Heartbeat(self.broker, s.lease_seconds, self.slots)
+        self.heartbeat = Heartbeat(self.broker, s, self.slots)
         self.waker = Waker(self.broker, s, self.worker_id, self.slots, self.dispatcher,
                            self.runner, self.lifecycle, self.inbox)
         self.settler = Settler(self.broker, s, self.slots, self.worker_id)
