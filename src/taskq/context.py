@@ -115,30 +115,33 @@ class TaskContext:
 
     def _confirm_lease(self) -> None:
         if not self._lost and self.lease is not None:
-            sent = time.monotonic()
-            try:
-                held = self.lease.confirm(self.task_id, self.token)
-            except BrokerError as e:
-                # Redis cannot say; the lease Redis last accepted still runs its course.
-                log.warning("task %s: could not confirm its lease before an effect: %s",
-                            self.task_id, e)
-            else:
-                if held:
-                    self.renewed(sent)
-                else:
-                    self.mark_lost()
+            self._renew(self.lease)
         if self._lost:
             raise LeaseLostError(
                 f"task {self.task_id} lost its lease (token {self.token}); its effect is skipped"
             )
-        if self.lease is not None:
-            since = time.monotonic() - self.confirmed_at
-            if since >= self.lease.lease_seconds:
-                raise LeaseLostError(
-                    f"task {self.task_id}: {since:.1f}s since its lease was last renewed, "
-                    f"longer than the lease ({self.lease.lease_seconds:g}s); another worker "
-                    "may hold it, so its effect is skipped"
-                )
+        since = time.monotonic() - self.confirmed_at
+        if self.lease is not None and since >= self.lease.lease_seconds:
+            raise LeaseLostError(
+                f"task {self.task_id}: {since:.1f}s since its lease was last renewed, "
+                f"longer than the lease ({self.lease.lease_seconds:g}s); another worker "
+                "may hold it, so its effect is skipped"
+            )
+
+    def _renew(self, lease: LeaseConfirmer) -> None:
+        """Renew the lease now: held (the clock restarts) or lost. When Redis cannot say,
+        the lease Redis last accepted still runs its course."""
+        sent = time.monotonic()
+        try:
+            held = lease.confirm(self.task_id, self.token)
+        except BrokerError as e:
+            log.warning("task %s: could not confirm its lease before an effect: %s",
+                        self.task_id, e)
+            return
+        if held:
+            self.renewed(sent)
+        else:
+            self.mark_lost()
 
 
 _current: contextvars.ContextVar[TaskContext] = contextvars.ContextVar("taskq_current_task")
