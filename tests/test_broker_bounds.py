@@ -158,3 +158,9 @@ class TestWrongTypesAreTaskqErrors:
         broker.enqueue("t1")
         lease_one(broker)
         refused(broker, InvalidTaskError, "must be|invalid", lambda: call(broker))
+
+
+def test_a_wait_for_work_of_zero_seconds_is_refused_not_endless(broker: Broker) -> None:
+    # BLPOP reads a timeout of 0 as "wait forever".
+    with pytest.raises(InvalidTaskError, match="timeout must be a number of seconds above 0"):
+        broker.wait_and_lease("w", 10, 1, 0)

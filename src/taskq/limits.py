@@ -87,7 +87,8 @@ LEASE_COUNT = Range("count", 1, 10_000, 1, "tasks", whole=True)
 BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
-TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds")
+# A BLPOP timeout of 0 waits forever: a wait for work must end.
+TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds", above=True)
 
 # Settings only (and Simulation's, the seed's simulated task).
 REDIS_TIMEOUT = Range("redis_timeout_seconds", 0.0, 3600.0, 5.0, "seconds", above=True)
