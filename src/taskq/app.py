@@ -71,7 +71,7 @@ class App:
                  redis_url: str | None = None) -> None:
         if settings is None:
             settings = (Settings.from_env() if redis_url is None else
-                        Settings.from_env(None, redis_url=redis_url, redis_url_given=True))
+                        Settings.from_env(None, redis_url=redis_url))
         elif redis_url is not None:
             raise InvalidTaskError("give App either settings or redis_url, not both")
         self.settings = settings

@@ -197,7 +197,8 @@ class Broker:
         LEASE_COUNT.check(count)
         if request_id is None or request_id == "":
             request_id = new_id()
-        check_text(request_id, "request_id", MAX_REQUEST_ID_CHARS)
+        else:
+            check_text(request_id, "request_id", MAX_REQUEST_ID_CHARS)
         k = self.keys
         keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake]
         args = [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id]

@@ -9,13 +9,11 @@ from dataclasses import dataclass, fields
 from typing import Literal, TypeVar
 
 from taskq import limits
-from taskq.errors import ConfigError
-from taskq.keys import QUEUE_NAME
+from taskq.errors import ConfigError, InvalidTaskError
+from taskq.keys import check_queue_name
 
 LedgerGuard = Literal["none", "dedupe", "fence"]
 LEDGER_GUARDS: tuple[LedgerGuard, ...] = ("none", "dedupe", "fence")
-
-MAX_WORKER_PROCESSES = limits.WORKER_PROCESSES.high
 
 T = TypeVar("T")
 
@@ -50,16 +48,11 @@ class Settings:
     redis_url_given: bool = False
 
     def __post_init__(self) -> None:
-        variables = {name: variable for name, (variable, _) in ENVIRONMENT.items()}
-        for name, bound in limits.SETTINGS.items():
-            value = getattr(self, name)
-            _check(bound.holds(value), variables[name], value, f"must be {bound.rule}")
-        _check(
-            isinstance(self.queue, str) and QUEUE_NAME.fullmatch(self.queue) is not None,
-            "TASKQ_QUEUE",
-            self.queue,
-            "is not a queue name: use 1-100 letters, digits, '_', '.' or '-'",
-        )
+        _check_ranges(self, limits.SETTINGS, ENVIRONMENT)
+        try:
+            check_queue_name(self.queue)
+        except InvalidTaskError as e:
+            raise ConfigError(f"TASKQ_QUEUE={limits.shown(self.queue)}: {e}") from None
         _check(
             self.backoff_max_seconds >= self.backoff_base_seconds,
             "BACKOFF_MAX_SECONDS",
@@ -79,9 +72,9 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Read every variable of `ENVIRONMENT` (or `environ`), then apply `overrides`."""
-        values = _read(ENVIRONMENT, environ)
-        values["redis_url_given"] = "redis_url" in values
-        return _build(cls, values, overrides)
+        values = {**_read(ENVIRONMENT, environ), **overrides}
+        values.setdefault("redis_url_given", "redis_url" in values)
+        return _build(cls, values, {})
 
 
 @dataclass(frozen=True)
@@ -97,10 +90,7 @@ class Simulation:
     ledger_guard: LedgerGuard = "dedupe"
 
     def __post_init__(self) -> None:
-        variables = {name: variable for name, (variable, _) in SIMULATION_ENVIRONMENT.items()}
-        for name, bound in limits.SIMULATION.items():
-            value = getattr(self, name)
-            _check(bound.holds(value), variables[name], value, f"must be {bound.rule}")
+        _check_ranges(self, limits.SIMULATION, SIMULATION_ENVIRONMENT)
         _check(
             self.ledger_guard in LEDGER_GUARDS,
             "LEDGER_GUARD",
@@ -155,6 +145,14 @@ def child_environment(settings: Settings, simulation: Simulation | None = None,
             env[variable] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     env.update(variables)
     return env
+
+
+def _check_ranges(config: object, ranges: Mapping[str, limits.Range[int] | limits.Range[float]],
+                  table: Mapping[str, tuple[str, Callable[[str], object]]]) -> None:
+    """Every number of `config` in its range, or ConfigError naming its variable."""
+    for name, bound in ranges.items():
+        value = getattr(config, name)
+        _check(bound.holds(value), table[name][0], value, f"must be {bound.rule}")
 
 
 def _check(ok: bool, variable: str, value: object, rule: str) -> None:
