@@ -298,3 +298,8 @@ class TestChildEnvironment:
     def test_variables_given_by_name_win(self) -> None:
         env = child_environment(Settings(), LEASE_SECONDS="3")
         assert Settings.from_env(env).lease_seconds == 3.0
+
+
+def test_a_url_given_in_code_is_checked_like_one_from_the_environment() -> None:
+    with pytest.raises(ConfigError, match="REDIS_URL='redis://h:abc/0' is not a Redis URL"):
+        Settings.from_env({}, redis_url="redis://h:abc/0")

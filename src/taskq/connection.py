@@ -7,8 +7,7 @@ from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from taskq.errors import ConfigError
-from taskq.settings import Settings, redacted_url
+from taskq.settings import Settings
 from taskq.transport import Client
 
 
@@ -19,11 +18,10 @@ def connect(settings: Settings | None = None) -> Client:
 
     Brief blips are retried by the client itself; a retried script call is safe
     because every script is idempotent for the same arguments or fenced by a token.
-    Raises `ConfigError` for a URL redis-py cannot parse; an unreachable Redis is
-    noticed by the first command (only a cluster client connects here).
+    The URL was checked when the Settings were made; an unreachable Redis is noticed
+    by the first command (only a cluster client connects here).
     """
     settings = settings or Settings.from_env()
-    check_url(settings.redis_url)
     timeout = settings.redis_timeout_seconds
     retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3)
     if settings.redis_cluster:
@@ -43,13 +41,3 @@ def connect(settings: Settings | None = None) -> Client:
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
     )
-
-
-def check_url(url: str) -> None:
-    """Raise `ConfigError` naming REDIS_URL if redis-py cannot parse `url` (a port or
-    db that is not a number): it would raise a bare ValueError wherever a client is made."""
-    try:
-        redis.ConnectionPool.from_url(url)  # parses the URL; connects only when used
-    except ValueError as e:
-        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
-                          f"can use: {e}") from e

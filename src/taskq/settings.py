@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal, TypeVar
 
+import redis
+
 from taskq import limits
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.keys import check_queue_name
@@ -49,6 +51,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         _check_ranges(self, limits.SETTINGS, ENVIRONMENT)
+        _check_redis_url(self.redis_url)
         try:
             check_queue_name(self.queue)
         except InvalidTaskError as e:
@@ -191,17 +194,22 @@ def _finite(raw: str) -> float:
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-def _redis_url(raw: str) -> str:
-    # Refused here, naming the variable, rather than by redis-py wherever a client is made.
-    if raw.startswith(REDIS_SCHEMES):
-        return raw
-    scheme, sep, rest = raw.partition("://")
-    problem = f"has the unknown scheme {scheme}://" if sep else "has no scheme"
-    raise ConfigError(
-        f"REDIS_URL={redacted_url(raw)!r} {problem}: write it as "
-        f"redis://{redacted_url(rest if sep else raw)} (rediss:// for TLS, "
-        "unix:///path/to/redis.sock for a socket)"
-    )
+def _check_redis_url(url: str) -> None:
+    """Refuse, naming the variable, a URL redis-py could not use: here, once, rather than
+    with a bare ValueError wherever a client is made."""
+    if not url.startswith(REDIS_SCHEMES):
+        scheme, sep, rest = url.partition("://")
+        problem = f"has the unknown scheme {scheme}://" if sep else "has no scheme"
+        raise ConfigError(
+            f"REDIS_URL={redacted_url(url)!r} {problem}: write it as "
+            f"redis://{redacted_url(rest if sep else url)} (rediss:// for TLS, "
+            "unix:///path/to/redis.sock for a socket)"
+        )
+    try:
+        redis.ConnectionPool.from_url(url)  # parses the URL; connects only when used
+    except ValueError as e:
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
+                          f"can use: {e}") from e
 
 
 def redacted_url(url: str) -> str:
@@ -220,7 +228,7 @@ def redacted_url(url: str) -> str:
 
 # attribute -> (environment variable, parser); the README's table lists the same names.
 ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
-    "redis_url": ("REDIS_URL", _redis_url),
+    "redis_url": ("REDIS_URL", str),
     "redis_timeout_seconds": ("REDIS_TIMEOUT_SECONDS", _finite),
     "queue": ("TASKQ_QUEUE", str),
     "lease_seconds": ("LEASE_SECONDS", _finite),
