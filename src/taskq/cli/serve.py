@@ -8,7 +8,6 @@ import ipaddress
 import re
 
 from taskq.cli.common import add_queue_argument, settings_from
-from taskq.connection import check_url
 from taskq.errors import ConfigError
 
 HELP = "serve the web dashboard, the live SSE feed, the JSON API and /metrics"
@@ -51,7 +50,6 @@ def main(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: PLC0415
 
         from taskq.web.app import create_app  # noqa: PLC0415
-        from taskq.web.hosts import allowed_names  # noqa: PLC0415
     except ImportError as e:
         raise ConfigError(f"taskq serve needs the web extra ({e.name} is not installed): "
                           "pip install 'taskq[web]'") from e
@@ -60,11 +58,9 @@ def main(args: argparse.Namespace) -> int:
         hosts = ",".join([settings.allowed_hosts, *args.allowed_host]).strip(",")
         settings = dataclasses.replace(settings, allowed_hosts=hosts)
     check_exposure(args.host, settings.api_token)
-    # Refused here, on one line; a Redis that is down is waited for by the server instead.
-    check_url(settings.redis_url)
-    allowed_names(args.host, settings.allowed_hosts.split(","))  # a bad name fails here
+    app = create_app(settings, args.host)  # a bad allowed host name fails here
     print(f"taskq dashboard on http://{args.host}:{args.port}/ (queue {settings.queue!r})",
           flush=True)
-    uvicorn.run(create_app(settings, args.host), host=args.host, port=args.port,
-                log_level="warning", timeout_graceful_shutdown=2)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
+                timeout_graceful_shutdown=2)
     return 0
