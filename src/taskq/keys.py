@@ -30,12 +30,14 @@ def new_id() -> str:
     return os.urandom(16).hex()
 
 
+QUEUE_NAME_RULE = "1-100 letters, digits, '_', '.' or '-', starting with a letter or digit"
+
+
 def check_queue_name(queue: str) -> str:
     """Return `queue` if it is a valid queue name, else raise `InvalidTaskError`."""
     if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
         raise InvalidTaskError(
-            f"invalid queue name {shown(queue)}: use 1-100 letters, digits, '_', '.' or '-', "
-            "starting with a letter or digit"
+            f"invalid queue name {shown(queue)}: use {QUEUE_NAME_RULE}"
         )
     return queue
 

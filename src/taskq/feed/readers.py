@@ -51,6 +51,8 @@ class Readers:
         Raises what Redis raised when it cannot be asked or the hub cannot start."""
         hub = self.hubs.get(queue)
         if hub is None:
+            if len(self.hubs) >= self.limit:  # no round trip for a client turned away
+                return Refused("busy", queue)
             if not await self.client.sismember(QUEUES_KEY, queue):
                 return Refused("missing", queue)
             hub = self.hubs.get(queue)  # another client may have started it meanwhile

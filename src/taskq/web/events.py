@@ -73,8 +73,9 @@ async def until_redis_fails(queue: str, frames: AsyncIterator[str]) -> AsyncIter
 
 
 def unavailable_frame(queue: str, error: BaseException) -> str:
-    log.warning("feed of %r: Redis unavailable (the client comes back in %d ms): %s",
-                queue, UNAVAILABLE_RETRY_MS, error)
+    # Debug only: every client says this during an outage; the hub logs it once.
+    log.debug("feed of %r: Redis unavailable (the client comes back in %d ms): %s",
+              queue, UNAVAILABLE_RETRY_MS, error)
     return notice_frame("unavailable", {
         "queue": queue, "error": f"Redis is unavailable: {error}",
     }, UNAVAILABLE_RETRY_MS)

@@ -8,12 +8,11 @@ import re
 from starlette.requests import Request
 
 from taskq.errors import TaskqError
-from taskq.keys import QUEUE_NAME
+from taskq.keys import QUEUE_NAME, QUEUE_NAME_RULE
 
 DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
 MAX_ECHO = 120
 SNAPSHOT_LIMIT = (1, 1000)
-QUEUE_RULE = "1-100 letters, digits, '_', '.' or '-', starting with a letter or digit"
 
 
 class BadParameter(TaskqError):
@@ -34,7 +33,7 @@ def queue_param(request: Request, default: str) -> str:
     if raw is None or raw == "":
         return default
     if not QUEUE_NAME.fullmatch(raw):
-        raise BadParameter("queue", raw, f"a queue name: {QUEUE_RULE}")
+        raise BadParameter("queue", raw, f"a queue name: {QUEUE_NAME_RULE}")
     return raw
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from starlette.types import Receive, Scope, Send
 
@@ -43,11 +43,9 @@ class EventStreamResponse:
         self,
         frames: AsyncIterator[str],
         send_timeout: float,
-        on_close: Callable[[str], None] | None = None,
     ) -> None:
         self.frames = frames
         self.send_timeout = send_timeout
-        self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
@@ -62,8 +60,6 @@ class EventStreamResponse:
         elif pump in done and not pump.cancelled():
             log.warning("feed stream ended by an error (the client will resume): %s",
                         pump.exception())
-        if self.on_close is not None:
-            self.on_close(reason)
         if reason != "cut":
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
