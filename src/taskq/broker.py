@@ -11,7 +11,7 @@ from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.fields import enqueue_fields
-from taskq.keys import QUEUES_KEY, QueueKeys, check_task_id, new_id
+from taskq.keys import QUEUES_KEY, QueueKeys, check_held, check_task_id, new_id
 from taskq.limits import (
     BATCH_SIZE,
     COMPLETED_TTL,
@@ -211,7 +211,7 @@ class Broker:
     def heartbeat_many(self, held: Sequence[tuple[str, int]], lease_seconds: float) -> list[bool]:
         """Extend the lease of each `(task_id, token)` in one atomic step, so a worker's
         beat is one round trip however many tasks it holds; False for each lost one."""
-        held = _checked_pairs(held)
+        held = check_held(held)
         lease_ms = to_ms(lease_seconds, "lease_seconds")
         if not held:
             return []
@@ -266,7 +266,7 @@ class Broker:
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
 
     def _ack_call(self, held: Sequence[tuple[str, int]]) -> tuple[list[str], list[Any]]:
-        held = _checked_pairs(held)
+        held = check_held(held)
         k = self.keys
         keys = [k.leased, k.events, k.seq, k.epoch]
         args = [k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
@@ -397,17 +397,3 @@ class Broker:
         with redis_errors("read the server's clock"):
             seconds, micros = self.client.time()
         return int(seconds) * 1000 + int(micros) // 1000
-
-
-def _checked_pairs(held: object) -> list[tuple[str, int]]:
-    """`held` as checked `(task_id, token)` pairs, or `InvalidTaskError` saying which is not."""
-    if isinstance(held, str | bytes) or not isinstance(held, Sequence):
-        raise InvalidTaskError(f"held must be a sequence of (task_id, token) pairs, not "
-                               f"{shown(held)}")
-    pairs = []
-    for pair in held:
-        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
-            raise InvalidTaskError(f"each held task must be a (task_id, token) pair, not "
-                                   f"{shown(pair)}")
-        pairs.append((check_task_id(pair[0]), TOKEN.check(pair[1])))
-    return pairs

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from taskq.errors import InvalidTaskError
-from taskq.limits import shown, utf8
+from taskq.limits import TOKEN, shown, utf8
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
 TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
@@ -49,6 +50,20 @@ def check_task_id(task_id: str) -> str:
             f"invalid task id {shown(task_id)}: use 1-128 letters, digits, '_', '.', ':' or '-'"
         )
     return task_id
+
+
+def check_held(held: object) -> list[tuple[str, int]]:
+    """`held` as checked `(task_id, token)` pairs, or `InvalidTaskError` saying which is not."""
+    if isinstance(held, str | bytes) or not isinstance(held, Sequence):
+        raise InvalidTaskError(f"held must be a sequence of (task_id, token) pairs, not "
+                               f"{shown(held)}")
+    pairs = []
+    for pair in held:
+        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidTaskError(f"each held task must be a (task_id, token) pair, not "
+                                   f"{shown(pair)}")
+        pairs.append((check_task_id(pair[0]), TOKEN.check(pair[1])))
+    return pairs
 
 
 def check_task_name(name: str) -> str:
