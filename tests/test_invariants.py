@@ -266,8 +266,8 @@ class TestE1WhenACallIsRefused:
         broker.enqueue("t0")
         before = self.snapshot(broker)
         k = broker.keys
-        good = ["ok", SIMULATE_TASK, "{}", 0, 3, "", 60]
-        bad = ["bad", SIMULATE_TASK, "{}", 0, 3, "key", "1.5"]
+        good = ["ok", SIMULATE_TASK, "{}", 0, 0, 3, "", 60, ""]
+        bad = ["bad", SIMULATE_TASK, "{}", 0, 0, 3, "key", "1.5", ""]
         with pytest.raises(redis.ResponseError, match="idempotency_ttl must be a whole number"):
             broker.scripts.enqueue(keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
                                    args=[k.prefix, 1000, 2, *good, *bad])
@@ -282,7 +282,8 @@ class TestE1WhenACallIsRefused:
         bad_values = ((1000, "1.5", "completed_ttl"), ("many", 60_000, "retention"))
         for retention, ttl, error in bad_values:
             with pytest.raises(redis.ResponseError, match=f"{error} must be a whole number"):
-                broker.scripts.ack(keys=keys, args=[k.prefix, retention, ttl, 1, task_id, token])
+                broker.scripts.ack(keys=keys,
+                                   args=[k.prefix, retention, ttl, 1, task_id, token, "1"])
             assert self.snapshot(broker) == before
 
 
@@ -291,12 +292,14 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
     k = broker.keys
     return {
         "enqueue": ([k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
-                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 3, "key", 60]),
+                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 0, 3, "key", 60, ""]),
         "lease": ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
                   [k.prefix, "w", 1000, 1, 1000, "req"]),
-        "ack": ([k.leased, k.events, k.seq, k.epoch], [k.prefix, 1000, 60_000, 1, task_id, token]),
+        "ack": ([k.leased, k.events, k.seq, k.epoch],
+                [k.prefix, 1000, 60_000, 1, task_id, token, '{"a":1}']),
         "fail": ([k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
-                 [k.prefix, task_id, token, "boom", 1000, 60_000, "0.5", 1000]),
+                 [k.prefix, task_id, token, "boom", 1000, 60_000, "0.5", 1000, "ValueError",
+                  "boom", "Traceback"]),
         "reap": ([k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
                  [k.prefix, 100, 1000, 60_000, 7, 1000]),
         "promote": ([k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake], [k.prefix, 100, 1000]),
@@ -307,7 +310,9 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
 # (operation, ARGV index, bad value): each past its range, or not a whole number.
 BAD_ARGS = [
     ("enqueue", 6, 10**17), ("enqueue", 6, "1e20"), ("enqueue", 6, -1),
-    ("enqueue", 7, 1001), ("enqueue", 9, 10**10), ("enqueue", 1, 10**20), ("enqueue", 2, 2),
+    ("enqueue", 7, 10**14), ("enqueue", 7, "soon"), ("enqueue", 8, 1001),
+    ("enqueue", 10, 10**10), ("enqueue", 11, "1.5"), ("enqueue", 11, 10**16),
+    ("enqueue", 1, 10**20), ("enqueue", 2, 2),
     ("lease", 2, 10**17), ("lease", 2, 0), ("lease", 3, 10**5), ("lease", 4, 10**20),
     ("ack", 2, 10**19), ("ack", 1, 10**20), ("ack", 3, 2),
     ("fail", 4, 10**15), ("fail", 5, 10**15), ("fail", 6, "1.5"), ("fail", 6, "nan"),
@@ -337,6 +342,17 @@ def test_each_raw_call_with_good_arguments_writes(broker: Broker, operation: str
     before = dump(broker.client)
     broker.scripts.by_name(operation)(keys=keys, args=args)
     assert dump(broker.client) != before
+
+
+def test_e1_a_run_at_over_ten_years_ahead_is_refused_before_the_first_write(
+    broker: Broker,
+) -> None:
+    keys, args = raw_calls(broker, *every_write_waiting(broker))["enqueue"]
+    args[7] = broker.server_time_ms() + 3651 * 86_400_000
+    before = dump(broker.client)
+    with pytest.raises(redis.ResponseError, match="more than ten years after the server time"):
+        broker.scripts.enqueue(keys=keys, args=args)
+    assert dump(broker.client) == before
 
 
 @pytest.mark.parametrize(("operation", "index", "value"), BAD_ARGS)

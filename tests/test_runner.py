@@ -111,7 +111,7 @@ def test_a_finished_coroutine_is_let_go_so_a_long_run_holds_no_dead_tasks(
         runner.submit([job("blocking_async", f"t{n}") for n in range(20)])
         wait_until(lambda: len(handlers.outcomes) == 20, HANDLER_LIMIT_SECONDS, "20 outcomes")
         wait_until(lambda: not runner._running, HANDLER_LIMIT_SECONDS, "no task still held")
-        assert [o.error for o in handlers.outcomes] == [None] * 20
+        assert [o.failure for o in handlers.outcomes] == [None] * 20
     finally:
         runner.close()
 
@@ -123,6 +123,8 @@ def test_a_batch_that_fails_at_once_hands_nothing_over_so_nobody_waits_for_it(
     try:
         assert not runner.submit([job("no.such.task", "t1"), job("no.such.task", "t2")])
         assert [o.task.task_id for o in handlers.outcomes] == ["t1", "t2"]
-        assert all("unknown task 'no.such.task'" in (o.error or "") for o in handlers.outcomes)
+        failures = [o.failure for o in handlers.outcomes]
+        assert all(f is not None and f.error_type == "taskq.errors.UnknownTaskError"
+                   and "unknown task 'no.such.task'" in f.line for f in failures)
     finally:
         runner.close()

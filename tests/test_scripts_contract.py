@@ -15,6 +15,7 @@ from helpers import Event, events, leased, text
 from taskq import limits
 from taskq.broker import Broker, NewTask
 from taskq.keys import QUEUES_KEY, QueueKeys
+from taskq.results import Failure
 from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
 
 RETENTION = 777
@@ -70,10 +71,10 @@ def is_seed(value: Any) -> bool:
 
 # Each operation's setup and call, returning the ARGV values the call must pass, by name.
 def call_enqueue(b: Broker) -> dict[str, Any]:
-    b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn")
+    b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn", result_ttl=30)
     return {"task_id": "t1", "name": "mod.fn", "payload": '{"a":1}', "delay_ms": 2500,
-            "max_retries": 4, "idempotency_key": "idem", "idempotency_ttl": 99,
-            "count": 1}  # fmt: skip
+            "run_at_ms": 0, "max_retries": 4, "idempotency_key": "idem",
+            "idempotency_ttl": 99, "result_ttl_ms": 30000, "count": 1}  # fmt: skip
 
 
 def call_lease(b: Broker) -> dict[str, Any]:
@@ -90,15 +91,19 @@ def call_heartbeat(b: Broker) -> dict[str, Any]:
 
 def call_ack(b: Broker) -> dict[str, Any]:
     token = leased(b)
-    b.ack("t1", token)
-    return {"task_id": "t1", "token": token, "completed_ttl": b.completed_ttl_ms, "count": 1}
+    b.ack("t1", token, '{"sum":3}')
+    return {"task_id": "t1", "token": token, "completed_ttl": b.completed_ttl_ms, "count": 1,
+            "result": '{"sum":3}'}
 
 
 def call_fail(b: Broker) -> dict[str, Any]:
     token = leased(b)
-    b.fail("t1", token, "boom", backoff_base=0.25, backoff_max=4)
-    return {"task_id": "t1", "token": token, "error": "boom", "backoff_base_ms": 250,
-            "backoff_max_ms": 4000, "jitter": is_jitter}  # fmt: skip
+    b.fail("t1", token, Failure("ValueError", "boom", "Traceback...", "ValueError: boom (at x)"),
+           backoff_base=0.25, backoff_max=4)
+    return {"task_id": "t1", "token": token, "error": "ValueError: boom (at x)",
+            "backoff_base_ms": 250, "backoff_max_ms": 4000, "jitter": is_jitter,
+            "error_type": "ValueError", "error_message": "boom",
+            "traceback": "Traceback..."}  # fmt: skip
 
 
 def call_release(b: Broker) -> dict[str, Any]:
@@ -271,7 +276,8 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
     assert limits.COMPLETED_TTL.high == limits.DEAD_TTL.high
     assert limits.LEASE_COUNT.high == limits.BATCH_SIZE.high
     assert lua_limits == {
-        "delay_ms": limits.DELAY.high * 1000, "lease_ms": limits.LEASE_SECONDS.high * 1000,
+        "delay_ms": limits.DELAY.high * 1000, "run_at_ms": limits.RUN_AT_MS_MAX,
+        "lease_ms": limits.LEASE_SECONDS.high * 1000,
         "backoff_ms": limits.BACKOFF_MAX.high * 1000, "ttl_ms": limits.DEAD_TTL.high * 1000,
         "idempotency_ttl": limits.IDEMPOTENCY_TTL.high,
         "retention": limits.EVENTS_RETENTION.high, "max_retries": limits.MAX_RETRIES.high,

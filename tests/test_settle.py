@@ -14,7 +14,7 @@ from helpers import record_of
 from proxy import ReplyDroppingProxy
 from taskq.broker import Broker
 from taskq.context import TaskContext
-from taskq.results import LeasedTask
+from taskq.results import Failure, LeasedTask
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
 from taskq.worker.settle import Settler
@@ -25,7 +25,7 @@ def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outco
     context = TaskContext(task_id=task.task_id, name=task.name, queue=broker.queue,
                           worker_id="w", token=task.token, attempt=task.attempt,
                           max_retries=task.max_retries)
-    return Outcome(task, context, error)
+    return Outcome(task, context, None if error is None else Failure("ValueError", error))
 
 
 class Settling:

@@ -118,6 +118,8 @@ def test_worker_paused_after_its_charge_has_its_ack_refused_after_takeover(
                "the paused worker's ack to be refused")
     assert charge_tokens(ledger_path, task_id) == tokens
     assert record_of(queue, task_id) == done  # the refused ack changed nothing
+    # The result is the accepted run's: the paused holder's return value never lands.
+    assert queue.handle("t1").result(timeout=5)["token"] == 3
 
 
 def test_sigterm_drains_the_task_in_hand_and_exits_zero(

@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from taskq.broker import Broker
 from taskq.codec import args_payload
 from taskq.errors import InvalidTaskError
-from taskq.keys import check_task_name, new_id
-from taskq.results import Enqueued
+from taskq.handle import TaskHandle
+from taskq.keys import check_task_id, check_task_name, new_id
+from taskq.limits import BATCH_SIZE, MAX_RETRIES, shown
+from taskq.results import NewTask
 from taskq.settings import Settings
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-RESERVED = ("delay", "max_retries", "idempotency_key", "task_id")
+# The options of .enqueue and .call: for the queue, never passed to the function.
+RESERVED = ("delay", "run_at", "max_retries", "idempotency_key", "task_id", "result_ttl")
 
 
 class Task(Generic[P, R]):
     """A registered function: call it directly, or `.enqueue(...)` it to run on a worker."""
 
-    def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int) -> None:
+    def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int,
+                 store_result: bool = True) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.max_retries = max_retries
+        self.store_result = store_result
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self._signature = inspect.signature(fn)
@@ -36,20 +41,58 @@ class Task(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> Enqueued:
-        """Enqueue a call. `delay`, `max_retries`, `idempotency_key` and `task_id` are
-        options for the queue, not arguments of the function."""
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
+        """Enqueue a call and return its handle (`handle.result()` waits for the return
+        value). Options for the queue, not arguments of the function: `delay` (seconds)
+        or `run_at` (an aware datetime), `max_retries`, `idempotency_key`, `task_id` and
+        `result_ttl` (seconds its result is kept). Everything is checked before anything
+        is sent."""
+        return self.app.broker.enqueue_many([self.call(*args, **kwargs)], 1)[0]
+
+    def call(self, *args: Any, **kwargs: Any) -> NewTask:
+        """A checked call of this task, with the options `enqueue` takes, to enqueue later
+        with others: `task.enqueue_many([task.call(1), task.call(2, delay=5)])`."""
         options = {k: kwargs.pop(k) for k in RESERVED if k in kwargs}
         self._check_arguments(args, kwargs)
-        return self.app.broker.enqueue(
-            options.get("task_id") or new_id(),
+        task_id = options.get("task_id")
+        max_retries = options.get("max_retries", self.max_retries)
+        return NewTask(
+            task_id=new_id() if task_id is None else check_task_id(task_id),
             delay=options.get("delay", 0),
-            max_retries=options.get("max_retries", self.max_retries),
+            max_retries=MAX_RETRIES.check(max_retries),
             payload=args_payload(args, kwargs),
             idempotency_key=options.get("idempotency_key"),
             idempotency_ttl=self.app.settings.idempotency_ttl_seconds,
             name=self.name,
+            run_at=options.get("run_at"),
+            result_ttl=options.get("result_ttl"),
         )
+
+    def enqueue_many(self, calls: Iterable[NewTask | tuple[Any, ...]],
+                     batch_size: int = 1000) -> list[TaskHandle]:
+        """Enqueue many calls, `batch_size` per round trip; handles come back in order.
+
+        Each call is a `task.call(...)` (arguments and options) or a tuple of positional
+        arguments. Every call is checked before any is sent; each batch is one atomic
+        step, and sending the same calls again after an error is safe when they carry
+        task ids or idempotency keys."""
+        BATCH_SIZE.check(batch_size)
+        if isinstance(calls, str | bytes | dict):
+            raise InvalidTaskError(f"calls must be an iterable of task.call(...) or tuples of "
+                                   f"arguments, not {shown(calls)}")
+        tasks = [self._as_call(c) for c in calls]
+        return self.app.broker.enqueue_many(tasks, batch_size)
+
+    def _as_call(self, call: object) -> NewTask:
+        if isinstance(call, NewTask):
+            if call.name != self.name:
+                raise InvalidTaskError(f"{self.name}.enqueue_many was given a call of "
+                                       f"{call.name}; enqueue it with that task")
+            return call
+        if isinstance(call, tuple):
+            return self.call(*call)
+        raise InvalidTaskError(f"each call must be {self.name}.call(...) or a tuple of "
+                               f"arguments, not {shown(call)}")
 
     def _check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
@@ -80,9 +123,12 @@ class App:
         self._broker: Broker | None = None
 
     def task(
-        self, name: str | None = None, *, max_retries: int = 3
+        self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
-        """Register a function (plain or `async def`) under `name` (default: module.qualname)."""
+        """Register a function (plain or `async def`) under `name` (default: module.qualname).
+
+        Its return value is kept as the task's result (JSON, up to TASKQ_MAX_RESULT_BYTES)
+        unless `store_result` is False."""
         if name is not None and not isinstance(name, str):
             # A bare `@app.task` would hand us the function as the name and register nothing.
             raise InvalidTaskError(
@@ -102,11 +148,17 @@ class App:
                 raise InvalidTaskError(
                     f"a different function is already registered as {task_name!r}"
                 )
-            task = Task(self, fn, task_name, max_retries)
+            task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
+                        bool(store_result))
             self.tasks[task_name] = task
             return task
 
         return register
+
+    def handle(self, task_id: str) -> TaskHandle:
+        """A handle on the task `task_id` of this app's queue, made at any time later (in
+        another process too): its `status()` and `result()`."""
+        return self.broker.handle(task_id)
 
     @property
     def broker(self) -> Broker:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from taskq.boundary import broker_error, redis_errors, text
@@ -11,6 +12,7 @@ from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.fields import enqueue_fields
+from taskq.handle import TaskHandle
 from taskq.keys import QUEUES_KEY, QueueKeys, check_held, check_task_id, new_id
 from taskq.limits import (
     BATCH_SIZE,
@@ -21,6 +23,8 @@ from taskq.limits import (
     LIMIT,
     MAX_PAYLOAD_BYTES,
     MAX_REQUEST_ID_CHARS,
+    MAX_RESULT_BYTES,
+    MAX_TRACEBACK_CHARS,
     MAX_WORKER_ID_CHARS,
     TIMEOUT,
     TOKEN,
@@ -33,12 +37,14 @@ from taskq.results import (
     SIMULATE_TASK,
     Enqueued,
     FailResult,
+    Failure,
     LeaseBatch,
     LeasedTask,
     NewTask,
     QueueCounts,
     ReapOutcome,
     TaskRecord,
+    Watched,
 )
 from taskq.scripts import Scripts
 from taskq.settings import Settings
@@ -52,6 +58,7 @@ __all__ = [
     "LeasedTask",
     "NewTask",
     "QueueCounts",
+    "TaskHandle",
     "TaskRecord",
     "connect",
 ]
@@ -73,10 +80,12 @@ class Broker:
         events_retention: int = EVENTS_RETENTION.default,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
         completed_ttl: float = COMPLETED_TTL.default,
+        max_result_bytes: int = MAX_RESULT_BYTES.default,
     ) -> None:
         self.keys = QueueKeys(queue)
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
         self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
+        self.max_result_bytes = MAX_RESULT_BYTES.check(max_result_bytes, error=ConfigError)
         COMPLETED_TTL.check(completed_ttl, error=ConfigError)
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
@@ -94,6 +103,7 @@ class Broker:
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
             completed_ttl=settings.completed_ttl_seconds,
+            max_result_bytes=settings.max_result_bytes,
         )
 
     # -- producers ---------------------------------------------------------------------
@@ -108,13 +118,21 @@ class Broker:
         idempotency_ttl: int = IDEMPOTENCY_TTL.default,
         *,
         name: str = SIMULATE_TASK,
-    ) -> Enqueued:
-        """Create a task; an id or idempotency key that already names one creates nothing."""
+        run_at: datetime | None = None,
+        result_ttl: float | None = None,
+    ) -> TaskHandle:
+        """Create a task; an id or idempotency key that already names one creates nothing.
+
+        `run_at` (an aware datetime) runs it at that time of the Redis server's clock,
+        instead of after `delay` seconds; `result_ttl` keeps its completed record and
+        result that many seconds instead of the queue's completed_ttl. The handle it
+        returns is the `Enqueued` of the call, and waits for the task's result."""
         fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
-                                idempotency_ttl, self.max_payload_bytes)
+                                idempotency_ttl, self.max_payload_bytes, run_at, result_ttl)
         return self._enqueue_batches([fields], 1)[0]
 
-    def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000) -> list[Enqueued]:
+    def enqueue_many(self, tasks: Sequence[NewTask],
+                     batch_size: int = 1000) -> list[TaskHandle]:
         """Enqueue `tasks`, `batch_size` per script call; results come back in order.
 
         Each batch is one atomic step; a batch that fails (Redis away) raises, and the
@@ -128,13 +146,13 @@ class Broker:
                 raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
             fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
                                          t.idempotency_key, t.idempotency_ttl,
-                                         self.max_payload_bytes))
+                                         self.max_payload_bytes, t.run_at, t.result_ttl))
         return self._enqueue_batches(fields, batch_size)
 
-    def _enqueue_batches(self, fields: list[list[Any]], batch_size: int) -> list[Enqueued]:
+    def _enqueue_batches(self, fields: list[list[Any]], batch_size: int) -> list[TaskHandle]:
         self._register_queue()
         k = self.keys
-        results: list[Enqueued] = []
+        results: list[TaskHandle] = []
         for start in range(0, len(fields), batch_size):
             batch = fields[start : start + batch_size]
             with redis_errors("enqueue tasks"):
@@ -144,7 +162,8 @@ class Broker:
                           *(value for task in batch for value in task)],
                 )
             results.extend(
-                Enqueued(text(reply[i]), bool(int(reply[i + 1]))) for i in range(0, len(reply), 2)
+                TaskHandle(text(reply[i]), bool(int(reply[i + 1])), broker=self)
+                for i in range(0, len(reply), 2)
             )
         return results
 
@@ -224,13 +243,16 @@ class Broker:
             )
         return [int(r) == 1 for r in reply]
 
-    def ack(self, task_id: str, token: int) -> bool:
-        """Mark the task completed; False means the token is stale and nothing changed."""
-        return self.ack_many([(task_id, token)])[0]
+    def ack(self, task_id: str, token: int, result: str | None = None) -> bool:
+        """Mark the task completed, keeping `result` (JSON text, as `codec.encode_result`
+        makes it) as its result; False means the token is stale and nothing changed."""
+        return self.ack_many([(task_id, token)], [result])[0]
 
-    def ack_many(self, held: Sequence[tuple[str, int]]) -> list[bool]:
-        """Ack each `(task_id, token)` in one atomic step; False for each stale one."""
-        keys, args = self._ack_call(held)
+    def ack_many(self, held: Sequence[tuple[str, int]],
+                 results: Sequence[str | None] | None = None) -> list[bool]:
+        """Ack each `(task_id, token)` in one atomic step, keeping each task's result
+        (JSON text; None keeps none) only if its ack is taken; False for each stale one."""
+        keys, args = self._ack_call(held, results)
         if not held:
             return []
         with redis_errors("mark a task completed"):
@@ -238,7 +260,8 @@ class Broker:
         return [int(r) == 1 for r in reply]
 
     def ack_and_lease(
-        self, held: Sequence[tuple[str, int]], worker_id: str, lease_seconds: float, count: int
+        self, held: Sequence[tuple[str, int]], worker_id: str, lease_seconds: float,
+        count: int, results: Sequence[str | None] | None = None,
     ) -> tuple[list[bool] | BrokerError, LeaseBatch]:
         """`ack_many(held)` and `lease_many(worker_id, lease_seconds, count)`: two atomic
         steps, sent in one write so a busy worker settles and refills its slots in one
@@ -250,11 +273,11 @@ class Broker:
         back when their leases expire."""
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         if not held:
-            acks = self.ack_many(held)
+            acks = self.ack_many(held, results)
             with redis_errors("lease tasks"):
                 return acks, LeaseBatch.from_reply(self.scripts.lease(keys=lease_keys,
                                                                       args=lease_args))
-        ack_keys, ack_args = self._ack_call(held)
+        ack_keys, ack_args = self._ack_call(held, results)
         with redis_errors("mark tasks completed and lease more"):
             acks, leased = self.transport.run_many(
                 [(self.scripts.ack.script, ack_keys, ack_args),
@@ -265,31 +288,67 @@ class Broker:
             return broker_error("mark a task completed", acks), LeaseBatch.from_reply(leased)
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
 
-    def _ack_call(self, held: Sequence[tuple[str, int]]) -> tuple[list[str], list[Any]]:
+    def _ack_call(self, held: Sequence[tuple[str, int]],
+                  results: Sequence[str | None] | None) -> tuple[list[str], list[Any]]:
         held = check_held(held)
+        kept = self._check_results(results, len(held))
         k = self.keys
         keys = [k.leased, k.events, k.seq, k.epoch]
         args = [k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
-                *(value for pair in held for value in pair)]
+                *(value for (task_id, token), result in zip(held, kept, strict=True)
+                  for value in (task_id, token, result))]
         return keys, args
+
+    def _check_results(self, results: Sequence[str | None] | None, n: int) -> list[str]:
+        """Each result as the ack script takes it ('' for none), or `InvalidTaskError`."""
+        if results is None:
+            return [""] * n
+        if isinstance(results, str | bytes) or not isinstance(results, Sequence) \
+                or len(results) != n:
+            raise InvalidTaskError(f"results must be a sequence of {n} JSON texts or None, "
+                                   f"one per held task, not {shown(results)}")
+        kept = []
+        for result in results:
+            if result is None:
+                kept.append("")
+                continue
+            if not isinstance(result, str) or result == "":
+                raise InvalidTaskError(f"a result must be JSON text or None, not {shown(result)}")
+            try:
+                size = len(result.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise InvalidTaskError(f"a result must be UTF-8 text, not {shown(result)}: it "
+                                       "holds a lone surrogate") from None
+            if size > self.max_result_bytes:
+                raise InvalidTaskError(f"a result of {size} bytes is over the limit of "
+                                       f"{self.max_result_bytes} bytes (TASKQ_MAX_RESULT_BYTES)")
+            kept.append(result)
+        return kept
 
     def fail(
         self,
         task_id: str,
         token: int,
-        error: str,
+        error: str | Failure,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
     ) -> FailResult:
         """Record a failed attempt: retry after an equal-jitter backoff, or move to the DLQ.
 
-        `error` is kept as the task's last_error: characters UTF-8 cannot encode (lone
-        surrogates) are written as escapes and text past `limits.MAX_ERROR_CHARS` is cut,
-        never refused, so a worker reporting an odd exception does not fail too."""
+        `error` is what went wrong: a `Failure` (type, message and traceback, each kept
+        on the record) or just text. Its summary is kept as the task's last_error.
+        Characters UTF-8 cannot encode (lone surrogates) are written as escapes and text
+        past `limits.MAX_ERROR_CHARS` (a traceback: its first characters past
+        `MAX_TRACEBACK_CHARS`) is cut, never refused, so a worker reporting an odd
+        exception does not fail too."""
+        failure = error if isinstance(error, Failure) else Failure("", error_text(error))
         k = self.keys
-        args = [k.prefix, check_task_id(task_id), TOKEN.check(token), error_text(error),
+        args = [k.prefix, check_task_id(task_id), TOKEN.check(token), error_text(failure.line),
                 to_ms(backoff_base, "backoff_base"), to_ms(backoff_max, "backoff_max"),
-                repr(random.random()), self.events_retention]
+                repr(random.random()), self.events_retention,
+                error_text(failure.error_type, "error_type"),
+                error_text(failure.message, "error_message"),
+                error_text(failure.traceback, "traceback", MAX_TRACEBACK_CHARS, keep_end=True)]
         with redis_errors("record a failed attempt"):
             reply = self.scripts.fail(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
@@ -306,6 +365,30 @@ class Broker:
             reply = self.scripts.release(
                 keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake], args=args)
         return int(reply) == 1
+
+    def handle(self, task_id: str) -> TaskHandle:
+        """A handle on the task `task_id` (which may not exist yet, or any more): its
+        `status()` and `result()`, from any process."""
+        return TaskHandle(check_task_id(task_id), False, broker=self)
+
+    def watch(self, task_id: str, mark: bool = True) -> Watched | None:
+        """How the task stands, read with its result or error; None if it has no record.
+        With `mark`, a task that has not ended will wake `wait_done` when it ends."""
+        with redis_errors("read a task's result"):
+            reply = self.scripts.watch(keys=[self.keys.task(check_task_id(task_id))],
+                                       args=["1" if mark else "0"])
+        return Watched.from_reply(reply)
+
+    def wait_done(self, task_id: str, timeout: float) -> bool:
+        """Block until a task that `watch` marked ends, or `timeout` seconds pass: a
+        BLMOVE of the task's done list onto itself, which the ending script fills, so
+        every waiter wakes. True if it woke for an end (call `watch` again to read it)."""
+        done = self.keys.done(check_task_id(task_id))
+        TIMEOUT.check(timeout)
+        with redis_errors("wait for a task to end"):
+            # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
+            return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
+                                      "RIGHT", "LEFT") is not None
 
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a script signals new work on this queue, or `timeout` seconds pass;

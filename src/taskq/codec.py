@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from taskq.errors import PayloadError, PayloadTooLargeError
+from taskq.errors import PayloadError, PayloadTooLargeError, ResultError
 
 Payload = dict[str, Any]
 
@@ -38,6 +38,33 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
             "(TASKQ_MAX_PAYLOAD_BYTES)"
         )
     return text
+
+
+def encode_result(value: Any, max_bytes: int) -> str:
+    """JSON text of a handler's return value (any JSON value), or `ResultError` saying
+    why it cannot be kept."""
+    try:
+        text = _encoder.encode(value)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ResultError(f"the return value cannot be encoded as JSON: {_describe(e)}; "
+                          "return JSON values (dict, list, str, int, float, bool, None)") from e
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise ResultError(f"the return value cannot be encoded as UTF-8: it holds a lone "
+                          f"surrogate ({e.reason} at character {e.start} of its JSON)") from e
+    if size > max_bytes:
+        raise ResultError(f"the return value is {size} bytes as JSON, over the limit of "
+                          f"{max_bytes} bytes (TASKQ_MAX_RESULT_BYTES)")
+    return text
+
+
+def decode_result(text: str) -> Any:
+    """The value stored as JSON `text` by `encode_result`."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ResultError(f"stored result is not valid JSON: {e}") from e
 
 
 def decode_payload(text: str | bytes | None) -> Payload:

@@ -23,6 +23,46 @@ class PayloadTooLargeError(PayloadError):
     """Raised when an encoded payload exceeds the configured size limit."""
 
 
+class ResultError(TaskqError):
+    """Raised when a handler's return value cannot be kept: it has no JSON form, or its
+    JSON is over the size limit. The attempt counts as failed with this error."""
+
+
+class TaskFailed(TaskqError):
+    """Raised by a task handle's `result()` when the task is dead: it failed its last
+    attempt. Carries what the worker saw: the exception's type (as module.Name), its
+    message and the whole traceback, as text (the remote exception itself is not
+    rebuilt: its class may not exist in the producer)."""
+
+    def __init__(self, task_id: str, error_type: str, message: str, traceback: str,
+                 attempts: int) -> None:
+        self.task_id = task_id
+        self.error_type = error_type
+        self.message = message
+        self.traceback = traceback
+        self.attempts = attempts
+        text = f"task {task_id} failed after {attempts} attempt(s): {error_type}: {message}"
+        if traceback:
+            text += f"\n\nTraceback of its last attempt, on the worker:\n{traceback.rstrip()}"
+        super().__init__(text)
+
+
+class ResultTimeoutError(TaskqError, TimeoutError):
+    """Raised by `result(timeout=...)` when the task has not ended within the timeout;
+    the task itself is not affected and may still end later."""
+
+
+class TaskNotFoundError(TaskqError):
+    """Raised when no record of a task exists: it never did, or it ended and its record
+    expired (completed records are kept COMPLETED_TTL_SECONDS, or the task's result_ttl)."""
+
+
+class NoResultError(TaskqError):
+    """Raised by `result()` for a task that completed without keeping a result: its task
+    was registered with `store_result=False`, or the worker acked it at shutdown after
+    its effect and cut off the rest of its handler."""
+
+
 class UnknownTaskError(TaskqError):
     """Raised when a worker leases a task whose name no registered function has."""
 

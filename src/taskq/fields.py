@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from taskq.codec import encode_payload
+from taskq.errors import InvalidTaskError
 from taskq.keys import check_idempotency_key, check_task_id, check_task_name
-from taskq.limits import IDEMPOTENCY_TTL, MAX_RETRIES, to_ms
+from taskq.limits import IDEMPOTENCY_TTL, MAX_RETRIES, RUN_AT_MS_MAX, shown, to_ms
 
 
 def enqueue_fields(
@@ -18,8 +20,10 @@ def enqueue_fields(
     idempotency_key: str | None,
     idempotency_ttl: int | None,
     max_payload_bytes: int,
+    run_at: datetime | None = None,
+    result_ttl: float | None = None,
 ) -> list[Any]:
-    """The seven ARGV values of one task in enqueue.lua's order, or `InvalidTaskError`
+    """The nine ARGV values of one task in enqueue.lua's order, or `InvalidTaskError`
     (`PayloadError` for the payload) saying which value is wrong and why."""
     check_task_id(task_id)
     check_task_name(name)
@@ -27,5 +31,29 @@ def enqueue_fields(
     key = "" if idempotency_key is None else check_idempotency_key(idempotency_key)
     ttl = IDEMPOTENCY_TTL.check(IDEMPOTENCY_TTL.default if idempotency_ttl is None
                                 else idempotency_ttl)
-    return [task_id, name, encode_payload(payload, max_payload_bytes), to_ms(delay, "delay"),
-            max_retries, key, ttl]
+    delay_ms = to_ms(delay, "delay")
+    run_at_ms = run_at_milliseconds(run_at)
+    if run_at_ms and delay_ms:
+        raise InvalidTaskError("give a task either delay or run_at, not both")
+    result_ttl_ms = "" if result_ttl is None else to_ms(result_ttl, "result_ttl")
+    return [task_id, name, encode_payload(payload, max_payload_bytes), delay_ms, run_at_ms,
+            max_retries, key, ttl, result_ttl_ms]
+
+
+def run_at_milliseconds(run_at: datetime | None) -> int:
+    """`run_at` as Unix milliseconds (0 for None), compared with Redis server time by the
+    script; `InvalidTaskError` unless it is an aware datetime before the year 2286."""
+    if run_at is None:
+        return 0
+    if not isinstance(run_at, datetime):
+        raise InvalidTaskError(f"run_at must be a datetime, not {shown(run_at)}")
+    if run_at.tzinfo is None or run_at.tzinfo.utcoffset(run_at) is None:
+        raise InvalidTaskError(
+            f"run_at must be timezone-aware, not the naive {run_at.isoformat()}: a naive "
+            "time could mean any zone (use datetime.now(timezone.utc) + timedelta(...))"
+        )
+    ms = int(run_at.timestamp() * 1000)
+    if not 0 < ms <= RUN_AT_MS_MAX:
+        raise InvalidTaskError(f"run_at must be after 1970 and before 2286, not "
+                               f"{run_at.isoformat()}")
+    return ms

@@ -147,6 +147,10 @@ class QueueKeys:
     def task(self, task_id: str) -> str:
         return self.prefix + "task:" + task_id
 
+    def done(self, task_id: str) -> str:
+        """Filled when a task someone waits for ends; waiters block on it (watch.lua)."""
+        return self.prefix + "done:" + task_id
+
     def idem(self, key: str) -> str:
         return self.prefix + "idem:" + key
 

@@ -78,15 +78,19 @@ LEASE_SECONDS = Range("lease_seconds", 0.0, float(WEEK), 10.0, "seconds", above=
 BACKOFF_BASE = Range("backoff_base", 0.0, float(DAY), 1.0, "seconds")
 BACKOFF_MAX = Range("backoff_max", 0.0, float(DAY), 60.0, "seconds")
 COMPLETED_TTL = Range("completed_ttl", 0.0, float(TEN_YEARS), float(DAY), "seconds", above=True)
+RESULT_TTL = Range("result_ttl", 0.0, float(TEN_YEARS), float(DAY), "seconds", above=True)
 DEAD_TTL = Range("dead_ttl", 0.0, float(TEN_YEARS), float(WEEK), "seconds", above=True)
 IDEMPOTENCY_TTL = Range("idempotency_ttl", 1, TEN_YEARS, DAY, "seconds", whole=True)
 EVENTS_RETENTION = Range("events_retention", 1, 10**9, 100_000, "events", whole=True)
 MAX_PAYLOAD_BYTES = Range("max_payload_bytes", 2, 512 * 2**20, 2**20, "bytes", whole=True)
+MAX_RESULT_BYTES = Range("max_result_bytes", 4, 512 * 2**20, 2**20, "bytes", whole=True)
 MAX_RETRIES = Range("max_retries", 0, 1000, 3, whole=True)
 LEASE_COUNT = Range("count", 1, 10_000, 1, "tasks", whole=True)
 BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
+# The latest `run_at` a task may name, in server milliseconds (the year 2286).
+RUN_AT_MS_MAX = 10**13
 # A BLPOP timeout of 0 waits forever: a wait for work must end.
 TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds", above=True)
 
@@ -124,6 +128,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "worker_processes": WORKER_PROCESSES,
     "events_retention": EVENTS_RETENTION,
     "max_payload_bytes": MAX_PAYLOAD_BYTES,
+    "max_result_bytes": MAX_RESULT_BYTES,
     "idempotency_ttl_seconds": IDEMPOTENCY_TTL,
     "completed_ttl_seconds": COMPLETED_TTL,
     "dead_ttl_seconds": DEAD_TTL,
@@ -133,7 +138,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
 
 DURATIONS: dict[str, Range[float]] = {
     r.name: r for r in (DELAY, LEASE_SECONDS, BACKOFF_BASE, BACKOFF_MAX, COMPLETED_TTL,
-                        DEAD_TTL, TIMEOUT)
+                        RESULT_TTL, DEAD_TTL, TIMEOUT)
 }
 
 # Strings: lengths in characters; every one must also be encodable as UTF-8.
@@ -141,6 +146,9 @@ MAX_WORKER_ID_CHARS = 512
 MAX_REQUEST_ID_CHARS = 200
 # Error text is kept, not refused (see `error_text`), but only this much of it.
 MAX_ERROR_CHARS = 8192
+# A failure's traceback is kept likewise, cut to its last this many characters (the
+# frames nearest the error).
+MAX_TRACEBACK_CHARS = 32768
 
 
 def to_ms(seconds: object, what: str) -> int:
@@ -174,13 +182,20 @@ def check_text(value: object, name: str, most: int) -> str:
     return value
 
 
-def error_text(error: object) -> str:
+def error_text(error: object, name: str = "error", most: int = MAX_ERROR_CHARS,
+               keep_end: bool = False) -> str:
     """A worker's description of a failure as it can be stored: characters UTF-8 cannot
-    encode (lone surrogates) written as escapes, and cut to `MAX_ERROR_CHARS`. Never
-    refused for its content: a worker reporting an odd exception must not crash too."""
+    encode (lone surrogates) written as escapes, and cut to `most` characters (its last
+    ones when `keep_end`). Never refused for its content: a worker reporting an odd
+    exception must not crash too."""
     if not isinstance(error, str):
-        raise InvalidTaskError(f"error must be a string, not {shown(error)}")
+        raise InvalidTaskError(f"{name} must be a string, not {shown(error)}")
     if not utf8(error):
         error = error.encode("utf-8", "backslashreplace").decode("utf-8")
-    return error[:MAX_ERROR_CHARS]
+    if len(error) <= most:
+        return error
+    if keep_end:
+        cut = f"[{len(error) - most} characters cut]\n"
+        return cut + error[len(error) - most + len(cut):]
+    return error[:most]
 

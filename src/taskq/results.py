@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from taskq.boundary import text
@@ -25,6 +26,8 @@ class NewTask:
     idempotency_key: str | None = None
     idempotency_ttl: int | None = None
     name: str = SIMULATE_TASK
+    run_at: datetime | None = None
+    result_ttl: float | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,59 @@ class Enqueued:
 
     task_id: str
     created: bool
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How an attempt failed, as `fail` stores it: the exception's type (module.Name),
+    its message and its whole traceback, and a one-line summary kept as last_error."""
+
+    error_type: str
+    message: str
+    traceback: str = ""
+    summary: str = ""
+
+    @property
+    def line(self) -> str:
+        """The summary, or `Type: message` (the message alone, with no type) when none
+        was made."""
+        if self.summary:
+            return self.summary
+        return f"{self.error_type}: {self.message}" if self.error_type else self.message
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A task as a waiting producer reads it (the watch script's reply)."""
+
+    state: str
+    result: str | None
+    error_type: str
+    error_message: str
+    traceback: str
+    last_error: str
+    fencing_token: int
+    retries: int
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("completed", "dead")
+
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> Watched | None:
+        if not reply:
+            return None
+        fields = [None if v is None else text(v) for v in reply]
+        return cls(
+            state=fields[0] or "",
+            result=fields[1],
+            error_type=fields[2] or "",
+            error_message=fields[3] or "",
+            traceback=fields[4] or "",
+            last_error=fields[5] or "",
+            fencing_token=int(fields[6] or 0),
+            retries=int(fields[7] or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -115,6 +171,14 @@ class TaskRecord:
     heartbeat_at: int
     completed_at: int
     dead_at: int
+    # The handler's return value as JSON text; None when no result is kept.
+    result: str | None = None
+    # The last failed attempt: the exception's type, message and whole traceback.
+    error_type: str = ""
+    error_message: str = ""
+    traceback: str = ""
+    # Milliseconds the completed record is kept, when the task set its own; 0 otherwise.
+    result_ttl: int = 0
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -125,7 +189,8 @@ class TaskRecord:
         known = {
             "state", "name", "payload", "retries", "max_retries", "fencing_token", "worker",
             "idempotency_key", "last_error", "created_at", "run_at", "leased_at",
-            "heartbeat_at", "completed_at", "dead_at",
+            "heartbeat_at", "completed_at", "dead_at", "result", "error_type",
+            "error_message", "traceback", "result_ttl", "waiters",
         }  # fmt: skip
         return cls(
             task_id=task_id,
@@ -144,5 +209,10 @@ class TaskRecord:
             heartbeat_at=number("heartbeat_at"),
             completed_at=number("completed_at"),
             dead_at=number("dead_at"),
+            result=raw.get("result"),
+            error_type=raw.get("error_type", ""),
+            error_message=raw.get("error_message", ""),
+            traceback=raw.get("traceback", ""),
+            result_ttl=number("result_ttl"),
             extra={k: v for k, v in raw.items() if k not in known},
         )

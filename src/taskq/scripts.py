@@ -98,6 +98,7 @@ class Scripts:
         self.retry_dead = load("retry_dead")
         self.purge = load("purge")
         self.snapshot = load("snapshot")
+        self.watch = load("watch")
 
     def by_name(self, name: str) -> ScriptCall:
         script: ScriptCall = getattr(self, name)

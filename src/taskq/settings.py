@@ -38,6 +38,7 @@ class Settings:
     worker_processes: int = limits.WORKER_PROCESSES.default
     events_retention: int = limits.EVENTS_RETENTION.default
     max_payload_bytes: int = limits.MAX_PAYLOAD_BYTES.default
+    max_result_bytes: int = limits.MAX_RESULT_BYTES.default
     idempotency_ttl_seconds: int = limits.IDEMPOTENCY_TTL.default
     completed_ttl_seconds: float = limits.COMPLETED_TTL.default
     dead_ttl_seconds: float = limits.DEAD_TTL.default
@@ -240,6 +241,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "worker_processes": ("TASKQ_WORKER_PROCESSES", int),
     "events_retention": ("TASKQ_EVENTS_RETENTION", int),
     "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", int),
+    "max_result_bytes": ("TASKQ_MAX_RESULT_BYTES", int),
     "idempotency_ttl_seconds": ("TASKQ_IDEMPOTENCY_TTL_SECONDS", int),
     "completed_ttl_seconds": ("TASKQ_COMPLETED_TTL_SECONDS", _finite),
     "dead_ttl_seconds": ("TASKQ_DEAD_TTL_SECONDS", _finite),

@@ -23,6 +23,7 @@ end
 -- accepts (PX, EX, PEXPIRE, XADD MAXLEN).
 local LIMITS = {
   delay_ms = 315360000000,        -- ten years
+  run_at_ms = 10000000000000,     -- server time in ms: the year 2286
   lease_ms = 604800000,           -- a week
   backoff_ms = 86400000,          -- a day
   ttl_ms = 315360000000,          -- ten years (completed and dead records)
@@ -57,6 +58,18 @@ local function wake_workers(wake_key, n)
   for i = 1, n do tokens[i] = '1' end
   redis.call('LPUSH', wake_key, unpack(tokens))
   redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
+end
+
+-- A producer waiting for a task's end (watch.lua marked its record) blocks on the
+-- task's done list, rotating it onto itself (BLMOVE done done), so one element wakes
+-- every waiter. It need only outlive the waiters already blocked: one arriving later
+-- reads the ended record and does not block. retry_dead deletes it, since a list left
+-- in place would wake the waiters of the next run at once.
+local DONE_TTL_MS = '60000'
+local function wake_waiters(prefix, task_id)
+  local done_key = prefix .. 'done:' .. task_id
+  redis.call('RPUSH', done_key, '1')
+  redis.call('PEXPIRE', done_key, DONE_TTL_MS)
 end
 
 -- Runs `command key item...` over a list in chunks: unpacking a very large table at

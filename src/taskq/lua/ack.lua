@@ -10,12 +10,18 @@
   ARGV[3] completed_ttl   ms a completed record is kept (1 to 315360000000: ten years;
                           longer if its idempotency key outlives that, so the key
                           never names a missing record)
-  ARGV[4] count           tasks in this call; then two values per task:
+  ARGV[4] count           tasks in this call; then three values per task:
   ARGV[5] task_id
   ARGV[6] token           fencing token from lease
-  Returns: {1 | 0, ...} per task: 1 acked | 0 stale (nothing changed for it); an
-           argument out of its range is an error, and nothing is written
-  Emits:   completed, one per acked task
+  ARGV[7] result          the handler's return value as JSON text; '' = none kept
+  Returns: {1 | 0, ...} per task: 1 acked | 0 stale (nothing changed for it, and its
+           result is not kept); an argument out of its range is an error, and nothing
+           is written
+  Emits:   completed, one per acked task, with the result when it is at most
+           FEED_RESULT_BYTES long (else its length as result_bytes)
+
+  The record keeps the result for its result_ttl (set at enqueue) or completed_ttl.
+  A producer waiting for the task (see watch.lua) is woken through its done list.
 ]]
 --- @include "_common"
 
@@ -25,7 +31,11 @@ local completed_ttl, count = ARGV[3], ARGV[4]
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 completed_ttl = whole_arg('completed_ttl', completed_ttl, 1, LIMITS.ttl_ms)
-count = whole_arg('count', count, 0, (#ARGV - 4) / 2)
+count = whole_arg('count', count, 0, (#ARGV - 4) / 3)
+
+-- Larger results stay in the record only: the stream keeps `retention` events, and
+-- each one carrying a megabyte would hold that many megabytes of memory.
+local FEED_RESULT_BYTES = 1024
 
 local now = server_now_ms()
 local now_text = integer_text(now)
@@ -34,28 +44,44 @@ local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- of an id in the same call stale, as it was when each ack removed its own id.
 local settled, acked = {}, {}
 
-local function ack_one(task_id, token)
+local function ack_one(task_id, token, result)
   local task_key = prefix .. 'task:' .. task_id
   if acked[task_id] or not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-  local record = redis.call('HMGET', task_key, 'fencing_token', 'idempotency_key')
+  local record = redis.call('HMGET', task_key, 'fencing_token', 'idempotency_key',
+    'result_ttl', 'waiters')
   if record[1] ~= token then return 0 end
-  emit(feed, {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token})
+  local event = {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token}
+  if result ~= '' then
+    if #result <= FEED_RESULT_BYTES then
+      event[#event + 1], event[#event + 2] = 'result', result
+    else
+      event[#event + 1], event[#event + 2] = 'result_bytes', #result
+    end
+  end
+  emit(feed, event)
   settled[#settled + 1], acked[task_id] = task_id, true
-  redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text)
+  if result ~= '' then
+    redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text,
+      'result', result)
+  else
+    redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text)
+  end
   local ttl = completed_ttl
+  if record[3] then ttl = tonumber(record[3]) end
   local idem_key = record[2]
   if idem_key and idem_key ~= '' then
     local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
-    if left > completed_ttl then ttl = left end
+    if left > ttl then ttl = left end
   end
   redis.call('PEXPIRE', task_key, integer_text(ttl))
+  if record[4] then wake_waiters(prefix, task_id) end
   return 1
 end
 
 local reply = {}
 for i = 0, count - 1 do
-  local base = 5 + i * 2
-  reply[#reply + 1] = ack_one(ARGV[base], ARGV[base + 1])
+  local base = 5 + i * 3
+  reply[#reply + 1] = ack_one(ARGV[base], ARGV[base + 1], ARGV[base + 2])
 end
 call_chunked('ZREM', leased_key, settled)
 close_feed(feed)

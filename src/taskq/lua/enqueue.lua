@@ -11,14 +11,18 @@
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; task and idempotency keys derive from it
   ARGV[2] retention       events kept in the stream (1 to 10^9)
-  ARGV[3] count           tasks in this call (0 to 10000); then seven values per task:
+  ARGV[3] count           tasks in this call (0 to 10000); then nine values per task:
   ARGV[4] task_id
   ARGV[5] name            registered task name
   ARGV[6] payload         JSON text
   ARGV[7] delay_ms        0 = ready now (0 to 315360000000: ten years)
-  ARGV[8] max_retries     retries before the task goes to the DLQ (0 to 1000)
-  ARGV[9] idempotency_key '' = none
-  ARGV[10] idempotency_ttl seconds the key keeps naming the task (1 to 315360000)
+  ARGV[8] run_at_ms       0 = none; else the server time (ms) to run at, which wins over
+                          delay_ms: ready now if past, refused if over ten years ahead
+  ARGV[9] max_retries     retries before the task goes to the DLQ (0 to 1000)
+  ARGV[10] idempotency_key '' = none
+  ARGV[11] idempotency_ttl seconds the key keeps naming the task (1 to 315360000)
+  ARGV[12] result_ttl_ms  '' = the ack's completed_ttl; else ms its completed record
+                          (and result) is kept (1 to 315360000000)
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
            task's id (nothing written for a duplicate); an argument out of its range is
            an error, and nothing is written
@@ -32,26 +36,42 @@ local prefix, retention, count = ARGV[1], ARGV[2], ARGV[3]
 
 -- Checked before the first write (see whole_arg): a bad value in the tenth task must
 -- not leave nine written without their events.
+local WIDTH = 9
 count = whole_arg('count', count, 0, LIMITS.count)
-if #ARGV ~= 3 + count * 7 then
-  error('count ' .. count .. ' needs ' .. (3 + count * 7) .. ' ARGV values, not ' .. #ARGV)
+if #ARGV ~= 3 + count * WIDTH then
+  error('count ' .. count .. ' needs ' .. (3 + count * WIDTH) .. ' ARGV values, not ' .. #ARGV)
 end
+local now = server_now_ms()
+-- Each task's delay from now, in ms: its run_at when it has one, else its delay.
+local delays = {}
 for i = 0, count - 1 do
-  local base = 4 + i * 7
-  whole_arg('delay_ms', ARGV[base + 3], 0, LIMITS.delay_ms)
-  whole_arg('max_retries', ARGV[base + 4], 0, LIMITS.max_retries)
-  if ARGV[base + 5] ~= '' then
-    whole_arg('idempotency_ttl', ARGV[base + 6], 1, LIMITS.idempotency_ttl)
+  local base = 4 + i * WIDTH
+  local delay = whole_arg('delay_ms', ARGV[base + 3], 0, LIMITS.delay_ms)
+  local run_at = whole_arg('run_at_ms', ARGV[base + 4], 0, LIMITS.run_at_ms)
+  if run_at > 0 then
+    delay = math.max(0, run_at - now)
+    if delay > LIMITS.delay_ms then
+      error('run_at_ms ' .. ARGV[base + 4] .. ' is more than ten years after the server ' ..
+        'time ' .. integer_text(now))
+    end
+  end
+  delays[i] = delay
+  whole_arg('max_retries', ARGV[base + 5], 0, LIMITS.max_retries)
+  if ARGV[base + 6] ~= '' then
+    whole_arg('idempotency_ttl', ARGV[base + 7], 1, LIMITS.idempotency_ttl)
+  end
+  if ARGV[base + 8] ~= '' then
+    whole_arg('result_ttl_ms', ARGV[base + 8], 1, LIMITS.ttl_ms)
   end
 end
 
-local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local woken = 0
 
-local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_key, idem_ttl)
+local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_key, idem_ttl,
+                           result_ttl)
   local idem_record = prefix .. 'idem:' .. idem_key
   if idem_key ~= '' then
     local original = redis.call('GET', idem_record)
@@ -70,6 +90,7 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
   redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
     'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
     'idempotency_key', idem_key, 'created_at', now_text, 'run_at', run_at)
+  if result_ttl ~= '' then redis.call('HSET', task_key, 'result_ttl', result_ttl) end
   if state == 'delayed' then
     redis.call('ZADD', delayed_key, run_at, task_id)
   else
@@ -79,9 +100,9 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
 end
 
 for i = 0, count - 1 do
-  local base = 4 + i * 7
-  local id, created = enqueue_one(ARGV[base], ARGV[base + 1], ARGV[base + 2],
-    tonumber(ARGV[base + 3]), ARGV[base + 4], ARGV[base + 5], ARGV[base + 6])
+  local base = 4 + i * WIDTH
+  local id, created = enqueue_one(ARGV[base], ARGV[base + 1], ARGV[base + 2], delays[i],
+    ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8])
   reply[#reply + 1], reply[#reply + 2] = id, created
   woken = woken + created
 end

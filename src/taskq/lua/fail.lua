@@ -16,10 +16,16 @@
   ARGV[6] backoff_max_ms  cap on the delay (0 to 86400000)
   ARGV[7] jitter          uniform random number in [0, 1), drawn by the caller
   ARGV[8] retention       events kept in the stream (1 to 10^9)
+  ARGV[9] error_type      the exception's type, as module.Name ('' = unknown)
+  ARGV[10] error_message  the exception's message
+  ARGV[11] traceback      the whole formatted traceback ('' = none)
   Returns: {'retry', retries, delay_ms} | {'dead', retries, '0'} | {'stale', 0, '0'}
            (delay_ms as an integer string); an argument out of its range is an error,
            and nothing is written
-  Emits:   failed (state delayed or dead)
+  Emits:   failed (state delayed or dead), with error and error_type
+
+  The record keeps the error fields of the last failed attempt; a producer waiting for
+  a task that dies here is woken (see watch.lua).
 ]]
 --- @include "_common"
 
@@ -28,6 +34,11 @@ local events_key, seq_key, epoch_key = KEYS[4], KEYS[5], KEYS[6]
 local prefix, task_id, token, error_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local base_ms, max_ms, jitter = ARGV[5], ARGV[6], ARGV[7]
 local retention = ARGV[8]
+local error_type, error_message, traceback = ARGV[9], ARGV[10], ARGV[11]
+if not traceback then
+  error('fail takes 11 ARGV values (error_type, error_message and traceback last), not ' ..
+    #ARGV)
+end
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 base_ms = whole_arg('backoff_base_ms', base_ms, 0, LIMITS.backoff_ms)
@@ -39,7 +50,8 @@ end
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} end
-local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_retries')
+local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_retries',
+  'waiters')
 if record[1] ~= token then return {'stale', 0, '0'} end
 
 local now = server_now_ms()
@@ -47,10 +59,12 @@ local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local retries, max_retries = tonumber(record[2]), tonumber(record[3])
 if retries >= max_retries then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
-    'retries', retries, 'error', error_text})
+    'retries', retries, 'error', error_text, 'error_type', error_type})
   redis.call('ZREM', leased_key, task_id)
-  redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now)
+  redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
+    'error_type', error_type, 'error_message', error_message, 'traceback', traceback)
   redis.call('LPUSH', dlq_key, task_id)
+  if record[4] then wake_waiters(prefix, task_id) end
   close_feed(feed)
   return {'dead', retries, '0'}
 end

@@ -17,6 +17,9 @@
   Returns: {task_id, 'delayed' | 'dead', ...} for each reaped lease; an argument out
            of its range is an error, and nothing is written
   Emits:   reaped (state delayed or dead)
+
+  The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
+  producer waiting for a task that dies here is woken (see watch.lua).
 ]]
 --- @include "_common"
 
@@ -45,7 +48,7 @@ local reply = {}
 local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
 for _, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker')
+  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'waiters')
   local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
   local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
@@ -55,8 +58,10 @@ for _, task_id in ipairs(expired) do
     error_text = error_text .. '; no retries left, so the handler may be what kills it'
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
       'retries', retries, 'error', error_text})
-    redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now)
+    redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
+      'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '')
     redis.call('LPUSH', dlq_key, task_id)
+    if record[4] then wake_waiters(prefix, task_id) end
     reply[#reply + 1], reply[#reply + 2] = task_id, 'dead'
   else
     retries = retries + 1
@@ -64,7 +69,8 @@ for _, task_id in ipairs(expired) do
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'delayed', 'token', token,
       'retries', retries, 'error', error_text, 'at', run_at})
     redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
-      'last_error', error_text, 'run_at', run_at)
+      'last_error', error_text, 'run_at', run_at, 'error_type', 'taskq.LeaseExpired',
+      'error_message', error_text, 'traceback', '')
     redis.call('ZADD', delayed_key, run_at, task_id)
     reply[#reply + 1], reply[#reply + 2] = task_id, 'delayed'
   end

@@ -32,17 +32,19 @@ def builtin_app(settings: Settings | None = None, simulation: Simulation | None 
             return ledgers[0]
 
     @app.task(SIMULATE_TASK)
-    def simulate(charge: int | None = None, account: str = "alice") -> str:
-        """Work WORK_SECONDS, fail at FAIL_RATE, charge, then work AFTER_EFFECT_SECONDS."""
+    def simulate(charge: int | None = None, account: str = "alice") -> dict[str, object]:
+        """Work WORK_SECONDS, fail at FAIL_RATE, charge, then work AFTER_EFFECT_SECONDS.
+        Returns what the ledger said and the run's token and attempt, so a result shows
+        which run's ack was accepted."""
+        task = current_task()
         time.sleep(sim.work_seconds)
         if random.random() < sim.fail_rate:
             raise SimulatedFailure(f"simulated failure (FAIL_RATE={sim.fail_rate})")
         outcome = "no charge"
         if charge is not None:
-            task = current_task()
             with task.effect():
                 outcome = ledger().charge(task.task_id, task.token, account, int(charge))
         time.sleep(sim.after_effect_seconds)
-        return outcome
+        return {"outcome": outcome, "token": task.token, "attempt": task.attempt}
 
     return app

@@ -7,16 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from taskq.context import TaskContext
-from taskq.results import LeasedTask
+from taskq.results import Failure, LeasedTask
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one run of a handler ended: `error` is None when it returned normally."""
+    """How one run of a handler ended: `failure` is None when it returned normally, and
+    then `result` is its return value as JSON text (None when it is not kept)."""
 
     task: LeasedTask
     context: TaskContext
-    error: str | None
+    failure: Failure | None
+    result: str | None = None
 
 
 class Inbox:

@@ -11,30 +11,40 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from taskq.app import App, Task
-from taskq.codec import decode_payload
+from taskq.codec import decode_payload, encode_result
 from taskq.context import TaskContext, bind, unbind
-from taskq.errors import PayloadError, UnknownTaskError
-from taskq.results import LeasedTask
+from taskq.errors import PayloadError, ResultError, UnknownTaskError
+from taskq.results import Failure, LeasedTask
 from taskq.worker.inbox import Inbox, Outcome
 
 log = logging.getLogger("taskq.worker")
 
-MAX_ERROR_CHARS = 2000
+MAX_SUMMARY_CHARS = 2000
 
 
-Call = tuple[Callable[..., Any], list[Any], dict[str, Any]]
+# A handler call, and whether its return value is kept.
+Call = tuple[Callable[..., Any], list[Any], dict[str, Any], bool]
 # A prepared run: the handler call, the task it runs, and the context it runs in.
 Job = tuple[Call, LeasedTask, TaskContext]
 
 
-def describe(error: BaseException) -> str:
-    """`Type: message (at file:line in function)`, short enough to keep as last_error."""
-    text = f"{type(error).__name__}: {error}"
+def type_name(error: BaseException) -> str:
+    """`module.Name` of the exception's class; builtins by their bare name."""
+    cls = type(error)
+    return cls.__qualname__ if cls.__module__ == "builtins" else \
+        f"{cls.__module__}.{cls.__qualname__}"
+
+
+def describe(error: BaseException) -> Failure:
+    """The exception as a `Failure`: its type, message and whole formatted traceback
+    (chained causes included), with a one-line summary naming where it was raised."""
+    summary = f"{type(error).__name__}: {error}"
     frames = traceback.extract_tb(error.__traceback__)
     if frames:
         last = frames[-1]
-        text += f" (at {last.filename}:{last.lineno} in {last.name})"
-    return text[:MAX_ERROR_CHARS]
+        summary += f" (at {last.filename}:{last.lineno} in {last.name})"
+    return Failure(type_name(error), str(error), "".join(traceback.format_exception(error)),
+                   summary[:MAX_SUMMARY_CHARS])
 
 
 def arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -91,7 +101,8 @@ class Runner:
             try:
                 registered, call = self._prepare(task)
             except (UnknownTaskError, PayloadError) as e:
-                self.inbox.put(Outcome(task, context, f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]))
+                self.inbox.put(Outcome(task, context, Failure(
+                    type_name(e), str(e), summary=f"{type(e).__name__}: {e}"[:MAX_SUMMARY_CHARS])))
                 continue
             if registered.is_async:
                 coroutines.append((call, task, context))
@@ -124,7 +135,7 @@ class Runner:
                 f"in this worker (known: {known})"
             )
         args, kwargs = arguments(decode_payload(task.payload))
-        return registered, (registered.fn, args, kwargs)
+        return registered, (registered.fn, args, kwargs, registered.store_result)
 
     def _start_coroutines(self, jobs: list[Job]) -> None:
         for call, task, context in jobs:
@@ -134,32 +145,44 @@ class Runner:
             self._running.add(self._loop.create_task(self._run_async(call, task, context)))
 
     async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
-        fn, args, kwargs = call
+        fn, args, kwargs, keep = call
         self._mark_taken()
         token = bind(context)
         try:
-            await fn(*args, **kwargs)
-            error = None
+            outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
         except (Exception, SystemExit, asyncio.CancelledError) as e:
-            error = describe(e)
+            outcome = Outcome(task, context, describe(e))
         finally:
             unbind(token)
             self._running.discard(asyncio.current_task())
-        self.inbox.put(Outcome(task, context, error))
+        self.inbox.put(outcome)
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
             self._mark_taken()
-            (fn, args, kwargs), task, context = job
+            (fn, args, kwargs, keep), task, context = job
             token = bind(context)
             try:
-                fn(*args, **kwargs)
-                error = None
+                outcome = self._returned(task, context, fn(*args, **kwargs), keep)
             except (Exception, SystemExit) as e:
-                error = describe(e)
+                outcome = Outcome(task, context, describe(e))
             finally:
                 unbind(token)
-            self.inbox.put(Outcome(task, context, error))
+            self.inbox.put(outcome)
+
+    def _returned(self, task: LeasedTask, context: TaskContext, value: Any,
+                  keep: bool) -> Outcome:
+        """The outcome of a handler that returned `value`: encoded on the handler's own
+        thread, so the loop thread only sends it. A value that cannot be kept fails the
+        attempt, saying why (retried like any failure: the handler must change)."""
+        if not keep:
+            return Outcome(task, context, None)
+        try:
+            return Outcome(task, context, None,
+                           encode_result(value, self.app.settings.max_result_bytes))
+        except ResultError as e:
+            return Outcome(task, context, Failure(
+                "taskq.ResultError", str(e), summary=f"ResultError: {e}"[:MAX_SUMMARY_CHARS]))
 
     def close(self) -> None:
         """Stop taking jobs. Handlers still running are daemon threads: they end with the

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
-from taskq.results import LeaseBatch, LeasedTask
+from taskq.results import Failure, LeaseBatch, LeasedTask
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
 from taskq.worker.outage import retry_for
@@ -50,11 +50,11 @@ class Settler:
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
         for outcome in outcomes:
-            if outcome.error is not None:
-                self._fail(outcome.task, outcome.error)
+            if outcome.failure is not None:
+                self._fail(outcome.task, outcome.failure)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
-        done = [o.task for o in outcomes if o.error is None]
+        done = [o for o in outcomes if o.failure is None]
         settled = self._ack(done, refill) if done else Settled()
         self.slots.let_go(*((o.task.task_id, o.task.token) for o in outcomes))
         return settled
@@ -72,14 +72,17 @@ class Settler:
                 self._release_abandoned(context)
             self.slots.let_go((context.task_id, context.token))
 
-    def _ack(self, tasks: list[LeasedTask], refill: int) -> Settled:
+    def _ack(self, done: list[Outcome], refill: int) -> Settled:
+        tasks = [o.task for o in done]
         held = [(t.task_id, t.token) for t in tasks]
+        results = [o.result for o in done]
         error: BrokerError | None = None
         batch: LeaseBatch | None = None
         if refill > 0:
             try:
                 acks, batch = self.broker.ack_and_lease(held, self.worker_id,
-                                                        self.settings.lease_seconds, refill)
+                                                        self.settings.lease_seconds, refill,
+                                                        results)
             except BrokerError as e:
                 acks = e
             if isinstance(acks, BrokerError):
@@ -88,7 +91,7 @@ class Settler:
             else:
                 return Settled(self._count_acks(tasks, acks), None, batch)
         acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
-                          lambda: self.broker.ack_many(held))
+                          lambda: self.broker.ack_many(held, results))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
@@ -103,8 +106,8 @@ class Settler:
                 self._stale(task.task_id, task.token, "ack")
         return taken
 
-    def _fail(self, task: LeasedTask, error: str) -> None:
-        log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error)
+    def _fail(self, task: LeasedTask, error: Failure) -> None:
+        log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error.line)
         s = self.settings
         result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: self.broker.fail(
             task.task_id, task.token, error, s.backoff_base_seconds, s.backoff_max_seconds))
@@ -113,7 +116,7 @@ class Settler:
         elif result.status == "dead":
             self.slots.count("dead")
             log.warning("task %s is dead after %d retries: %s", task.task_id, result.retries,
-                        error)
+                        error.line)
         else:
             self.slots.count("retried")
 

@@ -1,0 +1,325 @@
+"""A producer's handle: results and failures come back, waits are woken through Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from helpers import record_of
+from taskq import App
+from taskq.broker import Broker
+from taskq.errors import (
+    InvalidTaskError,
+    NoResultError,
+    ResultTimeoutError,
+    TaskFailed,
+    TaskNotFoundError,
+)
+from taskq.results import Enqueued
+from taskq.settings import Settings
+from worker_support import WorkerThread
+
+
+class Boom(Exception):
+    pass
+
+
+def inner(n: int) -> None:
+    raise Boom(f"no {n}")
+
+
+def register(app: App) -> dict[str, Any]:
+    @app.task("add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.task("explode", max_retries=1)
+    def explode(n: int) -> None:
+        inner(n)
+
+    @app.task("quiet", store_result=False)
+    def quiet() -> int:
+        return 1
+
+    @app.task("unjsonable", max_retries=0)
+    def unjsonable() -> set[int]:
+        return {1, 2}
+
+    @app.task("slow")
+    def slow(seconds: float) -> str:
+        time.sleep(seconds)
+        return "done"
+
+    return {"add": add, "explode": explode, "quiet": quiet, "unjsonable": unjsonable,
+            "slow": slow}
+
+
+@pytest.fixture
+def tasks(app: App) -> dict[str, Any]:
+    return register(app)
+
+
+@pytest.fixture
+def worker(app: App, settings: Settings, tasks: dict[str, Any]) -> Iterator[WorkerThread]:
+    thread = WorkerThread(app, settings, concurrency=4)
+    yield thread
+    thread.close(app.broker.client)  # type: ignore[arg-type]
+
+
+class TestResult:
+    def test_the_return_value_comes_back_from_the_worker(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        handle = tasks["add"].enqueue(2, 3)
+        assert handle.result(timeout=10) == 5
+        assert handle.status() == "completed"
+
+    def test_a_handle_is_still_the_enqueued_value(self, tasks: dict[str, Any]) -> None:
+        handle = tasks["add"].enqueue(1, 1, task_id="same")
+        assert handle == Enqueued("same", True)
+        assert (handle.task_id, handle.created) == ("same", True)
+
+    def test_a_dead_task_raises_task_failed_with_type_message_and_whole_traceback(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        handle = tasks["explode"].enqueue(7)
+        with pytest.raises(TaskFailed) as failed:
+            handle.result(timeout=10)
+        error = failed.value
+        assert (error.error_type, error.message, error.attempts) == (
+            "test_handle.Boom", "no 7", 2)
+        # The whole traceback: the handler's frame and the helper it called.
+        assert "in explode" in error.traceback and "in inner" in error.traceback
+        assert "test_handle.Boom: no 7" in error.traceback
+        assert "no 7" in str(error) and "in inner" in str(error)
+
+    def test_the_record_keeps_the_failure_of_each_attempt(
+        self, tasks: dict[str, Any], worker: WorkerThread, app: App
+    ) -> None:
+        handle = tasks["explode"].enqueue(3)
+        with pytest.raises(TaskFailed):
+            handle.result(timeout=10)
+        record = record_of(app.broker, handle.task_id)
+        assert (record.state, record.error_type, record.error_message) == (
+            "dead", "test_handle.Boom", "no 3")
+        assert record.last_error.startswith("Boom: no 3 (at ")
+
+    def test_a_task_that_keeps_no_result_says_so(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        handle = tasks["quiet"].enqueue()
+        with pytest.raises(NoResultError, match="store_result=False"):
+            handle.result(timeout=10)
+        assert handle.status() == "completed"
+
+    def test_a_value_with_no_json_form_fails_the_attempt_saying_why(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        handle = tasks["unjsonable"].enqueue()
+        with pytest.raises(TaskFailed) as failed:
+            handle.result(timeout=10)
+        assert failed.value.error_type == "taskq.ResultError"
+        assert "cannot be encoded as JSON" in failed.value.message
+
+    def test_an_unknown_task_id_is_not_found(self, app: App) -> None:
+        with pytest.raises(TaskNotFoundError, match="no task 'nope'"):
+            app.handle("nope").result(timeout=1)
+        assert app.handle("nope").status() == "unknown"
+
+    def test_a_timeout_that_passes_first_raises_and_leaves_the_task(
+        self, tasks: dict[str, Any]
+    ) -> None:
+        handle = tasks["add"].enqueue(1, 2)
+        started = time.monotonic()
+        with pytest.raises(ResultTimeoutError, match=r"not ended within 0\.3s: it is pending"):
+            handle.result(timeout=0.3)
+        assert time.monotonic() - started >= 0.3
+        assert handle.status() == "pending"
+
+    def test_a_bad_timeout_is_refused(self, tasks: dict[str, Any]) -> None:
+        handle = tasks["add"].enqueue(1, 2)
+        with pytest.raises(InvalidTaskError, match="timeout must be"):
+            handle.result(timeout=-1)
+
+    def test_a_handle_made_later_from_the_id_gets_the_result(
+        self, tasks: dict[str, Any], worker: WorkerThread, settings: Settings, app: App
+    ) -> None:
+        task_id = tasks["add"].enqueue(20, 22).task_id
+        other = App(queue=app.queue, settings=settings)
+        try:
+            assert other.handle(task_id).result(timeout=10) == 42
+        finally:
+            other.broker.client.close()
+
+
+class TestWaiting:
+    """result() blocks on the task's done list and is woken by the script that ends it."""
+
+    def test_every_waiter_wakes_when_the_task_is_acked(self, broker: Broker) -> None:
+        handle = broker.enqueue("t1")
+        results: list[Any] = []
+        waiters = [threading.Thread(target=lambda: results.append(handle.result(timeout=10)))
+                   for _ in range(3)]
+        for waiter in waiters:
+            waiter.start()
+        # Each waiter has marked the record before it blocks.
+        deadline = time.monotonic() + 5
+        while broker.client.hget(broker.keys.task("t1"), "waiters") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        time.sleep(0.2)  # every waiter blocked in BLMOVE by now
+        acked_at = time.monotonic()
+        assert broker.ack(task.task_id, task.token, '{"v":1}')
+        for waiter in waiters:
+            waiter.join(5)
+        # Woken by the ack, not by the once-a-second re-read.
+        assert time.monotonic() - acked_at < 0.5
+        assert results == [{"v": 1}] * 3
+
+    def test_a_waiter_wakes_when_the_task_dies(self, broker: Broker) -> None:
+        handle = broker.enqueue("t1", max_retries=0)
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                handle.result(timeout=10)
+            except TaskFailed as e:
+                errors.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.2)
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        assert broker.fail(task.task_id, task.token, "boom").status == "dead"
+        waiter.join(5)
+        assert [str(e).split(":")[0] for e in errors] == ["task t1 failed after 1 attempt(s)"]
+
+    def test_an_unwatched_task_leaves_no_done_list(self, broker: Broker) -> None:
+        broker.enqueue("t1")
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        assert broker.ack(task.task_id, task.token, "1")
+        assert not broker.client.exists(broker.keys.done("t1"))
+
+    def test_a_revived_task_drops_its_done_list_so_the_next_wait_blocks(
+        self, broker: Broker
+    ) -> None:
+        handle = broker.enqueue("t1", max_retries=0)
+        broker.watch("t1")
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        broker.fail(task.task_id, task.token, "boom")
+        assert broker.client.exists(broker.keys.done("t1"))
+        assert broker.retry_dead("t1")
+        assert not broker.client.exists(broker.keys.done("t1"))
+        with pytest.raises(ResultTimeoutError):
+            handle.result(timeout=0.3)
+
+    def test_a_record_deleted_while_waited_for_is_noticed(self, broker: Broker) -> None:
+        handle = broker.enqueue("t1")
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                handle.result(timeout=10)
+            except TaskNotFoundError as e:
+                errors.append(e)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.2)
+        broker.client.delete(broker.keys.task("t1"))
+        waiter.join(5)
+        assert len(errors) == 1 and not waiter.is_alive()
+
+
+class TestStoredResult:
+    def test_a_stale_ack_keeps_nothing_and_the_current_runs_result_wins(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("t1")
+        first = broker.lease_many("w1", 0.05, 1).tasks[0]
+        time.sleep(0.1)
+        broker.reap()
+        broker.promote()  # its backoff may not have passed: wait for it
+        deadline = time.monotonic() + 5
+        while not (leased := broker.lease_many("w2", 30, 1).tasks):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+            broker.promote()
+        second = leased[0]
+        assert not broker.ack(first.task_id, first.token, '"stale"')
+        assert record_of(broker, "t1").result is None
+        assert broker.ack(second.task_id, second.token, '"current"')
+        assert not broker.ack(first.task_id, first.token, '"stale"')
+        assert record_of(broker, "t1").result == '"current"'
+
+    def test_a_result_over_the_limit_is_refused_before_anything_is_sent(
+        self, client: Any
+    ) -> None:
+        broker = Broker(client, "test", max_result_bytes=8)
+        broker.enqueue("t1")
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        with pytest.raises(InvalidTaskError, match="over the limit of 8 bytes"):
+            broker.ack(task.task_id, task.token, '"123456789"')
+        assert record_of(broker, "t1").state == "running"
+
+    def test_the_per_task_result_ttl_sets_how_long_the_record_is_kept(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("t1", result_ttl=30)
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        broker.ack(task.task_id, task.token, "1")
+        assert 29_000 < broker.client.pttl(broker.keys.task("t1")) <= 30_000
+
+
+class TestEnqueueOptions:
+    def test_run_at_in_the_future_delays_the_task_to_that_server_time(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        at = datetime.now(UTC) + timedelta(seconds=30)
+        handle = tasks["add"].enqueue(1, 2, run_at=at)
+        record = record_of(app.broker, handle.task_id)
+        assert record.state == "delayed"
+        assert abs(record.run_at - at.timestamp() * 1000) <= 1
+
+    def test_run_at_in_the_past_is_ready_now(self, tasks: dict[str, Any], app: App) -> None:
+        handle = tasks["add"].enqueue(1, 2, run_at=datetime.now(UTC) - timedelta(hours=1))
+        assert record_of(app.broker, handle.task_id).state == "pending"
+
+    @pytest.mark.parametrize(("options", "error"), [
+        ({"run_at": datetime(2030, 1, 1)}, "must be timezone-aware"),
+        ({"run_at": "2030-01-01"}, "run_at must be a datetime"),
+        ({"run_at": datetime(2300, 1, 1, tzinfo=UTC)}, "before 2286"),
+        ({"run_at": datetime.now(UTC), "delay": 5}, "either delay or run_at"),
+        ({"result_ttl": 0}, "result_ttl must be"),
+        ({"max_retries": -1}, "max_retries must be"),
+        ({"task_id": "bad id"}, "invalid task id"),
+    ])  # fmt: skip
+    def test_a_bad_option_is_refused_and_nothing_is_enqueued(
+        self, tasks: dict[str, Any], app: App, options: dict[str, Any], error: str
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=error):
+            tasks["add"].enqueue(1, 2, **options)
+        assert app.broker.counts().ready + app.broker.counts().delayed == 0
+
+    def test_enqueue_many_returns_a_handle_per_call_in_order(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        add = tasks["add"]
+        handles = add.enqueue_many([(1, 1), add.call(2, 2), add.call(b=3, a=3, delay=0.1)])
+        assert [h.result(timeout=10) for h in handles] == [2, 4, 6]
+
+    def test_enqueue_many_checks_every_call_before_sending_any(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        add = tasks["add"]
+        with pytest.raises(InvalidTaskError, match="cannot enqueue add"):
+            add.enqueue_many([(1, 1), (2, 2), (3,)])
+        with pytest.raises(InvalidTaskError, match="a call of explode"):
+            add.enqueue_many([(1, 1), tasks["explode"].call(1)])
+        assert app.broker.counts().ready == 0
