@@ -110,6 +110,9 @@ class TestLeaseRetry:
             broker.enqueue(f"t{n}")
         (held,) = broker.lease_many("w1", 30, 1).tasks
         proxied.counts()
+        # The server has the ack script, as for any worker that acked before: a first
+        # ack answered NOSCRIPT ran nothing, and its resend would be accepted.
+        assert not proxied.ack("t2", 99)
         proxy.drop_next_reply()
         acks, batch = proxied.ack_and_lease([(held.task_id, held.token)], "w1", 30, 1)
         assert proxy.dropped == 1

@@ -3,13 +3,16 @@
 Each rule is one broker operation or the passing of real time (a 50 ms lease running
 out, a 30 ms delay coming due); after every step the queue in Redis must be exactly
 what the model says: where each task is, its state, retries and fencing token, and how
-many events the log holds; T1, T3, T5 and T6 are checked on the way, and every run's
-event log must pass taskq.tools.tracecheck. Holders are kept for the whole run, so a paused
+many events the log holds, the result and error each record keeps (R1: only the
+current token's ack stores a result) and whether a waiting producer's done list is
+there; T1, T3, T5 and T6 are checked on the way, and every run's event log must pass
+taskq.tools.tracecheck. Holders are kept for the whole run, so a paused
 holder comes back with its old token as often as a current one acts.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -31,6 +34,7 @@ from hypothesis.stateful import (
 
 from helpers import PLACE_STATE, view
 from taskq.broker import Broker, Enqueued
+from taskq.results import Failure
 from taskq.tools.tracecheck import read_log, validate
 
 BRIEF = 0.05  # a lease that runs out during the run
@@ -44,8 +48,10 @@ SEEN: Counter[str] = Counter()
 PATHS = {
     "duplicate key", "heartbeat", "ack", "fail", "release", "stale heartbeat", "stale ack",
     "stale fail", "stale release", "fail to retry", "fail to dead", "reaped to delayed",
-    "reaped to dead", "promoted", "long delay left alone", "revived",
+    "reaped to dead", "promoted", "long delay left alone", "revived", "watched running",
+    "watched ended", "woken",
 }  # fmt: skip
+BOOM = Failure("ValueError", "boom", "Traceback (most recent call last):\n  ...\nValueError: boom")
 
 
 @dataclass
@@ -60,6 +66,20 @@ class Task:
     worker: str = ""
     expires: float = math.inf
     due: float = 0.0
+    result: str | None = None  # what the record keeps: set by the current ack only
+    error_type: str = ""  # of the last failed attempt
+    watched: bool = False  # a producer marked it while it had not ended
+    woken: bool = False  # its done list was filled, and no revival dropped it since
+
+    @property
+    def ended(self) -> bool:
+        return self.place in ("completed", "dlq")
+
+    def end(self) -> None:
+        """It reached completed or the DLQ: a producer waiting for it is woken."""
+        if self.watched:
+            self.woken = True
+            SEEN["woken"] += 1
 
 
 class BrokerMachine(RuleBasedStateMachine):
@@ -104,6 +124,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def retry_or_die(self, m: Task) -> str:
         if m.retries >= m.max_retries:
             m.place = "dlq"
+            m.end()
             return "dead"
         m.retries += 1
         m.place, m.due = "delayed", time.monotonic() + FAST["backoff_max"] + MARGIN
@@ -202,8 +223,8 @@ class BrokerMachine(RuleBasedStateMachine):
             before = self.snapshot()
             answers: dict[str, Callable[[], object]] = {
                 "heartbeat": lambda: b.heartbeat(task_id, token, LONG),
-                "ack": lambda: b.ack(task_id, token),
-                "fail": lambda: b.fail(task_id, token, "late", **FAST).status,
+                "ack": lambda: b.ack(task_id, token, json.dumps({"token": token})),
+                "fail": lambda: b.fail(task_id, token, BOOM, **FAST).status,
                 "release": lambda: b.release(task_id, token),
             }
             assert answers[op]() in (False, "stale"), f"stale {op} of {task_id}"
@@ -216,13 +237,16 @@ class BrokerMachine(RuleBasedStateMachine):
             assert b.heartbeat(task_id, token, LONG)
             m.expires = math.inf
         elif op == "ack":
-            assert b.ack(task_id, token)
+            m.result = json.dumps({"token": token})
+            assert b.ack(task_id, token, m.result)
             m.place = "completed"
+            m.end()
         elif op == "fail":
-            result = b.fail(task_id, token, "boom", **FAST)
+            result = b.fail(task_id, token, BOOM, **FAST)
             expected = "dead" if m.retries >= m.max_retries else "retry"
             SEEN[f"fail to {expected}"] += 1
             assert (result.status, result.retries) == (expected, min(m.retries + 1, m.max_retries))
+            m.error_type = BOOM.error_type
             self.retry_or_die(m)
         else:
             assert b.release(task_id, token)
@@ -240,6 +264,7 @@ class BrokerMachine(RuleBasedStateMachine):
             m = self.tasks[task_id]
             m.token += 1  # the lost holder's token is stale at once
             m.expires = math.inf
+            m.error_type = "taskq.LeaseExpired"
             expected[task_id] = self.retry_or_die(m)
             SEEN[f"reaped to {expected[task_id]}"] += 1
         assert reaped == expected
@@ -265,8 +290,26 @@ class BrokerMachine(RuleBasedStateMachine):
         if revived:
             m = self.tasks[task_id]
             m.place, m.retries, m.due = "ready", 0, 0.0
+            m.woken = False  # its next run's waiters must block again
             SEEN["revived"] += 1
             self.events += 1
+
+    # -- producers waiting for results --------------------------------------------------
+
+    @precondition(lambda self: self.tasks)
+    @rule(pick=st.integers(0, 10**6), mark=st.booleans())
+    def watch(self, pick: int, mark: bool) -> None:
+        """A producer reads a task's outcome (marking it, as result() does, or not, as
+        status() does): the state, result and error the model holds, and no event."""
+        task_id = sorted(self.tasks)[pick % len(self.tasks)]
+        m = self.tasks[task_id]
+        watched = self.broker.watch(task_id, mark)
+        assert watched is not None
+        assert (watched.state, watched.result, watched.error_type, watched.fencing_token) == (
+            STATE_OF[m.place], m.result, m.error_type, m.token)
+        if mark and not m.ended:
+            m.watched = True
+        SEEN["watched ended" if m.ended else "watched running"] += 1
 
     # -- the comparison ---------------------------------------------------------------
 
@@ -281,6 +324,11 @@ class BrokerMachine(RuleBasedStateMachine):
             assert record["state"] == STATE_OF[m.place], task_id
             assert (int(record["retries"]), int(record["fencing_token"])) == (m.retries, m.token)
             assert record.get("worker", "") == m.worker
+            # R1: a result only on a completed task, from its current token's ack.
+            assert record.get("result") == m.result, task_id
+            assert record.get("error_type", "") == m.error_type, task_id
+            woken = self.client.exists(self.broker.keys.done(task_id)) == 1
+            assert woken == m.woken, task_id
         seq = self.client.get(self.broker.keys.seq)
         assert int(seq or 0) == self.events  # E1: one event per state change
 
@@ -325,6 +373,7 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
         if set(SEEN) >= PATHS:
             break
         step(m.enqueue, None, 0.0, i % 3)
+        step(m.watch, i, True)
         for op in ("heartbeat", "fail", "ack", "release"):
             step(m.lease, "w1", False)
             if m.in_place("leased"):
@@ -335,6 +384,7 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
         if i % 2:
             step(m.retry_dead, 0, True)
         step(m.promote_once_short_delays_are_due)
+        step(m.watch, i, False)
     m.teardown()
     assert set(SEEN) >= PATHS, SEEN
 

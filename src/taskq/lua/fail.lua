@@ -73,10 +73,11 @@ retries = retries + 1
 local delay = backoff_ms(retries, base_ms, max_ms, jitter)
 local run_at = now + delay
 emit(feed, {'type', 'failed', 'task', task_id, 'state', 'delayed', 'token', token,
-  'retries', retries, 'error', error_text, 'at', run_at})
+  'retries', retries, 'error', error_text, 'error_type', error_type, 'at', run_at})
 redis.call('ZREM', leased_key, task_id)
 redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
-  'last_error', error_text, 'run_at', run_at)
+  'last_error', error_text, 'run_at', run_at, 'error_type', error_type,
+  'error_message', error_message, 'traceback', traceback)
 redis.call('ZADD', delayed_key, run_at, task_id)
 close_feed(feed)
 return {'retry', retries, integer_text(delay)}

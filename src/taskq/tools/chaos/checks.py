@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from taskq.broker import Broker
 from taskq.tools.chaos.producer import Produced
+from taskq.tools.chaos.waiters import Waited
 from taskq.tools.ledger import Ledger
 from taskq.tools.tracecheck import read_log, validate
 from taskq.transport import Client
@@ -35,21 +38,21 @@ class Findings:
         return all(c.ok for c in self.checks)
 
 
-def final_states(client: Client, broker: Broker) -> tuple[dict[str, str], int]:
-    """Each task's last state according to the event log, and how many events it has."""
-    rows = read_log(client, broker.keys.events)
+def final_states(rows: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
+    """Each task's last state according to the event log."""
     states: dict[str, str] = {}
     for _, fields in rows:
         states[fields.get("task", "")] = fields.get("state", "")
-    return states, len(rows)
+    return states
 
 
 def run_checks(
     client: Client, broker: Broker, produced: Produced, ledger: Ledger, guard: str,
-    appendfsync: str, redis_crashes: int,
+    appendfsync: str, redis_crashes: int, waited: Waited | None = None,
 ) -> Findings:
     found = Findings()
-    found.final_states, found.events = final_states(client, broker)
+    rows = read_log(client, broker.keys.events)
+    found.final_states, found.events = final_states(rows), len(rows)
     acknowledged = produced.acknowledged
     found.lost_enqueues = sorted(t for t in acknowledged if t not in found.final_states)
     unfinished = sorted(t for t in acknowledged
@@ -82,7 +85,9 @@ def run_checks(
         f"ready {counts.ready}, leased {counts.leased}, delayed {counts.delayed}, "
         f"dead {counts.dead}"))
 
-    report = validate(read_log(client, broker.keys.events))
+    found.checks.append(_results_check(client, broker, rows, waited or Waited()))
+
+    report = validate(rows)
     found.checks.append(Check(
         "trace validation of the event log", report.ok,
         f"{report.events} events of {report.tasks} tasks; {len(report.violations)} violations"
@@ -91,6 +96,46 @@ def run_checks(
 
     found.checks.append(_memory_check(client, broker, found))
     return found
+
+
+def _results_check(client: Client, broker: Broker, rows: list[tuple[int, dict[str, str]]],
+                   waited: Waited) -> Check:
+    """R1 on the real run: every result kept is the accepted run's. The simulated task
+    returns its own token, so the result of each completed event (written by the ack
+    Redis accepted) must carry that event's token, each record still kept must hold
+    the result of its current token, and each result a waiting producer got must be
+    the completed event's."""
+    in_events: dict[str, Any] = {}
+    wrong, without = [], 0
+    for _, fields in rows:
+        if fields.get("type") != "completed":
+            continue
+        task_id = fields.get("task", "")
+        if "result" not in fields:
+            without += 1  # acked at shutdown after its effect: no result is kept
+            continue
+        value = json.loads(fields["result"])
+        in_events[task_id] = value
+        if value.get("token") != int(fields.get("token", -1)):
+            wrong.append(task_id)
+    records = 0
+    for task_id in list(in_events)[:: max(1, len(in_events) // 2000)]:
+        record = broker.task(task_id)
+        if record is None or record.result is None:
+            continue  # expired since (completed_ttl)
+        records += 1
+        if json.loads(record.result).get("token") != record.fencing_token:
+            wrong.append(task_id)
+    mismatched = [t for t, v in waited.results.items() if in_events.get(t, v) != v]
+    return Check(
+        "R1: every result kept is the accepted run's",
+        not wrong and not mismatched and not waited.errors,
+        f"{len(in_events)} results on completed events, each with its event's token; "
+        f"{without} acked at shutdown with none; {records} records read back; "
+        f"{len(waited.results)} results waited for by a producer through "
+        f"{waited.outages} outages, {len(mismatched)} differing, {len(waited.errors)} errors"
+        + (f"; wrong: {wrong[:5]}" if wrong else "")
+        + (f"; errors: {list(waited.errors.items())[:2]}" if waited.errors else ""))
 
 
 def _memory_check(client: Client, broker: Broker, found: Findings) -> Check:

@@ -25,6 +25,7 @@ from taskq.tools.chaos.checks import Findings, run_checks
 from taskq.tools.chaos.faults import Injector
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.chaos.producer import Produced, Producer
+from taskq.tools.chaos.waiters import Waited, Waiter
 from taskq.tools.embedded import EmbeddedRedis, given_or_embedded
 from taskq.tools.ledger import Ledger
 from taskq.tools.tlatrace import write_log
@@ -117,16 +118,22 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     say(f"chaos: {options.tasks} tasks, {options.workers} workers x {options.concurrency}, "
         f"faults {', '.join(options.fault_kinds)} every ~{options.fault_interval}s, "
         f"seed {options.seed}, logs in {options.workdir}/")
+    waited = Waited()
+    waiter = Waiter(Broker(connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2)),
+                           QUEUE), produced, options.tasks, waited)
     producer.start()
+    waiter.start()
     try:
         _drive(result, broker, url, say)
     finally:
         producer.stopping.set()
+        waiter.stopping.set()
         injector.settle()
         stop_all(injector.workers)
+        waiter.join(5)
     crashes = sum(f.kind == "redis-crash" for f in injector.faults)
     result.findings = run_checks(client, broker, produced, ledger, options.guard,
-                                 options.appendfsync, crashes)
+                                 options.appendfsync, crashes, waited)
     # Kept for TLC's trace validation: `python -m specs.tlctrace <workdir>/events.jsonl`.
     write_log(read_log(client, broker.keys.events), options.workdir / "events.jsonl")
     _recoveries(result)
