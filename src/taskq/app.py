@@ -170,6 +170,9 @@ class App:
         """A new Broker (and connection) for this app's queue and settings."""
         return Broker.from_settings(self.settings, self.queue)
 
-    def use_broker(self, broker: Broker) -> None:
-        """Enqueue through `broker` (for tests and embedders that build their own client)."""
-        self._broker = broker
+    def use_broker(self, broker: Broker | None) -> Broker | None:
+        """Enqueue through `broker` (for tests and embedders that build their own client);
+        None makes one from the settings when next needed. Returns the broker it replaces
+        (None when none was made yet), to put back later."""
+        previous, self._broker = self._broker, broker
+        return previous

@@ -152,7 +152,13 @@ def current_task() -> TaskContext:
     try:
         return _current.get()
     except LookupError:
-        raise TaskqError("current_task() was called outside a running task handler") from None
+        raise TaskqError(
+            "current_task() was called outside a running task handler: only a task a "
+            "worker runs has one. Calling the task function directly runs it without the "
+            "queue (no task id, lease, retries or effect fence); to test it as a worker "
+            "runs it, use taskq.testing.TaskRunner (an embedded Redis and a real worker "
+            "for your tests)"
+        ) from None
 
 
 def bind(context: TaskContext) -> contextvars.Token[TaskContext]:

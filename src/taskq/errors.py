@@ -52,6 +52,11 @@ class ResultTimeoutError(TaskqError, TimeoutError):
     the task itself is not affected and may still end later."""
 
 
+class IdleTimeoutError(TaskqError, TimeoutError):
+    """Raised by `taskq.testing.TaskRunner.run_until_idle` when the queue still holds
+    ready, running or delayed tasks at its timeout; the message lists them."""
+
+
 class TaskNotFoundError(TaskqError):
     """Raised when no record of a task exists: it never did, or it ended and its record
     expired (completed records are kept COMPLETED_TTL_SECONDS, or the task's result_ttl)."""

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -190,3 +191,13 @@ class Runner:
         for _ in self._threads:
             self._jobs.put(None)
         self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def join(self, timeout: float) -> list[str]:
+        """After `close`, wait up to `timeout` seconds in all for the handler threads and
+        the loop's thread to end; returns the names of those still running (a handler
+        that has not returned)."""
+        threads = [t for t in (*self._threads, self._loop_thread) if t.ident is not None]
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [t.name for t in threads if t.is_alive()]
