@@ -29,7 +29,7 @@ class ResultError(TaskqError):
 
 
 class TaskFailed(TaskqError):
-    """Raised by a task handle's `result()` when the task is dead: it failed its last
+    """Raised when a task handle's `result()` finds the task dead: it failed its last
     attempt. Carries what the worker saw: the exception's type (as module.Name), its
     message and the whole traceback, as text (the remote exception itself is not
     rebuilt: its class may not exist in the producer)."""
@@ -48,12 +48,12 @@ class TaskFailed(TaskqError):
 
 
 class ResultTimeoutError(TaskqError, TimeoutError):
-    """Raised by `result(timeout=...)` when the task has not ended within the timeout;
+    """Raised when `result(timeout=...)` sees no end of the task within the timeout;
     the task itself is not affected and may still end later."""
 
 
 class IdleTimeoutError(TaskqError, TimeoutError):
-    """Raised by `taskq.testing.TaskRunner.run_until_idle` when the queue still holds
+    """Raised when `taskq.testing.TaskRunner.run_until_idle` finds the queue still holds
     ready, running or delayed tasks at its timeout; the message lists them."""
 
 
@@ -63,9 +63,9 @@ class TaskNotFoundError(TaskqError):
 
 
 class NoResultError(TaskqError):
-    """Raised by `result()` for a task that completed without keeping a result: its task
-    was registered with `store_result=False`, or the worker acked it at shutdown after
-    its effect and cut off the rest of its handler."""
+    """Raised when `result()` is asked for a task that completed without keeping a
+    result: its task was registered with `store_result=False`, or the worker acked it at
+    shutdown after its effect and cut off the rest of its handler."""
 
 
 class UnknownTaskError(TaskqError):
