@@ -11,6 +11,8 @@ ENQUEUE_FACTOR = 3.0
 P50_MS = 2.0
 P99_MS = 10.0
 FEED_DELIVERIES = 20_000.0
+RESULTS_COST = 0.10
+RESULT_P50_MS = 2.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,14 @@ def _at_least(what: str, value: float | None, limit: float, ended: float | None)
     return Target(what, rate(value), f">= {limit:,.0f}/s", value / limit)
 
 
+def _cost_at_most(what: str, value: float | None, limit: float) -> Target:
+    if value is None:
+        return Target(what, "", f"<= {limit:.0%} slower", None)
+    # A run that keeps results as fast as one that does not meets it with room to spare.
+    factor = limit / value if value > 0 else 99.0
+    return Target(what, f"{value:+.1%}", f"<= {limit:.0%} slower", factor)
+
+
 def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
     get = figures.get
     peer_drain = labels.get("peer-best-drain", "fastest peer")
@@ -81,6 +91,14 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
         _at_most("Pickup latency p99, `async def` handler", get("latency-p99-async"), P99_MS),
         _at_most("Pickup latency p50, `def` handler", get("latency-p50-sync"), P50_MS),
         _at_most("Pickup latency p99, `def` handler", get("latency-p99-sync"), P99_MS),
+        _cost_at_most("Drain of the `def` no-op with results kept, vs results off",
+                      get("results-cost-sync"), RESULTS_COST),
+        _cost_at_most("Drain of the `async def` no-op with results kept, vs results off",
+                      get("results-cost-async"), RESULTS_COST),
+        _at_most("`result()` p50 after the handler returned, `def`", get("result-p50-sync"),
+                 RESULT_P50_MS),
+        _at_most("`result()` p50 after the handler returned, `async def`",
+                 get("result-p50-async"), RESULT_P50_MS),
         _at_least("Feed deliveries, 100 clients, one `taskq serve`", get("feed-100"),
                   FEED_DELIVERIES, get("feed-100-ended")),
         _at_least("Feed deliveries, 1,000 clients, one `taskq serve`", get("feed-1000"),
@@ -91,7 +109,7 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
 def section(figures: dict[str, float], labels: dict[str, str]) -> tuple[Section, bool]:
     """The targets table, and whether any measured target was missed."""
     targets = judge(figures, labels)
-    result = Section("targets", "Targets of issue 7",
+    result = Section("targets", "Targets (issues 7 and 16)",
                      ["target", "measured", "required", "factor (>= 1 is met)", "verdict"],
                      rows=[t.row() for t in targets])
     result.notes.append(

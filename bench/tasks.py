@@ -46,7 +46,13 @@ def _async_client() -> aioredis.Redis:
 def make_app(queue: str | None = None, settings: Settings | None = None) -> App:
     """An App with every bench handler registered under a fixed name."""
     app = App(queue=queue, settings=settings)
+    _no_ops(app)
+    _counted(app)
+    _timed(app)
+    return app
 
+
+def _no_ops(app: App) -> None:
     @app.task("bench.noop_async")
     async def noop_async() -> None:
         """Does nothing: what is left is the queue's own cost."""
@@ -55,6 +61,40 @@ def make_app(queue: str | None = None, settings: Settings | None = None) -> App:
     def noop_sync() -> None:
         """Does nothing, on a handler thread."""
 
+    @app.task("bench.noop_async_unkept", store_result=False)
+    async def noop_async_unkept() -> None:
+        """The async no-op with results off: what storing its result costs is the gap."""
+
+    @app.task("bench.noop_sync_unkept", store_result=False)
+    def noop_sync_unkept() -> None:
+        """The `def` no-op with results off."""
+
+
+def _timed(app: App) -> None:
+    @app.task("bench.clock_async")
+    async def clock_async() -> float:
+        """Returns the time it returned at, for how soon a waiting producer has it."""
+        return time.time()
+
+    @app.task("bench.clock_sync")
+    def clock_sync() -> float:
+        """Returns the time it returned at, on a handler thread."""
+        return time.time()
+
+    @app.task("bench.stamp_async")
+    async def stamp_async(tag: str) -> None:
+        """Records when the handler started, for pickup latency."""
+        started = time.time()
+        await _async_client().rpush(STAMPS_KEY, f"{tag} {started!r}")
+
+    @app.task("bench.stamp_sync")
+    def stamp_sync(tag: str) -> None:
+        """Records when the handler started, on a handler thread."""
+        started = time.time()
+        _client().rpush(STAMPS_KEY, f"{tag} {started!r}")
+
+
+def _counted(app: App) -> None:
     @app.task("bench.tally_async")
     async def tally_async() -> None:
         """The peers' counted no-op: one byte appended to the run's tally file."""
@@ -74,20 +114,6 @@ def make_app(queue: str | None = None, settings: Settings | None = None) -> App:
     def count_sync() -> None:
         """The INCR-counted no-op on a handler thread."""
         _client().incr(COUNTER_KEY)
-
-    @app.task("bench.stamp_async")
-    async def stamp_async(tag: str) -> None:
-        """Records when the handler started, for pickup latency."""
-        started = time.time()
-        await _async_client().rpush(STAMPS_KEY, f"{tag} {started!r}")
-
-    @app.task("bench.stamp_sync")
-    def stamp_sync(tag: str) -> None:
-        """Records when the handler started, on a handler thread."""
-        started = time.time()
-        _client().rpush(STAMPS_KEY, f"{tag} {started!r}")
-
-    return app
 
 
 app = make_app()

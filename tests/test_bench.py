@@ -28,13 +28,21 @@ class TestBench:
         assert "| `enqueue_many`, batches of 1000 (default) | 400 |" in report
         for fact in ("- Date:", "- Machine:", "- Python", "- Redis server", "- Packages:"):
             assert fact in report
-        assert "## Targets of issue 7" in report
+        assert "## Targets (issues 7 and 16)" in report
 
     @pytest.mark.processes
     def test_a_tiny_drain_counts_every_task(self, tmp_path: Path) -> None:
         report = run_bench("--only", "drain", "--n", "600", out=tmp_path / "bench.md")
         assert "## Drain rate" in report
         assert "`async def` no-op, best** | 1 x 8 | 600 |" in report
+        assert "FAILED" not in report
+
+    @pytest.mark.processes
+    def test_a_tiny_results_run_times_result_and_its_cost(self, tmp_path: Path) -> None:
+        report = run_bench("--only", "results", "--n", "1200", out=tmp_path / "bench.md")
+        assert "## Results: their cost to a drain, and `result()` latency" in report
+        assert "| drain with results kept vs off | `def` handler |" in report
+        assert "| `result()` after the handler returned | `async def` handler | p50 " in report
         assert "FAILED" not in report
 
 
