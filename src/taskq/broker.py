@@ -8,10 +8,11 @@ from datetime import datetime
 from typing import Any
 
 from taskq.boundary import broker_error, redis_errors, text
+from taskq.calls import counts_call, counts_from, enqueue_calls, enqueued, record_from, watch_call
 from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
-from taskq.fields import enqueue_fields
+from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import QUEUES_KEY, QueueKeys, check_held, check_task_id, new_id
 from taskq.limits import (
@@ -138,33 +139,17 @@ class Broker:
         Each batch is one atomic step; a batch that fails (Redis away) raises, and the
         batches before it stay enqueued: sending the same tasks again is safe."""
         BATCH_SIZE.check(batch_size)
-        if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence):
-            raise InvalidTaskError(f"tasks must be a sequence of NewTask, not {shown(tasks)}")
-        fields = []
-        for t in tasks:
-            if not isinstance(t, NewTask):
-                raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
-            fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
-                                         t.idempotency_key, t.idempotency_ttl,
-                                         self.max_payload_bytes, t.run_at, t.result_ttl))
-        return self._enqueue_batches(fields, batch_size)
+        return self._enqueue_batches(new_task_fields(tasks, self.max_payload_bytes),
+                                     batch_size)
 
     def _enqueue_batches(self, fields: list[list[Any]], batch_size: int) -> list[TaskHandle]:
         self._register_queue()
-        k = self.keys
         results: list[TaskHandle] = []
-        for start in range(0, len(fields), batch_size):
-            batch = fields[start : start + batch_size]
+        for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             with redis_errors("enqueue tasks"):
-                reply = self.scripts.enqueue(
-                    keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
-                    args=[k.prefix, self.events_retention, len(batch),
-                          *(value for task in batch for value in task)],
-                )
-            results.extend(
-                TaskHandle(text(reply[i]), bool(int(reply[i + 1])), broker=self)
-                for i in range(0, len(reply), 2)
-            )
+                reply = self.scripts.enqueue(keys=keys, args=args)
+            results.extend(TaskHandle(task_id, created, broker=self)
+                           for task_id, created in enqueued(reply))
         return results
 
     def _register_queue(self) -> None:
@@ -374,9 +359,9 @@ class Broker:
     def watch(self, task_id: str, mark: bool = True) -> Watched | None:
         """How the task stands, read with its result or error; None if it has no record.
         With `mark`, a task that has not ended will wake `wait_done` when it ends."""
+        keys, args = watch_call(self.keys, task_id, mark)
         with redis_errors("read a task's result"):
-            reply = self.scripts.watch(keys=[self.keys.task(check_task_id(task_id))],
-                                       args=["1" if mark else "0"])
+            reply = self.scripts.watch(keys=keys, args=args)
         return Watched.from_reply(reply)
 
     def wait_done(self, task_id: str, timeout: float) -> bool:
@@ -460,20 +445,16 @@ class Broker:
         """The task's stored record, or None if there is none."""
         with redis_errors("read a task's record"):
             raw = self.client.hgetall(self.keys.task(check_task_id(task_id)))
-        if not raw:
-            return None
-        return TaskRecord.from_hash(task_id, {text(a): text(b) for a, b in raw.items()})
+        return record_from(task_id, raw)
 
     def counts(self) -> QueueCounts:
         """How many ids are ready, leased, delayed and dead, read in one atomic step
         (the snapshot script listing nothing: a cluster cannot run MULTI on a node
         that failed over, but routes a script by its keys like any command)."""
-        k = self.keys
+        keys, args = counts_call(self.keys)
         with redis_errors("count the queue's tasks"):
-            reply = self.scripts.snapshot(
-                keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch], args=[k.prefix, 0]
-            )
-        return QueueCounts(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
+            reply = self.scripts.snapshot(keys=keys, args=args)
+        return counts_from(reply)
 
     def server_time_ms(self) -> int:
         """Redis server time: the clock every lease and run-at time is measured on."""

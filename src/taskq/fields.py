@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -9,6 +10,7 @@ from taskq.codec import encode_payload
 from taskq.errors import InvalidTaskError
 from taskq.keys import check_idempotency_key, check_task_id, check_task_name
 from taskq.limits import IDEMPOTENCY_TTL, MAX_RETRIES, RUN_AT_MS_MAX, shown, to_ms
+from taskq.results import NewTask
 
 
 def enqueue_fields(
@@ -38,6 +40,21 @@ def enqueue_fields(
     result_ttl_ms = "" if result_ttl is None else to_ms(result_ttl, "result_ttl")
     return [task_id, name, encode_payload(payload, max_payload_bytes), delay_ms, run_at_ms,
             max_retries, key, ttl, result_ttl_ms]
+
+
+def new_task_fields(tasks: Sequence[NewTask], max_payload_bytes: int) -> list[list[Any]]:
+    """`enqueue_fields` of each of `tasks`, all checked before any is sent, or
+    `InvalidTaskError` naming the first that is wrong."""
+    if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence):
+        raise InvalidTaskError(f"tasks must be a sequence of NewTask, not {shown(tasks)}")
+    fields = []
+    for t in tasks:
+        if not isinstance(t, NewTask):
+            raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
+        fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
+                                     t.idempotency_key, t.idempotency_ttl, max_payload_bytes,
+                                     t.run_at, t.result_ttl))
+    return fields
 
 
 def run_at_milliseconds(run_at: datetime | None) -> int:

@@ -1,0 +1,58 @@
+"""The producer's script calls, built and read once for the blocking and the asyncio broker.
+
+Each function here either builds the KEYS and ARGV of a script call or reads its reply;
+sending it is left to the broker, so `Broker` and `AsyncBroker` differ only in how they
+wait for Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from taskq.boundary import text
+from taskq.keys import QueueKeys, check_task_id
+from taskq.results import QueueCounts, TaskRecord
+
+Call = tuple[list[str], list[Any]]
+"""A script call's KEYS and ARGV."""
+
+
+def enqueue_calls(keys: QueueKeys, retention: int, fields: list[list[Any]],
+                  batch_size: int) -> Iterator[Call]:
+    """One enqueue.lua call per `batch_size` tasks of `fields` (each task's checked
+    values, from `taskq.fields`), in order."""
+    queue_keys = [keys.ready, keys.delayed, keys.events, keys.seq, keys.epoch, keys.wake]
+    for start in range(0, len(fields), batch_size):
+        batch = fields[start : start + batch_size]
+        yield queue_keys, [keys.prefix, retention, len(batch),
+                           *(value for task in batch for value in task)]
+
+
+def enqueued(reply: list[Any]) -> Iterator[tuple[str, bool]]:
+    """enqueue.lua's reply as `(task_id, created)` pairs, in the order sent."""
+    for i in range(0, len(reply), 2):
+        yield text(reply[i]), bool(int(reply[i + 1]))
+
+
+def watch_call(keys: QueueKeys, task_id: str, mark: bool) -> Call:
+    """The watch.lua call that reads `task_id` (and, with `mark`, asks to be woken)."""
+    return [keys.task(check_task_id(task_id))], ["1" if mark else "0"]
+
+
+def counts_call(keys: QueueKeys) -> Call:
+    """The snapshot.lua call that lists nothing and only counts."""
+    return ([keys.ready, keys.leased, keys.delayed, keys.dlq, keys.events, keys.epoch],
+            [keys.prefix, 0])
+
+
+def counts_from(reply: list[Any]) -> QueueCounts:
+    """The counts in the reply of `counts_call`."""
+    return QueueCounts(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
+
+
+def record_from(task_id: str, raw: dict[Any, Any]) -> TaskRecord | None:
+    """A task's record from its HGETALL reply; None for an empty one (no record)."""
+    if not raw:
+        return None
+    return TaskRecord.from_hash(task_id, {text(a): text(b) for a, b in raw.items()})
