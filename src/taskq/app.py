@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.codec import args_payload
 from taskq.errors import InvalidTaskError
@@ -49,6 +52,13 @@ class Task(Generic[P, R]):
         is sent."""
         return self.app.broker.enqueue_many([self.call(*args, **kwargs)], 1)[0]
 
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> TaskHandle:
+        """`enqueue` for coroutines (a FastAPI or Starlette endpoint): the same options
+        and checks, sent with the app's asyncio client, so the event loop never blocks;
+        wait for the result with `await handle.result_async(timeout)`."""
+        call = self.call(*args, **kwargs)
+        return (await self.app.async_broker.enqueue_many([call], 1))[0]
+
     def call(self, *args: Any, **kwargs: Any) -> NewTask:
         """A checked call of this task, with the options `enqueue` takes, to enqueue later
         with others: `task.enqueue_many([task.call(1), task.call(2, delay=5)])`."""
@@ -76,12 +86,22 @@ class Task(Generic[P, R]):
         arguments. Every call is checked before any is sent; each batch is one atomic
         step, and sending the same calls again after an error is safe when they carry
         task ids or idempotency keys."""
+        return self.app.broker.enqueue_many(self._calls(calls, batch_size), batch_size)
+
+    async def enqueue_many_async(self, calls: Iterable[NewTask | tuple[Any, ...]],
+                                 batch_size: int = 1000) -> list[TaskHandle]:
+        """`enqueue_many` for coroutines: the same calls and checks, sent with the app's
+        asyncio client; the handles answer `await handle.result_async()`."""
+        tasks = self._calls(calls, batch_size)
+        return await self.app.async_broker.enqueue_many(tasks, batch_size)
+
+    def _calls(self, calls: Iterable[NewTask | tuple[Any, ...]],
+               batch_size: int) -> list[NewTask]:
         BATCH_SIZE.check(batch_size)
         if isinstance(calls, str | bytes | dict):
             raise InvalidTaskError(f"calls must be an iterable of task.call(...) or tuples of "
                                    f"arguments, not {shown(calls)}")
-        tasks = [self._as_call(c) for c in calls]
-        return self.app.broker.enqueue_many(tasks, batch_size)
+        return [self._as_call(c) for c in calls]
 
     def _as_call(self, call: object) -> NewTask:
         if isinstance(call, NewTask):
@@ -121,6 +141,7 @@ class App:
         self.queue = queue or self.settings.queue
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._broker: Broker | None = None
+        self._async = _LoopBroker()
 
     def task(
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True
@@ -160,6 +181,11 @@ class App:
         another process too): its `status()` and `result()`."""
         return self.broker.handle(task_id)
 
+    def handle_async(self, task_id: str) -> TaskHandle:
+        """`handle` for coroutines: its `await status_async()` and `await result_async()`
+        use the app's asyncio client."""
+        return self.async_broker.handle(task_id)
+
     @property
     def broker(self) -> Broker:
         if self._broker is None:
@@ -176,3 +202,40 @@ class App:
         (None when none was made yet), to put back later."""
         previous, self._broker = self._broker, broker
         return previous
+
+    @property
+    def async_broker(self) -> AsyncBroker:
+        """The AsyncBroker of `enqueue_async` and `handle_async`, made on first use in
+        each event loop: an asyncio client belongs to the loop it connects on, so a new
+        loop (a second `asyncio.run`, a test client's portal) gets a new one rather than
+        one whose connections wait on a loop that no longer runs."""
+        mine, loop = self._async, _running_loop()
+        if mine.broker is None or mine.loop is not loop:
+            mine.broker = AsyncBroker.from_settings(self.settings, self.queue)
+            mine.loop = loop
+        return mine.broker
+
+    async def aclose(self) -> None:
+        """Close the asyncio client made in this event loop (in an ASGI app's lifespan,
+        at shutdown); the next `enqueue_async` makes a new one."""
+        mine = self._async
+        broker, loop = mine.broker, mine.loop
+        mine.broker, mine.loop = None, None
+        # One made in another loop cannot be closed from this one: it is dropped.
+        if broker is not None and loop is _running_loop():
+            await broker.aclose()
+
+
+class _LoopBroker(threading.local):
+    """The AsyncBroker of the loop a thread last used, kept per thread since threads
+    run event loops of their own at once."""
+
+    broker: AsyncBroker | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

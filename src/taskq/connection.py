@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeAlias
+
 import redis
+import redis.asyncio
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from taskq.settings import Settings
 from taskq.transport import Client
+
+AsyncClient: TypeAlias = redis.asyncio.Redis | AsyncRedisCluster
+"""A client `connect_async()` makes and `AsyncBroker` accepts: one node, or a cluster."""
+
+# Brief blips are retried by the client itself, three times with a growing pause.
+RETRIES = 3
+
+
+def _backoff() -> ExponentialBackoff:
+    return ExponentialBackoff(cap=1.0, base=0.05)
+
+
+def _options(settings: Settings) -> dict[str, Any]:
+    """What every client takes alike, blocking or asyncio, single node or cluster."""
+    timeout = settings.redis_timeout_seconds
+    return {"decode_responses": True, "socket_timeout": timeout,
+            "socket_connect_timeout": timeout}
 
 
 def connect(settings: Settings | None = None) -> Client:
@@ -22,22 +44,39 @@ def connect(settings: Settings | None = None) -> Client:
     by the first command (only a cluster client connects here).
     """
     settings = settings or Settings.from_env()
-    timeout = settings.redis_timeout_seconds
-    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3)
+    retry = Retry(_backoff(), retries=RETRIES)
     if settings.redis_cluster:
-        return RedisCluster.from_url(
-            settings.redis_url,
-            decode_responses=True,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=retry,
-        )
+        return RedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings))
     return redis.Redis.from_url(
         settings.redis_url,
-        decode_responses=True,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
         retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
+        **_options(settings),
     )
+
+
+def async_client(settings: Settings) -> AsyncClient:
+    """`connect`'s client for asyncio (`redis.asyncio`), with the same timeouts and
+    retries, not yet connected: it connects on its first command, on the event loop
+    that awaits it, and belongs to that loop from then on."""
+    retry = AsyncRetry(_backoff(), retries=RETRIES)
+    if settings.redis_cluster:
+        return AsyncRedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings))
+    return redis.asyncio.Redis.from_url(
+        settings.redis_url,
+        retry=retry,
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        health_check_interval=30,
+        **_options(settings),
+    )
+
+
+async def connect_async(settings: Settings | None = None) -> AsyncClient:
+    """`connect` for asyncio: a `redis.asyncio.Redis`, or with TASKQ_REDIS_CLUSTER a
+    `redis.asyncio.cluster.RedisCluster` that has found the cluster's nodes, as
+    `connect`'s does, before it returns. Close it with `await client.aclose()`."""
+    client = async_client(settings or Settings.from_env())
+    if isinstance(client, AsyncRedisCluster):
+        await client.initialize()
+    return client

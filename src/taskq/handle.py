@@ -8,11 +8,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from taskq.codec import decode_result
-from taskq.errors import NoResultError, ResultTimeoutError, TaskFailed, TaskNotFoundError
+from taskq.errors import (
+    NoResultError,
+    ResultTimeoutError,
+    TaskFailed,
+    TaskNotFoundError,
+    TaskqError,
+)
 from taskq.limits import TIMEOUT, shown
 from taskq.results import Enqueued, TaskRecord, Watched
 
 if TYPE_CHECKING:
+    from taskq.aio import AsyncBroker
     from taskq.broker import Broker
 
 # The longest one blocking wait lasts before the record is read again: a record deleted
@@ -24,9 +31,14 @@ WAIT_SLICE_SECONDS = 1.0
 class TaskHandle(Enqueued):
     """An enqueued task, as its producer sees it: `status()`, and `result()` waiting for
     its end. It is the `Enqueued` of the call (`task_id`, `created`), so code that reads
-    those keeps working; `App.handle(task_id)` makes one for any task id later."""
+    those keeps working; `App.handle(task_id)` makes one for any task id later.
 
-    broker: Broker = field(repr=False, kw_only=True)
+    A handle from `Broker` answers both `result()` and `await result_async()` (the
+    latter on a thread); a handle from `AsyncBroker` (`Task.enqueue_async`,
+    `App.handle_async`) answers only the `_async` methods, with its asyncio client."""
+
+    broker: Broker | None = field(default=None, repr=False, kw_only=True)
+    async_broker: AsyncBroker | None = field(default=None, repr=False, kw_only=True)
 
     def __eq__(self, other: object) -> bool:
         # Equal to the plain Enqueued of the same call, as the value it stays.
@@ -39,13 +51,12 @@ class TaskHandle(Enqueued):
 
     def record(self) -> TaskRecord | None:
         """The task's whole stored record, or None if it has none."""
-        return self.broker.task(self.task_id)
+        return self._blocking("record").task(self.task_id)
 
     def status(self) -> str:
         """pending, delayed, running, completed or dead; "unknown" when there is no
         record (it never existed, or it ended and its record expired)."""
-        watched = self.broker.watch(self.task_id, mark=False)
-        return "unknown" if watched is None else watched.state
+        return state_of(self._blocking("status").watch(self.task_id, mark=False))
 
     def result(self, timeout: float | None = None) -> Any:
         """The task's return value once it has completed, waiting up to `timeout` seconds
@@ -57,31 +68,75 @@ class TaskHandle(Enqueued):
         `TaskNotFoundError` when it has no record, and `ResultTimeoutError` when the
         timeout passes first. Of a task that ran more than once, the result is the one
         of the run whose ack Redis accepted: an ack with a stale token keeps nothing."""
-        if timeout is not None:
-            TIMEOUT.check(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        broker = self._blocking("result")
+        wait = ResultWait(self.task_id, broker.queue, timeout)
         while True:
-            watched = self.broker.watch(self.task_id)
-            if watched is None:
-                raise TaskNotFoundError(self._missing())
-            if watched.ended:
-                return self._outcome(watched)
-            left = WAIT_SLICE_SECONDS if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise ResultTimeoutError(
-                    f"task {self.task_id} has not ended within {timeout:g}s: it is "
-                    f"{watched.state}")
-            self.broker.wait_done(self.task_id, min(left, WAIT_SLICE_SECONDS))
+            watched = broker.watch(self.task_id)
+            if watched is not None and watched.ended:
+                return outcome(self.task_id, watched)
+            broker.wait_done(self.task_id, wait.next_block(watched))
+
+    async def status_async(self) -> str:
+        """`status()` for coroutines."""
+        broker = self.async_broker
+        if broker is None:
+            return await asyncio.to_thread(self.status)
+        return state_of(await broker.watch(self.task_id, mark=False))
 
     async def result_async(self, timeout: float | None = None) -> Any:
-        """`result()` for coroutines: the wait runs on a thread, never on the event loop."""
-        return await asyncio.to_thread(self.result, timeout)
+        """`result()` for coroutines, raising the same errors: the event loop runs other
+        coroutines while Redis holds the wait. A handle from `Broker` waits on a thread."""
+        broker = self.async_broker
+        if broker is None:
+            return await asyncio.to_thread(self.result, timeout)
+        wait = ResultWait(self.task_id, broker.queue, timeout)
+        while True:
+            watched = await broker.watch(self.task_id)
+            if watched is not None and watched.ended:
+                return outcome(self.task_id, watched)
+            await broker.wait_done(self.task_id, wait.next_block(watched))
 
-    def _outcome(self, watched: Watched) -> Any:
-        return outcome(self.task_id, watched)
+    def _blocking(self, method: str) -> Broker:
+        if self.broker is None:
+            raise TaskqError(
+                f"this handle on task {self.task_id} came from an AsyncBroker, which does "
+                f"not block: use `await handle.{method}_async()`"
+                if self.async_broker is not None else
+                f"this handle on task {self.task_id} has no broker to ask")
+        return self.broker
 
-    def _missing(self) -> str:
-        return missing(self.task_id, self.broker.queue)
+
+class ResultWait:
+    """When a wait for one task's result ends, and how long it blocks in between: what
+    `result()` and `result_async()` share, apart from how they block."""
+
+    __slots__ = ("deadline", "queue", "task_id", "timeout")
+
+    def __init__(self, task_id: str, queue: str, timeout: float | None) -> None:
+        if timeout is not None:
+            TIMEOUT.check(timeout)
+        self.task_id, self.queue, self.timeout = task_id, queue, timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def next_block(self, watched: Watched | None) -> float:
+        """Seconds to block on the task's done list before reading it again, having
+        read it (marked) as `watched`, not ended: the time left, at most one slice.
+        Raises `TaskNotFoundError` when it has no record, `ResultTimeoutError` once the
+        timeout has passed."""
+        if watched is None:
+            raise TaskNotFoundError(missing(self.task_id, self.queue))
+        if self.deadline is None:
+            return WAIT_SLICE_SECONDS
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ResultTimeoutError(f"task {self.task_id} has not ended within "
+                                     f"{self.timeout:g}s: it is {watched.state}")
+        return min(left, WAIT_SLICE_SECONDS)
+
+
+def state_of(watched: Watched | None) -> str:
+    """The state a handle's `status()` reports for what watch read."""
+    return "unknown" if watched is None else watched.state
 
 
 def outcome(task_id: str, watched: Watched) -> Any:

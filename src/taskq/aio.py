@@ -1,0 +1,159 @@
+"""Producing from asyncio: enqueue and wait for results without blocking the event loop.
+
+`AsyncBroker` runs the same scripts as `Broker`, built and read by the same functions
+(`taskq.fields`, `taskq.calls`), on a `redis.asyncio` client; it offers what a
+producer needs (enqueue, read, wait), not what a worker does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from redis.commands.core import AsyncScript
+
+from taskq.boundary import redis_errors
+from taskq.calls import counts_call, counts_from, enqueue_calls, enqueued, record_from, watch_call
+from taskq.connection import AsyncClient, async_client
+from taskq.errors import ConfigError
+from taskq.fields import enqueue_fields, new_task_fields
+from taskq.handle import TaskHandle
+from taskq.keys import QUEUES_KEY, QueueKeys, check_task_id
+from taskq.limits import BATCH_SIZE, EVENTS_RETENTION, IDEMPOTENCY_TTL, MAX_PAYLOAD_BYTES, TIMEOUT
+from taskq.results import SIMULATE_TASK, NewTask, QueueCounts, TaskRecord, Watched
+from taskq.scripts import source
+from taskq.settings import Settings
+
+__all__ = ["AsyncBroker"]
+
+
+class AsyncBroker:
+    """A queue on a Redis server, for coroutines: `Broker`'s producer operations, each
+    awaited, each the same atomic script with the same checks and errors.
+
+    It belongs to the event loop its client first connects on: make one per loop, and
+    `await aclose()` it on that loop. Scripts go as EVALSHA, loaded again by redis-py
+    when the server lost them (NOSCRIPT), on a single node and a cluster alike."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        queue: str = "default",
+        *,
+        events_retention: int = EVENTS_RETENTION.default,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
+    ) -> None:
+        self.keys = QueueKeys(queue)
+        self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
+        self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
+        self.client = client
+        self.queue = queue
+        self._enqueue = self._script("enqueue")
+        self._watch = self._script("watch")
+        self._snapshot = self._script("snapshot")
+        self._registered = False
+
+    def _script(self, name: str) -> AsyncScript:
+        return self.client.register_script(source(name))
+
+    @classmethod
+    def from_settings(cls, settings: Settings, queue: str | None = None) -> AsyncBroker:
+        """An AsyncBroker on a new client for `settings.redis_url`, for `queue`; it
+        connects on its first command."""
+        return cls(
+            async_client(settings),
+            queue or settings.queue,
+            events_retention=settings.events_retention,
+            max_payload_bytes=settings.max_payload_bytes,
+        )
+
+    async def aclose(self) -> None:
+        """Close the client and its connections."""
+        await self.client.aclose()
+
+    # -- producers ---------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        task_id: str,
+        delay: float = 0,
+        max_retries: int = 3,
+        payload: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        idempotency_ttl: int = IDEMPOTENCY_TTL.default,
+        *,
+        name: str = SIMULATE_TASK,
+        run_at: datetime | None = None,
+        result_ttl: float | None = None,
+    ) -> TaskHandle:
+        """`Broker.enqueue`, awaited: create a task unless its id or idempotency key
+        already names one. The handle waits with `await handle.result_async()`."""
+        fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
+                                idempotency_ttl, self.max_payload_bytes, run_at, result_ttl)
+        return (await self._enqueue_batches([fields], 1))[0]
+
+    async def enqueue_many(self, tasks: Sequence[NewTask],
+                           batch_size: int = 1000) -> list[TaskHandle]:
+        """`Broker.enqueue_many`, awaited: every task checked before any is sent, then
+        `batch_size` per atomic script call; handles come back in order."""
+        BATCH_SIZE.check(batch_size)
+        return await self._enqueue_batches(new_task_fields(tasks, self.max_payload_bytes),
+                                           batch_size)
+
+    async def _enqueue_batches(self, fields: list[list[Any]],
+                               batch_size: int) -> list[TaskHandle]:
+        await self._register_queue()
+        results: list[TaskHandle] = []
+        for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
+            with redis_errors("enqueue tasks"):
+                reply = await self._enqueue(keys=keys, args=args)
+            results.extend(TaskHandle(task_id, created, async_broker=self)
+                           for task_id, created in enqueued(reply))
+        return results
+
+    async def _register_queue(self) -> None:
+        if not self._registered:
+            with redis_errors("register the queue"):
+                await self.client.sadd(QUEUES_KEY, self.queue)
+            self._registered = True
+
+    def handle(self, task_id: str) -> TaskHandle:
+        """A handle on the task `task_id` (which may not exist yet, or any more), whose
+        `status_async()` and `result_async()` use this broker."""
+        return TaskHandle(check_task_id(task_id), False, async_broker=self)
+
+    # -- reads and waits ---------------------------------------------------------------
+
+    async def task(self, task_id: str) -> TaskRecord | None:
+        """The task's stored record, or None if there is none."""
+        with redis_errors("read a task's record"):
+            raw = await self.client.hgetall(self.keys.task(check_task_id(task_id)))
+        return record_from(task_id, raw)
+
+    async def counts(self) -> QueueCounts:
+        """How many ids are ready, leased, delayed and dead, read in one atomic step."""
+        keys, args = counts_call(self.keys)
+        with redis_errors("count the queue's tasks"):
+            reply = await self._snapshot(keys=keys, args=args)
+        return counts_from(reply)
+
+    async def watch(self, task_id: str, mark: bool = True) -> Watched | None:
+        """`Broker.watch`, awaited: how the task stands, None if it has no record; with
+        `mark`, a task that has not ended will wake `wait_done` when it ends."""
+        keys, args = watch_call(self.keys, task_id, mark)
+        with redis_errors("read a task's result"):
+            reply = await self._watch(keys=keys, args=args)
+        return Watched.from_reply(reply)
+
+    async def wait_done(self, task_id: str, timeout: float) -> bool:
+        """`Broker.wait_done`, awaited: until a task that `watch` marked ends, or
+        `timeout` seconds pass, the loop runs other coroutines while Redis holds the
+        BLMOVE. True if it woke for an end (call `watch` again to read it)."""
+        done = self.keys.done(check_task_id(task_id))
+        TIMEOUT.check(timeout)
+        with redis_errors("wait for a task to end"):
+            # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
+            moved = await self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
+                                             "RIGHT", "LEFT")
+        return moved is not None
