@@ -122,6 +122,16 @@ def test_worker_paused_after_its_charge_has_its_ack_refused_after_takeover(
     assert queue.handle("t1").result(timeout=5)["token"] == 3
 
 
+def test_result_waited_for_here_comes_from_a_worker_process(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    workers.start(WORK_SECONDS="0.3")
+    handles = [queue.enqueue(f"t{n}", payload=CHARGE) for n in range(3)]
+    results = [handle.result(timeout=20) for handle in handles]
+    assert results == [{"outcome": "applied", "token": 1, "attempt": 1}] * 3
+    assert charge_tokens(ledger_path, "t0") == [1]
+
+
 def test_sigterm_drains_the_task_in_hand_and_exits_zero(
     workers: WorkerProcesses, queue: Broker, ledger_path: Path
 ) -> None:
