@@ -1,0 +1,196 @@
+"""One task as people look at it: its record with the result and failure decoded, and
+its events still in the queue's log, found by a bounded scan from the log's newest end."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from taskq.boundary import redis_errors, text
+from taskq.broker import Broker
+from taskq.codec import decode_result
+from taskq.errors import ResultError
+from taskq.keys import check_task_id
+from taskq.limits import HISTORY_SCAN
+from taskq.results import Failure, TaskRecord
+
+# Where the scan of the log ended: at the task's `enqueued` event (every event of the
+# task since is listed), at the log's oldest entry (older ones were trimmed, or never
+# were), or at the bound on entries read (older events of the task may be in the log).
+ScanEnd = Literal["enqueued", "log_start", "limit"]
+
+# Entries per XREVRANGE: each reply stays small, and a task's recent events, the ones
+# usually wanted, come in the first.
+CHUNK = 500
+# Fields the scripts write as whole numbers: numbers in JSON, as on the feed.
+NUMERIC_FIELDS = frozenset({"token", "retries", "at", "result_bytes"})
+# States in which the attempt counted by `retries` has been made (or is running).
+ATTEMPTED = frozenset({"running", "completed", "dead"})
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """One event of a task as its queue's log holds it: the event's dense sequence
+    number, its type, the state it left the task in, its Redis time (ms), and whatever
+    else its script wrote (token, worker, retries, error, error_type, at, name, result,
+    result_bytes)."""
+
+    seq: int
+    type: str
+    state: str
+    ts: int
+    fields: dict[str, str]
+
+    @classmethod
+    def from_entry(cls, entry_id: str, fields: dict[str, str]) -> TaskEvent:
+        rest = {k: v for k, v in fields.items() if k not in ("type", "task", "state", "ts")}
+        return cls(seq=int(entry_id.partition("-")[0]), type=fields.get("type", ""),
+                   state=fields.get("state", ""), ts=_whole(fields.get("ts", "")),
+                   fields=rest)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"seq": self.seq, "type": self.type, "state": self.state,
+                                "ts": self.ts}
+        for key, value in self.fields.items():
+            data[key] = int(value) if key in NUMERIC_FIELDS and value.isdigit() else value
+        return data
+
+
+@dataclass(frozen=True)
+class TaskEvents:
+    """A task's events found in its queue's log, oldest first: `read` log entries were
+    scanned, newest first, and the scan ended at `end`."""
+
+    task_id: str
+    events: list[TaskEvent]
+    read: int
+    end: ScanEnd
+
+    @property
+    def complete(self) -> bool:
+        """Whether every event of the task still in the log is listed: False when the
+        scan stopped at its bound before the task's `enqueued` event or the log's start."""
+        return self.end != "limit"
+
+
+def task_events(broker: Broker, task_id: str, scan: int = HISTORY_SCAN.default) -> TaskEvents:
+    """The task's events still in its queue's log, oldest first, found by reading the
+    log newest first in chunks, at most `scan` entries. The scan stops at the task's
+    `enqueued` event: anything older belongs to an earlier task that had the same id.
+
+    The chunks are separate reads, but a log entry never changes and ids only grow, so
+    the result is every event of the task between the oldest entry read and the head
+    at the first read; events appended meanwhile are left for the next look."""
+    check_task_id(task_id)
+    HISTORY_SCAN.check(scan)
+    found: list[TaskEvent] = []
+    read, upper = 0, "+"
+    end: ScanEnd = "limit"
+    with redis_errors("read a task's events"):
+        while read < scan and end == "limit":
+            want = min(CHUNK, scan - read)
+            chunk = broker.client.xrevrange(broker.keys.events, max=upper, min="-",
+                                            count=want) or []
+            examined, enqueued = _collect(chunk, task_id, found)
+            read += examined
+            if enqueued:
+                end = "enqueued"
+            elif len(chunk) < want:
+                end = "log_start"
+            else:
+                upper = "(" + text(chunk[-1][0])
+    found.reverse()
+    return TaskEvents(task_id, found, read, end)
+
+
+def _collect(chunk: Sequence[tuple[Any, Mapping[Any, Any] | None]], task_id: str,
+             found: list[TaskEvent]) -> tuple[int, bool]:
+    """Add the task's events in `chunk` (newest first) to `found`, up to its `enqueued`
+    event: how many entries were read, and whether that event was among them."""
+    for i, (entry_id, raw) in enumerate(chunk):
+        fields = {text(k): text(v) for k, v in (raw or {}).items()}
+        if fields.get("task") != task_id:
+            continue
+        event = TaskEvent.from_entry(text(entry_id), fields)
+        found.append(event)
+        if event.type == "enqueued":
+            return i + 1, True
+    return len(chunk), False
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task as a person reads it: its record, its result decoded from JSON, how its
+    last failed attempt failed, and its events. The record and the events are separate
+    reads: a change between them shows in the next look."""
+
+    record: TaskRecord
+    events: TaskEvents
+
+    @property
+    def attempts(self) -> int:
+        """Attempts made so far, counting the one running."""
+        return self.record.retries + (1 if self.record.state in ATTEMPTED else 0)
+
+    @property
+    def result_bytes(self) -> int | None:
+        """The size of the kept result as JSON text; None when no result is kept."""
+        result = self.record.result
+        return None if result is None else len(result.encode())
+
+    def result(self) -> Any:
+        """The kept result as a Python value (None also when none is kept: see
+        `result_bytes`). Raises `ResultError` when the stored text is not JSON, as
+        text given to `Broker.ack` directly may not be."""
+        return None if self.record.result is None else decode_result(self.record.result)
+
+    @property
+    def failure(self) -> Failure | None:
+        """How the last failed attempt failed, or None if no attempt has failed. A retried
+        failure keeps only its one-line summary (`last_error`): the exception's type,
+        message and traceback are kept when the task dies or its lease expires."""
+        r = self.record
+        if not (r.error_type or r.error_message or r.last_error):
+            return None
+        return Failure(r.error_type, r.error_message or r.last_error, r.traceback, r.last_error)
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON values: the record's fields (times in Redis ms), `result`
+        decoded with `result_bytes` (null when none is kept), `error` {type, message,
+        traceback} (null when no attempt failed), `events` oldest first and
+        `events_scan` {read, end, complete}."""
+        body = asdict(self.record)
+        for key in ("result", "error_type", "error_message", "traceback"):
+            del body[key]
+        try:
+            result, result_error = self.result(), None
+        except ResultError as e:
+            result, result_error = self.record.result, str(e)
+        failure = self.failure
+        body.update(
+            attempts=self.attempts,
+            result=result,
+            result_bytes=self.result_bytes,
+            result_error=result_error,
+            error=None if failure is None else {
+                "type": failure.error_type, "message": failure.message,
+                "traceback": failure.traceback},
+            events=[event.to_json() for event in self.events.events],
+            events_scan={"read": self.events.read, "end": self.events.end,
+                         "complete": self.events.complete},
+        )
+        return body
+
+
+def read_task(broker: Broker, task_id: str, scan: int = HISTORY_SCAN.default) -> TaskView | None:
+    """The task's view, or None when it has no record (it never existed on this queue,
+    or it ended and its record expired)."""
+    record = broker.task(task_id)
+    if record is None:
+        return None
+    return TaskView(record, task_events(broker, task_id, scan))
+
+
+def _whole(value: str) -> int:
+    return int(value) if value.isdigit() else 0
