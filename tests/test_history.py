@@ -163,16 +163,20 @@ class TestReadTask:
                                            "traceback": ""}
         assert (view.record.state, view.attempts) == ("delayed", 1)
 
-    def test_a_result_that_is_not_json_is_shown_as_its_text(self, broker: Broker) -> None:
+    @pytest.mark.parametrize("text", ["not json", "NaN", "[1, -Infinity]", "[" * 100_000])
+    def test_a_result_that_is_not_json_is_shown_as_its_text(
+        self, broker: Broker, text: str
+    ) -> None:
         broker.enqueue("odd")
         leased = broker.lease("w-1", 30)
         assert leased is not None
-        broker.ack("odd", leased[1], "not json")
+        broker.ack("odd", leased[1], text)  # the broker keeps any text it is given
         view = read_task(broker, "odd")
         assert view is not None
         body = view.to_json()
-        assert body["result"] == "not json"
-        assert "not valid JSON" in body["result_error"]
+        assert body["result"] == text
+        assert "stored result is not valid JSON" in body["result_error"]
+        json.dumps(body, allow_nan=False)
 
     def test_a_task_with_no_record_has_no_view(self, broker: Broker) -> None:
         broker.enqueue("other")

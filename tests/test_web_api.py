@@ -11,6 +11,7 @@ import httpx
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
 from taskq.broker import Broker
 from taskq.processes import taskq_command
+from taskq.results import Failure
 from taskq.tools.embedded import EmbeddedRedis, free_port
 
 # -- access control ------------------------------------------------------------------
@@ -121,6 +122,40 @@ def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: 
         assert http.get("/api/tasks/later").json()["state"] == "delayed"
         missing = http.get("/api/tasks/nope")
         assert missing.status_code == 404 and "nope" in missing.json()["error"]
+
+
+def test_api_tasks_gives_a_completed_tasks_result_decoded_and_its_events(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("sum", name="jobs.add")
+    leased = queue.lease("w-1", 30)
+    assert leased is not None
+    assert queue.ack("sum", leased[1], '{"total":3,"who":"zoë"}')
+    body = httpx.get(f"{server.url}/api/tasks/sum", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert (body["state"], body["name"], body["attempts"]) == ("completed", "jobs.add", 1)
+    assert body["result"] == {"total": 3, "who": "zoë"}
+    assert body["result_bytes"] == len('{"total":3,"who":"zoë"}'.encode())
+    assert body["error"] is None
+    assert [(e["seq"], e["type"], e["state"]) for e in body["events"]] == [
+        (1, "enqueued", "pending"), (2, "leased", "running"), (3, "completed", "completed")]
+    assert body["events"][1]["token"] == leased[1]
+    assert body["events_scan"] == {"read": 3, "end": "enqueued", "complete": True}
+
+
+def test_api_tasks_gives_a_dead_tasks_error_with_its_traceback(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("doomed", max_retries=0)
+    leased = queue.lease("w-1", 30)
+    assert leased is not None
+    trace = 'Traceback (most recent call last):\n  File "jobs.py", line 3\nKeyError: 7\n'
+    queue.fail("doomed", leased[1], Failure("builtins.KeyError", "7", trace))
+    body = httpx.get(f"{server.url}/api/tasks/doomed", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert body["error"] == {"type": "builtins.KeyError", "message": "7", "traceback": trace}
+    assert (body["state"], body["result"], body["result_bytes"]) == ("dead", None, None)
+    assert body["events"][-1]["type"] == "failed"
 
 
 def test_api_dlq_lists_the_dead_and_retry_revives_them_once(

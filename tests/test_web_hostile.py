@@ -146,6 +146,19 @@ def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
         assert (response.json()["parameter"], response.json()["value"]) == ("queue", "../etc")
 
 
+@pytest.mark.parametrize("task_id", ["no spaces", "a" * 129, "%00", "%F0%9F%9A%80", "%ff%fe"])
+def test_an_invalid_task_id_is_a_400_naming_it(
+    server: Server, queue: Broker, task_id: str
+) -> None:
+    response = httpx.get(f"{server.url}/api/tasks/{task_id}", params={"queue": queue.queue},
+                         timeout=TIMEOUT)
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["parameter"] == "task_id"
+    assert body["accepted"] == "a task id: 1-128 letters, digits, '_', '.', ':' or '-'"
+    assert body["error"].startswith("task_id=") and "is not accepted" in body["error"]
+
+
 # -- nothing a client sends gives a 500 --------------------------------------------
 
 PATHS = ["/", "/api/queues", "/api/snapshot", "/api/tasks/x", "/api/dlq", "/metrics",

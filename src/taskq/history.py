@@ -3,13 +3,13 @@ its events still in the queue's log, found by a bounded scan from the log's newe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from taskq.boundary import redis_errors, text
 from taskq.broker import Broker
-from taskq.codec import decode_result
 from taskq.errors import ResultError
 from taskq.keys import check_task_id
 from taskq.limits import HISTORY_SCAN
@@ -143,7 +143,7 @@ class TaskView:
         """The kept result as a Python value (None also when none is kept: see
         `result_bytes`). Raises `ResultError` when the stored text is not JSON, as
         text given to `Broker.ack` directly may not be."""
-        return None if self.record.result is None else decode_result(self.record.result)
+        return None if self.record.result is None else _strict_json(self.record.result)
 
     @property
     def failure(self) -> Failure | None:
@@ -190,6 +190,19 @@ def read_task(broker: Broker, task_id: str, scan: int = HISTORY_SCAN.default) ->
     if record is None:
         return None
     return TaskView(record, task_events(broker, task_id, scan))
+
+
+def _strict_json(value: str) -> Any:
+    """`value` decoded, refusing what JSON has no form for (NaN, Infinity), which Python
+    reads but a JSON reply could not carry."""
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    try:
+        return json.loads(value, parse_constant=refuse)
+    except (ValueError, RecursionError) as e:
+        reason = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
+        raise ResultError(f"stored result is not valid JSON: {reason}") from e
 
 
 def _whole(value: str) -> int:

@@ -43,12 +43,13 @@ def check_queue_name(queue: str) -> str:
     return queue
 
 
+TASK_ID_RULE = "1-128 letters, digits, '_', '.', ':' or '-'"
+
+
 def check_task_id(task_id: str) -> str:
     """Return `task_id` if it is a valid task id, else raise `InvalidTaskError`."""
     if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
-        raise InvalidTaskError(
-            f"invalid task id {shown(task_id)}: use 1-128 letters, digits, '_', '.', ':' or '-'"
-        )
+        raise InvalidTaskError(f"invalid task id {shown(task_id)}: use {TASK_ID_RULE}")
     return task_id
 
 

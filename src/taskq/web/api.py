@@ -9,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from taskq.feed.cursor import Cursor
+from taskq.history import read_task
 from taskq.snapshot import queue_names, take_snapshot
-from taskq.web.params import SNAPSHOT_LIMIT, int_param, queue_param
+from taskq.web.params import SNAPSHOT_LIMIT, int_param, queue_param, task_id_param
 from taskq.web.state import WebState
 
 
@@ -46,11 +47,13 @@ def snapshot(request: Request) -> JSONResponse:
 
 
 def task(request: Request) -> JSONResponse:
-    task_id = request.path_params["task_id"]
-    record = state_of(request).broker(queue_of(request)).task(task_id)
-    if record is None:
+    """The task's record, its result decoded, its last failure and its events (see
+    `TaskView.to_json`)."""
+    task_id = task_id_param(request)
+    view = read_task(state_of(request).broker(queue_of(request)), task_id)
+    if view is None:
         return not_found(f"no task {task_id!r} on this queue")
-    return JSONResponse(asdict(record))
+    return JSONResponse(view.to_json())
 
 
 def dlq(request: Request) -> JSONResponse:

@@ -1,4 +1,4 @@
-"""The web routes' query parameters, checked: a bad one is a 400 that names it, its
+"""The web routes' query and path parameters, checked: a bad one is a 400 that names it, its
 value and what is accepted, never a 500."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from starlette.requests import Request
 
 from taskq.errors import TaskqError
-from taskq.keys import QUEUE_NAME, QUEUE_NAME_RULE
+from taskq.keys import QUEUE_NAME, QUEUE_NAME_RULE, TASK_ID, TASK_ID_RULE
 
 DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
 MAX_ECHO = 120
@@ -34,6 +34,14 @@ def queue_param(request: Request, default: str) -> str:
         return default
     if not QUEUE_NAME.fullmatch(raw):
         raise BadParameter("queue", raw, f"a queue name: {QUEUE_NAME_RULE}")
+    return raw
+
+
+def task_id_param(request: Request) -> str:
+    """The `{task_id}` of the route's path, checked before anything is read."""
+    raw: str = request.path_params["task_id"]
+    if not TASK_ID.fullmatch(raw):
+        raise BadParameter("task_id", raw, f"a task id: {TASK_ID_RULE}")
     return raw
 
 
