@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import redis
 from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
 from taskq.broker import Broker
 from taskq.cli import main
+from taskq.results import Failure
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
@@ -159,6 +162,103 @@ class TestDlq:
         assert capsys.readouterr().out.count("give task ids or --all") == 2
 
 
+class TestTask:
+    def test_a_completed_task_shows_its_record_result_and_events(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("sum", name="jobs.add", payload={"args": [1, 2]})
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        assert queue.ack("sum", leased[1], '{"total":3,"who":"zoë"}')
+        record = queue.task("sum")
+        assert record is not None
+        assert main(["task", "sum"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("task sum on queue 'default'\n")
+        for line in ("  state            completed", "  name             jobs.add",
+                     "  attempts         1 (retries 0 of 3)", "  worker           w-1",
+                     '  payload          {"args":[1,2]}',
+                     "result (24 bytes):\n  {\n    \"total\": 3,\n    \"who\": \"zoë\"\n  }\n",
+                     "events (3, oldest first):"):
+            assert line in out, line
+        completed = datetime.fromtimestamp(record.completed_at / 1000, UTC)
+        assert f"  completed        {completed:%Y-%m-%dT%H:%M:%S.}" in out
+        events = [line.split()[2] for line in out.splitlines() if line.startswith("  #")]
+        assert events == ["enqueued", "leased", "completed"]
+        assert "error" not in out
+
+    def test_a_dead_task_shows_its_error_with_the_traceback(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("doomed", max_retries=0)
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        trace = 'Traceback (most recent call last):\n  File "jobs.py", line 3\nKeyError: 7\n'
+        queue.fail("doomed", leased[1], Failure("builtins.KeyError", "7", trace))
+        assert main(["task", "doomed"]) == 0
+        out = capsys.readouterr().out
+        assert ("error of the last failed attempt: builtins.KeyError: 7\n"
+                "  Traceback (most recent call last):\n    File \"jobs.py\", line 3\n"
+                "  KeyError: 7\n") in out
+        assert "  state            dead" in out and "result" not in out
+
+    def test_json_prints_what_the_api_returns(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("sum")
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        queue.ack("sum", leased[1], "[1, 2]")
+        assert main(["task", "sum", "--json"]) == 0
+        body = json.loads(capsys.readouterr().out)
+        assert (body["task_id"], body["state"], body["result"]) == ("sum", "completed", [1, 2])
+        assert [e["type"] for e in body["events"]] == ["enqueued", "leased", "completed"]
+
+    def test_a_scan_that_stops_early_says_so(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("old")
+        for i in range(5):
+            queue.enqueue(f"new-{i}")
+        assert main(["task", "old", "--scan", "3"]) == 0
+        out = capsys.readouterr().out
+        assert "events: none found in the log" in out
+        assert "the scan stopped after 3 log entries, before the task was enqueued" in out
+
+    def test_control_characters_are_shown_escaped(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("odd")
+        assert queue.lease("w-\x1b[2J", 30) is not None
+        assert main(["task", "odd"]) == 0
+        out = capsys.readouterr().out
+        assert "w-\\x1b[2J" in out and "\x1b" not in out
+
+    def test_a_missing_task_exits_1_with_one_line(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["task", "nosuch"]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.startswith("taskq task: no task 'nosuch' on queue 'default'")
+        assert captured.err.count("\n") == 1
+
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["bad id"], "taskq task: invalid task id 'bad id'"),
+            (["x", "--scan", "0"], "taskq task: --scan must be a whole number of events "
+                                   "between 1 and 1000000, not 0"),
+            (["x", "--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
+        ],
+    )
+    def test_bad_input_exits_2_with_a_clear_message(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    ) -> None:
+        assert main(["task", *argv]) == 2
+        assert message in capsys.readouterr().err
+
+
 class TestLedger:
     def test_a_clean_ledger_exits_0(
         self, env: Settings, ledger_path: Path, capsys: pytest.CaptureFixture[str]
@@ -293,6 +393,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert caught.value.code == 0
     out = capsys.readouterr().out
-    for command in ("worker", "enqueue", "dlq", "ledger", "dashboard", "redis", "demo"):
+    for command in ("worker", "enqueue", "dlq", "task", "ledger", "dashboard", "redis",
+                    "demo"):
         assert command in out
 

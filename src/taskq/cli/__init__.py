@@ -19,6 +19,7 @@ from taskq.cli import (
     producer,
     redis_server,
     serve,
+    task,
     worker,
 )
 from taskq.cli.common import error_line
@@ -28,6 +29,7 @@ COMMANDS = {
     "worker": worker,
     "enqueue": producer,
     "dlq": dlq,
+    "task": task,
     "ledger": ledger,
     "dashboard": dashboard,
     "serve": serve,

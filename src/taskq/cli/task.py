@@ -1,0 +1,139 @@
+"""`taskq task ID`: one task's record, its result or its failure, and its events."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import sys
+
+from taskq.broker import Broker
+from taskq.cli.common import add_queue_argument, settings_from
+from taskq.errors import ConfigError, ResultError
+from taskq.handle import missing
+from taskq.history import TaskEvent, TaskView, read_task
+from taskq.limits import HISTORY_SCAN
+
+HELP = "show one task: its record, its result or error with traceback, and its events"
+
+# Control characters other than tab and newline: what a worker id, an error or a result
+# holds is shown as text, never run by the terminal as escape sequences.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+TIMES = (("created", "created_at"), ("run at", "run_at"), ("leased", "leased_at"),
+         ("heartbeat", "heartbeat_at"), ("completed", "completed_at"), ("dead", "dead_at"))
+MAX_PAYLOAD_SHOWN = 200
+# Event fields that hold a Redis time in ms.
+EVENT_TIMES = frozenset({"at"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task_id", metavar="ID", help="the task's id")
+    add_queue_argument(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print what GET /api/tasks/{id} returns (times in Redis ms)")
+    parser.add_argument("--scan", type=int, default=HISTORY_SCAN.default, metavar="N",
+                        help="log entries to read, newest first, looking for the task's "
+                             f"events (default {HISTORY_SCAN.default}, at most "
+                             f"{HISTORY_SCAN.high})")
+
+
+def main(args: argparse.Namespace) -> int:
+    scan = HISTORY_SCAN.check(args.scan, "--scan", ConfigError)
+    broker = Broker.from_settings(settings_from(args))
+    view = read_task(broker, args.task_id, scan)
+    if view is None:
+        print(f"taskq task: {missing(args.task_id, broker.queue)}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(view.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(describe(view, broker.queue)))
+    return 0
+
+
+def describe(view: TaskView, queue: str) -> list[str]:
+    """The view as lines of text: the record, the result or failure, then the events."""
+    return [*record_lines(view, queue), *outcome_lines(view), *event_lines(view)]
+
+
+def record_lines(view: TaskView, queue: str) -> list[str]:
+    r = view.record
+    rows = [("state", r.state), ("name", r.name),
+            ("attempts", f"{view.attempts} (retries {r.retries} of {r.max_retries})"),
+            ("token", str(r.fencing_token)), ("worker", r.worker),
+            ("idempotency key", r.idempotency_key), ("payload", payload(r.payload))]
+    rows += [(label, iso(getattr(r, field))) for label, field in TIMES]
+    lines = [f"task {r.task_id} on queue {queue!r}"]
+    lines += [f"  {label:<17}{clean(value)}" for label, value in rows if value]
+    return lines
+
+
+def payload(text: str) -> str:
+    """The payload's JSON, or its size when it is too long for one line."""
+    if text in ("", "{}"):
+        return ""
+    if len(text) > MAX_PAYLOAD_SHOWN:
+        return f"{len(text.encode())} bytes of JSON (--json shows it)"
+    return text
+
+
+def outcome_lines(view: TaskView) -> list[str]:
+    lines = []
+    if view.result_bytes is not None:
+        try:
+            shown = json.dumps(view.result(), indent=2, ensure_ascii=False)
+        except ResultError as e:
+            shown = f"{view.record.result}\n({e})"
+        lines += [f"result ({view.result_bytes} bytes):", indented(shown)]
+    elif view.record.state == "completed":
+        lines.append("result: none kept")
+    failure = view.failure
+    if failure is not None:
+        summary = f"{failure.error_type}: {failure.message}" if failure.error_type \
+            else failure.message
+        lines.append(f"error of the last failed attempt: {clean(summary)}")
+        if failure.traceback:
+            lines.append(indented(failure.traceback.rstrip()))
+    return lines
+
+
+def event_lines(view: TaskView) -> list[str]:
+    found = view.events
+    if not found.events:
+        lines = ["events: none found in the log"]
+    else:
+        lines = [f"events ({len(found.events)}, oldest first):"]
+        lines += [f"  #{e.seq:<6} {iso(e.ts)}  {e.type:<10} {e.state:<10} {details(e)}".rstrip()
+                  for e in found.events]
+    if found.end == "limit":
+        lines.append(f"  (the scan stopped after {found.read} log entries, before the task "
+                     "was enqueued: older events of it may remain; --scan reads further)")
+    elif found.end == "log_start" and found.events:
+        lines.append("  (its earlier events were trimmed from the log)")
+    return lines
+
+
+def details(event: TaskEvent) -> str:
+    """The event's other fields as `key=value`, each on the one line."""
+    parts = []
+    for key, value in event.fields.items():
+        shown = iso(int(value)) if key in EVENT_TIMES and value.isdigit() else value
+        parts.append(f"{key}={clean(shown)}".replace("\n", " "))
+    return "  ".join(parts)
+
+
+def iso(ms: int) -> str:
+    """A Redis time in ms as ISO 8601 UTC; '' for 0 (not set)."""
+    if not ms:
+        return ""
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def indented(text: str) -> str:
+    return "\n".join(f"  {line}" for line in clean(text).splitlines())
+
+
+def clean(text: str) -> str:
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
