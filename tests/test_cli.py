@@ -247,8 +247,8 @@ class TestTask:
         ("argv", "message"),
         [
             (["bad id"], "taskq task: invalid task id 'bad id'"),
-            (["x", "--scan", "0"], "taskq task: --scan must be a whole number of events "
-                                   "between 1 and 1000000, not 0"),
+            (["x", "--scan", "-1"], "taskq task: --scan must be a whole number of events "
+                                    "between 0 and 1000000, not -1"),
             (["x", "--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
         ],
     )

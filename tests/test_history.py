@@ -101,7 +101,12 @@ class TestTaskEvents:
         found = task_events(broker, "nothing")
         assert (found.events, found.read, found.end) == ([], 0, "log_start")
 
-    @pytest.mark.parametrize("scan", [0, -1, 1_000_001, 1.5, True])
+    def test_a_scan_of_nothing_reads_nothing(self, broker: Broker) -> None:
+        broker.enqueue("mine")
+        found = task_events(broker, "mine", scan=0)
+        assert (found.events, found.read, found.end, found.complete) == ([], 0, "limit", False)
+
+    @pytest.mark.parametrize("scan", [-1, 1_000_001, 1.5, True])
     def test_a_scan_bound_out_of_range_is_refused(self, broker: Broker, scan: object) -> None:
         with pytest.raises(InvalidTaskError, match="scan must be a whole number"):
             task_events(broker, "x", scan=scan)  # type: ignore[arg-type]

@@ -143,6 +143,23 @@ def test_api_tasks_gives_a_completed_tasks_result_decoded_and_its_events(
     assert body["events_scan"] == {"read": 3, "end": "enqueued", "complete": True}
 
 
+def test_api_tasks_scans_at_most_scan_log_entries_for_the_events(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("old")
+    enqueue(queue, 4, "new")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        none = http.get("/api/tasks/old", params={"scan": "0"}).json()
+        short = http.get("/api/tasks/old", params={"scan": "3"}).json()
+        whole = http.get("/api/tasks/old").json()
+    assert (none["state"], none["events"]) == ("pending", [])
+    assert short["events"] == []
+    assert short["events_scan"] == {"read": 3, "end": "limit", "complete": False}
+    assert [e["type"] for e in whole["events"]] == ["enqueued"]
+    assert whole["events_scan"] == {"read": 5, "end": "enqueued", "complete": True}
+
+
 def test_api_tasks_gives_a_dead_tasks_error_with_its_traceback(
     server: Server, queue: Broker
 ) -> None:

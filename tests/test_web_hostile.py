@@ -146,6 +146,16 @@ def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
         assert (response.json()["parameter"], response.json()["value"]) == ("queue", "../etc")
 
 
+@pytest.mark.parametrize("value", ["-1", "10001", "1e3", "", "x"])
+def test_a_task_scan_out_of_range_is_a_400_naming_it(
+    server: Server, queue: Broker, value: str
+) -> None:
+    response = httpx.get(f"{server.url}/api/tasks/x", timeout=TIMEOUT,
+                         params={"queue": queue.queue, "scan": value})
+    assert response.status_code == 400, response.text
+    assert response.json()["accepted"] == "a whole number from 0 to 10000"
+
+
 @pytest.mark.parametrize("task_id", ["no spaces", "a" * 129, "%00", "%F0%9F%9A%80", "%ff%fe"])
 def test_an_invalid_task_id_is_a_400_naming_it(
     server: Server, queue: Broker, task_id: str
@@ -211,7 +221,8 @@ def test_no_method_path_query_or_header_gets_a_500(server: Server, secured: Serv
 
 @given(path=st.sampled_from(["/api/snapshot", "/api/dlq", "/api/tasks/{}", "/api/queues"]),
        task_id=st.text(min_size=1, max_size=300),
-       params=st.dictionaries(st.sampled_from(["queue", "limit", "last_event_id", "token"]),
+       params=st.dictionaries(st.sampled_from(["queue", "limit", "last_event_id", "token",
+                                               "scan"]),
                               st.text(max_size=300)))
 @hypothesis_settings(max_examples=150, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -90,8 +90,8 @@ BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
 # Log entries one read of a task's events scans at most, newest first: a long log cannot
-# make one look at a task slow.
-HISTORY_SCAN = Range("scan", 1, 1_000_000, 10_000, "events", whole=True)
+# make one look at a task slow. 0 reads none (the record alone is wanted).
+HISTORY_SCAN = Range("scan", 0, 1_000_000, 10_000, "events", whole=True)
 # The latest `run_at` a task may name, in server milliseconds (the year 2286).
 RUN_AT_MS_MAX = 10**13
 # A BLPOP timeout of 0 waits forever: a wait for work must end.

@@ -10,8 +10,15 @@ from starlette.responses import JSONResponse
 
 from taskq.feed.cursor import Cursor
 from taskq.history import read_task
+from taskq.limits import HISTORY_SCAN
 from taskq.snapshot import queue_names, take_snapshot
-from taskq.web.params import SNAPSHOT_LIMIT, int_param, queue_param, task_id_param
+from taskq.web.params import (
+    SNAPSHOT_LIMIT,
+    TASK_SCAN,
+    int_param,
+    queue_param,
+    task_id_param,
+)
 from taskq.web.state import WebState
 
 
@@ -48,9 +55,10 @@ def snapshot(request: Request) -> JSONResponse:
 
 def task(request: Request) -> JSONResponse:
     """The task's record, its result decoded, its last failure and its events (see
-    `TaskView.to_json`)."""
+    `TaskView.to_json`), found in at most `scan` log entries (0: the record alone)."""
     task_id = task_id_param(request)
-    view = read_task(state_of(request).broker(queue_of(request)), task_id)
+    scan = int_param(request, "scan", HISTORY_SCAN.default, TASK_SCAN)
+    view = read_task(state_of(request).broker(queue_of(request)), task_id, scan)
     if view is None:
         return not_found(f"no task {task_id!r} on this queue")
     return JSONResponse(view.to_json())

@@ -9,10 +9,13 @@ from starlette.requests import Request
 
 from taskq.errors import TaskqError
 from taskq.keys import QUEUE_NAME, QUEUE_NAME_RULE, TASK_ID, TASK_ID_RULE
+from taskq.limits import HISTORY_SCAN
 
 DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
 MAX_ECHO = 120
 SNAPSHOT_LIMIT = (1, 1000)
+# A task view reads at most the default scan: a client cannot make the server read more.
+TASK_SCAN = (0, HISTORY_SCAN.default)
 
 
 class BadParameter(TaskqError):
