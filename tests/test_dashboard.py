@@ -3,6 +3,7 @@ live, rides out a server restart, tells the user about a gap, and retries dead t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -303,3 +304,104 @@ def test_a_cookie_of_another_app_does_not_lock_the_page_out(
     finally:
         context.close()
         secured.stop()
+
+
+# -- the task view ---------------------------------------------------------------------
+
+
+def start_worker(env: dict[str, str], tmp_path: Path, **knobs: str) -> subprocess.Popen[bytes]:
+    worker_env = dict(env, WORK_SECONDS="0.2", LEASE_SECONDS="5", POLL_SECONDS="0.2",
+                      BACKOFF_BASE_SECONDS="60", BACKOFF_MAX_SECONDS="120", **knobs)
+    return spawn(taskq_command("worker", "--queue", QUEUE), worker_env,
+                 str(tmp_path / "worker.log"))
+
+
+def task_event_types(page: Page) -> list[str]:
+    types: list[str] = rows(page, "task-event").evaluate_all(
+        "rows => rows.map(r => r.dataset.type)")
+    return types
+
+
+def test_a_task_link_opens_its_view_which_shows_the_result_live(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    queue.enqueue("job-0")  # the queue exists, so the page's feed opens live
+    open_dashboard(page, server)
+    queue.enqueue("job-1")
+    link = page.locator("[data-testid=event-row][data-task-id=job-1] [data-testid=task-link]")
+    link.click()
+    assert page.url.endswith(f"/?queue={QUEUE}#task=job-1")
+    task_view = by_id(page, "task-view")
+    expect(task_view).to_be_visible()
+    expect(by_id(page, "task-id")).to_have_text("job-1")
+    expect(by_id(page, "task-state")).to_have_text("pending")
+    expect(by_id(page, "task-result")).to_be_hidden()
+    expect(rows(page, "task-event")).to_have_count(1)
+
+    worker = start_worker(env, tmp_path, FAIL_RATE="0")
+    try:
+        expect(by_id(page, "task-state")).to_have_text("completed")
+        result = by_id(page, "task-result")
+        expect(result).to_be_visible()
+        expect(result).to_have_text(
+            '{\n  "outcome": "no charge",\n  "token": 1,\n  "attempt": 1\n}')
+        expect(by_id(page, "task-record")).to_contain_text("Attempts1 (retries 0 of 3)")
+        expect(by_id(page, "task-error")).to_be_hidden()
+        assert task_event_types(page)[0] == "enqueued"
+        assert task_event_types(page)[-1] == "completed"
+        assert "leased" in task_event_types(page)
+    finally:
+        stop_all([worker])
+
+    by_id(page, "task-close").click()
+    expect(task_view).to_be_hidden()
+    assert "#" not in page.url
+
+
+def test_the_task_route_shows_a_dead_tasks_traceback(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    queue.enqueue("doomed", max_retries=0)
+    page.goto(f"{server.url}/?queue={QUEUE}#task=doomed")
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    expect(by_id(page, "task-state")).to_have_text("pending")
+
+    worker = start_worker(env, tmp_path, FAIL_RATE="1")
+    try:
+        expect(by_id(page, "task-state")).to_have_text("dead")
+        expect(by_id(page, "task-error")).to_have_text(
+            "taskq.tools.simulation.SimulatedFailure: simulated failure (FAIL_RATE=1.0)")
+        traceback = by_id(page, "task-traceback")
+        expect(traceback).to_contain_text("Traceback (most recent call last):")
+        expect(traceback).to_contain_text('raise SimulatedFailure(f"simulated failure')
+        expect(by_id(page, "task-result")).to_be_hidden()
+        expect(rows(page, "task-event").last).to_have_attribute("data-type", "failed")
+    finally:
+        stop_all([worker])
+
+    # The DLQ row links to the same view.
+    page.goto(f"{server.url}/?queue={QUEUE}")
+    expect(by_id(page, "task-view")).to_be_hidden()
+    page.locator("[data-testid=dlq-row][data-task-id=doomed] [data-testid=task-link]").click()
+    expect(by_id(page, "task-traceback")).to_contain_text("SimulatedFailure")
+
+
+def test_the_task_view_shows_a_result_as_text_and_a_missing_task_as_a_message(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("markup")
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    markup = '<img src=x data-injected=1><script>window.owned = 1</script>'
+    assert queue.ack("markup", leased[1], json.dumps({"html": markup}))
+    page.goto(f"{server.url}/?queue={QUEUE}#task=markup")
+    result = by_id(page, "task-result")
+    expect(result).to_have_text(json.dumps({"html": markup}, indent=2))
+    expect(page.locator("[data-injected]")).to_have_count(0)
+    assert page.evaluate("window.owned") is None
+
+    page.evaluate("window.location.hash = 'task=nosuch'")
+    expect(by_id(page, "task-message")).to_have_text("no task 'nosuch' on this queue")
+    expect(by_id(page, "task-record")).to_be_hidden()
+    queue.enqueue("nosuch")  # its enqueued event reloads the open view
+    expect(by_id(page, "task-state")).to_have_text("pending")

@@ -1,5 +1,6 @@
 // The taskq dashboard: load a snapshot of the queue, then follow its resumable event
-// feed from the snapshot's position, applying each event to the view as it comes.
+// feed from the snapshot's position, applying each event to the view as it comes. A
+// #task=<id> link opens one task's view, which the same feed keeps current.
 
 import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, reset, view,
@@ -7,12 +8,12 @@ import {
 import {
   hideError, hooks, render, renderFooter, schedule, setConn, showError, showGap, tick, toast,
 } from './render.js';
+import { FETCH_TIMEOUT_MS, getJSON } from './http.js';
+import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
 
 const RESYNC_MS = 30000;
 const TICK_MS = 250;
 const REOPEN_MS = 2000;
-// A request that hangs would hold events in the buffer; give up and resync later.
-const FETCH_TIMEOUT_MS = 10000;
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -24,18 +25,6 @@ const feed = {
   stale: false, // the last snapshot load failed
   buffer: [], // events received while a snapshot loads
 };
-
-async function getJSON(url) {
-  const response = await fetch(url, {
-    credentials: 'same-origin', cache: 'no-store', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
-  });
-  const body = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    const hint = response.status === 401 ? ' (open /?token=<token> once to sign in)' : '';
-    throw new Error(`${body.error || response.statusText || response.status}${hint}`);
-  }
-  return body;
-}
 
 async function loadQueues() {
   const select = $('queue');
@@ -118,6 +107,7 @@ function onEvent(message) {
   view.seen.push(performance.now());
   if (feed.loading) feed.buffer.push(data);
   else applyIfNew(data);
+  taskChanged(data.task);
   schedule();
 }
 
@@ -131,6 +121,7 @@ function onGap(message) {
   view.newRows.push({ gap });
   schedule();
   loadSnapshot();
+  taskChanged(null);
 }
 
 // Events after `enqueued` carry no task name: look up the few on screen, once each.
@@ -151,7 +142,7 @@ function pumpLookups() {
     const task = lookups.waiting.shift();
     const { queue } = view;
     lookups.busy += 1;
-    getJSON(`api/tasks/${q(task)}?queue=${q(queue)}`)
+    getJSON(`api/tasks/${q(task)}?queue=${q(queue)}&scan=0`)
       .then((record) => {
         if (queue === view.queue && record.name) {
           learnName(task, record.name);
@@ -211,8 +202,13 @@ async function main() {
   const wanted = new URLSearchParams(window.location.search).get('queue');
   if (wanted) view.queue = wanted;
   const names = await loadQueues();
-  $('queue').addEventListener('change', (e) => start(e.target.value));
+  $('queue').addEventListener('change', (e) => {
+    closeTask();
+    start(e.target.value);
+  });
   $('gap-close').addEventListener('click', () => { $('gap-notice').hidden = true; });
+  initTaskView();
+  window.addEventListener('hashchange', () => openTaskFromHash(view.queue));
   setInterval(tick, TICK_MS);
   setInterval(() => {
     if (!feed.loading) {
@@ -221,6 +217,7 @@ async function main() {
     }
   }, RESYNC_MS);
   await start(wanted || names[0] || 'default');
+  openTaskFromHash(view.queue);
 }
 
 main();

@@ -57,7 +57,11 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-const idCell = (id) => el('td', { class: 'id', title: id }, el('code', {}, id));
+// Every task id on the page links to its task view (task.js opens it from the hash).
+export const taskLink = (id) => el('a', {
+  class: 'task-link', href: `#task=${encodeURIComponent(id)}`, 'data-testid': 'task-link',
+}, id);
+const idCell = (id) => el('td', { class: 'id', title: id }, el('code', {}, taskLink(id)));
 const nameCell = (row) => el('td', { class: 'name' }, row.name || hooks.nameOf(row.id) || '—');
 const errorCell = (error) => (error
   ? el('td', { class: 'error', title: error }, el('span', {}, error))
@@ -153,7 +157,7 @@ function eventRow(d) {
   },
   el('time', { datetime: new Date(d.ts).toISOString() }, clockTime(d.ts)),
   el('span', { class: `badge type-${d.type}` }, d.type),
-  el('code', { class: 'task', title: d.task }, d.task),
+  el('code', { class: 'task', title: d.task }, taskLink(d.task)),
   el('span', { class: `state state-${d.state}` }, d.state),
   el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail }, detail));
 }
@@ -165,7 +169,7 @@ export function renderFooter() {
   $('clock').textContent = `server clock ${off >= 0 ? '+' : '−'}${Math.abs(off)} ms`;
 }
 
-function clockTime(ms) {
+export function clockTime(ms) {
   const t = new Date(ms);
   const two = (n) => String(n).padStart(2, '0');
   return `${two(t.getHours())}:${two(t.getMinutes())}:${two(t.getSeconds())}` +

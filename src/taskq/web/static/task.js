@@ -1,0 +1,190 @@
+// The task view: one task's record, its result or its failure with the traceback, and
+// its events. A #task=<id> link opens it; each feed event for the task reloads it, so
+// what it shows is always one consistent read of the server, never a local guess.
+
+import { getJSON } from './http.js';
+import { clockTime, el } from './render.js';
+
+// Feed events for the open task within this long are answered by one reload.
+const RELOAD_MS = 100;
+
+const $ = (id) => document.getElementById(id);
+const q = encodeURIComponent;
+
+const open = {
+  id: '',
+  queue: '',
+  loadId: 0, // a newer load (or another task) supersedes an older one
+  busy: false,
+  again: false, // an event came while loading: load once more after
+  timer: 0,
+};
+
+function wantedId() {
+  return new URLSearchParams(window.location.hash.slice(1)).get('task') || '';
+}
+
+export function openTaskFromHash(queue) {
+  const id = wantedId();
+  if (!id) {
+    hide();
+    return;
+  }
+  Object.assign(open, { id, queue, busy: false, again: false });
+  open.loadId += 1;
+  $('task-id').textContent = id;
+  $('task-id').title = id;
+  $('task-view').dataset.taskId = id;
+  $('task-view').hidden = false;
+  $('task-view').focus();
+  showMessage('Loading…');
+  load();
+}
+
+// Closing drops the hash without a new history entry, so Back does not reopen it.
+export function closeTask() {
+  if (window.location.hash) {
+    window.history.replaceState(null, '', window.location.pathname + window.location.search);
+  }
+  hide();
+}
+
+function hide() {
+  open.id = '';
+  open.loadId += 1;
+  clearTimeout(open.timer);
+  open.timer = 0;
+  $('task-view').hidden = true;
+}
+
+// A feed event for `task` (null: events may have been missed) reloads the open view.
+export function taskChanged(task) {
+  if (!open.id || (task !== null && task !== open.id) || open.timer) return;
+  open.timer = setTimeout(() => {
+    open.timer = 0;
+    load();
+  }, RELOAD_MS);
+}
+
+async function load() {
+  if (open.busy) {
+    open.again = true;
+    return;
+  }
+  const loadId = open.loadId;
+  open.busy = true;
+  try {
+    const body = await getJSON(`api/tasks/${q(open.id)}?queue=${q(open.queue)}`);
+    if (loadId === open.loadId) draw(body);
+  } catch (err) {
+    if (loadId === open.loadId) showMessage(err.message);
+  } finally {
+    if (loadId === open.loadId) {
+      open.busy = false;
+      if (open.again) {
+        open.again = false;
+        load();
+      }
+    }
+  }
+}
+
+function showMessage(text) {
+  $('task-message').textContent = text;
+  $('task-message').hidden = false;
+  for (const part of ['task-state', 'task-record', 'task-result-part', 'task-error-part',
+    'task-events-part']) $(part).hidden = true;
+}
+
+function draw(t) {
+  $('task-message').hidden = true;
+  const state = $('task-state');
+  state.textContent = t.state;
+  state.className = `state state-${t.state}`;
+  state.hidden = false;
+  $('task-view').dataset.state = t.state;
+  drawRecord(t);
+  drawResult(t);
+  drawError(t.error);
+  drawEvents(t);
+}
+
+function drawRecord(t) {
+  const rows = [
+    ['Name', t.name],
+    ['Attempts', `${t.attempts} (retries ${t.retries} of ${t.max_retries})`],
+    ['Token', t.fencing_token ? String(t.fencing_token) : ''],
+    ['Worker', t.worker],
+    ['Idempotency key', t.idempotency_key],
+    ['Created', iso(t.created_at)],
+    ['Run at', iso(t.run_at)],
+    ['Leased', iso(t.leased_at)],
+    ['Heartbeat', iso(t.heartbeat_at)],
+    ['Completed', iso(t.completed_at)],
+    ['Dead', iso(t.dead_at)],
+    ['Payload', t.payload && t.payload !== '{}' ? t.payload : ''],
+  ].filter(([, value]) => value);
+  $('task-record').replaceChildren(...rows.flatMap(([label, value]) => [
+    el('dt', {}, label), el('dd', { title: value }, value)]));
+  $('task-record').hidden = false;
+}
+
+function drawResult(t) {
+  const kept = t.result_bytes != null;
+  $('task-result-part').hidden = !kept && t.state !== 'completed';
+  $('task-result-meta').textContent = kept ? `${t.result_bytes.toLocaleString()} bytes` : '';
+  $('task-result').hidden = !kept;
+  // textContent only: a result is whatever a handler returned.
+  $('task-result').textContent = !kept ? ''
+    : t.result_error ? `${t.result}\n\n(${t.result_error})` : JSON.stringify(t.result, null, 2);
+  $('task-no-result').hidden = kept;
+}
+
+function drawError(error) {
+  $('task-error-part').hidden = !error;
+  if (!error) return;
+  $('task-error').textContent = error.type ? `${error.type}: ${error.message}` : error.message;
+  $('task-traceback').textContent = error.traceback;
+  $('task-traceback').hidden = !error.traceback;
+}
+
+function drawEvents(t) {
+  const scan = t.events_scan;
+  let note = `${t.events.length} in the log`;
+  if (!scan.complete) {
+    note += ` · the scan stopped after ${scan.read.toLocaleString()} entries: older events may remain`;
+  } else if (scan.end === 'log_start' && t.events.length) {
+    note += ' · earlier ones were trimmed';
+  }
+  $('task-events-meta').textContent = note;
+  $('task-events').replaceChildren(...t.events.map(eventItem));
+  $('task-events-part').hidden = false;
+}
+
+function eventItem(e) {
+  const detail = [
+    e.token != null ? `token ${e.token}` : '',
+    e.worker ? `by ${e.worker}` : '',
+    e.error || '',
+    e.result != null ? `result ${e.result}` : '',
+    e.result_bytes != null ? `result of ${e.result_bytes} bytes` : '',
+  ].filter(Boolean).join(' · ');
+  return el('li', { class: 'event', 'data-testid': 'task-event', 'data-type': e.type,
+    'data-seq': e.seq },
+  el('time', { datetime: iso(e.ts), title: iso(e.ts) }, clockTime(e.ts)),
+  el('span', { class: `badge type-${e.type}` }, e.type),
+  el('code', { class: 'task' }, `#${e.seq}`),
+  el('span', { class: `state state-${e.state}` }, e.state),
+  el('span', { class: `detail${e.error ? ' error' : ''}`, title: detail }, detail));
+}
+
+function iso(ms) {
+  return ms ? new Date(ms).toISOString() : '';
+}
+
+export function initTaskView() {
+  $('task-close').addEventListener('click', closeTask);
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && open.id) closeTask();
+  });
+}
