@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specs.CeleryETA import celery_eta
+from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.TaskFeed import task_feed, task_feed_split_attach
 from specs.TaskQueue import task_queue_checks, task_queue_mutants
@@ -216,5 +217,35 @@ CHECKS: tuple[Check, ...] = (
         build=task_feed_split_attach.model,
         expect=Expect.violated("NoSilentGap", depth=6),
         tlc=TLC(distinct=101, generated=145, depth=6, left=57),
+    ),
+    Check(
+        spec="ResultWait/ResultWait.tla",
+        config="ResultWait/ResultWait.cfg",
+        build=result_wait.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=169, generated=359, depth=10, left=0),
+    ),
+    Check(
+        spec="ResultWait/ResultWait.tla",
+        config="ResultWait/ResultWait_Slice.cfg",
+        build=result_wait.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=170, generated=385, depth=10, left=0),
+    ),
+    Check(
+        spec="ResultWait/ResultWaitSplitWatch.tla",
+        config="ResultWait/ResultWaitSplitWatch.cfg",
+        build=result_wait.split_watch_model,
+        # Read, the task ends unmarked (nothing pushed), mark: the wake-up is lost.
+        expect=Expect.violated("NoLostWakeup", depth=4),
+        tlc=TLC(distinct=27, generated=30, depth=4, left=15),
+    ),
+    Check(
+        spec="ResultWait/ResultWaitKeepDone.tla",
+        config="ResultWait/ResultWaitKeepDone.cfg",
+        build=result_wait.keep_done_model,
+        # Watch, the task dies and pushes, revived: the old element wakes the waiter.
+        expect=Expect.violated("NoSpuriousSpin", depth=4),
+        tlc=TLC(distinct=28, generated=31, depth=4, left=15),
     ),
 )

@@ -117,6 +117,7 @@ class TestCatalogue:
             "CeleryETA_faulty", "RoostPushSplitAttach", "TaskQueue", "TaskQueueAckNoFence",
             "TaskQueueReapNoBump", "TaskQueueByToken", "TaskQueueShutdownRelease",
             "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskFeed", "TaskFeedSplitAttach",
+            "ResultWaitSplitWatch", "ResultWaitKeepDone",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:
@@ -160,8 +161,10 @@ class TestSourcesMatchTranscriptions:
         body = tla_definitions(ROOT / c.spec)[next_name.group(1)]
         body = re.sub(r"\\E\s+\w+\s+\\in\s+[^:]+:", " ", body)  # drop the bindings
         disjuncts = set(re.findall(r"\b[A-Z][A-Za-z]+\b", body)) - {"UNCHANGED"}
-        # TaskQueue's fault switches turned on, so that every action can be taken.
-        faults = {k: True for k in ("PAUSES", "KILLS", "LATE_FAILS") if k in config.constants}
+        # TaskQueue's fault switches and ResultWait's slices turned on, so that every
+        # action can be taken.
+        switches = ("PAUSES", "KILLS", "LATE_FAILS", "SLICE")
+        faults = {k: True for k in switches if k in config.constants}
         config = dataclasses.replace(config, constants={**config.constants, **faults})
         labels = {re.split(r"[(/]", label)[0] for label in labels_near_init(c.build(config))}
         assert labels == disjuncts

@@ -1,0 +1,1 @@
+"""How a producer waits for a task's result (ResultWait) and its mutants, in TLA+ and Python."""
