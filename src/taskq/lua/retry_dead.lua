@@ -28,7 +28,8 @@ emit(feed, {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0
 redis.call('LREM', dlq_key, 1, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'retries', 0, 'run_at', now)
 redis.call('LPUSH', ready_key, task_id)
--- Waiters woken by its death have gone; the next run's waiters must block anew.
+-- An element left from its death would wake the next run's waiters at once, before
+-- that run ends (ResultWait's NoSpuriousSpin; the KeepDone mutant keeps it).
 redis.call('DEL', prefix .. 'done:' .. task_id)
 wake_workers(wake_key, 1)
 close_feed(feed)
