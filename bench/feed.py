@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from bench.feed_clients import FeedClient, connect, ended, wait_healthy
 from bench.harness import BenchError, Child, Options, Section, Server, Stat, python_module, rate
 from taskq import Broker, NewTask
-from taskq.keys import QueueKeys
+from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.tools.embedded import free_port
 
 RETENTION = 1_000_000
@@ -65,6 +65,13 @@ class Delivered:
     appended: float
     slowest: float
     ended: int
+
+
+def registered(server: Server, queue: str) -> str:
+    """`queue`, listed among the queues as its first producer would list it: the server
+    feeds only queues it knows, and the clients connect before the producer starts."""
+    server.client.sadd(QUEUES_KEY, queue)
+    return queue
 
 
 async def _deliveries(server: Server, port: int, queue: str, clients: int,
@@ -155,7 +162,7 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
         try:
             for _ in range(options.repeats):
                 server.flush()
-                queue = f"feed-{uuid.uuid4().hex[:8]}"
+                queue = registered(server, f"feed-{uuid.uuid4().hex[:8]}")
                 with Serve(server, queue) as serve:
                     got = asyncio.run(_deliveries(server, serve.port, queue, clients, window))
                 deliveries.add(got.deliveries)
@@ -186,7 +193,7 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
         try:
             for _ in range(options.repeats):
                 server.flush()
-                queue = f"resume-{uuid.uuid4().hex[:8]}"
+                queue = registered(server, f"resume-{uuid.uuid4().hex[:8]}")
                 with Serve(server, queue) as serve:
                     seconds.add(asyncio.run(_resume(server, serve.port, queue, warm)))
         except (BenchError, OSError) as e:
