@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from taskq.broker import Broker
-from taskq.codec import args_payload, decode_payload, encode_payload
-from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError
+from taskq.codec import args_payload, decode_payload, decode_result, encode_payload, encode_result
+from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError, ResultError
 from taskq.settings import Settings
 
 LIMIT = 1_048_576
@@ -141,3 +141,22 @@ class TestDecoding:
         client.hset(broker.keys.task("c1"), "payload", "[1, 2, 3]")
         with pytest.raises(PayloadError, match="JSON list"):
             broker.payload("c1")
+
+
+class TestResults:
+    @pytest.mark.parametrize("value", [None, 0, 1.5, "é", [1, "two"], {"a": {"b": None}}, True])
+    def test_any_json_value_round_trips(self, value: Any) -> None:
+        assert decode_result(encode_result(value, LIMIT)) == value
+
+    def test_none_is_the_json_null(self) -> None:
+        assert encode_result(None, 4) == "null"
+
+    @pytest.mark.parametrize(("value", "reason"), [
+        ({1, 2}, "cannot be encoded as JSON"),
+        (float("nan"), "NaN and infinity have no JSON form"),
+        ("\ud800", "lone surrogate"),
+        ("é" * 3, "8 bytes as JSON, over the limit of 7 bytes"),
+    ])  # fmt: skip
+    def test_a_value_that_cannot_be_kept_says_why(self, value: Any, reason: str) -> None:
+        with pytest.raises(ResultError, match=reason):
+            encode_result(value, 7)

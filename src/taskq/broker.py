@@ -300,7 +300,8 @@ class Broker:
             if not isinstance(result, str) or result == "":
                 raise InvalidTaskError(f"a result must be JSON text or None, not {shown(result)}")
             try:
-                size = len(result.encode("utf-8"))
+                # ASCII text (most JSON) is its own UTF-8: no copy to measure it.
+                size = len(result) if result.isascii() else len(result.encode("utf-8"))
             except UnicodeEncodeError:
                 raise InvalidTaskError(f"a result must be UTF-8 text, not {shown(result)}: it "
                                        "holds a lone surrogate") from None

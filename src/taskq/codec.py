@@ -43,13 +43,15 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
 def encode_result(value: Any, max_bytes: int) -> str:
     """JSON text of a handler's return value (any JSON value), or `ResultError` saying
     why it cannot be kept."""
+    if value is None:
+        return "null"  # what most handlers return: a tenth of the encoder's cost
     try:
         text = _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as e:
         raise ResultError(f"the return value cannot be encoded as JSON: {_describe(e)}; "
                           "return JSON values (dict, list, str, int, float, bool, None)") from e
     try:
-        size = len(text.encode("utf-8"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError as e:
         raise ResultError(f"the return value cannot be encoded as UTF-8: it holds a lone "
                           f"surrogate ({e.reason} at character {e.start} of its JSON)") from e
