@@ -38,7 +38,7 @@ from taskq.keys import QUEUES_KEY
 from taskq.results import Enqueued
 from taskq.settings import Settings
 from taskq.tools.embedded import free_port
-from worker_support import WorkerThread
+from worker_support import WorkerThread, worker_running
 
 T = TypeVar("T")
 
@@ -86,9 +86,8 @@ def tasks(app: App) -> dict[str, Any]:
 
 @pytest.fixture
 def worker(app: App, settings: Settings, tasks: dict[str, Any]) -> Iterator[WorkerThread]:
-    thread = WorkerThread(app, settings, concurrency=4)
-    yield thread
-    thread.close(app.broker.client)  # type: ignore[arg-type]
+    with worker_running(app, settings) as thread:
+        yield thread
 
 
 class TestEnqueue:

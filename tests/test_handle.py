@@ -19,10 +19,12 @@ from taskq.errors import (
     ResultTimeoutError,
     TaskFailed,
     TaskNotFoundError,
+    TaskqError,
 )
+from taskq.handle import TaskHandle
 from taskq.results import Enqueued
 from taskq.settings import Settings
-from worker_support import WorkerThread
+from worker_support import WorkerThread, worker_running
 
 
 class Boom(Exception):
@@ -66,9 +68,8 @@ def tasks(app: App) -> dict[str, Any]:
 
 @pytest.fixture
 def worker(app: App, settings: Settings, tasks: dict[str, Any]) -> Iterator[WorkerThread]:
-    thread = WorkerThread(app, settings, concurrency=4)
-    yield thread
-    thread.close(app.broker.client)  # type: ignore[arg-type]
+    with worker_running(app, settings) as thread:
+        yield thread
 
 
 class TestResult:
@@ -157,6 +158,22 @@ class TestResult:
             other.broker.client.close()
 
 
+def waiting_on_a_thread(handle: TaskHandle) -> tuple[threading.Thread, list[TaskqError]]:
+    """`handle.result(timeout=10)` running on a thread; the error it raises lands in the
+    list."""
+    errors: list[TaskqError] = []
+
+    def wait() -> None:
+        try:
+            handle.result(timeout=10)
+        except TaskqError as e:
+            errors.append(e)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    return waiter, errors
+
+
 class TestWaiting:
     """result() blocks on the task's done list and is woken by the script that ends it."""
 
@@ -184,21 +201,13 @@ class TestWaiting:
 
     def test_a_waiter_wakes_when_the_task_dies(self, broker: Broker) -> None:
         handle = broker.enqueue("t1", max_retries=0)
-        errors: list[BaseException] = []
-
-        def wait() -> None:
-            try:
-                handle.result(timeout=10)
-            except TaskFailed as e:
-                errors.append(e)
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        waiter, errors = waiting_on_a_thread(handle)
         time.sleep(0.2)
         task = broker.lease_many("w", 30, 1).tasks[0]
         assert broker.fail(task.task_id, task.token, "boom").status == "dead"
         waiter.join(5)
-        assert [str(e).split(":")[0] for e in errors] == ["task t1 failed after 1 attempt(s)"]
+        assert [type(e) for e in errors] == [TaskFailed]
+        assert str(errors[0]).startswith("task t1 failed after 1 attempt(s): ")
 
     def test_an_unwatched_task_leaves_no_done_list(self, broker: Broker) -> None:
         broker.enqueue("t1")
@@ -221,20 +230,11 @@ class TestWaiting:
 
     def test_a_record_deleted_while_waited_for_is_noticed(self, broker: Broker) -> None:
         handle = broker.enqueue("t1")
-        errors: list[BaseException] = []
-
-        def wait() -> None:
-            try:
-                handle.result(timeout=10)
-            except TaskNotFoundError as e:
-                errors.append(e)
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        waiter, errors = waiting_on_a_thread(handle)
         time.sleep(0.2)
         broker.client.delete(broker.keys.task("t1"))
         waiter.join(5)
-        assert len(errors) == 1 and not waiter.is_alive()
+        assert [type(e) for e in errors] == [TaskNotFoundError] and not waiter.is_alive()
 
 
 class TestStoredResult:

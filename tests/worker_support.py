@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
 
@@ -37,3 +39,13 @@ class WorkerThread:
         for thread in (self.worker.waker, self.worker.heartbeat):
             thread.join(5)
         self.broker.client.close()
+
+
+@contextmanager
+def worker_running(app: App, settings: Settings, concurrency: int = 4) -> Iterator[WorkerThread]:
+    """A WorkerThread for `app` while the block runs, closed after it."""
+    thread = WorkerThread(app, settings, concurrency)
+    try:
+        yield thread
+    finally:
+        thread.close(app.broker.client)  # type: ignore[arg-type]
