@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from importlib import resources
 from typing import Any
 
@@ -16,6 +17,7 @@ from taskq import limits
 from taskq.broker import Broker, NewTask
 from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.results import Failure
+from taskq.schedules import make_schedule
 from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
 
 RETENTION = 777
@@ -140,10 +142,23 @@ def call_purge(b: Broker) -> dict[str, Any]:
     return {"limit": 7, "dead_ttl": 10}
 
 
+def call_fire(b: Broker) -> dict[str, Any]:
+    schedule = make_schedule(name="nightly", task="mod.fn", cron=None,
+                             every=timedelta(seconds=1), tz=None, args=(7,), kwargs={},
+                             policy="all", grace=timedelta(seconds=2), max_retries=4)
+    tick = b.server_time_ms() // 1000 * 1000
+    b.client.hset(b.keys.schedules, "last:nightly", tick - 1000)
+    b.fire(schedule, [tick])
+    return {"schedule": "nightly", "version": schedule.version, "name": "mod.fn",
+            "payload": '{"args":[7],"kwargs":{}}', "max_retries": 4, "policy": "all",
+            "grace_ms": 2000, "count": 1, "tick_ms": tick}  # fmt: skip
+
+
 CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
     "enqueue": call_enqueue, "lease": call_lease, "heartbeat": call_heartbeat,
     "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
     "promote": call_promote, "retry_dead": call_retry_dead, "purge": call_purge,
+    "fire": call_fire,
 }  # fmt: skip
 
 

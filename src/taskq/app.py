@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Iterable
+from datetime import timedelta, tzinfo
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from taskq.aio import AsyncBroker
@@ -16,6 +17,7 @@ from taskq.handle import TaskHandle
 from taskq.keys import check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, shown
 from taskq.results import NewTask
+from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
 from taskq.settings import Settings
 
 P = ParamSpec("P")
@@ -140,6 +142,7 @@ class App:
         self.settings = settings
         self.queue = queue or self.settings.queue
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
         self._broker: Broker | None = None
         self._async = _LoopBroker()
 
@@ -172,6 +175,44 @@ class App:
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
                         bool(store_result))
             self.tasks[task_name] = task
+            return task
+
+        return register
+
+    def periodic(
+        self,
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        tz: tzinfo | str | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        policy: str = DEFAULT_POLICY,
+        grace: timedelta = DEFAULT_GRACE,
+        name: str | None = None,
+        max_retries: int | None = None,
+    ) -> Callable[[Callable[P, R] | Task[P, R]], Task[P, R]]:
+        """Run a function (registered here as a task unless it is one) on a schedule:
+        `cron` (read in `tz`, UTC by default) or `every` (ticks at whole multiples of it
+        since the epoch). Whichever workers run fire each tick once, as one task with
+        `args` and `kwargs`. Ticks no worker was up for follow `policy`: "latest" (the
+        default) runs the latest of them once, "skip" drops them and runs a tick only up
+        to `grace` late, "all" runs each (at most the last 100). `name` (default: the
+        task's name) identifies the schedule: one changed under the same name replaces
+        the old definition, keeping its last tick, so no tick runs twice or is lost."""
+
+        def register(fn: Callable[P, R] | Task[P, R]) -> Task[P, R]:
+            task = fn if isinstance(fn, Task) else self.task()(fn)
+            schedule_name = task.name if name is None else name
+            if schedule_name in self.schedules:
+                raise InvalidTaskError(f"a schedule named {schedule_name!r} is already "
+                                       "declared; give this one another name=")
+            call_kwargs = {} if kwargs is None else dict(kwargs)
+            task._check_arguments(tuple(args), call_kwargs)
+            self.schedules[schedule_name] = make_schedule(
+                name=schedule_name, task=task.name, cron=cron, every=every, tz=tz,
+                args=tuple(args), kwargs=call_kwargs, policy=policy, grace=grace,
+                max_retries=task.max_retries if max_retries is None else max_retries)
             return task
 
         return register

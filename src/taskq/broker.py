@@ -39,6 +39,7 @@ from taskq.results import (
     Enqueued,
     FailResult,
     Failure,
+    Fired,
     LeaseBatch,
     LeasedTask,
     NewTask,
@@ -47,6 +48,7 @@ from taskq.results import (
     TaskRecord,
     Watched,
 )
+from taskq.schedules import Schedule
 from taskq.scripts import Scripts
 from taskq.settings import Settings
 from taskq.transport import Client, transport_for
@@ -409,6 +411,30 @@ class Broker:
                 args=[k.prefix, LIMIT.check(limit), self.events_retention],
             )
         return [text(task_id) for task_id in reply]
+
+    def fire(self, schedule: Schedule, ticks: Sequence[int] = ()) -> Fired:
+        """Make the task of each of `ticks` (ms, ascending) that is due by the server's
+        clock and after the schedule's last handled tick, as its policy says, in one
+        atomic step: however many workers fire the same tick, it becomes one task."""
+        if any(not isinstance(t, int) or isinstance(t, bool) for t in ticks):
+            raise InvalidTaskError(f"ticks must be whole milliseconds, not {shown(ticks)}")
+        k = self.keys
+        self._register_queue()
+        with redis_errors("fire a periodic schedule"):
+            reply = self.scripts.fire(
+                keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
+                args=[k.prefix, self.events_retention, schedule.name, schedule.version,
+                      schedule.task, schedule.payload, schedule.max_retries, schedule.policy,
+                      schedule.grace_ms, len(ticks), *ticks],
+            )
+        return Fired.from_reply(reply)
+
+    def schedule_state(self, name: str) -> tuple[int, str] | None:
+        """A schedule's last handled tick (ms) and stored version; None if never fired."""
+        with redis_errors("read a periodic schedule"):
+            last, version = self.client.hmget(self.keys.schedules,
+                                              [f"last:{name}", f"version:{name}"])
+        return None if last is None else (int(text(last)), text(version or ""))
 
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""

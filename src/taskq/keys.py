@@ -53,6 +53,15 @@ def check_task_id(task_id: str) -> str:
     return task_id
 
 
+# The task a schedule's tick becomes; fire.lua builds the same id from the same parts.
+SCHEDULE_TASK_PREFIX = "sched:"
+
+
+def schedule_task_id(schedule: str, tick_ms: int) -> str:
+    """The id of the one task schedule `schedule` makes for the tick at `tick_ms`."""
+    return f"{SCHEDULE_TASK_PREFIX}{schedule}:{tick_ms}"
+
+
 def check_held(held: object) -> list[tuple[str, int]]:
     """`held` as checked `(task_id, token)` pairs, or `InvalidTaskError` saying which is not."""
     if isinstance(held, str | bytes) or not isinstance(held, Sequence):
@@ -151,6 +160,12 @@ class QueueKeys:
     def done(self, task_id: str) -> str:
         """Filled when a task someone waits for ends; waiters block on it (watch.lua)."""
         return self.prefix + "done:" + task_id
+
+    @property
+    def schedules(self) -> str:
+        """Periodic schedules' records: `last:<name>` (the last tick handled, ms) and
+        `version:<name>` (the definition's hash)."""
+        return self.prefix + "schedules"
 
     def idem(self, key: str) -> str:
         return self.prefix + "idem:" + key

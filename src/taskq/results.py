@@ -10,6 +10,7 @@ from taskq.boundary import text
 
 FailStatus = Literal["retry", "dead", "stale"]
 ReapOutcome = Literal["delayed", "dead"]
+Definition = Literal["new", "same", "replaced"]
 TaskState = Literal["pending", "delayed", "running", "completed", "dead"]
 
 SIMULATE_TASK = "taskq.simulate"
@@ -89,6 +90,26 @@ class Watched:
             fencing_token=int(fields[6] or 0),
             retries=int(fields[7] or 0),
         )
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What firing a schedule did: how its stored definition compared with the one
+    fired (`new`: first seen, it starts at the server's now and fires nothing), the
+    last tick it has handled, the server's clock, and the tasks made now (none when
+    another worker made them first)."""
+
+    definition: Definition
+    last_tick_ms: int
+    server_ms: int
+    task_ids: tuple[str, ...]
+
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> Fired:
+        values = [text(v) for v in reply]
+        definition: Definition = ("new" if values[0] == "new" else
+                                  "replaced" if values[0] == "replaced" else "same")
+        return cls(definition, int(values[1]), int(values[2]), tuple(values[3:]))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ OPERATIONS = (
     "promote",
     "retry_dead",
     "purge",
+    "fire",
 )
 
 INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
@@ -97,6 +98,7 @@ class Scripts:
         self.promote = load("promote")
         self.retry_dead = load("retry_dead")
         self.purge = load("purge")
+        self.fire = load("fire")
         self.snapshot = load("snapshot")
         self.watch = load("watch")
 

@@ -64,7 +64,7 @@ class Worker:
         self.waker = Waker(self.broker, s, self.worker_id, self.slots, self.dispatcher,
                            self.runner, self.lifecycle, self.inbox)
         self.settler = Settler(self.broker, s, self.slots, self.worker_id)
-        self.maintenance = Maintenance(self.broker, s)
+        self.maintenance = Maintenance(self.broker, s, app.schedules.values())
         self._backoff = Backoff()
 
     @property

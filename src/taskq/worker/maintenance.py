@@ -1,11 +1,15 @@
-"""Maintenance on the loop's thread: promote due tasks, reap expired leases, purge the dead."""
+"""Maintenance on the loop's thread: fire periodic schedules, promote due tasks, reap
+expired leases, purge the dead."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from taskq.broker import Broker
+from taskq.schedules import Schedule
 from taskq.settings import Settings
+from taskq.worker.periodic import Periodic
 
 LIMIT = 100
 # Due tasks and expired leases are found within this long; a busy worker's loop turns
@@ -21,23 +25,27 @@ class Maintenance:
     """Every worker maintains its queue, so no scheduler process is needed; each step
     runs on its own clock (the monotonic one: these are local waits)."""
 
-    def __init__(self, broker: Broker, settings: Settings) -> None:
+    def __init__(self, broker: Broker, settings: Settings,
+                 schedules: Iterable[Schedule] = ()) -> None:
         self.broker = broker
         self.settings = settings
+        self.periodic = Periodic(broker, schedules)
         self._last = -1e9
         self._next_purge = 0.0
 
     def run(self, backlog: bool) -> int:
-        """Promote and reap if it is time (less often while ready has a `backlog`), and
-        purge now and then; returns how many tasks became ready. Raises BrokerError."""
+        """Fire due schedules, promote and reap if it is time (less often while ready has
+        a `backlog`), and purge now and then; returns how many tasks became ready.
+        Raises BrokerError."""
         now = time.monotonic()
         if now < self._last + (EVERY_SECONDS_WITH_BACKLOG if backlog else EVERY_SECONDS):
             return 0
         self._last = now
         s = self.settings
+        fired = self.periodic.run()
         promoted = len(self.broker.promote(LIMIT))
         self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
         if now >= self._next_purge:
             self.broker.purge(s.dead_ttl_seconds, LIMIT)
             self._next_purge = now + PURGE_EVERY_SECONDS
-        return promoted
+        return fired + promoted

@@ -1,0 +1,188 @@
+"""Periodic schedules: their declaration, its checks, and the tick times they name.
+
+A schedule only names instants; which of them are due is decided by `fire.lua` against
+the Redis server's clock, so workers on hosts whose clocks disagree still agree on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, Literal, get_args
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadCronError, croniter
+
+from taskq.codec import args_payload, encode_payload
+from taskq.errors import ConfigError, InvalidTaskError
+from taskq.keys import check_task_id, schedule_task_id
+from taskq.limits import MAX_PAYLOAD_BYTES, MAX_RETRIES, shown
+
+# What happens to ticks that came and went while no worker ran:
+#   skip   - dropped; only a tick fired at most `grace` after its time runs
+#   latest - the latest of them runs once, the rest are dropped (Celery beat's way)
+#   all    - each runs, at most MAX_CATCH_UP of the latest ones
+Policy = Literal["skip", "latest", "all"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
+# Running the latest once loses no "at least once per period" promise (a nightly job
+# still runs after a deploy that spanned midnight) and never floods the queue.
+DEFAULT_POLICY: Policy = "latest"
+DEFAULT_GRACE = timedelta(minutes=1)
+# Ticks one firing turns into tasks under "all": a worker fleet down for a day with a
+# one-second schedule must not come back to 86,400 tasks.
+MAX_CATCH_UP = 100
+MAX_GRACE = timedelta(days=3650)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One periodic task: which task, with which arguments, at which instants.
+
+    Exactly one of `cron` (a cron expression, read in `tz`) and `every_ms` (a period,
+    its ticks at whole multiples of it since the Unix epoch, so every worker names the
+    same ones) is set. `version` changes whenever anything that decides what runs
+    changes, so a redeployed schedule is recognised as replacing the old one."""
+
+    name: str
+    task: str
+    cron: str | None
+    every_ms: int | None
+    tz: tzinfo
+    payload: str
+    policy: Policy
+    grace_ms: int
+    max_retries: int
+
+    @property
+    def version(self) -> str:
+        definition = [self.task, self.cron, self.every_ms, str(self.tz), self.payload,
+                      self.policy, self.grace_ms, self.max_retries]
+        return hashlib.sha256(json.dumps(definition).encode()).hexdigest()[:16]
+
+    @property
+    def when(self) -> str:
+        """The schedule as people write it: the cron line and zone, or the period."""
+        if self.cron is not None:
+            return f"cron {self.cron!r} ({self.tz})"
+        return f"every {timedelta(milliseconds=self.every_ms or 0)}"
+
+    def task_id(self, tick_ms: int) -> str:
+        """The id of the task a tick becomes: the same on every worker, at every try."""
+        return schedule_task_id(self.name, tick_ms)
+
+    def next_tick(self, after_ms: int) -> int:
+        """The first tick strictly after `after_ms` (ms since the epoch)."""
+        if self.every_ms is not None:
+            return (after_ms // self.every_ms + 1) * self.every_ms
+        return _ms(self._cron(after_ms).get_next(datetime))
+
+    def ticks(self, after_ms: int, upto_ms: int, limit: int) -> list[int]:
+        """The latest `limit` ticks `t` with `after_ms < t <= upto_ms`, earliest first."""
+        found: list[int] = []
+        if self.every_ms is not None:
+            tick = upto_ms // self.every_ms * self.every_ms
+            while tick > after_ms and len(found) < limit:
+                found.append(tick)
+                tick -= self.every_ms
+        else:
+            # get_prev from just past upto_ms includes a tick at upto_ms itself.
+            it = self._cron(upto_ms + 1)
+            while len(found) < limit:
+                tick = _ms(it.get_prev(datetime))
+                if tick <= after_ms:
+                    break
+                found.append(tick)
+        return found[::-1]
+
+    def _cron(self, start_ms: int) -> croniter:
+        assert self.cron is not None, "a schedule with every_ms has no cron iterator"
+        return croniter(self.cron, _instant(start_ms, self.tz))
+
+
+def make_schedule(
+    *,
+    name: str,
+    task: str,
+    cron: str | None,
+    every: timedelta | None,
+    tz: tzinfo | str | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    policy: str,
+    grace: timedelta,
+    max_retries: int,
+) -> Schedule:
+    """A checked `Schedule`, or `ConfigError` naming what is wrong with the declaration."""
+    check_schedule_name(name)
+    if (cron is None) == (every is None):
+        raise ConfigError(f"schedule {name!r}: give exactly one of cron=... and every=...")
+    zone = _zone(name, tz)
+    every_ms = None
+    if every is not None:
+        if tz is not None:
+            raise ConfigError(f"schedule {name!r}: tz applies to cron=..., not every=...")
+        every_ms = _positive_ms(name, "every", every)
+    else:
+        if not isinstance(cron, str) or not croniter.is_valid(cron):
+            raise ConfigError(f"schedule {name!r}: {shown(cron)} is not a valid cron "
+                              "expression (5 fields, or 6 with seconds last)")
+        try:
+            croniter(cron, datetime.now(zone))
+        except CroniterBadCronError as e:
+            raise ConfigError(f"schedule {name!r}: cron {cron!r}: {e}") from e
+    if policy not in POLICIES:
+        raise ConfigError(f"schedule {name!r}: unknown policy {shown(policy)}; use one of "
+                          f"{', '.join(POLICIES)}")
+    grace_ms = _positive_ms(name, "grace", grace)
+    if grace > MAX_GRACE:
+        raise ConfigError(f"schedule {name!r}: grace {grace} is over {MAX_GRACE.days} days")
+    payload = encode_payload(args_payload(args, kwargs), MAX_PAYLOAD_BYTES.default)
+    return Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
+                    payload=payload, policy=policy, grace_ms=grace_ms,
+                    max_retries=MAX_RETRIES.check(max_retries, error=ConfigError))
+
+
+def check_schedule_name(name: object) -> str:
+    """`name` if a schedule can bear it (its tasks' ids are built from it), else
+    `InvalidTaskError`."""
+    if not isinstance(name, str) or not name or len(name) > 100:
+        raise InvalidTaskError(f"invalid schedule name {shown(name)}: use 1-100 letters, "
+                               "digits, '_', '.', ':' or '-'")
+    try:
+        check_task_id(schedule_task_id(name, 0))
+    except InvalidTaskError:
+        raise InvalidTaskError(f"invalid schedule name {shown(name)}: use 1-100 letters, "
+                               "digits, '_', '.', ':' or '-'") from None
+    return name
+
+
+def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
+    if tz is None:
+        return UTC
+    if isinstance(tz, str):
+        try:
+            return ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ConfigError(f"schedule {name!r}: unknown time zone {tz!r}") from e
+    if not isinstance(tz, tzinfo) or tz.utcoffset(datetime.now()) is None:
+        raise ConfigError(f"schedule {name!r}: tz must be a time zone (a ZoneInfo, "
+                          f"datetime.UTC or an IANA name), not {shown(tz)}")
+    return tz
+
+
+def _positive_ms(name: str, what: str, value: object) -> int:
+    if not isinstance(value, timedelta) or value < timedelta(milliseconds=1):
+        raise ConfigError(f"schedule {name!r}: {what} must be a timedelta of at least "
+                          f"1 ms, not {shown(value)}")
+    return value // timedelta(milliseconds=1)
+
+
+def _instant(ms: int, tz: tzinfo) -> datetime:
+    return (EPOCH + timedelta(milliseconds=ms)).astimezone(tz)
+
+
+def _ms(instant: datetime) -> int:
+    return (instant - EPOCH) // timedelta(milliseconds=1)

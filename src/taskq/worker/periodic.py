@@ -1,0 +1,64 @@
+"""Firing periodic schedules, a step of every worker's maintenance: no scheduler process.
+
+Which ticks are due is decided by fire.lua against the Redis server's clock. The local
+monotonic clock only says when asking is worth a round trip: from the server time the
+last reply carried, this worker can tell when the next tick should have come.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from taskq.broker import Broker
+from taskq.schedules import MAX_CATCH_UP, Schedule
+
+# Ask again this often even when no tick should be due: another worker may have fired,
+# a definition may have been replaced, or Redis may have come back with other state.
+REFRESH_SECONDS = 5.0
+
+
+@dataclass
+class _Seen:
+    """What the last reply said about one schedule, and when (monotonic) it came."""
+
+    last_tick_ms: int
+    server_ms: int
+    at: float
+    next_tick_ms: int
+
+
+class Periodic:
+    """Fires each of an app's schedules whenever a tick may be due."""
+
+    def __init__(self, broker: Broker, schedules: Iterable[Schedule]) -> None:
+        self.broker = broker
+        self.schedules = tuple(schedules)
+        self._seen: dict[str, _Seen] = {}
+
+    def run(self) -> int:
+        """Fire every schedule that may have a due tick; returns how many tasks were
+        made. Raises BrokerError."""
+        made = 0
+        for schedule in self.schedules:
+            now = time.monotonic()
+            seen = self._seen.get(schedule.name)
+            if seen is None:
+                made += self._fire(schedule, [])
+                continue
+            server_now = seen.server_ms + int((now - seen.at) * 1000)
+            if server_now >= seen.next_tick_ms or now >= seen.at + REFRESH_SECONDS:
+                limit = MAX_CATCH_UP if schedule.policy == "all" else 1
+                made += self._fire(schedule,
+                                   schedule.ticks(seen.last_tick_ms, server_now, limit))
+        return made
+
+    def _fire(self, schedule: Schedule, ticks: list[int]) -> int:
+        fired = self.broker.fire(schedule, ticks)
+        # Taken after the reply, so the estimate of the server's clock runs behind it
+        # rather than ahead: a tick is asked for a round trip late, never early.
+        self._seen[schedule.name] = _Seen(fired.last_tick_ms, fired.server_ms,
+                                          time.monotonic(),
+                                          schedule.next_tick(fired.last_tick_ms))
+        return len(fired.task_ids)

@@ -1,0 +1,185 @@
+"""Broker.fire: a schedule's due ticks become tasks, each tick exactly once, by Redis time."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import events
+from taskq.broker import Broker
+from taskq.schedules import Schedule, make_schedule
+
+SECOND = 1000
+
+
+def every_second(**overrides: Any) -> Schedule:
+    options: dict[str, Any] = {"name": "tick", "task": "mod.fn", "cron": None,
+                               "every": timedelta(seconds=1), "tz": None, "args": (),
+                               "kwargs": {}, "policy": "all",
+                               "grace": timedelta(seconds=5), "max_retries": 3}
+    options.update(overrides)
+    return make_schedule(**options)
+
+
+def started(broker: Broker, schedule: Schedule, seconds_ago: int) -> int:
+    """Fire `schedule` for the first time, then move its start `seconds_ago` back, so
+    that many ticks are due; returns the start (ms, a whole second)."""
+    assert broker.fire(schedule).definition == "new"
+    start = (broker.server_time_ms() // SECOND - seconds_ago) * SECOND
+    broker.client.hset(broker.keys.schedules, f"last:{schedule.name}", start)
+    return start
+
+
+def due(broker: Broker, schedule: Schedule, after: int) -> list[int]:
+    return schedule.ticks(after, broker.server_time_ms(), 1000)
+
+
+class TestFirstSight:
+    def test_a_new_schedule_starts_at_the_server_time_and_fires_nothing(
+        self, broker: Broker
+    ) -> None:
+        fired = broker.fire(every_second(), [1_000, 2_000])
+        assert (fired.definition, fired.task_ids) == ("new", ())
+        assert fired.last_tick_ms == fired.server_ms
+        assert broker.counts().ready == 0
+
+
+class TestOneTaskPerTick:
+    def test_each_due_tick_becomes_one_task_with_the_schedules_call(
+        self, broker: Broker
+    ) -> None:
+        s = every_second(args=(7,))
+        start = started(broker, s, 3)
+        fired = broker.fire(s, due(broker, s, start))
+        assert fired.task_ids == tuple(s.task_id(start + n * SECOND) for n in (1, 2, 3))
+        record = broker.task(fired.task_ids[0])
+        assert record is not None and record.name == "mod.fn"
+        assert broker.payload(fired.task_ids[0]) == {"args": [7], "kwargs": {}}
+        assert [e.type for e in events(broker.client, broker.keys)] == ["enqueued"] * 3
+
+    def test_two_brokers_firing_the_same_tick_make_one_task(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        other = Broker(client, broker.queue)
+        s = every_second()
+        start = started(broker, s, 1)
+        ticks = due(broker, s, start)
+        first, second = broker.fire(s, ticks), other.fire(s, ticks)
+        assert len(first.task_ids) == 1 and second.task_ids == ()
+        assert broker.counts().ready == 1
+
+    def test_a_tick_already_handled_is_refused_even_if_its_task_is_gone(
+        self, broker: Broker
+    ) -> None:
+        s = every_second()
+        start = started(broker, s, 1)
+        (task_id,) = broker.fire(s, due(broker, s, start)).task_ids
+        broker.client.delete(broker.keys.task(task_id), broker.keys.ready)
+        assert broker.fire(s, [start + SECOND]).task_ids == ()
+
+    def test_a_tick_the_server_clock_has_not_reached_is_not_fired(self, broker: Broker) -> None:
+        s = every_second()
+        start = started(broker, s, 0)
+        ahead = broker.server_time_ms() // SECOND * SECOND + 60 * SECOND
+        fired = broker.fire(s, [ahead])
+        assert fired.task_ids == () and fired.last_tick_ms == start
+        assert broker.fire(s, [ahead]).task_ids == ()
+
+    def test_bad_arguments_are_refused_before_any_write(self, broker: Broker) -> None:
+        s = every_second()
+        started(broker, s, 2)
+        before = broker.client.hgetall(broker.keys.schedules)
+        with pytest.raises(redis.ResponseError, match="strictly ascending"):
+            broker.scripts.fire(
+                keys=[broker.keys.schedules, broker.keys.ready, broker.keys.events,
+                      broker.keys.seq, broker.keys.epoch, broker.keys.wake],
+                args=[broker.keys.prefix, 1000, "tick", s.version, "mod.fn", "{}", 3, "all",
+                      1000, 2, 2000, 1000])
+        with pytest.raises(redis.ResponseError, match="policy must be all, latest or skip"):
+            broker.scripts.fire(
+                keys=[broker.keys.schedules, broker.keys.ready, broker.keys.events,
+                      broker.keys.seq, broker.keys.epoch, broker.keys.wake],
+                args=[broker.keys.prefix, 1000, "tick", s.version, "mod.fn", "{}", 3,
+                      "sometimes", 1000, 0])
+        assert broker.client.hgetall(broker.keys.schedules) == before
+
+
+class TestPolicies:
+    def test_all_runs_every_missed_tick(self, broker: Broker) -> None:
+        s = every_second(policy="all")
+        start = started(broker, s, 5)
+        assert len(broker.fire(s, due(broker, s, start)).task_ids) == 5
+
+    def test_latest_runs_only_the_latest_missed_tick(self, broker: Broker) -> None:
+        s = every_second(policy="latest")
+        start = started(broker, s, 5)
+        ticks = due(broker, s, start)
+        fired = broker.fire(s, ticks)
+        assert fired.task_ids == (s.task_id(ticks[-1]),)
+        assert fired.last_tick_ms == ticks[-1]
+
+    def test_skip_runs_a_tick_within_its_grace(self, broker: Broker) -> None:
+        s = every_second(policy="skip", grace=timedelta(seconds=5))
+        start = started(broker, s, 3)
+        assert len(broker.fire(s, due(broker, s, start)).task_ids) == 1
+
+    def test_skip_drops_a_tick_later_than_its_grace_and_moves_past_it(
+        self, broker: Broker
+    ) -> None:
+        s = every_second(policy="skip", grace=timedelta(milliseconds=1))
+        start = started(broker, s, 3)
+        old = [start + SECOND, start + 2 * SECOND]
+        fired = broker.fire(s, old)
+        assert fired.task_ids == () and fired.last_tick_ms == old[-1]
+
+
+class TestDefinitionChange:
+    def test_a_changed_definition_replaces_the_old_keeping_its_last_tick(
+        self, broker: Broker
+    ) -> None:
+        old = every_second()
+        start = started(broker, old, 2)
+        first = broker.fire(old, due(broker, old, start))
+        new = every_second(args=(1,), every=timedelta(milliseconds=500))
+        assert new.version != old.version
+        replaced = broker.fire(new, new.ticks(start, first.last_tick_ms, 100))
+        assert (replaced.definition, replaced.task_ids) == ("replaced", ())
+        assert replaced.last_tick_ms == first.last_tick_ms
+        assert broker.schedule_state("tick") == (first.last_tick_ms, new.version)
+        assert broker.fire(new, []).definition == "same"
+
+
+class TestManyFirers:
+    @settings(max_examples=25, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(plan=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10)), min_size=1,
+                         max_size=30),
+           policy=st.sampled_from(["all", "latest", "skip"]))
+    def test_firers_with_stale_views_make_one_task_per_tick_in_any_interleaving(
+        self, client: redis.Redis, plan: list[tuple[int, int]], policy: str
+    ) -> None:
+        client.flushall()
+        firers = [Broker(client, "test") for _ in range(3)]
+        s = every_second(policy=policy, grace=timedelta(hours=1))
+        start = started(firers[0], s, 10)
+        # What each firer last heard of the schedule's last tick: stale for all but the
+        # one that fired last, as with workers that each cache their own reply.
+        seen = [start] * 3
+        made: list[str] = []
+        for who, upto in plan:
+            fired = firers[who].fire(s, s.ticks(seen[who], start + upto * SECOND, 100))
+            seen[who] = fired.last_tick_ms
+            made.extend(fired.task_ids)
+        assert len(made) == len(set(made)) == firers[0].counts().ready
+        ticks = sorted(int(task_id.rsplit(":", 1)[1]) for task_id in made)
+        reached = max(upto for _, upto in plan)
+        if policy == "all":
+            assert ticks == [start + n * SECOND for n in range(1, reached + 1)]
+        else:
+            assert set(ticks) <= {start + n * SECOND for n in range(1, reached + 1)}
+            assert (not ticks) == (reached == 0)

@@ -1,0 +1,187 @@
+"""Declaring periodic schedules: their checks, their ticks, their time zones, their versions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from taskq import App
+from taskq.errors import ConfigError, InvalidTaskError
+from taskq.schedules import DEFAULT_POLICY, MAX_CATCH_UP, Schedule, make_schedule
+from taskq.settings import Settings
+
+
+def ms(*parts: int, tz: tzinfo = UTC) -> int:
+    return int(datetime(*parts, tzinfo=tz).timestamp() * 1000)  # type: ignore[misc]
+
+
+def schedule(**overrides: Any) -> Schedule:
+    options: dict[str, Any] = {"name": "s", "task": "mod.fn", "cron": None,
+                               "every": timedelta(seconds=10), "tz": None, "args": (),
+                               "kwargs": {}, "policy": "latest",
+                               "grace": timedelta(minutes=1), "max_retries": 3}
+    options.update(overrides)
+    return make_schedule(**options)
+
+
+def module_level_job() -> None:
+    """A function periodic registers under its own module.qualname."""
+
+
+@pytest.fixture
+def app() -> App:
+    return App("test", Settings.from_env({}))
+
+
+class TestDeclaration:
+    def test_periodic_registers_the_function_as_a_task_and_its_schedule(self, app: App) -> None:
+        @app.periodic(every=timedelta(minutes=5), args=(1,), kwargs={"b": 2})
+        @app.task("tidy")
+        def tidy(a: int, b: int) -> int:
+            return a + b
+
+        assert app.tasks["tidy"] is tidy
+        declared = app.schedules["tidy"]
+        assert (declared.task, declared.every_ms, declared.policy) == ("tidy", 300_000,
+                                                                       DEFAULT_POLICY)
+        assert declared.payload == '{"args":[1],"kwargs":{"b":2}}'
+        assert tidy(1, 2) == 3
+
+    def test_a_plain_function_becomes_a_task_under_its_default_name(self, app: App) -> None:
+        task = app.periodic(every=timedelta(seconds=1))(module_level_job)
+        assert task.name == "test_schedules.module_level_job"
+        assert set(app.schedules) == {task.name}
+
+    def test_an_existing_task_can_be_scheduled_twice_under_two_names(self, app: App) -> None:
+        @app.task("report")
+        def report(kind: str) -> None: ...
+
+        app.periodic(cron="0 * * * *", args=("hourly",), name="hourly")(report)
+        app.periodic(cron="0 0 * * *", args=("daily",), name="daily")(report)
+        assert {s.task for s in app.schedules.values()} == {"report"}
+        assert set(app.schedules) == {"hourly", "daily"}
+
+    def test_a_second_schedule_under_the_same_name_is_refused(self, app: App) -> None:
+        @app.task("report")
+        def report() -> None: ...
+
+        app.periodic(cron="0 * * * *")(report)
+        with pytest.raises(InvalidTaskError, match="'report' is already declared"):
+            app.periodic(cron="0 0 * * *")(report)
+
+    def test_arguments_the_function_cannot_take_are_refused(self, app: App) -> None:
+        with pytest.raises(InvalidTaskError, match=r"cannot enqueue .*tidy"):
+            @app.periodic(every=timedelta(seconds=1), args=(1, 2))
+            @app.task("tidy")
+            def tidy(a: int) -> None: ...
+
+
+class TestErrors:
+    @pytest.mark.parametrize("cron", ["bad", "* * *", "61 * * * *", ""])
+    def test_a_bad_cron_is_named(self, cron: str) -> None:
+        with pytest.raises(ConfigError, match="not a valid cron expression"):
+            schedule(cron=cron, every=None)
+
+    def test_cron_and_every_together_or_neither_are_refused(self) -> None:
+        with pytest.raises(ConfigError, match="exactly one of cron"):
+            schedule(cron="* * * * *")
+        with pytest.raises(ConfigError, match="exactly one of cron"):
+            schedule(every=None)
+
+    @pytest.mark.parametrize("every", [timedelta(0), timedelta(seconds=-1), 5, None])
+    def test_every_must_be_a_positive_timedelta(self, every: object) -> None:
+        with pytest.raises(ConfigError, match=r"every must be a timedelta of at least 1 ms|"
+                                              "exactly one"):
+            schedule(every=every)
+
+    def test_an_unknown_zone_is_named(self) -> None:
+        with pytest.raises(ConfigError, match="unknown time zone 'Mars/Olympus'"):
+            schedule(cron="* * * * *", every=None, tz="Mars/Olympus")
+
+    def test_a_tzinfo_that_is_not_a_zone_is_refused(self) -> None:
+        class Naive(tzinfo):
+            def utcoffset(self, dt: datetime | None) -> timedelta | None:
+                return None
+
+        with pytest.raises(ConfigError, match="tz must be a time zone"):
+            schedule(cron="* * * * *", every=None, tz=Naive())
+
+    def test_a_zone_with_every_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="tz applies to cron"):
+            schedule(tz="Europe/Paris")
+
+    def test_an_unknown_policy_is_named(self) -> None:
+        with pytest.raises(ConfigError, match="unknown policy 'sometimes'; use one of skip, "
+                                              "latest, all"):
+            schedule(policy="sometimes")
+
+    def test_grace_must_be_positive(self) -> None:
+        with pytest.raises(ConfigError, match="grace must be a timedelta"):
+            schedule(grace=timedelta(0))
+
+    @pytest.mark.parametrize("name", ["", "has space", "x" * 101, "ü"])
+    def test_a_name_no_task_id_can_carry_is_refused(self, name: str) -> None:
+        with pytest.raises(InvalidTaskError, match="invalid schedule name"):
+            schedule(name=name)
+
+
+class TestTicks:
+    def test_every_ticks_at_whole_multiples_of_the_period_since_the_epoch(self) -> None:
+        s = schedule(every=timedelta(seconds=10))
+        assert s.next_tick(1_000) == 10_000
+        assert s.next_tick(10_000) == 20_000
+        assert s.ticks(10_000, 45_000, 10) == [20_000, 30_000, 40_000]
+
+    def test_ticks_keep_the_latest_ones_when_more_are_due_than_the_limit(self) -> None:
+        s = schedule(every=timedelta(seconds=1))
+        assert s.ticks(0, 10_500, 3) == [8_000, 9_000, 10_000]
+
+    def test_a_tick_at_the_upper_bound_is_included_and_one_at_the_lower_is_not(self) -> None:
+        s = schedule(cron="*/5 * * * *", every=None)
+        start = ms(2024, 1, 1, 0, 0)
+        assert s.ticks(start, start + 600_000, 10) == [start + 300_000, start + 600_000]
+
+    def test_cron_is_read_in_the_schedules_zone(self) -> None:
+        paris = ZoneInfo("Europe/Paris")
+        s = schedule(cron="0 9 * * *", every=None, tz="Europe/Paris")
+        assert s.next_tick(ms(2024, 1, 1, 12, 0, tz=paris)) == ms(2024, 1, 2, 9, 0, tz=paris)
+        assert s.next_tick(ms(2024, 1, 1, 12, 0, tz=paris)) == ms(2024, 1, 2, 8, 0)
+
+    def test_a_fixed_offset_zone_is_a_zone(self) -> None:
+        s = schedule(cron="0 0 * * *", every=None, tz=timezone(timedelta(hours=-5)))
+        assert s.next_tick(ms(2024, 1, 1, 0, 0)) == ms(2024, 1, 1, 5, 0)
+
+    def test_a_daylight_saving_change_skips_no_day(self) -> None:
+        # Paris moves its clocks forward at 02:00 on 2024-03-31.
+        s = schedule(cron="30 3 * * *", every=None, tz="Europe/Paris")
+        paris = ZoneInfo("Europe/Paris")
+        ticks = s.ticks(ms(2024, 3, 30, 0, 0, tz=paris), ms(2024, 4, 1, 12, 0, tz=paris), 10)
+        assert ticks == [ms(2024, 3, 30, 3, 30, tz=paris), ms(2024, 3, 31, 3, 30, tz=paris),
+                         ms(2024, 4, 1, 3, 30, tz=paris)]
+
+    def test_six_fields_count_seconds(self) -> None:
+        s = schedule(cron="* * * * * */15", every=None)
+        assert s.ticks(0, 60_000, 10) == [15_000, 30_000, 45_000, 60_000]
+
+    def test_task_ids_are_the_same_for_the_same_tick(self) -> None:
+        assert schedule().task_id(5_000) == schedule().task_id(5_000) == "sched:s:5000"
+
+
+class TestVersion:
+    def test_the_version_changes_with_anything_that_decides_what_runs(self) -> None:
+        base = schedule()
+        changed = [schedule(every=timedelta(seconds=11)), schedule(args=(1,)),
+                   schedule(policy="all"), schedule(max_retries=0), schedule(task="mod.g"),
+                   schedule(cron="* * * * *", every=None)]
+        versions = {base.version} | {s.version for s in changed}
+        assert len(versions) == 1 + len(changed)
+
+    def test_the_same_declaration_has_the_same_version_in_every_process(self) -> None:
+        assert schedule().version == schedule().version
+
+
+def test_max_catch_up_bounds_all() -> None:
+    assert 1 < MAX_CATCH_UP <= 1000
