@@ -1,0 +1,71 @@
+"""`taskq schedules`: an app's periodic schedules with their next and last ticks."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from cli_support import CONFIG_VARIABLES
+from taskq.broker import Broker
+from taskq.cli import main
+from taskq.settings import Settings
+
+SCHEDULED_APP = '''
+from datetime import timedelta
+import taskq
+
+app = taskq.App()
+
+@app.periodic(cron="0 9 * * 1-5", tz="Europe/Paris", name="weekday-report")
+@app.task("report")
+def report() -> None:
+    pass
+
+@app.periodic(every=timedelta(minutes=5), policy="all")
+@app.task("tidy")
+def tidy() -> None:
+    pass
+'''
+
+
+@pytest.fixture
+def app_module(tmp_path: Path, settings: Settings, client: redis.Redis,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    for variable in CONFIG_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("REDIS_URL", settings.redis_url)
+    (tmp_path / "scheduled_app.py").write_text(SCHEDULED_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "scheduled_app:app"
+    sys.modules.pop("scheduled_app", None)
+
+
+def test_schedules_lists_each_with_its_next_tick_and_never_fired(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["schedules", "--app", app_module]) == 0
+    out = capsys.readouterr().out
+    assert "2 schedule(s) on queue 'default'" in out
+    assert "weekday-report  report  cron '0 9 * * 1-5' (Europe/Paris)  policy=latest" in out
+    assert "tidy  tidy  every 0:05:00  policy=all" in out
+    assert out.count("never fired") == 2
+
+
+def test_schedules_shows_the_last_tick_a_worker_fired(
+    app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client.hset(Broker(client, "default").keys.schedules, "last:tidy", 1_700_000_100_000)
+    assert main(["schedules", "--app", app_module]) == 0
+    out = capsys.readouterr().out
+    assert "last tick 2023-11-14 22:15:00Z" in out
+    assert out.count("never fired") == 1
+
+
+def test_schedules_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["schedules"])
+    assert "--app" in capsys.readouterr().err
