@@ -99,14 +99,27 @@ class TestOneTaskPerTick:
                 keys=[broker.keys.schedules, broker.keys.ready, broker.keys.events,
                       broker.keys.seq, broker.keys.epoch, broker.keys.wake],
                 args=[broker.keys.prefix, 1000, "tick", s.version, "mod.fn", "{}", 3, "all",
-                      1000, 2, 2000, 1000])
+                      1000, 0, 2, 2000, 1000])
         with pytest.raises(redis.ResponseError, match="policy must be all, latest or skip"):
             broker.scripts.fire(
                 keys=[broker.keys.schedules, broker.keys.ready, broker.keys.events,
                       broker.keys.seq, broker.keys.epoch, broker.keys.wake],
                 args=[broker.keys.prefix, 1000, "tick", s.version, "mod.fn", "{}", 3,
-                      "sometimes", 1000, 0])
+                      "sometimes", 1000, 0, 0])
         assert broker.client.hgetall(broker.keys.schedules) == before
+
+
+    def test_a_caller_that_saw_more_than_redis_kept_fires_nothing_and_learns_the_last(
+        self, broker: Broker
+    ) -> None:
+        # A failover lost the write of ticks 2 and 3, which this caller saw: proposing
+        # from 3 would pass ticks 2 and 3 over for good.
+        s = every_second()
+        start = started(broker, s, 4)
+        stale = broker.fire(s, [start + 4 * SECOND], after_ms=start + 3 * SECOND)
+        assert stale.task_ids == () and stale.last_tick_ms == start
+        fired = broker.fire(s, due(broker, s, stale.last_tick_ms), stale.last_tick_ms)
+        assert len(fired.task_ids) == 4
 
 
 class TestPolicies:
@@ -172,7 +185,8 @@ class TestManyFirers:
         seen = [start] * 3
         made: list[str] = []
         for who, upto in plan:
-            fired = firers[who].fire(s, s.ticks(seen[who], start + upto * SECOND, 100))
+            fired = firers[who].fire(s, s.ticks(seen[who], start + upto * SECOND, 100),
+                                     seen[who])
             seen[who] = fired.last_tick_ms
             made.extend(fired.task_ids)
         assert len(made) == len(set(made)) == firers[0].counts().ready

@@ -305,7 +305,8 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
         "promote": ([k.delayed, k.ready, k.events, k.seq, k.epoch, k.wake], [k.prefix, 100, 1000]),
         "purge": ([k.dlq, k.events, k.seq, k.epoch], [k.prefix, 100, 1, 1000]),
         "fire": ([k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
-                 [k.prefix, 1000, "nightly", "v1", SIMULATE_TASK, "{}", 3, "all", 60_000, 1, 5]),
+                 [k.prefix, 1000, "nightly", "v1", SIMULATE_TASK, "{}", 3, "all", 60_000, 0, 1,
+                  5]),
     }
 
 
@@ -323,8 +324,9 @@ BAD_ARGS = [
     ("reap", 5, 10**20),
     ("promote", 1, 0), ("promote", 1, 10**6), ("promote", 2, 10**20),
     ("purge", 1, -1), ("purge", 2, 10**19), ("purge", 3, 10**20),
-    ("fire", 1, 0), ("fire", 6, 1001), ("fire", 8, 0), ("fire", 8, 10**15), ("fire", 9, 10**5),
-    ("fire", 9, 2), ("fire", 10, "soon"), ("fire", 10, 10**14),
+    ("fire", 1, 0), ("fire", 6, 1001), ("fire", 8, 0), ("fire", 8, 10**15), ("fire", 9, -1),
+    ("fire", 9, 10**14), ("fire", 10, 10**5), ("fire", 10, 2), ("fire", 11, "soon"),
+    ("fire", 11, 10**14),
 ]  # fmt: skip
 
 

@@ -148,10 +148,11 @@ def call_fire(b: Broker) -> dict[str, Any]:
                              policy="all", grace=timedelta(seconds=2), max_retries=4)
     tick = b.server_time_ms() // 1000 * 1000
     b.client.hset(b.keys.schedules, "last:nightly", tick - 1000)
-    b.fire(schedule, [tick])
+    b.fire(schedule, [tick], tick - 1000)
     return {"schedule": "nightly", "version": schedule.version, "name": "mod.fn",
             "payload": '{"args":[7],"kwargs":{}}', "max_retries": 4, "policy": "all",
-            "grace_ms": 2000, "count": 1, "tick_ms": tick}  # fmt: skip
+            "grace_ms": 2000, "after_ms": tick - 1000, "count": 1,
+            "tick_ms": tick}  # fmt: skip
 
 
 CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {

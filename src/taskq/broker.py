@@ -412,12 +412,17 @@ class Broker:
             )
         return [text(task_id) for task_id in reply]
 
-    def fire(self, schedule: Schedule, ticks: Sequence[int] = ()) -> Fired:
+    def fire(self, schedule: Schedule, ticks: Sequence[int] = (), after_ms: int = 0) -> Fired:
         """Make the task of each of `ticks` (ms, ascending) that is due by the server's
         clock and after the schedule's last handled tick, as its policy says, in one
-        atomic step: however many workers fire the same tick, it becomes one task."""
-        if any(not isinstance(t, int) or isinstance(t, bool) for t in ticks):
-            raise InvalidTaskError(f"ticks must be whole milliseconds, not {shown(ticks)}")
+        atomic step: however many workers fire the same tick, it becomes one task.
+
+        `after_ms` is the last handled tick the ticks were computed from (the previous
+        reply's): if Redis has an earlier one, it lost writes, and nothing fires until
+        ticks are proposed from what it has."""
+        if any(not isinstance(t, int) or isinstance(t, bool) for t in [*ticks, after_ms]):
+            raise InvalidTaskError(f"ticks must be whole milliseconds, not "
+                                   f"{shown([*ticks, after_ms])}")
         k = self.keys
         self._register_queue()
         with redis_errors("fire a periodic schedule"):
@@ -425,7 +430,7 @@ class Broker:
                 keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
                 args=[k.prefix, self.events_retention, schedule.name, schedule.version,
                       schedule.task, schedule.payload, schedule.max_retries, schedule.policy,
-                      schedule.grace_ms, len(ticks), *ticks],
+                      schedule.grace_ms, after_ms, len(ticks), *ticks],
             )
         return Fired.from_reply(reply)
 

@@ -19,11 +19,16 @@
                           due tick overtook (all: each runs; else the latest only, and
                           under skip only if it is at most grace_ms late)
   ARGV[9] grace_ms        how late a tick may fire under skip (1 to 315360000000)
-  ARGV[10] count          ticks proposed (0 to 10000); then one value each:
-  ARGV[11] tick_ms        a tick time (ms, server TIME), strictly ascending
+  ARGV[10] after_ms       the last handled tick the caller knew of, which it proposes
+                          ticks after (0 to 10^13): one later than the stored one means
+                          Redis lost writes the caller saw (a failover, a crash), and
+                          nothing fires, lest the ticks between be passed over
+  ARGV[11] count          ticks proposed (0 to 10000); then one value each:
+  ARGV[12] tick_ms        a tick time (ms, server TIME), strictly ascending
   Returns: {'new' | 'same' | 'replaced', last tick ms, server now ms, task_id...}: how
            the stored version compared (a new schedule starts at the server's now and
-           fires nothing), the last handled tick after the call, and each task created;
+           fires nothing), the last handled tick after the call (propose from it next),
+           and each task created;
            an argument out of its range is an error, and nothing is written
   Emits:   enqueued (state pending), one per created task
 ]]
@@ -33,21 +38,22 @@ local schedules_key, ready_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, retention, schedule, version = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local name, payload, max_retries, policy = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local grace_ms, count = ARGV[9], ARGV[10]
+local grace_ms, after_ms, count = ARGV[9], ARGV[10], ARGV[11]
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 whole_arg('max_retries', max_retries, 0, LIMITS.max_retries)
 grace_ms = whole_arg('grace_ms', grace_ms, 1, LIMITS.delay_ms)
+after_ms = whole_arg('after_ms', after_ms, 0, LIMITS.run_at_ms)
 count = whole_arg('count', count, 0, LIMITS.count)
 if policy ~= 'all' and policy ~= 'latest' and policy ~= 'skip' then
   error('policy must be all, latest or skip, not ' .. tostring(policy))
 end
-if #ARGV ~= 10 + count then
-  error('count ' .. count .. ' needs ' .. (10 + count) .. ' ARGV values, not ' .. #ARGV)
+if #ARGV ~= 11 + count then
+  error('count ' .. count .. ' needs ' .. (11 + count) .. ' ARGV values, not ' .. #ARGV)
 end
 local ticks = {}
 for i = 1, count do
-  local base = 10 + i
+  local base = 11 + i
   ticks[i] = whole_arg('tick_ms', ARGV[base], 0, LIMITS.run_at_ms)
   if i > 1 and ticks[i] <= ticks[i - 1] then
     error('tick_ms values must be strictly ascending: ' .. integer_text(ticks[i - 1]) ..
@@ -77,7 +83,7 @@ for _, tick in ipairs(ticks) do
   if tick > last and tick <= now then due[#due + 1] = tick end
 end
 local reply = {definition, integer_text(last), now_text}
-if #due == 0 then return reply end
+if #due == 0 or after_ms > last then return reply end
 
 local latest = due[#due]
 local run = {}

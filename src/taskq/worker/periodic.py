@@ -51,11 +51,12 @@ class Periodic:
             if server_now >= seen.next_tick_ms or now >= seen.at + REFRESH_SECONDS:
                 limit = MAX_CATCH_UP if schedule.policy == "all" else 1
                 made += self._fire(schedule,
-                                   schedule.ticks(seen.last_tick_ms, server_now, limit))
+                                   schedule.ticks(seen.last_tick_ms, server_now, limit),
+                                   seen.last_tick_ms)
         return made
 
-    def _fire(self, schedule: Schedule, ticks: list[int]) -> int:
-        fired = self.broker.fire(schedule, ticks)
+    def _fire(self, schedule: Schedule, ticks: list[int], after_ms: int = 0) -> int:
+        fired = self.broker.fire(schedule, ticks, after_ms)
         # Taken after the reply, so the estimate of the server's clock runs behind it
         # rather than ahead: a tick is asked for a round trip late, never early.
         self._seen[schedule.name] = _Seen(fired.last_tick_ms, fired.server_ms,
