@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specs.CeleryETA import celery_eta
+from specs.PeriodicTick import periodic_tick
 from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.TaskFeed import task_feed, task_feed_split_attach
@@ -247,5 +248,20 @@ CHECKS: tuple[Check, ...] = (
         # Watch, the task dies and pushes, revived: the old element wakes the waiter.
         expect=Expect.violated("NoSpuriousSpin", depth=4),
         tlc=TLC(distinct=28, generated=31, depth=4, left=15),
+    ),
+    Check(
+        spec="PeriodicTick/PeriodicTick.tla",
+        config="PeriodicTick/PeriodicTick.cfg",
+        build=periodic_tick.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=297, generated=1194, depth=11, left=0),
+    ),
+    Check(
+        spec="PeriodicTick/PeriodicTickCheckThenEnqueue.tla",
+        config="PeriodicTick/PeriodicTickCheckThenEnqueue.cfg",
+        build=periodic_tick.check_then_enqueue_model,
+        # Two workers check the same tick before either enqueues: two tasks.
+        expect=Expect.violated("OneTaskPerTick", depth=6),
+        tlc=TLC(distinct=63, generated=93, depth=6, left=37),
     ),
 )

@@ -117,7 +117,7 @@ class TestCatalogue:
             "CeleryETA_faulty", "RoostPushSplitAttach", "TaskQueue", "TaskQueueAckNoFence",
             "TaskQueueReapNoBump", "TaskQueueByToken", "TaskQueueShutdownRelease",
             "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskFeed", "TaskFeedSplitAttach",
-            "ResultWaitSplitWatch", "ResultWaitKeepDone",
+            "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:
