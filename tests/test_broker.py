@@ -241,6 +241,50 @@ class TestFail:
         assert broker.fail("t1", token + 1, "x").status == "stale"
         assert dump(client) == before
 
+    def test_fail_with_a_delay_retries_after_that_delay_not_the_backoff(
+        self, broker: Broker
+    ) -> None:
+        token = leased(broker, max_retries=2)
+        before = broker.server_time_ms()
+        result = broker.fail("t1", token, "x", backoff_base=0.01, delay=30)
+        assert (result.status, result.retries, result.delay) == ("retry", 1, 30)
+        run_at = record_of(broker, "t1").run_at
+        assert before + 30_000 <= run_at <= broker.server_time_ms() + 30_000
+
+    def test_fail_with_a_delay_still_goes_dead_when_no_retries_are_left(
+        self, broker: Broker
+    ) -> None:
+        token = leased(broker, max_retries=0)
+        assert broker.fail("t1", token, "x", delay=5).status == "dead"
+        assert broker.dead() == ["t1"]
+
+    def test_fail_dead_goes_to_the_dlq_at_once_with_retries_left(self, broker: Broker) -> None:
+        token = leased(broker, max_retries=5)
+        result = broker.fail("t1", token, "UnknownTaskError: no such task", dead=True)
+        assert (result.status, result.retries) == ("dead", 0)
+        record = record_of(broker, "t1")
+        assert (record.state, record.last_error) == ("dead", "UnknownTaskError: no such task")
+        assert broker.dead() == ["t1"] and where(broker.client, broker.keys, "t1") == ["dlq"]
+        dead = [e for e in events(broker.client, broker.keys) if e.type == "failed"]
+        assert [e.fields["state"] for e in dead] == ["dead"]
+
+    def test_stale_token_cannot_fail_dead(self, broker: Broker, client: redis.Redis) -> None:
+        token = leased(broker)
+        before = dump(client)
+        assert broker.fail("t1", token + 1, "x", dead=True).status == "stale"
+        assert dump(client) == before
+
+    @pytest.mark.parametrize("options", [{"delay": -1}, {"delay": math.nan},
+                                         {"delay": 1, "dead": True}])
+    def test_fail_refuses_a_bad_delay_or_both_options_and_writes_nothing(
+        self, broker: Broker, client: redis.Redis, options: dict[str, Any]
+    ) -> None:
+        token = leased(broker)
+        before = dump(client)
+        with pytest.raises(InvalidTaskError, match="delay"):
+            broker.fail("t1", token, "x", **options)
+        assert dump(client) == before
+
 
 class TestRelease:
     def test_release_puts_the_task_at_the_front_without_using_a_retry(self, broker: Broker) -> None:

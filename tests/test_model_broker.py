@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 )
 
 from helpers import PLACE_STATE, view
-from taskq.broker import Broker, Enqueued
+from taskq.broker import Broker, Enqueued, FailResult
 from taskq.results import Failure
 from taskq.tools.tracecheck import read_log, validate
 
@@ -49,8 +49,9 @@ PATHS = {
     "duplicate key", "heartbeat", "ack", "fail", "release", "stale heartbeat", "stale ack",
     "stale fail", "stale release", "fail to retry", "fail to dead", "reaped to delayed",
     "reaped to dead", "promoted", "long delay left alone", "revived", "watched running",
-    "watched ended", "woken",
+    "watched ended", "woken", "fail to retry after a delay", "fail to dead at once",
 }  # fmt: skip
+FAIL_MODES = ("backoff", "delay", "dead")
 BOOM = Failure("ValueError", "boom", "Traceback (most recent call last):\n  ...\nValueError: boom")
 
 
@@ -120,6 +121,12 @@ class BrokerMachine(RuleBasedStateMachine):
             if ":lreq:" not in str(k)
         )
         return {k: self.client.dump(k) for k in keys}
+
+    def send_fail(self, task_id: str, token: int, mode: str) -> FailResult:
+        """fail.lua in `mode`: after the backoff, after SHORT_DELAY, or dead at once."""
+        if mode == "delay":
+            return self.broker.fail(task_id, token, BOOM, **FAST, delay=SHORT_DELAY)
+        return self.broker.fail(task_id, token, BOOM, **FAST, dead=mode == "dead")
 
     def retry_or_die(self, m: Task) -> str:
         if m.retries >= m.max_retries:
@@ -204,10 +211,10 @@ class BrokerMachine(RuleBasedStateMachine):
         self.holder_op(task_id, token, "ack")
 
     @precondition(lambda self: self.issued)
-    @rule(pick=st.integers(0, 10**6), current=st.booleans())
-    def fail(self, pick: int, current: bool) -> None:
+    @rule(pick=st.integers(0, 10**6), current=st.booleans(), mode=st.sampled_from(FAIL_MODES))
+    def fail(self, pick: int, current: bool, mode: str) -> None:
         task_id, token = self.holder(pick, current)
-        self.holder_op(task_id, token, "fail")
+        self.holder_op(task_id, token, "fail", mode)
 
     @precondition(lambda self: self.issued)
     @rule(pick=st.integers(0, 10**6), current=st.booleans())
@@ -215,16 +222,16 @@ class BrokerMachine(RuleBasedStateMachine):
         task_id, token = self.holder(pick, current)
         self.holder_op(task_id, token, "release")
 
-    def holder_op(self, task_id: str, token: int, op: str) -> None:
-        """One of the four holder scripts; with a stale token it must say so and change
-        nothing (T3)."""
+    def holder_op(self, task_id: str, token: int, op: str, mode: str = "backoff") -> None:
+        """One of the four holder scripts (a fail in one of its `FAIL_MODES`); with a
+        stale token it must say so and change nothing (T3)."""
         b, m = self.broker, self.tasks[task_id]
         if not self.holds(task_id, token):
             before = self.snapshot()
             answers: dict[str, Callable[[], object]] = {
                 "heartbeat": lambda: b.heartbeat(task_id, token, LONG),
                 "ack": lambda: b.ack(task_id, token, json.dumps({"token": token})),
-                "fail": lambda: b.fail(task_id, token, BOOM, **FAST).status,
+                "fail": lambda: self.send_fail(task_id, token, mode).status,
                 "release": lambda: b.release(task_id, token),
             }
             assert answers[op]() in (False, "stale"), f"stale {op} of {task_id}"
@@ -242,12 +249,21 @@ class BrokerMachine(RuleBasedStateMachine):
             m.place = "completed"
             m.end()
         elif op == "fail":
-            result = b.fail(task_id, token, BOOM, **FAST)
-            expected = "dead" if m.retries >= m.max_retries else "retry"
-            SEEN[f"fail to {expected}"] += 1
-            assert (result.status, result.retries) == (expected, min(m.retries + 1, m.max_retries))
+            result = self.send_fail(task_id, token, mode)
+            if mode == "dead":
+                SEEN["fail to dead at once"] += 1
+                assert (result.status, result.retries) == ("dead", m.retries)
+                m.place = "dlq"
+                m.end()
+            else:
+                expected = "dead" if m.retries >= m.max_retries else "retry"
+                SEEN[f"fail to {expected}" + (" after a delay" if mode == "delay" and
+                                               expected == "retry" else "")] += 1
+                assert (result.status, result.retries) == (expected,
+                                                           min(m.retries + 1, m.max_retries))
+                if self.retry_or_die(m) == "delayed" and mode == "delay":
+                    m.due = time.monotonic() + SHORT_DELAY + MARGIN
             m.error_type = BOOM.error_type
-            self.retry_or_die(m)
         else:
             assert b.release(task_id, token)
             m.place = "ready"
@@ -374,11 +390,12 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
             break
         step(m.enqueue, None, 0.0, i % 3)
         step(m.watch, i, True)
+        mode = FAIL_MODES[i % 3]
         for op in ("heartbeat", "fail", "ack", "release"):
             step(m.lease, "w1", False)
             if m.in_place("leased"):
-                step(m.holder_op, *m.holder(0, current=True), op)
-            step(m.holder_op, *m.issued[0], op)  # the first holder, stale after its turn
+                step(m.holder_op, *m.holder(0, current=True), op, mode)
+            step(m.holder_op, *m.issued[0], op, mode)  # the first holder, stale after its turn
         step(m.lease, "w2", True)
         step(m.reap_after_brief_leases_run_out)
         if i % 2:

@@ -105,7 +105,7 @@ def call_fail(b: Broker) -> dict[str, Any]:
     return {"task_id": "t1", "token": token, "error": "ValueError: boom (at x)",
             "backoff_base_ms": 250, "backoff_max_ms": 4000, "jitter": is_jitter,
             "error_type": "ValueError", "error_message": "boom",
-            "traceback": "Traceback..."}  # fmt: skip
+            "traceback": "Traceback...", "mode": "backoff", "delay_ms": 0}  # fmt: skip
 
 
 def call_release(b: Broker) -> dict[str, Any]:

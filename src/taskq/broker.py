@@ -67,6 +67,12 @@ __all__ = [
 ]
 
 
+def _fail_mode(delay: float | None, dead: bool) -> str:
+    """fail.lua's mode for `Broker.fail`'s options; both at once is a contradiction."""
+    if dead and delay is not None:
+        raise InvalidTaskError("fail takes a retry delay or dead=True, not both")
+    return "dead" if dead else "backoff" if delay is None else "delay"
+
 
 class Broker:
     """A queue on a Redis server. Every state change is one atomic script.
@@ -320,6 +326,9 @@ class Broker:
         error: str | Failure,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
+        *,
+        delay: float | None = None,
+        dead: bool = False,
     ) -> FailResult:
         """Record a failed attempt: retry after an equal-jitter backoff, or move to the DLQ.
 
@@ -328,15 +337,21 @@ class Broker:
         Characters UTF-8 cannot encode (lone surrogates) are written as escapes and text
         past `limits.MAX_ERROR_CHARS` (a traceback: its first characters past
         `MAX_TRACEBACK_CHARS`) is cut, never refused, so a worker reporting an odd
-        exception does not fail too."""
+        exception does not fail too.
+
+        `delay` (seconds) retries after that delay instead of the backoff; `dead` moves
+        the task to the DLQ now, whatever retries it has left (an attempt that can never
+        succeed). Either way a task with no retries left goes to the DLQ."""
         failure = error if isinstance(error, Failure) else Failure("", error_text(error))
+        mode = _fail_mode(delay, dead)
         k = self.keys
         args = [k.prefix, check_task_id(task_id), TOKEN.check(token), error_text(failure.line),
                 to_ms(backoff_base, "backoff_base"), to_ms(backoff_max, "backoff_max"),
                 repr(random.random()), self.events_retention,
                 error_text(failure.error_type, "error_type"),
                 error_text(failure.message, "error_message"),
-                error_text(failure.traceback, "traceback", MAX_TRACEBACK_CHARS, keep_end=True)]
+                error_text(failure.traceback, "traceback", MAX_TRACEBACK_CHARS, keep_end=True),
+                mode, 0 if delay is None else to_ms(delay, "delay")]
         with redis_errors("record a failed attempt"):
             reply = self.scripts.fail(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)

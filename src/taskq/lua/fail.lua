@@ -1,7 +1,7 @@
 --[[
   fail: record a failed attempt of a leased task, if the caller still holds the lease:
-  schedule a retry on delayed after a backoff, or move the task to the DLQ when it
-  has no retries left.
+  schedule a retry on delayed (after a backoff, or after the delay the caller names),
+  or move the task to the DLQ when it has no retries left or can never succeed.
   KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
   KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
   KEYS[3] dlq     LIST    dead task ids, most recent at the left
@@ -19,6 +19,10 @@
   ARGV[9] error_type      the exception's type, as module.Name ('' = unknown)
   ARGV[10] error_message  the exception's message
   ARGV[11] traceback      the whole formatted traceback ('' = none)
+  ARGV[12] mode           'backoff' (retry after the backoff) | 'delay' (retry after
+                          delay_ms) | 'dead' (to the DLQ now, whatever retries are left)
+  ARGV[13] delay_ms       the delay of mode 'delay' (0 to 315360000000: ten years);
+                          ignored, but still checked, in the other modes
   Returns: {'retry', retries, delay_ms} | {'dead', retries, '0'} | {'stale', 0, '0'}
            (delay_ms as an integer string); an argument out of its range is an error,
            and nothing is written
@@ -35,9 +39,9 @@ local prefix, task_id, token, error_text = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local base_ms, max_ms, jitter = ARGV[5], ARGV[6], ARGV[7]
 local retention = ARGV[8]
 local error_type, error_message, traceback = ARGV[9], ARGV[10], ARGV[11]
-if not traceback then
-  error('fail takes 11 ARGV values (error_type, error_message and traceback last), not ' ..
-    #ARGV)
+local mode, delay_ms = ARGV[12], ARGV[13]
+if not delay_ms then
+  error('fail needs 13 ARGV values (mode and delay_ms last), not ' .. #ARGV)
 end
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
@@ -47,6 +51,10 @@ jitter = tonumber(jitter)
 if not jitter or not (jitter >= 0 and jitter < 1) then
   error('jitter must be a number from 0 up to (not including) 1, not ' .. tostring(ARGV[7]))
 end
+if mode ~= 'backoff' and mode ~= 'delay' and mode ~= 'dead' then
+  error("mode must be one of 'backoff', 'delay' or 'dead', not " .. tostring(mode))
+end
+delay_ms = whole_arg('delay_ms', delay_ms, 0, LIMITS.delay_ms)
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} end
@@ -57,7 +65,7 @@ if record[1] ~= token then return {'stale', 0, '0'} end
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local retries, max_retries = tonumber(record[2]), tonumber(record[3])
-if retries >= max_retries then
+if mode == 'dead' or retries >= max_retries then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
     'retries', retries, 'error', error_text, 'error_type', error_type})
   redis.call('ZREM', leased_key, task_id)
@@ -70,7 +78,8 @@ if retries >= max_retries then
 end
 
 retries = retries + 1
-local delay = backoff_ms(retries, base_ms, max_ms, jitter)
+local delay = delay_ms
+if mode == 'backoff' then delay = backoff_ms(retries, base_ms, max_ms, jitter) end
 local run_at = now + delay
 emit(feed, {'type', 'failed', 'task', task_id, 'state', 'delayed', 'token', token,
   'retries', retries, 'error', error_text, 'error_type', error_type, 'at', run_at})
