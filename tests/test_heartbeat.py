@@ -76,6 +76,21 @@ class TestBeat:
         assert stale.lease_lost and not fresh.lease_lost and not settled.lease_lost
         assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
 
+    def test_a_run_past_its_time_limit_is_timed_out_and_no_longer_renewed(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        (a, ka), (b, kb) = hold(broker, "a", "b")
+        overdue, within = context_of(broker, a, ka), context_of(broker, b, kb)
+        overdue.limit(0.01)
+        within.limit(60)
+        time.sleep(0.02)
+        seen = len(events(client, broker.keys))
+        heartbeat = Heartbeat(broker, lease(10), holding(overdue, within))
+        heartbeat.enforce_time_limits()
+        heartbeat.beat()
+        assert overdue.timed_out and not within.timed_out
+        assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
+
     def test_the_thread_outlives_an_error_in_a_beat(self, broker: Broker) -> None:
         (a, token), = hold(broker, "a", seconds=0.5)
         renewed = 0

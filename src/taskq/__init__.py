@@ -16,14 +16,17 @@ from taskq.errors import (
     PayloadTooLargeError,
     ResultError,
     ResultTimeoutError,
+    Retry,
     TaskFailed,
     TaskNotFoundError,
     TaskqError,
+    TimeLimitExceeded,
     UnknownTaskError,
     UnsafeRedisError,
 )
 from taskq.handle import TaskHandle
 from taskq.results import Failure
+from taskq.retry import RetryPolicy
 from taskq.settings import Settings
 from taskq.tools.ledger import Ledger
 from taskq.worker import Worker
@@ -52,6 +55,8 @@ __all__ = [
     "PayloadTooLargeError",
     "ResultError",
     "ResultTimeoutError",
+    "Retry",
+    "RetryPolicy",
     "Settings",
     "Task",
     "TaskContext",
@@ -59,6 +64,7 @@ __all__ = [
     "TaskHandle",
     "TaskNotFoundError",
     "TaskqError",
+    "TimeLimitExceeded",
     "UnknownTaskError",
     "UnsafeRedisError",
     "Worker",

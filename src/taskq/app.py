@@ -15,8 +15,9 @@ from taskq.codec import args_payload
 from taskq.errors import InvalidTaskError
 from taskq.handle import TaskHandle
 from taskq.keys import check_task_id, check_task_name, new_id
-from taskq.limits import BATCH_SIZE, MAX_RETRIES, shown
+from taskq.limits import BATCH_SIZE, MAX_RETRIES, TIME_LIMIT, shown
 from taskq.results import NewTask
+from taskq.retry import DEFAULT, RetryPolicy
 from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
 from taskq.settings import Settings
 
@@ -31,12 +32,15 @@ class Task(Generic[P, R]):
     """A registered function: call it directly, or `.enqueue(...)` it to run on a worker."""
 
     def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int,
-                 store_result: bool = True) -> None:
+                 store_result: bool = True, retry: RetryPolicy = DEFAULT,
+                 time_limit: float | None = None) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.max_retries = max_retries
         self.store_result = store_result
+        self.retry = retry
+        self.time_limit = time_limit
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self._signature = inspect.signature(fn)
@@ -122,6 +126,17 @@ class Task(Generic[P, R]):
         except TypeError as e:
             raise InvalidTaskError(f"cannot enqueue {self.name}: {e}") from e
 
+    def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """Raise `InvalidTaskError` if a worker's call with these arguments could not bind
+        to the function: checked before the call, so that a TypeError the handler itself
+        raises is not taken for one."""
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise InvalidTaskError(
+                f"the arguments of this task do not fit {self.name}{self._signature}: {e}"
+            ) from e
+
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
 
@@ -147,12 +162,20 @@ class App:
         self._async = _LoopBroker()
 
     def task(
-        self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True
+        self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
+        retry: RetryPolicy | None = None, time_limit: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (plain or `async def`) under `name` (default: module.qualname).
 
         Its return value is kept as the task's result (JSON, up to TASKQ_MAX_RESULT_BYTES)
-        unless `store_result` is False."""
+        unless `store_result` is False. `retry` (a `taskq.RetryPolicy`) says which
+        exceptions are retried and with what backoff (default: every one, with the
+        settings' backoff); `time_limit` (seconds, 0 for none) is how long one run may
+        take (default: TASKQ_TIME_LIMIT_SECONDS)."""
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidTaskError(f"retry must be a taskq.RetryPolicy, not {shown(retry)}")
+        if time_limit is not None:
+            TIME_LIMIT.check(time_limit)
         if name is not None and not isinstance(name, str):
             # A bare `@app.task` would hand us the function as the name and register nothing.
             raise InvalidTaskError(
@@ -173,7 +196,7 @@ class App:
                     f"a different function is already registered as {task_name!r}"
                 )
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
-                        bool(store_result))
+                        bool(store_result), retry or DEFAULT, time_limit)
             self.tasks[task_name] = task
             return task
 

@@ -18,7 +18,8 @@ log = logging.getLogger("taskq.worker")
 
 class LeaseLostError(TaskqError):
     """Raised inside a handler's `effect()` block when its task may no longer be applied:
-    the lease was lost to another worker, or the worker abandoned the task at shutdown."""
+    the lease was lost to another worker, the run passed its time limit, or the worker
+    abandoned the task at shutdown."""
 
 
 class LeaseConfirmer(Protocol):
@@ -37,8 +38,9 @@ class TaskContext:
     """The task a handler is running: its id, attempt and fencing token, and its lease.
 
     Three threads touch it: the handler (`effect()`), the heartbeat (`renewed`,
-    `mark_lost`) and the worker's loop (`finished`, `abandon`). Only `effect()` and
-    `abandon()` take the lock, so a heartbeat never waits on a handler's effect.
+    `mark_lost`, `time_out`) and the worker's loop (`finished`, `abandon`). Only
+    `effect()` and `abandon()` take the lock, so a heartbeat never waits on a handler's
+    effect.
     """
 
     task_id: str
@@ -54,7 +56,14 @@ class TaskContext:
     # Monotonic time at which the last renewal Redis accepted was sent (the lease was
     # granted no earlier): the lease holds for a lease length from there.
     confirmed_at: float = field(default_factory=time.monotonic, repr=False)
+    # How long this run may take (0: no limit) and the monotonic time it ends (None: never).
+    time_limit: float = field(default=0.0, repr=False)
+    deadline: float | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Held only for a moment, never around user code: `claim_report` must not wait.
+    _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _reported: bool = field(default=False, repr=False)
+    _timed_out: bool = field(default=False, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
     _applied: bool = field(default=False, repr=False)
@@ -67,6 +76,32 @@ class TaskContext:
     @property
     def abandoned(self) -> bool:
         return self._abandoned
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the run was stopped (or, a sync one, given up on) at its time limit."""
+        return self._timed_out
+
+    def limit(self, seconds: float) -> None:
+        """Give this run `seconds` from now (0: no limit)."""
+        self.time_limit = seconds
+        self.deadline = time.monotonic() + seconds if seconds > 0 else None
+
+    def overdue(self, now: float) -> bool:
+        """Whether monotonic time `now` is past this run's time limit."""
+        return self.deadline is not None and now >= self.deadline
+
+    def time_out(self) -> None:
+        """Fence later effects of a run past its time limit. Takes no lock, as
+        `mark_lost`."""
+        self._timed_out = True
+
+    def claim_report(self) -> bool:
+        """True for the first caller only: the one that reports how this run ended (the
+        handler, or the heartbeat giving up on it at its time limit)."""
+        with self._report_lock:
+            first, self._reported = not self._reported, True
+            return first
 
     @property
     def effect_applied(self) -> bool:
@@ -114,6 +149,11 @@ class TaskContext:
             self._applied = True
 
     def _confirm_lease(self) -> None:
+        if self._timed_out or self.overdue(time.monotonic()):
+            raise LeaseLostError(
+                f"task {self.task_id} ran past its time limit ({self.time_limit:g}s); "
+                "its effect is skipped"
+            )
         if not self._lost and self.lease is not None:
             self._renew(self.lease)
         if self._lost:

@@ -68,6 +68,28 @@ class NoResultError(TaskqError):
     shutdown after its effect and cut off the rest of its handler."""
 
 
+class Retry(TaskqError):
+    """Raised by a handler to ask for its task to run again after `delay` seconds (None:
+    after the task's backoff). The attempt counts: a task with no retries left goes to
+    the DLQ. Its task's retry policy does not apply: a handler that asks is retried."""
+
+    def __init__(self, delay: float | None = None, reason: str = "") -> None:
+        # Checked here, in the handler that raises it, rather than when the worker sends
+        # the retry: limits needs this module, so it is imported late.
+        from taskq.limits import DELAY  # noqa: PLC0415
+
+        self.delay = None if delay is None else DELAY.check(delay, "Retry delay")
+        self.reason = reason
+        after = "after its backoff" if delay is None else f"in {delay:g}s"
+        super().__init__(f"retry asked for {after}" + (f": {reason}" if reason else ""))
+
+
+class TimeLimitExceeded(TaskqError):
+    """Raised as the failure of an attempt that ran past its task's time limit (the
+    handler is cancelled if it is `async def`, abandoned if not); retried as its task's
+    retry policy says."""
+
+
 class UnknownTaskError(TaskqError):
     """Raised when a worker leases a task whose name no registered function has."""
 

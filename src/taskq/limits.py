@@ -104,6 +104,9 @@ AFTER_EFFECT_SECONDS = Range("after_effect_seconds", 0.0, float(DAY), 0.0, "seco
 FAIL_RATE = Range("fail_rate", 0.0, 1.0, 0.0)
 POLL_SECONDS = Range("poll_seconds", 0.0, 3600.0, 0.5, "seconds", above=True)
 SHUTDOWN_GRACE = Range("shutdown_grace_seconds", 0.0, float(DAY), 10.0, "seconds")
+# How long a handler may run (0: no limit), per task (`@app.task(time_limit=...)`) or by
+# default (TASKQ_TIME_LIMIT_SECONDS).
+TIME_LIMIT = Range("time_limit", 0.0, float(WEEK), 0.0, "seconds")
 # A worker leases up to its free slots in one call, so it can never want more than that.
 CONCURRENCY = Range("concurrency", 1, LEASE_COUNT.high, 1, "handlers", whole=True)
 # More copies than cores only adds contention; the cap catches a typo like 1000.
@@ -127,6 +130,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "backoff_max_seconds": BACKOFF_MAX,
     "poll_seconds": POLL_SECONDS,
     "shutdown_grace_seconds": SHUTDOWN_GRACE,
+    "time_limit_seconds": TIME_LIMIT,
     "concurrency": CONCURRENCY,
     "worker_processes": WORKER_PROCESSES,
     "events_retention": EVENTS_RETENTION,

@@ -34,6 +34,7 @@ class Settings:
     backoff_max_seconds: float = limits.BACKOFF_MAX.default
     poll_seconds: float = limits.POLL_SECONDS.default
     shutdown_grace_seconds: float = limits.SHUTDOWN_GRACE.default
+    time_limit_seconds: float = limits.TIME_LIMIT.default
     concurrency: int = limits.CONCURRENCY.default
     worker_processes: int = limits.WORKER_PROCESSES.default
     events_retention: int = limits.EVENTS_RETENTION.default
@@ -237,6 +238,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "backoff_max_seconds": ("BACKOFF_MAX_SECONDS", _finite),
     "poll_seconds": ("POLL_SECONDS", _finite),
     "shutdown_grace_seconds": ("SHUTDOWN_GRACE_SECONDS", _finite),
+    "time_limit_seconds": ("TASKQ_TIME_LIMIT_SECONDS", _finite),
     "concurrency": ("TASKQ_CONCURRENCY", int),
     "worker_processes": ("TASKQ_WORKER_PROCESSES", int),
     "events_retention": ("TASKQ_EVENTS_RETENTION", int),

@@ -1,4 +1,5 @@
-"""The heartbeat thread: every lease/3 seconds, renew every lease in hand in one call."""
+"""The heartbeat thread: every lease/3 seconds, renew every lease in hand in one call; in
+between, end the runs that pass their time limits."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import time
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.settings import Settings
+from taskq.worker.runner import Runner
 from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
+
+# How often time limits are looked at, when some run may have one: how late past its
+# limit a run can end.
+LIMIT_TICK = 0.05
 
 
 class Cadence:
@@ -48,29 +54,54 @@ class Heartbeat(threading.Thread):
 
     A renewal answered "stale" marks the task's context lost, which fences its effects;
     an outage is logged and tried again next beat: the lease survives two missed beats.
-    The thread never waits on a lock a handler can hold, and no error ends it.
+    A run past its time limit is timed out: its effects are fenced, its lease is no
+    longer renewed, and `runner` ends it. The thread never waits on a lock a handler can
+    hold, and no error ends it.
     """
 
-    def __init__(self, broker: Broker, settings: Settings, slots: Slots) -> None:
+    def __init__(self, broker: Broker, settings: Settings, slots: Slots,
+                 runner: Runner | None = None) -> None:
         super().__init__(name="taskq-heartbeat", daemon=True)
         self.broker = broker
         self.lease_seconds = settings.lease_seconds
         self.interval = settings.heartbeat_seconds
         self.slots = slots
+        self.runner = runner
         self.stopping = threading.Event()
 
     def run(self) -> None:
         cadence = Cadence(self.interval, time.monotonic())
-        while not self.stopping.wait(cadence.wait(time.monotonic())):
+        tick = LIMIT_TICK if self.runner is not None and self.runner.time_limited else None
+        while not self.stopping.wait(self._next_wait(cadence, tick)):
+            due = cadence.wait(time.monotonic()) == 0
             try:
-                self.beat()
+                self.enforce_time_limits()
+                if due:
+                    self.beat()
             except Exception:
                 log.exception("heartbeat failed; beating on")
-            cadence.beaten(time.monotonic())
+            if due:
+                cadence.beaten(time.monotonic())
+
+    @staticmethod
+    def _next_wait(cadence: Cadence, tick: float | None) -> float:
+        wait = cadence.wait(time.monotonic())
+        return wait if tick is None else min(wait, tick)
+
+    def enforce_time_limits(self) -> None:
+        """Time out every run in hand past its time limit and have the runner end it."""
+        now = time.monotonic()
+        for context in self.slots.in_hand():
+            if not (context.finished or context.timed_out) and context.overdue(now):
+                context.time_out()
+                if self.runner is not None:
+                    self.runner.time_out(context)
 
     def beat(self) -> None:
-        """Renew every lease in hand that is neither lost nor settled, in one call."""
-        contexts = [c for c in self.slots.in_hand() if not (c.lease_lost or c.finished)]
+        """Renew every lease in hand that is neither lost, timed out nor settled, in one
+        call."""
+        contexts = [c for c in self.slots.in_hand()
+                    if not (c.lease_lost or c.finished or c.timed_out)]
         if not contexts:
             return
         sent = time.monotonic()

@@ -8,17 +8,21 @@ from dataclasses import dataclass
 
 from taskq.context import TaskContext
 from taskq.results import Failure, LeasedTask
+from taskq.retry import BACKOFF, Decision
 
 
 @dataclass(frozen=True)
 class Outcome:
     """How one run of a handler ended: `failure` is None when it returned normally, and
-    then `result` is its return value as JSON text (None when it is not kept)."""
+    then `result` is its return value as JSON text (None when it is not kept); a failure
+    is settled as `decision` says (retried after the backoff of the settings unless
+    told otherwise)."""
 
     task: LeasedTask
     context: TaskContext
     failure: Failure | None
     result: str | None = None
+    decision: Decision = BACKOFF
 
 
 class Inbox:

@@ -57,10 +57,10 @@ class Worker:
         self.slots = Slots(self.concurrency)
         self.inbox = Inbox()
         self.lifecycle = Lifecycle(s.shutdown_grace_seconds, self.inbox)
-        self.runner = Runner(app, self.concurrency, self.inbox)
+        self.runner = Runner(app, self.concurrency, self.inbox, s.time_limit_seconds)
         self.dispatcher = Dispatcher(self.broker.queue, self.worker_id, self.slots, self.runner,
                                      LeaseCheck(self.broker, s.lease_seconds))
-        self.heartbeat = Heartbeat(self.broker, s, self.slots)
+        self.heartbeat = Heartbeat(self.broker, s, self.slots, self.runner)
         self.waker = Waker(self.broker, s, self.worker_id, self.slots, self.dispatcher,
                            self.runner, self.lifecycle, self.inbox)
         self.settler = Settler(self.broker, s, self.slots, self.worker_id)

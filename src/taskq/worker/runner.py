@@ -14,8 +14,15 @@ from typing import Any
 from taskq.app import App, Task
 from taskq.codec import decode_payload, encode_result
 from taskq.context import TaskContext, bind, unbind
-from taskq.errors import PayloadError, ResultError, UnknownTaskError
+from taskq.errors import (
+    InvalidTaskError,
+    PayloadError,
+    ResultError,
+    TimeLimitExceeded,
+    UnknownTaskError,
+)
 from taskq.results import Failure, LeasedTask
+from taskq.retry import NEVER, RetryPolicy
 from taskq.worker.inbox import Inbox, Outcome
 
 log = logging.getLogger("taskq.worker")
@@ -25,8 +32,11 @@ MAX_SUMMARY_CHARS = 2000
 
 # A handler call, and whether its return value is kept.
 Call = tuple[Callable[..., Any], list[Any], dict[str, Any], bool]
-# A prepared run: the handler call, the task it runs, and the context it runs in.
-Job = tuple[Call, LeasedTask, TaskContext]
+# A prepared run: the handler call, the task it runs, the context it runs in, and how
+# its failures are retried.
+Job = tuple[Call, LeasedTask, TaskContext, RetryPolicy]
+# A run under a time limit, by (task id, token): its task and what was registered.
+Limited = tuple[LeasedTask, Task[Any, Any]]
 
 
 def type_name(error: BaseException) -> str:
@@ -60,24 +70,47 @@ def arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 
 
 class Runner:
-    """Executes leased tasks and puts each `Outcome` in the loop's inbox; never raises."""
+    """Executes leased tasks and puts each `Outcome` in the loop's inbox; never raises.
 
-    def __init__(self, app: App, concurrency: int, inbox: Inbox) -> None:
+    A run past its time limit (the heartbeat calls `time_out`) ends at once: an async
+    handler's task is cancelled; a sync handler cannot be stopped, so its attempt is
+    failed without it, its thread is given up on (it ends when the handler returns, its
+    outcome ignored) and a new thread takes its place."""
+
+    def __init__(self, app: App, concurrency: int, inbox: Inbox,
+                 time_limit: float = 0.0) -> None:
         self.app = app
         self.inbox = inbox
+        # The limit of a task registered without one (TASKQ_TIME_LIMIT_SECONDS; 0: none).
+        self.time_limit = time_limit
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._thread_main, name=f"taskq-handler-{i}", daemon=True)
-            for i in range(concurrency)
-        ]
+        # Guards the threads (a timed-out one is replaced) and the runs under a limit,
+        # both touched by the heartbeat's thread as well; never held around user code.
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        for _ in range(concurrency):
+            self._new_thread()
+        self._limited: dict[tuple[str, int], Limited] = {}
         self._loop = asyncio.new_event_loop()
-        self._running: set[asyncio.Task[None]] = set()
+        # The loop thread's alone: each async run's asyncio task, by (task id, token).
+        self._running: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._loop_thread = threading.Thread(
             target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
         # Set when a handler thread takes a job or the loop starts a coroutine, so that
         # a thread that handed work over can step aside until a handler has it.
         self._taken = threading.Event()
+
+    def _new_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self._thread_main, daemon=True,
+                                  name=f"taskq-handler-{len(self._threads)}")
+        self._threads.append(thread)
+        return thread
+
+    @property
+    def time_limited(self) -> bool:
+        """Whether any run may have a time limit for the heartbeat to watch."""
+        return self.time_limit > 0 or any(t.time_limit for t in self.app.tasks.values())
 
     def start(self) -> None:
         for thread in self._threads:
@@ -101,14 +134,22 @@ class Runner:
         for task, context in batch:
             try:
                 registered, call = self._prepare(task)
-            except (UnknownTaskError, PayloadError) as e:
+            except (UnknownTaskError, InvalidTaskError) as e:
+                # No attempt of it can ever succeed: it goes to the DLQ at once.
                 self.inbox.put(Outcome(task, context, Failure(
-                    type_name(e), str(e), summary=f"{type(e).__name__}: {e}"[:MAX_SUMMARY_CHARS])))
+                    type_name(e), str(e), summary=f"{type(e).__name__}: {e}"[:MAX_SUMMARY_CHARS]),
+                    decision=NEVER))
                 continue
+            limit = self.time_limit if registered.time_limit is None else registered.time_limit
+            if limit > 0:
+                context.limit(limit)
+                with self._lock:
+                    self._limited[(task.task_id, task.token)] = (task, registered)
+            job = (call, task, context, registered.retry)
             if registered.is_async:
-                coroutines.append((call, task, context))
+                coroutines.append(job)
             else:
-                self._jobs.put((call, task, context))
+                self._jobs.put(job)
                 handed_over = True
         if coroutines:
             self._loop.call_soon_threadsafe(self._start_coroutines, coroutines)
@@ -136,40 +177,108 @@ class Runner:
                 f"in this worker (known: {known})"
             )
         args, kwargs = arguments(decode_payload(task.payload))
+        registered.check_call(args, kwargs)
         return registered, (registered.fn, args, kwargs, registered.store_result)
 
     def _start_coroutines(self, jobs: list[Job]) -> None:
-        for call, task, context in jobs:
+        for job in jobs:
+            task = job[1]
             # The loop keeps only a weak reference to a task: hold it until it ends
             # (`_run_async` lets go of it last thing, sparing a done-callback per task;
-            # nothing cancels these tasks before they start, which would skip that).
-            self._running.add(self._loop.create_task(self._run_async(call, task, context)))
+            # only `_cancel` can cancel one before it starts, and it reports that itself).
+            self._running[(task.task_id, task.token)] = self._loop.create_task(
+                self._run_async(job))
 
-    async def _run_async(self, call: Call, task: LeasedTask, context: TaskContext) -> None:
-        fn, args, kwargs, keep = call
+    async def _run_async(self, job: Job) -> None:
+        (fn, args, kwargs, keep), task, context, policy = job
         self._mark_taken()
         token = bind(context)
         try:
             outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
-        except (Exception, SystemExit, asyncio.CancelledError) as e:
-            outcome = Outcome(task, context, describe(e))
+        except asyncio.CancelledError as e:
+            outcome = time_limit_outcome(task, context, policy, e) if context.timed_out \
+                else failed(task, context, policy, e)
+        except (Exception, SystemExit) as e:
+            outcome = failed(task, context, policy, e)
         finally:
             unbind(token)
-            self._running.discard(asyncio.current_task())
-        self.inbox.put(outcome)
+            self._running.pop((task.task_id, task.token), None)
+        self._report(outcome)
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
             self._mark_taken()
-            (fn, args, kwargs, keep), task, context = job
+            (fn, args, kwargs, keep), task, context, policy = job
             token = bind(context)
             try:
                 outcome = self._returned(task, context, fn(*args, **kwargs), keep)
             except (Exception, SystemExit) as e:
-                outcome = Outcome(task, context, describe(e))
+                outcome = failed(task, context, policy, e)
             finally:
                 unbind(token)
+            if not self._report(outcome):
+                return  # given up on at its time limit: a new thread has taken its place
+
+    def _report(self, outcome: Outcome) -> bool:
+        """Put `outcome` in the inbox, unless the run was given up on at its time limit
+        (its attempt was reported failed then); returns whether it was put."""
+        context = outcome.context
+        if context.deadline is None:
             self.inbox.put(outcome)
+            return True
+        if not context.claim_report():
+            log.info("task %s: a handler given up on at its time limit returned; its "
+                     "outcome is ignored", context.task_id)
+            return False
+        with self._lock:
+            self._limited.pop((context.task_id, context.token), None)
+        self.inbox.put(outcome)
+        return True
+
+    def time_out(self, context: TaskContext) -> None:
+        """End a run past its time limit, its context already timed out (called on the
+        heartbeat's thread): cancel an async handler; fail a sync one's attempt now and
+        replace its thread, since the thread cannot be stopped."""
+        key = (context.task_id, context.token)
+        with self._lock:
+            run = self._limited.get(key)
+        if run is None:
+            return  # it has ended meanwhile
+        task, registered = run
+        if registered.is_async:
+            self._loop.call_soon_threadsafe(self._cancel, key, task, context, registered.retry)
+            return
+        if not context.claim_report():
+            return  # its handler has just returned
+        with self._lock:
+            self._limited.pop(key, None)
+            thread = self._new_thread()
+        log.warning("task %s (%s) passed its time limit of %gs: its attempt is failed; its "
+                    "sync handler cannot be stopped, so its thread is left to run until the "
+                    "handler returns (its outcome ignored, its effects refused) and %s takes "
+                    "its place", task.task_id, task.name, context.time_limit, thread.name)
+        self.inbox.put(time_limit_outcome(task, context, registered.retry, None))
+        thread.start()
+
+    def _cancel(self, key: tuple[str, int], task: LeasedTask, context: TaskContext,
+                policy: RetryPolicy) -> None:
+        running = self._running.get(key)
+        if running is None:
+            return
+        log.info("task %s passed its time limit of %gs: its handler is cancelled",
+                 task.task_id, context.time_limit)
+        running.cancel()
+        # Cancelled before it started, the coroutine never runs to report: report here
+        # (a claim already made by the coroutine makes this a no-op).
+        running.add_done_callback(lambda _: self._report_cancelled(key, task, context, policy))
+
+    def _report_cancelled(self, key: tuple[str, int], task: LeasedTask,
+                          context: TaskContext, policy: RetryPolicy) -> None:
+        self._running.pop(key, None)
+        if context.claim_report():
+            with self._lock:
+                self._limited.pop(key, None)
+            self.inbox.put(time_limit_outcome(task, context, policy, None))
 
     def _returned(self, task: LeasedTask, context: TaskContext, value: Any,
                   keep: bool) -> Outcome:
@@ -181,14 +290,16 @@ class Runner:
         try:
             return Outcome(task, context, None,
                            encode_result(value, self.app.settings.max_result_bytes))
-        except ResultError as e:
+        except ResultError as e:  # the handler must change: retried as any failure
             return Outcome(task, context, Failure(
                 "taskq.ResultError", str(e), summary=f"ResultError: {e}"[:MAX_SUMMARY_CHARS]))
 
     def close(self) -> None:
         """Stop taking jobs. Handlers still running are daemon threads: they end with the
         process, and their effects are already fenced off by `TaskContext.abandon`."""
-        for _ in self._threads:
+        with self._lock:
+            threads = len(self._threads)
+        for _ in range(threads):
             self._jobs.put(None)
         self._loop.call_soon_threadsafe(self._loop.stop)
 
@@ -196,8 +307,26 @@ class Runner:
         """After `close`, wait up to `timeout` seconds in all for the handler threads and
         the loop's thread to end; returns the names of those still running (a handler
         that has not returned)."""
-        threads = [t for t in (*self._threads, self._loop_thread) if t.ident is not None]
+        with self._lock:
+            threads = [t for t in (*self._threads, self._loop_thread) if t.ident is not None]
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return [t.name for t in threads if t.is_alive()]
+
+
+def failed(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
+           error: BaseException) -> Outcome:
+    """The outcome of a handler that raised `error`, settled as its task's policy says."""
+    return Outcome(task, context, describe(error), decision=policy.decide(error))
+
+
+def time_limit_outcome(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
+                       cancelled: BaseException | None) -> Outcome:
+    """The outcome of a run ended at its time limit: a `TimeLimitExceeded` failure (with
+    the cancellation as its cause, showing where an async handler was), settled as its
+    task's policy says."""
+    error = TimeLimitExceeded(f"task {task.task_id} ({task.name}) ran past its time limit "
+                              f"of {context.time_limit:g}s")
+    error.__cause__ = cancelled
+    return Outcome(task, context, describe(error), decision=policy.decide(error))

@@ -11,6 +11,7 @@ from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
 from taskq.results import Failure, LeaseBatch, LeasedTask
+from taskq.retry import Decision
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
 from taskq.worker.outage import retry_for
@@ -51,7 +52,7 @@ class Settler:
             outcome.context.finished = True  # no more heartbeats for it
         for outcome in outcomes:
             if outcome.failure is not None:
-                self._fail(outcome.task, outcome.failure)
+                self._fail(outcome.task, outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
         done = [o for o in outcomes if o.failure is None]
@@ -106,17 +107,24 @@ class Settler:
                 self._stale(task.task_id, task.token, "ack")
         return taken
 
-    def _fail(self, task: LeasedTask, error: Failure) -> None:
+    def _fail(self, task: LeasedTask, error: Failure, decision: Decision) -> None:
         log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error.line)
         s = self.settings
+        base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
+        cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
+        dead = decision.mode == "dead"
         result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: self.broker.fail(
-            task.task_id, task.token, error, s.backoff_base_seconds, s.backoff_max_seconds))
+            task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
         if result is None or result.status == "stale":
             self._stale(task.task_id, task.token, "fail")
         elif result.status == "dead":
             self.slots.count("dead")
-            log.warning("task %s is dead after %d retries: %s", task.task_id, result.retries,
-                        error.line)
+            if dead:
+                log.warning("task %s is dead at once, its failure not worth a retry: %s",
+                            task.task_id, error.line)
+            else:
+                log.warning("task %s is dead after %d retries: %s", task.task_id,
+                            result.retries, error.line)
         else:
             self.slots.count("retried")
 

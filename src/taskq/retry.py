@@ -1,0 +1,86 @@
+"""Retry policies: which failures a task retries, after how long, and which go dead at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from taskq.errors import InvalidTaskError, Retry
+from taskq.limits import BACKOFF_BASE, BACKOFF_MAX, shown
+
+FailMode = Literal["backoff", "delay", "dead"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one failed attempt: `mode` is fail.lua's (retry after the backoff,
+    retry after `delay` seconds, or to the DLQ now); `backoff_base`/`backoff_max` are
+    the task's own, None for the worker's settings."""
+
+    mode: FailMode
+    delay: float | None = None
+    backoff_base: float | None = None
+    backoff_max: float | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a task's failed attempts are retried, given as `@app.task(retry=...)`.
+
+    An exception is retried if it is an instance of one of `retry_on` (default: any) and
+    of none of `dont_retry_on`; any other goes to the DLQ at once, whatever retries are
+    left.
+    `backoff_base` and `backoff_max` (seconds) replace BACKOFF_BASE_SECONDS and
+    BACKOFF_MAX_SECONDS for this task; None keeps the settings. How many retries a task
+    gets stays `max_retries`. A handler that raises `taskq.Retry` is always retried
+    (while retries are left)."""
+
+    retry_on: tuple[type[BaseException], ...] = (BaseException,)
+    dont_retry_on: tuple[type[BaseException], ...] = ()
+    backoff_base: float | None = None
+    backoff_max: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("retry_on", "dont_retry_on"):
+            value = getattr(self, name)
+            if isinstance(value, type):  # one class given alone: as a tuple of one
+                value = (value,)
+                object.__setattr__(self, name, value)
+            if not isinstance(value, tuple) or not all(
+                isinstance(c, type) and issubclass(c, BaseException) for c in value
+            ):
+                raise InvalidTaskError(
+                    f"RetryPolicy {name} must be an exception class or a tuple of them, "
+                    f"not {shown(value)}"
+                )
+        if self.backoff_base is not None:
+            BACKOFF_BASE.check(self.backoff_base, "RetryPolicy backoff_base")
+        if self.backoff_max is not None:
+            BACKOFF_MAX.check(self.backoff_max, "RetryPolicy backoff_max")
+        base, cap = self.backoff_base, self.backoff_max
+        if base is not None and cap is not None and cap < base:
+            raise InvalidTaskError(
+                f"RetryPolicy backoff_max ({self.backoff_max!r}) must be at least its "
+                f"backoff_base ({self.backoff_base!r})"
+            )
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether `error`, raised by a handler, is worth another attempt."""
+        return isinstance(error, self.retry_on) and not isinstance(error, self.dont_retry_on)
+
+    def decide(self, error: BaseException) -> Decision:
+        """What to do with an attempt that failed with `error`."""
+        if isinstance(error, Retry):
+            mode: FailMode = "backoff" if error.delay is None else "delay"
+            return Decision(mode, error.delay, self.backoff_base, self.backoff_max)
+        if not self.retries(error):
+            return Decision("dead")
+        return Decision("backoff", None, self.backoff_base, self.backoff_max)
+
+
+DEFAULT = RetryPolicy()
+# A failure retried after the worker's own backoff settings.
+BACKOFF = Decision("backoff")
+# An attempt that can never succeed, however often it is made: an unknown task name, a
+# payload that does not decode, arguments that do not bind to the function.
+NEVER = Decision("dead")

@@ -1,0 +1,341 @@
+"""Retry policies and time limits, end to end: a real worker on a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from taskq import (
+    App,
+    InvalidTaskError,
+    LeaseLostError,
+    Retry,
+    RetryPolicy,
+    TimeLimitExceeded,
+    current_task,
+)
+from taskq.errors import ConfigError
+from taskq.results import TaskRecord
+from taskq.settings import Settings
+from waiting import wait_for_state, wait_until
+from worker_support import WorkerThread
+
+StartWorker = Callable[..., WorkerThread]
+TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
+
+
+@pytest.fixture
+def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[StartWorker]:
+    started: list[WorkerThread] = []
+
+    def start(concurrency: int = 1, **overrides: Any) -> WorkerThread:
+        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.close(client)
+
+
+def ended(app: App, task_id: str, state: str) -> TaskRecord:
+    wait_for_state(app.broker, task_id, state)
+    record = app.broker.task(task_id)
+    assert record is not None
+    return record
+
+
+class CardDeclined(Exception):
+    pass
+
+
+class TestRetryPolicy:
+    def test_by_default_every_exception_is_retried_after_the_settings_backoff(self) -> None:
+        decision = RetryPolicy().decide(KeyError("x"))
+        assert (decision.mode, decision.backoff_base, decision.backoff_max) == \
+            ("backoff", None, None)
+
+    def test_an_exception_in_dont_retry_on_goes_dead_even_inside_retry_on(self) -> None:
+        policy = RetryPolicy(retry_on=(Exception,), dont_retry_on=(CardDeclined,))
+        assert policy.decide(CardDeclined()).mode == "dead"
+        assert policy.decide(ValueError()).mode == "backoff"
+
+    def test_an_exception_outside_retry_on_goes_dead(self) -> None:
+        policy = RetryPolicy(retry_on=ConnectionError)
+        assert policy.retry_on == (ConnectionError,)
+        assert policy.decide(ValueError()).mode == "dead"
+
+    def test_retry_asked_for_with_a_delay_is_retried_after_it_whatever_the_policy(
+        self,
+    ) -> None:
+        decision = RetryPolicy(retry_on=()).decide(Retry(delay=2.5, reason="rate limited"))
+        assert (decision.mode, decision.delay) == ("delay", 2.5)
+        assert RetryPolicy().decide(Retry()).mode == "backoff"
+
+    @pytest.mark.parametrize(("options", "message"), [
+        ({"retry_on": ValueError("x")}, "retry_on must be an exception class"),
+        ({"dont_retry_on": (int,)}, "dont_retry_on must be"),
+        ({"backoff_base": -1}, "backoff_base must be"),
+        ({"backoff_max": 10**6}, "backoff_max must be"),
+        ({"backoff_base": 5, "backoff_max": 1}, "must be at least its backoff_base"),
+    ])  # fmt: skip
+    def test_a_bad_policy_is_refused_naming_what_is_wrong(
+        self, options: dict[str, Any], message: str
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=message):
+            RetryPolicy(**options)
+
+    def test_a_retry_with_a_bad_delay_is_refused_where_it_is_raised(self) -> None:
+        with pytest.raises(InvalidTaskError, match="Retry delay must be"):
+            Retry(delay=-1)
+
+    def test_app_task_refuses_a_retry_that_is_not_a_policy_and_a_bad_time_limit(
+        self, app: App
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=r"retry must be a taskq\.RetryPolicy"):
+            app.task("a", retry=3)  # type: ignore[arg-type]
+        with pytest.raises(InvalidTaskError, match="time_limit must be"):
+            app.task("b", time_limit=-1)
+
+    def test_a_bad_default_time_limit_names_its_variable(self) -> None:
+        with pytest.raises(ConfigError, match="TASKQ_TIME_LIMIT_SECONDS"):
+            Settings.from_env({"TASKQ_TIME_LIMIT_SECONDS": "-1"})
+
+
+class TestPoliciesOnAWorker:
+    def test_an_exception_not_to_retry_goes_dead_after_one_attempt(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.task("charge", max_retries=5, retry=RetryPolicy(dont_retry_on=(CardDeclined,)))
+        def charge() -> None:
+            attempts.append(current_task().attempt)
+            raise CardDeclined("insufficient funds")
+
+        task_id = charge.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (attempts, record.retries) == ([1], 0)
+        assert record.error_type.endswith("CardDeclined")
+        assert record.last_error.startswith("CardDeclined: insufficient funds")
+
+    def test_only_exceptions_in_retry_on_are_retried(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.task("fetch", max_retries=5, retry=RetryPolicy(retry_on=(ConnectionError,)))
+        def fetch() -> None:
+            attempts.append(current_task().attempt)
+            if len(attempts) < 3:
+                raise ConnectionError("reset by peer")
+            raise ValueError("bad page")
+
+        task_id = fetch.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (attempts, record.retries) == ([1, 2, 3], 2)
+        assert record.last_error.startswith("ValueError: bad page")
+
+    def test_a_handler_that_raises_retry_runs_again_no_sooner_than_its_delay(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        started: list[float] = []
+
+        @app.task("poll", max_retries=3)
+        def poll() -> str:
+            started.append(time.monotonic())
+            if len(started) == 1:
+                raise Retry(delay=0.5, reason="not ready yet")
+            return "ready"
+
+        task_id = poll.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "completed")
+        assert record.retries == 1
+        assert started[1] - started[0] >= 0.5
+
+    def test_retry_counts_an_attempt_and_goes_dead_when_none_are_left(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("forever", max_retries=2)
+        def forever() -> None:
+            raise Retry(delay=0, reason="again")
+
+        task_id = forever.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert record.retries == 2
+        assert record.error_type == "taskq.errors.Retry"
+        assert "again" in record.last_error
+
+    def test_a_task_backoff_replaces_the_settings(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        started: list[float] = []
+
+        @app.task("slow_retry", max_retries=1,
+                  retry=RetryPolicy(backoff_base=0.6, backoff_max=0.6))
+        def slow_retry() -> None:
+            started.append(time.monotonic())
+            raise ValueError("x")
+
+        task_id = slow_retry.enqueue().task_id
+        start_worker()  # its settings back off at most 0.05 s
+        ended(app, task_id, "dead")
+        assert started[1] - started[0] >= 0.3  # equal jitter: from half the backoff
+
+    def test_an_unknown_task_goes_dead_at_once_with_retries_left(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        task_id = app.broker.enqueue("stranger", max_retries=5, name="nobody.knows.me").task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert record.retries == 0
+        assert record.last_error.startswith("UnknownTaskError: unknown task 'nobody.knows.me'")
+
+    def test_a_payload_that_is_no_call_goes_dead_at_once(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("add")
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        task_id = app.broker.enqueue("odd", max_retries=5, payload={"args": "1, 2"},
+                                     name="add").task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert record.retries == 0
+        assert record.last_error.startswith("PayloadError: payload 'args' must be a list")
+
+    def test_arguments_that_do_not_bind_go_dead_at_once(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        called: list[tuple[int, ...]] = []
+
+        @app.task("add")
+        def add(a: int, b: int) -> int:
+            called.append((a, b))
+            return a + b
+
+        task_id = app.broker.enqueue("three", max_retries=5, payload={"args": [1, 2, 3]},
+                                     name="add").task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (record.retries, called) == (0, [])
+        assert record.error_type == "taskq.errors.InvalidTaskError"
+        assert "do not fit add(a: " in record.last_error
+        assert "too many positional arguments" in record.last_error
+
+    def test_a_type_error_raised_inside_the_handler_is_retried(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.task("typed", max_retries=2)
+        def typed(a: int) -> None:
+            attempts.append(a)
+            raise TypeError("unsupported operand")
+
+        task_id = typed.enqueue(1).task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (attempts, record.retries) == ([1, 1, 1], 2)
+
+
+class TestTimeLimits:
+    def test_an_async_handler_past_its_limit_is_cancelled_and_retried(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        cancelled: list[int] = []
+
+        @app.task("stuck", max_retries=1, time_limit=0.3)
+        async def stuck() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(current_task().attempt)
+                raise
+
+        task_id = stuck.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (cancelled, record.retries) == ([1, 2], 1)
+        assert record.error_type == TIME_LIMIT_ERROR
+        assert "ran past its time limit of 0.3s" in record.last_error
+        assert "CancelledError" in record.traceback  # where the handler was
+
+    def test_a_time_limit_follows_the_retry_policy(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("once", max_retries=5, time_limit=0.2,
+                  retry=RetryPolicy(dont_retry_on=(TimeLimitExceeded,)))
+        async def once() -> None:
+            await asyncio.sleep(30)
+
+        task_id = once.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (record.retries, record.error_type) == (0, TIME_LIMIT_ERROR)
+
+    def test_the_default_limit_applies_unless_the_task_sets_its_own(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("limited", max_retries=0)
+        async def limited() -> None:
+            await asyncio.sleep(30)
+
+        @app.task("unlimited", time_limit=0)
+        async def unlimited() -> str:
+            await asyncio.sleep(0.5)
+            return "done"
+
+        cut = limited.enqueue().task_id
+        whole = unlimited.enqueue().task_id
+        start_worker(concurrency=2, time_limit_seconds=0.2)
+        assert ended(app, cut, "dead").error_type == TIME_LIMIT_ERROR
+        assert ended(app, whole, "completed").result == '"done"'
+
+    def test_a_sync_handler_past_its_limit_frees_its_slot_and_is_fenced(
+        self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        release = threading.Event()
+        refused: list[str] = []
+
+        @app.task("blocking", max_retries=0, time_limit=0.3)
+        def blocking() -> None:
+            release.wait(30)
+            try:
+                with current_task().effect():
+                    refused.append("applied")
+            except LeaseLostError as e:
+                refused.append(str(e))
+
+        @app.task("quick")
+        def quick() -> str:
+            return "ok"
+
+        caplog.set_level(logging.INFO, logger="taskq.worker")
+        stuck = blocking.enqueue().task_id
+        running = start_worker(concurrency=1)
+        record = ended(app, stuck, "dead")
+        assert record.error_type == TIME_LIMIT_ERROR
+        # Its one slot is free again while its handler still runs.
+        after = quick.enqueue().task_id
+        assert ended(app, after, "completed").result == '"ok"'
+        release.set()
+        wait_until(lambda: bool(refused), 10, "the abandoned handler to try its effect")
+        assert refused == [f"task {stuck} ran past its time limit (0.3s); its effect is skipped"]
+        warnings = [r for r in caplog.records
+                    if r.levelno == logging.WARNING and "passed its time limit" in r.message]
+        assert len(warnings) == 1 and stuck in warnings[0].message
+        assert running.worker.stats.dead == 1 and running.worker.stats.acked == 1
