@@ -77,6 +77,13 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_FinalFails.cfg",
+        build=task_queue_checks.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=49189, generated=516091, depth=30, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_GuardNone.cfg",
         build=task_queue_checks.model,
         # Mutant (c): effect, the handler raises, retried, effect again.

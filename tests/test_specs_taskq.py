@@ -105,6 +105,19 @@ class TestTaskQueueAsBuilt:
         assert all(s.result[1] in (s.token[1], tq.NO_RESULT) for s in done)
         assert all(s.result[1] == tq.NO_RESULT for s in ends if s.state[1] == "dead")
 
+    def test_final_failures_keep_every_invariant_in_all_49189_states(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_FinalFails.cfg")
+        assert found.ok
+        assert figures(found) == (49189, 516091, 30, 0)
+
+    def test_a_final_failure_reaches_the_dlq_with_retries_left_and_a_stale_one_nothing(
+        self,
+    ) -> None:
+        seen = explore("TaskQueue.tla", "TaskQueue_FinalFails.cfg")
+        assert {"Fail/final", "Fail/stale", "Fail/delayed", "Fail/dead"} <= set(seen.steps)
+        assert any(s.state[1] == "dead" and s.retries[1] == 0 for s in seen.ends)
+        assert "Fail/final" not in explore("TaskQueue.tla", "TaskQueue.cfg").steps
+
     def test_a_paused_holder_can_still_run_its_effect_which_dedupe_absorbs(self) -> None:
         # At-least-once execution is expected; only the effect is once.
         steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps

@@ -63,7 +63,9 @@ CONSTANTS
     PAUSES,         \* a lease may run out while its holder lives (SIGSTOP, GC, a
                     \* cut-off network); FALSE: only a killed worker's lease runs out
     KILLS,          \* a worker may be SIGKILLed
-    LATE_FAILS      \* a handler may raise after its effect was applied
+    LATE_FAILS,     \* a handler may raise after its effect was applied
+    FINAL_FAILS     \* a failure may be final (fail.lua's mode 'dead'): to the DLQ at
+                    \* once, whatever retries are left
 
 Ids == 1..MAX_SENDS             \* send i proposes task id i
 Workers == 1..WORKERS
@@ -116,6 +118,7 @@ TypeOK ==
     /\ expired \in [Ids -> BOOLEAN]
     /\ \A w \in Workers : held[w].task \in Ids \cup {0}
     /\ PAUSES \in BOOLEAN /\ KILLS \in BOOLEAN /\ LATE_FAILS \in BOOLEAN
+    /\ FINAL_FAILS \in BOOLEAN
     /\ restarts \in 0..MAX_RESTARTS
     /\ revivals \in 0..MAX_REVIVALS
     /\ charges \in [Ids -> Nat]
@@ -161,13 +164,17 @@ EndLease(t) ==
     /\ leased' = leased \ {t}
     /\ expired' = [expired EXCEPT ![t] = FALSE]
 
+\* The task goes to the DLQ, its retries as they are.
+ToDLQ(t) ==
+    /\ state' = [state EXCEPT ![t] = "dead"]
+    /\ dlq' = dlq \cup {t}
+    /\ UNCHANGED <<retries, delayed, due>>
+
 \* fail.lua and reap.lua alike: a failed attempt waits its backoff on
 \* delayed, or goes to the DLQ once retries reach max_retries.
 RetryOrDie(t) ==
     IF retries[t] >= MAX_RETRIES
-    THEN /\ state' = [state EXCEPT ![t] = "dead"]
-         /\ dlq' = dlq \cup {t}
-         /\ UNCHANGED <<retries, delayed, due>>
+    THEN ToDLQ(t)
     ELSE /\ state' = [state EXCEPT ![t] = "delayed"]
          /\ retries' = [retries EXCEPT ![t] = @ + 1]
          /\ delayed' = delayed \cup {t}
@@ -312,14 +319,19 @@ AckStoring(w, Check(_), fenced) ==
 AckIf(w, Check(_)) == AckStoring(w, Check, TRUE)
 
 \* fail.lua guarded by Check: the handler raised, before or after its effect.
+\* A `final` failure (mode 'dead': an unknown task, arguments that do not
+\* bind, an exception its retry policy does not retry) goes to the DLQ at
+\* once; with FINAL_FAILS FALSE none is. Mode 'delay' is a backoff of
+\* another length, which this model does not tell apart.
 FailIf(w, Check(_)) ==
     LET t == held[w].task IN
     /\ t # 0
     /\ LATE_FAILS \/ ~held[w].ran
-    /\ Drop(w)
-    /\ IF Check(w)
-       THEN EndLease(t) /\ RetryOrDie(t)
-       ELSE UNCHANGED <<leased, expired, state, retries, delayed, dlq, due>>
+    /\ \E final \in IF FINAL_FAILS THEN BOOLEAN ELSE {FALSE} :
+        /\ Drop(w)
+        /\ IF Check(w)
+           THEN EndLease(t) /\ IF final THEN ToDLQ(t) ELSE RetryOrDie(t)
+           ELSE UNCHANGED <<leased, expired, state, retries, delayed, dlq, due>>
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, token, restarts, revivals,
                    charges, applied, fenceTok, result>>
 

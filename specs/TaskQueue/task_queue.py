@@ -4,7 +4,8 @@ TLA+                       taskq                               Python
 -------------------------  ----------------------------------  ------------------------
 Init                       an empty queue, idle workers        initial(c)
 Current, Holds, InLease    the holder scripts' two checks      current, holds, in_lease
-EndLease, RetryOrDie       shared by ack/fail/release/reap     end_lease, retry_or_die
+EndLease, ToDLQ            shared by ack/fail/release/reap     end_lease, to_dlq,
+RetryOrDie                                                     retry_or_die
 Enqueue(k, d)              lua/enqueue.lua                     enqueue
 Lease(w)                   lua/lease.lua (count 1)             lease
 HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/heartbeat heartbeat_if(name, check)
@@ -99,6 +100,7 @@ class Constants:
     pauses: bool
     kills: bool
     late_fails: bool
+    final_fails: bool
 
     @property
     def ids(self) -> range:
@@ -124,6 +126,7 @@ class Constants:
             pauses=_bool_constant(cfg, "PAUSES"),
             kills=_bool_constant(cfg, "KILLS"),
             late_fails=_bool_constant(cfg, "LATE_FAILS"),
+            final_fails=_bool_constant(cfg, "FINAL_FAILS"),
         )
 
 
@@ -175,9 +178,13 @@ def end_lease(s: State, t: int) -> State:
     return s._replace(leased=s.leased - {t}, expired=s.expired.except_(t, False))
 
 
+def to_dlq(s: State, t: int) -> State:
+    return s._replace(state=s.state.except_(t, "dead"), dlq=s.dlq | {t})
+
+
 def retry_or_die(c: Constants, s: State, t: int) -> tuple[str, State]:
     if s.retries[t] >= c.max_retries:
-        return "dead", s._replace(state=s.state.except_(t, "dead"), dlq=s.dlq | {t})
+        return "dead", to_dlq(s, t)
     return "delayed", s._replace(
         state=s.state.except_(t, "delayed"),
         retries=s.retries.except_(t, s.retries[t] + 1),
@@ -341,14 +348,19 @@ def fail_if(name: str, check: Check) -> Action:
             h = s.held[w]
             if h.task == 0:
                 continue
-            if check(s, w):
-                branch, after = retry_or_die(c, end_lease(s, h.task), h.task)
-                step = f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))
-            else:
-                step = f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+            steps = []
+            # `\E final \in IF FINAL_FAILS THEN BOOLEAN ELSE {FALSE}`, FALSE first.
+            for final in (False, True) if c.final_fails else (False,):
+                if not check(s, w):
+                    steps.append((f"{name}(w={w})/stale", s._replace(held=drop(s, w))))
+                    continue
+                ended = end_lease(s, h.task)
+                branch, after = ("final", to_dlq(ended, h.task)) if final else \
+                    retry_or_die(c, ended, h.task)
+                steps.append((f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))))
             # `LATE_FAILS \/ ~held[w].ran`: TLC takes each true disjunct in turn.
             for _ in range(c.late_fails + (not h.ran)):
-                yield step
+                yield from steps
 
     return fail
 
