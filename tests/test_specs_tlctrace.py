@@ -27,7 +27,7 @@ MAX_RETRIES = 1
 
 
 def run_scenario(broker: Broker) -> None:
-    """Three tasks through every logged operation; ids are leased one at a time."""
+    """Four tasks through every logged operation; ids are leased one at a time."""
     broker.enqueue("a", max_retries=MAX_RETRIES)
     assert broker.lease("w1", 10) == ("a", 1)
     assert broker.heartbeat("a", 1, 10)
@@ -58,6 +58,11 @@ def run_scenario(broker: Broker) -> None:
     assert broker.lease("w2", 10) == ("c", 4)
     assert broker.ack("c", 4)
 
+    # d: a final failure, straight to the DLQ with its retry unused.
+    broker.enqueue("d", max_retries=MAX_RETRIES)
+    assert broker.lease("w1", 10) == ("d", 1)
+    assert broker.fail("d", 1, "UnknownTaskError: nobody", dead=True).status == "dead"
+
 
 @pytest.fixture
 def real_log(broker: Broker, client: redis.Redis) -> Log:
@@ -78,7 +83,7 @@ def test_the_log_of_real_broker_calls_is_a_behaviour_of_task_queue(
 ) -> None:
     verdict = validate(real_log, tmp_path)
     assert verdict.accepted, str(verdict)
-    assert verdict.traces == 3
+    assert verdict.traces == 4
 
 
 def test_an_ack_with_a_stale_token_is_rejected(real_log: Log, tmp_path: Path) -> None:
@@ -126,7 +131,7 @@ def test_traces_checked_in_batches_add_up_and_a_late_rejection_still_ends_it(
     real_log: Log,
 ) -> None:
     verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
-    assert verdict.accepted and verdict.traces == 3
+    assert verdict.accepted and verdict.traces == 4
     real_log[index(real_log, "c", "completed")][1]["token"] = "1"
     verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
     assert (verdict.accepted, verdict.task) == (False, "c")
