@@ -162,7 +162,8 @@ def test_page_shows_queued_tasks(page: Page, server: Server, queue: Broker) -> N
 def test_page_updates_live_as_a_worker_runs(
     page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
 ) -> None:
-    # Names no worker knows fail at once: two straight to the DLQ, two into a long backoff.
+    # Names no worker knows can never succeed: all four go to the DLQ at once, their
+    # retries left unused.
     queue.enqueue_many(
         [NewTask(f"charge-{i}", max_retries=0, name="billing.charge") for i in (1, 2)]
         + [NewTask(f"refund-{i}", max_retries=3, name="billing.refund") for i in (1, 2)]
@@ -192,8 +193,8 @@ def test_page_updates_live_as_a_worker_runs(
         expect(completed).to_have_count(20)
         expect(by_id(page, "count-leased")).to_have_text("0")
         expect(leased).to_have_count(0)
-        expect(by_id(page, "count-dead")).to_have_text("2")
-        expect(by_id(page, "count-delayed")).to_have_text("5")
+        expect(by_id(page, "count-dead")).to_have_text("4")
+        expect(by_id(page, "count-delayed")).to_have_text("3")
         expect(rows(page, "dlq-row").first).to_contain_text("UnknownTaskError")
     finally:
         stop_all([worker])
