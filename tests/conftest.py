@@ -26,8 +26,8 @@ from taskq.tools.ledger import Ledger
 
 ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
 
-# Fixtures the `taskq serve` and command-line suites share across their modules.
-pytest_plugins = ["serve_support", "cli_support"]
+# Fixtures the `taskq serve`, command-line and worker suites share across their modules.
+pytest_plugins = ["serve_support", "cli_support", "worker_support"]
 
 
 @pytest.fixture(scope="session")

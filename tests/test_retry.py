@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from taskq import (
     App,
@@ -26,24 +23,9 @@ from taskq.errors import ConfigError
 from taskq.results import TaskRecord
 from taskq.settings import Settings
 from waiting import wait_for_state, wait_until
-from worker_support import WorkerThread
+from worker_support import StartWorker
 
-StartWorker = Callable[..., WorkerThread]
 TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
-
-
-@pytest.fixture
-def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[StartWorker]:
-    started: list[WorkerThread] = []
-
-    def start(concurrency: int = 1, **overrides: Any) -> WorkerThread:
-        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency)
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        running.close(client)
 
 
 def ended(app: App, task_id: str, state: str) -> TaskRecord:

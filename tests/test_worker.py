@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +14,8 @@ import redis
 
 from taskq import App, LeaseLostError, Ledger, current_task
 from taskq.broker import Broker
-from taskq.settings import Settings
 from waiting import event_types, wait_for_state, wait_until
-from worker_support import WorkerThread
-
-StartWorker = Callable[..., WorkerThread]
-
-
-@pytest.fixture
-def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[StartWorker]:
-    started: list[WorkerThread] = []
-
-    def start(concurrency: int = 1, **overrides: Any) -> WorkerThread:
-        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency)
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        running.close(client)
+from worker_support import StartWorker
 
 
 class TestRunningHandlers:

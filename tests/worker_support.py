@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import pytest
 import redis
 
 from taskq import App, Worker
@@ -49,3 +52,22 @@ def worker_running(app: App, settings: Settings, concurrency: int = 4) -> Iterat
         yield thread
     finally:
         thread.close(app.broker.client)  # type: ignore[arg-type]
+
+
+StartWorker = Callable[..., WorkerThread]
+
+
+@pytest.fixture
+def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[StartWorker]:
+    """Starts WorkerThreads for the test's app (settings overridden per call), and closes
+    every one it started when the test ends."""
+    started: list[WorkerThread] = []
+
+    def start(concurrency: int = 1, **overrides: Any) -> WorkerThread:
+        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.close(client)
