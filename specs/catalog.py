@@ -84,6 +84,21 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_Cancel.cfg",
+        build=task_queue_checks.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=125770, generated=977101, depth=32, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_CancelWindow.cfg",
+        build=task_queue_checks.model,
+        # Not a promise: a block let in before the cancel was seen still writes.
+        expect=Expect.property_violated("NoChargeAfterCancelSeen", depth=7),
+        tlc=TLC(distinct=196, generated=549, depth=7, left=96),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_GuardNone.cfg",
         build=task_queue_checks.model,
         # Mutant (c): effect, the handler raises, retried, effect again.
@@ -166,6 +181,30 @@ CHECKS: tuple[Check, ...] = (
         # R1's mutant: a reaped holder's ack stores its stale value.
         expect=Expect.violated("R1_CurrentToken", depth=8),
         tlc=TLC(distinct=172, generated=554, depth=8, left=63),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueCancelNoFence.tla",
+        config="TaskQueue/TaskQueueCancelNoFence.cfg",
+        build=task_queue_mutants.cancel_no_fence_model,
+        # Cancellation mutant (a): effect() let in after a heartbeat said "cancel".
+        expect=Expect.property_violated("NoEffectAfterCancelSeen", depth=6),
+        tlc=TLC(distinct=115, generated=271, depth=6, left=62),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueCancelRetried.tla",
+        config="TaskQueue/TaskQueueCancelRetried.cfg",
+        build=task_queue_mutants.cancel_retried_model,
+        # Cancellation mutant (b): an expired cancel-requested lease is retried.
+        expect=Expect.violated("CancelSticks", depth=6),
+        tlc=TLC(distinct=115, generated=269, depth=6, left=62),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueCancelRetried.tla",
+        config="TaskQueue/TaskQueueCancelRetried_Leased.cfg",
+        build=task_queue_mutants.cancel_retried_model,
+        # The same retry, followed until the task is leased again.
+        expect=Expect.property_violated("CancelledNeverLeased", depth=9),
+        tlc=TLC(distinct=672, generated=2218, depth=9, left=272),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",

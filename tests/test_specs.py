@@ -33,10 +33,10 @@ from specs.tlacheck.suite import Check, Expect
 from spec_runs import outcome
 from spec_runs import result as run
 
-# The quick checks: everything but the five models that take seconds to exhaust.
+# The quick checks: everything but the six models that take seconds to exhaust.
 BIG = {
     "TaskQueue.cfg", "TaskQueueByToken.cfg", "TaskQueueReapNoBump_NoStaleAtOnce.cfg",
-    "TaskQueueConfirmAtomic.cfg", "TaskFeed.cfg",
+    "TaskQueueConfirmAtomic.cfg", "TaskFeed.cfg", "TaskQueue_Cancel.cfg",
 }  # fmt: skip
 QUICK = [c for c in CHECKS if c.config_name not in BIG]
 
@@ -116,7 +116,8 @@ class TestCatalogue:
         assert caught == {
             "CeleryETA_faulty", "RoostPushSplitAttach", "TaskQueue", "TaskQueueAckNoFence",
             "TaskQueueReapNoBump", "TaskQueueByToken", "TaskQueueShutdownRelease",
-            "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskFeed", "TaskFeedSplitAttach",
+            "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskQueueCancelNoFence",
+            "TaskQueueCancelRetried", "TaskFeed", "TaskFeedSplitAttach",
             "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
         }  # fmt: skip
 
@@ -161,9 +162,9 @@ class TestSourcesMatchTranscriptions:
         body = tla_definitions(ROOT / c.spec)[next_name.group(1)]
         body = re.sub(r"\\E\s+\w+\s+\\in\s+[^:]+:", " ", body)  # drop the bindings
         disjuncts = set(re.findall(r"\b[A-Z][A-Za-z]+\b", body)) - {"UNCHANGED"}
-        # TaskQueue's fault switches and ResultWait's slices turned on, so that every
-        # action can be taken.
-        switches = ("PAUSES", "KILLS", "LATE_FAILS", "SLICE")
+        # TaskQueue's fault switches and cancellation and ResultWait's slices turned on,
+        # so that every action can be taken.
+        switches = ("PAUSES", "KILLS", "LATE_FAILS", "CANCELS", "SLICE")
         faults = {k: True for k in switches if k in config.constants}
         config = dataclasses.replace(config, constants={**config.constants, **faults})
         labels = {re.split(r"[(/]", label)[0] for label in labels_near_init(c.build(config))}

@@ -149,6 +149,76 @@ class TestTaskQueueAsBuilt:
         ]  # fmt: skip
 
 
+class TestTaskQueueCancellation:
+    def test_cancellation_keeps_every_invariant_in_all_125770_states(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_Cancel.cfg")
+        assert found.ok
+        assert figures(found) == (125770, 977101, 32, 0)
+
+    def test_every_way_a_task_ends_cancelled_is_reached(self) -> None:
+        steps = explore("TaskQueue.tla", "TaskQueue_Cancel.cfg").steps
+        assert {
+            "Cancel/requested", "Cancel/cancelled", "Heartbeat/cancel", "Confirm/cancel",
+            "AckCancelled/cancelled", "AckCancelled/stale", "Fail/cancelled",
+            "Shutdown/cancelled", "Reap/cancelled",
+        } <= set(steps)  # fmt: skip
+
+    def test_without_the_switch_no_task_is_ever_cancelled(self) -> None:
+        steps = explore("TaskQueue.tla", "TaskQueue.cfg").steps
+        assert not [label for label in steps if "ancel" in label]
+
+    def test_every_run_that_stops_ends_completed_or_cancelled(self) -> None:
+        # A dead task can still be cancelled out of the DLQ, so no run stops there.
+        ends = explore("TaskQueue.tla", "TaskQueue_Cancel.cfg").ends
+        assert {s.state[1] for s in ends} == {"completed", "cancelled"}
+        assert all(not s.ready and not s.leased and not s.delayed and not s.dlq
+                   for s in ends if s.state[1] == "cancelled")  # fmt: skip
+        assert all(s.result[1] == tq.NO_RESULT for s in ends if s.state[1] == "cancelled")
+
+    def test_a_run_that_finishes_before_it_learns_of_the_cancel_completes_its_task(
+        self,
+    ) -> None:
+        ends = explore("TaskQueue.tla", "TaskQueue_Cancel.cfg").ends
+        raced = {s.state[1] for s in ends if s.cancelReq[1]}
+        assert raced == {"completed", "cancelled"}
+
+    def test_an_effect_let_in_before_the_cancel_was_seen_still_writes(self) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_CancelWindow.cfg")
+        assert found.violation is not None
+        assert (found.violation.kind, found.violation.name) == (
+            "property", "NoChargeAfterCancelSeen",
+        )
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Cancel(t=1)/requested", "Heartbeat(w=1)/cancel", "Effect(w=1)/applied",
+        ]  # fmt: skip
+
+    def test_a_worker_that_ignores_a_seen_cancel_lets_its_effect_in(self) -> None:
+        found = result("TaskQueueCancelNoFence.tla", "TaskQueueCancelNoFence.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("NoEffectAfterCancelSeen", 6)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Cancel(t=1)/requested",
+            "Heartbeat(w=1)/cancel", "ConfirmNoCancelFence(w=1)/renewed",
+        ]  # fmt: skip
+
+    def test_a_reap_that_ignores_the_cancel_retries_the_task(self) -> None:
+        found = result("TaskQueueCancelRetried.tla", "TaskQueueCancelRetried.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("CancelSticks", 6)
+        assert actions(found)[-2:] == ["Cancel(t=1)/requested", "ReapIgnoringCancel(t=1)/delayed"]
+        last = found.violation.trace[-1].state
+        assert last.cancelReq[1] and last.state[1] == "delayed"
+
+    def test_a_reap_that_ignores_the_cancel_gets_the_task_leased_again(self) -> None:
+        found = result("TaskQueueCancelRetried.tla", "TaskQueueCancelRetried_Leased.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("CancelledNeverLeased", 9)
+        assert actions(found)[-4:] == [
+            "ReapIgnoringCancel(t=1)/delayed", "Tick(t=1)", "Promote(t=1)", "Lease(w=2,t=1)",
+        ]  # fmt: skip
+
+
 class TestTaskQueueMutants:
     def test_ack_without_fencing_lets_a_reaped_holder_complete_the_new_lease(self) -> None:
         found = result("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence.cfg")

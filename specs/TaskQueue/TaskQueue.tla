@@ -44,8 +44,12 @@
 (* would multiply the states by about a hundred and share nothing but the  *)
 (* workers), MAX_RETRIES, MAX_RESTARTS worker exits, MAX_REVIVALS.         *)
 (*                                                                         *)
+(* Cancellation (CANCELS), modelled before its code, is the protocol below *)
+(* ("Cancellation"); the code must follow it.                              *)
+(*                                                                         *)
 (* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken,    *)
-(* TaskQueueShutdownRelease, TaskQueueResultNoFence; a variant,            *)
+(* TaskQueueShutdownRelease, TaskQueueResultNoFence, TaskQueueCancelNoFence,*)
+(* TaskQueueCancelRetried; a variant,                                      *)
 (* TaskQueueConfirmAtomic;                                                 *)
 (* the `none` and `fence` ledger guards are .cfg settings (GUARD).         *)
 (* Python: task_queue.py (steps), task_queue_checks.py (properties).       *)
@@ -64,19 +68,21 @@ CONSTANTS
                     \* cut-off network); FALSE: only a killed worker's lease runs out
     KILLS,          \* a worker may be SIGKILLed
     LATE_FAILS,     \* a handler may raise after its effect was applied
-    FINAL_FAILS     \* a failure may be final (fail.lua's mode 'dead'): to the DLQ at
+    FINAL_FAILS,    \* a failure may be final (fail.lua's mode 'dead'): to the DLQ at
                     \* once, whatever retries are left
+    CANCELS         \* a producer may cancel the task (Cancel); FALSE: no cancellation
 
 Ids == 1..MAX_SENDS             \* send i proposes task id i
 Workers == 1..WORKERS
 Keys == 1..N_KEYS
-States == {"none", "pending", "running", "delayed", "completed", "dead"}
+States == {"none", "pending", "running", "delayed", "completed", "dead", "cancelled"}
 PlaceOf == "pending" :> "ready" @@ "running" :> "leased" @@ "delayed" :> "delayed"
            @@ "dead" :> "dlq"
 \* A run's return value is abstracted to its token: what tells a stale run's value
 \* from the current run's. Tokens start at 1, so 0 is free to mean "no result".
 NoResult == 0
-NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE, confirmed |-> FALSE]
+NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE, confirmed |-> FALSE,
+           cancelSeen |-> FALSE]
 
 VARIABLES
     sent,       \* producer: sends made so far
@@ -93,15 +99,17 @@ VARIABLES
     due,        \* server time has reached the task's run_at
     expired,    \* server time has passed the lease's expiry (while leased)
     held,       \* worker w holds [task, token, ran: effect done, lost: a renewal was
-                \* refused, confirmed: effect() renewed the lease for the effect]
+                \* refused, confirmed: effect() renewed the lease for the effect,
+                \* cancelSeen: a renewal's reply said the task's cancel was requested]
     restarts,   \* worker exits so far
     revivals,   \* retry_dead calls so far
     charges,    \* ledger: charges applied per task (the effect)
     applied,    \* ledger: the dedupe guard's table of tasks charged
     fenceTok,   \* ledger: the fence guard's newest token per task
-    result      \* results hash: the stored return value per task (NoResult = none)
+    result,     \* results hash: the stored return value per task (NoResult = none)
+    cancelReq   \* task record: cancel_requested, set by a cancel while the task is leased
 
-queueVars == <<ready, leased, delayed, dlq, state, retries, token, due, expired>>
+queueVars == <<ready, leased, delayed, dlq, state, retries, token, due, expired, cancelReq>>
 vars == <<sent, keyOf, answer, idem, queueVars, held, restarts, revivals,
           charges, applied, fenceTok, result>>
 
@@ -118,12 +126,13 @@ TypeOK ==
     /\ expired \in [Ids -> BOOLEAN]
     /\ \A w \in Workers : held[w].task \in Ids \cup {0}
     /\ PAUSES \in BOOLEAN /\ KILLS \in BOOLEAN /\ LATE_FAILS \in BOOLEAN
-    /\ FINAL_FAILS \in BOOLEAN
+    /\ FINAL_FAILS \in BOOLEAN /\ CANCELS \in BOOLEAN
     /\ restarts \in 0..MAX_RESTARTS
     /\ revivals \in 0..MAX_REVIVALS
     /\ charges \in [Ids -> Nat]
     /\ fenceTok \in [Ids -> Nat]
     /\ result \in [Ids -> Nat]
+    /\ cancelReq \in [Ids -> BOOLEAN]
 
 Init ==
     /\ sent = 0
@@ -146,6 +155,7 @@ Init ==
     /\ applied = {}
     /\ fenceTok = [i \in Ids |-> 0]
     /\ result = [i \in Ids |-> NoResult]
+    /\ cancelReq = [i \in Ids |-> FALSE]
 
 ---------------------------------------------------------------------------
 \* helpers
@@ -170,6 +180,11 @@ ToDLQ(t) ==
     /\ dlq' = dlq \cup {t}
     /\ UNCHANGED <<retries, delayed, due>>
 
+\* A leased task whose cancel was requested ends cancelled, in no structure.
+ToCancelled(t) ==
+    /\ state' = [state EXCEPT ![t] = "cancelled"]
+    /\ UNCHANGED <<retries, delayed, dlq, due>>
+
 \* fail.lua and reap.lua alike: a failed attempt waits its backoff on
 \* delayed, or goes to the DLQ once retries reach max_retries.
 RetryOrDie(t) ==
@@ -180,6 +195,36 @@ RetryOrDie(t) ==
          /\ delayed' = delayed \cup {t}
          /\ due' = [due EXCEPT ![t] = FALSE]
          /\ UNCHANGED dlq
+
+---------------------------------------------------------------------------
+\* Cancellation (CANCELS TRUE), the protocol the code must follow:
+\*
+\*  - Cancel(t), by a producer at any time (handle.cancel(), `taskq cancel`,
+\*    the dashboard, the HTTP route; one script, cancel.lua): a ready,
+\*    delayed or dead task ends "cancelled" at once, taken out of its list
+\*    or set; a cancelled task is in no structure, like a completed one, and
+\*    never changes again. A leased task only gets its record's
+\*    cancel_requested flag (cancelReq) and stays running. A cancel of a
+\*    task that is completed, cancelled, already cancel-requested or unknown
+\*    changes nothing (the script answers so).
+\*  - The holder learns of the flag from the next renewal it makes: a
+\*    heartbeat's reply (heartbeat.lua answers "cancel" while extending the
+\*    lease, so no extra polling), or the renewal that effect() makes before
+\*    its block. From then on (cancelSeen) effect() refuses without asking
+\*    Redis, current_task().cancelled reads true and an async handler gets
+\*    CancelledError at its next await. A block that effect() let in before
+\*    the cancel was seen still runs: no check can stop code already past
+\*    it (NoChargeAfterCancelSeen does not hold, by that window).
+\*  - Once the handler returns (or raises), a holder that saw the cancel
+\*    settles with ack_cancelled.lua (AckCancelled): leased -> cancelled for
+\*    the current token, no result stored; a stale token changes nothing.
+\*  - A holder that never saw the flag settles as usual, and the scripts
+\*    honour the flag themselves: fail.lua ends the task cancelled, never
+\*    retried nor dead; release.lua (a shutdown) ends it cancelled, never
+\*    back to ready; reap.lua ends an expired cancel-requested lease
+\*    cancelled. ack.lua completes it: the run finished before it could
+\*    learn of the cancel, which lost that race (its result is stored).
+\*  - Lease never takes a cancelled task: it is in no list.
 
 ---------------------------------------------------------------------------
 \* steps
@@ -204,7 +249,7 @@ Enqueue(k, d) ==
                     ELSE /\ ready' = ready \cup {i}
                          /\ UNCHANGED delayed
     /\ UNCHANGED <<leased, dlq, retries, token, expired, held, restarts, revivals,
-                   charges, applied, fenceTok, result>>
+                   charges, applied, fenceTok, result, cancelReq>>
 
 \* lease.lua: an idle worker takes a ready task; HINCRBY raises its token.
 Lease(w) ==
@@ -217,39 +262,70 @@ Lease(w) ==
         /\ expired' = [expired EXCEPT ![t] = FALSE]
         /\ held' = [held EXCEPT ![w] = [task |-> t, token |-> token[t] + 1,
                                          ran |-> FALSE, lost |-> FALSE,
-                                         confirmed |-> FALSE]]
+                                         confirmed |-> FALSE, cancelSeen |-> FALSE]]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, due, restarts,
-                   revivals, charges, applied, fenceTok, result>>
+                   revivals, charges, applied, fenceTok, result, cancelReq>>
+
+\* cancel.lua: see "Cancellation" above.
+Cancel(t) ==
+    /\ CANCELS
+    /\ \/ state[t] \in {"pending", "delayed", "dead"}
+       \/ state[t] = "running" /\ ~cancelReq[t]
+    /\ IF state[t] = "running"
+       THEN /\ cancelReq' = [cancelReq EXCEPT ![t] = TRUE]
+            /\ UNCHANGED <<ready, delayed, dlq, state>>
+       ELSE /\ state' = [state EXCEPT ![t] = "cancelled"]
+            /\ ready' = ready \ {t}
+            /\ delayed' = delayed \ {t}
+            /\ dlq' = dlq \ {t}
+            /\ UNCHANGED cancelReq
+    /\ UNCHANGED <<sent, keyOf, answer, idem, leased, retries, token, due, expired, held,
+                   restarts, revivals, charges, applied, fenceTok, result>>
 
 \* heartbeat.lua guarded by Check: extend the lease, or tell the worker it is
-\* lost, after which TaskContext.effect() refuses the handler's effect.
+\* lost, after which TaskContext.effect() refuses the handler's effect. An
+\* extended lease whose task's cancel was requested answers "cancel": the
+\* holder has seen the cancel.
 HeartbeatIf(w, Check(_)) ==
     /\ held[w].task # 0
     /\ ~held[w].lost
     /\ IF Check(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
-            /\ UNCHANGED held
+            /\ IF cancelReq[held[w].task]
+               THEN held' = [held EXCEPT ![w].cancelSeen = TRUE]
+               ELSE UNCHANGED held
        ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
             /\ UNCHANGED expired
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, restarts, revivals, charges, applied, fenceTok, result>>
+                   token, due, restarts, revivals, charges, applied, fenceTok, result,
+                   cancelReq>>
 
 \* effect() first confirms the lease: heartbeat.lua guarded by Check, with the
 \* run's token. Renewed, the effect may start; refused, the run is lost and its
 \* effect is refused. The process may pause after the confirmation and before
-\* the effect writes: any steps may come between Confirm and Effect.
-ConfirmIf(w, Check(_)) ==
+\* the effect writes: any steps may come between Confirm and Effect. With
+\* fenced (as built), a run that has seen its task's cancel makes no
+\* confirmation (effect() refuses at once), and a renewal that answers
+\* "cancel" refuses this effect; with fenced FALSE the cancel is ignored (the
+\* mutant TaskQueueCancelNoFence).
+ConfirmFencing(w, Check(_), fenced) ==
     /\ held[w].task # 0
     /\ ~held[w].ran
     /\ ~held[w].lost
     /\ ~held[w].confirmed
+    /\ fenced => ~held[w].cancelSeen
     /\ IF Check(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
-            /\ held' = [held EXCEPT ![w].confirmed = TRUE]
+            /\ IF fenced /\ cancelReq[held[w].task]
+               THEN held' = [held EXCEPT ![w].cancelSeen = TRUE]
+               ELSE held' = [held EXCEPT ![w].confirmed = TRUE]
        ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
             /\ UNCHANGED expired
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, restarts, revivals, charges, applied, fenceTok, result>>
+                   token, due, restarts, revivals, charges, applied, fenceTok, result,
+                   cancelReq>>
+
+ConfirmIf(w, Check(_)) == ConfirmFencing(w, Check, TRUE)
 
 \* The ledger charge through the guard: none applies it always, dedupe once
 \* per task, fence unless the token is older than the newest one the ledger
@@ -281,31 +357,39 @@ Effect(w) ==
 
 \* Confirm and Effect as one step, with no pause between them: not taskq as
 \* built (no process can promise that), but the variant TaskQueueConfirmAtomic;
-\* TaskQueueTrace also takes a log's implied effect by it.
+\* TaskQueueTrace also takes a log's implied effect by it. A renewal that
+\* answers "cancel" applies nothing, as in Confirm.
 ConfirmAndApply(w) ==
     /\ held[w].task # 0
     /\ ~held[w].ran
     /\ ~held[w].lost
-    /\ IF Holds(w)
+    /\ ~held[w].cancelSeen
+    /\ IF Holds(w) /\ cancelReq[held[w].task]
+       THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
+            /\ held' = [held EXCEPT ![w].cancelSeen = TRUE]
+            /\ UNCHANGED <<charges, applied, fenceTok>>
+       ELSE IF Holds(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
             /\ held' = [held EXCEPT ![w].confirmed = TRUE, ![w].ran = TRUE]
             /\ Charge(w)
        ELSE /\ held' = [held EXCEPT ![w].lost = TRUE]
             /\ UNCHANGED <<expired, charges, applied, fenceTok>>
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
-                   token, due, restarts, revivals, result>>
+                   token, due, restarts, revivals, result, cancelReq>>
 
 \* ack.lua guarded by Check, once the handler has returned (after its effect),
 \* with the handler's return value (the run's token): an accepted ack stores it
 \* in the same step as the completion, a refused one stores nothing. With
 \* fenced FALSE a refused ack stores it all the same (the mutant
 \* TaskQueueResultNoFence: the result written outside the fencing check).
+\* A holder that has seen its task's cancel settles by AckCancelled instead.
 AckStoring(w, Check(_), fenced) ==
     LET t == held[w].task
         Store == result' = [result EXCEPT ![t] = held[w].token]
     IN
     /\ t # 0
     /\ held[w].ran
+    /\ ~held[w].cancelSeen
     /\ Drop(w)
     /\ IF Check(w)
        THEN /\ EndLease(t)
@@ -314,26 +398,43 @@ AckStoring(w, Check(_), fenced) ==
        ELSE /\ UNCHANGED <<leased, expired, state>>
             /\ IF fenced THEN UNCHANGED result ELSE Store
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, delayed, dlq, retries, token, due,
-                   restarts, revivals, charges, applied, fenceTok>>
+                   restarts, revivals, charges, applied, fenceTok, cancelReq>>
 
 AckIf(w, Check(_)) == AckStoring(w, Check, TRUE)
+
+\* ack_cancelled.lua guarded by Check: the handler of a run that has seen its
+\* task's cancel returned or raised; the task ends cancelled, with no result.
+AckCancelledIf(w, Check(_)) ==
+    LET t == held[w].task IN
+    /\ t # 0
+    /\ held[w].cancelSeen
+    /\ Drop(w)
+    /\ IF Check(w)
+       THEN EndLease(t) /\ ToCancelled(t)
+       ELSE UNCHANGED <<leased, expired, state, retries, delayed, dlq, due>>
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, token, restarts, revivals,
+                   charges, applied, fenceTok, result, cancelReq>>
 
 \* fail.lua guarded by Check: the handler raised, before or after its effect.
 \* A `final` failure (mode 'dead': an unknown task, arguments that do not
 \* bind, an exception its retry policy does not retry) goes to the DLQ at
 \* once; with FINAL_FAILS FALSE none is. Mode 'delay' is a backoff of
-\* another length, which this model does not tell apart.
+\* another length, which this model does not tell apart. A task whose cancel
+\* was requested ends cancelled instead, final or not.
 FailIf(w, Check(_)) ==
     LET t == held[w].task IN
     /\ t # 0
     /\ LATE_FAILS \/ ~held[w].ran
+    /\ ~held[w].cancelSeen
     /\ \E final \in IF FINAL_FAILS THEN BOOLEAN ELSE {FALSE} :
         /\ Drop(w)
         /\ IF Check(w)
-           THEN EndLease(t) /\ IF final THEN ToDLQ(t) ELSE RetryOrDie(t)
+           THEN /\ EndLease(t)
+                /\ IF cancelReq[t] THEN ToCancelled(t)
+                   ELSE IF final THEN ToDLQ(t) ELSE RetryOrDie(t)
            ELSE UNCHANGED <<leased, expired, state, retries, delayed, dlq, due>>
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, token, restarts, revivals,
-                   charges, applied, fenceTok, result>>
+                   charges, applied, fenceTok, result, cancelReq>>
 
 \* A worker shutting down whose drain grace ran out, for a task still in hand:
 \* it fences the run (no effect can start afterwards: the worker drops the
@@ -342,7 +443,9 @@ FailIf(w, Check(_)) ==
 \* run_at = now), either guarded by Check. With ackRan FALSE it always
 \* releases (the mutant TaskQueueShutdownRelease). Its handler has not
 \* returned, so the run has no return value: the shutdown's ack completes the
-\* task with no result (result stays NoResult).
+\* task with no result (result stays NoResult). A run that has seen its
+\* task's cancel does not ack, and release.lua ends a cancel-requested task
+\* cancelled rather than ready.
 ShutdownIf(w, Check(_), ackRan) ==
     LET t == held[w].task IN
     /\ t # 0
@@ -351,20 +454,25 @@ ShutdownIf(w, Check(_), ackRan) ==
     /\ restarts' = restarts + 1
     /\ IF ~Check(w)
        THEN UNCHANGED <<leased, expired, ready, state, due>>
-       ELSE IF ackRan /\ held[w].ran
+       ELSE IF ackRan /\ held[w].ran /\ ~held[w].cancelSeen
        THEN /\ EndLease(t)
             /\ state' = [state EXCEPT ![t] = "completed"]
+            /\ UNCHANGED <<ready, due>>
+       ELSE IF cancelReq[t]
+       THEN /\ EndLease(t)
+            /\ state' = [state EXCEPT ![t] = "cancelled"]
             /\ UNCHANGED <<ready, due>>
        ELSE /\ EndLease(t)
             /\ ready' = ready \cup {t}
             /\ state' = [state EXCEPT ![t] = "pending"]
             /\ due' = [due EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, token, revivals,
-                   charges, applied, fenceTok, result>>
+                   charges, applied, fenceTok, result, cancelReq>>
 
 Heartbeat(w) == HeartbeatIf(w, Holds)
 Confirm(w) == ConfirmIf(w, Holds)
 Ack(w) == AckIf(w, Holds)
+AckCancelled(w) == AckCancelledIf(w, Holds)
 Fail(w) == FailIf(w, Holds)
 Shutdown(w) == ShutdownIf(w, Holds, TRUE)
 
@@ -388,18 +496,23 @@ Expire(t) ==
     /\ expired' = [expired EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, due, held, restarts, revivals, charges, applied, fenceTok,
-                   result>>
+                   result, cancelReq>>
 
 \* reap.lua: an expired lease counts as a failed attempt; HINCRBY raises the
 \* token by `bump` (1 as built) so the lost holder's token is stale at once.
-ReapBy(t, bump) ==
+\* With honoured (as built) a lease whose cancel was requested ends the task
+\* cancelled; with honoured FALSE it is retried like any other (the mutant
+\* TaskQueueCancelRetried).
+ReapWith(t, bump, honoured) ==
     /\ t \in leased
     /\ expired[t]
     /\ token' = [token EXCEPT ![t] = @ + bump]
     /\ EndLease(t)
-    /\ RetryOrDie(t)
+    /\ IF honoured /\ cancelReq[t] THEN ToCancelled(t) ELSE RetryOrDie(t)
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, held, restarts, revivals,
-                   charges, applied, fenceTok, result>>
+                   charges, applied, fenceTok, result, cancelReq>>
+
+ReapBy(t, bump) == ReapWith(t, bump, TRUE)
 
 Reap(t) == ReapBy(t, 1)
 
@@ -410,7 +523,7 @@ Tick(t) ==
     /\ due' = [due EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, expired, held, restarts, revivals, charges, applied, fenceTok,
-                   result>>
+                   result, cancelReq>>
 
 \* promote.lua: ZRANGEBYSCORE delayed -inf now, so only a due task moves.
 Promote(t) ==
@@ -420,7 +533,7 @@ Promote(t) ==
     /\ ready' = ready \cup {t}
     /\ state' = [state EXCEPT ![t] = "pending"]
     /\ UNCHANGED <<sent, keyOf, answer, idem, leased, dlq, retries, token, due, expired,
-                   held, restarts, revivals, charges, applied, fenceTok, result>>
+                   held, restarts, revivals, charges, applied, fenceTok, result, cancelReq>>
 
 \* retry_dead.lua: an operator revives a dead task with its retries reset.
 RetryDead(t) ==
@@ -434,7 +547,7 @@ RetryDead(t) ==
     /\ retries' = [retries EXCEPT ![t] = 0]
     /\ due' = [due EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, leased, delayed, token, expired, held,
-                   restarts, charges, applied, fenceTok, result>>
+                   restarts, charges, applied, fenceTok, result, cancelReq>>
 
 Next ==
     \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
@@ -451,6 +564,8 @@ Next ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelled(w)
 
 Spec == Init /\ [][Next]_vars
 
@@ -458,7 +573,7 @@ Spec == Init /\ [][Next]_vars
 \* invariants (design.md section 3)
 
 \* T1: in exactly one of ready, leased, delayed, dlq, or in none of them and
-\* completed; the record's state agrees.
+\* completed or cancelled (the terminal states); the record's state agrees.
 T1_OnePlace ==
     \A t \in Ids :
         LET places == {p \in {"ready", "leased", "delayed", "dlq"} :
@@ -496,8 +611,34 @@ T5_IdempotentEnqueue ==
 \* T6: a task that is not yet due is neither ready nor leased.
 T6_DueOnly == \A t \in ready \cup leased : due[t]
 
-\* T2, wherever a run stops (no step is enabled): every task that was created
-\* is completed or dead. Runs need not stop: a holder may heartbeat forever.
+\* Cancellation: a cancelled task never changes state again and is never
+\* leased again, and neither is a task whose cancel was requested once its
+\* lease has ended (it is not retried, released or reaped back to a list).
+CancelledIsFinal ==
+    [][\A t \in Ids : state[t] = "cancelled" => state'[t] = "cancelled"]_vars
+
+CancelledNeverLeased ==
+    [][\A t \in Ids : (state[t] = "cancelled" \/ (cancelReq[t] /\ t \notin leased))
+                        => t \notin leased']_vars
+
+\* A task whose cancel was requested (while it was leased) is running until
+\* its lease ends, then cancelled, or completed by a run that finished before
+\* it learned of the cancel: never pending, delayed or dead.
+CancelSticks ==
+    \A t \in Ids : cancelReq[t] => state[t] \in {"running", "completed", "cancelled"}
+
+\* effect() is refused once its run has seen the cancel: no effect block is
+\* let in (confirmed) by a run that knew of it.
+NoEffectAfterCancelSeen ==
+    [][\A w \in Workers :
+          (held'[w].confirmed /\ ~held[w].confirmed) => ~held[w].cancelSeen]_vars
+
+\* Not a promise: no charge at all by a run after it saw the cancel. A block
+\* let in before the cancel was seen still writes (confirmed, cancel, a
+\* heartbeat says so, the effect), as EffectWhileHeld's window does.
+NoChargeAfterCancelSeen ==
+    [][\A w \in Workers : (held'[w].ran /\ ~held[w].ran) => ~held[w].cancelSeen]_vars
+
 \* R1 (results): a result is stored only by the accepted ack of the current
 \* token, at most once per task, and a stale holder's value is never visible.
 \* Once stored, a task's result never changes.
@@ -514,7 +655,10 @@ R1_CurrentToken ==
 R1_OnlyCompleted ==
     \A t \in Ids : result[t] # NoResult => state[t] = "completed"
 
-Settled == \A t \in Ids : state[t] \in {"none", "completed", "dead"}
+\* T2, wherever a run stops (no step is enabled): every task that was created
+\* is completed, dead or cancelled. Runs need not stop: a holder may heartbeat
+\* forever.
+Settled == \A t \in Ids : state[t] \in {"none", "completed", "dead", "cancelled"}
 T2_NothingLost == [](~ENABLED Next => Settled)
 
 =============================================================================

@@ -34,6 +34,8 @@ NoFenceNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelled(w)
 
 NoFenceSpec == Init /\ [][NoFenceNext]_vars
 

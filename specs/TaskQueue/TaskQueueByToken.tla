@@ -1,7 +1,8 @@
 -------------------------- MODULE TaskQueueByToken --------------------------
 (***************************************************************************)
 (* TaskQueue with holder scripts that compare tokens only: heartbeat (and  *)
-(* the effect's confirmation), ack, fail and the shutdown's ack or release *)
+(* the effect's confirmation), ack (and the cancelled ack), fail and the   *)
+(* shutdown's ack or release                                               *)
 (* guarded by Current(w) instead of Holds(w), i.e. with their ZSCORE       *)
 (* leased check removed. Not taskq as built: a variant that                *)
 (* shows what each of the two checks buys.                                 *)
@@ -21,6 +22,7 @@ EXTENDS TaskQueueReapNoBump
 HeartbeatByToken(w) == HeartbeatIf(w, Current)
 ConfirmByToken(w) == ConfirmIf(w, Current)
 AckByToken(w) == AckIf(w, Current)
+AckCancelledByToken(w) == AckCancelledIf(w, Current)
 FailByToken(w) == FailIf(w, Current)
 ShutdownByToken(w) == ShutdownIf(w, Current, TRUE)
 
@@ -39,6 +41,8 @@ ByTokenNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelledByToken(w)
 
 ByTokenNoBumpNext ==
     \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
@@ -55,6 +59,8 @@ ByTokenNoBumpNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelledByToken(w)
 
 ByTokenSpec == Init /\ [][ByTokenNext]_vars
 ByTokenNoBumpSpec == Init /\ [][ByTokenNoBumpNext]_vars

@@ -29,6 +29,8 @@ AtomicNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelled(w)
 
 AtomicSpec == Init /\ [][AtomicNext]_vars
 

@@ -32,6 +32,8 @@ NoBumpNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelled(w)
 
 NoBumpSpec == Init /\ [][NoBumpNext]_vars
 

@@ -31,6 +31,8 @@ ResultNoFenceNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelled(w)
 
 ResultNoFenceSpec == Init /\ [][ResultNoFenceNext]_vars
 

@@ -30,6 +30,8 @@ ReleasingNext ==
     \/ \E t \in Ids : Tick(t)
     \/ \E t \in Ids : Promote(t)
     \/ \E t \in Ids : RetryDead(t)
+    \/ \E t \in Ids : Cancel(t)
+    \/ \E w \in Workers : AckCancelled(w)
 
 ReleasingSpec == Init /\ [][ReleasingNext]_vars
 

@@ -4,31 +4,38 @@ TLA+                       taskq                               Python
 -------------------------  ----------------------------------  ------------------------
 Init                       an empty queue, idle workers        initial(c)
 Current, Holds, InLease    the holder scripts' two checks      current, holds, in_lease
-EndLease, ToDLQ            shared by ack/fail/release/reap     end_lease, to_dlq,
-RetryOrDie                                                     retry_or_die
+EndLease, ToDLQ,           shared by ack/fail/release/reap     end_lease, to_dlq,
+ToCancelled, RetryOrDie                                        to_cancelled, retry_or_die
 Enqueue(k, d)              lua/enqueue.lua                     enqueue
 Lease(w)                   lua/lease.lua (count 1)             lease
+Cancel(t)                  cancel.lua (to be written)          cancel
 HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/heartbeat heartbeat_if(name, check)
-ConfirmIf(w, Check)        context.py effect(): heartbeat.lua  confirm_if(name, check)
+ConfirmFencing(w, Check,   context.py effect(): heartbeat.lua  confirm_fencing(name,
+  fenced)                                                        check, fenced)
+ConfirmIf(w, Check)        ConfirmFencing(w, Check, TRUE)      confirm_if(name, check)
 Charge(w)                  builtin.py's charge via ledger.py   charge
 Effect(w)                  the effect() block, once confirmed  effect
 ConfirmAndApply(w)         (the two as one step: a variant)    confirm_and_apply
 AckStoring(w, Check, f)    lua/ack.lua, storing the result     ack_storing(name, check, f)
 AckIf(w, Check)            AckStoring(w, Check, TRUE)          ack_if(name, check)
+AckCancelledIf(w, Check)   ack_cancelled.lua (to be written)   ack_cancelled_if(name, check)
 FailIf(w, Check)           lua/fail.lua                        fail_if(name, check)
 ShutdownIf(w, Check, ack)  worker/settle.py abandon: ack.lua   shutdown_if(name, check,
                            if the effect ran, else release.lua             ack_ran)
-Heartbeat .. Shutdown      the five above with Holds           heartbeat, confirm, ack,
-                                                               fail, shutdown
+Heartbeat .. Shutdown      the six above with Holds            heartbeat, confirm, ack,
+                                                               ack_cancelled, fail, shutdown
 Die(w)                     SIGKILL of a worker                 die
 Expire(t)                  time passes a lease's expiry        expire
-ReapBy(t, bump)            lua/reap.lua                        reap_by(name, bump)
+ReapWith(t, bump, honoured) lua/reap.lua                       reap_with(name, bump,
+                                                                         honoured)
+ReapBy(t, bump)            ReapWith(t, bump, TRUE)             reap_by(name, bump)
 Reap(t) == ReapBy(t, 1)                                        reap
 Tick(t)                    time passes a run_at                tick
 Promote(t)                 lua/promote.lua                     promote
 RetryDead(t)               lua/retry_dead.lua                  retry_dead
 Next                       NEXT, tried in that order
-TypeOK, T1 .. T6, EffectWhileHeld, R1_*  task_queue_checks.py, under the TLA+ names
+TypeOK, T1 .. T6, EffectWhileHeld, R1_*, Cancel*, No*AfterCancelSeen
+                           task_queue_checks.py, under the TLA+ names
 
 Each \E is a loop in ascending order, Next's disjuncts are tried in the order written,
 and the branches of an IF are labelled Action(args)/branch. The mutants
@@ -45,7 +52,7 @@ from specs.tlacheck import Fn, Transition
 from specs.tlacheck import cfg as cfgs
 
 GUARDS = ("none", "dedupe", "fence")
-STATES = ("none", "pending", "running", "delayed", "completed", "dead")
+STATES = ("none", "pending", "running", "delayed", "completed", "dead", "cancelled")
 PLACE_OF = {"pending": "ready", "running": "leased", "delayed": "delayed", "dead": "dlq"}
 
 
@@ -57,9 +64,10 @@ class Holding(NamedTuple):
     ran: bool  # its handler's effect has run
     lost: bool  # a renewal was refused: effect() refuses from now on
     confirmed: bool  # effect() renewed the lease for the effect
+    cancelSeen: bool  # a renewal said the task's cancel was requested
 
 
-NO_TASK = Holding(0, 0, False, False, False)
+NO_TASK = Holding(0, 0, False, False, False, False)
 # A run's return value is its token (tokens start at 1), so 0 means "no result".
 NO_RESULT = 0
 
@@ -86,6 +94,7 @@ class State(NamedTuple):
     applied: frozenset[int]
     fenceTok: Fn[int, int]
     result: Fn[int, int]  # the stored return value per task, NO_RESULT = none
+    cancelReq: Fn[int, bool]  # the record's cancel_requested, set while leased
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,7 @@ class Constants:
     kills: bool
     late_fails: bool
     final_fails: bool
+    cancels: bool
 
     @property
     def ids(self) -> range:
@@ -127,6 +137,7 @@ class Constants:
             kills=_bool_constant(cfg, "KILLS"),
             late_fails=_bool_constant(cfg, "LATE_FAILS"),
             final_fails=_bool_constant(cfg, "FINAL_FAILS"),
+            cancels=_bool_constant(cfg, "CANCELS"),
         )
 
 
@@ -150,6 +161,7 @@ def initial(c: Constants) -> State:
         state=Fn.const(c.ids, "none"), retries=zero, token=zero, due=no, expired=no,
         held=Fn.const(c.worker_ids, NO_TASK), restarts=0, revivals=0,
         charges=zero, applied=frozenset(), fenceTok=zero, result=Fn.const(c.ids, NO_RESULT),
+        cancelReq=no,
     )  # fmt: skip
 
 
@@ -180,6 +192,10 @@ def end_lease(s: State, t: int) -> State:
 
 def to_dlq(s: State, t: int) -> State:
     return s._replace(state=s.state.except_(t, "dead"), dlq=s.dlq | {t})
+
+
+def to_cancelled(s: State, t: int) -> State:
+    return s._replace(state=s.state.except_(t, "cancelled"))
 
 
 def retry_or_die(c: Constants, s: State, t: int) -> tuple[str, State]:
@@ -235,7 +251,22 @@ def lease(c: Constants, s: State) -> Iterator[Transition[State]]:
                     token=s.token.except_(t, token),
                     state=s.state.except_(t, "running"),
                     expired=s.expired.except_(t, False),
-                    held=s.held.except_(w, Holding(t, token, False, False, False)),
+                    held=s.held.except_(w, Holding(t, token, False, False, False, False)),
+                ),
+            )
+
+
+def cancel(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if not c.cancels:
+        return
+    for t in c.ids:
+        if s.state[t] == "running" and not s.cancelReq[t]:
+            yield f"Cancel(t={t})/requested", s._replace(cancelReq=s.cancelReq.except_(t, True))
+        elif s.state[t] in ("pending", "delayed", "dead"):
+            yield (
+                f"Cancel(t={t})/cancelled",
+                to_cancelled(s, t)._replace(
+                    ready=s.ready - {t}, delayed=s.delayed - {t}, dlq=s.dlq - {t}
                 ),
             )
 
@@ -247,8 +278,12 @@ def heartbeat_if(name: str, check: Check) -> Action:
             if h.task == 0 or h.lost:
                 continue
             if check(s, w):
-                extended = s.expired.except_(h.task, False)
-                yield f"{name}(w={w})/extended", s._replace(expired=extended)
+                extended = s._replace(expired=s.expired.except_(h.task, False))
+                if s.cancelReq[h.task]:
+                    seen = s.held.except_(w, h._replace(cancelSeen=True))
+                    yield f"{name}(w={w})/cancel", extended._replace(held=seen)
+                else:
+                    yield f"{name}(w={w})/extended", extended
             else:
                 lost = s.held.except_(w, h._replace(lost=True))
                 yield f"{name}(w={w})/stale", s._replace(held=lost)
@@ -256,23 +291,29 @@ def heartbeat_if(name: str, check: Check) -> Action:
     return heartbeat
 
 
-def confirm_if(name: str, check: Check) -> Action:
+def confirm_fencing(name: str, check: Check, fenced: bool) -> Action:
     def confirm(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or h.ran or h.lost or h.confirmed:
+            if h.task == 0 or h.ran or h.lost or h.confirmed or (fenced and h.cancelSeen):
                 continue
             if check(s, w):
-                renewed = s._replace(
-                    expired=s.expired.except_(h.task, False),
-                    held=s.held.except_(w, h._replace(confirmed=True)),
-                )
-                yield f"{name}(w={w})/renewed", renewed
+                extended = s._replace(expired=s.expired.except_(h.task, False))
+                if fenced and s.cancelReq[h.task]:
+                    seen = s.held.except_(w, h._replace(cancelSeen=True))
+                    yield f"{name}(w={w})/cancel", extended._replace(held=seen)
+                else:
+                    renewed = s.held.except_(w, h._replace(confirmed=True))
+                    yield f"{name}(w={w})/renewed", extended._replace(held=renewed)
             else:
                 lost = s.held.except_(w, h._replace(lost=True))
                 yield f"{name}(w={w})/stale", s._replace(held=lost)
 
     return confirm
+
+
+def confirm_if(name: str, check: Check) -> Action:
+    return confirm_fencing(name, check, True)
 
 
 def charge(c: Constants, s: State, w: int, ran: State) -> tuple[str, State]:
@@ -303,9 +344,15 @@ def effect(c: Constants, s: State) -> Iterator[Transition[State]]:
 def confirm_and_apply(c: Constants, s: State) -> Iterator[Transition[State]]:
     for w in c.worker_ids:
         h = s.held[w]
-        if h.task == 0 or h.ran or h.lost:
+        if h.task == 0 or h.ran or h.lost or h.cancelSeen:
             continue
-        if holds(s, w):
+        if holds(s, w) and s.cancelReq[h.task]:
+            seen = s._replace(
+                expired=s.expired.except_(h.task, False),
+                held=s.held.except_(w, h._replace(cancelSeen=True)),
+            )
+            yield f"ConfirmAndApply(w={w})/cancel", seen
+        elif holds(s, w):
             ran = s._replace(
                 expired=s.expired.except_(h.task, False),
                 held=s.held.except_(w, h._replace(confirmed=True, ran=True)),
@@ -321,7 +368,7 @@ def ack_storing(name: str, check: Check, fenced: bool) -> Action:
     def ack(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or not h.ran:
+            if h.task == 0 or not h.ran or h.cancelSeen:
                 continue
             stored = s.result.except_(h.task, h.token)
             if check(s, w):
@@ -342,11 +389,26 @@ def ack_if(name: str, check: Check) -> Action:
     return ack_storing(name, check, True)
 
 
+def ack_cancelled_if(name: str, check: Check) -> Action:
+    def ack_cancelled(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.worker_ids:
+            h = s.held[w]
+            if h.task == 0 or not h.cancelSeen:
+                continue
+            if check(s, w):
+                done = to_cancelled(end_lease(s, h.task), h.task)
+                yield f"{name}(w={w})/cancelled", done._replace(held=drop(s, w))
+            else:
+                yield f"{name}(w={w})/stale", s._replace(held=drop(s, w))
+
+    return ack_cancelled
+
+
 def fail_if(name: str, check: Check) -> Action:
     def fail(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0:
+            if h.task == 0 or h.cancelSeen:
                 continue
             steps = []
             # `\E final \in IF FINAL_FAILS THEN BOOLEAN ELSE {FALSE}`, FALSE first.
@@ -355,8 +417,12 @@ def fail_if(name: str, check: Check) -> Action:
                     steps.append((f"{name}(w={w})/stale", s._replace(held=drop(s, w))))
                     continue
                 ended = end_lease(s, h.task)
-                branch, after = ("final", to_dlq(ended, h.task)) if final else \
-                    retry_or_die(c, ended, h.task)
+                if s.cancelReq[h.task]:
+                    branch, after = "cancelled", to_cancelled(ended, h.task)
+                elif final:
+                    branch, after = "final", to_dlq(ended, h.task)
+                else:
+                    branch, after = retry_or_die(c, ended, h.task)
                 steps.append((f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))))
             # `LATE_FAILS \/ ~held[w].ran`: TLC takes each true disjunct in turn.
             for _ in range(c.late_fails + (not h.ran)):
@@ -375,9 +441,11 @@ def shutdown_if(name: str, check: Check, ack_ran: bool) -> Action:
             exits = s._replace(held=drop(s, w), restarts=s.restarts + 1)
             if not check(s, w):
                 yield f"{name}(w={w})/stale", exits
-            elif ack_ran and h.ran:
+            elif ack_ran and h.ran and not h.cancelSeen:
                 done = end_lease(exits, t)._replace(state=s.state.except_(t, "completed"))
                 yield f"{name}(w={w})/acked", done
+            elif s.cancelReq[t]:
+                yield f"{name}(w={w})/cancelled", to_cancelled(end_lease(exits, t), t)
             else:
                 back = end_lease(exits, t)._replace(
                     ready=s.ready | {t},
@@ -392,6 +460,7 @@ def shutdown_if(name: str, check: Check, ack_ran: bool) -> Action:
 heartbeat = heartbeat_if("Heartbeat", holds)
 confirm = confirm_if("Confirm", holds)
 ack = ack_if("Ack", holds)
+ack_cancelled = ack_cancelled_if("AckCancelled", holds)
 fail = fail_if("Fail", holds)
 shutdown = shutdown_if("Shutdown", holds, True)
 
@@ -412,15 +481,22 @@ def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
             yield f"Expire(t={t})", s._replace(expired=s.expired.except_(t, True))
 
 
-def reap_by(name: str, bump: int) -> Action:
+def reap_with(name: str, bump: int, honoured: bool) -> Action:
     def reap(c: Constants, s: State) -> Iterator[Transition[State]]:
         for t in c.ids:
             if t in s.leased and s.expired[t]:
-                bumped = s._replace(token=s.token.except_(t, s.token[t] + bump))
-                branch, after = retry_or_die(c, end_lease(bumped, t), t)
+                bumped = end_lease(s._replace(token=s.token.except_(t, s.token[t] + bump)), t)
+                if honoured and s.cancelReq[t]:
+                    branch, after = "cancelled", to_cancelled(bumped, t)
+                else:
+                    branch, after = retry_or_die(c, bumped, t)
                 yield f"{name}(t={t})/{branch}", after
 
     return reap
+
+
+def reap_by(name: str, bump: int) -> Action:
+    return reap_with(name, bump, True)
 
 
 reap = reap_by("Reap", 1)
@@ -463,7 +539,7 @@ def retry_dead(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 NEXT: tuple[Action, ...] = (
     enqueue, lease, heartbeat, confirm, effect, ack, fail, shutdown, die,
-    expire, reap, tick, promote, retry_dead,
+    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled,
 )  # fmt: skip
 
 

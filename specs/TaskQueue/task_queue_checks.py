@@ -14,6 +14,11 @@ EffectWhileHeld           effect_while_held(c, s, t), a StepProperty
 R1_CurrentToken           result_current_token(c, s)
 R1_OnlyCompleted          result_only_completed(c, s)
 R1_AtMostOne              result_at_most_one(c, s, t), a StepProperty
+CancelSticks              cancel_sticks(c, s)
+CancelledIsFinal          cancelled_is_final(c, s, t), a StepProperty
+CancelledNeverLeased      cancelled_never_leased(c, s, t), a StepProperty
+NoEffectAfterCancelSeen   no_effect_after_cancel_seen(c, s, t), a StepProperty
+NoChargeAfterCancelSeen   no_charge_after_cancel_seen(c, s, t), a StepProperty
 Settled, T2_NothingLost   settled(c, s), an EndProperty under the name the module
                           gives T2 for its own Next (NoFenceNothingLost, ...)
 """
@@ -41,7 +46,10 @@ from .task_queue import (
 
 
 def queue_vars(s: State) -> tuple[object, ...]:
-    return (s.ready, s.leased, s.delayed, s.dlq, s.state, s.retries, s.token, s.due, s.expired)
+    return (
+        s.ready, s.leased, s.delayed, s.dlq, s.state, s.retries, s.token, s.due, s.expired,
+        s.cancelReq,
+    )  # fmt: skip
 
 
 def type_ok(c: Constants, s: State) -> bool:
@@ -54,6 +62,7 @@ def type_ok(c: Constants, s: State) -> bool:
         and all(s.state[t] in STATES and 0 <= s.retries[t] <= c.max_retries for t in ids)
         and all(min(s.token[t], s.charges[t], s.fenceTok[t], s.result[t]) >= 0 for t in ids)
         and all(isinstance(s.due[t], bool) and isinstance(s.expired[t], bool) for t in ids)
+        and all(isinstance(s.cancelReq[t], bool) for t in ids)
         and all(s.held[w].task in ids | {0} for w in c.worker_ids)
         and 0 <= s.restarts <= c.max_restarts
         and 0 <= s.revivals <= c.max_revivals
@@ -100,6 +109,12 @@ def result_only_completed(c: Constants, s: State) -> bool:
     return all(s.state[t] == "completed" for t in c.ids if s.result[t] != NO_RESULT)
 
 
+def cancel_sticks(c: Constants, s: State) -> bool:
+    return all(
+        s.state[t] in ("running", "completed", "cancelled") for t in c.ids if s.cancelReq[t]
+    )
+
+
 def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
     return {
         "TypeOK": lambda s: type_ok(c, s),
@@ -110,6 +125,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         "T6_DueOnly": due_only,
         "R1_CurrentToken": lambda s: result_current_token(c, s),
         "R1_OnlyCompleted": lambda s: result_only_completed(c, s),
+        "CancelSticks": lambda s: cancel_sticks(c, s),
     }
 
 
@@ -129,8 +145,34 @@ def result_at_most_one(c: Constants, s: State, t: State) -> bool:
     return all(t.result[i] == s.result[i] for i in c.ids if s.result[i] != NO_RESULT)
 
 
+def cancelled_is_final(c: Constants, s: State, t: State) -> bool:
+    return all(t.state[i] == "cancelled" for i in c.ids if s.state[i] == "cancelled")
+
+
+def cancelled_never_leased(c: Constants, s: State, t: State) -> bool:
+    return all(
+        i not in t.leased
+        for i in c.ids
+        if s.state[i] == "cancelled" or (s.cancelReq[i] and i not in s.leased)
+    )
+
+
+def no_effect_after_cancel_seen(c: Constants, s: State, t: State) -> bool:
+    return all(
+        not s.held[w].cancelSeen
+        for w in c.worker_ids
+        if t.held[w].confirmed and not s.held[w].confirmed
+    )
+
+
+def no_charge_after_cancel_seen(c: Constants, s: State, t: State) -> bool:
+    return all(
+        not s.held[w].cancelSeen for w in c.worker_ids if t.held[w].ran and not s.held[w].ran
+    )
+
+
 def settled(c: Constants, s: State) -> bool:
-    return all(s.state[t] in ("none", "completed", "dead") for t in c.ids)
+    return all(s.state[t] in ("none", "completed", "dead", "cancelled") for t in c.ids)
 
 
 def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
@@ -143,6 +185,18 @@ def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
             "EffectWhileHeld", lambda s, _, t: effect_while_held(c, s, t)
         ),
         "R1_AtMostOne": StepProperty("R1_AtMostOne", lambda s, _, t: result_at_most_one(c, s, t)),
+        "CancelledIsFinal": StepProperty(
+            "CancelledIsFinal", lambda s, _, t: cancelled_is_final(c, s, t)
+        ),
+        "CancelledNeverLeased": StepProperty(
+            "CancelledNeverLeased", lambda s, _, t: cancelled_never_leased(c, s, t)
+        ),
+        "NoEffectAfterCancelSeen": StepProperty(
+            "NoEffectAfterCancelSeen", lambda s, _, t: no_effect_after_cancel_seen(c, s, t)
+        ),
+        "NoChargeAfterCancelSeen": StepProperty(
+            "NoChargeAfterCancelSeen", lambda s, _, t: no_charge_after_cancel_seen(c, s, t)
+        ),
         nothing_lost: EndProperty(nothing_lost, lambda s: settled(c, s)),
     }
 

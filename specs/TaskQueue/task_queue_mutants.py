@@ -10,7 +10,8 @@ TaskQueueReapNoBump.tla
   NoBumpNext, NoBumpNothingLost          NO_BUMP_NEXT (tq.NEXT, Reap swapped), its T2
 TaskQueueByToken.tla
   HeartbeatByToken(w) == HeartbeatIf(w, Current), and ConfirmByToken, AckByToken,
-  FailByToken, ShutdownByToken alike     heartbeat_by_token .. shutdown_by_token
+  AckCancelledByToken, FailByToken,
+  ShutdownByToken alike                  heartbeat_by_token .. shutdown_by_token
   ByTokenNext, ByTokenNothingLost        BY_TOKEN_NEXT, its T2
   ByTokenNoBumpNext, ...NothingLost      BY_TOKEN_NO_BUMP_NEXT (and ReapNoBump), its T2
 TaskQueueShutdownRelease.tla
@@ -24,6 +25,14 @@ TaskQueueResultNoFence.tla
   AckResultNoFence(w) ==
       AckStoring(w, Holds, FALSE)        ack_result_no_fence
   ResultNoFenceNext, ...NothingLost      RESULT_NO_FENCE_NEXT (Ack swapped), its T2
+TaskQueueCancelNoFence.tla
+  ConfirmNoCancelFence(w) ==
+      ConfirmFencing(w, Holds, FALSE)    confirm_no_cancel_fence
+  CancelNoFenceNext, ...NothingLost      CANCEL_NO_FENCE_NEXT (Confirm swapped), its T2
+TaskQueueCancelRetried.tla
+  ReapIgnoringCancel(t) ==
+      ReapWith(t, 1, FALSE)              reap_ignoring_cancel
+  CancelRetriedNext, ...NothingLost      CANCEL_RETRIED_NEXT (Reap swapped), its T2
 everything else                          task_queue.py, unchanged
 """
 
@@ -40,10 +49,13 @@ reap_no_bump = tq.reap_by("ReapNoBump", 0)
 heartbeat_by_token = tq.heartbeat_if("HeartbeatByToken", tq.current)
 confirm_by_token = tq.confirm_if("ConfirmByToken", tq.current)
 ack_by_token = tq.ack_if("AckByToken", tq.current)
+ack_cancelled_by_token = tq.ack_cancelled_if("AckCancelledByToken", tq.current)
 fail_by_token = tq.fail_if("FailByToken", tq.current)
 shutdown_by_token = tq.shutdown_if("ShutdownByToken", tq.current, True)
 shutdown_releasing = tq.shutdown_if("ShutdownReleasing", tq.holds, False)
 ack_result_no_fence = tq.ack_storing("AckResultNoFence", tq.holds, False)
+confirm_no_cancel_fence = tq.confirm_fencing("ConfirmNoCancelFence", tq.holds, False)
+reap_ignoring_cancel = tq.reap_with("ReapIgnoringCancel", 1, False)
 
 NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_no_fence))
 NO_BUMP_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_no_bump))
@@ -52,12 +64,15 @@ BY_TOKEN_NEXT = tq.swap(
     (tq.heartbeat, heartbeat_by_token),
     (tq.confirm, confirm_by_token),
     (tq.ack, ack_by_token),
+    (tq.ack_cancelled, ack_cancelled_by_token),
     (tq.fail, fail_by_token),
     (tq.shutdown, shutdown_by_token),
 )
 BY_TOKEN_NO_BUMP_NEXT = tq.swap(BY_TOKEN_NEXT, (tq.reap, reap_no_bump))
 RELEASING_NEXT = tq.swap(tq.NEXT, (tq.shutdown, shutdown_releasing))
 RESULT_NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_result_no_fence))
+CANCEL_NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.confirm, confirm_no_cancel_fence))
+CANCEL_RETRIED_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_ignoring_cancel))
 ATOMIC_NEXT = tuple(
     a for a in tq.swap(tq.NEXT, (tq.confirm, tq.confirm_and_apply)) if a is not tq.effect
 )
@@ -88,3 +103,11 @@ def confirm_atomic_model(cfg: cfgs.Config) -> Model[tq.State]:
 
 def result_no_fence_model(cfg: cfgs.Config) -> Model[tq.State]:
     return build("TaskQueueResultNoFence", RESULT_NO_FENCE_NEXT, cfg, "ResultNoFenceNothingLost")
+
+
+def cancel_no_fence_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueCancelNoFence", CANCEL_NO_FENCE_NEXT, cfg, "CancelNoFenceNothingLost")
+
+
+def cancel_retried_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueCancelRetried", CANCEL_RETRIED_NEXT, cfg, "CancelRetriedNothingLost")
