@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta, tzinfo
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -120,22 +120,20 @@ class Task(Generic[P, R]):
         raise InvalidTaskError(f"each call must be {self.name}.call(...) or a tuple of "
                                f"arguments, not {shown(call)}")
 
-    def _check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any],
+                         what: str | None = None) -> None:
+        """Raise `InvalidTaskError` (saying `what` went wrong, by default that the call
+        cannot be enqueued) if `args` and `kwargs` do not bind to the function."""
         try:
             self._signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise InvalidTaskError(f"cannot enqueue {self.name}: {e}") from e
+            raise InvalidTaskError(f"{what or f'cannot enqueue {self.name}'}: {e}") from e
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
-        """Raise `InvalidTaskError` if a worker's call with these arguments could not bind
-        to the function: checked before the call, so that a TypeError the handler itself
-        raises is not taken for one."""
-        try:
-            self._signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise InvalidTaskError(
-                f"the arguments of this task do not fit {self.name}{self._signature}: {e}"
-            ) from e
+        """`_check_arguments` for a worker's call, before it is made, so that a TypeError
+        the handler itself raises is not taken for arguments that do not fit."""
+        self._check_arguments(args, kwargs,
+                              f"the arguments of this task do not fit {self.name}{self._signature}")
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
