@@ -165,6 +165,14 @@ class TestSummary:
         assert summary.charged_twice == [("thrice", 3), ("twice", 2)]
         assert (summary.charges, summary.tasks, summary.amount) == (6, 3, 60)
 
+    def test_charges_by_task_counts_only_ids_with_the_prefix_taken_literally(
+        self, path: Path,
+    ) -> None:
+        ledger = Ledger(path, "none")
+        for task_id in ("sched:a_b:1", "sched:a_b:1", "sched:a_b:2", "sched:aXb:1", "t1"):
+            ledger.charge(task_id, 1, "alice", 1)
+        assert ledger.charges_by_task("sched:a_b:") == {"sched:a_b:1": 2, "sched:a_b:2": 1}
+
 
 class TestErrors:
     def test_an_unknown_guard_is_refused(self, path: Path) -> None:

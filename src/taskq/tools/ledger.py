@@ -104,6 +104,13 @@ class Ledger:
         ).fetchall()
         return LedgerSummary(charges, tasks, amount, [(t, n) for t, n in twice])
 
+    def charges_by_task(self, prefix: str) -> dict[str, int]:
+        """How many charges each task whose id starts with `prefix` made."""
+        rows = self._db().execute(
+            "SELECT task_id, COUNT(*) FROM charges WHERE substr(task_id, 1, ?) = ? "
+            "GROUP BY task_id", (len(prefix), prefix))
+        return {task_id: count for task_id, count in rows.fetchall()}
+
     def charges_for(self, task_id: str) -> int:
         row = self._db().execute("SELECT COUNT(*) FROM charges WHERE task_id = ?", (task_id,))
         count: int = row.fetchone()[0]
