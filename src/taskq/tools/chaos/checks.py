@@ -142,7 +142,8 @@ def _memory_check(client: Client, broker: Broker, found: Findings) -> Check:
     """Memory is bounded when the log is capped by its retention and every other key
     that grows with the number of tasks (records, idempotency keys) expires."""
     k = broker.keys
-    fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake}
+    fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
+             k.schedules}
     names = [str(n) for n in client.scan_iter(match=k.prefix + "*", count=5000)]
     growing = [n for n in names if n not in fixed]
     never_expire = 0

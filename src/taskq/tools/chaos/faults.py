@@ -58,6 +58,8 @@ class Injector:
     pending: list[Pending] = field(default_factory=list)
     next_at: float = 0.0
     redis_down_until: float = 0.0
+    # Workers sent SIGTERM: a second one would make them exit at once, not drain.
+    terminated: set[int] = field(default_factory=set)
 
     def clock(self) -> float:
         return time.monotonic() - self.started
@@ -112,6 +114,7 @@ class Injector:
         else:
             os.kill(process.pid, signal.SIGCONT)
             os.kill(process.pid, signal.SIGTERM)
+            self.terminated.add(process.pid)
             fault = self._record(kind, target, "graceful: drains, then a replacement starts")
             fault.ended = self.clock()
 

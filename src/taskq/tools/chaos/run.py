@@ -25,6 +25,7 @@ from taskq.tools.chaos.checks import Findings, run_checks
 from taskq.tools.chaos.faults import Injector
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.chaos.producer import Produced, Producer
+from taskq.tools.chaos.schedules import PERIODS, Firing, period_ms
 from taskq.tools.chaos.waiters import Waited, Waiter
 from taskq.tools.embedded import EmbeddedRedis, given_or_embedded
 from taskq.tools.ledger import Ledger
@@ -34,6 +35,8 @@ from taskq.tools.tracecheck import read_log
 log = logging.getLogger("taskq.tools.chaos")
 QUEUE = "chaos"
 TICK = 0.05
+# Ticks each schedule must fire before the faults may stop early (all tasks done).
+MIN_TICKS = 3
 
 
 @dataclass
@@ -62,21 +65,37 @@ class Monitor(threading.Thread):
         self.started = time.monotonic()
         self.samples: list[tuple[float, int]] = []
         self.completed: int | None = None
-        self.done = threading.Event()
+        # When (run clock) the latest sample began that found every task sent and none
+        # ready, leased or delayed; None while the latest found work left.
+        self.idle_at: float | None = None
+        # Each schedule's last tick as first seen, and as seen last.
+        self.first_tick: dict[str, int] = {}
+        self.last_tick: dict[str, int] = {}
         self.stopping = threading.Event()
+
+    @property
+    def ticked(self) -> bool:
+        """Every schedule fired MIN_TICKS ticks since first seen, so the tick check
+        counts something whatever the size of the run."""
+        return all(self.last_tick.get(name, 0) - self.first_tick.get(name, 0)
+                   >= MIN_TICKS * period_ms(name) for name in PERIODS)
 
     def run(self) -> None:
         while not self.stopping.wait(0.2):
+            at = time.monotonic() - self.started
             try:
                 self.completed = int(self.client.hget(self.broker.keys.stats,
                                                       "completed:completed") or 0)
-                self.samples.append((time.monotonic() - self.started, self.completed))
+                self.samples.append((at, self.completed))
+                for name in PERIODS:
+                    state = self.broker.schedule_state(name)
+                    if state is not None:
+                        self.first_tick.setdefault(name, state[0])
+                        self.last_tick[name] = state[0]
                 if self.produced.done.is_set():
                     counts = self.broker.counts()
-                    if counts.ready == counts.leased == counts.delayed == 0:
-                        self.done.set()
-                    else:
-                        self.done.clear()
+                    idle = counts.ready == counts.leased == counts.delayed == 0
+                    self.idle_at = at if idle else None
             except (redis.RedisError, BrokerError):
                 self.completed = None
 
@@ -106,8 +125,11 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     ledger = Ledger(options.workdir / "ledger.db", options.guard)
     env = child_environment(*options.worker_settings(url, Path(ledger.path)))
 
+    firing = Firing()
+
     def start_worker(slot: int) -> subprocess.Popen[bytes]:
-        return spawn(taskq_command("worker"), env, str(options.workdir / f"worker-{slot}.log"))
+        return spawn(taskq_command("worker", *firing.worker_args()), env,
+                     str(options.workdir / f"worker-{slot}.log"))
 
     workers = [start_worker(slot) for slot in range(options.workers)]
     produced = Produced()
@@ -124,12 +146,12 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     producer.start()
     waiter.start()
     try:
-        _drive(result, broker, url, say)
+        _drive(result, broker, url, firing, say)
     finally:
         producer.stopping.set()
         waiter.stopping.set()
         injector.settle()
-        stop_all(injector.workers)
+        stop_all(injector.workers + firing.retired)
         waiter.join(5)
     crashes = sum(f.kind == "redis-crash" for f in injector.faults)
     result.findings = run_checks(client, broker, produced, ledger, options.guard,
@@ -140,23 +162,32 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     return result
 
 
-def _drive(result: ChaosResult, broker: Broker, url: str, say: Callable[[str], None]) -> None:
-    """Inject faults until every task is done or `max_seconds` pass, then drain."""
+def _drive(result: ChaosResult, broker: Broker, url: str, firing: Firing,
+           say: Callable[[str], None]) -> None:
+    """Inject faults until every task is done and each schedule has ticked, or until
+    `max_seconds` pass; then stop the schedules and drain."""
     o, injector, produced = result.options, result.injector, result.produced
     monitor = Monitor(url, broker, produced)
     monitor.started = injector.started
     monitor.start()
     shown = -10.0
+    # From when (run clock) no worker could fire a tick any more.
+    quiet_since: float | None = None
     try:
         while True:
             now = injector.clock()
-            done = monitor.done.is_set() and not injector.pending
-            if result.fault_window == 0.0 and (done or now >= o.max_seconds):
-                result.fault_window = now
-                injector.settle()
-                if not done:
-                    say(f"{now:7.1f}s faults stop; draining for up to {o.drain_timeout:.0f}s")
-            if done:
+            if result.fault_window == 0.0:
+                done = monitor.idle_at is not None and monitor.ticked and not injector.pending
+                if done or now >= o.max_seconds:
+                    result.fault_window = now
+                    injector.settle()
+                    firing.stop(injector.workers, injector.terminated)
+                    say(f"{now:7.1f}s faults and schedules stop; draining for up to "
+                        f"{o.drain_timeout:.0f}s")
+            elif quiet_since is None and firing.stopped:
+                quiet_since = now
+            # Idle by a sample taken after the last tick could fire: nothing can follow.
+            if quiet_since is not None and (monitor.idle_at or -1.0) >= quiet_since:
                 result.drained, result.finished_at = True, now
                 return
             if result.fault_window and now > result.fault_window + o.drain_timeout:

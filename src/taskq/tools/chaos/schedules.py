@@ -1,0 +1,78 @@
+"""The chaos run's periodic schedules: declared on its workers' app, stopped before the
+drain."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Sequence
+from datetime import timedelta
+
+from taskq.app import App
+from taskq.results import SIMULATE_TASK
+from taskq.settings import Settings, Simulation
+from taskq.tools.chaos.options import ChaosOptions
+from taskq.tools.simulation import builtin_app
+
+# Two periods, neither a multiple of the other, so the two schedules' ticks fall mostly
+# apart (together every 7 s), and faults land at every phase of each.
+PERIODS: dict[str, timedelta] = {
+    "chaos-1s": timedelta(seconds=1),
+    "chaos-700ms": timedelta(milliseconds=700),
+}
+# See scheduling_app for why each tick missed while no worker could fire still runs.
+POLICY = "all"
+# The workers' --app while the schedules fire (a module that builds the app on import).
+SCHEDULING_APP = "taskq.tools.chaos.worker_app:app"
+
+
+def period_ms(name: str) -> int:
+    return PERIODS[name] // timedelta(milliseconds=1)
+
+
+def scheduling_app(settings: Settings | None = None,
+                   simulation: Simulation | None = None) -> App:
+    """The simulated task, also fired by each schedule of PERIODS with a charge, so a
+    tick's effect lands in the same ledger (keyed by its task id) as every other task's.
+
+    Policy "all": a tick that came while no worker could fire (every worker killed or
+    stopped, Redis paused or restarting) still runs, late. Under "latest" or "skip" such
+    a tick is dropped by design, and the check could not tell a tick dropped on purpose
+    from one lost; under "all" every tick from the first to the last must have its task,
+    so "one task per tick, none missing" is a claim the run can count."""
+    app = builtin_app(settings, simulation)
+    simulate = app.tasks[SIMULATE_TASK]
+    for name, every in PERIODS.items():
+        # The run's max_retries, as its other tasks have: TLC's trace validation holds
+        # every task of the log to one MaxRetries.
+        app.periodic(every=every, policy=POLICY, kwargs={"charge": 1}, name=name,
+                     max_retries=ChaosOptions.max_retries)(simulate)
+    return app
+
+
+class Firing:
+    """Which app the run's workers load: SCHEDULING_APP until `stop`, then the plain
+    simulated one. Stopping retires every worker that may fire (SIGTERM: each drains
+    and exits, and its slot is refilled by a worker without schedules, as a deploy that
+    drops a schedule would); once all have exited, no tick can fire again, so the drain
+    ends with nothing left to run and no new task appears under the T1 check."""
+
+    def __init__(self) -> None:
+        self.on = True
+        self.retired: list[subprocess.Popen[bytes]] = []
+
+    def worker_args(self) -> list[str]:
+        return ["--app", SCHEDULING_APP] if self.on else []
+
+    def stop(self, workers: Sequence[subprocess.Popen[bytes]], terminated: set[int]) -> None:
+        """Retire `workers`; those whose pid is in `terminated` already drain."""
+        self.on = False
+        self.retired = [p for p in workers if p.poll() is None]
+        for process in self.retired:
+            if process.pid not in terminated:
+                process.send_signal(signal.SIGTERM)
+
+    @property
+    def stopped(self) -> bool:
+        """Every worker that could fire has exited."""
+        return not self.on and all(p.poll() is not None for p in self.retired)
