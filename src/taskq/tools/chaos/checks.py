@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from taskq.broker import Broker
+from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.tools.chaos.producer import Produced
+from taskq.tools.chaos.schedules import PERIODS, period_ms, tick_of
 from taskq.tools.chaos.waiters import Waited
 from taskq.tools.ledger import Ledger
 from taskq.tools.tracecheck import read_log, validate
@@ -22,6 +26,27 @@ class Check:
 
 
 @dataclass
+class TickCount:
+    """One schedule's ticks as the event log and the ledger tell them: the ticks from the
+    first fired to the last by its period, the tasks made for them (each tick's task id
+    is `sched:<schedule>:<tick ms>`), their `enqueued` events, and their charges."""
+
+    schedule: str
+    period_ms: int
+    ticks: int = 0
+    tasks: int = 0
+    enqueued: int = 0
+    completed: int = 0
+    effects: int = 0
+    missing: list[int] = field(default_factory=list)
+    doubled: list[int] = field(default_factory=list)
+    off_period: list[int] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+    not_once: list[tuple[str, int]] = field(default_factory=list)
+    without_task: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Findings:
     """Everything the report states about the end of the run."""
 
@@ -29,6 +54,7 @@ class Findings:
     final_states: dict[str, str] = field(default_factory=dict)
     lost_enqueues: list[str] = field(default_factory=list)
     charged_twice: list[tuple[str, int]] = field(default_factory=list)
+    ticks: list[TickCount] = field(default_factory=list)
     events: int = 0
     used_memory: int = 0
     log_memory: int = 0
@@ -78,6 +104,12 @@ def run_checks(
         + (f", all {len(produced.resends_created)} because the original enqueue was lost"
            if produced.resends_created and not recreated else "")))
 
+    found.ticks = count_ticks(rows, {name: period_ms(name) for name in PERIODS},
+                              found.final_states,
+                              ledger.charges_by_task(SCHEDULE_TASK_PREFIX))
+    found.checks.append(ticks_check(found.ticks, lost_ok=appendfsync != "always"
+                                    and redis_crashes > 0))
+
     counts = broker.counts()
     found.checks.append(Check(
         "T1: every task in exactly one place, and all done",
@@ -96,6 +128,63 @@ def run_checks(
 
     found.checks.append(_memory_check(client, broker, found))
     return found
+
+
+def count_ticks(rows: list[tuple[int, dict[str, str]]], periods: Mapping[str, int],
+                final: Mapping[str, str], charges: Mapping[str, int]) -> list[TickCount]:
+    """Each schedule's `TickCount`, from the log's rows, each task's final state and the
+    ledger's charges per task id."""
+    found = []
+    for schedule, period in periods.items():
+        count = TickCount(schedule, period)
+        enqueued: Counter[int] = Counter()
+        for _, fields in rows:
+            tick = tick_of(schedule, fields.get("task", ""))
+            if tick is not None and fields.get("type") == "enqueued":
+                enqueued[tick] += 1
+        if enqueued:
+            first, last = min(enqueued), max(enqueued)
+            expected = range(first, last + 1, period)
+            count.ticks = len(expected)
+            count.missing = [t for t in expected if t not in enqueued]
+            count.off_period = sorted(t for t in enqueued if (t - first) % period)
+        count.tasks, count.enqueued = len(enqueued), sum(enqueued.values())
+        count.doubled = sorted(t for t, n in enqueued.items() if n > 1)
+        ids = [schedule_task_id(schedule, t) for t in sorted(enqueued)]
+        count.completed = sum(1 for task_id in ids if final.get(task_id) == "completed")
+        count.unfinished = [task_id for task_id in ids if final.get(task_id) != "completed"]
+        mine = {task_id: n for task_id, n in charges.items()
+                if tick_of(schedule, task_id) is not None}
+        count.effects = sum(mine.values())
+        count.not_once = [(task_id, mine.get(task_id, 0)) for task_id in ids
+                          if mine.get(task_id, 0) != 1]
+        known = set(ids)
+        count.without_task = sorted(task_id for task_id in mine if task_id not in known)
+        found.append(count)
+    return found
+
+
+def ticks_check(counts: list[TickCount], lost_ok: bool) -> Check:
+    """S1 on the real run: every schedule fired, each tick from its first to its last
+    became exactly one task (one `enqueued` event, on the period, none missing), and each
+    completed with its charge applied exactly once. A charge whose task the log lacks
+    is allowed only where a Redis crash could lose acknowledged writes (`lost_ok`)."""
+    ok, parts = True, []
+    for c in counts:
+        wrong = bool(not c.tasks or c.missing or c.doubled or c.off_period or c.unfinished
+                     or c.not_once or (c.without_task and not lost_ok))
+        ok = ok and not wrong
+        part = (f"{c.schedule} (every {c.period_ms} ms): {c.ticks} ticks, {c.tasks} tasks, "
+                f"{c.enqueued} enqueued events, {c.completed} completed, {c.effects} effects")
+        problems = [f"{label} {items[:3]}" for label, items in (
+            ("missing", c.missing), ("enqueued twice", c.doubled),
+            ("off the period", c.off_period), ("unfinished", c.unfinished),
+            ("not charged once", c.not_once),
+            ("charged without a task in the log", c.without_task)) if items]
+        if not c.tasks:
+            problems.append("no tick fired")
+        parts.append(part + (f" ({'; '.join(problems)})" if problems else ""))
+    return Check("S1: one task per schedule tick, each run once", ok, "; ".join(parts))
 
 
 def _results_check(client: Client, broker: Broker, rows: list[tuple[int, dict[str, str]]],

@@ -7,6 +7,7 @@ import platform
 from collections import Counter
 
 from taskq.tools.chaos.run import ChaosResult
+from taskq.tools.chaos.schedules import POLICY
 
 
 def render(result: ChaosResult) -> str:
@@ -50,6 +51,9 @@ def render(result: ChaosResult) -> str:
         if recoveries else "- No recovery measured.",
         f"- The producer retried {result.produced.retries} batch(es) through Redis outages; "
         f"{result.produced.resends} duplicate sends.",
+        *[f"- Schedule {c.schedule}, every {c.period_ms} ms (policy {POLICY}): {c.ticks} ticks "
+          f"from the first fired to the last, {c.tasks} tasks, {c.effects} effects."
+          for c in f.ticks],
         f"- Event log: {f.events} events; Redis memory at the end {f.used_memory / 2**20:.1f} MiB.",
         *_losses(result),
         "",

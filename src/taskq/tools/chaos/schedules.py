@@ -1,5 +1,5 @@
 """The chaos run's periodic schedules: declared on its workers' app, stopped before the
-drain."""
+drain, and counted tick by tick at the end."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from taskq.app import App
+from taskq.keys import schedule_task_id
 from taskq.results import SIMULATE_TASK
 from taskq.settings import Settings, Simulation
 from taskq.tools.chaos.options import ChaosOptions
@@ -28,6 +29,15 @@ SCHEDULING_APP = "taskq.tools.chaos.worker_app:app"
 
 def period_ms(name: str) -> int:
     return PERIODS[name] // timedelta(milliseconds=1)
+
+
+def tick_of(schedule: str, task_id: str) -> int | None:
+    """The tick (ms) of `schedule` whose task `task_id` is, or None if it is none of its."""
+    prefix = schedule_task_id(schedule, 0)[:-1]
+    if not task_id.startswith(prefix):
+        return None
+    tick = task_id[len(prefix):]
+    return int(tick) if tick.isdigit() else None
 
 
 def scheduling_app(settings: Settings | None = None,
