@@ -156,6 +156,12 @@ def test_release(broker: Broker, task_id: Any, token: Any) -> None:
 
 
 @PROPERTY
+@given(task_id=TASK_ID, token=TOKEN)
+def test_ack_cancelled(broker: Broker, task_id: Any, token: Any) -> None:
+    works_or_refuses(broker, lambda: broker.ack_cancelled(task_id, token))
+
+
+@PROPERTY
 @given(limit=COUNT, backoff_base=SECONDS, backoff_max=SECONDS)
 @example(limit=1, backoff_base=10**400, backoff_max=1)
 def test_reap(broker: Broker, **given: Any) -> None:
@@ -176,7 +182,7 @@ def test_purge(broker: Broker, dead_ttl: Any, limit: Any) -> None:
 
 
 @PROPERTY
-@given(task_id=TASK_ID, read=st.sampled_from(["payload", "retry_dead", "task"]))
+@given(task_id=TASK_ID, read=st.sampled_from(["payload", "retry_dead", "task", "cancel"]))
 def test_each_call_on_one_task_id(broker: Broker, task_id: Any, read: str) -> None:
     works_or_refuses(broker, lambda: getattr(broker, read)(task_id))
 

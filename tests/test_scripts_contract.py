@@ -155,11 +155,24 @@ def call_fire(b: Broker) -> dict[str, Any]:
             "tick_ms": tick}  # fmt: skip
 
 
+def call_cancel(b: Broker) -> dict[str, Any]:
+    b.enqueue("t1")
+    b.cancel("t1")
+    return {"task_id": "t1", "completed_ttl": b.completed_ttl_ms}
+
+
+def call_ack_cancelled(b: Broker) -> dict[str, Any]:
+    token = leased(b)
+    b.cancel("t1")
+    b.ack_cancelled("t1", token)
+    return {"task_id": "t1", "token": token}
+
+
 CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
     "enqueue": call_enqueue, "lease": call_lease, "heartbeat": call_heartbeat,
     "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
     "promote": call_promote, "retry_dead": call_retry_dead, "purge": call_purge,
-    "fire": call_fire,
+    "fire": call_fire, "cancel": call_cancel, "ack_cancelled": call_ack_cancelled,
 }  # fmt: skip
 
 

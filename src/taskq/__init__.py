@@ -17,6 +17,7 @@ from taskq.errors import (
     ResultError,
     ResultTimeoutError,
     Retry,
+    TaskCancelledError,
     TaskFailed,
     TaskNotFoundError,
     TaskqError,
@@ -25,7 +26,7 @@ from taskq.errors import (
     UnsafeRedisError,
 )
 from taskq.handle import TaskHandle
-from taskq.results import Failure
+from taskq.results import Cancellation, Failure
 from taskq.retry import RetryPolicy
 from taskq.settings import Settings
 from taskq.tools.ledger import Ledger
@@ -37,6 +38,7 @@ __all__ = [
     "App",
     "Broker",
     "BrokerError",
+    "Cancellation",
     "ConfigError",
     "EmbeddedRedisError",
     "Enqueued",
@@ -59,6 +61,7 @@ __all__ = [
     "RetryPolicy",
     "Settings",
     "Task",
+    "TaskCancelledError",
     "TaskContext",
     "TaskFailed",
     "TaskHandle",

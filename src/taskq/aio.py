@@ -14,14 +14,30 @@ from typing import Any
 from redis.commands.core import AsyncScript
 
 from taskq.boundary import redis_errors
-from taskq.calls import counts_call, counts_from, enqueue_calls, enqueued, record_from, watch_call
+from taskq.calls import (
+    cancel_call,
+    counts_call,
+    counts_from,
+    enqueue_calls,
+    enqueued,
+    record_from,
+    watch_call,
+)
 from taskq.connection import AsyncClient, async_client
 from taskq.errors import ConfigError
 from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import QUEUES_KEY, QueueKeys, check_task_id
-from taskq.limits import BATCH_SIZE, EVENTS_RETENTION, IDEMPOTENCY_TTL, MAX_PAYLOAD_BYTES, TIMEOUT
-from taskq.results import SIMULATE_TASK, NewTask, QueueCounts, TaskRecord, Watched
+from taskq.limits import (
+    BATCH_SIZE,
+    COMPLETED_TTL,
+    EVENTS_RETENTION,
+    IDEMPOTENCY_TTL,
+    MAX_PAYLOAD_BYTES,
+    TIMEOUT,
+    to_ms,
+)
+from taskq.results import SIMULATE_TASK, Cancellation, NewTask, QueueCounts, TaskRecord, Watched
 from taskq.scripts import source
 from taskq.settings import Settings
 
@@ -43,14 +59,18 @@ class AsyncBroker:
         *,
         events_retention: int = EVENTS_RETENTION.default,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
+        completed_ttl: float = COMPLETED_TTL.default,
     ) -> None:
         self.keys = QueueKeys(queue)
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
         self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
+        COMPLETED_TTL.check(completed_ttl, error=ConfigError)
+        self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
         self._enqueue = self._script("enqueue")
         self._watch = self._script("watch")
+        self._cancel = self._script("cancel")
         self._snapshot = self._script("snapshot")
         self._registered = False
 
@@ -66,6 +86,7 @@ class AsyncBroker:
             queue or settings.queue,
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
+            completed_ttl=settings.completed_ttl_seconds,
         )
 
     async def aclose(self) -> None:
@@ -117,6 +138,15 @@ class AsyncBroker:
             with redis_errors("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registered = True
+
+    async def cancel(self, task_id: str) -> Cancellation:
+        """`Broker.cancel`, awaited: a task not running ends cancelled now; a running one
+        is stopped by its worker, told at its next heartbeat."""
+        keys, args = cancel_call(self.keys, task_id, self.events_retention,
+                                 self.completed_ttl_ms)
+        with redis_errors("cancel a task"):
+            reply = await self._cancel(keys=keys, args=args)
+        return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on the task `task_id` (which may not exist yet, or any more), whose

@@ -8,7 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from taskq.boundary import broker_error, redis_errors, text
-from taskq.calls import counts_call, counts_from, enqueue_calls, enqueued, record_from, watch_call
+from taskq.calls import (
+    cancel_call,
+    counts_call,
+    counts_from,
+    enqueue_calls,
+    enqueued,
+    record_from,
+    watch_call,
+)
 from taskq.codec import decode_payload
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
@@ -36,6 +44,7 @@ from taskq.limits import (
 )
 from taskq.results import (
     SIMULATE_TASK,
+    Cancellation,
     Enqueued,
     FailResult,
     Failure,
@@ -45,6 +54,7 @@ from taskq.results import (
     NewTask,
     QueueCounts,
     ReapOutcome,
+    Renewal,
     TaskRecord,
     Watched,
 )
@@ -216,13 +226,15 @@ class Broker:
         args = [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id]
         return keys, args
 
-    def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> bool:
-        """Extend the lease; False means it was lost (expired, reaped or taken over)."""
+    def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> Renewal:
+        """Extend the lease: `Renewal.HELD`, `CANCEL` (held, and the task's cancel was
+        requested) or `LOST` (expired, reaped or taken over), truthy while held."""
         return self.heartbeat_many([(task_id, token)], lease_seconds)[0]
 
-    def heartbeat_many(self, held: Sequence[tuple[str, int]], lease_seconds: float) -> list[bool]:
+    def heartbeat_many(self, held: Sequence[tuple[str, int]],
+                       lease_seconds: float) -> list[Renewal]:
         """Extend the lease of each `(task_id, token)` in one atomic step, so a worker's
-        beat is one round trip however many tasks it holds; False for each lost one."""
+        beat is one round trip however many tasks it holds; a `Renewal` for each."""
         held = check_held(held)
         lease_ms = to_ms(lease_seconds, "lease_seconds")
         if not held:
@@ -234,7 +246,7 @@ class Broker:
                 args=[k.prefix, lease_ms, self.events_retention, len(held),
                       *(value for pair in held for value in pair)],
             )
-        return [int(r) == 1 for r in reply]
+        return [Renewal(int(r)) for r in reply]
 
     def ack(self, task_id: str, token: int, result: str | None = None) -> bool:
         """Mark the task completed, keeping `result` (JSON text, as `codec.encode_result`
@@ -356,18 +368,41 @@ class Broker:
             reply = self.scripts.fail(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
         status = text(reply[0])
-        if status not in ("retry", "dead", "stale"):
+        if status not in ("retry", "dead", "cancelled", "stale"):
             raise BrokerError(f"fail returned an unknown status {status!r}")
         return FailResult(status, int(reply[1]), int(text(reply[2])) / 1000)  # type: ignore[arg-type]
 
     def release(self, task_id: str, token: int) -> bool:
-        """Give the task back to the front of ready without using a retry."""
+        """Give the task back to the front of ready without using a retry (a task whose
+        cancel was requested ends cancelled instead); False if the token is stale."""
         k = self.keys
         args = [k.prefix, check_task_id(task_id), TOKEN.check(token), self.events_retention]
         with redis_errors("hand back a leased task"):
             reply = self.scripts.release(
                 keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake], args=args)
+        return int(reply) != 0
+
+    def ack_cancelled(self, task_id: str, token: int) -> bool:
+        """End a leased task cancelled, its handler having returned or raised after its
+        holder learned of the cancel (a `Renewal.CANCEL`); keeps no result. False if the
+        token is stale or no cancel was requested: nothing changed."""
+        k = self.keys
+        args = [k.prefix, check_task_id(task_id), TOKEN.check(token), self.events_retention]
+        with redis_errors("mark a task cancelled"):
+            reply = self.scripts.ack_cancelled(keys=[k.leased, k.events, k.seq, k.epoch],
+                                               args=args)
         return int(reply) == 1
+
+    def cancel(self, task_id: str) -> Cancellation:
+        """Cancel a task: a pending, delayed or dead one ends `cancelled` now; a running
+        one is flagged, its worker told at its next heartbeat, and it ends `cancelled`
+        when its handler returns (or completes, if it finished before it could learn of
+        the cancel). A completed or cancelled task is left as it is."""
+        keys, args = cancel_call(self.keys, task_id, self.events_retention,
+                                 self.completed_ttl_ms)
+        with redis_errors("cancel a task"):
+            reply = self.scripts.cancel(keys=keys, args=args)
+        return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on the task `task_id` (which may not exist yet, or any more): its
@@ -412,10 +447,9 @@ class Broker:
         with redis_errors("take back expired leases"):
             reply = self.scripts.reap(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
-        return [
-            (text(reply[i]), "dead" if text(reply[i + 1]) == "dead" else "delayed")
-            for i in range(0, len(reply), 2)
-        ]
+        outcomes: dict[str, ReapOutcome] = {"dead": "dead", "cancelled": "cancelled"}
+        return [(text(reply[i]), outcomes.get(text(reply[i + 1]), "delayed"))
+                for i in range(0, len(reply), 2)]
 
     def promote(self, limit: int = 100) -> list[str]:
         """Move delayed tasks that are due to the back of ready."""

@@ -40,6 +40,13 @@ def watch_call(keys: QueueKeys, task_id: str, mark: bool) -> Call:
     return [keys.task(check_task_id(task_id))], ["1" if mark else "0"]
 
 
+def cancel_call(keys: QueueKeys, task_id: str, retention: int, completed_ttl_ms: int) -> Call:
+    """The cancel.lua call that cancels `task_id`."""
+    return ([keys.ready, keys.delayed, keys.leased, keys.dlq, keys.events, keys.seq,
+             keys.epoch],
+            [keys.prefix, check_task_id(task_id), retention, completed_ttl_ms])
+
+
 def counts_call(keys: QueueKeys) -> Call:
     """The snapshot.lua call that lists nothing and only counts."""
     return ([keys.ready, keys.leased, keys.delayed, keys.dlq, keys.events, keys.epoch],

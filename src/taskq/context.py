@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from taskq.errors import BrokerError, TaskqError
+from taskq.results import Renewal
 
 log = logging.getLogger("taskq.worker")
 
 
 class LeaseLostError(TaskqError):
     """Raised inside a handler's `effect()` block when its task may no longer be applied:
-    the lease was lost to another worker, the run passed its time limit, or the worker
-    abandoned the task at shutdown."""
+    the lease was lost to another worker, the task was cancelled, the run passed its time
+    limit, or the worker abandoned the task at shutdown."""
 
 
 class LeaseConfirmer(Protocol):
@@ -27,9 +28,9 @@ class LeaseConfirmer(Protocol):
 
     lease_seconds: float
 
-    def confirm(self, task_id: str, token: int) -> bool:
-        """True if `token` still holds the lease (now renewed); raises `BrokerError`
-        when Redis cannot be asked."""
+    def confirm(self, task_id: str, token: int) -> Renewal:
+        """Whether `token` still holds the lease (now renewed), and whether the task's
+        cancel was requested; raises `BrokerError` when Redis cannot be asked."""
         ...
 
 
@@ -37,8 +38,9 @@ class LeaseConfirmer(Protocol):
 class TaskContext:
     """The task a handler is running: its id, attempt and fencing token, and its lease.
 
-    Three threads touch it: the handler (`effect()`), the heartbeat (`renewed`,
-    `mark_lost`, `time_out`) and the worker's loop (`finished`, `abandon`). Only
+    Three threads touch it: the handler (`effect()`, `cancelled`), the heartbeat
+    (`renewed`, `mark_lost`, `cancel`, `time_out`) and the worker's loop (`finished`,
+    `abandon`). Only
     `effect()` and `abandon()` take the lock, so a heartbeat never waits on a handler's
     effect.
     """
@@ -64,6 +66,7 @@ class TaskContext:
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _reported: bool = field(default=False, repr=False)
     _timed_out: bool = field(default=False, repr=False)
+    _cancelled: bool = field(default=False, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
     _applied: bool = field(default=False, repr=False)
@@ -81,6 +84,19 @@ class TaskContext:
     def timed_out(self) -> bool:
         """Whether the run was stopped (or, a sync one, given up on) at its time limit."""
         return self._timed_out
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether this run has learned that its task was cancelled (a heartbeat or an
+        `effect()` check answered so). From then on `effect()` refuses, and the task
+        ends cancelled when the handler returns; a long handler should look at this
+        between steps and return early."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """The task's cancel was requested: fence later effects. Takes no lock, as
+        `mark_lost`."""
+        self._cancelled = True
 
     def limit(self, seconds: float) -> None:
         """Give this run `seconds` from now (0: no limit)."""
@@ -131,7 +147,7 @@ class TaskContext:
         Before the block runs, the lease is confirmed with Redis (one renewal with this
         run's token), so a worker that was paused past its lease and taken over finds
         out here, not after its effect. The block is refused when the lease was lost,
-        the task was released at shutdown, or more than a lease has passed since the
+        the task was cancelled or released at shutdown, or more than a lease has passed since the
         last renewal Redis accepted. What no check can cover: a process paused inside
         the block, after the check, for longer than a lease. Guard the effect itself
         (the ledger's dedupe) where that must not apply twice.
@@ -149,6 +165,7 @@ class TaskContext:
             self._applied = True
 
     def _confirm_lease(self) -> None:
+        self._refuse_if_cancelled()
         if self._timed_out or self.overdue(time.monotonic()):
             raise LeaseLostError(
                 f"task {self.task_id} ran past its time limit ({self.time_limit:g}s); "
@@ -156,6 +173,7 @@ class TaskContext:
             )
         if not self._lost and self.lease is not None:
             self._renew(self.lease)
+        self._refuse_if_cancelled()
         if self._lost:
             raise LeaseLostError(
                 f"task {self.task_id} lost its lease (token {self.token}); its effect is skipped"
@@ -167,6 +185,10 @@ class TaskContext:
                 f"longer than the lease ({self.lease.lease_seconds:g}s); another worker "
                 "may hold it, so its effect is skipped"
             )
+
+    def _refuse_if_cancelled(self) -> None:
+        if self._cancelled:
+            raise LeaseLostError(f"task {self.task_id} was cancelled; its effect is skipped")
 
     def _renew(self, lease: LeaseConfirmer) -> None:
         """Renew the lease now: held (the clock restarts) or lost. When Redis cannot say,
@@ -180,6 +202,8 @@ class TaskContext:
             return
         if held:
             self.renewed(sent)
+            if held == Renewal.CANCEL:
+                self.cancel()
         else:
             self.mark_lost()
 

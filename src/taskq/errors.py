@@ -47,6 +47,16 @@ class TaskFailed(TaskqError):
         super().__init__(text)
 
 
+class TaskCancelledError(TaskqError):
+    """Raised when a task handle's `result()` finds the task cancelled: it was cancelled
+    before it ran, out of the DLQ, or while it ran (its handler stopped, its effects
+    refused from the moment its worker learned of the cancel)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id} was cancelled, so it has no result")
+
+
 class ResultTimeoutError(TaskqError, TimeoutError):
     """Raised when `result(timeout=...)` sees no end of the task within the timeout;
     the task itself is not affected and may still end later."""

@@ -11,12 +11,13 @@ from taskq.codec import decode_result
 from taskq.errors import (
     NoResultError,
     ResultTimeoutError,
+    TaskCancelledError,
     TaskFailed,
     TaskNotFoundError,
     TaskqError,
 )
 from taskq.limits import TIMEOUT, shown
-from taskq.results import Enqueued, TaskRecord, Watched
+from taskq.results import Cancellation, Enqueued, TaskRecord, Watched
 
 if TYPE_CHECKING:
     from taskq.aio import AsyncBroker
@@ -54,8 +55,8 @@ class TaskHandle(Enqueued):
         return self._blocking("record").task(self.task_id)
 
     def status(self) -> str:
-        """pending, delayed, running, completed or dead; "unknown" when there is no
-        record (it never existed, or it ended and its record expired)."""
+        """pending, delayed, running, completed, dead or cancelled; "unknown" when there
+        is no record (it never existed, or it ended and its record expired)."""
         return state_of(self._blocking("status").watch(self.task_id, mark=False))
 
     def result(self, timeout: float | None = None) -> Any:
@@ -64,10 +65,11 @@ class TaskHandle(Enqueued):
         ends the task, not by polling.
 
         Raises `TaskFailed` (type, message and traceback from the worker) when the task
-        is dead, `NoResultError` when it completed without keeping one,
-        `TaskNotFoundError` when it has no record, and `ResultTimeoutError` when the
-        timeout passes first. Of a task that ran more than once, the result is the one
-        of the run whose ack Redis accepted: an ack with a stale token keeps nothing."""
+        is dead, `TaskCancelledError` when it was cancelled, `NoResultError` when it
+        completed without keeping one, `TaskNotFoundError` when it has no record, and
+        `ResultTimeoutError` when the timeout passes first. Of a task that ran more than
+        once, the result is the one of the run whose ack Redis accepted: an ack with a
+        stale token keeps nothing."""
         broker = self._blocking("result")
         wait = ResultWait(self.task_id, broker.queue, timeout)
         while True:
@@ -75,6 +77,21 @@ class TaskHandle(Enqueued):
             if watched is not None and watched.ended:
                 return outcome(self.task_id, watched)
             broker.wait_done(self.task_id, wait.next_block(watched))
+
+    def cancel(self) -> Cancellation:
+        """Cancel the task: pending, delayed or dead, it ends cancelled now (`outcome`
+        "cancelled"); running, its worker is told at its next heartbeat, refuses its
+        effects from then on and ends it cancelled when the handler returns ("requested";
+        an `async def` handler gets `asyncio.CancelledError` at its next await). A task
+        that has ended is left as it is ("unchanged"); "unknown" when it has no record."""
+        return self._blocking("cancel").cancel(self.task_id)
+
+    async def cancel_async(self) -> Cancellation:
+        """`cancel()` for coroutines."""
+        broker = self.async_broker
+        if broker is None:
+            return await asyncio.to_thread(self.cancel)
+        return await broker.cancel(self.task_id)
 
     async def status_async(self) -> str:
         """`status()` for coroutines."""
@@ -141,6 +158,8 @@ def state_of(watched: Watched | None) -> str:
 
 def outcome(task_id: str, watched: Watched) -> Any:
     """The result of a task that has ended, or the error that says why there is none."""
+    if watched.state == "cancelled":
+        raise TaskCancelledError(task_id)
     if watched.state == "dead":
         raise TaskFailed(task_id, watched.error_type or "Error",
                          watched.error_message or watched.last_error, watched.traceback,

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import IntEnum
 from typing import Any, Literal
 
 from taskq.boundary import text
 
-FailStatus = Literal["retry", "dead", "stale"]
-ReapOutcome = Literal["delayed", "dead"]
+FailStatus = Literal["retry", "dead", "cancelled", "stale"]
+ReapOutcome = Literal["delayed", "dead", "cancelled"]
 Definition = Literal["new", "same", "replaced"]
-TaskState = Literal["pending", "delayed", "running", "completed", "dead"]
+TaskState = Literal["pending", "delayed", "running", "completed", "dead", "cancelled"]
+# What a cancel did: ended the task now; asked its worker to stop it; nothing (it had
+# ended, or its cancel was asked for already); nothing (no such task).
+CancelOutcome = Literal["cancelled", "requested", "unchanged", "unknown"]
+CANCEL_OUTCOMES: tuple[CancelOutcome, ...] = ("cancelled", "requested", "unchanged", "unknown")
+# The states a task ends in: its record stays until its TTL, and nothing moves it again
+# (a dead one only by a retry or cancel from the DLQ).
+ENDED = frozenset({"completed", "dead", "cancelled"})
 
 SIMULATE_TASK = "taskq.simulate"
 
@@ -58,6 +66,37 @@ class Failure:
         return f"{self.error_type}: {self.message}" if self.error_type else self.message
 
 
+class Renewal(IntEnum):
+    """How Redis answered a lease renewal. True while the lease is held, so it reads as
+    the plain held-or-lost answer where the cancel does not matter."""
+
+    LOST = 0
+    """The token is stale (the lease expired, was reaped or taken over): nothing changed."""
+    HELD = 1
+    """Extended."""
+    CANCEL = 2
+    """Extended, and the task's cancel was requested: its holder is to stop the run and
+    settle it with `Broker.ack_cancelled`."""
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """What cancelling one task did, and the state it was in when the cancel came ('' when
+    it has no record)."""
+
+    task_id: str
+    outcome: CancelOutcome
+    state: str
+
+    @classmethod
+    def from_reply(cls, task_id: str, reply: list[Any]) -> Cancellation:
+        outcome, state = text(reply[0]), text(reply[1])
+        for known in CANCEL_OUTCOMES:
+            if outcome == known:
+                return cls(task_id, known, state)
+        raise ValueError(f"cancel returned an unknown outcome {outcome!r}")
+
+
 @dataclass(frozen=True)
 class Watched:
     """A task as a waiting producer reads it (the watch script's reply)."""
@@ -73,7 +112,7 @@ class Watched:
 
     @property
     def ended(self) -> bool:
-        return self.state in ("completed", "dead")
+        return self.state in ENDED
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> Watched | None:
@@ -200,6 +239,9 @@ class TaskRecord:
     traceback: str = ""
     # Milliseconds the completed record is kept, when the task set its own; 0 otherwise.
     result_ttl: int = 0
+    # When it ended cancelled, and when its cancel was asked for while it ran (0: never).
+    cancelled_at: int = 0
+    cancel_requested_at: int = 0
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -211,7 +253,8 @@ class TaskRecord:
             "state", "name", "payload", "retries", "max_retries", "fencing_token", "worker",
             "idempotency_key", "last_error", "created_at", "run_at", "leased_at",
             "heartbeat_at", "completed_at", "dead_at", "result", "error_type",
-            "error_message", "traceback", "result_ttl", "waiters",
+            "error_message", "traceback", "result_ttl", "waiters", "cancelled_at",
+            "cancel_requested", "cancel_ttl",
         }  # fmt: skip
         return cls(
             task_id=task_id,
@@ -235,5 +278,7 @@ class TaskRecord:
             error_message=raw.get("error_message", ""),
             traceback=raw.get("traceback", ""),
             result_ttl=number("result_ttl"),
+            cancelled_at=number("cancelled_at"),
+            cancel_requested_at=number("cancel_requested"),
             extra={k: v for k, v in raw.items() if k not in known},
         )

@@ -25,6 +25,8 @@ OPERATIONS = (
     "retry_dead",
     "purge",
     "fire",
+    "cancel",
+    "ack_cancelled",
 )
 
 INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
@@ -99,6 +101,8 @@ class Scripts:
         self.retry_dead = load("retry_dead")
         self.purge = load("purge")
         self.fire = load("fire")
+        self.cancel = load("cancel")
+        self.ack_cancelled = load("ack_cancelled")
         self.snapshot = load("snapshot")
         self.watch = load("watch")
 

@@ -72,6 +72,33 @@ local function wake_waiters(prefix, task_id)
   redis.call('PEXPIRE', done_key, DONE_TTL_MS)
 end
 
+-- Keeps an ended (completed or cancelled) record `ttl_ms`, or longer if its idempotency
+-- key outlives that, so the key never names a missing record.
+local function expire_ended(prefix, task_key, ttl_ms, idem_key)
+  local ttl = ttl_ms
+  if idem_key and idem_key ~= '' then
+    local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
+    if left > ttl then ttl = left end
+  end
+  redis.call('PEXPIRE', task_key, integer_text(ttl))
+end
+
+-- The record fields a script that may end a task cancelled reads, after its own.
+local CANCEL_FIELDS = {'cancel_requested', 'cancel_ttl', 'idempotency_key', 'waiters'}
+
+-- Ends a task cancelled, already out of every list and set (cancel.lua asked for it,
+-- or took it out of one): the record keeps `cancel_ttl` (the task's result TTL or the
+-- queue's completed TTL when the cancel came), and a waiting producer is woken.
+-- `cancel` holds the CANCEL_FIELDS values; `ttl_ms` stands in for a missing cancel_ttl
+-- (nil: the record is kept with no expiry rather than dropped).
+local function end_cancelled(prefix, task_id, now_text, cancel, ttl_ms)
+  local task_key = prefix .. 'task:' .. task_id
+  redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', now_text)
+  local ttl = tonumber(cancel[2]) or ttl_ms
+  if ttl then expire_ended(prefix, task_key, ttl, cancel[3]) end
+  if cancel[4] then wake_waiters(prefix, task_id) end
+end
+
 -- Runs `command key item...` over a list in chunks: unpacking a very large table at
 -- once overflows the Lua stack. The chunk is even, so score/member pairs stay whole.
 local CHUNK = 1000

@@ -66,14 +66,7 @@ local function ack_one(task_id, token, result)
   else
     redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text)
   end
-  local ttl = completed_ttl
-  if record[3] then ttl = tonumber(record[3]) end
-  local idem_key = record[2]
-  if idem_key and idem_key ~= '' then
-    local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
-    if left > ttl then ttl = left end
-  end
-  redis.call('PEXPIRE', task_key, integer_text(ttl))
+  expire_ended(prefix, task_key, tonumber(record[3]) or completed_ttl, record[2])
   if record[4] then wake_waiters(prefix, task_id) end
   return 1
 end

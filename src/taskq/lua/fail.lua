@@ -23,10 +23,11 @@
                           delay_ms) | 'dead' (to the DLQ now, whatever retries are left)
   ARGV[13] delay_ms       the delay of mode 'delay' (0 to 315360000000: ten years);
                           ignored, but still checked, in the other modes
-  Returns: {'retry', retries, delay_ms} | {'dead', retries, '0'} | {'stale', 0, '0'}
-           (delay_ms as an integer string); an argument out of its range is an error,
-           and nothing is written
-  Emits:   failed (state delayed or dead), with error and error_type
+  Returns: {'retry', retries, delay_ms} (delay_ms as an integer string) | {'dead',
+           retries, '0'} | {'cancelled', retries, '0'} (its cancel was requested: it
+           ends cancelled, never retried nor dead) | {'stale', 0, '0'}; an argument out
+           of its range is an error, and nothing is written
+  Emits:   failed (state delayed, dead or cancelled), with error and error_type
 
   The record keeps the error fields of the last failed attempt; a producer waiting for
   a task that dies here is woken (see watch.lua).
@@ -59,12 +60,23 @@ delay_ms = whole_arg('delay_ms', delay_ms, 0, LIMITS.delay_ms)
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} end
 local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_retries',
-  'waiters')
+  unpack(CANCEL_FIELDS))
 if record[1] ~= token then return {'stale', 0, '0'} end
+local cancel = {record[4], record[5], record[6], record[7]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local retries, max_retries = tonumber(record[2]), tonumber(record[3])
+if cancel[1] then
+  emit(feed, {'type', 'failed', 'task', task_id, 'state', 'cancelled', 'token', token,
+    'retries', retries, 'error', error_text, 'error_type', error_type})
+  redis.call('ZREM', leased_key, task_id)
+  redis.call('HSET', task_key, 'last_error', error_text, 'error_type', error_type,
+    'error_message', error_message, 'traceback', traceback)
+  end_cancelled(prefix, task_id, feed.now, cancel, nil)
+  close_feed(feed)
+  return {'cancelled', retries, '0'}
+end
 if mode == 'dead' or retries >= max_retries then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
     'retries', retries, 'error', error_text, 'error_type', error_type})
@@ -72,7 +84,7 @@ if mode == 'dead' or retries >= max_retries then
   redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
     'error_type', error_type, 'error_message', error_message, 'traceback', traceback)
   redis.call('LPUSH', dlq_key, task_id)
-  if record[4] then wake_waiters(prefix, task_id) end
+  if cancel[4] then wake_waiters(prefix, task_id) end
   close_feed(feed)
   return {'dead', retries, '0'}
 end

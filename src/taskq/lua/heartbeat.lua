@@ -12,8 +12,9 @@
   ARGV[4] count           tasks in this call; then two values per task:
   ARGV[5] task_id
   ARGV[6] token           fencing token from lease
-  Returns: {1 | 0, ...} per task: 1 extended | 0 stale (lease lost: expired, reaped or
-           taken over; nothing changed for it)
+  Returns: {2 | 1 | 0, ...} per task: 2 extended, and the task's cancel was requested
+           (see cancel.lua: the holder is to stop and settle it cancelled) | 1 extended |
+           0 stale (lease lost: expired, reaped or taken over; nothing changed for it)
   Emits:   heartbeat (state running, at = new expiry), one per extended lease
 ]]
 --- @include "_common"
@@ -29,20 +30,24 @@ local now = server_now_ms()
 local expires = integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local now_text = feed.now
--- `renewed_with` answers a second copy of a pair in one call without a second event.
-local renewed, renewed_with = {}, {}
+-- `renewed_with` and `answered` answer a second copy of a pair in one call without a
+-- second event.
+local renewed, renewed_with, answered = {}, {}, {}
 
 local function renew(task_id, token)
-  if renewed_with[task_id] then return renewed_with[task_id] == token and 1 or 0 end
+  if renewed_with[task_id] then
+    return renewed_with[task_id] == token and answered[task_id] or 0
+  end
   if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
   local task_key = prefix .. 'task:' .. task_id
-  if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+  local record = redis.call('HMGET', task_key, 'fencing_token', 'cancel_requested')
+  if record[1] ~= token then return 0 end
   emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running', 'token', token,
     'at', expires})
-  renewed_with[task_id] = token
+  renewed_with[task_id], answered[task_id] = token, record[2] and 2 or 1
   renewed[#renewed + 1], renewed[#renewed + 2] = expires, task_id
   redis.call('HSET', task_key, 'heartbeat_at', now_text)
-  return 1
+  return answered[task_id]
 end
 
 local reply = {}

@@ -14,9 +14,10 @@
   ARGV[4] backoff_max_ms  cap on the delay (0 to 86400000)
   ARGV[5] jitter_seed     integer in [1, 2^31 - 2], drawn by the caller
   ARGV[6] retention       events kept in the stream (1 to 10^9)
-  Returns: {task_id, 'delayed' | 'dead', ...} for each reaped lease; an argument out
-           of its range is an error, and nothing is written
-  Emits:   reaped (state delayed or dead)
+  Returns: {task_id, 'delayed' | 'dead' | 'cancelled', ...} for each reaped lease (a
+           task whose cancel was requested ends cancelled); an argument out of its
+           range is an error, and nothing is written
+  Emits:   reaped (state delayed, dead or cancelled)
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
   producer waiting for a task that dies here is woken (see watch.lua).
@@ -48,20 +49,27 @@ local reply = {}
 local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
 for _, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'waiters')
+  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker',
+    unpack(CANCEL_FIELDS))
+  local cancel = {record[4], record[5], record[6], record[7]}
   local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
   local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)
-  if retries >= max_retries then
+  if cancel[1] then
+    emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'cancelled', 'token', token,
+      'retries', retries, 'error', error_text})
+    end_cancelled(prefix, task_id, feed.now, cancel, nil)
+    reply[#reply + 1], reply[#reply + 2] = task_id, 'cancelled'
+  elseif retries >= max_retries then
     error_text = error_text .. '; no retries left, so the handler may be what kills it'
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
       'retries', retries, 'error', error_text})
     redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
       'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '')
     redis.call('LPUSH', dlq_key, task_id)
-    if record[4] then wake_waiters(prefix, task_id) end
+    if cancel[4] then wake_waiters(prefix, task_id) end
     reply[#reply + 1], reply[#reply + 2] = task_id, 'dead'
   else
     retries = retries + 1

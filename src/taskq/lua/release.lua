@@ -11,8 +11,9 @@
   ARGV[2] task_id
   ARGV[3] token           fencing token from lease
   ARGV[4] retention       events kept in the stream (1 to 10^9; checked before any write)
-  Returns: 1 released | 0 stale (nothing changed)
-  Emits:   released (state pending)
+  Returns: 1 released | 2 ended cancelled instead (its cancel was requested) | 0 stale
+           (nothing changed)
+  Emits:   released (state pending, or cancelled)
 ]]
 --- @include "_common"
 
@@ -22,10 +23,19 @@ local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
+local record = redis.call('HMGET', task_key, 'fencing_token', unpack(CANCEL_FIELDS))
+if record[1] ~= token then return 0 end
+local cancel = {record[2], record[3], record[4], record[5]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+if cancel[1] then
+  emit(feed, {'type', 'released', 'task', task_id, 'state', 'cancelled', 'token', token})
+  redis.call('ZREM', leased_key, task_id)
+  end_cancelled(prefix, task_id, feed.now, cancel, nil)
+  close_feed(feed)
+  return 2
+end
 emit(feed, {'type', 'released', 'task', task_id, 'state', 'pending', 'token', token})
 redis.call('ZREM', leased_key, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'run_at', now)

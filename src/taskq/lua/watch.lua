@@ -1,7 +1,7 @@
 --[[
   watch: read how a task ended, for a producer that waits for its result; if it has not
-  ended, mark its record so the script that ends it (ack, fail or reap, at its death)
-  wakes the producer through the task's done list. Reading and marking in one step
+  ended, mark its record so the script that ends it (ack; fail or reap, at its death;
+  any script that ends it cancelled) wakes the producer through the task's done list. Reading and marking in one step
   leaves no moment where the task could end unseen between the two.
   KEYS[1] task    HASH    the task's record
   ARGV[1] mark            '1' = mark a task that has not ended; '0' = only read
@@ -16,7 +16,8 @@ local task_key, mark = KEYS[1], ARGV[1]
 local record = redis.call('HMGET', task_key, 'state', 'result', 'error_type', 'error_message',
   'traceback', 'last_error', 'fencing_token', 'retries')
 if not record[1] then return {} end
-if mark == '1' and record[1] ~= 'completed' and record[1] ~= 'dead' then
+if mark == '1' and record[1] ~= 'completed' and record[1] ~= 'dead' and
+    record[1] ~= 'cancelled' then
   redis.call('HSET', task_key, 'waiters', '1')
 end
 return record

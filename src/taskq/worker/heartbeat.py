@@ -8,7 +8,9 @@ import threading
 import time
 
 from taskq.broker import Broker
+from taskq.context import TaskContext
 from taskq.errors import BrokerError
+from taskq.results import Renewal
 from taskq.settings import Settings
 from taskq.worker.runner import Runner
 from taskq.worker.slots import Slots
@@ -45,7 +47,7 @@ class LeaseCheck:
         self.broker = broker
         self.lease_seconds = lease_seconds
 
-    def confirm(self, task_id: str, token: int) -> bool:
+    def confirm(self, task_id: str, token: int) -> Renewal:
         return self.broker.heartbeat(task_id, token, self.lease_seconds)
 
 
@@ -53,7 +55,9 @@ class Heartbeat(threading.Thread):
     """Renews every lease in hand, draining included, in one script call per beat.
 
     A renewal answered "stale" marks the task's context lost, which fences its effects;
-    an outage is logged and tried again next beat: the lease survives two missed beats.
+    one answered "cancel" marks it cancelled, which fences them too, and has `runner`
+    cancel an async handler; an outage is logged and tried again next beat: the lease
+    survives two missed beats.
     A run past its time limit is timed out: its effects are fenced, its lease is no
     longer renewed, and `runner` ends it. The thread never waits on a lock a handler can
     hold, and no error ends it.
@@ -114,10 +118,24 @@ class Heartbeat(threading.Thread):
         for context, ok in zip(contexts, held, strict=True):
             if ok:
                 context.renewed(sent)
+                if ok == Renewal.CANCEL:
+                    self.cancel(context)
             elif not context.finished:  # a settled task's lease ends by design
                 log.warning("task %s lost its lease (token %d): another worker may run it",
                             context.task_id, context.token)
                 context.mark_lost()
+
+    def cancel(self, context: TaskContext) -> None:
+        """Tell a run its task was cancelled: its effects are fenced at once; an async
+        handler is cancelled (once, however many beats say so; the run may have learned
+        of it first from an `effect()` check); a sync one sees
+        `current_task().cancelled`."""
+        if not context.cancelled:
+            log.info("task %s: its cancel was requested; its effects are refused from now "
+                     "on and it ends cancelled when its handler returns", context.task_id)
+            context.cancel()
+        if self.runner is not None:
+            self.runner.cancel(context)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -92,8 +92,10 @@ class Runner:
             self._new_thread()
         self._limited: dict[tuple[str, int], Limited] = {}
         self._loop = asyncio.new_event_loop()
-        # The loop thread's alone: each async run's asyncio task, by (task id, token).
-        self._running: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # The loop thread's alone: each async run's asyncio task and job, by (task id,
+        # token), and the runs already cancelled because their task was.
+        self._running: dict[tuple[str, int], tuple[asyncio.Task[None], Job]] = {}
+        self._cancelled: set[tuple[str, int]] = set()
         self._loop_thread = threading.Thread(
             target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
@@ -185,9 +187,10 @@ class Runner:
             task = job[1]
             # The loop keeps only a weak reference to a task: hold it until it ends
             # (`_run_async` lets go of it last thing, sparing a done-callback per task;
-            # only `_cancel` can cancel one before it starts, and it reports that itself).
-            self._running[(task.task_id, task.token)] = self._loop.create_task(
-                self._run_async(job))
+            # only `_cancel` and `_cancel_run` can cancel one before it starts, and they
+            # report that themselves).
+            self._running[(task.task_id, task.token)] = (
+                self._loop.create_task(self._run_async(job)), job)
 
     async def _run_async(self, job: Job) -> None:
         (fn, args, kwargs, keep), task, context, policy = job
@@ -196,13 +199,17 @@ class Runner:
         try:
             outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
         except asyncio.CancelledError as e:
+            # A cancelled task's run settles as cancelled whatever it raised (see
+            # Settler); a time limit's is a failure under the retry policy.
             outcome = time_limit_outcome(task, context, policy, e) if context.timed_out \
                 else failed(task, context, policy, e)
         except (Exception, SystemExit) as e:
             outcome = failed(task, context, policy, e)
         finally:
             unbind(token)
-            self._running.pop((task.task_id, task.token), None)
+            key = (task.task_id, task.token)
+            self._running.pop(key, None)
+            self._cancelled.discard(key)
         self._report(outcome)
 
     def _thread_main(self) -> None:
@@ -260,11 +267,38 @@ class Runner:
         self.inbox.put(time_limit_outcome(task, context, registered.retry, None))
         thread.start()
 
+    def cancel(self, context: TaskContext) -> None:
+        """Cancel the async handler of a run whose task was cancelled (called on the
+        heartbeat's thread, its context already cancelled): it gets CancelledError at its
+        next await. A sync handler cannot be interrupted: it reads
+        `current_task().cancelled`, and its effects are refused."""
+        self._loop.call_soon_threadsafe(self._cancel_run, (context.task_id, context.token))
+
+    def _cancel_run(self, key: tuple[str, int]) -> None:
+        entry = self._running.get(key)
+        if entry is None or key in self._cancelled:
+            return  # a sync run, one that has ended, or one cancelled already
+        self._cancelled.add(key)
+        running, job = entry
+        running.cancel()
+        # Cancelled before it started, the coroutine never runs to report: report here.
+        running.add_done_callback(lambda done: self._report_unstarted(done, key, job))
+
+    def _report_unstarted(self, done: asyncio.Task[None], key: tuple[str, int],
+                          job: Job) -> None:
+        if not done.cancelled():
+            return  # it ran, caught the CancelledError and reported
+        self._running.pop(key, None)
+        self._cancelled.discard(key)
+        _, task, context, policy = job
+        self._report(failed(task, context, policy, asyncio.CancelledError()))
+
     def _cancel(self, key: tuple[str, int], task: LeasedTask, context: TaskContext,
                 policy: RetryPolicy) -> None:
-        running = self._running.get(key)
-        if running is None:
+        entry = self._running.get(key)
+        if entry is None:
             return
+        running = entry[0]
         log.info("task %s passed its time limit of %gs: its handler is cancelled",
                  task.task_id, context.time_limit)
         running.cancel()

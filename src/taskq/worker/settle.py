@@ -51,11 +51,15 @@ class Settler:
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
         for outcome in outcomes:
-            if outcome.failure is not None:
+            # A run that learned of its task's cancel ends it cancelled, however the
+            # handler ended (returned, raised, cut off at its time limit).
+            if outcome.context.cancelled:
+                self._ack_cancelled(outcome.context)
+            elif outcome.failure is not None:
                 self._fail(outcome.task, outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
-        done = [o for o in outcomes if o.failure is None]
+        done = [o for o in outcomes if o.failure is None and not o.context.cancelled]
         settled = self._ack(done, refill) if done else Settled()
         self.slots.let_go(*((o.task.task_id, o.task.token) for o in outcomes))
         return settled
@@ -65,9 +69,13 @@ class Settler:
         (waiting for an effect under way), so a handler that goes on cannot apply an
         effect afterwards. A task whose effect was applied is acked: run again, it
         would apply its effect twice wherever the effect is not guarded; the rest of
-        its handler is cut off. Any other is released for another worker."""
+        its handler is cut off. Any other is released for another worker, and one whose
+        task was cancelled ends cancelled."""
         for context in contexts:
-            if context.abandon():
+            applied = context.abandon()
+            if context.cancelled:
+                self._ack_cancelled(context)
+            elif applied:
                 self._ack_abandoned(context)
             else:
                 self._release_abandoned(context)
@@ -117,6 +125,10 @@ class Settler:
             task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
         if result is None or result.status == "stale":
             self._stale(task.task_id, task.token, "fail")
+        elif result.status == "cancelled":
+            self.slots.count("cancelled")
+            log.info("task %s ended cancelled: its cancel came before its failure was "
+                     "recorded", task.task_id)
         elif result.status == "dead":
             self.slots.count("dead")
             if dead:
@@ -127,6 +139,15 @@ class Settler:
                             result.retries, error.line)
         else:
             self.slots.count("retried")
+
+    def _ack_cancelled(self, context: TaskContext) -> None:
+        ended = retry_for(self.settings.lease_seconds, f"cancel {context.task_id}",
+                          lambda: self.broker.ack_cancelled(context.task_id, context.token))
+        if ended:
+            self.slots.count("cancelled")
+            log.info("task %s ended cancelled", context.task_id)
+        else:
+            self._stale(context.task_id, context.token, "cancel")
 
     def _ack_abandoned(self, context: TaskContext) -> None:
         acked = retry_for(self.settings.lease_seconds, f"ack {context.task_id}",

@@ -9,7 +9,7 @@ from typing import Literal
 
 from taskq.context import TaskContext
 
-Counter = Literal["acked", "retried", "dead", "stale", "released"]
+Counter = Literal["acked", "retried", "dead", "stale", "released", "cancelled"]
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Stats:
     dead: int = 0
     stale: int = 0
     released: int = 0
+    cancelled: int = 0
 
 
 class Slots:

@@ -1,0 +1,74 @@
+--[[
+  cancel: end a task that is not running, or ask the worker that runs it to stop.
+  A pending, delayed or dead task ends cancelled at once, taken out of its list or set.
+  A running one keeps its lease: its record is flagged, the holder's next heartbeat
+  (or effect() check) is answered "cancel", and the task ends cancelled when the
+  holder settles it (ack_cancelled), or when fail, release or reap next touch it.
+  KEYS[1] ready   LIST    task ids that can run now
+  KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
+  KEYS[3] leased  ZSET    task id -> lease expiry (ms, server TIME)
+  KEYS[4] dlq     LIST    dead task ids
+  KEYS[5] events  STREAM  change feed
+  KEYS[6] seq     STRING  last event sequence number
+  KEYS[7] epoch   STRING  event log incarnation
+  ARGV[1] prefix          queue key prefix; the task key derives from it
+  ARGV[2] task_id
+  ARGV[3] retention       events kept in the stream (1 to 10^9)
+  ARGV[4] completed_ttl   ms a cancelled record is kept, as a completed one (1 to
+                          315360000000; longer if its idempotency key outlives that)
+  Returns: {outcome, state before}: outcome 'cancelled' (it ended now) | 'requested'
+           (running: its worker is told) | 'unchanged' (it had ended, or its cancel was
+           requested already: nothing changed) | 'unknown' (no record); an argument
+           out of its range is an error, and nothing is written
+  Emits:   cancelled (state cancelled, with `from`: the state it left) |
+           cancel_requested (state running)
+
+  Taking a task out of ready is O(length of ready) (LREM), as in other list queues.
+  A producer waiting for a task that ends here is woken (see watch.lua).
+]]
+--- @include "_common"
+
+local ready_key, delayed_key, leased_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local events_key, seq_key, epoch_key = KEYS[5], KEYS[6], KEYS[7]
+local prefix, task_id, retention = ARGV[1], ARGV[2], ARGV[3]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+local completed_ttl = whole_arg('completed_ttl', ARGV[4], 1, LIMITS.ttl_ms)
+
+local task_key = prefix .. 'task:' .. task_id
+local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
+  unpack(CANCEL_FIELDS))
+local state = record[1]
+if not state then return {'unknown', ''} end
+local cancel = {record[4], record[5], record[6], record[7]}
+-- The record outlives the task's end as a completed one would.
+local ttl = tonumber(record[3]) or completed_ttl
+
+local now = server_now_ms()
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+
+if state == 'running' and redis.call('ZSCORE', leased_key, task_id) then
+  if cancel[1] then return {'unchanged', state} end
+  emit(feed, {'type', 'cancel_requested', 'task', task_id, 'state', 'running',
+    'token', record[2]})
+  redis.call('HSET', task_key, 'cancel_requested', feed.now, 'cancel_ttl', integer_text(ttl))
+  close_feed(feed)
+  return {'requested', state}
+end
+
+local removed = 0
+if state == 'pending' then
+  removed = redis.call('LREM', ready_key, 0, task_id)
+elseif state == 'delayed' then
+  removed = redis.call('ZREM', delayed_key, task_id)
+elseif state == 'dead' then
+  removed = redis.call('LREM', dlq_key, 0, task_id)
+end
+-- Completed and cancelled tasks have ended; a record whose state and structure
+-- disagree is left as it is rather than guessed at.
+if removed == 0 then return {'unchanged', state} end
+
+emit(feed, {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', state})
+end_cancelled(prefix, task_id, feed.now, cancel, ttl)
+close_feed(feed)
+return {'cancelled', state}
