@@ -4,8 +4,10 @@ of the database exactly as it was."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -16,6 +18,7 @@ from helpers import dump
 from taskq import limits
 from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError, TaskqError
+from taskq.schedules import make_schedule
 from taskq.settings import ENVIRONMENT, Settings
 
 SURROGATES = st.builds(lambda a, s, b: a + s + b, st.text(max_size=4),
@@ -179,6 +182,32 @@ def test_promote(broker: Broker, limit: Any) -> None:
 @example(dead_ttl=10**400, limit=1)
 def test_purge(broker: Broker, dead_ttl: Any, limit: Any) -> None:
     works_or_refuses(broker, lambda: broker.purge(dead_ttl, limit))
+
+
+EVERY_SECOND = make_schedule(name="tick", task="mod.fn", cron=None, every=timedelta(seconds=1),
+                             tz=None, args=(1,), kwargs={}, policy="all",
+                             grace=timedelta(seconds=5), max_retries=3)
+# Declared schedules, and ones built by hand past make_schedule's checks.
+SCHEDULES = st.sampled_from([
+    EVERY_SECOND,
+    make_schedule(name="daily", task="mod.fn", cron="0 0 * * *", every=None,
+                  tz="Europe/Paris", args=(), kwargs={}, policy="skip",
+                  grace=timedelta(seconds=1), max_retries=0),
+    dataclasses.replace(EVERY_SECOND, task="t" * 5000),
+    dataclasses.replace(EVERY_SECOND, policy="sometimes"),  # type: ignore[arg-type]
+    dataclasses.replace(EVERY_SECOND, max_retries=-1),
+    dataclasses.replace(EVERY_SECOND, grace_ms=0),
+    dataclasses.replace(EVERY_SECOND, every_ms=None),
+])  # fmt: skip
+
+
+@PROPERTY
+@given(schedule=arg(SCHEDULES),
+       ticks=arg(st.lists(st.integers(0, 2 * 10**13), max_size=3)),
+       after_ms=arg(st.integers(0, 10**13)))
+@example(schedule=EVERY_SECOND, ticks=[2000, 1000], after_ms=0)
+def test_fire(broker: Broker, **given: Any) -> None:
+    works_or_refuses(broker, lambda: broker.fire(**given))
 
 
 @PROPERTY

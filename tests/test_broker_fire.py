@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +14,8 @@ from hypothesis import strategies as st
 
 from helpers import events
 from taskq.broker import Broker
+from taskq.errors import InvalidTaskError
+from taskq.limits import MAX_DEFINITION_BYTES
 from taskq.schedules import Schedule, make_schedule
 
 SECOND = 1000
@@ -33,6 +37,24 @@ def started(broker: Broker, schedule: Schedule, seconds_ago: int) -> int:
     start = (broker.server_time_ms() // SECOND - seconds_ago) * SECOND
     broker.client.hset(broker.keys.schedules, f"last:{schedule.name}", start)
     return start
+
+
+def raw_fire(broker: Broker, schedule: Schedule, **overrides: Any) -> Any:
+    """Call fire.lua directly with the schedule's arguments, some replaced by name."""
+    k = broker.keys
+    args = {"prefix": k.prefix, "retention": 1000, "schedule": schedule.name,
+            "version": schedule.version, "definition": schedule.definition,
+            "name": schedule.task, "payload": schedule.payload,
+            "max_retries": schedule.max_retries, "policy": schedule.policy,
+            "grace_ms": schedule.grace_ms, "after_ms": 0, "count": 0, "ticks": []}
+    args.update(overrides)
+    return broker.scripts.fire(keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
+                               args=[*list(args.values())[:-1], *args["ticks"]])
+
+
+def stored_definition(broker: Broker, name: str) -> dict[str, Any] | None:
+    raw = broker.client.hget(broker.keys.schedules, f"definition:{name}")
+    return None if raw is None else dict(json.loads(raw))
 
 
 def due(broker: Broker, schedule: Schedule, after: int) -> list[int]:
@@ -95,19 +117,10 @@ class TestOneTaskPerTick:
         started(broker, s, 2)
         before = broker.client.hgetall(broker.keys.schedules)
         with pytest.raises(redis.ResponseError, match="strictly ascending"):
-            broker.scripts.fire(
-                keys=[broker.keys.schedules, broker.keys.ready, broker.keys.events,
-                      broker.keys.seq, broker.keys.epoch, broker.keys.wake],
-                args=[broker.keys.prefix, 1000, "tick", s.version, "mod.fn", "{}", 3, "all",
-                      1000, 0, 2, 2000, 1000])
+            raw_fire(broker, s, count=2, ticks=[2000, 1000])
         with pytest.raises(redis.ResponseError, match="policy must be all, latest or skip"):
-            broker.scripts.fire(
-                keys=[broker.keys.schedules, broker.keys.ready, broker.keys.events,
-                      broker.keys.seq, broker.keys.epoch, broker.keys.wake],
-                args=[broker.keys.prefix, 1000, "tick", s.version, "mod.fn", "{}", 3,
-                      "sometimes", 1000, 0, 0])
+            raw_fire(broker, s, policy="sometimes")
         assert broker.client.hgetall(broker.keys.schedules) == before
-
 
     def test_a_caller_that_saw_more_than_redis_kept_fires_nothing_and_learns_the_last(
         self, broker: Broker
@@ -165,6 +178,65 @@ class TestDefinitionChange:
         assert replaced.last_tick_ms == first.last_tick_ms
         assert broker.schedule_state("tick") == (first.last_tick_ms, new.version)
         assert broker.fire(new, []).definition == "same"
+
+
+class TestStoredDefinition:
+    def test_a_new_schedule_keeps_its_definition_beside_its_version(
+        self, broker: Broker
+    ) -> None:
+        s = every_second(policy="skip", max_retries=2)
+        broker.fire(s)
+        assert stored_definition(broker, "tick") == {
+            "version": s.version, "task": "mod.fn", "cron": None, "tz": None,
+            "every_ms": 1000, "policy": "skip", "grace_ms": 5000, "max_retries": 2}
+
+    def test_a_replaced_schedule_replaces_its_definition_in_the_same_step(
+        self, broker: Broker
+    ) -> None:
+        broker.fire(every_second())
+        new = every_second(cron="*/5 * * * *", every=None, tz="Europe/Paris")
+        assert broker.fire(new).definition == "replaced"
+        described = stored_definition(broker, "tick")
+        assert described is not None
+        assert (described["version"], described["cron"], described["tz"],
+                described["every_ms"]) == (new.version, "*/5 * * * *", "Europe/Paris", None)
+
+    def test_a_schedule_kept_without_a_definition_gets_it_at_its_next_firing(
+        self, broker: Broker
+    ) -> None:
+        # As a taskq that kept no definitions left it: the same version, none beside it.
+        s = every_second()
+        broker.fire(s)
+        broker.client.hdel(broker.keys.schedules, "definition:tick")
+        assert broker.fire(s).definition == "same"
+        assert stored_definition(broker, "tick") == json.loads(s.definition)
+
+    def test_a_definition_other_than_the_fired_one_is_rewritten(self, broker: Broker) -> None:
+        s = every_second()
+        broker.fire(s)
+        broker.client.hset(broker.keys.schedules, "definition:tick", '{"version":"other"}')
+        broker.fire(s)
+        assert stored_definition(broker, "tick") == json.loads(s.definition)
+
+    @pytest.mark.parametrize("definition", [
+        "", "{", "[]", '"text"', '{"version":"not-this-one"}', "{}",
+        '{"version":"%s","pad":"' + "x" * MAX_DEFINITION_BYTES + '"}',
+    ])  # fmt: skip
+    def test_a_definition_not_of_the_fired_version_is_refused_before_any_write(
+        self, broker: Broker, definition: str
+    ) -> None:
+        s = every_second()
+        started(broker, s, 2)
+        before = broker.client.hgetall(broker.keys.schedules)
+        with pytest.raises(redis.ResponseError, match="definition must be a JSON object"):
+            raw_fire(broker, s, definition=definition.replace("%s", s.version))
+        assert broker.client.hgetall(broker.keys.schedules) == before
+
+    def test_broker_fire_refuses_a_definition_too_long_to_keep(self, broker: Broker) -> None:
+        long = dataclasses.replace(every_second(), task="t" * MAX_DEFINITION_BYTES)
+        with pytest.raises(InvalidTaskError, match="definition is over 4096 bytes"):
+            broker.fire(long)
+        assert broker.client.exists(broker.keys.schedules) == 0
 
 
 class TestManyFirers:

@@ -307,12 +307,13 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
         "cancel": ([k.ready, k.delayed, k.leased, k.dlq, k.events, k.seq, k.epoch],
                    [k.prefix, "ready", 1000, 60_000]),
         "fire": ([k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
-                 [k.prefix, 1000, "nightly", "v1", SIMULATE_TASK, "{}", 3, "all", 60_000, 0, 1,
-                  5]),
+                 [k.prefix, 1000, "nightly", "v1", '{"version":"v1"}', SIMULATE_TASK, "{}", 3,
+                  "all", 60_000, 0, 1, 5]),
     }
 
 
-# (operation, ARGV index, bad value): each past its range, or not a whole number.
+# (operation, ARGV index, bad value): each past its range, not a whole number, or (a
+# schedule's definition) not a JSON object of the version fired.
 BAD_ARGS = [
     ("enqueue", 6, 10**17), ("enqueue", 6, "1e20"), ("enqueue", 6, -1),
     ("enqueue", 7, 10**14), ("enqueue", 7, "soon"), ("enqueue", 8, 1001),
@@ -328,9 +329,10 @@ BAD_ARGS = [
     ("promote", 1, 0), ("promote", 1, 10**6), ("promote", 2, 10**20),
     ("purge", 1, -1), ("purge", 2, 10**19), ("purge", 3, 10**20),
     ("cancel", 2, "many"), ("cancel", 3, 0), ("cancel", 3, 10**20),
-    ("fire", 1, 0), ("fire", 6, 1001), ("fire", 8, 0), ("fire", 8, 10**15), ("fire", 9, -1),
-    ("fire", 9, 10**14), ("fire", 10, 10**5), ("fire", 10, 2), ("fire", 11, "soon"),
-    ("fire", 11, 10**14),
+    ("fire", 1, 0), ("fire", 4, "not json"), ("fire", 4, '{"version":"v2"}'),
+    ("fire", 4, '{"version":"v1","pad":"' + "x" * 5000 + '"}'), ("fire", 7, 1001),
+    ("fire", 9, 0), ("fire", 9, 10**15), ("fire", 10, -1), ("fire", 10, 10**14),
+    ("fire", 11, 10**5), ("fire", 11, 2), ("fire", 12, "soon"), ("fire", 12, 10**14),
 ]  # fmt: skip
 
 
@@ -372,7 +374,7 @@ def test_e1_a_script_refuses_an_argument_out_of_range_before_its_first_write(
     keys, args = raw_calls(broker, *every_write_waiting(broker))[operation]
     args[index] = value
     before = dump(broker.client)
-    refused = r"must be (a (whole )?number|one of)|needs \d+ ARGV"
+    refused = r"must be (a (whole )?number|one of|a JSON object)|needs \d+ ARGV"
     with pytest.raises(redis.ResponseError, match=refused):
         broker.scripts.by_name(operation)(keys=keys, args=args)
     assert dump(broker.client) == before

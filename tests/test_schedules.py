@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -10,7 +11,16 @@ import pytest
 
 from taskq import App
 from taskq.errors import ConfigError, InvalidTaskError
-from taskq.schedules import DEFAULT_POLICY, MAX_CATCH_UP, Schedule, make_schedule
+from taskq.limits import MAX_DEFINITION_BYTES
+from taskq.schedules import (
+    DEFAULT_POLICY,
+    MAX_CATCH_UP,
+    Schedule,
+    make_schedule,
+    timing_of,
+    zone_from_text,
+    zone_text,
+)
 from taskq.settings import Settings
 
 
@@ -181,6 +191,61 @@ class TestVersion:
 
     def test_the_same_declaration_has_the_same_version_in_every_process(self) -> None:
         assert schedule().version == schedule().version
+
+
+class TestDefinition:
+    def test_the_definition_describes_the_schedule_without_its_arguments(self) -> None:
+        s = schedule(name="r", task="jobs.report", cron="0 9 * * 1-5", every=None,
+                     tz="Europe/Paris", args=("secret",), policy="skip", max_retries=1)
+        assert json.loads(s.definition) == {
+            "version": s.version, "task": "jobs.report", "cron": "0 9 * * 1-5",
+            "tz": "Europe/Paris", "every_ms": None, "policy": "skip", "grace_ms": 60_000,
+            "max_retries": 1}
+        assert "secret" not in s.definition
+
+    @pytest.mark.parametrize("declared", [
+        {"every": timedelta(seconds=90)},
+        {"cron": "*/5 * * * *", "every": None, "tz": "America/New_York"},
+        {"cron": "0 0 * * *", "every": None, "tz": timezone(timedelta(hours=5, minutes=30))},
+        {"cron": "0 0 * * *", "every": None, "tz": timezone(timedelta(hours=-3))},
+        {"cron": "0 0 * * *", "every": None, "tz": UTC},
+        {"cron": "* * * * * */15", "every": None},
+    ])  # fmt: skip
+    def test_the_timing_read_back_from_the_definition_names_the_same_ticks(
+        self, declared: dict[str, Any]
+    ) -> None:
+        s = schedule(**declared)
+        timing = timing_of(json.loads(s.definition))
+        assert timing is not None
+        start = ms(2024, 3, 30, 22, 17)
+        assert timing.ticks(start, start + 3 * 86_400_000, 50) == s.ticks(
+            start, start + 3 * 86_400_000, 50)
+        assert timing.when == s.when
+
+    @pytest.mark.parametrize("described", [
+        {}, {"cron": "0 0 * * *"}, {"cron": "0 0 * * *", "tz": "Mars/Olympus"},
+        {"cron": "not a cron", "tz": "UTC"}, {"every_ms": 0}, {"every_ms": True},
+        {"every_ms": "1000"}, {"cron": "0 0 * * *", "tz": "UTC", "every_ms": 1000},
+    ])  # fmt: skip
+    def test_a_definition_naming_no_timing_this_process_can_rebuild_gives_none(
+        self, described: dict[str, Any]
+    ) -> None:
+        assert timing_of(described) is None
+
+    @pytest.mark.parametrize("zone", [UTC, ZoneInfo("Asia/Kolkata"),
+                                      timezone(timedelta(hours=-9, minutes=-30)),
+                                      timezone(timedelta(seconds=3661))])
+    def test_a_zone_is_read_back_from_its_text(self, zone: tzinfo) -> None:
+        back = zone_from_text(zone_text(zone))
+        assert back is not None
+        instant = datetime(2024, 7, 1, tzinfo=UTC)
+        assert back.utcoffset(instant) == zone.utcoffset(instant)
+
+    def test_a_definition_too_long_to_keep_is_refused_at_declaration(self) -> None:
+        cron = ",".join(str(m) for m in range(60)) + " * * * *"
+        assert len(schedule(cron=cron, every=None).definition) < MAX_DEFINITION_BYTES
+        with pytest.raises(ConfigError, match=r"definition takes \d+ bytes, over 4096"):
+            schedule(task="t" * MAX_DEFINITION_BYTES)
 
 
 def test_max_catch_up_bounds_all() -> None:

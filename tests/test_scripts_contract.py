@@ -149,7 +149,8 @@ def call_fire(b: Broker) -> dict[str, Any]:
     tick = b.server_time_ms() // 1000 * 1000
     b.client.hset(b.keys.schedules, "last:nightly", tick - 1000)
     b.fire(schedule, [tick], tick - 1000)
-    return {"schedule": "nightly", "version": schedule.version, "name": "mod.fn",
+    return {"schedule": "nightly", "version": schedule.version,
+            "definition": schedule.definition, "name": "mod.fn",
             "payload": '{"args":[7],"kwargs":{}}', "max_retries": 4, "policy": "all",
             "grace_ms": 2000, "after_ms": tick - 1000, "count": 1,
             "tick_ms": tick}  # fmt: skip
@@ -311,4 +312,5 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
         "idempotency_ttl": limits.IDEMPOTENCY_TTL.high,
         "retention": limits.EVENTS_RETENTION.high, "max_retries": limits.MAX_RETRIES.high,
         "count": limits.LEASE_COUNT.high, "limit": limits.LIMIT.high, "jitter_seed": 2**31 - 2,
+        "definition_bytes": limits.MAX_DEFINITION_BYTES,
     }  # fmt: skip

@@ -30,6 +30,7 @@ from taskq.limits import (
     IDEMPOTENCY_TTL,
     LEASE_COUNT,
     LIMIT,
+    MAX_DEFINITION_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_REQUEST_ID_CHARS,
     MAX_RESULT_BYTES,
@@ -468,18 +469,26 @@ class Broker:
 
         `after_ms` is the last handled tick the ticks were computed from (the previous
         reply's): if Redis has an earlier one, it lost writes, and nothing fires until
-        ticks are proposed from what it has."""
-        if any(not isinstance(t, int) or isinstance(t, bool) for t in [*ticks, after_ms]):
+        ticks are proposed from what it has. The schedule's definition is kept beside
+        its version, for readers without the app (the dashboards)."""
+        if not isinstance(schedule, Schedule):
+            raise InvalidTaskError(f"fire needs a Schedule, not {shown(schedule)}")
+        if not isinstance(ticks, Sequence) or any(
+                not isinstance(t, int) or isinstance(t, bool) for t in [*ticks, after_ms]):
             raise InvalidTaskError(f"ticks must be whole milliseconds, not "
-                                   f"{shown([*ticks, after_ms])}")
+                                   f"{shown(ticks)} after {shown(after_ms)}")
+        definition = schedule.definition
+        if len(definition.encode()) > MAX_DEFINITION_BYTES:
+            raise InvalidTaskError(f"schedule {schedule.name!r}: its definition is over "
+                                   f"{MAX_DEFINITION_BYTES} bytes")
         k = self.keys
         self._register_queue()
         with redis_errors("fire a periodic schedule"):
             reply = self.scripts.fire(
                 keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
                 args=[k.prefix, self.events_retention, schedule.name, schedule.version,
-                      schedule.task, schedule.payload, schedule.max_retries, schedule.policy,
-                      schedule.grace_ms, after_ms, len(ticks), *ticks],
+                      definition, schedule.task, schedule.payload, schedule.max_retries,
+                      schedule.policy, schedule.grace_ms, after_ms, len(ticks), *ticks],
             )
         return Fired.from_reply(reply)
 

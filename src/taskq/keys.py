@@ -163,8 +163,8 @@ class QueueKeys:
 
     @property
     def schedules(self) -> str:
-        """Periodic schedules' records: `last:<name>` (the last tick handled, ms) and
-        `version:<name>` (the definition's hash)."""
+        """Periodic schedules' records: `last:<name>` (the last tick handled, ms),
+        `version:<name>` (the definition's hash) and `definition:<name>` (its JSON)."""
         return self.prefix + "schedules"
 
     def idem(self, key: str) -> str:

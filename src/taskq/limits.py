@@ -151,6 +151,9 @@ DURATIONS: dict[str, Range[float]] = {
 # Strings: lengths in characters; every one must also be encodable as UTF-8.
 MAX_WORKER_ID_CHARS = 512
 MAX_REQUEST_ID_CHARS = 200
+# A periodic schedule's definition as fire.lua keeps it (JSON, `Schedule.definition`):
+# a task name and a cron line take a few hundred bytes at most.
+MAX_DEFINITION_BYTES = 4096
 # Error text is kept, not refused (see `error_text`), but only this much of it.
 MAX_ERROR_CHARS = 8192
 # A failure's traceback is kept likewise, cut to its last this many characters (the

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,7 +20,7 @@ from croniter import CroniterBadCronError, croniter
 from taskq.codec import args_payload, encode_payload
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.keys import check_task_id, schedule_task_id
-from taskq.limits import MAX_PAYLOAD_BYTES, MAX_RETRIES, shown
+from taskq.limits import MAX_DEFINITION_BYTES, MAX_PAYLOAD_BYTES, MAX_RETRIES, shown
 
 # What happens to ticks that came and went while no worker ran:
 #   skip   - dropped; only a tick fired at most `grace` after its time runs
@@ -35,43 +37,25 @@ DEFAULT_GRACE = timedelta(minutes=1)
 MAX_CATCH_UP = 100
 MAX_GRACE = timedelta(days=3650)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# How `str(datetime.timezone(...))` writes a fixed offset, which ZoneInfo cannot read.
+FIXED_OFFSET = re.compile(r"UTC([+-])(\d\d):(\d\d)(?::(\d\d))?")
 
 
 @dataclass(frozen=True)
-class Schedule:
-    """One periodic task: which task, with which arguments, at which instants.
+class Timing:
+    """When a schedule's ticks fall: `cron` read in `tz`, or every `every_ms` since
+    the Unix epoch (so every worker names the same ticks). Exactly one is set."""
 
-    Exactly one of `cron` (a cron expression, read in `tz`) and `every_ms` (a period,
-    its ticks at whole multiples of it since the Unix epoch, so every worker names the
-    same ones) is set. `version` changes whenever anything that decides what runs
-    changes, so a redeployed schedule is recognised as replacing the old one."""
-
-    name: str
-    task: str
     cron: str | None
     every_ms: int | None
     tz: tzinfo
-    payload: str
-    policy: Policy
-    grace_ms: int
-    max_retries: int
-
-    @property
-    def version(self) -> str:
-        definition = [self.task, self.cron, self.every_ms, str(self.tz), self.payload,
-                      self.policy, self.grace_ms, self.max_retries]
-        return hashlib.sha256(json.dumps(definition).encode()).hexdigest()[:16]
 
     @property
     def when(self) -> str:
-        """The schedule as people write it: the cron line and zone, or the period."""
+        """The timing as people write it: the cron line and zone, or the period."""
         if self.cron is not None:
-            return f"cron {self.cron!r} ({self.tz})"
+            return f"cron {self.cron!r} ({zone_text(self.tz)})"
         return f"every {timedelta(milliseconds=self.every_ms or 0)}"
-
-    def task_id(self, tick_ms: int) -> str:
-        """The id of the task a tick becomes: the same on every worker, at every try."""
-        return schedule_task_id(self.name, tick_ms)
 
     def next_tick(self, after_ms: int) -> int:
         """The first tick strictly after `after_ms` (ms since the epoch)."""
@@ -100,6 +84,66 @@ class Schedule:
     def _cron(self, start_ms: int) -> croniter:
         assert self.cron is not None, "a schedule with every_ms has no cron iterator"
         return croniter(self.cron, _instant(start_ms, self.tz))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One periodic task: which task, with which arguments, at which instants.
+
+    Exactly one of `cron` (a cron expression, read in `tz`) and `every_ms` (a period,
+    its ticks at whole multiples of it since the Unix epoch, so every worker names the
+    same ones) is set. `version` changes whenever anything that decides what runs
+    changes, so a redeployed schedule is recognised as replacing the old one."""
+
+    name: str
+    task: str
+    cron: str | None
+    every_ms: int | None
+    tz: tzinfo
+    payload: str
+    policy: Policy
+    grace_ms: int
+    max_retries: int
+
+    @property
+    def version(self) -> str:
+        definition = [self.task, self.cron, self.every_ms, str(self.tz), self.payload,
+                      self.policy, self.grace_ms, self.max_retries]
+        return hashlib.sha256(json.dumps(definition).encode()).hexdigest()[:16]
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.cron, self.every_ms, self.tz)
+
+    @property
+    def when(self) -> str:
+        """The schedule as people write it: the cron line and zone, or the period."""
+        return self.timing.when
+
+    @property
+    def definition(self) -> str:
+        """What fire.lua keeps beside the version, for readers without the app (the
+        dashboard): JSON of the version, task, timing, policy, grace and retries. The
+        arguments are left out: each fired task's record holds them, and they may be
+        large."""
+        return json.dumps({
+            "version": self.version, "task": self.task, "cron": self.cron,
+            "tz": None if self.cron is None else zone_text(self.tz),
+            "every_ms": self.every_ms, "policy": self.policy, "grace_ms": self.grace_ms,
+            "max_retries": self.max_retries,
+        }, separators=(",", ":"))
+
+    def task_id(self, tick_ms: int) -> str:
+        """The id of the task a tick becomes: the same on every worker, at every try."""
+        return schedule_task_id(self.name, tick_ms)
+
+    def next_tick(self, after_ms: int) -> int:
+        """The first tick strictly after `after_ms` (ms since the epoch)."""
+        return self.timing.next_tick(after_ms)
+
+    def ticks(self, after_ms: int, upto_ms: int, limit: int) -> list[int]:
+        """The latest `limit` ticks `t` with `after_ms < t <= upto_ms`, earliest first."""
+        return self.timing.ticks(after_ms, upto_ms, limit)
 
 
 def make_schedule(
@@ -140,9 +184,14 @@ def make_schedule(
     if grace > MAX_GRACE:
         raise ConfigError(f"schedule {name!r}: grace {grace} is over {MAX_GRACE.days} days")
     payload = encode_payload(args_payload(args, kwargs), MAX_PAYLOAD_BYTES.default)
-    return Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
-                    payload=payload, policy=policy, grace_ms=grace_ms,
-                    max_retries=MAX_RETRIES.check(max_retries, error=ConfigError))
+    schedule = Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
+                        payload=payload, policy=policy, grace_ms=grace_ms,
+                        max_retries=MAX_RETRIES.check(max_retries, error=ConfigError))
+    size = len(schedule.definition.encode())
+    if size > MAX_DEFINITION_BYTES:
+        raise ConfigError(f"schedule {name!r}: its definition takes {size} bytes, over "
+                          f"{MAX_DEFINITION_BYTES}: shorten its cron expression or task name")
+    return schedule
 
 
 def check_schedule_name(name: object) -> str:
@@ -157,6 +206,42 @@ def check_schedule_name(name: object) -> str:
         raise InvalidTaskError(f"invalid schedule name {shown(name)}: use 1-100 letters, "
                                "digits, '_', '.', ':' or '-'") from None
     return name
+
+
+def zone_text(tz: tzinfo) -> str:
+    """The zone's name as `zone_from_text` reads it back: an IANA key, `UTC`, or a
+    fixed offset as `UTC+05:30`; other tzinfo kinds as they print themselves."""
+    return str(getattr(tz, "key", None) or tz)
+
+
+def zone_from_text(text: str) -> tzinfo | None:
+    """The zone `zone_text` named, or None when this process cannot rebuild it."""
+    offset = FIXED_OFFSET.fullmatch(text)
+    try:
+        if offset is not None:
+            sign, hours, minutes, seconds = offset.groups()
+            delta = timedelta(hours=int(hours), minutes=int(minutes),
+                              seconds=int(seconds or 0))
+            return timezone(-delta if sign == "-" else delta)
+        return UTC if text == "UTC" else ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long
+        return None
+
+
+def timing_of(described: Mapping[str, Any]) -> Timing | None:
+    """The timing a stored definition (`Schedule.definition`, decoded) names, or None
+    when it names none this process can rebuild: an unknown zone, a cron line this
+    croniter cannot read, a malformed entry."""
+    cron, every_ms, tz = described.get("cron"), described.get("every_ms"), described.get("tz")
+    if isinstance(every_ms, int) and not isinstance(every_ms, bool) and every_ms > 0 \
+            and cron is None:
+        return Timing(None, every_ms, UTC)
+    if not isinstance(cron, str) or not isinstance(tz, str) or every_ms is not None:
+        return None
+    zone = zone_from_text(tz)
+    if zone is None or not croniter.is_valid(cron):
+        return None
+    return Timing(cron, None, zone)
 
 
 def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:

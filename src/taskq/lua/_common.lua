@@ -33,6 +33,7 @@ local LIMITS = {
   count = 10000,                  -- tasks leased or enqueued by one call
   limit = 100000,                 -- tasks reaped, promoted or purged by one call
   jitter_seed = 2147483646,       -- 2^31 - 2: the Park-Miller generator's range
+  definition_bytes = 4096,        -- a periodic schedule's definition (JSON)
 }
 
 -- `value` (an ARGV string) as a number if it is a whole number from `low` to `high`;

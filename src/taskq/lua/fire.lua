@@ -2,7 +2,8 @@
   fire: turn a periodic schedule's due ticks into tasks, each tick at most once ever.
   The caller proposes tick times; the server's clock decides which are due, and the
   schedule's last handled tick, advanced in this same step, refuses any tick again.
-  KEYS[1] schedules HASH  last:<schedule> -> tick ms handled last, version:<schedule>
+  KEYS[1] schedules HASH  last:<schedule> -> tick ms handled last, version:<schedule>,
+                          definition:<schedule>
   KEYS[2] ready    LIST   task ids that can run now (the left end is the back)
   KEYS[3] events   STREAM change feed
   KEYS[4] seq      STRING last event sequence number
@@ -12,19 +13,23 @@
   ARGV[2] retention       events kept in the stream (1 to 10^9)
   ARGV[3] schedule        schedule name; its tick's task id is sched:<schedule>:<tick ms>
   ARGV[4] version         the schedule's definition hash, kept for `taskq schedules`
-  ARGV[5] name            registered task name
-  ARGV[6] payload         JSON text
-  ARGV[7] max_retries     retries before a task goes to the DLQ (0 to 1000)
-  ARGV[8] policy          'all' | 'latest' | 'skip': what becomes of due ticks a later
+  ARGV[5] definition      JSON object describing the schedule, its "version" field equal
+                          to ARGV[4] (2 to 4096 bytes), kept for readers without the app
+                          (the dashboard): written with a new version, or where the
+                          stored one differs
+  ARGV[6] name            registered task name
+  ARGV[7] payload         JSON text
+  ARGV[8] max_retries     retries before a task goes to the DLQ (0 to 1000)
+  ARGV[9] policy          'all' | 'latest' | 'skip': what becomes of due ticks a later
                           due tick overtook (all: each runs; else the latest only, and
                           under skip only if it is at most grace_ms late)
-  ARGV[9] grace_ms        how late a tick may fire under skip (1 to 315360000000)
-  ARGV[10] after_ms       the last handled tick the caller knew of, which it proposes
+  ARGV[10] grace_ms       how late a tick may fire under skip (1 to 315360000000)
+  ARGV[11] after_ms       the last handled tick the caller knew of, which it proposes
                           ticks after (0 to 10^13): one later than the stored one means
                           Redis lost writes the caller saw (a failover, a crash), and
                           nothing fires, lest the ticks between be passed over
-  ARGV[11] count          ticks proposed (0 to 10000); then one value each:
-  ARGV[12] tick_ms        a tick time (ms, server TIME), strictly ascending
+  ARGV[12] count          ticks proposed (0 to 10000); then one value each:
+  ARGV[13] tick_ms        a tick time (ms, server TIME), strictly ascending
   Returns: {'new' | 'same' | 'replaced', last tick ms, server now ms, task_id...}: how
            the stored version compared (a new schedule starts at the server's now and
            fires nothing), the last handled tick after the call (propose from it next),
@@ -37,8 +42,8 @@
 local schedules_key, ready_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, retention, schedule, version = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local name, payload, max_retries, policy = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local grace_ms, after_ms, count = ARGV[9], ARGV[10], ARGV[11]
+local definition, name, payload, max_retries = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local policy, grace_ms, after_ms, count = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 whole_arg('max_retries', max_retries, 0, LIMITS.max_retries)
@@ -48,12 +53,19 @@ count = whole_arg('count', count, 0, LIMITS.count)
 if policy ~= 'all' and policy ~= 'latest' and policy ~= 'skip' then
   error('policy must be all, latest or skip, not ' .. tostring(policy))
 end
-if #ARGV ~= 11 + count then
-  error('count ' .. count .. ' needs ' .. (11 + count) .. ' ARGV values, not ' .. #ARGV)
+-- A definition that is not the fired version's would show readers another schedule.
+local decoded, described = pcall(cjson.decode, definition or '')
+if #(definition or '') < 2 or #definition > LIMITS.definition_bytes or not decoded or
+    type(described) ~= 'table' or described.version ~= version then
+  error('definition must be a JSON object of at most ' .. LIMITS.definition_bytes ..
+    ' bytes whose version is ' .. tostring(version))
+end
+if #ARGV ~= 12 + count then
+  error('count ' .. count .. ' needs ' .. (12 + count) .. ' ARGV values, not ' .. #ARGV)
 end
 local ticks = {}
 for i = 1, count do
-  local base = 11 + i
+  local base = 12 + i
   ticks[i] = whole_arg('tick_ms', ARGV[base], 0, LIMITS.run_at_ms)
   if i > 1 and ticks[i] <= ticks[i - 1] then
     error('tick_ms values must be strictly ascending: ' .. integer_text(ticks[i - 1]) ..
@@ -65,16 +77,22 @@ local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local last_field, version_field = 'last:' .. schedule, 'version:' .. schedule
-local stored = redis.call('HMGET', schedules_key, last_field, version_field)
-local definition = 'same'
+local definition_field = 'definition:' .. schedule
+local stored = redis.call('HMGET', schedules_key, last_field, version_field,
+  definition_field)
+local compared = 'same'
 if not stored[1] then
   -- A schedule seen for the first time starts now: its past ticks were never missed.
-  redis.call('HSET', schedules_key, last_field, now_text, version_field, version)
+  redis.call('HSET', schedules_key, last_field, now_text, version_field, version,
+    definition_field, definition)
   return {'new', now_text, now_text}
 end
 if stored[2] ~= version then
-  definition = 'replaced'
-  redis.call('HSET', schedules_key, version_field, version)
+  compared = 'replaced'
+  redis.call('HSET', schedules_key, version_field, version, definition_field, definition)
+elseif stored[3] ~= definition then
+  -- Missing (a taskq that kept none fired it) or left by a firer of another version.
+  redis.call('HSET', schedules_key, definition_field, definition)
 end
 
 local last = tonumber(stored[1])
@@ -82,7 +100,7 @@ local due = {}
 for _, tick in ipairs(ticks) do
   if tick > last and tick <= now then due[#due + 1] = tick end
 end
-local reply = {definition, integer_text(last), now_text}
+local reply = {compared, integer_text(last), now_text}
 if #due == 0 or after_ms > last then return reply end
 
 local latest = due[#due]
