@@ -1,0 +1,127 @@
+"""A queue's periodic schedules as Redis holds them, for readers without the app (the
+web dashboard, `taskq dashboard`): each one's definition as workers last fired it, its
+last handled tick, and its next tick by the Redis server's clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from taskq.boundary import redis_errors, text
+from taskq.broker import Broker
+from taskq.schedules import Timing, timing_of
+
+# Whether the stored description is the definition workers last fired: `current`;
+# `older`, one left from another version (a taskq that keeps none fired a changed
+# definition since); `missing`, none is stored (only such a taskq fired the schedule)
+# or it cannot be read.
+DefinitionState = Literal["current", "older", "missing"]
+
+
+@dataclass(frozen=True)
+class ScheduleView:
+    """One schedule. `version` is the definition's hash workers last fired, `definition`
+    how the description (`task` to `max_retries`; empty when missing) relates to it.
+    `next_tick_ms` is the first tick after `last_tick_ms` by the description (None
+    without one it can be computed from): one in the past has not been fired yet, and
+    long past means no running worker declares the schedule."""
+
+    name: str
+    version: str
+    definition: DefinitionState
+    last_tick_ms: int
+    next_tick_ms: int | None
+    task: str
+    when: str
+    cron: str | None
+    tz: str | None
+    every_ms: int | None
+    policy: str
+    grace_ms: int | None
+    max_retries: int | None
+
+
+@dataclass(frozen=True)
+class SchedulesView:
+    """A queue's schedules, by name, read at `now_ms` (Redis time)."""
+
+    queue: str
+    now_ms: int
+    schedules: list[ScheduleView]
+
+
+def read_schedules(broker: Broker) -> SchedulesView:
+    """Every schedule workers have fired on the queue. The clock is read after the
+    records, so `now_ms` is never before a last tick they hold."""
+    with redis_errors("read the queue's schedules"):
+        raw = broker.client.hgetall(broker.keys.schedules)
+    now = broker.server_time_ms()
+    fields: dict[str, dict[str, str]] = {}
+    for field, value in raw.items():
+        kind, _, name = text(field).partition(":")
+        fields.setdefault(name, {})[kind] = text(value)
+    views = [_view(name, f) for name, f in sorted(fields.items()) if "last" in f]
+    return SchedulesView(broker.queue, now, [v for v in views if v is not None])
+
+
+def _view(name: str, stored: dict[str, str]) -> ScheduleView | None:
+    last = _whole_text(stored["last"])
+    if last is None:
+        return None
+    version = stored.get("version", "")
+    described = _described(stored.get("definition"))
+    state: DefinitionState = "missing" if described is None else \
+        "current" if described.get("version") == version else "older"
+    d: Mapping[str, Any] = described or {}
+    timing = timing_of(d)
+    cron, tz, every_ms = _text(d, "cron"), _text(d, "tz"), _whole(d, "every_ms")
+    if timing is not None:
+        when = timing.when
+    elif cron is not None:
+        when = f"cron {cron!r} ({tz})"
+    else:
+        when = "" if every_ms is None else f"every {timedelta(milliseconds=every_ms)}"
+    return ScheduleView(
+        name=name, version=version, definition=state, last_tick_ms=last,
+        next_tick_ms=None if timing is None else _next_tick(timing, last),
+        task=_text(d, "task") or "", when=when, cron=cron, tz=tz, every_ms=every_ms,
+        policy=_text(d, "policy") or "", grace_ms=_whole(d, "grace_ms"),
+        max_retries=_whole(d, "max_retries"),
+    )
+
+
+def _next_tick(timing: Timing, last: int) -> int | None:
+    """None when there is none: a cron line naming no date (30 February: croniter's
+    errors are ValueErrors), or a last tick past the years a datetime holds."""
+    try:
+        return timing.next_tick(last)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _described(raw: str | None) -> dict[str, Any] | None:
+    """The stored description decoded, or None when there is none or it is no object."""
+    if raw is None:
+        return None
+    try:
+        described = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return described if isinstance(described, dict) else None
+
+
+def _text(d: Mapping[str, Any], key: str) -> str | None:
+    value = d.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _whole(d: Mapping[str, Any], key: str) -> int | None:
+    value = d.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _whole_text(value: str) -> int | None:
+    return int(value) if value.isascii() and value.isdigit() else None
