@@ -192,6 +192,31 @@ def test_api_dlq_lists_the_dead_and_retry_revives_them_once(
         assert http.get("/api/dlq").json()["dead"] == []
 
 
+TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
+
+
+def failed_once(queue: Broker, task_id: str, max_retries: int, error_type: str) -> None:
+    queue.enqueue(task_id, max_retries=max_retries)
+    leased = queue.lease("w-1", 30)
+    assert leased is not None and leased[0] == task_id
+    queue.fail(task_id, leased[1], Failure(error_type, "it failed"))
+
+
+def test_the_snapshot_and_the_dlq_give_each_failures_error_type(
+    server: Server, queue: Broker
+) -> None:
+    failed_once(queue, "slow", 0, TIME_LIMIT_ERROR)
+    failed_once(queue, "flaky", 3, "builtins.KeyError")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        snap = http.get("/api/snapshot").json()
+        dead = http.get("/api/dlq").json()["dead"]
+    for listed in (dead, snap["dead"]):
+        assert [(d["task_id"], d["error_type"]) for d in listed] == [("slow", TIME_LIMIT_ERROR)]
+    assert [(d["task_id"], d["error_type"]) for d in snap["delayed"]] == [
+        ("flaky", "builtins.KeyError")]
+
+
 def test_a_snapshot_position_resumes_the_feed_exactly_after_it(
     server: Server, queue: Broker
 ) -> None:

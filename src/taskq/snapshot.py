@@ -27,6 +27,7 @@ class DelayedView:
     retries: int
     run_at: int
     last_error: str
+    error_type: str  # of the failed attempt it waits to retry after (module.Name)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class DeadView:
     retries: int
     dead_at: int
     last_error: str
+    error_type: str  # of the failure that killed it (module.Name)
 
 
 @dataclass(frozen=True)
@@ -72,16 +74,17 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
     values = [str(v) for v in reply]
     head, rest = values[:8], values[8:]
     leased, rest = _section(rest, 6)
-    delayed, rest = _section(rest, 5)
-    dead, _ = _section(rest, 5)
+    delayed, rest = _section(rest, 6)
+    dead, _ = _section(rest, 6)
     return QueueSnapshot(
         queue=broker.queue,
         now_ms=int(head[0]),
         counts=QueueCounts(int(head[1]), int(head[2]), int(head[3]), int(head[4])),
         leased=[LeaseView(r[0], r[2], r[3], _int(r[4]), _int(r[5]) + 1, _int(r[1]))
                 for r in leased],
-        delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4]) for r in delayed],
-        dead=[DeadView(r[0], r[1], _int(r[2]), _int(r[3]), r[4]) for r in dead],
+        delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4], r[5])
+                 for r in delayed],
+        dead=[DeadView(r[0], r[1], _int(r[2]), _int(r[3]), r[4], r[5]) for r in dead],
         epoch=head[5],
         seq=int(head[6]),
         last_ts=int(head[7]),

@@ -11,8 +11,8 @@
   ARGV[2] limit           most tasks listed per section
   Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
             n, (id, expiry, name, worker, token, retries) x n,
-            m, (id, run_at, name, retries, last_error) x m,
-            d, (id, name, retries, dead_at, last_error) x d}
+            m, (id, run_at, name, retries, last_error, error_type) x m,
+            d, (id, name, retries, dead_at, last_error, error_type) x d}
   Emits:   nothing
 ]]
 --- @include "_common"
@@ -50,12 +50,12 @@ end
 section(redis.call('ZRANGE', leased_key, 0, limit - 1, 'WITHSCORES'),
   {'name', 'worker', 'fencing_token', 'retries'})
 section(redis.call('ZRANGE', delayed_key, 0, limit - 1, 'WITHSCORES'),
-  {'name', 'retries', 'last_error'})
+  {'name', 'retries', 'last_error', 'error_type'})
 local dead = redis.call('LRANGE', dlq_key, 0, limit - 1)
 reply[#reply + 1] = #dead
 for _, id in ipairs(dead) do
   local record = redis.call('HMGET', prefix .. 'task:' .. id, 'name', 'retries', 'dead_at',
-    'last_error')
-  add({id, record[1], record[2], record[3], record[4]})
+    'last_error', 'error_type')
+  add({id, record[1], record[2], record[3], record[4], record[5]})
 end
 return reply
