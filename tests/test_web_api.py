@@ -4,6 +4,7 @@ loopback-only without a token), the JSON API and /metrics."""
 from __future__ import annotations
 
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -12,7 +13,9 @@ from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, met
 from taskq.broker import Broker
 from taskq.processes import taskq_command
 from taskq.results import Failure
+from taskq.schedules import make_schedule
 from taskq.tools.embedded import EmbeddedRedis, free_port
+from waiting import wait_until
 
 # -- access control ------------------------------------------------------------------
 
@@ -22,7 +25,7 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
     wrong = {"authorization": "Bearer not-the-token-at-all"}
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
         assert http.get("/healthz").status_code == 200
-        for path in ("/events", "/api/queues", "/api/dlq", "/metrics", "/"):
+        for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200
@@ -215,6 +218,47 @@ def test_the_snapshot_and_the_dlq_give_each_failures_error_type(
         assert [(d["task_id"], d["error_type"]) for d in listed] == [("slow", TIME_LIMIT_ERROR)]
     assert [(d["task_id"], d["error_type"]) for d in snap["delayed"]] == [
         ("flaky", "builtins.KeyError")]
+
+
+def test_api_schedules_lists_fired_schedules_with_their_last_and_next_ticks(
+    server: Server, queue: Broker
+) -> None:
+    nightly = make_schedule(name="nightly", task="jobs.report", cron="0 3 * * *", every=None,
+                            tz="Europe/Paris", args=("full",), kwargs={}, policy="skip",
+                            grace=timedelta(minutes=5), max_retries=1)
+    tidy = make_schedule(name="tidy", task="jobs.tidy", cron=None, every=timedelta(seconds=1),
+                         tz=None, args=(), kwargs={}, policy="all",
+                         grace=timedelta(minutes=1), max_retries=3)
+    queue.fire(nightly)
+    first = queue.fire(tidy)
+    due = tidy.ticks(first.last_tick_ms, first.last_tick_ms + 1000, 10)
+    # The server's clock, not ours, decides when a tick is due.
+    wait_until(lambda: queue.server_time_ms() >= due[-1], 10, "the tick to fall due")
+    fired = queue.fire(tidy, due, first.last_tick_ms)
+    assert fired.task_ids == tuple(tidy.task_id(t) for t in due)
+
+    body = httpx.get(f"{server.url}/api/schedules", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert body["queue"] == queue.queue and body["now_ms"] >= due[-1]
+    by_name = {s["name"]: s for s in body["schedules"]}
+    assert list(by_name) == ["nightly", "tidy"]
+    assert by_name["tidy"] == {
+        "name": "tidy", "version": tidy.version, "definition": "current",
+        "last_tick_ms": due[-1], "next_tick_ms": due[-1] + 1000, "task": "jobs.tidy",
+        "when": "every 0:00:01", "cron": None, "tz": None, "every_ms": 1000, "policy": "all",
+        "grace_ms": 60_000, "max_retries": 3}
+    report = by_name["nightly"]
+    assert (report["task"], report["when"], report["policy"], report["definition"]) == (
+        "jobs.report", "cron '0 3 * * *' (Europe/Paris)", "skip", "current")
+    assert report["next_tick_ms"] == nightly.next_tick(report["last_tick_ms"])
+
+
+def test_api_schedules_of_a_queue_without_any_is_an_empty_list(
+    server: Server, queue: Broker
+) -> None:
+    body = httpx.get(f"{server.url}/api/schedules", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert (body["queue"], body["schedules"]) == (queue.queue, [])
 
 
 def test_a_snapshot_position_resumes_the_feed_exactly_after_it(

@@ -139,7 +139,7 @@ def test_a_snapshot_limit_bounds_each_list(server: Server, queue: Broker) -> Non
 
 
 def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
-    for path in ("/api/snapshot", "/api/dlq", "/api/tasks/x", "/events"):
+    for path in ("/api/snapshot", "/api/dlq", "/api/tasks/x", "/api/schedules", "/events"):
         response = httpx.get(f"{server.url}{path}", params={"queue": "../etc"},
                              timeout=TIMEOUT)
         assert response.status_code == 400, (path, response.text)
@@ -171,7 +171,8 @@ def test_an_invalid_task_id_is_a_400_naming_it(
 
 # -- nothing a client sends gives a 500 --------------------------------------------
 
-PATHS = ["/", "/api/queues", "/api/snapshot", "/api/tasks/x", "/api/dlq", "/metrics",
+PATHS = ["/", "/api/queues", "/api/snapshot", "/api/tasks/x", "/api/dlq", "/api/schedules",
+         "/metrics",
          "/healthz", "/static/app.js", "/static/../../../etc/passwd", "/static/%2e%2e/x",
          "/api/tasks/" + "a" * 5000, "/api/tasks/%00", "/api/tasks/%F0%9F%9A%80",
          "/api/tasks/%ff%fe", "/api/dlq/%00/retry", "/api/dlq/" + "b" * 5000 + "/retry",
@@ -219,7 +220,8 @@ def test_no_method_path_query_or_header_gets_a_500(server: Server, secured: Serv
     assert server.alive() and secured.alive()
 
 
-@given(path=st.sampled_from(["/api/snapshot", "/api/dlq", "/api/tasks/{}", "/api/queues"]),
+@given(path=st.sampled_from(["/api/snapshot", "/api/dlq", "/api/tasks/{}", "/api/queues",
+                             "/api/schedules"]),
        task_id=st.text(min_size=1, max_size=300),
        params=st.dictionaries(st.sampled_from(["queue", "limit", "last_event_id", "token",
                                                "scan"]),

@@ -1,4 +1,5 @@
-"""The JSON API: queue counts, a snapshot with its feed position, tasks and the DLQ."""
+"""The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ and
+periodic schedules."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.responses import JSONResponse
 from taskq.feed.cursor import Cursor
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
+from taskq.schedule_view import read_schedules
 from taskq.snapshot import queue_names, take_snapshot
 from taskq.web.params import (
     SNAPSHOT_LIMIT,
@@ -67,6 +69,12 @@ def task(request: Request) -> JSONResponse:
 def dlq(request: Request) -> JSONResponse:
     snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=1000)
     return JSONResponse({"queue": snap.queue, "dead": [asdict(d) for d in snap.dead]})
+
+
+def schedules(request: Request) -> JSONResponse:
+    """The queue's periodic schedules as Redis holds them (see `ScheduleView`), with the
+    server's `now_ms` they were read at."""
+    return JSONResponse(asdict(read_schedules(state_of(request).broker(queue_of(request)))))
 
 
 def retry(request: Request) -> JSONResponse:

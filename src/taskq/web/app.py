@@ -67,6 +67,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/events", EventsEndpoint()),
         Route("/api/queues", api.queues),
         Route("/api/snapshot", api.snapshot),
+        Route("/api/schedules", api.schedules),
         Route("/api/tasks/{task_id}", api.task),
         Route("/api/dlq", api.dlq),
         Route("/api/dlq/{task_id}/retry", api.retry, methods=["POST"]),
