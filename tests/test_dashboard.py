@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from taskq.broker import Broker, NewTask
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.tools.embedded import EmbeddedRedis, free_port
 
@@ -32,6 +34,7 @@ CHROMIUM_ARGS = [
 QUEUE = "web"
 WAIT_MS = 15_000
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
 
 
 def by_id(page: Page, name: str) -> Locator:
@@ -406,3 +409,157 @@ def test_the_task_view_shows_a_result_as_text_and_a_missing_task_as_a_message(
     expect(by_id(page, "task-record")).to_be_hidden()
     queue.enqueue("nosuch")  # its enqueued event reloads the open view
     expect(by_id(page, "task-state")).to_have_text("pending")
+
+
+# -- schedules and time limits -----------------------------------------------------------
+
+DASH_APP = '''
+import asyncio
+from datetime import timedelta
+import taskq
+
+app = taskq.App()
+
+@app.periodic(every=timedelta(seconds=1), policy="all", name="heartbeat")
+@app.task("beat")
+def beat() -> None:
+    pass
+
+@app.periodic(cron="0 3 * * *", tz="Europe/Paris", policy="skip", name="nightly")
+@app.task("report")
+def report() -> None:
+    pass
+
+@app.task("stuck", max_retries=0, time_limit=0.3)
+async def stuck() -> None:
+    await asyncio.sleep(30)
+
+@app.task("slow", max_retries=1, time_limit=0.3)
+async def slow() -> None:
+    await asyncio.sleep(30)
+'''
+
+
+def start_app_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A `taskq worker` process running DASH_APP on the page's queue."""
+    (tmp_path / "dash_app.py").write_text(DASH_APP)
+    worker_env = dict(env, LEASE_SECONDS="5", POLL_SECONDS="0.2", BACKOFF_BASE_SECONDS="60",
+                      BACKOFF_MAX_SECONDS="120", PYTHONPATH=str(tmp_path))
+    return spawn(taskq_command("worker", "--queue", QUEUE, "--app", "dash_app:app",
+                               "--concurrency", "2"), worker_env, str(tmp_path / "worker.log"))
+
+
+def schedule_row(page: Page, name: str) -> Locator:
+    return page.locator(f"[data-testid=schedule-row][data-schedule={name}]")
+
+
+def test_the_schedules_panel_shows_what_workers_fire_and_follows_each_tick(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    queue.enqueue("job-0")  # the queue exists, so the page's feed opens live
+    open_dashboard(page, server)
+    expect(by_id(page, "schedules-body")).to_contain_text("No worker has fired a schedule")
+
+    worker = start_app_worker(env, tmp_path)
+    try:
+        heartbeat = schedule_row(page, "heartbeat")
+        expect(heartbeat).to_have_attribute("data-definition", "current")
+        cells = heartbeat.locator("td")
+        expect(cells).to_have_text(["heartbeat", "beat", "every 0:00:01", "all",
+                                    re.compile(r"\d+\.\ds ago"), re.compile(r"in 0\.\ds|due")])
+        nightly = schedule_row(page, "nightly")
+        expect(nightly.locator("td")).to_have_text([
+            "nightly", "report", "cron '0 3 * * *' (Europe/Paris)", "skip",
+            re.compile(r"ago$"), re.compile(r"^in \d+h \d\dm$")])
+        expect(page.locator("[data-testid=definition-note]")).to_have_count(0)
+
+        # Each tick's task moves the last tick on, with no reload of the page.
+        last = heartbeat.get_by_test_id("last-tick")
+        first = last.get_attribute("data-since")
+        assert first is not None
+        expect(last).not_to_have_attribute("data-since", first)
+        later = int(last.get_attribute("data-since") or 0)
+        assert later > int(first) and later % 1000 == 0
+        expect(page.locator("[data-testid=event-row][data-task-id^='sched:heartbeat:']")
+               .first).to_be_attached()
+    finally:
+        stop_all([worker])
+    record = queue.schedule_state("heartbeat")
+    assert record is not None and record[0] >= later
+
+
+def test_the_schedules_panel_says_when_a_definition_or_a_tick_is_not_what_workers_fire(
+    page: Page, server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    def every(name: str, seconds: int) -> Schedule:
+        return make_schedule(name=name, task=f"jobs.{name}", cron=None,
+                             every=timedelta(seconds=seconds), tz=None, args=(), kwargs={},
+                             policy="latest", grace=timedelta(minutes=1), max_retries=3)
+
+    for name in ("changed", "unknown", "forgotten"):
+        queue.fire(every(name, 3600))
+    # What a worker of a taskq that keeps no definitions leaves: a new version beside
+    # the older description, or a version alone; and a schedule no worker fires now.
+    client.hset(queue.keys.schedules, "version:changed", "0123456789abcdef")
+    client.hdel(queue.keys.schedules, "definition:unknown")
+    client.hset(queue.keys.schedules, "last:forgotten", queue.server_time_ms() - 7_300_000)
+    open_dashboard(page, server)
+
+    changed = schedule_row(page, "changed")
+    expect(changed.get_by_test_id("definition-note")).to_have_text("older definition")
+    expect(changed).to_contain_text("jobs.changed")
+    unknown = schedule_row(page, "unknown")
+    expect(unknown.get_by_test_id("definition-note")).to_have_text("no definition")
+    expect(unknown.locator("td").nth(5)).to_have_text("—")
+    late = schedule_row(page, "forgotten").get_by_test_id("next-tick")
+    expect(late).to_have_text(re.compile(r"^due 1h \d\dm ago$"))
+    expect(late).to_have_attribute("data-urgency", "late")
+    expect(schedule_row(page, "changed").get_by_test_id("next-tick")).to_have_attribute(
+        "data-urgency", "ok")
+
+
+def test_a_run_stopped_at_its_time_limit_is_marked_in_every_row_and_the_task_view(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    queue.enqueue("stuck-1", name="stuck", max_retries=0)
+    queue.enqueue("slow-1", name="slow", max_retries=1)
+    queue.enqueue("nameless-1", name="no.such.task")
+    open_dashboard(page, server)
+
+    worker = start_app_worker(env, tmp_path)
+    try:
+        expect(by_id(page, "count-dead")).to_have_text("2")
+        expect(by_id(page, "count-delayed")).to_have_text("1")
+    finally:
+        stop_all([worker])
+
+    stuck = page.locator("[data-testid=dlq-row][data-task-id=stuck-1]")
+    expect(stuck.get_by_test_id("time-limit-badge")).to_have_text("time limit")
+    expect(stuck.get_by_test_id("error-type")).to_have_text(TIME_LIMIT_ERROR)
+    expect(stuck).to_contain_text("ran past its time limit of 0.3s")
+    nameless = page.locator("[data-testid=dlq-row][data-task-id=nameless-1]")
+    expect(nameless.get_by_test_id("error-type")).to_have_text("taskq.errors.UnknownTaskError")
+    expect(nameless.get_by_test_id("time-limit-badge")).to_have_count(0)
+    slow = page.locator("[data-testid=delayed-row][data-task-id=slow-1]")
+    expect(slow.get_by_test_id("time-limit-badge")).to_be_visible()
+    failed = page.locator("[data-testid=event-row][data-type=failed]")
+    expect(failed).to_have_count(3)
+    expect(failed.get_by_test_id("time-limit-badge")).to_have_count(2)
+
+    # A fresh load shows the same from the snapshot alone.
+    page.reload()
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    expect(page.locator("[data-testid=dlq-row] [data-testid=time-limit-badge]")).to_have_count(1)
+    expect(page.locator("[data-testid=delayed-row] [data-testid=time-limit-badge]")
+           ).to_have_count(1)
+
+    stuck.get_by_test_id("task-link").click()
+    expect(by_id(page, "task-state")).to_have_text("dead")
+    view = by_id(page, "task-view")
+    expect(view.locator("#task-error-part [data-testid=time-limit-badge]")).to_be_visible()
+    expect(by_id(page, "task-error")).to_contain_text(f"{TIME_LIMIT_ERROR}: task stuck-1")
+    expect(view.locator("[data-testid=task-event][data-type=failed] "
+                        "[data-testid=time-limit-badge]")).to_have_count(1)
+    page.evaluate("window.location.hash = 'task=nameless-1'")
+    expect(by_id(page, "task-error")).to_contain_text("UnknownTaskError")
+    expect(view.locator("[data-testid=time-limit-badge]")).to_have_count(0)

@@ -1,6 +1,7 @@
 // The taskq dashboard: load a snapshot of the queue, then follow its resumable event
 // feed from the snapshot's position, applying each event to the view as it comes. A
-// #task=<id> link opens one task's view, which the same feed keeps current.
+// #task=<id> link opens one task's view, which the same feed keeps current, as it does
+// the schedules panel.
 
 import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, reset, view,
@@ -9,6 +10,7 @@ import {
   hideError, hooks, render, renderFooter, schedule, setConn, showError, showGap, tick, toast,
 } from './render.js';
 import { FETCH_TIMEOUT_MS, getJSON } from './http.js';
+import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
 import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
 
 const RESYNC_MS = 30000;
@@ -108,6 +110,7 @@ function onEvent(message) {
   if (feed.loading) feed.buffer.push(data);
   else applyIfNew(data);
   taskChanged(data.task);
+  scheduleEvent(data);
   schedule();
 }
 
@@ -122,6 +125,7 @@ function onGap(message) {
   schedule();
   loadSnapshot();
   taskChanged(null);
+  reloadSoon();
 }
 
 // Events after `enqueued` carry no task name: look up the few on screen, once each.
@@ -193,6 +197,7 @@ async function start(queue) {
   const url = new URL(window.location.href);
   url.searchParams.set('queue', queue);
   window.history.replaceState(null, '', url);
+  loadSchedules(queue);
   const snap = await loadSnapshot();
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
@@ -214,6 +219,7 @@ async function main() {
     if (!feed.loading) {
       loadSnapshot();
       loadQueues();
+      reloadSoon();
     }
   }, RESYNC_MS);
   await start(wanted || names[0] || 'default');

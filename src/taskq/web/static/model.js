@@ -55,12 +55,12 @@ export function applySnapshot(snap, clientMid) {
   view.delayed = new Map(snap.delayed.map((d) => {
     remember(d.task_id, d.name);
     return [d.task_id, { id: d.task_id, name: d.name, retries: d.retries, runAt: d.run_at,
-      error: d.last_error }];
+      error: d.last_error, errorType: d.error_type }];
   }));
   view.dead = new Map(snap.dead.map((d) => {
     remember(d.task_id, d.name);
     return [d.task_id, { id: d.task_id, name: d.name, retries: d.retries, deadAt: d.dead_at,
-      error: d.last_error }];
+      error: d.last_error, errorType: d.error_type }];
   }));
   view.retried.clear();
   for (const part of ['counts', 'leased', 'delayed', 'dead']) view.dirty.add(part);
@@ -98,11 +98,11 @@ function applyEvent(d) {
       expires: d.at, total: d.at - d.ts });
   } else if (to === 'delayed') {
     view.delayed.set(d.task, { id: d.task, name, retries: d.retries ?? 0, runAt: d.at,
-      error: d.error || '' });
+      error: d.error || '', errorType: d.error_type || '' });
   } else if (to === 'dead') {
     view.retried.delete(d.task);
     view.dead.set(d.task, { id: d.task, name, retries: d.retries ?? 0, deadAt: d.ts,
-      error: d.error || '' });
+      error: d.error || '', errorType: d.error_type || '' });
   }
   if (LIST[to]) view.dirty.add(LIST[to]);
   view.dirty.add('counts');

@@ -4,6 +4,11 @@ import { MAX_ROWS, epochOf, view } from './model.js';
 
 const MAX_EVENTS = 200;
 const MAX_KEPT = 1000;
+// The error type a worker stores for a run stopped at its time limit.
+export const TIME_LIMIT_ERROR = 'taskq.errors.TimeLimitExceeded';
+// A schedule's tick still not fired this long after it fell due has no worker firing
+// it: a worker asks at least every few seconds.
+const LATE_TICK_MS = 10000;
 
 // What rows need from the rest of the app: a task's name, and the retry action.
 export const hooks = { nameOf: () => '', retry: () => {} };
@@ -63,8 +68,18 @@ export const taskLink = (id) => el('a', {
 }, id);
 const idCell = (id) => el('td', { class: 'id', title: id }, el('code', {}, taskLink(id)));
 const nameCell = (row) => el('td', { class: 'name' }, row.name || hooks.nameOf(row.id) || '—');
-const errorCell = (error) => (error
-  ? el('td', { class: 'error', title: error }, el('span', {}, error))
+// Marks a failure of a run stopped at its time limit (null for any other error type).
+export const timeLimitBadge = (type) => (type === TIME_LIMIT_ERROR
+  ? el('span', { class: 'badge time-limit', 'data-testid': 'time-limit-badge',
+    title: 'the run passed its time limit' }, 'time limit')
+  : null);
+// A failure's summary, its error type (module.Name) before it where `withType`.
+const errorCell = (error, type, withType = false) => (error || type
+  ? el('td', { class: 'error', title: [type, error].filter(Boolean).join('\n') },
+    el('span', {}, timeLimitBadge(type),
+      withType && type ? el('code', { class: 'error-type', 'data-testid': 'error-type' }, type)
+        : null,
+      error))
   : el('td', { class: 'none' }, '—'));
 const emptyRow = (span, text) => el('tr', { class: 'empty-row' }, el('td', { colspan: span }, text));
 
@@ -104,7 +119,7 @@ function renderDelayed() {
   fill('delayed-body', rows, (d) => el('tr', { 'data-testid': 'delayed-row', 'data-task-id': d.id },
     idCell(d.id), nameCell(d),
     el('td', { class: 'num' }, String(d.retries)),
-    errorCell(d.error),
+    errorCell(d.error, d.errorType),
     el('td', {}, el('div', {
       class: 'countdown', 'data-testid': 'runat-countdown', 'data-kind': 'runat',
       'data-deadline': d.runAt, title: new Date(d.runAt).toLocaleString(),
@@ -122,7 +137,7 @@ function renderDead() {
       idCell(d.id), nameCell(d),
       el('td', { class: 'num' }, String(d.retries)),
       el('td', { class: 'since', 'data-since': d.deadAt, title: new Date(d.deadAt).toLocaleString() }),
-      errorCell(d.error),
+      errorCell(d.error, d.errorType, true),
       el('td', { class: 'action' }, el('button', {
         type: 'button', class: 'retry', 'data-testid': 'retry-button', disabled: busy || sent,
         onclick: () => hooks.retry(d.id),
@@ -159,7 +174,8 @@ function eventRow(d) {
   el('span', { class: `badge type-${d.type}` }, d.type),
   el('code', { class: 'task', title: d.task }, taskLink(d.task)),
   el('span', { class: `state state-${d.state}` }, d.state),
-  el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail }, detail));
+  el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail },
+    timeLimitBadge(d.error_type), detail));
 }
 
 export function renderFooter() {
@@ -198,6 +214,12 @@ export function tick() {
       const fraction = Math.max(0, Math.min(1, left / Number(node.dataset.total)));
       node.querySelector('.fill').style.width = `${(fraction * 100).toFixed(1)}%`;
       node.dataset.urgency = left <= 0 ? 'expired' : fraction < 0.25 ? 'low' : 'ok';
+    } else if (node.dataset.kind === 'tick') {
+      label.textContent = left > 0 ? `in ${seconds(left)}` : `due ${seconds(-left)} ago`;
+      const late = left <= -LATE_TICK_MS;
+      node.dataset.urgency = late ? 'late' : 'ok';
+      node.title = late ? `Due ${node.dataset.at} and not fired: no worker is running, `
+        + 'or none declares this schedule any more.' : node.dataset.at;
     } else {
       label.textContent = left > 0 ? `in ${seconds(left)}` : 'due now';
       node.dataset.urgency = left > 0 ? 'ok' : 'due';

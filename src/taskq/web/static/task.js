@@ -3,7 +3,7 @@
 // what it shows is always one consistent read of the server, never a local guess.
 
 import { getJSON } from './http.js';
-import { clockTime, el } from './render.js';
+import { clockTime, el, timeLimitBadge } from './render.js';
 
 // Feed events for the open task within this long are answered by one reload.
 const RELOAD_MS = 100;
@@ -143,6 +143,7 @@ function drawResult(t) {
 function drawError(error) {
   $('task-error-part').hidden = !error;
   if (!error) return;
+  $('task-error-kind').replaceChildren(...[timeLimitBadge(error.type)].filter(Boolean));
   $('task-error').textContent = error.type ? `${error.type}: ${error.message}` : error.message;
   $('task-traceback').textContent = error.traceback;
   $('task-traceback').hidden = !error.traceback;
@@ -175,7 +176,8 @@ function eventItem(e) {
   el('span', { class: `badge type-${e.type}` }, e.type),
   el('code', { class: 'task' }, `#${e.seq}`),
   el('span', { class: `state state-${e.state}` }, e.state),
-  el('span', { class: `detail${e.error ? ' error' : ''}`, title: detail }, detail));
+  el('span', { class: `detail${e.error ? ' error' : ''}`, title: detail },
+    timeLimitBadge(e.error_type), detail));
 }
 
 function iso(ms) {

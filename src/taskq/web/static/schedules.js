@@ -1,0 +1,125 @@
+// The schedules panel: a queue's periodic schedules as Redis holds them, with their last
+// and next ticks. It reloads from the server, never guessing a tick locally:
+//   - when a tick makes a task: its `enqueued` event (id sched:<schedule>:<tick>) comes
+//     from the same atomic step that advanced the schedule's last tick;
+//   - shortly after the next tick falls due, for what emits no event (a tick dropped
+//     under the skip policy, a schedule seen for the first time, a replaced definition);
+//   - at each resync of the page, and after a gap in the feed.
+
+import { getJSON } from './http.js';
+import { el, tick } from './render.js';
+
+// Events within this long are answered by one reload.
+const RELOAD_MS = 150;
+// How long after a tick is due to look again: a worker fires it within a loop's turn.
+const SETTLE_MS = 1500;
+// Farther ticks are left to the page's periodic resync (a timer of days would overflow).
+const HORIZON_MS = 60000;
+
+const $ = (id) => document.getElementById(id);
+const q = encodeURIComponent;
+
+const panel = {
+  queue: '',
+  loadId: 0, // a newer load (or another queue) supersedes an older one
+  busy: false,
+  again: false, // asked while loading: load once more after
+  soon: 0, // the RELOAD_MS timer
+  due: 0, // the timer for the next tick
+};
+
+export function loadSchedules(queue) {
+  if (queue !== panel.queue) {
+    clearTimeout(panel.due);
+    Object.assign(panel, { queue, busy: false, again: false, due: 0 });
+    panel.loadId += 1;
+    $('schedules-body').replaceChildren();
+    $('schedules-meta').textContent = '';
+  }
+  load();
+}
+
+// A feed event: a schedule's tick made a task.
+export function scheduleEvent(data) {
+  if (data.type !== 'enqueued' || !String(data.task).startsWith('sched:')) return;
+  reloadSoon();
+}
+
+export function reloadSoon() {
+  if (panel.soon) return;
+  panel.soon = setTimeout(() => {
+    panel.soon = 0;
+    load();
+  }, RELOAD_MS);
+}
+
+async function load() {
+  if (panel.busy) {
+    panel.again = true;
+    return;
+  }
+  const loadId = panel.loadId;
+  panel.busy = true;
+  try {
+    const body = await getJSON(`api/schedules?queue=${q(panel.queue)}`);
+    if (loadId === panel.loadId) draw(body);
+  } catch (err) {
+    if (loadId === panel.loadId) $('schedules-meta').textContent = `could not load: ${err.message}`;
+  } finally {
+    if (loadId === panel.loadId) {
+      panel.busy = false;
+      if (panel.again) {
+        panel.again = false;
+        load();
+      }
+    }
+  }
+}
+
+function draw(body) {
+  const rows = body.schedules;
+  $('schedules-body').replaceChildren(...(rows.length ? rows.map(row)
+    : [el('tr', { class: 'empty-row' }, el('td', { colspan: 6 },
+      'No worker has fired a schedule on this queue.'))]));
+  $('schedules-meta').textContent = rows.length ? `${rows.length} on this queue` : '';
+  armTimer(rows, body.now_ms);
+  tick();
+}
+
+function armTimer(rows, nowMs) {
+  clearTimeout(panel.due);
+  const ahead = rows.map((s) => s.next_tick_ms).filter((t) => t != null && t > nowMs);
+  if (!ahead.length) return;
+  const wait = Math.min(...ahead) - nowMs + SETTLE_MS;
+  if (wait <= HORIZON_MS) panel.due = setTimeout(reloadSoon, wait);
+}
+
+const DEFINITION_NOTE = {
+  older: ['older definition', 'Workers fire a newer definition of this schedule than the '
+    + 'one stored: it was changed by a worker that keeps no definitions.'],
+  missing: ['no definition', 'Only a worker that keeps no definitions has fired this '
+    + 'schedule: its task and timing are unknown here.'],
+};
+
+function row(s) {
+  const note = DEFINITION_NOTE[s.definition];
+  const policy = s.policy ? [
+    s.policy === 'skip' && s.grace_ms != null ? `grace ${s.grace_ms / 1000}s` : '',
+    s.max_retries != null ? `max retries ${s.max_retries}` : '',
+  ].filter(Boolean).join(', ') : '';
+  return el('tr', { 'data-testid': 'schedule-row', 'data-schedule': s.name,
+    'data-definition': s.definition },
+  el('td', { class: 'schedule-name', title: `${s.name} · version ${s.version}` },
+    el('code', {}, s.name),
+    note ? el('span', { class: 'badge definition-note', 'data-testid': 'definition-note',
+      title: note[1] }, note[0]) : null),
+  el('td', { class: 'name', title: s.task }, s.task || '—'),
+  el('td', { class: 'when mono', title: s.when }, s.when || '—'),
+  el('td', { class: 'policy', title: policy }, s.policy || '—'),
+  el('td', { class: 'since', 'data-testid': 'last-tick', 'data-since': s.last_tick_ms,
+    title: new Date(s.last_tick_ms).toLocaleString() }),
+  s.next_tick_ms == null ? el('td', { class: 'none' }, '—') : el('td', {}, el('div', {
+    class: 'countdown', 'data-testid': 'next-tick', 'data-kind': 'tick',
+    'data-deadline': s.next_tick_ms, 'data-at': new Date(s.next_tick_ms).toLocaleString(),
+  }, el('span', { class: 'left' }))));
+}
