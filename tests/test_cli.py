@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, tas
 from taskq.broker import Broker
 from taskq.cli import main
 from taskq.results import Failure
+from taskq.schedules import make_schedule
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
@@ -317,6 +319,22 @@ class TestDashboard:
         assert "queue second   ready 1   leased 0   delayed 0   dead 0" in out
         assert "RuntimeError: out of luck" in out
         assert "later" in out
+
+    def test_once_shows_each_schedule_fired_on_a_queue_and_a_dead_tasks_error_type(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.fire(make_schedule(name="nightly", task="jobs.report", cron="0 3 * * *",
+                                 every=None, tz="UTC", args=(), kwargs={}, policy="skip",
+                                 grace=timedelta(minutes=1), max_retries=0))
+        queue.enqueue("slow", max_retries=0)
+        leased = queue.lease("w", 30)
+        assert leased is not None
+        queue.fail("slow", leased[1], Failure("taskq.errors.TimeLimitExceeded", "too slow"))
+        assert main(["dashboard", "--once"]) == 0
+        out = capsys.readouterr().out
+        assert re.search(r"\n    nightly +jobs\.report +in \d+[hm] \d\d[ms]\n", out), out
+        assert "cron '0 3 * * *' (UTC)  policy skip  last tick " in out
+        assert "retries 0  taskq.simulate  taskq.errors.TimeLimitExceeded\n" in out
 
     def test_once_with_a_queue_shows_only_that_queue(
         self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]

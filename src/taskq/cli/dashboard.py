@@ -1,4 +1,5 @@
-"""`taskq dashboard`: a live terminal view of every queue, its leases, delays and DLQ."""
+"""`taskq dashboard`: a live terminal view of every queue, its leases, delays, DLQ and
+periodic schedules."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import time
 
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
+from taskq.schedule_view import SchedulesView, read_schedules
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
 
-HELP = "live terminal view of the queues (lease and run-at countdowns, DLQ errors)"
+HELP = "live terminal view of the queues (lease and run-at countdowns, DLQ errors, schedules)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +32,8 @@ def main(args: argparse.Namespace) -> int:
         for name in names:
             if name not in brokers:
                 brokers[name] = Broker(base.client, name)
-        frame = "\n".join(render(take_snapshot(brokers[n], args.rows)) for n in names)
+        frame = "\n".join(render(take_snapshot(brokers[n], args.rows),
+                                  read_schedules(brokers[n])) for n in names)
         if clear:
             sys.stdout.write("\x1b[H\x1b[2J")
         print(frame, flush=True)
@@ -39,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         time.sleep(max(0.1, args.interval))
 
 
-def render(snap: QueueSnapshot) -> str:
+def render(snap: QueueSnapshot, schedules: SchedulesView | None = None) -> str:
     c = snap.counts
     lines = [
         f"queue {snap.queue}   ready {c.ready}   leased {c.leased}   delayed {c.delayed}"
@@ -60,6 +63,29 @@ def render(snap: QueueSnapshot) -> str:
     if snap.dead:
         lines.append("  dead letter queue (most recent first)")
         for task in snap.dead:
-            lines.append(f"    {task.task_id:32.32}  retries {task.retries}  {task.name}")
+            lines.append(f"    {task.task_id:32.32}  retries {task.retries}  {task.name}"
+                         f"  {task.error_type}".rstrip())
             lines.append(f"      {task.last_error[:110]}")
+    if schedules is not None and schedules.schedules:
+        lines.append("  schedules                         task                        next tick")
+        for s in schedules.schedules:
+            due = "unknown" if s.next_tick_ms is None else \
+                _relative(s.next_tick_ms - schedules.now_ms)
+            stored = "" if s.definition == "current" else f"   (definition {s.definition})"
+            lines.append(f"    {s.name:32.32}  {s.task:26.26}  {due}{stored}")
+            lines.append(f"      {s.when}  policy {s.policy or '?'}  last tick "
+                         f"{_relative(s.last_tick_ms - schedules.now_ms)}")
     return "\n".join(lines)
+
+
+def _relative(ms: int) -> str:
+    """A time `ms` from now as `in 3.2s`, `in 6h 05m` or `4m 10s ago`."""
+    span = abs(ms) / 1000
+    if span < 60:
+        text = f"{span:.1f}s"
+    else:
+        big, small, units = ((span // 60, span % 60, "ms") if span < 3600 else
+                             (span // 3600, span % 3600 // 60, "hm") if span < 86400 else
+                             (span // 86400, span % 86400 // 3600, "dh"))
+        text = f"{big:.0f}{units[0]} {small:02.0f}{units[1]}"
+    return f"in {text}" if ms > 0 else f"{text} ago"
