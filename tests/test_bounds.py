@@ -159,6 +159,12 @@ def test_release(broker: Broker, task_id: Any, token: Any) -> None:
 
 
 @PROPERTY
+@given(task_id=TASK_ID, only=arg(st.sampled_from([None, "pending", "running", "dead"])))
+def test_cancel(broker: Broker, task_id: Any, only: Any) -> None:
+    works_or_refuses(broker, lambda: broker.cancel(task_id, only))
+
+
+@PROPERTY
 @given(task_id=TASK_ID, token=TOKEN)
 def test_ack_cancelled(broker: Broker, task_id: Any, token: Any) -> None:
     works_or_refuses(broker, lambda: broker.ack_cancelled(task_id, token))

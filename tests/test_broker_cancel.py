@@ -11,7 +11,7 @@ import redis
 
 from helpers import events, lease_one, leased, record_of, view, wait_past
 from taskq.broker import Broker
-from taskq.errors import TaskCancelledError
+from taskq.errors import InvalidTaskError, TaskCancelledError
 from taskq.results import Renewal
 from waiting import wait_until
 
@@ -72,6 +72,17 @@ class TestATaskThatIsNotRunning:
         assert broker.cancel("nosuch").outcome == "unknown"
         assert record_of(broker, "t1").state == "completed"
         assert len(events(broker.client, broker.keys)) == seen
+
+    def test_a_cancel_limited_to_one_state_leaves_a_task_in_any_other(
+        self, broker: Broker
+    ) -> None:
+        broker.fail("t1", leased(broker, max_retries=0), "boom")
+        broker.enqueue("waiting")
+        assert broker.cancel("waiting", only="dead").outcome == "unchanged"
+        assert broker.cancel("t1", only="dead").outcome == "cancelled"
+        assert record_of(broker, "waiting").state == "pending"
+        with pytest.raises(InvalidTaskError, match="only must be one of pending, delayed"):
+            broker.cancel("waiting", only="completed")
 
     def test_its_idempotency_key_still_names_it(self, broker: Broker) -> None:
         broker.enqueue("t1", idempotency_key="order-7", idempotency_ttl=3600)
@@ -176,7 +187,7 @@ class TestAWaitingProducer:
 def test_a_refused_argument_writes_nothing(client: redis.Redis) -> None:
     broker = Broker(client, "test", completed_ttl=1)
     broker.enqueue("t1")
-    keys, args = broker.keys, [broker.keys.prefix, "t1", 1000, 10**20]
+    keys, args = broker.keys, [broker.keys.prefix, "t1", 1000, 10**20, ""]
     with pytest.raises(redis.ResponseError, match="completed_ttl must be a whole number"):
         broker.scripts.cancel(keys=[keys.ready, keys.delayed, keys.leased, keys.dlq,
                                     keys.events, keys.seq, keys.epoch], args=args)

@@ -164,6 +164,39 @@ class TestDlq:
         assert capsys.readouterr().out.count("give task ids or --all") == 2
 
 
+class TestCancel:
+    def test_each_task_is_cancelled_or_told_why_not(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("waiting", delay=60)
+        queue.enqueue("held")
+        assert queue.lease("w", 30) is not None
+        assert main(["cancel", "waiting", "held", "nosuch"]) == 1
+        out = capsys.readouterr().out
+        assert "waiting: cancelled (it was delayed)" in out
+        assert "held: cancel requested: it is running" in out
+        assert "nosuch: unknown: no task with this id on queue 'default'" in out
+        assert main(["cancel", "waiting", "held"]) == 0
+        out = capsys.readouterr().out
+        assert "waiting: unchanged: it has ended (cancelled)" in out
+        assert "held: unchanged: its cancel was requested already" in out
+
+    def test_dlq_cancel_ends_dead_tasks_and_no_others(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        make_dead(queue, "d2", "boom")
+        queue.enqueue("waiting")
+        assert main(["dlq", "cancel", "d1", "waiting"]) == 1
+        out = capsys.readouterr().out
+        assert "cancelled 1 dead task(s)" in out and "waiting: not in the DLQ" in out
+        assert queue.dead() == ["d2"]
+        assert [queue.handle(t).status() for t in ("d1", "waiting")] == ["cancelled", "pending"]
+        assert main(["dlq", "cancel", "--all"]) == 0
+        assert queue.dead() == []
+        assert main(["dlq", "cancel"]) == 2
+
+
 class TestTask:
     def test_a_completed_task_shows_its_record_result_and_events(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
@@ -411,7 +444,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert caught.value.code == 0
     out = capsys.readouterr().out
-    for command in ("worker", "enqueue", "dlq", "task", "ledger", "dashboard", "redis",
-                    "demo"):
+    for command in ("worker", "enqueue", "dlq", "task", "cancel", "ledger", "schedules",
+                    "dashboard", "serve", "redis", "demo", "chaos"):
         assert command in out
 

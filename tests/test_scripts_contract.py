@@ -158,8 +158,8 @@ def call_fire(b: Broker) -> dict[str, Any]:
 
 def call_cancel(b: Broker) -> dict[str, Any]:
     b.enqueue("t1")
-    b.cancel("t1")
-    return {"task_id": "t1", "completed_ttl": b.completed_ttl_ms}
+    b.cancel("t1", only="pending")
+    return {"task_id": "t1", "completed_ttl": b.completed_ttl_ms, "only_state": "pending"}
 
 
 def call_ack_cancelled(b: Broker) -> dict[str, Any]:

@@ -139,11 +139,11 @@ class AsyncBroker:
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registered = True
 
-    async def cancel(self, task_id: str) -> Cancellation:
+    async def cancel(self, task_id: str, only: str | None = None) -> Cancellation:
         """`Broker.cancel`, awaited: a task not running ends cancelled now; a running one
         is stopped by its worker, told at its next heartbeat."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
-                                 self.completed_ttl_ms)
+                                 self.completed_ttl_ms, only)
         with redis_errors("cancel a task"):
             reply = await self._cancel(keys=keys, args=args)
         return Cancellation.from_reply(task_id, reply)

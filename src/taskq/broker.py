@@ -394,13 +394,14 @@ class Broker:
                                                args=args)
         return int(reply) == 1
 
-    def cancel(self, task_id: str) -> Cancellation:
+    def cancel(self, task_id: str, only: str | None = None) -> Cancellation:
         """Cancel a task: a pending, delayed or dead one ends `cancelled` now; a running
         one is flagged, its worker told at its next heartbeat, and it ends `cancelled`
         when its handler returns (or completes, if it finished before it could learn of
-        the cancel). A completed or cancelled task is left as it is."""
+        the cancel). A completed or cancelled task is left as it is. With `only` (a
+        state: "dead" to empty the DLQ), a task in any other state is left as well."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
-                                 self.completed_ttl_ms)
+                                 self.completed_ttl_ms, only)
         with redis_errors("cancel a task"):
             reply = self.scripts.cancel(keys=keys, args=args)
         return Cancellation.from_reply(task_id, reply)

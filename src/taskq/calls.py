@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from taskq.boundary import text
+from taskq.errors import InvalidTaskError
 from taskq.keys import QueueKeys, check_task_id
+from taskq.limits import shown
 from taskq.results import QueueCounts, TaskRecord
 
 Call = tuple[list[str], list[Any]]
@@ -40,11 +42,19 @@ def watch_call(keys: QueueKeys, task_id: str, mark: bool) -> Call:
     return [keys.task(check_task_id(task_id))], ["1" if mark else "0"]
 
 
-def cancel_call(keys: QueueKeys, task_id: str, retention: int, completed_ttl_ms: int) -> Call:
-    """The cancel.lua call that cancels `task_id`."""
+# The states a cancel can be limited to: those a task can be cancelled in.
+CANCELLABLE = ("pending", "delayed", "running", "dead")
+
+
+def cancel_call(keys: QueueKeys, task_id: str, retention: int, completed_ttl_ms: int,
+                only: str | None) -> Call:
+    """The cancel.lua call that cancels `task_id` (with `only`, only in that state)."""
+    if only is not None and only not in CANCELLABLE:
+        raise InvalidTaskError(f"only must be one of {', '.join(CANCELLABLE)} or None, "
+                               f"not {shown(only)}")
     return ([keys.ready, keys.delayed, keys.leased, keys.dlq, keys.events, keys.seq,
              keys.epoch],
-            [keys.prefix, check_task_id(task_id), retention, completed_ttl_ms])
+            [keys.prefix, check_task_id(task_id), retention, completed_ttl_ms, only or ""])
 
 
 def counts_call(keys: QueueKeys) -> Call:

@@ -11,6 +11,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from taskq.cli import (
+    cancel,
     chaos,
     dashboard,
     demo,
@@ -31,6 +32,7 @@ COMMANDS = {
     "enqueue": producer,
     "dlq": dlq,
     "task": task,
+    "cancel": cancel,
     "ledger": ledger,
     "schedules": schedules,
     "dashboard": dashboard,

@@ -21,7 +21,8 @@ HELP = "show one task: its record, its result or error with traceback, and its e
 # holds is shown as text, never run by the terminal as escape sequences.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 TIMES = (("created", "created_at"), ("run at", "run_at"), ("leased", "leased_at"),
-         ("heartbeat", "heartbeat_at"), ("completed", "completed_at"), ("dead", "dead_at"))
+         ("heartbeat", "heartbeat_at"), ("cancel asked", "cancel_requested_at"),
+         ("completed", "completed_at"), ("dead", "dead_at"), ("cancelled", "cancelled_at"))
 MAX_PAYLOAD_SHOWN = 200
 # Event fields that hold a Redis time in ms.
 EVENT_TIMES = frozenset({"at"})

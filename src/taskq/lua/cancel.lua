@@ -16,10 +16,13 @@
   ARGV[3] retention       events kept in the stream (1 to 10^9)
   ARGV[4] completed_ttl   ms a cancelled record is kept, as a completed one (1 to
                           315360000000; longer if its idempotency key outlives that)
+  ARGV[5] only_state      '' = cancel in any state; else only a task in this state
+                          ('pending', 'delayed', 'running' or 'dead')
   Returns: {outcome, state before}: outcome 'cancelled' (it ended now) | 'requested'
-           (running: its worker is told) | 'unchanged' (it had ended, or its cancel was
-           requested already: nothing changed) | 'unknown' (no record); an argument
-           out of its range is an error, and nothing is written
+           (running: its worker is told) | 'unchanged' (it had ended, its cancel was
+           requested already, or it is not in only_state: nothing changed) | 'unknown'
+           (no record); an argument out of its range is an error, and nothing is
+           written
   Emits:   cancelled (state cancelled, with `from`: the state it left) |
            cancel_requested (state running)
 
@@ -30,16 +33,22 @@
 
 local ready_key, delayed_key, leased_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local events_key, seq_key, epoch_key = KEYS[5], KEYS[6], KEYS[7]
-local prefix, task_id, retention = ARGV[1], ARGV[2], ARGV[3]
+local prefix, task_id, retention, only_state = ARGV[1], ARGV[2], ARGV[3], ARGV[5]
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 local completed_ttl = whole_arg('completed_ttl', ARGV[4], 1, LIMITS.ttl_ms)
+if only_state ~= '' and only_state ~= 'pending' and only_state ~= 'delayed' and
+    only_state ~= 'running' and only_state ~= 'dead' then
+  error("only_state must be one of '', 'pending', 'delayed', 'running' or 'dead', not " ..
+    tostring(only_state))
+end
 
 local task_key = prefix .. 'task:' .. task_id
 local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
   unpack(CANCEL_FIELDS))
 local state = record[1]
 if not state then return {'unknown', ''} end
+if only_state ~= '' and state ~= only_state then return {'unchanged', state} end
 local cancel = {record[4], record[5], record[6], record[7]}
 -- The record outlives the task's end as a completed one would.
 local ttl = tonumber(record[3]) or completed_ttl

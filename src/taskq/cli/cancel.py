@@ -1,0 +1,41 @@
+"""`taskq cancel ID...`: cancel tasks, saying what became of each."""
+
+from __future__ import annotations
+
+import argparse
+
+from taskq.broker import Broker
+from taskq.cli.common import add_queue_argument, settings_from
+from taskq.results import Cancellation
+
+HELP = "cancel tasks: a waiting or dead one ends now, a running one when its worker stops it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task_ids", nargs="+", metavar="ID", help="the tasks' ids")
+    add_queue_argument(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    broker = Broker.from_settings(settings_from(args))
+    return report(broker, [broker.cancel(task_id) for task_id in args.task_ids])
+
+
+def report(broker: Broker, cancellations: list[Cancellation]) -> int:
+    """Print one line per task; 1 if any task was unknown, else 0."""
+    for c in cancellations:
+        print(f"{c.task_id}: {line(c, broker.queue)}")
+    return 1 if any(c.outcome == "unknown" for c in cancellations) else 0
+
+
+def line(c: Cancellation, queue: str) -> str:
+    if c.outcome == "cancelled":
+        return f"cancelled (it was {c.state})"
+    if c.outcome == "requested":
+        return ("cancel requested: it is running; its worker stops it at its next heartbeat "
+                "and it ends cancelled (or completed, if it finishes first)")
+    if c.outcome == "unchanged":
+        if c.state == "running":
+            return "unchanged: its cancel was requested already"
+        return f"unchanged: it has ended ({c.state})"
+    return f"unknown: no task with this id on queue {queue!r}"
