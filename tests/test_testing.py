@@ -12,7 +12,7 @@ import redis
 
 from taskq import App, Settings, TaskqError, current_task
 from taskq.broker import Broker
-from taskq.errors import ConfigError, IdleTimeoutError, TaskFailed
+from taskq.errors import ConfigError, IdleTimeoutError, TaskCancelledError, TaskFailed
 from taskq.testing import TEST_SETTINGS, TaskRunner
 
 
@@ -127,6 +127,20 @@ class TestResults:
         assert "raise ValueError" in failure.traceback
         with pytest.raises(TaskFailed, match="order o-9 has no lines"):
             report.result(handle)
+
+    def test_a_task_cancelled_before_it_ran_is_reported_cancelled(
+        self, shop: Shop, tasks: TaskRunner
+    ) -> None:
+        charge = shop.app.tasks["shop.charge"]
+        dropped = charge.enqueue("o-3", delay=0.5)
+        kept = charge.enqueue("o-4")
+        assert dropped.cancel().outcome == "cancelled"
+        report = tasks.run_until_idle()
+        assert report.cancelled == [dropped.task_id]
+        assert list(report.results) == [kept.task_id] and shop.charged == ["o-4"]
+        assert report.names[dropped.task_id] == "shop.charge"
+        with pytest.raises(TaskCancelledError, match="was cancelled"):
+            report.result(dropped)
 
     def test_tasks_enqueued_by_the_code_under_test_are_reported_by_task(
         self, shop: Shop, tasks: TaskRunner

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields, replace
 from types import TracebackType
@@ -43,6 +43,7 @@ from taskq.errors import (
     ConfigError,
     IdleTimeoutError,
     NoResultError,
+    TaskCancelledError,
     TaskFailed,
     TaskqError,
 )
@@ -76,7 +77,7 @@ READ_BATCH = 1000
 # Tasks named one by one in a timeout's message.
 PENDING_SHOWN = 10
 # The states in which a task has ended: its result or its error is final.
-ENDED = ("completed", "dead")
+ENDED = ("completed", "dead", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -87,12 +88,13 @@ class RunReport:
     `results` maps the id of each task that completed to its return value (None for a
     task registered with `store_result=False`); `failed` maps the id of each task that
     died (used up its retries) to its `TaskFailed`: error type, message, the worker's
-    traceback and the number of attempts; `names` maps every id of both to its task's
-    name."""
+    traceback and the number of attempts; `cancelled` lists the ids of the tasks that
+    ended cancelled; `names` maps every id of all three to its task's name."""
 
     results: Mapping[str, Any]
     failed: Mapping[str, TaskFailed]
     names: Mapping[str, str]
+    cancelled: Sequence[str] = ()
 
     @property
     def dead(self) -> list[str]:
@@ -101,11 +103,13 @@ class RunReport:
 
     def result(self, task: str | Enqueued) -> Any:
         """The return value of `task` (a task id, or the handle `enqueue` returned);
-        raises its `TaskFailed` when it died, and `TaskqError` when it did not end
-        during this run."""
+        raises its `TaskFailed` when it died, `TaskCancelledError` when it was cancelled,
+        and `TaskqError` when it did not end during this run."""
         task_id = task.task_id if isinstance(task, Enqueued) else task
         if task_id in self.failed:
             raise self.failed[task_id]
+        if task_id in self.cancelled:
+            raise TaskCancelledError(task_id)
         if task_id not in self.results:
             raise TaskqError(f"task {shown(task_id)} did not end during this run (ended: "
                              f"{len(self.results)} completed, {len(self.failed)} dead)")
@@ -301,6 +305,7 @@ class TaskRunner:
                 ended[task_id] = None
         results: dict[str, Any] = {}
         failed: dict[str, TaskFailed] = {}
+        cancelled: list[str] = []
         names: dict[str, str] = {}
         for task_id in ended:
             watched = self.broker.watch(task_id, mark=False)
@@ -312,9 +317,11 @@ class TaskRunner:
                 results[task_id] = outcome(task_id, watched)
             except TaskFailed as e:
                 failed[task_id] = e
+            except TaskCancelledError:
+                cancelled.append(task_id)
             except NoResultError:
                 results[task_id] = None
-        return RunReport(results, failed, names)
+        return RunReport(results, failed, names, cancelled)
 
     def _rows(self, last: int) -> Iterator[Row]:
         """The event log's rows after the runner's cursor, up to sequence number `last`,
