@@ -136,14 +136,15 @@ class Worker:
 
     def _idle_wait(self, batch: LeaseBatch | None, free: int, promoted: int) -> float:
         """0 when there may be more to lease at once; else arm the waker and wait until
-        the broker's hint (the next delayed task or lease expiry), at most a poll."""
-        poll = self.settings.poll_seconds
+        the broker's hint (the next delayed task or lease expiry) or the next periodic
+        tick, at most a poll."""
+        waits = [self.settings.poll_seconds, self.maintenance.wait_seconds()]
         if batch is None:
-            return poll
+            return min(w for w in waits if w is not None)
         if len(batch.tasks) == free or promoted:
             return 0.0
         self.waker.arm()
-        return poll if batch.wait_seconds is None else min(batch.wait_seconds, poll)
+        return min(w for w in [*waits, batch.wait_seconds] if w is not None)
 
     def _drain(self) -> None:
         """While draining: settle what finishes, lease nothing."""

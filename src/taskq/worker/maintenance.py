@@ -49,3 +49,10 @@ class Maintenance:
             self.broker.purge(s.dead_ttl_seconds, LIMIT)
             self._next_purge = now + PURGE_EVERY_SECONDS
         return fired + promoted
+
+    def wait_seconds(self) -> float | None:
+        """How long an idle worker may wait before maintenance has a tick to fire (never
+        less than one maintenance interval, so an overdue tick does not spin the loop);
+        None when no schedule is known yet."""
+        wait = self.periodic.wait_seconds()
+        return None if wait is None else max(EVERY_SECONDS, wait)

@@ -55,6 +55,15 @@ class Periodic:
                                    seen.last_tick_ms)
         return made
 
+    def wait_seconds(self) -> float | None:
+        """Seconds until the next tick of any schedule should have come, by the server's
+        clock as the last replies carried it (0 if one is overdue); None before the
+        first firing, or with no schedules."""
+        now = time.monotonic()
+        waits = [(seen.next_tick_ms - seen.server_ms) / 1000 - (now - seen.at)
+                 for seen in self._seen.values()]
+        return max(0.0, min(waits)) if waits else None
+
     def _fire(self, schedule: Schedule, ticks: list[int], after_ms: int = 0) -> int:
         fired = self.broker.fire(schedule, ticks, after_ms)
         # Taken after the reply, so the estimate of the server's clock runs behind it
