@@ -99,6 +99,13 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_TimeLimit.cfg",
+        build=task_queue_checks.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=32782, generated=262192, depth=24, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_GuardNone.cfg",
         build=task_queue_checks.model,
         # Mutant (c): effect, the handler raises, retried, effect again.
@@ -189,6 +196,14 @@ CHECKS: tuple[Check, ...] = (
         # Cancellation mutant (a): effect() let in after a heartbeat said "cancel".
         expect=Expect.property_violated("NoEffectAfterCancelSeen", depth=6),
         tlc=TLC(distinct=115, generated=271, depth=6, left=62),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueCancelNoFence.tla",
+        config="TaskQueue/TaskQueueCancelNoFence_TimeLimit.cfg",
+        build=task_queue_mutants.cancel_no_fence_model,
+        # The same mutant under time limits: effect() let in past the run's limit.
+        expect=Expect.property_violated("NoEffectPastTimeLimit", depth=5),
+        tlc=TLC(distinct=43, generated=80, depth=5, left=24),
     ),
     Check(
         spec="TaskQueue/TaskQueueCancelRetried.tla",

@@ -45,7 +45,9 @@
 (* workers), MAX_RETRIES, MAX_RESTARTS worker exits, MAX_REVIVALS.         *)
 (*                                                                         *)
 (* Cancellation (CANCELS), modelled before its code, is the protocol below *)
-(* ("Cancellation"); the code must follow it.                              *)
+(* ("Cancellation"); the code follows it. Time limits (TIME_LIMITS): a run *)
+(* may pass its task's time limit at any moment (TimeOut); see "Time       *)
+(* limits" below.                                                          *)
 (*                                                                         *)
 (* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken,    *)
 (* TaskQueueShutdownRelease, TaskQueueResultNoFence, TaskQueueCancelNoFence,*)
@@ -70,7 +72,8 @@ CONSTANTS
     LATE_FAILS,     \* a handler may raise after its effect was applied
     FINAL_FAILS,    \* a failure may be final (fail.lua's mode 'dead'): to the DLQ at
                     \* once, whatever retries are left
-    CANCELS         \* a producer may cancel the task (Cancel); FALSE: no cancellation
+    CANCELS,        \* a producer may cancel the task (Cancel); FALSE: no cancellation
+    TIME_LIMITS     \* a run may pass its time limit (TimeOut); FALSE: no time limits
 
 Ids == 1..MAX_SENDS             \* send i proposes task id i
 Workers == 1..WORKERS
@@ -82,7 +85,7 @@ PlaceOf == "pending" :> "ready" @@ "running" :> "leased" @@ "delayed" :> "delaye
 \* from the current run's. Tokens start at 1, so 0 is free to mean "no result".
 NoResult == 0
 NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE, confirmed |-> FALSE,
-           cancelSeen |-> FALSE]
+           cancelSeen |-> FALSE, timedOut |-> FALSE]
 
 VARIABLES
     sent,       \* producer: sends made so far
@@ -100,7 +103,8 @@ VARIABLES
     expired,    \* server time has passed the lease's expiry (while leased)
     held,       \* worker w holds [task, token, ran: effect done, lost: a renewal was
                 \* refused, confirmed: effect() renewed the lease for the effect,
-                \* cancelSeen: a renewal's reply said the task's cancel was requested]
+                \* cancelSeen: a renewal's reply said the task's cancel was requested,
+                \* timedOut: the run passed its time limit]
     restarts,   \* worker exits so far
     revivals,   \* retry_dead calls so far
     charges,    \* ledger: charges applied per task (the effect)
@@ -126,7 +130,7 @@ TypeOK ==
     /\ expired \in [Ids -> BOOLEAN]
     /\ \A w \in Workers : held[w].task \in Ids \cup {0}
     /\ PAUSES \in BOOLEAN /\ KILLS \in BOOLEAN /\ LATE_FAILS \in BOOLEAN
-    /\ FINAL_FAILS \in BOOLEAN /\ CANCELS \in BOOLEAN
+    /\ FINAL_FAILS \in BOOLEAN /\ CANCELS \in BOOLEAN /\ TIME_LIMITS \in BOOLEAN
     /\ restarts \in 0..MAX_RESTARTS
     /\ revivals \in 0..MAX_REVIVALS
     /\ charges \in [Ids -> Nat]
@@ -225,6 +229,16 @@ RetryOrDie(t) ==
 \*    cancelled. ack.lua completes it: the run finished before it could
 \*    learn of the cancel, which lost that race (its result is stored).
 \*  - Lease never takes a cancelled task: it is in no list.
+\*
+\* Time limits (TIME_LIMITS TRUE), as worker/heartbeat.py and runner.py build
+\* them: a run passes its time limit at any moment it holds a task
+\* (TimeOut). From then on its heartbeat no longer renews the lease (so the
+\* lease may run out with its holder alive, PAUSES or not), effect() refuses
+\* without asking Redis, and the run's outcome is a failed attempt
+\* (TimeLimitExceeded, retried or final as the task's retry policy says)
+\* whatever its handler does later: it never acks. The failure may come
+\* after the run's effect was applied (a handler that hung after it), like a
+\* late failure. A run that saw its task's cancel still ends it cancelled.
 
 ---------------------------------------------------------------------------
 \* steps
@@ -262,7 +276,8 @@ Lease(w) ==
         /\ expired' = [expired EXCEPT ![t] = FALSE]
         /\ held' = [held EXCEPT ![w] = [task |-> t, token |-> token[t] + 1,
                                          ran |-> FALSE, lost |-> FALSE,
-                                         confirmed |-> FALSE, cancelSeen |-> FALSE]]
+                                         confirmed |-> FALSE, cancelSeen |-> FALSE,
+                                         timedOut |-> FALSE]]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, due, restarts,
                    revivals, charges, applied, fenceTok, result, cancelReq>>
 
@@ -285,10 +300,11 @@ Cancel(t) ==
 \* heartbeat.lua guarded by Check: extend the lease, or tell the worker it is
 \* lost, after which TaskContext.effect() refuses the handler's effect. An
 \* extended lease whose task's cancel was requested answers "cancel": the
-\* holder has seen the cancel.
+\* holder has seen the cancel. A run past its time limit is not renewed.
 HeartbeatIf(w, Check(_)) ==
     /\ held[w].task # 0
     /\ ~held[w].lost
+    /\ ~held[w].timedOut
     /\ IF Check(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
             /\ IF cancelReq[held[w].task]
@@ -306,14 +322,14 @@ HeartbeatIf(w, Check(_)) ==
 \* the effect writes: any steps may come between Confirm and Effect. With
 \* fenced (as built), a run that has seen its task's cancel makes no
 \* confirmation (effect() refuses at once), and a renewal that answers
-\* "cancel" refuses this effect; with fenced FALSE the cancel is ignored (the
-\* mutant TaskQueueCancelNoFence).
+\* "cancel" refuses this effect; a run past its time limit makes none either.
+\* With fenced FALSE both are ignored (the mutant TaskQueueCancelNoFence).
 ConfirmFencing(w, Check(_), fenced) ==
     /\ held[w].task # 0
     /\ ~held[w].ran
     /\ ~held[w].lost
     /\ ~held[w].confirmed
-    /\ fenced => ~held[w].cancelSeen
+    /\ fenced => ~held[w].cancelSeen /\ ~held[w].timedOut
     /\ IF Check(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
             /\ IF fenced /\ cancelReq[held[w].task]
@@ -382,7 +398,8 @@ ConfirmAndApply(w) ==
 \* in the same step as the completion, a refused one stores nothing. With
 \* fenced FALSE a refused ack stores it all the same (the mutant
 \* TaskQueueResultNoFence: the result written outside the fencing check).
-\* A holder that has seen its task's cancel settles by AckCancelled instead.
+\* A holder that has seen its task's cancel settles by AckCancelled instead,
+\* and one past its time limit by Fail.
 AckStoring(w, Check(_), fenced) ==
     LET t == held[w].task
         Store == result' = [result EXCEPT ![t] = held[w].token]
@@ -390,6 +407,7 @@ AckStoring(w, Check(_), fenced) ==
     /\ t # 0
     /\ held[w].ran
     /\ ~held[w].cancelSeen
+    /\ ~held[w].timedOut
     /\ Drop(w)
     /\ IF Check(w)
        THEN /\ EndLease(t)
@@ -420,11 +438,12 @@ AckCancelledIf(w, Check(_)) ==
 \* bind, an exception its retry policy does not retry) goes to the DLQ at
 \* once; with FINAL_FAILS FALSE none is. Mode 'delay' is a backoff of
 \* another length, which this model does not tell apart. A task whose cancel
-\* was requested ends cancelled instead, final or not.
+\* was requested ends cancelled instead, final or not. A run past its time
+\* limit fails (TimeLimitExceeded) whether or not its effect ran.
 FailIf(w, Check(_)) ==
     LET t == held[w].task IN
     /\ t # 0
-    /\ LATE_FAILS \/ ~held[w].ran
+    /\ LATE_FAILS \/ ~held[w].ran \/ held[w].timedOut
     /\ ~held[w].cancelSeen
     /\ \E final \in IF FINAL_FAILS THEN BOOLEAN ELSE {FALSE} :
         /\ Drop(w)
@@ -444,8 +463,9 @@ FailIf(w, Check(_)) ==
 \* releases (the mutant TaskQueueShutdownRelease). Its handler has not
 \* returned, so the run has no return value: the shutdown's ack completes the
 \* task with no result (result stays NoResult). A run that has seen its
-\* task's cancel does not ack, and release.lua ends a cancel-requested task
-\* cancelled rather than ready.
+\* task's cancel does not ack, nor does one past its time limit (its attempt
+\* has failed), and release.lua ends a cancel-requested task cancelled
+\* rather than ready.
 ShutdownIf(w, Check(_), ackRan) ==
     LET t == held[w].task IN
     /\ t # 0
@@ -454,7 +474,7 @@ ShutdownIf(w, Check(_), ackRan) ==
     /\ restarts' = restarts + 1
     /\ IF ~Check(w)
        THEN UNCHANGED <<leased, expired, ready, state, due>>
-       ELSE IF ackRan /\ held[w].ran /\ ~held[w].cancelSeen
+       ELSE IF ackRan /\ held[w].ran /\ ~held[w].cancelSeen /\ ~held[w].timedOut
        THEN /\ EndLease(t)
             /\ state' = [state EXCEPT ![t] = "completed"]
             /\ UNCHANGED <<ready, due>>
@@ -487,12 +507,12 @@ Die(w) ==
                    fenceTok, result>>
 
 \* Server time passes the lease's expiry with no heartbeat in between: its
-\* holder is paused or cut off (PAUSES), or gone (killed, or shut down with a
-\* stale token).
+\* holder is paused or cut off (PAUSES), gone (killed, or shut down with a
+\* stale token), or past its time limit (no longer renewing).
 Expire(t) ==
     /\ t \in leased
     /\ ~expired[t]
-    /\ PAUSES \/ \A w \in Workers : held[w].task # t
+    /\ PAUSES \/ \A w \in Workers : held[w].task = t => held[w].timedOut
     /\ expired' = [expired EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, due, held, restarts, revivals, charges, applied, fenceTok,
@@ -515,6 +535,15 @@ ReapWith(t, bump, honoured) ==
 ReapBy(t, bump) == ReapWith(t, bump, TRUE)
 
 Reap(t) == ReapBy(t, 1)
+
+\* The run passes its task's time limit (the heartbeat thread's check).
+TimeOut(w) ==
+    /\ TIME_LIMITS
+    /\ held[w].task # 0
+    /\ ~held[w].timedOut
+    /\ held' = [held EXCEPT ![w].timedOut = TRUE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals, charges,
+                   applied, fenceTok, result>>
 
 \* Server time reaches a delayed task's run_at.
 Tick(t) ==
@@ -566,6 +595,7 @@ Next ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 Spec == Init /\ [][Next]_vars
 
@@ -638,6 +668,20 @@ NoEffectAfterCancelSeen ==
 \* heartbeat says so, the effect), as EffectWhileHeld's window does.
 NoChargeAfterCancelSeen ==
     [][\A w \in Workers : (held'[w].ran /\ ~held[w].ran) => ~held[w].cancelSeen]_vars
+
+\* Time limits: effect() is refused once its run is past its time limit: no
+\* effect block is let in (confirmed) by a run that had timed out. (One let in
+\* before still writes, as with a cancel.)
+NoEffectPastTimeLimit ==
+    [][\A w \in Workers :
+          (held'[w].confirmed /\ ~held[w].confirmed) => ~held[w].timedOut]_vars
+
+\* A run past its time limit never completes its task: its attempt fails.
+TimedOutNeverAcks ==
+    [][\A w \in Workers :
+          LET t == held[w].task IN
+          (t # 0 /\ held[w].timedOut /\ state[t] # "completed") =>
+              (state'[t] = "completed" => held'[w] = held[w])]_vars
 
 \* R1 (results): a result is stored only by the accepted ack of the current
 \* token, at most once per task, and a stale holder's value is never visible.

@@ -36,6 +36,7 @@ NoFenceNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 NoFenceSpec == Init /\ [][NoFenceNext]_vars
 

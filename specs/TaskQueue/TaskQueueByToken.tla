@@ -43,6 +43,7 @@ ByTokenNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelledByToken(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 ByTokenNoBumpNext ==
     \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
@@ -61,6 +62,7 @@ ByTokenNoBumpNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelledByToken(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 ByTokenSpec == Init /\ [][ByTokenNext]_vars
 ByTokenNoBumpSpec == Init /\ [][ByTokenNoBumpNext]_vars

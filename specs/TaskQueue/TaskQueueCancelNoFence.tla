@@ -33,6 +33,7 @@ CancelNoFenceNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 CancelNoFenceSpec == Init /\ [][CancelNoFenceNext]_vars
 

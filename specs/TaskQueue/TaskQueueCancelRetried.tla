@@ -33,6 +33,7 @@ CancelRetriedNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 CancelRetriedSpec == Init /\ [][CancelRetriedNext]_vars
 

@@ -31,6 +31,7 @@ AtomicNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 AtomicSpec == Init /\ [][AtomicNext]_vars
 

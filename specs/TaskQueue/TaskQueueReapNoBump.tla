@@ -34,6 +34,7 @@ NoBumpNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 NoBumpSpec == Init /\ [][NoBumpNext]_vars
 

@@ -32,6 +32,7 @@ ReleasingNext ==
     \/ \E t \in Ids : RetryDead(t)
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
+    \/ \E w \in Workers : TimeOut(w)
 
 ReleasingSpec == Init /\ [][ReleasingNext]_vars
 

@@ -8,7 +8,7 @@ EndLease, ToDLQ,           shared by ack/fail/release/reap     end_lease, to_dlq
 ToCancelled, RetryOrDie                                        to_cancelled, retry_or_die
 Enqueue(k, d)              lua/enqueue.lua                     enqueue
 Lease(w)                   lua/lease.lua (count 1)             lease
-Cancel(t)                  cancel.lua (to be written)          cancel
+Cancel(t)                  lua/cancel.lua                      cancel
 HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/heartbeat heartbeat_if(name, check)
 ConfirmFencing(w, Check,   context.py effect(): heartbeat.lua  confirm_fencing(name,
   fenced)                                                        check, fenced)
@@ -18,7 +18,7 @@ Effect(w)                  the effect() block, once confirmed  effect
 ConfirmAndApply(w)         (the two as one step: a variant)    confirm_and_apply
 AckStoring(w, Check, f)    lua/ack.lua, storing the result     ack_storing(name, check, f)
 AckIf(w, Check)            AckStoring(w, Check, TRUE)          ack_if(name, check)
-AckCancelledIf(w, Check)   ack_cancelled.lua (to be written)   ack_cancelled_if(name, check)
+AckCancelledIf(w, Check)   lua/ack_cancelled.lua               ack_cancelled_if(name, check)
 FailIf(w, Check)           lua/fail.lua                        fail_if(name, check)
 ShutdownIf(w, Check, ack)  worker/settle.py abandon: ack.lua   shutdown_if(name, check,
                            if the effect ran, else release.lua             ack_ran)
@@ -30,11 +30,13 @@ ReapWith(t, bump, honoured) lua/reap.lua                       reap_with(name, b
                                                                          honoured)
 ReapBy(t, bump)            ReapWith(t, bump, TRUE)             reap_by(name, bump)
 Reap(t) == ReapBy(t, 1)                                        reap
+TimeOut(w)                 worker/heartbeat.py time limits     time_out
 Tick(t)                    time passes a run_at                tick
 Promote(t)                 lua/promote.lua                     promote
 RetryDead(t)               lua/retry_dead.lua                  retry_dead
 Next                       NEXT, tried in that order
-TypeOK, T1 .. T6, EffectWhileHeld, R1_*, Cancel*, No*AfterCancelSeen
+TypeOK, T1 .. T6, EffectWhileHeld, R1_*, Cancel*, No*AfterCancelSeen,
+NoEffectPastTimeLimit, TimedOutNeverAcks
                            task_queue_checks.py, under the TLA+ names
 
 Each \E is a loop in ascending order, Next's disjuncts are tried in the order written,
@@ -65,9 +67,10 @@ class Holding(NamedTuple):
     lost: bool  # a renewal was refused: effect() refuses from now on
     confirmed: bool  # effect() renewed the lease for the effect
     cancelSeen: bool  # a renewal said the task's cancel was requested
+    timedOut: bool  # the run passed its time limit
 
 
-NO_TASK = Holding(0, 0, False, False, False, False)
+NO_TASK = Holding(0, 0, False, False, False, False, False)
 # A run's return value is its token (tokens start at 1), so 0 means "no result".
 NO_RESULT = 0
 
@@ -111,6 +114,7 @@ class Constants:
     late_fails: bool
     final_fails: bool
     cancels: bool
+    time_limits: bool
 
     @property
     def ids(self) -> range:
@@ -138,6 +142,7 @@ class Constants:
             late_fails=_bool_constant(cfg, "LATE_FAILS"),
             final_fails=_bool_constant(cfg, "FINAL_FAILS"),
             cancels=_bool_constant(cfg, "CANCELS"),
+            time_limits=_bool_constant(cfg, "TIME_LIMITS"),
         )
 
 
@@ -251,7 +256,8 @@ def lease(c: Constants, s: State) -> Iterator[Transition[State]]:
                     token=s.token.except_(t, token),
                     state=s.state.except_(t, "running"),
                     expired=s.expired.except_(t, False),
-                    held=s.held.except_(w, Holding(t, token, False, False, False, False)),
+                    held=s.held.except_(w, Holding(t, token, False, False, False, False,
+                                                   False)),
                 ),
             )
 
@@ -275,7 +281,7 @@ def heartbeat_if(name: str, check: Check) -> Action:
     def heartbeat(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or h.lost:
+            if h.task == 0 or h.lost or h.timedOut:
                 continue
             if check(s, w):
                 extended = s._replace(expired=s.expired.except_(h.task, False))
@@ -295,7 +301,9 @@ def confirm_fencing(name: str, check: Check, fenced: bool) -> Action:
     def confirm(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or h.ran or h.lost or h.confirmed or (fenced and h.cancelSeen):
+            if h.task == 0 or h.ran or h.lost or h.confirmed or (
+                fenced and (h.cancelSeen or h.timedOut)
+            ):
                 continue
             if check(s, w):
                 extended = s._replace(expired=s.expired.except_(h.task, False))
@@ -368,7 +376,7 @@ def ack_storing(name: str, check: Check, fenced: bool) -> Action:
     def ack(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or not h.ran or h.cancelSeen:
+            if h.task == 0 or not h.ran or h.cancelSeen or h.timedOut:
                 continue
             stored = s.result.except_(h.task, h.token)
             if check(s, w):
@@ -424,8 +432,9 @@ def fail_if(name: str, check: Check) -> Action:
                 else:
                     branch, after = retry_or_die(c, ended, h.task)
                 steps.append((f"{name}(w={w})/{branch}", after._replace(held=drop(s, w))))
-            # `LATE_FAILS \/ ~held[w].ran`: TLC takes each true disjunct in turn.
-            for _ in range(c.late_fails + (not h.ran)):
+            # `LATE_FAILS \/ ~held[w].ran \/ held[w].timedOut`: TLC takes each true
+            # disjunct in turn.
+            for _ in range(c.late_fails + (not h.ran) + h.timedOut):
                 yield from steps
 
     return fail
@@ -441,7 +450,7 @@ def shutdown_if(name: str, check: Check, ack_ran: bool) -> Action:
             exits = s._replace(held=drop(s, w), restarts=s.restarts + 1)
             if not check(s, w):
                 yield f"{name}(w={w})/stale", exits
-            elif ack_ran and h.ran and not h.cancelSeen:
+            elif ack_ran and h.ran and not h.cancelSeen and not h.timedOut:
                 done = end_lease(exits, t)._replace(state=s.state.except_(t, "completed"))
                 yield f"{name}(w={w})/acked", done
             elif s.cancelReq[t]:
@@ -475,8 +484,9 @@ def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
     for t in c.ids:
         if t not in s.leased or s.expired[t]:
             continue
-        # `PAUSES \/ \A w : held[w].task # t`: TLC takes each true disjunct in turn.
-        unheld = all(s.held[w].task != t for w in c.worker_ids)
+        # `PAUSES \/ \A w : held[w].task = t => held[w].timedOut`: TLC takes each true
+        # disjunct in turn.
+        unheld = all(s.held[w].task != t or s.held[w].timedOut for w in c.worker_ids)
         for _ in range(c.pauses + unheld):
             yield f"Expire(t={t})", s._replace(expired=s.expired.except_(t, True))
 
@@ -500,6 +510,15 @@ def reap_by(name: str, bump: int) -> Action:
 
 
 reap = reap_by("Reap", 1)
+
+
+def time_out(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if not c.time_limits:
+        return
+    for w in c.worker_ids:
+        h = s.held[w]
+        if h.task != 0 and not h.timedOut:
+            yield f"TimeOut(w={w})", s._replace(held=s.held.except_(w, h._replace(timedOut=True)))
 
 
 def tick(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -539,7 +558,7 @@ def retry_dead(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 NEXT: tuple[Action, ...] = (
     enqueue, lease, heartbeat, confirm, effect, ack, fail, shutdown, die,
-    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled,
+    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled, time_out,
 )  # fmt: skip
 
 

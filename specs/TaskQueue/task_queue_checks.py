@@ -19,6 +19,8 @@ CancelledIsFinal          cancelled_is_final(c, s, t), a StepProperty
 CancelledNeverLeased      cancelled_never_leased(c, s, t), a StepProperty
 NoEffectAfterCancelSeen   no_effect_after_cancel_seen(c, s, t), a StepProperty
 NoChargeAfterCancelSeen   no_charge_after_cancel_seen(c, s, t), a StepProperty
+NoEffectPastTimeLimit     no_effect_past_time_limit(c, s, t), a StepProperty
+TimedOutNeverAcks         timed_out_never_acks(c, s, t), a StepProperty
 Settled, T2_NothingLost   settled(c, s), an EndProperty under the name the module
                           gives T2 for its own Next (NoFenceNothingLost, ...)
 """
@@ -165,6 +167,23 @@ def no_effect_after_cancel_seen(c: Constants, s: State, t: State) -> bool:
     )
 
 
+def no_effect_past_time_limit(c: Constants, s: State, t: State) -> bool:
+    return all(
+        not s.held[w].timedOut
+        for w in c.worker_ids
+        if t.held[w].confirmed and not s.held[w].confirmed
+    )
+
+
+def timed_out_never_acks(c: Constants, s: State, t: State) -> bool:
+    for w in c.worker_ids:
+        h = s.held[w]
+        if h.task != 0 and h.timedOut and s.state[h.task] != "completed" \
+                and t.state[h.task] == "completed" and t.held[w] != h:
+            return False
+    return True
+
+
 def no_charge_after_cancel_seen(c: Constants, s: State, t: State) -> bool:
     return all(
         not s.held[w].cancelSeen for w in c.worker_ids if t.held[w].ran and not s.held[w].ran
@@ -196,6 +215,12 @@ def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
         ),
         "NoChargeAfterCancelSeen": StepProperty(
             "NoChargeAfterCancelSeen", lambda s, _, t: no_charge_after_cancel_seen(c, s, t)
+        ),
+        "NoEffectPastTimeLimit": StepProperty(
+            "NoEffectPastTimeLimit", lambda s, _, t: no_effect_past_time_limit(c, s, t)
+        ),
+        "TimedOutNeverAcks": StepProperty(
+            "TimedOutNeverAcks", lambda s, _, t: timed_out_never_acks(c, s, t)
         ),
         nothing_lost: EndProperty(nothing_lost, lambda s: settled(c, s)),
     }

@@ -69,13 +69,14 @@ class Settler:
         (waiting for an effect under way), so a handler that goes on cannot apply an
         effect afterwards. A task whose effect was applied is acked: run again, it
         would apply its effect twice wherever the effect is not guarded; the rest of
-        its handler is cut off. Any other is released for another worker, and one whose
-        task was cancelled ends cancelled."""
+        its handler is cut off, unless it ran past its time limit (its attempt counts
+        as failed: TaskQueue's TimedOutNeverAcks). Any other is released for another
+        worker, and one whose task was cancelled ends cancelled."""
         for context in contexts:
             applied = context.abandon()
             if context.cancelled:
                 self._ack_cancelled(context)
-            elif applied:
+            elif applied and not context.timed_out:
                 self._ack_abandoned(context)
             else:
                 self._release_abandoned(context)
