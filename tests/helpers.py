@@ -10,7 +10,7 @@ import redis
 
 from taskq.broker import Broker
 from taskq.keys import QueueKeys
-from taskq.results import TaskRecord
+from taskq.results import Renewal, TaskRecord
 
 PLACES = ("ready", "leased", "delayed", "dlq")
 # The state a task's record must have while its id sits in each place (T1).
@@ -185,3 +185,70 @@ def replay(log: list[Event]) -> dict[str, dict[str, str]]:
         if "token" in event.fields:
             task["fencing_token"] = event.fields["token"]
     return told
+
+
+# Each cancel path of `cancel_scenario`: task id -> how its cancel ends.
+CANCEL_PATHS = {
+    "p": "cancelled while pending",
+    "d": "cancelled while delayed",
+    "x": "cancelled out of the DLQ",
+    "r": "cancel requested, heard by a heartbeat, settled by ack_cancelled",
+    "f": "cancel requested, the holder's failure ends it cancelled",
+    "s": "cancel requested, the holder's release at shutdown ends it cancelled",
+    "e": "cancel requested, the expired lease is reaped cancelled",
+    "a": "cancel requested after the effect, the ack came first: completed",
+    "u": "cancel requested, a heartbeat answered it, the holder acked before it heard",
+    "v": "cancel requested, a heartbeat answered it, the holder failed before it heard",
+}
+
+
+def cancel_scenario(broker: Broker) -> None:
+    """Every path of a cancel (CANCEL_PATHS) through real broker calls, one task each,
+    leased one at a time; each task's `max_retries` is 1."""
+    def running(task_id: str, lease_seconds: float = 10) -> int:
+        broker.enqueue(task_id, max_retries=1)
+        got = lease_one(broker, seconds=lease_seconds)
+        assert got[0] == task_id
+        return got[1]
+
+    broker.enqueue("p", max_retries=1)
+    assert broker.cancel("p").outcome == "cancelled"
+    broker.enqueue("d", delay=30, max_retries=1)
+    assert broker.cancel("d").outcome == "cancelled"
+    assert broker.fail("x", running("x"), "UnknownTaskError", dead=True).status == "dead"
+    assert broker.cancel("x").outcome == "cancelled"
+
+    token = running("r")
+    assert broker.heartbeat("r", token, 10) == Renewal.HELD
+    assert broker.cancel("r").outcome == "requested"
+    assert broker.heartbeat("r", token, 10) == Renewal.CANCEL
+    assert broker.ack_cancelled("r", token)
+
+    token = running("f")
+    assert broker.cancel("f").outcome == "requested"
+    assert broker.fail("f", token, "boom").status == "cancelled"
+
+    token = running("s")
+    assert broker.cancel("s").outcome == "requested"
+    assert not broker.ack_cancelled("s", token + 1)  # a stale token writes nothing
+    assert broker.release("s", token)
+
+    running("e", lease_seconds=0.05)
+    assert broker.cancel("e").outcome == "requested"
+    wait_past(0.05)
+    assert broker.reap() == [("e", "cancelled")]
+
+    token = running("a")
+    assert broker.heartbeat("a", token, 10) == Renewal.HELD
+    assert broker.cancel("a").outcome == "requested"
+    assert broker.ack("a", token)
+
+    for task_id in ("u", "v"):
+        token = running(task_id)
+        assert broker.cancel(task_id).outcome == "requested"
+        assert broker.heartbeat(task_id, token, 10) == Renewal.CANCEL
+        if task_id == "u":
+            assert broker.ack("u", token)
+        else:
+            assert broker.fail("v", token, "boom").status == "cancelled"
+    assert broker.cancel("a").outcome == "unchanged"  # ended: no event

@@ -1,5 +1,6 @@
-"""taskq.tools.tracecheck: hand-made illegal event logs are each reported, and the whole log of
-real worker processes (failures, delays, a SIGKILL mid-run) passes."""
+"""taskq.tools.tracecheck: hand-made illegal event logs are each reported, the log of every
+cancel path on real broker calls passes, and the whole log of real worker processes
+(failures, delays, a SIGKILL mid-run) passes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import CANCEL_PATHS, cancel_scenario
 from taskq.broker import Broker, NewTask
 from taskq.tools.embedded import EmbeddedRedis
 from taskq.tools.ledger import Ledger
@@ -133,6 +135,88 @@ class TestIllegalTracesAreReported:
         report = validate(log(enqueued(), event("leased", "running", 1)))
         assert (report.violations, report.unfinished) == ([], ["t"])
         assert validate(log(enqueued(), event("leased", "running", 1)), require_terminal=False).ok
+
+
+def cancelled(source: str, token: int | None = None) -> Event:
+    more = {} if token is None else {"token": str(token)}
+    return {"type": "cancelled", "state": "cancelled", "from": source, "ts": "2000", **more}
+
+
+REQUESTED = (enqueued(), event("leased", "running", 1), event("cancel_requested", "running", 1))
+
+
+class TestCancellation:
+    def test_each_way_a_cancel_ends_passes(self) -> None:
+        ends = [
+            (enqueued(), cancelled("pending")),
+            (enqueued("delayed", at=5000), cancelled("delayed")),
+            (enqueued(), event("leased", "running", 1), event("failed", "dead", 1),
+             cancelled("dead")),
+            (*REQUESTED, event("heartbeat", "running", 1), cancelled("running", 1)),
+            (*REQUESTED, event("failed", "cancelled", 1)),
+            (*REQUESTED, event("released", "cancelled", 1)),
+            (*REQUESTED, event("reaped", "cancelled", 2)),
+            (*REQUESTED, event("completed", "completed", 1)),
+        ]
+        for events in ends:
+            report = validate(log(*events))
+            assert report.ok, (events, report.violations, report.unfinished)
+
+    def test_a_lease_after_a_cancel_is_reported(self) -> None:
+        report = validate(log(enqueued(), cancelled("pending"), event("leased", "running", 1)),
+                          require_terminal=False)
+        assert problems(report) == ["leased from state 'cancelled'"]
+
+    def test_a_completion_after_a_cancel_is_reported(self) -> None:
+        ended_while_pending = (enqueued(), event("leased", "running", 1),
+                               event("released", "pending", 1), cancelled("pending"))
+        for ended in (ended_while_pending, (*REQUESTED, cancelled("running", 1))):
+            report = validate(log(*ended, event("completed", "completed", 1)))
+            assert problems(report) == ["completed from state 'cancelled'"]
+
+    def test_a_cancel_with_a_stale_token_is_reported(self) -> None:
+        report = validate(log(enqueued(), event("leased", "running", 1),
+                              event("released", "pending", 1), event("leased", "running", 2),
+                              event("cancel_requested", "running", 2), cancelled("running", 1)))
+        assert problems(report) == ["cancelled with token 1 while the lease's token is 2"]
+
+    def test_a_retry_of_a_cancel_requested_task_is_reported(self) -> None:
+        report = validate(log(*REQUESTED, event("failed", "delayed", 1, at="2500")),
+                          require_terminal=False)
+        assert problems(report) == ["failed into state 'delayed' after its cancel was requested"]
+
+    def test_a_release_or_reap_back_to_a_list_after_a_cancel_request_is_reported(self) -> None:
+        released = validate(log(*REQUESTED, event("released", "pending", 1)),
+                            require_terminal=False)
+        reaped = validate(log(*REQUESTED, event("reaped", "dead", 2)))
+        assert problems(released) == ["released into state 'pending' after its cancel was "
+                                      "requested"]
+        assert problems(reaped) == ["reaped into state 'dead' after its cancel was requested"]
+
+    def test_a_running_task_ended_cancelled_with_no_cancel_requested_is_reported(self) -> None:
+        for end in (cancelled("running", 1), event("failed", "cancelled", 1),
+                    event("reaped", "cancelled", 2)):
+            report = validate(log(enqueued(), event("leased", "running", 1), end))
+            assert problems(report) == [f"{end['type']} into state 'cancelled' with no cancel "
+                                        "requested"]
+
+    def test_a_cancel_requested_of_a_task_not_running_or_twice_is_reported(self) -> None:
+        pending = validate(log(enqueued(), event("cancel_requested", "running", 0)),
+                           require_terminal=False)
+        twice = validate(log(*REQUESTED, event("cancel_requested", "running", 1)),
+                         require_terminal=False)
+        assert problems(pending) == ["cancel_requested from state 'pending'"]
+        assert problems(twice) == ["cancel_requested after its cancel was requested"]
+
+    def test_a_cancel_that_misstates_the_state_it_left_is_reported(self) -> None:
+        report = validate(log(enqueued(), cancelled("delayed")))
+        assert problems(report) == ["cancelled from 'delayed' while the task was 'pending'"]
+
+    def test_every_cancel_path_of_real_broker_calls_is_a_legal_trace(self, queue: Broker) -> None:
+        cancel_scenario(queue)
+        report = validate(read_log(queue.client, queue.keys.events))
+        assert report.ok, (report.violations, report.unfinished)
+        assert report.tasks == len(CANCEL_PATHS)
 
 
 # -- real worker processes ----------------------------------------------------------------

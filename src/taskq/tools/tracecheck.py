@@ -1,5 +1,5 @@
 """Trace validation: does each task's run of events form a legal path of the lease
-protocol? Used after test suites and at the end of the chaos run."""
+protocol, cancellation included? Used after test suites and at the end of the chaos run."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
     "promoted": ("delayed",),
     "revived": ("dead",),
     "purged": ("dead",),
+    "cancelled": ("pending", "delayed", "dead", "running"),
+    "cancel_requested": ("running",),
 }
 # event type -> states it may leave the task in.
 ALLOWED_TO: dict[str, tuple[str, ...]] = {
@@ -27,14 +29,21 @@ ALLOWED_TO: dict[str, tuple[str, ...]] = {
     "leased": ("running",),
     "heartbeat": ("running",),
     "completed": ("completed",),
-    "failed": ("delayed", "dead"),
-    "released": ("pending",),
-    "reaped": ("delayed", "dead"),
+    "failed": ("delayed", "dead", "cancelled"),
+    "released": ("pending", "cancelled"),
+    "reaped": ("delayed", "dead", "cancelled"),
     "promoted": ("pending",),
     "revived": ("pending",),
     "purged": ("purged",),
+    "cancelled": ("cancelled",),
+    "cancel_requested": ("running",),
 }
-TERMINAL = ("completed", "dead", "purged")
+TERMINAL = ("completed", "dead", "purged", "cancelled")
+# What may follow a task's cancel_requested: its holder's heartbeats, and one settle
+# (an ack that came first completes it; anything else ends it cancelled).
+AFTER_CANCEL_REQUESTED = ("heartbeat", "completed", "cancelled", "failed", "released", "reaped")
+# The events by which the holder of the current token acts.
+HOLDER_EVENTS = ("heartbeat", "completed", "failed", "released", "cancel_requested")
 
 
 @dataclass
@@ -46,6 +55,8 @@ class TaskTrace:
     run_at: int = 0
     events: int = 0
     completions: int = 0
+    # A cancel_requested event came while the task ran (cancel.lua flagged its record).
+    cancel_requested: bool = False
 
 
 @dataclass
@@ -79,7 +90,8 @@ def check_event(task: TaskTrace, seq: int, fields: Mapping[str, str]) -> list[st
         problems.append(f"{kind} from state {task.state!r}")
     if state not in ALLOWED_TO[kind]:
         problems.append(f"{kind} into state {state!r}")
-    problems += _check_token(task, kind, _int(fields, "token"))
+    problems += _check_cancel(task, kind, state, fields)
+    problems += _check_token(task, kind, _int(fields, "token"), fields.get("from", ""))
     problems += _check_timing(task, kind, _int(fields, "ts"))
     if state == "delayed" or kind == "enqueued":
         task.run_at = _int(fields, "at")
@@ -87,19 +99,43 @@ def check_event(task: TaskTrace, seq: int, fields: Mapping[str, str]) -> list[st
         task.completions += 1
         if task.completions > 1:
             problems.append("completed more than once")
+    task.cancel_requested = task.cancel_requested or kind == "cancel_requested"
     task.state = state
     task.events += 1
     return problems
 
 
-def _check_token(task: TaskTrace, kind: str, token: int) -> list[str]:
-    """Leases raise the token, reaps bump it once, and the holder acts only with it."""
+def _check_cancel(task: TaskTrace, kind: str, state: str, fields: Mapping[str, str]) -> list[str]:
+    """C1 as the log shows it: a cancelled task never changes again (ALLOWED_FROM has no
+    event from `cancelled`); once its cancel was requested, a running task only beats
+    and then settles, completed or cancelled, never retried, released, reaped back or
+    buried; and only a requested cancel ends a running task cancelled."""
     problems = []
+    if kind == "cancelled" and fields.get("from", "") != (task.state or ""):
+        problems.append(f"cancelled from {fields.get('from', '')!r} while the task was "
+                        f"{task.state!r}")
+    if task.cancel_requested:
+        if kind not in AFTER_CANCEL_REQUESTED:
+            problems.append(f"{kind} after its cancel was requested")
+        elif kind in ("failed", "released", "reaped") and state != "cancelled":
+            problems.append(f"{kind} into state {state!r} after its cancel was requested")
+    else:
+        settles_running = task.state == "running" and state == "cancelled"
+        if settles_running and kind in ("cancelled", "failed", "released", "reaped"):
+            problems.append(f"{kind} into state 'cancelled' with no cancel requested")
+    return problems
+
+
+def _check_token(task: TaskTrace, kind: str, token: int, source: str = "") -> list[str]:
+    """Leases raise the token, reaps bump it once, and the holder acts only with it (a
+    cancel of a running task names it; ack_cancelled settles with it)."""
+    problems = []
+    holder = kind in HOLDER_EVENTS or (kind == "cancelled" and source == "running")
     if kind == "leased" and token <= task.token:
         problems.append(f"lease token {token} not above the previous {task.token}")
     elif kind == "reaped" and token != task.token + 1:
         problems.append(f"reap did not bump the token {task.token} (got {token})")
-    elif kind in ("heartbeat", "completed", "failed", "released") and token != task.token:
+    elif holder and token != task.token:
         problems.append(f"{kind} with token {token} while the lease's token is {task.token}")
     if kind in ("leased", "reaped"):
         task.token = token
@@ -117,7 +153,7 @@ def validate(
     events: Iterable[tuple[int, Mapping[str, str]]], *, require_terminal: bool = True
 ) -> TraceReport:
     """Replay `(seq, fields)` events in order; with `require_terminal`, every task must
-    end completed or dead (the run is over)."""
+    end completed, dead or cancelled (the run is over)."""
     tasks: dict[str, TaskTrace] = {}
     report = TraceReport()
     for seq, fields in events:
