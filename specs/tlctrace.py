@@ -30,6 +30,9 @@ from taskq.tools.chaos.options import ChaosOptions
 MODEL = Path(__file__).resolve().parent / "TaskQueue"
 # Traces per TLC run: a CI chaos run's 4,000 fit in one, in seconds and a default heap.
 BATCH = 5000
+# TaskQueueTrace.cfg's PROPERTY names, for tlc.parse.
+PROPERTIES = {"T3_StaleChangesNothing", "CancelledIsFinal", "CancelledNeverLeased",
+              "NoEffectAfterCancelSeen"}
 _LAST_N = re.compile(r"^/\\ tr = (\d+)$", re.MULTILINE)
 _LAST_I = re.compile(r"^/\\ pos = (\d+)$", re.MULTILINE)
 
@@ -69,7 +72,7 @@ def check(
         workdir, "tlc2.TLC", "-workers", "1", "-metadir", str(workdir / "states"),
         "-config", "TaskQueueTrace.cfg", "TaskQueueTrace.tla",
     )
-    run = tlc.parse(output, {"T3_StaleChangesNothing"})
+    run = tlc.parse(output, PROPERTIES)
     tasks = list(traces)
     steps = sum(len(t) for t in traces.values())
     if run.verdict == "ok":

@@ -1,6 +1,8 @@
-"""TLC's trace validation: the event log of real broker calls is a behaviour of TaskQueue,
-and the same log doctored (a stale ack, a lease of a task not yet due, a second
-completion, a reap without a bump) is rejected at the doctored entry."""
+"""TLC's trace validation: the event log of real broker calls, cancels included, is a
+behaviour of TaskQueue, and the same log doctored (a stale ack, a lease of a task not yet
+due, a second completion, a reap without a bump; a lease or a completion after a cancel,
+a cancel with a stale token or that its holder never heard of, a retry of a
+cancel-requested task) is rejected at the doctored entry."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 import redis
 from specs import tlctrace
 
+from helpers import CANCEL_PATHS, cancel_scenario
 from taskq.broker import Broker
 from taskq.tools import tlatrace
 from taskq.tools.tracecheck import read_log
@@ -67,6 +70,12 @@ def run_scenario(broker: Broker) -> None:
 @pytest.fixture
 def real_log(broker: Broker, client: redis.Redis) -> Log:
     run_scenario(broker)
+    return read_log(client, broker.keys.events)
+
+
+@pytest.fixture
+def cancel_log(broker: Broker, client: redis.Redis) -> Log:
+    cancel_scenario(broker)
     return read_log(client, broker.keys.events)
 
 
@@ -135,3 +144,59 @@ def test_traces_checked_in_batches_add_up_and_a_late_rejection_still_ends_it(
     real_log[index(real_log, "c", "completed")][1]["token"] = "1"
     verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
     assert (verdict.accepted, verdict.task) == (False, "c")
+
+
+class TestCancellation:
+    def test_every_cancel_path_of_real_broker_calls_is_a_behaviour_of_task_queue(
+        self, cancel_log: Log, tmp_path: Path
+    ) -> None:
+        verdict = validate(cancel_log, tmp_path)
+        assert verdict.accepted, str(verdict)
+        assert verdict.traces == len(CANCEL_PATHS)
+
+    def test_a_lease_after_a_cancel_is_rejected(self, cancel_log: Log, tmp_path: Path) -> None:
+        at = index(cancel_log, "p", "cancelled")
+        cancel_log.insert(at + 1, (0, {"type": "leased", "task": "p", "state": "running",
+                                       "token": "1", "retries": "0"}))
+        verdict = validate(cancel_log, tmp_path)
+        assert (verdict.accepted, verdict.task, verdict.entry) == (False, "p", 3)
+        assert 'type |-> "leased"' in verdict.reason
+
+    def test_a_completion_after_a_cancel_is_rejected(self, cancel_log: Log, tmp_path: Path) -> None:
+        at = index(cancel_log, "r", "cancelled")
+        token = cancel_log[at][1]["token"]
+        cancel_log.insert(at + 1, (0, {"type": "completed", "task": "r", "state": "completed",
+                                       "token": token}))
+        verdict = validate(cancel_log, tmp_path)
+        assert (verdict.accepted, verdict.task) == (False, "r")
+
+    def test_a_cancel_with_a_stale_token_is_rejected(self, cancel_log: Log, tmp_path: Path) -> None:
+        cancel_log[index(cancel_log, "r", "cancelled")][1]["token"] = "0"
+        verdict = validate(cancel_log, tmp_path)
+        assert (verdict.accepted, verdict.task) == (False, "r")
+        assert 'type |-> "cancelled"' in verdict.reason
+
+    def test_a_cancel_its_holder_never_heard_of_is_rejected(
+        self, cancel_log: Log, tmp_path: Path
+    ) -> None:
+        """ack_cancelled needs a renewal that answered "cancel" after the request."""
+        del cancel_log[index(cancel_log, "r", "heartbeat", nth=1)]
+        verdict = validate(cancel_log, tmp_path)
+        assert (verdict.accepted, verdict.task) == (False, "r")
+        assert 'type |-> "cancelled"' in verdict.reason
+
+    def test_a_retry_of_a_cancel_requested_task_is_rejected(
+        self, cancel_log: Log, tmp_path: Path
+    ) -> None:
+        failed = cancel_log[index(cancel_log, "f", "failed")][1]
+        failed.update(state="delayed", retries="1", at=failed["ts"])
+        verdict = validate(cancel_log, tmp_path)
+        assert (verdict.accepted, verdict.task) == (False, "f")
+        assert 'type |-> "failed"' in verdict.reason
+
+    def test_a_cancel_that_misstates_the_state_it_left_is_rejected(
+        self, cancel_log: Log, tmp_path: Path
+    ) -> None:
+        cancel_log[index(cancel_log, "d", "cancelled")][1]["from"] = "pending"
+        verdict = validate(cancel_log, tmp_path)
+        assert (verdict.accepted, verdict.task) == (False, "d")

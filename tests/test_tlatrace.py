@@ -1,5 +1,6 @@
 """taskq.tools.tlatrace: each task's events become a TLA+ trace, with the model steps no event
-writes inserted where the next event implies them."""
+writes inserted where the next event implies them, and a cancel's heartbeats its holder
+settled without hearing marked unheard."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from taskq.tools.tlatrace import Step, module, per_task, read_log, steps, write_
 
 def ev(kind: str, state: str, task: str = "t", **numbers: int) -> dict[str, str]:
     return {"type": kind, "task": task, "state": state, **{k: str(v) for k, v in numbers.items()}}
+
+
+def requested(token: int) -> list[dict[str, str]]:
+    """A task leased with `token`, beating, then asked to cancel and told so by a beat."""
+    return [ev("leased", "running", token=token), ev("heartbeat", "running", token=token),
+            ev("cancel_requested", "running", token=token, ts=50),
+            ev("heartbeat", "running", token=token)]
 
 
 def test_an_effect_is_inserted_before_each_completion_with_the_acking_token() -> None:
@@ -32,8 +40,36 @@ def test_fields_an_event_lacks_are_minus_one() -> None:
     assert steps([ev("promoted", "pending")])[-1] == Step("promoted", "pending")
     assert Step("promoted", "pending").tla() == (
         '[type |-> "promoted", state |-> "pending", token |-> -1, retries |-> -1, '
-        "ts |-> -1, at |-> -1]"
+        'ts |-> -1, at |-> -1, prior |-> ""]'
     )
+
+
+def test_a_cancel_keeps_the_state_it_says_it_left() -> None:
+    cancel = {"type": "cancelled", "task": "t", "state": "cancelled", "from": "delayed"}
+    assert steps([cancel]) == [Step("cancelled", "cancelled", prior="delayed")]
+
+
+def test_an_ack_that_came_before_the_cancel_applied_its_effect_before_it() -> None:
+    trace = steps([*requested(3), ev("completed", "completed", token=3)])
+    assert [(s.type, s.token) for s in trace] == [
+        ("leased", 3), ("heartbeat", 3), ("effect", 3), ("cancel_requested", 3),
+        ("unheard", 3), ("completed", 3),
+    ]
+
+
+def test_a_holder_that_settles_untold_did_not_hear_the_beats_after_the_cancel() -> None:
+    for settle in ("failed", "released"):
+        trace = steps([*requested(2), ev(settle, "cancelled", token=2)])
+        assert [s.type for s in trace] == ["leased", "heartbeat", "cancel_requested",
+                                           "unheard", settle]
+
+
+def test_a_holder_that_settles_cancelled_heard_the_beat_after_the_cancel() -> None:
+    cancelled = {"type": "cancelled", "task": "t", "state": "cancelled", "from": "running",
+                 "token": "2"}
+    trace = steps([*requested(2), cancelled])
+    assert [s.type for s in trace] == ["leased", "heartbeat", "cancel_requested",
+                                       "heartbeat", "cancelled"]
 
 
 def test_a_purge_ends_the_tasks_trace() -> None:

@@ -23,6 +23,19 @@
 (* happen once that time has reached the lease's expiry or the task's      *)
 (* run-at, as the log last stated them.                                    *)
 (*                                                                         *)
+(* Cancellation is on (CANCELS): a "cancel_requested" is Cancel of the     *)
+(* running task (which must hold the event's token), a "cancelled" from   *)
+(* pending, delayed or dead is Cancel from that state, and one from        *)
+(* running is AckCancelled by the holder of its token, which must have     *)
+(* heard of the cancel: a Heartbeat after the cancel_requested answered    *)
+(* it (the log's heartbeats do not tell an effect()'s confirmation from    *)
+(* the beats; each after the cancel answered "cancel"). A holder that      *)
+(* settles as if untold (completed, failed or released after its cancel    *)
+(* was requested) had decided before the answer reached it; the exporter   *)
+(* marks its heartbeats after the cancel "unheard", and Unheard renews     *)
+(* the lease as Heartbeat does while the holder learns nothing: the one    *)
+(* step here that TaskQueue has not, since there a reply is never late.    *)
+(*                                                                         *)
 (* A trace is accepted when TLC reaches its end: Done then stutters. A     *)
 (* state short of the end with no step is a deadlock, which TLC reports    *)
 (* with the trace (tr) and the entries taken (pos). The model's invariants *)
@@ -49,6 +62,18 @@ TraceInit ==
 \* The worker holding the task with token k (there is at most one per token).
 HolderOf(tok) == {w \in Workers : held[w].task = 1 /\ held[w].token = tok}
 
+\* heartbeat.lua renewing a cancel-requested task's lease for its holder w, whose
+\* answer ("cancel") reached w only after w had settled as if untold (see above).
+Unheard(w) ==
+    /\ held[w].task # 0
+    /\ ~held[w].lost
+    /\ Holds(w)
+    /\ cancelReq[held[w].task]
+    /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
+                   token, due, held, restarts, revivals, charges, applied, fenceTok, result,
+                   cancelReq>>
+
 \* The action that writes event e, or that e stands for.
 Act(e) ==
     CASE e.type = "enqueued" -> Enqueue(0, e.state = "delayed")
@@ -65,6 +90,11 @@ Act(e) ==
       [] e.type = "tick" -> e.ts >= runAt /\ Tick(1)
       [] e.type = "promoted" -> Promote(1)
       [] e.type = "revived" -> RetryDead(1)
+      [] e.type = "cancel_requested" -> token[1] = e.token /\ Cancel(1)
+      [] e.type = "cancelled" /\ e.prior = "running" ->
+            \E w \in HolderOf(e.token) : AckCancelled(w)
+      [] e.type = "cancelled" /\ e.prior # "running" -> Cancel(1)
+      [] e.type = "unheard" -> \E w \in HolderOf(e.token) : Unheard(w)
       [] OTHER -> FALSE
 
 Implied == {"effect", "expire", "tick"}
@@ -72,6 +102,7 @@ Implied == {"effect", "expire", "tick"}
 \* What the event says the step left behind.
 Agrees(e) ==
     /\ e.type \notin Implied => state'[1] = e.state
+    /\ e.prior # "" => state[1] = e.prior
     /\ e.type \in {"leased", "reaped"} => token'[1] = e.token
     /\ e.retries >= 0 => retries'[1] = e.retries
 

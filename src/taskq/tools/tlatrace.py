@@ -1,30 +1,45 @@
 """Export a queue's event log as TLA+ traces, one per task, for TLC to check against
-TaskQueue (specs/TaskQueue/TaskQueueTrace.tla).
+TaskQueue with cancellation (specs/TaskQueue/TaskQueueTrace.tla).
 
 Each task's events are its own trace, checked as a behaviour of a one-task instance
 of the model, as `taskq.tools.tracecheck` checks them per task. An event becomes the one
 model action that writes it: enqueued -> Enqueue, leased -> Lease, heartbeat ->
 Heartbeat, completed -> Ack, failed -> Fail, released -> Release, reaped -> Reap,
-promoted -> Promote, revived -> RetryDead. Three model actions write no event and are
-inserted where the next event implies them: "effect" (the handler's charge) before
-each completed, "expire" (the clock passing the lease's expiry) before each reaped,
-and "tick" (the clock reaching the run-at) before each promoted; the last two carry
-the time of the event that follows, which the model checks against the expiry or the
-run-at it last recorded. A purge is not modelled: a task's trace ends before it.
+promoted -> Promote, revived -> RetryDead, cancel_requested -> Cancel (of a running
+task), cancelled -> Cancel (from pending, delayed or dead) or AckCancelled (from
+running). Three model actions write no event and are inserted where the next event
+implies them: "effect" (the handler's charge) before each completed, "expire" (the clock
+passing the lease's expiry) before each reaped, and "tick" (the clock reaching the
+run-at) before each promoted; the last two carry the time of the event that follows,
+which the model checks against the expiry or the run-at it last recorded. A completed
+that follows its run's cancel_requested is an ack that came first: the run applied its
+effect before it could hear of the cancel, so its "effect" goes before the
+cancel_requested. A purge is not modelled: a task's trace ends before it.
+
+A heartbeat after a cancel_requested answered "cancel" (heartbeat.lua answers so to
+every renewal of a flagged task), but the log does not say whether its holder heard it;
+the holder's settle does. One that settles as if untold (completed, failed or released:
+a holder that heard ends the task with ack_cancelled) had decided before the answer
+reached it (a beat in flight while it settled, or a reply lost with its connection), so
+its heartbeats after the cancel_requested become "unheard" entries: Redis renewed the
+lease, the holder learned nothing.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # Event types the model has an action for.
 MODELLED = ("enqueued", "leased", "heartbeat", "completed", "failed", "released", "reaped",
-            "promoted", "revived")
+            "promoted", "revived", "cancel_requested", "cancelled")
 # Model steps that write no event, inserted before the event that implies them.
 IMPLIED = {"completed": "effect", "reaped": "expire", "promoted": "tick"}
+# A holder's settles that mean it had not heard of its task's cancel (one that had would
+# settle with ack_cancelled: a `cancelled` event from running).
+UNTOLD = ("completed", "failed", "released")
 # Integer fields an event may lack; -1 in the trace means "not given".
 NUMBERS = ("token", "retries", "ts", "at")
 
@@ -33,7 +48,8 @@ Event = tuple[int, Mapping[str, str]]
 
 @dataclass(frozen=True)
 class Step:
-    """One entry of a task's TLA+ trace: a model action and what the log says of it."""
+    """One entry of a task's TLA+ trace: a model action and what the log says of it;
+    `prior` is the state a cancel says it left (its `from`), '' for other events."""
 
     type: str
     state: str
@@ -41,11 +57,13 @@ class Step:
     retries: int = -1
     ts: int = -1
     at: int = -1
+    prior: str = ""
 
     def tla(self) -> str:
         return (
             f'[type |-> "{self.type}", state |-> "{self.state}", token |-> {self.token}, '
-            f"retries |-> {self.retries}, ts |-> {self.ts}, at |-> {self.at}]"
+            f"retries |-> {self.retries}, ts |-> {self.ts}, at |-> {self.at}, "
+            f'prior |-> "{self.prior}"]'
         )
 
 
@@ -69,14 +87,29 @@ def steps(events: Iterable[Mapping[str, str]], epoch_ms: int = 0) -> list[Step]:
         for name in ("ts", "at"):
             if numbers[name] >= 0:
                 numbers[name] = max(numbers[name] - epoch_ms, 0)
+        requested = _requested_at(out, numbers["token"])
+        if kind in UNTOLD and requested is not None:
+            out[requested:] = [replace(s, type="unheard")
+                               if s.type == "heartbeat" and s.token == numbers["token"] else s
+                               for s in out[requested:]]
         implied = IMPLIED.get(kind)
-        if implied is not None:
+        if implied == "effect" and requested is not None:
+            # Applied before the run could hear of the cancel: before the cancel came.
+            effect = Step("effect", "running", numbers["token"], ts=out[requested].ts)
+            out.insert(requested, effect)
+        elif implied is not None:
             before = out[-1].state if out else ""
             token = numbers["token"] if implied == "effect" else -1
             out.append(Step(implied, before, token=token, ts=numbers["ts"]))
         # An unknown type stays in the trace: no action matches it, so TLC rejects it.
-        out.append(Step(kind, fields.get("state", ""), **numbers))
+        out.append(Step(kind, fields.get("state", ""), prior=fields.get("from", ""), **numbers))
     return out
+
+
+def _requested_at(out: Sequence[Step], token: int) -> int | None:
+    """Where in `out` the cancel of the run holding `token` was requested, if it was."""
+    found = [n for n, s in enumerate(out) if s.type == "cancel_requested" and s.token == token]
+    return found[-1] if found and token >= 0 else None
 
 
 def per_task(events: Iterable[Event]) -> dict[str, list[Step]]:
