@@ -35,12 +35,15 @@ def builtin_app(settings: Settings | None = None, simulation: Simulation | None 
     def simulate(charge: int | None = None, account: str = "alice") -> dict[str, object]:
         """Work WORK_SECONDS, fail at FAIL_RATE, charge, then work AFTER_EFFECT_SECONDS.
         Returns what the ledger said and the run's token and attempt, so a result shows
-        which run's ack was accepted."""
+        which run's ack was accepted. A run told its task was cancelled stops before its
+        charge (effect() would refuse it anyway) and the task ends cancelled."""
         task = current_task()
         time.sleep(sim.work_seconds)
         if random.random() < sim.fail_rate:
             raise SimulatedFailure(f"simulated failure (FAIL_RATE={sim.fail_rate})")
         outcome = "no charge"
+        if task.cancelled:
+            return {"outcome": "cancelled", "token": task.token, "attempt": task.attempt}
         if charge is not None:
             with task.effect():
                 outcome = ledger().charge(task.task_id, task.token, account, int(charge))
