@@ -1,5 +1,6 @@
 """The chaos command itself: it must see the bug it guards against, and replay by seed;
-its tick check must see a tick missing, doubled or charged other than once."""
+its tick check must see a tick missing, doubled or charged other than once; its cancel
+checks must see a cancelled task lost or run after its cancel."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
+from taskq.results import Cancellation
+from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_cancels
+from taskq.tools.chaos.canceller import Cancels
 from taskq.tools.chaos.checks import count_ticks, final_states, ticks_check
 from taskq.tools.chaos.run import MIN_TICKS
 from taskq.tools.chaos.schedules import PERIODS, period_ms
-from taskq.tools.ledger import Ledger
+from taskq.tools.ledger import Charge, Ledger
 from taskq.tools.tlatrace import read_log
 
 Rows = list[tuple[int, dict[str, str]]]
@@ -112,6 +116,114 @@ class TestTickCheck:
         assert tick_check_of(rows, charges, lost_ok=True)[0]
 
 
+def history(task: str, *events: tuple[str, str, int, int], source: str = "") -> Rows:
+    """`task`'s events as (type, state, token, ts); a cancelled one says it left `source`."""
+    rows: Rows = []
+    for kind, state, token, ts in events:
+        fields = {"type": kind, "task": task, "state": state, "token": str(token), "ts": str(ts)}
+        if kind == "cancelled":
+            fields["from"] = source
+        rows.append((0, fields))
+    return rows
+
+
+ENQUEUED = ("enqueued", "pending", 0, 100)
+LEASED = ("leased", "running", 1, 200)
+REQUESTED = ("cancel_requested", "running", 1, 300)
+TOLD = ("heartbeat", "running", 1, 400)
+ACK_CANCELLED = ("cancelled", "cancelled", 1, 500)
+
+
+def cancel_verdicts(rows: Rows, charges: list[Charge], asked: dict[str, str],
+                    doomed: tuple[str, ...] = (), same_clock: bool = True) -> CancelChecks:
+    """The C1 checks on `rows` and `charges`, the canceller having asked about each task
+    in `asked` and been answered with its outcome ('outcome state')."""
+    cancels = Cancels(doomed=list(doomed))
+    for task, answer in asked.items():
+        outcome, state = answer.split()
+        cancels.asked[task] = Cancellation(task, outcome, state)  # type: ignore[arg-type]
+    count = count_cancels(rows, final_states(rows), cancels, charges, same_clock, False)
+    return cancel_checks(count)
+
+
+RUNNING_CANCEL = history("r", ENQUEUED, LEASED, REQUESTED, TOLD, ACK_CANCELLED, source="running")
+PENDING_CANCEL = history("p", ENQUEUED, ("cancelled", "cancelled", 0, 300), source="pending")
+ACKED_FIRST = history("a", ENQUEUED, LEASED, REQUESTED, ("completed", "completed", 1, 350))
+CLEAN = [*RUNNING_CANCEL, *PENDING_CANCEL, *ACKED_FIRST]
+ASKED = {"r": "requested running", "p": "cancelled pending", "a": "requested running"}
+
+
+class TestCancelChecks:
+    def test_cancels_that_ended_as_their_answers_allow_with_effects_before_them_pass(
+        self,
+    ) -> None:
+        verdicts = cancel_verdicts(CLEAN, [Charge("a", 1, 250), Charge("r", 1, 290)], ASKED)
+        assert verdicts.none_lost[0], verdicts.none_lost[1]
+        assert verdicts.none_after[0], verdicts.none_after[1]
+        assert "2 ended cancelled (1 cancelled from pending, 1 cancelled from running); " \
+               "1 completed, their ack first" in verdicts.none_lost[1]
+        assert "1 effects of tasks ended cancelled, 1 of tasks whose ack came first: " \
+               "2 written before the cancel" in verdicts.none_after[1]
+
+    def test_a_task_answered_cancelled_that_completed_fails(self) -> None:
+        rows = [*CLEAN, *history("c", ENQUEUED, LEASED, ("completed", "completed", 1, 300))]
+        verdicts = cancel_verdicts(rows, [], {**ASKED, "c": "cancelled pending"})
+        assert not verdicts.none_lost[0]
+        assert "ended otherwise: [('c', 'completed')]" in verdicts.none_lost[1]
+
+    def test_a_cancel_nobody_asked_for_fails(self) -> None:
+        verdicts = cancel_verdicts(CLEAN, [], {"r": "requested running", "a": "requested running"})
+        assert not verdicts.none_lost[0]
+        assert "cancelled but never asked: ['p']" in verdicts.none_lost[1]
+
+    def test_a_doomed_task_left_in_the_dlq_fails(self) -> None:
+        rows = [*CLEAN, *history("x", ENQUEUED, LEASED, ("failed", "dead", 1, 300))]
+        verdicts = cancel_verdicts(rows, [], {**ASKED, "x": "unchanged dead"}, doomed=("x",))
+        assert not verdicts.none_lost[0]
+        assert "('x', 'dead')" in verdicts.none_lost[1]
+
+    def test_an_effect_by_a_run_leased_after_the_cancel_fails(self) -> None:
+        verdicts = cancel_verdicts(CLEAN, [Charge("p", 1, 400)], ASKED, same_clock=False)
+        assert not verdicts.none_after[0]
+        assert "1 effects by a run begun after one" in verdicts.none_after[1]
+
+    def test_a_lease_after_a_cancel_fails(self) -> None:
+        rows = [*CLEAN, (0, {"type": "leased", "task": "p", "state": "running", "token": "1",
+                             "ts": "400"})]
+        verdicts = cancel_verdicts(rows, [], ASKED)
+        assert not verdicts.none_after[0]
+        assert "1 leases after a cancel" in verdicts.none_after[1]
+
+    def test_an_effect_written_after_its_run_was_told_with_no_renewal_before_fails(
+        self,
+    ) -> None:
+        verdicts = cancel_verdicts(CLEAN, [Charge("r", 1, 450)], ASKED)
+        assert not verdicts.none_after[0]
+        assert "told first: [('r', 1)]" in verdicts.none_after[1]
+
+    def test_an_effect_written_after_the_cancel_but_before_its_run_was_told_passes(
+        self,
+    ) -> None:
+        verdicts = cancel_verdicts(CLEAN, [Charge("r", 1, 350)], ASKED)
+        assert verdicts.none_after[0], verdicts.none_after[1]
+        assert "1 after it but before a renewal told their run" in verdicts.none_after[1]
+
+    def test_an_effect_let_in_by_a_renewal_before_the_cancel_may_be_written_after(
+        self,
+    ) -> None:
+        renewed = history("r", ENQUEUED, LEASED, ("heartbeat", "running", 1, 250), REQUESTED,
+                          TOLD, ACK_CANCELLED, source="running")
+        rows = [*renewed, *PENDING_CANCEL, *ACKED_FIRST]
+        verdicts = cancel_verdicts(rows, [Charge("r", 1, 450)], ASKED)
+        assert verdicts.none_after[0], verdicts.none_after[1]
+        assert "1 after that but let in by a renewal before the cancel" in verdicts.none_after[1]
+
+    def test_without_one_clock_the_times_are_not_judged(self) -> None:
+        verdicts = cancel_verdicts(CLEAN, [Charge("r", 1, 450)], ASKED, same_clock=False)
+        assert verdicts.none_after[0]
+        assert "times not compared" in verdicts.none_after[1]
+
+
 @pytest.mark.processes
 def test_without_a_ledger_guard_the_run_reports_double_charges_and_fails(tmp_path: Path) -> None:
     run = chaos(tmp_path, "--tasks", "1500", "--workers", "3", "--guard", "none",
@@ -138,9 +250,15 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     assert "Nothing acknowledged was lost." in report
     assert "| seed | 5 |" in report
     assert "| S1: one task per schedule tick, each run once | pass |" in report
-    # The whole event log stays behind for TLC's trace validation.
+    assert "| C1: every cancelled task ended cancelled, or completed by an ack that came " \
+           "first | pass |" in report
+    assert "| C1: no effect by a run after it could know of its cancel | pass |" in report
+    # The whole event log stays behind for TLC's trace validation, cancels included.
     events = read_log(tmp_path / "run" / "events.jsonl")
-    assert {f["type"] for _, f in events} >= {"enqueued", "leased", "completed"}
+    assert {f["type"] for _, f in events} >= {"enqueued", "leased", "completed",
+                                              "cancel_requested", "cancelled"}
+    left = {f.get("from") for _, f in events if f["type"] == "cancelled"}
+    assert {"pending", "dead"} <= left, left
     # Every schedule fired through the faults, each tick once, each charged once.
     periods = {name: period_ms(name) for name in PERIODS}
     charges = Ledger(tmp_path / "run" / "ledger.db").charges_by_task(SCHEDULE_TASK_PREFIX)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -186,3 +187,15 @@ class TestErrors:
 
     def test_the_default_guard_is_dedupe(self, path: Path) -> None:
         assert Ledger(path).guard == "dedupe"
+
+
+def test_charges_of_tasks_carry_their_token_and_the_time_they_were_written(path: Path) -> None:
+    ledger = Ledger(path, "none")
+    before = time.time() * 1000
+    for task_id, token in (("a", 1), ("b", 2), ("a", 3), ("c", 1)):
+        ledger.charge(task_id, token, "alice", 1)
+    after = time.time() * 1000
+    charges = ledger.charges_of(["a", "b", "nosuch"])
+    assert sorted((c.task_id, c.token) for c in charges) == [("a", 1), ("a", 3), ("b", 2)]
+    assert all(before - 1 <= c.at_ms <= after + 1 for c in charges)
+    assert ledger.charges_of([]) == []

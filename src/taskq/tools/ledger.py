@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +38,22 @@ class LedgerSummary:
     tasks: int
     amount: int
     charged_twice: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One charge: the task and fencing token it was made for, and when it was written
+    (ms since the epoch, by the clock of the host that wrote it; SQLite's, to the ms)."""
+
+    task_id: str
+    token: int
+    at_ms: int
+
+
+def _epoch_ms(at: str) -> int:
+    """The ms since the epoch of a charge's `at` column (UTC, as SCHEMA writes it)."""
+    moment = datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
 
 
 class Ledger:
@@ -110,6 +128,17 @@ class Ledger:
             "SELECT task_id, COUNT(*) FROM charges WHERE substr(task_id, 1, ?) = ? "
             "GROUP BY task_id", (len(prefix), prefix))
         return {task_id: count for task_id, count in rows.fetchall()}
+
+    def charges_of(self, task_ids: Collection[str]) -> list[Charge]:
+        """Every charge made for one of `task_ids`, in the order they were written."""
+        ids, found = sorted(set(task_ids)), []
+        for start in range(0, len(ids), 500):  # SQLite caps a statement's parameters
+            chunk = ids[start:start + 500]
+            rows = self._db().execute(
+                f"SELECT task_id, token, at FROM charges WHERE task_id IN "
+                f"({', '.join('?' * len(chunk))})", chunk)
+            found += [Charge(t, int(k), _epoch_ms(at)) for t, k, at in rows.fetchall()]
+        return sorted(found, key=lambda c: (c.at_ms, c.task_id))
 
     def charges_for(self, task_id: str) -> int:
         row = self._db().execute("SELECT COUNT(*) FROM charges WHERE task_id = ?", (task_id,))

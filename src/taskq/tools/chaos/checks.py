@@ -10,6 +10,8 @@ from typing import Any
 
 from taskq.broker import Broker
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
+from taskq.tools.chaos.cancel_checks import CancelCount, cancel_checks, count_cancels
+from taskq.tools.chaos.canceller import Cancels
 from taskq.tools.chaos.producer import Produced
 from taskq.tools.chaos.schedules import PERIODS, period_ms, tick_of
 from taskq.tools.chaos.waiters import Waited
@@ -55,6 +57,7 @@ class Findings:
     lost_enqueues: list[str] = field(default_factory=list)
     charged_twice: list[tuple[str, int]] = field(default_factory=list)
     ticks: list[TickCount] = field(default_factory=list)
+    cancels: CancelCount = field(default_factory=CancelCount)
     events: int = 0
     used_memory: int = 0
     log_memory: int = 0
@@ -75,20 +78,29 @@ def final_states(rows: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
 def run_checks(
     client: Client, broker: Broker, produced: Produced, ledger: Ledger, guard: str,
     appendfsync: str, redis_crashes: int, waited: Waited | None = None,
+    cancels: Cancels | None = None, same_clock: bool = False,
 ) -> Findings:
+    """Every check of the run; `same_clock` when Redis runs on this host's clock (the
+    run's own embedded server), so the ledger's times and the log's compare."""
     found = Findings()
+    cancels = cancels or Cancels()
     rows = read_log(client, broker.keys.events)
-    found.final_states, found.events = final_states(rows), len(rows)
+    final = found.final_states = final_states(rows)
+    found.events = len(rows)
     acknowledged = produced.acknowledged
-    found.lost_enqueues = sorted(t for t in acknowledged if t not in found.final_states)
-    unfinished = sorted(t for t in acknowledged
-                        if t in found.final_states and found.final_states[t] != "completed")
-    lost_ok = not found.lost_enqueues or (appendfsync != "always" and redis_crashes > 0)
+    found.lost_enqueues = sorted(t for t in acknowledged if t not in final)
+    # A task the canceller asked about may end cancelled; the C1 checks say which may.
+    unfinished = sorted(t for t in acknowledged if t in final and final[t] != "completed"
+                        and not (t in cancels.asked and final[t] == "cancelled"))
+    cancelled = sum(1 for t in acknowledged if final.get(t) == "cancelled")
+    may_lose = appendfsync != "always" and redis_crashes > 0
+    lost_ok = not found.lost_enqueues or may_lose
     found.checks.append(Check(
-        "every acknowledged task completed", not unfinished and lost_ok,
-        f"{len(acknowledged) - len(unfinished) - len(found.lost_enqueues)} of {len(acknowledged)}"
-        f" completed; {len(unfinished)} unfinished; {len(found.lost_enqueues)} acknowledged "
-        f"enqueues lost by Redis crashes (appendfsync {appendfsync})"))
+        "every acknowledged task completed, or ended cancelled", not unfinished and lost_ok,
+        f"{len(acknowledged) - len(unfinished) - len(found.lost_enqueues) - cancelled} of "
+        f"{len(acknowledged)} completed, {cancelled} cancelled; {len(unfinished)} unfinished; "
+        f"{len(found.lost_enqueues)} acknowledged enqueues lost by Redis crashes "
+        f"(appendfsync {appendfsync})"))
 
     summary = ledger.summary()
     found.charged_twice = summary.charged_twice
@@ -117,7 +129,15 @@ def run_checks(
         f"ready {counts.ready}, leased {counts.leased}, delayed {counts.delayed}, "
         f"dead {counts.dead}"))
 
-    found.checks.append(_results_check(client, broker, rows, waited or Waited()))
+    found.checks.append(_results_check(broker, rows, final, waited or Waited()))
+
+    found.cancels = count_cancels(rows, final, cancels, ledger.charges_of(cancels.asked),
+                                  same_clock, may_lose)
+    verdicts = cancel_checks(found.cancels)
+    found.checks.append(Check("C1: every cancelled task ended cancelled, or completed by "
+                              "an ack that came first", *verdicts.none_lost))
+    found.checks.append(Check("C1: no effect by a run after it could know of its cancel",
+                              *verdicts.none_after))
 
     report = validate(rows)
     found.checks.append(Check(
@@ -187,13 +207,14 @@ def ticks_check(counts: list[TickCount], lost_ok: bool) -> Check:
     return Check("S1: one task per schedule tick, each run once", ok, "; ".join(parts))
 
 
-def _results_check(client: Client, broker: Broker, rows: list[tuple[int, dict[str, str]]],
-                   waited: Waited) -> Check:
+def _results_check(broker: Broker, rows: list[tuple[int, dict[str, str]]],
+                   final: Mapping[str, str], waited: Waited) -> Check:
     """R1 on the real run: every result kept is the accepted run's. The simulated task
     returns its own token, so the result of each completed event (written by the ack
     Redis accepted) must carry that event's token, each record still kept must hold
-    the result of its current token, and each result a waiting producer got must be
-    the completed event's."""
+    the result of its current token, each result a waiting producer got must be the
+    completed event's, and each wait that ended "cancelled" must be on a task that
+    ended so."""
     in_events: dict[str, Any] = {}
     wrong, without = [], 0
     for _, fields in rows:
@@ -216,13 +237,16 @@ def _results_check(client: Client, broker: Broker, rows: list[tuple[int, dict[st
         if json.loads(record.result).get("token") != record.fencing_token:
             wrong.append(task_id)
     mismatched = [t for t, v in waited.results.items() if in_events.get(t, v) != v]
+    # A producer's wait on a task that ended cancelled ends in TaskCancelledError.
+    miscancelled = [t for t in waited.cancelled if final.get(t) != "cancelled"]
     return Check(
         "R1: every result kept is the accepted run's",
-        not wrong and not mismatched and not waited.errors,
+        not wrong and not mismatched and not waited.errors and not miscancelled,
         f"{len(in_events)} results on completed events, each with its event's token; "
         f"{without} acked at shutdown with none; {records} records read back; "
         f"{len(waited.results)} results waited for by a producer through "
-        f"{waited.outages} outages, {len(mismatched)} differing, {len(waited.errors)} errors"
+        f"{waited.outages} outages, {len(mismatched)} differing, {len(waited.errors)} errors, "
+        f"{len(waited.cancelled)} told cancelled ({len(miscancelled)} not cancelled)"
         + (f"; wrong: {wrong[:5]}" if wrong else "")
         + (f"; errors: {list(waited.errors.items())[:2]}" if waited.errors else ""))
 
@@ -259,6 +283,6 @@ def _no_stray_state(client: Client, broker: Broker) -> bool:
     """No record left in a non-final state (a record that is in no structure)."""
     for key in client.scan_iter(match=broker.keys.task("*"), count=1000):
         # None: the record expired since the scan found it.
-        if client.hget(key, "state") not in (None, "completed", "dead"):
+        if client.hget(key, "state") not in (None, "completed", "dead", "cancelled"):
             return False
     return True

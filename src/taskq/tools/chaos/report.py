@@ -6,6 +6,7 @@ import datetime
 import platform
 from collections import Counter
 
+from taskq.tools.chaos.canceller import CANCEL_EVERY, DOOMED_TASK
 from taskq.tools.chaos.run import ChaosResult
 from taskq.tools.chaos.schedules import POLICY
 
@@ -54,6 +55,7 @@ def render(result: ChaosResult) -> str:
         *[f"- Schedule {c.schedule}, every {c.period_ms} ms (policy {POLICY}): {c.ticks} ticks "
           f"from the first fired to the last, {c.tasks} tasks, {c.effects} effects."
           for c in f.ticks],
+        *_cancels(result),
         f"- Event log: {f.events} events; Redis memory at the end {f.used_memory / 2**20:.1f} MiB.",
         *_losses(result),
         "",
@@ -80,9 +82,32 @@ def _parameters(result: ChaosResult) -> dict[str, object]:
         "simulated work (s)": f"{o.work_seconds} before the charge, "
                               f"{o.after_effect_seconds} after it",
         "lease (s)": o.lease_seconds, "appendfsync": o.appendfsync,
+        "cancels": f"up to one task in {CANCEL_EVERY}, picked from ready, leased, delayed "
+                   f"and the DLQ as the run goes; {len(result.cancels.doomed)} "
+                   f"`{DOOMED_TASK}` tasks (no worker runs them: each dies at once) "
+                   "cancelled out of the DLQ",
         "redis": o.redis_url or "embedded, AOF on",
         "replay": f"`taskq chaos --seed {o.seed} ...` with the same options",
     }  # fmt: skip
+
+
+def _cancels(result: ChaosResult) -> list[str]:
+    c = result.findings.cancels
+    calls = sum(c.answers.values())
+    answers = ", ".join(f"{n} {a}" for a, n in sorted(c.answers.items()))
+    ended = ", ".join(f"{n} {how}" for how, n in sorted(c.ended.items()))
+    timing = (f": {c.before} written before the cancel, {c.untold} after it but before a "
+              f"renewal told their run, {c.let_in_before} after that but let in by a renewal "
+              f"before the cancel, {len(c.told_first)} let in after their run was told"
+              if c.times_compared else " (times not compared: Redis is not the run's own)")
+    return [
+        f"- Cancel calls: {calls} answered ({answers or 'none'}), {c.unanswered} unanswered "
+        f"when the run stopped; {c.outages} cut off by Redis outages and made again.",
+        f"- Tasks ended cancelled: {c.cancelled} ({ended or 'none'}); {c.acked_first} "
+        "cancel-requested tasks completed, their ack first.",
+        f"- Effects of tasks ended cancelled: {c.effects}; of those completed by an ack that "
+        f"came first: {c.acked_first_effects}{timing}.",
+    ]
 
 
 def _losses(result: ChaosResult) -> list[str]:

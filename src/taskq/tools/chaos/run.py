@@ -21,6 +21,7 @@ from taskq.connection import connect
 from taskq.errors import BrokerError
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings, child_environment
+from taskq.tools.chaos.canceller import Canceller, Cancels
 from taskq.tools.chaos.checks import Findings, run_checks
 from taskq.tools.chaos.faults import Injector
 from taskq.tools.chaos.options import ChaosOptions
@@ -45,6 +46,7 @@ class ChaosResult:
     injector: Injector
     produced: Produced
     findings: Findings
+    cancels: Cancels = field(default_factory=Cancels)
     samples: list[tuple[float, int]] = field(default_factory=list)
     fault_window: float = 0.0
     finished_at: float = 0.0
@@ -141,21 +143,30 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
         f"faults {', '.join(options.fault_kinds)} every ~{options.fault_interval}s, "
         f"seed {options.seed}, logs in {options.workdir}/")
     waited = Waited()
-    waiter = Waiter(Broker(connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2)),
-                           QUEUE), produced, options.tasks, waited)
+
+    def own_broker() -> Broker:
+        return Broker(connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2)),
+                      QUEUE)
+
+    waiter = Waiter(own_broker(), produced, options.tasks, waited)
+    canceller = Canceller(own_broker(), produced, options.tasks, options.seed, result.cancels)
     producer.start()
     waiter.start()
+    canceller.start()
     try:
         _drive(result, broker, url, firing, say)
     finally:
         producer.stopping.set()
         waiter.stopping.set()
+        canceller.stopping.set()
         injector.settle()
         stop_all(injector.workers + firing.retired)
         waiter.join(5)
+        canceller.join(5)
     crashes = sum(f.kind == "redis-crash" for f in injector.faults)
     result.findings = run_checks(client, broker, produced, ledger, options.guard,
-                                 options.appendfsync, crashes, waited)
+                                 options.appendfsync, crashes, waited, result.cancels,
+                                 same_clock=server is not None)
     # Kept for TLC's trace validation: `python -m specs.tlctrace <workdir>/events.jsonl`.
     write_log(read_log(client, broker.keys.events), options.workdir / "events.jsonl")
     _recoveries(result)
@@ -164,8 +175,9 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
 
 def _drive(result: ChaosResult, broker: Broker, url: str, firing: Firing,
            say: Callable[[str], None]) -> None:
-    """Inject faults until every task is done and each schedule has ticked, or until
-    `max_seconds` pass; then stop the schedules and drain."""
+    """Inject faults until every task is done, each schedule has ticked and the
+    canceller is through, or until `max_seconds` pass; then stop the schedules and
+    drain."""
     o, injector, produced = result.options, result.injector, result.produced
     monitor = Monitor(url, broker, produced)
     monitor.started = injector.started
@@ -177,7 +189,8 @@ def _drive(result: ChaosResult, broker: Broker, url: str, firing: Firing,
         while True:
             now = injector.clock()
             if result.fault_window == 0.0:
-                done = monitor.idle_at is not None and monitor.ticked and not injector.pending
+                done = (monitor.idle_at is not None and monitor.ticked and not injector.pending
+                        and result.cancels.finished.is_set())
                 if done or now >= o.max_seconds:
                     result.fault_window = now
                     injector.settle()

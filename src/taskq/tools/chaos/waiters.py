@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskq.broker import Broker
-from taskq.errors import BrokerError, ResultTimeoutError, TaskqError
+from taskq.errors import BrokerError, ResultTimeoutError, TaskCancelledError, TaskqError
 from taskq.tools.chaos.producer import Produced, task_id
 
 # Every this many acknowledged tasks, one is waited for.
@@ -18,9 +18,11 @@ WAIT_EVERY = 97
 @dataclass
 class Waited:
     """What the waiters got: each task's result as `result()` returned it, the tasks
-    whose wait ended in a taskq error other than an outage, and the outages ridden out."""
+    whose wait ended in `TaskCancelledError`, the tasks whose wait ended in another taskq
+    error than an outage, and the outages ridden out."""
 
     results: dict[str, Any] = field(default_factory=dict)
+    cancelled: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     outages: int = 0
 
@@ -57,6 +59,9 @@ class Waiter(threading.Thread):
                 return
             except ResultTimeoutError:
                 continue
+            except TaskCancelledError:
+                self.waited.cancelled.append(task_id)
+                return
             except BrokerError:
                 self.waited.outages += 1
                 time.sleep(0.1)
