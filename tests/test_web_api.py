@@ -25,7 +25,8 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
     wrong = {"authorization": "Bearer not-the-token-at-all"}
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
         assert http.get("/healthz").status_code == 200
-        for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/metrics", "/"):
+        for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/totals",
+                     "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200
@@ -69,18 +70,32 @@ def test_the_token_cookie_works_beside_cookies_of_other_apps(
         assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
 
 
+WRITES = ("/api/dlq/{}/retry", "/api/tasks/{}/cancel")
+
+
 def test_writes_need_the_request_header_and_the_same_origin(
     secured: Server, queue: Broker
 ) -> None:
+    queue.enqueue("kept", delay=3600)
     bearer = {"authorization": f"Bearer {TOKEN}"}
-    path = f"/api/dlq/x/retry?queue={queue.queue}"
-    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
-        assert http.post(path, headers=bearer).status_code == 403
-        foreign = {**bearer, "x-taskq-request": "1", "origin": "http://evil.example"}
-        assert http.post(path, headers=foreign).status_code == 403
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT,
+                      params={"queue": queue.queue}) as http:
+        for write in WRITES:
+            path = write.format("kept")
+            assert http.post(path, headers=bearer).status_code == 403, path
+            foreign = {**bearer, "x-taskq-request": "1", "origin": "http://evil.example"}
+            assert http.post(path, headers=foreign).status_code == 403, path
+            assert http.post(path, headers={"x-taskq-request": "1"}).status_code == 401, path
+            # What a cross-site form would carry: the browser's cookie, no header.
+            cookie_only = {"cookie": f"taskq_token={TOKEN}"}
+            assert http.post(path, headers=cookie_only).status_code == 403, path
+        record = queue.task("kept")
+        assert record is not None and record.state == "delayed", "a refused write changed it"
         own = {**bearer, "x-taskq-request": "1", "origin": secured.url}
-        assert http.post(path, headers=own).status_code == 404  # allowed; x is not dead
-        assert http.post(path, headers={"x-taskq-request": "1"}).status_code == 401
+        # Allowed: kept is not dead, so the retry finds nothing; the cancel ends it.
+        assert http.post("/api/dlq/kept/retry", headers=own).status_code == 404
+        cancelled = http.post("/api/tasks/kept/cancel", headers=own)
+        assert (cancelled.status_code, cancelled.json()["outcome"]) == (200, "cancelled")
 
 
 def test_serving_beyond_loopback_without_a_token_is_refused(
@@ -195,6 +210,98 @@ def test_api_dlq_lists_the_dead_and_retry_revives_them_once(
         assert http.get("/api/dlq").json()["dead"] == []
 
 
+WRITE = {"x-taskq-request": "1"}
+
+
+def cancel(http: httpx.Client, task_id: str) -> httpx.Response:
+    return http.post(f"/api/tasks/{task_id}/cancel", headers=WRITE)
+
+
+def test_cancel_ends_a_task_that_is_not_running_and_says_what_it_was(
+    server: Server, queue: Broker
+) -> None:
+    fill(queue)  # dead-1 dead, ready-0 running, ready-1 and ready-2 pending, later delayed
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        for task_id, state in (("later", "delayed"), ("ready-2", "pending"),
+                               ("dead-1", "dead")):
+            response = cancel(http, task_id)
+            assert response.status_code == 200, response.text
+            assert response.json() == {"task_id": task_id, "outcome": "cancelled",
+                                       "state": state}
+            record = http.get(f"/api/tasks/{task_id}").json()
+            assert record["state"] == "cancelled" and record["cancelled_at"] > 0
+            assert [e["type"] for e in record["events"]][-1] == "cancelled"
+            assert record["events"][-1]["from"] == state
+        assert cancel(http, "later").json() == {
+            "task_id": "later", "outcome": "unchanged", "state": "cancelled"}
+        assert http.get("/api/snapshot").json()["counts"] == {
+            "ready": 1, "leased": 1, "delayed": 0, "dead": 0}
+        assert http.get("/api/dlq").json()["dead"] == []
+
+
+def test_cancel_of_a_running_task_asks_its_worker_once(server: Server, queue: Broker) -> None:
+    queue.enqueue("busy")
+    leased = queue.lease("w-1", 30)
+    assert leased is not None
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        assert http.get("/api/snapshot").json()["leased"][0]["cancel_requested_at"] == 0
+        assert cancel(http, "busy").json() == {
+            "task_id": "busy", "outcome": "requested", "state": "running"}
+        record = http.get("/api/tasks/busy").json()
+        assert record["state"] == "running" and record["cancel_requested_at"] > 0
+        assert record["events"][-1]["type"] == "cancel_requested"
+        (row,) = http.get("/api/snapshot").json()["leased"]
+        assert row["cancel_requested_at"] == record["cancel_requested_at"]
+        assert cancel(http, "busy").json()["outcome"] == "unchanged"
+        assert queue.ack_cancelled("busy", leased[1])
+        assert http.get("/api/tasks/busy").json()["state"] == "cancelled"
+        assert http.get("/api/totals").json() == {"queue": queue.queue, "totals": {
+            "enqueued": 1, "completed": 0, "failed": 0, "retried": 0, "reaped": 0,
+            "dead": 0, "cancelled": 1}}
+
+
+def test_cancel_of_a_task_that_is_not_there_is_a_404_and_of_a_bad_id_a_400(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("here")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        missing = cancel(http, "nope")
+        assert missing.status_code == 404
+        assert missing.json() == {"error": "no task 'nope' on this queue"}
+        bad = cancel(http, "no%20spaces")
+        assert bad.status_code == 400 and bad.json()["parameter"] == "task_id"
+        assert http.get("/api/tasks/cancel", headers=WRITE).status_code == 404
+        for method in ("GET", "PUT", "DELETE"):
+            response = http.request(method, "/api/tasks/here/cancel", headers=WRITE)
+            assert response.status_code == 405, method
+    record = queue.task("here")
+    assert record is not None and record.state == "pending"
+
+
+def test_totals_count_each_kind_of_end_over_the_queues_life(
+    server: Server, queue: Broker
+) -> None:
+    fill(queue)  # 5 enqueued, 1 failed into the DLQ
+    queue.enqueue("kept", delay=3600)
+    queue.cancel("kept")
+    queue.cancel("dead-1")
+    leased = queue.lease("w-1", 30)
+    assert leased is not None and queue.ack(leased[0], leased[1])
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        assert http.get("/api/totals").json()["totals"] == {
+            "enqueued": 6, "completed": 1, "failed": 1, "retried": 0, "reaped": 0,
+            "dead": 1, "cancelled": 2}
+        assert http.get("/api/totals", params={"queue": "unused"}).json()["totals"] == {
+            "enqueued": 0, "completed": 0, "failed": 0, "retried": 0, "reaped": 0,
+            "dead": 0, "cancelled": 0}
+    assert metric(server, "taskq_cancelled_total", queue) == 2
+    assert metric(server, "taskq_completions_total", queue) == 1
+
+
 TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
 
 
@@ -277,8 +384,8 @@ def test_a_snapshot_position_resumes_the_feed_exactly_after_it(
 
 METRICS = (
     "taskq_tasks", "taskq_completions_total", "taskq_failures_total", "taskq_retries_total",
-    "taskq_reaps_total", "taskq_dead_total", "taskq_enqueued_total", "taskq_feed_clients",
-    "taskq_feed_deliveries_total",
+    "taskq_reaps_total", "taskq_dead_total", "taskq_enqueued_total", "taskq_cancelled_total",
+    "taskq_feed_clients", "taskq_feed_deliveries_total",
 )
 
 
@@ -312,7 +419,8 @@ def test_only_loopback_names_are_served_by_default(server: Server, queue: Broker
         for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.nip.io:{port}",
                      "localhost.attacker.example", "", f"[::2]:{port}"):
             for method, path in (("GET", "/api/snapshot"), ("GET", "/"), ("GET", "/events"),
-                                 ("POST", "/api/dlq/x/retry"), ("GET", "/metrics")):
+                                 ("POST", "/api/dlq/x/retry"), ("POST", "/api/tasks/x/cancel"),
+                                 ("GET", "/metrics")):
                 response = http.request(method, path, headers={
                     "host": host, "x-taskq-request": "1", "origin": f"http://{host}"})
                 assert response.status_code == 421, (host, path)

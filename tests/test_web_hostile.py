@@ -4,6 +4,7 @@ queues at once, and what a stream says when it cannot follow a queue."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
@@ -139,9 +140,11 @@ def test_a_snapshot_limit_bounds_each_list(server: Server, queue: Broker) -> Non
 
 
 def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
-    for path in ("/api/snapshot", "/api/dlq", "/api/tasks/x", "/api/schedules", "/events"):
-        response = httpx.get(f"{server.url}{path}", params={"queue": "../etc"},
-                             timeout=TIMEOUT)
+    for method, path in (("GET", "/api/snapshot"), ("GET", "/api/dlq"), ("GET", "/api/tasks/x"),
+                         ("GET", "/api/schedules"), ("GET", "/api/totals"), ("GET", "/events"),
+                         ("POST", "/api/tasks/x/cancel")):
+        response = httpx.request(method, f"{server.url}{path}", params={"queue": "../etc"},
+                                 headers={"x-taskq-request": "1"}, timeout=TIMEOUT)
         assert response.status_code == 400, (path, response.text)
         assert (response.json()["parameter"], response.json()["value"]) == ("queue", "../etc")
 
@@ -156,12 +159,15 @@ def test_a_task_scan_out_of_range_is_a_400_naming_it(
     assert response.json()["accepted"] == "a whole number from 0 to 10000"
 
 
+@pytest.mark.parametrize("route", [("GET", "/api/tasks/{}"), ("POST", "/api/tasks/{}/cancel")])
 @pytest.mark.parametrize("task_id", ["no spaces", "a" * 129, "%00", "%F0%9F%9A%80", "%ff%fe"])
 def test_an_invalid_task_id_is_a_400_naming_it(
-    server: Server, queue: Broker, task_id: str
+    server: Server, queue: Broker, task_id: str, route: tuple[str, str]
 ) -> None:
-    response = httpx.get(f"{server.url}/api/tasks/{task_id}", params={"queue": queue.queue},
-                         timeout=TIMEOUT)
+    method, path = route
+    response = httpx.request(method, server.url + path.format(task_id),
+                             params={"queue": queue.queue}, headers={"x-taskq-request": "1"},
+                             timeout=TIMEOUT)
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["parameter"] == "task_id"
@@ -172,11 +178,14 @@ def test_an_invalid_task_id_is_a_400_naming_it(
 # -- nothing a client sends gives a 500 --------------------------------------------
 
 PATHS = ["/", "/api/queues", "/api/snapshot", "/api/tasks/x", "/api/dlq", "/api/schedules",
-         "/metrics",
+         "/api/totals", "/metrics",
          "/healthz", "/static/app.js", "/static/../../../etc/passwd", "/static/%2e%2e/x",
          "/api/tasks/" + "a" * 5000, "/api/tasks/%00", "/api/tasks/%F0%9F%9A%80",
          "/api/tasks/%ff%fe", "/api/dlq/%00/retry", "/api/dlq/" + "b" * 5000 + "/retry",
+         "/api/tasks/x/cancel", "/api/tasks/%00/cancel", "/api/tasks/%2F/cancel",
+         "/api/tasks/" + "c" * 5000 + "/cancel", "/api/tasks//cancel", "/api/tasks/x/cancel/",
          "/nope", "//api/queues", "/api/queues/"]
+WRITE_PATH = re.compile(r"/(retry|cancel)/?$")
 QUERIES = ["", "queue=", "queue=no such!", "queue=" + "q" * 500, "queue=%00", "queue=%ff",
            "limit=-1", "limit=1e3", "limit=99999999999999999999", "limit=%00",
            "last_event_id=%ff%fe", "token=x", "token=" + "t" * 5000, "queue=a&queue=b",
@@ -212,7 +221,7 @@ def test_no_method_path_query_or_header_gets_a_500(server: Server, secured: Serv
                         if not isinstance(status, int) or status >= 500:
                             failures.append((target.url, method, url[:80], status))
                 for headers in HEADERS:
-                    method = "POST" if "retry" in path else "GET"
+                    method = "POST" if WRITE_PATH.search(path) else "GET"
                     status = status_of(http, method, path, headers)
                     if not isinstance(status, int) or status >= 500:
                         failures.append((target.url, path[:80], headers, status))
@@ -221,7 +230,7 @@ def test_no_method_path_query_or_header_gets_a_500(server: Server, secured: Serv
 
 
 @given(path=st.sampled_from(["/api/snapshot", "/api/dlq", "/api/tasks/{}", "/api/queues",
-                             "/api/schedules"]),
+                             "/api/schedules", "/api/totals", "/api/tasks/{}/cancel"]),
        task_id=st.text(min_size=1, max_size=300),
        params=st.dictionaries(st.sampled_from(["queue", "limit", "last_event_id", "token",
                                                "scan"]),
@@ -232,7 +241,9 @@ def test_no_query_string_or_task_id_gets_a_500(
     server: Server, path: str, task_id: str, params: dict[str, str]
 ) -> None:
     url = server.url + path.format(quote(task_id, safe=""))
-    response = httpx.get(url, params=params, timeout=TIMEOUT)
+    method = "POST" if WRITE_PATH.search(path) else "GET"
+    response = httpx.request(method, url, params=params, headers={"x-taskq-request": "1"},
+                             timeout=TIMEOUT)
     assert response.status_code < 500, (url, params, response.text)
     if response.status_code == 400:
         assert response.json()["error"]

@@ -18,8 +18,8 @@ from taskq.settings import Settings
 from taskq.tools.embedded import EmbeddedRedis
 
 ROUTES = [("GET", "/api/queues"), ("GET", "/api/snapshot"), ("GET", "/api/tasks/t-0"),
-          ("GET", "/api/dlq"), ("POST", "/api/dlq/t-0/retry"), ("GET", "/metrics"),
-          ("GET", "/healthz")]
+          ("GET", "/api/dlq"), ("POST", "/api/dlq/t-0/retry"), ("GET", "/api/totals"),
+          ("POST", "/api/tasks/t-0/cancel"), ("GET", "/metrics"), ("GET", "/healthz")]
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ and
-periodic schedules."""
+"""The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ,
+periodic schedules and lifetime totals; and the two writes, a DLQ retry and a cancel."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from taskq.boundary import redis_errors
+from taskq.broker import Broker
 from taskq.feed.cursor import Cursor
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.schedule_view import read_schedules
-from taskq.snapshot import queue_names, take_snapshot
+from taskq.snapshot import LeaseView, queue_names, take_snapshot
 from taskq.web.params import (
     SNAPSHOT_LIMIT,
     TASK_SCAN,
@@ -22,6 +24,7 @@ from taskq.web.params import (
     task_id_param,
 )
 from taskq.web.state import WebState
+from taskq.web.totals import read_totals
 
 
 def state_of(request: Request) -> WebState:
@@ -52,7 +55,24 @@ def snapshot(request: Request) -> JSONResponse:
     position = Cursor(snap.epoch, snap.seq, str(snap.last_ts)).wire_id if snap.seq else ""
     body: dict[str, Any] = asdict(snap)
     body["position"] = position
+    for row, requested in zip(body["leased"], cancel_requests(broker, snap.leased), strict=True):
+        row["cancel_requested_at"] = requested
     return JSONResponse(body)
+
+
+def cancel_requests(broker: Broker, leased: list[LeaseView]) -> list[int]:
+    """When each leased task's cancel was requested (ms; 0: it was not). Read after the
+    snapshot, yet as good as part of it: the flag is only ever set while the lease
+    lasts, by the `cancel_requested` event, which the page applies anyway if it came
+    after the snapshot; a lease that ended meanwhile leaves by its own event."""
+    if not leased:
+        return []
+    with redis_errors("read the leased tasks' cancel requests"):
+        pipe = broker.client.pipeline(transaction=False)
+        for lease in leased:
+            pipe.hget(broker.keys.task(lease.task_id), "cancel_requested")
+        found = pipe.execute()
+    return [int(float(value or 0)) for value in found]
 
 
 def task(request: Request) -> JSONResponse:
@@ -77,11 +97,28 @@ def schedules(request: Request) -> JSONResponse:
     return JSONResponse(asdict(read_schedules(state_of(request).broker(queue_of(request)))))
 
 
+def totals(request: Request) -> JSONResponse:
+    """The queue's lifetime totals (see `taskq.web.totals.TOTALS`)."""
+    queue = queue_of(request)
+    return JSONResponse({"queue": queue, "totals": read_totals(state_of(request).broker(queue))})
+
+
 def retry(request: Request) -> JSONResponse:
     task_id = request.path_params["task_id"]
     if not state_of(request).broker(queue_of(request)).retry_dead(task_id):
         return not_found(f"task {task_id!r} is not in the DLQ")
     return JSONResponse({"retried": task_id})
+
+
+def cancel(request: Request) -> JSONResponse:
+    """Cancel a task (see `Broker.cancel`): `outcome` is `cancelled` (it ended now),
+    `requested` (running: its worker is told at its next heartbeat) or `unchanged` (it
+    had ended, or its cancel was requested already), with the `state` it was in."""
+    task_id = task_id_param(request)
+    done = state_of(request).broker(queue_of(request)).cancel(task_id)
+    if done.outcome == "unknown":
+        return not_found(f"no task {task_id!r} on this queue")
+    return JSONResponse(asdict(done))
 
 
 def healthz(request: Request) -> JSONResponse:

@@ -69,6 +69,8 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/snapshot", api.snapshot),
         Route("/api/schedules", api.schedules),
         Route("/api/tasks/{task_id}", api.task),
+        Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/totals", api.totals),
         Route("/api/dlq", api.dlq),
         Route("/api/dlq/{task_id}/retry", api.retry, methods=["POST"]),
         Route("/metrics", metrics),

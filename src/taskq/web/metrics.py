@@ -7,18 +7,17 @@ from starlette.responses import PlainTextResponse
 
 from taskq.snapshot import queue_names
 from taskq.web.api import state_of
+from taskq.web.totals import TOTALS, read_totals
 
-# Lifetime totals derived from the scripts' `type:state` counters.
-TOTALS = {
-    "taskq_completions_total": ("Tasks acked as completed.", ("completed:completed",)),
-    "taskq_failures_total": ("Failed attempts reported by handlers.",
-                             ("failed:delayed", "failed:dead")),
-    "taskq_retries_total": ("Attempts scheduled again after a failure or an expired lease.",
-                            ("failed:delayed", "reaped:delayed")),
-    "taskq_reaps_total": ("Leases that expired without an ack.",
-                          ("reaped:delayed", "reaped:dead")),
-    "taskq_dead_total": ("Tasks moved to the DLQ.", ("failed:dead", "reaped:dead")),
-    "taskq_enqueued_total": ("Tasks created.", ("enqueued:pending", "enqueued:delayed")),
+# Each lifetime counter and the total of `taskq.web.totals` it shows.
+COUNTERS = {
+    "taskq_completions_total": "completed",
+    "taskq_failures_total": "failed",
+    "taskq_retries_total": "retried",
+    "taskq_reaps_total": "reaped",
+    "taskq_dead_total": "dead",
+    "taskq_enqueued_total": "enqueued",
+    "taskq_cancelled_total": "cancelled",
 }
 
 
@@ -34,12 +33,10 @@ def metrics(request: Request) -> PlainTextResponse:
         for structure in ("ready", "leased", "delayed", "dead"):
             lines.append(f'taskq_tasks{{queue="{name}",structure="{structure}"}} '
                          f"{getattr(counts, structure)}")
-        raw = broker.client.hgetall(broker.keys.stats)
-        totals[name] = {str(k): int(v) for k, v in raw.items()}
-    for metric, (text, keys) in TOTALS.items():
-        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} counter"]
-        for name in names:
-            lines.append(f'{metric}{{queue="{name}"}} {sum(totals[name].get(k, 0) for k in keys)}')
+        totals[name] = read_totals(broker)
+    for metric, total in COUNTERS.items():
+        lines += [f"# HELP {metric} {TOTALS[total][0]}", f"# TYPE {metric} counter"]
+        lines += [f'{metric}{{queue="{name}"}} {totals[name][total]}' for name in names]
     lines += ["# HELP taskq_feed_clients Feed clients connected to this server.",
               "# TYPE taskq_feed_clients gauge"]
     readers = state.readers
