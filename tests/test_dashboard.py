@@ -1,5 +1,6 @@
 """The web dashboard in a real headless Chromium: it shows the queue, follows the feed
-live, rides out a server restart, tells the user about a gap, and retries dead tasks."""
+live, rides out a server restart, tells the user about a gap, and retries and cancels
+tasks."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from taskq.processes import spawn, stop_all, taskq_command
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.tools.embedded import EmbeddedRedis, free_port
+from waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -415,7 +417,10 @@ def test_the_task_view_shows_a_result_as_text_and_a_missing_task_as_a_message(
 
 DASH_APP = '''
 import asyncio
+import os
+import time
 from datetime import timedelta
+from pathlib import Path
 import taskq
 
 app = taskq.App()
@@ -437,6 +442,18 @@ async def stuck() -> None:
 @app.task("slow", max_retries=1, time_limit=0.3)
 async def slow() -> None:
     await asyncio.sleep(30)
+
+# Runs until it hears of its cancel, says so in a file, then returns once the test has
+# looked (DASH_DIR/release exists).
+@app.task("linger", max_retries=0)
+def linger() -> None:
+    here = Path(os.environ["DASH_DIR"])
+    deadline = time.monotonic() + 60
+    while not taskq.current_task().cancelled and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (here / "heard").touch()
+    while not (here / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 '''
 
 
@@ -444,7 +461,7 @@ def start_app_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen[by
     """A `taskq worker` process running DASH_APP on the page's queue."""
     (tmp_path / "dash_app.py").write_text(DASH_APP)
     worker_env = dict(env, LEASE_SECONDS="5", POLL_SECONDS="0.2", BACKOFF_BASE_SECONDS="60",
-                      BACKOFF_MAX_SECONDS="120", PYTHONPATH=str(tmp_path))
+                      BACKOFF_MAX_SECONDS="120", PYTHONPATH=str(tmp_path), DASH_DIR=str(tmp_path))
     return spawn(taskq_command("worker", "--queue", QUEUE, "--app", "dash_app:app",
                                "--concurrency", "2"), worker_env, str(tmp_path / "worker.log"))
 
@@ -563,3 +580,103 @@ def test_a_run_stopped_at_its_time_limit_is_marked_in_every_row_and_the_task_vie
     page.evaluate("window.location.hash = 'task=nameless-1'")
     expect(by_id(page, "task-error")).to_contain_text("UnknownTaskError")
     expect(view.locator("[data-testid=time-limit-badge]")).to_have_count(0)
+
+
+# -- cancellation --------------------------------------------------------------------------
+
+# The dark theme's --cancelled, which the browser fixture's context uses.
+CANCELLED_COLOR = "rgb(201, 154, 180)"
+
+
+def test_cancel_in_the_task_view_and_the_dlq_ends_tasks_live(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("later", delay=3600, name="reports.nightly")
+    queue.enqueue("doomed", max_retries=0)
+    (leased,) = queue.lease_many("test-worker", 30, 1).tasks
+    assert queue.fail(leased.task_id, leased.token, "OSError: disk full").status == "dead"
+    open_dashboard(page, server)
+    expect(by_id(page, "total-cancelled")).to_have_text("0")
+    expect(by_id(page, "total-dead")).to_have_text("1")
+    expect(by_id(page, "count-delayed")).to_have_text("1")
+
+    page.locator("[data-testid=delayed-row][data-task-id=later] [data-testid=task-link]").click()
+    expect(by_id(page, "task-state")).to_have_text("delayed")
+    button = by_id(page, "task-cancel")
+    button.click()
+
+    expect(by_id(page, "task-cancel-result")).to_have_text("cancelled")
+    state = by_id(page, "task-state")
+    expect(state).to_have_text("cancelled")
+    expect(state).to_have_css("color", CANCELLED_COLOR)
+    expect(button).to_be_hidden()
+    expect(by_id(page, "task-record")).to_contain_text("Cancelled")
+    last = rows(page, "task-event").last
+    expect(last).to_have_attribute("data-type", "cancelled")
+    expect(last).to_contain_text("from delayed")
+    expect(rows(page, "delayed-row")).to_have_count(0)
+    expect(by_id(page, "count-delayed")).to_have_text("0")
+    listed = page.locator("[data-testid=event-row][data-type=cancelled][data-task-id=later]")
+    expect(listed).to_have_count(1)
+    expect(listed.locator(".state")).to_have_css("color", CANCELLED_COLOR)
+    expect(by_id(page, "total-cancelled")).to_have_text("1")
+
+    by_id(page, "task-close").click()
+    dead_row = page.locator("[data-testid=dlq-row][data-task-id=doomed]")
+    dead_row.get_by_test_id("cancel-button").click()
+    expect(dead_row).to_have_count(0)
+    expect(by_id(page, "count-dead")).to_have_text("0")
+    expect(by_id(page, "cancel-result").last).to_have_text("doomed: cancelled")
+    expect(by_id(page, "total-cancelled")).to_have_text("2")
+    expect(by_id(page, "total-dead")).to_have_text("1")
+    for task_id in ("later", "doomed"):
+        record = queue.task(task_id)
+        assert record is not None and record.state == "cancelled", task_id
+
+
+def test_cancel_of_a_running_task_is_requested_then_done_when_its_handler_returns(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    queue.enqueue("linger-1", name="linger")
+    open_dashboard(page, server)
+    worker = start_app_worker(env, tmp_path)
+    try:
+        running = page.locator("[data-testid=leased-row][data-task-id=linger-1]")
+        running.get_by_test_id("task-link").click()
+        expect(by_id(page, "task-state")).to_have_text("running")
+        by_id(page, "task-cancel").click()
+
+        expect(by_id(page, "task-cancel-result")).to_have_text(
+            "cancel requested: the worker stops it at its next heartbeat")
+        expect(by_id(page, "task-cancel-requested")).to_have_text("cancel requested")
+        expect(by_id(page, "task-cancel")).to_be_hidden()
+        expect(running).to_have_attribute("data-cancel-requested", "true")
+        expect(running.get_by_test_id("cancel-requested-badge")).to_be_visible()
+        expect(page.locator("[data-testid=event-row][data-type=cancel_requested]")
+               ).to_have_count(1)
+
+        # The handler has heard of it and waits for the test: the task still runs, and
+        # a fresh load marks it from the snapshot alone.
+        wait_until((tmp_path / "heard").exists, 20, "the handler to hear the cancel")
+        page.reload()
+        expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+        expect(running.get_by_test_id("cancel-requested-badge")).to_be_visible()
+        expect(by_id(page, "task-state")).to_have_text("running")
+        expect(by_id(page, "task-cancel-requested")).to_be_visible()
+        expect(by_id(page, "total-cancelled")).to_have_text("0")
+
+        (tmp_path / "release").touch()
+        expect(by_id(page, "task-state")).to_have_text("cancelled")
+        expect(running).to_have_count(0)
+        expect(by_id(page, "count-leased")).to_have_text("0")
+        expect(by_id(page, "task-cancel-requested")).to_be_hidden()
+        expect(by_id(page, "task-record")).to_contain_text("Cancel requested")
+        types = task_event_types(page)
+        assert types[0] == "enqueued" and types[-1] == "cancelled", types
+        assert types.index("leased") < types.index("cancel_requested"), types
+        expect(rows(page, "task-event").last).to_contain_text("from running")
+        expect(by_id(page, "total-cancelled")).to_have_text("1")
+    finally:
+        stop_all([worker])
+    record = queue.task("linger-1")
+    assert record is not None and record.state == "cancelled" and record.result is None

@@ -1,7 +1,7 @@
 // The taskq dashboard: load a snapshot of the queue, then follow its resumable event
 // feed from the snapshot's position, applying each event to the view as it comes. A
 // #task=<id> link opens one task's view, which the same feed keeps current, as it does
-// the schedules panel.
+// the schedules panel and the lifetime totals.
 
 import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, reset, view,
@@ -9,9 +9,10 @@ import {
 import {
   hideError, hooks, render, renderFooter, schedule, setConn, showError, showGap, tick, toast,
 } from './render.js';
-import { FETCH_TIMEOUT_MS, getJSON } from './http.js';
+import { getJSON, postJSON } from './http.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
 import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
+import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
 
 const RESYNC_MS = 30000;
 const TICK_MS = 250;
@@ -111,6 +112,7 @@ function onEvent(message) {
   else applyIfNew(data);
   taskChanged(data.task);
   scheduleEvent(data);
+  totalsEvent(data);
   schedule();
 }
 
@@ -126,6 +128,7 @@ function onGap(message) {
   loadSnapshot();
   taskChanged(null);
   reloadSoon();
+  reloadTotals();
 }
 
 // Events after `enqueued` carry no task name: look up the few on screen, once each.
@@ -158,32 +161,57 @@ function pumpLookups() {
   }
 }
 
-// The row leaves the DLQ when the `revived` event arrives, like any other change.
-async function retry(id) {
-  view.retrying.add(id);
+// One write for a task's row: its buttons wait while it is sent, and stay off once it
+// is done until the task's event moves the row, as it does any other change.
+async function act(id, action, url) {
+  view.busy.set(id, action);
   view.dirty.add('dead');
   render();
   try {
-    const response = await fetch(`api/dlq/${q(id)}/retry?queue=${q(view.queue)}`, {
-      method: 'POST',
-      credentials: 'same-origin',
-      headers: { 'X-Taskq-Request': '1' },
-      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
-    });
-    const body = await response.json().catch(() => ({}));
-    if (response.ok) {
-      view.retried.add(id);
-      toast(`Sent ${id} back to ready`, true);
-    } else {
-      toast(`Retry of ${id} refused: ${body.error || response.status}`, false);
-    }
-  } catch (err) {
-    toast(`Retry of ${id} failed: ${err.message}`, false);
+    const reply = await postJSON(url);
+    if (reply.ok) view.sent.set(id, action);
+    return reply;
   } finally {
-    view.retrying.delete(id);
+    view.busy.delete(id);
     view.dirty.add('dead');
     schedule();
   }
+}
+
+// The row leaves the DLQ when the `revived` event arrives.
+async function retry(id) {
+  try {
+    const { ok, status, body } = await act(id, 'retry',
+      `api/dlq/${q(id)}/retry?queue=${q(view.queue)}`);
+    if (ok) toast(`Sent ${id} back to ready`, true);
+    else toast(`Retry of ${id} refused: ${body.error || status}`, false);
+  } catch (err) {
+    toast(`Retry of ${id} failed: ${err.message}`, false);
+  }
+}
+
+// What a cancel did, in words: `outcome` and the `state` the task was in.
+function cancelOutcome({ outcome, state }) {
+  if (outcome === 'cancelled') return 'cancelled';
+  if (outcome === 'requested') return 'cancel requested: the worker stops it at its next heartbeat';
+  if (state === 'running') return 'its cancel was requested already';
+  return `nothing to cancel: it is ${state}`;
+}
+
+// Resolves to { ok, text } for the task view; the rows change with the task's
+// `cancelled` or `cancel_requested` event.
+async function cancel(id) {
+  let said;
+  try {
+    const { ok, status, body } = await act(id, 'cancel',
+      `api/tasks/${q(id)}/cancel?queue=${q(view.queue)}`);
+    said = ok ? { ok: body.outcome !== 'unchanged', text: cancelOutcome(body) }
+      : { ok: false, text: `refused: ${body.error || status}` };
+  } catch (err) {
+    said = { ok: false, text: `failed: ${err.message}` };
+  }
+  toast(`${id}: ${said.text}`, said.ok, 'cancel-result');
+  return said;
 }
 
 async function start(queue) {
@@ -198,12 +226,13 @@ async function start(queue) {
   url.searchParams.set('queue', queue);
   window.history.replaceState(null, '', url);
   loadSchedules(queue);
+  loadTotals(queue);
   const snap = await loadSnapshot();
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
 
 async function main() {
-  Object.assign(hooks, { nameOf, retry });
+  Object.assign(hooks, { nameOf, retry, cancel });
   const wanted = new URLSearchParams(window.location.search).get('queue');
   if (wanted) view.queue = wanted;
   const names = await loadQueues();
@@ -220,6 +249,7 @@ async function main() {
       loadSnapshot();
       loadQueues();
       reloadSoon();
+      reloadTotals();
     }
   }, RESYNC_MS);
   await start(wanted || names[0] || 'default');

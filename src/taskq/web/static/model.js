@@ -2,14 +2,16 @@
 // current by applying the feed's events.
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
-  'released', 'reaped', 'promoted', 'revived', 'purged'];
-// Each event type moves a task out of one state; the event's `state` is where it lands.
-// The scripts emit exactly these transitions, so counts follow from the events alone.
+  'released', 'reaped', 'promoted', 'revived', 'purged', 'cancel_requested', 'cancelled'];
+// Each event type moves a task out of one state (a `cancelled` event names it in `from`:
+// pending, delayed, dead or running); the event's `state` is where it lands. The scripts
+// emit exactly these transitions, so counts follow from the events alone.
 const FROM = {
   enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
-  revived: 'dead', purged: 'dead',
+  revived: 'dead', purged: 'dead', cancel_requested: 'running',
 };
+const fromState = (d) => (d.type === 'cancelled' ? d.from : FROM[d.type]);
 const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 'dead' };
 const LIST = { running: 'leased', delayed: 'delayed', dead: 'dead' };
 export const MAX_ROWS = 100;
@@ -26,8 +28,8 @@ export const view = {
   delayed: new Map(),
   dead: new Map(),
   names: new Map(),
-  retrying: new Set(),
-  retried: new Set(),
+  busy: new Map(), // task id -> the action ('retry' or 'cancel') sent for it, unanswered
+  sent: new Map(), //  task id -> the action done, until the task's event moves its row
   lastId: '', // the feed id of the last event or gap received
   newRows: [], // events (and gaps) not yet listed on screen
   seen: [], // arrival times, for the rate
@@ -36,7 +38,7 @@ export const view = {
 
 export function reset(queue) {
   Object.assign(view, { queue, epoch: '', floor: 0, lastId: '', newRows: [], seen: [] });
-  for (const part of ['leased', 'delayed', 'dead', 'retried']) view[part].clear();
+  for (const part of ['leased', 'delayed', 'dead', 'sent']) view[part].clear();
 }
 
 export function applySnapshot(snap, clientMid) {
@@ -50,7 +52,8 @@ export function applySnapshot(snap, clientMid) {
     const total = prev && prev.token === l.token ? prev.total : view.leaseMs;
     remember(l.task_id, l.name);
     return [l.task_id, { id: l.task_id, name: l.name, worker: l.worker, token: l.token,
-      attempt: l.attempt, expires: l.expires_at, total }];
+      attempt: l.attempt, expires: l.expires_at, total,
+      cancelRequested: l.cancel_requested_at > 0 }];
   }));
   view.delayed = new Map(snap.delayed.map((d) => {
     remember(d.task_id, d.name);
@@ -62,7 +65,7 @@ export function applySnapshot(snap, clientMid) {
     return [d.task_id, { id: d.task_id, name: d.name, retries: d.retries, deadAt: d.dead_at,
       error: d.last_error, errorType: d.error_type }];
   }));
-  view.retried.clear();
+  view.sent.clear();
   for (const part of ['counts', 'leased', 'delayed', 'dead']) view.dirty.add(part);
 }
 
@@ -77,11 +80,18 @@ export function applyIfNew(data) {
 }
 
 function applyEvent(d) {
-  const from = FROM[d.type];
+  const from = fromState(d);
   const to = d.state;
   if (from === undefined || !to) return;
   remember(d.task, d.name);
   const name = view.names.get(d.task) || '';
+  if (d.type === 'cancel_requested') {
+    // The task runs on under its lease until its worker hears of the cancel.
+    const row = view.leased.get(d.task);
+    if (row) row.cancelRequested = true;
+    view.dirty.add('leased');
+    return;
+  }
   if (from !== to) {
     bump(BUCKET[from], -1);
     bump(BUCKET[to], +1);
@@ -95,12 +105,13 @@ function applyEvent(d) {
     if (d.at && d.ts) view.leaseMs = d.at - d.ts;
     view.leased.set(d.task, { id: d.task, name, worker: d.worker || prev.worker || '',
       token: d.token ?? prev.token, attempt: d.retries != null ? d.retries + 1 : prev.attempt,
-      expires: d.at, total: d.at - d.ts });
+      expires: d.at, total: d.at - d.ts,
+      cancelRequested: d.type === 'heartbeat' && Boolean(prev.cancelRequested) });
   } else if (to === 'delayed') {
     view.delayed.set(d.task, { id: d.task, name, retries: d.retries ?? 0, runAt: d.at,
       error: d.error || '', errorType: d.error_type || '' });
   } else if (to === 'dead') {
-    view.retried.delete(d.task);
+    view.sent.delete(d.task);
     view.dead.set(d.task, { id: d.task, name, retries: d.retries ?? 0, deadAt: d.ts,
       error: d.error || '', errorType: d.error_type || '' });
   }

@@ -10,8 +10,9 @@ export const TIME_LIMIT_ERROR = 'taskq.errors.TimeLimitExceeded';
 // it: a worker asks at least every few seconds.
 const LATE_TICK_MS = 10000;
 
-// What rows need from the rest of the app: a task's name, and the retry action.
-export const hooks = { nameOf: () => '', retry: () => {} };
+// What rows and the task view need from the rest of the app: a task's name, and the
+// retry and cancel actions.
+export const hooks = { nameOf: () => '', retry: () => {}, cancel: async () => ({}) };
 
 const $ = (id) => document.getElementById(id);
 
@@ -67,7 +68,8 @@ export const taskLink = (id) => el('a', {
   class: 'task-link', href: `#task=${encodeURIComponent(id)}`, 'data-testid': 'task-link',
 }, id);
 const idCell = (id) => el('td', { class: 'id', title: id }, el('code', {}, taskLink(id)));
-const nameCell = (row) => el('td', { class: 'name' }, row.name || hooks.nameOf(row.id) || '—');
+const nameCell = (row, badge = null) => el('td', { class: 'name' },
+  row.name || hooks.nameOf(row.id) || '—', badge);
 // Marks a failure of a run stopped at its time limit (null for any other error type).
 export const timeLimitBadge = (type) => (type === TIME_LIMIT_ERROR
   ? el('span', { class: 'badge time-limit', 'data-testid': 'time-limit-badge',
@@ -81,6 +83,16 @@ const errorCell = (error, type, withType = false) => (error || type
         : null,
       error))
   : el('td', { class: 'none' }, '—'));
+// An event type's badge. `cancel_requested` is shown as what it starts, which fits the
+// event list's column; its title keeps the name the feed uses.
+const TYPE_LABELS = { cancel_requested: 'cancelling' };
+export const typeBadge = (type) => el('span', { class: `badge type-${type}`, title: type },
+  TYPE_LABELS[type] || type);
+// Marks a running task whose cancel was requested: it runs on until its worker is told.
+export const cancelRequestedBadge = () => el('span', {
+  class: 'badge cancel-requested', 'data-testid': 'cancel-requested-badge',
+  title: 'cancel requested: the worker stops it at its next heartbeat',
+}, 'cancel requested');
 const emptyRow = (span, text) => el('tr', { class: 'empty-row' }, el('td', { colspan: span }, text));
 
 function meta(id, shown, total) {
@@ -101,8 +113,9 @@ function fill(body, rows, draw, span, empty) {
 
 function renderLeased() {
   const rows = top(view.leased, (a, b) => a.expires - b.expires);
-  fill('leased-body', rows, (l) => el('tr', { 'data-testid': 'leased-row', 'data-task-id': l.id },
-    idCell(l.id), nameCell(l),
+  fill('leased-body', rows, (l) => el('tr', { 'data-testid': 'leased-row', 'data-task-id': l.id,
+    'data-cancel-requested': String(Boolean(l.cancelRequested)) },
+    idCell(l.id), nameCell(l, l.cancelRequested ? cancelRequestedBadge() : null),
     el('td', { class: 'worker', title: l.worker }, l.worker || '—'),
     el('td', { class: 'num' }, String(l.attempt ?? '—')),
     el('td', { class: 'num mono' }, String(l.token ?? '—')),
@@ -131,17 +144,20 @@ function renderDelayed() {
 function renderDead() {
   const rows = top(view.dead, (a, b) => b.deadAt - a.deadAt);
   fill('dlq-body', rows, (d) => {
-    const busy = view.retrying.has(d.id);
-    const sent = view.retried.has(d.id);
+    const busy = view.busy.get(d.id);
+    const sent = view.sent.get(d.id);
+    const button = (action, label, doing, done) => el('button', {
+      type: 'button', class: `row-action ${action}`, 'data-testid': `${action}-button`,
+      disabled: Boolean(busy || sent), onclick: () => hooks[action](d.id),
+    }, sent === action ? done : busy === action ? doing : label);
     return el('tr', { 'data-testid': 'dlq-row', 'data-task-id': d.id },
       idCell(d.id), nameCell(d),
       el('td', { class: 'num' }, String(d.retries)),
       el('td', { class: 'since', 'data-since': d.deadAt, title: new Date(d.deadAt).toLocaleString() }),
       errorCell(d.error, d.errorType, true),
-      el('td', { class: 'action' }, el('button', {
-        type: 'button', class: 'retry', 'data-testid': 'retry-button', disabled: busy || sent,
-        onclick: () => hooks.retry(d.id),
-      }, sent ? 'Sent' : busy ? 'Retrying…' : 'Retry')));
+      el('td', { class: 'action' },
+        button('retry', 'Retry', 'Retrying…', 'Sent'),
+        button('cancel', 'Cancel', 'Cancelling…', 'Cancelled')));
   }, 6, 'The dead letter queue is empty.');
   meta('dlq-meta', rows.length, Math.max(view.counts.dead, rows.length));
 }
@@ -165,13 +181,14 @@ function eventRow(d) {
       el('span', {}, `missed events · ${d.gap.reason}`));
   }
   const attempt = d.type === 'leased' && d.retries ? ` · attempt ${d.retries + 1}` : '';
-  const detail = d.error || (d.worker ? `by ${d.worker}${attempt}` : '') || d.name || '';
+  const detail = d.error || (d.from ? `from ${d.from}` : '')
+    || (d.worker ? `by ${d.worker}${attempt}` : '') || d.name || '';
   return el('li', {
     class: 'event', 'data-testid': 'event-row', 'data-seq': d.seq, 'data-epoch': epochOf(d),
     'data-type': d.type, 'data-task-id': d.task,
   },
   el('time', { datetime: new Date(d.ts).toISOString() }, clockTime(d.ts)),
-  el('span', { class: `badge type-${d.type}` }, d.type),
+  typeBadge(d.type),
   el('code', { class: 'task', title: d.task }, taskLink(d.task)),
   el('span', { class: `state state-${d.state}` }, d.state),
   el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail },
@@ -258,8 +275,8 @@ export function hideError() {
   $('error-notice').hidden = true;
 }
 
-export function toast(text, ok) {
-  const node = el('div', { class: `toast ${ok ? 'ok' : 'bad'}`, 'data-testid': 'retry-result',
+export function toast(text, ok, testid = 'retry-result') {
+  const node = el('div', { class: `toast ${ok ? 'ok' : 'bad'}`, 'data-testid': testid,
     'data-ok': String(ok), role: 'status' }, text);
   $('toasts').append(node);
   setTimeout(() => node.classList.add('leaving'), 4000);

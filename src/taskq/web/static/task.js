@@ -1,9 +1,15 @@
 // The task view: one task's record, its result or its failure with the traceback, and
-// its events. A #task=<id> link opens it; each feed event for the task reloads it, so
-// what it shows is always one consistent read of the server, never a local guess.
+// its events, with a Cancel button while the task can be cancelled. A #task=<id> link
+// opens it; each feed event for the task reloads it, so what it shows is always one
+// consistent read of the server, never a local guess.
 
 import { getJSON } from './http.js';
-import { clockTime, el, timeLimitBadge } from './render.js';
+import {
+  cancelRequestedBadge, clockTime, el, hooks, timeLimitBadge, typeBadge,
+} from './render.js';
+
+// States a cancel ends at once; a running task can be asked once.
+const CANCELLABLE = new Set(['pending', 'delayed', 'dead']);
 
 // Feed events for the open task within this long are answered by one reload.
 const RELOAD_MS = 100;
@@ -18,6 +24,7 @@ const open = {
   busy: false,
   again: false, // an event came while loading: load once more after
   timer: 0,
+  cancelling: false, // its cancel is sent and not yet answered
 };
 
 function wantedId() {
@@ -30,8 +37,9 @@ export function openTaskFromHash(queue) {
     hide();
     return;
   }
-  Object.assign(open, { id, queue, busy: false, again: false });
+  Object.assign(open, { id, queue, busy: false, again: false, cancelling: false });
   open.loadId += 1;
+  $('task-cancel-result').hidden = true;
   $('task-id').textContent = id;
   $('task-id').title = id;
   $('task-view').dataset.taskId = id;
@@ -92,8 +100,8 @@ async function load() {
 function showMessage(text) {
   $('task-message').textContent = text;
   $('task-message').hidden = false;
-  for (const part of ['task-state', 'task-record', 'task-result-part', 'task-error-part',
-    'task-events-part']) $(part).hidden = true;
+  for (const part of ['task-state', 'task-cancel-requested', 'task-cancel', 'task-record',
+    'task-result-part', 'task-error-part', 'task-events-part']) $(part).hidden = true;
 }
 
 function draw(t) {
@@ -103,6 +111,12 @@ function draw(t) {
   state.className = `state state-${t.state}`;
   state.hidden = false;
   $('task-view').dataset.state = t.state;
+  const requested = t.state === 'running' && t.cancel_requested_at > 0;
+  $('task-cancel-requested').replaceChildren(...(requested ? [cancelRequestedBadge()] : []));
+  $('task-cancel-requested').hidden = !requested;
+  const button = $('task-cancel');
+  button.hidden = !(CANCELLABLE.has(t.state) || (t.state === 'running' && !requested));
+  button.disabled = open.cancelling;
   drawRecord(t);
   drawResult(t);
   drawError(t.error);
@@ -122,6 +136,8 @@ function drawRecord(t) {
     ['Heartbeat', iso(t.heartbeat_at)],
     ['Completed', iso(t.completed_at)],
     ['Dead', iso(t.dead_at)],
+    ['Cancel requested', iso(t.cancel_requested_at)],
+    ['Cancelled', iso(t.cancelled_at)],
     ['Payload', t.payload && t.payload !== '{}' ? t.payload : ''],
   ].filter(([, value]) => value);
   $('task-record').replaceChildren(...rows.flatMap(([label, value]) => [
@@ -164,6 +180,7 @@ function drawEvents(t) {
 
 function eventItem(e) {
   const detail = [
+    e.from ? `from ${e.from}` : '',
     e.token != null ? `token ${e.token}` : '',
     e.worker ? `by ${e.worker}` : '',
     e.error || '',
@@ -173,7 +190,7 @@ function eventItem(e) {
   return el('li', { class: 'event', 'data-testid': 'task-event', 'data-type': e.type,
     'data-seq': e.seq },
   el('time', { datetime: iso(e.ts), title: iso(e.ts) }, clockTime(e.ts)),
-  el('span', { class: `badge type-${e.type}` }, e.type),
+  typeBadge(e.type),
   el('code', { class: 'task' }, `#${e.seq}`),
   el('span', { class: `state state-${e.state}` }, e.state),
   el('span', { class: `detail${e.error ? ' error' : ''}`, title: detail },
@@ -184,8 +201,25 @@ function iso(ms) {
   return ms ? new Date(ms).toISOString() : '';
 }
 
+// The answer is shown in the view; the view itself changes with the task's events.
+async function cancelOpen() {
+  const { id } = open;
+  const loadId = open.loadId;
+  open.cancelling = true;
+  $('task-cancel').disabled = true;
+  const said = await hooks.cancel(id);
+  if (loadId !== open.loadId) return;
+  open.cancelling = false;
+  $('task-cancel').disabled = false;
+  const result = $('task-cancel-result');
+  result.textContent = said.text;
+  result.dataset.ok = String(said.ok);
+  result.hidden = false;
+}
+
 export function initTaskView() {
   $('task-close').addEventListener('click', closeTask);
+  $('task-cancel').addEventListener('click', cancelOpen);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && open.id) closeTask();
   });
