@@ -1,5 +1,5 @@
-"""`taskq dashboard`: a live terminal view of every queue, its leases, delays, DLQ and
-periodic schedules."""
+"""`taskq dashboard`: a live terminal view of every queue, its leases, delays, DLQ,
+periodic schedules and lifetime totals."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.schedule_view import SchedulesView, read_schedules
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
+from taskq.web.totals import read_totals
 
-HELP = "live terminal view of the queues (lease and run-at countdowns, DLQ errors, schedules)"
+# The lifetime totals a frame shows, in this order.
+SHOWN_TOTALS = ("enqueued", "completed", "failed", "dead", "cancelled")
+
+HELP = "live terminal view of the queues (countdowns, DLQ errors, schedules, lifetime totals)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +37,8 @@ def main(args: argparse.Namespace) -> int:
             if name not in brokers:
                 brokers[name] = Broker(base.client, name)
         frame = "\n".join(render(take_snapshot(brokers[n], args.rows),
-                                  read_schedules(brokers[n])) for n in names)
+                                  read_schedules(brokers[n]), read_totals(brokers[n]))
+                           for n in names)
         if clear:
             sys.stdout.write("\x1b[H\x1b[2J")
         print(frame, flush=True)
@@ -42,12 +47,16 @@ def main(args: argparse.Namespace) -> int:
         time.sleep(max(0.1, args.interval))
 
 
-def render(snap: QueueSnapshot, schedules: SchedulesView | None = None) -> str:
+def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
+           totals: dict[str, int] | None = None) -> str:
     c = snap.counts
     lines = [
         f"queue {snap.queue}   ready {c.ready}   leased {c.leased}   delayed {c.delayed}"
         f"   dead {c.dead}   (events up to #{snap.seq})",
     ]
+    if totals is not None:
+        lines.append("  lifetime  " + "   ".join(f"{name} {totals[name]}"
+                                                 for name in SHOWN_TOTALS))
     if snap.leased:
         lines.append("  leased                            worker                     lease left")
         for lease in snap.leased:

@@ -1,0 +1,45 @@
+"""`taskq dashboard --once` in-process: each queue's lifetime totals under its counts."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from cli_support import CONFIG_VARIABLES
+from taskq.broker import Broker
+from taskq.cli import main
+from taskq.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def env(settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the command at the test Redis."""
+    for variable in CONFIG_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("REDIS_URL", settings.redis_url)
+
+
+def test_once_shows_the_lifetime_totals_with_the_cancelled_tasks(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue.enqueue("done")
+    leased = queue.lease("w", 30)
+    assert leased is not None and queue.ack(*leased)
+    queue.enqueue("doomed", max_retries=0)
+    leased = queue.lease("w", 30)
+    assert leased is not None and queue.fail(*leased, error="it broke").status == "dead"
+    for task_id in ("later", "sooner"):
+        queue.enqueue(task_id, delay=3600)
+        assert queue.cancel(task_id).outcome == "cancelled"
+    queue.enqueue("running")
+    leased = queue.lease("w", 30)
+    assert leased is not None and queue.cancel("running").outcome == "requested"
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    out = capsys.readouterr().out
+    assert f"queue {queue.queue}   ready 0   leased 1   delayed 0   dead 1" in out
+    # A requested cancel counts once its task has ended.
+    assert "\n  lifetime  enqueued 5   completed 1   failed 1   dead 1   cancelled 2\n" in out
+
+    assert queue.ack_cancelled("running", leased[1])
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    assert "   cancelled 3\n" in capsys.readouterr().out
