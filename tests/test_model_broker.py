@@ -1,7 +1,10 @@
 """The real broker on the real Redis, driven by Hypothesis against TaskQueue's model.
 
 Each rule is one broker operation or the passing of real time (a 50 ms lease running
-out, a 30 ms delay coming due); after every step the queue in Redis must be exactly
+out, a 30 ms delay coming due), cancellation included (TaskQueue's CANCELS: a task that
+is not running ends cancelled at once; a running one is flagged, its holder told by the
+heartbeat, and its fail, release or reap ends it cancelled, an ack that came first
+completes it); after every step the queue in Redis must be exactly
 what the model says: where each task is, its state, retries and fencing token, and how
 many events the log holds, the result and error each record keeps (R1: only the
 current token's ack stores a result) and whether a waiting producer's done list is
@@ -32,9 +35,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from helpers import PLACE_STATE, view
+from helpers import PLACE_STATE, dump, view
 from taskq.broker import Broker, Enqueued, FailResult
-from taskq.results import Failure
+from taskq.results import Failure, Renewal
 from taskq.tools.tracecheck import read_log, validate
 
 BRIEF = 0.05  # a lease that runs out during the run
@@ -42,7 +45,8 @@ LONG = 30.0  # a lease or delay that does not
 SHORT_DELAY = 0.03
 FAST = {"backoff_base": 0.001, "backoff_max": 0.002}
 MARGIN = 0.015  # client clock vs Redis TIME, and ms rounding
-STATE_OF = {**PLACE_STATE, "completed": "completed"}
+STATE_OF = {**PLACE_STATE, "completed": "completed", "cancelled": "cancelled"}
+ENDED = ("completed", "cancelled")  # places that are no structure
 # What the runs did, summed over every example, so a test can show it covered them.
 SEEN: Counter[str] = Counter()
 PATHS = {
@@ -50,7 +54,12 @@ PATHS = {
     "stale fail", "stale release", "fail to retry", "fail to dead", "reaped to delayed",
     "reaped to dead", "promoted", "long delay left alone", "revived", "watched running",
     "watched ended", "woken", "fail to retry after a delay", "fail to dead at once",
+    "cancel of ready", "cancel of delayed", "cancel of dlq", "cancel of leased",
+    "cancel left alone", "cancel of unknown", "heartbeat told cancel", "ack_cancelled",
+    "stale ack_cancelled", "fail to cancelled", "release to cancelled",
+    "reaped to cancelled", "ack after cancel requested",
 }  # fmt: skip
+CANCEL_PICKS = ("ready", "delayed", "leased", "dlq", "completed", "cancelled", "unknown")
 FAIL_MODES = ("backoff", "delay", "dead")
 BOOM = Failure("ValueError", "boom", "Traceback (most recent call last):\n  ...\nValueError: boom")
 
@@ -71,13 +80,14 @@ class Task:
     error_type: str = ""  # of the last failed attempt
     watched: bool = False  # a producer marked it while it had not ended
     woken: bool = False  # its done list was filled, and no revival dropped it since
+    cancel_requested: bool = False  # cancelled while leased; the record keeps the flag
 
     @property
     def ended(self) -> bool:
-        return self.place in ("completed", "dlq")
+        return self.place in ("completed", "dlq", "cancelled")
 
     def end(self) -> None:
-        """It reached completed or the DLQ: a producer waiting for it is woken."""
+        """It reached completed, cancelled or the DLQ: a waiting producer is woken."""
         if self.watched:
             self.woken = True
             SEEN["woken"] += 1
@@ -114,13 +124,10 @@ class BrokerMachine(RuleBasedStateMachine):
         return m.place == "leased" and m.token == token
 
     def snapshot(self) -> dict[str, object]:
-        """Every key of this queue, serialized; lease request ids expire on their own."""
-        keys = sorted(
-            str(k)
-            for k in self.client.scan_iter(match=self.broker.keys.prefix + "*")
-            if ":lreq:" not in str(k)
-        )
-        return {k: self.client.dump(k) for k in keys}
+        """Every key of this queue and its content; lease request ids expire on their
+        own."""
+        return {k: v for k, v in dump(self.client, self.broker.keys.prefix + "*").items()
+                if ":lreq:" not in k}
 
     def send_fail(self, task_id: str, token: int, mode: str) -> FailResult:
         """fail.lua in `mode`: after the backoff, after SHORT_DELAY, or dead at once."""
@@ -222,6 +229,54 @@ class BrokerMachine(RuleBasedStateMachine):
         task_id, token = self.holder(pick, current)
         self.holder_op(task_id, token, "release")
 
+    @precondition(lambda self: self.issued)
+    @rule(pick=st.integers(0, 10**6), current=st.booleans())
+    def ack_cancelled(self, pick: int, current: bool) -> None:
+        """ack_cancelled.lua: only the current holder of a cancel-requested task ends it;
+        any other call changes nothing."""
+        task_id, token = self.holder(pick, current)
+        m = self.tasks[task_id]
+        if not (self.holds(task_id, token) and m.cancel_requested):
+            before = self.snapshot()
+            assert not self.broker.ack_cancelled(task_id, token)
+            assert self.snapshot() == before
+            SEEN["stale ack_cancelled"] += 1
+            return
+        assert self.broker.ack_cancelled(task_id, token)
+        self.to_cancelled(m)
+        self.events += 1
+        SEEN["ack_cancelled"] += 1
+
+    # -- cancellation -----------------------------------------------------------------
+
+    @rule(pick=st.integers(0, 10**6), place=st.sampled_from(CANCEL_PICKS))
+    def cancel(self, pick: int, place: str) -> None:
+        """cancel.lua on a task in `place` (an unknown id when none is there)."""
+        choices = self.in_place(place)
+        task_id = choices[pick % len(choices)] if choices else "no-such-task"
+        m = self.tasks.get(task_id)
+        if m is None or m.place in ENDED or (m.place == "leased" and m.cancel_requested):
+            before = self.snapshot()
+            got = self.broker.cancel(task_id)
+            assert got.outcome == ("unknown" if m is None else "unchanged"), task_id
+            assert self.snapshot() == before
+            SEEN["cancel of unknown" if m is None else "cancel left alone"] += 1
+            return
+        got = self.broker.cancel(task_id)
+        assert got.state == STATE_OF[m.place]
+        SEEN[f"cancel of {m.place}"] += 1
+        self.events += 1
+        if m.place == "leased":
+            assert got.outcome == "requested"
+            m.cancel_requested = True
+        else:
+            assert got.outcome == "cancelled"
+            self.to_cancelled(m)
+
+    def to_cancelled(self, m: Task) -> None:
+        m.place, m.expires, m.due = "cancelled", math.inf, math.inf
+        m.end()
+
     def holder_op(self, task_id: str, token: int, op: str, mode: str = "backoff") -> None:
         """One of the four holder scripts (a fail in one of its `FAIL_MODES`); with a
         stale token it must say so and change nothing (T3)."""
@@ -241,13 +296,26 @@ class BrokerMachine(RuleBasedStateMachine):
         SEEN[op] += 1
         self.events += 1
         if op == "heartbeat":
-            assert b.heartbeat(task_id, token, LONG)
+            told = Renewal.CANCEL if m.cancel_requested else Renewal.HELD
+            assert b.heartbeat(task_id, token, LONG) is told
+            SEEN["heartbeat told cancel"] += told is Renewal.CANCEL
             m.expires = math.inf
         elif op == "ack":
             m.result = json.dumps({"token": token})
             assert b.ack(task_id, token, m.result)
             m.place = "completed"
             m.end()
+            SEEN["ack after cancel requested"] += m.cancel_requested
+        elif op in ("fail", "release") and m.cancel_requested:
+            # Its cancel was asked for: it ends cancelled, neither retried nor readied.
+            if op == "fail":
+                assert self.send_fail(task_id, token, mode) == FailResult("cancelled",
+                                                                         m.retries, 0.0)
+                m.error_type = BOOM.error_type
+            else:
+                assert b.release(task_id, token)
+            self.to_cancelled(m)
+            SEEN[f"{op} to cancelled"] += 1
         elif op == "fail":
             result = self.send_fail(task_id, token, mode)
             if mode == "dead":
@@ -280,6 +348,11 @@ class BrokerMachine(RuleBasedStateMachine):
             m = self.tasks[task_id]
             m.token += 1  # the lost holder's token is stale at once
             m.expires = math.inf
+            if m.cancel_requested:
+                self.to_cancelled(m)
+                expected[task_id] = "cancelled"
+                SEEN["reaped to cancelled"] += 1
+                continue
             m.error_type = "taskq.LeaseExpired"
             expected[task_id] = self.retry_or_die(m)
             SEEN[f"reaped to {expected[task_id]}"] += 1
@@ -336,7 +409,8 @@ class BrokerMachine(RuleBasedStateMachine):
         assert set(now.records) == set(self.tasks)  # T5: nothing else was created
         for task_id, m in self.tasks.items():
             record = now.records[task_id]
-            assert now.where(task_id) == ([] if m.place == "completed" else [m.place])
+            assert now.where(task_id) == ([] if m.place in ENDED else [m.place])
+            assert ("cancel_requested" in record) == m.cancel_requested, task_id
             assert record["state"] == STATE_OF[m.place], task_id
             assert (int(record["retries"]), int(record["fencing_token"])) == (m.retries, m.token)
             assert record.get("worker", "") == m.worker
@@ -402,8 +476,42 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
             step(m.retry_dead, 0, True)
         step(m.promote_once_short_delays_are_due)
         step(m.watch, i, False)
+    cancel_each_way(m, step)
     m.teardown()
     assert set(SEEN) >= PATHS, SEEN
+
+
+def cancel_each_way(m: BrokerMachine, step: Steps) -> None:
+    """Cancel a task in each place, and settle a cancel-requested task each way."""
+    for place, delay in (("ready", 0.0), ("delayed", LONG)):
+        step(m.enqueue, None, delay, 1)
+        step(m.cancel, m.in_place(place).index(f"t{m.sends}"), place)
+    step(m.enqueue, None, 0.0, 0)
+    step(m.watch, len(m.tasks) - 1, True)
+    for op in ("heartbeat", "release", "fail", "ack", "ack_cancelled", "heartbeat"):
+        brief = op == "heartbeat" and "heartbeat told cancel" in SEEN  # reaped instead
+        step(m.enqueue, None, 0.0, 1)
+        step(m.lease, "w1", brief)
+        task_id, token = m.issued[-1]
+        step(m.cancel, m.in_place("leased").index(task_id), "leased")
+        step(m.cancel, m.in_place("leased").index(task_id), "leased")  # left alone
+        if brief:
+            step(m.reap_after_brief_leases_run_out)
+        elif op == "ack_cancelled":
+            step(m.ack_cancelled, len(m.issued) - 1, False)
+        else:
+            step(m.holder_op, task_id, token, op, "dead")
+            if op == "heartbeat":
+                step(m.ack_cancelled, len(m.issued) - 1, False)
+        step(m.ack_cancelled, len(m.issued) - 1, False)  # stale now
+    dead = m.in_place("dlq")
+    if not dead:
+        step(m.enqueue, None, 0.0, 0)
+        step(m.lease, "w1", False)
+        step(m.holder_op, *m.issued[-1], "fail", "dead")
+    step(m.cancel, 0, "dlq")
+    step(m.cancel, 0, "cancelled")
+    step(m.cancel, 0, "unknown")
 
 
 class Steps:
