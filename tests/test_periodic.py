@@ -3,13 +3,17 @@ not at its next poll."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from datetime import timedelta
+
+import pytest
 
 from helpers import Event, events
 from taskq import App
 from taskq.broker import Broker
 from taskq.keys import schedule_task_id
-from taskq.schedules import DEFAULT_GRACE, make_schedule
+from taskq.schedules import DEFAULT_GRACE, Schedule, make_schedule
 from taskq.worker.periodic import Periodic
 from waiting import wait_until
 from worker_support import StartWorker
@@ -17,10 +21,14 @@ from worker_support import StartWorker
 PERIOD = timedelta(milliseconds=700)
 
 
+def tidy_every(period: timedelta) -> Schedule:
+    return make_schedule(name="tidy", task="tidy", cron=None, every=period, tz=None,
+                         args=(), kwargs={}, policy="latest", grace=DEFAULT_GRACE,
+                         max_retries=3)
+
+
 def test_no_wait_is_known_before_the_first_firing(queue: Broker) -> None:
-    schedule = make_schedule(name="tidy", task="tidy", cron=None, every=PERIOD, tz=None,
-                             args=(), kwargs={}, policy="latest", grace=DEFAULT_GRACE,
-                             max_retries=3)
+    schedule = tidy_every(PERIOD)
     periodic = Periodic(queue, [schedule])
     assert Periodic(queue, []).wait_seconds() is None
     assert periodic.wait_seconds() is None
@@ -51,3 +59,21 @@ def test_an_idle_worker_fires_each_tick_on_time_whatever_its_poll(
     # after it are fired when they come, give or take a maintenance turn and a round trip.
     late = [int(e.fields["ts"]) - int(e.task.rsplit(":", 1)[1]) for e in made]
     assert all(0 <= ms < 1000 for ms in late), late
+
+
+def test_a_schedule_whose_ticks_cannot_be_computed_is_logged_once_and_left_out(
+    queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Declaring it is refused (see test_schedules); built by hand, as a definition from
+    # another version of croniter might be, it must not stop the worker's maintenance.
+    good = tidy_every(PERIOD)
+    never = dataclasses.replace(good, name="never", cron="0 0 30 2 *", every_ms=None)
+    periodic = Periodic(queue, [never, good])
+    caplog.set_level(logging.ERROR, logger="taskq.worker")
+    for _ in range(3):
+        periodic.run()
+    assert [r.message for r in caplog.records] == [
+        "schedule 'never' (cron '0 0 30 2 *' (UTC)): its ticks cannot be computed, so this "
+        "worker no longer fires it"]
+    assert queue.schedule_state("tidy") is not None
+    assert periodic.wait_seconds() is not None

@@ -95,6 +95,10 @@ class TestErrors:
         with pytest.raises(ConfigError, match="not a valid cron expression"):
             schedule(cron=cron, every=None)
 
+    def test_a_cron_that_names_no_date_that_comes_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match=r"'0 0 30 2 \*' names no date that comes"):
+            schedule(cron="0 0 30 2 *", every=None)
+
     def test_cron_and_every_together_or_neither_are_refused(self) -> None:
         with pytest.raises(ConfigError, match="exactly one of cron"):
             schedule(cron="* * * * *")

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadCronError, croniter
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from taskq.codec import args_payload, encode_payload
 from taskq.errors import ConfigError, InvalidTaskError
@@ -174,9 +174,12 @@ def make_schedule(
             raise ConfigError(f"schedule {name!r}: {shown(cron)} is not a valid cron "
                               "expression (5 fields, or 6 with seconds last)")
         try:
-            croniter(cron, datetime.now(zone))
+            croniter(cron, datetime.now(zone)).get_next(datetime)
         except CroniterBadCronError as e:
             raise ConfigError(f"schedule {name!r}: cron {cron!r}: {e}") from e
+        except CroniterBadDateError:
+            raise ConfigError(f"schedule {name!r}: cron {cron!r} names no date that "
+                              "comes (such as 30 February), so it would never fire") from None
     if policy not in POLICIES:
         raise ConfigError(f"schedule {name!r}: unknown policy {shown(policy)}; use one of "
                           f"{', '.join(POLICIES)}")

@@ -7,12 +7,16 @@ last reply carried, this worker can tell when the next tick should have come.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from taskq.broker import Broker
+from taskq.errors import BrokerError
 from taskq.schedules import MAX_CATCH_UP, Schedule
+
+log = logging.getLogger("taskq.worker")
 
 # Ask again this often even when no tick should be due: another worker may have fired,
 # a definition may have been replaced, or Redis may have come back with other state.
@@ -36,24 +40,38 @@ class Periodic:
         self.broker = broker
         self.schedules = tuple(schedules)
         self._seen: dict[str, _Seen] = {}
+        # Schedules whose ticks could not be computed: named in the log once, then left
+        # out, so one bad declaration never stops a worker's maintenance.
+        self._broken: set[str] = set()
 
     def run(self) -> int:
         """Fire every schedule that may have a due tick; returns how many tasks were
         made. Raises BrokerError."""
         made = 0
         for schedule in self.schedules:
-            now = time.monotonic()
-            seen = self._seen.get(schedule.name)
-            if seen is None:
-                made += self._fire(schedule, [])
+            if schedule.name in self._broken:
                 continue
-            server_now = seen.server_ms + int((now - seen.at) * 1000)
-            if server_now >= seen.next_tick_ms or now >= seen.at + REFRESH_SECONDS:
-                limit = MAX_CATCH_UP if schedule.policy == "all" else 1
-                made += self._fire(schedule,
-                                   schedule.ticks(seen.last_tick_ms, server_now, limit),
-                                   seen.last_tick_ms)
+            try:
+                made += self._run_one(schedule)
+            except BrokerError:
+                raise
+            except Exception:
+                self._broken.add(schedule.name)
+                log.exception("schedule %r (%s): its ticks cannot be computed, so this "
+                              "worker no longer fires it", schedule.name, schedule.when)
         return made
+
+    def _run_one(self, schedule: Schedule) -> int:
+        now = time.monotonic()
+        seen = self._seen.get(schedule.name)
+        if seen is None:
+            return self._fire(schedule, [])
+        server_now = seen.server_ms + int((now - seen.at) * 1000)
+        if server_now < seen.next_tick_ms and now < seen.at + REFRESH_SECONDS:
+            return 0
+        limit = MAX_CATCH_UP if schedule.policy == "all" else 1
+        return self._fire(schedule, schedule.ticks(seen.last_tick_ms, server_now, limit),
+                          seen.last_tick_ms)
 
     def wait_seconds(self) -> float | None:
         """Seconds until the next tick of any schedule should have come, by the server's
