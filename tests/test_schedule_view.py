@@ -3,6 +3,7 @@ their next tick computed from the stored definition by the server's clock."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -152,7 +153,9 @@ class TestStoredDefinition:
     def test_a_schedule_with_no_next_tick_has_none_and_nothing_fails(
         self, broker: Broker
     ) -> None:
-        never = declared(cron="0 0 30 2 *", every=None)  # 30 February
+        # 30 February: refused when declared, so built by hand, as a definition stored by
+        # another version of taskq or croniter might read.
+        never = dataclasses.replace(declared(cron="0 0 1 1 *", every=None), cron="0 0 30 2 *")
         broker.fire(never)
         assert only(broker).next_tick_ms is None
         broker.client.hset(broker.keys.schedules, "last:tidy", "9" * 30)
