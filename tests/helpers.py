@@ -59,19 +59,28 @@ class QueueView:
         ]
 
 
+def ready_ids(client: redis.Redis, keys: QueueKeys) -> list[str]:
+    """Every ready id, in the order leases take them: highest priority first, each
+    priority's list from its front (the right end)."""
+    levels = {int(text(p)) for p in client.zrange(keys.ready_levels, 0, -1)} | {5}
+    return [text(t) for p in sorted(levels, reverse=True)
+            for t in reversed(client.lrange(keys.ready_at(p), 0, -1))]
+
+
 def view(client: redis.Redis, keys: QueueKeys) -> QueueView:
+    """The queue's places and records, read at rest (not in one atomic step)."""
     ids = task_ids(client, keys)
     pipe = client.pipeline(transaction=True)
-    pipe.lrange(keys.ready, 0, -1)
     pipe.zrange(keys.leased, 0, -1)
     pipe.zrange(keys.delayed, 0, -1)
     pipe.lrange(keys.dlq, 0, -1)
     for task_id in ids:
         pipe.hgetall(keys.task(task_id))
     replies = pipe.execute()
-    places = {p: [text(t) for t in r] for p, r in zip(PLACES, replies[:4], strict=True)}
+    places = {"ready": ready_ids(client, keys)}
+    places |= {p: [text(t) for t in r] for p, r in zip(PLACES[1:], replies[:3], strict=True)}
     records = {
-        t: {text(a): text(b) for a, b in r.items()} for t, r in zip(ids, replies[4:], strict=True)
+        t: {text(a): text(b) for a, b in r.items()} for t, r in zip(ids, replies[3:], strict=True)
     }
     return QueueView(places, records)
 

@@ -160,6 +160,20 @@ class TestEnqueue:
         assert default is not None and overridden is not None
         assert (default.max_retries, overridden.max_retries) == (7, 0)
 
+    def test_a_task_registered_with_a_priority_runs_before_the_rest(
+        self, app: App, broker: Broker
+    ) -> None:
+        urgent = app.task("urgent", priority=9)(add)
+        plain = app.task("plain")(add)
+        first, second = plain.enqueue(1, 2), plain.enqueue(3, 4, priority=8)
+        third = urgent.enqueue(5, 6)
+        leased = [t.task_id for t in broker.lease_many("w", 30, 3).tasks]
+        assert leased == [third.task_id, second.task_id, first.task_id]
+
+    def test_a_priority_outside_its_range_is_refused_at_registration(self, app: App) -> None:
+        with pytest.raises(InvalidTaskError, match="priority must be"):
+            app.task("urgent", priority=10)(add)
+
     def test_a_resend_with_the_same_idempotency_key_creates_nothing(
         self, adder: Task[[int, int], int], broker: Broker
     ) -> None:
@@ -228,7 +242,8 @@ class TestEnqueueRefusesWhatCannotRun:
         assert nothing_was_created(broker)
 
     @pytest.mark.parametrize(
-        ("option", "value"), [("delay", -1), ("max_retries", -1), ("task_id", "no spaces")]
+        ("option", "value"), [("delay", -1), ("max_retries", -1), ("task_id", "no spaces"),
+                              ("priority", 12)]
     )
     def test_a_bad_option_is_refused_and_nothing_is_created(
         self, adder: Task[[int, int], int], broker: Broker, option: str, value: object

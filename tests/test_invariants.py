@@ -266,8 +266,8 @@ class TestE1WhenACallIsRefused:
         broker.enqueue("t0")
         before = self.snapshot(broker)
         k = broker.keys
-        good = ["ok", SIMULATE_TASK, "{}", 0, 0, 3, "", 60, ""]
-        bad = ["bad", SIMULATE_TASK, "{}", 0, 0, 3, "key", "1.5", ""]
+        good = ["ok", SIMULATE_TASK, "{}", 0, 0, 3, "", 60, "", 5]
+        bad = ["bad", SIMULATE_TASK, "{}", 0, 0, 3, "key", "1.5", "", 5]
         with pytest.raises(redis.ResponseError, match="idempotency_ttl must be a whole number"):
             broker.scripts.enqueue(keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
                                    args=[k.prefix, 1000, 2, *good, *bad])
@@ -292,7 +292,7 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
     k = broker.keys
     return {
         "enqueue": ([k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
-                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 0, 3, "key", 60, ""]),
+                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 0, 3, "key", 60, "", 9]),
         "lease": ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
                   [k.prefix, "w", 1000, 1, 1000, "req"]),
         "ack": ([k.leased, k.events, k.seq, k.epoch],
@@ -318,6 +318,7 @@ BAD_ARGS = [
     ("enqueue", 6, 10**17), ("enqueue", 6, "1e20"), ("enqueue", 6, -1),
     ("enqueue", 7, 10**14), ("enqueue", 7, "soon"), ("enqueue", 8, 1001),
     ("enqueue", 10, 10**10), ("enqueue", 11, "1.5"), ("enqueue", 11, 10**16),
+    ("enqueue", 12, 10), ("enqueue", 12, -1), ("enqueue", 12, "high"),
     ("enqueue", 1, 10**20), ("enqueue", 2, 2),
     ("lease", 2, 10**17), ("lease", 2, 0), ("lease", 3, 10**5), ("lease", 4, 10**20),
     ("ack", 2, 10**19), ("ack", 1, 10**20), ("ack", 3, 2),

@@ -4,13 +4,14 @@ Each rule is one broker operation or the passing of real time (a 50 ms lease run
 out, a 30 ms delay coming due), cancellation included (TaskQueue's CANCELS: a task that
 is not running ends cancelled at once; a running one is flagged, its holder told by the
 heartbeat, and its fail, release or reap ends it cancelled, an ack that came first
-completes it); after every step the queue in Redis must be exactly
-what the model says: where each task is, its state, retries and fencing token, and how
-many events the log holds, the result and error each record keeps (R1: only the
-current token's ack stores a result) and whether a waiting producer's done list is
-there; T1, T3, T5 and T6 are checked on the way, and every run's event log must pass
-taskq.tools.tracecheck. Holders are kept for the whole run, so a paused
-holder comes back with its old token as often as a current one acts.
+completes it), and priorities (a lease must take the highest priority ready, the oldest
+within it, a release putting a task back at its level's front). After every step the
+queue in Redis must be exactly what the model says: where each task is, its state,
+retries and fencing token, and how many events the log holds, the result and error each
+record keeps (R1: only the current token's ack stores a result) and whether a waiting
+producer's done list is there; T1, T3, T5 and T6 are checked on the way, and every run's
+event log must pass taskq.tools.tracecheck. Holders are kept for the whole run, so a
+paused holder comes back with its old token as often as a current one acts.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ PATHS = {
     "cancel of ready", "cancel of delayed", "cancel of dlq", "cancel of leased",
     "cancel left alone", "cancel of unknown", "heartbeat told cancel", "ack_cancelled",
     "stale ack_cancelled", "fail to cancelled", "release to cancelled",
-    "reaped to cancelled", "ack after cancel requested",
+    "reaped to cancelled", "ack after cancel requested", "leased over a lower priority",
 }  # fmt: skip
 CANCEL_PICKS = ("ready", "delayed", "leased", "dlq", "completed", "cancelled", "unknown")
 FAIL_MODES = ("backoff", "delay", "dead")
@@ -81,6 +82,10 @@ class Task:
     watched: bool = False  # a producer marked it while it had not ended
     woken: bool = False  # its done list was filled, and no revival dropped it since
     cancel_requested: bool = False  # cancelled while leased; the record keeps the flag
+    priority: int = 5
+    # Its place in its priority's ready list: lower is nearer the front (a release puts
+    # it before every other, anything else after).
+    stamp: int = 0
 
     @property
     def ended(self) -> bool:
@@ -104,11 +109,29 @@ class BrokerMachine(RuleBasedStateMachine):
         self.issued: list[tuple[str, int]] = []  # every (task, token) a lease handed out
         self.events = 0  # rows the event log must hold (E1: one per state change)
         self.sends = 0
+        self.backs = 0  # stamps for the back of a ready list, counting up
+        self.fronts = 0  # and for its front, counting down
 
     # -- helpers ----------------------------------------------------------------------
 
     def in_place(self, place: str) -> list[str]:
         return sorted(t for t, m in self.tasks.items() if m.place == place)
+
+    def to_ready(self, m: Task, front: bool = False) -> None:
+        """It joins its priority's ready list: at the back, or the front."""
+        if front:
+            self.fronts -= 1
+            m.stamp = self.fronts
+        else:
+            self.backs += 1
+            m.stamp = self.backs
+        m.place = "ready"
+
+    def next_lease(self) -> str | None:
+        """The task a lease takes: the highest priority ready, the front of its list."""
+        ready = self.in_place("ready")
+        return min(ready, key=lambda t: (-self.tasks[t].priority, self.tasks[t].stamp),
+                   default=None)
 
     def holder(self, pick: int, current: bool) -> tuple[str, int]:
         """The current holder of a leased task, or any holder the run has seen (stale
@@ -161,19 +184,23 @@ class BrokerMachine(RuleBasedStateMachine):
         key=st.sampled_from([None, None, None, None, "k1"]),
         delay=st.sampled_from([0.0, 0.0, 0.0, SHORT_DELAY, LONG]),
         max_retries=st.integers(0, 2),
+        priority=st.sampled_from([5, 5, 0, 9, 3]),
     )
-    def enqueue(self, key: str | None, delay: float, max_retries: int) -> None:
+    def enqueue(self, key: str | None, delay: float, max_retries: int,
+                priority: int = 5) -> None:
         self.sends += 1
         task_id = f"t{self.sends}"
-        got = self.broker.enqueue(task_id, delay, max_retries, idempotency_key=key)
+        got = self.broker.enqueue(task_id, delay, max_retries, idempotency_key=key,
+                                  priority=priority)
         if key in self.keys:  # T5: the original, and nothing written
             assert got == Enqueued(self.keys[key], False)
             SEEN["duplicate key"] += 1
             return
         assert got == Enqueued(task_id, True)
-        place = "delayed" if delay else "ready"
         due = {0.0: 0.0, LONG: math.inf}.get(delay, time.monotonic() + delay + MARGIN)
-        self.tasks[task_id] = Task(place, max_retries, due=due)
+        m = self.tasks[task_id] = Task("delayed", max_retries, due=due, priority=priority)
+        if not delay:
+            self.to_ready(m)
         if key is not None:
             self.keys[key] = task_id
         self.events += 1
@@ -190,13 +217,16 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(["w1", "w2", "w3"]), brief=st.booleans())
     def lease(self, worker: str, brief: bool) -> None:
-        ready = self.in_place("ready")
+        expected = self.next_lease()
         batch = self.broker.lease_many(worker, BRIEF if brief else LONG, 1)
-        if not ready:
+        if expected is None:
             assert batch.tasks == []
             return
         (got,) = batch.tasks
-        assert got.task_id in ready
+        assert got.task_id == expected  # the highest priority ready, its list's front
+        SEEN["leased over a lower priority"] += any(
+            self.tasks[t].priority < self.tasks[expected].priority
+            for t in self.in_place("ready"))
         m = self.tasks[got.task_id]
         m.token += 1
         assert (got.token, got.retries, got.max_retries) == (m.token, m.retries, m.max_retries)
@@ -334,7 +364,7 @@ class BrokerMachine(RuleBasedStateMachine):
             m.error_type = BOOM.error_type
         else:
             assert b.release(task_id, token)
-            m.place = "ready"
+            self.to_ready(m, front=True)
 
     # -- maintenance and time ---------------------------------------------------------
 
@@ -363,9 +393,10 @@ class BrokerMachine(RuleBasedStateMachine):
     def promote_once_short_delays_are_due(self) -> None:
         delayed = [t for t in self.in_place("delayed") if math.isfinite(self.tasks[t].due)]
         self.wait_until(max((self.tasks[t].due for t in delayed), default=0.0))
-        assert sorted(self.broker.promote(limit=100)) == delayed  # T6: none with a long delay
-        for task_id in delayed:
-            self.tasks[task_id].place = "ready"
+        promoted = self.broker.promote(limit=100)
+        assert sorted(promoted) == delayed  # T6: none with a long delay
+        for task_id in promoted:  # in the order they join the back of their lists
+            self.to_ready(self.tasks[task_id])
         SEEN["promoted"] += len(delayed)
         SEEN["long delay left alone"] += len(self.in_place("delayed"))
         self.events += len(delayed)
@@ -378,7 +409,8 @@ class BrokerMachine(RuleBasedStateMachine):
         assert self.broker.retry_dead(task_id) == revived
         if revived:
             m = self.tasks[task_id]
-            m.place, m.retries, m.due = "ready", 0, 0.0
+            m.retries, m.due = 0, 0.0
+            self.to_ready(m)
             m.woken = False  # its next run's waiters must block again
             SEEN["revived"] += 1
             self.events += 1
@@ -462,7 +494,7 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
     for i in range(30):  # lease, act and let time pass until every outcome was seen
         if set(SEEN) >= PATHS:
             break
-        step(m.enqueue, None, 0.0, i % 3)
+        step(m.enqueue, None, 0.0, i % 3, (5, 9, 0)[i % 3])
         step(m.watch, i, True)
         mode = FAIL_MODES[i % 3]
         for op in ("heartbeat", "fail", "ack", "release"):

@@ -73,10 +73,11 @@ def is_seed(value: Any) -> bool:
 
 # Each operation's setup and call, returning the ARGV values the call must pass, by name.
 def call_enqueue(b: Broker) -> dict[str, Any]:
-    b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn", result_ttl=30)
+    b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn", result_ttl=30, priority=8)
     return {"task_id": "t1", "name": "mod.fn", "payload": '{"a":1}', "delay_ms": 2500,
             "run_at_ms": 0, "max_retries": 4, "idempotency_key": "idem",
-            "idempotency_ttl": 99, "result_ttl_ms": 30000, "count": 1}  # fmt: skip
+            "idempotency_ttl": 99, "result_ttl_ms": 30000, "count": 1,
+            "priority": 8}  # fmt: skip
 
 
 def call_lease(b: Broker) -> dict[str, Any]:
@@ -312,5 +313,5 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
         "idempotency_ttl": limits.IDEMPOTENCY_TTL.high,
         "retention": limits.EVENTS_RETENTION.high, "max_retries": limits.MAX_RETRIES.high,
         "count": limits.LEASE_COUNT.high, "limit": limits.LIMIT.high, "jitter_seed": 2**31 - 2,
-        "definition_bytes": limits.MAX_DEFINITION_BYTES,
+        "definition_bytes": limits.MAX_DEFINITION_BYTES, "priority": limits.PRIORITY.high,
     }  # fmt: skip

@@ -34,6 +34,7 @@ from taskq.limits import (
     EVENTS_RETENTION,
     IDEMPOTENCY_TTL,
     MAX_PAYLOAD_BYTES,
+    PRIORITY,
     TIMEOUT,
     to_ms,
 )
@@ -107,11 +108,13 @@ class AsyncBroker:
         name: str = SIMULATE_TASK,
         run_at: datetime | None = None,
         result_ttl: float | None = None,
+        priority: int = PRIORITY.default,
     ) -> TaskHandle:
         """`Broker.enqueue`, awaited: create a task unless its id or idempotency key
         already names one. The handle waits with `await handle.result_async()`."""
         fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
-                                idempotency_ttl, self.max_payload_bytes, run_at, result_ttl)
+                                idempotency_ttl, self.max_payload_bytes, run_at, result_ttl,
+                                priority)
         return (await self._enqueue_batches([fields], 1))[0]
 
     async def enqueue_many(self, tasks: Sequence[NewTask],

@@ -15,7 +15,7 @@ from taskq.codec import args_payload
 from taskq.errors import InvalidTaskError
 from taskq.handle import TaskHandle
 from taskq.keys import check_task_id, check_task_name, new_id
-from taskq.limits import BATCH_SIZE, MAX_RETRIES, TIME_LIMIT, shown
+from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, TIME_LIMIT, shown
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
 from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
@@ -25,7 +25,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # The options of .enqueue and .call: for the queue, never passed to the function.
-RESERVED = ("delay", "run_at", "max_retries", "idempotency_key", "task_id", "result_ttl")
+RESERVED = ("delay", "run_at", "max_retries", "idempotency_key", "task_id", "result_ttl",
+            "priority")
 
 
 class Task(Generic[P, R]):
@@ -33,7 +34,7 @@ class Task(Generic[P, R]):
 
     def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int,
                  store_result: bool = True, retry: RetryPolicy = DEFAULT,
-                 time_limit: float | None = None) -> None:
+                 time_limit: float | None = None, priority: int = PRIORITY.default) -> None:
         self.app = app
         self.fn = fn
         self.name = name
@@ -41,6 +42,7 @@ class Task(Generic[P, R]):
         self.store_result = store_result
         self.retry = retry
         self.time_limit = time_limit
+        self.priority = priority
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self._signature = inspect.signature(fn)
@@ -53,9 +55,9 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
         """Enqueue a call and return its handle (`handle.result()` waits for the return
         value). Options for the queue, not arguments of the function: `delay` (seconds)
-        or `run_at` (an aware datetime), `max_retries`, `idempotency_key`, `task_id` and
-        `result_ttl` (seconds its result is kept). Everything is checked before anything
-        is sent."""
+        or `run_at` (an aware datetime), `max_retries`, `idempotency_key`, `task_id`,
+        `result_ttl` (seconds its result is kept) and `priority` (0 to 9, higher first).
+        Everything is checked before anything is sent."""
         return self.app.broker.enqueue_many([self.call(*args, **kwargs)], 1)[0]
 
     async def enqueue_async(self, *args: Any, **kwargs: Any) -> TaskHandle:
@@ -82,6 +84,7 @@ class Task(Generic[P, R]):
             name=self.name,
             run_at=options.get("run_at"),
             result_ttl=options.get("result_ttl"),
+            priority=PRIORITY.check(options.get("priority", self.priority)),
         )
 
     def enqueue_many(self, calls: Iterable[NewTask | tuple[Any, ...]],
@@ -162,6 +165,7 @@ class App:
     def task(
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
         retry: RetryPolicy | None = None, time_limit: float | None = None,
+        priority: int = PRIORITY.default,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (plain or `async def`) under `name` (default: module.qualname).
 
@@ -169,11 +173,13 @@ class App:
         unless `store_result` is False. `retry` (a `taskq.RetryPolicy`) says which
         exceptions are retried and with what backoff (default: every one, with the
         settings' backoff); `time_limit` (seconds, 0 for none) is how long one run may
-        take (default: TASKQ_TIME_LIMIT_SECONDS)."""
+        take (default: TASKQ_TIME_LIMIT_SECONDS); `priority` (0 to 9, higher first) is
+        its calls' priority unless `.enqueue(priority=...)` says otherwise (default 5)."""
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidTaskError(f"retry must be a taskq.RetryPolicy, not {shown(retry)}")
         if time_limit is not None:
             TIME_LIMIT.check(time_limit)
+        PRIORITY.check(priority)
         if name is not None and not isinstance(name, str):
             # A bare `@app.task` would hand us the function as the name and register nothing.
             raise InvalidTaskError(
@@ -194,7 +200,7 @@ class App:
                     f"a different function is already registered as {task_name!r}"
                 )
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
-                        bool(store_result), retry or DEFAULT, time_limit)
+                        bool(store_result), retry or DEFAULT, time_limit, priority)
             self.tasks[task_name] = task
             return task
 

@@ -36,6 +36,7 @@ from taskq.limits import (
     MAX_RESULT_BYTES,
     MAX_TRACEBACK_CHARS,
     MAX_WORKER_ID_CHARS,
+    PRIORITY,
     TIMEOUT,
     TOKEN,
     check_text,
@@ -140,15 +141,19 @@ class Broker:
         name: str = SIMULATE_TASK,
         run_at: datetime | None = None,
         result_ttl: float | None = None,
+        priority: int = PRIORITY.default,
     ) -> TaskHandle:
         """Create a task; an id or idempotency key that already names one creates nothing.
 
         `run_at` (an aware datetime) runs it at that time of the Redis server's clock,
         instead of after `delay` seconds; `result_ttl` keeps its completed record and
-        result that many seconds instead of the queue's completed_ttl. The handle it
+        result that many seconds instead of the queue's completed_ttl; `priority` (0 to
+        9, higher first, default 5) orders it among the ready tasks: a worker always
+        leases the highest priority there is, the oldest first within one. The handle it
         returns is the `Enqueued` of the call, and waits for the task's result."""
         fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
-                                idempotency_ttl, self.max_payload_bytes, run_at, result_ttl)
+                                idempotency_ttl, self.max_payload_bytes, run_at, result_ttl,
+                                priority)
         return self._enqueue_batches([fields], 1)[0]
 
     def enqueue_many(self, tasks: Sequence[NewTask],

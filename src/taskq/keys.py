@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from taskq.errors import InvalidTaskError
-from taskq.limits import TOKEN, shown, utf8
+from taskq.limits import PRIORITY, TOKEN, shown, utf8
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
 TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
@@ -116,6 +116,16 @@ class QueueKeys:
     @property
     def ready(self) -> str:
         return self.prefix + "ready"
+
+    @property
+    def ready_levels(self) -> str:
+        """The priorities other than the default that have ready tasks (a ZSET); each
+        waits on `ready_at(priority)`, the default on `ready` (see _common.lua)."""
+        return self.ready + ":levels"
+
+    def ready_at(self, priority: int) -> str:
+        """The ready list of tasks of `priority` (the default's is `ready` itself)."""
+        return self.ready if priority == PRIORITY.default else f"{self.ready}:{priority}"
 
     @property
     def leased(self) -> str:

@@ -85,6 +85,9 @@ EVENTS_RETENTION = Range("events_retention", 1, 10**9, 100_000, "events", whole=
 MAX_PAYLOAD_BYTES = Range("max_payload_bytes", 2, 512 * 2**20, 2**20, "bytes", whole=True)
 MAX_RESULT_BYTES = Range("max_result_bytes", 4, 512 * 2**20, 2**20, "bytes", whole=True)
 MAX_RETRIES = Range("max_retries", 0, 1000, 3, whole=True)
+# A task's priority: higher runs first; the default is in the middle, so a task can be
+# made more or less urgent than the rest without touching them.
+PRIORITY = Range("priority", 0, 9, 5, whole=True)
 LEASE_COUNT = Range("count", 1, 10_000, 1, "tasks", whole=True)
 BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)

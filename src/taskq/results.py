@@ -37,6 +37,7 @@ class NewTask:
     name: str = SIMULATE_TASK
     run_at: datetime | None = None
     result_ttl: float | None = None
+    priority: int = 5  # limits.PRIORITY's default: 0 (lowest) to 9 (highest)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ local LIMITS = {
   limit = 100000,                 -- tasks reaped, promoted or purged by one call
   jitter_seed = 2147483646,       -- 2^31 - 2: the Park-Miller generator's range
   definition_bytes = 4096,        -- a periodic schedule's definition (JSON)
+  priority = 9,                   -- priorities run from 0 (lowest) to 9 (highest)
 }
 
 -- `value` (an ARGV string) as a number if it is a whole number from `low` to `high`;
@@ -46,6 +47,66 @@ local function whole_arg(name, value, low, high)
     error(name .. ' must be a whole number between ' .. integer_text(low) .. ' and ' ..
       integer_text(high) .. ', not ' .. tostring(value))
   end
+  return n
+end
+
+-- Priorities. A task's priority (0 to LIMITS.priority, higher first) is fixed when it is
+-- enqueued and kept in its record, as `priority`, unless it is the default. Ready tasks
+-- of the default priority wait on the ready list itself, the others on
+-- `<ready>:<priority>`; `<ready>:levels` (a ZSET, each member its own score) names the
+-- other levels that hold any. A queue that never uses priorities pays one EXISTS per
+-- lease and no other command.
+local DEFAULT_PRIORITY = 5
+
+local function levels_key(ready_key)
+  return ready_key .. ':levels'
+end
+
+-- The ready list a task of `priority` (a number, or nil: the default) waits on.
+local function ready_list(ready_key, priority)
+  if priority == nil or priority == DEFAULT_PRIORITY then return ready_key end
+  return ready_key .. ':' .. integer_text(priority)
+end
+
+-- Puts `task_id` on its priority's ready list: at the back, or with `front` at the
+-- front (a released task already waited its turn).
+local function push_ready(ready_key, task_id, priority, front)
+  local list = ready_list(ready_key, priority)
+  redis.call(front and 'RPUSH' or 'LPUSH', list, task_id)
+  if list ~= ready_key then
+    redis.call('ZADD', levels_key(ready_key), priority, integer_text(priority))
+  end
+end
+
+-- A level whose list an LREM or a pop may have emptied leaves the levels set.
+local function forget_if_empty(ready_key, priority)
+  local list = ready_list(ready_key, priority)
+  if list ~= ready_key and redis.call('LLEN', list) == 0 then
+    redis.call('ZREM', levels_key(ready_key), integer_text(priority))
+  end
+end
+
+-- The ready lists in the order a lease takes from them, highest priority first, each
+-- as {list, priority}.
+local function ready_lists(ready_key)
+  local default = {ready_key, DEFAULT_PRIORITY}
+  if redis.call('EXISTS', levels_key(ready_key)) == 0 then return {default} end
+  local lists, placed = {}, false
+  for _, level in ipairs(redis.call('ZREVRANGE', levels_key(ready_key), 0, -1)) do
+    local priority = tonumber(level)
+    if not placed and priority < DEFAULT_PRIORITY then
+      lists[#lists + 1], placed = default, true
+    end
+    lists[#lists + 1] = {ready_key .. ':' .. level, priority}
+  end
+  if not placed then lists[#lists + 1] = default end
+  return lists
+end
+
+-- How many tasks are ready, over every priority.
+local function ready_count(ready_key)
+  local n = 0
+  for _, list in ipairs(ready_lists(ready_key)) do n = n + redis.call('LLEN', list[1]) end
   return n
 end
 

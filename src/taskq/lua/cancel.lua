@@ -4,7 +4,8 @@
   A running one keeps its lease: its record is flagged, the holder's next heartbeat
   (or effect() check) is answered "cancel", and the task ends cancelled when the
   holder settles it (ack_cancelled), or when fail, release or reap next touch it.
-  KEYS[1] ready   LIST    task ids that can run now
+  KEYS[1] ready   LIST    task ids of the default priority that can run now (other
+                          priorities: see _common)
   KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
   KEYS[3] leased  ZSET    task id -> lease expiry (ms, server TIME)
   KEYS[4] dlq     LIST    dead task ids
@@ -45,11 +46,11 @@ end
 
 local task_key = prefix .. 'task:' .. task_id
 local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
-  unpack(CANCEL_FIELDS))
+  'priority', unpack(CANCEL_FIELDS))
 local state = record[1]
 if not state then return {'unknown', ''} end
 if only_state ~= '' and state ~= only_state then return {'unchanged', state} end
-local cancel = {record[4], record[5], record[6], record[7]}
+local cancel = {record[5], record[6], record[7], record[8]}
 -- The record outlives the task's end as a completed one would.
 local ttl = tonumber(record[3]) or completed_ttl
 
@@ -67,7 +68,9 @@ end
 
 local removed = 0
 if state == 'pending' then
-  removed = redis.call('LREM', ready_key, 0, task_id)
+  local priority = tonumber(record[4])
+  removed = redis.call('LREM', ready_list(ready_key, priority), 0, task_id)
+  forget_if_empty(ready_key, priority)
 elseif state == 'delayed' then
   removed = redis.call('ZREM', delayed_key, task_id)
 elseif state == 'dead' then

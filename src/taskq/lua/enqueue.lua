@@ -3,7 +3,8 @@
   have a delay), skipping each task whose id or idempotency key already names a task.
   One call takes a whole batch, so a batch is one round trip on a single node and on
   a cluster alike (cluster pipelines cannot carry scripts).
-  KEYS[1] ready   LIST    task ids that can run now (workers pop the right end)
+  KEYS[1] ready   LIST    task ids of the default priority that can run now (workers
+                          pop the right end; other priorities: see _common)
   KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
   KEYS[3] events  STREAM  change feed
   KEYS[4] seq     STRING  last event sequence number
@@ -11,7 +12,7 @@
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; task and idempotency keys derive from it
   ARGV[2] retention       events kept in the stream (1 to 10^9)
-  ARGV[3] count           tasks in this call (0 to 10000); then nine values per task:
+  ARGV[3] count           tasks in this call (0 to 10000); then ten values per task:
   ARGV[4] task_id
   ARGV[5] name            registered task name
   ARGV[6] payload         JSON text
@@ -23,10 +24,12 @@
   ARGV[11] idempotency_ttl seconds the key keeps naming the task (1 to 315360000)
   ARGV[12] result_ttl_ms  '' = the ack's completed_ttl; else ms its completed record
                           (and result) is kept (1 to 315360000000)
+  ARGV[13] priority       0 (lowest) to 9 (highest); 5 is the default
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
            task's id (nothing written for a duplicate); an argument out of its range is
            an error, and nothing is written
-  Emits:   enqueued (state pending or delayed), one per created task
+  Emits:   enqueued (state pending or delayed, with priority when not the default), one
+           per created task
 ]]
 --- @include "_common"
 
@@ -36,14 +39,14 @@ local prefix, retention, count = ARGV[1], ARGV[2], ARGV[3]
 
 -- Checked before the first write (see whole_arg): a bad value in the tenth task must
 -- not leave nine written without their events.
-local WIDTH = 9
+local WIDTH = 10
 count = whole_arg('count', count, 0, LIMITS.count)
 if #ARGV ~= 3 + count * WIDTH then
   error('count ' .. count .. ' needs ' .. (3 + count * WIDTH) .. ' ARGV values, not ' .. #ARGV)
 end
 local now = server_now_ms()
 -- Each task's delay from now, in ms: its run_at when it has one, else its delay.
-local delays = {}
+local delays, priorities = {}, {}
 for i = 0, count - 1 do
   local base = 4 + i * WIDTH
   local delay = whole_arg('delay_ms', ARGV[base + 3], 0, LIMITS.delay_ms)
@@ -63,6 +66,7 @@ for i = 0, count - 1 do
   if ARGV[base + 8] ~= '' then
     whole_arg('result_ttl_ms', ARGV[base + 8], 1, LIMITS.ttl_ms)
   end
+  priorities[i] = whole_arg('priority', ARGV[base + 9], 0, LIMITS.priority)
 end
 
 local now_text = integer_text(now)
@@ -71,7 +75,7 @@ local reply = {}
 local woken = 0
 
 local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_key, idem_ttl,
-                           result_ttl)
+                           result_ttl, priority)
   local idem_record = prefix .. 'idem:' .. idem_key
   if idem_key ~= '' then
     local original = redis.call('GET', idem_record)
@@ -85,16 +89,21 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
   if idem_key ~= '' then
     redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
   end
-  emit(feed, {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name,
-   'at', run_at})
+  local event = {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name,
+   'at', run_at}
   redis.call('HSET', task_key, 'state', state, 'name', name, 'payload', payload,
     'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
     'idempotency_key', idem_key, 'created_at', now_text, 'run_at', run_at)
   if result_ttl ~= '' then redis.call('HSET', task_key, 'result_ttl', result_ttl) end
+  if priority ~= DEFAULT_PRIORITY then
+    redis.call('HSET', task_key, 'priority', integer_text(priority))
+    event[#event + 1], event[#event + 2] = 'priority', integer_text(priority)
+  end
+  emit(feed, event)
   if state == 'delayed' then
     redis.call('ZADD', delayed_key, run_at, task_id)
   else
-    redis.call('LPUSH', ready_key, task_id)
+    push_ready(ready_key, task_id, priority, false)
   end
   return task_id, 1
 end
@@ -102,7 +111,7 @@ end
 for i = 0, count - 1 do
   local base = 4 + i * WIDTH
   local id, created = enqueue_one(ARGV[base], ARGV[base + 1], ARGV[base + 2], delays[i],
-    ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8])
+    ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8], priorities[i])
   reply[#reply + 1], reply[#reply + 2] = id, created
   woken = woken + created
 end

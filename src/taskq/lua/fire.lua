@@ -4,7 +4,8 @@
   schedule's last handled tick, advanced in this same step, refuses any tick again.
   KEYS[1] schedules HASH  last:<schedule> -> tick ms handled last, version:<schedule>,
                           definition:<schedule>
-  KEYS[2] ready    LIST   task ids that can run now (the left end is the back)
+  KEYS[2] ready    LIST   task ids of the default priority that can run now (the left
+                          end is the back); a periodic task has the default priority
   KEYS[3] events   STREAM change feed
   KEYS[4] seq      STRING last event sequence number
   KEYS[5] epoch    STRING event log incarnation

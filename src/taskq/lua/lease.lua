@@ -1,8 +1,10 @@
 --[[
-  lease: pop up to `count` task ids from ready, lease each to the worker with a new
-  fencing token, and return what the worker needs to run them. A retried request
-  (same request id) gets back what it already leased instead of more tasks.
-  KEYS[1] ready   LIST    task ids that can run now
+  lease: pop up to `count` task ids from ready, highest priority first and the oldest
+  first within a priority, lease each to the worker with a new fencing token, and
+  return what the worker needs to run them. A retried request (same request id) gets
+  back what it already leased instead of more tasks.
+  KEYS[1] ready   LIST    task ids of the default priority that can run now (those of
+                          other priorities wait on <ready>:<priority>; see _common)
   KEYS[2] leased  ZSET    task id -> lease expiry (ms, server TIME)
   KEYS[3] delayed ZSET    task id -> run-at (ms); read only, for the wait hint
   KEYS[4] events  STREAM  change feed
@@ -70,9 +72,10 @@ end
 local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}
-while reply[1] < count do
-  local popped = redis.call('RPOP', ready_key, count - reply[1])
-  if not popped then break end
+
+local function lease_from(list)
+  local popped = redis.call('RPOP', list, count - reply[1])
+  if not popped then return false end
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
@@ -89,6 +92,13 @@ while reply[1] < count do
       add(task_id, token, record)
     end
   end
+  return true
+end
+
+for _, level in ipairs(ready_lists(ready_key)) do
+  while reply[1] < count and lease_from(level[1]) do end
+  if reply[1] < count then forget_if_empty(ready_key, level[2]) end
+  if reply[1] >= count then break end
 end
 if #scores > 0 then
   call_chunked('ZADD', leased_key, scores)

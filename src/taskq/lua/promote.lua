@@ -1,7 +1,9 @@
 --[[
-  promote: move delayed tasks that are due to the back of ready.
+  promote: move delayed tasks that are due to the back of ready, each to its own
+  priority's list.
   KEYS[1] delayed ZSET    task id -> run-at (ms, server TIME)
-  KEYS[2] ready   LIST    task ids that can run now (the left end is the back)
+  KEYS[2] ready   LIST    task ids of the default priority that can run now (the left
+                          end is the back; other priorities: see _common)
   KEYS[3] events  STREAM  change feed
   KEYS[4] seq     STRING  last event sequence number
   KEYS[5] epoch   STRING  event log incarnation
@@ -28,8 +30,9 @@ local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now, 'LIMIT', 0, li
 for _, task_id in ipairs(due) do
   emit(feed, {'type', 'promoted', 'task', task_id, 'state', 'pending'})
   redis.call('ZREM', delayed_key, task_id)
-  redis.call('HSET', prefix .. 'task:' .. task_id, 'state', 'pending')
-  redis.call('LPUSH', ready_key, task_id)
+  local task_key = prefix .. 'task:' .. task_id
+  redis.call('HSET', task_key, 'state', 'pending')
+  push_ready(ready_key, task_id, tonumber(redis.call('HGET', task_key, 'priority')), false)
 end
 wake_workers(wake_key, #due)
 close_feed(feed)

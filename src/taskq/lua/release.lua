@@ -1,8 +1,10 @@
 --[[
   release: give a leased task back without using a retry (graceful shutdown), if the
-  caller still holds the lease. It goes to the front of ready: it already waited.
+  caller still holds the lease. It goes to the front of its priority's ready list: it
+  already waited.
   KEYS[1] leased  ZSET    task id -> lease expiry (ms, server TIME)
-  KEYS[2] ready   LIST    task ids that can run now (the right end is the front)
+  KEYS[2] ready   LIST    task ids of the default priority that can run now (the right
+                          end is the front; other priorities: see _common)
   KEYS[3] events  STREAM  change feed
   KEYS[4] seq     STRING  last event sequence number
   KEYS[5] epoch   STRING  event log incarnation
@@ -23,9 +25,10 @@ local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-local record = redis.call('HMGET', task_key, 'fencing_token', unpack(CANCEL_FIELDS))
+local record = redis.call('HMGET', task_key, 'fencing_token', 'priority',
+  unpack(CANCEL_FIELDS))
 if record[1] ~= token then return 0 end
-local cancel = {record[2], record[3], record[4], record[5]}
+local cancel = {record[3], record[4], record[5], record[6]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
@@ -39,7 +42,7 @@ end
 emit(feed, {'type', 'released', 'task', task_id, 'state', 'pending', 'token', token})
 redis.call('ZREM', leased_key, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'run_at', now)
-redis.call('RPUSH', ready_key, task_id)
+push_ready(ready_key, task_id, tonumber(record[2]), true)
 wake_workers(wake_key, 1)
 close_feed(feed)
 return 1

@@ -1,7 +1,9 @@
 --[[
-  retry_dead: move a task from the DLQ to the back of ready with its retries reset.
+  retry_dead: move a task from the DLQ to the back of ready (its priority's list) with its
+  retries reset.
   KEYS[1] dlq     LIST    dead task ids
-  KEYS[2] ready   LIST    task ids that can run now (the left end is the back)
+  KEYS[2] ready   LIST    task ids of the default priority that can run now (the left
+                          end is the back; other priorities: see _common)
   KEYS[3] events  STREAM  change feed
   KEYS[4] seq     STRING  last event sequence number
   KEYS[5] epoch   STRING  event log incarnation
@@ -19,7 +21,8 @@ local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS
 local prefix, task_id, retention = ARGV[1], ARGV[2], ARGV[3]
 
 local task_key = prefix .. 'task:' .. task_id
-if redis.call('HGET', task_key, 'state') ~= 'dead' then return 0 end
+local record = redis.call('HMGET', task_key, 'state', 'priority')
+if record[1] ~= 'dead' then return 0 end
 if not redis.call('LPOS', dlq_key, task_id) then return 0 end
 
 local now = server_now_ms()
@@ -27,7 +30,7 @@ local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 emit(feed, {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0})
 redis.call('LREM', dlq_key, 1, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'retries', 0, 'run_at', now)
-redis.call('LPUSH', ready_key, task_id)
+push_ready(ready_key, task_id, tonumber(record[2]), false)
 -- An element left from its death would wake the next run's waiters at once, before
 -- that run ends (ResultWait's NoSpuriousSpin; the KeepDone mutant keeps it).
 redis.call('DEL', prefix .. 'done:' .. task_id)

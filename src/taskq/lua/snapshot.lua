@@ -1,7 +1,8 @@
 --[[
   snapshot: read a queue's state and the feed position it reflects, in one atomic
   step, so a dashboard can load it and follow the feed from exactly there. Read-only.
-  KEYS[1] ready   LIST    task ids that can run now
+  KEYS[1] ready   LIST    task ids of the default priority that can run now (counted
+                          with those of other priorities: see _common)
   KEYS[2] leased  ZSET    task id -> lease expiry (ms)
   KEYS[3] delayed ZSET    task id -> run-at (ms)
   KEYS[4] dlq     LIST    dead task ids, most recent first
@@ -21,7 +22,7 @@ local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], K
 local events_key, epoch_key = KEYS[5], KEYS[6]
 local prefix, limit = ARGV[1], tonumber(ARGV[2])
 
-local reply = {server_now_ms(), redis.call('LLEN', ready_key), redis.call('ZCARD', leased_key),
+local reply = {server_now_ms(), ready_count(ready_key), redis.call('ZCARD', leased_key),
   redis.call('ZCARD', delayed_key), redis.call('LLEN', dlq_key),
   redis.call('GET', epoch_key) or '', 0, '0'}
 local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
