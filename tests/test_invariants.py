@@ -293,8 +293,8 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
     return {
         "enqueue": ([k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
                     [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 0, 3, "key", 60, "", 9]),
-        "lease": ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
-                  [k.prefix, "w", 1000, 1, 1000, "req"]),
+        "lease": ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake, k.rates],
+                  [k.prefix, "w", 1000, 1, 1000, "req", 1, SIMULATE_TASK, 1000, 1]),
         "ack": ([k.leased, k.events, k.seq, k.epoch],
                 [k.prefix, 1000, 60_000, 1, task_id, token, '{"a":1}']),
         "fail": ([k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch],
@@ -321,6 +321,7 @@ BAD_ARGS = [
     ("enqueue", 12, 10), ("enqueue", 12, -1), ("enqueue", 12, "high"),
     ("enqueue", 1, 10**20), ("enqueue", 2, 2),
     ("lease", 2, 10**17), ("lease", 2, 0), ("lease", 3, 10**5), ("lease", 4, 10**20),
+    ("lease", 6, 2), ("lease", 8, 0), ("lease", 8, 10**12), ("lease", 9, 0),
     ("ack", 2, 10**19), ("ack", 1, 10**20), ("ack", 3, 2),
     ("fail", 4, 10**15), ("fail", 5, 10**15), ("fail", 6, "1.5"), ("fail", 6, "nan"),
     ("fail", 7, 10**20), ("fail", 11, "later"), ("fail", 11, ""), ("fail", 12, -1),

@@ -13,9 +13,10 @@ import pytest
 import redis
 
 from helpers import Event, events, leased, text
-from taskq import limits
+from taskq import limits, rates
 from taskq.broker import Broker, NewTask
 from taskq.keys import QUEUES_KEY, QueueKeys
+from taskq.rates import RateLimit
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
@@ -82,8 +83,10 @@ def call_enqueue(b: Broker) -> dict[str, Any]:
 
 def call_lease(b: Broker) -> dict[str, Any]:
     b.enqueue("t1")
+    b.rate_limits = (RateLimit("mod.fn", 10.0, 2),)
     b.lease_many("w1", 2.5, 3, request_id="req")
-    return {"worker": "w1", "lease_ms": 2500, "count": 3, "request_id": "req"}
+    return {"worker": "w1", "lease_ms": 2500, "count": 3, "request_id": "req", "limits": 1,
+            "name": "mod.fn", "interval_us": 100_000, "burst": 2}
 
 
 def call_heartbeat(b: Broker) -> dict[str, Any]:
@@ -276,8 +279,10 @@ class TestEachOperation:
         if "ARGV[base" not in body:
             assert used["ARGV"] == set(range(1, len(terms.args) + 1))
             return
-        # A batch script reads its fixed ARGV by number and each task's group by offset.
-        fixed = terms.args.index("count") + 1
+        # A batch script reads its fixed ARGV by number, the last of them the number of
+        # groups, and each group's values by offset.
+        fixed = max(used["ARGV"])
+        assert terms.args[fixed - 1] in ("count", "limits")
         assert used["ARGV"] == set(range(1, fixed + 1))
         group = len(terms.args) - fixed
         offsets = {int(n or 0) for n in re.findall(r"ARGV\[base(?: \+ (\d+))?\]", body)}
@@ -314,4 +319,5 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
         "retention": limits.EVENTS_RETENTION.high, "max_retries": limits.MAX_RETRIES.high,
         "count": limits.LEASE_COUNT.high, "limit": limits.LIMIT.high, "jitter_seed": 2**31 - 2,
         "definition_bytes": limits.MAX_DEFINITION_BYTES, "priority": limits.PRIORITY.high,
+        "interval_us": rates.MAX_INTERVAL_US, "burst": rates.MAX_BURST,
     }  # fmt: skip

@@ -16,6 +16,7 @@ from taskq.errors import InvalidTaskError
 from taskq.handle import TaskHandle
 from taskq.keys import check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, TIME_LIMIT, shown
+from taskq.rates import RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
 from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
@@ -34,7 +35,8 @@ class Task(Generic[P, R]):
 
     def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int,
                  store_result: bool = True, retry: RetryPolicy = DEFAULT,
-                 time_limit: float | None = None, priority: int = PRIORITY.default) -> None:
+                 time_limit: float | None = None, priority: int = PRIORITY.default,
+                 rate_limit: RateLimit | None = None) -> None:
         self.app = app
         self.fn = fn
         self.name = name
@@ -43,6 +45,7 @@ class Task(Generic[P, R]):
         self.retry = retry
         self.time_limit = time_limit
         self.priority = priority
+        self.rate_limit = rate_limit
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self._signature = inspect.signature(fn)
@@ -165,7 +168,7 @@ class App:
     def task(
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
         retry: RetryPolicy | None = None, time_limit: float | None = None,
-        priority: int = PRIORITY.default,
+        priority: int = PRIORITY.default, rate_limit: str | None = None, rate_burst: int = 1,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (plain or `async def`) under `name` (default: module.qualname).
 
@@ -174,7 +177,10 @@ class App:
         exceptions are retried and with what backoff (default: every one, with the
         settings' backoff); `time_limit` (seconds, 0 for none) is how long one run may
         take (default: TASKQ_TIME_LIMIT_SECONDS); `priority` (0 to 9, higher first) is
-        its calls' priority unless `.enqueue(priority=...)` says otherwise (default 5)."""
+        its calls' priority unless `.enqueue(priority=...)` says otherwise (default 5);
+        `rate_limit` ("100/s", "30/m", "500/h") caps how fast its runs start across every
+        worker of the queue, `rate_burst` of them at once after a quiet spell (default 1:
+        evenly spaced); a run that comes early waits on delayed for its turn."""
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidTaskError(f"retry must be a taskq.RetryPolicy, not {shown(retry)}")
         if time_limit is not None:
@@ -199,8 +205,10 @@ class App:
                 raise InvalidTaskError(
                     f"a different function is already registered as {task_name!r}"
                 )
+            limit = None if rate_limit is None else parse_rate(task_name, rate_limit,
+                                                                 rate_burst)
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
-                        bool(store_result), retry or DEFAULT, time_limit, priority)
+                        bool(store_result), retry or DEFAULT, time_limit, priority, limit)
             self.tasks[task_name] = task
             return task
 
@@ -243,6 +251,10 @@ class App:
             return task
 
         return register
+
+    def rate_limits(self) -> tuple[RateLimit, ...]:
+        """The rate limits of this app's tasks, as a worker's leases apply them."""
+        return tuple(t.rate_limit for t in self.tasks.values() if t.rate_limit is not None)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on the task `task_id` of this app's queue, made at any time later (in

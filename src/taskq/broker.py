@@ -44,6 +44,7 @@ from taskq.limits import (
     shown,
     to_ms,
 )
+from taskq.rates import RateLimit
 from taskq.results import (
     SIMULATE_TASK,
     Cancellation,
@@ -114,6 +115,8 @@ class Broker:
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
         self._registered = False
+        # The rate limits every lease of this broker applies (a worker sets its app's).
+        self.rate_limits: tuple[RateLimit, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings, queue: str | None = None) -> Broker:
@@ -228,8 +231,10 @@ class Broker:
         else:
             check_text(request_id, "request_id", MAX_REQUEST_ID_CHARS)
         k = self.keys
-        keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake]
-        args = [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id]
+        keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake, k.rates]
+        args = [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id,
+                len(self.rate_limits),
+                *(v for r in self.rate_limits for v in (r.name, r.interval_us, r.burst))]
         return keys, args
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> Renewal:

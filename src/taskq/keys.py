@@ -128,6 +128,11 @@ class QueueKeys:
         return self.ready if priority == PRIORITY.default else f"{self.ready}:{priority}"
 
     @property
+    def rates(self) -> str:
+        """Each rate-limited task name's theoretical start time (us): see taskq.rates."""
+        return self.prefix + "rates"
+
+    @property
     def leased(self) -> str:
         return self.prefix + "leased"
 

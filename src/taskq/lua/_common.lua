@@ -35,6 +35,8 @@ local LIMITS = {
   jitter_seed = 2147483646,       -- 2^31 - 2: the Park-Miller generator's range
   definition_bytes = 4096,        -- a periodic schedule's definition (JSON)
   priority = 9,                   -- priorities run from 0 (lowest) to 9 (highest)
+  interval_us = 86400000000,      -- a rate limit's spacing between starts: a day
+  burst = 10000,                  -- starts a rate limit lets through at once
 }
 
 -- `value` (an ARGV string) as a number if it is a whole number from `low` to `high`;

@@ -11,23 +11,36 @@
   KEYS[5] seq     STRING  last event sequence number
   KEYS[6] epoch   STRING  event log incarnation
   KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
+  KEYS[8] rates   HASH    task name -> the theoretical start time (us) of its rate limit
   ARGV[1] prefix          queue key prefix; task and request keys derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
   ARGV[4] count           most tasks to lease (1 to 10000)
   ARGV[5] retention       events kept in the stream (1 to 10^9)
   ARGV[6] request_id      '' = none; else remembered for lease_ms
+  ARGV[7] limits          rate-limited task names in this call (0 to 10000); then three
+                          values each:
+  ARGV[8] name            the task name
+  ARGV[9] interval_us     spacing between its starts (1 to 86400000000: a day)
+  ARGV[10] burst          starts let through at once (1 to 10000)
   Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...}: n leased
            tasks of six fields each; wait_ms = ms until the next delayed task is due or
            the next lease expires when fewer than count were leased, else -1 (-1 too
            when nothing is scheduled); an argument out of its range is an error, and
            nothing is written
-  Emits:   leased (one per task)
+  Emits:   leased (one per task); throttled (state delayed) for each rate-limited task
+           that came before its slot: it waits on delayed until then, its slot kept
+           (the record's rate_slot), and is not counted against `count`
+
+  Rate limits (see taskq/rates.py) follow GCRA: each name's theoretical start time
+  advances by one interval per start, and a start is let through while that time is at
+  most (burst - 1) intervals ahead of now.
 ]]
 --- @include "_common"
 
 local ready_key, leased_key, delayed_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key, wake_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local rates_key = KEYS[8]
 local prefix, worker = ARGV[1], ARGV[2]
 local lease_ms, count, retention = ARGV[3], ARGV[4], ARGV[5]
 local request_id = ARGV[6]
@@ -35,6 +48,17 @@ local request_id = ARGV[6]
 -- Checked before the first write (see whole_arg); retention by open_feed.
 lease_ms = whole_arg('lease_ms', lease_ms, 1, LIMITS.lease_ms)
 count = whole_arg('count', count, 1, LIMITS.count)
+local n_limits = whole_arg('limits', ARGV[7], 0, LIMITS.count)
+if #ARGV ~= 7 + n_limits * 3 then
+  error('limits ' .. n_limits .. ' needs ' .. (7 + n_limits * 3) .. ' ARGV values, not ' .. #ARGV)
+end
+local limits = {}
+for i = 0, n_limits - 1 do
+  local base = 8 + i * 3
+  limits[ARGV[base]] = {
+    interval = whole_arg('interval_us', ARGV[base + 1], 1, LIMITS.interval_us),
+    burst = whole_arg('burst', ARGV[base + 2], 1, LIMITS.burst)}
+end
 
 local now = server_now_ms()
 local reply = {0, -1}
@@ -72,6 +96,31 @@ end
 local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}
+-- Each limited name's theoretical start time (us) as this call moves it, written back
+-- once at the end.
+local starts = {}
+
+-- Whether the task may start now under its name's rate limit. One that may not waits
+-- on delayed until its slot, which it keeps (rate_slot): leased then, it takes no other.
+local function admitted(task_id, task_key, name, slot)
+  local limit = limits[name]
+  if not limit then return true end
+  if slot then
+    redis.call('HDEL', task_key, 'rate_slot')
+    return true
+  end
+  local now_us = now * 1000
+  local start = starts[name] or tonumber(redis.call('HGET', rates_key, name) or '0')
+  if start < now_us then start = now_us end
+  starts[name] = start + limit.interval
+  local allowed_at = start - (limit.burst - 1) * limit.interval
+  if allowed_at <= now_us then return true end
+  local run_at = integer_text(math.ceil(allowed_at / 1000))
+  emit(feed, {'type', 'throttled', 'task', task_id, 'state', 'delayed', 'at', run_at})
+  redis.call('HSET', task_key, 'state', 'delayed', 'run_at', run_at, 'rate_slot', run_at)
+  redis.call('ZADD', delayed_key, run_at, task_id)
+  return false
+end
 
 local function lease_from(list)
   local popped = redis.call('RPOP', list, count - reply[1])
@@ -79,9 +128,9 @@ local function lease_from(list)
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
-      'fencing_token')
+      'fencing_token', 'rate_slot')
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
-    if record[1] then
+    if record[1] and (n_limits == 0 or admitted(task_id, task_key, record[1], record[6])) then
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3], 'at', expires_text})
@@ -99,6 +148,9 @@ for _, level in ipairs(ready_lists(ready_key)) do
   while reply[1] < count and lease_from(level[1]) do end
   if reply[1] < count then forget_if_empty(ready_key, level[2]) end
   if reply[1] >= count then break end
+end
+for name, start in pairs(starts) do
+  redis.call('HSET', rates_key, name, integer_text(start))
 end
 if #scores > 0 then
   call_chunked('ZADD', leased_key, scores)

@@ -1,0 +1,55 @@
+"""Rate limits: how fast a task may start, across every worker of its queue.
+
+A limit such as "100/s" is kept as the spacing between starts (GCRA, the generic cell
+rate algorithm): lease.lua gives each start of a limited task its own slot, the
+theoretical arrival time of the limit advancing by one spacing per start, so however
+many workers lease at once the starts never run ahead of the rate (plus `burst`). A task
+that comes before its slot waits on delayed until it, its slot kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from taskq.errors import ConfigError
+from taskq.limits import shown
+
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([smh])\s*$")
+# Spacings lease.lua accepts, in microseconds: a million per second down to one a day.
+MIN_INTERVAL_US = 1
+MAX_INTERVAL_US = 86_400_000_000
+MAX_BURST = 10_000
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most `per_second` starts a second of the task `name`, with up to `burst` of them
+    at once after a quiet spell (1: evenly spaced)."""
+
+    name: str
+    per_second: float
+    burst: int = 1
+
+    @property
+    def interval_us(self) -> int:
+        """The spacing between starts, in microseconds (what lease.lua takes)."""
+        return max(MIN_INTERVAL_US, round(1_000_000 / self.per_second))
+
+
+def parse_rate(name: str, text: object, burst: object = 1) -> RateLimit:
+    """The limit `text` ("100/s", "30/m", "500/h") of task `name`, or `ConfigError`."""
+    match = RATE.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(f"task {name!r}: rate_limit must look like '100/s', '30/m' or "
+                          f"'500/h', not {shown(text)}")
+    per_second = float(match[1]) / UNITS[match[2]]
+    interval = 1_000_000 / per_second if per_second > 0 else float("inf")
+    if not MIN_INTERVAL_US <= interval <= MAX_INTERVAL_US:
+        raise ConfigError(f"task {name!r}: rate_limit {text!r} is outside what taskq "
+                          "supports (from one a day to a million a second)")
+    if not isinstance(burst, int) or isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
+        raise ConfigError(f"task {name!r}: rate_burst must be a whole number from 1 to "
+                          f"{MAX_BURST}, not {shown(burst)}")
+    return RateLimit(name, per_second, burst)

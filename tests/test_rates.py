@@ -1,0 +1,137 @@
+"""Rate limits: declared and checked (taskq.rates), kept by lease.lua for every worker at
+once: a task that comes before its slot waits on delayed for it, keeping it."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from helpers import events, record_of, wait_past
+from taskq import App
+from taskq.broker import Broker, NewTask
+from taskq.errors import ConfigError
+from taskq.rates import RateLimit, parse_rate
+from taskq.settings import Settings
+from waiting import WorkerProcesses, wait_until, worker_env
+
+pytestmark = pytest.mark.processes
+
+
+class TestDeclaration:
+    @pytest.mark.parametrize(("text", "per_second"), [("100/s", 100.0), ("30/m", 0.5),
+                                                      ("7200/h", 2.0), (" 2.5 / s ", 2.5)])
+    def test_a_rate_is_read_per_second(self, text: str, per_second: float) -> None:
+        assert parse_rate("t", text).per_second == per_second
+
+    @pytest.mark.parametrize("text", ["100", "100/d", "fast", "-1/s", "0/s", "2000000/s",
+                                      None, 5])
+    def test_a_rate_taskq_cannot_keep_is_refused_naming_the_task(self, text: object) -> None:
+        with pytest.raises(ConfigError, match=r"task 'mail\.send': rate_limit"):
+            parse_rate("mail.send", text)
+
+    @pytest.mark.parametrize("burst", [0, 10_001, 1.5, True])
+    def test_a_burst_outside_its_range_is_refused(self, burst: object) -> None:
+        with pytest.raises(ConfigError, match="rate_burst"):
+            parse_rate("t", "1/s", burst)
+
+    def test_the_apps_limits_are_those_of_its_tasks(self, app: App) -> None:
+        app.task("limited", rate_limit="10/s", rate_burst=3)(lambda: None)
+        app.task("free")(lambda: None)
+        assert app.rate_limits() == (RateLimit("limited", 10.0, 3),)
+
+
+def limited(broker: Broker, per_second: float, burst: int = 1) -> Broker:
+    broker.rate_limits = (RateLimit("slow", per_second, burst),)
+    return broker
+
+
+def leased(broker: Broker, count: int = 100) -> list[str]:
+    return [t.task_id for t in broker.lease_many("w", 30, count).tasks]
+
+
+class TestLease:
+    def test_starts_beyond_the_limit_wait_on_delayed_each_for_its_own_slot(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 10)  # a slot every 100 ms
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
+        assert leased(broker) == ["s0"]
+        slots = sorted(record_of(broker, f"s{i}").run_at for i in range(1, 4))
+        assert [b - a for a, b in itertools.pairwise(slots)] == [100, 100]
+        assert broker.counts().delayed == 3
+        throttled = [e for e in events(broker.client, broker.keys) if e.type == "throttled"]
+        assert [(e.task, e.state) for e in throttled] == [(f"s{i}", "delayed") for i in (1, 2, 3)]
+
+    def test_a_task_leased_at_its_slot_takes_no_other(self, broker: Broker) -> None:
+        limited(broker, 20)  # a slot every 50 ms
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert leased(broker) == ["s0"]
+        wait_past(0.1)
+        broker.promote()
+        assert sorted(leased(broker)) == ["s1", "s2"]  # both slots have come
+        assert "rate_slot" not in record_of(broker, "s1").extra
+
+    def test_other_tasks_are_not_held_up(self, broker: Broker) -> None:
+        limited(broker, 1)
+        broker.enqueue_many([NewTask("s0", name="slow"), NewTask("s1", name="slow"),
+                             NewTask("f0", name="fast"), NewTask("f1", name="fast")])
+        assert leased(broker) == ["s0", "f0", "f1"]
+
+    def test_a_burst_lets_that_many_through_at_once(self, broker: Broker) -> None:
+        limited(broker, 1, burst=3)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert leased(broker) == ["s0", "s1", "s2"]
+
+    def test_the_worker_sleeps_until_the_next_slot(self, broker: Broker) -> None:
+        limited(broker, 2)  # a slot every 500 ms
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(2)])
+        batch = broker.lease_many("w", 30, 10)
+        assert [t.task_id for t in batch.tasks] == ["s0"]
+        assert batch.wait_seconds is not None and 0.4 < batch.wait_seconds <= 0.5
+
+    def test_a_lease_without_the_limit_is_not_held_back(self, broker: Broker) -> None:
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert len(leased(broker)) == 3
+
+
+RATE_APP = '''
+import taskq
+
+app = taskq.App()
+
+@app.task("slow", rate_limit="20/s")
+def slow(n: int) -> None:
+    pass
+'''
+
+
+def test_workers_together_never_start_a_limited_task_faster_than_its_rate(
+    tmp_path: Path, settings: Settings, queue: Broker, ledger_path: Path
+) -> None:
+    """Three worker processes drain 60 tasks limited to 20 a second. By the Redis times
+    of their `leased` events, no one-second window holds more than 20 + 1 starts (a
+    window's edges can each catch one slot), and the drain keeps close to the rate."""
+    (tmp_path / "rate_app.py").write_text(RATE_APP)
+    queue.enqueue_many([NewTask(f"r{i:02}", name="slow", payload={"n": i})
+                        for i in range(60)])
+    workers = WorkerProcesses(tmp_path, worker_env(settings.redis_url, queue.queue, ledger_path,
+                                                   PYTHONPATH=str(tmp_path)))
+    try:
+        for _ in range(3):
+            workers.start("--app", "rate_app:app", "--concurrency", "4")
+        wait_until(lambda: queue.counts().ready + queue.counts().delayed
+                   + queue.counts().leased == 0, 30, "the drain")
+    finally:
+        workers.stop_all()
+    starts = sorted(int(e.fields["ts"]) for e in events(queue.client, queue.keys)
+                    if e.type == "leased")
+    assert len(starts) == 60
+    busiest = max(sum(1 for t in starts if s <= t < s + 1000) for s in starts)
+    assert busiest <= 21, (busiest, workers.logs())
+    seconds = (starts[-1] - starts[0]) / 1000
+    # 59 intervals of 50 ms: 2.95 s at the rate; well under twice that.
+    assert 2.9 <= seconds < 6.0, seconds
+    assert Counter(e.type for e in events(queue.client, queue.keys))["throttled"] > 0
