@@ -1,0 +1,78 @@
+"""Rate limits on the real broker under random interleavings, drawn by Hypothesis: bursts
+of enqueues of a limited and an unlimited task, leases of any size, time passing, due
+tasks promoted. Whatever the order, by the Redis times of the `leased` events a limited
+task never starts more often than its rate allows in any window, a throttled task starts
+no sooner than its slot and is throttled once, and every task is run in the end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import events
+from taskq.broker import Broker, NewTask
+from taskq.rates import RateLimit
+
+# (starts a second, burst): spacings of 20, 10 and 5 ms.
+RATES = [(50.0, 1), (100.0, 3), (200.0, 2)]
+STEP = st.one_of(
+    st.tuples(st.just("enqueue"), st.integers(1, 8), st.booleans()),
+    st.tuples(st.just("lease"), st.integers(1, 6), st.just(False)),
+    st.tuples(st.just("wait"), st.integers(0, 25), st.just(False)),
+)
+
+
+def run(broker: Broker, steps: list[tuple[str, int, bool]]) -> None:
+    sent = 0
+    for op, n, limited in steps:
+        if op == "enqueue":
+            broker.enqueue_many([NewTask(f"t{sent + i}", name="slow" if limited else "fast")
+                                 for i in range(n)])
+            sent += n
+        elif op == "lease":
+            broker.ack_many([(t.task_id, t.token) for t in broker.lease_many("w", 30, n).tasks])
+        else:
+            time.sleep(n / 1000)
+        broker.promote()
+    deadline = time.monotonic() + 10
+    while broker.counts() != type(broker.counts())(0, 0, 0, 0):
+        assert time.monotonic() < deadline, broker.counts()
+        batch = broker.lease_many("w", 30, 10)
+        broker.ack_many([(t.task_id, t.token) for t in batch.tasks])
+        if not batch.tasks:
+            time.sleep(0.002)
+        broker.promote()
+
+
+@settings(max_examples=25, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rate=st.sampled_from(RATES), steps=st.lists(STEP, max_size=15))
+def test_no_window_holds_more_starts_than_the_rate_allows(
+    client: redis.Redis, rate: tuple[float, int], steps: list[tuple[str, int, bool]]
+) -> None:
+    broker = Broker(client, f"r-{uuid.uuid4().hex[:10]}")
+    per_second, burst = rate
+    broker.rate_limits = (RateLimit("slow", per_second, burst),)
+    run(broker, steps)
+    log = events(client, broker.keys)
+    names = {e.task: e.fields["name"] for e in log if e.type == "enqueued"}
+    starts = sorted(int(e.fields["ts"]) for e in log
+                    if e.type == "leased" and names[e.task] == "slow")
+    spacing = 1000 / per_second
+    for window in (spacing, 3 * spacing, 10 * spacing):
+        for first in starts:
+            inside = sum(1 for s in starts if first <= s < first + window)
+            assert inside <= int(window // spacing) + burst, (window, starts)
+    throttled = {e.task: int(e.fields["at"]) for e in log if e.type == "throttled"}
+    assert max(Counter(e.task for e in log if e.type == "throttled").values(), default=0) <= 1
+    for e in log:
+        if e.type == "leased" and e.task in throttled:
+            assert int(e.fields["ts"]) >= throttled[e.task]  # no sooner than its slot
+    completed = {e.task for e in log if e.type == "completed"}
+    assert completed == set(names)  # nothing lost
+    assert all(names[t] == "slow" for t in throttled)  # the others never held up
