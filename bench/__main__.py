@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import ceiling, drain, enqueue, feed, latency, profile, results, targets
+from bench import ceiling, drain, enqueue, feed, latency, limits, profile, results, targets
 from bench.harness import ROOT, Options, Section, Server
 from bench.peers import driver as peers
 from bench.report import Machine, cpu_seconds, render_markdown, render_text
@@ -24,6 +24,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "drain": drain.measure,
     "latency": latency.measure,
     "results": results.measure,
+    "limits": limits.measure,
     "feed": feed.measure,
     "ceiling": ceiling.measure,
     "peers": peers.measure,

@@ -12,6 +12,7 @@ P50_MS = 2.0
 P99_MS = 10.0
 FEED_DELIVERIES = 20_000.0
 RESULTS_COST = 0.10
+RATE_LIMIT_SHARE = 0.95
 RESULT_P50_MS = 2.0
 
 
@@ -68,6 +69,12 @@ def _cost_at_most(what: str, value: float | None, limit: float) -> Target:
     return Target(what, f"{value:+.1%}", f"<= {limit:.0%} slower", factor)
 
 
+def _share_at_least(what: str, value: float | None, limit: float) -> Target:
+    if value is None:
+        return Target(what, "", f">= {limit:.0%} of it", None)
+    return Target(what, f"{value:.1%}", f">= {limit:.0%} of it", value / limit)
+
+
 def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
     get = figures.get
     peer_drain = labels.get("peer-best-drain", "fastest peer")
@@ -99,6 +106,8 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
                  RESULT_P50_MS),
         _at_most("`result()` p50 after the handler returned, `async def`",
                  get("result-p50-async"), RESULT_P50_MS),
+        _share_at_least("A rate-limited drain against its configured rate",
+                        get("rate-limit-share"), RATE_LIMIT_SHARE),
         _at_least("Feed deliveries, 100 clients, one `taskq serve`", get("feed-100"),
                   FEED_DELIVERIES, get("feed-100-ended")),
         _at_least("Feed deliveries, 1,000 clients, one `taskq serve`", get("feed-1000"),
@@ -109,7 +118,7 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
 def section(figures: dict[str, float], labels: dict[str, str]) -> tuple[Section, bool]:
     """The targets table, and whether any measured target was missed."""
     targets = judge(figures, labels)
-    result = Section("targets", "Targets (issues 7 and 16)",
+    result = Section("targets", "Targets (issues 7, 16 and 18)",
                      ["target", "measured", "required", "factor (>= 1 is met)", "verdict"],
                      rows=[t.row() for t in targets])
     result.notes.append(

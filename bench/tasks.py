@@ -16,6 +16,8 @@ from bench.tally import tick
 from taskq import App, Settings
 
 COUNTER_KEY = "bench:counter"
+# Starts a second of bench.noop_limited, well under what an unlimited drain reaches.
+LIMITED_RATE = 1000
 STAMPS_KEY = "bench:stamps"
 
 _local = threading.local()
@@ -68,6 +70,10 @@ def _no_ops(app: App) -> None:
     @app.task("bench.noop_sync_unkept", store_result=False)
     def noop_sync_unkept() -> None:
         """The `def` no-op with results off."""
+
+    @app.task("bench.noop_limited", rate_limit=f"{LIMITED_RATE}/s")
+    async def noop_limited() -> None:
+        """The async no-op under a rate limit: the drain should keep to the rate."""
 
 
 def _timed(app: App) -> None:

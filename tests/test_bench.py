@@ -28,7 +28,7 @@ class TestBench:
         assert "| `enqueue_many`, batches of 1000 (default) | 400 |" in report
         for fact in ("- Date:", "- Machine:", "- Python", "- Redis server", "- Packages:"):
             assert fact in report
-        assert "## Targets (issues 7 and 16)" in report
+        assert "## Targets (issues 7, 16 and 18)" in report
 
     @pytest.mark.processes
     def test_a_tiny_drain_counts_every_task(self, tmp_path: Path) -> None:
@@ -43,6 +43,19 @@ class TestBench:
         assert "## Results: their cost to a drain, and `result()` latency" in report
         assert "| drain with results kept vs off | `def` handler |" in report
         assert "| `result()` after the handler returned | `async def` handler | p50 " in report
+        assert "FAILED" not in report
+
+    @pytest.mark.processes
+    def test_a_tiny_limits_run_keeps_the_rate_and_prices_priorities(
+        self, tmp_path: Path
+    ) -> None:
+        report = run_bench("--only", "limits", "--n", "2000", out=tmp_path / "bench.md")
+        assert "## Flow control: rate limits and priorities" in report
+        row = next(line for line in report.splitlines()
+                   if line.startswith("| rate-limited drain vs its limit |"))
+        share = float(row.split("|")[2].strip().rstrip("%")) / 100
+        assert 0 < share <= 1.05, row  # never faster than the limit allows
+        assert "| drain with priorities 0-9 vs all default |" in report
         assert "FAILED" not in report
 
 
