@@ -164,7 +164,8 @@ class TestSourcesMatchTranscriptions:
         disjuncts = set(re.findall(r"\b[A-Z][A-Za-z]+\b", body)) - {"UNCHANGED"}
         # TaskQueue's fault switches, cancellation, time limits and revivals and
         # ResultWait's slices turned on, so that every action can be taken.
-        switches = ("PAUSES", "KILLS", "LATE_FAILS", "CANCELS", "TIME_LIMITS", "SLICE")
+        switches = ("PAUSES", "KILLS", "LATE_FAILS", "CANCELS", "TIME_LIMITS", "RATE_LIMITS",
+                    "SLICE")
         faults: dict[str, object] = {k: True for k in switches if k in config.constants}
         if config.constants.get("MAX_REVIVALS") == 0:
             faults["MAX_REVIVALS"] = 1

@@ -15,7 +15,8 @@ import redis
 from specs import tlctrace
 
 from helpers import CANCEL_PATHS, cancel_scenario
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
+from taskq.rates import RateLimit
 from taskq.tools import tlatrace
 from taskq.tools.tracecheck import read_log
 from waiting import wait_until
@@ -200,3 +201,22 @@ class TestCancellation:
         cancel_log[index(cancel_log, "d", "cancelled")][1]["from"] = "pending"
         verdict = validate(cancel_log, tmp_path)
         assert (verdict.accepted, verdict.task) == (False, "d")
+
+
+def test_a_task_throttled_by_a_rate_limit_is_a_behaviour_and_an_early_lease_is_not(
+    broker: Broker, client: redis.Redis, tmp_path: Path
+) -> None:
+    broker.rate_limits = (RateLimit("slow", 20.0),)
+    broker.enqueue_many([NewTask(t, name="slow", max_retries=MAX_RETRIES) for t in ("r1", "r2")])
+    first = broker.lease_many("w1", 10, 2).tasks
+    assert [t.task_id for t in first] == ["r1"]  # r2 throttled to delayed
+    wait_until(lambda: broker.promote() == ["r2"], what="r2's slot")
+    (second,) = broker.lease_many("w1", 10, 2).tasks
+    assert broker.ack_many([("r1", first[0].token), ("r2", second.token)]) == [True, True]
+    log = read_log(client, broker.keys.events)
+    assert [f["type"] for _, f in log if f["task"] == "r2"][:2] == ["enqueued", "throttled"]
+    verdict = validate(log, tmp_path)
+    assert verdict.accepted and verdict.traces == 2, str(verdict)
+    del log[index(log, "r2", "promoted")]  # leased straight from delayed
+    verdict = validate(log, tmp_path)
+    assert (verdict.accepted, verdict.task) == (False, "r2")

@@ -73,7 +73,9 @@ CONSTANTS
     FINAL_FAILS,    \* a failure may be final (fail.lua's mode 'dead'): to the DLQ at
                     \* once, whatever retries are left
     CANCELS,        \* a producer may cancel the task (Cancel); FALSE: no cancellation
-    TIME_LIMITS     \* a run may pass its time limit (TimeOut); FALSE: no time limits
+    TIME_LIMITS,    \* a run may pass its time limit (TimeOut); FALSE: no time limits
+    RATE_LIMITS     \* a lease may throttle a ready task to delayed (Throttle): its
+                    \* rate limit's slot has not come (the RateLimit model checks the rate)
 
 Ids == 1..MAX_SENDS             \* send i proposes task id i
 Workers == 1..WORKERS
@@ -131,6 +133,7 @@ TypeOK ==
     /\ \A w \in Workers : held[w].task \in Ids \cup {0}
     /\ PAUSES \in BOOLEAN /\ KILLS \in BOOLEAN /\ LATE_FAILS \in BOOLEAN
     /\ FINAL_FAILS \in BOOLEAN /\ CANCELS \in BOOLEAN /\ TIME_LIMITS \in BOOLEAN
+    /\ RATE_LIMITS \in BOOLEAN
     /\ restarts \in 0..MAX_RESTARTS
     /\ revivals \in 0..MAX_REVIVALS
     /\ charges \in [Ids -> Nat]
@@ -545,6 +548,18 @@ TimeOut(w) ==
     /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals, charges,
                    applied, fenceTok, result>>
 
+\* lease.lua under a rate limit: a popped ready task whose slot has not come
+\* waits on delayed until it (its next lease takes no other slot).
+Throttle(t) ==
+    /\ RATE_LIMITS
+    /\ t \in ready
+    /\ ready' = ready \ {t}
+    /\ delayed' = delayed \cup {t}
+    /\ state' = [state EXCEPT ![t] = "delayed"]
+    /\ due' = [due EXCEPT ![t] = FALSE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, leased, dlq, retries, token, expired, held,
+                   restarts, revivals, charges, applied, fenceTok, result, cancelReq>>
+
 \* Server time reaches a delayed task's run_at.
 Tick(t) ==
     /\ t \in delayed
@@ -596,6 +611,7 @@ Next ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E t \in Ids : Throttle(t)
 
 Spec == Init /\ [][Next]_vars
 

@@ -44,6 +44,7 @@ ByTokenNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelledByToken(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E t \in Ids : Throttle(t)
 
 ByTokenNoBumpNext ==
     \/ \E k \in 0..N_KEYS : \E d \in BOOLEAN : Enqueue(k, d)
@@ -63,6 +64,7 @@ ByTokenNoBumpNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelledByToken(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E t \in Ids : Throttle(t)
 
 ByTokenSpec == Init /\ [][ByTokenNext]_vars
 ByTokenNoBumpSpec == Init /\ [][ByTokenNoBumpNext]_vars

@@ -89,6 +89,7 @@ Act(e) ==
       [] e.type = "reaped" -> Reap(1)
       [] e.type = "tick" -> e.ts >= runAt /\ Tick(1)
       [] e.type = "promoted" -> Promote(1)
+      [] e.type = "throttled" -> Throttle(1)
       [] e.type = "revived" -> RetryDead(1)
       [] e.type = "cancel_requested" -> token[1] = e.token /\ Cancel(1)
       [] e.type = "cancelled" /\ e.prior = "running" ->

@@ -31,6 +31,7 @@ ReapWith(t, bump, honoured) lua/reap.lua                       reap_with(name, b
 ReapBy(t, bump)            ReapWith(t, bump, TRUE)             reap_by(name, bump)
 Reap(t) == ReapBy(t, 1)                                        reap
 TimeOut(w)                 worker/heartbeat.py time limits     time_out
+Throttle(t)                lua/lease.lua under a rate limit    throttle
 Tick(t)                    time passes a run_at                tick
 Promote(t)                 lua/promote.lua                     promote
 RetryDead(t)               lua/retry_dead.lua                  retry_dead
@@ -115,6 +116,7 @@ class Constants:
     final_fails: bool
     cancels: bool
     time_limits: bool
+    rate_limits: bool
 
     @property
     def ids(self) -> range:
@@ -143,6 +145,7 @@ class Constants:
             final_fails=_bool_constant(cfg, "FINAL_FAILS"),
             cancels=_bool_constant(cfg, "CANCELS"),
             time_limits=_bool_constant(cfg, "TIME_LIMITS"),
+            rate_limits=_bool_constant(cfg, "RATE_LIMITS"),
         )
 
 
@@ -521,6 +524,16 @@ def time_out(c: Constants, s: State) -> Iterator[Transition[State]]:
             yield f"TimeOut(w={w})", s._replace(held=s.held.except_(w, h._replace(timedOut=True)))
 
 
+def throttle(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if not c.rate_limits:
+        return
+    for t in c.ids:
+        if t in s.ready:
+            yield f"Throttle(t={t})", s._replace(
+                ready=s.ready - {t}, delayed=s.delayed | {t},
+                state=s.state.except_(t, "delayed"), due=s.due.except_(t, False))
+
+
 def tick(c: Constants, s: State) -> Iterator[Transition[State]]:
     for t in c.ids:
         if t in s.delayed and not s.due[t]:
@@ -558,7 +571,7 @@ def retry_dead(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 NEXT: tuple[Action, ...] = (
     enqueue, lease, heartbeat, confirm, effect, ack, fail, shutdown, die,
-    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled, time_out,
+    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled, time_out, throttle,
 )  # fmt: skip
 
 

@@ -5,7 +5,8 @@ Each task's events are its own trace, checked as a behaviour of a one-task insta
 of the model, as `taskq.tools.tracecheck` checks them per task. An event becomes the one
 model action that writes it: enqueued -> Enqueue, leased -> Lease, heartbeat ->
 Heartbeat, completed -> Ack, failed -> Fail, released -> Release, reaped -> Reap,
-promoted -> Promote, revived -> RetryDead, cancel_requested -> Cancel (of a running
+promoted -> Promote, throttled -> Throttle (a lease under a rate limit sending the task
+to delayed until its slot), revived -> RetryDead, cancel_requested -> Cancel (of a running
 task), cancelled -> Cancel (from pending, delayed or dead) or AckCancelled (from
 running). Three model actions write no event and are inserted where the next event
 implies them: "effect" (the handler's charge) before each completed, "expire" (the clock
@@ -34,7 +35,7 @@ from pathlib import Path
 
 # Event types the model has an action for.
 MODELLED = ("enqueued", "leased", "heartbeat", "completed", "failed", "released", "reaped",
-            "promoted", "revived", "cancel_requested", "cancelled")
+            "promoted", "revived", "cancel_requested", "cancelled", "throttled")
 # Model steps that write no event, inserted before the event that implies them.
 IMPLIED = {"completed": "effect", "reaped": "expire", "promoted": "tick"}
 # A holder's settles that mean it had not heard of its task's cancel (one that had would
