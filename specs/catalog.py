@@ -6,6 +6,7 @@ from pathlib import Path
 
 from specs.CeleryETA import celery_eta
 from specs.PeriodicTick import periodic_tick
+from specs.Priority import priority
 from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.TaskFeed import task_feed, task_feed_split_attach
@@ -324,5 +325,44 @@ CHECKS: tuple[Check, ...] = (
         # Two workers check the same tick before either enqueues: two tasks.
         expect=Expect.violated("OneTaskPerTick", depth=6),
         tlc=TLC(distinct=63, generated=93, depth=6, left=37),
+    ),
+    Check(
+        spec="Priority/Priority.tla",
+        config="Priority/Priority.cfg",
+        build=priority.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=12637, generated=49195, depth=13, left=0),
+    ),
+    Check(
+        spec="Priority/PriorityLowestFirst.tla",
+        config="Priority/PriorityLowestFirst.cfg",
+        build=priority.lowest_first_model,
+        # A low task sent, then a higher one: the scan from the bottom leases the low one.
+        expect=Expect.property_violated("LeasedWasHighest", depth=4),
+        tlc=TLC(distinct=73, generated=77, depth=4, left=62),
+    ),
+    Check(
+        spec="Priority/PriorityRetryLosesPriority.tla",
+        config="Priority/PriorityRetryLosesPriority.cfg",
+        build=priority.retry_loses_priority_model,
+        # A delayed task of another level comes due into the default level's list.
+        expect=Expect.violated("PriorityKept", depth=3),
+        tlc=TLC(distinct=22, generated=22, depth=3, left=18),
+    ),
+    Check(
+        spec="Priority/PriorityRetryLosesPriority.tla",
+        config="Priority/PriorityRetryLosesPriority_Highest.cfg",
+        build=priority.retry_loses_priority_model,
+        # The same, followed until the demoted task is leased ahead of a higher one.
+        expect=Expect.property_violated("LeasedWasHighest", depth=5),
+        tlc=TLC(distinct=743, generated=1045, depth=5, left=583),
+    ),
+    Check(
+        spec="Priority/PriorityReleaseToBack.tla",
+        config="Priority/PriorityReleaseToBack.cfg",
+        build=priority.release_to_back_model,
+        # Released behind a later task of its level, which is then leased first.
+        expect=Expect.property_violated("FifoWithinLevel", depth=6),
+        tlc=TLC(distinct=1120, generated=2052, depth=6, left=755),
     ),
 )

@@ -119,6 +119,7 @@ class TestCatalogue:
             "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskQueueCancelNoFence",
             "TaskQueueCancelRetried", "TaskFeed", "TaskFeedSplitAttach",
             "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
+            "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:

@@ -1,0 +1,1 @@
+"""Priorities within a queue (Priority) and its mutants, in TLA+ and Python."""
