@@ -59,6 +59,22 @@ class TestIllegalTracesAreReported:
         report = validate(log(*LEGAL))
         assert report.ok and (report.tasks, report.events) == (1, len(LEGAL))
 
+    def test_a_throttled_task_waits_for_its_slot_and_only_a_pending_one_is_throttled(
+        self,
+    ) -> None:
+        throttled = (enqueued(), event("throttled", "delayed", ts=1000, at="1200"))
+        on_time = log(*throttled, event("promoted", "pending", ts=1200),
+                      event("leased", "running", 1, ts=1200),
+                      event("completed", "completed", 1, ts=1300))
+        assert validate(on_time).ok
+        early = log(*throttled, event("promoted", "pending", ts=1199))
+        assert problems(validate(early, require_terminal=False)) == [
+            "promoted at 1199 before its run-at 1200"]
+        running = log(enqueued(), event("leased", "running", 1),
+                      event("throttled", "delayed", 1, at="3000"))
+        assert problems(validate(running, require_terminal=False)) == [
+            "throttled from state 'running'"]
+
     def test_an_ack_without_a_lease_is_reported(self) -> None:
         report = validate(log(enqueued(), event("completed", "completed", 0)))
         assert problems(report) == ["completed from state 'pending'"]
