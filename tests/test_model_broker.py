@@ -10,8 +10,9 @@ queue in Redis must be exactly what the model says: where each task is, its stat
 retries and fencing token, and how many events the log holds, the result and error each
 record keeps (R1: only the current token's ack stores a result) and whether a waiting
 producer's done list is there; T1, T3, T5 and T6 are checked on the way, and every run's
-event log must pass taskq.tools.tracecheck. Holders are kept for the whole run, so a
-paused holder comes back with its old token as often as a current one acts.
+event log must pass taskq.tools.tracecheck, whose P1 replay checks every lease. Holders
+are kept for the whole run, so a paused holder comes back with its old token as often as
+a current one acts.
 """
 
 from __future__ import annotations
@@ -458,6 +459,9 @@ class BrokerMachine(RuleBasedStateMachine):
         log = read_log(self.client, self.broker.keys.events)
         report = validate(log, require_terminal=False)
         assert report.ok, report.violations[:5]
+        # The whole log is here: P1 checks every lease, and no task is passed over.
+        p = report.priority
+        assert (p.checked, p.unchecked, p.passed_over) == (p.leases, {}, []), p
 
 
 def machine_on(client: redis.Redis) -> type[BrokerMachine]:

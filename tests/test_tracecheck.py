@@ -1,6 +1,8 @@
 """taskq.tools.tracecheck: hand-made illegal event logs are each reported, the log of every
 cancel path on real broker calls passes, and the whole log of real worker processes
-(failures, delays, a SIGKILL mid-run) passes."""
+(failures, delays, a SIGKILL mid-run) passes. P1: the log of real broker calls with
+priorities passes and leases out of order are reported, while what the log cannot tell
+(a trimmed start, a gap, a task a lease may have dropped) is counted, never reported."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CANCEL_PATHS, cancel_scenario
+from helpers import CANCEL_PATHS, cancel_scenario, wait_past
 from taskq.broker import Broker, NewTask
 from taskq.tools.embedded import EmbeddedRedis
 from taskq.tools.ledger import Ledger
+from taskq.tools.readyorder import ACROSS_GAP, NOT_IN_LOG, check_order
 from taskq.tools.tracecheck import TraceReport, read_log, validate
 from waiting import WorkerProcesses, event_types, wait_until, worker_env
 
@@ -233,6 +236,181 @@ class TestCancellation:
         report = validate(read_log(queue.client, queue.keys.events))
         assert report.ok, (report.violations, report.unfinished)
         assert report.tasks == len(CANCEL_PATHS)
+
+
+# -- P1: the order of leases ---------------------------------------------------------------
+
+
+def tasks_log(*events: tuple[str, Event], first: int = 1) -> list[tuple[int, Event]]:
+    """Events of several tasks as (task, event), numbered from `first`."""
+    return [(seq, {"task": task, **e}) for seq, (task, e) in enumerate(events, start=first)]
+
+
+def enqueued_at(priority: int | None = None, state: str = "pending") -> Event:
+    """An `enqueued` event; like enqueue.lua's, it names the priority unless the default."""
+    more = {} if priority is None else {"priority": str(priority)}
+    return {**enqueued(state, at=1000 if state == "pending" else 1500), **more}
+
+
+def leased(token: int = 1) -> Event:
+    return event("leased", "running", token)
+
+
+def done(token: int = 1) -> Event:
+    return event("completed", "completed", token)
+
+
+def run(task: str, token: int = 1) -> tuple[tuple[str, Event], tuple[str, Event]]:
+    """`task` leased, then completed."""
+    return (task, leased(token)), (task, done(token))
+
+
+def out_of_order(priority: int, first: str, first_priority: int) -> str:
+    return (f"P1: leased at priority {priority} while {first!r} (priority {first_priority}) "
+            "was ahead of it in ready")
+
+
+def priority_scenario(broker: Broker) -> None:
+    """Tasks of four priorities into ready every way there is (enqueue, a delay's
+    promotion, a retry's backoff, a release, a revival), one cancelled out of its level,
+    leased one at a time and in batches, each batch across levels."""
+    broker.enqueue_many([NewTask("low", priority=0), NewTask("plain-1"),
+                         NewTask("urgent", priority=9), NewTask("plain-2"),
+                         NewTask("high", priority=7), NewTask("later", delay=0.01, priority=9),
+                         NewTask("dropped", priority=7)])
+    assert broker.cancel("dropped").outcome == "cancelled"
+    wait_past(0.01)
+    assert broker.promote() == ["later"]
+
+    def lease(n: int) -> list[tuple[str, int]]:
+        return [(t.task_id, t.token) for t in broker.lease_many("w", 30, n).tasks]
+
+    (urgent, u1), (later, l1) = lease(2)
+    assert (urgent, later) == ("urgent", "later")
+    broker.enqueue("urgent-2", priority=9)
+    assert broker.release(later, l1)  # ahead of urgent-2
+    assert broker.fail(urgent, u1, "boom", backoff_base=0.001, backoff_max=0.001).status \
+        == "retry"
+    wait_past(0.01)
+    assert broker.promote() == ["urgent"]
+    batch = lease(4)
+    assert [t for t, _ in batch] == ["later", "urgent-2", "urgent", "high"]
+    for task_id, token in batch[:3]:
+        assert broker.ack(task_id, token)
+    assert broker.fail("high", batch[3][1], "boom", dead=True).status == "dead"
+    broker.enqueue("plain-3")
+    assert broker.retry_dead("high")
+    rest = lease(10)
+    assert [t for t, _ in rest] == ["high", "plain-1", "plain-2", "plain-3", "low"]
+    for task_id, token in rest:
+        assert broker.ack(task_id, token)
+
+
+class TestPriorityOrder:
+    def test_the_log_of_real_broker_calls_with_priorities_passes(self, queue: Broker) -> None:
+        priority_scenario(queue)
+        report = validate(read_log(queue.client, queue.keys.events))
+        assert report.ok, (report.violations, report.unfinished)
+        p = report.priority
+        assert (p.leases, p.checked, p.unchecked, p.passed_over) == (11, 11, {}, [])
+        assert p.by_priority == {9: 5, 7: 2, 5: 3, 0: 1}
+
+    def test_the_same_log_with_two_leases_of_one_batch_swapped_fails(
+        self, queue: Broker
+    ) -> None:
+        priority_scenario(queue)
+        log = read_log(queue.client, queue.keys.events)
+        first = next(n for n, (_, f) in enumerate(log) if f["type"] == "leased")
+        assert [log[n][1]["task"] for n in (first, first + 1)] == ["urgent", "later"]
+        (seq1, urgent), (seq2, later) = log[first], log[first + 1]
+        log[first], log[first + 1] = (seq1, later), (seq2, urgent)
+        assert problems(validate(log)) == [out_of_order(9, "urgent", 9)]
+
+    def test_a_legal_order_through_every_way_into_ready_passes(self) -> None:
+        log = tasks_log(
+            ("a", enqueued_at()), ("b", enqueued_at(9)), ("c", enqueued_at(9)),
+            ("d", enqueued_at(2, state="delayed")),
+            *run("b"),
+            ("c", leased()), ("c", event("released", "pending", 1)),  # back to the front
+            ("e", enqueued_at(9)),
+            *run("c", 2), *run("e"), *run("a"),
+            ("d", event("promoted", "pending", ts=1500)), *run("d"),
+        )
+        report = validate(log)
+        assert report.ok, report.violations
+        assert report.priority.by_priority == {9: 4, 5: 1, 2: 1}
+
+    def test_a_lease_of_a_lower_priority_first_is_reported(self) -> None:
+        log = tasks_log(("a", enqueued_at()), ("b", enqueued_at(9)), *run("a"), *run("b"))
+        assert problems(validate(log)) == [out_of_order(5, "b", 9)]
+
+    def test_a_lease_out_of_fifo_order_within_a_priority_is_reported(self) -> None:
+        log = tasks_log(("a", enqueued_at(3)), ("b", enqueued_at(3)), *run("b"), *run("a"))
+        assert problems(validate(log)) == [out_of_order(3, "a", 3)]
+
+    def test_a_release_that_did_not_go_to_the_front_is_reported(self) -> None:
+        released = (("a", enqueued_at()), ("b", enqueued_at()), ("a", leased()),
+                    ("a", event("released", "pending", 1)))
+        assert validate(tasks_log(*released, *run("a", 2), *run("b"))).ok
+        behind = validate(tasks_log(*released, *run("b"), *run("a", 2)))
+        assert problems(behind) == [out_of_order(5, "a", 5)]
+
+    def test_a_promoted_or_revived_task_that_jumped_the_queue_is_reported(self) -> None:
+        promoted = (("a", enqueued_at(state="delayed")), ("b", enqueued_at()),
+                    ("a", event("promoted", "pending", ts=1500)))
+        revived = (("a", enqueued_at()), ("a", leased()), ("a", event("failed", "dead", 1)),
+                   ("b", enqueued_at()), ("a", event("revived", "pending")))
+        for joined in (promoted, revived):
+            token = 2 if joined is revived else 1
+            assert validate(tasks_log(*joined, *run("b"), *run("a", token))).ok
+            jumped = validate(tasks_log(*joined, *run("a", token), *run("b")))
+            assert problems(jumped) == [out_of_order(5, "b", 5)]
+
+    def test_a_task_cancelled_out_of_ready_is_no_longer_ahead(self) -> None:
+        log = tasks_log(("a", enqueued_at(9)), ("b", enqueued_at()),
+                        ("a", {"type": "cancelled", "state": "cancelled", "from": "pending",
+                               "ts": "2000"}),
+                        *run("b"))
+        assert validate(log).ok
+
+    def test_a_priority_outside_0_to_9_is_reported(self) -> None:
+        log = tasks_log(("a", {**enqueued_at(), "priority": "10"}), *run("a"))
+        assert problems(validate(log)) == ["P1: enqueued with priority '10', not 0 to 9"]
+
+
+class TestWhatTheLogCannotTell:
+    def test_leases_of_tasks_enqueued_before_a_trimmed_start_are_counted_not_checked(
+        self,
+    ) -> None:
+        # u and v were enqueued before the log's first row: their priorities are unknown.
+        start = (("u", event("released", "pending", 1)), ("a", enqueued_at(1)),
+                 ("u", leased(2)), ("v", leased(4)))
+        report = check_order(tasks_log(*start, ("a", leased()), first=40))
+        assert (report.violations, report.checked, report.unchecked) == (
+            [], 1, {NOT_IN_LOG: 2})
+        # The tasks whose whole history the log holds are still checked exactly.
+        ahead = check_order(tasks_log(*start, ("b", enqueued_at(9)), ("a", leased()),
+                                      ("b", leased()), first=40))
+        assert [m for _, _, m in ahead.violations] == [out_of_order(1, "b", 9)]
+
+    def test_a_gap_in_the_log_makes_what_came_before_unknown(self) -> None:
+        before = tasks_log(("a", enqueued_at(9)), ("b", enqueued_at(1)))
+        after = (("b", leased()), ("a", leased()))
+        whole = check_order([*before, *tasks_log(*after, first=3)])
+        assert [m for _, _, m in whole.violations] == [out_of_order(1, "a", 9)]
+        gapped = check_order([*before, *tasks_log(*after, first=10)])
+        assert (gapped.violations, gapped.checked, gapped.unchecked) == ([], 0, {ACROSS_GAP: 2})
+
+    def test_a_task_passed_over_and_never_seen_again_may_have_been_dropped(self) -> None:
+        # lease.lua drops an id whose record is gone, with no event: the log cannot tell
+        # that from a lease out of order, unless the task shows up again.
+        dropped = tasks_log(("a", enqueued_at(9)), ("b", enqueued_at()), *run("b"))
+        report = validate(dropped)
+        assert (report.priority.violations, report.priority.passed_over) == ([], ["a"])
+        assert report.unfinished == ["a"]  # a run that must end still fails
+        seen_again = tasks_log(("a", enqueued_at(9)), ("b", enqueued_at()), *run("b"),
+                               *run("a"))
+        assert problems(validate(seen_again)) == [out_of_order(5, "a", 9)]
 
 
 # -- real worker processes ----------------------------------------------------------------

@@ -1,11 +1,14 @@
 """Trace validation: does each task's run of events form a legal path of the lease
-protocol, cancellation included? Used after test suites and at the end of the chaos run."""
+protocol, cancellation included, and did every lease take the task the ready lists
+put first (P1, `taskq.tools.readyorder`)? Used after test suites and at the end of the
+chaos run."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from taskq.tools.readyorder import PriorityReport, check_order
 from taskq.transport import Client
 
 # event type -> states the task may be in before it; None = the task has no record yet.
@@ -63,12 +66,13 @@ class TaskTrace:
 
 @dataclass
 class TraceReport:
-    """Violations found (task id, seq, message) and what was checked."""
+    """Violations found (task id, seq, message), P1's among them, and what was checked."""
 
     tasks: int = 0
     events: int = 0
     violations: list[tuple[str, int, str]] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
+    priority: PriorityReport = field(default_factory=PriorityReport)
 
     @property
     def ok(self) -> bool:
@@ -154,16 +158,20 @@ def _check_timing(task: TaskTrace, kind: str, ts: int) -> list[str]:
 def validate(
     events: Iterable[tuple[int, Mapping[str, str]]], *, require_terminal: bool = True
 ) -> TraceReport:
-    """Replay `(seq, fields)` events in order; with `require_terminal`, every task must
-    end completed, dead or cancelled (the run is over)."""
+    """Replay `(seq, fields)` events in order, each task's path and the order of leases;
+    with `require_terminal`, every task must end completed, dead or cancelled (the run
+    is over)."""
+    rows = list(events)
     tasks: dict[str, TaskTrace] = {}
     report = TraceReport()
-    for seq, fields in events:
+    for seq, fields in rows:
         report.events += 1
         task_id = fields.get("task", "")
         task = tasks.setdefault(task_id, TaskTrace())
         report.violations.extend((task_id, seq, p) for p in check_event(task, seq, fields))
     report.tasks = len(tasks)
+    report.priority = check_order(rows)
+    report.violations.extend(report.priority.violations)
     if require_terminal:
         report.unfinished = sorted(t for t, trace in tasks.items() if trace.state not in TERMINAL)
     return report
