@@ -1,6 +1,8 @@
 """The chaos command itself: it must see the bug it guards against, and replay by seed;
 its tick check must see a tick missing, doubled or charged other than once; its cancel
-checks must see a cancelled task lost or run after its cancel."""
+checks must see a cancelled task lost or run after its cancel; its P1 check must see a
+lease out of priority order; its memory check must take the ready lists of every
+priority for the fixed keys they are."""
 
 from __future__ import annotations
 
@@ -10,15 +12,25 @@ from pathlib import Path
 
 import pytest
 
+from taskq.broker import Broker
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.results import Cancellation
 from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_cancels
 from taskq.tools.chaos.canceller import Cancels
-from taskq.tools.chaos.checks import count_ticks, final_states, ticks_check
+from taskq.tools.chaos.checks import (
+    Findings,
+    count_ticks,
+    final_states,
+    memory_check,
+    priority_check,
+    ticks_check,
+)
+from taskq.tools.chaos.producer import priorities
 from taskq.tools.chaos.run import MIN_TICKS
 from taskq.tools.chaos.schedules import PERIODS, period_ms
 from taskq.tools.ledger import Charge, Ledger
 from taskq.tools.tlatrace import read_log
+from taskq.tools.tracecheck import validate
 
 Rows = list[tuple[int, dict[str, str]]]
 
@@ -224,6 +236,62 @@ class TestCancelChecks:
         assert "times not compared" in verdicts.none_after[1]
 
 
+def priority_log(*order: str) -> Rows:
+    """`a` (priority 9) and `b` (the default) enqueued, then each leased and completed in
+    `order`."""
+    rows: Rows = [(1, {"type": "enqueued", "task": "a", "state": "pending", "priority": "9"}),
+                  (2, {"type": "enqueued", "task": "b", "state": "pending"})]
+    for task in order:
+        for kind, state in (("leased", "running"), ("completed", "completed")):
+            rows.append((len(rows) + 1, {"type": kind, "task": task, "state": state,
+                                         "token": "1"}))
+    return rows
+
+
+class TestPriorities:
+    def test_the_producer_leaves_about_half_at_the_default_and_uses_every_priority(
+        self,
+    ) -> None:
+        drawn = priorities(7, 4000)
+        assert drawn == priorities(7, 4000) != priorities(8, 4000)
+        assert set(drawn) == set(range(10))
+        assert 0.5 < drawn.count(5) / len(drawn) < 0.6
+
+    def test_leases_in_priority_order_pass_and_say_how_many_were_checked(self) -> None:
+        check = priority_check(validate(priority_log("a", "b")).priority)
+        assert check.ok, check.detail
+        assert check.detail == "2 of 2 leases checked (1 at 9, 1 at 5); 0 violations"
+
+    def test_a_lease_out_of_priority_order_fails(self) -> None:
+        check = priority_check(validate(priority_log("b", "a")).priority)
+        assert not check.ok
+        assert check.detail.startswith("2 of 2 leases checked (1 at 9, 1 at 5); 1 violations, "
+                                       "first: ('b', 3, \"P1: leased at priority 5 while 'a'")
+
+    def test_leases_the_log_cannot_check_are_counted_with_their_reason(self) -> None:
+        trimmed = priority_log("a", "b")[2:]
+        check = priority_check(validate(trimmed, require_terminal=False).priority)
+        assert check.ok
+        assert check.detail == ("0 of 2 leases checked (none); not checked: 2 its enqueued "
+                                "event is not in the log; 0 violations")
+
+    def test_the_memory_check_takes_every_priority_s_ready_list_as_fixed(
+        self, broker: Broker
+    ) -> None:
+        # A lease that takes the last task of a level and no more leaves the level named
+        # in ready:levels, until a later lease finds the level empty: a run may end so.
+        broker.enqueue("urgent", priority=9)
+        (leased,) = broker.lease_many("w", 30, 1).tasks
+        assert broker.ack(leased.task_id, leased.token)
+        assert broker.client.exists(broker.keys.ready_levels)
+        check = memory_check(broker.client, broker, Findings())
+        assert check.ok, check.detail
+        assert "0 without an expiry" in check.detail
+        broker.client.set(broker.keys.prefix + "stray", "1")
+        stray = memory_check(broker.client, broker, Findings())
+        assert not stray.ok and "1 without an expiry" in stray.detail
+
+
 @pytest.mark.processes
 def test_without_a_ledger_guard_the_run_reports_double_charges_and_fails(tmp_path: Path) -> None:
     run = chaos(tmp_path, "--tasks", "1500", "--workers", "3", "--guard", "none",
@@ -253,10 +321,16 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     assert "| C1: every cancelled task ended cancelled, or completed by an ack that came " \
            "first | pass |" in report
     assert "| C1: no effect by a run after it could know of its cancel | pass |" in report
+    p1 = next(x for x in report.splitlines() if x.startswith("| P1: "))
+    checked, leases = (int(n) for n in p1.split(" | ")[2].split(" leases")[0].split(" of "))
+    assert "| pass |" in p1 and checked == leases > 1000, p1
+    assert "Priorities of the acknowledged tasks: " in report
     # The whole event log stays behind for TLC's trace validation, cancels included.
     events = read_log(tmp_path / "run" / "events.jsonl")
     assert {f["type"] for _, f in events} >= {"enqueued", "leased", "completed",
                                               "cancel_requested", "cancelled"}
+    given = {f.get("priority", "5") for _, f in events if f["type"] == "enqueued"}
+    assert given == {str(p) for p in range(10)}, given
     left = {f.get("from") for _, f in events if f["type"] == "cancelled"}
     assert {"pending", "dead"} <= left, left
     # Every schedule fired through the faults, each tick once, each charged once.

@@ -31,8 +31,9 @@ MAX_RETRIES = 1
 
 
 def run_scenario(broker: Broker) -> None:
-    """Four tasks through every logged operation; ids are leased one at a time."""
-    broker.enqueue("a", max_retries=MAX_RETRIES)
+    """Four tasks, three of them of priorities other than the default, through every
+    logged operation; ids are leased one at a time."""
+    broker.enqueue("a", max_retries=MAX_RETRIES, priority=9)
     assert broker.lease("w1", 10) == ("a", 1)
     assert broker.heartbeat("a", 1, 10)
     assert broker.ack("a", 1)
@@ -49,7 +50,7 @@ def run_scenario(broker: Broker) -> None:
     assert broker.ack("b", 3)
 
     # c: delayed, failed into delayed, released, failed into the DLQ, revived, acked.
-    broker.enqueue("c", delay=0.05, max_retries=MAX_RETRIES)
+    broker.enqueue("c", delay=0.05, max_retries=MAX_RETRIES, priority=0)
     wait_until(lambda: broker.promote() == ["c"], what="c promoted")
     assert broker.lease("w1", 10) == ("c", 1)
     broker.fail("c", 1, "boom", backoff_base=0.01, backoff_max=0.02)
@@ -63,7 +64,7 @@ def run_scenario(broker: Broker) -> None:
     assert broker.ack("c", 4)
 
     # d: a final failure, straight to the DLQ with its retry unused.
-    broker.enqueue("d", max_retries=MAX_RETRIES)
+    broker.enqueue("d", max_retries=MAX_RETRIES, priority=7)
     assert broker.lease("w1", 10) == ("d", 1)
     assert broker.fail("d", 1, "UnknownTaskError: nobody", dead=True).status == "dead"
 
@@ -91,6 +92,9 @@ def index(events: Log, task: str, kind: str, nth: int = 0) -> int:
 def test_the_log_of_real_broker_calls_is_a_behaviour_of_task_queue(
     real_log: Log, tmp_path: Path
 ) -> None:
+    # The priority an enqueued event carries is not the model's business: no step.
+    assert {f.get("priority") for _, f in real_log if f["type"] == "enqueued"} == {
+        "9", None, "0", "7"}
     verdict = validate(real_log, tmp_path)
     assert verdict.accepted, str(verdict)
     assert verdict.traces == 4

@@ -14,6 +14,7 @@ import redis
 
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
+from taskq.limits import PRIORITY
 from taskq.results import Cancellation
 from taskq.tools.chaos.producer import Produced
 
@@ -134,7 +135,7 @@ class Canceller(threading.Thread):
                 key = k.leased if place == "leased" else k.delayed
                 found = [str(t) for t in client.zrandmember(key, 20) or []]
             else:
-                key = k.ready if place == "ready" else k.dlq
+                key = self._ready_list() if place == "ready" else k.dlq
                 length = int(client.llen(key))
                 starts = [self.rng.randrange(length) for _ in range(5)] if length else []
                 found = [str(t) for n in starts if (t := client.lindex(key, n)) is not None]
@@ -143,6 +144,12 @@ class Canceller(threading.Thread):
         ours = [t for t in found if (t.startswith("t") or t in self.doomed)
                 and t not in self.cancels.asked]
         return self.rng.choice(ours) if ours else None
+
+    def _ready_list(self) -> str:
+        """One of the ready lists that hold tasks, one per priority, picked at random."""
+        k = self.broker.keys
+        levels = [int(str(p)) for p in self.broker.client.zrange(k.ready_levels, 0, -1)]
+        return k.ready_at(self.rng.choice([PRIORITY.default, *levels]))
 
     def _cancel(self, task_id: str) -> None:
         self.cancels.asked[task_id] = None

@@ -10,12 +10,14 @@ from typing import Any
 
 from taskq.broker import Broker
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
+from taskq.limits import PRIORITY
 from taskq.tools.chaos.cancel_checks import CancelCount, cancel_checks, count_cancels
 from taskq.tools.chaos.canceller import Cancels
 from taskq.tools.chaos.producer import Produced
 from taskq.tools.chaos.schedules import PERIODS, period_ms, tick_of
 from taskq.tools.chaos.waiters import Waited
 from taskq.tools.ledger import Ledger
+from taskq.tools.readyorder import PriorityReport
 from taskq.tools.tracecheck import read_log, validate
 from taskq.transport import Client
 
@@ -58,6 +60,7 @@ class Findings:
     charged_twice: list[tuple[str, int]] = field(default_factory=list)
     ticks: list[TickCount] = field(default_factory=list)
     cancels: CancelCount = field(default_factory=CancelCount)
+    priority: PriorityReport = field(default_factory=PriorityReport)
     events: int = 0
     used_memory: int = 0
     log_memory: int = 0
@@ -145,9 +148,27 @@ def run_checks(
         f"{report.events} events of {report.tasks} tasks; {len(report.violations)} violations"
         + (f", first: {report.violations[0]}" if report.violations else "")
         + (f"; {len(report.unfinished)} tasks not finished" if report.unfinished else "")))
+    found.priority = report.priority
+    found.checks.append(priority_check(report.priority))
 
-    found.checks.append(_memory_check(client, broker, found))
+    found.checks.append(memory_check(client, broker, found))
     return found
+
+
+def priority_check(p: PriorityReport) -> Check:
+    """P1 on the real run, from the trace validation's replay of the ready lists: every
+    lease took the front of the highest priority that held a task."""
+    levels = ", ".join(f"{n} at {level}" for level, n in sorted(p.by_priority.items(),
+                                                                 reverse=True))
+    skipped = "; ".join(f"{n} {reason}" for reason, n in p.unchecked.items())
+    return Check(
+        "P1: every lease took the front of the highest priority ready", p.ok,
+        f"{p.checked} of {p.leases} leases checked ({levels or 'none'})"
+        + (f"; not checked: {skipped}" if skipped else "")
+        + (f"; {len(p.passed_over)} tasks passed over and never seen again"
+           if p.passed_over else "")
+        + f"; {len(p.violations)} violations"
+        + (f", first: {p.violations[0]}" if p.violations else ""))
 
 
 def count_ticks(rows: list[tuple[int, dict[str, str]]], periods: Mapping[str, int],
@@ -251,12 +272,13 @@ def _results_check(broker: Broker, rows: list[tuple[int, dict[str, str]]],
         + (f"; errors: {list(waited.errors.items())[:2]}" if waited.errors else ""))
 
 
-def _memory_check(client: Client, broker: Broker, found: Findings) -> Check:
+def memory_check(client: Client, broker: Broker, found: Findings) -> Check:
     """Memory is bounded when the log is capped by its retention and every other key
     that grows with the number of tasks (records, idempotency keys) expires."""
     k = broker.keys
     fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
-             k.schedules}
+             k.schedules, k.ready_levels,
+             *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
     names = [str(n) for n in client.scan_iter(match=k.prefix + "*", count=5000)]
     growing = [n for n in names if n not in fixed]
     never_expire = 0

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
+from taskq.limits import PRIORITY
 from taskq.tools.chaos.options import ChaosOptions
 
 BATCH = 500
 # Keep this much work ready so workers never starve, and enqueues span the whole run.
 READY_TARGET = 3000
+# The share of tasks left at the default priority, as most of a real queue's are; the
+# rest are spread over every priority, so leases cross levels all the time and each
+# level empties and fills again.
+DEFAULT_SHARE = 0.5
 
 
 def task_id(i: int) -> str:
     return f"t{i:07d}"
+
+
+def priorities(seed: int, count: int) -> list[int]:
+    """The priority of each of `count` tasks, the same for the same seed."""
+    rng = random.Random(f"priorities:{seed}")
+    return [PRIORITY.default if rng.random() < DEFAULT_SHARE
+            else rng.randint(PRIORITY.low, PRIORITY.high) for _ in range(count)]
 
 
 @dataclass
@@ -25,6 +39,8 @@ class Produced:
 
     acknowledged: set[str] = field(default_factory=set)
     acknowledged_at: dict[str, float] = field(default_factory=dict)
+    # Acknowledged tasks by priority.
+    by_priority: Counter[int] = field(default_factory=Counter)
     resends: int = 0
     resends_created: list[str] = field(default_factory=list)
     retries: int = 0
@@ -32,8 +48,9 @@ class Produced:
 
 
 class Producer(threading.Thread):
-    """Enqueues tasks `t0000000…` with idempotency keys, and every `resend_every`-th
-    one again under a new id: the key must return the original and create nothing."""
+    """Enqueues tasks `t0000000…` with idempotency keys and seeded priorities, and every
+    `resend_every`-th one again under a new id: the key must return the original and
+    create nothing."""
 
     def __init__(self, broker: Broker, options: ChaosOptions, produced: Produced) -> None:
         super().__init__(name="chaos-producer", daemon=True)
@@ -45,16 +62,19 @@ class Producer(threading.Thread):
     def run(self) -> None:
         o = self.options
         payload = {"args": [], "kwargs": {"charge": 1}}
+        priority = priorities(o.seed, o.tasks)
         for start in range(0, o.tasks, BATCH):
             if self.stopping.is_set():
                 break
             self._wait_for_room()
             tasks = [NewTask(task_id(i), payload=payload, max_retries=o.max_retries,
-                             idempotency_key=f"k{i}", idempotency_ttl=o.idempotency_ttl)
+                             idempotency_key=f"k{i}", idempotency_ttl=o.idempotency_ttl,
+                             priority=priority[i])
                      for i in range(start, min(o.tasks, start + BATCH))]
             self._send(tasks, resend=False)
             resends = [NewTask(f"r{t.task_id[1:]}", payload=payload, max_retries=o.max_retries,
-                               idempotency_key=t.idempotency_key, idempotency_ttl=o.idempotency_ttl)
+                               idempotency_key=t.idempotency_key, idempotency_ttl=o.idempotency_ttl,
+                               priority=t.priority)
                        for n, t in enumerate(tasks, start)
                        if o.resend_every and n % o.resend_every == 0]
             self._send(resends, resend=True)
@@ -83,7 +103,9 @@ class Producer(threading.Thread):
                 self.produced.resends += len(results)
                 self.produced.resends_created += [r.task_id for r in results if r.created]
             else:
-                for result in results:
+                for task, result in zip(tasks, results, strict=True):
+                    if result.task_id not in self.produced.acknowledged:
+                        self.produced.by_priority[task.priority] += 1
                     self.produced.acknowledged.add(result.task_id)
                     self.produced.acknowledged_at[result.task_id] = now
             return

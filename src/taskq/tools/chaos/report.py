@@ -6,7 +6,9 @@ import datetime
 import platform
 from collections import Counter
 
+from taskq.limits import PRIORITY
 from taskq.tools.chaos.canceller import CANCEL_EVERY, DOOMED_TASK
+from taskq.tools.chaos.producer import DEFAULT_SHARE
 from taskq.tools.chaos.run import ChaosResult
 from taskq.tools.chaos.schedules import POLICY
 
@@ -56,6 +58,7 @@ def render(result: ChaosResult) -> str:
           f"from the first fired to the last, {c.tasks} tasks, {c.effects} effects."
           for c in f.ticks],
         *_cancels(result),
+        _priorities(result),
         f"- Event log: {f.events} events; Redis memory at the end {f.used_memory / 2**20:.1f} MiB.",
         *_losses(result),
         "",
@@ -82,6 +85,8 @@ def _parameters(result: ChaosResult) -> dict[str, object]:
         "simulated work (s)": f"{o.work_seconds} before the charge, "
                               f"{o.after_effect_seconds} after it",
         "lease (s)": o.lease_seconds, "appendfsync": o.appendfsync,
+        "priorities": f"{DEFAULT_SHARE:.0%} at the default ({PRIORITY.default}), the others "
+                      f"drawn evenly from {PRIORITY.low} to {PRIORITY.high}, by seed",
         "cancels": f"up to one task in {CANCEL_EVERY}, picked from ready, leased, delayed "
                    f"and the DLQ as the run goes; {len(result.cancels.doomed)} "
                    f"`{DOOMED_TASK}` tasks (no worker runs them: each dies at once) "
@@ -108,6 +113,15 @@ def _cancels(result: ChaosResult) -> list[str]:
         f"- Effects of tasks ended cancelled: {c.effects}; of those completed by an ack that "
         f"came first: {c.acked_first_effects}{timing}.",
     ]
+
+
+def _priorities(result: ChaosResult) -> str:
+    sent = result.produced.by_priority
+    p = result.findings.priority
+    mix = ", ".join(f"{sent[level]} at {level}" for level in sorted(sent, reverse=True))
+    return (f"- Priorities of the acknowledged tasks: {mix or 'none'}. P1 checked {p.checked} "
+            f"of {p.leases} leases against the ready lists the log implies: "
+            f"{len(p.violations)} out of order.")
 
 
 def _losses(result: ChaosResult) -> list[str]:
