@@ -36,7 +36,8 @@ class TestLeaseOrder:
         broker.enqueue("b", priority=5)
         lease_all(broker)
         assert not broker.client.exists(broker.keys.ready_levels)
-        assert record_of(broker, "a").extra.get("priority") is None
+        assert "priority" not in broker.client.hkeys(broker.keys.task("a"))
+        assert record_of(broker, "a").priority == 5
 
     def test_an_emptied_level_is_forgotten(self, broker: Broker) -> None:
         broker.enqueue("a", priority=7)
@@ -103,7 +104,7 @@ def test_the_enqueued_event_names_a_priority_other_than_the_default(broker: Brok
     broker.enqueue("plain")
     fields = [e.fields for e in events(broker.client, broker.keys)]
     assert fields[0]["priority"] == "9" and "priority" not in fields[1]
-    assert record_of(broker, "urgent").extra["priority"] == "9"
+    assert record_of(broker, "urgent").priority == 9
 
 
 @pytest.mark.parametrize("priority", [-1, 10, 2.5, "9", True, None])

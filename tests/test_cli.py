@@ -211,6 +211,7 @@ class TestTask:
         out = capsys.readouterr().out
         assert out.startswith("task sum on queue 'default'\n")
         for line in ("  state            completed", "  name             jobs.add",
+                     "  priority         5 (default)",
                      "  attempts         1 (retries 0 of 3)", "  worker           w-1",
                      '  payload          {"args":[1,2]}',
                      "result (24 bytes):\n  {\n    \"total\": 3,\n    \"who\": \"zoë\"\n  }\n",
@@ -221,6 +222,16 @@ class TestTask:
         events = [line.split()[2] for line in out.splitlines() if line.startswith("  #")]
         assert events == ["enqueued", "leased", "completed"]
         assert "error" not in out
+
+    def test_a_priority_other_than_the_default_is_shown_with_its_enqueued_event(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("urgent", priority=9)
+        assert main(["task", "urgent"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "  priority         9" in lines
+        (enqueued,) = [line for line in lines if line.startswith("  #")]
+        assert enqueued.split()[2] == "enqueued" and enqueued.endswith("  priority=9")
 
     def test_a_dead_task_shows_its_error_with_the_traceback(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
@@ -248,6 +259,7 @@ class TestTask:
         body = json.loads(capsys.readouterr().out)
         assert (body["task_id"], body["state"], body["result"]) == ("sum", "completed", [1, 2])
         assert [e["type"] for e in body["events"]] == ["enqueued", "leased", "completed"]
+        assert body["priority"] == 5 and "priority" not in body["events"][0]
 
     def test_a_scan_that_stops_early_says_so(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]

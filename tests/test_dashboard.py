@@ -413,6 +413,37 @@ def test_the_task_view_shows_a_result_as_text_and_a_missing_task_as_a_message(
     expect(by_id(page, "task-state")).to_have_text("pending")
 
 
+def record_value(page: Page, label: str) -> Locator:
+    """The task view's value for `label` in its record."""
+    return page.locator(f"[data-testid=task-record] dt:text-is('{label}') + dd")
+
+
+def test_the_event_list_and_the_task_view_show_a_tasks_priority(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("job-0")  # the queue exists, so the page's feed opens live
+    open_dashboard(page, server)
+    queue.enqueue("urgent", priority=9)
+    queue.enqueue("plain")
+    urgent = page.locator("[data-testid=event-row][data-task-id=urgent]")
+    plain = page.locator("[data-testid=event-row][data-task-id=plain]")
+    expect(urgent.get_by_test_id("priority-badge")).to_have_text("priority 9")
+    expect(plain).to_have_count(1)
+    expect(plain.get_by_test_id("priority-badge")).to_have_count(0)
+
+    urgent.get_by_test_id("task-link").click()
+    expect(by_id(page, "task-state")).to_have_text("pending")
+    expect(record_value(page, "Priority")).to_have_text("9")
+    enqueued = page.locator("[data-testid=task-event][data-type=enqueued]")
+    expect(enqueued.get_by_test_id("priority-badge")).to_have_text("priority 9")
+
+    page.evaluate("window.location.hash = 'task=plain'")
+    expect(by_id(page, "task-id")).to_have_text("plain")
+    expect(record_value(page, "Priority")).to_have_text("5 (default)")
+    expect(enqueued).to_have_count(1)
+    expect(enqueued.get_by_test_id("priority-badge")).to_have_count(0)
+
+
 # -- schedules and time limits -----------------------------------------------------------
 
 DASH_APP = '''

@@ -76,6 +76,16 @@ def test_event_fields_with_cr_lf_nul_and_unicode_stay_inside_one_data_line(
     assert rows[-1].body["error"] == nasty
 
 
+def test_an_enqueued_events_priority_is_a_number_given_when_not_the_default(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("urgent", priority=9)
+    queue.enqueue("plain")
+    with feed(server, queue) as stream:
+        rows = [b for b in stream.rows_until_quiet() if b.is_row]
+    assert [r.body.get("priority") for r in rows] == [9, None]
+
+
 # -- hostile Last-Event-IDs ----------------------------------------------------------
 
 # label -> (the value, given the log's head as epoch and seq; the gap reasons it may get)

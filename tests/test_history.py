@@ -134,6 +134,15 @@ class TestReadTask:
         assert (body["state"], body["name"], body["attempts"]) == ("completed", "jobs.add", 1)
         assert json.loads(json.dumps(body)) == body
 
+    def test_the_priority_is_a_number_in_the_record_and_on_its_enqueued_event(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue_many([NewTask("urgent", priority=9), NewTask("plain")])
+        urgent, plain = read_task(broker, "urgent"), read_task(broker, "plain")
+        assert urgent is not None and plain is not None
+        assert urgent.to_json()["priority"] == 9 and urgent.to_json()["events"][0]["priority"] == 9
+        assert plain.to_json()["priority"] == 5 and "priority" not in plain.to_json()["events"][0]
+
     def test_a_null_result_is_told_apart_from_no_result(self, broker: Broker) -> None:
         broker.enqueue("none-kept")
         leased = broker.lease("w-1", 30)

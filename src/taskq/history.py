@@ -24,7 +24,7 @@ ScanEnd = Literal["enqueued", "log_start", "limit"]
 # usually wanted, come in the first.
 CHUNK = 500
 # Fields the scripts write as whole numbers: numbers in JSON, as on the feed.
-NUMERIC_FIELDS = frozenset({"token", "retries", "at", "result_bytes"})
+NUMERIC_FIELDS = frozenset({"token", "retries", "at", "result_bytes", "priority"})
 # States in which the attempt counted by `retries` has been made (or is running).
 ATTEMPTED = frozenset({"running", "completed", "dead"})
 
@@ -33,8 +33,8 @@ ATTEMPTED = frozenset({"running", "completed", "dead"})
 class TaskEvent:
     """One event of a task as its queue's log holds it: the event's dense sequence
     number, its type, the state it left the task in, its Redis time (ms), and whatever
-    else its script wrote (token, worker, retries, error, error_type, at, name, result,
-    result_bytes)."""
+    else its script wrote (token, worker, retries, error, error_type, at, name, priority,
+    result, result_bytes)."""
 
     seq: int
     type: str

@@ -243,6 +243,9 @@ class TaskRecord:
     # When it ended cancelled, and when its cancel was asked for while it ran (0: never).
     cancelled_at: int = 0
     cancel_requested_at: int = 0
+    # Fixed at enqueue: 0 (lowest) to 9 (highest); the record holds it unless it is the
+    # default, limits.PRIORITY's 5.
+    priority: int = 5
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -255,7 +258,7 @@ class TaskRecord:
             "idempotency_key", "last_error", "created_at", "run_at", "leased_at",
             "heartbeat_at", "completed_at", "dead_at", "result", "error_type",
             "error_message", "traceback", "result_ttl", "waiters", "cancelled_at",
-            "cancel_requested", "cancel_ttl",
+            "cancel_requested", "cancel_ttl", "priority",
         }  # fmt: skip
         return cls(
             task_id=task_id,
@@ -281,5 +284,6 @@ class TaskRecord:
             result_ttl=number("result_ttl"),
             cancelled_at=number("cancelled_at"),
             cancel_requested_at=number("cancel_requested"),
+            priority=number("priority") if raw.get("priority") else 5,
             extra={k: v for k, v in raw.items() if k not in known},
         )

@@ -13,7 +13,7 @@ from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, read_task
-from taskq.limits import HISTORY_SCAN
+from taskq.limits import HISTORY_SCAN, PRIORITY
 
 HELP = "show one task: its record, its result or error with traceback, and its events"
 
@@ -60,7 +60,7 @@ def describe(view: TaskView, queue: str) -> list[str]:
 
 def record_lines(view: TaskView, queue: str) -> list[str]:
     r = view.record
-    rows = [("state", r.state), ("name", r.name),
+    rows = [("state", r.state), ("name", r.name), ("priority", priority(r.priority)),
             ("attempts", f"{view.attempts} (retries {r.retries} of {r.max_retries})"),
             ("token", str(r.fencing_token)), ("worker", r.worker),
             ("idempotency key", r.idempotency_key), ("payload", payload(r.payload))]
@@ -68,6 +68,11 @@ def record_lines(view: TaskView, queue: str) -> list[str]:
     lines = [f"task {r.task_id} on queue {queue!r}"]
     lines += [f"  {label:<17}{clean(value)}" for label, value in rows if value]
     return lines
+
+
+def priority(value: int) -> str:
+    """Always shown, the default too: why a task waits is the first thing asked of it."""
+    return f"{value} (default)" if value == PRIORITY.default else str(value)
 
 
 def payload(text: str) -> str:

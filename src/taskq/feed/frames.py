@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from taskq.feed.log import Gap, Row
 
 EVENT_NAME = re.compile(r"[a-z][a-z_]{0,31}")
-NUMERIC_FIELDS = ("ts", "at", "token", "retries")
+NUMERIC_FIELDS = ("ts", "at", "token", "retries", "priority")
 
 
 def row_frame(row: Row) -> str:

@@ -83,6 +83,12 @@ const errorCell = (error, type, withType = false) => (error || type
         : null,
       error))
   : el('td', { class: 'none' }, '—'));
+// Marks an event that names a priority: an `enqueued` event carries one only when it is
+// not the default, so the mark singles out the tasks that jump or wait behind the rest.
+export const priorityBadge = (priority) => (priority == null ? null
+  : el('span', { class: 'badge priority', 'data-testid': 'priority-badge',
+    title: `priority ${priority} of 0 (lowest) to 9 (highest); the default is 5` },
+  `priority ${priority}`));
 // An event type's badge. `cancel_requested` is shown as what it starts, which fits the
 // event list's column; its title keeps the name the feed uses.
 const TYPE_LABELS = { cancel_requested: 'cancelling' };
@@ -192,7 +198,7 @@ function eventRow(d) {
   el('code', { class: 'task', title: d.task }, taskLink(d.task)),
   el('span', { class: `state state-${d.state}` }, d.state),
   el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail },
-    timeLimitBadge(d.error_type), detail));
+    timeLimitBadge(d.error_type), priorityBadge(d.priority), detail));
 }
 
 export function renderFooter() {

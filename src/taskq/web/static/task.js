@@ -5,11 +5,14 @@
 
 import { getJSON } from './http.js';
 import {
-  cancelRequestedBadge, clockTime, el, hooks, timeLimitBadge, typeBadge,
+  cancelRequestedBadge, clockTime, el, hooks, priorityBadge, timeLimitBadge, typeBadge,
 } from './render.js';
 
 // States a cancel ends at once; a running task can be asked once.
 const CANCELLABLE = new Set(['pending', 'delayed', 'dead']);
+
+// A task's priority when it gives none (limits.PRIORITY's default).
+const DEFAULT_PRIORITY = 5;
 
 // Feed events for the open task within this long are answered by one reload.
 const RELOAD_MS = 100;
@@ -126,6 +129,8 @@ function draw(t) {
 function drawRecord(t) {
   const rows = [
     ['Name', t.name],
+    // Shown for every task, the default too: why a task waits is the first thing asked.
+    ['Priority', t.priority === DEFAULT_PRIORITY ? `${t.priority} (default)` : String(t.priority)],
     ['Attempts', `${t.attempts} (retries ${t.retries} of ${t.max_retries})`],
     ['Token', t.fencing_token ? String(t.fencing_token) : ''],
     ['Worker', t.worker],
@@ -194,7 +199,7 @@ function eventItem(e) {
   el('code', { class: 'task' }, `#${e.seq}`),
   el('span', { class: `state state-${e.state}` }, e.state),
   el('span', { class: `detail${e.error ? ' error' : ''}`, title: detail },
-    timeLimitBadge(e.error_type), detail));
+    timeLimitBadge(e.error_type), priorityBadge(e.priority), detail));
 }
 
 function iso(ms) {
