@@ -2,7 +2,8 @@
 of enqueues of a limited and an unlimited task, leases of any size, time passing, due
 tasks promoted. Whatever the order, by the Redis times of the `leased` events a limited
 task never starts more often than its rate allows in any window, a throttled task starts
-no sooner than its slot and is throttled once, and every task is run in the end."""
+no sooner than its slot and is throttled once, every task is run in the end, and the log
+passes tracecheck, lease order included."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from helpers import events
 from taskq.broker import Broker, NewTask
 from taskq.rates import RateLimit
+from taskq.tools.tracecheck import read_log, validate
 
 # (starts a second, burst): spacings of 20, 10 and 5 ms.
 RATES = [(50.0, 1), (100.0, 3), (200.0, 2)]
@@ -76,3 +78,7 @@ def test_no_window_holds_more_starts_than_the_rate_allows(
     completed = {e.task for e in log if e.type == "completed"}
     assert completed == set(names)  # nothing lost
     assert all(names[t] == "slow" for t in throttled)  # the others never held up
+    # Each task's path, and each lease the front of ready (P1), a throttled task having
+    # left ready before the lease that passed it.
+    report = validate(read_log(client, broker.keys.events))
+    assert report.ok, report.violations[:5]
