@@ -70,13 +70,14 @@ class TestEnqueue:
     def test_options_reach_the_task(self, env: Settings, client: redis.Redis) -> None:
         kwargs = '{"x": [1], "who": "zoë"}'
         assert main(["enqueue", "1", "--queue", "other", "--delay", "30", "--max-retries",
-                     "7", "--name", "my.task", "--kwargs", kwargs, "--charge", "4"]) == 0
+                     "7", "--name", "my.task", "--kwargs", kwargs, "--charge", "4",
+                     "--priority", "8"]) == 0
         other = Broker(client, "other")
         assert (other.counts().ready, other.counts().delayed) == (0, 1)
         [task_id] = [str(i) for i in client.zrange(other.keys.delayed, 0, -1)]
         record = other.task(task_id)
         assert record is not None
-        assert (record.name, record.max_retries) == ("my.task", 7)
+        assert (record.name, record.max_retries, record.priority) == ("my.task", 7, 8)
         assert other.payload(task_id)["kwargs"] == {"x": [1], "who": "zoë", "charge": 4}
 
     @pytest.mark.parametrize(
@@ -86,6 +87,7 @@ class TestEnqueue:
             (["--kwargs", "[1, 2]"], "--kwargs must be a JSON object"),
             (["-1"], "count must be >= 0"),
             (["--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
+            (["--priority", "10"], "priority must be"),
         ],
     )
     def test_bad_input_exits_2_with_a_clear_message_and_creates_nothing(

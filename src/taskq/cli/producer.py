@@ -9,6 +9,7 @@ from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
 from taskq.keys import new_id
+from taskq.limits import PRIORITY
 from taskq.results import SIMULATE_TASK
 
 HELP = "enqueue tasks (by default the built-in simulated task)"
@@ -24,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idempotency-prefix", default=None,
                         help="task i gets the key PREFIX-i, so re-running creates nothing")
     parser.add_argument("--name", default=SIMULATE_TASK, help="task name to run")
+    parser.add_argument("--priority", type=int, default=PRIORITY.default,
+                        help=f"{PRIORITY.low} (lowest) to {PRIORITY.high} (highest), "
+                             f"default {PRIORITY.default}")
     parser.add_argument("--kwargs", default=None,
                         help="JSON object of keyword arguments for each task")
     add_queue_argument(parser)
@@ -51,6 +55,7 @@ def build_tasks(args: argparse.Namespace, idempotency_ttl: int) -> list[NewTask]
             idempotency_key=f"{args.idempotency_prefix}-{i}" if args.idempotency_prefix else None,
             idempotency_ttl=idempotency_ttl,
             name=args.name,
+            priority=args.priority,
         )
         for i in range(args.count)
     ]
