@@ -21,6 +21,7 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from taskq.broker import Broker, NewTask
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.rates import RateLimit
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.tools.embedded import EmbeddedRedis, free_port
@@ -711,3 +712,22 @@ def test_cancel_of_a_running_task_is_requested_then_done_when_its_handler_return
         stop_all([worker])
     record = queue.task("linger-1")
     assert record is not None and record.state == "cancelled" and record.result is None
+
+
+def test_a_task_waiting_for_its_rate_limit_slot_is_marked_on_load_and_live(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.rate_limits = (RateLimit("jobs.slow", 1 / 3600),)  # one start an hour
+    queue.enqueue_many([NewTask(f"slow-{i}", name="jobs.slow") for i in range(2)])
+    queue.enqueue("retried", delay=3600)
+    assert [t.task_id for t in queue.lease_many("w", 30, 5).tasks] == ["slow-0"]
+    open_dashboard(page, server)
+    waiting = page.locator("[data-testid=delayed-row][data-task-id=slow-1]")
+    expect(waiting.get_by_test_id("rate-limit-badge")).to_have_text("rate limit")
+    other = page.locator("[data-testid=delayed-row][data-task-id=retried]")
+    expect(other).to_be_visible()
+    expect(other.get_by_test_id("rate-limit-badge")).to_have_count(0)
+    queue.enqueue("slow-2", name="jobs.slow")
+    assert queue.lease_many("w", 30, 5).tasks == []  # its slot is an hour out too
+    live = page.locator("[data-testid=delayed-row][data-task-id=slow-2]")
+    expect(live.get_by_test_id("rate-limit-badge")).to_be_visible()

@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
 from taskq.processes import taskq_command
+from taskq.rates import RateLimit
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.tools.embedded import EmbeddedRedis, free_port
@@ -325,6 +326,20 @@ def test_the_snapshot_and_the_dlq_give_each_failures_error_type(
         assert [(d["task_id"], d["error_type"]) for d in listed] == [("slow", TIME_LIMIT_ERROR)]
     assert [(d["task_id"], d["error_type"]) for d in snap["delayed"]] == [
         ("flaky", "builtins.KeyError")]
+
+
+def test_the_snapshot_tells_a_task_waiting_for_its_rate_limit_slot(
+    server: Server, queue: Broker
+) -> None:
+    queue.rate_limits = (RateLimit("jobs.slow", 1.0),)
+    queue.enqueue_many([NewTask(t, name="jobs.slow") for t in ("first", "second")])
+    queue.enqueue("later", delay=60)
+    assert [t.task_id for t in queue.lease_many("w", 30, 5).tasks] == ["first"]
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        delayed = http.get("/api/snapshot").json()["delayed"]
+    assert sorted((d["task_id"], d["throttled"]) for d in delayed) == [
+        ("later", False), ("second", True)]
 
 
 def test_api_schedules_lists_fired_schedules_with_their_last_and_next_ticks(

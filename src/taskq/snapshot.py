@@ -28,6 +28,7 @@ class DelayedView:
     run_at: int
     last_error: str
     error_type: str  # of the failed attempt it waits to retry after (module.Name)
+    throttled: bool = False  # it waits for its rate limit's slot, not a retry or delay
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
     values = [str(v) for v in reply]
     head, rest = values[:8], values[8:]
     leased, rest = _section(rest, 6)
-    delayed, rest = _section(rest, 6)
+    delayed, rest = _section(rest, 7)
     dead, _ = _section(rest, 6)
     return QueueSnapshot(
         queue=broker.queue,
@@ -82,7 +83,7 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         counts=QueueCounts(int(head[1]), int(head[2]), int(head[3]), int(head[4])),
         leased=[LeaseView(r[0], r[2], r[3], _int(r[4]), _int(r[5]) + 1, _int(r[1]))
                 for r in leased],
-        delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4], r[5])
+        delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4], r[5], r[6] != "")
                  for r in delayed],
         dead=[DeadView(r[0], r[1], _int(r[2]), _int(r[3]), r[4], r[5]) for r in dead],
         epoch=head[5],

@@ -12,7 +12,7 @@
   ARGV[2] limit           most tasks listed per section
   Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
             n, (id, expiry, name, worker, token, retries) x n,
-            m, (id, run_at, name, retries, last_error, error_type) x m,
+            m, (id, run_at, name, retries, last_error, error_type, rate_slot) x m,
             d, (id, name, retries, dead_at, last_error, error_type) x d}
   Emits:   nothing
 ]]
@@ -51,7 +51,7 @@ end
 section(redis.call('ZRANGE', leased_key, 0, limit - 1, 'WITHSCORES'),
   {'name', 'worker', 'fencing_token', 'retries'})
 section(redis.call('ZRANGE', delayed_key, 0, limit - 1, 'WITHSCORES'),
-  {'name', 'retries', 'last_error', 'error_type'})
+  {'name', 'retries', 'last_error', 'error_type', 'rate_slot'})
 local dead = redis.call('LRANGE', dlq_key, 0, limit - 1)
 reply[#reply + 1] = #dead
 for _, id in ipairs(dead) do

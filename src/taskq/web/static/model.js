@@ -2,14 +2,15 @@
 // current by applying the feed's events.
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
-  'released', 'reaped', 'promoted', 'revived', 'purged', 'cancel_requested', 'cancelled'];
+  'released', 'reaped', 'promoted', 'throttled', 'revived', 'purged', 'cancel_requested',
+  'cancelled'];
 // Each event type moves a task out of one state (a `cancelled` event names it in `from`:
 // pending, delayed, dead or running); the event's `state` is where it lands. The scripts
 // emit exactly these transitions, so counts follow from the events alone.
 const FROM = {
   enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
-  revived: 'dead', purged: 'dead', cancel_requested: 'running',
+  throttled: 'pending', revived: 'dead', purged: 'dead', cancel_requested: 'running',
 };
 const fromState = (d) => (d.type === 'cancelled' ? d.from : FROM[d.type]);
 const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 'dead' };
@@ -58,7 +59,7 @@ export function applySnapshot(snap, clientMid) {
   view.delayed = new Map(snap.delayed.map((d) => {
     remember(d.task_id, d.name);
     return [d.task_id, { id: d.task_id, name: d.name, retries: d.retries, runAt: d.run_at,
-      error: d.last_error, errorType: d.error_type }];
+      error: d.last_error, errorType: d.error_type, throttled: Boolean(d.throttled) }];
   }));
   view.dead = new Map(snap.dead.map((d) => {
     remember(d.task_id, d.name);
@@ -109,7 +110,7 @@ function applyEvent(d) {
       cancelRequested: d.type === 'heartbeat' && Boolean(prev.cancelRequested) });
   } else if (to === 'delayed') {
     view.delayed.set(d.task, { id: d.task, name, retries: d.retries ?? 0, runAt: d.at,
-      error: d.error || '', errorType: d.error_type || '' });
+      error: d.error || '', errorType: d.error_type || '', throttled: d.type === 'throttled' });
   } else if (to === 'dead') {
     view.sent.delete(d.task);
     view.dead.set(d.task, { id: d.task, name, retries: d.retries ?? 0, deadAt: d.ts,

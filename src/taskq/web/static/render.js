@@ -70,6 +70,11 @@ export const taskLink = (id) => el('a', {
 const idCell = (id) => el('td', { class: 'id', title: id }, el('code', {}, taskLink(id)));
 const nameCell = (row, badge = null) => el('td', { class: 'name' },
   row.name || hooks.nameOf(row.id) || '—', badge);
+// Marks a delayed task that waits for its rate limit's slot, not a retry or a delay.
+const rateLimitBadge = (throttled) => (throttled
+  ? el('span', { class: 'badge rate-limit', 'data-testid': 'rate-limit-badge',
+    title: 'waits for its rate limit\'s next slot' }, 'rate limit')
+  : null);
 // Marks a failure of a run stopped at its time limit (null for any other error type).
 export const timeLimitBadge = (type) => (type === TIME_LIMIT_ERROR
   ? el('span', { class: 'badge time-limit', 'data-testid': 'time-limit-badge',
@@ -136,7 +141,7 @@ function renderLeased() {
 function renderDelayed() {
   const rows = top(view.delayed, (a, b) => a.runAt - b.runAt);
   fill('delayed-body', rows, (d) => el('tr', { 'data-testid': 'delayed-row', 'data-task-id': d.id },
-    idCell(d.id), nameCell(d),
+    idCell(d.id), nameCell(d, rateLimitBadge(d.throttled)),
     el('td', { class: 'num' }, String(d.retries)),
     errorCell(d.error, d.errorType),
     el('td', {}, el('div', {
