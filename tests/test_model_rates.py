@@ -1,15 +1,14 @@
 """Rate limits on the real broker under random interleavings, drawn by Hypothesis: bursts
 of enqueues of a limited and an unlimited task, leases of any size, time passing, due
 tasks promoted. Whatever the order, by the Redis times of the `leased` events a limited
-task never starts more often than its rate allows in any window, a throttled task starts
-no sooner than its slot and is throttled once, every task is run in the end, and the log
+task never starts more often than its rate allows in any window, a throttled task is
+looked at again no sooner than its slot, every task is run in the end, and the log
 passes tracecheck, lease order included."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections import Counter
 
 import redis
 from hypothesis import HealthCheck, given, settings
@@ -70,11 +69,15 @@ def test_no_window_holds_more_starts_than_the_rate_allows(
         for first in starts:
             inside = sum(1 for s in starts if first <= s < first + window)
             assert inside <= int(window // spacing) + burst, (window, starts)
-    throttled = {e.task: int(e.fields["at"]) for e in log if e.type == "throttled"}
-    assert max(Counter(e.task for e in log if e.type == "throttled").values(), default=0) <= 1
+    # A throttled task is looked at again only once its slot has come: leased then, or
+    # throttled once more when a late start ahead of it took that slot (no busy loop).
+    waiting: dict[str, int] = {}
     for e in log:
-        if e.type == "leased" and e.task in throttled:
-            assert int(e.fields["ts"]) >= throttled[e.task]  # no sooner than its slot
+        if e.type in ("leased", "throttled") and e.task in waiting:
+            assert int(e.fields["ts"]) >= waiting.pop(e.task), e
+        if e.type == "throttled":
+            waiting[e.task] = int(e.fields["at"])
+    throttled = {e.task for e in log if e.type == "throttled"}
     completed = {e.task for e in log if e.type == "completed"}
     assert completed == set(names)  # nothing lost
     assert all(names[t] == "slow" for t in throttled)  # the others never held up

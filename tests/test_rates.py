@@ -65,14 +65,35 @@ class TestLease:
         throttled = [e for e in events(broker.client, broker.keys) if e.type == "throttled"]
         assert [(e.task, e.state) for e in throttled] == [(f"s{i}", "delayed") for i in (1, 2, 3)]
 
-    def test_a_task_leased_at_its_slot_takes_no_other(self, broker: Broker) -> None:
+    def test_a_throttled_task_leased_on_time_starts_and_forgets_its_slot(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 20)  # a slot every 50 ms
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(2)])
+        assert leased(broker) == ["s0"]
+        assert "rate_slot" in record_of(broker, "s1").extra
+        wait_until(lambda: broker.promote() == ["s1"], 5, "s1's slot")
+        assert leased(broker) == ["s1"]
+        assert "rate_slot" not in record_of(broker, "s1").extra
+
+    def test_a_late_start_pushes_the_next_back_so_the_rate_holds_on_start_times(
+        self, broker: Broker
+    ) -> None:
+        """Two throttled tasks leased together long after their slots: the first starts,
+        the second waits a whole spacing after it rather than starting beside it."""
         limited(broker, 20)  # a slot every 50 ms
         broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
         assert leased(broker) == ["s0"]
-        wait_past(0.1)
+        wait_past(0.2)  # both slots long gone: a busy worker comes late
         broker.promote()
-        assert sorted(leased(broker)) == ["s1", "s2"]  # both slots have come
-        assert "rate_slot" not in record_of(broker, "s1").extra
+        assert leased(broker) == ["s1"]
+        throttled = [e for e in events(broker.client, broker.keys)
+                     if e.type == "throttled" and e.task == "s2"]
+        assert len(throttled) == 2  # once at the first lease, again now
+        again_at = int(throttled[1].fields["at"])
+        started = int(next(e for e in events(broker.client, broker.keys)
+                           if e.type == "leased" and e.task == "s1").fields["ts"])
+        assert again_at - started == 50
 
     def test_other_tasks_are_not_held_up(self, broker: Broker) -> None:
         limited(broker, 1)

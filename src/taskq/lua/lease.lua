@@ -11,7 +11,9 @@
   KEYS[5] seq     STRING  last event sequence number
   KEYS[6] epoch   STRING  event log incarnation
   KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
-  KEYS[8] rates   HASH    task name -> the theoretical start time (us) of its rate limit
+  KEYS[8] rates   HASH    <name> -> the rate limit's theoretical start time (us), moved
+                          by starts only; <name>:next -> the next slot a throttled task
+                          waits for (us)
   ARGV[1] prefix          queue key prefix; task and request keys derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
@@ -29,12 +31,15 @@
            when nothing is scheduled); an argument out of its range is an error, and
            nothing is written
   Emits:   leased (one per task); throttled (state delayed) for each rate-limited task
-           that came before its slot: it waits on delayed until then, its slot kept
-           (the record's rate_slot), and is not counted against `count`
+           that may not start yet: it waits on delayed for a slot (the record's
+           rate_slot), and is not counted against `count`
 
-  Rate limits (see taskq/rates.py) follow GCRA: each name's theoretical start time
-  advances by one interval per start, and a start is let through while that time is at
-  most (burst - 1) intervals ahead of now.
+  Rate limits (see taskq/rates.py) follow GCRA: a name's theoretical start time advances
+  by one interval per start, and every start, a throttled task's included, is let
+  through only while that time is at most (burst - 1) intervals ahead of now. So the
+  rate holds on the actual start times, however late a worker leases. Throttled tasks
+  are spread over the slots after those already handed out, one interval apart, so
+  they come back one at a time rather than all at once.
 ]]
 --- @include "_common"
 
@@ -96,26 +101,39 @@ end
 local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}
--- Each limited name's theoretical start time (us) as this call moves it, written back
--- once at the end.
-local starts = {}
+-- Each limited name's cursors (us) as this call moves them, written back once at the
+-- end: `start`, the theoretical start time, moved by starts only; `next`, the next slot
+-- to hand a throttled task, never behind `start`.
+local cursors = {}
 
--- Whether the task may start now under its name's rate limit. One that may not waits
--- on delayed until its slot, which it keeps (rate_slot): leased then, it takes no other.
+local function cursor(name)
+  local c = cursors[name]
+  if not c then
+    local stored = redis.call('HMGET', rates_key, name, name .. ':next')
+    c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0}
+    cursors[name] = c
+  end
+  return c
+end
+
+-- Whether the task may start now under its name's rate limit; one that may not waits on
+-- delayed for the next free slot, and is checked again like any other when it comes.
 local function admitted(task_id, task_key, name, slot)
   local limit = limits[name]
   if not limit then return true end
-  if slot then
-    redis.call('HDEL', task_key, 'rate_slot')
+  local c = cursor(name)
+  local now_us = now * 1000
+  local tolerance = (limit.burst - 1) * limit.interval
+  local start = math.max(c.start, now_us)
+  if start - tolerance <= now_us then
+    c.start = start + limit.interval
+    if c.next < c.start then c.next = c.start end
+    if slot then redis.call('HDEL', task_key, 'rate_slot') end
     return true
   end
-  local now_us = now * 1000
-  local start = starts[name] or tonumber(redis.call('HGET', rates_key, name) or '0')
-  if start < now_us then start = now_us end
-  starts[name] = start + limit.interval
-  local allowed_at = start - (limit.burst - 1) * limit.interval
-  if allowed_at <= now_us then return true end
-  local run_at = integer_text(math.ceil(allowed_at / 1000))
+  local given = math.max(c.next, start)
+  c.next = given + limit.interval
+  local run_at = integer_text(math.ceil((given - tolerance) / 1000))
   emit(feed, {'type', 'throttled', 'task', task_id, 'state', 'delayed', 'at', run_at})
   redis.call('HSET', task_key, 'state', 'delayed', 'run_at', run_at, 'rate_slot', run_at)
   redis.call('ZADD', delayed_key, run_at, task_id)
@@ -149,8 +167,9 @@ for _, level in ipairs(ready_lists(ready_key)) do
   if reply[1] < count then forget_if_empty(ready_key, level[2]) end
   if reply[1] >= count then break end
 end
-for name, start in pairs(starts) do
-  redis.call('HSET', rates_key, name, integer_text(start))
+for name, c in pairs(cursors) do
+  redis.call('HSET', rates_key, name, integer_text(c.start), name .. ':next',
+    integer_text(c.next))
 end
 if #scores > 0 then
   call_chunked('ZADD', leased_key, scores)
