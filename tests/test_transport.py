@@ -165,8 +165,8 @@ KEYS = QueueKeys("test")
 def lease_call(count: int = 1, request_id: str = "") -> tuple[list[str], list[Any]]:
     """The lease script's keys and args, as `Broker.lease_many` passes them."""
     k = KEYS
-    return ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake],
-            [k.prefix, "w", 10_000, count, 100, request_id])
+    return ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake, k.rates],
+            [k.prefix, "w", 10_000, count, 100, request_id, 0])
 
 
 def leased(reply: Any) -> list[tuple[str, int]]:
