@@ -7,6 +7,7 @@ from pathlib import Path
 from specs.CeleryETA import celery_eta
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
+from specs.RateLimit import rate_limit
 from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.TaskFeed import task_feed, task_feed_split_attach
@@ -364,5 +365,51 @@ CHECKS: tuple[Check, ...] = (
         # Released behind a later task of its level, which is then leased first.
         expect=Expect.property_violated("FifoWithinLevel", depth=6),
         tlc=TLC(distinct=1120, generated=2052, depth=6, left=755),
+    ),
+    Check(
+        spec="RateLimit/RateLimit.tla",
+        config="RateLimit/RateLimit.cfg",
+        build=rate_limit.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=42477, generated=89632, depth=24, left=0),
+    ),
+    Check(
+        spec="RateLimit/RateLimit.tla",
+        config="RateLimit/RateLimit_Late.cfg",
+        build=rate_limit.model,
+        # A throttled task leased past its deadline starts with the next slots' tasks.
+        expect=Expect.violated("NeverOverRate", depth=14),
+        tlc=TLC(distinct=30987, generated=61543, depth=14, left=6352),
+    ),
+    Check(
+        spec="RateLimit/RateLimit.tla",
+        config="RateLimit/RateLimit_Late_NoOverRateCheck.cfg",
+        build=rate_limit.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=63591, generated=147657, depth=24, left=0),
+    ),
+    Check(
+        spec="RateLimit/RateLimitCheckThenTake.tla",
+        config="RateLimit/RateLimitCheckThenTake.cfg",
+        build=rate_limit.check_then_take_model,
+        # Two workers read the same slot before either writes: three starts at once.
+        expect=Expect.violated("NeverOverRate", depth=7),
+        tlc=TLC(distinct=397, generated=752, depth=7, left=254),
+    ),
+    Check(
+        spec="RateLimit/RateLimitTakesAgain.tla",
+        config="RateLimit/RateLimitTakesAgain.cfg",
+        build=rate_limit.takes_again_model,
+        # The promoted task is throttled again instead of starting on its slot.
+        expect=Expect.property_violated("SlotKept", depth=8),
+        tlc=TLC(distinct=1979, generated=2721, depth=8, left=1092),
+    ),
+    Check(
+        spec="RateLimit/RateLimitNoWait.tla",
+        config="RateLimit/RateLimitNoWait.cfg",
+        build=rate_limit.no_wait_model,
+        # The throttled task, left on ready, is leased again at once on its slot.
+        expect=Expect.violated("NeverOverRate", depth=5),
+        tlc=TLC(distinct=105, generated=135, depth=5, left=75),
     ),
 )
