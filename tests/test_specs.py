@@ -120,7 +120,7 @@ class TestCatalogue:
             "TaskQueueCancelRetried", "TaskFeed", "TaskFeedSplitAttach",
             "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
-            "RateLimit", "RateLimitCheckThenTake", "RateLimitTakesAgain", "RateLimitNoWait",
+            "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:

@@ -1,5 +1,6 @@
-"""RateLimit, GCRA in the lease script: its figures, what it reaches, where the limit
-holds and where a late lease breaks it, and the shortest trace that catches each mutant."""
+"""RateLimit, GCRA in the lease script with two cursors: its figures, what it reaches,
+the limit holding however late a throttled task is leased, and the shortest trace that
+catches each mutant, the first design's kept slot among them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from specs.tlacheck import cfg as cfgs
 from spec_runs import catalogued, result
 
 ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False)
+
+Step = tuple[rl.State, str, rl.State]
 
 
 def actions(found: Result[Any]) -> list[str | None]:
@@ -36,9 +39,9 @@ def build(spec: str, config: str, **constants: object) -> Model[rl.State]:
 
 
 @functools.cache
-def steps(config: str) -> frozenset[tuple[rl.State, str, rl.State]]:
+def steps(config: str) -> frozenset[Step]:
     """Every step of RateLimit's state graph under `config` (one where the checks hold)."""
-    seen: set[tuple[rl.State, str, rl.State]] = set()
+    seen: set[Step] = set()
 
     def record(s: rl.State, label: str, t: rl.State) -> bool:
         seen.add((s, label, t))
@@ -50,74 +53,78 @@ def steps(config: str) -> frozenset[tuple[rl.State, str, rl.State]]:
     return frozenset(seen)
 
 
-def to_go(s: rl.State) -> int:
-    """Steps each task has left at most: lease, promote, lease again once throttled."""
-    left = {"ready": 3, "delayed": 2, "started": 0}
-    return sum(1 if p == "ready" and s.slot[t] else left[p] for t, p in s.place.items())
+def leased(s: rl.State, t: rl.State) -> int:
+    """The task a lease step popped."""
+    return next(u for u in s.place if (s.place[u], s.runAt[u]) != (t.place[u], t.runAt[u]))
 
 
-class TestRateLimitAsBuilt:
-    def test_the_limit_and_kept_slots_hold_in_all_42477_states_with_workers_on_time(
-        self,
-    ) -> None:
+def progress(s: rl.State) -> tuple[int, int, int, int]:
+    return s.now, len(s.starts), s.nextSlot, sum(p == "ready" for p in s.place.values())
+
+
+def lateness(config: str) -> set[int]:
+    """How long after its slot each throttled task started (negative: before it)."""
+    return {
+        s.now - (s.runAt[u] + ON_TIME.ahead)
+        for s, label, t in steps(config) if label.endswith("/started")
+        for u in [leased(s, t)] if s.runAt[u] != rl.NO_RUN_AT
+    }  # fmt: skip
+
+
+class TestRateLimitOnTime:
+    def test_the_limit_holds_in_all_50667_states_with_workers_on_time(self) -> None:
         found = result("RateLimit.tla", "RateLimit.cfg")
         assert found.ok
-        assert figures(found) == (42477, 89632, 24, 0)
+        assert figures(found) == (50667, 105522, 24, 0)
 
-    def test_every_step_moves_time_on_or_a_task_forward_so_every_run_stops(self) -> None:
-        # Then EveryTaskStarts, checked where runs stop, is "every task eventually starts".
-        for s, label, t in steps("RateLimit.cfg"):
-            assert t.now > s.now if label == "Tick" else to_go(t) < to_go(s), label
+    def test_every_step_moves_time_starts_slots_or_a_promotion_on_so_every_run_stops(
+        self,
+    ) -> None:
+        # No cycle in a finite graph: EveryTaskStarts, checked where runs stop, is then
+        # "every task eventually starts".
+        for config in ("RateLimit.cfg", "RateLimit_Late.cfg"):
+            for s, label, t in steps(config):
+                assert progress(t) > progress(s), label
 
     def test_every_branch_of_the_lease_is_reached(self) -> None:
         kinds = {re.sub(r"\(.*?\)", "", label) for _, label, _ in steps("RateLimit.cfg")}
-        assert kinds == {"Lease/started", "Lease/throttled", "Lease/slot", "Promote", "Tick"}
+        assert kinds == {"Lease/started", "Lease/throttled", "Promote", "Tick"}
 
     def test_the_bound_is_reached_a_burst_at_once_then_one_a_spacing_later(self) -> None:
         b, t = ON_TIME.burst, ON_TIME.interval
         reached = {s.starts for _, _, s in steps("RateLimit.cfg")}
         assert any(len(x) > b and x[b] - x[0] == t and x[b - 1] == x[0] for x in reached)
 
-    def test_a_throttled_task_starts_between_its_slot_and_its_deadline_both_reached(
+    def test_a_throttled_task_starts_between_its_run_at_and_its_slot_both_reached(
         self,
     ) -> None:
-        lateness = {
-            t.now - s.slot[next(u for u in s.place if s.place[u] != t.place[u])]
-            for s, label, t in steps("RateLimit.cfg") if label.endswith("/slot")
-        }  # fmt: skip
-        assert lateness == set(range(ON_TIME.ahead + 1))
+        assert lateness("RateLimit.cfg") == set(range(-ON_TIME.ahead, 1))
 
-    def test_a_throttled_task_waits_for_the_slot_the_next_task_would_take(self) -> None:
-        throttled = [(s, t) for s, label, t in steps("RateLimit.cfg") if "throttled" in label]
-        assert throttled
-        assert all(t.nextSlot == s.nextSlot + ON_TIME.interval for s, t in throttled)
+    def test_the_start_cursor_never_passes_the_next_slot(self) -> None:
+        assert all(t.startAt <= t.nextSlot for _, _, t in steps("RateLimit.cfg"))
 
 
 class TestRateLimitLate:
-    def test_a_task_leased_past_its_deadline_starts_with_the_next_slots_tasks(self) -> None:
+    def test_the_limit_holds_in_all_76009_states_however_late_a_lease(self) -> None:
         found = result("RateLimit.tla", "RateLimit_Late.cfg")
-        assert found.violation is not None and found.violation.name == "NeverOverRate"
-        assert figures(found) == (30987, 61543, 14, 6352)
-        assert actions(found) == [
-            "Lease(t=1)/started", "Lease(t=2)/started", "Lease(t=3)/throttled", "Tick",
-            "Tick", "Promote(t=3)", "Tick", "Tick", "Tick", "Lease(t=3)/slot",
-            "Lease(t=4)/started", "Tick", "Lease(t=5)/started",
-        ]  # fmt: skip
-        # Task 3's slot is 2, its deadline 4: started at 5, within a spacing of two more.
-        assert found.violation.trace[-1].state.starts == (0, 0, 5, 5, 6)
-
-    def test_late_starts_only_catch_up_every_other_check_holds(self) -> None:
-        found = result("RateLimit.tla", "RateLimit_Late_NoOverRateCheck.cfg")
         assert found.ok
-        assert figures(found) == (63591, 147657, 24, 0)
+        assert figures(found) == (76009, 173387, 28, 0)
 
-    def test_one_task_too_few_hides_the_bunching(self) -> None:
-        # With B = 2 it takes B + 3 tasks: two at once, one late, two on the later slots.
-        assert check(build("RateLimit.tla", "RateLimit_Late.cfg", TASKS=4)).ok
+    def test_throttled_tasks_start_past_their_slot(self) -> None:
+        assert max(lateness("RateLimit_Late.cfg")) > 0
+
+    def test_a_task_leased_after_later_starts_is_throttled_again(self) -> None:
+        again = [
+            (s, t) for s, label, t in steps("RateLimit_Late.cfg")
+            if label.endswith("/throttled") and s.runAt[leased(s, t)] != rl.NO_RUN_AT
+        ]  # fmt: skip
+        assert again
+        # Its new run_at is later: the starts that came first moved S_a on.
+        assert all(t.runAt[leased(s, t)] > s.runAt[leased(s, t)] for s, t in again)
 
 
 class TestRateLimitMutants:
-    def test_two_workers_reading_the_same_slot_both_take_it(self) -> None:
+    def test_two_workers_reading_the_same_cursors_both_start_on_them(self) -> None:
         found = result("RateLimitCheckThenTake.tla", "RateLimitCheckThenTake.cfg")
         assert found.violation is not None and found.violation.name == "NeverOverRate"
         assert figures(found) == (397, 752, 7, 254)
@@ -126,34 +133,45 @@ class TestRateLimitMutants:
             "Take(w=1,t=2)/started", "Take(w=2,t=3)/started",
         ]  # fmt: skip
         last = found.violation.trace[-1].state
-        # Worker 2's stale write moved the slot back.
-        assert (last.starts, last.nextSlot) == ((0, 0, 0), 2)
+        # Worker 2's stale write moved S_a back.
+        assert (last.starts, last.startAt) == ((0, 0, 0), 2)
 
     def test_one_worker_reading_then_writing_keeps_the_limit(self) -> None:
         # The fault is the race between workers, not the two calls themselves.
         one = build("RateLimitCheckThenTake.tla", "RateLimitCheckThenTake.cfg", WORKERS=1)
         assert check(one).ok
 
-    def test_a_promoted_task_that_takes_a_new_slot_is_throttled_again(self) -> None:
-        found = result("RateLimitTakesAgain.tla", "RateLimitTakesAgain.cfg")
-        assert found.violation is not None and found.violation.name == "SlotKept"
-        assert figures(found) == (1979, 2721, 8, 1092)
-        assert actions(found)[-2:] == ["Promote(t=3)", "TakesAgainLease(t=3)/throttled"]
-        before, after = (step.state for step in found.violation.trace[-2:])
-        assert (before.slot[3], after.slot[3]) == (2, 4)
-
-    def test_a_throttled_task_left_on_ready_is_let_through_before_its_slot(self) -> None:
+    def test_a_throttled_task_left_on_ready_is_leased_again_before_its_run_at(self) -> None:
         found = result("RateLimitNoWait.tla", "RateLimitNoWait.cfg")
-        assert found.violation is not None and found.violation.name == "NeverOverRate"
+        assert found.violation is not None and found.violation.name == "NoEarlyStart"
         assert figures(found) == (105, 135, 5, 75)
         assert actions(found) == [
             "NoWaitLease(t=1)/started", "NoWaitLease(t=2)/started",
-            "NoWaitLease(t=3)/throttled", "NoWaitLease(t=3)/slot",
+            "NoWaitLease(t=3)/throttled", "NoWaitLease(t=3)/throttled",
         ]  # fmt: skip
-        assert found.violation.trace[-1].state.starts == (0, 0, 0)
+        before, after = (step.state for step in found.violation.trace[-2:])
+        # Throttled again onto the next slot: a busy loop that pushes the slots on.
+        assert (before.nextSlot, after.nextSlot) == (6, 8)
+        assert after.starts == (0, 0)
 
-    def test_without_the_limit_check_the_early_lease_breaks_slot_kept(self) -> None:
-        model = build("RateLimitNoWait.tla", "RateLimitNoWait.cfg")
-        found = check(dataclasses.replace(model, invariants=()))
-        assert found.violation is not None and found.violation.name == "SlotKept"
-        assert found.violation.depth == 5
+    def test_the_first_designs_kept_slot_leased_late_starts_with_the_next_slots_tasks(
+        self,
+    ) -> None:
+        found = result("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg")
+        assert found.violation is not None and found.violation.name == "NeverOverRate"
+        assert figures(found) == (30987, 61543, 14, 6352)
+        assert actions(found) == [
+            "KeptSlotLease(t=1)/started", "KeptSlotLease(t=2)/started",
+            "KeptSlotLease(t=3)/throttled", "Tick", "Tick", "Promote(t=3)", "Tick", "Tick",
+            "Tick", "KeptSlotLease(t=3)/slot", "KeptSlotLease(t=4)/started", "Tick",
+            "KeptSlotLease(t=5)/started",
+        ]  # fmt: skip
+        # Task 3's slot is 4: started at 5, within a spacing of two more.
+        assert found.violation.trace[-1].state.starts == (0, 0, 5, 5, 6)
+
+    def test_the_first_design_holds_with_workers_on_time(self) -> None:
+        assert check(build("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg", LATE=False)).ok
+
+    def test_one_task_too_few_hides_the_first_designs_bunching(self) -> None:
+        # With B = 2 it takes B + 3 tasks: two at once, one late, two on the later slots.
+        assert check(build("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg", TASKS=4)).ok

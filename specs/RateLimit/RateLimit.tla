@@ -1,39 +1,45 @@
 ------------------------------ MODULE RateLimit ------------------------------
 (***************************************************************************)
-(* Rate limits that hold across all workers, as built (lua/lease.lua's     *)
-(* `admitted`, taskq/rates.py): GCRA over Redis server time.               *)
+(* Rate limits that hold across all workers: GCRA over Redis server time,  *)
+(* in lua/lease.lua, with two cursors per limited name.                    *)
 (*                                                                         *)
 (* One rate-limited task name with a spacing INTERVAL (T) between starts   *)
 (* and a burst BURST (B); TASKS tasks of it, all in ready at the start     *)
 (* (one enqueued later is one leased later: leases may come at any time).  *)
-(* Redis keeps the name's next slot `nextSlot` (S, {q}:rates), the         *)
-(* theoretical start of its next run.                                      *)
+(* Redis keeps two cursors for the name: `startAt` (S_a, `start`), GCRA's  *)
+(* theoretical start time, moved only by actual starts, and `nextSlot`     *)
+(* (S_r, `next`), the next slot to hand a throttled task, S_r >= S_a.      *)
 (*   Lease(t)   lease.lua popping t, one atomic step whichever worker runs *)
-(*              it (so the model has no workers): a task that kept a slot  *)
-(*              starts and takes no other; any other takes the next slot,  *)
-(*              first = max(S, now), S := first + T, and starts now if     *)
-(*              first - (B-1)*T <= now, else waits on delayed until        *)
-(*              run_at = first - (B-1)*T, keeping that slot (rate_slot).   *)
+(*              it (so the model has no workers), the same for every task  *)
+(*              of the name, new or throttled before (none keeps a slot):  *)
+(*              first = max(S_a, now); if first - (B-1)*T <= now, t starts *)
+(*              now, S_a := first + T, S_r := max(S_r, S_a); otherwise it  *)
+(*              is throttled onto slot = max(S_r, first), S_r := slot + T, *)
+(*              and waits on delayed until run_at = slot - (B-1)*T.        *)
 (*   Promote(t) a delayed task whose run_at has come goes back to ready.   *)
 (*   Tick       Redis time passes a tick.                                  *)
 (* A start is the lease that lets a task run: `starts` records its time.   *)
+(* Every start passes the GCRA check at its own time, so the limit holds   *)
+(* however late a throttled task is leased; one leased after starts that   *)
+(* came before it is throttled again.                                      *)
 (*                                                                         *)
 (* LATE says when a due throttled task is leased. TRUE: any time after its *)
-(* slot (every worker may be busy). FALSE: no later than its theoretical   *)
-(* start, (B-1)*T after its slot (Deadline); with B = 1, at its slot.      *)
+(* run_at (every worker may be busy). FALSE: no later than its slot,       *)
+(* (B-1)*T after its run_at (Deadline); with B = 1, at its run_at.         *)
 (*                                                                         *)
 (* Time is bounded: the clock passes MAX_TIME only to reach a delayed      *)
-(* task's slot, so every run stops, all tasks started. Not modelled: other *)
-(* names (each has its own slot, read by no other), unlimited tasks (never *)
-(* held up: a throttled task is not counted against the lease's count),    *)
-(* retries (a retried run is a new start: its slot was spent), the         *)
-(* request-id replay, the wait hint, and the rounding of run_at up to a    *)
-(* millisecond (later, never earlier).                                     *)
+(* task's run_at, so every run stops, all tasks started. Not modelled:     *)
+(* other names (each has its own cursors, read by no other), unlimited     *)
+(* tasks (never held up: a throttled task is not counted against the       *)
+(* lease's count), retries (a retried run is a new start, checked again),  *)
+(* the request-id replay, the wait hint, and the rounding of run_at up to  *)
+(* a millisecond (later, never earlier).                                   *)
 (*                                                                         *)
-(* Checks: NeverOverRate (L1), NeverAheadOfRate, SlotKept, EveryTaskStarts.*)
-(* Mutants: RateLimitCheckThenTake (the slot read and written in two       *)
-(* steps), RateLimitTakesAgain (a kept slot ignored), RateLimitNoWait (a   *)
-(* throttled task left on ready). Python transcription: rate_limit.py.     *)
+(* Checks: NeverOverRate (L1), NeverAheadOfRate, NoEarlyStart,             *)
+(* EveryTaskStarts. Mutants: RateLimitCheckThenTake (the cursors read and  *)
+(* written in two steps), RateLimitNoWait (a throttled task left on        *)
+(* ready), RateLimitKeptSlot (the first design: a throttled task keeps its *)
+(* slot and starts on it unchecked). Python transcription: rate_limit.py.  *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences
 
@@ -41,95 +47,98 @@ CONSTANTS
     TASKS,      \* tasks of the one rate-limited name
     INTERVAL,   \* T: the spacing between starts, in ticks (lease.lua's interval_us)
     BURST,      \* B: starts let through at once after a quiet spell (rate_burst)
-    MAX_TIME,   \* the clock passes MAX_TIME only to reach a delayed task's slot
+    MAX_TIME,   \* the clock passes MAX_TIME only to reach a delayed task's run_at
     LATE        \* TRUE: a due throttled task may wait for a worker any time
 
 Tasks == 1..TASKS
-NoSlot == 0     \* a slot is a run_at later than its lease's now, so never 0
-Ahead == (BURST - 1) * INTERVAL     \* how far S may be ahead of now for a start
-Horizon == MAX_TIME + TASKS * INTERVAL
+NoRunAt == 0    \* a throttled task's run_at is later than its lease's now, so never 0
+Ahead == (BURST - 1) * INTERVAL     \* how far S_a may be ahead of now for a start
+\* A task is throttled at most once more per start that comes before its lease.
+Horizon == MAX_TIME + (TASKS + 1) * TASKS * INTERVAL
 
 VARIABLES
     now,        \* Redis server time, in ticks
-    nextSlot,   \* S: the name's next slot ({q}:rates)
+    startAt,    \* S_a: the name's theoretical start time, moved by starts only
+    nextSlot,   \* S_r: the name's next slot for a throttled task
     place,      \* each task: "ready", "delayed" or "started" (leased to run)
-    slot,       \* each task's kept slot (the record's rate_slot = its run_at), or NoSlot
+    runAt,      \* each throttled task's run_at until it starts, else NoRunAt
     starts      \* the time of every start, in order
 
-vars == <<now, nextSlot, place, slot, starts>>
+vars == <<now, startAt, nextSlot, place, runAt, starts>>
 
 TypeOK ==
     /\ now \in 0..Horizon
+    /\ startAt \in 0..Horizon
     /\ nextSlot \in 0..Horizon
     /\ place \in [Tasks -> {"ready", "delayed", "started"}]
-    /\ slot \in [Tasks -> 0..Horizon]
+    /\ runAt \in [Tasks -> 0..Horizon]
     /\ starts \in Seq(0..Horizon)
 
 Init ==
     /\ now = 0
+    /\ startAt = 0
     /\ nextSlot = 0
     /\ place = [t \in Tasks |-> "ready"]
-    /\ slot = [t \in Tasks |-> NoSlot]
+    /\ runAt = [t \in Tasks |-> NoRunAt]
     /\ starts = <<>>
 
-Kept(t) == slot[t] # NoSlot
+Throttled(t) == runAt[t] # NoRunAt
 
-\* A kept slot's theoretical start: the latest start GCRA's bound allows it.
-Deadline(t) == slot[t] + Ahead
+\* A throttled task's slot: the latest time GCRA's bound lets it start on time.
+Deadline(t) == runAt[t] + Ahead
+
+Max(a, b) == IF a > b THEN a ELSE b
 
 ---------------------------------------------------------------------------
 \* lease.lua
 
-\* t starts now; a slot it kept is spent (HDEL rate_slot).
+\* t starts now.
 Start(t) ==
     /\ place' = [place EXCEPT ![t] = "started"]
-    /\ slot' = [slot EXCEPT ![t] = NoSlot]
+    /\ runAt' = [runAt EXCEPT ![t] = NoRunAt]
     /\ starts' = Append(starts, now)
 
-\* The GCRA step for t with the name's next slot as `read`: t takes the slot
-\* `first`, and starts now if that slot is at most B-1 spacings ahead, else
-\* waits in `to` until B-1 spacings before it, keeping it.
-Gcra(t, read, to) ==
-    LET first == IF read > now THEN read ELSE now
-    IN /\ nextSlot' = first + INTERVAL
-       /\ IF first <= now + Ahead
-          THEN Start(t)
-          ELSE /\ place' = [place EXCEPT ![t] = to]
-               /\ slot' = [slot EXCEPT ![t] = first - Ahead]
-               /\ UNCHANGED starts
-
-\* lease.lua popping t. `keep`: a kept slot is honoured (the task starts and
-\* takes no other); `to`: where a throttled task waits. As built, TRUE and
-\* "delayed".
-LeaseWith(t, keep, to) ==
-    /\ place[t] = "ready"
-    /\ IF keep /\ Kept(t)
+\* The GCRA step for t with the cursors read as `sa` and `sr`; a throttled
+\* task waits in `to`.
+Gcra(t, sa, sr, to) ==
+    LET first == Max(sa, now)
+        slot == Max(sr, first)
+    IN IF first - Ahead <= now
        THEN /\ Start(t)
-            /\ UNCHANGED nextSlot
-       ELSE Gcra(t, nextSlot, to)
+            /\ startAt' = first + INTERVAL
+            /\ nextSlot' = Max(sr, first + INTERVAL)
+       ELSE /\ place' = [place EXCEPT ![t] = to]
+            /\ runAt' = [runAt EXCEPT ![t] = slot - Ahead]
+            /\ nextSlot' = slot + INTERVAL
+            /\ UNCHANGED <<startAt, starts>>
+
+\* lease.lua popping t; `to`: where a throttled task waits. As built, "delayed".
+LeaseTo(t, to) ==
+    /\ place[t] = "ready"
+    /\ Gcra(t, startAt, nextSlot, to)
     /\ UNCHANGED now
 
-Lease(t) == LeaseWith(t, TRUE, "delayed")
+Lease(t) == LeaseTo(t, "delayed")
 
 ---------------------------------------------------------------------------
 \* promotion and time
 
 Promote(t) ==
     /\ place[t] = "delayed"
-    /\ slot[t] <= now
+    /\ runAt[t] <= now
     /\ place' = [place EXCEPT ![t] = "ready"]
-    /\ UNCHANGED <<now, nextSlot, slot, starts>>
+    /\ UNCHANGED <<now, startAt, nextSlot, runAt, starts>>
 
-\* Delayed tasks whose slot has not come; throttled tasks past their deadline.
-Waiting == {t \in Tasks : place[t] = "delayed" /\ now < slot[t]}
-Overdue == {t \in Tasks : Kept(t) /\ Deadline(t) <= now}
+\* Delayed tasks whose run_at has not come; throttled tasks past their slot.
+Waiting == {t \in Tasks : place[t] = "delayed" /\ now < runAt[t]}
+Overdue == {t \in Tasks : Throttled(t) /\ Deadline(t) <= now}
 
 \* (Implications, not disjunctions: TLC would explore each true disjunct.)
 Tick ==
     /\ now >= MAX_TIME => Waiting # {}
     /\ ~LATE => Overdue = {}
     /\ now' = now + 1
-    /\ UNCHANGED <<nextSlot, place, slot, starts>>
+    /\ UNCHANGED <<startAt, nextSlot, place, runAt, starts>>
 
 Next ==
     \/ \E t \in Tasks : Lease(t)
@@ -154,20 +163,15 @@ NeverOverRate ==
     \A i, j \in 1..Len(starts) :
         i <= j => j - i + 1 <= (starts[j] - starts[i]) \div INTERVAL + BURST
 
-\* The same bound for the windows that begin at time 0, when no slot was
-\* taken: the k-th start comes no earlier than (k - B) * T. Late starts break
-\* L1 only by catching up on slots that passed; this holds whatever LATE is.
+\* The same bound for the windows that begin at time 0, when the name was
+\* idle: the k-th start comes no earlier than (k - B) * T.
 NeverAheadOfRate ==
     \A k \in 1..Len(starts) : k > BURST => starts[k] >= (k - BURST) * INTERVAL
 
-\* A task that kept a slot is started when it is next leased, not before its
-\* slot (no lease of it before then: no busy loop), and takes no new slot.
-SlotKept ==
-    [][\A t \in Tasks :
-         place[t] = "ready" /\ Kept(t) /\ place'[t] # "ready" =>
-            /\ place'[t] = "started"
-            /\ now >= slot[t]
-            /\ nextSlot' = nextSlot]_vars
+\* A lease of t starts it or gives it a new run_at. No task is leased before
+\* its run_at (the promotion guard: no busy loop on a throttled task).
+Leased(t) == place[t] = "ready" /\ <<place'[t], runAt'[t]>> # <<place[t], runAt[t]>>
+NoEarlyStart == [][\A t \in Tasks : Leased(t) => now >= runAt[t]]_vars
 
 \* Wherever a run stops, every task has started: none is lost or held forever.
 AllStarted == \A t \in Tasks : place[t] = "started"

@@ -2,24 +2,23 @@ r"""Python transcription of RateLimit.tla and its mutants.
 
 TLA+                              taskq                                 Python
 --------------------------------  ------------------------------------  ---------------------
-Init                              the name's tasks ready, no slot taken  initial(c)
-Start(t), Gcra(t, read, to)       a start; the GCRA step                 start, gcra
-LeaseWith(t, keep, to), Lease(t)  lease.lua popping t (`admitted`)       lease_with, lease:
-                                                                         /slot, /started,
-                                                                         /throttled
-Promote(t)                        a due delayed task back to ready       promote(c, s)
-Tick                              Redis time passes a tick               tick(c, s)
+Init                              the name's tasks ready, cursors at 0  initial(c)
+Start(t), Gcra(t, sa, sr, to)     a start; the GCRA step                start, gcra
+LeaseTo(t, to), Lease(t)          lease.lua popping t                   lease_to, lease:
+                                                                        /started, /throttled
+Promote(t)                        a due delayed task back to ready      promote(c, s)
+Tick                              Redis time passes a tick              tick(c, s)
 Next                              NEXT, tried in that order
 TypeOK, NeverOverRate,            the INVARIANTS table, under the TLA+ names
 NeverAheadOfRate
-SlotKept, EveryTaskStarts         a StepProperty and an EndProperty
+NoEarlyStart, EveryTaskStarts     a StepProperty and an EndProperty
 
-RateLimitCheckThenTake.tla        the slot read (Check), then taken     take_kept, check, take,
+RateLimitCheckThenTake.tla        the cursors read (Check), then taken  check, take,
                                   (Take), in two calls                  CHECK_THEN_TAKE_NEXT
-RateLimitTakesAgain.tla           a kept slot ignored: a new one taken  takes_again_lease,
-                                                                        TAKES_AGAIN_NEXT
 RateLimitNoWait.tla               a throttled task left on ready        no_wait_lease,
                                                                         NO_WAIT_NEXT
+RateLimitKeptSlot.tla             the first design: one cursor, a       kept_slot_lease,
+                                  throttled task starts on its slot     KEPT_SLOT_NEXT
 
 Each \E t (and \E w) is a loop in ascending order and Next's disjuncts are tried in
 the order written, which is TLC's order.
@@ -36,16 +35,17 @@ from specs.tlacheck import cfg as cfgs
 from specs.tlacheck.model import Property
 
 PLACES = ("ready", "delayed", "started")
-NO_SLOT = 0
-Seen = tuple[int, ...]  # <<S>> once read, <<>> before
+NO_RUN_AT = 0
+Seen = tuple[int, ...]  # <<S_a, S_r>> once read, <<>> before
 
 
 class State(NamedTuple):
     # Field names are the TLA+ variable names, so that traces read like TLC's.
     now: int
+    startAt: int
     nextSlot: int
     place: Fn[int, str]
-    slot: Fn[int, int]
+    runAt: Fn[int, int]
     starts: tuple[int, ...]
     seen: Fn[int, Seen] | None = None  # RateLimitCheckThenTake's variable only
 
@@ -86,8 +86,8 @@ class Constants:
 
     @property
     def horizon(self) -> int:
-        """Horizon == MAX_TIME + TASKS * INTERVAL."""
-        return self.max_time + self.tasks * self.interval
+        """Horizon == MAX_TIME + (TASKS + 1) * TASKS * INTERVAL."""
+        return self.max_time + (self.tasks + 1) * self.tasks * self.interval
 
     @property
     def ahead(self) -> int:
@@ -98,132 +98,142 @@ class Constants:
 def initial(c: Constants, split: bool = False) -> State:
     return State(
         now=0,
+        startAt=0,
         nextSlot=0,
         place=Fn.const(c.all_tasks, "ready"),
-        slot=Fn.const(c.all_tasks, NO_SLOT),
+        runAt=Fn.const(c.all_tasks, NO_RUN_AT),
         starts=(),
         seen=Fn.const(c.all_workers, ()) if split else None,
     )
 
 
-def kept(s: State, t: int) -> bool:
-    """Kept(t): t holds a slot it was throttled for, and has not started."""
-    return s.slot[t] != NO_SLOT
+def throttled(s: State, t: int) -> bool:
+    """Throttled(t): t was throttled and has not started."""
+    return s.runAt[t] != NO_RUN_AT
 
 
 def deadline(c: Constants, s: State, t: int) -> int:
-    """Deadline(t): the kept slot's theoretical start, the latest GCRA's bound allows."""
-    return s.slot[t] + c.ahead
+    """Deadline(t): a throttled task's slot, the latest time it starts on time."""
+    return s.runAt[t] + c.ahead
 
 
 def start(s: State, t: int) -> State:
-    """Start(t): t starts now; its kept slot, if any, is spent (HDEL rate_slot)."""
-    return s._replace(place=s.place.except_(t, "started"), slot=s.slot.except_(t, NO_SLOT),
+    """Start(t): t starts now."""
+    return s._replace(place=s.place.except_(t, "started"), runAt=s.runAt.except_(t, NO_RUN_AT),
                       starts=(*s.starts, s.now))
 
 
-def gcra(c: Constants, s: State, t: int, read: int, to: str, label: str) -> Transition[State]:
-    """Gcra(t, read, to): t takes the slot `first` and starts now if it is at most B-1
-    spacings ahead, else waits in `to` until B-1 spacings before it, keeping it."""
-    first = max(read, s.now)
-    taken = s._replace(nextSlot=first + c.interval)
-    if first <= s.now + c.ahead:
-        return f"{label}/started", start(taken, t)
-    at = first - c.ahead
-    return f"{label}/throttled", taken._replace(place=taken.place.except_(t, to),
-                                                slot=taken.slot.except_(t, at))
+def gcra(
+    c: Constants, s: State, t: int, sa: int, sr: int, to: str, label: str
+) -> Transition[State]:
+    """Gcra(t, sa, sr, to): t starts now if S_a (read as `sa`) is at most B-1 spacings
+    ahead, moving S_a on; else it is throttled onto the next slot and waits in `to`."""
+    first = max(sa, s.now)
+    if first - c.ahead <= s.now:
+        started = start(s, t)
+        return f"{label}/started", started._replace(
+            startAt=first + c.interval, nextSlot=max(sr, first + c.interval))
+    slot = max(sr, first)
+    return f"{label}/throttled", s._replace(
+        place=s.place.except_(t, to), runAt=s.runAt.except_(t, slot - c.ahead),
+        nextSlot=slot + c.interval)  # fmt: skip
 
 
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
 
 
-def lease_with(name: str, keep: bool, to: str) -> Action:
-    """LeaseWith(t, keep, to): lease.lua popping t. `keep`: a kept slot is honoured;
-    `to`: where a throttled task waits."""
+def lease_to(name: str, to: str) -> Action:
+    """LeaseTo(t, to): lease.lua popping t; `to`: where a throttled task waits."""
 
     def action(c: Constants, s: State) -> Iterator[Transition[State]]:
         for t in c.all_tasks:
-            if s.place[t] != "ready":
-                continue
-            if keep and kept(s, t):
-                yield f"{name}(t={t})/slot", start(s, t)
-            else:
-                yield gcra(c, s, t, s.nextSlot, to, f"{name}(t={t})")
+            if s.place[t] == "ready":
+                yield gcra(c, s, t, s.startAt, s.nextSlot, to, f"{name}(t={t})")
 
     return action
 
 
-lease = lease_with("Lease", keep=True, to="delayed")
-takes_again_lease = lease_with("TakesAgainLease", keep=False, to="delayed")
-no_wait_lease = lease_with("NoWaitLease", keep=True, to="ready")
+lease = lease_to("Lease", "delayed")
+no_wait_lease = lease_to("NoWaitLease", "ready")
+
+
+def kept_slot_lease(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """KeptSlotLease(t): one cursor; a throttled task starts on its kept slot unchecked."""
+    for t in c.all_tasks:
+        if s.place[t] != "ready":
+            continue
+        label = f"KeptSlotLease(t={t})"
+        if throttled(s, t):
+            yield f"{label}/slot", start(s, t)
+            continue
+        first = max(s.startAt, s.now)
+        taken = s._replace(startAt=first + c.interval, nextSlot=first + c.interval)
+        if first - c.ahead <= s.now:
+            yield f"{label}/started", start(taken, t)
+        else:
+            yield f"{label}/throttled", taken._replace(
+                place=taken.place.except_(t, "delayed"),
+                runAt=taken.runAt.except_(t, first - c.ahead))
 
 
 def promote(c: Constants, s: State) -> Iterator[Transition[State]]:
     for t in c.all_tasks:
-        if s.place[t] == "delayed" and s.slot[t] <= s.now:
+        if s.place[t] == "delayed" and s.runAt[t] <= s.now:
             yield f"Promote(t={t})", s._replace(place=s.place.except_(t, "ready"))
 
 
 def tick(c: Constants, s: State) -> Iterator[Transition[State]]:
-    waiting = any(s.place[t] == "delayed" and s.now < s.slot[t] for t in c.all_tasks)
-    overdue = any(kept(s, t) and deadline(c, s, t) <= s.now for t in c.all_tasks)
+    waiting = any(s.place[t] == "delayed" and s.now < s.runAt[t] for t in c.all_tasks)
+    overdue = any(throttled(s, t) and deadline(c, s, t) <= s.now for t in c.all_tasks)
     if (s.now < c.max_time or waiting) and (c.late or not overdue):
         yield "Tick", s._replace(now=s.now + 1)
 
 
-def take_kept(c: Constants, s: State) -> Iterator[Transition[State]]:
-    """TakeKept(t): the split client starts a task with a kept slot, reading nothing."""
-    for t in c.all_tasks:
-        if s.place[t] == "ready" and kept(s, t):
-            yield f"TakeKept(t={t})", start(s, t)
-
-
-def fresh_ready(c: Constants, s: State) -> bool:
-    return any(s.place[t] == "ready" and not kept(s, t) for t in c.all_tasks)
-
-
 def check(c: Constants, s: State) -> Iterator[Transition[State]]:
-    """Check(w): the split client reads the name's next slot."""
+    """Check(w): the split client reads the name's cursors."""
     assert s.seen is not None
+    ready = any(s.place[t] == "ready" for t in c.all_tasks)
     for w in c.all_workers:
-        if s.seen[w] == () and fresh_ready(c, s):
-            yield f"Check(w={w})", s._replace(seen=s.seen.except_(w, (s.nextSlot,)))
+        if s.seen[w] == () and ready:
+            yield f"Check(w={w})", s._replace(seen=s.seen.except_(w, (s.startAt, s.nextSlot)))
 
 
 def take(c: Constants, s: State) -> Iterator[Transition[State]]:
-    """Take(w, t): the GCRA step with the slot w read, whatever was written since."""
+    """Take(w, t): the GCRA step with the cursors w read, whatever was written since."""
     assert s.seen is not None
     for w in c.all_workers:
         seen = s.seen[w]
         if seen == ():
             continue
         for t in c.all_tasks:
-            if s.place[t] == "ready" and not kept(s, t):
-                label, succ = gcra(c, s, t, seen[0], "delayed", f"Take(w={w},t={t})")
+            if s.place[t] == "ready":
+                label, succ = gcra(c, s, t, seen[0], seen[1], "delayed", f"Take(w={w},t={t})")
                 assert succ.seen is not None
                 yield label, succ._replace(seen=succ.seen.except_(w, ()))
 
 
 NEXT: tuple[Action, ...] = (lease, promote, tick)
-TAKES_AGAIN_NEXT: tuple[Action, ...] = (takes_again_lease, promote, tick)
 NO_WAIT_NEXT: tuple[Action, ...] = (no_wait_lease, tick)
-CHECK_THEN_TAKE_NEXT: tuple[Action, ...] = (take_kept, check, take, promote, tick)
+KEPT_SLOT_NEXT: tuple[Action, ...] = (kept_slot_lease, promote, tick)
+CHECK_THEN_TAKE_NEXT: tuple[Action, ...] = (check, take, promote, tick)
 
 
 def type_ok(c: Constants, s: State) -> bool:
     times = range(c.horizon + 1)
     return (
-        s.now in times and s.nextSlot in times
+        s.now in times and s.startAt in times and s.nextSlot in times
         and set(s.place) == set(c.all_tasks) and all(p in PLACES for p in s.place.values())
-        and set(s.slot) == set(c.all_tasks) and all(v in times for v in s.slot.values())
+        and set(s.runAt) == set(c.all_tasks) and all(v in times for v in s.runAt.values())
         and all(v in times for v in s.starts)
     )  # fmt: skip
 
 
 def check_then_take_type_ok(c: Constants, s: State) -> bool:
     assert s.seen is not None
+    times = range(c.horizon + 1)
     return (type_ok(c, s) and set(s.seen) == set(c.all_workers)
-            and all(v == () or (len(v) == 1 and 0 <= v[0] <= c.horizon) for v in s.seen.values()))
+            and all(v == () or (len(v) == 2 and all(x in times for x in v))
+                    for v in s.seen.values()))
 
 
 def never_over_rate(c: Constants, s: State) -> bool:
@@ -239,11 +249,12 @@ def never_ahead_of_rate(c: Constants, s: State) -> bool:
                if k > c.burst)
 
 
-def slot_kept(s: State, _: str, t: State) -> bool:
+def no_early_start(s: State, _: str, t: State) -> bool:
+    """NoEarlyStart: a lease of u (it starts, or gets a new run_at) comes at its run_at."""
     return all(
-        t.place[u] == "started" and s.now >= s.slot[u] and t.nextSlot == s.nextSlot
+        s.now >= s.runAt[u]
         for u in s.place
-        if s.place[u] == "ready" and kept(s, u) and t.place[u] != "ready"
+        if s.place[u] == "ready" and (t.place[u], t.runAt[u]) != (s.place[u], s.runAt[u])
     )
 
 
@@ -261,9 +272,9 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
 
 
 PROPERTIES: dict[str, Property[State]] = {
-    "SlotKept": StepProperty("SlotKept", slot_kept),
+    "NoEarlyStart": StepProperty("NoEarlyStart", no_early_start),
     **{name: EndProperty(name, all_started)
-       for name in ("EveryTaskStarts", "TakesAgainEveryTaskStarts", "NoWaitEveryTaskStarts",
+       for name in ("EveryTaskStarts", "NoWaitEveryTaskStarts", "KeptSlotEveryTaskStarts",
                     "CheckThenTakeEveryTaskStarts")},
 }
 
@@ -276,12 +287,12 @@ def check_then_take_model(cfg: cfgs.Config) -> Model[State]:
     return _model("RateLimitCheckThenTake", CHECK_THEN_TAKE_NEXT, cfg, split=True)
 
 
-def takes_again_model(cfg: cfgs.Config) -> Model[State]:
-    return _model("RateLimitTakesAgain", TAKES_AGAIN_NEXT, cfg)
-
-
 def no_wait_model(cfg: cfgs.Config) -> Model[State]:
     return _model("RateLimitNoWait", NO_WAIT_NEXT, cfg)
+
+
+def kept_slot_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("RateLimitKeptSlot", KEPT_SLOT_NEXT, cfg)
 
 
 def _model(
