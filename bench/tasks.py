@@ -18,6 +18,10 @@ from taskq import App, Settings
 COUNTER_KEY = "bench:counter"
 # Starts a second of bench.noop_limited, well under what an unlimited drain reaches.
 LIMITED_RATE = 1000
+# A tenth of a second of starts at once: limited tasks come back from delayed a
+# maintenance turn (20-100 ms) at a time, and with a burst of 1 only one of them may
+# start per spacing, whatever their number.
+LIMITED_BURST = 100
 STAMPS_KEY = "bench:stamps"
 
 _local = threading.local()
@@ -71,7 +75,7 @@ def _no_ops(app: App) -> None:
     def noop_sync_unkept() -> None:
         """The `def` no-op with results off."""
 
-    @app.task("bench.noop_limited", rate_limit=f"{LIMITED_RATE}/s")
+    @app.task("bench.noop_limited", rate_limit=f"{LIMITED_RATE}/s", rate_burst=LIMITED_BURST)
     async def noop_limited() -> None:
         """The async no-op under a rate limit: the drain should keep to the rate."""
 

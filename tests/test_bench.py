@@ -54,7 +54,12 @@ class TestBench:
         row = next(line for line in report.splitlines()
                    if line.startswith("| rate-limited drain vs its limit |"))
         share = float(row.split("|")[2].strip().rstrip("%")) / 100
-        assert 0 < share <= 1.05, row  # never faster than the limit allows
+        # Never faster than the limit allows: of the 500 tasks timed from the 5% mark
+        # (475), a burst may start at once and the rest at the rate, so the rate measured
+        # is at most 475 / (475 - burst) of the limit (plus 5% for the timing's edges).
+        from bench.tasks import LIMITED_BURST  # noqa: PLC0415
+
+        assert 0 < share <= 1.05 * 475 / (475 - LIMITED_BURST), row
         assert "| drain with priorities 0-9 vs all default |" in report
         assert "FAILED" not in report
 
