@@ -321,3 +321,6 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
         "definition_bytes": limits.MAX_DEFINITION_BYTES, "priority": limits.PRIORITY.high,
         "interval_us": rates.MAX_INTERVAL_US, "burst": rates.MAX_BURST,
     }  # fmt: skip
+    # The priority whose tasks wait on the plain ready list, as QueueKeys.ready_at has it.
+    default = re.search(r"^local DEFAULT_PRIORITY = (\d+)$", code("_common"), re.MULTILINE)
+    assert default is not None and int(default[1]) == limits.PRIORITY.default

@@ -8,6 +8,7 @@ from enum import IntEnum
 from typing import Any, Literal
 
 from taskq.boundary import text
+from taskq.limits import PRIORITY
 
 FailStatus = Literal["retry", "dead", "cancelled", "stale"]
 ReapOutcome = Literal["delayed", "dead", "cancelled"]
@@ -37,7 +38,7 @@ class NewTask:
     name: str = SIMULATE_TASK
     run_at: datetime | None = None
     result_ttl: float | None = None
-    priority: int = 5  # limits.PRIORITY's default: 0 (lowest) to 9 (highest)
+    priority: int = PRIORITY.default  # 0 (lowest) to 9 (highest)
 
 
 @dataclass(frozen=True)
@@ -244,8 +245,8 @@ class TaskRecord:
     cancelled_at: int = 0
     cancel_requested_at: int = 0
     # Fixed at enqueue: 0 (lowest) to 9 (highest); the record holds it unless it is the
-    # default, limits.PRIORITY's 5.
-    priority: int = 5
+    # default.
+    priority: int = PRIORITY.default
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -284,6 +285,6 @@ class TaskRecord:
             result_ttl=number("result_ttl"),
             cancelled_at=number("cancelled_at"),
             cancel_requested_at=number("cancel_requested"),
-            priority=number("priority") if raw.get("priority") else 5,
+            priority=number("priority") if raw.get("priority") else PRIORITY.default,
             extra={k: v for k, v in raw.items() if k not in known},
         )
