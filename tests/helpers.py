@@ -12,9 +12,11 @@ from taskq.broker import Broker
 from taskq.keys import QueueKeys
 from taskq.results import Renewal, TaskRecord
 
-PLACES = ("ready", "leased", "delayed", "dlq")
-# The state a task's record must have while its id sits in each place (T1).
-PLACE_STATE = {"ready": "pending", "leased": "running", "delayed": "delayed", "dlq": "dead"}
+PLACES = ("ready", "leased", "delayed", "dlq", "parked")
+# The state a task's record must have while its id sits in each place (T1); a task
+# parked for a concurrency slot is pending, as a ready one is.
+PLACE_STATE = {"ready": "pending", "leased": "running", "delayed": "delayed", "dlq": "dead",
+               "parked": "pending"}
 
 
 def text(value: object) -> str:
@@ -33,6 +35,8 @@ class QueueView:
 
     places: dict[str, list[str]]
     records: dict[str, dict[str, str]]
+    # Each concurrency-limited name's runs holding a slot (see taskq.concurrency).
+    holding: dict[str, set[str]]
 
     def where(self, task_id: str) -> list[str]:
         """Every place that holds `task_id`, once per occurrence, so a duplicate shows twice."""
@@ -48,11 +52,29 @@ class QueueView:
             return f"{task_id} is in {places}"
         if PLACE_STATE[places[0]] != current:
             return f"{task_id} is in {places[0]} but its record says {current!r}"
+        if (places[0] == "parked") != ("parked" in self.records[task_id]):
+            return f"{task_id} is in {places[0]} but its parked field disagrees"
         return None
+
+    def slot_violations(self) -> list[str]:
+        """Every run that holds a concurrency slot without holding the task's lease, and
+        every leased run of a limited name that holds no slot."""
+        problems = []
+        for name, ids in self.holding.items():
+            for task_id in sorted(ids):
+                if self.records.get(task_id, {}).get("slot") != name \
+                        or task_id not in self.places["leased"]:
+                    problems.append(f"{task_id} holds a slot of {name} but is not its run")
+        for task_id, record in self.records.items():
+            slot = record.get("slot")
+            if slot is not None and task_id not in self.holding.get(slot, set()):
+                problems.append(f"{task_id} says it holds a slot of {slot} but does not")
+        return problems
 
     def violations(self) -> list[str]:
         """Every T1 breach, including ids that sit in a place without a record."""
         problems = [p for t in self.records if (p := self.violation(t))]
+        problems += self.slot_violations()
         placed = {t for ids in self.places.values() for t in ids}
         return problems + [
             f"{t} is queued but has no record" for t in sorted(placed - set(self.records))
@@ -78,11 +100,16 @@ def view(client: redis.Redis, keys: QueueKeys) -> QueueView:
         pipe.hgetall(keys.task(task_id))
     replies = pipe.execute()
     places = {"ready": ready_ids(client, keys)}
-    places |= {p: [text(t) for t in r] for p, r in zip(PLACES[1:], replies[:3], strict=True)}
+    places |= {p: [text(t) for t in r] for p, r in zip(PLACES[1:4], replies[:3], strict=True)}
+    places["parked"] = [text(t) for name in sorted(client.smembers(keys.parked_names))
+                        for t in client.lrange(keys.parked(text(name)), 0, -1)]
     records = {
         t: {text(a): text(b) for a, b in r.items()} for t, r in zip(ids, replies[3:], strict=True)
     }
-    return QueueView(places, records)
+    start = len(keys.holding(""))
+    holding = {text(k)[start:]: {text(t) for t in client.smembers(k)}
+               for k in client.scan_iter(match=keys.holding("*"), count=1000)}
+    return QueueView(places, records, holding)
 
 
 def where(client: redis.Redis, keys: QueueKeys, task_id: str) -> list[str]:

@@ -13,8 +13,9 @@ import pytest
 import redis
 
 from helpers import Event, events, leased, text
-from taskq import limits, rates
+from taskq import concurrency, limits, rates
 from taskq.broker import Broker, NewTask
+from taskq.concurrency import ConcurrencyLimit
 from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.rates import RateLimit
 from taskq.results import Failure
@@ -84,9 +85,10 @@ def call_enqueue(b: Broker) -> dict[str, Any]:
 def call_lease(b: Broker) -> dict[str, Any]:
     b.enqueue("t1")
     b.rate_limits = (RateLimit("mod.fn", 10.0, 2),)
+    b.concurrency_limits = (ConcurrencyLimit("mod.fn", 4),)
     b.lease_many("w1", 2.5, 3, request_id="req")
     return {"worker": "w1", "lease_ms": 2500, "count": 3, "request_id": "req", "limits": 1,
-            "name": "mod.fn", "interval_us": 100_000, "burst": 2}
+            "name": "mod.fn", "interval_us": 100_000, "burst": 2, "max": 4}
 
 
 def call_heartbeat(b: Broker) -> dict[str, Any]:
@@ -320,6 +322,7 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
         "count": limits.LEASE_COUNT.high, "limit": limits.LIMIT.high, "jitter_seed": 2**31 - 2,
         "definition_bytes": limits.MAX_DEFINITION_BYTES, "priority": limits.PRIORITY.high,
         "interval_us": rates.MAX_INTERVAL_US, "burst": rates.MAX_BURST,
+        "concurrency": concurrency.MAX_CONCURRENCY,
     }  # fmt: skip
     # The priority whose tasks wait on the plain ready list, as QueueKeys.ready_at has it.
     default = re.search(r"^local DEFAULT_PRIORITY = (\d+)$", code("_common"), re.MULTILINE)

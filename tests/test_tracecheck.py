@@ -78,6 +78,22 @@ class TestIllegalTracesAreReported:
         assert problems(validate(running, require_terminal=False)) == [
             "throttled from state 'running'"]
 
+    def test_a_parked_task_waits_for_its_unpark_and_only_a_parked_one_is_unparked(
+        self,
+    ) -> None:
+        parked = (enqueued(), event("parked", "pending"))
+        legal = log(*parked, event("unparked", "pending"), event("leased", "running", 1),
+                    event("completed", "completed", 1))
+        assert validate(legal).ok
+        jumped = log(*parked, event("leased", "running", 1))
+        assert problems(validate(jumped, require_terminal=False)) == [
+            "leased while parked for a concurrency slot"]
+        never = log(enqueued(), event("unparked", "pending"))
+        assert problems(validate(never, require_terminal=False)) == [
+            "unparked but not parked"]
+        cancelled_there = log(*parked, event("cancelled", "cancelled", **{"from": "pending"}))
+        assert validate(cancelled_there).ok
+
     def test_an_ack_without_a_lease_is_reported(self) -> None:
         report = validate(log(enqueued(), event("completed", "completed", 0)))
         assert problems(report) == ["completed from state 'pending'"]

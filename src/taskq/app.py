@@ -12,6 +12,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.codec import args_payload
+from taskq.concurrency import ConcurrencyLimit, check_concurrency
 from taskq.errors import InvalidTaskError
 from taskq.handle import TaskHandle
 from taskq.keys import check_task_id, check_task_name, new_id
@@ -36,7 +37,8 @@ class Task(Generic[P, R]):
     def __init__(self, app: App, fn: Callable[P, R], name: str, max_retries: int,
                  store_result: bool = True, retry: RetryPolicy = DEFAULT,
                  time_limit: float | None = None, priority: int = PRIORITY.default,
-                 rate_limit: RateLimit | None = None) -> None:
+                 rate_limit: RateLimit | None = None,
+                 concurrency_limit: ConcurrencyLimit | None = None) -> None:
         self.app = app
         self.fn = fn
         self.name = name
@@ -46,6 +48,7 @@ class Task(Generic[P, R]):
         self.time_limit = time_limit
         self.priority = priority
         self.rate_limit = rate_limit
+        self.concurrency_limit = concurrency_limit
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self._signature = inspect.signature(fn)
@@ -169,6 +172,7 @@ class App:
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
         retry: RetryPolicy | None = None, time_limit: float | None = None,
         priority: int = PRIORITY.default, rate_limit: str | None = None, rate_burst: int = 1,
+        max_concurrency: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (plain or `async def`) under `name` (default: module.qualname).
 
@@ -180,7 +184,9 @@ class App:
         its calls' priority unless `.enqueue(priority=...)` says otherwise (default 5);
         `rate_limit` ("100/s", "30/m", "500/h") caps how fast its runs start across every
         worker of the queue, `rate_burst` of them at once after a quiet spell (default 1:
-        evenly spaced); a run that comes early waits on delayed for its turn."""
+        evenly spaced); a run that comes early waits on delayed for its turn;
+        `max_concurrency` caps how many of its runs hold leases at once across every
+        worker of the queue: one more waits, still pending, until a run ends."""
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidTaskError(f"retry must be a taskq.RetryPolicy, not {shown(retry)}")
         if time_limit is not None:
@@ -207,8 +213,11 @@ class App:
                 )
             limit = None if rate_limit is None else parse_rate(task_name, rate_limit,
                                                                  rate_burst)
+            slots = None if max_concurrency is None else check_concurrency(task_name,
+                                                                           max_concurrency)
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
-                        bool(store_result), retry or DEFAULT, time_limit, priority, limit)
+                        bool(store_result), retry or DEFAULT, time_limit, priority, limit,
+                        slots)
             self.tasks[task_name] = task
             return task
 
@@ -255,6 +264,11 @@ class App:
     def rate_limits(self) -> tuple[RateLimit, ...]:
         """The rate limits of this app's tasks, as a worker's leases apply them."""
         return tuple(t.rate_limit for t in self.tasks.values() if t.rate_limit is not None)
+
+    def concurrency_limits(self) -> tuple[ConcurrencyLimit, ...]:
+        """The concurrency limits of this app's tasks, as a worker's leases apply them."""
+        return tuple(t.concurrency_limit for t in self.tasks.values()
+                     if t.concurrency_limit is not None)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on the task `task_id` of this app's queue, made at any time later (in

@@ -18,6 +18,7 @@ from taskq.calls import (
     watch_call,
 )
 from taskq.codec import decode_payload
+from taskq.concurrency import ConcurrencyLimit
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.fields import enqueue_fields, new_task_fields
@@ -115,8 +116,10 @@ class Broker:
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
         self._registered = False
-        # The rate limits every lease of this broker applies (a worker sets its app's).
+        # The rate and concurrency limits every lease of this broker applies (a worker
+        # sets its app's).
         self.rate_limits: tuple[RateLimit, ...] = ()
+        self.concurrency_limits: tuple[ConcurrencyLimit, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings, queue: str | None = None) -> Broker:
@@ -232,10 +235,22 @@ class Broker:
             check_text(request_id, "request_id", MAX_REQUEST_ID_CHARS)
         k = self.keys
         keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake, k.rates]
-        args = [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id,
-                len(self.rate_limits),
-                *(v for r in self.rate_limits for v in (r.name, r.interval_us, r.burst))]
-        return keys, args
+        return keys, [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id,
+                      *self._limit_args()]
+
+    def _limit_args(self) -> list[Any]:
+        """lease.lua's limits: how many names, then (name, interval_us, burst, max) for
+        each, 0 standing for a limit the name does not have."""
+        if not self.rate_limits and not self.concurrency_limits:
+            return [0]
+        rates = {r.name: r for r in self.rate_limits}
+        most = {c.name: c.most for c in self.concurrency_limits}
+        args: list[Any] = [len(rates.keys() | most.keys())]
+        for name in sorted(rates.keys() | most.keys()):
+            rate = rates.get(name)
+            args += [name, rate.interval_us if rate else 0, rate.burst if rate else 1,
+                     most.get(name, 0)]
+        return args
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> Renewal:
         """Extend the lease: `Renewal.HELD`, `CANCEL` (held, and the task's cancel was

@@ -128,6 +128,26 @@ class QueueKeys:
         return self.ready if priority == PRIORITY.default else f"{self.ready}:{priority}"
 
     @property
+    def parked_names(self) -> str:
+        """The concurrency-limited task names with tasks parked for a slot (a SET)."""
+        return self.prefix + "parked"
+
+    def parked(self, name: str) -> str:
+        """The tasks of `name` waiting, still pending, for a concurrency slot (a LIST,
+        oldest at the left): see taskq.concurrency."""
+        return f"{self.prefix}parked:{name}"
+
+    def holding(self, name: str) -> str:
+        """The ids of the runs of `name` holding a concurrency slot (a SET)."""
+        return f"{self.prefix}holding:{name}"
+
+    @property
+    def limits(self) -> str:
+        """Each concurrency-limited task name's limit as leases last applied it (a HASH,
+        for dashboards)."""
+        return self.prefix + "limits"
+
+    @property
     def rates(self) -> str:
         """Each rate-limited task name's theoretical start time (us): see taskq.rates."""
         return self.prefix + "rates"

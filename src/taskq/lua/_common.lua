@@ -37,6 +37,7 @@ local LIMITS = {
   priority = 9,                   -- priorities run from 0 (lowest) to 9 (highest)
   interval_us = 86400000000,      -- a rate limit's spacing between starts: a day
   burst = 10000,                  -- starts a rate limit lets through at once
+  concurrency = 10000,            -- runs a concurrency limit lets hold leases at once
 }
 
 -- `value` (an ARGV string) as a number if it is a whole number from `low` to `high`;
@@ -122,6 +123,37 @@ local function wake_workers(wake_key, n)
   for i = 1, n do tokens[i] = '1' end
   redis.call('LPUSH', wake_key, unpack(tokens))
   redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
+end
+
+-- Concurrency limits (see taskq/concurrency.py). A run of a limited task name holds one
+-- of the name's slots from its lease until its lease ends (ack, fail, release, reap or a
+-- cancelled end): `holding:<name>`, a SET of task ids, and the record's `slot` field
+-- (the name) say which runs hold one. A ready task that finds every slot taken waits,
+-- still pending, on `parked:<name>` (the record's `parked` field set), and `parked` (a
+-- SET) names the limited names with waiting tasks; a lease moves them back to the front
+-- of their ready lists as slots come free.
+local function holding_key(prefix, name)
+  return prefix .. 'holding:' .. name
+end
+
+local function parked_key(prefix, name)
+  return prefix .. 'parked:' .. name
+end
+
+local function parked_names_key(prefix)
+  return prefix .. 'parked'
+end
+
+-- Gives back the slot a run held (`slot`: the record's slot field, nil if it held
+-- none) and wakes a worker if a task waits for it. Only a script that ends the current
+-- token's lease calls this, so a stale holder never frees a slot a newer run holds.
+local function free_slot(prefix, task_id, slot)
+  if not slot then return end
+  redis.call('SREM', holding_key(prefix, slot), task_id)
+  redis.call('HDEL', prefix .. 'task:' .. task_id, 'slot')
+  if redis.call('LLEN', parked_key(prefix, slot)) > 0 then
+    wake_workers(prefix .. 'wake', 1)
+  end
 end
 
 -- A producer waiting for a task's end (watch.lua marked its record) blocks on the

@@ -22,6 +22,7 @@
 
   The record keeps the result for its result_ttl (set at enqueue) or completed_ttl.
   A producer waiting for the task (see watch.lua) is woken through its done list.
+  The run's concurrency slot, if it held one, is given back (see _common's free_slot).
 ]]
 --- @include "_common"
 
@@ -48,7 +49,7 @@ local function ack_one(task_id, token, result)
   local task_key = prefix .. 'task:' .. task_id
   if acked[task_id] or not redis.call('ZSCORE', leased_key, task_id) then return 0 end
   local record = redis.call('HMGET', task_key, 'fencing_token', 'idempotency_key',
-    'result_ttl', 'waiters')
+    'result_ttl', 'waiters', 'slot')
   if record[1] ~= token then return 0 end
   local event = {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token}
   if result ~= '' then
@@ -68,6 +69,7 @@ local function ack_one(task_id, token, result)
   end
   expire_ended(prefix, task_key, tonumber(record[3]) or completed_ttl, record[2])
   if record[4] then wake_waiters(prefix, task_id) end
+  free_slot(prefix, task_id, record[5])
   return 1
 end
 

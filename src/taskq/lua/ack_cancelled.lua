@@ -12,6 +12,8 @@
   ARGV[4] retention       events kept in the stream (1 to 10^9; checked before any write)
   Returns: 1 cancelled | 0 stale, or no cancel was requested (nothing changed)
   Emits:   cancelled (state cancelled, from running)
+
+  The run's concurrency slot, if it held one, is given back (see _common's free_slot).
 ]]
 --- @include "_common"
 
@@ -20,14 +22,15 @@ local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-local record = redis.call('HMGET', task_key, 'fencing_token', unpack(CANCEL_FIELDS))
-if record[1] ~= token or not record[2] then return 0 end
+local record = redis.call('HMGET', task_key, 'fencing_token', 'slot', unpack(CANCEL_FIELDS))
+if record[1] ~= token or not record[3] then return 0 end
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 emit(feed, {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', 'running',
   'token', token})
 redis.call('ZREM', leased_key, task_id)
-end_cancelled(prefix, task_id, feed.now, {record[2], record[3], record[4], record[5]}, nil)
+free_slot(prefix, task_id, record[2])
+end_cancelled(prefix, task_id, feed.now, {record[3], record[4], record[5], record[6]}, nil)
 close_feed(feed)
 return 1

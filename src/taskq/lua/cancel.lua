@@ -27,7 +27,8 @@
   Emits:   cancelled (state cancelled, with `from`: the state it left) |
            cancel_requested (state running)
 
-  Taking a task out of ready is O(length of ready) (LREM), as in other list queues.
+  Taking a task out of ready (or its name's parked list, where it waits for a
+  concurrency slot) is O(length of the list) (LREM), as in other list queues.
   A producer waiting for a task that ends here is woken (see watch.lua).
 ]]
 --- @include "_common"
@@ -46,11 +47,11 @@ end
 
 local task_key = prefix .. 'task:' .. task_id
 local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
-  'priority', unpack(CANCEL_FIELDS))
+  'priority', 'name', 'parked', unpack(CANCEL_FIELDS))
 local state = record[1]
 if not state then return {'unknown', ''} end
 if only_state ~= '' and state ~= only_state then return {'unchanged', state} end
-local cancel = {record[5], record[6], record[7], record[8]}
+local cancel = {record[7], record[8], record[9], record[10]}
 -- The record outlives the task's end as a completed one would.
 local ttl = tonumber(record[3]) or completed_ttl
 
@@ -67,7 +68,12 @@ if state == 'running' and redis.call('ZSCORE', leased_key, task_id) then
 end
 
 local removed = 0
-if state == 'pending' then
+if state == 'pending' and record[6] then
+  -- Parked for a concurrency slot (see _common).
+  local list = parked_key(prefix, record[5])
+  removed = redis.call('LREM', list, 0, task_id)
+  if redis.call('LLEN', list) == 0 then redis.call('SREM', parked_names_key(prefix), record[5]) end
+elseif state == 'pending' then
   local priority = tonumber(record[4])
   removed = redis.call('LREM', ready_list(ready_key, priority), 0, task_id)
   forget_if_empty(ready_key, priority)

@@ -30,7 +30,8 @@
   Emits:   failed (state delayed, dead or cancelled), with error and error_type
 
   The record keeps the error fields of the last failed attempt; a producer waiting for
-  a task that dies here is woken (see watch.lua).
+  a task that dies here is woken (see watch.lua). The run's concurrency slot, if it
+  held one, is given back (see _common's free_slot).
 ]]
 --- @include "_common"
 
@@ -60,12 +61,14 @@ delay_ms = whole_arg('delay_ms', delay_ms, 0, LIMITS.delay_ms)
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} end
 local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_retries',
-  unpack(CANCEL_FIELDS))
+  'slot', unpack(CANCEL_FIELDS))
 if record[1] ~= token then return {'stale', 0, '0'} end
-local cancel = {record[4], record[5], record[6], record[7]}
+local cancel = {record[5], record[6], record[7], record[8]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+-- Every way out of here ends the lease.
+free_slot(prefix, task_id, record[4])
 local retries, max_retries = tonumber(record[2]), tonumber(record[3])
 if cancel[1] then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'cancelled', 'token', token,

@@ -20,11 +20,14 @@
   ARGV[4] count           most tasks to lease (1 to 10000)
   ARGV[5] retention       events kept in the stream (1 to 10^9)
   ARGV[6] request_id      '' = none; else remembered for lease_ms
-  ARGV[7] limits          rate-limited task names in this call (0 to 10000); then three
+  ARGV[7] limits          limited task names in this call (0 to 10000); then four
                           values each:
   ARGV[8] name            the task name
-  ARGV[9] interval_us     spacing between its starts (1 to 86400000000: a day)
+  ARGV[9] interval_us     spacing between its starts (1 to 86400000000: a day), or 0:
+                          no rate limit
   ARGV[10] burst          starts let through at once (1 to 10000)
+  ARGV[11] max            most of its runs holding leases at once (1 to 10000), or 0:
+                          no concurrency limit
   Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...}: n leased
            tasks of six fields each; wait_ms = ms until the next delayed task is due or
            the next lease expires when fewer than count were leased, else -1 (-1 too
@@ -32,7 +35,10 @@
            nothing is written
   Emits:   leased (one per task); throttled (state delayed) for each rate-limited task
            that may not start yet: it waits on delayed for a slot (the record's
-           rate_slot), and is not counted against `count`
+           rate_slot), and is not counted against `count`; parked (state pending) for
+           each task whose name has every concurrency slot taken: it waits on its
+           name's parked list, not counted against `count`; unparked (state pending)
+           for each parked task a free slot sends back to the front of ready
 
   Rate limits (see taskq/rates.py) follow GCRA: a name's theoretical start time advances
   by one interval per start, and every start, a throttled task's included, is let
@@ -40,6 +46,10 @@
   rate holds on the actual start times, however late a worker leases. Throttled tasks
   are spread over the slots after those already handed out, one interval apart, so
   they come back one at a time rather than all at once.
+
+  Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
+  parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
+  slot while it waits.
 ]]
 --- @include "_common"
 
@@ -54,15 +64,20 @@ local request_id = ARGV[6]
 lease_ms = whole_arg('lease_ms', lease_ms, 1, LIMITS.lease_ms)
 count = whole_arg('count', count, 1, LIMITS.count)
 local n_limits = whole_arg('limits', ARGV[7], 0, LIMITS.count)
-if #ARGV ~= 7 + n_limits * 3 then
-  error('limits ' .. n_limits .. ' needs ' .. (7 + n_limits * 3) .. ' ARGV values, not ' .. #ARGV)
+if #ARGV ~= 7 + n_limits * 4 then
+  error('limits ' .. n_limits .. ' needs ' .. (7 + n_limits * 4) .. ' ARGV values, not ' .. #ARGV)
 end
-local limits = {}
+-- Each name's rate limit (`limits`) and concurrency limit (`most`), where it has one.
+local limits, most, n_rates, n_conc = {}, {}, 0, 0
 for i = 0, n_limits - 1 do
-  local base = 8 + i * 3
-  limits[ARGV[base]] = {
-    interval = whole_arg('interval_us', ARGV[base + 1], 1, LIMITS.interval_us),
-    burst = whole_arg('burst', ARGV[base + 2], 1, LIMITS.burst)}
+  local base = 8 + i * 4
+  local interval = whole_arg('interval_us', ARGV[base + 1], 0, LIMITS.interval_us)
+  local burst = whole_arg('burst', ARGV[base + 2], 1, LIMITS.burst)
+  local max = whole_arg('max', ARGV[base + 3], 0, LIMITS.concurrency)
+  if interval > 0 then
+    limits[ARGV[base]], n_rates = {interval = interval, burst = burst}, n_rates + 1
+  end
+  if max > 0 then most[ARGV[base]], n_conc = max, n_conc + 1 end
 end
 
 local now = server_now_ms()
@@ -105,6 +120,8 @@ local scores, memo = {}, {}
 -- end: `start`, the theoretical start time, moved by starts only; `next`, the next slot
 -- to hand a throttled task, never behind `start`.
 local cursors = {}
+-- Limited names whose limit this call has written to <prefix>limits (for dashboards).
+local limited = {}
 
 local function cursor(name)
   local c = cursors[name]
@@ -140,6 +157,49 @@ local function admitted(task_id, task_key, name, slot)
   return false
 end
 
+-- Parked tasks whose name has slots free (or no limit in this call) go back to the front
+-- of their ready lists, oldest first, at most one per free slot.
+local function unpark()
+  local names_key = parked_names_key(prefix)
+  for _, name in ipairs(redis.call('SMEMBERS', names_key)) do
+    local list = parked_key(prefix, name)
+    local free = LIMITS.count
+    if most[name] then free = most[name] - redis.call('SCARD', holding_key(prefix, name)) end
+    local ids = free > 0 and redis.call('LPOP', list, free)
+    -- Each goes to the front, the newest first, so the oldest ends at the very front.
+    for i = #(ids or {}), 1, -1 do
+      local task_key = prefix .. 'task:' .. ids[i]
+      local priority = tonumber(redis.call('HGET', task_key, 'priority'))
+      emit(feed, {'type', 'unparked', 'task', ids[i], 'state', 'pending'})
+      redis.call('HDEL', task_key, 'parked')
+      push_ready(ready_key, ids[i], priority, true)
+    end
+    if redis.call('LLEN', list) == 0 then redis.call('SREM', names_key, name) end
+  end
+end
+
+-- Whether a task of `name` must wait for a concurrency slot; one that must is parked.
+local function parked(task_id, task_key, name)
+  local max = most[name]
+  if not max or redis.call('SCARD', holding_key(prefix, name)) < max then return false end
+  emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
+  redis.call('HSET', task_key, 'parked', '1')
+  redis.call('RPUSH', parked_key(prefix, name), task_id)
+  redis.call('SADD', parked_names_key(prefix), name)
+  return true
+end
+
+-- Takes one of `name`'s slots for a run that starts now, if the name is limited.
+local function hold_slot(task_id, task_key, name)
+  if not most[name] then return end
+  redis.call('SADD', holding_key(prefix, name), task_id)
+  redis.call('HSET', task_key, 'slot', name)
+  if not limited[name] then
+    redis.call('HSET', prefix .. 'limits', name, integer_text(most[name]))
+    limited[name] = true
+  end
+end
+
 local function lease_from(list)
   local popped = redis.call('RPOP', list, count - reply[1])
   if not popped then return false end
@@ -148,7 +208,9 @@ local function lease_from(list)
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
       'fencing_token', 'rate_slot')
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
-    if record[1] and (n_limits == 0 or admitted(task_id, task_key, record[1], record[6])) then
+    if record[1] and (n_conc == 0 or not parked(task_id, task_key, record[1]))
+        and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
+      if n_conc > 0 then hold_slot(task_id, task_key, record[1]) end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3], 'at', expires_text})
@@ -162,6 +224,7 @@ local function lease_from(list)
   return true
 end
 
+unpark()
 for _, level in ipairs(ready_lists(ready_key)) do
   while reply[1] < count and lease_from(level[1]) do end
   if reply[1] < count then forget_if_empty(ready_key, level[2]) end

@@ -20,7 +20,9 @@
   Emits:   reaped (state delayed, dead or cancelled)
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
-  producer waiting for a task that dies here is woken (see watch.lua).
+  producer waiting for a task that dies here is woken (see watch.lua). A reaped run's
+  concurrency slot, if it held one, is given back (see _common's free_slot), so a
+  crashed worker's slots come back with its leases.
 ]]
 --- @include "_common"
 
@@ -49,14 +51,15 @@ local reply = {}
 local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
 for _, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker',
+  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'slot',
     unpack(CANCEL_FIELDS))
-  local cancel = {record[4], record[5], record[6], record[7]}
+  local cancel = {record[5], record[6], record[7], record[8]}
   local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
   local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)
+  free_slot(prefix, task_id, record[4])
   if cancel[1] then
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'cancelled', 'token', token,
       'retries', retries, 'error', error_text})

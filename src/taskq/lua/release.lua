@@ -16,6 +16,8 @@
   Returns: 1 released | 2 ended cancelled instead (its cancel was requested) | 0 stale
            (nothing changed)
   Emits:   released (state pending, or cancelled)
+
+  The run's concurrency slot, if it held one, is given back (see _common's free_slot).
 ]]
 --- @include "_common"
 
@@ -25,13 +27,14 @@ local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-local record = redis.call('HMGET', task_key, 'fencing_token', 'priority',
+local record = redis.call('HMGET', task_key, 'fencing_token', 'priority', 'slot',
   unpack(CANCEL_FIELDS))
 if record[1] ~= token then return 0 end
-local cancel = {record[3], record[4], record[5], record[6]}
+local cancel = {record[4], record[5], record[6], record[7]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+free_slot(prefix, task_id, record[3])
 if cancel[1] then
   emit(feed, {'type', 'released', 'task', task_id, 'state', 'cancelled', 'token', token})
   redis.call('ZREM', leased_key, task_id)

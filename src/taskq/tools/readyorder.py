@@ -3,9 +3,10 @@ checked against them. Used by `taskq.tools.tracecheck.validate`.
 
 Replaying the log in order, a task joins the back of its priority's list when it becomes
 ready (`enqueued` or `promoted` or `revived` into pending), the front when it is released
-into pending, and leaves when it is leased or cancelled. Each `leased` event must take
-the front of the highest priority that holds any task. A task's priority is the one its
-`enqueued` event carries (the default when it carries none): it never changes.
+into pending or unparked, and leaves when it is leased, parked or cancelled. Each
+`leased` event must take the front of the highest priority that holds any task. A
+task's priority is the one its `enqueued` event carries (the default when it carries
+none): it never changes.
 
 Where the log does not hold a task's whole history the check says nothing of it, and
 counts why, rather than guess:
@@ -30,10 +31,11 @@ from dataclasses import dataclass, field
 
 from taskq.limits import PRIORITY
 
-# Events that make a task ready, at the back of its priority's list; a release puts it
-# at the front (it already waited its turn).
+# Events that make a task ready, at the back of its priority's list; a release, or a
+# free concurrency slot that unparks a task, puts it at the front (it already waited its
+# turn). A task parked for a slot (`parked`) has left ready.
 JOIN_BACK = ("enqueued", "promoted", "revived")
-JOIN_FRONT = ("released",)
+JOIN_FRONT = ("released", "unparked")
 
 # Why a lease was not checked.
 NOT_IN_LOG = "its enqueued event is not in the log"

@@ -8,7 +8,8 @@ Heartbeat, completed -> Ack, failed -> Fail, released -> Release, reaped -> Reap
 promoted -> Promote, throttled -> Throttle (a lease under a rate limit sending the task
 to delayed until its slot), revived -> RetryDead, cancel_requested -> Cancel (of a running
 task), cancelled -> Cancel (from pending, delayed or dead) or AckCancelled (from
-running). Three model actions write no event and are inserted where the next event
+running); parked and unparked (a task waiting for a concurrency slot, still pending)
+are left out. Three model actions write no event and are inserted where the next event
 implies them: "effect" (the handler's charge) before each completed, "expire" (the clock
 passing the lease's expiry) before each reaped, and "tick" (the clock reaching the
 run-at) before each promoted; the last two carry the time of the event that follows,
@@ -36,6 +37,9 @@ from pathlib import Path
 # Event types the model has an action for.
 MODELLED = ("enqueued", "leased", "heartbeat", "completed", "failed", "released", "reaped",
             "promoted", "revived", "cancel_requested", "cancelled", "throttled")
+# Events that change nothing the model holds: a task parked for a concurrency slot, or
+# unparked, stays pending (the ConcurrencyLimit model checks the slots).
+STUTTERS = ("parked", "unparked")
 # Model steps that write no event, inserted before the event that implies them.
 IMPLIED = {"completed": "effect", "reaped": "expire", "promoted": "tick"}
 # A holder's settles that mean it had not heard of its task's cancel (one that had would
@@ -84,6 +88,8 @@ def steps(events: Iterable[Mapping[str, str]], epoch_ms: int = 0) -> list[Step]:
         kind = fields.get("type", "")
         if kind == "purged":
             break
+        if kind in STUTTERS:
+            continue
         numbers = {name: _number(fields, name) for name in NUMBERS}
         for name in ("ts", "at"):
             if numbers[name] >= 0:

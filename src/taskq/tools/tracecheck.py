@@ -22,6 +22,8 @@ ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
     "reaped": ("running",),
     "promoted": ("delayed",),
     "throttled": ("pending",),
+    "parked": ("pending",),
+    "unparked": ("pending",),
     "revived": ("dead",),
     "purged": ("dead",),
     "cancelled": ("pending", "delayed", "dead", "running"),
@@ -38,6 +40,8 @@ ALLOWED_TO: dict[str, tuple[str, ...]] = {
     "reaped": ("delayed", "dead", "cancelled"),
     "promoted": ("pending",),
     "throttled": ("delayed",),
+    "parked": ("pending",),
+    "unparked": ("pending",),
     "revived": ("pending",),
     "purged": ("purged",),
     "cancelled": ("cancelled",),
@@ -62,6 +66,8 @@ class TaskTrace:
     completions: int = 0
     # A cancel_requested event came while the task ran (cancel.lua flagged its record).
     cancel_requested: bool = False
+    # Parked for a concurrency slot, and not yet unparked.
+    parked: bool = False
 
 
 @dataclass
@@ -99,6 +105,7 @@ def check_event(task: TaskTrace, seq: int, fields: Mapping[str, str]) -> list[st
     problems += _check_cancel(task, kind, state, fields)
     problems += _check_token(task, kind, _int(fields, "token"), fields.get("from", ""))
     problems += _check_timing(task, kind, _int(fields, "ts"))
+    problems += _check_parking(task, kind)
     if state == "delayed" or kind == "enqueued":
         task.run_at = _int(fields, "at")
     if kind == "completed":
@@ -129,6 +136,17 @@ def _check_cancel(task: TaskTrace, kind: str, state: str, fields: Mapping[str, s
         settles_running = task.state == "running" and state == "cancelled"
         if settles_running and kind in ("cancelled", "failed", "released", "reaped"):
             problems.append(f"{kind} into state 'cancelled' with no cancel requested")
+    return problems
+
+
+def _check_parking(task: TaskTrace, kind: str) -> list[str]:
+    """A parked task waits off ready: nothing but its unpark or a cancel may follow."""
+    problems = []
+    if task.parked and kind not in ("unparked", "cancelled"):
+        problems.append(f"{kind} while parked for a concurrency slot")
+    if kind == "unparked" and not task.parked:
+        problems.append("unparked but not parked")
+    task.parked = kind == "parked"
     return problems
 
 

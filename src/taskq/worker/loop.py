@@ -52,8 +52,10 @@ class Worker:
         self.app = app
         self.settings = s = settings or app.settings
         self.broker = broker or app.make_broker()
-        # Every lease this worker makes applies its app's rate limits (see taskq.rates).
+        # Every lease this worker makes applies its app's rate limits (see taskq.rates)
+        # and concurrency limits (taskq.concurrency).
         self.broker.rate_limits = app.rate_limits()
+        self.broker.concurrency_limits = app.concurrency_limits()
         self.concurrency = concurrency or s.concurrency
         self.worker_id = worker_id or make_worker_id()
         self.slots = Slots(self.concurrency)

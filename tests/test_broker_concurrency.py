@@ -1,0 +1,183 @@
+"""Concurrency limits: at most `most` runs of a name hold leases at once, whichever
+worker leases them; the next waits parked (still pending) and comes back when a run's
+lease ends, whichever way it ends, and only the current run's end frees a slot."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import events, view, wait_past
+from taskq.broker import Broker, NewTask
+from taskq.concurrency import ConcurrencyLimit, check_concurrency
+from taskq.errors import ConfigError
+from taskq.rates import RateLimit
+
+NAME = "mod.limited"
+
+
+@pytest.fixture
+def limited(broker: Broker) -> Broker:
+    broker.concurrency_limits = (ConcurrencyLimit(NAME, 2),)
+    return broker
+
+
+def enqueue(broker: Broker, *ids: str, name: str = NAME, priority: int = 5) -> None:
+    broker.enqueue_many([NewTask(t, name=name, priority=priority) for t in ids])
+
+
+def lease_all(broker: Broker, worker: str = "w", seconds: float = 30) -> dict[str, int]:
+    return {t.task_id: t.token for t in broker.lease_many(worker, seconds, 100).tasks}
+
+
+def holding(broker: Broker) -> set[str]:
+    return set(broker.client.smembers(broker.keys.holding(NAME)))
+
+
+def parked(broker: Broker) -> list[str]:
+    return list(broker.client.lrange(broker.keys.parked(NAME), 0, -1))
+
+
+def sound(broker: Broker) -> None:
+    assert view(broker.client, broker.keys).violations() == []
+
+
+class TestAtMostMostRuns:
+    def test_a_lease_takes_only_the_free_slots_and_parks_the_rest(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c", "d")
+        enqueue(limited, "free", name="mod.other")
+        assert set(lease_all(limited)) == {"a", "b", "free"}
+        assert holding(limited) == {"a", "b"}
+        assert parked(limited) == ["c", "d"]
+        assert limited.counts().ready == 0
+        sound(limited)
+
+    def test_parked_tasks_are_pending_and_say_why_in_the_feed(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        lease_all(limited)
+        assert limited.task("c") is not None and limited.task("c").state == "pending"
+        told = [(e.type, e.task, e.fields.get("limit")) for e in events(limited.client,
+                                                                        limited.keys)]
+        assert ("parked", "c", "2") in told
+
+    def test_every_worker_shares_the_slots(self, limited: Broker) -> None:
+        enqueue(limited, *(f"t{n}" for n in range(6)))
+        first, second = lease_all(limited, "w1"), lease_all(limited, "w2")
+        assert len(first) == 2 and second == {}
+        assert len(holding(limited)) == 2
+
+    def test_a_queue_that_never_limits_keeps_no_slot_keys(self, broker: Broker) -> None:
+        enqueue(broker, "a", "b")
+        for task_id, token in lease_all(broker).items():
+            broker.ack(task_id, token)
+        assert not [k for k in broker.client.keys("*") if "holding" in k or "parked" in k]
+        assert "slot" not in broker.client.hkeys(broker.keys.task("a"))
+
+
+class TestASlotComesBack:
+    def test_when_a_run_is_acked(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        leases = lease_all(limited)
+        assert limited.ack("a", leases["a"])
+        assert lease_all(limited) == {"c": 1}
+        assert holding(limited) == {"b", "c"}
+        types = [e.type for e in events(limited.client, limited.keys) if e.task == "c"]
+        assert types == ["enqueued", "parked", "unparked", "leased"]
+        sound(limited)
+
+    def test_when_a_run_fails_is_released_or_is_cancelled(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c", "d", "e")
+        leases = lease_all(limited)
+        assert limited.fail("a", leases["a"], "boom").status == "retry"
+        assert limited.release("b", leases["b"])
+        # Parked tasks go back to the front of ready, ahead of the released one.
+        assert lease_all(limited) == {"c": 1, "d": 1}
+        assert limited.cancel("c").outcome == "requested"
+        assert limited.ack_cancelled("c", 1)
+        # b, leased behind them, was parked after e.
+        assert lease_all(limited) == {"e": 1}
+        assert holding(limited) == {"d", "e"}
+        sound(limited)
+
+    def test_when_a_crashed_holders_lease_is_reaped(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        lease_all(limited, seconds=0.05)
+        assert lease_all(limited) == {}
+        wait_past(0.05)
+        assert len(limited.reap()) == 2
+        assert holding(limited) == set()
+        assert lease_all(limited) == {"c": 1}
+        sound(limited)
+
+    def test_not_when_a_stale_holder_acks(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c", "d")
+        leases = lease_all(limited, seconds=0.05)
+        wait_past(0.05)
+        limited.reap()
+        wait_past(1.0)  # past the first retry's backoff
+        limited.promote()
+        taken = lease_all(limited)
+        assert set(taken) == {"c", "d"}
+        # The lost holders answer late: refused, and the slots stay with c and d.
+        assert limited.ack("a", leases["a"]) is False
+        assert limited.fail("b", leases["b"], "late").status == "stale"
+        assert holding(limited) == {"c", "d"}
+        assert lease_all(limited) == {}
+        sound(limited)
+
+    def test_the_freeing_script_wakes_an_idle_worker(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        leases = lease_all(limited)
+        limited.client.delete(limited.keys.wake)
+        limited.ack("a", leases["a"])
+        assert limited.client.llen(limited.keys.wake) == 1
+
+
+class TestParkedTasks:
+    def test_keep_their_order_and_priority(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b")
+        enqueue(limited, "p3", "p4")
+        enqueue(limited, "hi", priority=9)
+        leases = lease_all(limited)
+        assert set(leases) == {"hi", "a"}
+        assert parked(limited) == ["b", "p3", "p4"]
+        limited.ack("hi", leases["hi"])
+        limited.ack("a", leases["a"])
+        assert list(lease_all(limited)) == ["b", "p3"]
+
+    def test_can_be_cancelled(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        lease_all(limited)
+        assert limited.cancel("c").outcome == "cancelled"
+        assert parked(limited) == []
+        assert not limited.client.exists(limited.keys.parked_names)
+        sound(limited)
+
+    def test_come_back_when_no_worker_limits_the_name_any_more(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        lease_all(limited)
+        limited.concurrency_limits = ()
+        assert lease_all(limited) == {"c": 1}
+        sound(limited)
+
+    def test_take_no_rate_limit_slot_while_parked(self, limited: Broker) -> None:
+        limited.rate_limits = (RateLimit(NAME, 1.0, 3),)
+        enqueue(limited, "a", "b", "c")
+        leases = lease_all(limited)
+        assert set(leases) == {"a", "b"}
+        limited.ack("a", leases["a"])
+        # The third start of a burst of three: c was parked, not throttled, before.
+        assert lease_all(limited) == {"c": 1}
+
+
+class TestLimitArguments:
+    @pytest.mark.parametrize("most", [0, -1, 10_001, 2.5, True, "5", None])
+    def test_a_bad_limit_is_refused_saying_what_is_wrong(self, most: object) -> None:
+        with pytest.raises(ConfigError, match="max_concurrency must be a whole number"):
+            check_concurrency("mod.fn", most)
+
+    def test_the_script_refuses_a_limit_out_of_range_before_writing(self, broker: Broker) -> None:
+        enqueue(broker, "a")
+        broker.concurrency_limits = (ConcurrencyLimit(NAME, 10_001),)
+        with pytest.raises(Exception, match="max must be a whole number"):
+            broker.lease_many("w", 30, 1)
+        assert broker.counts().ready == 1
