@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specs.CeleryETA import celery_eta
+from specs.ConcurrencyLimit import concurrency_limit
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
 from specs.RateLimit import rate_limit
@@ -404,5 +405,28 @@ CHECKS: tuple[Check, ...] = (
         # A kept slot leased past its deadline starts with the next slots' tasks.
         expect=Expect.violated("NeverOverRate", depth=14),
         tlc=TLC(distinct=30987, generated=61543, depth=14, left=6352),
+    ),
+    Check(
+        spec="ConcurrencyLimit/ConcurrencyLimit.tla",
+        config="ConcurrencyLimit/ConcurrencyLimit.cfg",
+        build=concurrency_limit.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=20223, generated=104842, depth=19, left=0),
+    ),
+    Check(
+        spec="ConcurrencyLimit/ConcurrencyLimitStaleFree.tla",
+        config="ConcurrencyLimit/ConcurrencyLimitStaleFree.cfg",
+        build=concurrency_limit.stale_free_model,
+        # A reaped task leased again; its lost holder's late ack frees that run's slot.
+        expect=Expect.violated("NeverOverLimit", depth=8),
+        tlc=TLC(distinct=1835, generated=4858, depth=8, left=1000),
+    ),
+    Check(
+        spec="ConcurrencyLimit/ConcurrencyLimitCheckThenTake.tla",
+        config="ConcurrencyLimit/ConcurrencyLimitCheckThenTake.cfg",
+        build=concurrency_limit.check_then_take_model,
+        # Two workers count the same free slot, then both start a task in it.
+        expect=Expect.violated("NeverOverLimit", depth=8),
+        tlc=TLC(distinct=580, generated=1227, depth=8, left=322),
     ),
 )

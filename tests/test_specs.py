@@ -121,6 +121,7 @@ class TestCatalogue:
             "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
+            "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:
