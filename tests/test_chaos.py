@@ -19,15 +19,16 @@ from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_c
 from taskq.tools.chaos.canceller import Cancels
 from taskq.tools.chaos.checks import (
     Findings,
+    concurrency_check,
     count_ticks,
     final_states,
     memory_check,
     priority_check,
     ticks_check,
 )
-from taskq.tools.chaos.producer import priorities
+from taskq.tools.chaos.producer import limited, priorities
 from taskq.tools.chaos.run import MIN_TICKS
-from taskq.tools.chaos.schedules import PERIODS, period_ms
+from taskq.tools.chaos.schedules import LIMITED_TASK, PERIODS, period_ms
 from taskq.tools.ledger import Charge, Ledger
 from taskq.tools.tlatrace import read_log
 from taskq.tools.tracecheck import validate
@@ -246,6 +247,41 @@ def priority_log(*order: str) -> Rows:
             rows.append((len(rows) + 1, {"type": kind, "task": task, "state": state,
                                          "token": "1"}))
     return rows
+
+
+def limited_log(*steps: tuple[str, str, dict[str, str]]) -> list[tuple[int, dict[str, str]]]:
+    """Rows of (task, event type, more fields); every task enqueued first as the
+    limited task, x as another."""
+    tasks = sorted({task for task, _, _ in steps})
+    rows = [{"task": t, "type": "enqueued", "state": "pending",
+             "name": "other" if t == "x" else LIMITED_TASK} for t in tasks]
+    rows += [{"task": t, "type": kind, **more} for t, kind, more in steps]
+    return list(enumerate(rows, start=1))
+
+
+class TestConcurrencyLimit:
+    def test_the_producer_sends_about_a_tenth_as_the_limited_task(self) -> None:
+        drawn = limited(7, 4000)
+        assert drawn == limited(7, 4000) != limited(8, 4000)
+        assert 0.08 < sum(drawn) / len(drawn) < 0.12
+
+    def test_leases_within_the_limit_pass_counting_every_way_a_lease_ends(self) -> None:
+        steps = [(t, "leased", {}) for t in "abcd"] + [("x", "leased", {})]
+        steps += [("a", "completed", {}), ("b", "failed", {}), ("c", "released", {}),
+                  ("d", "cancelled", {"from": "running"}), ("e", "parked", {}),
+                  ("e", "unparked", {}), ("e", "leased", {}), ("f", "leased", {}),
+                  ("g", "leased", {}), ("h", "leased", {})]
+        check = concurrency_check(limited_log(*steps))
+        assert check.ok, check.detail
+        assert check.detail == ("at most 4 at once over 8 leases; 1 times a task waited "
+                                "parked for a slot")
+
+    def test_a_fifth_run_at_once_fails(self) -> None:
+        steps = [(t, "leased", {}) for t in "abcd"]
+        steps += [("a", "cancelled", {"from": "pending"}), ("e", "leased", {})]
+        check = concurrency_check(limited_log(*steps))
+        assert not check.ok
+        assert check.detail.startswith("at most 5 at once over 5 leases")
 
 
 class TestPriorities:

@@ -14,7 +14,13 @@ from taskq.limits import PRIORITY
 from taskq.tools.chaos.cancel_checks import CancelCount, cancel_checks, count_cancels
 from taskq.tools.chaos.canceller import Cancels
 from taskq.tools.chaos.producer import Produced
-from taskq.tools.chaos.schedules import PERIODS, period_ms, tick_of
+from taskq.tools.chaos.schedules import (
+    LIMITED_MOST,
+    LIMITED_TASK,
+    PERIODS,
+    period_ms,
+    tick_of,
+)
 from taskq.tools.chaos.waiters import Waited
 from taskq.tools.ledger import Ledger
 from taskq.tools.readyorder import PriorityReport
@@ -150,6 +156,7 @@ def run_checks(
         + (f"; {len(report.unfinished)} tasks not finished" if report.unfinished else "")))
     found.priority = report.priority
     found.checks.append(priority_check(report.priority))
+    found.checks.append(concurrency_check(rows))
 
     found.checks.append(memory_check(client, broker, found))
     return found
@@ -169,6 +176,45 @@ def priority_check(p: PriorityReport) -> Check:
            if p.passed_over else "")
         + f"; {len(p.violations)} violations"
         + (f", first: {p.violations[0]}" if p.violations else ""))
+
+
+# Events that end a lease, giving back its concurrency slot (a cancel from running is
+# ack_cancelled's; one from any other state ends no lease).
+LEASE_ENDS = ("completed", "failed", "released", "reaped")
+
+
+def runs_at_once(rows: list[tuple[int, dict[str, str]]], name: str) -> tuple[int, int, int]:
+    """(most leases of task `name` held at once, leases, parked events), replaying the
+    log in sequence order: each script's events are in the order it ran, so this is
+    exactly what Redis held."""
+    names: dict[str, str] = {}
+    held: set[str] = set()
+    most = leases = parked = 0
+    for _, fields in rows:
+        task, kind = fields.get("task", ""), fields.get("type", "")
+        if kind == "enqueued":
+            names[task] = fields.get("name", "")
+        if names.get(task) != name:
+            continue
+        if kind == "leased":
+            held.add(task)
+            leases += 1
+            most = max(most, len(held))
+        elif kind in LEASE_ENDS or (kind == "cancelled" and fields.get("from") == "running"):
+            held.discard(task)
+        elif kind == "parked":
+            parked += 1
+    return most, leases, parked
+
+
+def concurrency_check(rows: list[tuple[int, dict[str, str]]]) -> Check:
+    """L1 for the run's concurrency-limited task, by the log."""
+    most, leases, parked = runs_at_once(rows, LIMITED_TASK)
+    return Check(
+        f"L1: never more than {LIMITED_MOST} runs of {LIMITED_TASK} held leases at once",
+        most <= LIMITED_MOST and leases > 0,
+        f"at most {most} at once over {leases} leases; {parked} times a task waited "
+        "parked for a slot")
 
 
 def count_ticks(rows: list[tuple[int, dict[str, str]]], periods: Mapping[str, int],
@@ -276,8 +322,11 @@ def memory_check(client: Client, broker: Broker, found: Findings) -> Check:
     """Memory is bounded when the log is capped by its retention and every other key
     that grows with the number of tasks (records, idempotency keys) expires."""
     k = broker.keys
+    # One key per queue, or per task name with a limit (each name's slots and parked
+    # tasks included): bounded by the app, not by the number of tasks.
     fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
-             k.schedules, k.ready_levels,
+             k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names,
+             k.holding(LIMITED_TASK), k.parked(LIMITED_TASK),
              *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
     names = [str(n) for n in client.scan_iter(match=k.prefix + "*", count=5000)]
     growing = [n for n in names if n not in fixed]

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
 from taskq.limits import PRIORITY
+from taskq.results import SIMULATE_TASK
 from taskq.tools.chaos.options import ChaosOptions
+from taskq.tools.chaos.schedules import LIMITED_TASK
 
 BATCH = 500
 # Keep this much work ready so workers never starve, and enqueues span the whole run.
@@ -20,6 +22,8 @@ READY_TARGET = 3000
 # rest are spread over every priority, so leases cross levels all the time and each
 # level empties and fills again.
 DEFAULT_SHARE = 0.5
+# The share of tasks sent as the concurrency-limited task (schedules.LIMITED_TASK).
+LIMITED_SHARE = 0.1
 
 
 def task_id(i: int) -> str:
@@ -31,6 +35,13 @@ def priorities(seed: int, count: int) -> list[int]:
     rng = random.Random(f"priorities:{seed}")
     return [PRIORITY.default if rng.random() < DEFAULT_SHARE
             else rng.randint(PRIORITY.low, PRIORITY.high) for _ in range(count)]
+
+
+def limited(seed: int, count: int) -> list[bool]:
+    """Whether each of `count` tasks is sent as the limited task, the same for the same
+    seed."""
+    rng = random.Random(f"limited:{seed}")
+    return [rng.random() < LIMITED_SHARE for _ in range(count)]
 
 
 @dataclass
@@ -63,18 +74,19 @@ class Producer(threading.Thread):
         o = self.options
         payload = {"args": [], "kwargs": {"charge": 1}}
         priority = priorities(o.seed, o.tasks)
+        name = [LIMITED_TASK if x else SIMULATE_TASK for x in limited(o.seed, o.tasks)]
         for start in range(0, o.tasks, BATCH):
             if self.stopping.is_set():
                 break
             self._wait_for_room()
             tasks = [NewTask(task_id(i), payload=payload, max_retries=o.max_retries,
                              idempotency_key=f"k{i}", idempotency_ttl=o.idempotency_ttl,
-                             priority=priority[i])
+                             priority=priority[i], name=name[i])
                      for i in range(start, min(o.tasks, start + BATCH))]
             self._send(tasks, resend=False)
             resends = [NewTask(f"r{t.task_id[1:]}", payload=payload, max_retries=o.max_retries,
                                idempotency_key=t.idempotency_key, idempotency_ttl=o.idempotency_ttl,
-                               priority=t.priority)
+                               priority=t.priority, name=t.name)
                        for n, t in enumerate(tasks, start)
                        if o.resend_every and n % o.resend_every == 0]
             self._send(resends, resend=True)

@@ -23,8 +23,14 @@ PERIODS: dict[str, timedelta] = {
 }
 # See scheduling_app for why each tick missed while no worker could fire still runs.
 POLICY = "all"
-# The workers' --app while the schedules fire (a module that builds the app on import).
+# The workers' --app while the schedules fire, and after (modules that build the apps
+# on import).
 SCHEDULING_APP = "taskq.tools.chaos.worker_app:app"
+DRAIN_APP = "taskq.tools.chaos.worker_app:drain_app"
+# A share of the run's tasks go by this name, limited to LIMITED_MOST runs at once
+# across every worker (see taskq.concurrency): check L1 counts them from the log.
+LIMITED_TASK = "chaos.limited"
+LIMITED_MOST = 4
 
 
 def period_ms(name: str) -> int:
@@ -40,6 +46,15 @@ def tick_of(schedule: str, task_id: str) -> int | None:
     return int(tick) if tick.isdigit() else None
 
 
+def limited_app(settings: Settings | None = None,
+                simulation: Simulation | None = None) -> App:
+    """The simulated task, and the same function as LIMITED_TASK with max_concurrency:
+    every worker of the run, before and after the schedules stop, applies the limit."""
+    app = builtin_app(settings, simulation)
+    app.task(LIMITED_TASK, max_concurrency=LIMITED_MOST)(app.tasks[SIMULATE_TASK].fn)
+    return app
+
+
 def scheduling_app(settings: Settings | None = None,
                    simulation: Simulation | None = None) -> App:
     """The simulated task, also fired by each schedule of PERIODS with a charge, so a
@@ -50,7 +65,7 @@ def scheduling_app(settings: Settings | None = None,
     a tick is dropped by design, and the check could not tell a tick dropped on purpose
     from one lost; under "all" every tick from the first to the last must have its task,
     so "one task per tick, none missing" is a claim the run can count."""
-    app = builtin_app(settings, simulation)
+    app = limited_app(settings, simulation)
     simulate = app.tasks[SIMULATE_TASK]
     for name, every in PERIODS.items():
         # The run's max_retries, as its other tasks have: TLC's trace validation holds
@@ -61,8 +76,8 @@ def scheduling_app(settings: Settings | None = None,
 
 
 class Firing:
-    """Which app the run's workers load: SCHEDULING_APP until `stop`, then the plain
-    simulated one. Stopping retires every worker that may fire (SIGTERM: each drains
+    """Which app the run's workers load: SCHEDULING_APP until `stop`, then DRAIN_APP,
+    the same without schedules. Stopping retires every worker that may fire (SIGTERM: each drains
     and exits, and its slot is refilled by a worker without schedules, as a deploy that
     drops a schedule would); once all have exited, no tick can fire again, so the drain
     ends with nothing left to run and no new task appears under the T1 check."""
@@ -72,7 +87,7 @@ class Firing:
         self.retired: list[subprocess.Popen[bytes]] = []
 
     def worker_args(self) -> list[str]:
-        return ["--app", SCHEDULING_APP] if self.on else []
+        return ["--app", SCHEDULING_APP if self.on else DRAIN_APP]
 
     def stop(self, workers: Sequence[subprocess.Popen[bytes]], terminated: set[int]) -> None:
         """Retire `workers`; those whose pid is in `terminated` already drain."""
