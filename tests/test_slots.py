@@ -8,8 +8,8 @@ from taskq.context import TaskContext
 from taskq.worker.slots import Slots
 
 
-def context(task_id: str, token: int = 1) -> TaskContext:
-    return TaskContext(task_id=task_id, name="n", queue="q", worker_id="w", token=token,
+def context(task_id: str, token: int = 1, queue: str = "q") -> TaskContext:
+    return TaskContext(task_id=task_id, name="n", queue=queue, worker_id="w", token=token,
                        attempt=1, max_retries=3)
 
 
@@ -60,8 +60,15 @@ class TestInHand:
         stale, current = context("a", 1), context("a", 3)
         slots.hold(stale)
         slots.hold(current)
-        slots.let_go(("a", 1))
+        slots.let_go(context("a"))
         assert slots.in_hand() == [current]
+
+    def test_the_same_task_id_from_two_queues_is_two_runs_in_hand(self) -> None:
+        slots = Slots(2)
+        high, low = context("a", queue="high"), context("a", queue="low")
+        slots.hold(high, low)
+        slots.let_go(context("a", queue="high"))
+        assert slots.in_hand() == [low]
 
     def test_idle_means_nothing_in_hand_and_no_lease_under_way(self) -> None:
         slots = Slots(2)
@@ -71,7 +78,7 @@ class TestInHand:
         slots.unreserve(free)
         slots.hold(context("a"))
         assert not slots.idle()
-        slots.let_go(("a", 1))
+        slots.let_go(context("a"))
         assert slots.idle()
 
 

@@ -73,6 +73,13 @@ class TaskContext:
     finished: bool = field(default=False, repr=False)
 
     @property
+    def key(self) -> tuple[str, str, int]:
+        """(queue, task id, token): tells this run from every other a worker holds. A
+        worker on several queues may hold the same task id from two of them, and after
+        a lost lease the same task again under a newer token."""
+        return (self.queue, self.task_id, self.token)
+
+    @property
     def lease_lost(self) -> bool:
         return self._lost
 

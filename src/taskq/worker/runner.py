@@ -35,8 +35,10 @@ Call = tuple[Callable[..., Any], list[Any], dict[str, Any], bool]
 # A prepared run: the handler call, the task it runs, the context it runs in, and how
 # its failures are retried.
 Job = tuple[Call, LeasedTask, TaskContext, RetryPolicy]
-# A run under a time limit, by (task id, token): its task and what was registered.
+# A run under a time limit, by `TaskContext.key`: its task and what was registered.
 Limited = tuple[LeasedTask, Task[Any, Any]]
+# `TaskContext.key`: (queue, task id, token).
+RunKey = tuple[str, str, int]
 
 
 def type_name(error: BaseException) -> str:
@@ -90,12 +92,12 @@ class Runner:
         self._threads: list[threading.Thread] = []
         for _ in range(concurrency):
             self._new_thread()
-        self._limited: dict[tuple[str, int], Limited] = {}
+        self._limited: dict[RunKey, Limited] = {}
         self._loop = asyncio.new_event_loop()
-        # The loop thread's alone: each async run's asyncio task and job, by (task id,
-        # token), and the runs already cancelled because their task was.
-        self._running: dict[tuple[str, int], tuple[asyncio.Task[None], Job]] = {}
-        self._cancelled: set[tuple[str, int]] = set()
+        # The loop thread's alone: each async run's asyncio task and job, by
+        # `TaskContext.key`, and the runs already cancelled because their task was.
+        self._running: dict[RunKey, tuple[asyncio.Task[None], Job]] = {}
+        self._cancelled: set[RunKey] = set()
         self._loop_thread = threading.Thread(
             target=self._loop_main, name="taskq-async-handlers", daemon=True
         )
@@ -146,7 +148,7 @@ class Runner:
             if limit > 0:
                 context.limit(limit)
                 with self._lock:
-                    self._limited[(task.task_id, task.token)] = (task, registered)
+                    self._limited[context.key] = (task, registered)
             job = (call, task, context, registered.retry)
             if registered.is_async:
                 coroutines.append(job)
@@ -184,12 +186,12 @@ class Runner:
 
     def _start_coroutines(self, jobs: list[Job]) -> None:
         for job in jobs:
-            task = job[1]
+            context = job[2]
             # The loop keeps only a weak reference to a task: hold it until it ends
             # (`_run_async` lets go of it last thing, sparing a done-callback per task;
             # only `_cancel` and `_cancel_run` can cancel one before it starts, and they
             # report that themselves).
-            self._running[(task.task_id, task.token)] = (
+            self._running[context.key] = (
                 self._loop.create_task(self._run_async(job)), job)
 
     async def _run_async(self, job: Job) -> None:
@@ -207,7 +209,7 @@ class Runner:
             outcome = failed(task, context, policy, e)
         finally:
             unbind(token)
-            key = (task.task_id, task.token)
+            key = context.key
             self._running.pop(key, None)
             self._cancelled.discard(key)
         self._report(outcome)
@@ -238,7 +240,7 @@ class Runner:
                      "outcome is ignored", context.task_id)
             return False
         with self._lock:
-            self._limited.pop((context.task_id, context.token), None)
+            self._limited.pop(context.key, None)
         self.inbox.put(outcome)
         return True
 
@@ -246,7 +248,7 @@ class Runner:
         """End a run past its time limit, its context already timed out (called on the
         heartbeat's thread): cancel an async handler; fail a sync one's attempt now and
         replace its thread, since the thread cannot be stopped."""
-        key = (context.task_id, context.token)
+        key = context.key
         with self._lock:
             run = self._limited.get(key)
         if run is None:
@@ -272,9 +274,9 @@ class Runner:
         heartbeat's thread, its context already cancelled): it gets CancelledError at its
         next await. A sync handler cannot be interrupted: it reads
         `current_task().cancelled`, and its effects are refused."""
-        self._loop.call_soon_threadsafe(self._cancel_run, (context.task_id, context.token))
+        self._loop.call_soon_threadsafe(self._cancel_run, context.key)
 
-    def _cancel_run(self, key: tuple[str, int]) -> None:
+    def _cancel_run(self, key: RunKey) -> None:
         entry = self._running.get(key)
         if entry is None or key in self._cancelled:
             return  # a sync run, one that has ended, or one cancelled already
@@ -284,7 +286,7 @@ class Runner:
         # Cancelled before it started, the coroutine never runs to report: report here.
         running.add_done_callback(lambda done: self._report_unstarted(done, key, job))
 
-    def _report_unstarted(self, done: asyncio.Task[None], key: tuple[str, int],
+    def _report_unstarted(self, done: asyncio.Task[None], key: RunKey,
                           job: Job) -> None:
         if not done.cancelled():
             return  # it ran, caught the CancelledError and reported
@@ -293,7 +295,7 @@ class Runner:
         _, task, context, policy = job
         self._report(failed(task, context, policy, asyncio.CancelledError()))
 
-    def _cancel(self, key: tuple[str, int], task: LeasedTask, context: TaskContext,
+    def _cancel(self, key: RunKey, task: LeasedTask, context: TaskContext,
                 policy: RetryPolicy) -> None:
         entry = self._running.get(key)
         if entry is None:
@@ -306,7 +308,7 @@ class Runner:
         # (a claim already made by the coroutine makes this a no-op).
         running.add_done_callback(lambda _: self._report_cancelled(key, task, context, policy))
 
-    def _report_cancelled(self, key: tuple[str, int], task: LeasedTask,
+    def _report_cancelled(self, key: RunKey, task: LeasedTask,
                           context: TaskContext, policy: RetryPolicy) -> None:
         self._running.pop(key, None)
         if context.claim_report():

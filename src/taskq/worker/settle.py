@@ -61,7 +61,7 @@ class Settler:
         # hand, not held up by fails retried through an outage while its clock runs.
         done = [o for o in outcomes if o.failure is None and not o.context.cancelled]
         settled = self._ack(done, refill) if done else Settled()
-        self.slots.let_go(*((o.task.task_id, o.task.token) for o in outcomes))
+        self.slots.let_go(*(o.context for o in outcomes))
         return settled
 
     def abandon(self, contexts: Sequence[TaskContext]) -> None:
@@ -80,7 +80,7 @@ class Settler:
                 self._ack_abandoned(context)
             else:
                 self._release_abandoned(context)
-            self.slots.let_go((context.task_id, context.token))
+            self.slots.let_go(context)
 
     def _ack(self, done: list[Outcome], refill: int) -> Settled:
         tasks = [o.task for o in done]

@@ -30,14 +30,14 @@ class Slots:
     share, behind one lock: the tasks in hand (each with its context), the slots that a
     lease under way may fill, and the counters.
 
-    Tasks in hand are keyed by (task id, token): after a lost lease this worker may
-    lease the same task again while the stale run is still in hand, and both need
-    heartbeats until they are settled."""
+    Tasks in hand are keyed by `TaskContext.key` (queue, task id, token): after a lost
+    lease this worker may lease the same task again while the stale run is still in
+    hand, and both need heartbeats until they are settled."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._lock = threading.Lock()
-        self._in_hand: dict[tuple[str, int], TaskContext] = {}
+        self._in_hand: dict[tuple[str, str, int], TaskContext] = {}
         self._reserved = 0
         self._stats = Stats()
 
@@ -60,14 +60,14 @@ class Slots:
         """Put leased tasks in hand: heartbeats cover them from now on."""
         with self._lock:
             for context in contexts:
-                self._in_hand[(context.task_id, context.token)] = context
+                self._in_hand[context.key] = context
             self._stats.leased += len(contexts)
 
-    def let_go(self, *held: tuple[str, int]) -> None:
-        """Take settled tasks, each a (task id, token), out of hand."""
+    def let_go(self, *contexts: TaskContext) -> None:
+        """Take settled tasks out of hand."""
         with self._lock:
-            for key in held:
-                self._in_hand.pop(key, None)
+            for context in contexts:
+                self._in_hand.pop(context.key, None)
 
     def in_hand(self) -> list[TaskContext]:
         with self._lock:
