@@ -114,6 +114,9 @@ TIME_LIMIT = Range("time_limit", 0.0, float(WEEK), 0.0, "seconds")
 CONCURRENCY = Range("concurrency", 1, LEASE_COUNT.high, 1, "handlers", whole=True)
 # More copies than cores only adds contention; the cap catches a typo like 1000.
 WORKER_PROCESSES = Range("worker_processes", 1, 256, 1, "processes", whole=True)
+# A queue's weight on a worker that leases from several (`--queue high:3,low:1`): how
+# often it is tried first, relative to the others; the cap catches a typo like 3000.
+QUEUE_WEIGHT = Range("weight", 1, 1000, 1, whole=True)
 # Heartbeats at most every 15 s (the feed protocol's promise).
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
