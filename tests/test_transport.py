@@ -223,14 +223,25 @@ class TestBothTransports:
         self, transport: Transport, client: redis.Redis
     ) -> None:
         client.rpush(KEYS.wake, "1")
-        assert transport.wait(KEYS.wake, 5) is True
+        assert transport.wait([KEYS.wake], 5) is True
         assert client.llen(KEYS.wake) == 0
-        assert transport.wait(KEYS.wake, 0.05) is True
+        assert transport.wait([KEYS.wake], 0.05) is True
+
+    def test_one_wait_names_several_queues_where_the_transport_spans_slots(
+        self, transport: Transport, client: redis.Redis
+    ) -> None:
+        if not transport.spans_slots:
+            assert isinstance(transport, Cluster)  # a cluster's queues are in their own slots
+            return
+        other = QueueKeys("other")
+        client.rpush(other.wake, "1")
+        assert transport.wait([KEYS.wake, other.wake], 5) is True
+        assert client.llen(other.wake) == 0
 
     def test_the_wait_says_false_when_redis_cannot_be_asked(self) -> None:
         gone = redis.Redis(unix_socket_path="/nonexistent/redis.sock")
-        assert SingleNode(gone).wait(KEYS.wake, 0.05) is False
-        assert Cluster(gone).wait(KEYS.wake, 0.05) is False
+        assert SingleNode(gone).wait([KEYS.wake], 0.05) is False
+        assert Cluster(gone).wait([KEYS.wake], 0.05) is False
 
     def test_the_wait_with_a_script_runs_it_behind_the_pop_or_declines_having_done_nothing(
         self, transport: Transport, lease: Script, queued: Broker, client: redis.Redis

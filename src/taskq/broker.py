@@ -122,10 +122,12 @@ class Broker:
         self.concurrency_limits: tuple[ConcurrencyLimit, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Settings, queue: str | None = None) -> Broker:
-        """A Broker on a new connection to `settings.redis_url`, for `queue`."""
+    def from_settings(cls, settings: Settings, queue: str | None = None,
+                      client: Client | None = None) -> Broker:
+        """A Broker for `queue` on `client` (brokers of several queues may share one), or
+        on a new connection to `settings.redis_url`."""
         return cls(
-            connect(settings),
+            connect(settings) if client is None else client,
             queue or settings.queue,
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
@@ -455,11 +457,13 @@ class Broker:
             return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
                                       "RIGHT", "LEFT") is not None
 
-    def wait_for_work(self, timeout: float) -> bool:
-        """Block until a script signals new work on this queue, or `timeout` seconds pass;
-        False if Redis could not be asked (the caller's next operation will say why)."""
+    def wait_for_work(self, timeout: float, also: Sequence[Broker] = ()) -> bool:
+        """Block until a script signals new work on this queue or on a queue of `also`
+        (brokers on this client; one call names every wake list, so only where the
+        transport `spans_slots`), or `timeout` seconds pass; False if Redis could not be
+        asked (the caller's next operation will say why)."""
         TIMEOUT.check(timeout)
-        return self.transport.wait(self.keys.wake, timeout)
+        return self.transport.wait([self.keys.wake, *(b.keys.wake for b in also)], timeout)
 
     # -- maintenance -------------------------------------------------------------------
 

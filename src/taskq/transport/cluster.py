@@ -20,6 +20,7 @@ class Cluster:
     runs on a single node too (tests hold it against `SingleNode` there)."""
 
     __slots__ = ("client",)
+    spans_slots = False
 
     def __init__(self, client: RedisCluster | redis.Redis) -> None:
         self.client = client
@@ -45,9 +46,9 @@ class Cluster:
         # A cluster client offers no connection to queue the script behind the pop.
         return None
 
-    def wait(self, key: str, timeout: float) -> bool:
+    def wait(self, keys: Sequence[str], timeout: float) -> bool:
         try:
-            self.client.blpop([key], timeout)
+            self.client.blpop(keys, timeout)
         except (redis.RedisError, RedisClusterException):
             return False
         return True

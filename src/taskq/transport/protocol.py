@@ -21,6 +21,12 @@ class Transport(Protocol):
     that lost a script (NOSCRIPT, after a restart or SCRIPT FLUSH) ran nothing, so the
     transport loads it and runs it again with the same arguments."""
 
+    @property
+    def spans_slots(self) -> bool:
+        """Whether one call may name keys of several hash slots (several queues): a
+        single node takes any keys; a cluster refuses keys that live in different slots."""
+        ...
+
     def script(self, source: str) -> Script:
         """The script with Lua text `source`, ready to run on this transport."""
         ...
@@ -42,6 +48,7 @@ class Transport(Protocol):
         nothing, where the two cannot go in one round trip: use `wait` and then `run`."""
         ...
 
-    def wait(self, key: str, timeout: float) -> bool:
-        """BLPOP `key` for up to `timeout` seconds; False if Redis could not be asked."""
+    def wait(self, keys: Sequence[str], timeout: float) -> bool:
+        """BLPOP `keys` (in one call, so in one slot unless `spans_slots`) for up to
+        `timeout` seconds; False if Redis could not be asked."""
         ...

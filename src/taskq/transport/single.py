@@ -25,6 +25,7 @@ class SingleNode:
     connection, and the blocking wait can carry a script behind it."""
 
     __slots__ = ("client", "direct")
+    spans_slots = True
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
@@ -51,9 +52,9 @@ class SingleNode:
             raise reply
         return reply
 
-    def wait(self, key: str, timeout: float) -> bool:
+    def wait(self, keys: Sequence[str], timeout: float) -> bool:
         try:
-            self.client.blpop([key], timeout)
+            self.client.blpop(keys, timeout)
         except redis.RedisError:
             return False
         return True
