@@ -14,6 +14,7 @@ from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.settings import Settings
 from taskq.worker.heartbeat import Cadence, Heartbeat
+from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
 from test_broker_heartbeat import evalsha_calls, hold
 from waiting import event_types, wait_for_state, wait_until
@@ -59,7 +60,7 @@ class TestBeat:
         broker.heartbeat("a", contexts[0].token, 10)  # loads the script
         calls = evalsha_calls(client)
         before = [c.confirmed_at for c in contexts]
-        Heartbeat(broker, lease(10), holding(*contexts)).beat()
+        Heartbeat(Queues.of(broker), lease(10), holding(*contexts)).beat()
         assert evalsha_calls(client) == calls + 1
         assert all(c.confirmed_at > b for c, b in zip(contexts, before, strict=True))
         assert not any(c.lease_lost for c in contexts)
@@ -72,7 +73,7 @@ class TestBeat:
         client.hincrby(broker.keys.task("a"), "fencing_token", 1)
         settled.finished = True
         seen = len(events(client, broker.keys))
-        Heartbeat(broker, lease(10), holding(stale, fresh, settled)).beat()
+        Heartbeat(Queues.of(broker), lease(10), holding(stale, fresh, settled)).beat()
         assert stale.lease_lost and not fresh.lease_lost and not settled.lease_lost
         assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
 
@@ -85,7 +86,7 @@ class TestBeat:
         within.limit(60)
         time.sleep(0.02)
         seen = len(events(client, broker.keys))
-        heartbeat = Heartbeat(broker, lease(10), holding(overdue, within))
+        heartbeat = Heartbeat(Queues.of(broker), lease(10), holding(overdue, within))
         heartbeat.enforce_time_limits()
         heartbeat.beat()
         assert overdue.timed_out and not within.timed_out
@@ -107,7 +108,7 @@ class TestBeat:
 
         slots = BrokenOnce(1)
         slots.hold(context_of(broker, a, token))
-        heartbeat = Heartbeat(broker, lease(0.3), slots)
+        heartbeat = Heartbeat(Queues.of(broker), lease(0.3), slots)
         heartbeat.start()
         try:
             wait_until(lambda: renewed >= 3, 5, "beats after the failing one")

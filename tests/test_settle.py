@@ -17,6 +17,7 @@ from taskq.context import TaskContext
 from taskq.results import Failure, LeasedTask
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
+from taskq.worker.queues import Queues
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots
 
@@ -33,7 +34,8 @@ class Settling:
 
     def __init__(self, broker: Broker, **settings: Any) -> None:
         self.slots = Slots(8)
-        self.settler = Settler(broker, Settings.from_env({}, **settings), self.slots, "w")
+        self.settler = Settler(Queues.of(broker), Settings.from_env({}, **settings),
+                              self.slots, "w")
 
     def held(self, done: Outcome) -> Outcome:
         """`done`, with its task put in hand first, as the worker had it."""

@@ -1,13 +1,38 @@
-"""A worker on several queues: the `--queue` option, and the order it leases them in."""
+"""A worker on several queues: their order (strict or weighted), and every guarantee kept
+per queue."""
 
 from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
 
 import pytest
 import redis
 
+from helpers import events
+from taskq import App, current_task
 from taskq.broker import Broker
 from taskq.errors import ConfigError
 from taskq.worker.queues import Queues, parse_queues
+from waiting import event_types, wait_for_state, wait_until
+from worker_support import StartWorker
+
+
+def send(broker: Broker, name: str, *args: object, delay: float = 0,
+         max_retries: int = 3) -> str:
+    """Enqueue a call of the task `name` on `broker`'s queue; its task id."""
+    task_id = uuid.uuid4().hex
+    broker.enqueue(task_id, delay, max_retries, {"args": list(args), "kwargs": {}},
+                   name=name)
+    return task_id
+
+
+@pytest.fixture
+def other(client: redis.Redis, queue: Broker) -> Broker:
+    """A second queue beside the test's own, on the same client."""
+    return Broker(client, f"{queue.queue}-2")
 
 
 class TestTheQueueOption:
@@ -29,7 +54,8 @@ class TestTheQueueOption:
         ("high:x", "the weight of 'high' must be"),
         ("high:-1", "the weight of 'high' must be"),
         ("high:1001", "not 1001"),
-        ("high:2,high:1", "names a queue twice"),
+        ("high:2,high:1", "names 'high' twice"),
+        ("high,low,high", "names 'high' twice"),
         ("bad name", "invalid queue name"),
     ])
     def test_a_value_taskq_cannot_use_is_refused_naming_the_option(
@@ -82,3 +108,197 @@ class TestOrder:
         elsewhere = redis.Redis(connection_pool=client.connection_pool)
         with pytest.raises(ConfigError, match="share one Redis client"):
             Queues([Broker(client, "a"), Broker(elsewhere, "b")])
+
+
+class TestInProcess:
+    def test_tasks_of_every_queue_run_and_settle_on_their_own_queue(
+        self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        seen: list[tuple[str, str]] = []
+
+        @app.task("where")
+        def where(n: int) -> int:
+            seen.append((current_task().queue, current_task().task_id))
+            return n
+
+        # The same task id on both queues: two tasks, each held and acked apart.
+        app.broker.enqueue("same", name="where", payload={"args": [1], "kwargs": {}})
+        other.enqueue("same", name="where", payload={"args": [2], "kwargs": {}})
+        mine = [where.enqueue(n).task_id for n in range(5)]
+        theirs = [send(other, "where", n) for n in range(5)]
+        start_worker(concurrency=3, queues=[app.queue, other.queue])
+        for broker, task_ids in ((app.broker, [*mine, "same"]), (other, [*theirs, "same"])):
+            for task_id in task_ids:
+                wait_for_state(broker, task_id, "completed")
+        assert app.handle("same").result(timeout=5) == 1
+        assert other.handle("same").result(timeout=5) == 2
+        assert sorted(seen) == sorted([(app.queue, t) for t in [*mine, "same"]]
+                                      + [(other.queue, t) for t in [*theirs, "same"]])
+        for broker in (app.broker, other):
+            assert broker.counts().leased == 0
+            log = events(client, broker.keys)
+            assert [e.type for e in log if e.task == "same"] == ["enqueued", "leased",
+                                                               "completed"]
+
+    def test_strict_order_leases_all_of_the_first_queue_before_any_of_the_next(
+        self, app: App, other: Broker, start_worker: StartWorker
+    ) -> None:
+        @app.task("pause")
+        def pause() -> None:
+            time.sleep(0.01)
+
+        # Enqueued before the worker starts: both queues are full from its first turn.
+        low = [send(other, "pause") for _ in range(20)]
+        high = [pause.enqueue().task_id for _ in range(20)]
+        start_worker(concurrency=3, queues=[app.queue, other.queue])
+        done = [wait_for_state(app.broker, t, "completed") for t in high] \
+            + [wait_for_state(other, t, "completed") for t in low]
+        high_leased = [r.leased_at for r in done[:20]]
+        low_leased = [r.leased_at for r in done[20:]]
+        # Redis time in ms: the last of high and the first of low may share a turn, and
+        # so a millisecond, but no task of low was leased before one of high.
+        assert max(high_leased) <= min(low_leased)
+
+    def test_weights_give_each_queue_its_share_of_leases_and_starve_none(
+        self, app: App, other: Broker, start_worker: StartWorker
+    ) -> None:
+        order: list[str] = []
+        lock = threading.Lock()
+
+        @app.task("tally")
+        def tally() -> None:
+            with lock:
+                order.append(current_task().queue)
+
+        high = [tally.enqueue().task_id for _ in range(150)]
+        low = [send(other, "tally") for _ in range(150)]
+        # One slot: each turn leases one task, from the queue the weights put first.
+        start_worker(concurrency=1, queues={app.queue: 3, other.queue: 1})
+        for task_id in low:
+            wait_for_state(other, task_id, "completed")
+        for task_id in high:
+            wait_for_state(app.broker, task_id, "completed")
+        # While both queues had work (the first 160 leases: high cannot run out before
+        # 150 of them were its own), high's share is about 3/4, and low was never left
+        # waiting long.
+        first = order[:160]
+        assert 0.65 <= first.count(app.queue) / len(first) <= 0.85
+        longest_wait = max(len(run) for run in "".join(
+            "h" if q == app.queue else "l" for q in first).split("l"))
+        assert longest_wait <= 6
+
+    def test_an_idle_worker_is_woken_by_work_on_any_of_its_queues(
+        self, app: App, other: Broker, start_worker: StartWorker
+    ) -> None:
+        @app.task("nothing")
+        def nothing() -> None:
+            pass
+
+        # A poll (and a waker timeout) far longer than the wait below: only a wake-up on
+        # the second queue's wake list can start the task in time.
+        running = start_worker(queues=[app.queue, other.queue], poll_seconds=60.0,
+                               redis_timeout_seconds=130.0)
+        wait_until(lambda: all(w.armed.is_set() for w in running.worker.wakers), 5,
+                   "the worker to go idle")
+        task_id = send(other, "nothing")
+        wait_for_state(other, task_id, "completed", timeout=10)
+
+    def test_leases_on_each_queue_are_renewed_by_heartbeats(
+        self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        @app.task("long")
+        def long() -> None:
+            time.sleep(2.0)
+
+        mine, theirs = long.enqueue().task_id, send(other, "long")
+        start_worker(concurrency=2, queues=[app.queue, other.queue], lease_seconds=0.6)
+        for broker, task_id in ((app.broker, mine), (other, theirs)):
+            record = wait_for_state(broker, task_id, "completed", timeout=8)
+            assert (record.fencing_token, record.retries) == (1, 0)
+            types = event_types(client, broker.keys, task_id)
+            assert "reaped" not in types and types.count("heartbeat") >= 3
+
+    def test_failures_retry_and_die_on_their_own_queue(
+        self, app: App, other: Broker, start_worker: StartWorker
+    ) -> None:
+        @app.task("broken")
+        def broken() -> None:
+            raise RuntimeError("no")
+
+        task_id = send(other, "broken", max_retries=1)
+        start_worker(queues=[app.queue, other.queue])
+        dead = wait_for_state(other, task_id, "dead")
+        assert dead.retries == 1 and dead.error_type == "RuntimeError"
+        assert other.dead() == [task_id] and app.broker.dead() == []
+
+    def test_a_cancel_reaches_a_running_task_of_the_second_queue(
+        self, app: App, other: Broker, start_worker: StartWorker
+    ) -> None:
+        @app.task("steps")
+        def steps() -> None:
+            while not current_task().cancelled:
+                time.sleep(0.02)
+
+        task_id = send(other, "steps")
+        start_worker(queues=[app.queue, other.queue], lease_seconds=0.6)
+        wait_for_state(other, task_id, "running")
+        assert other.cancel(task_id).outcome == "requested"
+        wait_for_state(other, task_id, "cancelled")
+
+    def test_delays_and_rate_limits_are_kept_on_every_queue(
+        self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        @app.task("limited", rate_limit="5/s")
+        def limited() -> None:
+            pass
+
+        later = [send(broker, "limited", delay=0.3) for broker in (app.broker, other)]
+        burst = [send(other, "limited") for _ in range(3)]
+        start_worker(concurrency=3, queues=[app.queue, other.queue])
+        for broker, task_id in zip((app.broker, other), later, strict=True):
+            record = wait_for_state(broker, task_id, "completed")
+            assert record.leased_at >= record.run_at
+        for task_id in burst:
+            wait_for_state(other, task_id, "completed")
+        # Three starts at once at 5/s with a burst of 1: the second queue's broker applied
+        # the app's limit, throttling two of them.
+        throttled = {e.task for e in events(client, other.keys) if e.type == "throttled"}
+        assert throttled & set(burst)
+
+    def test_concurrency_limits_are_kept_on_every_queue(
+        self, app: App, other: Broker, start_worker: StartWorker
+    ) -> None:
+        guard, running, peak = threading.Lock(), [0], [0]
+
+        @app.task("alone", max_concurrency=1)
+        def alone() -> None:
+            with guard:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            time.sleep(0.05)
+            with guard:
+                running[0] -= 1
+
+        task_ids = [send(other, "alone") for _ in range(4)]
+        start_worker(concurrency=4, queues=[app.queue, other.queue])
+        for task_id in task_ids:
+            wait_for_state(other, task_id, "completed")
+        # Four free slots and four ready tasks: only the second queue's broker applying
+        # the app's limit keeps them to one at a time.
+        assert peak[0] == 1
+
+    def test_the_apps_schedules_fire_on_its_own_queue_only(
+        self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        @app.periodic(every=timedelta(milliseconds=200))
+        @app.task("tick")
+        def tick() -> None:
+            pass
+
+        start_worker(queues=[other.queue, app.queue])
+        def ticks(broker: Broker, kind: str) -> int:
+            return sum(e.type == kind and e.fields.get("task", "").startswith("sched:")
+                       for e in events(client, broker.keys))
+
+        wait_until(lambda: ticks(app.broker, "completed") >= 2, 10, "two ticks to run")
+        assert ticks(other, "enqueued") == 0

@@ -14,14 +14,17 @@ import redis
 from taskq import App, Worker
 from taskq.broker import Broker
 from taskq.settings import Settings
+from taskq.worker.queues import QueueChoice
 
 
 class WorkerThread:
     """One Worker running its loop on a thread, as `taskq worker` runs it in a process."""
 
-    def __init__(self, app: App, settings: Settings, concurrency: int) -> None:
+    def __init__(self, app: App, settings: Settings, concurrency: int,
+                 queues: QueueChoice | None = None) -> None:
         self.broker = Broker.from_settings(settings, app.queue)
-        self.worker = Worker(app, settings=settings, broker=self.broker, concurrency=concurrency)
+        self.worker = Worker(app, settings=settings, broker=self.broker, queues=queues,
+                             concurrency=concurrency)
         self.status: int | None = None
         self.thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
         self.thread.start()
@@ -35,11 +38,13 @@ class WorkerThread:
         assert not self.thread.is_alive(), "the worker did not stop"
 
     def close(self, client: redis.Redis) -> None:
-        """Stop, then let the waker out of its blocking pop before closing its connection."""
+        """Stop, then let the wakers out of their blocking pops before closing their
+        connection."""
         if self.thread.is_alive():
             self.stop()
-        client.lpush(self.broker.keys.wake, "1")
-        for thread in (self.worker.waker, self.worker.heartbeat):
+        for queue in self.worker.queues:
+            client.lpush(queue.keys.wake, "1")
+        for thread in (*self.worker.wakers, self.worker.heartbeat):
             thread.join(5)
         self.broker.client.close()
 
@@ -63,8 +68,10 @@ def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[
     every one it started when the test ends."""
     started: list[WorkerThread] = []
 
-    def start(concurrency: int = 1, **overrides: Any) -> WorkerThread:
-        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency)
+    def start(concurrency: int = 1, queues: QueueChoice | None = None,
+              **overrides: Any) -> WorkerThread:
+        running = WorkerThread(app, dataclasses.replace(settings, **overrides), concurrency,
+                               queues)
         started.append(running)
         return running
 

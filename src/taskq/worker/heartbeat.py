@@ -1,5 +1,5 @@
-"""The heartbeat thread: every lease/3 seconds, renew every lease in hand in one call; in
-between, end the runs that pass their time limits."""
+"""The heartbeat thread: every lease/3 seconds, renew every lease in hand in one call per
+queue; in between, end the runs that pass their time limits."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from taskq.context import TaskContext
 from taskq.errors import BrokerError
 from taskq.results import Renewal
 from taskq.settings import Settings
+from taskq.worker.queues import Queues
 from taskq.worker.runner import Runner
 from taskq.worker.slots import Slots
 
@@ -52,7 +53,8 @@ class LeaseCheck:
 
 
 class Heartbeat(threading.Thread):
-    """Renews every lease in hand, draining included, in one script call per beat.
+    """Renews every lease in hand, draining included, in one script call per queue per
+    beat (each lease on its own queue, with its own token).
 
     A renewal answered "stale" marks the task's context lost, which fences its effects;
     one answered "cancel" marks it cancelled, which fences them too, and has `runner`
@@ -63,10 +65,10 @@ class Heartbeat(threading.Thread):
     hold, and no error ends it.
     """
 
-    def __init__(self, broker: Broker, settings: Settings, slots: Slots,
+    def __init__(self, queues: Queues, settings: Settings, slots: Slots,
                  runner: Runner | None = None) -> None:
         super().__init__(name="taskq-heartbeat", daemon=True)
-        self.broker = broker
+        self.queues = queues
         self.lease_seconds = settings.lease_seconds
         self.interval = settings.heartbeat_seconds
         self.slots = slots
@@ -103,17 +105,29 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         """Renew every lease in hand that is neither lost, timed out nor settled, in one
-        call."""
+        call per queue."""
         contexts = [c for c in self.slots.in_hand()
                     if not (c.lease_lost or c.finished or c.timed_out)]
-        if not contexts:
+        if len(self.queues) == 1:
+            if contexts:
+                self._renew(self.queues.first, contexts)
             return
+        by_queue: dict[str, list[TaskContext]] = {}
+        for context in contexts:
+            by_queue.setdefault(context.queue, []).append(context)
+        for queue, held in by_queue.items():
+            self._renew(self.queues.broker(queue), held)
+
+    def _renew(self, broker: Broker, contexts: list[TaskContext]) -> None:
+        """Renew the leases of `contexts`, tasks of `broker`'s queue, in one call; an
+        outage is logged, and the next beat tries again."""
         sent = time.monotonic()
         try:
-            held = self.broker.heartbeat_many([(c.task_id, c.token) for c in contexts],
-                                              self.lease_seconds)
+            held = broker.heartbeat_many([(c.task_id, c.token) for c in contexts],
+                                         self.lease_seconds)
         except BrokerError as e:
-            log.warning("heartbeat of %d lease(s) failed, will retry: %s", len(contexts), e)
+            log.warning("heartbeat of %d lease(s) on queue %r failed, will retry: %s",
+                        len(contexts), broker.queue, e)
             return
         for context, ok in zip(contexts, held, strict=True):
             if ok:

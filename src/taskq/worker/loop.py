@@ -1,9 +1,11 @@
 """The worker: its parts wired together, `run()`, and one turn of its loop.
 
 Threads, and the one module each one's code lives in: the loop (this module, on the
-thread that calls `run`), the waker (`waker.py`), the heartbeat (`heartbeat.py`), the
-handlers (`runner.py`). What they share lives in one `Slots` (`slots.py`); they talk
-to the loop through its `Inbox` (`inbox.py`).
+thread that calls `run`), the waker (`waker.py`; one per queue for a worker on several
+queues of a cluster), the heartbeat (`heartbeat.py`), the handlers (`runner.py`). What
+they share lives in one `Slots` (`slots.py`); they talk to the loop through its `Inbox`
+(`inbox.py`). The queues it leases from, and their order, are its `Queues`
+(`queues.py`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import uuid
 
 from taskq.app import App
 from taskq.broker import Broker
+from taskq.connection import connect
 from taskq.errors import BrokerError
-from taskq.results import LeaseBatch
 from taskq.settings import Settings
 from taskq.worker.dispatch import Dispatcher
 from taskq.worker.heartbeat import Heartbeat, LeaseCheck
@@ -25,6 +27,7 @@ from taskq.worker.inbox import Inbox, Outcome
 from taskq.worker.lifecycle import Lifecycle
 from taskq.worker.maintenance import Maintenance
 from taskq.worker.outage import Backoff
+from taskq.worker.queues import Leased, Leaser, Leases, QueueChoice, Queues, queue_choice
 from taskq.worker.runner import Runner
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots, Stats
@@ -38,7 +41,13 @@ def make_worker_id() -> str:
 
 
 class Worker:
-    """Runs an App's tasks from one queue with `concurrency` handlers at a time."""
+    """Runs an App's tasks with `concurrency` handlers at a time, from one queue (the
+    app's, or `broker`'s) or from several: `queues=["high", "default", "low"]` tries
+    them in that order each turn (a queue gets slots only while the ones before it have
+    no ready task), `queues={"high": 3, "default": 1}` picks the queue tried first in
+    proportion to the weights, so none is starved. The queues share one connection
+    (`broker`'s when given) and one set of slots; each task is settled, renewed and
+    maintained on its own queue."""
 
     def __init__(
         self,
@@ -46,30 +55,66 @@ class Worker:
         *,
         settings: Settings | None = None,
         broker: Broker | None = None,
+        queues: QueueChoice | None = None,
         concurrency: int | None = None,
         worker_id: str | None = None,
     ) -> None:
         self.app = app
         self.settings = s = settings or app.settings
-        self.broker = broker or app.make_broker()
-        # Every lease this worker makes applies its app's rate limits (see taskq.rates)
-        # and concurrency limits (taskq.concurrency).
-        self.broker.rate_limits = app.rate_limits()
-        self.broker.concurrency_limits = app.concurrency_limits()
+        self.queues = self._queues(broker, queues)
+        self.broker = self.queues.first  # the only one, for a worker on one queue
+        # Every lease this worker makes, on every queue, applies its app's rate limits
+        # (see taskq.rates) and concurrency limits (taskq.concurrency).
+        for each in self.queues:
+            each.rate_limits = app.rate_limits()
+            each.concurrency_limits = app.concurrency_limits()
         self.concurrency = concurrency or s.concurrency
         self.worker_id = worker_id or make_worker_id()
         self.slots = Slots(self.concurrency)
         self.inbox = Inbox()
         self.lifecycle = Lifecycle(s.shutdown_grace_seconds, self.inbox)
         self.runner = Runner(app, self.concurrency, self.inbox, s.time_limit_seconds)
-        self.dispatcher = Dispatcher(self.broker.queue, self.worker_id, self.slots, self.runner,
-                                     LeaseCheck(self.broker, s.lease_seconds))
-        self.heartbeat = Heartbeat(self.broker, s, self.slots, self.runner)
-        self.waker = Waker(self.broker, s, self.worker_id, self.slots, self.dispatcher,
-                           self.runner, self.lifecycle, self.inbox)
-        self.settler = Settler(self.broker, s, self.slots, self.worker_id)
-        self.maintenance = Maintenance(self.broker, s, app.schedules.values())
+        self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
+                                     {q.queue: LeaseCheck(q, s.lease_seconds)
+                                      for q in self.queues})
+        self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner)
+        self.wakers = self._wakers()
+        self.waker = self.wakers[0]
+        self.leaser = Leaser(self.worker_id, s.lease_seconds)
+        self.settler = Settler(self.queues, s, self.slots, self.worker_id)
+        # The app's schedules fire on one queue (its own, if this worker serves it), so
+        # a worker on several queues still makes one task per tick.
+        fires_on = self.queues.broker(app.queue) if app.queue in self.queues.names \
+            else self.queues.first
+        self.maintenance = tuple(
+            Maintenance(q, s, app.schedules.values() if q is fires_on else ())
+            for q in self.queues)
         self._backoff = Backoff()
+
+    def _queues(self, broker: Broker | None, queues: QueueChoice | None) -> Queues:
+        """`broker` (else the app's queue) alone, or each of `queues` through a broker
+        on one client: `broker`'s (itself for its own queue), else a new one."""
+        if queues is None:
+            return Queues.of(broker or self.app.make_broker())
+        names, weights = queue_choice(queues)
+        client = connect(self.settings) if broker is None else broker.client
+        return Queues([broker if broker is not None and name == broker.queue else
+                       Broker.from_settings(self.settings, name, client=client)
+                       for name in names], weights)
+
+    def _wakers(self) -> tuple[Waker, ...]:
+        """One waker for one queue, leasing what wakes it; for several, wakers that only
+        wake the loop (which leases in the queues' order): one waiting on every queue in
+        one call, or on a cluster, where one call cannot span the queues' slots, one per
+        queue."""
+        parts = (self.settings, self.worker_id, self.slots)
+        rest = (self.runner, self.lifecycle, self.inbox)
+        if len(self.queues) == 1:
+            return (Waker(self.queues.brokers, *parts, self.dispatcher, *rest),)
+        if self.queues.first.transport.spans_slots:
+            return (Waker(self.queues.brokers, *parts, None, *rest),)
+        return tuple(Waker([q], *parts, None, *rest, name=f"taskq-waker-{q.queue}")
+                     for q in self.queues)
 
     @property
     def stats(self) -> Stats:
@@ -79,11 +124,14 @@ class Worker:
         """Work until asked to stop and drained; returns the process exit status."""
         if install_signal_handlers:
             self.lifecycle.install_signal_handlers()
-        log.info("worker %s on queue %r, concurrency %d, lease %.1fs",
-                 self.worker_id, self.broker.queue, self.concurrency, self.settings.lease_seconds)
+        where = f"queue {self.broker.queue!r}" if len(self.queues) == 1 \
+            else self.queues.describe()
+        log.info("worker %s on %s, concurrency %d, lease %.1fs",
+                 self.worker_id, where, self.concurrency, self.settings.lease_seconds)
         self.runner.start()
         self.heartbeat.start()
-        self.waker.start()
+        for waker in self.wakers:
+            waker.start()
         try:
             while not self._finished():
                 if self.lifecycle.running:
@@ -95,7 +143,8 @@ class Worker:
         finally:
             self.settler.abandon(self.slots.in_hand())
             self.heartbeat.stop()
-            self.waker.stop()
+            for waker in self.wakers:
+                waker.stop()
             self.runner.close()
             self.lifecycle.stopped()
             log.info("worker %s done: %s", self.worker_id, self.stats)
@@ -109,46 +158,53 @@ class Worker:
 
     def _turn(self) -> float:
         """Settle finished handlers and fill the free slots (theirs included) in one round
-        trip, then promote and reap; leasing first keeps maintenance off the path from a
-        new task to its handler. Returns how long the loop may wait before looking again."""
+        trip per queue leased from, then promote and reap; leasing first keeps
+        maintenance off the path from a new task to its handler. Returns how long the
+        loop may wait before looking again."""
         outcomes = self.inbox.take()
         free = self.slots.reserve(finishing=len(outcomes))
         try:
-            batch = self._settle_and_refill(outcomes, free)
+            leases = self._settle_and_refill(outcomes, free)
         except BrokerError as e:
             return self._backoff.failed(e)
         finally:
             self.slots.unreserve(free)
         try:
-            promoted = self.maintenance.run(backlog=batch is not None and len(batch.tasks) == free)
+            promoted = sum(m.run(backlog=leases is not None and leases.count == free)
+                           for m in self.maintenance)
         except BrokerError as e:
             return self._backoff.failed(e)
         self._backoff.succeeded()
-        return self._idle_wait(batch, free, promoted)
+        return self._idle_wait(leases, free, promoted)
 
-    def _settle_and_refill(self, outcomes: list[Outcome], free: int) -> LeaseBatch | None:
-        """Settle `outcomes` with a lease of `free` tasks carried by their acks, or lease
-        alone when there is nothing to carry it; start what the lease took."""
-        sent = time.monotonic()
-        batch = self.settler.settle(outcomes, refill=free).refill if outcomes else None
-        if batch is None and free > 0:
+    def _settle_and_refill(self, outcomes: list[Outcome], free: int) -> Leases | None:
+        """Settle `outcomes` with a lease of `free` tasks from the turn's first queue
+        carried by that queue's acks, then lease from the next queues while slots are
+        left (a lease alone where no acks carry it); start what the leases took."""
+        order = self.queues.order() if free > 0 else self.queues.brokers
+        carried: Leased | None = None
+        if outcomes:
             sent = time.monotonic()
-            batch = self.broker.lease_many(self.worker_id, self.settings.lease_seconds, free)
-        if batch is not None:
-            self.dispatcher.start(batch, sent)
-        return batch
+            batch = self.settler.settle(outcomes, refill=free, lease_from=order[0]).refill
+            carried = None if batch is None else Leased(order[0], batch, sent)
+        leases = self.leaser.fill(free, order, carried)
+        if leases is not None:
+            for leased in leases.taken:
+                self.dispatcher.start(leased.broker.queue, leased.batch, leased.sent_at)
+        return leases
 
-    def _idle_wait(self, batch: LeaseBatch | None, free: int, promoted: int) -> float:
-        """0 when there may be more to lease at once; else arm the waker and wait until
-        the broker's hint (the next delayed task or lease expiry) or the next periodic
-        tick, at most a poll."""
-        waits = [self.settings.poll_seconds, self.maintenance.wait_seconds()]
-        if batch is None:
+    def _idle_wait(self, leases: Leases | None, free: int, promoted: int) -> float:
+        """0 when there may be more to lease at once; else arm the wakers and wait until
+        the queues' soonest hint (the next delayed task or lease expiry) or the next
+        periodic tick, at most a poll."""
+        waits = [self.settings.poll_seconds, *(m.wait_seconds() for m in self.maintenance)]
+        if leases is None:
             return min(w for w in waits if w is not None)
-        if len(batch.tasks) == free or promoted:
+        if leases.count == free or promoted:
             return 0.0
-        self.waker.arm()
-        return min(w for w in [*waits, batch.wait_seconds] if w is not None)
+        for waker in self.wakers:
+            waker.arm()
+        return min(w for w in [*waits, leases.wait_seconds] if w is not None)
 
     def _drain(self) -> None:
         """While draining: settle what finishes, lease nothing."""

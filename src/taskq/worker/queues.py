@@ -39,11 +39,10 @@ def parse_queues(text: str) -> QueueChoice:
         names.append(name)
         weights.append(QUEUE_WEIGHT.check(int(weight), what, error=ConfigError) if colon
                        else QUEUE_WEIGHT.default)
-    if ":" not in text:
-        return names
-    if len(set(names)) != len(names):  # a dict would silently keep one of them
-        raise ConfigError(f"--queue {text!r} names a queue twice")
-    return dict(zip(names, weights, strict=True))
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--queue {text!r}: names {', '.join(map(repr, twice))} twice")
+    return dict(zip(names, weights, strict=True)) if ":" in text else names
 
 
 def queue_choice(queues: object) -> tuple[list[str], list[int] | None]:

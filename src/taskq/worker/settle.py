@@ -1,5 +1,6 @@
-"""Finishing tasks: fails one by one, then every ack in one call (carrying the lease that
-refills the freed slots when the loop asks for one); at shutdown, the tasks left over."""
+"""Finishing tasks: fails one by one, then each queue's acks in one call (the first queue
+of the turn's carrying the lease that refills the freed slots when the loop asks for
+one); at shutdown, the tasks left over. Each task is settled on its own queue."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from taskq.retry import Decision
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
 from taskq.worker.outage import retry_for
+from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
@@ -24,10 +26,11 @@ log = logging.getLogger("taskq.worker")
 class Settled:
     """What settling a turn's outcomes came to.
 
-    `acks` has one entry per handler that returned, True where Redis took the ack (or
-    had taken our own earlier one), and is empty when Redis stayed away a whole lease;
-    `ack_error` is why the acks had to be sent again alone, if they did; `refill` is
-    the lease that travelled with the acks, None when none was asked for or made."""
+    `acks` has one entry per handler that returned, queue by queue, True where Redis
+    took the ack (or had taken our own earlier one), and none for a queue where Redis
+    stayed away a whole lease; `ack_error` is why the acks that carried the lease had
+    to be sent again alone, if they did; `refill` is the lease that travelled with
+    them, None when none was asked for or made."""
 
     acks: list[bool] = field(default_factory=list)
     ack_error: BrokerError | None = None
@@ -38,16 +41,18 @@ class Settler:
     """Reports finished handlers to Redis, retrying through an outage for up to one
     lease: a lost ack means the task runs again, which is worth a long wait."""
 
-    def __init__(self, broker: Broker, settings: Settings, slots: Slots,
+    def __init__(self, queues: Queues, settings: Settings, slots: Slots,
                  worker_id: str) -> None:
-        self.broker = broker
+        self.queues = queues
         self.settings = settings
         self.slots = slots
         self.worker_id = worker_id
 
-    def settle(self, outcomes: Sequence[Outcome], refill: int = 0) -> Settled:
-        """Report `outcomes` and let them go. With `refill` > 0 the acks carry a lease of
-        that many tasks in the same round trip."""
+    def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
+               lease_from: Broker | None = None) -> Settled:
+        """Report `outcomes` and let them go. With `refill` > 0 the acks of `lease_from`'s
+        queue (default: the first queue) carry a lease of that many tasks from it in the
+        same round trip, sent after the other queues' acks."""
         for outcome in outcomes:
             outcome.context.finished = True  # no more heartbeats for it
         for outcome in outcomes:
@@ -56,11 +61,13 @@ class Settler:
             if outcome.context.cancelled:
                 self._ack_cancelled(outcome.context)
             elif outcome.failure is not None:
-                self._fail(outcome.task, outcome.failure, outcome.decision)
+                self._fail(self.queues.broker(outcome.context.queue), outcome.task,
+                           outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
         done = [o for o in outcomes if o.failure is None and not o.context.cancelled]
-        settled = self._ack(done, refill) if done else Settled()
+        settled = self._ack(done, refill, lease_from or self.queues.first) if done \
+            else Settled()
         self.slots.let_go(*(o.context for o in outcomes))
         return settled
 
@@ -82,7 +89,24 @@ class Settler:
                 self._release_abandoned(context)
             self.slots.let_go(context)
 
-    def _ack(self, done: list[Outcome], refill: int) -> Settled:
+    def _ack(self, done: list[Outcome], refill: int, lease_from: Broker) -> Settled:
+        if len(self.queues) == 1:
+            return self._ack_queue(lease_from, done, refill)
+        by_queue: dict[str, list[Outcome]] = {}
+        for outcome in done:
+            by_queue.setdefault(outcome.context.queue, []).append(outcome)
+        carrying = by_queue.pop(lease_from.queue, None) if refill > 0 else None
+        acks: list[bool] = []
+        for queue, outcomes in by_queue.items():
+            acks += self._ack_queue(self.queues.broker(queue), outcomes, 0).acks
+        if carrying is None:
+            return Settled(acks)
+        carried = self._ack_queue(lease_from, carrying, refill)
+        return Settled(acks + carried.acks, carried.ack_error, carried.refill)
+
+    def _ack_queue(self, broker: Broker, done: list[Outcome], refill: int) -> Settled:
+        """Ack `done`, tasks of `broker`'s queue, in one call: with `refill` > 0 carrying
+        a lease of that many from the same queue."""
         tasks = [o.task for o in done]
         held = [(t.task_id, t.token) for t in tasks]
         results = [o.result for o in done]
@@ -90,39 +114,42 @@ class Settler:
         batch: LeaseBatch | None = None
         if refill > 0:
             try:
-                acks, batch = self.broker.ack_and_lease(held, self.worker_id,
-                                                        self.settings.lease_seconds, refill,
-                                                        results)
+                acks, batch = broker.ack_and_lease(held, self.worker_id,
+                                                   self.settings.lease_seconds, refill,
+                                                   results)
             except BrokerError as e:
                 acks = e
             if isinstance(acks, BrokerError):
                 error = acks
                 log.info("%s; sending the acks alone", acks)
             else:
-                return Settled(self._count_acks(tasks, acks), None, batch)
+                return Settled(self._count_acks(broker, tasks, acks), None, batch)
         acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
-                          lambda: self.broker.ack_many(held, results))
+                          lambda: broker.ack_many(held, results))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
             return Settled([], error, batch)
-        return Settled(self._count_acks(tasks, acked), error, batch)
+        return Settled(self._count_acks(broker, tasks, acked), error, batch)
 
-    def _count_acks(self, tasks: list[LeasedTask], acked: list[bool]) -> list[bool]:
-        taken = [ok or self._acked_before(task) for task, ok in zip(tasks, acked, strict=True)]
+    def _count_acks(self, broker: Broker, tasks: list[LeasedTask],
+                    acked: list[bool]) -> list[bool]:
+        taken = [ok or self._acked_before(broker, task)
+                 for task, ok in zip(tasks, acked, strict=True)]
         self.slots.count("acked", sum(taken))
         for task, ok in zip(tasks, taken, strict=True):
             if not ok:
                 self._stale(task.task_id, task.token, "ack")
         return taken
 
-    def _fail(self, task: LeasedTask, error: Failure, decision: Decision) -> None:
+    def _fail(self, broker: Broker, task: LeasedTask, error: Failure,
+              decision: Decision) -> None:
         log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error.line)
         s = self.settings
         base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
         cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
         dead = decision.mode == "dead"
-        result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: self.broker.fail(
+        result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
         if result is None or result.status == "stale":
             self._stale(task.task_id, task.token, "fail")
@@ -143,7 +170,8 @@ class Settler:
 
     def _ack_cancelled(self, context: TaskContext) -> None:
         ended = retry_for(self.settings.lease_seconds, f"cancel {context.task_id}",
-                          lambda: self.broker.ack_cancelled(context.task_id, context.token))
+                          lambda: self._broker(context).ack_cancelled(context.task_id,
+                                                                     context.token))
         if ended:
             self.slots.count("cancelled")
             log.info("task %s ended cancelled", context.task_id)
@@ -152,7 +180,7 @@ class Settler:
 
     def _ack_abandoned(self, context: TaskContext) -> None:
         acked = retry_for(self.settings.lease_seconds, f"ack {context.task_id}",
-                          lambda: self.broker.ack(context.task_id, context.token))
+                          lambda: self._broker(context).ack(context.task_id, context.token))
         log.warning("task %s outlived the grace period after its effect was applied: %s",
                     context.task_id, "acked, and the rest of its handler cut off" if acked
                     else "its ack was refused or lost (another worker may run it)")
@@ -161,17 +189,21 @@ class Settler:
 
     def _release_abandoned(self, context: TaskContext) -> None:
         released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
-                             lambda: self.broker.release(context.task_id, context.token))
+                             lambda: self._broker(context).release(context.task_id,
+                                                               context.token))
         log.warning("task %s abandoned at shutdown and %s", context.task_id,
                     "released" if released else "left to be reaped")
         if released:
             self.slots.count("released")
 
-    def _acked_before(self, task: LeasedTask) -> bool:
+    def _broker(self, context: TaskContext) -> Broker:
+        return self.queues.broker(context.queue)
+
+    def _acked_before(self, broker: Broker, task: LeasedTask) -> bool:
         """Whether a refused ack was our own earlier one, whose reply the client lost and
         whose retry then found the task already completed with our token."""
         try:
-            record = self.broker.task(task.task_id)
+            record = broker.task(task.task_id)
         except BrokerError:
             return False
         return record is not None and record.state == "completed" \

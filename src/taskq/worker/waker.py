@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Literal
 
 from taskq.broker import Broker
@@ -28,15 +29,22 @@ WaitOutcome = Literal["woken", "again", "away"]
 class Waker(threading.Thread):
     """Waits for work while the worker is idle, so no idle worker sits out a poll
     interval. Armed by the loop when it goes idle, it blocks until a producer signals
-    work; on a single node the tasks that woke it are leased in the same round trip and
-    started from here, sparing the first task a wait for the loop's thread and a second
-    round trip. It nudges the loop unless the wait says there is no need."""
+    work on a queue of `watched`. With a `dispatcher` (a worker on one queue), on a
+    single node the tasks that woke it are leased in the same round trip and started
+    from here, sparing the first task a wait for the loop's thread and a second round
+    trip. Without one (a worker on several queues) it leaves the lease to the loop,
+    which keeps the queues' order. It nudges the loop unless the wait says there is no
+    need.
 
-    def __init__(self, broker: Broker, settings: Settings, worker_id: str, slots: Slots,
-                 dispatcher: Dispatcher, runner: Runner, lifecycle: Lifecycle,
-                 inbox: Inbox) -> None:
-        super().__init__(name="taskq-waker", daemon=True)
-        self.broker = broker
+    All of `watched` are waited on in one call, so they must share a slot unless the
+    transport `spans_slots`: on a cluster a worker on several queues has a waker per
+    queue."""
+
+    def __init__(self, watched: Sequence[Broker], settings: Settings, worker_id: str,
+                 slots: Slots, dispatcher: Dispatcher | None, runner: Runner,
+                 lifecycle: Lifecycle, inbox: Inbox, name: str = "taskq-waker") -> None:
+        super().__init__(name=name, daemon=True)
+        self.broker, self.also = watched[0], tuple(watched[1:])
         self.lease_seconds = settings.lease_seconds
         self.worker_id = worker_id
         self.slots = slots
@@ -71,14 +79,17 @@ class Waker(threading.Thread):
     def wait_for_work(self) -> WaitOutcome:
         """Block until a producer signals work, leasing it in the same round trip where
         the transport can; a lease that emptied ready leaves nothing for the loop to do."""
-        free = self.slots.reserve() if self.lifecycle.running else 0
+        dispatcher = self.dispatcher
+        free = self.slots.reserve() if dispatcher is not None and self.lifecycle.running \
+            else 0
         try:
             sent = time.monotonic()
             batch = self.broker.wait_and_lease(
                 self.worker_id, self.lease_seconds, free, self.timeout) if free else None
-            if batch is None:
-                return "woken" if self.broker.wait_for_work(self.timeout) else "away"
-            handed_over = self.dispatcher.start(batch, sent)
+            if batch is None or dispatcher is None:
+                return "woken" if self.broker.wait_for_work(self.timeout, self.also) \
+                    else "away"
+            handed_over = dispatcher.start(self.broker.queue, batch, sent)
         except BrokerError:
             return "away"
         finally:
