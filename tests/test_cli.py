@@ -350,6 +350,13 @@ class TestWorkerOptions:
         assert err.startswith("taskq worker: --app")
         assert message in err
 
+    @pytest.mark.parametrize("queues", ["high,,low", "high:0,low", "high,low,high"])
+    def test_a_queue_list_that_cannot_be_used_exits_2_with_a_clear_message(
+        self, env: Settings, capsys: pytest.CaptureFixture[str], queues: str
+    ) -> None:
+        assert main(["worker", "--queue", queues]) == 2
+        assert capsys.readouterr().err.startswith(f"taskq worker: --queue {queues!r}: ")
+
 
 class TestDashboard:
     def test_once_prints_every_queue_with_its_counts_and_dlq_errors(

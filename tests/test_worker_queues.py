@@ -1,23 +1,33 @@
 """A worker on several queues: their order (strict or weighted), and every guarantee kept
-per queue."""
+per queue, in-process and in real `taskq worker --queue a,b` processes."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import redis
 
-from helpers import events
+from conftest import ON_CLUSTER
+from helpers import events, record_of
 from taskq import App, current_task
 from taskq.broker import Broker
+from taskq.connection import connect
 from taskq.errors import ConfigError
+from taskq.results import TaskRecord
+from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
 from taskq.worker.queues import Queues, parse_queues
-from waiting import event_types, wait_for_state, wait_until
+from waiting import WorkerProcesses, event_types, wait_for_state, wait_until, worker_env
 from worker_support import StartWorker
+
+CHARGE = {"args": [], "kwargs": {"charge": 7}}
 
 
 def send(broker: Broker, name: str, *args: object, delay: float = 0,
@@ -104,10 +114,15 @@ class TestOrder:
         with pytest.raises(ConfigError, match=says):
             Queues(self.brokers(client, *names), weights)
 
-    def test_the_queues_must_share_one_client(self, client: redis.Redis) -> None:
-        elsewhere = redis.Redis(connection_pool=client.connection_pool)
-        with pytest.raises(ConfigError, match="share one Redis client"):
-            Queues([Broker(client, "a"), Broker(elsewhere, "b")])
+    def test_the_queues_must_share_one_client(
+        self, client: redis.Redis, settings: Settings
+    ) -> None:
+        elsewhere = connect(settings)
+        try:
+            with pytest.raises(ConfigError, match="share one Redis client"):
+                Queues([Broker(client, "a"), Broker(elsewhere, "b")])
+        finally:
+            elsewhere.close()
 
 
 class TestInProcess:
@@ -302,3 +317,62 @@ class TestInProcess:
 
         wait_until(lambda: ticks(app.broker, "completed") >= 2, 10, "two ticks to run")
         assert ticks(other, "enqueued") == 0
+
+
+@pytest.fixture
+def workers(redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path,
+            tmp_path: Path) -> Iterator[WorkerProcesses]:
+    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
+    processes = WorkerProcesses(tmp_path, worker_env(redis_server.url, queue.queue,
+                                                     ledger_path, **cluster))
+    yield processes
+    processes.stop_all()
+
+
+@pytest.mark.processes
+class TestProcesses:
+    def test_a_worker_on_two_queues_runs_both_and_drains_both_on_sigterm(
+        self, workers: WorkerProcesses, queue: Broker, other: Broker
+    ) -> None:
+        worker = workers.start("--queue", f"{queue.queue},{other.queue}",
+                               TASKQ_CONCURRENCY="2", WORK_SECONDS="0.05")
+        quick = [(b, b.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id)
+                 for b in (queue, other) for _ in range(3)]
+        for broker, task_id in quick:
+            wait_for_state(broker, task_id, "completed")
+        log = workers.log(worker)
+        assert f"on queues {queue.queue!r}, {other.queue!r} (strict order)" in log
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(10) == 0
+        # Again, each queue's task in hand when SIGTERM comes: both run to the end.
+        worker = workers.start("--queue", f"{queue.queue},{other.queue}",
+                               TASKQ_CONCURRENCY="2", WORK_SECONDS="1")
+        held = [(b, b.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id)
+                for b in (queue, other)]
+        for broker, task_id in held:
+            wait_for_state(broker, task_id, "running")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(10) == 0
+        for broker, task_id in held:
+            record = record_of(broker, task_id)
+            assert (record.state, record.fencing_token) == ("completed", 1)
+        assert "draining (SIGTERM)" in workers.log(worker)
+
+    def test_a_killed_workers_tasks_are_reaped_each_on_its_own_queue(
+        self, workers: WorkerProcesses, queue: Broker, other: Broker
+    ) -> None:
+        both = f"{queue.queue},{other.queue}"
+        killed = workers.start("--queue", both, TASKQ_CONCURRENCY="2", WORK_SECONDS="30")
+        held = [(b, b.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id)
+                for b in (queue, other)]
+        for broker, task_id in held:
+            wait_for_state(broker, task_id, "running")
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(5)
+        # Another worker, with the queues the other way round, takes both back.
+        workers.start("--queue", f"{other.queue}:1,{queue.queue}:1", TASKQ_CONCURRENCY="2",
+                      WORK_SECONDS="0.05")
+        for broker, task_id in held:
+            record: TaskRecord = wait_for_state(broker, task_id, "completed", timeout=20)
+            assert (record.retries, record.fencing_token) == (1, 3)
+            assert "reaped" in event_types(broker.client, broker.keys, task_id)

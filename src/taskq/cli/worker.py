@@ -1,21 +1,31 @@
-"""`taskq worker`: run tasks from a queue until stopped."""
+"""`taskq worker`: run tasks from a queue, or from several, until stopped."""
 
 from __future__ import annotations
 
 import argparse
 
 from taskq.broker import Broker
-from taskq.cli.common import add_queue_argument, load_app, settings_from
+from taskq.cli.common import load_app
 from taskq.processes import taskq_command
 from taskq.safety import check_server
+from taskq.settings import Settings
 from taskq.worker import Worker
 from taskq.worker.pool import WorkerPool
+from taskq.worker.queues import parse_queues
 
 HELP = "run a worker: lease tasks, run their handlers, ack or fail them"
 
+QUEUE_HELP = (
+    "the queue to run tasks from (default: TASKQ_QUEUE or 'default'), or several, "
+    "comma-separated, sharing the --concurrency slots: 'high,default,low' tries them in "
+    "that order every time (a queue gets slots only while those before it have no ready "
+    "task); with weights, 'high:3,default:1', the queue tried first is picked in "
+    "proportion to them (here three times in four), so none is starved"
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_queue_argument(parser)
+    parser.add_argument("--queue", default=None, metavar="QUEUE[,QUEUE...]", help=QUEUE_HELP)
     parser.add_argument("--concurrency", "-c", type=int, default=None,
                         help="handlers run at once (default: TASKQ_CONCURRENCY or 1)")
     parser.add_argument("--processes", "-p", type=int, default=None,
@@ -33,13 +43,19 @@ def main(args: argparse.Namespace) -> int:
         overrides["concurrency"] = args.concurrency
     if args.processes is not None:
         overrides["worker_processes"] = args.processes
-    settings = settings_from(args, **overrides)
+    queues = parse_queues(args.queue) if args.queue else None
+    if queues:
+        # The first queue stands for the worker's queue where one is needed (the
+        # built-in app's).
+        overrides["queue"] = next(iter(queues))
+    settings = Settings.from_env(None, **overrides)
     app = load_app(args.app, settings)
-    broker = Broker.from_settings(settings, args.queue or app.queue)
+    broker = Broker.from_settings(settings, settings.queue if queues else app.queue)
     check_server(broker.client)
     if settings.worker_processes > 1:
         return WorkerPool(copy_argv(args), settings.worker_processes).run()
-    return Worker(app, settings=settings, broker=broker).run()
+    several = queues if queues is not None and len(queues) > 1 else None
+    return Worker(app, settings=settings, broker=broker, queues=several).run()
 
 
 def copy_argv(args: argparse.Namespace) -> list[str]:
