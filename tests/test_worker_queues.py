@@ -16,7 +16,7 @@ import redis
 
 from conftest import ON_CLUSTER
 from helpers import events, record_of
-from taskq import App, current_task
+from taskq import App, Worker, current_task
 from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.errors import ConfigError
@@ -126,6 +126,10 @@ class TestOrder:
 
 
 class TestInProcess:
+    def test_queues_must_be_a_list_or_a_mapping_of_weights(self, app: App) -> None:
+        with pytest.raises(ConfigError, match="a list of names or a mapping"):
+            Worker(app, queues="high,low")
+
     def test_tasks_of_every_queue_run_and_settle_on_their_own_queue(
         self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
     ) -> None:

@@ -46,7 +46,7 @@ def parse_queues(text: str) -> QueueChoice:
 
 
 def queue_choice(queues: object) -> tuple[list[str], list[int] | None]:
-    """A `QueueChoice` as names and weights (None: strict), checked."""
+    """A `QueueChoice` as names and weights (None: strict); anything else is refused."""
     if isinstance(queues, Mapping):
         return list(queues), list(queues.values())
     if isinstance(queues, str | bytes) or not isinstance(queues, Sequence):
