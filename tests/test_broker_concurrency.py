@@ -11,6 +11,7 @@ from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit, check_concurrency
 from taskq.errors import ConfigError
 from taskq.rates import RateLimit
+from taskq.snapshot import LimitView, take_snapshot
 
 NAME = "mod.limited"
 
@@ -48,8 +49,15 @@ class TestAtMostMostRuns:
         assert set(lease_all(limited)) == {"a", "b", "free"}
         assert holding(limited) == {"a", "b"}
         assert parked(limited) == ["c", "d"]
-        assert limited.counts().ready == 0
+        assert limited.counts().ready == 2  # parked tasks are pending
         sound(limited)
+
+    def test_a_snapshot_shows_each_limits_slots_and_parked_tasks(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        lease_all(limited)
+        snap = take_snapshot(limited, limit=0)
+        assert snap.limits == [LimitView(NAME, 2, 2, 1)]
+        assert snap.counts.ready == 1
 
     def test_parked_tasks_are_pending_and_say_why_in_the_feed(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")

@@ -20,6 +20,7 @@ import redis
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from taskq.broker import Broker, NewTask
+from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.rates import RateLimit
 from taskq.schedules import Schedule, make_schedule
@@ -731,3 +732,32 @@ def test_a_task_waiting_for_its_rate_limit_slot_is_marked_on_load_and_live(
     assert queue.lease_many("w", 30, 5).tasks == []  # its slot is an hour out too
     live = page.locator("[data-testid=delayed-row][data-task-id=slow-2]")
     expect(live.get_by_test_id("rate-limit-badge")).to_be_visible()
+
+
+def limit_row(page: Page, name: str) -> Locator:
+    return page.locator(f"[data-testid=limit-row][data-name='{name}']")
+
+
+def test_the_limits_panel_shows_each_limits_slots_and_waiting_tasks_live(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.concurrency_limits = (ConcurrencyLimit("jobs.export", 2),)
+    queue.enqueue_many([NewTask(f"export-{i}", name="jobs.export") for i in range(3)])
+    held = {t.task_id: t.token for t in queue.lease_many("w", 30, 5).tasks}
+    assert set(held) == {"export-0", "export-1"}
+    open_dashboard(page, server)
+    row = limit_row(page, "jobs.export")
+    expect(row.get_by_test_id("limit-running")).to_have_text("2 / 2")
+    expect(row.get_by_test_id("limit-parked")).to_have_text("1")
+    expect(row.get_by_test_id("limit-bar")).to_have_class("slots full")
+    expect(by_id(page, "limits-meta")).to_have_text("1 limited · 1 waiting for a slot")
+    # Parked tasks are pending: counted as ready, as the snapshot and the events agree.
+    expect(by_id(page, "count-ready")).to_have_text("1")
+    queue.ack("export-0", held["export-0"])
+    expect(row.get_by_test_id("limit-running")).to_have_text("1 / 2")
+    assert [t.task_id for t in queue.lease_many("w", 30, 5).tasks] == ["export-2"]
+    expect(row.get_by_test_id("limit-running")).to_have_text("2 / 2")
+    expect(row.get_by_test_id("limit-parked")).to_have_text("0")
+    expect(by_id(page, "count-ready")).to_have_text("0")
+    types = rows(page, "event-row").evaluate_all("rows => rows.map(r => r.dataset.type)")
+    assert "unparked" in types, types

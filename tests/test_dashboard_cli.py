@@ -6,8 +6,9 @@ import pytest
 import redis
 
 from cli_support import CONFIG_VARIABLES
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
 from taskq.cli import main
+from taskq.concurrency import ConcurrencyLimit
 from taskq.settings import Settings
 
 
@@ -43,3 +44,17 @@ def test_once_shows_the_lifetime_totals_with_the_cancelled_tasks(
     assert queue.ack_cancelled("running", leased[1])
     assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
     assert "   cancelled 3\n" in capsys.readouterr().out
+
+
+def test_once_shows_each_concurrency_limits_runs_and_waiting_tasks(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue.concurrency_limits = (ConcurrencyLimit("jobs.export", 2),)
+    queue.enqueue_many([NewTask(f"e{i}", name="jobs.export") for i in range(5)])
+    assert len(queue.lease_many("w", 30, 10).tasks) == 2
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    out = capsys.readouterr().out
+    # The three parked tasks are pending: counted as ready.
+    assert f"queue {queue.queue}   ready 3   leased 2" in out
+    assert "\n  concurrency limits                running    waiting for a slot\n" in out
+    assert "\n    jobs.export                         2 / 2     3\n" in out

@@ -11,6 +11,7 @@ import httpx
 
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
 from taskq.broker import Broker, NewTask
+from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import taskq_command
 from taskq.rates import RateLimit
 from taskq.results import Failure
@@ -26,8 +27,8 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
     wrong = {"authorization": "Bearer not-the-token-at-all"}
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
         assert http.get("/healthz").status_code == 200
-        for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/totals",
-                     "/metrics", "/"):
+        for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/limits",
+                     "/api/totals", "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200
@@ -373,6 +374,18 @@ def test_api_schedules_lists_fired_schedules_with_their_last_and_next_ticks(
     assert (report["task"], report["when"], report["policy"], report["definition"]) == (
         "jobs.report", "cron '0 3 * * *' (Europe/Paris)", "skip", "current")
     assert report["next_tick_ms"] == nightly.next_tick(report["last_tick_ms"])
+
+
+def test_api_limits_gives_each_limits_slots_and_parked_tasks_in_one_read(
+    server: Server, queue: Broker
+) -> None:
+    queue.concurrency_limits = (ConcurrencyLimit("jobs.export", 2),)
+    queue.enqueue_many([NewTask(f"e{i}", name="jobs.export") for i in range(3)])
+    queue.lease_many("w", 30, 10)
+    body = httpx.get(f"{server.url}/api/limits", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert body == {"queue": queue.queue, "limits": [
+        {"name": "jobs.export", "most": 2, "running": 2, "parked": 1}]}
 
 
 def test_api_schedules_of_a_queue_without_any_is_an_empty_list(

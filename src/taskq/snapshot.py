@@ -1,4 +1,5 @@
-"""A consistent picture of a queue for dashboards: counts, leases, delays, the DLQ."""
+"""A consistent picture of a queue for dashboards: counts, leases, delays, the DLQ, and
+the concurrency limits' slots."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ class DeadView:
 
 
 @dataclass(frozen=True)
+class LimitView:
+    """A concurrency-limited task name: its limit as leases last applied it (0: unknown,
+    e.g. only a parked task is left of a name no worker limits now), its runs holding a
+    slot, and its tasks parked for one."""
+
+    name: str
+    most: int
+    running: int
+    parked: int
+
+
+@dataclass(frozen=True)
 class QueueSnapshot:
     """One queue at one moment of Redis time (`now_ms`), and the feed position
     (`epoch`, `seq`, and that row's `last_ts`) of the last event reflected in it."""
@@ -55,6 +68,7 @@ class QueueSnapshot:
     epoch: str
     seq: int
     last_ts: int
+    limits: list[LimitView]
 
 
 def queue_names(broker: Broker) -> list[str]:
@@ -76,7 +90,8 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
     head, rest = values[:8], values[8:]
     leased, rest = _section(rest, 6)
     delayed, rest = _section(rest, 7)
-    dead, _ = _section(rest, 6)
+    dead, rest = _section(rest, 6)
+    limits, _ = _section(rest, 4)
     return QueueSnapshot(
         queue=broker.queue,
         now_ms=int(head[0]),
@@ -89,6 +104,7 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         epoch=head[5],
         seq=int(head[6]),
         last_ts=int(head[7]),
+        limits=[LimitView(r[0], _int(r[1]), _int(r[2]), _int(r[3])) for r in limits],
     )
 
 

@@ -16,7 +16,8 @@ from taskq.web.totals import read_totals
 # The lifetime totals a frame shows, in this order.
 SHOWN_TOTALS = ("enqueued", "completed", "failed", "dead", "cancelled")
 
-HELP = "live terminal view of the queues (countdowns, DLQ errors, schedules, lifetime totals)"
+HELP = ("live terminal view of the queues (countdowns, DLQ errors, concurrency limits, "
+        "schedules, lifetime totals)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,22 +70,40 @@ def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
             wait = (waiting.run_at - snap.now_ms) / 1000
             error = f"   last error: {waiting.last_error[:60]}" if waiting.last_error else ""
             lines.append(f"    {waiting.task_id:32.32}  {wait:6.1f}s   {waiting.retries}{error}")
+    lines += _limit_lines(snap)
     if snap.dead:
         lines.append("  dead letter queue (most recent first)")
         for task in snap.dead:
             lines.append(f"    {task.task_id:32.32}  retries {task.retries}  {task.name}"
                          f"  {task.error_type}".rstrip())
             lines.append(f"      {task.last_error[:110]}")
-    if schedules is not None and schedules.schedules:
-        lines.append("  schedules                         task                        next tick")
-        for s in schedules.schedules:
-            due = "unknown" if s.next_tick_ms is None else \
-                _relative(s.next_tick_ms - schedules.now_ms)
-            stored = "" if s.definition == "current" else f"   (definition {s.definition})"
-            lines.append(f"    {s.name:32.32}  {s.task:26.26}  {due}{stored}")
-            lines.append(f"      {s.when}  policy {s.policy or '?'}  last tick "
-                         f"{_relative(s.last_tick_ms - schedules.now_ms)}")
+    if schedules is not None:
+        lines += _schedule_lines(schedules)
     return "\n".join(lines)
+
+
+def _limit_lines(snap: QueueSnapshot) -> list[str]:
+    if not snap.limits:
+        return []
+    lines = ["  concurrency limits                running    waiting for a slot"]
+    for limit in snap.limits:
+        most = str(limit.most) if limit.most else "?"
+        lines.append(f"    {limit.name:32.32}  {limit.running:>3} / {most:<4}  {limit.parked}")
+    return lines
+
+
+def _schedule_lines(schedules: SchedulesView) -> list[str]:
+    if not schedules.schedules:
+        return []
+    lines = ["  schedules                         task                        next tick"]
+    for s in schedules.schedules:
+        due = "unknown" if s.next_tick_ms is None else \
+            _relative(s.next_tick_ms - schedules.now_ms)
+        stored = "" if s.definition == "current" else f"   (definition {s.definition})"
+        lines.append(f"    {s.name:32.32}  {s.task:26.26}  {due}{stored}")
+        lines.append(f"      {s.when}  policy {s.policy or '?'}  last tick "
+                     f"{_relative(s.last_tick_ms - schedules.now_ms)}")
+    return lines
 
 
 def _relative(ms: int) -> str:

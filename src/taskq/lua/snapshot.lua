@@ -13,7 +13,11 @@
   Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
             n, (id, expiry, name, worker, token, retries) x n,
             m, (id, run_at, name, retries, last_error, error_type, rate_slot) x m,
-            d, (id, name, retries, dead_at, last_error, error_type) x d}
+            d, (id, name, retries, dead_at, last_error, error_type) x d,
+            c, (name, max, holding, parked) x c}: `ready` counts the pending tasks
+           parked for a concurrency slot too; the last section has each
+           concurrency-limited name's limit as leases last applied it (0: unknown),
+           its runs holding a slot and its parked tasks
   Emits:   nothing
 ]]
 --- @include "_common"
@@ -22,7 +26,20 @@ local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], K
 local events_key, epoch_key = KEYS[5], KEYS[6]
 local prefix, limit = ARGV[1], tonumber(ARGV[2])
 
-local reply = {server_now_ms(), ready_count(ready_key), redis.call('ZCARD', leased_key),
+-- The names with a concurrency limit or parked tasks, and their parked tasks in all.
+local limited, parked_total = {}, 0
+local most = redis.call('HGETALL', prefix .. 'limits')
+for i = 1, #most, 2 do limited[#limited + 1] = most[i] end
+for _, name in ipairs(redis.call('SMEMBERS', parked_names_key(prefix))) do
+  parked_total = parked_total + redis.call('LLEN', parked_key(prefix, name))
+  if redis.call('HEXISTS', prefix .. 'limits', name) == 0 then
+    limited[#limited + 1] = name
+  end
+end
+table.sort(limited)
+
+local reply = {server_now_ms(), ready_count(ready_key) + parked_total,
+  redis.call('ZCARD', leased_key),
   redis.call('ZCARD', delayed_key), redis.call('LLEN', dlq_key),
   redis.call('GET', epoch_key) or '', 0, '0'}
 local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
@@ -58,5 +75,11 @@ for _, id in ipairs(dead) do
   local record = redis.call('HMGET', prefix .. 'task:' .. id, 'name', 'retries', 'dead_at',
     'last_error', 'error_type')
   add({id, record[1], record[2], record[3], record[4], record[5]})
+end
+reply[#reply + 1] = #limited
+for _, name in ipairs(limited) do
+  add({name, redis.call('HGET', prefix .. 'limits', name) or '0',
+    redis.call('SCARD', holding_key(prefix, name)),
+    redis.call('LLEN', parked_key(prefix, name))})
 end
 return reply

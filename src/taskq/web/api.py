@@ -1,5 +1,6 @@
 """The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ,
-periodic schedules and lifetime totals; and the two writes, a DLQ retry and a cancel."""
+periodic schedules, concurrency limits and lifetime totals; and the two writes, a DLQ
+retry and a cancel."""
 
 from __future__ import annotations
 
@@ -89,6 +90,13 @@ def task(request: Request) -> JSONResponse:
 def dlq(request: Request) -> JSONResponse:
     snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=1000)
     return JSONResponse({"queue": snap.queue, "dead": [asdict(d) for d in snap.dead]})
+
+
+def limits(request: Request) -> JSONResponse:
+    """The queue's concurrency limits (see `LimitView`): each limited name's limit, runs
+    holding a slot and tasks parked for one, read in one atomic step."""
+    snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=0)
+    return JSONResponse({"queue": snap.queue, "limits": [asdict(v) for v in snap.limits]})
 
 
 def schedules(request: Request) -> JSONResponse:

@@ -10,6 +10,7 @@ import {
   hideError, hooks, render, renderFooter, schedule, setConn, showError, showGap, tick, toast,
 } from './render.js';
 import { getJSON, postJSON } from './http.js';
+import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
 import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
@@ -112,6 +113,7 @@ function onEvent(message) {
   else applyIfNew(data);
   taskChanged(data.task);
   scheduleEvent(data);
+  limitsEvent(data, view.names.get(data.task) || data.name || '');
   totalsEvent(data);
   schedule();
 }
@@ -128,6 +130,7 @@ function onGap(message) {
   loadSnapshot();
   taskChanged(null);
   reloadSoon();
+  reloadLimitsSoon();
   reloadTotals();
 }
 
@@ -226,6 +229,7 @@ async function start(queue) {
   url.searchParams.set('queue', queue);
   window.history.replaceState(null, '', url);
   loadSchedules(queue);
+  loadLimits(queue);
   loadTotals(queue);
   const snap = await loadSnapshot();
   if (view.queue === queue) openStream(snap ? snap.position : '');
@@ -249,6 +253,7 @@ async function main() {
       loadSnapshot();
       loadQueues();
       reloadSoon();
+      reloadLimitsSoon();
       reloadTotals();
     }
   }, RESYNC_MS);

@@ -2,15 +2,16 @@
 // current by applying the feed's events.
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
-  'released', 'reaped', 'promoted', 'throttled', 'revived', 'purged', 'cancel_requested',
-  'cancelled'];
+  'released', 'reaped', 'promoted', 'throttled', 'parked', 'unparked', 'revived', 'purged',
+  'cancel_requested', 'cancelled'];
 // Each event type moves a task out of one state (a `cancelled` event names it in `from`:
 // pending, delayed, dead or running); the event's `state` is where it lands. The scripts
 // emit exactly these transitions, so counts follow from the events alone.
 const FROM = {
   enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
-  throttled: 'pending', revived: 'dead', purged: 'dead', cancel_requested: 'running',
+  throttled: 'pending', parked: 'pending', unparked: 'pending', revived: 'dead',
+  purged: 'dead', cancel_requested: 'running',
 };
 const fromState = (d) => (d.type === 'cancelled' ? d.from : FROM[d.type]);
 const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 'dead' };
