@@ -13,7 +13,7 @@ from helpers import events, record_of, wait_past
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError
-from taskq.rates import RateLimit, parse_rate
+from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.settings import Settings
 from waiting import WorkerProcesses, wait_until, worker_env
 
@@ -116,6 +116,83 @@ class TestLease:
     def test_a_lease_without_the_limit_is_not_held_back(self, broker: Broker) -> None:
         broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
         assert len(leased(broker)) == 3
+
+
+class TestQueueLimit:
+    def test_is_declared_per_queue_and_named_in_its_errors(self, app: App) -> None:
+        app.task("limited", rate_limit="10/s")(lambda: None)
+        app.queue_rate_limit("100/s", rate_burst=10)
+        app.queue_rate_limit("5/m", queue="emails")
+        assert app.rate_limits() == (RateLimit("limited", 10.0), RateLimit(QUEUE_LIMIT, 100.0, 10))
+        assert app.rate_limits("emails") == (RateLimit("limited", 10.0),
+                                             RateLimit(QUEUE_LIMIT, 5 / 60))
+        assert app.rate_limits("other") == (RateLimit("limited", 10.0),)
+        with pytest.raises(ConfigError, match="queue 'emails': rate_limit must look like"):
+            app.queue_rate_limit("fast", queue="emails")
+
+    def test_holds_for_every_task_of_the_queue_together(self, broker: Broker) -> None:
+        broker.rate_limits = (RateLimit(QUEUE_LIMIT, 1 / 3600, 2),)  # two, then one an hour
+        broker.enqueue_many([NewTask("a", name="x"), NewTask("b", name="y"),
+                             NewTask("c", name="z")])
+        assert leased(broker) == ["a", "b"]
+        throttled = [e for e in events(broker.client, broker.keys) if e.type == "throttled"]
+        assert [(e.task, e.fields["limit"]) for e in throttled] == [("c", "queue")]
+
+    def test_a_start_passes_its_names_limit_and_the_queues(self, broker: Broker) -> None:
+        broker.rate_limits = (RateLimit("x", 1 / 3600), RateLimit(QUEUE_LIMIT, 1 / 3600, 3))
+        broker.enqueue_many([NewTask("x1", name="x"), NewTask("x2", name="x"),
+                             NewTask("y1", name="y"), NewTask("y2", name="y"),
+                             NewTask("x3", name="x")])
+        assert leased(broker) == ["x1", "y1", "y2"]
+        throttled = {e.task: e.fields["limit"] for e in events(broker.client, broker.keys)
+                     if e.type == "throttled"}
+        # x2: only its name's limit refused (the queue had room); x3: both did.
+        assert throttled == {"x2": "task", "x3": "both"}
+        # A start refused by one limit moves neither limit's start cursor.
+        assert record_of(broker, "x3").state == "delayed"
+
+
+QUEUE_RATE_APP = '''
+import taskq
+
+app = taskq.App()
+app.queue_rate_limit("20/s")
+
+@app.task("one")
+def one(n: int) -> None:
+    pass
+
+@app.task("two")
+def two(n: int) -> None:
+    pass
+'''
+
+
+def test_workers_together_never_start_the_queues_tasks_faster_than_its_rate(
+    tmp_path: Path, settings: Settings, queue: Broker, ledger_path: Path
+) -> None:
+    """Three worker processes drain 60 tasks of two names under a queue limit of 20 a
+    second: no one-second window of Redis time holds more than 20 + 1 starts of them
+    together, and the drain keeps close to the rate."""
+    (tmp_path / "queue_rate_app.py").write_text(QUEUE_RATE_APP)
+    queue.enqueue_many([NewTask(f"q{i:02}", name="one" if i % 2 else "two", payload={"n": i})
+                        for i in range(60)])
+    workers = WorkerProcesses(tmp_path, worker_env(settings.redis_url, queue.queue, ledger_path,
+                                                   PYTHONPATH=str(tmp_path)))
+    try:
+        for _ in range(3):
+            workers.start("--app", "queue_rate_app:app", "--concurrency", "4")
+        wait_until(lambda: queue.counts().ready + queue.counts().delayed
+                   + queue.counts().leased == 0, 30, "the drain")
+    finally:
+        workers.stop_all()
+    starts = sorted(int(e.fields["ts"]) for e in events(queue.client, queue.keys)
+                    if e.type == "leased")
+    assert len(starts) == 60
+    busiest = max(sum(1 for t in starts if s <= t < s + 1000) for s in starts)
+    assert busiest <= 21, (busiest, workers.logs())
+    seconds = (starts[-1] - starts[0]) / 1000
+    assert 2.9 <= seconds < 6.0, seconds
 
 
 RATE_APP = '''

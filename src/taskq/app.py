@@ -15,9 +15,9 @@ from taskq.codec import args_payload
 from taskq.concurrency import ConcurrencyLimit, check_concurrency
 from taskq.errors import InvalidTaskError
 from taskq.handle import TaskHandle
-from taskq.keys import check_task_id, check_task_name, new_id
+from taskq.keys import check_queue_name, check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, TIME_LIMIT, shown
-from taskq.rates import RateLimit, parse_rate
+from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
 from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
@@ -165,6 +165,8 @@ class App:
         self.queue = queue or self.settings.queue
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
+        # Each queue's own rate limit, by queue name (see queue_rate_limit).
+        self.queue_limits: dict[str, RateLimit] = {}
         self._broker: Broker | None = None
         self._async = _LoopBroker()
 
@@ -261,9 +263,22 @@ class App:
 
         return register
 
-    def rate_limits(self) -> tuple[RateLimit, ...]:
-        """The rate limits of this app's tasks, as a worker's leases apply them."""
-        return tuple(t.rate_limit for t in self.tasks.values() if t.rate_limit is not None)
+    def queue_rate_limit(self, rate_limit: str, rate_burst: int = 1,
+                         queue: str | None = None) -> None:
+        """Cap how fast the tasks of `queue` (default: the app's) start, all of them
+        together, across every worker of it: `rate_limit` as for a task ("100/s",
+        "30/m", "500/h"), `rate_burst` of them at once after a quiet spell. Each start
+        passes its task's own limit too, if it has one. Declaring it again replaces it."""
+        name = check_queue_name(self.queue if queue is None else queue)
+        self.queue_limits[name] = parse_rate(QUEUE_LIMIT, rate_limit, rate_burst,
+                                             owner=f"queue {name!r}")
+
+    def rate_limits(self, queue: str | None = None) -> tuple[RateLimit, ...]:
+        """The rate limits a worker's leases on `queue` (default: the app's) apply: its
+        tasks', and the queue's own if one was declared."""
+        tasks = tuple(t.rate_limit for t in self.tasks.values() if t.rate_limit is not None)
+        own = self.queue_limits.get(self.queue if queue is None else queue)
+        return tasks if own is None else (*tasks, own)
 
     def concurrency_limits(self) -> tuple[ConcurrencyLimit, ...]:
         """The concurrency limits of this app's tasks, as a worker's leases apply them."""

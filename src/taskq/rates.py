@@ -4,7 +4,8 @@ A limit such as "100/s" is kept as the spacing between starts (GCRA, the generic
 rate algorithm): lease.lua gives each start of a limited task its own slot, the
 theoretical arrival time of the limit advancing by one spacing per start, so however
 many workers lease at once the starts never run ahead of the rate (plus `burst`). A task
-that comes before its slot waits on delayed until it, its slot kept.
+that comes before its slot waits on delayed until it, its slot kept. A queue may have a
+limit of its own (`App.queue_rate_limit`), which every start of its tasks passes too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from taskq.errors import ConfigError
 from taskq.limits import shown
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+# The name a queue's own limit goes by in lease.lua: every task of the queue starts under
+# it, beside its name's. No task name can be this (see taskq.keys.check_task_name).
+QUEUE_LIMIT = "*"
 RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([smh])\s*$")
 # Spacings lease.lua accepts, in microseconds: a million per second down to one a day.
 MIN_INTERVAL_US = 1
@@ -38,18 +42,20 @@ class RateLimit:
         return max(MIN_INTERVAL_US, round(1_000_000 / self.per_second))
 
 
-def parse_rate(name: str, text: object, burst: object = 1) -> RateLimit:
-    """The limit `text` ("100/s", "30/m", "500/h") of task `name`, or `ConfigError`."""
+def parse_rate(name: str, text: object, burst: object = 1, owner: str = "") -> RateLimit:
+    """The limit `text` ("100/s", "30/m", "500/h") of task `name`, or `ConfigError`
+    naming `owner` (default: the task) and what is wrong."""
+    owner = owner or f"task {name!r}"
     match = RATE.match(text) if isinstance(text, str) else None
     if match is None:
-        raise ConfigError(f"task {name!r}: rate_limit must look like '100/s', '30/m' or "
+        raise ConfigError(f"{owner}: rate_limit must look like '100/s', '30/m' or "
                           f"'500/h', not {shown(text)}")
     per_second = float(match[1]) / UNITS[match[2]]
     interval = 1_000_000 / per_second if per_second > 0 else float("inf")
     if not MIN_INTERVAL_US <= interval <= MAX_INTERVAL_US:
-        raise ConfigError(f"task {name!r}: rate_limit {text!r} is outside what taskq "
+        raise ConfigError(f"{owner}: rate_limit {text!r} is outside what taskq "
                           "supports (from one a day to a million a second)")
     if not isinstance(burst, int) or isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
-        raise ConfigError(f"task {name!r}: rate_burst must be a whole number from 1 to "
+        raise ConfigError(f"{owner}: rate_burst must be a whole number from 1 to "
                           f"{MAX_BURST}, not {shown(burst)}")
     return RateLimit(name, per_second, burst)

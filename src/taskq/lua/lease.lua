@@ -22,7 +22,8 @@
   ARGV[6] request_id      '' = none; else remembered for lease_ms
   ARGV[7] limits          limited task names in this call (0 to 10000); then four
                           values each:
-  ARGV[8] name            the task name
+  ARGV[8] name            the task name, or '*': the queue's own limit, which every
+                          task of the queue starts under too
   ARGV[9] interval_us     spacing between its starts (1 to 86400000000: a day), or 0:
                           no rate limit
   ARGV[10] burst          starts let through at once (1 to 10000)
@@ -33,9 +34,10 @@
            the next lease expires when fewer than count were leased, else -1 (-1 too
            when nothing is scheduled); an argument out of its range is an error, and
            nothing is written
-  Emits:   leased (one per task); throttled (state delayed) for each rate-limited task
-           that may not start yet: it waits on delayed for a slot (the record's
-           rate_slot), and is not counted against `count`; parked (state pending) for
+  Emits:   leased (one per task); throttled (state delayed, `limit` task, queue or
+           both: which refused) for each rate-limited task that may not start yet: it
+           waits on delayed for a slot (the record's rate_slot), and is not counted
+           against `count`; parked (state pending) for
            each task whose name has every concurrency slot taken: it waits on its
            name's parked list, not counted against `count`; unparked (state pending)
            for each parked task a free slot sends back to the front of ready
@@ -45,7 +47,8 @@
   through only while that time is at most (burst - 1) intervals ahead of now. So the
   rate holds on the actual start times, however late a worker leases. Throttled tasks
   are spread over the slots after those already handed out, one interval apart, so
-  they come back one at a time rather than all at once.
+  they come back one at a time rather than all at once. The queue's own limit ('*')
+  holds for all its tasks together, beside each name's: a start must pass both.
 
   Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
   parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
@@ -133,25 +136,44 @@ local function cursor(name)
   return c
 end
 
--- Whether the task may start now under its name's rate limit; one that may not waits on
--- delayed for the next free slot, and is checked again like any other when it comes.
+-- The name under which a rate limit holds for every task of the queue together.
+local QUEUE_LIMIT = '*'
+
+-- Whether the task may start now under the rate limits it falls under: its name's and the
+-- queue's. It starts only if every one lets it, moving each one's start cursor; else
+-- each limit that refuses hands it its next slot, and it waits on delayed for the
+-- latest of them, to be checked again like any other start when it comes.
 local function admitted(task_id, task_key, name, slot)
-  local limit = limits[name]
-  if not limit then return true end
-  local c = cursor(name)
+  local applied, refused = {}, {}
   local now_us = now * 1000
-  local tolerance = (limit.burst - 1) * limit.interval
-  local start = math.max(c.start, now_us)
-  if start - tolerance <= now_us then
-    c.start = start + limit.interval
-    if c.next < c.start then c.next = c.start end
+  for _, key in ipairs({name, QUEUE_LIMIT}) do
+    local limit = limits[key]
+    if limit then
+      local c = cursor(key)
+      local a = {limit = limit, c = c, start = math.max(c.start, now_us),
+                 tolerance = (limit.burst - 1) * limit.interval, key = key}
+      applied[#applied + 1] = a
+      if a.start - a.tolerance > now_us then refused[#refused + 1] = a end
+    end
+  end
+  if #refused == 0 then
+    for _, a in ipairs(applied) do
+      a.c.start = a.start + a.limit.interval
+      if a.c.next < a.c.start then a.c.next = a.c.start end
+    end
     if slot then redis.call('HDEL', task_key, 'rate_slot') end
     return true
   end
-  local given = math.max(c.next, start)
-  c.next = given + limit.interval
-  local run_at = integer_text(math.ceil((given - tolerance) / 1000))
-  emit(feed, {'type', 'throttled', 'task', task_id, 'state', 'delayed', 'at', run_at})
+  local run_at_us, by = 0, 'task'
+  for _, a in ipairs(refused) do
+    local given = math.max(a.c.next, a.start)
+    a.c.next = given + a.limit.interval
+    run_at_us = math.max(run_at_us, given - a.tolerance)
+    if a.key == QUEUE_LIMIT then by = #refused > 1 and 'both' or 'queue' end
+  end
+  local run_at = integer_text(math.ceil(run_at_us / 1000))
+  emit(feed, {'type', 'throttled', 'task', task_id, 'state', 'delayed', 'at', run_at,
+    'limit', by})
   redis.call('HSET', task_key, 'state', 'delayed', 'run_at', run_at, 'rate_slot', run_at)
   redis.call('ZADD', delayed_key, run_at, task_id)
   return false

@@ -64,9 +64,10 @@ class Worker:
         self.queues = self._queues(broker, queues)
         self.broker = self.queues.first  # the only one, for a worker on one queue
         # Every lease this worker makes, on every queue, applies its app's rate limits
-        # (see taskq.rates) and concurrency limits (taskq.concurrency).
+        # (see taskq.rates; the queue's own too) and concurrency limits
+        # (taskq.concurrency).
         for each in self.queues:
-            each.rate_limits = app.rate_limits()
+            each.rate_limits = app.rate_limits(each.queue)
             each.concurrency_limits = app.concurrency_limits()
         self.concurrency = concurrency or s.concurrency
         self.worker_id = worker_id or make_worker_id()
