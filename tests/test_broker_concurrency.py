@@ -178,6 +178,51 @@ class TestParkedTasks:
         assert lease_all(limited) == {"c": 1}
 
 
+class TestAKeyedLimit:
+    """A limit kept per key (the record's limit_key, an account say): each key has its
+    own slots and parked tasks, under the name's limit."""
+
+    def keyed(self, broker: Broker, *ids_and_keys: tuple[str, str]) -> None:
+        broker.enqueue_many([NewTask(t, name=NAME, limit_key=k) for t, k in ids_and_keys])
+
+    def test_each_key_has_its_own_slots(self, limited: Broker) -> None:
+        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),
+                   ("b1", "acct-b"), ("b2", "acct-b"), ("b3", "acct-b"))
+        leases = lease_all(limited)
+        assert set(leases) == {"a1", "a2", "b1", "b2"}
+        assert parked(limited) == []  # the name's own group holds nothing
+        group = f"{NAME}|acct-a"
+        assert list(limited.client.lrange(limited.keys.parked(group), 0, -1)) == ["a3"]
+        assert set(limited.client.smembers(limited.keys.holding(group))) == {"a1", "a2"}
+        sound(limited)
+        limited.ack("b1", leases["b1"])
+        assert lease_all(limited) == {"b3": 1}  # b's slot, not a's
+        limited.ack("a1", leases["a1"])
+        assert lease_all(limited) == {"a3": 1}
+        sound(limited)
+
+    def test_the_snapshot_lists_each_key_that_holds_or_waits(self, limited: Broker) -> None:
+        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),
+                   ("b1", "acct-b"))
+        enqueue(limited, "plain")
+        leases = lease_all(limited)
+        assert take_snapshot(limited, limit=0).limits == [
+            LimitView(NAME, 2, 1, 0), LimitView(NAME, 2, 2, 1, "acct-a"),
+            LimitView(NAME, 2, 1, 0, "acct-b")]
+        for task_id, token in leases.items():
+            limited.ack(task_id, token)
+        lease_all(limited)  # a3
+        assert take_snapshot(limited, limit=0).limits == [LimitView(NAME, 2, 1, 0, "acct-a")]
+        assert set(limited.client.smembers(limited.keys.groups(NAME))) == {f"{NAME}|acct-a"}
+
+    def test_a_parked_keyed_task_can_be_cancelled(self, limited: Broker) -> None:
+        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))
+        lease_all(limited)
+        assert limited.cancel("a3").outcome == "cancelled"
+        assert not limited.client.exists(limited.keys.parked_names)
+        sound(limited)
+
+
 class TestLimitArguments:
     @pytest.mark.parametrize("most", [0, -1, 10_001, 2.5, True, "5", None])
     def test_a_bad_limit_is_refused_saying_what_is_wrong(self, most: object) -> None:

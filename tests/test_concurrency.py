@@ -13,7 +13,7 @@ from helpers import events
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
-from taskq.errors import ConfigError
+from taskq.errors import ConfigError, InvalidTaskError
 from taskq.settings import Settings
 from taskq.tools.tracecheck import read_log, validate
 from waiting import WorkerProcesses, wait_until, worker_env
@@ -36,6 +36,44 @@ class TestDeclaring:
         assert "bad" not in app.tasks
 
 
+class TestAKeyedLimit:
+    def test_each_call_carries_its_keys_value_however_it_was_passed(self, app: App) -> None:
+        @app.task("send", max_concurrency=2, concurrency_key="account")
+        def send(message: str, account: str | int = "default") -> None: ...
+
+        assert app.concurrency_limits() == (ConcurrencyLimit("send", 2, "account"),)
+        assert send.call("hi", "acct-1").limit_key == "acct-1"
+        assert send.call("hi", account=42).limit_key == "42"
+        assert send.call("hi").limit_key == "default"
+        handle = send.enqueue("hi", account="acct-9")
+        record = app.broker.task(handle.task_id)
+        assert record is not None and record.limit_key == "acct-9"
+
+    def test_a_key_that_is_not_text_or_a_whole_number_is_refused_before_sending(
+        self, app: App
+    ) -> None:
+        @app.task("send", max_concurrency=2, concurrency_key="account")
+        def send(account: object) -> None: ...
+
+        for bad in (None, 1.5, True, ["a"]):
+            with pytest.raises(InvalidTaskError, match="concurrency_key 'account' must be a "
+                                                       "string or an integer"):
+                send.enqueue(bad)
+        with pytest.raises(InvalidTaskError, match="invalid concurrency key"):
+            send.enqueue("")
+        assert app.broker.counts().ready == 0
+
+    def test_a_key_must_name_a_parameter_and_needs_a_limit(self, app: App) -> None:
+        with pytest.raises(ConfigError, match="concurrency_key must name one of its "
+                                              "parameters \\(account\\), not 'acount'"):
+            @app.task("a", max_concurrency=1, concurrency_key="acount")
+            def a(account: str) -> None: ...
+        with pytest.raises(ConfigError, match="concurrency_key needs max_concurrency"):
+            @app.task("b", concurrency_key="account")
+            def b(account: str) -> None: ...
+        assert not app.tasks
+
+
 LIMITED_APP = '''
 import time
 import taskq
@@ -48,11 +86,14 @@ def limited(seconds: float) -> None:
 '''
 
 
-def runs_at_once(queue: Broker) -> int:
-    """The most runs that held leases at the same moment, by the Redis times of their
-    events: a run holds from its `leased` event to the event that ended its lease."""
+def runs_at_once(queue: Broker, tasks: set[str] | None = None) -> int:
+    """The most runs (of `tasks`, or of all) that held leases at the same moment, by the
+    Redis times of their events: a run holds from its `leased` event to the event that
+    ended its lease."""
     changes: list[tuple[int, int]] = []
     for e in events(queue.client, queue.keys):
+        if tasks is not None and e.task not in tasks:
+            continue
         if e.type == "leased":
             changes.append((int(e.fields["ts"]), 1))
         elif e.type in ("completed", "failed", "released", "reaped", "cancelled") \
@@ -130,3 +171,41 @@ def test_a_killed_workers_slots_come_back_when_its_leases_are_reaped(
     assert sorted(reaped) == ["k0", "k1"], workers.logs()
     assert runs_at_once(queue) == 2
     assert queue.counts().dead == 2
+
+
+KEYED_APP = '''
+import time
+import taskq
+
+app = taskq.App()
+
+@app.task("per_account", max_concurrency=1, concurrency_key="account")
+def per_account(account: str, seconds: float) -> None:
+    time.sleep(seconds)
+'''
+
+
+def test_a_keyed_limit_holds_per_key_and_keys_run_side_by_side(
+    tmp_path: Path, settings: Settings, queue: Broker, ledger_path: Path
+) -> None:
+    """Two worker processes drain four 0.2 s tasks of each of two accounts, one at a time
+    per account: never two of one account at once, but the two accounts side by side."""
+    (tmp_path / "keyed_app.py").write_text(KEYED_APP)
+    queue.enqueue_many([NewTask(f"{a}{i}", name="per_account", limit_key=a,
+                                payload={"kwargs": {"account": a, "seconds": 0.2}, "args": []})
+                        for a in ("a", "b") for i in range(4)])
+    workers = WorkerProcesses(tmp_path, worker_env(settings.redis_url, queue.queue, ledger_path,
+                                                   PYTHONPATH=str(tmp_path)))
+    try:
+        for _ in range(2):
+            workers.start("--app", "keyed_app:app", "--concurrency", "4")
+        wait_until(lambda: drained(queue), 30, "the drain")
+    finally:
+        workers.stop_all()
+    log = events(queue.client, queue.keys)
+    assert sum(1 for e in log if e.type == "completed") == 8, workers.logs()
+    assert runs_at_once(queue, {f"a{i}" for i in range(4)}) == 1
+    assert runs_at_once(queue, {f"b{i}" for i in range(4)}) == 1
+    assert runs_at_once(queue) == 2
+    report = validate(read_log(queue.client, queue.keys.events))
+    assert report.ok, report.violations

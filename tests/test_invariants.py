@@ -266,8 +266,8 @@ class TestE1WhenACallIsRefused:
         broker.enqueue("t0")
         before = self.snapshot(broker)
         k = broker.keys
-        good = ["ok", SIMULATE_TASK, "{}", 0, 0, 3, "", 60, "", 5]
-        bad = ["bad", SIMULATE_TASK, "{}", 0, 0, 3, "key", "1.5", "", 5]
+        good = ["ok", SIMULATE_TASK, "{}", 0, 0, 3, "", 60, "", 5, ""]
+        bad = ["bad", SIMULATE_TASK, "{}", 0, 0, 3, "key", "1.5", "", 5, ""]
         with pytest.raises(redis.ResponseError, match="idempotency_ttl must be a whole number"):
             broker.scripts.enqueue(keys=[k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
                                    args=[k.prefix, 1000, 2, *good, *bad])
@@ -292,7 +292,8 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
     k = broker.keys
     return {
         "enqueue": ([k.ready, k.delayed, k.events, k.seq, k.epoch, k.wake],
-                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 0, 3, "key", 60, "", 9]),
+                    [k.prefix, 1000, 1, "new", SIMULATE_TASK, "{}", 0, 0, 3, "key", 60, "", 9,
+                     "acct-1"]),
         "lease": ([k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake, k.rates],
                   [k.prefix, "w", 1000, 1, 1000, "req", 1, SIMULATE_TASK, 1000, 1, 2]),
         "ack": ([k.leased, k.events, k.seq, k.epoch],

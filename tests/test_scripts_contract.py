@@ -75,11 +75,12 @@ def is_seed(value: Any) -> bool:
 
 # Each operation's setup and call, returning the ARGV values the call must pass, by name.
 def call_enqueue(b: Broker) -> dict[str, Any]:
-    b.enqueue("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn", result_ttl=30, priority=8)
+    b.enqueue_many([NewTask("t1", 2.5, 4, {"a": 1}, "idem", 99, name="mod.fn", result_ttl=30,
+                            priority=8, limit_key="acct-1")])
     return {"task_id": "t1", "name": "mod.fn", "payload": '{"a":1}', "delay_ms": 2500,
             "run_at_ms": 0, "max_retries": 4, "idempotency_key": "idem",
             "idempotency_ttl": 99, "result_ttl_ms": 30000, "count": 1,
-            "priority": 8}  # fmt: skip
+            "priority": 8, "limit_key": "acct-1"}  # fmt: skip
 
 
 def call_lease(b: Broker) -> dict[str, Any]:

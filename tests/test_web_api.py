@@ -385,7 +385,7 @@ def test_api_limits_gives_each_limits_slots_and_parked_tasks_in_one_read(
     body = httpx.get(f"{server.url}/api/limits", params={"queue": queue.queue},
                      timeout=TIMEOUT).json()
     assert body == {"queue": queue.queue, "limits": [
-        {"name": "jobs.export", "most": 2, "running": 2, "parked": 1}]}
+        {"name": "jobs.export", "most": 2, "running": 2, "parked": 1, "key": ""}]}
 
 
 def test_api_schedules_of_a_queue_without_any_is_an_empty_list(

@@ -12,8 +12,8 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.codec import args_payload
-from taskq.concurrency import ConcurrencyLimit, check_concurrency
-from taskq.errors import InvalidTaskError
+from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
+from taskq.errors import ConfigError, InvalidTaskError
 from taskq.handle import TaskHandle
 from taskq.keys import check_queue_name, check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, TIME_LIMIT, shown
@@ -91,6 +91,8 @@ class Task(Generic[P, R]):
             run_at=options.get("run_at"),
             result_ttl=options.get("result_ttl"),
             priority=PRIORITY.check(options.get("priority", self.priority)),
+            limit_key=None if self.concurrency_limit is None else limit_key_of(
+                self.concurrency_limit, self._signature, args, kwargs),
         )
 
     def enqueue_many(self, calls: Iterable[NewTask | tuple[Any, ...]],
@@ -174,7 +176,7 @@ class App:
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
         retry: RetryPolicy | None = None, time_limit: float | None = None,
         priority: int = PRIORITY.default, rate_limit: str | None = None, rate_burst: int = 1,
-        max_concurrency: int | None = None,
+        max_concurrency: int | None = None, concurrency_key: str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function (plain or `async def`) under `name` (default: module.qualname).
 
@@ -188,7 +190,9 @@ class App:
         worker of the queue, `rate_burst` of them at once after a quiet spell (default 1:
         evenly spaced); a run that comes early waits on delayed for its turn;
         `max_concurrency` caps how many of its runs hold leases at once across every
-        worker of the queue: one more waits, still pending, until a run ends."""
+        worker of the queue: one more waits, still pending, until a run ends; with
+        `concurrency_key` (one of its parameters) the cap holds per value of that
+        argument (per account, per tenant)."""
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidTaskError(f"retry must be a taskq.RetryPolicy, not {shown(retry)}")
         if time_limit is not None:
@@ -215,8 +219,10 @@ class App:
                 )
             limit = None if rate_limit is None else parse_rate(task_name, rate_limit,
                                                                  rate_burst)
-            slots = None if max_concurrency is None else check_concurrency(task_name,
-                                                                           max_concurrency)
+            if max_concurrency is None and concurrency_key is not None:
+                raise ConfigError(f"task {task_name!r}: concurrency_key needs max_concurrency")
+            slots = None if max_concurrency is None else check_concurrency(
+                task_name, max_concurrency, concurrency_key, inspect.signature(fn))
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
                         bool(store_result), retry or DEFAULT, time_limit, priority, limit,
                         slots)

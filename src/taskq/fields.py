@@ -8,7 +8,7 @@ from typing import Any
 
 from taskq.codec import encode_payload
 from taskq.errors import InvalidTaskError
-from taskq.keys import check_idempotency_key, check_task_id, check_task_name
+from taskq.keys import check_idempotency_key, check_limit_key, check_task_id, check_task_name
 from taskq.limits import IDEMPOTENCY_TTL, MAX_RETRIES, PRIORITY, RUN_AT_MS_MAX, shown, to_ms
 from taskq.results import NewTask
 
@@ -25,8 +25,9 @@ def enqueue_fields(
     run_at: datetime | None = None,
     result_ttl: float | None = None,
     priority: int = PRIORITY.default,
+    limit_key: str | None = None,
 ) -> list[Any]:
-    """The ten ARGV values of one task in enqueue.lua's order, or `InvalidTaskError`
+    """The eleven ARGV values of one task in enqueue.lua's order, or `InvalidTaskError`
     (`PayloadError` for the payload) saying which value is wrong and why."""
     check_task_id(task_id)
     check_task_name(name)
@@ -40,7 +41,8 @@ def enqueue_fields(
         raise InvalidTaskError("give a task either delay or run_at, not both")
     result_ttl_ms = "" if result_ttl is None else to_ms(result_ttl, "result_ttl")
     return [task_id, name, encode_payload(payload, max_payload_bytes), delay_ms, run_at_ms,
-            max_retries, key, ttl, result_ttl_ms, PRIORITY.check(priority)]
+            max_retries, key, ttl, result_ttl_ms, PRIORITY.check(priority),
+            "" if limit_key is None else check_limit_key(limit_key)]
 
 
 def new_task_fields(tasks: Sequence[NewTask], max_payload_bytes: int) -> list[list[Any]]:
@@ -54,7 +56,7 @@ def new_task_fields(tasks: Sequence[NewTask], max_payload_bytes: int) -> list[li
             raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
         fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
                                      t.idempotency_key, t.idempotency_ttl, max_payload_bytes,
-                                     t.run_at, t.result_ttl, t.priority))
+                                     t.run_at, t.result_ttl, t.priority, t.limit_key))
     return fields
 
 

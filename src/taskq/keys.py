@@ -20,6 +20,7 @@ TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 # A registered function's name: module.qualname by default.
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
 MAX_IDEMPOTENCY_KEY_BYTES = 512
+MAX_LIMIT_KEY_BYTES = 512
 
 # Every queue's name, so dashboards can find queues without scanning the keyspace.
 QUEUES_KEY = "taskq:queues"
@@ -100,6 +101,18 @@ def check_idempotency_key(key: str) -> str:
     return key
 
 
+def check_limit_key(key: str) -> str:
+    """Return `key` if a keyed concurrency limit can be kept per it (it becomes part of
+    the slot keys' names), else raise `InvalidTaskError`."""
+    if (not isinstance(key, str) or not key or not utf8(key)
+            or len(key.encode()) > MAX_LIMIT_KEY_BYTES):
+        raise InvalidTaskError(
+            f"invalid concurrency key {shown(key)}: must be UTF-8 text of 1 to "
+            f"{MAX_LIMIT_KEY_BYTES} bytes"
+        )
+    return key
+
+
 @dataclass(frozen=True)
 class QueueKeys:
     """The keys of one queue. Scripts derive per-task keys from `prefix` in Lua."""
@@ -133,13 +146,20 @@ class QueueKeys:
         return self.prefix + "parked"
 
     def parked(self, name: str) -> str:
-        """The tasks of `name` waiting, still pending, for a concurrency slot (a LIST,
-        oldest at the left): see taskq.concurrency."""
+        """The tasks of `name` (or of the group `<name>|<key>` of a limit kept per key)
+        waiting, still pending, for a concurrency slot (a LIST, oldest at the left): see
+        taskq.concurrency."""
         return f"{self.prefix}parked:{name}"
 
     def holding(self, name: str) -> str:
-        """The ids of the runs of `name` holding a concurrency slot (a SET)."""
+        """The ids of the runs of `name` (or of a group `<name>|<key>`) holding a
+        concurrency slot (a SET)."""
         return f"{self.prefix}holding:{name}"
+
+    def groups(self, name: str) -> str:
+        """The keyed groups (`<name>|<key>`) of a concurrency limit kept per key that
+        hold a slot or wait for one (a SET)."""
+        return f"{self.prefix}groups:{name}"
 
     @property
     def limits(self) -> str:

@@ -39,6 +39,8 @@ class NewTask:
     run_at: datetime | None = None
     result_ttl: float | None = None
     priority: int = PRIORITY.default  # 0 (lowest) to 9 (highest)
+    # The value a keyed concurrency limit is kept per (e.g. the account); None: none.
+    limit_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,8 @@ class TaskRecord:
     # Fixed at enqueue: 0 (lowest) to 9 (highest); the record holds it unless it is the
     # default.
     priority: int = PRIORITY.default
+    # The value its concurrency limit is kept per ('' = the name's own slots).
+    limit_key: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -259,7 +263,7 @@ class TaskRecord:
             "idempotency_key", "last_error", "created_at", "run_at", "leased_at",
             "heartbeat_at", "completed_at", "dead_at", "result", "error_type",
             "error_message", "traceback", "result_ttl", "waiters", "cancelled_at",
-            "cancel_requested", "cancel_ttl", "priority",
+            "cancel_requested", "cancel_ttl", "priority", "limit_key",
         }  # fmt: skip
         return cls(
             task_id=task_id,
@@ -286,5 +290,6 @@ class TaskRecord:
             cancelled_at=number("cancelled_at"),
             cancel_requested_at=number("cancel_requested"),
             priority=number("priority") if raw.get("priority") else PRIORITY.default,
+            limit_key=raw.get("limit_key", ""),
             extra={k: v for k, v in raw.items() if k not in known},
         )

@@ -44,14 +44,16 @@ class DeadView:
 
 @dataclass(frozen=True)
 class LimitView:
-    """A concurrency-limited task name: its limit as leases last applied it (0: unknown,
-    e.g. only a parked task is left of a name no worker limits now), its runs holding a
-    slot, and its tasks parked for one."""
+    """A concurrency-limited task name, or with `key` one key of a limit kept per key:
+    the name's limit as leases last applied it (0: unknown, e.g. only a parked task is
+    left of a name no worker limits now), its runs holding a slot, and its tasks parked
+    for one."""
 
     name: str
     most: int
     running: int
     parked: int
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         epoch=head[5],
         seq=int(head[6]),
         last_ts=int(head[7]),
-        limits=[LimitView(r[0], _int(r[1]), _int(r[2]), _int(r[3])) for r in limits],
+        limits=[LimitView(r[0].partition("|")[0], _int(r[1]), _int(r[2]), _int(r[3]),
+                          r[0].partition("|")[2]) for r in limits],
     )
 
 

@@ -88,7 +88,8 @@ def _limit_lines(snap: QueueSnapshot) -> list[str]:
     lines = ["  concurrency limits                running    waiting for a slot"]
     for limit in snap.limits:
         most = str(limit.most) if limit.most else "?"
-        lines.append(f"    {limit.name:32.32}  {limit.running:>3} / {most:<4}  {limit.parked}")
+        shown = f"{limit.name} ({limit.key})" if limit.key else limit.name
+        lines.append(f"    {shown:32.32}  {limit.running:>3} / {most:<4}  {limit.parked}")
     return lines
 
 

@@ -47,11 +47,11 @@ end
 
 local task_key = prefix .. 'task:' .. task_id
 local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
-  'priority', 'name', 'parked', unpack(CANCEL_FIELDS))
+  'priority', 'name', 'parked', 'limit_key', unpack(CANCEL_FIELDS))
 local state = record[1]
 if not state then return {'unknown', ''} end
 if only_state ~= '' and state ~= only_state then return {'unchanged', state} end
-local cancel = {record[7], record[8], record[9], record[10]}
+local cancel = {record[8], record[9], record[10], record[11]}
 -- The record outlives the task's end as a completed one would.
 local ttl = tonumber(record[3]) or completed_ttl
 
@@ -70,9 +70,13 @@ end
 local removed = 0
 if state == 'pending' and record[6] then
   -- Parked for a concurrency slot (see _common).
-  local list = parked_key(prefix, record[5])
+  local group = limit_group(record[5], record[7])
+  local list = parked_key(prefix, group)
   removed = redis.call('LREM', list, 0, task_id)
-  if redis.call('LLEN', list) == 0 then redis.call('SREM', parked_names_key(prefix), record[5]) end
+  if redis.call('LLEN', list) == 0 then
+    redis.call('SREM', parked_names_key(prefix), group)
+    forget_group(prefix, group)
+  end
 elseif state == 'pending' then
   local priority = tonumber(record[4])
   removed = redis.call('LREM', ready_list(ready_key, priority), 0, task_id)

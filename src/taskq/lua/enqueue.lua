@@ -12,7 +12,7 @@
   KEYS[6] wake    LIST    wake-up tokens for idle workers
   ARGV[1] prefix          queue key prefix; task and idempotency keys derive from it
   ARGV[2] retention       events kept in the stream (1 to 10^9)
-  ARGV[3] count           tasks in this call (0 to 10000); then ten values per task:
+  ARGV[3] count           tasks in this call (0 to 10000); then eleven values per task:
   ARGV[4] task_id
   ARGV[5] name            registered task name
   ARGV[6] payload         JSON text
@@ -25,6 +25,8 @@
   ARGV[12] result_ttl_ms  '' = the ack's completed_ttl; else ms its completed record
                           (and result) is kept (1 to 315360000000)
   ARGV[13] priority       0 (lowest) to 9 (highest); 5 is the default
+  ARGV[14] limit_key      '' = none; else the value its concurrency limit is kept per
+                          (the limit's slots are per name and key: see _common)
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
            task's id (nothing written for a duplicate); an argument out of its range is
            an error, and nothing is written
@@ -39,7 +41,7 @@ local prefix, retention, count = ARGV[1], ARGV[2], ARGV[3]
 
 -- Checked before the first write (see whole_arg): a bad value in the tenth task must
 -- not leave nine written without their events.
-local WIDTH = 10
+local WIDTH = 11
 count = whole_arg('count', count, 0, LIMITS.count)
 if #ARGV ~= 3 + count * WIDTH then
   error('count ' .. count .. ' needs ' .. (3 + count * WIDTH) .. ' ARGV values, not ' .. #ARGV)
@@ -75,7 +77,7 @@ local reply = {}
 local woken = 0
 
 local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_key, idem_ttl,
-                           result_ttl, priority)
+                           result_ttl, priority, limit_key)
   local idem_record = prefix .. 'idem:' .. idem_key
   if idem_key ~= '' then
     local original = redis.call('GET', idem_record)
@@ -95,6 +97,7 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
     'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
     'idempotency_key', idem_key, 'created_at', now_text, 'run_at', run_at)
   if result_ttl ~= '' then redis.call('HSET', task_key, 'result_ttl', result_ttl) end
+  if limit_key ~= '' then redis.call('HSET', task_key, 'limit_key', limit_key) end
   if priority ~= DEFAULT_PRIORITY then
     redis.call('HSET', task_key, 'priority', integer_text(priority))
     event[#event + 1], event[#event + 2] = 'priority', integer_text(priority)
@@ -111,7 +114,8 @@ end
 for i = 0, count - 1 do
   local base = 4 + i * WIDTH
   local id, created = enqueue_one(ARGV[base], ARGV[base + 1], ARGV[base + 2], delays[i],
-    ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8], priorities[i])
+    ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8], priorities[i],
+    ARGV[base + 10])
   reply[#reply + 1], reply[#reply + 2] = id, created
   woken = woken + created
 end

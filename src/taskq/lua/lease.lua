@@ -183,10 +183,11 @@ end
 -- of their ready lists, oldest first, at most one per free slot.
 local function unpark()
   local names_key = parked_names_key(prefix)
-  for _, name in ipairs(redis.call('SMEMBERS', names_key)) do
-    local list = parked_key(prefix, name)
+  for _, group in ipairs(redis.call('SMEMBERS', names_key)) do
+    local list = parked_key(prefix, group)
     local free = LIMITS.count
-    if most[name] then free = most[name] - redis.call('SCARD', holding_key(prefix, name)) end
+    local max = most[group_name(group)]
+    if max then free = max - redis.call('SCARD', holding_key(prefix, group)) end
     local ids = free > 0 and redis.call('LPOP', list, free)
     -- Each goes to the front, the newest first, so the oldest ends at the very front.
     for i = #(ids or {}), 1, -1 do
@@ -196,26 +197,32 @@ local function unpark()
       redis.call('HDEL', task_key, 'parked')
       push_ready(ready_key, ids[i], priority, true)
     end
-    if redis.call('LLEN', list) == 0 then redis.call('SREM', names_key, name) end
+    if redis.call('LLEN', list) == 0 then
+      redis.call('SREM', names_key, group)
+      forget_group(prefix, group)
+    end
   end
 end
 
--- Whether a task of `name` must wait for a concurrency slot; one that must is parked.
-local function parked(task_id, task_key, name)
+-- Whether a task of `name` (its slots kept in `group`) must wait for a concurrency slot;
+-- one that must is parked.
+local function parked(task_id, task_key, name, group)
   local max = most[name]
-  if not max or redis.call('SCARD', holding_key(prefix, name)) < max then return false end
+  if not max or redis.call('SCARD', holding_key(prefix, group)) < max then return false end
   emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
   redis.call('HSET', task_key, 'parked', '1')
-  redis.call('RPUSH', parked_key(prefix, name), task_id)
-  redis.call('SADD', parked_names_key(prefix), name)
+  redis.call('RPUSH', parked_key(prefix, group), task_id)
+  redis.call('SADD', parked_names_key(prefix), group)
+  if group ~= name then redis.call('SADD', groups_key(prefix, name), group) end
   return true
 end
 
--- Takes one of `name`'s slots for a run that starts now, if the name is limited.
-local function hold_slot(task_id, task_key, name)
+-- Takes one of `group`'s slots for a run that starts now, if the name is limited.
+local function hold_slot(task_id, task_key, name, group)
   if not most[name] then return end
-  redis.call('SADD', holding_key(prefix, name), task_id)
-  redis.call('HSET', task_key, 'slot', name)
+  redis.call('SADD', holding_key(prefix, group), task_id)
+  redis.call('HSET', task_key, 'slot', group)
+  if group ~= name then redis.call('SADD', groups_key(prefix, name), group) end
   if not limited[name] then
     redis.call('HSET', prefix .. 'limits', name, integer_text(most[name]))
     limited[name] = true
@@ -228,11 +235,12 @@ local function lease_from(list)
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
-      'fencing_token', 'rate_slot')
+      'fencing_token', 'rate_slot', 'limit_key')
+    local group = n_conc > 0 and record[1] and limit_group(record[1], record[7])
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
-    if record[1] and (n_conc == 0 or not parked(task_id, task_key, record[1]))
+    if record[1] and (n_conc == 0 or not parked(task_id, task_key, record[1], group))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
-      if n_conc > 0 then hold_slot(task_id, task_key, record[1]) end
+      if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3], 'at', expires_text})

@@ -14,10 +14,11 @@
             n, (id, expiry, name, worker, token, retries) x n,
             m, (id, run_at, name, retries, last_error, error_type, rate_slot) x m,
             d, (id, name, retries, dead_at, last_error, error_type) x d,
-            c, (name, max, holding, parked) x c}: `ready` counts the pending tasks
-           parked for a concurrency slot too; the last section has each
-           concurrency-limited name's limit as leases last applied it (0: unknown),
-           its runs holding a slot and its parked tasks
+            c, (group, max, holding, parked) x c}: `ready` counts the pending tasks
+           parked for a concurrency slot too; the last section has each concurrency
+           limit's group (a name, or `<name>|<key>` for a limit kept per key), the
+           name's limit as leases last applied it (0: unknown), the group's runs
+           holding a slot and its parked tasks
   Emits:   nothing
 ]]
 --- @include "_common"
@@ -26,15 +27,24 @@ local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], K
 local events_key, epoch_key = KEYS[5], KEYS[6]
 local prefix, limit = ARGV[1], tonumber(ARGV[2])
 
--- The names with a concurrency limit or parked tasks, and their parked tasks in all.
-local limited, parked_total = {}, 0
+-- The concurrency limits' groups (see _common): each limited name, or its keyed groups
+-- that hold a slot or wait for one (and the name itself if runs without a key do);
+-- any group with parked tasks; and the parked tasks in all.
+local limited, listed, parked_total = {}, {}, 0
+local function list_group(group)
+  if not listed[group] then limited[#limited + 1], listed[group] = group, true end
+end
 local most = redis.call('HGETALL', prefix .. 'limits')
-for i = 1, #most, 2 do limited[#limited + 1] = most[i] end
-for _, name in ipairs(redis.call('SMEMBERS', parked_names_key(prefix))) do
-  parked_total = parked_total + redis.call('LLEN', parked_key(prefix, name))
-  if redis.call('HEXISTS', prefix .. 'limits', name) == 0 then
-    limited[#limited + 1] = name
+for i = 1, #most, 2 do
+  local groups = redis.call('SMEMBERS', groups_key(prefix, most[i]))
+  if #groups == 0 or redis.call('SCARD', holding_key(prefix, most[i])) > 0 then
+    list_group(most[i])
   end
+  for _, group in ipairs(groups) do list_group(group) end
+end
+for _, group in ipairs(redis.call('SMEMBERS', parked_names_key(prefix))) do
+  parked_total = parked_total + redis.call('LLEN', parked_key(prefix, group))
+  list_group(group)
 end
 table.sort(limited)
 
@@ -77,9 +87,9 @@ for _, id in ipairs(dead) do
   add({id, record[1], record[2], record[3], record[4], record[5]})
 end
 reply[#reply + 1] = #limited
-for _, name in ipairs(limited) do
-  add({name, redis.call('HGET', prefix .. 'limits', name) or '0',
-    redis.call('SCARD', holding_key(prefix, name)),
-    redis.call('LLEN', parked_key(prefix, name))})
+for _, group in ipairs(limited) do
+  add({group, redis.call('HGET', prefix .. 'limits', group_name(group)) or '0',
+    redis.call('SCARD', holding_key(prefix, group)),
+    redis.call('LLEN', parked_key(prefix, group))})
 end
 return reply

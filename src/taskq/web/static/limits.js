@@ -82,8 +82,9 @@ function draw(rows) {
     : [el('tr', { class: 'empty-row' }, el('td', { colspan: 4 },
       'No worker has leased a task with max_concurrency on this queue.'))]));
   const waiting = rows.reduce((n, r) => n + r.parked, 0);
+  const names = new Set(rows.map((r) => r.name)).size;
   $('limits-meta').textContent = rows.length
-    ? `${rows.length} limited · ${waiting} waiting for a slot` : '';
+    ? `${names} limited · ${waiting} waiting for a slot` : '';
 }
 
 function row(r) {
@@ -91,8 +92,11 @@ function row(r) {
   const fill = el('span', { class: 'fill' });
   // Through the CSSOM: the page's CSP allows no style attribute.
   fill.style.width = `${r.most > 0 ? Math.round(Math.min(1, r.running / r.most) * 100) : 0}%`;
-  return el('tr', { 'data-testid': 'limit-row', 'data-name': r.name },
-    el('td', { class: 'name', title: r.name }, el('code', {}, r.name)),
+  return el('tr', { 'data-testid': 'limit-row', 'data-name': r.name, 'data-key': r.key },
+    el('td', { class: 'name', title: r.key ? `${r.name}, for ${r.key}` : r.name },
+      el('code', {}, r.name),
+      r.key ? el('span', { class: 'badge limit-key', 'data-testid': 'limit-key' }, r.key)
+        : null),
     el('td', { class: 'num', 'data-testid': 'limit-running',
       title: r.most ? `${r.running} of ${r.most} slots held` : 'no worker applies a limit now' },
     r.most ? `${r.running} / ${r.most}` : `${r.running} / ?`),
