@@ -35,8 +35,10 @@ class QueueView:
 
     places: dict[str, list[str]]
     records: dict[str, dict[str, str]]
-    # Each concurrency-limited name's runs holding a slot (see taskq.concurrency).
+    # Each concurrency-limited group's runs holding a slot (see taskq.concurrency), and
+    # its tasks sent back to ready with a slot promised.
     holding: dict[str, set[str]]
+    unparked: dict[str, set[str]]
 
     def where(self, task_id: str) -> list[str]:
         """Every place that holds `task_id`, once per occurrence, so a duplicate shows twice."""
@@ -52,9 +54,18 @@ class QueueView:
             return f"{task_id} is in {places}"
         if PLACE_STATE[places[0]] != current:
             return f"{task_id} is in {places[0]} but its record says {current!r}"
-        if (places[0] == "parked") != ("parked" in self.records[task_id]):
-            return f"{task_id} is in {places[0]} but its parked field disagrees"
+        flag = self.records[task_id].get("parked")
+        if (places[0] == "parked") != (flag == "1") or (flag == "back") != (
+                task_id in self.unparked.get(self.group_of(task_id), set())):
+            return f"{task_id} is in {places[0]} but its parked field says {flag!r}"
+        if flag == "back" and places[0] != "ready":
+            return f"{task_id} was sent back to ready but is in {places[0]}"
         return None
+
+    def group_of(self, task_id: str) -> str:
+        record = self.records.get(task_id, {})
+        key = record.get("limit_key")
+        return f"{record.get('name', '')}|{key}" if key else record.get("name", "")
 
     def slot_violations(self) -> list[str]:
         """Every run that holds a concurrency slot without holding the task's lease, and
@@ -106,10 +117,10 @@ def view(client: redis.Redis, keys: QueueKeys) -> QueueView:
     records = {
         t: {text(a): text(b) for a, b in r.items()} for t, r in zip(ids, replies[3:], strict=True)
     }
-    start = len(keys.holding(""))
-    holding = {text(k)[start:]: {text(t) for t in client.smembers(k)}
-               for k in client.scan_iter(match=keys.holding("*"), count=1000)}
-    return QueueView(places, records, holding)
+    sets = [{text(k)[len(pattern("")):]: {text(t) for t in client.smembers(k)}
+             for k in client.scan_iter(match=pattern("*"), count=1000)}
+            for pattern in (keys.holding, keys.unparked)]
+    return QueueView(places, records, *sets)
 
 
 def where(client: redis.Redis, keys: QueueKeys, task_id: str) -> list[str]:

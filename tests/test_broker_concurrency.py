@@ -178,6 +178,72 @@ class TestParkedTasks:
         assert lease_all(limited) == {"c": 1}
 
 
+class TestSendingBack:
+    def test_only_as_many_as_slots_are_free_and_the_oldest_keep_their_turn(
+        self, broker: Broker
+    ) -> None:
+        """Sent-back tasks that a lease does not take at once (higher priority work came
+        first) keep their promised slots: later leases send back no more, and newer
+        parked tasks never overtake them."""
+        broker.concurrency_limits = (ConcurrencyLimit(NAME, 3),)
+        enqueue(broker, *"abcdefghi")
+        first = lease_all(broker)
+        assert set(first) == {"a", "b", "c"} and parked(broker) == list("defghi")
+        for task_id, token in first.items():
+            broker.ack(task_id, token)
+        enqueue(broker, *(f"hi{i}" for i in range(6)), name="mod.urgent", priority=9)
+        order = [t.task_id for _ in range(10) for t in broker.lease_many("w", 30, 1).tasks]
+        assert order == [*(f"hi{i}" for i in range(6)), "d", "e", "f"]
+        assert parked(broker) == ["g", "h", "i"]
+        sound(broker)
+
+    def test_a_sent_back_task_overtaken_for_its_slot_waits_at_the_front(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b", "c", "d")
+        leases = lease_all(limited)
+        limited.ack("a", leases["a"])
+        enqueue(limited, "urgent", name="mod.urgent", priority=9)
+        enqueue(limited, "hi", priority=9)
+        # The lease sends c back (one slot free), then leases higher priority work: the
+        # newer "hi", of c's name, takes the slot (priority first), and c, popped next
+        # with every slot held, waits at the front of the line again.
+        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["urgent"]
+        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["hi"]
+        assert limited.lease_many("w", 30, 1).tasks == []
+        assert parked(limited) == ["c", "d"]
+        sound(limited)
+
+    def test_a_sent_back_task_can_be_cancelled_and_frees_its_promise(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b", "c", "d")
+        leases = lease_all(limited)
+        limited.ack("a", leases["a"])
+        enqueue(limited, "urgent", name="mod.urgent", priority=9)
+        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["urgent"]
+        assert limited.cancel("c").outcome == "cancelled"
+        sound(limited)
+        assert lease_all(limited) == {"d": 1}
+
+
+class TestOneCallIsBounded:
+    def test_a_lease_parks_at_most_a_thousand_and_asks_to_be_called_again(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b")
+        lease_all(limited)
+        limited.enqueue_many([NewTask(f"w{i}", name=NAME) for i in range(2500)])
+        batch = limited.lease_many("w", 30, 1)
+        assert batch.tasks == [] and batch.wait_seconds == 0
+        assert 1000 <= len(parked(limited)) <= 1001
+        limited.lease_many("w", 30, 1)
+        limited.lease_many("w", 30, 1)
+        assert len(parked(limited)) == 2500
+        assert limited.lease_many("w", 30, 1).wait_seconds != 0
+        sound(limited)
+
+
 class TestAKeyedLimit:
     """A limit kept per key (the record's limit_key, an account say): each key has its
     own slots and parked tasks, under the name's limit."""

@@ -118,6 +118,14 @@ class TestLease:
         assert len(leased(broker)) == 3
 
 
+def test_names_that_extend_one_another_keep_their_own_cursors(broker: Broker) -> None:
+    broker.rate_limits = (RateLimit("a", 1 / 3600), RateLimit("a:next", 1 / 3600))
+    broker.enqueue_many([NewTask("a1", name="a"), NewTask("a2", name="a")])
+    assert leased(broker) == ["a1"]  # a2 throttled: a's next slot is an hour out
+    broker.enqueue("n1", name="a:next")
+    assert leased(broker) == ["n1"]
+
+
 class TestQueueLimit:
     def test_is_declared_per_queue_and_named_in_its_errors(self, app: App) -> None:
         app.task("limited", rate_limit="10/s")(lambda: None)

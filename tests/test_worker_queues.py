@@ -63,6 +63,7 @@ class TestTheQueueOption:
         ("high:0,low", "the weight of 'high' must be a whole number between 1 and 1000"),
         ("high:x", "the weight of 'high' must be"),
         ("high:-1", "the weight of 'high' must be"),
+        ("high:²", "the weight of 'high' must be"),
         ("high:1001", "not 1001"),
         ("high:2,high:1", "names 'high' twice"),
         ("high,low,high", "names 'high' twice"),

@@ -156,6 +156,11 @@ class QueueKeys:
         concurrency slot (a SET)."""
         return f"{self.prefix}holding:{name}"
 
+    def unparked(self, name: str) -> str:
+        """The tasks of `name` (or of a group) sent back to ready from its parked list,
+        each with a slot promised, until a lease pops it (a SET)."""
+        return f"{self.prefix}unparked:{name}"
+
     def groups(self, name: str) -> str:
         """The keyed groups (`<name>|<key>`) of a concurrency limit kept per key that
         hold a slot or wait for one (a SET)."""

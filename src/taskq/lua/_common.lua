@@ -158,6 +158,13 @@ local function parked_key(prefix, name)
   return prefix .. 'parked:' .. name
 end
 
+-- The tasks of a group that a lease sent back from its parked list to ready and no lease
+-- has popped since: each is promised a free slot, so the next lease sends back no more
+-- than the slots left (a SET; the record's `parked` field is 'back' meanwhile).
+local function unparked_key(prefix, name)
+  return prefix .. 'unparked:' .. name
+end
+
 local function parked_names_key(prefix)
   return prefix .. 'parked'
 end

@@ -68,7 +68,13 @@ if state == 'running' and redis.call('ZSCORE', leased_key, task_id) then
 end
 
 local removed = 0
-if state == 'pending' and record[6] then
+if state == 'pending' and record[6] == 'back' then
+  -- Sent back to ready from its parked list, a slot promised to it (see _common).
+  local priority = tonumber(record[4])
+  removed = redis.call('LREM', ready_list(ready_key, priority), 0, task_id)
+  forget_if_empty(ready_key, priority)
+  redis.call('SREM', unparked_key(prefix, limit_group(record[5], record[7])), task_id)
+elseif state == 'pending' and record[6] then
   -- Parked for a concurrency slot (see _common).
   local group = limit_group(record[5], record[7])
   local list = parked_key(prefix, group)

@@ -12,8 +12,8 @@
   KEYS[6] epoch   STRING  event log incarnation
   KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
   KEYS[8] rates   HASH    <name> -> the rate limit's theoretical start time (us), moved
-                          by starts only; <name>:next -> the next slot a throttled task
-                          waits for (us)
+                          by starts only; <name>|next -> the next slot a throttled task
+                          waits for (us) (no task name holds a '|')
   ARGV[1] prefix          queue key prefix; task and request keys derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
@@ -125,11 +125,15 @@ local scores, memo = {}, {}
 local cursors = {}
 -- Limited names whose limit this call has written to <prefix>limits (for dashboards).
 local limited = {}
+-- Tasks this call popped and did not lease (parked, throttled, or without a record):
+-- at PASS_LIMIT it stops, so one call never walks a whole backlog of waiting tasks.
+local PASS_LIMIT = 1000
+local passed = 0
 
 local function cursor(name)
   local c = cursors[name]
   if not c then
-    local stored = redis.call('HMGET', rates_key, name, name .. ':next')
+    local stored = redis.call('HMGET', rates_key, name, name .. '|next')
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0}
     cursors[name] = c
   end
@@ -187,14 +191,26 @@ local function unpark()
     local list = parked_key(prefix, group)
     local free = LIMITS.count
     local max = most[group_name(group)]
-    if max then free = max - redis.call('SCARD', holding_key(prefix, group)) end
+    if max then
+      -- A promise whose task is gone from ready unseen (its record deleted) is dropped.
+      local promised = 0
+      for _, id in ipairs(redis.call('SMEMBERS', unparked_key(prefix, group))) do
+        if redis.call('HGET', prefix .. 'task:' .. id, 'parked') == 'back' then
+          promised = promised + 1
+        else
+          redis.call('SREM', unparked_key(prefix, group), id)
+        end
+      end
+      free = max - redis.call('SCARD', holding_key(prefix, group)) - promised
+    end
     local ids = free > 0 and redis.call('LPOP', list, free)
     -- Each goes to the front, the newest first, so the oldest ends at the very front.
     for i = #(ids or {}), 1, -1 do
       local task_key = prefix .. 'task:' .. ids[i]
       local priority = tonumber(redis.call('HGET', task_key, 'priority'))
       emit(feed, {'type', 'unparked', 'task', ids[i], 'state', 'pending'})
-      redis.call('HDEL', task_key, 'parked')
+      redis.call('HSET', task_key, 'parked', 'back')
+      redis.call('SADD', unparked_key(prefix, group), ids[i])
       push_ready(ready_key, ids[i], priority, true)
     end
     if redis.call('LLEN', list) == 0 then
@@ -205,13 +221,14 @@ local function unpark()
 end
 
 -- Whether a task of `name` (its slots kept in `group`) must wait for a concurrency slot;
--- one that must is parked.
-local function parked(task_id, task_key, name, group)
+-- one that must is parked, at the back of the line, or at its front if it was sent back
+-- from there (`back`) and a newer run took the slot first.
+local function parked(task_id, task_key, name, group, back)
   local max = most[name]
   if not max or redis.call('SCARD', holding_key(prefix, group)) < max then return false end
   emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
   redis.call('HSET', task_key, 'parked', '1')
-  redis.call('RPUSH', parked_key(prefix, group), task_id)
+  redis.call(back and 'LPUSH' or 'RPUSH', parked_key(prefix, group), task_id)
   redis.call('SADD', parked_names_key(prefix), group)
   if group ~= name then redis.call('SADD', groups_key(prefix, name), group) end
   return true
@@ -235,10 +252,16 @@ local function lease_from(list)
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
-      'fencing_token', 'rate_slot', 'limit_key')
-    local group = n_conc > 0 and record[1] and limit_group(record[1], record[7])
+      'fencing_token', 'rate_slot', 'limit_key', 'parked')
+    local group = record[1] and limit_group(record[1], record[7])
+    -- An unparked task leaves the slots promised to its kind (see unpark) as it is popped.
+    local back = record[8] == 'back'
+    if back then
+      redis.call('SREM', unparked_key(prefix, group), task_id)
+      redis.call('HDEL', task_key, 'parked')
+    end
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
-    if record[1] and (n_conc == 0 or not parked(task_id, task_key, record[1], group))
+    if record[1] and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
@@ -249,6 +272,8 @@ local function lease_from(list)
       scores[#scores + 1], scores[#scores + 2] = expires_text, task_id
       memo[#memo + 1], memo[#memo + 2] = task_id, token
       add(task_id, token, record)
+    else
+      passed = passed + 1
     end
   end
   return true
@@ -256,12 +281,12 @@ end
 
 unpark()
 for _, level in ipairs(ready_lists(ready_key)) do
-  while reply[1] < count and lease_from(level[1]) do end
+  while reply[1] < count and passed < PASS_LIMIT and lease_from(level[1]) do end
   if reply[1] < count then forget_if_empty(ready_key, level[2]) end
-  if reply[1] >= count then break end
+  if reply[1] >= count or passed >= PASS_LIMIT then break end
 end
 for name, c in pairs(cursors) do
-  redis.call('HSET', rates_key, name, integer_text(c.start), name .. ':next',
+  redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
     integer_text(c.next))
 end
 if #scores > 0 then
@@ -272,7 +297,10 @@ if #scores > 0 then
 end
 close_feed(feed)
 
-if reply[1] < count then
+if passed >= PASS_LIMIT and reply[1] < count then
+  -- Ready may hold more than this call looked at: look again at once.
+  reply[2] = 0
+elseif reply[1] < count then
   -- Ready is empty: pending wake tokens are stale, and the worker sleeps until the
   -- next scheduled moment at most.
   redis.call('DEL', wake_key)

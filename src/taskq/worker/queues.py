@@ -34,7 +34,7 @@ def parse_queues(text: str) -> QueueChoice:
         except InvalidTaskError as e:
             raise ConfigError(f"--queue {text!r}: {e}") from None
         what = f"--queue {text!r}: the weight of {name!r}"
-        if colon and not weight.isdigit():
+        if colon and not (weight.isascii() and weight.isdigit()):
             raise ConfigError(f"{what} must be {QUEUE_WEIGHT.rule}, not {weight!r}")
         names.append(name)
         weights.append(QUEUE_WEIGHT.check(int(weight), what, error=ConfigError) if colon

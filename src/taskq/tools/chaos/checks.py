@@ -326,7 +326,7 @@ def memory_check(client: Client, broker: Broker, found: Findings) -> Check:
     # tasks included): bounded by the app, not by the number of tasks.
     fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
              k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names,
-             k.holding(LIMITED_TASK), k.parked(LIMITED_TASK),
+             k.holding(LIMITED_TASK), k.parked(LIMITED_TASK), k.unparked(LIMITED_TASK),
              *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
     names = [str(n) for n in client.scan_iter(match=k.prefix + "*", count=5000)]
     growing = [n for n in names if n not in fixed]
