@@ -19,11 +19,11 @@ from helpers import events, record_of
 from taskq import App, Worker, current_task
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.errors import ConfigError
+from taskq.errors import BrokerError, ConfigError
 from taskq.results import TaskRecord
 from taskq.settings import Settings
-from taskq.tools.embedded import EmbeddedRedis
-from taskq.worker.queues import Queues, parse_queues
+from taskq.tools.embedded import EmbeddedRedis, free_port
+from taskq.worker.queues import Leaser, Queues, parse_queues
 from waiting import WorkerProcesses, event_types, wait_for_state, wait_until, worker_env
 from worker_support import StartWorker
 
@@ -124,6 +124,25 @@ class TestOrder:
                 Queues([Broker(client, "a"), Broker(elsewhere, "b")])
         finally:
             elsewhere.close()
+
+
+class TestAQueueThatCannotBeReached:
+    def test_is_skipped_for_the_turn_and_the_others_are_leased(
+        self, client: redis.Redis, settings: Settings
+    ) -> None:
+        """A queue whose lease fails (on a cluster: its primary down) does not hold up the
+        others; only when every queue fails does the turn fail."""
+        gone = Broker(connect(Settings.from_env(
+            {}, redis_url=f"redis://127.0.0.1:{free_port()}/0", redis_timeout_seconds=0.5)),
+            "gone")
+        live = Broker(client, "live")
+        live.enqueue("t1")
+        leases = Leaser("w", 30).fill(2, [gone, live])
+        assert leases is not None
+        assert [(x.broker.queue, [t.task_id for t in x.batch.tasks]) for x in leases.taken] \
+            == [("live", ["t1"])]
+        with pytest.raises(BrokerError):
+            Leaser("w", 30).fill(2, [gone])
 
 
 class TestInProcess:

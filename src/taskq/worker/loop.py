@@ -171,12 +171,25 @@ class Worker:
         finally:
             self.slots.unreserve(free)
         try:
-            promoted = sum(m.run(backlog=leases is not None and leases.count == free)
-                           for m in self.maintenance)
+            promoted = self._maintain(backlog=leases is not None and leases.count == free)
         except BrokerError as e:
             return self._backoff.failed(e)
         self._backoff.succeeded()
         return self._idle_wait(leases, free, promoted)
+
+    def _maintain(self, backlog: bool) -> int:
+        """Each queue's maintenance; a queue that cannot be reached (its primary down, on
+        a cluster) is skipped for this turn. Raises BrokerError when every queue failed."""
+        promoted, failures = 0, 0
+        for m in self.maintenance:
+            try:
+                promoted += m.run(backlog=backlog)
+            except BrokerError as e:
+                failures += 1
+                if failures == len(self.maintenance):
+                    raise
+                log.info("maintenance of queue %r failed: %s", m.broker.queue, e)
+        return promoted
 
     def _settle_and_refill(self, outcomes: list[Outcome], free: int) -> Leases | None:
         """Settle `outcomes` with a lease of `free` tasks from the turn's first queue

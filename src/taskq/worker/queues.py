@@ -178,12 +178,14 @@ class Leaser:
         `order[0]` already made (it travelled with the acks); leasing goes on from the
         next queue. None when there was nothing to lease for.
 
-        Raises BrokerError if the first lease call fails. A later one that fails ends
-        the turn with what was leased so far, which must reach its handlers."""
+        A queue whose lease call fails (its primary unreachable, on a cluster) is
+        skipped for this turn, so the others go on; raises BrokerError only when every
+        queue it tried failed."""
         if carried is None and free <= 0:
             return None
         taken = [] if carried is None else [carried]
         left = free - (0 if carried is None else len(carried.batch.tasks))
+        failed: BrokerError | None = None
         for broker in order[len(taken):]:
             if left <= 0:
                 break
@@ -191,11 +193,11 @@ class Leaser:
             try:
                 batch = broker.lease_many(self.worker_id, self.lease_seconds, left)
             except BrokerError as e:
-                if not taken:
-                    raise
-                log.info("lease from queue %r failed; starting what was leased: %s",
-                         broker.queue, e)
-                break
+                log.info("lease from queue %r failed; trying the next: %s", broker.queue, e)
+                failed = e
+                continue
             taken.append(Leased(broker, batch, sent))
             left -= len(batch.tasks)
+        if not taken and failed is not None:
+            raise failed
         return Leases(tuple(taken))
