@@ -6,11 +6,9 @@
 //     panel shows (each takes or frees a slot);
 //   - at each resync of the page, and after a gap in the feed.
 
-import { getJSON } from './http.js';
+import { Reloader } from './reloader.js';
 import { el } from './render.js';
 
-// Events within this long are answered by one reload.
-const RELOAD_MS = 150;
 // The events that take or free a slot, besides parked and unparked.
 const SLOT_EVENTS = new Set(['leased', 'completed', 'failed', 'released', 'reaped',
   'cancelled']);
@@ -18,73 +16,39 @@ const SLOT_EVENTS = new Set(['leased', 'completed', 'failed', 'released', 'reape
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
 
-const panel = {
-  queue: '',
-  loadId: 0, // a newer load (or another queue) supersedes an older one
-  busy: false,
-  again: false, // asked while loading: load once more after
-  soon: 0, // the RELOAD_MS timer
-  names: new Set(), // the limited names shown
-};
+const panel = new Reloader((queue) => `api/limits?queue=${q(queue)}`,
+  (body) => draw(body.limits), (message) => { $('limits-meta').textContent = message; });
+let names = new Set(); // the limited names shown
 
 export function loadLimits(queue) {
-  if (queue !== panel.queue) {
-    Object.assign(panel, { queue, busy: false, again: false, names: new Set() });
-    panel.loadId += 1;
+  if (panel.switchTo(queue)) {
+    names = new Set();
     $('limits-body').replaceChildren();
     $('limits-meta').textContent = '';
   }
-  load();
+  panel.load();
 }
 
 // A feed event; `name` is the task's name where the page knows it.
 export function limitsEvent(data, name) {
   if (data.type === 'parked' || data.type === 'unparked'
-      || (SLOT_EVENTS.has(data.type) && panel.names.has(name))) {
+      || (SLOT_EVENTS.has(data.type) && names.has(name))) {
     reloadLimitsSoon();
   }
 }
 
 export function reloadLimitsSoon() {
-  if (panel.soon) return;
-  panel.soon = setTimeout(() => {
-    panel.soon = 0;
-    load();
-  }, RELOAD_MS);
-}
-
-async function load() {
-  if (panel.busy) {
-    panel.again = true;
-    return;
-  }
-  const loadId = panel.loadId;
-  panel.busy = true;
-  try {
-    const body = await getJSON(`api/limits?queue=${q(panel.queue)}`);
-    if (loadId === panel.loadId) draw(body.limits);
-  } catch (err) {
-    if (loadId === panel.loadId) $('limits-meta').textContent = `could not load: ${err.message}`;
-  } finally {
-    if (loadId === panel.loadId) {
-      panel.busy = false;
-      if (panel.again) {
-        panel.again = false;
-        load();
-      }
-    }
-  }
+  panel.soonAgain();
 }
 
 function draw(rows) {
-  panel.names = new Set(rows.map((r) => r.name));
+  names = new Set(rows.map((r) => r.name));
   $('limits-body').replaceChildren(...(rows.length ? rows.map(row)
     : [el('tr', { class: 'empty-row' }, el('td', { colspan: 4 },
       'No worker has leased a task with max_concurrency on this queue.'))]));
   const waiting = rows.reduce((n, r) => n + r.parked, 0);
-  const names = new Set(rows.map((r) => r.name)).size;
   $('limits-meta').textContent = rows.length
-    ? `${names} limited · ${waiting} waiting for a slot` : '';
+    ? `${names.size} limited · ${waiting} waiting for a slot` : '';
 }
 
 function row(r) {

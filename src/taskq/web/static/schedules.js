@@ -6,11 +6,9 @@
 //     under the skip policy, a schedule seen for the first time, a replaced definition);
 //   - at each resync of the page, and after a gap in the feed.
 
-import { getJSON } from './http.js';
+import { Reloader } from './reloader.js';
 import { el, tick } from './render.js';
 
-// Events within this long are answered by one reload.
-const RELOAD_MS = 150;
 // How long after a tick is due to look again: a worker fires it within a loop's turn.
 const SETTLE_MS = 1500;
 // Farther ticks are left to the page's periodic resync (a timer of days would overflow).
@@ -19,24 +17,18 @@ const HORIZON_MS = 60000;
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
 
-const panel = {
-  queue: '',
-  loadId: 0, // a newer load (or another queue) supersedes an older one
-  busy: false,
-  again: false, // asked while loading: load once more after
-  soon: 0, // the RELOAD_MS timer
-  due: 0, // the timer for the next tick
-};
+const panel = new Reloader((queue) => `api/schedules?queue=${q(queue)}`, (body) => draw(body),
+  (message) => { $('schedules-meta').textContent = message; });
+let due = 0; // the timer for the next tick
 
 export function loadSchedules(queue) {
-  if (queue !== panel.queue) {
-    clearTimeout(panel.due);
-    Object.assign(panel, { queue, busy: false, again: false, due: 0 });
-    panel.loadId += 1;
+  if (panel.switchTo(queue)) {
+    clearTimeout(due);
+    due = 0;
     $('schedules-body').replaceChildren();
     $('schedules-meta').textContent = '';
   }
-  load();
+  panel.load();
 }
 
 // A feed event: a schedule's tick made a task.
@@ -46,34 +38,7 @@ export function scheduleEvent(data) {
 }
 
 export function reloadSoon() {
-  if (panel.soon) return;
-  panel.soon = setTimeout(() => {
-    panel.soon = 0;
-    load();
-  }, RELOAD_MS);
-}
-
-async function load() {
-  if (panel.busy) {
-    panel.again = true;
-    return;
-  }
-  const loadId = panel.loadId;
-  panel.busy = true;
-  try {
-    const body = await getJSON(`api/schedules?queue=${q(panel.queue)}`);
-    if (loadId === panel.loadId) draw(body);
-  } catch (err) {
-    if (loadId === panel.loadId) $('schedules-meta').textContent = `could not load: ${err.message}`;
-  } finally {
-    if (loadId === panel.loadId) {
-      panel.busy = false;
-      if (panel.again) {
-        panel.again = false;
-        load();
-      }
-    }
-  }
+  panel.soonAgain();
 }
 
 function draw(body) {
@@ -87,11 +52,11 @@ function draw(body) {
 }
 
 function armTimer(rows, nowMs) {
-  clearTimeout(panel.due);
+  clearTimeout(due);
   const ahead = rows.map((s) => s.next_tick_ms).filter((t) => t != null && t > nowMs);
   if (!ahead.length) return;
   const wait = Math.min(...ahead) - nowMs + SETTLE_MS;
-  if (wait <= HORIZON_MS) panel.due = setTimeout(reloadSoon, wait);
+  if (wait <= HORIZON_MS) due = setTimeout(reloadSoon, wait);
 }
 
 const DEFINITION_NOTE = {
