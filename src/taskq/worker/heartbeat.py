@@ -108,15 +108,9 @@ class Heartbeat(threading.Thread):
         call per queue."""
         contexts = [c for c in self.slots.in_hand()
                     if not (c.lease_lost or c.finished or c.timed_out)]
-        if len(self.queues) == 1:
-            if contexts:
-                self._renew(self.queues.first, contexts)
-            return
-        by_queue: dict[str, list[TaskContext]] = {}
-        for context in contexts:
-            by_queue.setdefault(context.queue, []).append(context)
-        for queue, held in by_queue.items():
-            self._renew(self.queues.broker(queue), held)
+        for queue, held in self.queues.by_queue(contexts, lambda c: c.queue).items():
+            if held:
+                self._renew(self.queues.broker(queue), held)
 
     def _renew(self, broker: Broker, contexts: list[TaskContext]) -> None:
         """Renew the leases of `contexts`, tasks of `broker`'s queue, in one call; an

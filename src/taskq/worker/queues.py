@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
@@ -16,6 +16,8 @@ from taskq.limits import QUEUE_WEIGHT, shown
 from taskq.results import LeaseBatch
 
 log = logging.getLogger("taskq.worker")
+
+T = TypeVar("T")
 
 QueueChoice: TypeAlias = Sequence[str] | Mapping[str, int]
 """The queues a worker leases from: names, tried in that order (strict), or names with
@@ -106,6 +108,17 @@ class Queues:
     def broker(self, queue: str) -> Broker:
         """The broker of `queue`, one of this worker's: where its tasks are settled."""
         return self._by_name[queue]
+
+    def by_queue(self, items: Iterable[T], queue_of: Callable[[T], str]
+                 ) -> dict[str, list[T]]:
+        """`items` grouped by their queue (`queue_of`), in the order first seen, so each
+        queue's share goes in one call; on one queue, all of them under its name."""
+        if len(self.brokers) == 1:
+            return {self.brokers[0].queue: list(items)}
+        grouped: dict[str, list[T]] = {}
+        for item in items:
+            grouped.setdefault(queue_of(item), []).append(item)
+        return grouped
 
     def describe(self) -> str:
         """The queues and their order, for the worker's first log line."""

@@ -92,9 +92,7 @@ class Settler:
     def _ack(self, done: list[Outcome], refill: int, lease_from: Broker) -> Settled:
         if len(self.queues) == 1:
             return self._ack_queue(lease_from, done, refill)
-        by_queue: dict[str, list[Outcome]] = {}
-        for outcome in done:
-            by_queue.setdefault(outcome.context.queue, []).append(outcome)
+        by_queue = self.queues.by_queue(done, lambda o: o.context.queue)
         carrying = by_queue.pop(lease_from.queue, None) if refill > 0 else None
         acks: list[bool] = []
         for queue, outcomes in by_queue.items():
