@@ -52,11 +52,13 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         self.most = most
         self.broker.concurrency_limits = (ConcurrencyLimit(LIMITED, most),)
 
-    @rule(n=st.integers(1, 4), limited=st.booleans(), priority=st.sampled_from([2, 5, 8]))
-    def enqueue(self, n: int, limited: bool, priority: int) -> None:
+    @rule(n=st.integers(1, 4), limited=st.booleans(), priority=st.sampled_from([2, 5, 8]),
+          key=st.sampled_from([None, "acct-a", "acct-b"]))
+    def enqueue(self, n: int, limited: bool, priority: int, key: str | None = None) -> None:
         self.broker.enqueue_many([
             NewTask(f"t{self.sent + i}", name=LIMITED if limited else "mod.free",
-                    priority=priority, max_retries=2) for i in range(n)])
+                    priority=priority, max_retries=2, limit_key=key if limited else None)
+            for i in range(n)])
         self.sent += n
 
     @rule(worker=st.sampled_from(["w1", "w2", "w3"]), n=st.integers(1, 6),
@@ -65,8 +67,10 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         batch = self.broker.lease_many(worker, BRIEF if brief else 30, n)
         self.holders += [(t.task_id, t.token) for t in batch.tasks]
         if self.broker.counts().ready == 0:
-            parked = self.client.llen(self.broker.keys.parked(LIMITED))
-            assert parked == 0 or self.holding() == self.most, "a task waits by a free slot"
+            for group in self.groups():
+                parked = self.client.llen(self.broker.keys.parked(group))
+                assert parked == 0 or self.holding(group) == self.most, \
+                    f"a task of {group} waits by a free slot"
 
     @precondition(lambda self: self.holders)
     @rule(pick=st.integers(0, 1000), how=st.sampled_from(SETTLES))
@@ -106,16 +110,22 @@ class ConcurrencyMachine(RuleBasedStateMachine):
     def cancel(self, pick: int) -> None:
         self.broker.cancel(f"t{pick % self.sent}")
 
-    def holding(self) -> int:
-        return int(self.client.scard(self.broker.keys.holding(LIMITED)))
+    def groups(self) -> list[str]:
+        """The limited name's groups: its own slots, and each key's."""
+        return [LIMITED, f"{LIMITED}|acct-a", f"{LIMITED}|acct-b"]
+
+    def holding(self, group: str) -> int:
+        return int(self.client.scard(self.broker.keys.holding(group)))
 
     @invariant()
     def slots_are_the_limited_names_leases(self) -> None:
         now = view(self.client, self.broker.keys)
         assert now.violations() == []  # T1, parked included; SlotsAreLeases
-        leased = [t for t in now.places["leased"] if now.records[t]["name"] == LIMITED]
-        assert set(leased) == now.holding.get(LIMITED, set())
-        assert len(leased) <= self.most  # L1
+        for group in self.groups():
+            leased = [t for t in now.places["leased"] if now.group_of(t) == group
+                      and now.records[t]["name"] == LIMITED]
+            assert set(leased) == now.holding.get(group, set()), group
+            assert len(leased) <= self.most, group  # L1, per key
 
     def teardown(self) -> None:
         # Every current holder settles (a stale one is refused), then the rest drains.
@@ -160,4 +170,17 @@ def test_a_lost_holder_answering_after_its_task_is_leased_again_is_checked(
     for how in SETTLES:
         m.a_lost_holder_answers(0, how)
         m.slots_are_the_limited_names_leases()
+    m.teardown()
+
+
+def test_each_key_of_a_keyed_limit_is_checked_on_its_own(client: redis.Redis) -> None:
+    """A fixed run: two tasks of one account and one of another, one slot per account;
+    one of each account runs, the second of the first waits."""
+    m = type("Machine", (ConcurrencyMachine,), {"client": client})()
+    m.limit(1)
+    m.enqueue(2, True, 5, "acct-a")
+    m.enqueue(1, True, 5, "acct-b")
+    m.lease("w1", 6, False)
+    m.slots_are_the_limited_names_leases()
+    assert (m.holding(f"{LIMITED}|acct-a"), m.holding(f"{LIMITED}|acct-b")) == (1, 1)
     m.teardown()
