@@ -276,6 +276,14 @@ class TestConcurrencyLimit:
         assert check.detail == ("at most 4 at once over 8 leases; 1 times a task waited "
                                 "parked for a slot")
 
+    def test_each_account_is_counted_on_its_own(self) -> None:
+        rows = limited_log(*[(t, "leased", {}) for t in "abcdefgh"])
+        keyed = [(seq, {**f, "limit_key": "acct-1" if f["task"] in "abcd" else "acct-2"})
+                 for seq, f in rows]
+        check = concurrency_check(keyed)
+        assert check.ok and check.detail.startswith("at most 4 at once over 8 leases")
+        assert not concurrency_check(rows).ok  # one account: eight at once
+
     def test_a_fifth_run_at_once_fails(self) -> None:
         steps = [(t, "leased", {}) for t in "abcd"]
         steps += [("a", "cancelled", {"from": "pending"}), ("e", "leased", {})]

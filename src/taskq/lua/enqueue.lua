@@ -30,8 +30,8 @@
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
            task's id (nothing written for a duplicate); an argument out of its range is
            an error, and nothing is written
-  Emits:   enqueued (state pending or delayed, with priority when not the default), one
-           per created task
+  Emits:   enqueued (state pending or delayed, with priority when not the default and
+           limit_key when it has one), one per created task
 ]]
 --- @include "_common"
 
@@ -97,7 +97,10 @@ local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_k
     'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
     'idempotency_key', idem_key, 'created_at', now_text, 'run_at', run_at)
   if result_ttl ~= '' then redis.call('HSET', task_key, 'result_ttl', result_ttl) end
-  if limit_key ~= '' then redis.call('HSET', task_key, 'limit_key', limit_key) end
+  if limit_key ~= '' then
+    redis.call('HSET', task_key, 'limit_key', limit_key)
+    event[#event + 1], event[#event + 2] = 'limit_key', limit_key
+  end
   if priority ~= DEFAULT_PRIORITY then
     redis.call('HSET', task_key, 'priority', integer_text(priority))
     event[#event + 1], event[#event + 2] = 'priority', integer_text(priority)

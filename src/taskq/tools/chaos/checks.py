@@ -184,24 +184,26 @@ LEASE_ENDS = ("completed", "failed", "released", "reaped")
 
 
 def runs_at_once(rows: list[tuple[int, dict[str, str]]], name: str) -> tuple[int, int, int]:
-    """(most leases of task `name` held at once, leases, parked events), replaying the
-    log in sequence order: each script's events are in the order it ran, so this is
-    exactly what Redis held."""
-    names: dict[str, str] = {}
-    held: set[str] = set()
+    """(most leases of task `name` held at once for one key of its limit, leases, parked
+    events), replaying the log in sequence order: each script's events are in the order
+    it ran, so this is exactly what Redis held. A task's key (its `limit_key`, '' for
+    none) comes with its `enqueued` event."""
+    keys: dict[str, str] = {}
+    held: dict[str, set[str]] = {}
     most = leases = parked = 0
     for _, fields in rows:
         task, kind = fields.get("task", ""), fields.get("type", "")
-        if kind == "enqueued":
-            names[task] = fields.get("name", "")
-        if names.get(task) != name:
+        if kind == "enqueued" and fields.get("name", "") == name:
+            keys[task] = fields.get("limit_key", "")
+        if task not in keys:
             continue
+        running = held.setdefault(keys[task], set())
         if kind == "leased":
-            held.add(task)
+            running.add(task)
             leases += 1
-            most = max(most, len(held))
+            most = max(most, len(running))
         elif kind in LEASE_ENDS or (kind == "cancelled" and fields.get("from") == "running"):
-            held.discard(task)
+            running.discard(task)
         elif kind == "parked":
             parked += 1
     return most, leases, parked
@@ -211,7 +213,8 @@ def concurrency_check(rows: list[tuple[int, dict[str, str]]]) -> Check:
     """L1 for the run's concurrency-limited task, by the log."""
     most, leases, parked = runs_at_once(rows, LIMITED_TASK)
     return Check(
-        f"L1: never more than {LIMITED_MOST} runs of {LIMITED_TASK} held leases at once",
+        f"L1: never more than {LIMITED_MOST} runs of {LIMITED_TASK} held leases at once "
+        "per account",
         most <= LIMITED_MOST and leases > 0,
         f"at most {most} at once over {leases} leases; {parked} times a task waited "
         "parked for a slot")

@@ -37,6 +37,11 @@ def priorities(seed: int, count: int) -> list[int]:
             else rng.randint(PRIORITY.low, PRIORITY.high) for _ in range(count)]
 
 
+# The keys the limited tasks are spread over, as accounts would be: the limit holds per
+# key, so each key's runs are counted on their own.
+LIMIT_KEYS = ("acct-1", "acct-2", "acct-3")
+
+
 def limited(seed: int, count: int) -> list[bool]:
     """Whether each of `count` tasks is sent as the limited task, the same for the same
     seed."""
@@ -81,12 +86,14 @@ class Producer(threading.Thread):
             self._wait_for_room()
             tasks = [NewTask(task_id(i), payload=payload, max_retries=o.max_retries,
                              idempotency_key=f"k{i}", idempotency_ttl=o.idempotency_ttl,
-                             priority=priority[i], name=name[i])
+                             priority=priority[i], name=name[i],
+                             limit_key=LIMIT_KEYS[i % len(LIMIT_KEYS)]
+                             if name[i] == LIMITED_TASK else None)
                      for i in range(start, min(o.tasks, start + BATCH))]
             self._send(tasks, resend=False)
             resends = [NewTask(f"r{t.task_id[1:]}", payload=payload, max_retries=o.max_retries,
                                idempotency_key=t.idempotency_key, idempotency_ttl=o.idempotency_ttl,
-                               priority=t.priority, name=t.name)
+                               priority=t.priority, name=t.name, limit_key=t.limit_key)
                        for n, t in enumerate(tasks, start)
                        if o.resend_every and n % o.resend_every == 0]
             self._send(resends, resend=True)

@@ -8,7 +8,7 @@ from collections import Counter
 
 from taskq.limits import PRIORITY
 from taskq.tools.chaos.canceller import CANCEL_EVERY, DOOMED_TASK
-from taskq.tools.chaos.producer import DEFAULT_SHARE, LIMITED_SHARE
+from taskq.tools.chaos.producer import DEFAULT_SHARE, LIMIT_KEYS, LIMITED_SHARE
 from taskq.tools.chaos.run import ChaosResult
 from taskq.tools.chaos.schedules import LIMITED_MOST, LIMITED_TASK, POLICY
 
@@ -87,8 +87,9 @@ def _parameters(result: ChaosResult) -> dict[str, object]:
         "lease (s)": o.lease_seconds, "appendfsync": o.appendfsync,
         "priorities": f"{DEFAULT_SHARE:.0%} at the default ({PRIORITY.default}), the others "
                       f"drawn evenly from {PRIORITY.low} to {PRIORITY.high}, by seed",
-        "concurrency limit": f"{LIMITED_SHARE:.0%} of tasks sent as `{LIMITED_TASK}`, "
-                             f"at most {LIMITED_MOST} of its runs at once, by seed",
+        "concurrency limit": f"{LIMITED_SHARE:.0%} of tasks sent as `{LIMITED_TASK}` (by "
+                             f"seed), spread over {len(LIMIT_KEYS)} accounts, at most "
+                             f"{LIMITED_MOST} of its runs at once per account",
         "cancels": f"up to one task in {CANCEL_EVERY}, picked from ready, leased, delayed "
                    f"and the DLQ as the run goes; {len(result.cancels.doomed)} "
                    f"`{DOOMED_TASK}` tasks (no worker runs them: each dies at once) "

@@ -51,7 +51,8 @@ def limited_app(settings: Settings | None = None,
     """The simulated task, and the same function as LIMITED_TASK with max_concurrency:
     every worker of the run, before and after the schedules stop, applies the limit."""
     app = builtin_app(settings, simulation)
-    app.task(LIMITED_TASK, max_concurrency=LIMITED_MOST)(app.tasks[SIMULATE_TASK].fn)
+    app.task(LIMITED_TASK, max_concurrency=LIMITED_MOST, concurrency_key="account")(
+        app.tasks[SIMULATE_TASK].fn)
     return app
 
 
