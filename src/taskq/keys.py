@@ -92,24 +92,20 @@ def check_task_name(name: str) -> str:
 
 def check_idempotency_key(key: str) -> str:
     """Return `key` if it can name an idempotency record, else raise `InvalidTaskError`."""
-    if (not isinstance(key, str) or not key or not utf8(key)
-            or len(key.encode()) > MAX_IDEMPOTENCY_KEY_BYTES):
-        raise InvalidTaskError(
-            f"invalid idempotency key {shown(key)}: must be UTF-8 text of 1 to "
-            f"{MAX_IDEMPOTENCY_KEY_BYTES} bytes"
-        )
-    return key
+    return _check_key_text(key, "idempotency key", MAX_IDEMPOTENCY_KEY_BYTES)
 
 
 def check_limit_key(key: str) -> str:
     """Return `key` if a keyed concurrency limit can be kept per it (it becomes part of
     the slot keys' names), else raise `InvalidTaskError`."""
-    if (not isinstance(key, str) or not key or not utf8(key)
-            or len(key.encode()) > MAX_LIMIT_KEY_BYTES):
+    return _check_key_text(key, "concurrency key", MAX_LIMIT_KEY_BYTES)
+
+
+def _check_key_text(key: str, what: str, max_bytes: int) -> str:
+    """`key` if it is UTF-8 text of 1 to `max_bytes` bytes, to become part of a key name."""
+    if not isinstance(key, str) or not key or not utf8(key) or len(key.encode()) > max_bytes:
         raise InvalidTaskError(
-            f"invalid concurrency key {shown(key)}: must be UTF-8 text of 1 to "
-            f"{MAX_LIMIT_KEY_BYTES} bytes"
-        )
+            f"invalid {what} {shown(key)}: must be UTF-8 text of 1 to {max_bytes} bytes")
     return key
 
 
