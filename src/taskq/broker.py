@@ -120,6 +120,7 @@ class Broker:
         # sets its app's).
         self.rate_limits: tuple[RateLimit, ...] = ()
         self.concurrency_limits: tuple[ConcurrencyLimit, ...] = ()
+        self._limit_args_for: tuple[object, list[Any]] = (None, [0])
 
     @classmethod
     def from_settings(cls, settings: Settings, queue: str | None = None,
@@ -242,7 +243,14 @@ class Broker:
 
     def _limit_args(self) -> list[Any]:
         """lease.lua's limits: how many names, then (name, interval_us, burst, max) for
-        each, 0 standing for a limit the name does not have."""
+        each, 0 standing for a limit the name does not have. Built once for the limits
+        set, not on every lease."""
+        key = (self.rate_limits, self.concurrency_limits)
+        if self._limit_args_for[0] != key:
+            self._limit_args_for = (key, self._build_limit_args())
+        return self._limit_args_for[1]
+
+    def _build_limit_args(self) -> list[Any]:
         if not self.rate_limits and not self.concurrency_limits:
             return [0]
         rates = {r.name: r for r in self.rate_limits}
