@@ -79,11 +79,13 @@ class AsyncBroker:
         return self.client.register_script(source(name))
 
     @classmethod
-    def from_settings(cls, settings: Settings, queue: str | None = None) -> AsyncBroker:
-        """An AsyncBroker on a new client for `settings.redis_url`, for `queue`; it
-        connects on its first command."""
+    def from_settings(cls, settings: Settings, queue: str | None = None,
+                      client: AsyncClient | None = None) -> AsyncBroker:
+        """An AsyncBroker for `queue` on `client` (brokers of several queues may share
+        one), or on a new client for `settings.redis_url`, which connects on its first
+        command."""
         return cls(
-            async_client(settings),
+            async_client(settings) if client is None else client,
             queue or settings.queue,
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
@@ -115,18 +117,19 @@ class AsyncBroker:
         fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
                                 idempotency_ttl, self.max_payload_bytes, run_at, result_ttl,
                                 priority)
-        return (await self._enqueue_batches([fields], 1))[0]
+        return (await self.send_checked([fields], 1))[0]
 
     async def enqueue_many(self, tasks: Sequence[NewTask],
                            batch_size: int = 1000) -> list[TaskHandle]:
         """`Broker.enqueue_many`, awaited: every task checked before any is sent, then
         `batch_size` per atomic script call; handles come back in order."""
         BATCH_SIZE.check(batch_size)
-        return await self._enqueue_batches(new_task_fields(tasks, self.max_payload_bytes),
+        return await self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                            batch_size)
 
-    async def _enqueue_batches(self, fields: list[list[Any]],
-                               batch_size: int) -> list[TaskHandle]:
+    async def send_checked(self, fields: list[list[Any]],
+                             batch_size: int) -> list[TaskHandle]:
+        """`Broker.send_checked`, awaited."""
         await self._register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):

@@ -13,15 +13,18 @@ from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.codec import args_payload
 from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
+from taskq.connection import async_client, connect
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.handle import TaskHandle
 from taskq.keys import check_queue_name, check_task_id, check_task_name, new_id
-from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, TIME_LIMIT, shown
+from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, shown
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
+from taskq.routing import AsyncShardedBroker, ShardedBroker
 from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
 from taskq.settings import Settings
+from taskq.shards import Layout
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -64,14 +67,14 @@ class Task(Generic[P, R]):
         or `run_at` (an aware datetime), `max_retries`, `idempotency_key`, `task_id`,
         `result_ttl` (seconds its result is kept) and `priority` (0 to 9, higher first).
         Everything is checked before anything is sent."""
-        return self.app.broker.enqueue_many([self.call(*args, **kwargs)], 1)[0]
+        return self.app.producer.enqueue_many([self.call(*args, **kwargs)], 1)[0]
 
     async def enqueue_async(self, *args: Any, **kwargs: Any) -> TaskHandle:
         """`enqueue` for coroutines (a FastAPI or Starlette endpoint): the same options
         and checks, sent with the app's asyncio client, so the event loop never blocks;
         wait for the result with `await handle.result_async(timeout)`."""
         call = self.call(*args, **kwargs)
-        return (await self.app.async_broker.enqueue_many([call], 1))[0]
+        return (await self.app.async_producer.enqueue_many([call], 1))[0]
 
     def call(self, *args: Any, **kwargs: Any) -> NewTask:
         """A checked call of this task, with the options `enqueue` takes, to enqueue later
@@ -80,12 +83,13 @@ class Task(Generic[P, R]):
         self._check_arguments(args, kwargs)
         task_id = options.get("task_id")
         max_retries = options.get("max_retries", self.max_retries)
+        key = options.get("idempotency_key")
         return NewTask(
-            task_id=new_id() if task_id is None else check_task_id(task_id),
+            task_id=self.app.new_task_id(key) if task_id is None else check_task_id(task_id),
             delay=options.get("delay", 0),
             max_retries=MAX_RETRIES.check(max_retries),
             payload=args_payload(args, kwargs),
-            idempotency_key=options.get("idempotency_key"),
+            idempotency_key=key,
             idempotency_ttl=self.app.settings.idempotency_ttl_seconds,
             name=self.name,
             run_at=options.get("run_at"),
@@ -103,14 +107,14 @@ class Task(Generic[P, R]):
         arguments. Every call is checked before any is sent; each batch is one atomic
         step, and sending the same calls again after an error is safe when they carry
         task ids or idempotency keys."""
-        return self.app.broker.enqueue_many(self._calls(calls, batch_size), batch_size)
+        return self.app.producer.enqueue_many(self._calls(calls, batch_size), batch_size)
 
     async def enqueue_many_async(self, calls: Iterable[NewTask | tuple[Any, ...]],
                                  batch_size: int = 1000) -> list[TaskHandle]:
         """`enqueue_many` for coroutines: the same calls and checks, sent with the app's
         asyncio client; the handles answer `await handle.result_async()`."""
         tasks = self._calls(calls, batch_size)
-        return await self.app.async_broker.enqueue_many(tasks, batch_size)
+        return await self.app.async_producer.enqueue_many(tasks, batch_size)
 
     def _calls(self, calls: Iterable[NewTask | tuple[Any, ...]],
                batch_size: int) -> list[NewTask]:
@@ -154,22 +158,30 @@ class App:
     """A set of tasks bound to one queue. Workers load an App to know what to run.
 
     Settings come from the environment unless given; `redis_url` overrides just that one.
+    With `shards` above 1 (default: TASKQ_SHARDS, else 1) the queue is spread over that
+    many shards, each its own queue in its own Redis Cluster slot (see `taskq.shards`):
+    enqueues go to each task's shard, and a worker leases from every shard in turn.
     """
 
     def __init__(self, queue: str | None = None, settings: Settings | None = None, *,
-                 redis_url: str | None = None) -> None:
+                 redis_url: str | None = None, shards: int | None = None) -> None:
         if settings is None:
             settings = (Settings.from_env() if redis_url is None else
                         Settings.from_env(None, redis_url=redis_url))
         elif redis_url is not None:
             raise InvalidTaskError("give App either settings or redis_url, not both")
         self.settings = settings
-        self.queue = queue or self.settings.queue
+        self.queue = check_queue_name(queue or self.settings.queue)
+        count = self.settings.shards if shards is None else shards
+        SHARDS.check(count, f"the shards of queue {self.queue!r}", error=ConfigError)
+        # The queue's shards; None for a plain queue.
+        self.layout = Layout.of(self.queue, count) if count > 1 else None
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         # Each queue's own rate limit, by queue name (see queue_rate_limit).
         self.queue_limits: dict[str, RateLimit] = {}
         self._broker: Broker | None = None
+        self._sharded: ShardedBroker | None = None
         self._async = _LoopBroker()
 
     def task(
@@ -217,6 +229,9 @@ class App:
                 raise InvalidTaskError(
                     f"a different function is already registered as {task_name!r}"
                 )
+            if self.layout is not None and (rate_limit or max_concurrency) is not None:
+                raise ConfigError(self._unshareable(f"task {task_name!r} has a "
+                    + ("rate limit" if rate_limit is not None else "concurrency limit")))
             limit = None if rate_limit is None else parse_rate(task_name, rate_limit,
                                                                  rate_burst)
             if max_concurrency is None and concurrency_key is not None:
@@ -276,6 +291,8 @@ class App:
         "30/m", "500/h"), `rate_burst` of them at once after a quiet spell. Each start
         passes its task's own limit too, if it has one. Declaring it again replaces it."""
         name = check_queue_name(self.queue if queue is None else queue)
+        if self.layout is not None and name == self.queue:
+            raise ConfigError(self._unshareable("a queue rate limit was declared"))
         self.queue_limits[name] = parse_rate(QUEUE_LIMIT, rate_limit, rate_burst,
                                              owner=f"queue {name!r}")
 
@@ -291,24 +308,53 @@ class App:
         return tuple(t.concurrency_limit for t in self.tasks.values()
                      if t.concurrency_limit is not None)
 
+    def _unshareable(self, what: str) -> str:
+        return (f"{what}, but queue {self.queue!r} has {self.layout and self.layout.count} "
+                "shards: a limit is kept in one Redis slot and cannot hold across "
+                "shards; give limited tasks a queue of their own without shards")
+
+    def new_task_id(self, idempotency_key: str | None = None) -> str:
+        """A new random task id; on a sharded queue, one that routes to the shard of
+        `idempotency_key` (when given), so the id alone finds the task."""
+        return new_id() if self.layout is None else self.layout.new_id(idempotency_key)
+
     def handle(self, task_id: str) -> TaskHandle:
-        """A handle on the task `task_id` of this app's queue, made at any time later (in
-        another process too): its `status()` and `result()`."""
-        return self.broker.handle(task_id)
+        """A handle on the task `task_id` of this app's queue (on a sharded queue, on
+        its shard), made at any time later (in another process too): its `status()`
+        and `result()`."""
+        return self.producer.handle(task_id)
 
     def handle_async(self, task_id: str) -> TaskHandle:
         """`handle` for coroutines: its `await status_async()` and `await result_async()`
         use the app's asyncio client."""
-        return self.async_broker.handle(task_id)
+        return self.async_producer.handle(task_id)
+
+    @property
+    def producer(self) -> Broker | ShardedBroker:
+        """What this app enqueues through: the queue's Broker, or on a sharded queue the
+        `ShardedBroker` that sends each task to its shard's."""
+        if self.layout is None:
+            return self.broker
+        if self._sharded is None:
+            client = connect(self.settings)
+            self._sharded = ShardedBroker(self.layout, [
+                Broker.from_settings(self.settings, name, client=client)
+                for name in self.layout.shards])
+        return self._sharded
 
     @property
     def broker(self) -> Broker:
+        """The Broker of this app's queue; a sharded queue has one per shard, so it has
+        none (enqueue through `producer`, or the tasks)."""
         if self._broker is None:
             self._broker = self.make_broker()
         return self._broker
 
     def make_broker(self) -> Broker:
         """A new Broker (and connection) for this app's queue and settings."""
+        if self.layout is not None:
+            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards, so no "
+                              "one Broker: enqueue through app.producer, or the tasks")
         return Broker.from_settings(self.settings, self.queue)
 
     def use_broker(self, broker: Broker | None) -> Broker | None:
@@ -319,15 +365,34 @@ class App:
         return previous
 
     @property
+    def async_producer(self) -> AsyncBroker | AsyncShardedBroker:
+        """`producer` for coroutines: `async_broker`, or on a sharded queue its shards'
+        AsyncBrokers on one asyncio client; made on first use in each event loop."""
+        if self.layout is None:
+            return self.async_broker
+        mine, loop = self._async, _running_loop()
+        if mine.broker is None or mine.loop is not loop:
+            client = async_client(self.settings)
+            mine.broker = AsyncShardedBroker(self.layout, [
+                AsyncBroker.from_settings(self.settings, name, client)
+                for name in self.layout.shards])
+            mine.loop = loop
+        return mine.broker
+
+    @property
     def async_broker(self) -> AsyncBroker:
         """The AsyncBroker of `enqueue_async` and `handle_async`, made on first use in
         each event loop: an asyncio client belongs to the loop it connects on, so a new
         loop (a second `asyncio.run`, a test client's portal) gets a new one rather than
         one whose connections wait on a loop that no longer runs."""
+        if self.layout is not None:
+            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards, so no "
+                              "one AsyncBroker: use app.async_producer")
         mine, loop = self._async, _running_loop()
         if mine.broker is None or mine.loop is not loop:
             mine.broker = AsyncBroker.from_settings(self.settings, self.queue)
             mine.loop = loop
+        assert isinstance(mine.broker, AsyncBroker)
         return mine.broker
 
     async def aclose(self) -> None:
@@ -345,7 +410,7 @@ class _LoopBroker(threading.local):
     """The AsyncBroker of the loop a thread last used, kept per thread since threads
     run event loops of their own at once."""
 
-    broker: AsyncBroker | None = None
+    broker: AsyncBroker | AsyncShardedBroker | None = None
     loop: asyncio.AbstractEventLoop | None = None
 
 

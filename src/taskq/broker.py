@@ -163,7 +163,7 @@ class Broker:
         fields = enqueue_fields(task_id, name, payload, delay, max_retries, idempotency_key,
                                 idempotency_ttl, self.max_payload_bytes, run_at, result_ttl,
                                 priority)
-        return self._enqueue_batches([fields], 1)[0]
+        return self.send_checked([fields], 1)[0]
 
     def enqueue_many(self, tasks: Sequence[NewTask],
                      batch_size: int = 1000) -> list[TaskHandle]:
@@ -172,10 +172,11 @@ class Broker:
         Each batch is one atomic step; a batch that fails (Redis away) raises, and the
         batches before it stay enqueued: sending the same tasks again is safe."""
         BATCH_SIZE.check(batch_size)
-        return self._enqueue_batches(new_task_fields(tasks, self.max_payload_bytes),
+        return self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                      batch_size)
 
-    def _enqueue_batches(self, fields: list[list[Any]], batch_size: int) -> list[TaskHandle]:
+    def send_checked(self, fields: list[list[Any]], batch_size: int) -> list[TaskHandle]:
+        """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call."""
         self._register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):

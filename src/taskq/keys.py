@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from taskq.errors import InvalidTaskError
 from taskq.limits import PRIORITY, TOKEN, shown, utf8
 
-QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
+# A queue's name, or a shard's: `<queue>~<n>` (see taskq.shards).
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}(?:~[0-9]{1,7})?")
+SHARD_MARK = "~"
 TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 # A registered function's name: module.qualname by default.
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
@@ -32,7 +34,8 @@ def new_id() -> str:
     return os.urandom(16).hex()
 
 
-QUEUE_NAME_RULE = "1-100 letters, digits, '_', '.' or '-', starting with a letter or digit"
+QUEUE_NAME_RULE = ("1-100 letters, digits, '_', '.' or '-', starting with a letter or digit "
+                   "(a shard's name adds '~' and its number)")
 
 
 def check_queue_name(queue: str) -> str:

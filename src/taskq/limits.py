@@ -117,6 +117,8 @@ WORKER_PROCESSES = Range("worker_processes", 1, 256, 1, "processes", whole=True)
 # A queue's weight on a worker that leases from several (`--queue high:3,low:1`): how
 # often it is tried first, relative to the others; the cap catches a typo like 3000.
 QUEUE_WEIGHT = Range("weight", 1, 1000, 1, whole=True)
+# A sharded queue's shards (see taskq.shards); 1 is a plain queue.
+SHARDS = Range("shards", 1, 64, 1, whole=True)
 # Heartbeats at most every 15 s (the feed protocol's promise).
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
@@ -139,6 +141,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "time_limit_seconds": TIME_LIMIT,
     "concurrency": CONCURRENCY,
     "worker_processes": WORKER_PROCESSES,
+    "shards": SHARDS,
     "events_retention": EVENTS_RETENTION,
     "max_payload_bytes": MAX_PAYLOAD_BYTES,
     "max_result_bytes": MAX_RESULT_BYTES,

@@ -37,6 +37,7 @@ class Settings:
     time_limit_seconds: float = limits.TIME_LIMIT.default
     concurrency: int = limits.CONCURRENCY.default
     worker_processes: int = limits.WORKER_PROCESSES.default
+    shards: int = limits.SHARDS.default
     events_retention: int = limits.EVENTS_RETENTION.default
     max_payload_bytes: int = limits.MAX_PAYLOAD_BYTES.default
     max_result_bytes: int = limits.MAX_RESULT_BYTES.default
@@ -241,6 +242,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "time_limit_seconds": ("TASKQ_TIME_LIMIT_SECONDS", _finite),
     "concurrency": ("TASKQ_CONCURRENCY", int),
     "worker_processes": ("TASKQ_WORKER_PROCESSES", int),
+    "shards": ("TASKQ_SHARDS", int),
     "events_retention": ("TASKQ_EVENTS_RETENTION", int),
     "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", int),
     "max_result_bytes": ("TASKQ_MAX_RESULT_BYTES", int),

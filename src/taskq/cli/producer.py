@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from taskq.broker import Broker, NewTask
+from taskq.app import App
+from taskq.broker import NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
-from taskq.keys import new_id
 from taskq.limits import PRIORITY
 from taskq.results import SIMULATE_TASK
 
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_queue_argument(parser)
 
 
-def build_tasks(args: argparse.Namespace, idempotency_ttl: int) -> list[NewTask]:
+def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
     if args.count < 0:
         raise ConfigError(f"count must be >= 0, not {args.count}")
     kwargs: dict[str, object] = {}
@@ -46,27 +46,29 @@ def build_tasks(args: argparse.Namespace, idempotency_ttl: int) -> list[NewTask]
             raise ConfigError("--kwargs must be a JSON object")
     if args.charge is not None:
         kwargs["charge"] = args.charge
+    keys = [f"{args.idempotency_prefix}-{i}" if args.idempotency_prefix else None
+            for i in range(args.count)]
     return [
         NewTask(
-            task_id=new_id(),
+            task_id=app.new_task_id(key),
             delay=args.delay,
             max_retries=args.max_retries,
             payload={"args": [], "kwargs": kwargs},
-            idempotency_key=f"{args.idempotency_prefix}-{i}" if args.idempotency_prefix else None,
-            idempotency_ttl=idempotency_ttl,
+            idempotency_key=key,
+            idempotency_ttl=app.settings.idempotency_ttl_seconds,
             name=args.name,
             priority=args.priority,
         )
-        for i in range(args.count)
+        for key in keys
     ]
 
 
 def main(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
-    broker = Broker.from_settings(settings)
-    results = broker.enqueue_many(build_tasks(args, settings.idempotency_ttl_seconds))
+    app = App(settings=settings_from(args))
+    results = app.producer.enqueue_many(build_tasks(args, app))
     created = sum(r.created for r in results)
     duplicates = len(results) - created
     note = f", {duplicates} duplicate(s) created nothing" if duplicates else ""
-    print(f"enqueued {created} new task(s) on queue {broker.queue!r}{note}")
+    where = "" if app.layout is None else f" ({app.layout.count} shards)"
+    print(f"enqueued {created} new task(s) on queue {app.queue!r}{where}{note}")
     return 0

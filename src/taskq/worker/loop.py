@@ -21,13 +21,22 @@ from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.errors import BrokerError
 from taskq.settings import Settings
+from taskq.shards import register
 from taskq.worker.dispatch import Dispatcher
 from taskq.worker.heartbeat import Heartbeat, LeaseCheck
 from taskq.worker.inbox import Inbox, Outcome
 from taskq.worker.lifecycle import Lifecycle
 from taskq.worker.maintenance import Maintenance
 from taskq.worker.outage import Backoff
-from taskq.worker.queues import Leased, Leaser, Leases, QueueChoice, Queues, queue_choice
+from taskq.worker.queues import (
+    Leased,
+    Leaser,
+    Leases,
+    QueueChoice,
+    Queues,
+    queue_choice,
+    with_shards,
+)
 from taskq.worker.runner import Runner
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots, Stats
@@ -94,11 +103,16 @@ class Worker:
 
     def _queues(self, broker: Broker | None, queues: QueueChoice | None) -> Queues:
         """`broker` (else the app's queue) alone, or each of `queues` through a broker
-        on one client: `broker`'s (itself for its own queue), else a new one."""
-        if queues is None:
+        on one client: `broker`'s (itself for its own queue), else a new one. A sharded
+        app's queue stands for its shards, which take turns (equal weights)."""
+        layout = self.app.layout
+        if queues is None and layout is None:
             return Queues.of(broker or self.app.make_broker())
-        names, weights = queue_choice(queues)
+        names, weights = queue_choice([self.app.queue] if queues is None else queues)
         client = connect(self.settings) if broker is None else broker.client
+        if layout is not None and layout.queue in names:
+            register(client, layout)
+            names, weights = with_shards(layout, names, weights)
         return Queues([broker if broker is not None and name == broker.queue else
                        Broker.from_settings(self.settings, name, client=client)
                        for name in names], weights)

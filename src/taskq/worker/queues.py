@@ -14,6 +14,7 @@ from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.keys import check_queue_name
 from taskq.limits import QUEUE_WEIGHT, shown
 from taskq.results import LeaseBatch
+from taskq.shards import Layout
 
 log = logging.getLogger("taskq.worker")
 
@@ -55,6 +56,21 @@ def queue_choice(queues: object) -> tuple[list[str], list[int] | None]:
         raise ConfigError(f"queues must be a list of names or a mapping of names to "
                           f"weights, not {shown(queues)}")
     return list(queues), None
+
+
+def with_shards(layout: Layout, names: list[str], weights: list[int] | None
+                ) -> tuple[list[str], list[int]]:
+    """`names` and `weights` with the sharded queue `layout.queue` replaced by its shards,
+    each weighing what the queue did (1 alone), so the shards take turns; refused in
+    strict order with other queues, where every shard but the first would wait on it."""
+    if weights is None and len(names) > 1:
+        raise ConfigError(f"queue {layout.queue!r} has {layout.count} shards: on a worker "
+                          "of several queues give weights (--queue "
+                          f"{':1,'.join(names)}:1), so its shards take turns")
+    weight = dict(zip(names, weights or [QUEUE_WEIGHT.default], strict=True))
+    expanded = [(shard, weight[name]) for name in names
+                for shard in (layout.shards if name == layout.queue else (name,))]
+    return [n for n, _ in expanded], [w for _, w in expanded]
 
 
 class Queues:

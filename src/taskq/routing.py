@@ -1,0 +1,113 @@
+"""A producer's view of a sharded queue: each call sent to its shard's broker (see
+`taskq.shards` for which shard and why), handles found from the id alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from taskq.aio import AsyncBroker
+from taskq.boundary import redis_errors
+from taskq.broker import Broker
+from taskq.fields import new_task_fields
+from taskq.handle import TaskHandle
+from taskq.keys import check_task_id
+from taskq.limits import BATCH_SIZE
+from taskq.results import NewTask
+from taskq.shards import SHARDS_KEY, Layout, check_stored, register, route
+
+
+def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
+    """The positions in `tasks` of each shard's tasks, in order."""
+    groups: dict[int, list[int]] = {}
+    for i, task in enumerate(tasks):
+        key = task.task_id if task.idempotency_key is None else task.idempotency_key
+        groups.setdefault(route(key, layout.count), []).append(i)
+    return groups
+
+
+class ShardedBroker:
+    """Enqueues onto a sharded queue: every call is checked before any is sent, then
+    each shard's share goes to it in `batch_size` batches, each one atomic step on its
+    shard (as `Broker.enqueue_many`, whose promises hold per shard); handles come back
+    in the order of the calls. The layout is registered (or checked against the one
+    stored) on first use."""
+
+    def __init__(self, layout: Layout, brokers: Sequence[Broker]) -> None:
+        self.layout = layout
+        self.brokers = tuple(brokers)
+        self._registered = False
+
+    def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
+                     ) -> list[TaskHandle]:
+        BATCH_SIZE.check(batch_size)
+        groups = by_shard(self.layout, tasks)
+        fields = {shard: new_task_fields([tasks[i] for i in positions],
+                                         self.brokers[shard].max_payload_bytes)
+                  for shard, positions in groups.items()}
+        self._register()
+        handles: list[TaskHandle | None] = [None] * len(tasks)
+        for shard, positions in groups.items():
+            sent = self.brokers[shard].send_checked(fields[shard], batch_size)
+            for i, handle in zip(positions, sent, strict=True):
+                handles[i] = handle
+        return [h for h in handles if h is not None]
+
+    def handle(self, task_id: str) -> TaskHandle:
+        """A handle on `task_id`, on the shard its id routes to; or, when that shard has
+        no record of it and another has (a task enqueued with both a task id and an
+        idempotency key lives on the key's shard), on that one."""
+        home = self.brokers[route(check_task_id(task_id), self.layout.count)]
+        if len(self.brokers) > 1:
+            with redis_errors("find a task's shard"):
+                if not home.client.exists(home.keys.task(task_id)):
+                    for broker in self.brokers:
+                        if broker is not home and broker.client.exists(
+                                broker.keys.task(task_id)):
+                            return broker.handle(task_id)
+        return home.handle(task_id)
+
+    def _register(self) -> None:
+        if not self._registered:
+            register(self.brokers[0].client, self.layout)
+            self._registered = True
+
+
+class AsyncShardedBroker:
+    """`ShardedBroker` for coroutines, on `AsyncBroker`s sharing one asyncio client."""
+
+    def __init__(self, layout: Layout, brokers: Sequence[AsyncBroker]) -> None:
+        self.layout = layout
+        self.brokers = tuple(brokers)
+        self._registered = False
+
+    async def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
+                           ) -> list[TaskHandle]:
+        BATCH_SIZE.check(batch_size)
+        groups = by_shard(self.layout, tasks)
+        fields = {shard: new_task_fields([tasks[i] for i in positions],
+                                         self.brokers[shard].max_payload_bytes)
+                  for shard, positions in groups.items()}
+        await self._register()
+        handles: list[TaskHandle | None] = [None] * len(tasks)
+        for shard, positions in groups.items():
+            sent = await self.brokers[shard].send_checked(fields[shard], batch_size)
+            for i, handle in zip(positions, sent, strict=True):
+                handles[i] = handle
+        return [h for h in handles if h is not None]
+
+    def handle(self, task_id: str) -> TaskHandle:
+        """A handle on `task_id` on the shard its id routes to."""
+        return self.brokers[route(check_task_id(task_id), self.layout.count)].handle(task_id)
+
+    async def aclose(self) -> None:
+        await self.brokers[0].aclose()
+
+    async def _register(self) -> None:
+        if not self._registered:
+            client: Any = self.brokers[0].client
+            with redis_errors(f"register the shards of queue {self.layout.queue!r}"):
+                await client.hsetnx(SHARDS_KEY, self.layout.queue, self.layout.stored)
+                stored = await client.hget(SHARDS_KEY, self.layout.queue)
+            check_stored(self.layout, stored)
+            self._registered = True

@@ -1,0 +1,147 @@
+"""One queue over several Redis primaries: its shards, which shard a task goes to, and
+the layout every producer and worker must agree on.
+
+A queue lives in one Redis Cluster slot (its hash tag, see `taskq.keys`), so one
+queue's throughput is bounded by one primary. A sharded queue is N queues, its shards,
+named `<queue>~<n>`: each a whole queue with its own hash tag, scripts, fencing and
+event log, so every guarantee holds on each shard as on any queue. A task never moves
+between shards: the shard is a function of its idempotency key if it has one (so a key
+names at most one task, whatever the shard count), else of its task id (so a handle
+finds the task from the id alone).
+
+Each shard's name is picked so that its slot falls in its own N-th of the slot space,
+which spreads the shards over the primaries of a cluster whose slots are split evenly
+(as `redis-cli --cluster create` splits them). The layout is stored in Redis
+(`SHARDS_KEY`) by the first producer or worker; one that counts the shards differently
+is refused, since it would route keys to other shards.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from taskq.boundary import redis_errors
+from taskq.errors import ConfigError
+from taskq.keys import SHARD_MARK, QueueKeys, check_queue_name, new_id
+from taskq.limits import SHARDS, shown
+from taskq.transport import Client
+
+# Each sharded queue's layout: queue name -> its shards' names, comma-separated.
+SHARDS_KEY = "taskq:shards"
+
+# A name is searched among this many suffixes; an N-th of the slot space is hit about
+# once in N tries, so with at most SHARDS.high shards this bound is never reached.
+MAX_SUFFIX = 1_000_000
+
+
+def slot_of(queue: str) -> int:
+    """The Redis Cluster slot every key of `queue` lives in."""
+    return key_slot(QueueKeys(queue).prefix.encode())
+
+
+def shard_names(queue: str, count: int) -> tuple[str, ...]:
+    """The names of `queue`'s `count` shards, in order: shard i is `<queue>~<s>` for the
+    smallest `s` whose slot lies in the i-th `count`-th of the slot space."""
+    check_queue_name(queue)
+    if SHARD_MARK in queue:
+        raise ConfigError(f"queue {queue!r} is a shard itself; shard the queue it belongs to")
+    SHARDS.check(count, f"the shards of queue {queue!r}", error=ConfigError)
+    names: list[str | None] = [None] * count
+    left = count
+    for suffix in range(MAX_SUFFIX):
+        name = f"{queue}{SHARD_MARK}{suffix}"
+        part = slot_of(name) * count // REDIS_CLUSTER_HASH_SLOTS
+        if names[part] is None:
+            names[part] = name
+            left -= 1
+            if not left:
+                return tuple(n for n in names if n is not None)
+    raise ConfigError(f"no shard names found for queue {queue!r}")  # pragma: no cover
+
+
+def route(key: str, count: int) -> int:
+    """The shard (0 to count-1) of a task routed by `key`: CRC-32 of its UTF-8, modulo
+    `count`, the same in every process and Python version."""
+    return zlib.crc32(key.encode()) % count
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A sharded queue: its name and its shards' names, in routing order."""
+
+    queue: str
+    shards: tuple[str, ...]
+
+    @classmethod
+    def of(cls, queue: str, count: int) -> Layout:
+        return cls(queue, shard_names(queue, count))
+
+    @property
+    def count(self) -> int:
+        return len(self.shards)
+
+    def shard_of(self, task_id: str, idempotency_key: str | None = None) -> str:
+        """The shard a task with this id (and key, which decides when given) goes to."""
+        return self.shards[route(task_id if idempotency_key is None else idempotency_key,
+                                 self.count)]
+
+    def new_id(self, idempotency_key: str | None = None) -> str:
+        """A new random task id that routes to the same shard as `idempotency_key`, so
+        a handle made later from the id alone finds the task (about `count` tries)."""
+        if idempotency_key is None:
+            return new_id()
+        want = route(idempotency_key, self.count)
+        while True:
+            task_id = new_id()
+            if route(task_id, self.count) == want:
+                return task_id
+
+    @property
+    def stored(self) -> str:
+        """The layout as `SHARDS_KEY` keeps it."""
+        return ",".join(self.shards)
+
+
+def register(client: Client, layout: Layout) -> None:
+    """Store `layout` unless one is stored for its queue; raise `ConfigError` if the one
+    stored differs (another shard count), since routing by both would put one key's
+    tasks on two shards."""
+    with redis_errors(f"register the shards of queue {layout.queue!r}"):
+        client.hsetnx(SHARDS_KEY, layout.queue, layout.stored)
+        stored = client.hget(SHARDS_KEY, layout.queue)
+    check_stored(layout, stored)
+
+
+def check_stored(layout: Layout, stored: object) -> None:
+    """Raise `ConfigError` unless `stored` (what `SHARDS_KEY` holds for the queue) is
+    `layout`."""
+    if stored != layout.stored:
+        found = str(stored).split(",")
+        raise ConfigError(
+            f"queue {layout.queue!r} has {len(found)} shards in Redis ({shown(stored)}), "
+            f"but this app gives it {layout.count}: every producer and worker of a queue "
+            "must count its shards alike. To change the count, drain the queue and "
+            f"remove its layout: HDEL {SHARDS_KEY} {layout.queue}")
+
+
+def layouts(client: Client) -> dict[str, Layout]:
+    """Every sharded queue's stored layout, by queue name."""
+    with redis_errors("read the sharded queues"):
+        stored = client.hgetall(SHARDS_KEY)
+    return {str(queue): Layout(str(queue), tuple(str(shards).split(",")))
+            for queue, shards in sorted(stored.items())}
+
+
+def layout_holding(client: Client, queue: str) -> Layout | None:
+    """The sharded queue `queue` is, or is a shard of; None for a plain queue."""
+    whole = queue.partition(SHARD_MARK)[0]
+    with redis_errors("read the sharded queues"):
+        stored = client.hget(SHARDS_KEY, whole)
+    if stored is None:
+        return None
+    found = Layout(whole, tuple(str(stored).split(",")))
+    return found if queue == whole or queue in found.shards else None
+

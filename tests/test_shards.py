@@ -1,0 +1,314 @@
+"""A sharded queue: its shards' names and slots, each task routed to one shard by its id
+or idempotency key, the layout producers and workers must agree on, and workers that
+drain every shard, in-process and as `taskq worker` processes. Runs on a single node
+and on the local cluster (where the shards sit on different primaries)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import sqlite3
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS
+
+from conftest import ON_CLUSTER
+from helpers import events, view
+from taskq import App, current_task
+from taskq.broker import Broker
+from taskq.errors import ConfigError, InvalidTaskError
+from taskq.keys import check_queue_name
+from taskq.results import NewTask
+from taskq.settings import Settings
+from taskq.shards import SHARDS_KEY, Layout, layout_holding, layouts, route, shard_names, slot_of
+from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.tracecheck import read_log, validate
+from waiting import WorkerProcesses, wait_for_state, wait_until, worker_env
+from worker_support import WorkerThread
+
+CHARGE = {"args": [], "kwargs": {"charge": 1}}
+
+
+@pytest.fixture
+def sharded(settings: Settings, client: redis.Redis) -> Iterator[App]:
+    """An App whose queue, of this test's own, has three shards."""
+    app = App(queue=f"s-{uuid.uuid4().hex[:8]}", settings=settings, shards=3)
+    yield app
+    if app._sharded is not None:
+        app._sharded.brokers[0].client.close()
+
+
+def shard_brokers(client: redis.Redis, app: App) -> list[Broker]:
+    assert app.layout is not None
+    return [Broker(client, name) for name in app.layout.shards]
+
+
+class TestTheLayout:
+    def test_each_shard_lies_in_its_own_part_of_the_slot_space(self) -> None:
+        for count in (2, 3, 5, 16):
+            names = shard_names("emails", count)
+            assert len(set(names)) == count
+            parts = [slot_of(n) * count // REDIS_CLUSTER_HASH_SLOTS for n in names]
+            assert parts == list(range(count)), (count, names)
+            assert all(check_queue_name(n) == n and n.startswith("emails~") for n in names)
+
+    def test_names_are_the_same_in_every_process(self) -> None:
+        assert shard_names("emails", 3) == shard_names("emails", 3)
+        assert Layout.of("emails", 3).stored == ",".join(shard_names("emails", 3))
+
+    @pytest.mark.parametrize(("queue", "count", "message"), [
+        ("emails", 0, "shards"), ("emails", 65, "shards"), ("emails~3", 2, "is a shard"),
+        ("bad name", 2, "invalid queue name"),
+    ])
+    def test_a_layout_taskq_cannot_use_is_refused(self, queue: str, count: int,
+                                                  message: str) -> None:
+        with pytest.raises((ConfigError, InvalidTaskError), match=message):
+            shard_names(queue, count)
+
+    def test_a_task_routes_by_its_key_if_it_has_one_else_by_its_id(self) -> None:
+        layout = Layout.of("emails", 3)
+        assert route("abc", 3) == zlib.crc32(b"abc") % 3
+        assert layout.shard_of("abc") == layout.shards[route("abc", 3)]
+        assert layout.shard_of("abc", "key-1") == layout.shards[route("key-1", 3)]
+        for _ in range(50):
+            assert layout.shard_of(layout.new_id("key-1")) == layout.shard_of("x", "key-1")
+
+    @pytest.mark.skipif(not ON_CLUSTER, reason="a single node has no primaries to spread over")
+    def test_on_the_local_cluster_three_shards_sit_on_three_primaries(
+        self, client: redis.Redis
+    ) -> None:
+        primaries = {client.get_node_from_key(Broker(client, name).keys.ready).name  # type: ignore[attr-defined]
+                     for name in shard_names("emails", 3)}
+        assert len(primaries) == 3
+
+    def test_settings_give_the_default_shard_count(self, settings: Settings) -> None:
+        app = App(queue="emails", settings=dataclasses.replace(settings, shards=4))
+        assert app.layout is not None and app.layout.count == 4
+        assert App(queue="emails", settings=settings).layout is None
+        assert App(queue="emails", settings=settings, shards=1).layout is None
+
+
+class TestProducing:
+    def test_tasks_spread_over_every_shard_and_each_is_found_by_its_id(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        handles = noop.enqueue_many([(n,) for n in range(300)])
+        assert all(h.created for h in handles)
+        brokers = shard_brokers(client, sharded)
+        per_shard = [b.counts().ready for b in brokers]
+        assert sum(per_shard) == 300 and min(per_shard) > 60, per_shard
+        for handle in handles[:30]:
+            assert sharded.handle(handle.task_id).status() == "pending"
+            # The id alone says which shard holds the task.
+            assert sharded.layout is not None
+            home = sharded.layout.shard_of(handle.task_id)
+            assert client.exists(Broker(client, home).keys.task(handle.task_id))
+        for broker in brokers:
+            assert view(client, broker.keys).violations() == []
+        assert layouts(client)[sharded.queue] == sharded.layout
+
+    def test_one_idempotency_key_names_one_task_across_every_shard(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        first = [noop.enqueue(n, idempotency_key=f"order-{n}") for n in range(20)]
+        again = [noop.enqueue(n, idempotency_key=f"order-{n}") for n in range(20)]
+        assert all(h.created for h in first) and not any(h.created for h in again)
+        assert [h.task_id for h in again] == [h.task_id for h in first]
+        assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 20
+
+    def test_a_task_with_both_an_id_and_a_key_is_found_on_the_keys_shard(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        assert sharded.layout is not None
+        # An id that routes elsewhere than its key: the key decides, the handle finds it.
+        task_id = next(t for t in (f"id-{i}" for i in range(100))
+                       if route(t, 3) != route("the-key", 3))
+        noop.enqueue(1, task_id=task_id, idempotency_key="the-key")
+        holder = Broker(client, sharded.layout.shard_of(task_id, "the-key"))
+        assert holder.counts().ready == 1
+        assert sharded.handle(task_id).status() == "pending"
+        assert sharded.handle("no-such-task").status() == "unknown"
+
+    def test_producers_that_count_the_shards_differently_are_refused(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        noop.enqueue(1)
+        other = App(queue=sharded.queue, settings=settings, shards=2)
+        wrong = other.task("noop")(lambda n: n)
+        with pytest.raises(ConfigError, match=r"has 3 shards in Redis.*gives it 2"):
+            wrong.enqueue(2)
+        assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 1
+        assert client.hget(SHARDS_KEY, sharded.queue) == sharded.layout.stored  # type: ignore[union-attr]
+
+    def test_limits_that_cannot_hold_across_shards_are_refused(self, sharded: App) -> None:
+        with pytest.raises(ConfigError, match="cannot hold across shards"):
+            sharded.task("limited", rate_limit="10/s")(lambda: None)
+        with pytest.raises(ConfigError, match="cannot hold across shards"):
+            sharded.task("capped", max_concurrency=2)(lambda: None)
+        with pytest.raises(ConfigError, match="cannot hold across shards"):
+            sharded.queue_rate_limit("100/s")
+        with pytest.raises(ConfigError, match="no one Broker"):
+            sharded.broker  # noqa: B018
+
+    def test_coroutines_enqueue_onto_the_shards_too(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        async def produce() -> list[str]:
+            handles = await noop.enqueue_many_async([(n,) for n in range(60)])
+            one = await noop.enqueue_async(7, idempotency_key="k")
+            assert (await sharded.handle_async(one.task_id).status_async()) == "pending"
+            await sharded.aclose()
+            return [h.task_id for h in [*handles, one]]
+
+        ids = asyncio.run(produce())
+        per_shard = Counter(route(t, 3) for t in ids[:60])
+        assert len(per_shard) == 3
+        assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 61
+
+    def test_the_layout_is_found_from_a_shard_or_the_queue(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        sharded.task("noop")(lambda: None).enqueue()
+        assert sharded.layout is not None
+        assert layout_holding(client, sharded.queue) == sharded.layout
+        assert layout_holding(client, sharded.layout.shards[1]) == sharded.layout
+        assert layout_holding(client, "plain") is None
+        assert layout_holding(client, f"{sharded.queue}~999999") is None
+
+
+class TestWorkers:
+    def test_a_worker_leases_from_every_shard_in_turn_and_drains_them(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        ran: Counter[str] = Counter()
+
+        @sharded.task("where")
+        def where(n: int) -> int:
+            ran[current_task().queue] += 1
+            return n * 2
+
+        handles = where.enqueue_many([(n,) for n in range(90)])
+        worker = WorkerThread(sharded, settings, concurrency=4)
+        try:
+            assert [q.queue for q in worker.worker.queues] == list(sharded.layout.shards)  # type: ignore[union-attr]
+            assert [h.result(timeout=20) for h in handles] == [n * 2 for n in range(90)]
+        finally:
+            worker.close(client)
+        assert set(ran) == set(sharded.layout.shards) and sum(ran.values()) == 90  # type: ignore[union-attr]
+        for broker in shard_brokers(client, sharded):
+            assert broker.counts().leased == 0
+            report = validate(read_log(client, broker.keys.events))
+            assert report.ok, report.violations[:3]
+            assert {e.type for e in events(client, broker.keys)} >= {"enqueued", "leased",
+                                                                    "completed"}
+
+    def test_shards_take_turns_so_a_busy_shard_starves_none(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        """All but one task on the first shard: the last shard's task is leased within
+        the first few turns, not after the first shard is drained."""
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        assert sharded.layout is not None
+        busy = [t for t in (sharded.layout.new_id() for _ in range(2000))
+                if route(t, 3) == 0][:200]
+        noop.enqueue_many([noop.call(n, task_id=t) for n, t in enumerate(busy)])
+        last = next(t for t in (sharded.layout.new_id() for _ in range(100))
+                    if route(t, 3) == 2)
+        noop.enqueue(0, task_id=last)
+        worker = WorkerThread(sharded, settings, concurrency=1)
+        try:
+            wait_for_state(Broker(client, sharded.layout.shards[2]), last, "completed")
+            done_first = Broker(client, sharded.layout.shards[0]).counts().ready
+        finally:
+            worker.close(client)
+        assert done_first > 150, f"the last shard waited for {200 - done_first} tasks"
+
+    def test_a_worker_that_counts_the_shards_differently_is_refused(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        sharded.task("noop")(lambda: None).enqueue()
+        other = App(queue=sharded.queue, settings=settings, shards=4)
+        with pytest.raises(ConfigError, match="has 3 shards in Redis"):
+            WorkerThread(other, settings, concurrency=1)
+
+    def test_a_sharded_queue_among_several_needs_weights(
+        self, sharded: App, settings: Settings
+    ) -> None:
+        with pytest.raises(ConfigError, match="give weights"):
+            WorkerThread(sharded, settings, 1, queues=[sharded.queue, "other"])
+
+
+@pytest.fixture
+def workers(redis_server: EmbeddedRedis, ledger_path: Path, tmp_path: Path
+            ) -> Iterator[WorkerProcesses]:
+    """`taskq worker` processes on a queue of three shards, four handlers each."""
+    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
+    env = worker_env(redis_server.url, f"s-{uuid.uuid4().hex[:8]}", ledger_path,
+                     TASKQ_SHARDS="3", TASKQ_CONCURRENCY="4", **cluster)
+    processes = WorkerProcesses(tmp_path, env)
+    yield processes
+    processes.stop_all()
+
+
+@pytest.mark.processes
+class TestProcesses:
+    def test_a_killed_worker_loses_nothing_and_charges_nothing_twice_on_any_shard(
+        self, settings: Settings, client: redis.Redis, ledger_path: Path,
+        workers: WorkerProcesses,
+    ) -> None:
+        """Two `taskq worker` processes with TASKQ_SHARDS=3; one is SIGKILLed holding
+        tasks. Every task of every shard completes, charged once in the ledger, and each
+        shard's log passes the trace check."""
+        queue = workers.env["TASKQ_QUEUE"]
+        killed = workers.start(WORK_SECONDS="30")
+        app = App(queue=queue, settings=settings, shards=3)
+        assert app.layout is not None
+        handles = app.producer.enqueue_many([
+            NewTask(app.new_task_id(), payload=CHARGE) for _ in range(60)])
+        brokers = shard_brokers(client, app)
+        wait_until(lambda: sum(b.counts().leased for b in brokers) == 4)
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(5)
+        workers.start(WORK_SECONDS="0.01")
+        for handle in handles:
+            wait_for_state(brokers[route(handle.task_id, 3)], handle.task_id, "completed",
+                           timeout=30)
+        for broker in brokers:
+            assert view(client, broker.keys).violations() == []
+            report = validate(read_log(client, broker.keys.events))
+            assert report.ok, report.violations[:3]
+        with sqlite3.connect(ledger_path) as db:
+            charged = Counter(t for (t,) in db.execute("SELECT task_id FROM charges"))
+        db.close()
+        assert charged == Counter({h.task_id: 1 for h in handles})
+        assert "on queues " in workers.logs()
