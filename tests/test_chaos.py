@@ -27,6 +27,7 @@ from taskq.tools.chaos.checks import (
     ticks_check,
 )
 from taskq.tools.chaos.producer import limited, priorities
+from taskq.tools.chaos.queue import ChaosQueue
 from taskq.tools.chaos.run import MIN_TICKS
 from taskq.tools.chaos.schedules import LIMITED_TASK, PERIODS, period_ms
 from taskq.tools.ledger import Charge, Ledger
@@ -328,11 +329,11 @@ class TestPriorities:
         (leased,) = broker.lease_many("w", 30, 1).tasks
         assert broker.ack(leased.task_id, leased.token)
         assert broker.client.exists(broker.keys.ready_levels)
-        check = memory_check(broker.client, broker, Findings())
+        check = memory_check(broker.client, ChaosQueue([broker]), Findings())
         assert check.ok, check.detail
         assert "0 without an expiry" in check.detail
         broker.client.set(broker.keys.prefix + "stray", "1")
-        stray = memory_check(broker.client, broker, Findings())
+        stray = memory_check(broker.client, ChaosQueue([broker]), Findings())
         assert not stray.ok and "1 without an expiry" in stray.detail
 
 
@@ -349,6 +350,25 @@ def test_without_a_ledger_guard_the_run_reports_double_charges_and_fails(tmp_pat
     twice = int(line.split("; ")[1].split()[0])
     assert twice > 0
     assert "[FAILED] no task charged twice" in run.stdout
+
+
+@pytest.mark.processes
+def test_a_sharded_run_passes_every_check_on_every_shard(tmp_path: Path) -> None:
+    run = chaos(tmp_path, "--tasks", "1000", "--workers", "2", "--fault-interval", "1",
+                "--max-seconds", "10", "--seed", "6", "--redis-faults",
+                "--appendfsync", "always", "--shards", "3")
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "1000 tasks on 3 shards" in run.stdout
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "# taskq chaos report: PASSED" in report
+    assert "| shards | 3: each task on the shard of its key, each shard checked |" in report
+    assert "longest of 3 logs" in report and "| L1: " not in report
+    p1 = next(x for x in report.splitlines() if x.startswith("| P1: "))
+    checked, leases = (int(n) for n in p1.split(" | ")[2].split(" leases")[0].split(" of "))
+    assert "| pass |" in p1 and checked == leases > 1000, p1
+    events = read_log(tmp_path / "run" / "events.jsonl")
+    assert {f["type"] for _, f in events} >= {"enqueued", "leased", "completed", "cancelled"}
+    assert all(f.get("name") != LIMITED_TASK for _, f in events)
 
 
 @pytest.mark.processes

@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--appendfsync", choices=["always", "everysec"], default=d.appendfsync,
         help="AOF fsync policy of the embedded Redis")
     add("--dir", type=Path, default=d.workdir, help="logs, ledger and Redis data")
+    add("--shards", type=int, default=d.shards,
+        help="spread the run's queue over this many shards, every check made on each "
+             f"(default {d.shards}: not sharded; limited tasks are sent only then)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -61,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
         seed=random.randrange(2**31) if args.seed is None else args.seed,
         redis_url=args.redis_url, report=args.report, work_seconds=args.work_seconds,
         after_effect_seconds=args.work_seconds, lease_seconds=args.lease_seconds,
-        appendfsync=args.appendfsync, workdir=args.dir,
+        appendfsync=args.appendfsync, workdir=args.dir, shards=args.shards,
     )  # fmt: skip
     result = run_chaos(options, lambda line: print(line, flush=True))
     text = render(result)

@@ -26,7 +26,7 @@ history of exactly what Redis kept, and needs no exception.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from taskq.limits import PRIORITY
@@ -60,6 +60,20 @@ class PriorityReport:
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @classmethod
+    def merged(cls, reports: Iterable[PriorityReport]) -> PriorityReport:
+        """The reports of several queues (a sharded queue's shards, each replayed on its
+        own, since each has its own ready lists) as one."""
+        whole = cls()
+        for r in reports:
+            whole.leases += r.leases
+            whole.checked += r.checked
+            whole.by_priority.update(r.by_priority)
+            whole.unchecked.update(r.unchecked)
+            whole.passed_over += r.passed_over
+            whole.violations += r.violations
+        return whole
 
 
 class ReadyOrder:

@@ -195,6 +195,20 @@ def validate(
     return report
 
 
+def validate_each(logs: Iterable[Iterable[tuple[int, Mapping[str, str]]]]) -> TraceReport:
+    """`validate` on each of several queues' logs (a sharded queue's shards: each has its
+    own sequence, and a task never leaves its shard), the reports added up."""
+    whole = TraceReport()
+    reports = [validate(rows) for rows in logs]
+    for r in reports:
+        whole.tasks += r.tasks
+        whole.events += r.events
+        whole.violations += r.violations
+        whole.unfinished += r.unfinished
+    whole.priority = PriorityReport.merged(r.priority for r in reports)
+    return whole
+
+
 def read_log(
     client: Client, events_key: str, batch: int = 10_000
 ) -> list[tuple[int, dict[str, str]]]:

@@ -17,6 +17,7 @@ from taskq.errors import BrokerError
 from taskq.limits import PRIORITY
 from taskq.results import Cancellation
 from taskq.tools.chaos.producer import Produced
+from taskq.tools.chaos.queue import ChaosQueue
 
 # One task in this many of the run's is cancelled.
 CANCEL_EVERY = 20
@@ -58,10 +59,10 @@ class Canceller(threading.Thread):
     those it has not yet, once dead. A call an outage cuts off is made again (a cancel
     is safe to repeat) until one answers."""
 
-    def __init__(self, broker: Broker, produced: Produced, tasks: int, seed: int,
+    def __init__(self, queue: ChaosQueue, produced: Produced, tasks: int, seed: int,
                  cancels: Cancels) -> None:
         super().__init__(name="chaos-canceller", daemon=True)
-        self.broker = broker
+        self.queue = queue
         self.produced = produced
         self.tasks = tasks
         self.budget = max(1, tasks // CANCEL_EVERY)
@@ -90,14 +91,14 @@ class Canceller(threading.Thread):
 
     def _enqueue_doomed(self) -> None:
         tasks = [NewTask(t, max_retries=3, name=DOOMED_TASK) for t in self.doomed]
-        if self._retried(lambda: self.broker.enqueue_many(tasks)) is not None:
+        if self._retried(lambda: self.queue.enqueue_many(tasks)) is not None:
             self.cancels.doomed = list(self.doomed)
 
     def _behind(self) -> bool | None:
         """Whether the cancels are behind the run's progress (the share of its tasks that
         have left ready), so that they spread over the whole run; None once every task
         was sent and none is ready, leased or delayed: nothing is left to cancel."""
-        counts = self._retried(self.broker.counts)
+        counts = self._retried(self.queue.counts)
         if counts is None:
             return None
         if self.produced.done.is_set() and counts.ready == counts.leased == counts.delayed == 0:
@@ -110,7 +111,7 @@ class Canceller(threading.Thread):
         is cancelled out of it; it is cancelled wherever it is once the time is up."""
         deadline = time.monotonic() + DOOMED_WAIT
         while time.monotonic() < deadline and not self.stopping.is_set():
-            record = self._retried(lambda: self.broker.task(task_id))
+            record = self._retried(lambda: self.queue.task(task_id))
             if record is None or record.state == "dead":
                 return
             self.stopping.wait(0.1)
@@ -127,15 +128,18 @@ class Canceller(threading.Thread):
         return None
 
     def _pick(self, place: str) -> str | None:
-        """A random task of this run's producer (or a doomed one) in `place`, not asked
-        about before; None when there is none at hand or Redis cannot say."""
-        k, client = self.broker.keys, self.broker.client
+        """A random task of this run's producer (or a doomed one) in `place` (of a shard
+        picked at random), not asked about before; None when there is none at hand or
+        Redis cannot say."""
+        brokers = self.queue.brokers
+        broker = brokers[0] if len(brokers) == 1 else self.rng.choice(brokers)
+        k, client = broker.keys, broker.client
         try:
             if place in ("leased", "delayed"):
                 key = k.leased if place == "leased" else k.delayed
                 found = [str(t) for t in client.zrandmember(key, 20) or []]
             else:
-                key = self._ready_list() if place == "ready" else k.dlq
+                key = self._ready_list(broker) if place == "ready" else k.dlq
                 length = int(client.llen(key))
                 starts = [self.rng.randrange(length) for _ in range(5)] if length else []
                 found = [str(t) for n in starts if (t := client.lindex(key, n)) is not None]
@@ -145,15 +149,15 @@ class Canceller(threading.Thread):
                 and t not in self.cancels.asked]
         return self.rng.choice(ours) if ours else None
 
-    def _ready_list(self) -> str:
+    def _ready_list(self, broker: Broker) -> str:
         """One of the ready lists that hold tasks, one per priority, picked at random."""
-        k = self.broker.keys
-        levels = [int(str(p)) for p in self.broker.client.zrange(k.ready_levels, 0, -1)]
+        k = broker.keys
+        levels = [int(str(p)) for p in broker.client.zrange(k.ready_levels, 0, -1)]
         return k.ready_at(self.rng.choice([PRIORITY.default, *levels]))
 
     def _cancel(self, task_id: str) -> None:
         self.cancels.asked[task_id] = None
-        self.cancels.asked[task_id] = self._retried(lambda: self.broker.cancel(task_id))
+        self.cancels.asked[task_id] = self._retried(lambda: self.queue.cancel(task_id))
 
     def _retried(self, call: Callable[[], T]) -> T | None:
         """`call`'s answer, through outages; None once the run stops first."""

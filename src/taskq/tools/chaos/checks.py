@@ -14,6 +14,7 @@ from taskq.limits import PRIORITY
 from taskq.tools.chaos.cancel_checks import CancelCount, cancel_checks, count_cancels
 from taskq.tools.chaos.canceller import Cancels
 from taskq.tools.chaos.producer import Produced
+from taskq.tools.chaos.queue import ChaosQueue
 from taskq.tools.chaos.schedules import (
     LIMITED_MOST,
     LIMITED_TASK,
@@ -24,7 +25,7 @@ from taskq.tools.chaos.schedules import (
 from taskq.tools.chaos.waiters import Waited
 from taskq.tools.ledger import Ledger
 from taskq.tools.readyorder import PriorityReport
-from taskq.tools.tracecheck import read_log, validate
+from taskq.tools.tracecheck import read_log, validate_each
 from taskq.transport import Client
 
 
@@ -84,16 +85,24 @@ def final_states(rows: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
     return states
 
 
+def read_logs(client: Client, queue: ChaosQueue) -> list[list[tuple[int, dict[str, str]]]]:
+    """Each shard's event log (one in all when the queue is not sharded)."""
+    return [read_log(client, broker.keys.events) for broker in queue.brokers]
+
+
 def run_checks(
-    client: Client, broker: Broker, produced: Produced, ledger: Ledger, guard: str,
+    client: Client, queue: ChaosQueue, produced: Produced, ledger: Ledger, guard: str,
     appendfsync: str, redis_crashes: int, waited: Waited | None = None,
     cancels: Cancels | None = None, same_clock: bool = False,
 ) -> Findings:
     """Every check of the run; `same_clock` when Redis runs on this host's clock (the
-    run's own embedded server), so the ledger's times and the log's compare."""
+    run's own embedded server), so the ledger's times and the log's compare. On a
+    sharded queue each check covers every shard: a task never leaves its shard, so the
+    shards' logs, one after the other, hold each task's whole history in order."""
     found = Findings()
     cancels = cancels or Cancels()
-    rows = read_log(client, broker.keys.events)
+    logs = read_logs(client, queue)
+    rows = [row for log in logs for row in log]
     final = found.final_states = final_states(rows)
     found.events = len(rows)
     acknowledged = produced.acknowledged
@@ -131,14 +140,15 @@ def run_checks(
     found.checks.append(ticks_check(found.ticks, lost_ok=appendfsync != "always"
                                     and redis_crashes > 0))
 
-    counts = broker.counts()
+    counts = queue.counts()
     found.checks.append(Check(
         "T1: every task in exactly one place, and all done",
-        counts.ready == counts.leased == counts.delayed == 0 and _no_stray_state(client, broker),
+        counts.ready == counts.leased == counts.delayed == 0
+        and all(_no_stray_state(client, b) for b in queue.brokers),
         f"ready {counts.ready}, leased {counts.leased}, delayed {counts.delayed}, "
         f"dead {counts.dead}"))
 
-    found.checks.append(_results_check(broker, rows, final, waited or Waited()))
+    found.checks.append(_results_check(queue, rows, final, waited or Waited()))
 
     found.cancels = count_cancels(rows, final, cancels, ledger.charges_of(cancels.asked),
                                   same_clock, may_lose)
@@ -148,7 +158,7 @@ def run_checks(
     found.checks.append(Check("C1: no effect by a run after it could know of its cancel",
                               *verdicts.none_after))
 
-    report = validate(rows)
+    report = validate_each(logs)
     found.checks.append(Check(
         "trace validation of the event log", report.ok,
         f"{report.events} events of {report.tasks} tasks; {len(report.violations)} violations"
@@ -156,9 +166,12 @@ def run_checks(
         + (f"; {len(report.unfinished)} tasks not finished" if report.unfinished else "")))
     found.priority = report.priority
     found.checks.append(priority_check(report.priority))
-    found.checks.append(concurrency_check(rows))
+    if queue.layout is None:
+        # A sharded queue refuses concurrency limits (they cannot hold across shards),
+        # so the run sends no limited task to count.
+        found.checks.append(concurrency_check(rows))
 
-    found.checks.append(memory_check(client, broker, found))
+    found.checks.append(memory_check(client, queue, found))
     return found
 
 
@@ -277,7 +290,7 @@ def ticks_check(counts: list[TickCount], lost_ok: bool) -> Check:
     return Check("S1: one task per schedule tick, each run once", ok, "; ".join(parts))
 
 
-def _results_check(broker: Broker, rows: list[tuple[int, dict[str, str]]],
+def _results_check(queue: ChaosQueue, rows: list[tuple[int, dict[str, str]]],
                    final: Mapping[str, str], waited: Waited) -> Check:
     """R1 on the real run: every result kept is the accepted run's. The simulated task
     returns its own token, so the result of each completed event (written by the ack
@@ -300,7 +313,7 @@ def _results_check(broker: Broker, rows: list[tuple[int, dict[str, str]]],
             wrong.append(task_id)
     records = 0
     for task_id in list(in_events)[:: max(1, len(in_events) // 2000)]:
-        record = broker.task(task_id)
+        record = queue.task(task_id)
         if record is None or record.result is None:
             continue  # expired since (completed_ttl)
         records += 1
@@ -321,18 +334,24 @@ def _results_check(broker: Broker, rows: list[tuple[int, dict[str, str]]],
         + (f"; errors: {list(waited.errors.items())[:2]}" if waited.errors else ""))
 
 
-def memory_check(client: Client, broker: Broker, found: Findings) -> Check:
-    """Memory is bounded when the log is capped by its retention and every other key
-    that grows with the number of tasks (records, idempotency keys) expires."""
+def fixed_keys(broker: Broker) -> set[str]:
+    """One key per queue, or per task name with a limit (each name's slots and parked
+    tasks included): bounded by the app, not by the number of tasks."""
     k = broker.keys
-    # One key per queue, or per task name with a limit (each name's slots and parked
-    # tasks included): bounded by the app, not by the number of tasks.
-    fixed = {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
-             k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names,
-             k.holding(LIMITED_TASK), k.parked(LIMITED_TASK), k.unparked(LIMITED_TASK),
-             *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
-    names = [str(n) for n in client.scan_iter(match=k.prefix + "*", count=5000)]
-    growing = [n for n in names if n not in fixed]
+    return {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
+            k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names,
+            k.holding(LIMITED_TASK), k.parked(LIMITED_TASK), k.unparked(LIMITED_TASK),
+            *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
+
+
+def memory_check(client: Client, queue: ChaosQueue, found: Findings) -> Check:
+    """Memory is bounded when each log is capped by its retention and every other key
+    that grows with the number of tasks (records, idempotency keys) expires."""
+    growing = []
+    for broker in queue.brokers:
+        fixed = fixed_keys(broker)
+        growing += [name for n in client.scan_iter(match=broker.keys.prefix + "*", count=5000)
+                    if (name := str(n)) not in fixed]
     never_expire = 0
     for start in range(0, len(growing), 2000):
         pipe = client.pipeline(transaction=False)
@@ -340,14 +359,15 @@ def memory_check(client: Client, broker: Broker, found: Findings) -> Check:
             pipe.pttl(name)
         # -1: no expiry; -2: expired since the scan found it (records do, by the thousand).
         never_expire += sum(1 for ttl in pipe.execute() if int(ttl) == -1)
-    length = int(client.xlen(k.events))
-    retention = broker.events_retention
+    length = max(int(client.xlen(b.keys.events)) for b in queue.brokers)
+    retention = queue.first.events_retention
     found.used_memory = int(client.info("memory")["used_memory"])
-    found.log_memory = int(client.memory_usage(k.events) or 0)
+    found.log_memory = sum(int(client.memory_usage(b.keys.events) or 0) for b in queue.brokers)
+    logs = "event log" if len(queue.brokers) == 1 else f"longest of {len(queue.brokers)} logs"
     return Check(
         "Redis memory bounded by the retention settings",
         never_expire == 0 and length <= retention,
-        f"event log {length} of at most {retention} events ({found.log_memory / 2**20:.1f} MiB); "
+        f"{logs} {length} of at most {retention} events ({found.log_memory / 2**20:.1f} MiB); "
         f"{len(growing)} task records and idempotency keys, {never_expire} without an expiry; "
         f"{found.used_memory / 2**20:.1f} MiB in all",
     )

@@ -35,6 +35,8 @@ class ChaosOptions:
     idempotency_ttl: int = 120
     max_retries: int = 25
     workdir: Path = Path(".chaos")
+    # Above 1, the run's queue is sharded (see taskq.shards), every check made per shard.
+    shards: int = 1
 
     @property
     def fault_kinds(self) -> tuple[str, ...]:
@@ -53,6 +55,7 @@ class ChaosOptions:
             backoff_base_seconds=0.05, backoff_max_seconds=1.0, shutdown_grace_seconds=2.0,
             poll_seconds=0.5, redis_timeout_seconds=2.0, concurrency=self.concurrency,
             events_retention=self.events_retention, completed_ttl_seconds=self.completed_ttl,
+            shards=self.shards,
         )
         simulation = Simulation(work_seconds=self.work_seconds,
                                 after_effect_seconds=self.after_effect_seconds, fail_rate=0.0,

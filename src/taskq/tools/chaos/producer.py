@@ -8,11 +8,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from taskq.broker import Broker, NewTask
+from taskq.broker import NewTask
 from taskq.errors import BrokerError
 from taskq.limits import PRIORITY
 from taskq.results import SIMULATE_TASK
 from taskq.tools.chaos.options import ChaosOptions
+from taskq.tools.chaos.queue import ChaosQueue
 from taskq.tools.chaos.schedules import LIMITED_TASK
 
 BATCH = 500
@@ -42,11 +43,11 @@ def priorities(seed: int, count: int) -> list[int]:
 LIMIT_KEYS = ("acct-1", "acct-2", "acct-3")
 
 
-def limited(seed: int, count: int) -> list[bool]:
+def limited(seed: int, count: int, shards: int = 1) -> list[bool]:
     """Whether each of `count` tasks is sent as the limited task, the same for the same
-    seed."""
+    seed; none on a sharded queue, where a limit cannot hold across shards."""
     rng = random.Random(f"limited:{seed}")
-    return [rng.random() < LIMITED_SHARE for _ in range(count)]
+    return [rng.random() < LIMITED_SHARE and shards == 1 for _ in range(count)]
 
 
 @dataclass
@@ -68,9 +69,9 @@ class Producer(threading.Thread):
     `resend_every`-th one again under a new id: the key must return the original and
     create nothing."""
 
-    def __init__(self, broker: Broker, options: ChaosOptions, produced: Produced) -> None:
+    def __init__(self, queue: ChaosQueue, options: ChaosOptions, produced: Produced) -> None:
         super().__init__(name="chaos-producer", daemon=True)
-        self.broker = broker
+        self.queue = queue
         self.options = options
         self.produced = produced
         self.stopping = threading.Event()
@@ -79,7 +80,7 @@ class Producer(threading.Thread):
         o = self.options
         payload = {"args": [], "kwargs": {"charge": 1}}
         priority = priorities(o.seed, o.tasks)
-        name = [LIMITED_TASK if x else SIMULATE_TASK for x in limited(o.seed, o.tasks)]
+        name = [LIMITED_TASK if x else SIMULATE_TASK for x in limited(o.seed, o.tasks, o.shards)]
         for start in range(0, o.tasks, BATCH):
             if self.stopping.is_set():
                 break
@@ -102,7 +103,7 @@ class Producer(threading.Thread):
     def _wait_for_room(self) -> None:
         while not self.stopping.is_set():
             try:
-                if self.broker.counts().ready < READY_TARGET:
+                if self.queue.counts().ready < READY_TARGET:
                     return
             except BrokerError:
                 pass
@@ -112,7 +113,7 @@ class Producer(threading.Thread):
         """Send until Redis answers; a resend of the same batch is safe by key and id."""
         while tasks and not self.stopping.is_set():
             try:
-                results = self.broker.enqueue_many(tasks)
+                results = self.queue.enqueue_many(tasks)
             except BrokerError:
                 self.produced.retries += 1
                 time.sleep(0.1)

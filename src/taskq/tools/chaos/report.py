@@ -89,7 +89,10 @@ def _parameters(result: ChaosResult) -> dict[str, object]:
                       f"drawn evenly from {PRIORITY.low} to {PRIORITY.high}, by seed",
         "concurrency limit": f"{LIMITED_SHARE:.0%} of tasks sent as `{LIMITED_TASK}` (by "
                              f"seed), spread over {len(LIMIT_KEYS)} accounts, at most "
-                             f"{LIMITED_MOST} of its runs at once per account",
+                             f"{LIMITED_MOST} of its runs at once per account"
+                             if o.shards == 1 else "none: a sharded queue refuses limits",
+        "shards": "1 (one queue)" if o.shards == 1 else
+                  f"{o.shards}: each task on the shard of its key, each shard checked",
         "cancels": f"up to one task in {CANCEL_EVERY}, picked from ready, leased, delayed "
                    f"and the DLQ as the run goes; {len(result.cancels.doomed)} "
                    f"`{DOOMED_TASK}` tasks (no worker runs them: each dies at once) "

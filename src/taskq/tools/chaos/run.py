@@ -21,20 +21,20 @@ from taskq.connection import connect
 from taskq.errors import BrokerError
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings, child_environment
+from taskq.shards import SHARDS_KEY
 from taskq.tools.chaos.canceller import Canceller, Cancels
-from taskq.tools.chaos.checks import Findings, run_checks
+from taskq.tools.chaos.checks import Findings, read_logs, run_checks
 from taskq.tools.chaos.faults import Injector
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.chaos.producer import Produced, Producer
+from taskq.tools.chaos.queue import QUEUE, ChaosQueue
 from taskq.tools.chaos.schedules import PERIODS, Firing, period_ms
 from taskq.tools.chaos.waiters import Waited, Waiter
 from taskq.tools.embedded import EmbeddedRedis, given_or_embedded
 from taskq.tools.ledger import Ledger
 from taskq.tools.tlatrace import write_log
-from taskq.tools.tracecheck import read_log
 
 log = logging.getLogger("taskq.tools.chaos")
-QUEUE = "chaos"
 TICK = 0.05
 # Ticks each schedule must fire before the faults may stop early (all tasks done).
 MIN_TICKS = 3
@@ -57,12 +57,13 @@ class Monitor(threading.Thread):
     """Samples progress on its own thread with short timeouts and no retries, so a
     paused Redis delays the figures, never the faults (or their ends) on the main thread."""
 
-    def __init__(self, url: str, broker: Broker, produced: Produced) -> None:
+    def __init__(self, url: str, queue: ChaosQueue, produced: Produced) -> None:
         super().__init__(name="chaos-monitor", daemon=True)
         self.client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=0.3,
                                            socket_connect_timeout=0.3,
                                            retry=Retry(NoBackoff(), 0))
-        self.broker = Broker(self.client, broker.queue)
+        self.queue = ChaosQueue([Broker(self.client, b.queue) for b in queue.brokers],
+                                queue.layout)
         self.produced = produced
         self.started = time.monotonic()
         self.samples: list[tuple[float, int]] = []
@@ -86,16 +87,17 @@ class Monitor(threading.Thread):
         while not self.stopping.wait(0.2):
             at = time.monotonic() - self.started
             try:
-                self.completed = int(self.client.hget(self.broker.keys.stats,
-                                                      "completed:completed") or 0)
+                self.completed = sum(int(self.client.hget(b.keys.stats,
+                                                          "completed:completed") or 0)
+                                     for b in self.queue.brokers)
                 self.samples.append((at, self.completed))
                 for name in PERIODS:
-                    state = self.broker.schedule_state(name)
+                    state = self.queue.first.schedule_state(name)
                     if state is not None:
                         self.first_tick.setdefault(name, state[0])
                         self.last_tick[name] = state[0]
                 if self.produced.done.is_set():
-                    counts = self.broker.counts()
+                    counts = self.queue.counts()
                     idle = counts.ready == counts.leased == counts.delayed == 0
                     self.idle_at = at if idle else None
             except (redis.RedisError, BrokerError):
@@ -121,9 +123,11 @@ def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
 def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
          say: Callable[[str], None]) -> ChaosResult:
     client = connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2))
-    broker = Broker(client, QUEUE, events_retention=options.events_retention)
-    for key in client.scan_iter(match=broker.keys.prefix + "*", count=1000):
-        client.delete(key)
+    client.hdel(SHARDS_KEY, QUEUE)
+    queue = ChaosQueue.open(client, options.shards, options.events_retention)
+    for broker in queue.brokers:
+        for key in client.scan_iter(match=broker.keys.prefix + "*", count=1000):
+            client.delete(key)
     ledger = Ledger(options.workdir / "ledger.db", options.guard)
     env = child_environment(*options.worker_settings(url, Path(ledger.path)))
 
@@ -135,26 +139,28 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
 
     workers = [start_worker(slot) for slot in range(options.workers)]
     produced = Produced()
-    producer = Producer(broker, options, produced)
+    producer = Producer(queue, options, produced)
     injector = Injector(random.Random(options.seed), options.fault_interval, options.fault_kinds,
                         options.lease_seconds, workers, start_worker, server)
     result = ChaosResult(options, injector, produced, Findings())
-    say(f"chaos: {options.tasks} tasks, {options.workers} workers x {options.concurrency}, "
+    sharded = f" on {options.shards} shards" if options.shards > 1 else ""
+    say(f"chaos: {options.tasks} tasks{sharded}, {options.workers} workers x "
+        f"{options.concurrency}, "
         f"faults {', '.join(options.fault_kinds)} every ~{options.fault_interval}s, "
         f"seed {options.seed}, logs in {options.workdir}/")
     waited = Waited()
 
-    def own_broker() -> Broker:
-        return Broker(connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2)),
-                      QUEUE)
+    def own_queue() -> ChaosQueue:
+        own = connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2))
+        return ChaosQueue([Broker(own, b.queue) for b in queue.brokers], queue.layout)
 
-    waiter = Waiter(own_broker(), produced, options.tasks, waited)
-    canceller = Canceller(own_broker(), produced, options.tasks, options.seed, result.cancels)
+    waiter = Waiter(own_queue(), produced, options.tasks, waited)
+    canceller = Canceller(own_queue(), produced, options.tasks, options.seed, result.cancels)
     producer.start()
     waiter.start()
     canceller.start()
     try:
-        _drive(result, broker, url, firing, say)
+        _drive(result, queue, url, firing, say)
     finally:
         producer.stopping.set()
         waiter.stopping.set()
@@ -164,22 +170,23 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
         waiter.join(5)
         canceller.join(5)
     crashes = sum(f.kind == "redis-crash" for f in injector.faults)
-    result.findings = run_checks(client, broker, produced, ledger, options.guard,
+    result.findings = run_checks(client, queue, produced, ledger, options.guard,
                                  options.appendfsync, crashes, waited, result.cancels,
                                  same_clock=server is not None)
     # Kept for TLC's trace validation: `python -m specs.tlctrace <workdir>/events.jsonl`.
-    write_log(read_log(client, broker.keys.events), options.workdir / "events.jsonl")
+    write_log([row for log in read_logs(client, queue) for row in log],
+              options.workdir / "events.jsonl")
     _recoveries(result)
     return result
 
 
-def _drive(result: ChaosResult, broker: Broker, url: str, firing: Firing,
+def _drive(result: ChaosResult, queue: ChaosQueue, url: str, firing: Firing,
            say: Callable[[str], None]) -> None:
     """Inject faults until every task is done, each schedule has ticked and the
     canceller is through, or until `max_seconds` pass; then stop the schedules and
     drain."""
     o, injector, produced = result.options, result.injector, result.produced
-    monitor = Monitor(url, broker, produced)
+    monitor = Monitor(url, queue, produced)
     monitor.started = injector.started
     monitor.start()
     shown = -10.0

@@ -49,8 +49,11 @@ def tick_of(schedule: str, task_id: str) -> int | None:
 def limited_app(settings: Settings | None = None,
                 simulation: Simulation | None = None) -> App:
     """The simulated task, and the same function as LIMITED_TASK with max_concurrency:
-    every worker of the run, before and after the schedules stop, applies the limit."""
+    every worker of the run, before and after the schedules stop, applies the limit. On
+    a sharded queue, which refuses limits, the simulated task alone."""
     app = builtin_app(settings, simulation)
+    if app.layout is not None:
+        return app
     app.task(LIMITED_TASK, max_concurrency=LIMITED_MOST, concurrency_key="account")(
         app.tasks[SIMULATE_TASK].fn)
     return app

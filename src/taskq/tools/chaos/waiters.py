@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskq.broker import Broker
 from taskq.errors import BrokerError, ResultTimeoutError, TaskCancelledError, TaskqError
 from taskq.tools.chaos.producer import Produced, task_id
+from taskq.tools.chaos.queue import ChaosQueue
 
 # Every this many acknowledged tasks, one is waited for.
 WAIT_EVERY = 97
@@ -31,9 +31,10 @@ class Waiter(threading.Thread):
     """Calls `result()` on a sample of the acknowledged tasks, one after the other, each
     waited for until the run stops; a Redis fault mid-wait is retried, as a caller would."""
 
-    def __init__(self, broker: Broker, produced: Produced, tasks: int, waited: Waited) -> None:
+    def __init__(self, queue: ChaosQueue, produced: Produced, tasks: int,
+                 waited: Waited) -> None:
         super().__init__(name="chaos-waiter", daemon=True)
-        self.broker = broker
+        self.queue = queue
         self.produced = produced
         self.tasks = tasks
         self.waited = waited
@@ -52,7 +53,7 @@ class Waiter(threading.Thread):
                 self._wait_for(target)
 
     def _wait_for(self, task_id: str) -> None:
-        handle = self.broker.handle(task_id)
+        handle = self.queue.handle(task_id)
         while not self.stopping.is_set():
             try:
                 self.waited.results[task_id] = handle.result(timeout=1.0)
