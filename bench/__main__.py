@@ -12,7 +12,18 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import ceiling, drain, enqueue, feed, latency, limits, profile, results, targets
+from bench import (
+    ceiling,
+    drain,
+    enqueue,
+    feed,
+    latency,
+    limits,
+    profile,
+    results,
+    shards,
+    targets,
+)
 from bench.harness import ROOT, Options, Section, Server
 from bench.peers import driver as peers
 from bench.report import Machine, cpu_seconds, render_markdown, render_text
@@ -27,6 +38,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "limits": limits.measure,
     "feed": feed.measure,
     "ceiling": ceiling.measure,
+    "shards": shards.measure,
     "peers": peers.measure,
 }
 NAMES = (*MEASUREMENTS, "profile")

@@ -75,6 +75,9 @@ def _no_ops(app: App) -> None:
     def noop_sync_unkept() -> None:
         """The `def` no-op with results off."""
 
+    if app.layout is not None:
+        return  # a sharded queue refuses rate limits (bench.shards drains one)
+
     @app.task("bench.noop_limited", rate_limit=f"{LIMITED_RATE}/s", rate_burst=LIMITED_BURST)
     async def noop_limited() -> None:
         """The async no-op under a rate limit: the drain should keep to the rate."""
