@@ -81,6 +81,18 @@ def tasks(shop: Shop) -> Iterator[TaskRunner]:
 
 
 class TestResults:
+    def test_a_sharded_apps_tasks_run_on_one_queue_and_its_shards_come_back_after(
+        self
+    ) -> None:
+        app = App(queue="shop", settings=Settings(redis_url="redis://nowhere.invalid:6379/0"),
+                  shards=3)
+        add = app.task("shop.add")(lambda a, b: a + b)
+        layout = app.layout
+        with TaskRunner(app) as runner:
+            handle = add.enqueue(2, 3)
+            assert runner.run_until_idle().results == {handle.task_id: 5}
+        assert app.layout is layout is not None
+
     def test_a_plain_and_an_async_task_run_on_the_worker_and_their_values_come_back(
         self, shop: Shop, tasks: TaskRunner
     ) -> None:

@@ -131,7 +131,8 @@ class TaskRunner:
     app's tasks with `concurrency` handlers. The worker's settings are the app's with
     `TEST_SETTINGS` and then `overrides` (Settings field names, as `Settings(...)` takes
     them) applied. On exit it stops the worker, waits for its threads, puts the app's
-    settings and broker back and stops the server.
+    settings and broker back and stops the server. A sharded app's queue runs here as
+    one queue: its shards decide where tasks live, not what they do.
     """
 
     def __init__(self, app: App, *, concurrency: int = 4, redis_url: str | None = None,
@@ -368,14 +369,15 @@ class TaskRunner:
 
 @contextmanager
 def pointed_at(app: App, settings: Settings, broker: Broker) -> Iterator[App]:
-    """`app` with `settings` and `broker` for the block; its own are put back after."""
-    saved_settings = app.settings
+    """`app` with `settings` and `broker` (one queue, even for a sharded app) for the
+    block; its own are put back after."""
+    saved_settings, saved_layout, saved_sharded = app.settings, app.layout, app._sharded
     saved_broker = app.use_broker(broker)
-    app.settings = settings
+    app.settings, app.layout, app._sharded = settings, None, None
     try:
         yield app
     finally:
-        app.settings = saved_settings
+        app.settings, app.layout, app._sharded = saved_settings, saved_layout, saved_sharded
         app.use_broker(saved_broker)
 
 
