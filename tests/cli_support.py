@@ -16,7 +16,8 @@ import pytest
 from taskq.broker import Broker
 
 # Variables a developer's shell might carry that would change what the commands do.
-CONFIG_VARIABLES = ("REDIS_URL", "TASKQ_QUEUE", "LEDGER_PATH", "LEDGER_GUARD", "FAIL_RATE")
+CONFIG_VARIABLES = ("REDIS_URL", "TASKQ_QUEUE", "LEDGER_PATH", "LEDGER_GUARD", "FAIL_RATE",
+                    "TASKQ_SHARDS")
 
 
 def states(broker: Broker) -> Counter[str]:

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 
+import taskq as taskq_package
 from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
 from taskq.broker import Broker
-from taskq.cli import main
+from taskq.cli import main, parser
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.settings import Settings, Simulation, child_environment
@@ -164,6 +165,65 @@ class TestDlq:
         assert main(["dlq", "retry"]) == 2
         assert main(["dlq", "retry", "x", "--all"]) == 2
         assert capsys.readouterr().out.count("give task ids or --all") == 2
+
+
+class TestOptionPlacement:
+    def test_version_prints_the_package_version(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as done:
+            main(["--version"])
+        assert done.value.code == 0
+        assert capsys.readouterr().out.strip() == f"taskq {taskq_package.__version__}"
+
+    @pytest.mark.parametrize("argv", [
+        ["--log-level", "DEBUG", "worker"], ["worker", "--log-level", "DEBUG"],
+        ["--log-level", "ERROR", "dlq", "--log-level", "DEBUG"],
+    ])
+    def test_the_log_level_is_taken_before_or_after_the_command(self, argv: list[str]) -> None:
+        assert parser().parse_args(argv).log_level == "DEBUG"
+        assert parser().parse_args([argv[0] if argv[0] != "--log-level" else argv[2]]
+                                   ).log_level == "INFO"
+
+    @pytest.mark.parametrize("argv", [
+        ["dlq", "retry", "--queue", "emails", "--all"],
+        ["dlq", "--queue", "emails", "retry", "--all"],
+        ["dlq", "--queue", "other", "retry", "--queue", "emails", "--all"],
+    ])
+    def test_the_queue_is_taken_before_or_after_the_dlq_action(
+        self, env: Settings, client: redis.Redis, queue: Broker, argv: list[str],
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        emails = Broker(client, "emails")
+        make_dead(emails, "e1", "boom")
+        make_dead(queue, "d1", "boom")
+        assert main(argv) == 0
+        assert "moved 1 task(s) back to ready" in capsys.readouterr().out
+        assert (emails.counts().ready, emails.counts().dead) == (1, 0)
+        assert queue.dead() == ["d1"]
+
+    @pytest.mark.processes
+    def test_an_app_is_imported_from_the_current_directory(
+        self, settings: Settings, client: redis.Redis, tmp_path: Path
+    ) -> None:
+        """`taskq ... --app mytasks:app` run from mytasks.py's folder, no PYTHONPATH."""
+        (tmp_path / "mytasks_cwd.py").write_text(
+            "from datetime import timedelta\n"
+            "from taskq import App\n"
+            "app = App(queue='mine')\n"
+            "@app.periodic(every=timedelta(minutes=5))\n"
+            "def tidy() -> None: ...\n")
+        env = command_env(REDIS_URL=settings.redis_url)
+        env.pop("PYTHONPATH", None)
+        # The installed command, as a user runs it: `python -m` would put the current
+        # directory first on the path by itself.
+        command = str(Path(sys.executable).parent / "taskq")
+        done = subprocess.run([command, "schedules", "--app", "mytasks_cwd:app"],
+                              cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "1 schedule(s) on queue 'mine'" in done.stdout
+        assert "mytasks_cwd.tidy" in done.stdout
 
 
 class TestCancel:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import redis
 from redis.exceptions import RedisClusterException
 
+from taskq import __version__
 from taskq.cli import (
     cancel,
     chaos,
@@ -43,19 +44,30 @@ COMMANDS = {
 }
 
 
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="taskq",
         description="A Redis task queue: no task lost, no effect twice, watched live.",
     )
-    top.add_argument("--log-level", default="INFO",
-                     choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    top.add_argument("--version", action="version", version=f"taskq {__version__}")
+    top.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="default INFO")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        add_global_options(command)
         module.add_arguments(command)
         command.set_defaults(handler=module.main)
     return top
+
+
+def add_global_options(command: argparse.ArgumentParser) -> None:
+    """The options of `taskq` itself, taken after the command too (`taskq worker
+    --log-level DEBUG`): given there they win, left out they keep the top's value."""
+    command.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                         help="default INFO (here or before the command)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

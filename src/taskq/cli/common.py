@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
+import sys
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -43,12 +45,18 @@ def broker_from(args: argparse.Namespace) -> Broker:
 
 
 def load_app(spec: str | None, settings: Settings) -> App:
-    """`module:attribute` naming an App, or the built-in app with the simulated task."""
+    """`module:attribute` naming an App, or the built-in app with the simulated task.
+    The module is looked for in the current directory first, as `python -m` would (and
+    Celery, RQ and Dramatiq do), so `taskq worker --app mytasks:app` works from the
+    folder of mytasks.py without PYTHONPATH."""
     if not spec:
         return builtin_app(settings, simulation_from_env())
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigError(f"--app {spec!r} must look like 'package.module:app'")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

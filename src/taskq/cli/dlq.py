@@ -17,10 +17,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     retry = actions.add_parser("retry", help="move dead tasks back to ready, retries reset")
     retry.add_argument("task_ids", nargs="*", metavar="ID")
     retry.add_argument("--all", action="store_true", help="retry every dead task")
+    add_queue_after_action(retry)
     cancel = actions.add_parser("cancel", help="take dead tasks out of the DLQ for good: "
                                 "they end cancelled, their records kept like completed ones")
     cancel.add_argument("task_ids", nargs="*", metavar="ID")
     cancel.add_argument("--all", action="store_true", help="cancel every dead task")
+    add_queue_after_action(cancel)
+
+
+def add_queue_after_action(parser: argparse.ArgumentParser) -> None:
+    """`--queue` after the action as well as before it (`taskq dlq retry --queue emails
+    --all`); given in both places, the later wins."""
+    parser.add_argument("--queue", default=argparse.SUPPRESS,
+                        help="queue name (default: TASKQ_QUEUE or 'default')")
 
 
 def main(args: argparse.Namespace) -> int:
