@@ -21,7 +21,7 @@ from taskq.settings import (
 README = Path(__file__).resolve().parent.parent / "README.md"
 SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
 
-FLAGS = ["TASKQ_REDIS_CLUSTER"]
+FLAGS = [v for v, parse in ENVIRONMENT.values() if parse.__name__ == "_flag"]
 NUMBERS = [v for v, parse in ENVIRONMENT.values()
            if parse is not str and v not in ("LEDGER_GUARD", "REDIS_URL") and v not in FLAGS]
 INTEGERS = [variable for variable, parse in ENVIRONMENT.values() if parse is int]
@@ -118,9 +118,14 @@ class TestFlags:
     def test_a_flag_is_off_for_the_usual_no_words(self, raw: str) -> None:
         assert not with_env(TASKQ_REDIS_CLUSTER=raw).redis_cluster
 
-    def test_any_other_flag_value_is_refused_by_name(self) -> None:
-        with pytest.raises(ConfigError, match="TASKQ_REDIS_CLUSTER='-1'"):
-            with_env(TASKQ_REDIS_CLUSTER="-1")
+    @pytest.mark.parametrize("variable", FLAGS)
+    def test_any_other_flag_value_is_refused_by_name(self, variable: str) -> None:
+        assert len(FLAGS) >= 2
+        with pytest.raises(ConfigError, match=f"{variable}='-1'"):
+            with_env(**{variable: "-1"})
+
+    def test_the_task_log_is_on_unless_turned_off(self) -> None:
+        assert with_env().task_log and not with_env(TASKQ_TASK_LOG="0").task_log
 
 
 class TestRedisUrl:

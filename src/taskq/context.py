@@ -61,6 +61,9 @@ class TaskContext:
     # How long this run may take (0: no limit) and the monotonic time it ends (None: never).
     time_limit: float = field(default=0.0, repr=False)
     deadline: float | None = field(default=None, repr=False)
+    # When (monotonic) its handler started and returned or raised, for the task log.
+    started_at: float = field(default=0.0, repr=False)
+    ended_at: float = field(default=0.0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Held only for a moment, never around user code: `claim_report` must not wait.
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

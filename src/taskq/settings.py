@@ -50,6 +50,8 @@ class Settings:
     feed_heartbeat_seconds: float = limits.FEED_HEARTBEAT.default
     feed_send_timeout_seconds: float = limits.FEED_SEND_TIMEOUT.default
     redis_cluster: bool = False
+    # A log line per finished run of a task (see taskq.worker.tasklog).
+    task_log: bool = True
     redis_url_given: bool = False
 
     def __post_init__(self) -> None:
@@ -251,6 +253,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "dead_ttl_seconds": ("TASKQ_DEAD_TTL_SECONDS", _finite),
     "redis_server": ("REDIS_SERVER", str),
     "redis_cluster": ("TASKQ_REDIS_CLUSTER", _flag),
+    "task_log": ("TASKQ_TASK_LOG", _flag),
     "api_token": ("TASKQ_API_TOKEN", str),
     "allowed_hosts": ("TASKQ_ALLOWED_HOSTS", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),

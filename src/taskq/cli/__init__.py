@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +25,7 @@ from taskq.cli import (
     worker,
 )
 from taskq.cli.common import error_line
+from taskq.cli.logs import FORMATS, configure
 from taskq.errors import TaskqError
 
 COMMANDS = {
@@ -54,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=f"taskq {__version__}")
     top.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="default INFO")
+    top.add_argument("--log-format", default="text", choices=FORMATS,
+                     help="text lines (default), or one JSON object per line")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
@@ -68,15 +70,13 @@ def add_global_options(command: argparse.ArgumentParser) -> None:
     --log-level DEBUG`): given there they win, left out they keep the top's value."""
     command.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
                          help="default INFO (here or before the command)")
+    command.add_argument("--log-format", default=argparse.SUPPRESS, choices=FORMATS,
+                         help="text (default) or json (here or before the command)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure(args.log_level, args.log_format)
     try:
         status: int = args.handler(args)
     # Redis errors a command meets outside the broker (chaos, a redis-py internal) are

@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="worker processes, each with --concurrency handlers; use "
                              "more than one to use more than one core (default: "
                              "TASKQ_WORKER_PROCESSES or 1)")
+    parser.add_argument("--no-task-log", action="store_true",
+                        help="no log line per finished task (default: one at INFO, with "
+                             "name, id, attempt, duration and outcome; TASKQ_TASK_LOG=0)")
     parser.add_argument("--app", default=None,
                         help="module:attribute of your taskq.App (default: the built-in "
                              "simulated task)")
@@ -43,6 +46,8 @@ def main(args: argparse.Namespace) -> int:
         overrides["concurrency"] = args.concurrency
     if args.processes is not None:
         overrides["worker_processes"] = args.processes
+    if args.no_task_log:
+        overrides["task_log"] = False
     queues = parse_queues(args.queue) if args.queue else None
     if queues:
         # The first queue stands for the worker's queue where one is needed (the
@@ -60,7 +65,10 @@ def main(args: argparse.Namespace) -> int:
 
 def copy_argv(args: argparse.Namespace) -> list[str]:
     """The single-process command each copy of a pool runs: this one, with --processes 1."""
-    argv = ["--log-level", args.log_level, "worker", "--processes", "1"]
+    argv = ["--log-level", args.log_level, "--log-format", args.log_format, "worker",
+            "--processes", "1"]
+    if args.no_task_log:
+        argv.append("--no-task-log")
     for flag, value in (("--queue", args.queue), ("--concurrency", args.concurrency),
                         ("--app", args.app)):
         if value is not None:

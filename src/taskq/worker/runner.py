@@ -198,6 +198,7 @@ class Runner:
         (fn, args, kwargs, keep), task, context, policy = job
         self._mark_taken()
         token = bind(context)
+        context.started_at = time.monotonic()
         try:
             outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
         except asyncio.CancelledError as e:
@@ -219,6 +220,7 @@ class Runner:
             self._mark_taken()
             (fn, args, kwargs, keep), task, context, policy = job
             token = bind(context)
+            context.started_at = time.monotonic()
             try:
                 outcome = self._returned(task, context, fn(*args, **kwargs), keep)
             except (Exception, SystemExit) as e:
@@ -232,6 +234,7 @@ class Runner:
         """Put `outcome` in the inbox, unless the run was given up on at its time limit
         (its attempt was reported failed then); returns whether it was put."""
         context = outcome.context
+        context.ended_at = time.monotonic()
         if context.deadline is None:
             self.inbox.put(outcome)
             return True

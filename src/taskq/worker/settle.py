@@ -18,6 +18,7 @@ from taskq.worker.inbox import Outcome
 from taskq.worker.outage import retry_for
 from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
+from taskq.worker.tasklog import TaskLog
 
 log = logging.getLogger("taskq.worker")
 
@@ -47,6 +48,7 @@ class Settler:
         self.settings = settings
         self.slots = slots
         self.worker_id = worker_id
+        self.task_log = TaskLog(settings.task_log)
 
     def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
                lease_from: Broker | None = None) -> Settled:
@@ -62,7 +64,7 @@ class Settler:
                 self._ack_cancelled(outcome.context)
             elif outcome.failure is not None:
                 self._fail(self.queues.broker(outcome.context.queue), outcome.task,
-                           outcome.failure, outcome.decision)
+                           outcome.context, outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
         done = [o for o in outcomes if o.failure is None and not o.context.cancelled]
@@ -106,6 +108,7 @@ class Settler:
         """Ack `done`, tasks of `broker`'s queue, in one call: with `refill` > 0 carrying
         a lease of that many from the same queue."""
         tasks = [o.task for o in done]
+        contexts = [o.context for o in done]
         held = [(t.task_id, t.token) for t in tasks]
         results = [o.result for o in done]
         error: BrokerError | None = None
@@ -121,28 +124,29 @@ class Settler:
                 error = acks
                 log.info("%s; sending the acks alone", acks)
             else:
-                return Settled(self._count_acks(broker, tasks, acks), None, batch)
+                return Settled(self._count_acks(broker, tasks, contexts, acks), None, batch)
         acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
                           lambda: broker.ack_many(held, results))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
             return Settled([], error, batch)
-        return Settled(self._count_acks(broker, tasks, acked), error, batch)
+        return Settled(self._count_acks(broker, tasks, contexts, acked), error, batch)
 
     def _count_acks(self, broker: Broker, tasks: list[LeasedTask],
-                    acked: list[bool]) -> list[bool]:
+                    contexts: list[TaskContext], acked: list[bool]) -> list[bool]:
         taken = [ok or self._acked_before(broker, task)
                  for task, ok in zip(tasks, acked, strict=True)]
         self.slots.count("acked", sum(taken))
-        for task, ok in zip(tasks, taken, strict=True):
-            if not ok:
+        for task, context, ok in zip(tasks, contexts, taken, strict=True):
+            if ok:
+                self.task_log.ended(context, "completed")
+            else:
                 self._stale(task.task_id, task.token, "ack")
         return taken
 
-    def _fail(self, broker: Broker, task: LeasedTask, error: Failure,
+    def _fail(self, broker: Broker, task: LeasedTask, context: TaskContext, error: Failure,
               decision: Decision) -> None:
-        log.info("task %s attempt %d failed: %s", task.task_id, task.attempt, error.line)
         s = self.settings
         base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
         cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
@@ -150,21 +154,19 @@ class Settler:
         result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
         if result is None or result.status == "stale":
-            self._stale(task.task_id, task.token, "fail")
+            self._stale(task.task_id, task.token, "fail", error.line)
         elif result.status == "cancelled":
             self.slots.count("cancelled")
-            log.info("task %s ended cancelled: its cancel came before its failure was "
-                     "recorded", task.task_id)
+            self.task_log.ended(context, "cancelled", "its cancel came before its failure "
+                                f"was recorded ({error.line})")
         elif result.status == "dead":
             self.slots.count("dead")
-            if dead:
-                log.warning("task %s is dead at once, its failure not worth a retry: %s",
-                            task.task_id, error.line)
-            else:
-                log.warning("task %s is dead after %d retries: %s", task.task_id,
-                            result.retries, error.line)
+            why = "at once, its failure not worth a retry" if dead \
+                else f"after {result.retries} retries"
+            self.task_log.ended(context, "dead", f"{why}: {error.line}", logging.WARNING)
         else:
             self.slots.count("retried")
+            self.task_log.ended(context, "retried", error.line)
 
     def _ack_cancelled(self, context: TaskContext) -> None:
         ended = retry_for(self.settings.lease_seconds, f"cancel {context.task_id}",
@@ -172,7 +174,7 @@ class Settler:
                                                                      context.token))
         if ended:
             self.slots.count("cancelled")
-            log.info("task %s ended cancelled", context.task_id)
+            self.task_log.ended(context, "cancelled")
         else:
             self._stale(context.task_id, context.token, "cancel")
 
@@ -207,7 +209,8 @@ class Settler:
         return record is not None and record.state == "completed" \
             and record.fencing_token == task.token
 
-    def _stale(self, task_id: str, token: int, operation: str) -> None:
+    def _stale(self, task_id: str, token: int, operation: str, error: str = "") -> None:
         self.slots.count("stale")
-        log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)",
-                    operation, task_id, token)
+        log.warning("%s of task %s refused: token %d is stale (lease lost or reaped)%s",
+                    operation, task_id, token, f"; its run failed with {error}" if error
+                    else "")
