@@ -4,18 +4,23 @@ loopback-only without a token), the JSON API and /metrics."""
 from __future__ import annotations
 
 import subprocess
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import redis
 
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
+from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import taskq_command
 from taskq.rates import RateLimit
 from taskq.results import Failure
 from taskq.schedules import make_schedule
+from taskq.settings import Settings
+from taskq.shards import Layout, register, slot_of
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
 
@@ -28,7 +33,7 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
         assert http.get("/healthz").status_code == 200
         for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/limits",
-                     "/api/totals", "/metrics", "/"):
+                     "/api/shards", "/api/totals", "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200
@@ -386,6 +391,79 @@ def test_api_limits_gives_each_limits_slots_and_parked_tasks_in_one_read(
                      timeout=TIMEOUT).json()
     assert body == {"queue": queue.queue, "limits": [
         {"name": "jobs.export", "most": 2, "running": 2, "parked": 1, "key": ""}]}
+
+
+def test_api_shards_gives_each_shards_slot_counts_and_feed_position(
+    server: Server, settings: Settings, client: redis.Redis
+) -> None:
+    app = App(queue=f"s-{uuid.uuid4().hex[:8]}", settings=settings, shards=3)
+    assert app.layout is not None
+    shards = [Broker(client, name) for name in app.layout.shards]
+    shards[0].enqueue("dead-1", max_retries=0)
+    got = shards[0].lease("w", 30)
+    assert got is not None and shards[0].fail(*got, error="it broke").status == "dead"
+    shards[1].enqueue("later", delay=3600)
+    shards[2].enqueue("run-1")
+    assert shards[2].lease("w", 30) is not None
+
+    @app.task("send")
+    def send(n: int) -> int:
+        return n
+
+    try:
+        for n in range(30):
+            send.enqueue(n)
+    finally:
+        app.producer.brokers[0].client.close()
+    expected = []
+    for broker in shards:
+        snap = httpx.get(f"{server.url}/api/snapshot", params={"queue": broker.queue},
+                         timeout=TIMEOUT).json()
+        counts = broker.counts()
+        assert snap["counts"] == {"ready": counts.ready, "leased": counts.leased,
+                                  "delayed": counts.delayed, "dead": counts.dead}
+        expected.append({"name": broker.queue, "slot": slot_of(broker.queue),
+                         **snap["counts"], "position": snap["position"]})
+    assert sum(row["ready"] for row in expected) == 30
+    assert all(row["ready"] > 0 for row in expected), expected
+    assert [(row["leased"], row["delayed"], row["dead"]) for row in expected] == [
+        (0, 0, 1), (0, 1, 0), (1, 0, 0)]
+    # The sharded queue's own name and each shard's give the same view.
+    for asked in (app.queue, *app.layout.shards):
+        body = httpx.get(f"{server.url}/api/shards", params={"queue": asked},
+                         timeout=TIMEOUT).json()
+        assert body == {"queue": app.queue, "shards": expected}, asked
+
+
+def test_api_shards_follow_from_each_position_exactly(
+    server: Server, client: redis.Redis
+) -> None:
+    layout = Layout.of(f"s-{uuid.uuid4().hex[:8]}", 2)
+    register(client, layout)
+    first = Broker(client, layout.shards[0])
+    enqueue(first, 2, "seen")
+    body = httpx.get(f"{server.url}/api/shards", params={"queue": layout.queue},
+                     timeout=TIMEOUT).json()
+    assert [row["position"] for row in body["shards"]][1] == ""  # no event yet
+    enqueue(first, 1, "new")
+    with feed(server, first, query=body["shards"][0]["position"]) as stream:
+        after = stream.rows_until_quiet()
+    assert [(b.seq, b.body["task"]) for b in after if b.id] == [(3, "new-0")]
+
+
+def test_api_shards_of_a_plain_queue_is_an_empty_list(server: Server, queue: Broker) -> None:
+    enqueue(queue, 1)
+    for asked in (queue.queue, f"{queue.queue}~3"):
+        body = httpx.get(f"{server.url}/api/shards", params={"queue": asked},
+                         timeout=TIMEOUT).json()
+        assert body == {"queue": asked, "shards": []}
+
+
+def test_api_shards_refuses_a_bad_queue_name(server: Server) -> None:
+    for bad in ("../etc", "mail~", "mail~x", "~1"):
+        response = httpx.get(f"{server.url}/api/shards", params={"queue": bad}, timeout=TIMEOUT)
+        assert response.status_code == 400, (bad, response.text)
+        assert (response.json()["parameter"], response.json()["value"]) == ("queue", bad)
 
 
 def test_api_schedules_of_a_queue_without_any_is_an_empty_list(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
+from taskq.feed.cursor import Cursor
 from taskq.keys import QUEUES_KEY
 from taskq.results import QueueCounts
 
@@ -71,6 +72,12 @@ class QueueSnapshot:
     seq: int
     last_ts: int
     limits: list[LimitView]
+
+    @property
+    def position(self) -> str:
+        """The feed id of the last event reflected ('' before the first): following
+        `/events?last_event_id=<position>` misses and repeats none."""
+        return Cursor(self.epoch, self.seq, str(self.last_ts)).wire_id if self.seq else ""
 
 
 def queue_names(broker: Broker) -> list[str]:

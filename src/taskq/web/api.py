@@ -1,6 +1,6 @@
 """The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ,
-periodic schedules, concurrency limits and lifetime totals; and the two writes, a DLQ
-retry and a cancel."""
+periodic schedules, concurrency limits, lifetime totals and a sharded queue's shards;
+and the two writes, a DLQ retry and a cancel."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from starlette.responses import JSONResponse
 
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
-from taskq.feed.cursor import Cursor
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.schedule_view import read_schedules
+from taskq.shard_view import read_shards
 from taskq.snapshot import LeaseView, queue_names, take_snapshot
 from taskq.web.params import (
     SNAPSHOT_LIMIT,
@@ -53,9 +53,8 @@ def snapshot(request: Request) -> JSONResponse:
     so a page can follow `/events?last_event_id=<position>` with no gap or repeat."""
     broker = state_of(request).broker(queue_of(request))
     snap = take_snapshot(broker, limit=int_param(request, "limit", 50, SNAPSHOT_LIMIT))
-    position = Cursor(snap.epoch, snap.seq, str(snap.last_ts)).wire_id if snap.seq else ""
     body: dict[str, Any] = asdict(snap)
-    body["position"] = position
+    body["position"] = snap.position
     for row, requested in zip(body["leased"], cancel_requests(broker, snap.leased), strict=True):
         row["cancel_requested_at"] = requested
     return JSONResponse(body)
@@ -97,6 +96,14 @@ def limits(request: Request) -> JSONResponse:
     holding a slot and tasks parked for one, read in one atomic step."""
     snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=0)
     return JSONResponse({"queue": snap.queue, "limits": [asdict(v) for v in snap.limits]})
+
+
+def shards(request: Request) -> JSONResponse:
+    """The shards of the sharded queue `queue` is, or is a shard of (see `ShardView`):
+    each one's slot, counts and feed position, one read per shard; none for a plain
+    queue."""
+    state = state_of(request)
+    return JSONResponse(asdict(read_shards(state.client, queue_of(request), state.broker)))
 
 
 def schedules(request: Request) -> JSONResponse:
