@@ -1,4 +1,5 @@
-"""`taskq dashboard --once` in-process: each queue's lifetime totals under its counts."""
+"""`taskq dashboard --once` in-process: each queue's lifetime totals under its counts, its
+concurrency limits, and each sharded queue's shards."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from taskq.broker import Broker, NewTask
 from taskq.cli import main
 from taskq.concurrency import ConcurrencyLimit
 from taskq.settings import Settings
+from taskq.shards import Layout, register, slot_of
 
 
 @pytest.fixture(autouse=True)
@@ -58,3 +60,38 @@ def test_once_shows_each_concurrency_limits_runs_and_waiting_tasks(
     assert f"queue {queue.queue}   ready 3   leased 2" in out
     assert "\n  concurrency limits                running    waiting for a slot\n" in out
     assert "\n    jobs.export                         2 / 2     3\n" in out
+
+
+def test_once_shows_each_shards_counts_on_a_line_under_its_sharded_queue(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layout = Layout.of("mail", 3)
+    register(client, layout)
+    shards = [Broker(client, name) for name in layout.shards]
+    for i, shard in enumerate(shards):
+        shard.enqueue_many([NewTask(f"t{i}-{n}") for n in range(i + 1)])
+    shards[1].enqueue("later", delay=3600)
+    assert shards[2].lease("w", 30) is not None
+    Broker(client, "plain").enqueue("one")
+    section = "\n".join([
+        "sharded queue mail   3 shards   ready 5   leased 1   delayed 1   dead 0",
+        "  shard                                slot    ready   leased  delayed     dead",
+        *(f"    {name:32}  {slot_of(name):>5}  {ready:>7}  {leased:>7}  {delayed:>7}        0"
+          for name, ready, leased, delayed in zip(layout.shards, (1, 2, 2), (0, 0, 1), (0, 1, 0),
+                                                  strict=True)),
+    ])
+
+    assert main(["dashboard", "--once"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(f"\n{section}\n"), out
+    assert "queue plain   ready 1" in out and f"queue {layout.shards[1]}   ready 2" in out
+
+    # A shard's own view ends with its sharded queue's; the sharded queue's name, which
+    # holds no tasks itself, shows its shards alone.
+    assert main(["dashboard", "--once", "--queue", layout.shards[0]]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"queue {layout.shards[0]}   ready 1") and out.endswith(f"\n{section}\n")
+    assert main(["dashboard", "--once", "--queue", "mail"]) == 0
+    assert capsys.readouterr().out == f"{section}\n"
+    assert main(["dashboard", "--once", "--queue", "plain"]) == 0
+    assert "sharded queue" not in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """`taskq dashboard`: a live terminal view of every queue, its leases, delays, DLQ,
-periodic schedules and lifetime totals."""
+periodic schedules and lifetime totals, and of each sharded queue's shards."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import time
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.schedule_view import SchedulesView, read_schedules
+from taskq.settings import Settings
+from taskq.shard_view import ShardsView, shards_of
+from taskq.shards import Layout, layout_holding, layouts
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
 from taskq.web.totals import read_totals
 
@@ -17,7 +20,7 @@ from taskq.web.totals import read_totals
 SHOWN_TOTALS = ("enqueued", "completed", "failed", "dead", "cancelled")
 
 HELP = ("live terminal view of the queues (countdowns, DLQ errors, concurrency limits, "
-        "schedules, lifetime totals)")
+        "schedules, lifetime totals, shards)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,20 +35,37 @@ def main(args: argparse.Namespace) -> int:
     base = Broker.from_settings(settings)
     clear = sys.stdout.isatty() and not args.once
     brokers: dict[str, Broker] = {}  # one per queue for the whole run, not one per frame
+
+    def broker(name: str) -> Broker:
+        if name not in brokers:
+            brokers[name] = Broker(base.client, name)
+        return brokers[name]
+
     while True:
-        names = [args.queue] if args.queue else (queue_names(base) or [settings.queue])
-        for name in names:
-            if name not in brokers:
-                brokers[name] = Broker(base.client, name)
-        frame = "\n".join(render(take_snapshot(brokers[n], args.rows),
-                                  read_schedules(brokers[n]), read_totals(brokers[n]))
-                           for n in names)
+        names, sharded = shown(base, settings, args.queue)
+        frame = "\n".join(
+            [render(take_snapshot(broker(n), args.rows), read_schedules(broker(n)),
+                    read_totals(broker(n))) for n in names]
+            + [render_shards(shards_of(layout, broker)) for layout in sharded])
         if clear:
             sys.stdout.write("\x1b[H\x1b[2J")
         print(frame, flush=True)
         if args.once:
             return 0
         time.sleep(max(0.1, args.interval))
+
+
+def shown(base: Broker, settings: Settings, queue: str | None
+          ) -> tuple[list[str], list[Layout]]:
+    """The queues a frame shows, and the sharded queues whose shards it shows: every one,
+    or `queue` and the sharded queue it is a shard of. A sharded queue's own name holds
+    no tasks (its shards do), so it only has its shards shown."""
+    if queue is None:
+        return queue_names(base) or [settings.queue], list(layouts(base.client).values())
+    held = layout_holding(base.client, queue)
+    if held is None:
+        return [queue], []
+    return ([] if queue == held.queue else [queue]), [held]
 
 
 def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
@@ -79,6 +99,19 @@ def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
             lines.append(f"      {task.last_error[:110]}")
     if schedules is not None:
         lines += _schedule_lines(schedules)
+    return "\n".join(lines)
+
+
+def render_shards(view: ShardsView) -> str:
+    """A sharded queue's counts, summed over its shards, then each shard's on a line."""
+    total = [sum(getattr(s, kind) for s in view.shards)
+             for kind in ("ready", "leased", "delayed", "dead")]
+    lines = [f"sharded queue {view.queue}   {len(view.shards)} shards   ready {total[0]}   "
+             f"leased {total[1]}   delayed {total[2]}   dead {total[3]}",
+             "  shard                                slot    ready   leased  delayed     dead"]
+    for s in view.shards:
+        lines.append(f"    {s.name:32.32}  {s.slot:>5}  {s.ready:>7}  {s.leased:>7}"
+                     f"  {s.delayed:>7}  {s.dead:>7}")
     return "\n".join(lines)
 
 
