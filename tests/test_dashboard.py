@@ -1,6 +1,6 @@
 """The web dashboard in a real headless Chromium: it shows the queue, follows the feed
-live, rides out a server restart, tells the user about a gap, and retries and cancels
-tasks."""
+live, rides out a server restart, tells the user about a gap, retries and cancels
+tasks, and shows a sharded queue's shards with their feeds merged."""
 
 from __future__ import annotations
 
@@ -19,16 +19,21 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
+from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.rates import RateLimit
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
+from taskq.shards import Layout, register, slot_of
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
 
 pytestmark = pytest.mark.browser
+
+# The shards whose feeds one page follows (shards.js's MAX_FEEDS).
+MAX_FEEDS = 3
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -762,3 +767,201 @@ def test_the_limits_panel_shows_each_limits_slots_and_waiting_tasks_live(
     expect(by_id(page, "count-ready")).to_have_text("0")
     types = rows(page, "event-row").evaluate_all("rows => rows.map(r => r.dataset.type)")
     assert "unparked" in types, types
+
+
+# -- sharded queues ----------------------------------------------------------------------
+
+SHARDED = "mail"
+
+
+def sharded(client: redis.Redis, queue: str = SHARDED, count: int = 3) -> list[Broker]:
+    """The shards of a sharded queue, its layout stored as its first producer stores it,
+    each with one task so its feed opens live."""
+    layout = Layout.of(queue, count)
+    register(client, layout)
+    shards = [Broker(client, name) for name in layout.shards]
+    for i, shard in enumerate(shards):
+        shard.enqueue(f"seed-{i}")
+    return shards
+
+
+def shard_row(page: Page, shard: Broker) -> Locator:
+    return page.locator(f"[data-testid=shard-row][data-shard='{shard.queue}']")
+
+
+def shard_events(page: Page, shard: Broker) -> Locator:
+    return page.locator(f"[data-testid=shard-event][data-shard='{shard.queue}']")
+
+
+def open_sharded(page: Page, server: Server, shards: list[Broker]) -> None:
+    """The page on the sharded queue's own name, each shard's feed live."""
+    page.goto(f"{server.url}/?queue={shards[0].queue.partition('~')[0]}")
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    for shard in shards[:MAX_FEEDS]:
+        expect(shard_row(page, shard)).to_have_attribute("data-state", "live")
+
+
+def test_a_sharded_queue_shows_each_shards_counts_and_its_first_shard(
+    page: Page, server: Server, settings: Settings, client: redis.Redis
+) -> None:
+    shards = sharded(client)
+    shards[1].enqueue("later", delay=3600)
+    shards[2].enqueue("doomed", max_retries=0, priority=9)
+    (doomed,) = shards[2].lease_many("w", 30, 1).tasks
+    assert shards[2].fail(doomed.task_id, doomed.token, "it broke").status == "dead"
+    app = App(queue=SHARDED, settings=settings, shards=3)
+
+    @app.task("send")
+    def send(n: int) -> int:
+        return n
+
+    try:
+        for n in range(12):
+            send.enqueue(n)
+    finally:
+        app.producer.brokers[0].client.close()
+    assert shards[0].lease("w", 30) is not None
+
+    open_sharded(page, server, shards)
+    # The sharded queue's own name holds no tasks: the page shows its first shard.
+    assert page.url.endswith(f"/?queue={shards[0].queue.replace('~', '%7E')}")
+    expect(by_id(page, "queue-select")).to_have_value(shards[0].queue)
+    expect(by_id(page, "shards-queue")).to_have_text(SHARDED)
+    expect(rows(page, "shard-row")).to_have_count(3)
+    for shard in shards:
+        counts = shard.counts()
+        row = shard_row(page, shard)
+        expect(row.get_by_test_id("shard-slot")).to_have_text(str(slot_of(shard.queue)))
+        for kind in ("ready", "leased", "delayed", "dead"):
+            expect(row.get_by_test_id(f"shard-{kind}")).to_have_text(str(getattr(counts, kind)))
+        expect(row.get_by_test_id("shard-feed")).to_have_text("live")
+    expect(shard_row(page, shards[0])).to_have_class("current")
+    expect(by_id(page, "count-ready")).to_have_text(str(shards[0].counts().ready))
+    expect(by_id(page, "count-leased")).to_have_text("1")
+    expect(by_id(page, "shards-meta")).to_have_text("3 shards, each followed live")
+
+    shards[1].enqueue("listed")
+    expect(rows(page, "shard-event")).to_have_count(1)
+
+    shard_row(page, shards[2]).click()
+    expect(by_id(page, "queue-select")).to_have_value(shards[2].queue)
+    expect(shard_row(page, shards[2])).to_have_class("current")
+    expect(shard_row(page, shards[0])).not_to_have_class("current")
+    expect(page.locator("[data-testid=dlq-row][data-task-id=doomed]")).to_contain_text("it broke")
+    # Another shard of the same queue keeps the panel as it was, its list too.
+    expect(rows(page, "shard-event")).to_have_count(1)
+    shards[0].enqueue("after-switch")
+    expect(rows(page, "shard-event")).to_have_count(2)
+
+
+def test_events_of_each_shard_are_merged_in_one_list_tagged_with_their_shard(
+    page: Page, server: Server, client: redis.Redis
+) -> None:
+    shards = sharded(client)
+    open_sharded(page, server, shards)
+    shards[1].enqueue("b-1")
+    shards[2].enqueue("c-1")
+    shards[1].enqueue("b-2")
+
+    listed = rows(page, "shard-event")
+    expect(listed).to_have_count(3)  # none of the events before the page's load
+    for task_id, shard in (("b-1", shards[1]), ("c-1", shards[2]), ("b-2", shards[1])):
+        row = page.locator(f"[data-testid=shard-event][data-task-id={task_id}]")
+        expect(row).to_have_attribute("data-shard", shard.queue)
+        expect(row.get_by_test_id("shard-tag")).to_have_text(shard.queue)
+        expect(row).to_have_attribute("data-type", "enqueued")
+    expect(shard_events(page, shards[1])).to_have_count(2)
+    expect(shard_events(page, shards[2]).locator("[data-testid=task-link]")).to_have_text("c-1")
+    expect(shard_row(page, shards[1]).get_by_test_id("shard-ready")).to_have_text("3")
+    expect(shard_row(page, shards[2]).get_by_test_id("shard-ready")).to_have_text("2")
+    # The main view follows its own shard alone.
+    expect(rows(page, "event-row")).to_have_count(0)
+
+    # A task of another shard opens on its shard.
+    shard_events(page, shards[2]).get_by_test_id("task-link").click()
+    expect(by_id(page, "task-id")).to_have_text("c-1")
+    expect(by_id(page, "task-state")).to_have_text("pending")
+    expect(by_id(page, "queue-select")).to_have_value(shards[2].queue)
+    assert page.url.endswith("#task=c-1")
+    expect(listed).to_have_count(3)
+
+
+def test_a_gap_on_one_shards_feed_marks_that_shard_alone(
+    page: Page, server: Server, client: redis.Redis, tmp_path: Path
+) -> None:
+    shards = sharded(client)
+    open_sharded(page, server, shards)
+    for shard in shards:
+        shard.enqueue(f"early-{shard.queue.replace('~', '-')}")
+    expect(rows(page, "shard-event")).to_have_count(3)
+    expect(by_id(page, "total-enqueued")).to_have_text("2")
+
+    server.kill()
+    expect(shard_row(page, shards[1])).to_have_attribute("data-state", "reconnecting")
+    # Retention is applied when an event is written, so the writer's setting trims the log.
+    short = Broker(client, shards[1].queue, events_retention=5)
+    short.enqueue_many([NewTask(f"late-{i}") for i in range(50)])
+    shards[2].enqueue_many([NewTask(f"late-c-{i}") for i in range(2)])
+    server.start()
+
+    trimmed = shard_row(page, shards[1])
+    expect(trimmed).to_have_attribute("data-gap", "trimmed")
+    expect(trimmed.get_by_test_id("shard-gap")).to_have_text("gap · trimmed")
+    expect(trimmed.get_by_test_id("shard-ready")).to_have_text("52")
+    expect(page.locator("[data-testid=shard-row][data-gap]")).to_have_count(1)
+    gaps = rows(page, "shard-gap-row")
+    expect(gaps).to_have_count(1)
+    expect(gaps).to_have_attribute("data-shard", shards[1].queue)
+    # The other shards resume from their own last ids: each missed event, exactly once.
+    expect(shard_events(page, shards[2])).to_have_count(3)
+    expect(shard_row(page, shards[2]).get_by_test_id("shard-ready")).to_have_text("4")
+    for shard in shards:
+        expect(shard_row(page, shard)).to_have_attribute("data-state", "live")
+    expect(by_id(page, "gap-notice")).to_be_hidden()  # the main view's shard missed nothing
+
+    short.enqueue("after-gap")
+    expect(page.locator("[data-testid=shard-event][data-task-id=after-gap]")).to_have_attribute(
+        "data-shard", shards[1].queue)
+    seqs = shard_events(page, shards[2]).evaluate_all("rows => rows.map(r => r.dataset.seq)")
+    assert sorted(seqs) == ["2", "3", "4"], seqs
+    shot = page.screenshot(path=str(tmp_path / "dashboard-shards.png"), full_page=True)
+    if os.environ.get("TASKQ_SCREENSHOT") == "1":
+        (DOCS / "dashboard-shards.png").write_bytes(shot)
+
+
+def test_shards_past_the_feeds_a_page_follows_show_their_counts_only(
+    page: Page, server: Server, client: redis.Redis
+) -> None:
+    shards = sharded(client, "wide", MAX_FEEDS + 2)
+    open_sharded(page, server, shards)
+    # The page's own requests still go through beside its open feeds.
+    expect(by_id(page, "count-ready")).to_have_text("1")
+    expect(by_id(page, "shards-meta")).to_have_text(
+        f"{MAX_FEEDS + 2} shards · the first {MAX_FEEDS} followed live")
+    for shard in shards[MAX_FEEDS:]:
+        row = shard_row(page, shard)
+        expect(row).to_have_attribute("data-state", "off")
+        expect(row.get_by_test_id("shard-feed")).to_have_text("not followed")
+    shards[-1].enqueue("unfollowed")
+    shards[0].enqueue("followed")
+    expect(shard_events(page, shards[0])).to_have_count(1)
+    expect(rows(page, "shard-event")).to_have_count(1)
+    # Any followed shard's event reloads every shard's counts.
+    expect(shard_row(page, shards[-1]).get_by_test_id("shard-ready")).to_have_text("2")
+
+
+def test_a_plain_queue_asks_for_its_shards_once_and_shows_no_panel(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    queue.enqueue("job-0")
+    open_dashboard(page, server)
+    queue.enqueue("job-1")
+    expect(page.locator("[data-testid=event-row][data-task-id=job-1]")).to_have_count(1)
+    expect(by_id(page, "shards-panel")).to_be_hidden()
+    assert [url for url in asked if "/api/shards" in url] == [
+        f"{server.url}/api/shards?queue={QUEUE}"]
+    streams = [url for url in asked if "/events?" in url]
+    assert len(streams) == 1, streams
+    assert streams[0].startswith(f"{server.url}/events?queue={QUEUE}&"), streams

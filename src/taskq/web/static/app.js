@@ -1,7 +1,8 @@
 // The taskq dashboard: load a snapshot of the queue, then follow its resumable event
 // feed from the snapshot's position, applying each event to the view as it comes. A
 // #task=<id> link opens one task's view, which the same feed keeps current, as it does
-// the schedules panel and the lifetime totals.
+// the schedules panel and the lifetime totals. On a sharded queue the main view shows
+// one shard, and the shards panel all of them.
 
 import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, reset, view,
@@ -12,6 +13,7 @@ import {
 import { getJSON, postJSON } from './http.js';
 import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
+import { initShards, reloadShardsSoon, showShards } from './shards.js';
 import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
 
@@ -21,6 +23,9 @@ const REOPEN_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
+
+// Each switch of the main view's queue; an older one still asking for its shards gives way.
+let switches = 0;
 
 const feed = {
   source: null,
@@ -235,15 +240,24 @@ async function start(queue) {
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
 
+// The main view's queue is switched by the picker, a shard's row, or the link to a task
+// of another shard (`task`, whose view opens once its shard is shown).
+async function switchTo(queue, task = '') {
+  closeTask();
+  const id = ++switches;
+  const shown = await showShards(queue);
+  if (id !== switches) return;
+  start(shown);
+  if (task) window.location.hash = `task=${q(task)}`;
+}
+
 async function main() {
   Object.assign(hooks, { nameOf, retry, cancel });
+  initShards(switchTo);
   const wanted = new URLSearchParams(window.location.search).get('queue');
-  if (wanted) view.queue = wanted;
+  if (wanted) view.queue = await showShards(wanted);
   const names = await loadQueues();
-  $('queue').addEventListener('change', (e) => {
-    closeTask();
-    start(e.target.value);
-  });
+  $('queue').addEventListener('change', (e) => switchTo(e.target.value));
   $('gap-close').addEventListener('click', () => { $('gap-notice').hidden = true; });
   initTaskView();
   window.addEventListener('hashchange', () => openTaskFromHash(view.queue));
@@ -255,9 +269,10 @@ async function main() {
       reloadSoon();
       reloadLimitsSoon();
       reloadTotals();
+      reloadShardsSoon();
     }
   }, RESYNC_MS);
-  await start(wanted || names[0] || 'default');
+  await start(view.queue || await showShards(names[0] || 'default'));
   openTaskFromHash(view.queue);
 }
 
