@@ -121,7 +121,8 @@ class TestCatalogue:
             "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
-            "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
+            "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake", "Shards",
+            "ShardsRouteById", "ShardsFixedOrder",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:
