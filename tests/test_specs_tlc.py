@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from specs import tlc
-from specs.catalog import ROOT
-from specs.tlacheck.suite import Figures
+from specs.catalog import CHECKS, ROOT
+from specs.tlacheck.suite import Check, Figures
 from tests.spec_runs import catalogued, result
 
 pytestmark = pytest.mark.skipif(
@@ -43,6 +43,13 @@ def test_tlc_names_a_step_property_and_the_counterexample_as_tlacheck_does() -> 
     check = catalogued("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence_NoStaleAtOnce.cfg")
     run = tlc.run(check, ROOT)
     assert (run.verdict, run.name, run.trace) == ("property", "T3_StaleChangesNothing", 11)
+    assert tlc.mismatches(check, run, result(Path(check.spec).name, check.config_name)) == []
+
+
+@pytest.mark.parametrize("check", [c for c in CHECKS if c.spec.startswith("Shards/")],
+                         ids=lambda c: f"{c.name}:{c.config_name}")
+def test_tlc_checks_shards_and_its_mutants_as_tlacheck_does(check: Check) -> None:
+    run = tlc.run(check, ROOT)
     assert tlc.mismatches(check, run, result(Path(check.spec).name, check.config_name)) == []
 
 
