@@ -1,9 +1,9 @@
 --------------------------- MODULE ShardsFixedOrder ---------------------------
 (***************************************************************************)
 (* Mutant of Shards: every turn tries shard 1 first, the shards in strict  *)
-(* order, as a worker given a sharded queue's shards without weights would *)
-(* lease them (worker/queues.py refuses that). While shard 1 has a ready   *)
-(* task, a task on shard 2 waits, turn after turn.                         *)
+(* order (worker/queues.py never sets that up: a sharded queue's shards    *)
+(* get equal weights). While shard 1 has a ready task, a task on shard 2   *)
+(* waits, turn after turn.                                                 *)
 (*                                                                         *)
 (* The module EXTENDS Shards: Send, TurnFrom, Ack, Reap and every check    *)
 (* are literally the original's.                                           *)
