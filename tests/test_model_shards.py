@@ -1,6 +1,6 @@
 """A sharded queue on the real broker under random interleavings, drawn by Hypothesis:
 enqueues through the app's router (idempotency keys reused, task ids given or drawn,
-some given ids routing elsewhere than their key), leases by three workers through the
+given ids that route elsewhere than their key refused whole), leases by three workers through the
 real several-queues leaser with the shards taking turns (some leases brief enough to
 run out), settles by current and stale holders, reaps and promotions. After every
 step: T1 on each shard, every idempotency key names one task across all shards (each
@@ -30,6 +30,7 @@ from hypothesis.stateful import (
 from helpers import task_ids, text, view
 from taskq import App
 from taskq.broker import Broker
+from taskq.errors import InvalidTaskError
 from taskq.settings import Settings
 from taskq.shards import route
 from taskq.tools.tracecheck import read_log, validate
@@ -71,6 +72,14 @@ class ShardMachine(RuleBasedStateMachine):
                 options["task_id"] = f"t{self.sent + i}"
             calls.append(self.noop.call(self.sent + i, **options))
         self.sent += n
+        if any(c.idempotency_key is not None
+               and route(c.task_id, SHARDS) != route(c.idempotency_key, SHARDS)
+               for c in calls):
+            before = self.totals()
+            with pytest.raises(InvalidTaskError, match="route to different shards"):
+                self.noop.enqueue_many(calls)
+            assert self.totals() == before  # refused whole: nothing was sent
+            return
         handles = self.noop.enqueue_many(calls)
         for handle in handles:
             if key is not None and key in self.by_key:
@@ -111,6 +120,9 @@ class ShardMachine(RuleBasedStateMachine):
         for broker in self.brokers:
             broker.promote()
 
+    def totals(self) -> list[int]:
+        return [len(task_ids(self.client, b.keys)) for b in self.brokers]
+
     @invariant()
     def every_task_is_on_its_shard_and_every_key_names_one(self) -> None:
         found: dict[str, int] = {}
@@ -124,7 +136,8 @@ class ShardMachine(RuleBasedStateMachine):
                 assert route(key, SHARDS) == shard, f"key {key} recorded on shard {shard}"
                 assert text(self.client.get(idem)) == self.by_key[key]
         for task_id, key in self.created.items():
-            assert found.get(task_id) == route(task_id if key is None else key, SHARDS)
+            assert found.get(task_id) == route(task_id, SHARDS)
+            assert key is None or route(key, SHARDS) == found[task_id]
             assert self.app.handle(task_id).status() != "unknown"
 
     def teardown(self) -> None:
@@ -165,18 +178,22 @@ def test_the_real_broker_keeps_every_task_on_its_shard(machine: type[ShardMachin
     )
 
 
-def test_a_key_reused_with_an_id_of_another_shard_stays_one_task(
+def test_a_key_given_with_ids_of_its_own_and_other_shards_stays_one_task(
     machine: type[ShardMachine],
 ) -> None:
-    """A fixed run through the case routing decides: the key's first task is given an
-    id that routes elsewhere, then the key comes again with drawn ids."""
+    """A fixed run through the cases routing decides: the key with a given id of another
+    shard (refused), with one of its own shard (created), then with drawn ids."""
     m = machine()
-    other = next(f"t{i}" for i in range(100) if route(f"t{i}", SHARDS) != route("k0", SHARDS))
-    m.sent = int(other[1:])
+    other = next(i for i in range(100) if route(f"t{i}", SHARDS) != route("k0", SHARDS))
+    mine = next(i for i in range(100) if route(f"t{i}", SHARDS) == route("k0", SHARDS))
+    m.sent = other
+    m.enqueue(1, "k0", True)
+    assert m.created == {}
+    m.sent = mine
     m.enqueue(1, "k0", True)
     m.enqueue(3, "k0", False)
     m.every_task_is_on_its_shard_and_every_key_names_one()
-    assert len(m.created) == 1 and m.by_key["k0"] == other
+    assert len(m.created) == 1 and m.by_key["k0"] == f"t{mine}"
     m.lease("w1", 6, True)
     m.time_passes()
     m.lease("w2", 6, False)

@@ -72,13 +72,14 @@ class TestTheLayout:
         with pytest.raises((ConfigError, InvalidTaskError), match=message):
             shard_names(queue, count)
 
-    def test_a_task_routes_by_its_key_if_it_has_one_else_by_its_id(self) -> None:
+    def test_a_task_routes_by_its_id_and_drawn_ids_land_on_their_keys_shard(self) -> None:
         layout = Layout.of("emails", 3)
         assert route("abc", 3) == zlib.crc32(b"abc") % 3
         assert layout.shard_of("abc") == layout.shards[route("abc", 3)]
-        assert layout.shard_of("abc", "key-1") == layout.shards[route("key-1", 3)]
         for _ in range(50):
-            assert layout.shard_of(layout.new_id("key-1")) == layout.shard_of("x", "key-1")
+            assert layout.shard_of(layout.new_id("key-1")) == layout.shard_of("key-1")
+        fitting = layout.matching("order-7", "key-1")
+        assert fitting.startswith("order-7") and route(fitting, 3) == route("key-1", 3)
 
     @pytest.mark.skipif(not ON_CLUSTER, reason="a single node has no primaries to spread over")
     def test_on_the_local_cluster_three_shards_sit_on_three_primaries(
@@ -131,21 +132,27 @@ class TestProducing:
         assert [h.task_id for h in again] == [h.task_id for h in first]
         assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 20
 
-    def test_a_task_with_both_an_id_and_a_key_is_found_on_the_keys_shard(
+    def test_an_id_given_with_a_key_of_another_shard_is_refused_sending_nothing(
         self, sharded: App, client: redis.Redis
     ) -> None:
+        """Else `task_id="x"` sent bare and again with the key would make two tasks "x",
+        one on each shard (the Shards model's Shards_ExplicitIds.cfg)."""
         @sharded.task("noop")
         def noop(n: int) -> int:
             return n
 
         assert sharded.layout is not None
-        # An id that routes elsewhere than its key: the key decides, the handle finds it.
-        task_id = next(t for t in (f"id-{i}" for i in range(100))
-                       if route(t, 3) != route("the-key", 3))
-        noop.enqueue(1, task_id=task_id, idempotency_key="the-key")
-        holder = Broker(client, sharded.layout.shard_of(task_id, "the-key"))
-        assert holder.counts().ready == 1
-        assert sharded.handle(task_id).status() == "pending"
+        elsewhere = next(t for t in (f"id-{i}" for i in range(100))
+                         if route(t, 3) != route("the-key", 3))
+        with pytest.raises(InvalidTaskError, match="route to different shards"):
+            noop.enqueue_many([noop.call(0), noop.call(1, task_id=elsewhere,
+                                                      idempotency_key="the-key")])
+        assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 0
+        fitting = sharded.layout.matching("id", "the-key")
+        noop.enqueue(1, task_id=fitting, idempotency_key="the-key")
+        assert noop.enqueue(2, task_id=fitting).created is False
+        assert Broker(client, sharded.layout.shard_of("the-key")).counts().ready == 1
+        assert sharded.handle(fitting).status() == "pending"
         assert sharded.handle("no-such-task").status() == "unknown"
 
     def test_producers_that_count_the_shards_differently_are_refused(

@@ -121,7 +121,7 @@ class TestCatalogue:
             "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
-            "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake", "Shards",
+            "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
             "ShardsRouteById", "ShardsFixedOrder",
         }  # fmt: skip
 

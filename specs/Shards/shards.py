@@ -170,6 +170,11 @@ def id_for(c: Constants, s: State, i: int, shard: int) -> bool:
     return c.explicit_ids or (i not in named(s) and id_shard(c, i) == shard)
 
 
+def fits(c: Constants, i: int, k: int) -> bool:
+    """Fits(i, k): routing.by_shard sends it (its id and key route to one shard)."""
+    return k == NO_KEY or id_shard(c, i) == key_shard(c, k)
+
+
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
 
 
@@ -177,7 +182,7 @@ def send(c: Constants, s: State) -> Iterator[Transition[State]]:
     for i in c.all_ids:
         for k in c.key_or_none:
             shard = home(c, i, k)
-            if id_for(c, s, i, shard):
+            if id_for(c, s, i, shard) and fits(c, i, k):
                 branch, t = enqueue_on(s, shard, i, k)
                 yield f"Send(i={i},k={k})/{branch}", t
 
@@ -303,10 +308,8 @@ def key_names_one_task(c: Constants, s: State) -> bool:
 
 
 def lookup(c: Constants, s: State, i: int) -> int:
-    """Lookup(i): ShardedBroker.handle's shard for the id."""
-    if i in records(s, id_shard(c, i)):
-        return id_shard(c, i)
-    return min(x for x in c.all_shards if i in records(s, x))
+    """Lookup(i): ShardedBroker.handle's shard for the id, the one it routes to."""
+    return id_shard(c, i)
 
 
 def found_by_id(c: Constants, s: State) -> bool:

@@ -9,20 +9,35 @@ from typing import Any
 from taskq.aio import AsyncBroker
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
+from taskq.errors import InvalidTaskError
 from taskq.fields import new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import check_task_id
-from taskq.limits import BATCH_SIZE
+from taskq.limits import BATCH_SIZE, shown
 from taskq.results import NewTask
 from taskq.shards import SHARDS_KEY, Layout, check_stored, register, route
 
 
 def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
-    """The positions in `tasks` of each shard's tasks, in order."""
+    """The positions in `tasks` of each shard's tasks, in order. A task with a key goes
+    to the key's shard, which must be its id's too: else an id sent once with the key
+    and once without would name a task on each of two shards (the Shards model's
+    Shards_ExplicitIds.cfg). Ids taskq draws (`Layout.new_id`) always are; one a
+    producer gives that is not is refused, before anything is sent."""
     groups: dict[int, list[int]] = {}
     for i, task in enumerate(tasks):
-        key = task.task_id if task.idempotency_key is None else task.idempotency_key
-        groups.setdefault(route(key, layout.count), []).append(i)
+        shard = route(task.task_id, layout.count)
+        if task.idempotency_key is not None:
+            keyed = route(task.idempotency_key, layout.count)
+            if keyed != shard:
+                raise InvalidTaskError(
+                    f"task id {task.task_id!r} and idempotency key "
+                    f"{shown(task.idempotency_key)} route to different shards of queue "
+                    f"{layout.queue!r} ({layout.shards[shard]}, {layout.shards[keyed]}), so "
+                    "the id could name a second task on its own shard: leave task_id out "
+                    "(taskq then draws one on the key's shard) or draw it with "
+                    "app.new_task_id(idempotency_key)")
+        groups.setdefault(shard, []).append(i)
     return groups
 
 
@@ -54,18 +69,8 @@ class ShardedBroker:
         return [h for h in handles if h is not None]
 
     def handle(self, task_id: str) -> TaskHandle:
-        """A handle on `task_id`, on the shard its id routes to; or, when that shard has
-        no record of it and another has (a task enqueued with both a task id and an
-        idempotency key lives on the key's shard), on that one."""
-        home = self.brokers[route(check_task_id(task_id), self.layout.count)]
-        if len(self.brokers) > 1:
-            with redis_errors("find a task's shard"):
-                if not home.client.exists(home.keys.task(task_id)):
-                    for broker in self.brokers:
-                        if broker is not home and broker.client.exists(
-                                broker.keys.task(task_id)):
-                            return broker.handle(task_id)
-        return home.handle(task_id)
+        """A handle on `task_id`, on the shard its id routes to: every task is there."""
+        return self.brokers[route(check_task_id(task_id), self.layout.count)].handle(task_id)
 
     def _register(self) -> None:
         if not self._registered:

@@ -5,9 +5,10 @@ A queue lives in one Redis Cluster slot (its hash tag, see `taskq.keys`), so one
 queue's throughput is bounded by one primary. A sharded queue is N queues, its shards,
 named `<queue>~<n>`: each a whole queue with its own hash tag, scripts, fencing and
 event log, so every guarantee holds on each shard as on any queue. A task never moves
-between shards: the shard is a function of its idempotency key if it has one (so a key
-names at most one task, whatever the shard count), else of its task id (so a handle
-finds the task from the id alone).
+between shards: the shard is a function of its task id, so a handle finds the task
+from the id alone; a task with an idempotency key goes to the key's shard, which its
+id must route to as well (taskq draws ids so), so a key names at most one task and an
+id one task, whatever the shard count.
 
 Each shard's name is picked so that its slot falls in its own N-th of the slot space,
 which spreads the shards over the primaries of a cluster whose slots are split evenly
@@ -83,10 +84,20 @@ class Layout:
     def count(self) -> int:
         return len(self.shards)
 
-    def shard_of(self, task_id: str, idempotency_key: str | None = None) -> str:
-        """The shard a task with this id (and key, which decides when given) goes to."""
-        return self.shards[route(task_id if idempotency_key is None else idempotency_key,
-                                 self.count)]
+    def shard_of(self, task_id_or_key: str) -> str:
+        """The shard a task id (or an idempotency key) routes to."""
+        return self.shards[route(task_id_or_key, self.count)]
+
+    def matching(self, base: str, shard_of: str) -> str:
+        """`base`, or the first of `base.1`, `base.2`... that routes to the same shard as
+        `shard_of`: a task id (or key) fit to go with it (about `count` tries)."""
+        want = route(shard_of, self.count)
+        for n in range(MAX_SUFFIX):
+            found = base if n == 0 else f"{base}.{n}"
+            if route(found, self.count) == want:
+                return found
+        raise ConfigError(  # pragma: no cover
+            f"no id like {base!r} routes to the shard of {shard_of!r}")
 
     def new_id(self, idempotency_key: str | None = None) -> str:
         """A new random task id that routes to the same shard as `idempotency_key`, so

@@ -127,7 +127,7 @@ def run_checks(
         f"{summary.charges} charges for {summary.tasks} tasks; "
         f"{len(summary.charged_twice)} charged more than once"))
 
-    recreated = [r for r in produced.resends_created if f"t{r[1:]}" not in found.lost_enqueues]
+    recreated = [t for t in produced.resends_created if t not in found.lost_enqueues]
     found.checks.append(Check(
         "duplicate sends created no task", not recreated,
         f"{produced.resends} resends; {len(produced.resends_created)} created a task"

@@ -59,6 +59,7 @@ class Produced:
     # Acknowledged tasks by priority.
     by_priority: Counter[int] = field(default_factory=Counter)
     resends: int = 0
+    # The original task of each resend that created a task.
     resends_created: list[str] = field(default_factory=list)
     retries: int = 0
     done: threading.Event = field(default_factory=threading.Event)
@@ -86,18 +87,21 @@ class Producer(threading.Thread):
                 break
             self._wait_for_room()
             tasks = [NewTask(task_id(i), payload=payload, max_retries=o.max_retries,
-                             idempotency_key=f"k{i}", idempotency_ttl=o.idempotency_ttl,
+                             idempotency_key=self.queue.key_for(task_id(i), f"k{i}"),
+                             idempotency_ttl=o.idempotency_ttl,
                              priority=priority[i], name=name[i],
                              limit_key=LIMIT_KEYS[i % len(LIMIT_KEYS)]
                              if name[i] == LIMITED_TASK else None)
                      for i in range(start, min(o.tasks, start + BATCH))]
             self._send(tasks, resend=False)
-            resends = [NewTask(f"r{t.task_id[1:]}", payload=payload, max_retries=o.max_retries,
+            originals = [t for n, t in enumerate(tasks, start)
+                         if o.resend_every and n % o.resend_every == 0]
+            resends = [NewTask(self.queue.resend_id(f"r{t.task_id[1:]}", str(t.idempotency_key)),
+                               payload=payload, max_retries=o.max_retries,
                                idempotency_key=t.idempotency_key, idempotency_ttl=o.idempotency_ttl,
                                priority=t.priority, name=t.name, limit_key=t.limit_key)
-                       for n, t in enumerate(tasks, start)
-                       if o.resend_every and n % o.resend_every == 0]
-            self._send(resends, resend=True)
+                       for t in originals]
+            self._send(resends, resend=True, originals=[t.task_id for t in originals])
         self.produced.done.set()
 
     def _wait_for_room(self) -> None:
@@ -109,7 +113,8 @@ class Producer(threading.Thread):
                 pass
             time.sleep(0.05)
 
-    def _send(self, tasks: list[NewTask], resend: bool) -> None:
+    def _send(self, tasks: list[NewTask], resend: bool, originals: list[str] | None = None
+              ) -> None:
         """Send until Redis answers; a resend of the same batch is safe by key and id."""
         while tasks and not self.stopping.is_set():
             try:
@@ -121,7 +126,9 @@ class Producer(threading.Thread):
             now = time.monotonic()
             if resend:
                 self.produced.resends += len(results)
-                self.produced.resends_created += [r.task_id for r in results if r.created]
+                self.produced.resends_created += [
+                    original for original, r in zip(originals or [], results, strict=True)
+                    if r.created]
             else:
                 for task, result in zip(tasks, results, strict=True):
                     if result.task_id not in self.produced.acknowledged:

@@ -16,15 +16,6 @@ from taskq.transport import Client
 QUEUE = "chaos"
 
 
-def key_of(task_id: str) -> str | None:
-    """The idempotency key the run's producer gives a task: `k<i>` for its task `t<i>`
-    and the resend `r<i>`; None for the other tasks (doomed ones, schedule ticks)."""
-    digits = task_id[1:]
-    if task_id[:1] in ("t", "r") and digits.isdigit():
-        return f"k{int(digits)}"
-    return None
-
-
 @dataclass
 class ChaosQueue:
     """The run's queue through one broker per shard (one in all when not sharded)."""
@@ -47,11 +38,21 @@ class ChaosQueue:
         return self.brokers[0]
 
     def broker_of(self, task_id: str) -> Broker:
-        """The broker of the shard that holds `task_id`."""
+        """The broker of the shard that holds `task_id`: the shard its id routes to (a
+        schedule's tick, the shard the workers fire on)."""
         if self.layout is None or task_id.startswith(SCHEDULE_TASK_PREFIX):
             return self.first
-        shard = self.layout.shard_of(task_id, key_of(task_id))
-        return self.brokers[self.layout.shards.index(shard)]
+        return self.brokers[self.layout.shards.index(self.layout.shard_of(task_id))]
+
+    def key_for(self, task_id: str, base: str) -> str:
+        """The idempotency key of the producer's task `task_id`: `base`, or on a sharded
+        queue the first `base.<n>` on the id's shard (a key must route with its id)."""
+        return base if self.layout is None else self.layout.matching(base, task_id)
+
+    def resend_id(self, base: str, key: str) -> str:
+        """The id of a resend under `key`: `base`, or on a sharded queue the first
+        `base.<n>` on the key's shard."""
+        return base if self.layout is None else self.layout.matching(base, key)
 
     def enqueue_many(self, tasks: list[NewTask]) -> list[TaskHandle]:
         if self.layout is None:
