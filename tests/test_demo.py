@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from cli_support import command_env, processes_of, taskq
+from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
 from waiting import wait_until
 
@@ -30,6 +33,36 @@ class TestDemo:
         assert "the guarantees held" in result.stdout
         assert processes_of(workdir, marker) == []
         assert Ledger(workdir / "ledger.db").summary().charges == 60
+
+    def test_the_dashboard_takes_the_port_given_and_lingers_as_asked(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        workdir, out, port = tmp_path / "demo", tmp_path / "demo.out", free_port()
+        with open(out, "wb") as log:
+            demo = subprocess.Popen(
+                [sys.executable, "-m", "taskq", "demo", "--tasks", "30", "--workers", "1",
+                 "--dir", str(workdir), "--port", str(port), "--linger", "30"],
+                env=command_env(TASKQ_TEST_MARKER=marker), stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        started.append(demo)
+        wait_until(lambda: b"the dashboard stays up for 30s" in out.read_bytes(), 90,
+                   "the run to end")
+        text = out.read_text()
+        assert f"live dashboard: http://127.0.0.1:{port}/?queue=demo (up while the demo " \
+               "runs; kept 30s after it)" in text
+        # After the run, the dashboard still answers on the port given.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            assert json.loads(reply.read()) == {"ok": True, "redis": "up"}
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(timeout=15) in (0, 130)
+        assert processes_of(workdir, marker) == []
+
+    def test_a_port_or_linger_taskq_cannot_use_is_refused(self, tmp_path: Path) -> None:
+        for option, value, message in (("--port", "70000", "--port must be 0"),
+                                       ("--linger", "-1", "--linger must be seconds")):
+            result = taskq("demo", option, value, "--dir", str(tmp_path / "demo"),
+                           env=command_env())
+            assert result.returncode == 2 and message in result.stderr
 
     def test_sigint_stops_the_demo_promptly_and_leaves_nothing_running(
         self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]

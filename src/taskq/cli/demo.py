@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from taskq.cli.common import settings_from
@@ -19,15 +20,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=".taskq/demo", help="logs, ledger and Redis data")
     parser.add_argument("--linger", type=float, default=0.0,
                         help="keep the web dashboard up this many seconds after the run")
+    parser.add_argument("--port", type=int, default=0,
+                        help="the web dashboard's port on 127.0.0.1 (default: a free one)")
 
 
 def main(args: argparse.Namespace) -> int:
     if args.tasks < 1 or args.workers < 1:
         raise ConfigError(f"--tasks and --workers must be >= 1, not {args.tasks}, {args.workers}")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0 (a free one) to 65535, not {args.port}")
+    if not math.isfinite(args.linger) or args.linger < 0:
+        raise ConfigError(f"--linger must be seconds >= 0, not {args.linger}")
     # A small run delays and resends at most every task it has.
     sizes = {"tasks": args.tasks, "workers": args.workers,
              "delayed": min(DemoPlan.delayed, args.tasks),
-             "resends": min(DemoPlan.resends, args.tasks), "linger": args.linger}
+             "resends": min(DemoPlan.resends, args.tasks), "linger": args.linger,
+             "port": args.port}
     plan = DemoPlan(**sizes) if args.seed is None else DemoPlan(**sizes, seed=args.seed)
     default_say(f"taskq demo (seed {plan.seed})")
     result = run_demo(settings_from(args), plan, Path(args.dir), default_say)

@@ -39,6 +39,8 @@ class DemoPlan:
     fail_rate: float = 0.15
     seed: int = field(default_factory=lambda: random.randrange(1_000_000))
     linger: float = 0.0
+    # The dashboard's port; 0: a free one.
+    port: int = 0
 
 
 @dataclass
@@ -101,10 +103,13 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
             workers.append(spawn(taskq_command("worker"), env, str(workdir / f"worker-{n}.log")))
 
         try:
-            port = free_port()
+            port = plan.port or free_port()
             services.append(spawn(taskq_command("serve", "--port", str(port)), env,
                                   str(workdir / "serve.log")))
-            say(f"live dashboard: http://127.0.0.1:{port}/?queue={queue} (up while the demo runs)")
+            kept = (f"kept {plan.linger:g}s after it" if plan.linger > 0
+                    else "add --linger 600 to keep it 10 minutes after")
+            say(f"live dashboard: http://127.0.0.1:{port}/?queue={queue} (up while the demo "
+                f"runs; {kept})")
             for n in range(plan.workers):
                 start_worker(n)
             charged, unknown = send(broker, plan, rng, say)
