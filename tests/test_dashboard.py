@@ -965,3 +965,29 @@ def test_a_plain_queue_asks_for_its_shards_once_and_shows_no_panel(
     streams = [url for url in asked if "/events?" in url]
     assert len(streams) == 1, streams
     assert streams[0].startswith(f"{server.url}/events?queue={QUEUE}&"), streams
+
+
+def test_the_page_shows_the_queue_the_server_was_started_on(
+    browser: Browser, env: dict[str, str], tmp_path: Path, client: redis.Redis
+) -> None:
+    """`taskq serve --queue zz-mine` with other queues that sort first: the page opens on
+    zz-mine, keeps it in its URL, and a login link with a token keeps the queue too."""
+    Broker(client, "aa-other").enqueue("theirs")
+    Broker(client, "zz-mine").enqueue("mine")
+    serve = Server({**env, "TASKQ_API_TOKEN": "s3cret-token-for-the-page"},
+                   tmp_path / "mine.log", "--queue", "zz-mine").start()
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    try:
+        tab = context.new_page()
+        tab.goto(f"{serve.url}/?queue=aa-other&token=s3cret-token-for-the-page")
+        expect(tab).to_have_url(f"{serve.url}/?queue=aa-other")
+        expect(by_id(tab, "queue")).to_have_value("aa-other")
+        tab.goto(f"{serve.url}/")
+        expect(by_id(tab, "queue")).to_have_value("zz-mine")
+        expect(tab).to_have_url(f"{serve.url}/?queue=zz-mine")
+        expect(tab.locator("[data-testid=event-row][data-task-id=mine]")).to_have_count(1)
+        expect(tab.locator("[data-testid=event-row][data-task-id=theirs]")).to_have_count(0)
+    finally:
+        context.close()
+        serve.stop()

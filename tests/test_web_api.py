@@ -50,6 +50,12 @@ def test_opening_the_page_with_the_token_sets_a_cookie_that_opens_the_feed(
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
         login = http.get("/", params={"token": TOKEN})
         assert login.status_code == 303 and login.headers["location"] == "/"
+        # A link to a queue keeps it; the token alone is dropped, a hostile value encoded.
+        to_queue = http.get("/", params={"queue": "emails", "token": TOKEN})
+        assert to_queue.headers["location"] == "/?queue=emails"
+        hostile = http.get("/", params={"token": TOKEN, "queue": "a\r\nSet-Cookie: x=1"})
+        assert hostile.headers["location"] == "/?queue=a%0D%0ASet-Cookie%3A+x%3D1"
+        assert "x=1" not in hostile.headers.get("set-cookie", "").split(";")[0]
         cookie = login.headers["set-cookie"]
         assert cookie.startswith(f"taskq_token={TOKEN};")
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
@@ -132,9 +138,10 @@ def fill(queue: Broker) -> None:
 
 def test_api_queues_counts_each_structure(server: Server, queue: Broker) -> None:
     fill(queue)
-    listed = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT).json()["queues"]
-    mine = [q for q in listed if q["name"] == queue.queue]
+    reply = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT).json()
+    mine = [q for q in reply["queues"] if q["name"] == queue.queue]
     assert mine == [{"name": queue.queue, "ready": 2, "leased": 1, "delayed": 1, "dead": 1}]
+    assert reply["default"] == "default"  # the server's own (TASKQ_QUEUE), for the page
 
 
 def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: Broker) -> None:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import ipaddress
 import re
+from urllib.parse import quote
 
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
@@ -59,8 +60,8 @@ def main(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, allowed_hosts=hosts)
     check_exposure(args.host, settings.api_token)
     app = create_app(settings, args.host)  # a bad allowed host name fails here
-    print(f"taskq dashboard on http://{args.host}:{args.port}/ (queue {settings.queue!r})",
-          flush=True)
+    print(f"taskq dashboard on http://{args.host}:{args.port}/?queue={quote(settings.queue)} "
+          f"(queue {settings.queue!r})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
                 timeout_graceful_shutdown=2)
     return 0

@@ -45,7 +45,9 @@ def queues(request: Request) -> JSONResponse:
     state = state_of(request)
     names = queue_names(state.broker(state.settings.queue)) or [state.settings.queue]
     listed = [{"name": name, **asdict(state.broker(name).counts())} for name in names]
-    return JSONResponse({"queues": listed})
+    # `default`: the queue the server was started on (`taskq serve --queue`), which the
+    # page shows when its URL names none.
+    return JSONResponse({"queues": listed, "default": state.settings.queue})
 
 
 def snapshot(request: Request) -> JSONResponse:

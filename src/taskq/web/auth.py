@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -38,10 +38,14 @@ class AccessControl:
         if not self.token or path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        raw_query = scope.get("query_string", b"").decode("latin-1")
+        query = parse_qs(raw_query)
         offered = query.get("token", [""])[0]
         if path == "/" and offered and self._valid(offered):
-            await _login(send, offered, scope.get("scheme") == "https")
+            # Back to the page the link named (its queue), minus the token.
+            kept = urlencode([(k, v) for k, v in parse_qsl(raw_query) if k != "token"])
+            await _login(send, offered, scope.get("scheme") == "https",
+                         "/" + (f"?{kept}" if kept else ""))
             return
         if self._valid(_bearer(headers)) or self._valid(_cookie(headers)):
             await self.app(scope, receive, send)
@@ -80,10 +84,10 @@ def _same_site_write(headers: dict[bytes, bytes]) -> bool:
     return netloc == headers.get(b"host", b"").decode("latin-1")
 
 
-async def _login(send: Send, token: str, secure: bool) -> None:
+async def _login(send: Send, token: str, secure: bool, location: str) -> None:
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
     await send({"type": "http.response.start", "status": 303, "headers": [
-        (b"location", b"/"), (b"set-cookie", cookie.encode("latin-1")),
+        (b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode("latin-1")),
         (b"cache-control", b"no-store"), (b"content-length", b"0")]})
     await send({"type": "http.response.body", "body": b""})
 

@@ -35,11 +35,16 @@ const feed = {
   buffer: [], // events received while a snapshot loads
 };
 
+// The queue the server was started on: the page's queue when its URL names none.
+let serverQueue = '';
+
 async function loadQueues() {
   const select = $('queue');
   let names = [];
   try {
-    names = (await getJSON('api/queues')).queues.map((item) => item.name);
+    const listed = await getJSON('api/queues');
+    names = listed.queues.map((item) => item.name);
+    serverQueue = listed.default || serverQueue;
   } catch (err) {
     showError(`Could not list queues: ${err.message}`);
   }
@@ -272,7 +277,7 @@ async function main() {
       reloadShardsSoon();
     }
   }, RESYNC_MS);
-  await start(view.queue || await showShards(names[0] || 'default'));
+  await start(view.queue || await showShards(serverQueue || names[0] || 'default'));
   openTaskFromHash(view.queue);
 }
 
