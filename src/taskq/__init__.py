@@ -30,9 +30,8 @@ from taskq.results import Cancellation, Failure
 from taskq.retry import RetryPolicy
 from taskq.settings import Settings
 from taskq.tools.ledger import Ledger
+from taskq.version import __version__
 from taskq.worker import Worker
-
-__version__ = "0.1.0"
 
 __all__ = [
     "App",

@@ -229,6 +229,17 @@ class QueueKeys:
     def idem(self, key: str) -> str:
         return self.prefix + "idem:" + key
 
+    @property
+    def workers(self) -> str:
+        """The workers registered on the queue, by the time (ms) their record expires
+        (a ZSET; see taskq.registry)."""
+        return self.prefix + "workers"
+
+    def worker(self, worker_id: str) -> str:
+        """One registered worker's record (a HASH), expiring a lease after its last
+        heartbeat."""
+        return self.prefix + "worker:" + worker_id
+
     def lease_request(self, request_id: str) -> str:
         """What one lease request handed out, so a retried request gets the same tasks."""
         return self.prefix + "lreq:" + request_id

@@ -105,6 +105,9 @@ class Scripts:
         self.ack_cancelled = load("ack_cancelled")
         self.snapshot = load("snapshot")
         self.watch = load("watch")
+        self.register_worker = load("register_worker")
+        self.unregister_worker = load("unregister_worker")
+        self.workers = load("workers")
 
     def by_name(self, name: str) -> ScriptCall:
         script: ScriptCall = getattr(self, name)

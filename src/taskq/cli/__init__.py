@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import redis
 from redis.exceptions import RedisClusterException
 
-from taskq import __version__
 from taskq.cli import (
     cancel,
     chaos,
@@ -23,13 +22,16 @@ from taskq.cli import (
     serve,
     task,
     worker,
+    workers,
 )
 from taskq.cli.common import error_line
 from taskq.cli.logs import FORMATS, configure
 from taskq.errors import TaskqError
+from taskq.version import __version__
 
 COMMANDS = {
     "worker": worker,
+    "workers": workers,
     "enqueue": producer,
     "dlq": dlq,
     "task": task,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import sys
 
 from taskq.app import App
-from taskq.broker import NewTask
+from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
 from taskq.limits import PRIORITY
+from taskq.registry import read_workers
 from taskq.results import SIMULATE_TASK
 
 HELP = "enqueue tasks (by default the built-in simulated task)"
@@ -63,6 +66,24 @@ def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
     ]
 
 
+def unknown_name(app: App, name: str) -> str | None:
+    """Why `name` looks like a typo, or None: the live workers of the queue (of its
+    first shard, on a sharded one) that registered what they run and none runs it. A
+    task no worker knows goes to the DLQ as soon as one leases it."""
+    shard = app.queue if app.layout is None else app.layout.shards[0]
+    _, live = read_workers(Broker.from_settings(app.settings, shard))
+    if not live:
+        return None
+    known = sorted({task for worker in live for task in worker.tasks})
+    if name in known:
+        return None
+    close = difflib.get_close_matches(name, known, n=1)
+    return (f"no live worker of queue {app.queue!r} runs a task named {name!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; they run: {', '.join(known) or 'nothing'}. A worker that does not know "
+            "it sends it to the DLQ when it leases it.")
+
+
 def main(args: argparse.Namespace) -> int:
     app = App(settings=settings_from(args))
     results = app.producer.enqueue_many(build_tasks(args, app))
@@ -71,4 +92,8 @@ def main(args: argparse.Namespace) -> int:
     note = f", {duplicates} duplicate(s) created nothing" if duplicates else ""
     where = "" if app.layout is None else f" ({app.layout.count} shards)"
     print(f"enqueued {created} new task(s) on queue {app.queue!r}{where}{note}")
+    if args.count:
+        warning = unknown_name(app, args.name)
+        if warning:
+            print(f"taskq enqueue: warning: {warning}", file=sys.stderr)
     return 0

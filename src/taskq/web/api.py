@@ -14,6 +14,7 @@ from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
+from taskq.registry import read_workers
 from taskq.schedule_view import read_schedules
 from taskq.shard_view import read_shards
 from taskq.snapshot import LeaseView, queue_names, take_snapshot
@@ -106,6 +107,15 @@ def shards(request: Request) -> JSONResponse:
     queue."""
     state = state_of(request)
     return JSONResponse(asdict(read_shards(state.client, queue_of(request), state.broker)))
+
+
+def workers(request: Request) -> JSONResponse:
+    """The queue's live workers (see `taskq.registry.WorkerView`), with the server's
+    `now_ms` they were read at."""
+    queue = queue_of(request)
+    now, found = read_workers(state_of(request).broker(queue))
+    return JSONResponse({"queue": queue, "now_ms": now,
+                         "workers": [asdict(w) for w in found]})
 
 
 def schedules(request: Request) -> JSONResponse:

@@ -10,6 +10,7 @@ import time
 from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
+from taskq.registry import Presence, register, unregister
 from taskq.results import Renewal
 from taskq.settings import Settings
 from taskq.worker.queues import Queues
@@ -66,9 +67,11 @@ class Heartbeat(threading.Thread):
     """
 
     def __init__(self, queues: Queues, settings: Settings, slots: Slots,
-                 runner: Runner | None = None) -> None:
+                 runner: Runner | None = None, presence: Presence | None = None) -> None:
         super().__init__(name="taskq-heartbeat", daemon=True)
         self.queues = queues
+        # What the worker says about itself in each queue's registry, every beat.
+        self.presence = presence
         self.lease_seconds = settings.lease_seconds
         self.interval = settings.heartbeat_seconds
         self.slots = slots
@@ -76,6 +79,7 @@ class Heartbeat(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
+        self.announce()
         cadence = Cadence(self.interval, time.monotonic())
         tick = LIMIT_TICK if self.runner is not None and self.runner.time_limited else None
         while not self.stopping.wait(self._next_wait(cadence, tick)):
@@ -88,6 +92,7 @@ class Heartbeat(threading.Thread):
                 log.exception("heartbeat failed; beating on")
             if due:
                 cadence.beaten(time.monotonic())
+        self.withdraw()
 
     @staticmethod
     def _next_wait(cadence: Cadence, tick: float | None) -> float:
@@ -111,6 +116,30 @@ class Heartbeat(threading.Thread):
         for queue, held in self.queues.by_queue(contexts, lambda c: c.queue).items():
             if held:
                 self._renew(self.queues.broker(queue), held)
+        self.announce()
+
+    def announce(self) -> None:
+        """Say in each queue's registry that this worker is alive, for a lease (see
+        taskq.registry); a queue that cannot be reached is tried again next beat."""
+        if self.presence is None:
+            return
+        in_hand = len(self.slots.in_hand())
+        for broker in self.queues:
+            try:
+                register(broker, self.presence, in_hand, self.lease_seconds)
+            except BrokerError as e:
+                log.debug("registering on queue %r failed; next beat tries again: %s",
+                          broker.queue, e)
+
+    def withdraw(self) -> None:
+        """Leave each queue's registry at once (else the record expires a lease later)."""
+        if self.presence is None:
+            return
+        for broker in self.queues:
+            try:
+                unregister(broker, self.presence.worker_id)
+            except BrokerError as e:
+                log.debug("leaving the registry of queue %r failed: %s", broker.queue, e)
 
     def _renew(self, broker: Broker, contexts: list[TaskContext]) -> None:
         """Renew the leases of `contexts`, tasks of `broker`'s queue, in one call; an

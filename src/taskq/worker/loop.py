@@ -20,8 +20,10 @@ from taskq.app import App
 from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.errors import BrokerError
+from taskq.registry import Presence
 from taskq.settings import Settings
 from taskq.shards import register
+from taskq.version import __version__
 from taskq.worker.dispatch import Dispatcher
 from taskq.worker.heartbeat import Heartbeat, LeaseCheck
 from taskq.worker.inbox import Inbox, Outcome
@@ -87,7 +89,10 @@ class Worker:
         self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
                                      {q.queue: LeaseCheck(q, s.lease_seconds)
                                       for q in self.queues})
-        self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner)
+        self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner, Presence(
+            worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
+            queues=self.queues.names, concurrency=self.concurrency,
+            tasks=sorted(app.tasks), version=__version__))
         self.wakers = self._wakers()
         self.waker = self.wakers[0]
         self.leaser = Leaser(self.worker_id, s.lease_seconds)
@@ -158,6 +163,9 @@ class Worker:
         finally:
             self.settler.abandon(self.slots.in_hand())
             self.heartbeat.stop()
+            # It leaves the registry on its way out: wait for that, at most a Redis call.
+            if self.heartbeat.ident is not None:
+                self.heartbeat.join(self.settings.redis_timeout_seconds + 1)
             for waker in self.wakers:
                 waker.stop()
             self.runner.close()

@@ -1,0 +1,52 @@
+"""`taskq workers`: the workers alive on each queue, as they registered themselves."""
+
+from __future__ import annotations
+
+import argparse
+
+from taskq.broker import Broker
+from taskq.cli.common import settings_from
+from taskq.registry import WorkerView, read_workers
+from taskq.snapshot import queue_names
+
+HELP = "list the live workers: id, host, pid, queues, slots, tasks in hand, last beat"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", default=None,
+                        help="only the workers of this queue (default: of every queue)")
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    base = Broker.from_settings(settings)
+    names = [args.queue] if args.queue else queue_names(base) or [settings.queue]
+    seen: dict[str, WorkerView] = {}
+    now = 0
+    for name in names:
+        now, found = read_workers(Broker(base.client, name))
+        for worker in found:
+            seen.setdefault(worker.worker_id, worker)
+    where = f"queue {args.queue!r}" if args.queue else f"{len(names)} queue(s)"
+    if not seen:
+        print(f"no live worker on {where}")
+        return 0
+    print(f"{len(seen)} live worker(s) on {where}:")
+    for worker in seen.values():
+        print(f"  {worker.worker_id}  host {worker.host}  pid {worker.pid}  "
+              f"{worker.in_hand}/{worker.concurrency} in hand  up {age(now - worker.started_at)}"
+              f"  last beat {age(now - worker.last_beat)} ago  taskq {worker.version}")
+        print(f"      queues {', '.join(worker.queues)}; tasks {', '.join(worker.tasks) or '-'}")
+    return 0
+
+
+def age(ms: int) -> str:
+    """`ms` as people read a duration: 850 ms, 12.3 s, 4 min, 2.5 h."""
+    seconds = max(0, ms) / 1000
+    if seconds < 1:
+        return f"{max(0, ms)} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,37 @@
+--[[
+  register_worker: say that a worker is alive on this queue, for one lease: its record,
+  written again at every heartbeat, expires with it, so a worker that vanished leaves
+  the registry within a lease. Old entries of the index are pruned on the way.
+  KEYS[1] workers  ZSET    worker ids by the time (ms) their record expires
+  KEYS[2] worker   HASH    this worker's record
+  ARGV[1] worker_id        the worker's id
+  ARGV[2] ttl              ms the record lives unless written again (1 to 604800000)
+  ARGV[3] host             its host name
+  ARGV[4] pid              its process id
+  ARGV[5] queues           the queues it leases from, comma-separated
+  ARGV[6] concurrency      its handler slots
+  ARGV[7] in_hand          tasks it holds now
+  ARGV[8] tasks            the task names it runs, comma-separated
+  ARGV[9] version          its taskq version
+  Returns: the server time (ms) it was written at
+  Emits:   nothing (a worker is not a task: the workers view reads the registry)
+]]
+--- @include "_common"
+
+local workers_key, worker_key = KEYS[1], KEYS[2]
+local worker_id = ARGV[1]
+
+-- Checked before the first write (see whole_arg).
+local ttl = whole_arg('ttl', ARGV[2], 1, LIMITS.lease_ms)
+local concurrency = whole_arg('concurrency', ARGV[6], 1, LIMITS.count)
+local in_hand = whole_arg('in_hand', ARGV[7], 0, LIMITS.count)
+
+local now = server_now_ms()
+redis.call('HSETNX', worker_key, 'started_at', now)
+redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', ARGV[4],
+  'queues', ARGV[5], 'concurrency', concurrency, 'in_hand', in_hand, 'tasks', ARGV[8],
+  'version', ARGV[9], 'last_beat', now)
+redis.call('PEXPIRE', worker_key, ttl)
+redis.call('ZADD', workers_key, now + ttl, worker_id)
+redis.call('ZREMRANGEBYSCORE', workers_key, '-inf', '(' .. now)
+return now

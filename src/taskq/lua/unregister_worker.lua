@@ -1,0 +1,12 @@
+--[[
+  unregister_worker: a worker that stops takes itself out of the registry at once,
+  rather than a lease later.
+  KEYS[1] workers  ZSET    worker ids by the time (ms) their record expires
+  KEYS[2] worker   HASH    this worker's record
+  ARGV[1] worker_id        the worker's id
+  Returns: 1 if it was registered, else 0
+  Emits:   nothing (a worker is not a task)
+]]
+
+redis.call('DEL', KEYS[2])
+return redis.call('ZREM', KEYS[1], ARGV[1])

@@ -1,0 +1,22 @@
+--[[
+  workers: the workers registered on this queue whose record has not expired, read in
+  one step, at most `limit` of them, the longest-lived first.
+  KEYS[1] workers  ZSET    worker ids by the time (ms) their record expires
+  ARGV[1] prefix           queue key prefix; worker records derive from it
+  ARGV[2] limit            most workers to return (1 to 100000)
+  Returns: {now_ms, {field, value, ...}, ...}: each live worker's record as HGETALL
+           gives it
+  Emits:   nothing (it only reads)
+]]
+--- @include "_common"
+
+local workers_key, prefix = KEYS[1], ARGV[1]
+local limit = whole_arg('limit', ARGV[2], 1, LIMITS.limit)
+local now = server_now_ms()
+local found = {now}
+local ids = redis.call('ZRANGEBYSCORE', workers_key, now, '+inf', 'LIMIT', 0, limit)
+for _, worker_id in ipairs(ids) do
+  local record = redis.call('HGETALL', prefix .. 'worker:' .. worker_id)
+  if #record > 0 then found[#found + 1] = record end
+end
+return found

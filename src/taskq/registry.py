@@ -1,0 +1,95 @@
+"""The workers registry: each worker says, at every heartbeat, that it is alive on each
+of its queues and what it is doing; `taskq workers`, the JSON API and the dashboard read
+it. A record expires a lease after its last heartbeat, so a worker that vanished (killed,
+its host gone) leaves the registry within a lease; one that stops takes itself out.
+
+Not a task state: nothing here appends an event, and nothing a worker does with tasks
+waits on it (a registration Redis refuses is logged and tried again next beat)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from taskq.boundary import redis_errors
+from taskq.broker import Broker
+from taskq.limits import to_ms
+
+# Most workers one read returns.
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class Presence:
+    """What a worker says about itself on each of its queues."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: Sequence[str]
+    concurrency: int
+    tasks: Sequence[str]
+    version: str
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """A registered worker as the registry holds it: times in ms of the server's clock,
+    `tasks` the names it runs, `in_hand` the tasks it held at its last beat."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    in_hand: int
+    tasks: list[str]
+    version: str
+    started_at: int
+    last_beat: int
+
+    @classmethod
+    def from_record(cls, record: dict[str, str]) -> WorkerView:
+        return cls(
+            worker_id=record.get("worker_id", ""), host=record.get("host", ""),
+            pid=int(record.get("pid") or 0),
+            queues=[q for q in record.get("queues", "").split(",") if q],
+            concurrency=int(record.get("concurrency") or 0),
+            in_hand=int(record.get("in_hand") or 0),
+            tasks=[t for t in record.get("tasks", "").split(",") if t],
+            version=record.get("version", ""),
+            started_at=int(record.get("started_at") or 0),
+            last_beat=int(record.get("last_beat") or 0),
+        )  # fmt: skip
+
+
+def register(broker: Broker, presence: Presence, in_hand: int, ttl: float) -> int:
+    """Write `presence` on `broker`'s queue for `ttl` seconds; the server time (ms)."""
+    keys = [broker.keys.workers, broker.keys.worker(presence.worker_id)]
+    args = [presence.worker_id, to_ms(ttl, "lease_seconds"), presence.host, presence.pid,
+            ",".join(presence.queues), presence.concurrency, in_hand,
+            ",".join(presence.tasks), presence.version]
+    with redis_errors("register the worker"):
+        return int(broker.scripts.register_worker(keys=keys, args=args))
+
+
+def unregister(broker: Broker, worker_id: str) -> bool:
+    """Take `worker_id` out of `broker`'s queue's registry; whether it was in it."""
+    keys = [broker.keys.workers, broker.keys.worker(worker_id)]
+    with redis_errors("unregister the worker"):
+        return bool(broker.scripts.unregister_worker(keys=keys, args=[worker_id]))
+
+
+def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[WorkerView]]:
+    """The live workers of `broker`'s queue, longest-lived first, and the server time
+    (ms) they were read at."""
+    with redis_errors("read the workers"):
+        reply = broker.scripts.workers(keys=[broker.keys.workers],
+                                       args=[broker.keys.prefix, limit])
+    now, records = int(reply[0]), reply[1:]
+    return now, [WorkerView.from_record(_pairs(r)) for r in records]
+
+
+def _pairs(flat: Sequence[object]) -> dict[str, str]:
+    items = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+    return dict(zip(items[::2], items[1::2], strict=True))

@@ -1,0 +1,162 @@
+"""The workers registry: what a worker says about itself, refreshed every heartbeat, gone
+at once when it stops and within a lease when it vanishes; read by `taskq workers`, the
+JSON API, and `taskq enqueue`'s warning about a task name no live worker runs."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from cli_support import CONFIG_VARIABLES
+from conftest import ON_CLUSTER
+from serve_support import Server
+from taskq import App
+from taskq.broker import Broker
+from taskq.cli import main
+from taskq.errors import TaskqError
+from taskq.registry import Presence, read_workers, register, unregister
+from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
+from waiting import WorkerProcesses, wait_until, worker_env
+from worker_support import StartWorker
+
+PRESENCE = Presence(worker_id="w-1", host="box", pid=42, queues=("q", "other"),
+                    concurrency=8, tasks=("shop.charge", "shop.send_welcome"),
+                    version="0.1.0")
+
+
+class TestTheRecord:
+    def test_what_a_worker_says_is_read_back_and_its_start_is_kept(
+        self, broker: Broker
+    ) -> None:
+        first = register(broker, PRESENCE, in_hand=0, ttl=30)
+        time.sleep(0.01)
+        second = register(broker, PRESENCE, in_hand=3, ttl=30)
+        now, (worker,) = read_workers(broker)
+        assert (worker.worker_id, worker.host, worker.pid, worker.queues) == (
+            "w-1", "box", 42, ["q", "other"])
+        assert (worker.concurrency, worker.in_hand, worker.version) == (8, 3, "0.1.0")
+        assert worker.tasks == ["shop.charge", "shop.send_welcome"]
+        assert (worker.started_at, worker.last_beat) == (first, second) and second > first
+        assert now >= second
+
+    def test_a_record_not_written_again_expires_with_its_ttl(
+        self, broker: Broker
+    ) -> None:
+        register(broker, PRESENCE, in_hand=0, ttl=0.2)
+        assert len(read_workers(broker)[1]) == 1
+        wait_until(lambda: read_workers(broker)[1] == [], 2)
+        assert not broker.client.exists(broker.keys.worker("w-1"))
+
+    def test_unregister_takes_it_out_at_once(self, broker: Broker) -> None:
+        register(broker, PRESENCE, in_hand=0, ttl=30)
+        assert unregister(broker, "w-1") is True
+        assert read_workers(broker)[1] == []
+        assert unregister(broker, "w-1") is False
+
+    @pytest.mark.parametrize(("ttl", "concurrency", "named"), [
+        (0, 8, "lease_seconds"), (30, 0, "concurrency"), (30, 10**6, "concurrency")])
+    def test_a_value_out_of_range_is_refused_before_any_write(
+        self, broker: Broker, ttl: float, concurrency: int, named: str
+    ) -> None:
+        presence = Presence(**{**PRESENCE.__dict__, "concurrency": concurrency})
+        with pytest.raises(TaskqError, match=named):
+            register(broker, presence, in_hand=0, ttl=ttl)
+        assert read_workers(broker)[1] == []
+        assert not broker.client.exists(broker.keys.worker("w-1"))
+
+
+class TestAWorker:
+    def test_registers_on_start_says_what_it_holds_and_leaves_when_it_stops(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("shop.slow")
+        def slow() -> None:
+            time.sleep(1.2)
+
+        running = start_worker(concurrency=2)
+        wait_until(lambda: read_workers(app.broker)[1])
+        (worker,) = read_workers(app.broker)[1]
+        assert worker.worker_id == running.worker.worker_id
+        assert (worker.queues, worker.concurrency, worker.tasks) == (
+            [app.queue], 2, ["shop.slow"])
+        slow.enqueue()
+        # The next beats (every lease/3) say the task is in hand.
+        wait_until(lambda: read_workers(app.broker)[1][0].in_hand == 1, 5)
+        running.stop()
+        assert read_workers(app.broker)[1] == []
+
+
+@pytest.fixture
+def workers(redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path,
+            tmp_path: Path) -> Iterator[WorkerProcesses]:
+    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
+    processes = WorkerProcesses(tmp_path, worker_env(redis_server.url, queue.queue,
+                                                     ledger_path, **cluster))
+    yield processes
+    processes.stop_all()
+
+
+@pytest.mark.processes
+class TestProcesses:
+    def test_a_killed_worker_leaves_the_registry_within_a_lease(
+        self, workers: WorkerProcesses, queue: Broker
+    ) -> None:
+        killed = workers.start()
+        kept = workers.start()
+        wait_until(lambda: len(read_workers(queue)[1]) == 2, 10)
+        assert {w.pid for w in read_workers(queue)[1]} == {killed.pid, kept.pid}
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(5)
+        gone_by = time.monotonic() + 1.0 + 0.5  # one lease (1 s here), and a margin
+        wait_until(lambda: {w.pid for w in read_workers(queue)[1]} == {kept.pid}, 3)
+        assert time.monotonic() < gone_by
+
+    def test_taskq_workers_lists_them_and_the_api_too(
+        self, workers: WorkerProcesses, queue: Broker, settings: Settings,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        server: Server,
+    ) -> None:
+        process = workers.start("--concurrency", "3")
+        wait_until(lambda: read_workers(queue)[1], 10)
+        for variable in CONFIG_VARIABLES:
+            monkeypatch.delenv(variable, raising=False)
+        monkeypatch.setenv("REDIS_URL", settings.redis_url)
+        assert main(["workers", "--queue", queue.queue]) == 0
+        out = capsys.readouterr().out
+        assert f"1 live worker(s) on queue {queue.queue!r}:" in out
+        assert f"pid {process.pid}" in out and "0/3 in hand" in out
+        assert "tasks taskq.simulate" in out
+        reply = httpx.get(f"{server.url}/api/workers", params={"queue": queue.queue},
+                          timeout=5).json()
+        assert [w["pid"] for w in reply["workers"]] == [process.pid]
+        assert reply["workers"][0]["tasks"] == ["taskq.simulate"]
+        assert main(["workers", "--queue", "nobody-here"]) == 0
+        assert "no live worker on queue 'nobody-here'" in capsys.readouterr().out
+
+
+class TestEnqueueWarning:
+    def test_a_name_no_live_worker_runs_is_enqueued_with_a_warning(
+        self, broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], client: redis.Redis,
+    ) -> None:
+        for variable in CONFIG_VARIABLES:
+            monkeypatch.delenv(variable, raising=False)
+        monkeypatch.setenv("REDIS_URL", settings.redis_url)
+        mine = Broker(client, "shop")
+        assert main(["enqueue", "1", "--queue", "shop", "--name", "shop.send_welcom"]) == 0
+        assert "warning" not in capsys.readouterr().err  # no worker to ask yet
+        register(mine, PRESENCE, in_hand=0, ttl=30)
+        assert main(["enqueue", "1", "--queue", "shop", "--name", "shop.send_welcom"]) == 0
+        err = capsys.readouterr().err
+        assert "no live worker of queue 'shop' runs a task named 'shop.send_welcom'" in err
+        assert "did you mean 'shop.send_welcome'?" in err
+        assert main(["enqueue", "1", "--queue", "shop", "--name", "shop.send_welcome"]) == 0
+        assert "warning" not in capsys.readouterr().err
+        assert mine.counts().ready == 3  # warned or not, each was enqueued
