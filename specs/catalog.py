@@ -8,6 +8,7 @@ from specs.CeleryETA import celery_eta
 from specs.ConcurrencyLimit import concurrency_limit
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
+from specs.Progress import progress
 from specs.RateLimit import rate_limit
 from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
@@ -283,6 +284,29 @@ CHECKS: tuple[Check, ...] = (
         build=task_feed_split_attach.model,
         expect=Expect.violated("NoSilentGap", depth=6),
         tlc=TLC(distinct=101, generated=145, depth=6, left=57),
+    ),
+    Check(
+        spec="Progress/Progress.tla",
+        config="Progress/Progress.cfg",
+        build=progress.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=145, generated=297, depth=9, left=0),
+    ),
+    Check(
+        spec="Progress/ProgressNoFence.tla",
+        config="Progress/ProgressNoFence.cfg",
+        build=progress.no_fence_model,
+        # A reaped run still reporting overwrites the current run's progress.
+        expect=Expect.violated("ShownIsLast", depth=6),
+        tlc=TLC(distinct=48, generated=86, depth=6, left=23),
+    ),
+    Check(
+        spec="Progress/ProgressTokenless.tla",
+        config="Progress/ProgressTokenless.cfg",
+        build=progress.tokenless_model,
+        # Leased again, the task shows the previous run's progress.
+        expect=Expect.violated("TokenlessNoStaleShown", depth=4),
+        tlc=TLC(distinct=11, generated=14, depth=4, left=6),
     ),
     Check(
         spec="ResultWait/ResultWait.tla",

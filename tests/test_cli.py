@@ -285,6 +285,21 @@ class TestTask:
         assert events == ["enqueued", "leased", "completed"]
         assert "error" not in out
 
+    def test_a_running_task_shows_its_runs_progress_and_its_event(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("import")
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        assert main(["task", "import"]) == 0
+        assert "progress" not in capsys.readouterr().out.split("events")[0]
+        assert queue.progress("import", leased[1], 0.42, "42 of 100 rows")
+        assert main(["task", "import"]) == 0
+        out = capsys.readouterr().out
+        assert "  progress         42% (42 of 100 rows)" in out
+        events = [line.split()[2] for line in out.splitlines() if line.startswith("  #")]
+        assert events == ["enqueued", "leased", "progress"]
+
     def test_a_priority_other_than_the_default_is_shown_with_its_enqueued_event(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
     ) -> None:

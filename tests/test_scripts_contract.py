@@ -121,6 +121,12 @@ def call_release(b: Broker) -> dict[str, Any]:
     return {"task_id": "t1", "token": token}
 
 
+def call_progress(b: Broker) -> dict[str, Any]:
+    token = leased(b)
+    assert b.progress("t1", token, 0.25, "a quarter")
+    return {"task_id": "t1", "token": token, "permille": 250, "message": "a quarter"}
+
+
 def call_reap(b: Broker) -> dict[str, Any]:
     b.enqueue("t1")
     b.lease_many("w1", 0.01, 1)
@@ -181,6 +187,7 @@ CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
     "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
     "promote": call_promote, "retry_dead": call_retry_dead, "purge": call_purge,
     "fire": call_fire, "cancel": call_cancel, "ack_cancelled": call_ack_cancelled,
+    "progress": call_progress,
 }  # fmt: skip
 
 

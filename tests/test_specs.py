@@ -122,7 +122,7 @@ class TestCatalogue:
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
-            "ShardsRouteById", "ShardsFixedOrder",
+            "ShardsRouteById", "ShardsFixedOrder", "ProgressNoFence", "ProgressTokenless",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:

@@ -33,11 +33,13 @@ from taskq.limits import (
     LIMIT,
     MAX_DEFINITION_BYTES,
     MAX_PAYLOAD_BYTES,
+    MAX_PROGRESS_MESSAGE_CHARS,
     MAX_REQUEST_ID_CHARS,
     MAX_RESULT_BYTES,
     MAX_TRACEBACK_CHARS,
     MAX_WORKER_ID_CHARS,
     PRIORITY,
+    PROGRESS,
     TIMEOUT,
     TOKEN,
     check_text,
@@ -418,6 +420,21 @@ class Broker:
             reply = self.scripts.release(
                 keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake], args=args)
         return int(reply) != 0
+
+    def progress(self, task_id: str, token: int, fraction: float, message: str = "") -> bool:
+        """Record how far a running task has got (`fraction`, 0 to 1, kept in
+        thousandths) and what it is doing (up to 200 characters), with a `progress`
+        event; False, and nothing written, if the token is stale."""
+        k = self.keys
+        PROGRESS.check(fraction)
+        if message:
+            check_text(message, "message", MAX_PROGRESS_MESSAGE_CHARS)
+        args = [k.prefix, check_task_id(task_id), TOKEN.check(token), round(fraction * 1000),
+                message, self.events_retention]
+        with redis_errors("record a task's progress"):
+            reply = self.scripts.progress(keys=[k.leased, k.events, k.seq, k.epoch],
+                                          args=args)
+        return int(reply) == 1
 
     def ack_cancelled(self, task_id: str, token: int) -> bool:
         """End a leased task cancelled, its handler having returned or raised after its

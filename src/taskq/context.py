@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from taskq.errors import BrokerError, TaskqError
+from taskq.limits import MAX_PROGRESS_MESSAGE_CHARS, PROGRESS, check_text
 from taskq.results import Renewal
 
 log = logging.getLogger("taskq.worker")
+
+# The least time between two progress reports of one run that are sent (see
+# TaskContext.progress): a run can say how far it is four times a second.
+PROGRESS_EVERY = 0.25
 
 
 class LeaseLostError(TaskqError):
@@ -31,6 +36,11 @@ class LeaseConfirmer(Protocol):
     def confirm(self, task_id: str, token: int) -> Renewal:
         """Whether `token` still holds the lease (now renewed), and whether the task's
         cancel was requested; raises `BrokerError` when Redis cannot be asked."""
+        ...
+
+    def progress(self, task_id: str, token: int, fraction: float, message: str) -> bool:
+        """Record the run's progress if `token` still holds the lease; raises
+        `BrokerError` when Redis cannot be asked."""
         ...
 
 
@@ -64,6 +74,8 @@ class TaskContext:
     # When (monotonic) its handler started and returned or raised, for the task log.
     started_at: float = field(default=0.0, repr=False)
     ended_at: float = field(default=0.0, repr=False)
+    # When (monotonic) its last progress was sent; the handler's alone.
+    _progress_sent: float = field(default=float("-inf"), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Held only for a moment, never around user code: `claim_report` must not wait.
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -107,6 +119,34 @@ class TaskContext:
         """The task's cancel was requested: fence later effects. Takes no lock, as
         `mark_lost`."""
         self._cancelled = True
+
+    def progress(self, fraction: float, message: str = "") -> bool:
+        """Say how far this run has got: `fraction` from 0 to 1, and what it is doing
+        (up to 200 characters). The dashboard shows it as a bar on the running task,
+        and `taskq task ID` as a line; a run leased again starts with none.
+
+        At most PROGRESS_EVERY apart: a call sooner after the last one sent is dropped
+        (unless it says 1, done), so a loop may call it on every item. Each one sent is
+        one call to Redis from the handler's thread (on an async handler's event loop,
+        a round trip's block). Returns whether it was recorded: False when dropped,
+        when the run lost its lease, timed out or was cancelled, or when Redis cannot
+        be reached (progress never fails a task); outside a worker, always False."""
+        PROGRESS.check(fraction)
+        if message:
+            check_text(message, "message", MAX_PROGRESS_MESSAGE_CHARS)
+        if self.lease is None or self._lost or self._timed_out or self._cancelled \
+                or self.finished:
+            return False
+        now = time.monotonic()
+        if fraction < 1 and now - self._progress_sent < PROGRESS_EVERY:
+            return False
+        self._progress_sent = now
+        try:
+            return self.lease.progress(self.task_id, self.token, fraction, message)
+        except BrokerError as e:
+            log.info("task %s: progress not recorded (Redis unavailable): %s",
+                     self.task_id, e)
+            return False
 
     def limit(self, seconds: float) -> None:
         """Give this run `seconds` from now (0: no limit)."""

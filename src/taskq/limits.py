@@ -119,6 +119,9 @@ WORKER_PROCESSES = Range("worker_processes", 1, 256, 1, "processes", whole=True)
 QUEUE_WEIGHT = Range("weight", 1, 1000, 1, whole=True)
 # A sharded queue's shards (see taskq.shards); 1 is a plain queue.
 SHARDS = Range("shards", 1, 64, 1, whole=True)
+# How far a running task has got (`current_task().progress`), kept in thousandths.
+PROGRESS = Range("progress", 0.0, 1.0, 0.0)
+MAX_PROGRESS_MESSAGE_CHARS = 200
 # Heartbeats at most every 15 s (the feed protocol's promise).
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)

@@ -251,6 +251,10 @@ class TaskRecord:
     priority: int = PRIORITY.default
     # The value its concurrency limit is kept per ('' = the name's own slots).
     limit_key: str = ""
+    # How far its latest run said it has got (0 to 1) and what it was doing; None and
+    # '' when that run said nothing (progress an earlier run said is not shown).
+    progress: float | None = None
+    progress_message: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -263,8 +267,11 @@ class TaskRecord:
             "idempotency_key", "last_error", "created_at", "run_at", "leased_at",
             "heartbeat_at", "completed_at", "dead_at", "result", "error_type",
             "error_message", "traceback", "result_ttl", "waiters", "cancelled_at",
-            "cancel_requested", "cancel_ttl", "priority", "limit_key",
+            "cancel_requested", "cancel_ttl", "priority", "limit_key", "progress",
+            "progress_message", "progress_token", "progress_at",
         }  # fmt: skip
+        current = bool(raw.get("progress")) and raw.get("progress_token") == raw.get(
+            "fencing_token")
         return cls(
             task_id=task_id,
             state=raw.get("state", ""),
@@ -291,5 +298,7 @@ class TaskRecord:
             cancel_requested_at=number("cancel_requested"),
             priority=number("priority") if raw.get("priority") else PRIORITY.default,
             limit_key=raw.get("limit_key", ""),
+            progress=number("progress") / 1000 if current else None,
+            progress_message=raw.get("progress_message", "") if current else "",
             extra={k: v for k, v in raw.items() if k not in known},
         )

@@ -27,6 +27,7 @@ OPERATIONS = (
     "fire",
     "cancel",
     "ack_cancelled",
+    "progress",
 )
 
 INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
@@ -103,6 +104,7 @@ class Scripts:
         self.fire = load("fire")
         self.cancel = load("cancel")
         self.ack_cancelled = load("ack_cancelled")
+        self.progress = load("progress")
         self.snapshot = load("snapshot")
         self.watch = load("watch")
         self.register_worker = load("register_worker")

@@ -20,6 +20,10 @@ class LeaseView:
     token: int
     attempt: int
     expires_at: int
+    # How far this run said it has got (0 to 1) and what it is doing; None and '' until
+    # it says (progress another run of the task said is not this run's).
+    progress: float | None = None
+    progress_message: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         )
     values = [str(v) for v in reply]
     head, rest = values[:8], values[8:]
-    leased, rest = _section(rest, 6)
+    leased, rest = _section(rest, 9)
     delayed, rest = _section(rest, 7)
     dead, rest = _section(rest, 6)
     limits, _ = _section(rest, 4)
@@ -105,8 +109,8 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         queue=broker.queue,
         now_ms=int(head[0]),
         counts=QueueCounts(int(head[1]), int(head[2]), int(head[3]), int(head[4])),
-        leased=[LeaseView(r[0], r[2], r[3], _int(r[4]), _int(r[5]) + 1, _int(r[1]))
-                for r in leased],
+        leased=[LeaseView(r[0], r[2], r[3], _int(r[4]), _int(r[5]) + 1, _int(r[1]),
+                          *_progress(r[6], r[7], r[8], r[4])) for r in leased],
         delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4], r[5], r[6] != "")
                  for r in delayed],
         dead=[DeadView(r[0], r[1], _int(r[2]), _int(r[3]), r[4], r[5]) for r in dead],
@@ -123,6 +127,15 @@ def _section(values: list[str], width: int) -> tuple[list[list[str]], list[str]]
     n = int(values[0])
     end = 1 + n * width
     return [values[i : i + width] for i in range(1, end, width)], values[end:]
+
+
+def _progress(permille: str, message: str, said_by: str, token: str
+              ) -> tuple[float | None, str]:
+    """A run's progress as a fraction and its message, if the run that said it (its
+    token) is the one that holds the lease now; else none."""
+    if not permille or said_by != token:
+        return None, ""
+    return int(permille) / 1000, message
 
 
 def _int(value: str) -> int:

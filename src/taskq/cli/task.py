@@ -62,6 +62,9 @@ def record_lines(view: TaskView, queue: str) -> list[str]:
     r = view.record
     rows = [("state", r.state), ("name", r.name), ("priority", priority(r.priority)),
             ("attempts", f"{view.attempts} (retries {r.retries} of {r.max_retries})"),
+            ("progress", "" if r.progress is None else
+             f"{r.progress:.0%}" + (f" ({r.progress_message})" if r.progress_message
+                                    else "")),
             ("token", str(r.fencing_token)), ("worker", r.worker),
             ("idempotency key", r.idempotency_key), ("payload", payload(r.payload))]
     rows += [(label, iso(getattr(r, field))) for label, field in TIMES]

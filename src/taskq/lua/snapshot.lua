@@ -11,7 +11,8 @@
   ARGV[1] prefix          queue key prefix; task keys derive from it
   ARGV[2] limit           most tasks listed per section
   Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
-            n, (id, expiry, name, worker, token, retries) x n,
+            n, (id, expiry, name, worker, token, retries, progress, progress_message,
+                progress_token) x n,
             m, (id, run_at, name, retries, last_error, error_type, rate_slot) x m,
             d, (id, name, retries, dead_at, last_error, error_type) x d,
             c, (group, max, holding, parked) x c}: `ready` counts the pending tasks
@@ -76,7 +77,8 @@ local function section(ids_with_scores, fields)
 end
 
 section(redis.call('ZRANGE', leased_key, 0, limit - 1, 'WITHSCORES'),
-  {'name', 'worker', 'fencing_token', 'retries'})
+  {'name', 'worker', 'fencing_token', 'retries', 'progress', 'progress_message',
+   'progress_token'})
 section(redis.call('ZRANGE', delayed_key, 0, limit - 1, 'WITHSCORES'),
   {'name', 'retries', 'last_error', 'error_type', 'rate_slot'})
 local dead = redis.call('LRANGE', dlq_key, 0, limit - 1)

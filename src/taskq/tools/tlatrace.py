@@ -38,8 +38,9 @@ from pathlib import Path
 MODELLED = ("enqueued", "leased", "heartbeat", "completed", "failed", "released", "reaped",
             "promoted", "revived", "cancel_requested", "cancelled", "throttled")
 # Events that change nothing the model holds: a task parked for a concurrency slot, or
-# unparked, stays pending (the ConcurrencyLimit model checks the slots).
-STUTTERS = ("parked", "unparked")
+# unparked, stays pending (the ConcurrencyLimit model checks the slots); a run's
+# progress changes no place, state or token (the Progress model checks its fencing).
+STUTTERS = ("parked", "unparked", "progress")
 # Model steps that write no event, inserted before the event that implies them.
 IMPLIED = {"completed": "effect", "reaped": "expire", "promoted": "tick"}
 # A holder's settles that mean it had not heard of its task's cancel (one that had would

@@ -16,6 +16,7 @@ ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
     "enqueued": (None,),
     "leased": ("pending",),
     "heartbeat": ("running",),
+    "progress": ("running",),
     "completed": ("running",),
     "failed": ("running",),
     "released": ("running",),
@@ -34,6 +35,7 @@ ALLOWED_TO: dict[str, tuple[str, ...]] = {
     "enqueued": ("pending", "delayed"),
     "leased": ("running",),
     "heartbeat": ("running",),
+    "progress": ("running",),
     "completed": ("completed",),
     "failed": ("delayed", "dead", "cancelled"),
     "released": ("pending", "cancelled"),
@@ -50,9 +52,11 @@ ALLOWED_TO: dict[str, tuple[str, ...]] = {
 TERMINAL = ("completed", "dead", "purged", "cancelled")
 # What may follow a task's cancel_requested: its holder's heartbeats, and one settle
 # (an ack that came first completes it; anything else ends it cancelled).
-AFTER_CANCEL_REQUESTED = ("heartbeat", "completed", "cancelled", "failed", "released", "reaped")
+AFTER_CANCEL_REQUESTED = ("heartbeat", "progress", "completed", "cancelled", "failed",
+                          "released", "reaped")
 # The events by which the holder of the current token acts.
-HOLDER_EVENTS = ("heartbeat", "completed", "failed", "released", "cancel_requested")
+HOLDER_EVENTS = ("heartbeat", "progress", "completed", "failed", "released",
+                 "cancel_requested")
 
 
 @dataclass

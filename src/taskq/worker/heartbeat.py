@@ -52,6 +52,9 @@ class LeaseCheck:
     def confirm(self, task_id: str, token: int) -> Renewal:
         return self.broker.heartbeat(task_id, token, self.lease_seconds)
 
+    def progress(self, task_id: str, token: int, fraction: float, message: str) -> bool:
+        return self.broker.progress(task_id, token, fraction, message)
+
 
 class Heartbeat(threading.Thread):
     """Renews every lease in hand, draining included, in one script call per queue per

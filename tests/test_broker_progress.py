@@ -1,0 +1,105 @@
+"""A running task's progress on the real broker: recorded with an event for the current
+run only, shown by the snapshot only while that run holds the lease, refused when out
+of range; and `current_task().progress` from a handler on a real worker, rate-limited."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from helpers import events, lease_one, leased, wait_past
+from taskq import App, current_task
+from taskq.broker import Broker
+from taskq.errors import InvalidTaskError
+from taskq.snapshot import take_snapshot
+from waiting import wait_for_state, wait_until
+from worker_support import StartWorker
+
+
+def shown(broker: Broker, task_id: str) -> tuple[float | None, str]:
+    (lease,) = [v for v in take_snapshot(broker).leased if v.task_id == task_id]
+    return lease.progress, lease.progress_message
+
+
+class TestTheScript:
+    def test_the_current_run_records_it_with_an_event(self, broker: Broker) -> None:
+        token = leased(broker)
+        assert shown(broker, "t1") == (None, "")
+        assert broker.progress("t1", token, 0.4, "4 of 10 rows")
+        assert shown(broker, "t1") == (0.4, "4 of 10 rows")
+        (event,) = [e for e in events(broker.client, broker.keys) if e.type == "progress"]
+        assert (event.task, event.fields["token"], event.fields["progress"],
+                event.fields["message"]) == ("t1", str(token), "400", "4 of 10 rows")
+
+    def test_a_stale_run_changes_nothing_and_the_next_run_starts_with_none(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("t1")
+        _, first = lease_one(broker, seconds=0.05)
+        assert broker.progress("t1", first, 0.9, "nearly")
+        wait_past(0.06)
+        broker.reap(backoff_base=0.001, backoff_max=0.001)
+        wait_past(0.01)
+        broker.promote()
+        _, second = lease_one(broker)
+        assert shown(broker, "t1") == (None, "")  # the first run's word is not the second's
+        before = len(events(broker.client, broker.keys))
+        assert not broker.progress("t1", first, 1.0, "done, says the lost run")
+        assert len(events(broker.client, broker.keys)) == before
+        assert shown(broker, "t1") == (None, "")
+        assert broker.progress("t1", second, 0.1)
+        assert shown(broker, "t1") == (0.1, "")
+
+    def test_an_ended_task_takes_no_progress(self, broker: Broker) -> None:
+        token = leased(broker)
+        assert broker.ack("t1", token)
+        assert not broker.progress("t1", token, 0.5)
+        assert not any(e.type == "progress" for e in events(broker.client, broker.keys))
+
+    @pytest.mark.parametrize(("fraction", "message", "says"), [
+        (-0.1, "", "progress must be"), (1.5, "", "progress must be"),
+        (float("nan"), "", "progress must be"), (0.5, "x" * 201, "message must be"),
+        (0.5, "\ud800", "UTF-8"),
+    ])
+    def test_a_value_out_of_range_is_refused_before_any_write(
+        self, broker: Broker, fraction: float, message: str, says: str
+    ) -> None:
+        token = leased(broker)
+        with pytest.raises(InvalidTaskError, match=says):
+            broker.progress("t1", token, fraction, message)
+        assert shown(broker, "t1") == (None, "")
+
+
+class TestFromAHandler:
+    def test_a_handler_reports_and_the_snapshot_follows_at_most_four_a_second(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        said: list[bool] = []
+
+        @app.task("shop.import")
+        def import_rows() -> None:
+            task = current_task()
+            said.append(task.progress(0.2, "reading"))
+            said.append(task.progress(0.3, "too soon: dropped"))
+            time.sleep(0.3)
+            said.append(task.progress(0.6, "writing"))
+            time.sleep(0.6)
+            said.append(task.progress(1.0, "done"))
+            said.append(task.progress(1.0, "done, again at once"))  # 1 is never dropped
+
+        start_worker()
+        handle = import_rows.enqueue()
+        wait_until(lambda: any(v.progress == 0.6 for v in take_snapshot(app.broker).leased))
+        assert shown(app.broker, handle.task_id) == (0.6, "writing")
+        wait_for_state(app.broker, handle.task_id, "completed")
+        assert said == [True, False, True, True, True]
+        reported = [e.fields["progress"] for e in events(app.broker.client, app.broker.keys)
+                    if e.type == "progress"]
+        assert reported == ["200", "600", "1000", "1000"]
+
+    def test_outside_a_worker_it_records_nothing(self, app: App) -> None:
+        from taskq.context import TaskContext  # noqa: PLC0415
+
+        context = TaskContext("t1", "shop.x", app.queue, "w", 1, 1, 3)
+        assert context.progress(0.5) is False
