@@ -110,6 +110,7 @@ class Scripts:
         self.register_worker = load("register_worker")
         self.unregister_worker = load("unregister_worker")
         self.workers = load("workers")
+        self.recent = load("recent")
 
     def by_name(self, name: str) -> ScriptCall:
         script: ScriptCall = getattr(self, name)

@@ -14,6 +14,7 @@ from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
+from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
 from taskq.registry import read_workers
 from taskq.schedule_view import read_schedules
 from taskq.shard_view import read_shards
@@ -21,9 +22,11 @@ from taskq.snapshot import LeaseView, queue_names, take_snapshot
 from taskq.web.params import (
     SNAPSHOT_LIMIT,
     TASK_SCAN,
+    choice_param,
     int_param,
     queue_param,
     task_id_param,
+    text_param,
 )
 from taskq.web.state import WebState
 from taskq.web.totals import read_totals
@@ -107,6 +110,22 @@ def shards(request: Request) -> JSONResponse:
     queue."""
     state = state_of(request)
     return JSONResponse(asdict(read_shards(state.client, queue_of(request), state.broker)))
+
+
+def history(request: Request) -> JSONResponse:
+    """The queue's recently ended tasks, newest first (see `taskq.recent`): `state`
+    (some of completed, dead, cancelled; default all), `prefix` of the id, text in the
+    `name`, `limit` (1-1000, default 50); with how many log entries were read and
+    whether that reached the log's start."""
+    queue = queue_of(request)
+    found = recent(state_of(request).broker(queue),
+                   states=choice_param(request, "state", ENDS),
+                   id_prefix=text_param(request, "prefix", MAX_SEARCH_CHARS),
+                   name=text_param(request, "name", MAX_SEARCH_CHARS),
+                   limit=int_param(request, "limit", RECENT_LIMIT.default,
+                                   (RECENT_LIMIT.low, RECENT_LIMIT.high)))
+    return JSONResponse({"queue": queue, "tasks": [asdict(t) for t in found.tasks],
+                         "scanned": found.scanned, "complete": found.complete})
 
 
 def workers(request: Request) -> JSONResponse:

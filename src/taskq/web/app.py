@@ -70,6 +70,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/schedules", api.schedules),
         Route("/api/limits", api.limits),
         Route("/api/workers", api.workers),
+        Route("/api/history", api.history),
         Route("/api/shards", api.shards),
         Route("/api/tasks/{task_id}", api.task),
         Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),

@@ -48,6 +48,25 @@ def task_id_param(request: Request) -> str:
     return raw
 
 
+def text_param(request: Request, name: str, most: int) -> str:
+    """The text `name` ('' when not given), at most `most` characters."""
+    raw = request.query_params.get(name, "")
+    if len(raw) > most:
+        raise BadParameter(name, raw, f"text of at most {most} characters")
+    return raw
+
+
+def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> list[str]:
+    """The comma-separated `name`, each one of `choices` (all of them when not given)."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return list(choices)
+    picked = raw.split(",")
+    if not all(p in choices for p in picked):
+        raise BadParameter(name, raw, f"some of {', '.join(choices)}, comma-separated")
+    return picked
+
+
 def int_param(request: Request, name: str, default: int, bounds: tuple[int, int]) -> int:
     """The whole number `name` in `bounds` (inclusive), written in plain ASCII digits."""
     raw = request.query_params.get(name)
