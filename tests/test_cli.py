@@ -150,6 +150,26 @@ class TestDlq:
         assert "moved 3 task(s) back to ready" in capsys.readouterr().out
         assert (queue.counts().ready, queue.counts().dead) == (3, 0)
 
+    def test_all_asks_first_on_a_terminal_and_does_nothing_unless_told_yes(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        for i in range(2):
+            make_dead(queue, f"d{i}", "boom")
+        answers = iter(["n", "y"])
+        monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+        monkeypatch.setattr("builtins.input", lambda prompt: (print(prompt), next(answers))[1])
+        assert main(["dlq", "retry", "--all"]) == 1
+        out = capsys.readouterr().out
+        assert "send back to ready: all 2 dead task(s) of queue 'default'? [y/N]" in out
+        assert "nothing done" in out and queue.counts().dead == 2
+        assert main(["dlq", "cancel", "--all"]) == 0
+        assert "cancelled 2 dead task(s)" in capsys.readouterr().out
+        assert queue.counts().dead == 0
+        make_dead(queue, "d9", "boom")
+        assert main(["dlq", "retry", "--all", "--yes"]) == 0  # no question asked
+        assert "moved 1 task(s) back to ready" in capsys.readouterr().out
+
     def test_retrying_an_unknown_id_exits_1_saying_it_is_not_in_the_dlq(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
     ) -> None:
@@ -461,7 +481,8 @@ class TestDashboard:
         queue.fail("slow", leased[1], Failure("taskq.errors.TimeLimitExceeded", "too slow"))
         assert main(["dashboard", "--once"]) == 0
         out = capsys.readouterr().out
-        assert re.search(r"\n    nightly +jobs\.report +in \d+[hm] \d\d[ms]\n", out), out
+        # Seconds alone in the last minute before 03:00 UTC.
+        assert re.search(r"\n    nightly +jobs\.report +in (\d+[hm] \d\d[ms]|\d+\.\ds)\n", out), out
         assert "cron '0 3 * * *' (UTC)  policy skip  last tick " in out
         assert "retries 0  taskq.simulate  taskq.errors.TimeLimitExceeded\n" in out
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import redis
 
+from helpers import events
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
 from taskq import App
 from taskq.broker import Broker, NewTask
@@ -83,7 +84,8 @@ def test_the_token_cookie_works_beside_cookies_of_other_apps(
         assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
 
 
-WRITES = ("/api/dlq/{}/retry", "/api/tasks/{}/cancel")
+WRITES = ("/api/dlq/{}/retry", "/api/tasks/{}/cancel", "/api/dlq/retry-all",
+          "/api/dlq/cancel-all")
 
 
 def test_writes_need_the_request_header_and_the_same_origin(
@@ -222,6 +224,29 @@ def test_api_dlq_lists_the_dead_and_retry_revives_them_once(
         assert http.post("/api/dlq/dead-1/retry", headers=write).status_code == 404
         assert http.post("/api/dlq/ready-0/retry", headers=write).status_code == 404
         assert http.get("/api/dlq").json()["dead"] == []
+
+
+def test_bulk_writes_retry_or_cancel_every_dead_task_each_with_its_event(
+    server: Server, queue: Broker
+) -> None:
+    for n in range(3):
+        queue.enqueue(f"d{n}", max_retries=0)
+        (task,) = queue.lease_many("w", 30, 1).tasks
+        queue.fail(task.task_id, task.token, "broke")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        assert http.post("/api/dlq/retry-all").status_code == 403  # no request header
+        retried = http.post("/api/dlq/retry-all", headers=WRITE).json()
+        assert (sorted(retried["done"]), retried["missed"], retried["left"]) == (
+            ["d0", "d1", "d2"], [], 0)
+        for task in queue.lease_many("w", 30, 3).tasks:
+            queue.fail(task.task_id, task.token, "broke again", dead=True)
+        cancelled = http.post("/api/dlq/cancel-all", headers=WRITE).json()
+        assert sorted(cancelled["done"]) == ["d0", "d1", "d2"] and cancelled["left"] == 0
+        assert http.post("/api/dlq/cancel-all", headers=WRITE).json() == {
+            "done": [], "missed": [], "left": 0}
+    kinds = [e.type for e in events(queue.client, queue.keys)]
+    assert kinds.count("revived") == 3 and kinds.count("cancelled") == 3
 
 
 WRITE = {"x-taskq-request": "1"}

@@ -581,10 +581,10 @@ class Broker:
             text = self.client.hget(self.keys.task(check_task_id(task_id)), "payload")
         return decode_payload(text)
 
-    def dead(self) -> list[str]:
-        """Task ids in the DLQ, most recently dead first."""
+    def dead(self, limit: int | None = None) -> list[str]:
+        """Task ids in the DLQ, most recently dead first (the first `limit` of them)."""
         with redis_errors("list the dead letter queue"):
-            ids = self.client.lrange(self.keys.dlq, 0, -1)
+            ids = self.client.lrange(self.keys.dlq, 0, -1 if limit is None else limit - 1)
         return [text(task_id) for task_id in ids]
 
     def task(self, task_id: str) -> TaskRecord | None:

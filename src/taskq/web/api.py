@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from taskq import bulk
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.history import read_task
@@ -154,6 +155,19 @@ def retry(request: Request) -> JSONResponse:
     if not state_of(request).broker(queue_of(request)).retry_dead(task_id):
         return not_found(f"task {task_id!r} is not in the DLQ")
     return JSONResponse({"retried": task_id})
+
+
+def retry_all(request: Request) -> JSONResponse:
+    """Send every dead task back to ready (at most 1,000 a call; see `taskq.bulk`):
+    `done` the ids sent back, `missed` those that had left the DLQ, `left` the dead
+    tasks still there. Each one's `revived` event moves it on the page."""
+    return JSONResponse(asdict(bulk.retry_all(state_of(request).broker(queue_of(request)))))
+
+
+def cancel_all(request: Request) -> JSONResponse:
+    """Take every dead task out of the DLQ for good (at most 1,000 a call): each ends
+    cancelled, with its `cancelled` event; the same reply as `retry_all`."""
+    return JSONResponse(asdict(bulk.cancel_all(state_of(request).broker(queue_of(request)))))
 
 
 def cancel(request: Request) -> JSONResponse:

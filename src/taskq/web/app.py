@@ -76,6 +76,8 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/totals", api.totals),
         Route("/api/dlq", api.dlq),
+        Route("/api/dlq/retry-all", api.retry_all, methods=["POST"]),
+        Route("/api/dlq/cancel-all", api.cancel_all, methods=["POST"]),
         Route("/api/dlq/{task_id}/retry", api.retry, methods=["POST"]),
         Route("/metrics", metrics),
         Route("/healthz", api.healthz),
