@@ -7,6 +7,7 @@ import datetime
 
 from taskq.cli.common import add_queue_argument, broker_from
 from taskq.recent import ENDS, RECENT_LIMIT, recent
+from taskq.terminal import show_table
 
 HELP = "list recently ended tasks (completed, dead, cancelled), newest first; search them"
 
@@ -32,10 +33,15 @@ def main(args: argparse.Namespace) -> int:
     if not found.tasks:
         print(f"no ended task found on queue {broker.queue!r}{where}")
         return 0
-    print(f"{len(found.tasks)} ended task(s) on queue {broker.queue!r}, newest first{where}:")
+    title = f"{len(found.tasks)} ended task(s) on queue {broker.queue!r}, newest first{where}:"
+    plain, rows = [title], []
     for task in found.tasks:
         when = datetime.datetime.fromtimestamp(task.ended_at / 1000, datetime.UTC)
-        error = f"  {task.last_error}" if task.last_error and task.state != "completed" else ""
-        print(f"  {when:%Y-%m-%d %H:%M:%S}Z  {task.state:<9}  {task.task_id}  {task.name}"
-              f"  retries {task.retries}{error}")
+        error = task.last_error if task.state != "completed" else ""
+        plain.append(f"  {when:%Y-%m-%d %H:%M:%S}Z  {task.state:<9}  {task.task_id}  "
+                     f"{task.name}  retries {task.retries}" + (f"  {error}" if error else ""))
+        rows.append([f"{when:%Y-%m-%d %H:%M:%S}Z", task.state, task.task_id, task.name,
+                     str(task.retries), error])
+    show_table(title, ["ended", "how", "task id", "name", "retries", "last error"], rows,
+               plain)
     return 0

@@ -8,6 +8,7 @@ from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.registry import WorkerView, read_workers
 from taskq.snapshot import queue_names
+from taskq.terminal import show_table
 
 HELP = "list the live workers: id, host, pid, queues, slots, tasks in hand, last beat"
 
@@ -31,12 +32,21 @@ def main(args: argparse.Namespace) -> int:
     if not seen:
         print(f"no live worker on {where}")
         return 0
-    print(f"{len(seen)} live worker(s) on {where}:")
+    title = f"{len(seen)} live worker(s) on {where}:"
+    plain = [title]
     for worker in seen.values():
-        print(f"  {worker.worker_id}  host {worker.host}  pid {worker.pid}  "
-              f"{worker.in_hand}/{worker.concurrency} in hand  up {age(now - worker.started_at)}"
-              f"  last beat {age(now - worker.last_beat)} ago  taskq {worker.version}")
-        print(f"      queues {', '.join(worker.queues)}; tasks {', '.join(worker.tasks) or '-'}")
+        plain.append(f"  {worker.worker_id}  host {worker.host}  pid {worker.pid}  "
+                     f"{worker.in_hand}/{worker.concurrency} in hand  up "
+                     f"{age(now - worker.started_at)}  last beat "
+                     f"{age(now - worker.last_beat)} ago  taskq {worker.version}")
+        plain.append(f"      queues {', '.join(worker.queues)}; tasks "
+                     f"{', '.join(worker.tasks) or '-'}")
+    show_table(title, ["worker", "host", "pid", "in hand", "up", "last beat", "queues",
+                       "tasks"],
+               [[w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
+                 age(now - w.started_at), f"{age(now - w.last_beat)} ago",
+                 ", ".join(w.queues), ", ".join(w.tasks) or "-"] for w in seen.values()],
+               plain)
     return 0
 
 

@@ -20,6 +20,7 @@ from types import FrameType
 from taskq.broker import Broker, NewTask
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings, Simulation, child_environment
+from taskq.terminal import Tracker, tracking
 from taskq.tools.embedded import free_port, given_or_embedded
 from taskq.tools.ledger import Ledger
 
@@ -113,7 +114,8 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
             for n in range(plan.workers):
                 start_worker(n)
             charged, unknown = send(broker, plan, rng, say)
-            watch(broker, plan, charged + unknown, workers, start_worker, rng, say)
+            with tracking(len(charged + unknown), "tasks ended") as tracker:
+                watch(broker, plan, charged + unknown, workers, start_worker, rng, tracker)
             if plan.linger > 0:
                 say(f"done; the dashboard stays up for {plan.linger:.0f}s (Ctrl-C ends it)")
                 time.sleep(plan.linger)
@@ -149,26 +151,26 @@ def send(broker: Broker, plan: DemoPlan, rng: random.Random,
 
 def watch(broker: Broker, plan: DemoPlan, task_ids: list[str],
           workers: list[subprocess.Popen[bytes]], start_worker: Callable[[int], None],
-          rng: random.Random, say: Callable[[str], None], timeout: float = 180.0) -> None:
+          rng: random.Random, tracker: Tracker, timeout: float = 180.0) -> None:
     """Show progress until every task is completed or dead; kill one worker on the way."""
     deadline = time.monotonic() + timeout
     killed = False
     while time.monotonic() < deadline:
         done, dead = terminal_counts(broker, task_ids)
         c = broker.counts()
-        say(f"  completed {done:4d}/{len(task_ids)}  dead {dead:3d}  ready {c.ready:4d}  "
-            f"running {c.leased:3d}  waiting {c.delayed:3d}")
+        tracker.update(done + dead, f"  completed {done:4d}/{len(task_ids)}  dead {dead:3d}  "
+                       f"ready {c.ready:4d}  running {c.leased:3d}  waiting {c.delayed:3d}")
         if done + dead == len(task_ids):
             return
         if not killed and done > len(task_ids) // 3:
             victim = rng.randrange(len(workers))
             os.kill(workers[victim].pid, signal.SIGKILL)
-            say(f"  killed worker {victim} (SIGKILL) mid-run; its leases will be reaped "
-                "and retried elsewhere; starting a replacement")
+            tracker.note(f"  killed worker {victim} (SIGKILL) mid-run; its leases will be "
+                         "reaped and retried elsewhere; starting a replacement")
             start_worker(len(workers))
             killed = True
         time.sleep(0.5)
-    say(f"  gave up waiting after {timeout:.0f}s")
+    tracker.note(f"  gave up waiting after {timeout:.0f}s")
 
 
 def terminal_counts(broker: Broker, task_ids: list[str]) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from taskq.errors import BrokerError
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings, child_environment
 from taskq.shards import SHARDS_KEY
+from taskq.terminal import Tracker, tracking
 from taskq.tools.chaos.canceller import Canceller, Cancels
 from taskq.tools.chaos.checks import Findings, read_logs, run_checks
 from taskq.tools.chaos.faults import Injector
@@ -189,6 +190,16 @@ def _drive(result: ChaosResult, queue: ChaosQueue, url: str, firing: Firing,
     monitor = Monitor(url, queue, produced)
     monitor.started = injector.started
     monitor.start()
+    with tracking(o.tasks, "tasks completed") as tracker:
+        _watch(result, monitor, firing, tracker, say)
+
+
+def _watch(result: ChaosResult, monitor: Monitor, firing: Firing, tracker: Tracker,
+           say: Callable[[str], None]) -> None:
+    """`_drive`'s loop, showing progress on `tracker`: a bar redrawn every half second
+    on a terminal, a line every five seconds otherwise."""
+    o, injector, produced = result.options, result.injector, result.produced
+    every = 0.5 if tracker.live else 5.0
     shown = -10.0
     # From when (run clock) no worker could fire a tick any more.
     quiet_since: float | None = None
@@ -215,11 +226,13 @@ def _drive(result: ChaosResult, queue: ChaosQueue, url: str, firing: Firing,
                 say(f"{now:7.1f}s drain timed out")
                 return
             injector.tick(injecting=result.fault_window == 0.0)
-            if now - shown >= 5.0:
+            if now - shown >= every:
                 shown = now
                 count = "?" if monitor.completed is None else str(monitor.completed)
-                say(f"{now:7.1f}s  completed {count:>7}/{o.tasks}  faults "
-                    f"{len(injector.faults):4d}  enqueued {len(produced.acknowledged):7d}")
+                tracker.update(monitor.completed or 0,
+                               f"{now:7.1f}s  completed {count:>7}/{o.tasks}  faults "
+                               f"{len(injector.faults):4d}  enqueued "
+                               f"{len(produced.acknowledged):7d}")
             time.sleep(TICK)
     finally:
         monitor.stopping.set()
