@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
         from taskq.web.app import create_app  # noqa: PLC0415
     except ImportError as e:
         raise ConfigError(f"taskq serve needs the web extra ({e.name} is not installed): "
-                          "pip install 'taskq[web]'") from e
+                          "pip install 'taskq-redis[web]'") from e
     settings = settings_from(args)
     if args.allowed_host:
         hosts = ",".join([settings.allowed_hosts, *args.allowed_host]).strip(",")

