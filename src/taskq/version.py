@@ -1,3 +1,3 @@
-"""The version of taskq, in one place (pyproject.toml says the same)."""
+"""The version of taskq, in one place (pyproject.toml reads it from here)."""
 
 __version__ = "0.1.0"
