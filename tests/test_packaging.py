@@ -1,5 +1,5 @@
 """What installs with taskq: the core needs no Redis binary and no HTTP server, and the
-wheel and the sdist a release builds hold the whole package."""
+wheel and the sdist a release builds install and run from a fresh venv."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
+import httpx
 import pytest
+
+import taskq
+from cli_support import command_env, processes_of
+from taskq.tools.embedded import EmbeddedRedis, free_port
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "taskq"
@@ -76,7 +82,15 @@ def test_without_any_redis_server_the_error_names_the_embedded_extra(tmp_path: P
     )
 
 
-# -- the wheel and the sdist, as a release builds them -----------------------------------
+# -- the wheel and the sdist, built and installed as a user gets them --------------------
+
+
+# What the installed interpreter imports, printed from outside the repository.
+WHERE_AND_VERSION = f"""
+import importlib.metadata, taskq
+print(taskq.__file__)
+print(importlib.metadata.version({DISTRIBUTION!r}))
+"""
 
 
 class Built(NamedTuple):
@@ -90,10 +104,19 @@ def package_files() -> set[str]:
             if path.is_file() and "__pycache__" not in path.parts}
 
 
-def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+def run(argv: list[str], timeout: float, cwd: Path | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
     assert done.returncode == 0, f"{argv}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def clean_checkout(into: Path) -> Path:
@@ -134,3 +157,45 @@ def test_the_sdist_holds_the_package_and_its_build_config_but_no_partial_suite(
         f"src/{name}" for name in package_files()}
     assert {"pyproject.toml", "README.md", "PKG-INFO"} <= names
     assert not [name for name in names if name.startswith("tests")]
+
+
+@pytest.mark.packaging
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_installed_in_a_fresh_venv_the_demo_and_the_dashboard_run(
+    kind: Literal["wheel", "sdist"], built: Built, redis_server: EmbeddedRedis,
+    tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]],
+) -> None:
+    venv, elsewhere = tmp_path / "venv", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # Neither this checkout's src/ (PYTHONPATH) nor its working directory may be imported.
+    env = {k: v for k, v in command_env(TASKQ_TEST_MARKER=marker).items() if k != "PYTHONPATH"}
+    run([sys.executable, "-m", "venv", str(venv)], timeout=120, env=env)
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+         f"{DISTRIBUTION}[web,embedded] @ {getattr(built, kind).as_uri()}"],
+        timeout=240, cwd=elsewhere, env=env)
+
+    where, version = run([str(venv / "bin" / "python"), "-c", WHERE_AND_VERSION], timeout=60,
+                         cwd=elsewhere, env=env).stdout.split()
+    assert Path(where).is_relative_to(venv), where
+    assert version == taskq.__version__
+
+    demo = run([str(venv / "bin" / "taskq"), "demo", "--tasks", "30", "--workers", "1",
+                "--dir", "demo"], timeout=120, cwd=elsewhere, env=env).stdout
+    assert "summary: completed 30, dead 10" in demo, demo
+    assert "the guarantees held" in demo, demo
+    assert processes_of(elsewhere / "demo", marker) == []
+
+    # The dashboard serves its page and every static file from the installed package.
+    port = free_port()
+    with open(tmp_path / "serve.log", "wb") as log:
+        started.append(subprocess.Popen(
+            [str(venv / "bin" / "taskq"), "serve", "--port", str(port)], cwd=elsewhere,
+            env={**env, "REDIS_URL": redis_server.url}, stdout=log, stderr=subprocess.STDOUT))
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: healthy(url), 30, f"taskq serve on {url}")
+    static = PACKAGE / "web" / "static"
+    assert httpx.get(f"{url}/", timeout=10).content == (static / "index.html").read_bytes()
+    for path in sorted(static.iterdir()):
+        reply = httpx.get(f"{url}/static/{path.name}", timeout=10)
+        assert (reply.status_code, reply.content) == (200, path.read_bytes()), path.name
+
