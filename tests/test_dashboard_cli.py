@@ -1,5 +1,5 @@
-"""`taskq dashboard --once` in-process: each queue's lifetime totals under its counts, its
-concurrency limits, and each sharded queue's shards."""
+"""`taskq dashboard --once` in-process: each queue's lifetime totals and recent rates under
+its counts, its concurrency limits, and each sharded queue's shards."""
 
 from __future__ import annotations
 
@@ -95,3 +95,20 @@ def test_once_shows_each_shards_counts_on_a_line_under_its_sharded_queue(
     assert capsys.readouterr().out == f"{section}\n"
     assert main(["dashboard", "--once", "--queue", "plain"]) == 0
     assert "sharded queue" not in capsys.readouterr().out
+
+
+def test_once_shows_the_last_minutes_rates_under_the_lifetime_totals(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue.enqueue_many([NewTask(f"ok-{i}") for i in range(3)] + [NewTask("bad")])
+    for _ in range(4):
+        leased = queue.lease("w", 30)
+        assert leased is not None
+        if leased[0] == "bad":
+            assert queue.fail(*leased, error="it broke").status == "retry"
+        else:
+            assert queue.ack(*leased)
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    out = capsys.readouterr().out
+    assert "\n  lifetime  enqueued 4   completed 3   failed 1   dead 0   cancelled 0\n" \
+        "  rate      completed 3.0/min   failed 1.0/min   over the last 1 min\n" in out

@@ -34,7 +34,8 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
         assert http.get("/healthz").status_code == 200
         for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/limits",
-                     "/api/shards", "/api/totals", "/metrics", "/"):
+                     "/api/shards", "/api/totals", "/api/throughput", "/api/workers",
+                     "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200
@@ -339,6 +340,61 @@ def test_totals_count_each_kind_of_end_over_the_queues_life(
             "dead": 0, "cancelled": 0}
     assert metric(server, "taskq_cancelled_total", queue) == 2
     assert metric(server, "taskq_completions_total", queue) == 1
+
+
+def run_each(queue: Broker, n: int, failing: str = "") -> None:
+    """Lease `n` tasks one at a time; ack each, but fail the one named `failing`."""
+    for _ in range(n):
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        if leased[0] == failing:
+            assert queue.fail(*leased, error="it broke").status == "retry"
+        else:
+            assert queue.ack(*leased)
+
+
+def test_throughput_counts_the_last_minutes_completions_and_failed_attempts(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue_many([NewTask(f"ok-{i}") for i in range(3)] + [NewTask("bad")])
+    run_each(queue, 4, failing="bad")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        body = http.get("/api/throughput").json()
+        # The log holds the queue's first event: it accounts for the whole minute.
+        assert {k: body[k] for k in ("queue", "window_ms", "completed", "failed",
+                                     "completed_per_min", "failed_per_min")} == {
+            "queue": queue.queue, "window_ms": 60_000, "completed": 3, "failed": 1,
+            "completed_per_min": 3.0, "failed_per_min": 1.0}
+        assert body["now_ms"] >= queue.server_time_ms() - 60_000
+
+        # Only what happened within the window asked for is counted.
+        last = int(queue.client.xrevrange(queue.keys.events, count=1)[0][1]["ts"])
+        wait_until(lambda: queue.server_time_ms() > last + 1000, 5)
+        queue.enqueue("late")
+        run_each(queue, 1)
+        late = http.get("/api/throughput", params={"window": "1"}).json()
+        assert (late["window_ms"], late["completed"], late["failed"]) == (1000, 1, 0)
+        assert late["completed_per_min"] == 60.0
+
+        refused = http.get("/api/throughput", params={"window": "0"})
+        assert refused.status_code == 400 and refused.json()["parameter"] == "window"
+
+
+def test_throughput_counts_over_the_span_a_trimmed_log_still_covers(
+    server: Server, client: redis.Redis, queue: Broker
+) -> None:
+    # Retention is applied when an event is written: the writer's setting trims the log.
+    short = Broker(client, queue.queue, events_retention=5)
+    short.enqueue_many([NewTask(f"t-{i}") for i in range(6)])
+    held = short.lease_many("w-1", 30, 6).tasks
+    assert len(held) == 6 and all(short.ack_many([(t.task_id, t.token) for t in held]))
+    body = httpx.get(f"{server.url}/api/throughput", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    # Five completions are left in the log, and nothing of what came before them.
+    assert body["completed"] == 5
+    assert 1 <= body["window_ms"] < 60_000
+    assert body["completed_per_min"] == 5 * 60_000 / body["window_ms"]
 
 
 TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"

@@ -1,5 +1,6 @@
 """`taskq dashboard`: a live terminal view of every queue, its leases, delays, DLQ,
-periodic schedules and lifetime totals, and of each sharded queue's shards."""
+periodic schedules, lifetime totals and recent throughput, and of each sharded queue's
+shards."""
 
 from __future__ import annotations
 
@@ -9,18 +10,20 @@ import time
 
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
+from taskq.cli.workers import age
 from taskq.schedule_view import SchedulesView, read_schedules
 from taskq.settings import Settings
 from taskq.shard_view import ShardsView, shards_of
 from taskq.shards import Layout, layout_holding, layouts
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
+from taskq.throughput import Throughput, read_throughput
 from taskq.web.totals import read_totals
 
 # The lifetime totals a frame shows, in this order.
 SHOWN_TOTALS = ("enqueued", "completed", "failed", "dead", "cancelled")
 
 HELP = ("live terminal view of the queues (countdowns, DLQ errors, concurrency limits, "
-        "schedules, lifetime totals, shards)")
+        "schedules, lifetime totals and rates, shards)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +48,8 @@ def main(args: argparse.Namespace) -> int:
         names, sharded = shown(base, settings, args.queue)
         frame = "\n".join(
             [render(take_snapshot(broker(n), args.rows), read_schedules(broker(n)),
-                    read_totals(broker(n))) for n in names]
+                    read_totals(broker(n)), read_throughput(broker(n)))
+             for n in names]
             + [render_shards(shards_of(layout, broker)) for layout in sharded])
         if clear:
             sys.stdout.write("\x1b[H\x1b[2J")
@@ -69,7 +73,8 @@ def shown(base: Broker, settings: Settings, queue: str | None
 
 
 def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
-           totals: dict[str, int] | None = None) -> str:
+           totals: dict[str, int] | None = None, throughput: Throughput | None = None
+           ) -> str:
     c = snap.counts
     lines = [
         f"queue {snap.queue}   ready {c.ready}   leased {c.leased}   delayed {c.delayed}"
@@ -78,6 +83,10 @@ def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
     if totals is not None:
         lines.append("  lifetime  " + "   ".join(f"{name} {totals[name]}"
                                                  for name in SHOWN_TOTALS))
+    if throughput is not None:
+        lines.append(f"  rate      completed {_per_min(throughput.completed_per_min)}/min   "
+                     f"failed {_per_min(throughput.failed_per_min)}/min   "
+                     f"over the last {age(throughput.window_ms)}")
     if snap.leased:
         lines.append("  leased                            worker                     lease left")
         for lease in snap.leased:
@@ -113,6 +122,10 @@ def render_shards(view: ShardsView) -> str:
         lines.append(f"    {s.name:32.32}  {s.slot:>5}  {s.ready:>7}  {s.leased:>7}"
                      f"  {s.delayed:>7}  {s.dead:>7}")
     return "\n".join(lines)
+
+
+def _per_min(rate: float) -> str:
+    return f"{rate:.1f}" if rate < 10 else f"{rate:.0f}"
 
 
 def _limit_lines(snap: QueueSnapshot) -> list[str]:

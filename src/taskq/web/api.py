@@ -1,6 +1,6 @@
 """The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ,
-periodic schedules, concurrency limits, lifetime totals and a sharded queue's shards;
-and the two writes, a DLQ retry and a cancel."""
+periodic schedules, concurrency limits, live workers, lifetime totals, recent throughput
+and a sharded queue's shards; and the two writes, a DLQ retry and a cancel."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from taskq.registry import read_workers
 from taskq.schedule_view import read_schedules
 from taskq.shard_view import read_shards
 from taskq.snapshot import LeaseView, queue_names, take_snapshot
+from taskq.throughput import WINDOW_MS, read_throughput
 from taskq.web.params import (
     SNAPSHOT_LIMIT,
     TASK_SCAN,
+    THROUGHPUT_WINDOW,
     choice_param,
     int_param,
     queue_param,
@@ -148,6 +150,18 @@ def totals(request: Request) -> JSONResponse:
     """The queue's lifetime totals (see `taskq.web.totals.TOTALS`)."""
     queue = queue_of(request)
     return JSONResponse({"queue": queue, "totals": read_totals(state_of(request).broker(queue))})
+
+
+def throughput(request: Request) -> JSONResponse:
+    """The queue's tasks completed and attempts failed over the last `window` seconds,
+    and each per minute (see `taskq.throughput.Throughput`): `window_ms` is the span
+    counted, shorter than asked when the log does not reach back that far."""
+    queue = queue_of(request)
+    window = int_param(request, "window", WINDOW_MS // 1000, THROUGHPUT_WINDOW)
+    seen = read_throughput(state_of(request).broker(queue), window_ms=window * 1000)
+    return JSONResponse({"queue": queue, **asdict(seen),
+                         "completed_per_min": seen.completed_per_min,
+                         "failed_per_min": seen.failed_per_min})
 
 
 def retry(request: Request) -> JSONResponse:

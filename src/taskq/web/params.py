@@ -14,6 +14,8 @@ from taskq.limits import HISTORY_SCAN
 DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
 MAX_ECHO = 120
 SNAPSHOT_LIMIT = (1, 1000)
+# Seconds of recent throughput a client may ask for: up to an hour.
+THROUGHPUT_WINDOW = (1, 3600)
 # A task view reads at most the default scan: a client cannot make the server read more.
 TASK_SCAN = (0, HISTORY_SCAN.default)
 
