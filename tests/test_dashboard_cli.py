@@ -1,17 +1,22 @@
 """`taskq dashboard --once` in-process: each queue's lifetime totals and recent rates under
-its counts, its concurrency limits, and each sharded queue's shards."""
+its counts, its live workers, its concurrency limits, and each sharded queue's shards."""
 
 from __future__ import annotations
+
+import dataclasses
+import re
 
 import pytest
 import redis
 
 from cli_support import CONFIG_VARIABLES
+from taskq import registry
 from taskq.broker import Broker, NewTask
 from taskq.cli import main
 from taskq.concurrency import ConcurrencyLimit
 from taskq.settings import Settings
 from taskq.shards import Layout, register, slot_of
+from waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -112,3 +117,32 @@ def test_once_shows_the_last_minutes_rates_under_the_lifetime_totals(
     out = capsys.readouterr().out
     assert "\n  lifetime  enqueued 4   completed 3   failed 1   dead 0   cancelled 0\n" \
         "  rate      completed 3.0/min   failed 1.0/min   over the last 1 min\n" in out
+
+
+def test_once_shows_each_live_worker_on_a_line_under_its_queue(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = registry.Presence(worker_id="box-42-0a1b2c3d", host="box", pid=42,
+                             queues=(queue.queue, "other"), concurrency=8,
+                             tasks=("shop.charge", "shop.send_welcome"), version="0.1.0")
+    registry.register(queue, kept, in_hand=3, ttl=30)
+    gone = dataclasses.replace(kept, worker_id="gone-7-ffffffff", pid=7, queues=(queue.queue,))
+    registry.register(queue, gone, in_hand=0, ttl=0.2)
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    out = capsys.readouterr().out
+    header = ("\n  workers                             host                    pid  slots    up"
+              "        last beat\n")
+    assert header in out and out.index(header) > out.index("\n  rate      ")
+    age = r"[\d.]+ m?s"
+    assert re.search(rf"\n    box-42-0a1b2c3d                   box                      42  3/8 "
+                     rf"     {age} +{age} ago +tasks shop\.charge, shop\.send_welcome   "
+                     r"also on other\n", out), out
+    assert re.search(rf"\n    gone-7-ffffffff                   box                       7  0/8 "
+                     rf"     {age} +{age} ago +tasks shop\.charge, shop\.send_welcome\n", out), out
+
+    # A worker that stopped beating is gone within its lease; with none left, it says so.
+    wait_until(lambda: len(registry.read_workers(queue)[1]) == 1, 5)
+    assert registry.unregister(queue, kept.worker_id)
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    out = capsys.readouterr().out
+    assert "\n  workers   none live\n" in out and "box-42" not in out

@@ -1,6 +1,6 @@
-"""`taskq dashboard`: a live terminal view of every queue, its leases, delays, DLQ,
-periodic schedules, lifetime totals and recent throughput, and of each sharded queue's
-shards."""
+"""`taskq dashboard`: a live terminal view of every queue, its live workers, leases,
+delays, DLQ, periodic schedules, lifetime totals and recent throughput, and of each
+sharded queue's shards."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.cli.workers import age
+from taskq.registry import WorkerView, read_workers
 from taskq.schedule_view import SchedulesView, read_schedules
 from taskq.settings import Settings
 from taskq.shard_view import ShardsView, shards_of
@@ -22,8 +23,8 @@ from taskq.web.totals import read_totals
 # The lifetime totals a frame shows, in this order.
 SHOWN_TOTALS = ("enqueued", "completed", "failed", "dead", "cancelled")
 
-HELP = ("live terminal view of the queues (countdowns, DLQ errors, concurrency limits, "
-        "schedules, lifetime totals and rates, shards)")
+HELP = ("live terminal view of the queues (workers, countdowns, DLQ errors, concurrency "
+        "limits, schedules, lifetime totals and rates, shards)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
         names, sharded = shown(base, settings, args.queue)
         frame = "\n".join(
             [render(take_snapshot(broker(n), args.rows), read_schedules(broker(n)),
-                    read_totals(broker(n)), read_throughput(broker(n)))
+                    read_totals(broker(n)), read_throughput(broker(n)), read_workers(broker(n)))
              for n in names]
             + [render_shards(shards_of(layout, broker)) for layout in sharded])
         if clear:
@@ -73,8 +74,8 @@ def shown(base: Broker, settings: Settings, queue: str | None
 
 
 def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
-           totals: dict[str, int] | None = None, throughput: Throughput | None = None
-           ) -> str:
+           totals: dict[str, int] | None = None, throughput: Throughput | None = None,
+           workers: tuple[int, list[WorkerView]] | None = None) -> str:
     c = snap.counts
     lines = [
         f"queue {snap.queue}   ready {c.ready}   leased {c.leased}   delayed {c.delayed}"
@@ -84,22 +85,10 @@ def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
         lines.append("  lifetime  " + "   ".join(f"{name} {totals[name]}"
                                                  for name in SHOWN_TOTALS))
     if throughput is not None:
-        lines.append(f"  rate      completed {_per_min(throughput.completed_per_min)}/min   "
-                     f"failed {_per_min(throughput.failed_per_min)}/min   "
-                     f"over the last {age(throughput.window_ms)}")
-    if snap.leased:
-        lines.append("  leased                            worker                     lease left")
-        for lease in snap.leased:
-            left = (lease.expires_at - snap.now_ms) / 1000
-            lines.append(f"    {lease.task_id:32.32}  {lease.worker:26.26} {left:6.1f}s"
-                         f"  attempt {lease.attempt} token {lease.token}")
-    if snap.delayed:
-        lines.append("  delayed                           runs in   retries")
-        for waiting in snap.delayed:
-            wait = (waiting.run_at - snap.now_ms) / 1000
-            error = f"   last error: {waiting.last_error[:60]}" if waiting.last_error else ""
-            lines.append(f"    {waiting.task_id:32.32}  {wait:6.1f}s   {waiting.retries}{error}")
-    lines += _limit_lines(snap)
+        lines.append(_rate_line(throughput))
+    if workers is not None:
+        lines += _worker_lines(snap.queue, *workers)
+    lines += _lease_lines(snap) + _delay_lines(snap) + _limit_lines(snap)
     if snap.dead:
         lines.append("  dead letter queue (most recent first)")
         for task in snap.dead:
@@ -124,8 +113,50 @@ def render_shards(view: ShardsView) -> str:
     return "\n".join(lines)
 
 
-def _per_min(rate: float) -> str:
-    return f"{rate:.1f}" if rate < 10 else f"{rate:.0f}"
+def _rate_line(seen: Throughput) -> str:
+    def per_min(rate: float) -> str:
+        return f"{rate:.1f}" if rate < 10 else f"{rate:.0f}"
+
+    return (f"  rate      completed {per_min(seen.completed_per_min)}/min   "
+            f"failed {per_min(seen.failed_per_min)}/min   over the last {age(seen.window_ms)}")
+
+
+def _worker_lines(queue: str, now: int, workers: list[WorkerView]) -> list[str]:
+    """One line per live worker of `queue`: its slots in use, how long it has been up,
+    its last beat, the task names it runs, and its other queues."""
+    if not workers:
+        return ["  workers   none live"]
+    lines = [f"  {'workers':34}  {'host':20} {'pid':>6}  {'slots':7}  {'up':8}  last beat"]
+    for w in workers:
+        others = [q for q in w.queues if q != queue]
+        also = f"   also on {', '.join(others)}" if others else ""
+        slots = f"{w.in_hand}/{w.concurrency}"
+        lines.append(f"    {w.worker_id:32.32}  {w.host:20.20} {w.pid:>6}  {slots:<7}  "
+                     f"{age(now - w.started_at):<8}  {age(now - w.last_beat) + ' ago':<12}"
+                     f"  tasks {', '.join(w.tasks) or '-'}{also}")
+    return lines
+
+
+def _lease_lines(snap: QueueSnapshot) -> list[str]:
+    if not snap.leased:
+        return []
+    lines = ["  leased                            worker                     lease left"]
+    for lease in snap.leased:
+        left = (lease.expires_at - snap.now_ms) / 1000
+        lines.append(f"    {lease.task_id:32.32}  {lease.worker:26.26} {left:6.1f}s"
+                     f"  attempt {lease.attempt} token {lease.token}")
+    return lines
+
+
+def _delay_lines(snap: QueueSnapshot) -> list[str]:
+    if not snap.delayed:
+        return []
+    lines = ["  delayed                           runs in   retries"]
+    for waiting in snap.delayed:
+        wait = (waiting.run_at - snap.now_ms) / 1000
+        error = f"   last error: {waiting.last_error[:60]}" if waiting.last_error else ""
+        lines.append(f"    {waiting.task_id:32.32}  {wait:6.1f}s   {waiting.retries}{error}")
+    return lines
 
 
 def _limit_lines(snap: QueueSnapshot) -> list[str]:
