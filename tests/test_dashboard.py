@@ -19,6 +19,7 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
+from serve_support import Server as ServeProcess
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
@@ -168,7 +169,36 @@ def test_page_shows_queued_tasks(page: Page, server: Server, queue: Broker) -> N
     for kind in ("leased", "delayed", "dead"):
         expect(by_id(page, f"count-{kind}")).to_have_text("0")
     expect(by_id(page, "queue-select")).to_have_value(QUEUE)
-    expect(rows(page, "event-row")).to_have_count(0)
+    # The events the counts reflect are listed from the start.
+    expect(rows(page, "event-row")).to_have_count(5)
+
+
+def test_the_event_list_opens_with_the_last_events_before_the_load_counted_once(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue_many([NewTask(f"early-{i:02}") for i in range(60)])
+    for _ in range(2):
+        leased = queue.lease("test-worker", 30)
+        assert leased is not None and queue.ack(*leased)
+    open_dashboard(page, server)  # the log holds 64 events
+    listed = rows(page, "event-row")
+    expect(listed).to_have_count(50)
+    assert event_seqs(page) == list(range(64, 14, -1)), "the last 50, newest first"
+    expect(listed.first).to_have_attribute("data-type", "completed")
+    expect(by_id(page, "count-ready")).to_have_text("58")
+    expect(by_id(page, "count-leased")).to_have_text("0")
+
+    queue.enqueue("after-load")
+    expect(listed.first).to_have_attribute("data-task-id", "after-load")
+    expect(by_id(page, "count-ready")).to_have_text("59")
+    expect(listed).to_have_count(51)
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None and queue.ack(*leased)
+    expect(by_id(page, "count-ready")).to_have_text("58")
+    expect(listed).to_have_count(53)
+    expect(by_id(page, "count-leased")).to_have_text("0")
+    seqs = event_seqs(page)
+    assert seqs == sorted(seqs, reverse=True) and len(seqs) == len(set(seqs))
 
 
 def test_page_updates_live_as_a_worker_runs(
@@ -228,8 +258,9 @@ def test_page_survives_a_server_restart(page: Page, server: Server, queue: Broke
 
     expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
     expect(by_id(page, "count-ready")).to_have_text("7")
-    expect(rows(page, "event-row")).to_have_count(4)
-    assert sorted(event_seqs(page)) == [4, 5, 6, 7], "the missed events, each exactly once"
+    expect(rows(page, "event-row")).to_have_count(7)
+    assert event_seqs(page) == [7, 6, 5, 4, 3, 2, 1], \
+        "the events before the load, then the missed ones, each exactly once"
     expect(by_id(page, "gap-notice")).to_be_hidden()
 
 
@@ -874,8 +905,9 @@ def test_events_of_each_shard_are_merged_in_one_list_tagged_with_their_shard(
     expect(shard_events(page, shards[2]).locator("[data-testid=task-link]")).to_have_text("c-1")
     expect(shard_row(page, shards[1]).get_by_test_id("shard-ready")).to_have_text("3")
     expect(shard_row(page, shards[2]).get_by_test_id("shard-ready")).to_have_text("2")
-    # The main view follows its own shard alone.
-    expect(rows(page, "event-row")).to_have_count(0)
+    # The main view follows its own shard alone: its one event, from before the load.
+    expect(rows(page, "event-row")).to_have_count(1)
+    expect(rows(page, "event-row")).to_have_attribute("data-task-id", "seed-0")
 
     # A task of another shard opens on its shard.
     shard_events(page, shards[2]).get_by_test_id("task-link").click()
@@ -974,17 +1006,17 @@ def test_the_page_shows_the_queue_the_server_was_started_on(
     zz-mine, keeps it in its URL, and a login link with a token keeps the queue too."""
     Broker(client, "aa-other").enqueue("theirs")
     Broker(client, "zz-mine").enqueue("mine")
-    serve = Server({**env, "TASKQ_API_TOKEN": "s3cret-token-for-the-page"},
-                   tmp_path / "mine.log", "--queue", "zz-mine").start()
+    serve = ServeProcess({**env, "TASKQ_API_TOKEN": "s3cret-token-for-the-page"},
+                         tmp_path / "mine.log", "--queue", "zz-mine").start()
     context = browser.new_context()
     context.set_default_timeout(WAIT_MS)
     try:
         tab = context.new_page()
         tab.goto(f"{serve.url}/?queue=aa-other&token=s3cret-token-for-the-page")
         expect(tab).to_have_url(f"{serve.url}/?queue=aa-other")
-        expect(by_id(tab, "queue")).to_have_value("aa-other")
+        expect(by_id(tab, "queue-select")).to_have_value("aa-other")
         tab.goto(f"{serve.url}/")
-        expect(by_id(tab, "queue")).to_have_value("zz-mine")
+        expect(by_id(tab, "queue-select")).to_have_value("zz-mine")
         expect(tab).to_have_url(f"{serve.url}/?queue=zz-mine")
         expect(tab.locator("[data-testid=event-row][data-task-id=mine]")).to_have_count(1)
         expect(tab.locator("[data-testid=event-row][data-task-id=theirs]")).to_have_count(0)

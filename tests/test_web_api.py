@@ -576,6 +576,33 @@ def test_a_snapshot_position_resumes_the_feed_exactly_after_it(
         ("enqueued", 6, "new-0"), ("enqueued", 7, "new-1"), ("enqueued", 8, "new-2")]
 
 
+def test_the_snapshot_lists_the_last_events_it_reflects_as_the_feed_sends_them(
+    server: Server, client: redis.Redis, queue: Broker
+) -> None:
+    enqueue(queue, 5, "seen")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        assert http.get("/api/snapshot").json()["recent"] == []
+        snap = http.get("/api/snapshot", params={"events": "3"}).json()
+        recent = snap["recent"]
+        assert [(e["seq"], e["type"], e["task"]) for e in recent] == [
+            (3, "enqueued", "seen-2"), (4, "enqueued", "seen-3"), (5, "enqueued", "seen-4")]
+        assert recent[-1]["id"] == snap["position"]
+        with feed(server, queue, query=recent[0]["id"]) as stream:
+            sent = [b.body for b in stream.rows_until_quiet() if b.is_row]
+        assert sent == recent[1:]
+        every = http.get("/api/snapshot", params={"events": "200"}).json()["recent"]
+        assert [e["seq"] for e in every] == [1, 2, 3, 4, 5]
+
+        # On a trimmed log, what retention kept.
+        Broker(client, queue.queue, events_retention=4).enqueue_many(
+            [NewTask(f"late-{i}") for i in range(6)])
+        kept = http.get("/api/snapshot", params={"events": "50"}).json()["recent"]
+        assert [e["seq"] for e in kept] == [8, 9, 10, 11]
+        refused = http.get("/api/snapshot", params={"events": "201"})
+        assert refused.status_code == 400 and refused.json()["parameter"] == "events"
+
+
 METRICS = (
     "taskq_tasks", "taskq_completions_total", "taskq_failures_total", "taskq_retries_total",
     "taskq_reaps_total", "taskq_dead_total", "taskq_enqueued_total", "taskq_cancelled_total",

@@ -107,6 +107,7 @@ class Scripts:
         self.progress = load("progress")
         self.snapshot = load("snapshot")
         self.watch = load("watch")
+        self.read_events = load("read_events")
         self.register_worker = load("register_worker")
         self.unregister_worker = load("unregister_worker")
         self.workers = load("workers")

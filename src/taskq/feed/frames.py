@@ -18,10 +18,16 @@ def row_frame(row: Row) -> str:
     digits, dots and lower-case letters, so no CR, LF or NUL can reach those fields.
     Use `Row.frame`, which renders it once for every client."""
     name = row.type if EVENT_NAME.fullmatch(row.type) else "event"
+    return f"id: {row.cursor.wire_id}\nevent: {name}\ndata: {_json(row_data(row))}\n\n"
+
+
+def row_data(row: Row) -> dict[str, object]:
+    """The row as its event's JSON `data`: `seq`, `id` (the wire id) and its fields, the
+    whole numbers among them as numbers."""
     data: dict[str, object] = {"seq": row.cursor.seq, "id": row.cursor.wire_id}
     for key, value in row.fields.items():
         data[key] = int(value) if key in NUMERIC_FIELDS and value.isdigit() else value
-    return f"id: {row.cursor.wire_id}\nevent: {name}\ndata: {_json(data)}\n\n"
+    return data
 
 
 def gap_frame(requested: str, gap: Gap) -> str:

@@ -13,6 +13,8 @@ from starlette.responses import JSONResponse
 from taskq import bulk
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
+from taskq.feed.frames import row_data
+from taskq.feed.recent import MAX_RECENT, recent_rows
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
@@ -59,11 +61,15 @@ def queues(request: Request) -> JSONResponse:
 
 def snapshot(request: Request) -> JSONResponse:
     """The queue now, and `position`: the feed id of the last event this view reflects,
-    so a page can follow `/events?last_event_id=<position>` with no gap or repeat."""
+    so a page can follow `/events?last_event_id=<position>` with no gap or repeat; and
+    `recent`: the last `events` events it reflects, oldest first, as the feed sends them,
+    to list and never to apply again."""
     broker = state_of(request).broker(queue_of(request))
     snap = take_snapshot(broker, limit=int_param(request, "limit", 50, SNAPSHOT_LIMIT))
+    wanted = int_param(request, "events", 0, (0, MAX_RECENT))
     body: dict[str, Any] = asdict(snap)
     body["position"] = snap.position
+    body["recent"] = [row_data(row) for row in recent_rows(broker, snap.epoch, snap.seq, wanted)]
     for row, requested in zip(body["leased"], cancel_requests(broker, snap.leased), strict=True):
         row["cancel_requested_at"] = requested
     return JSONResponse(body)

@@ -1,11 +1,12 @@
-// The taskq dashboard: load a snapshot of the queue, then follow its resumable event
-// feed from the snapshot's position, applying each event to the view as it comes. A
+// The taskq dashboard: load a snapshot of the queue, with the last events it reflects to
+// list, then follow its resumable event feed from the snapshot's position, applying each
+// event to the view as it comes. A
 // #task=<id> link opens one task's view, which the same feed keeps current, as it does
 // the schedules panel and the lifetime totals. On a sharded queue the main view shows
 // one shard, and the shards panel all of them.
 
 import {
-  EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, reset, view,
+  EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, listRecent, reset, view,
 } from './model.js';
 import {
   hideError, hooks, render, renderFooter, schedule, setConn, showError, showGap, tick, toast,
@@ -18,6 +19,8 @@ import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.j
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
 
 const RESYNC_MS = 30000;
+// Events listed when the page opens on a queue, from before it opened.
+const RECENT_EVENTS = 50;
 const TICK_MS = 250;
 const REOPEN_MS = 2000;
 
@@ -58,14 +61,16 @@ async function loadQueues() {
 
 // A newer load supersedes an older one. Events that arrive meanwhile wait in the
 // buffer and are applied once the newest snapshot is in, minus those it reflects.
-async function loadSnapshot() {
+// `recent`: how many of the events it reflects to list.
+async function loadSnapshot(recent = 0) {
   const id = ++feed.loadId;
   feed.loading = true;
   let snap = null;
   let mid = 0;
   try {
     const before = Date.now();
-    snap = await getJSON(`api/snapshot?queue=${q(view.queue)}&limit=${MAX_ROWS}`);
+    snap = await getJSON(
+      `api/snapshot?queue=${q(view.queue)}&limit=${MAX_ROWS}&events=${recent}`);
     mid = (before + Date.now()) / 2;
   } catch (err) {
     if (id === feed.loadId) showError(`Could not load the snapshot: ${err.message}`);
@@ -73,6 +78,7 @@ async function loadSnapshot() {
   if (id !== feed.loadId) return null;
   if (snap) {
     applySnapshot(snap, mid);
+    listRecent(snap.recent);
     hideError();
   }
   feed.stale = !snap;
@@ -241,7 +247,7 @@ async function start(queue) {
   loadSchedules(queue);
   loadLimits(queue);
   loadTotals(queue);
-  const snap = await loadSnapshot();
+  const snap = await loadSnapshot(RECENT_EVENTS);
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
 

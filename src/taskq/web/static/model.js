@@ -71,6 +71,13 @@ export function applySnapshot(snap, clientMid) {
   for (const part of ['counts', 'leased', 'delayed', 'dead']) view.dirty.add(part);
 }
 
+// Events the snapshot reflects, listed before any the feed brings and never applied:
+// its counts and rows hold them already.
+export function listRecent(rows) {
+  for (const d of rows) remember(d.task, d.name);
+  view.newRows.unshift(...rows);
+}
+
 export function epochOf(data) {
   return String(data.id || '').split('.')[0];
 }
