@@ -201,6 +201,48 @@ def test_the_event_list_opens_with_the_last_events_before_the_load_counted_once(
     assert seqs == sorted(seqs, reverse=True) and len(seqs) == len(set(seqs))
 
 
+def test_heartbeats_are_hidden_from_the_event_list_unless_asked_for(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("long")
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    for _ in range(3):
+        assert queue.heartbeat(*leased, 30)
+    open_dashboard(page, server)
+    toggle = by_id(page, "hide-heartbeats")
+    expect(toggle).to_be_checked()
+    beats = page.locator("[data-testid=event-row][data-type=heartbeat]")
+    others = page.locator("[data-testid=event-row]:not([data-type=heartbeat])")
+    expect(beats).to_have_count(3)
+    expect(others).to_have_count(2)
+    expect(beats.locator("visible=true")).to_have_count(0)
+    expect(others.locator("visible=true")).to_have_count(2)
+    assert queue.heartbeat(*leased, 30)
+    expect(beats).to_have_count(4)
+    expect(beats.locator("visible=true")).to_have_count(0)
+
+    toggle.uncheck()
+    expect(beats.locator("visible=true")).to_have_count(4)
+    # The choice is kept by this browser.
+    page.reload()
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    expect(toggle).not_to_be_checked()
+    expect(beats.locator("visible=true")).to_have_count(4)
+    toggle.check()
+    expect(beats.locator("visible=true")).to_have_count(0)
+
+    # However many heartbeats come, the other events stay listed.
+    for _ in range(250):
+        queue.heartbeat(*leased, 30)
+    queue.enqueue("after-the-beats")
+    expect(others.first).to_have_attribute("data-task-id", "after-the-beats")
+    expect(beats).to_have_count(200)
+    expect(others.locator("visible=true")).to_have_count(3)
+    expect(page.locator("[data-testid=event-row][data-type=enqueued][data-task-id=long]")
+           ).to_be_visible()
+
+
 def test_page_updates_live_as_a_worker_runs(
     page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -9,8 +9,10 @@ import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, listRecent, reset, view,
 } from './model.js';
 import {
-  hideError, hooks, render, renderFooter, schedule, setConn, showError, showGap, tick, toast,
+  hideError, hooks, render, renderEvents, renderFooter, schedule, setConn, showError, showGap,
+  tick, toast,
 } from './render.js';
+import { initHeartbeatFilter } from './heartbeats.js';
 import { getJSON, postJSON } from './http.js';
 import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
@@ -271,6 +273,7 @@ async function main() {
   $('queue').addEventListener('change', (e) => switchTo(e.target.value));
   $('gap-close').addEventListener('click', () => { $('gap-notice').hidden = true; });
   initTaskView();
+  initHeartbeatFilter(renderEvents);
   window.addEventListener('hashchange', () => openTaskFromHash(view.queue));
   setInterval(tick, TICK_MS);
   setInterval(() => {

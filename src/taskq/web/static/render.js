@@ -1,7 +1,10 @@
 // Drawing the dashboard: counts, the three tables, the event list, countdowns, notices.
 
+import { hidingHeartbeats } from './heartbeats.js';
 import { MAX_ROWS, epochOf, view } from './model.js';
 
+// Events listed: this many heartbeats, and as many of the other events, so heartbeats
+// (hidden or not) never push the others off the list.
 const MAX_EVENTS = 200;
 const MAX_KEPT = 1000;
 // The error type a worker stores for a run stopped at its time limit.
@@ -173,13 +176,45 @@ function renderDead() {
   meta('dlq-meta', rows.length, Math.max(view.counts.dead, rows.length));
 }
 
-function renderEvents() {
+const isHeartbeat = (type) => type === 'heartbeat';
+
+// The newest MAX_EVENTS rows of each kind, newest first.
+function newest(rows) {
+  const kept = [];
+  const seen = { true: 0, false: 0 };
+  for (let i = rows.length - 1; i >= 0; i -= 1) {
+    const kind = isHeartbeat(rows[i].type);
+    seen[kind] += 1;
+    if (seen[kind] <= MAX_EVENTS) kept.push(rows[i]);
+  }
+  return kept;
+}
+
+// Drops the oldest rows of a kind past MAX_EVENTS.
+function trimEvents(list) {
+  const count = { true: 0, false: 0 };
+  for (const row of list.children) count[isHeartbeat(row.dataset.type)] += 1;
+  let row = list.lastElementChild;
+  while (row && (count.true > MAX_EVENTS || count.false > MAX_EVENTS)) {
+    const older = row;
+    row = row.previousElementSibling;
+    const kind = isHeartbeat(older.dataset.type);
+    if (count[kind] > MAX_EVENTS) {
+      older.remove();
+      count[kind] -= 1;
+    }
+  }
+}
+
+export function renderEvents() {
   const list = $('events');
   if (view.newRows.length) {
-    list.prepend(...view.newRows.splice(0).slice(-MAX_EVENTS).reverse().map(eventRow));
-    while (list.childElementCount > MAX_EVENTS) list.lastElementChild.remove();
+    list.prepend(...newest(view.newRows.splice(0)).map(eventRow));
+    trimEvents(list);
   }
-  $('events-empty').hidden = list.childElementCount > 0;
+  const shown = hidingHeartbeats() ? list.querySelector(':scope > :not([data-type=heartbeat])')
+    : list.firstElementChild;
+  $('events-empty').hidden = Boolean(shown);
   const now = performance.now();
   while (view.seen.length && now - view.seen[0] > 10000) view.seen.shift();
   const rate = view.seen.length / 10;
