@@ -243,6 +243,32 @@ def test_heartbeats_are_hidden_from_the_event_list_unless_asked_for(
            ).to_be_visible()
 
 
+def test_the_totals_show_the_last_minutes_rates_and_follow_new_work(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("bad", max_retries=0)
+    queue.enqueue_many([NewTask(f"ok-{i}") for i in range(6)])
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None and queue.fail(*leased, error="it broke").status == "dead"
+    for _ in range(3):
+        leased = queue.lease("test-worker", 30)
+        assert leased is not None and queue.ack(*leased)
+    open_dashboard(page, server)
+    expect(by_id(page, "total-completed")).to_have_text("3")
+    expect(by_id(page, "total-failed")).to_have_text("1")
+    # The log holds the queue's whole life: the rates are over the whole minute.
+    expect(by_id(page, "rates-label")).to_have_text("Last minute")
+    expect(by_id(page, "rate-completed")).to_have_text("3.0/min")
+    expect(by_id(page, "rate-failed")).to_have_text("1.0/min")
+
+    for _ in range(3):
+        leased = queue.lease("test-worker", 30)
+        assert leased is not None and queue.ack(*leased)
+    expect(by_id(page, "total-completed")).to_have_text("6")
+    expect(by_id(page, "rate-completed")).to_have_text("6.0/min")
+    expect(by_id(page, "rate-failed")).to_have_text("1.0/min")
+
+
 def test_page_updates_live_as_a_worker_runs(
     page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
 ) -> None:

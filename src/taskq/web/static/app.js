@@ -1,9 +1,9 @@
 // The taskq dashboard: load a snapshot of the queue, with the last events it reflects to
 // list, then follow its resumable event feed from the snapshot's position, applying each
-// event to the view as it comes. A
-// #task=<id> link opens one task's view, which the same feed keeps current, as it does
-// the schedules panel and the lifetime totals. On a sharded queue the main view shows
-// one shard, and the shards panel all of them.
+// event to the view as it comes. A #task=<id> link opens one task's view, which the same
+// feed keeps current, as it does the schedules panel and the lifetime totals; the last
+// minute's rates reload on a timer. On a sharded queue the main view shows one shard,
+// and the shards panel all of them.
 
 import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, listRecent, reset, view,
@@ -18,6 +18,7 @@ import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
 import { initShards, reloadShardsSoon, showShards } from './shards.js';
 import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
+import { loadThroughput, reloadThroughput } from './throughput.js';
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
 
 const RESYNC_MS = 30000;
@@ -25,6 +26,7 @@ const RESYNC_MS = 30000;
 const RECENT_EVENTS = 50;
 const TICK_MS = 250;
 const REOPEN_MS = 2000;
+const THROUGHPUT_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -249,6 +251,7 @@ async function start(queue) {
   loadSchedules(queue);
   loadLimits(queue);
   loadTotals(queue);
+  loadThroughput(queue);
   const snap = await loadSnapshot(RECENT_EVENTS);
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
@@ -286,6 +289,7 @@ async function main() {
       reloadShardsSoon();
     }
   }, RESYNC_MS);
+  setInterval(reloadThroughput, THROUGHPUT_MS);
   await start(view.queue || await showShards(serverQueue || names[0] || 'default'));
   openTaskFromHash(view.queue);
 }

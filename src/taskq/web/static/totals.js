@@ -26,7 +26,7 @@ export function loadTotals(queue) {
     clearTimeout(strip.soon);
     Object.assign(strip, { queue, busy: false, again: false, soon: 0 });
     strip.loadId += 1;
-    for (const node of document.querySelectorAll('#totals output')) node.textContent = '–';
+    for (const node of document.querySelectorAll('#totals output[data-total]')) node.textContent = '–';
   }
   load();
 }
@@ -67,7 +67,7 @@ async function load() {
 }
 
 function draw(totals) {
-  for (const node of document.querySelectorAll('#totals output')) {
+  for (const node of document.querySelectorAll('#totals output[data-total]')) {
     const n = totals[node.dataset.total];
     node.textContent = n == null ? '–' : n.toLocaleString();
   }
