@@ -1,12 +1,14 @@
-"""The web dashboard in a real headless Chromium: it shows the queue, follows the feed
-live, rides out a server restart, tells the user about a gap, retries and cancels
-tasks, and shows a sharded queue's shards with their feeds merged."""
+"""The web dashboard in a real headless Chromium: it shows the queue, with the events
+before the load, its rates and its live workers, follows the feed live, rides out a
+server restart, tells the user about a gap, retries and cancels tasks, and shows a
+sharded queue's shards with their feeds merged."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 import urllib.error
@@ -25,6 +27,7 @@ from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.rates import RateLimit
+from taskq.registry import read_workers
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.shards import Layout, register, slot_of
@@ -416,6 +419,74 @@ def test_a_cookie_of_another_app_does_not_lock_the_page_out(
     finally:
         context.close()
         secured.stop()
+
+
+# -- the workers --------------------------------------------------------------------------
+
+# The panel's reload period (workers.js's WORKERS_MS) and the workers' lease below.
+WORKERS_RELOAD_S = 2.0
+WORKER_LEASE_S = 1.0
+
+
+def worker_row(page: Page, process: subprocess.Popen[bytes]) -> Locator:
+    return page.locator(f"[data-testid=worker-row][data-pid='{process.pid}']")
+
+
+def test_the_workers_panel_lists_live_workers_and_drops_a_killed_one_within_a_lease(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    # Some work done before the load, for the rates and the events listed.
+    queue.enqueue_many([NewTask(f"done-{i}") for i in range(5)]
+                       + [NewTask("broken", max_retries=0)])
+    for _ in range(6):
+        leased = queue.lease("test-worker", 30)
+        assert leased is not None
+        if leased[0] == "broken":
+            queue.fail(*leased, error="ValueError: no such account")
+        else:
+            queue.ack(*leased)
+    queue.enqueue("long")
+    open_dashboard(page, server)
+    expect(by_id(page, "workers-body")).to_have_text("No live worker on this queue.")
+
+    worker_env = dict(env, WORK_SECONDS="60", FAIL_RATE="0", POLL_SECONDS="0.2",
+                      LEASE_SECONDS=str(WORKER_LEASE_S), SHUTDOWN_GRACE_SECONDS="0.5")
+    killed = spawn(taskq_command("worker", "--queue", QUEUE, "--concurrency", "3"), worker_env,
+                   str(tmp_path / "killed.log"))
+    kept: subprocess.Popen[bytes] | None = None
+    try:
+        row = worker_row(page, killed)
+        expect(row.get_by_test_id("worker-slots")).to_have_text("1 / 3")  # it runs `long`
+        kept = spawn(taskq_command("worker", "--queue", QUEUE, "--concurrency", "2"),
+                     worker_env, str(tmp_path / "kept.log"))
+        other = worker_row(page, kept)
+        expect(other.get_by_test_id("worker-slots")).to_have_text("0 / 2")
+        registered = next(w for w in read_workers(queue)[1] if w.pid == killed.pid)
+        expect(row.get_by_test_id("worker-host")).to_have_text(registered.host)
+        expect(row.get_by_test_id("worker-pid")).to_have_text(str(killed.pid))
+        expect(row.get_by_test_id("worker-tasks")).to_have_text("taskq.simulate")
+        expect(row.get_by_test_id("worker-queues")).to_have_text(QUEUE)
+        expect(row).to_have_attribute("data-worker-id", registered.worker_id)
+        expect(row.get_by_test_id("worker-up")).to_have_text(re.compile(r"^\d+\.\ds$"))
+        expect(row.get_by_test_id("worker-beat")).to_have_text(re.compile(r"^0\.\ds ago$"))
+        expect(by_id(page, "workers-meta")).to_have_text("2 live · 1 of 5 slots in use")
+        expect(rows(page, "worker-row")).to_have_count(2)
+        expect(rows(page, "worker-row").first).to_have_attribute("data-pid", str(killed.pid))
+        shot = page.screenshot(path=str(tmp_path / "dashboard-workers.png"))
+        if os.environ.get("TASKQ_SCREENSHOT") == "1":
+            (DOCS / "dashboard-workers.png").write_bytes(shot)
+
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(5)
+        gone = time.monotonic()
+        expect(row).to_have_count(0)
+        # Its record expires a lease after its last beat; the panel shows that at its
+        # next reload.
+        assert time.monotonic() - gone < WORKER_LEASE_S + WORKERS_RELOAD_S + 1.5
+        expect(other).to_have_count(1)
+        expect(by_id(page, "workers-meta")).to_have_text(re.compile(r"^1 live · \d of 2 slots"))
+    finally:
+        stop_all([killed] + ([kept] if kept else []))
 
 
 # -- the task view ---------------------------------------------------------------------

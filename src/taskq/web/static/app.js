@@ -2,8 +2,8 @@
 // list, then follow its resumable event feed from the snapshot's position, applying each
 // event to the view as it comes. A #task=<id> link opens one task's view, which the same
 // feed keeps current, as it does the schedules panel and the lifetime totals; the last
-// minute's rates reload on a timer. On a sharded queue the main view shows one shard,
-// and the shards panel all of them.
+// minute's rates and the live workers reload on timers. On a sharded queue the main view
+// shows one shard, and the shards panel all of them.
 
 import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, listRecent, reset, view,
@@ -20,6 +20,7 @@ import { initShards, reloadShardsSoon, showShards } from './shards.js';
 import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
 import { loadThroughput, reloadThroughput } from './throughput.js';
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
+import { loadWorkers, reloadWorkers } from './workers.js';
 
 const RESYNC_MS = 30000;
 // Events listed when the page opens on a queue, from before it opened.
@@ -27,6 +28,9 @@ const RECENT_EVENTS = 50;
 const TICK_MS = 250;
 const REOPEN_MS = 2000;
 const THROUGHPUT_MS = 5000;
+// A vanished worker's record expires a lease after its last beat; the panel shows that
+// within one more reload.
+const WORKERS_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -252,6 +256,7 @@ async function start(queue) {
   loadLimits(queue);
   loadTotals(queue);
   loadThroughput(queue);
+  loadWorkers(queue);
   const snap = await loadSnapshot(RECENT_EVENTS);
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
@@ -290,6 +295,7 @@ async function main() {
     }
   }, RESYNC_MS);
   setInterval(reloadThroughput, THROUGHPUT_MS);
+  setInterval(reloadWorkers, WORKERS_MS);
   await start(view.queue || await showShards(serverQueue || names[0] || 'default'));
   openTaskFromHash(view.queue);
 }

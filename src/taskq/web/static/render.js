@@ -255,7 +255,7 @@ export function clockTime(ms) {
     `.${String(t.getMilliseconds()).padStart(3, '0')}`;
 }
 
-function seconds(ms) {
+export function duration(ms) {
   const s = ms / 1000;
   const two = (n) => String(Math.floor(n)).padStart(2, '0');
   if (s < 60) return `${s.toFixed(1)}s`;
@@ -271,26 +271,26 @@ export function tick() {
     const left = Number(node.dataset.deadline) - now;
     const label = node.querySelector('.left');
     if (node.dataset.kind === 'lease') {
-      label.textContent = left > 0 ? seconds(left) : 'expired';
+      label.textContent = left > 0 ? duration(left) : 'expired';
       // A lease seen first in a snapshot has no known length: its first reading stands in.
       if (!node.dataset.total) node.dataset.total = String(Math.max(left, 1));
       const fraction = Math.max(0, Math.min(1, left / Number(node.dataset.total)));
       node.querySelector('.fill').style.width = `${(fraction * 100).toFixed(1)}%`;
       node.dataset.urgency = left <= 0 ? 'expired' : fraction < 0.25 ? 'low' : 'ok';
     } else if (node.dataset.kind === 'tick') {
-      label.textContent = left > 0 ? `in ${seconds(left)}` : `due ${seconds(-left)} ago`;
+      label.textContent = left > 0 ? `in ${duration(left)}` : `due ${duration(-left)} ago`;
       const late = left <= -LATE_TICK_MS;
       node.dataset.urgency = late ? 'late' : 'ok';
       node.title = late ? `Due ${node.dataset.at} and not fired: no worker is running, `
         + 'or none declares this schedule any more.' : node.dataset.at;
     } else {
-      label.textContent = left > 0 ? `in ${seconds(left)}` : 'due now';
+      label.textContent = left > 0 ? `in ${duration(left)}` : 'due now';
       node.dataset.urgency = left > 0 ? 'ok' : 'due';
     }
   }
   for (const node of document.querySelectorAll('[data-since]')) {
     const since = Number(node.dataset.since);
-    node.textContent = since ? `${seconds(Math.max(0, now - since))} ago` : '—';
+    node.textContent = since ? `${duration(Math.max(0, now - since))} ago` : '—';
   }
 }
 
