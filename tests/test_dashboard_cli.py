@@ -125,8 +125,10 @@ def test_once_shows_each_live_worker_on_a_line_under_its_queue(
     kept = registry.Presence(worker_id="box-42-0a1b2c3d", host="box", pid=42,
                              queues=(queue.queue, "other"), concurrency=8,
                              tasks=("shop.charge", "shop.send_welcome"), version="0.1.0")
-    registry.register(queue, kept, in_hand=3, ttl=30)
-    gone = dataclasses.replace(kept, worker_id="gone-7-ffffffff", pid=7, queues=(queue.queue,))
+    started = registry.register(queue, kept, in_hand=3, ttl=30)
+    wait_until(lambda: queue.server_time_ms() > started, 1)
+    # Started later, its record expires first: the registry lists it first.
+    gone = dataclasses.replace(kept, worker_id="aaa-7-ffffffff", pid=7, queues=(queue.queue,))
     registry.register(queue, gone, in_hand=0, ttl=0.2)
     assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
     out = capsys.readouterr().out
@@ -137,8 +139,9 @@ def test_once_shows_each_live_worker_on_a_line_under_its_queue(
     assert re.search(rf"\n    box-42-0a1b2c3d                   box                      42  3/8 "
                      rf"     {age} +{age} ago +tasks shop\.charge, shop\.send_welcome   "
                      r"also on other\n", out), out
-    assert re.search(rf"\n    gone-7-ffffffff                   box                       7  0/8 "
+    assert re.search(rf"\n    aaa-7-ffffffff                    box                       7  0/8 "
                      rf"     {age} +{age} ago +tasks shop\.charge, shop\.send_welcome\n", out), out
+    assert out.index("box-42-0a1b2c3d") < out.index("aaa-7-ffffffff"), "in the order they started"
 
     # A worker that stopped beating is gone within its lease; with none left, it says so.
     wait_until(lambda: len(registry.read_workers(queue)[1]) == 1, 5)

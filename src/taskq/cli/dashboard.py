@@ -127,7 +127,9 @@ def _worker_lines(queue: str, now: int, workers: list[WorkerView]) -> list[str]:
     if not workers:
         return ["  workers   none live"]
     lines = [f"  {'workers':34}  {'host':20} {'pid':>6}  {'slots':7}  {'up':8}  last beat"]
-    for w in workers:
+    # By start, not as the registry lists them (by when each record expires, which each
+    # beat changes): lines keep their places from frame to frame.
+    for w in sorted(workers, key=lambda w: (w.started_at, w.worker_id)):
         others = [q for q in w.queues if q != queue]
         also = f"   also on {', '.join(others)}" if others else ""
         slots = f"{w.in_hand}/{w.concurrency}"
