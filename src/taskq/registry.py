@@ -81,8 +81,8 @@ def unregister(broker: Broker, worker_id: str) -> bool:
 
 
 def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[WorkerView]]:
-    """The live workers of `broker`'s queue, longest-lived first, and the server time
-    (ms) they were read at."""
+    """The live workers of `broker`'s queue (the soonest to expire first), and the
+    server time (ms) they were read at."""
     with redis_errors("read the workers"):
         reply = broker.scripts.workers(keys=[broker.keys.workers],
                                        args=[broker.keys.prefix, limit])

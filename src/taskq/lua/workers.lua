@@ -1,6 +1,7 @@
 --[[
   workers: the workers registered on this queue whose record has not expired, read in
-  one step, at most `limit` of them, the longest-lived first.
+  one step, at most `limit` of them, the one whose record expires soonest first (a
+  reader that wants them in start order sorts by started_at).
   KEYS[1] workers  ZSET    worker ids by the time (ms) their record expires
   ARGV[1] prefix           queue key prefix; worker records derive from it
   ARGV[2] limit            most workers to return (1 to 100000)
