@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -21,16 +22,22 @@ from taskq.settings import Settings
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60) -> str:
-    """Run `argv` with a pseudo-terminal as its stdout and stderr; everything it wrote."""
+def on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60,
+                  interrupt_after: float | None = None, status: int = 0) -> str:
+    """Run `argv` with a pseudo-terminal as its stdout and stderr; everything it wrote.
+    With `interrupt_after`, Ctrl-C (SIGINT) it after that many seconds."""
     main, child = pty.openpty()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=child, stderr=child,
                                env={**env, "TERM": "xterm-256color", "COLUMNS": "160"})
     os.close(child)
     output = bytearray()
     deadline = time.monotonic() + timeout
+    interrupt_at = None if interrupt_after is None else time.monotonic() + interrupt_after
     try:
         while time.monotonic() < deadline:
+            if interrupt_at is not None and time.monotonic() >= interrupt_at:
+                process.send_signal(signal.SIGINT)
+                interrupt_at = None
             ready, _, _ = select.select([main], [], [], 0.2)
             if ready:
                 try:
@@ -42,7 +49,7 @@ def on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60) -> 
                 output += chunk
             elif process.poll() is not None:
                 break
-        assert process.wait(timeout=10) == 0, output.decode(errors="replace")[-2000:]
+        assert process.wait(timeout=10) == status, output.decode(errors="replace")[-2000:]
     finally:
         if process.poll() is None:
             process.kill()
@@ -79,3 +86,23 @@ def test_the_demo_draws_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "tasks ended" in drawn and "━" in drawn, drawn[-3000:]
     assert "40/40" in drawn  # 30 charged and 10 unknown tasks, all ended
     assert "the guarantees held" in drawn
+
+
+def test_the_dashboard_draws_panels_and_a_running_tasks_progress(
+    queue: Broker, settings: Settings
+) -> None:
+    ended(queue, 1)
+    queue.enqueue("busy", name="shop.import")
+    (task,) = queue.lease_many("w", 30, 1).tasks
+    assert queue.progress("busy", task.token, 0.42, "42 of 100 rows")
+    env = command_env(REDIS_URL=settings.redis_url)
+    argv = [sys.executable, "-m", "taskq", "dashboard", "--queue", queue.queue]
+    drawn = on_a_terminal([*argv, "--once"], env)
+    assert f"queue {queue.queue}" in drawn and "╭" in drawn, drawn
+    assert "42% 42 of 100 rows" in drawn and "leased" in drawn
+    piped = subprocess.run([*argv, "--once"], env=env, capture_output=True, text=True,
+                           check=True).stdout
+    assert "╭" not in piped and "attempt 1 token 1  42% 42 of 100 rows" in piped
+    # Live: redrawn in place until Ctrl-C, which ends it at once and without a traceback.
+    live = on_a_terminal(argv, env, timeout=20, interrupt_after=1.5, status=130)
+    assert live.count(f"queue {queue.queue}") >= 2 and "Traceback" not in live

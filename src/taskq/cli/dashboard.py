@@ -5,11 +5,15 @@ sharded queue's shards."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+from collections.abc import Callable
+
+from rich.console import Console, Group
+from rich.live import Live
 
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
+from taskq.cli.dashboard_rich import queue_panel, shards_panel
 from taskq.cli.workers import age
 from taskq.registry import WorkerView, read_workers
 from taskq.schedule_view import SchedulesView, read_schedules
@@ -17,6 +21,7 @@ from taskq.settings import Settings
 from taskq.shard_view import ShardsView, shards_of
 from taskq.shards import Layout, layout_holding, layouts
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
+from taskq.terminal import on_terminal
 from taskq.throughput import Throughput, read_throughput
 from taskq.web.totals import read_totals
 
@@ -37,7 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     base = Broker.from_settings(settings)
-    clear = sys.stdout.isatty() and not args.once
     brokers: dict[str, Broker] = {}  # one per queue for the whole run, not one per frame
 
     def broker(name: str) -> Broker:
@@ -45,19 +49,45 @@ def main(args: argparse.Namespace) -> int:
             brokers[name] = Broker(base.client, name)
         return brokers[name]
 
-    while True:
+    def read() -> tuple[list[Views], list[ShardsView]]:
         names, sharded = shown(base, settings, args.queue)
-        frame = "\n".join(
-            [render(take_snapshot(broker(n), args.rows), read_schedules(broker(n)),
-                    read_totals(broker(n)), read_throughput(broker(n)), read_workers(broker(n)))
-             for n in names]
-            + [render_shards(shards_of(layout, broker)) for layout in sharded])
-        if clear:
-            sys.stdout.write("\x1b[H\x1b[2J")
-        print(frame, flush=True)
+        return ([(take_snapshot(broker(n), args.rows), read_schedules(broker(n)),
+                  read_totals(broker(n)), read_throughput(broker(n)), read_workers(broker(n)))
+                 for n in names],
+                [shards_of(layout, broker) for layout in sharded])
+
+    if on_terminal():
+        return _live(read, args.once, args.interval)
+    while True:
+        queues, shards = read()
+        print("\n".join([render(*views) for views in queues]
+                        + [render_shards(view) for view in shards]), flush=True)
         if args.once:
             return 0
         time.sleep(max(0.1, args.interval))
+
+
+# What a frame reads of one queue, in `render`'s order.
+Views = tuple[QueueSnapshot, SchedulesView, dict[str, int], Throughput,
+              tuple[int, list[WorkerView]]]
+
+
+def _live(read: Callable[[], tuple[list[Views], list[ShardsView]]], once: bool,
+          interval: float) -> int:
+    """Frames as rich panels, redrawn in place until Ctrl-C (one, with `once`)."""
+    def frame() -> Group:
+        queues, shards = read()
+        return Group(*[queue_panel(*views, SHOWN_TOTALS, _relative) for views in queues],
+                     *[shards_panel(view) for view in shards])
+
+    console = Console()
+    if once:
+        console.print(frame())
+        return 0
+    with Live(frame(), console=console, refresh_per_second=4, screen=False) as live:
+        while True:
+            time.sleep(max(0.1, interval))
+            live.update(frame())
 
 
 def shown(base: Broker, settings: Settings, queue: str | None
@@ -145,8 +175,10 @@ def _lease_lines(snap: QueueSnapshot) -> list[str]:
     lines = ["  leased                            worker                     lease left"]
     for lease in snap.leased:
         left = (lease.expires_at - snap.now_ms) / 1000
+        progress = "" if lease.progress is None else \
+            f"  {lease.progress:.0%} {lease.progress_message}".rstrip()
         lines.append(f"    {lease.task_id:32.32}  {lease.worker:26.26} {left:6.1f}s"
-                     f"  attempt {lease.attempt} token {lease.token}")
+                     f"  attempt {lease.attempt} token {lease.token}{progress}")
     return lines
 
 

@@ -1,0 +1,129 @@
+"""`taskq dashboard` on a terminal: each queue as a rich panel of tables (counts and
+rates, workers, leases with their progress, delayed tasks, the DLQ, limits, schedules),
+and each sharded queue's shards, redrawn in place by a live display."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from taskq.cli.workers import age
+from taskq.registry import WorkerView
+from taskq.schedule_view import SchedulesView
+from taskq.shard_view import ShardsView
+from taskq.snapshot import QueueSnapshot
+from taskq.throughput import Throughput
+
+
+def queue_panel(snap: QueueSnapshot, schedules: SchedulesView | None,
+                totals: dict[str, int] | None, throughput: Throughput | None,
+                workers: tuple[int, list[WorkerView]] | None, shown_totals: Sequence[str],
+                relative: Callable[[int], str]) -> Panel:
+    """One queue's panel; `relative` formats a time from now (the plain view's)."""
+    parts: list[RenderableType] = [_counts(snap, totals, throughput, shown_totals)]
+    if workers is not None:
+        parts.append(_workers(snap.queue, *workers))
+    if snap.leased:
+        parts.append(_leases(snap))
+    parts += _waiting(snap)
+    if schedules is not None and schedules.schedules:
+        table = _table("schedules", "name", "task", "when", "next tick", "last tick")
+        for s in schedules.schedules:
+            due = "unknown" if s.next_tick_ms is None else \
+                relative(s.next_tick_ms - schedules.now_ms)
+            table.add_row(s.name, s.task, s.when, due,
+                          relative(s.last_tick_ms - schedules.now_ms))
+        parts.append(table)
+    return Panel(Group(*parts), title=f"queue {snap.queue}", title_align="left",
+                 subtitle=f"events up to #{snap.seq}", subtitle_align="right")
+
+
+def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
+    """The delayed tasks, the concurrency limits and the DLQ, each a table if any."""
+    parts: list[RenderableType] = []
+    if snap.delayed:
+        table = _table("delayed", "task", "runs in", "retries", "last error")
+        for waiting in snap.delayed:
+            table.add_row(waiting.task_id, f"{(waiting.run_at - snap.now_ms) / 1000:.1f}s",
+                          str(waiting.retries), waiting.last_error[:60])
+        parts.append(table)
+    if snap.limits:
+        table = _table("concurrency limits", "name", "running", "waiting for a slot")
+        for limit in snap.limits:
+            name = f"{limit.name} ({limit.key})" if limit.key else limit.name
+            table.add_row(name, f"{limit.running} / {limit.most or '?'}", str(limit.parked))
+        parts.append(table)
+    if snap.dead:
+        table = _table("dead letter queue (most recent first)", "task", "name", "retries",
+                       "error")
+        for task in snap.dead:
+            table.add_row(task.task_id, task.name, str(task.retries),
+                          f"{task.error_type} {task.last_error[:90]}".strip())
+        parts.append(table)
+    return parts
+
+
+def shards_panel(view: ShardsView) -> Panel:
+    table = _table(None, "shard", "slot", "ready", "leased", "delayed", "dead")
+    for s in view.shards:
+        table.add_row(s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
+                      str(s.dead))
+    return Panel(table, title=f"sharded queue {view.queue} ({len(view.shards)} shards)",
+                 title_align="left")
+
+
+def _table(title: str | None, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", expand=False, show_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _counts(snap: QueueSnapshot, totals: dict[str, int] | None,
+            throughput: Throughput | None, shown_totals: Sequence[str]) -> Table:
+    c = snap.counts
+    table = _table(None, "ready", "running", "delayed", "dead")
+    row = [str(c.ready), str(c.leased), str(c.delayed), str(c.dead)]
+    if totals is not None:
+        for name in shown_totals:
+            table.add_column(f"{name} (lifetime)")
+            row.append(str(totals[name]))
+    if throughput is not None:
+        table.add_column(f"per min (last {age(throughput.window_ms)})")
+        row.append(f"{throughput.completed_per_min:.1f} done, "
+                   f"{throughput.failed_per_min:.1f} failed")
+    table.add_row(*row)
+    return table
+
+
+def _workers(queue: str, now: int, workers: list[WorkerView]) -> RenderableType:
+    if not workers:
+        return Text("workers: none live", style="yellow")
+    table = _table("workers", "worker", "host", "pid", "slots", "up", "last beat", "tasks")
+    for w in sorted(workers, key=lambda w: (w.started_at, w.worker_id)):
+        others = [q for q in w.queues if q != queue]
+        table.add_row(w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
+                      age(now - w.started_at), f"{age(now - w.last_beat)} ago",
+                      ", ".join(w.tasks) + (f" (also on {', '.join(others)})" if others
+                                            else ""))
+    return table
+
+
+def _leases(snap: QueueSnapshot) -> Table:
+    table = _table("leased", "task", "worker", "lease left", "attempt", "progress")
+    for lease in snap.leased:
+        progress: RenderableType = Text("")
+        if lease.progress is not None:
+            bar = Table.grid(padding=(0, 1))
+            bar.add_row(ProgressBar(total=1.0, completed=lease.progress, width=20),
+                        Text(f"{lease.progress:.0%} {lease.progress_message}".strip()))
+            progress = bar
+        table.add_row(lease.task_id, lease.worker,
+                      f"{(lease.expires_at - snap.now_ms) / 1000:.1f}s", str(lease.attempt),
+                      progress)
+    return table
