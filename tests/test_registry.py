@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
 from cli_support import CONFIG_VARIABLES
-from conftest import ON_CLUSTER
 from serve_support import Server
 from taskq import App
 from taskq.broker import Broker
@@ -22,8 +19,7 @@ from taskq.cli import main
 from taskq.errors import TaskqError
 from taskq.registry import Presence, read_workers, register, unregister
 from taskq.settings import Settings
-from taskq.tools.embedded import EmbeddedRedis
-from waiting import WorkerProcesses, wait_until, worker_env
+from waiting import WorkerProcesses, wait_until
 from worker_support import StartWorker
 
 PRESENCE = Presence(worker_id="w-1", host="box", pid=42, queues=("q", "other"),
@@ -91,16 +87,6 @@ class TestAWorker:
         wait_until(lambda: read_workers(app.broker)[1][0].in_hand == 1, 5)
         running.stop()
         assert read_workers(app.broker)[1] == []
-
-
-@pytest.fixture
-def workers(redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path,
-            tmp_path: Path) -> Iterator[WorkerProcesses]:
-    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
-    processes = WorkerProcesses(tmp_path, worker_env(redis_server.url, queue.queue,
-                                                     ledger_path, **cluster))
-    yield processes
-    processes.stop_all()
 
 
 @pytest.mark.processes

@@ -7,18 +7,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from conftest import ON_CLUSTER
 from taskq import App
 from taskq.broker import Broker
 from taskq.errors import TaskqError
 from taskq.retry import RetryPolicy
-from taskq.tools.embedded import EmbeddedRedis
-from waiting import WorkerProcesses, wait_for_state, wait_until, worker_env
+from waiting import WorkerProcesses, wait_for_state, wait_until
 from worker_support import StartWorker
 
 CHARGE = {"args": [], "kwargs": {"charge": 1}}
@@ -104,16 +100,6 @@ class TestInProcess:
         time.sleep(0.2)  # the ack, and the line it would log, come after the result
         assert wait_for_state(app.broker, handle.task_id, "completed")
         assert lines(caplog, handle.task_id) == []
-
-
-@pytest.fixture
-def workers(redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path,
-            tmp_path: Path) -> Iterator[WorkerProcesses]:
-    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
-    processes = WorkerProcesses(tmp_path, worker_env(redis_server.url, queue.queue,
-                                                     ledger_path, **cluster))
-    yield processes
-    processes.stop_all()
 
 
 @pytest.mark.processes

@@ -7,14 +7,11 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import redis
 
-from conftest import ON_CLUSTER
 from helpers import events, record_of
 from taskq import App, Worker, current_task
 from taskq.broker import Broker
@@ -22,9 +19,9 @@ from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError
 from taskq.results import TaskRecord
 from taskq.settings import Settings
-from taskq.tools.embedded import EmbeddedRedis, free_port
+from taskq.tools.embedded import free_port
 from taskq.worker.queues import Leaser, Queues, parse_queues
-from waiting import WorkerProcesses, event_types, wait_for_state, wait_until, worker_env
+from waiting import WorkerProcesses, event_types, wait_for_state, wait_until
 from worker_support import StartWorker
 
 CHARGE = {"args": [], "kwargs": {"charge": 7}}
@@ -341,16 +338,6 @@ class TestInProcess:
 
         wait_until(lambda: ticks(app.broker, "completed") >= 2, 10, "two ticks to run")
         assert ticks(other, "enqueued") == 0
-
-
-@pytest.fixture
-def workers(redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path,
-            tmp_path: Path) -> Iterator[WorkerProcesses]:
-    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
-    processes = WorkerProcesses(tmp_path, worker_env(redis_server.url, queue.queue,
-                                                     ledger_path, **cluster))
-    yield processes
-    processes.stop_all()
 
 
 @pytest.mark.processes

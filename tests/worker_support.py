@@ -6,15 +6,19 @@ import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from conftest import ON_CLUSTER
 from taskq import App, Worker
 from taskq.broker import Broker
 from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
 from taskq.worker.queues import QueueChoice
+from waiting import WorkerProcesses, worker_env
 
 
 class WorkerThread:
@@ -78,3 +82,16 @@ def start_worker(app: App, settings: Settings, client: redis.Redis) -> Iterator[
     yield start
     for running in started:
         running.close(client)
+
+
+@pytest.fixture
+def workers(redis_server: EmbeddedRedis, queue: Broker, ledger_path: Path,
+            tmp_path: Path) -> Iterator[WorkerProcesses]:
+    """`taskq worker` processes on the test's own queue, with the test settings of
+    `worker_env` (on the local cluster when the suite runs there); a test module may
+    define its own `workers` with other settings."""
+    cluster = {"TASKQ_REDIS_CLUSTER": "1"} if ON_CLUSTER else {}
+    processes = WorkerProcesses(tmp_path, worker_env(redis_server.url, queue.queue,
+                                                     ledger_path, **cluster))
+    yield processes
+    processes.stop_all()

@@ -168,16 +168,4 @@ def tokenless_model(cfg: cfgs.Config) -> Model[State]:
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:
     c = Constants.from_cfg(cfg)
-
-    def next_states(s: State) -> Iterator[Transition[State]]:
-        for action in actions:
-            yield from action(c, s)
-
-    return Model(
-        name=name,
-        init=(initial(c),),
-        next=next_states,
-        invariants=cfgs.invariants(cfg, invariants(c)),
-        properties=cfgs.properties(cfg, {}),
-        check_deadlock=cfg.check_deadlock,
-    )
+    return cfgs.action_model(name, cfg, c, initial(c), actions, invariants(c))

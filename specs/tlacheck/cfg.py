@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from .model import Invariant, Property, S
+from .model import Invariant, Model, Property, S, Transition
 
 T = TypeVar("T")
 
@@ -141,3 +141,34 @@ def _pick(
     if missing:
         raise ConfigError(f"{cfg.source}: {kind} {', '.join(missing)} has no Python transcription")
     return [(name, defined[name]) for name in names]
+
+
+C = TypeVar("C")
+
+
+def action_model(
+    name: str,
+    cfg: Config,
+    constants: C,
+    init: S,
+    actions: Sequence[Callable[[C, S], Iterator[Transition[S]]]],
+    defined: Mapping[str, Callable[[S], bool]],
+    defined_properties: Mapping[str, Property[S]] | None = None,
+) -> Model[S]:
+    """The model whose Next is `actions` tried in order, each given `constants` (the
+    cfg's, read by the transcription), from `init`, checked against the cfg's
+    INVARIANTs and PROPERTYs picked from `defined` and `defined_properties`, as TLC
+    reads the same cfg."""
+
+    def next_states(s: S) -> Iterator[Transition[S]]:
+        for action in actions:
+            yield from action(constants, s)
+
+    return Model(
+        name=name,
+        init=(init,),
+        next=next_states,
+        invariants=invariants(cfg, defined),
+        properties=properties(cfg, defined_properties or {}),
+        check_deadlock=cfg.check_deadlock,
+    )
