@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specs.CeleryETA import celery_eta
+from specs.Chord import chord
 from specs.ConcurrencyLimit import concurrency_limit
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
@@ -284,6 +285,29 @@ CHECKS: tuple[Check, ...] = (
         build=task_feed_split_attach.model,
         expect=Expect.violated("NoSilentGap", depth=6),
         tlc=TLC(distinct=101, generated=145, depth=6, left=57),
+    ),
+    Check(
+        spec="Chord/Chord.tla",
+        config="Chord/Chord.cfg",
+        build=chord.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=381, generated=1361, depth=13, left=0),
+    ),
+    Check(
+        spec="Chord/ChordAnyAck.tla",
+        config="Chord/ChordAnyAck.cfg",
+        build=chord.any_ack_model,
+        # A reaped member's stale ack counted: the callback runs while it runs again.
+        expect=Expect.violated("CallbackAfterAll", depth=6),
+        tlc=TLC(distinct=79, generated=145, depth=6, left=41),
+    ),
+    Check(
+        spec="Chord/ChordSeparateStep.tla",
+        config="Chord/ChordSeparateStep.cfg",
+        build=chord.separate_step_model,
+        # The worker that recorded the last member dies before it enqueues the callback.
+        expect=Expect.violated("CallbackNotLost", depth=6),
+        tlc=TLC(distinct=69, generated=136, depth=6, left=34),
     ),
     Check(
         spec="Progress/Progress.tla",

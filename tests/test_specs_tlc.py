@@ -47,9 +47,9 @@ def test_tlc_names_a_step_property_and_the_counterexample_as_tlacheck_does() -> 
 
 
 @pytest.mark.parametrize("check", [c for c in CHECKS
-                                   if c.spec.startswith(("Shards/", "Progress/"))],
+                                   if c.spec.startswith(("Shards/", "Progress/", "Chord/"))],
                          ids=lambda c: f"{c.name}:{c.config_name}")
-def test_tlc_checks_shards_progress_and_their_mutants_as_tlacheck_does(check: Check) -> None:
+def test_tlc_checks_the_newest_models_and_their_mutants_as_tlacheck_does(check: Check) -> None:
     run = tlc.run(check, ROOT)
     assert tlc.mismatches(check, run, result(Path(check.spec).name, check.config_name)) == []
 
