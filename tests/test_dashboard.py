@@ -939,6 +939,162 @@ def test_the_limits_panel_shows_each_limits_slots_and_waiting_tasks_live(
     assert "unparked" in types, types
 
 
+# -- progress ------------------------------------------------------------------------------
+
+# Each run reports how far it is whenever the test moves it on: DASH_DIR/<task id> holds
+# the page it may say it has reached, of ten; it returns after the tenth.
+PROGRESS_APP = '''
+import os
+import time
+from pathlib import Path
+import taskq
+
+app = taskq.App()
+
+@app.task("export.render", max_retries=0)
+def render() -> None:
+    here = Path(os.environ["DASH_DIR"])
+    me = taskq.current_task().task_id
+    said, deadline = 0, time.monotonic() + 60
+    while said < 10 and time.monotonic() < deadline:
+        wanted = int((here / me).read_text() or 0) if (here / me).exists() else 0
+        # A report sooner than a quarter second after the last is dropped: say it again.
+        if wanted > said and taskq.current_task().progress(wanted / 10,
+                                                           f"page {wanted} of 10"):
+            said = wanted
+        time.sleep(0.02)
+'''
+
+
+# The mark of a row that stands for several reports of a run, before their number.
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+def leased_row(page: Page, task_id: str) -> Locator:
+    return page.locator(f"[data-testid=leased-row][data-task-id='{task_id}']")
+
+
+def progress_rows(page: Page, task_id: str) -> Locator:
+    return page.locator(f"[data-testid=event-row][data-type=progress][data-task-id='{task_id}']")
+
+
+def test_a_running_tasks_bar_moves_live_as_its_handler_reports(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path
+) -> None:
+    queue.enqueue_many([NewTask(f"render-{i}", name="export.render") for i in (1, 2, 3)])
+    open_dashboard(page, server)
+    (tmp_path / "progress_app.py").write_text(PROGRESS_APP)
+    worker_env = dict(env, LEASE_SECONDS="5", POLL_SECONDS="0.2", PYTHONPATH=str(tmp_path),
+                      DASH_DIR=str(tmp_path))
+    worker = spawn(taskq_command("worker", "--queue", QUEUE, "--app", "progress_app:app",
+                                 "--concurrency", "3"), worker_env, str(tmp_path / "worker.log"))
+    try:
+        first, second = leased_row(page, "render-1"), leased_row(page, "render-2")
+        for row in (first, second, leased_row(page, "render-3")):
+            expect(row.get_by_test_id("progress-cell")).to_have_text("—")
+        (tmp_path / "render-1").write_text("3")
+        (tmp_path / "render-2").write_text("5")
+        expect(first.get_by_test_id("progress-percent")).to_have_text("30%")
+        expect(first.get_by_test_id("progress-message")).to_have_text("page 3 of 10")
+        expect(second.get_by_test_id("progress-cell")).to_have_attribute("data-permille", "500")
+        (tmp_path / "render-2").write_text("8")
+        expect(second.get_by_test_id("progress-percent")).to_have_text("80%")
+        expect(by_id(page, "count-leased")).to_have_text("3")
+        expect(second.get_by_test_id("lease-countdown")).to_have_text(re.compile(r"^\d\.\ds$"))
+
+        # Listed though heartbeats are hidden; a run's reports in a row are one row.
+        expect(by_id(page, "hide-heartbeats")).to_be_checked()
+        expect(progress_rows(page, "render-2")).to_have_count(1)
+        expect(progress_rows(page, "render-2")).to_be_visible()
+        expect(progress_rows(page, "render-2")).to_contain_text("80% · page 8 of 10")
+        expect(progress_rows(page, "render-2")).to_have_attribute("data-folded", "2")
+        expect(progress_rows(page, "render-2").get_by_test_id("folded")).to_have_text(TIMES + "2")
+        expect(progress_rows(page, "render-1").get_by_test_id("folded")).to_be_hidden()
+        expect(by_id(page, "workers-meta")).to_have_text("1 live · 3 of 3 slots in use")
+        shot = page.screenshot(path=str(tmp_path / "dashboard-progress.png"), full_page=True)
+        if os.environ.get("TASKQ_SCREENSHOT") == "1":
+            (DOCS / "dashboard-progress.png").write_bytes(shot)
+
+        first.get_by_test_id("task-link").click()
+        expect(by_id(page, "task-state")).to_have_text("running")
+        bar = by_id(page, "task-progress")
+        expect(bar.get_by_test_id("progress-percent")).to_have_text("30%")
+        (tmp_path / "render-1").write_text("6")
+        expect(bar.get_by_test_id("progress-percent")).to_have_text("60%")
+        expect(bar.get_by_test_id("progress-message")).to_have_text("page 6 of 10")
+        expect(first.get_by_test_id("progress-percent")).to_have_text("60%")
+
+        for i in (1, 2, 3):
+            (tmp_path / f"render-{i}").write_text("10")
+        expect(by_id(page, "task-state")).to_have_text("completed")
+        expect(bar.get_by_test_id("progress-percent")).to_have_text("100%")
+        expect(page.locator("#task-progress-title")).to_have_text("Progress of the last run")
+        expect(rows(page, "leased-row")).to_have_count(0)
+        expect(by_id(page, "count-leased")).to_have_text("0")
+    finally:
+        stop_all([worker])
+
+
+def test_progress_shows_from_the_snapshot_folds_and_starts_at_none_for_a_new_run(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("long", name="rows.import")
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    _, first = leased
+    assert queue.progress("long", first, 0.4, "4 of 10 rows")
+    open_dashboard(page, server)
+    row = leased_row(page, "long")
+    expect(row.get_by_test_id("progress-percent")).to_have_text("40%")
+    expect(row.get_by_test_id("progress-message")).to_have_text("4 of 10 rows")
+    expect(progress_rows(page, "long")).to_contain_text("40% · 4 of 10 rows")
+
+    # A flood of reports is one row; a heartbeat of the run keeps its bar.
+    for n in range(1, 301):
+        assert queue.progress("long", first, 0.4 + n / 1000, f"{400 + n} of 1000 rows")
+    assert queue.heartbeat("long", first, 30)
+    assert queue.progress("long", first, 0.75)
+    expect(row.get_by_test_id("progress-percent")).to_have_text("75%")
+    expect(row.get_by_test_id("progress-message")).to_be_hidden()
+    reports = progress_rows(page, "long")
+    expect(reports).to_have_count(1)
+    expect(reports).to_have_attribute("data-folded", "302")
+    expect(reports.get_by_test_id("folded")).to_have_text(TIMES + "302")
+    expect(page.locator("[data-testid=event-row][data-type=leased]")).to_be_visible()
+    expect(page.locator("[data-testid=event-row][data-type=enqueued]")).to_be_visible()
+    assert queue.heartbeat("long", first, 30)
+    expect(page.locator("[data-testid=event-row][data-type=heartbeat]")).to_have_count(2)
+    expect(row.get_by_test_id("progress-percent")).to_have_text("75%")
+
+    row.get_by_test_id("task-link").click()
+    expect(by_id(page, "task-progress").get_by_test_id("progress-percent")).to_have_text("75%")
+    folded = page.locator("[data-testid=task-event][data-type=progress]")
+    expect(folded).to_have_count(1)
+    expect(folded).to_have_attribute("data-folded", "302")
+    by_id(page, "task-close").click()
+
+    # Leased again, the task starts with no progress, on the page as in a fresh load.
+    assert queue.release("long", first)
+    again = queue.lease("test-worker", 30)
+    assert again is not None
+    _, second = again
+    expect(row).to_have_attribute("data-task-id", "long")
+    expect(row.locator("td.num.mono")).to_have_text(str(second))
+    expect(row.get_by_test_id("progress-cell")).to_have_text("—")
+    page.reload()
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    expect(row.get_by_test_id("progress-cell")).to_have_text("—")
+    assert queue.progress("long", second, 0.1, "1 of 10 rows")
+    expect(row.get_by_test_id("progress-percent")).to_have_text("10%")
+    expect(progress_rows(page, "long").first).to_contain_text("10% · 1 of 10 rows")
+    expect(progress_rows(page, "long").first.get_by_test_id("folded")).to_be_hidden()
+    # A report moves the bar in its row, which stays: a click on its link is not lost.
+    drawn = row.element_handle()
+    assert queue.progress("long", second, 0.2, "2 of 10 rows")
+    expect(row.get_by_test_id("progress-percent")).to_have_text("20%")
+    assert drawn.evaluate("node => node.isConnected")
+
+
 # -- sharded queues ----------------------------------------------------------------------
 
 SHARDED = "mail"

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from helpers import events
+from helpers import events, lease_one, wait_past
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
 from taskq import App
 from taskq.broker import Broker, NewTask
@@ -601,6 +601,46 @@ def test_the_snapshot_lists_the_last_events_it_reflects_as_the_feed_sends_them(
         assert [e["seq"] for e in kept] == [8, 9, 10, 11]
         refused = http.get("/api/snapshot", params={"events": "201"})
         assert refused.status_code == 400 and refused.json()["parameter"] == "events"
+
+
+def test_the_snapshot_the_record_and_the_feed_give_the_current_runs_progress(
+    server: Server, queue: Broker
+) -> None:
+    """What the page draws its progress bars from: a leased row's and a record's
+    `progress` (0 to 1, null until the run says) and `progress_message`, and the
+    `progress` event (its permille as text), for the run that holds the lease alone."""
+    queue.enqueue("long")
+    _, first = lease_one(queue, seconds=0.05)
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        (row,) = http.get("/api/snapshot").json()["leased"]
+        assert (row["progress"], row["progress_message"]) == (None, "")
+        position = http.get("/api/snapshot").json()["position"]
+        assert queue.progress("long", first, 0.25, "1 of 4 files")
+        (row,) = http.get("/api/snapshot").json()["leased"]
+        assert (row["progress"], row["progress_message"]) == (0.25, "1 of 4 files")
+        record = http.get("/api/tasks/long").json()
+        assert (record["progress"], record["progress_message"]) == (0.25, "1 of 4 files")
+        with feed(server, queue, query=position) as stream:
+            (sent,) = [b for b in stream.rows_until_quiet() if b.is_row]
+        assert sent.event == "progress"
+        assert {k: sent.body[k] for k in ("type", "task", "state", "token", "progress",
+                                          "message")} == {
+            "type": "progress", "task": "long", "state": "running", "token": first,
+            "progress": "250", "message": "1 of 4 files"}
+
+        # Leased again, the task shows none until its new run says.
+        wait_past(0.05)
+        queue.reap(backoff_base=0.001, backoff_max=0.001)
+        wait_past(0.01)
+        queue.promote()
+        _, second = lease_one(queue)
+        (row,) = http.get("/api/snapshot").json()["leased"]
+        assert (row["token"], row["progress"], row["progress_message"]) == (second, None, "")
+        assert http.get("/api/tasks/long").json()["progress"] is None
+        assert queue.progress("long", second, 1.0)
+        (row,) = http.get("/api/snapshot").json()["leased"]
+        assert (row["progress"], row["progress_message"]) == (1.0, "")
 
 
 METRICS = (

@@ -17,7 +17,9 @@ import { getJSON, postJSON } from './http.js';
 import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
 import { initShards, reloadShardsSoon, showShards } from './shards.js';
-import { closeTask, initTaskView, openTaskFromHash, taskChanged } from './task.js';
+import {
+  closeTask, initTaskView, openTaskFromHash, taskChanged, taskProgress,
+} from './task.js';
 import { loadThroughput, reloadThroughput } from './throughput.js';
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
 import { loadWorkers, reloadWorkers } from './workers.js';
@@ -135,7 +137,8 @@ function onEvent(message) {
   view.seen.push(performance.now());
   if (feed.loading) feed.buffer.push(data);
   else applyIfNew(data);
-  taskChanged(data.task);
+  if (data.type === 'progress') taskProgress(data);
+  else taskChanged(data.task);
   scheduleEvent(data);
   limitsEvent(data, view.names.get(data.task) || data.name || '');
   totalsEvent(data);

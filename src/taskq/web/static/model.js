@@ -3,7 +3,7 @@
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
   'released', 'reaped', 'promoted', 'throttled', 'parked', 'unparked', 'revived', 'purged',
-  'cancel_requested', 'cancelled'];
+  'cancel_requested', 'cancelled', 'progress'];
 // Each event type moves a task out of one state (a `cancelled` event names it in `from`:
 // pending, delayed, dead or running); the event's `state` is where it lands. The scripts
 // emit exactly these transitions, so counts follow from the events alone.
@@ -11,7 +11,7 @@ const FROM = {
   enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
   throttled: 'pending', parked: 'pending', unparked: 'pending', revived: 'dead',
-  purged: 'dead', cancel_requested: 'running',
+  purged: 'dead', cancel_requested: 'running', progress: 'running',
 };
 const fromState = (d) => (d.type === 'cancelled' ? d.from : FROM[d.type]);
 const BUCKET = { pending: 'ready', running: 'leased', delayed: 'delayed', dead: 'dead' };
@@ -32,6 +32,7 @@ export const view = {
   names: new Map(),
   busy: new Map(), // task id -> the action ('retry' or 'cancel') sent for it, unanswered
   sent: new Map(), //  task id -> the action done, until the task's event moves its row
+  moved: new Set(), // leased rows whose progress alone changed: their bars are set again
   lastId: '', // the feed id of the last event or gap received
   newRows: [], // events (and gaps) not yet listed on screen
   seen: [], // arrival times, for the rate
@@ -55,7 +56,9 @@ export function applySnapshot(snap, clientMid) {
     remember(l.task_id, l.name);
     return [l.task_id, { id: l.task_id, name: l.name, worker: l.worker, token: l.token,
       attempt: l.attempt, expires: l.expires_at, total,
-      cancelRequested: l.cancel_requested_at > 0 }];
+      cancelRequested: l.cancel_requested_at > 0,
+      permille: l.progress == null ? null : Math.round(l.progress * 1000),
+      progressMessage: l.progress_message || '' }];
   }));
   view.delayed = new Map(snap.delayed.map((d) => {
     remember(d.task_id, d.name);
@@ -94,6 +97,17 @@ function applyEvent(d) {
   if (from === undefined || !to) return;
   remember(d.task, d.name);
   const name = view.names.get(d.task) || '';
+  if (d.type === 'progress') {
+    // It moves no task: the run that holds the lease (its token) says how far it is.
+    // A row of another run, as a page that missed events may hold, keeps its own.
+    const row = view.leased.get(d.task);
+    if (row && row.token === d.token) {
+      row.permille = Number(d.progress);
+      row.progressMessage = d.message || '';
+      view.moved.add(d.task);
+    }
+    return;
+  }
   if (d.type === 'cancel_requested') {
     // The task runs on under its lease until its worker hears of the cancel.
     const row = view.leased.get(d.task);
@@ -111,11 +125,14 @@ function applyEvent(d) {
   }
   if (to === 'running') {
     const prev = view.leased.get(d.task) || {};
+    // Progress is a run's: a heartbeat of the same run keeps it, a new lease starts at none.
+    const run = d.token != null && d.token === prev.token ? prev : {};
     if (d.at && d.ts) view.leaseMs = d.at - d.ts;
     view.leased.set(d.task, { id: d.task, name, worker: d.worker || prev.worker || '',
       token: d.token ?? prev.token, attempt: d.retries != null ? d.retries + 1 : prev.attempt,
       expires: d.at, total: d.at - d.ts,
-      cancelRequested: d.type === 'heartbeat' && Boolean(prev.cancelRequested) });
+      cancelRequested: d.type === 'heartbeat' && Boolean(prev.cancelRequested),
+      permille: run.permille ?? null, progressMessage: run.progressMessage || '' });
   } else if (to === 'delayed') {
     view.delayed.set(d.task, { id: d.task, name, retries: d.retries ?? 0, runAt: d.at,
       error: d.error || '', errorType: d.error_type || '', throttled: d.type === 'throttled' });

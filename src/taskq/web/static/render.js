@@ -2,6 +2,9 @@
 
 import { hidingHeartbeats } from './heartbeats.js';
 import { MAX_ROWS, epochOf, view } from './model.js';
+import {
+  drawProgress, foldProgress, foldReports, foldedMark, percent,
+} from './progress.js';
 
 // Events listed: this many heartbeats, and as many of the other events, so heartbeats
 // (hidden or not) never push the others off the list.
@@ -35,6 +38,8 @@ export function render() {
   const { dirty } = view;
   if (dirty.has('counts')) renderCounts();
   if (dirty.has('leased')) renderLeased();
+  else view.moved.forEach(moveProgress);
+  view.moved.clear();
   if (dirty.has('delayed')) renderDelayed();
   if (dirty.has('dead')) renderDead();
   dirty.clear();
@@ -125,6 +130,20 @@ function fill(body, rows, draw, span, empty) {
   $(body).replaceChildren(...(rows.length ? rows.map(draw) : [emptyRow(span, empty)]));
 }
 
+function progressCell(l) {
+  const cell = el('td', { class: 'progress-cell', 'data-testid': 'progress-cell' });
+  drawProgress(cell, l.permille, l.progressMessage);
+  return cell;
+}
+
+// A report moves its row's bar alone: the row stays, and with it a link being clicked.
+function moveProgress(id) {
+  const l = view.leased.get(id);
+  const cell = $('leased-body').querySelector(
+    `tr[data-task-id="${CSS.escape(id)}"] > .progress-cell`);
+  if (l && cell) drawProgress(cell, l.permille, l.progressMessage);
+}
+
 function renderLeased() {
   const rows = top(view.leased, (a, b) => a.expires - b.expires);
   fill('leased-body', rows, (l) => el('tr', { 'data-testid': 'leased-row', 'data-task-id': l.id,
@@ -133,11 +152,12 @@ function renderLeased() {
     el('td', { class: 'worker', title: l.worker }, l.worker || '—'),
     el('td', { class: 'num' }, String(l.attempt ?? '—')),
     el('td', { class: 'num mono' }, String(l.token ?? '—')),
+    progressCell(l),
     el('td', {}, el('div', {
       class: 'countdown', 'data-testid': 'lease-countdown', 'data-kind': 'lease',
       'data-deadline': l.expires, 'data-total': l.total || '',
     }, el('span', { class: 'left' }), el('span', { class: 'track' }, el('span', { class: 'fill' }))))),
-  6, 'No task is leased right now.');
+  7, 'No task is leased right now.');
   meta('leased-meta', rows.length, Math.max(view.counts.leased, rows.length));
 }
 
@@ -209,7 +229,11 @@ function trimEvents(list) {
 export function renderEvents() {
   const list = $('events');
   if (view.newRows.length) {
-    list.prepend(...newest(view.newRows.splice(0)).map(eventRow));
+    for (const d of newest(foldReports(view.newRows.splice(0))).reverse()) {
+      const row = eventRow(d);
+      if (d.type === 'progress') foldProgress(list, row);
+      list.prepend(row);
+    }
     trimEvents(list);
   }
   const shown = hidingHeartbeats() ? list.querySelector(':scope > :not([data-type=heartbeat])')
@@ -228,18 +252,25 @@ function eventRow(d) {
   }
   const attempt = d.type === 'leased' && d.retries ? ` · attempt ${d.retries + 1}` : '';
   const detail = d.error || (d.from ? `from ${d.from}` : '')
-    || (d.worker ? `by ${d.worker}${attempt}` : '') || d.name || '';
+    || (d.worker ? `by ${d.worker}${attempt}` : '') || progressText(d) || d.name || '';
+  const reported = d.type === 'progress';
   return el('li', {
     class: 'event', 'data-testid': 'event-row', 'data-seq': d.seq, 'data-epoch': epochOf(d),
-    'data-type': d.type, 'data-task-id': d.task,
+    'data-type': d.type, 'data-task-id': d.task, 'data-token': reported ? d.token : null,
+    'data-folded': d.reports,
   },
   el('time', { datetime: new Date(d.ts).toISOString() }, clockTime(d.ts)),
   typeBadge(d.type),
   el('code', { class: 'task', title: d.task }, taskLink(d.task)),
   el('span', { class: `state state-${d.state}` }, d.state),
   el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail },
-    timeLimitBadge(d.error_type), priorityBadge(d.priority), detail));
+    timeLimitBadge(d.error_type), priorityBadge(d.priority),
+    reported ? foldedMark(d.reports) : null, detail));
 }
+
+// What a `progress` event says: how far, and what the run is doing ('' for another event).
+export const progressText = (d) => (d.type === 'progress'
+  ? [percent(Number(d.progress)), d.message].filter(Boolean).join(' · ') : '');
 
 export function renderFooter() {
   const [epoch, seq] = view.lastId.split('.');

@@ -20,7 +20,7 @@ const MAX_FEEDS = 3;
 // browser waits the notice's retry to come back.
 const NOTICES = ['missing', 'unavailable'];
 // Event types that move no task between states, so change no count.
-const UNCOUNTED = new Set(['heartbeat', 'cancel_requested']);
+const UNCOUNTED = new Set(['heartbeat', 'cancel_requested', 'progress']);
 const REOPEN_MS = 2000;
 // Events within this long are listed in one draw.
 const DRAW_MS = 100;

@@ -1,11 +1,14 @@
-// The task view: one task's record, its result or its failure with the traceback, and
-// its events, with a Cancel button while the task can be cancelled. A #task=<id> link
-// opens it; each feed event for the task reloads it, so what it shows is always one
-// consistent read of the server, never a local guess.
+// The task view: one task's record, its run's progress, its result or its failure with
+// the traceback, and its events, with a Cancel button while the task can be cancelled. A
+// #task=<id> link opens it; each feed event for the task reloads it, so what it shows is
+// always one consistent read of the server, never a local guess. A progress report alone
+// is drawn from its event (the bar is all it changes), the view reloaded less often.
 
 import { getJSON } from './http.js';
+import { drawProgress, foldReports, foldedMark } from './progress.js';
 import {
-  cancelRequestedBadge, clockTime, el, hooks, priorityBadge, timeLimitBadge, typeBadge,
+  cancelRequestedBadge, clockTime, el, hooks, priorityBadge, progressText, timeLimitBadge,
+  typeBadge,
 } from './render.js';
 
 // States a cancel ends at once; a running task can be asked once.
@@ -16,6 +19,9 @@ const DEFAULT_PRIORITY = 5;
 
 // Feed events for the open task within this long are answered by one reload.
 const RELOAD_MS = 100;
+// A run reports up to four times a second, each report changing the bar alone, which
+// the event itself gives: the record and events are read again at most this often.
+const PROGRESS_RELOAD_MS = 1000;
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -27,6 +33,8 @@ const open = {
   busy: false,
   again: false, // an event came while loading: load once more after
   timer: 0,
+  due: 0, // when the timer fires (performance.now())
+  run: null, // the token of the run the view shows running; null when it is not running
   cancelling: false, // its cancel is sent and not yet answered
 };
 
@@ -40,7 +48,7 @@ export function openTaskFromHash(queue) {
     hide();
     return;
   }
-  Object.assign(open, { id, queue, busy: false, again: false, cancelling: false });
+  Object.assign(open, { id, queue, busy: false, again: false, run: null, cancelling: false });
   open.loadId += 1;
   $('task-cancel-result').hidden = true;
   $('task-id').textContent = id;
@@ -70,11 +78,26 @@ function hide() {
 
 // A feed event for `task` (null: events may have been missed) reloads the open view.
 export function taskChanged(task) {
-  if (!open.id || (task !== null && task !== open.id) || open.timer) return;
+  if (open.id && (task === null || task === open.id)) reloadIn(RELOAD_MS);
+}
+
+// A `progress` event: the bar of the run shown moves now, the rest follows later.
+export function taskProgress(data) {
+  if (!open.id || data.task !== open.id) return;
+  if (data.token === open.run) drawBar(Number(data.progress), data.message || '', 'running');
+  reloadIn(PROGRESS_RELOAD_MS);
+}
+
+// Loads within `ms`, or sooner if a load is due sooner already.
+function reloadIn(ms) {
+  const at = performance.now() + ms;
+  if (open.timer && open.due <= at) return;
+  clearTimeout(open.timer);
+  open.due = at;
   open.timer = setTimeout(() => {
     open.timer = 0;
     load();
-  }, RELOAD_MS);
+  }, ms);
 }
 
 async function load() {
@@ -103,8 +126,11 @@ async function load() {
 function showMessage(text) {
   $('task-message').textContent = text;
   $('task-message').hidden = false;
+  open.run = null;
   for (const part of ['task-state', 'task-cancel-requested', 'task-cancel', 'task-record',
-    'task-result-part', 'task-error-part', 'task-events-part']) $(part).hidden = true;
+    'task-progress-part', 'task-result-part', 'task-error-part', 'task-events-part']) {
+    $(part).hidden = true;
+  }
 }
 
 function draw(t) {
@@ -120,6 +146,9 @@ function draw(t) {
   const button = $('task-cancel');
   button.hidden = !(CANCELLABLE.has(t.state) || (t.state === 'running' && !requested));
   button.disabled = open.cancelling;
+  open.run = t.state === 'running' ? t.fencing_token : null;
+  drawBar(t.progress == null ? null : Math.round(t.progress * 1000), t.progress_message,
+    t.state);
   drawRecord(t);
   drawResult(t);
   drawError(t.error);
@@ -148,6 +177,15 @@ function drawRecord(t) {
   $('task-record').replaceChildren(...rows.flatMap(([label, value]) => [
     el('dt', {}, label), el('dd', { title: value }, value)]));
   $('task-record').hidden = false;
+}
+
+// The bar of the task's latest run, if it said how far it got: live while it runs,
+// where it stopped once it has ended or waits to run again.
+function drawBar(permille, message, state) {
+  $('task-progress-part').hidden = permille == null;
+  $('task-progress-title').textContent = state === 'running' ? 'Progress'
+    : 'Progress of the last run';
+  drawProgress($('task-progress'), permille, message);
 }
 
 function drawResult(t) {
@@ -179,7 +217,8 @@ function drawEvents(t) {
     note += ' · earlier ones were trimmed';
   }
   $('task-events-meta').textContent = note;
-  $('task-events').replaceChildren(...t.events.map(eventItem));
+  // A long run reports many times: its reports in a row are one item, as in the event list.
+  $('task-events').replaceChildren(...foldReports(t.events).map(eventItem));
   $('task-events-part').hidden = false;
 }
 
@@ -191,15 +230,17 @@ function eventItem(e) {
     e.error || '',
     e.result != null ? `result ${e.result}` : '',
     e.result_bytes != null ? `result of ${e.result_bytes} bytes` : '',
+    progressText(e),
   ].filter(Boolean).join(' · ');
   return el('li', { class: 'event', 'data-testid': 'task-event', 'data-type': e.type,
-    'data-seq': e.seq },
+    'data-seq': e.seq, 'data-folded': e.reports },
   el('time', { datetime: iso(e.ts), title: iso(e.ts) }, clockTime(e.ts)),
   typeBadge(e.type),
   el('code', { class: 'task' }, `#${e.seq}`),
   el('span', { class: `state state-${e.state}` }, e.state),
   el('span', { class: `detail${e.error ? ' error' : ''}`, title: detail },
-    timeLimitBadge(e.error_type), priorityBadge(e.priority), detail));
+    timeLimitBadge(e.error_type), priorityBadge(e.priority),
+    e.type === 'progress' ? foldedMark(e.reports) : null, detail));
 }
 
 function iso(ms) {
