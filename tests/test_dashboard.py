@@ -13,7 +13,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -1093,6 +1093,104 @@ def test_progress_shows_from_the_snapshot_folds_and_starts_at_none_for_a_new_run
     assert queue.progress("long", second, 0.2, "2 of 10 rows")
     expect(row.get_by_test_id("progress-percent")).to_have_text("20%")
     assert drawn.evaluate("node => node.isConnected")
+
+
+# -- history ---------------------------------------------------------------------------------
+
+
+def history_ids(page: Page) -> Locator:
+    """The ids the history panel lists, top to bottom."""
+    return page.locator("[data-testid=history-row] td.id")
+
+
+# The history panel's reload period (app.js's HISTORY_MS).
+HISTORY_RELOAD_MS = 5000
+
+
+def search_history(page: Page, act: Callable[[], None], shown: list[str]) -> None:
+    """Do `act` just after one of the panel's timed reloads, and expect it to list `shown`
+    before the next could: a change of the search reloads the panel itself."""
+    with page.expect_response(lambda response: "/api/history?" in response.url):
+        pass
+    act()
+    expect(history_ids(page)).to_have_text(shown, timeout=HISTORY_RELOAD_MS - 1500)
+
+
+def end_some_tasks(queue: Broker) -> None:
+    """inv-1 completed, ord-1 dead, ord-2 cancelled, inv-2 completed after one failed
+    attempt, in that order; wait-1 still pending."""
+    queue.enqueue("inv-1", name="shop.invoice")
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None and queue.ack(*leased)
+    queue.enqueue("ord-1", name="shop.charge", max_retries=0)
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    assert queue.fail(*leased, error="ValueError: no stock").status == "dead"
+    queue.enqueue("ord-2", name="shop.charge", delay=3600)
+    assert queue.cancel("ord-2").outcome == "cancelled"
+    queue.enqueue("inv-2", name="shop.invoice")
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    assert queue.fail(*leased, error="OSError: printer offline", backoff_base=0.001,
+                      backoff_max=0.001).status == "retry"
+    wait_until(lambda: queue.promote() == ["inv-2"], 5, "the retry to fall due")
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None and queue.ack(*leased)
+    queue.enqueue("wait-1", name="shop.invoice")
+
+
+def test_the_history_panel_lists_ended_tasks_newest_first_and_searches_them(
+    page: Page, server: Server, queue: Broker, tmp_path: Path
+) -> None:
+    end_some_tasks(queue)
+    open_dashboard(page, server)
+    listed = history_ids(page)
+    expect(listed).to_have_text(["inv-2", "ord-2", "ord-1", "inv-1"])
+    expect(rows(page, "history-row").first.locator("td")).to_have_text([
+        re.compile(r"ago$"), "inv-2", "shop.invoice", "completed", "1",
+        "OSError: printer offline"])
+    dead = page.locator("[data-testid=history-row][data-task-id=ord-1]")
+    expect(dead.get_by_test_id("history-state")).to_have_text("dead")
+    expect(dead).to_contain_text("ValueError: no stock")
+    expect(by_id(page, "history-meta")).to_have_text("4 found in the whole log")
+
+    search_history(page, by_id(page, "history-completed").uncheck, ["ord-2", "ord-1"])
+    by_id(page, "history-dead").uncheck()
+    expect(listed).to_have_text(["ord-2"])
+    # The last way of ending left cannot be unticked: the search always asks for one.
+    expect(by_id(page, "history-cancelled")).to_be_disabled()
+    by_id(page, "history-completed").check()
+    expect(by_id(page, "history-cancelled")).to_be_enabled()
+    by_id(page, "history-dead").check()
+    expect(listed).to_have_text(["inv-2", "ord-2", "ord-1", "inv-1"])
+
+    search_history(page, lambda: by_id(page, "history-prefix").press_sequentially("inv"),
+                   ["inv-2", "inv-1"])
+    by_id(page, "history-prefix").fill("")
+    by_id(page, "history-name").fill("charge")
+    expect(listed).to_have_text(["ord-2", "ord-1"])
+    by_id(page, "history-prefix").fill("ord-1")
+    expect(listed).to_have_text(["ord-1"])
+    by_id(page, "history-name").fill("nothing-like-it")
+    expect(by_id(page, "history-body")).to_have_text("No ended task matches this search.")
+    expect(by_id(page, "history-meta")).to_have_text("0 found in the whole log")
+    by_id(page, "history-prefix").fill("")
+    by_id(page, "history-name").fill("shop")
+    expect(listed).to_have_text(["inv-2", "ord-2", "ord-1", "inv-1"])
+
+    # A task that ends after the load shows at the next reload.
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None and queue.ack(*leased)
+    expect(listed).to_have_text(["wait-1", "inv-2", "ord-2", "ord-1", "inv-1"])
+    page.evaluate("window.scrollTo(0, 0)")  # typing scrolled the search box into view
+    shot = page.screenshot(path=str(tmp_path / "dashboard-history.png"), full_page=True)
+    if os.environ.get("TASKQ_SCREENSHOT") == "1":
+        (DOCS / "dashboard-history.png").write_bytes(shot)
+
+    dead.get_by_test_id("task-link").click()
+    assert page.url.endswith("#task=ord-1")
+    expect(by_id(page, "task-state")).to_have_text("dead")
+    expect(by_id(page, "task-error")).to_contain_text("no stock")
 
 
 # -- sharded queues ----------------------------------------------------------------------

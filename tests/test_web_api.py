@@ -35,7 +35,7 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
         assert http.get("/healthz").status_code == 200
         for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/limits",
                      "/api/shards", "/api/totals", "/api/throughput", "/api/workers",
-                     "/metrics", "/"):
+                     "/api/history", "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200

@@ -2,7 +2,7 @@
 // list, then follow its resumable event feed from the snapshot's position, applying each
 // event to the view as it comes. A #task=<id> link opens one task's view, which the same
 // feed keeps current, as it does the schedules panel and the lifetime totals; the last
-// minute's rates and the live workers reload on timers. On a sharded queue the main view
+// minute's rates, the live workers and the recently ended tasks reload on timers. On a sharded queue the main view
 // shows one shard, and the shards panel all of them.
 
 import {
@@ -13,6 +13,7 @@ import {
   tick, toast,
 } from './render.js';
 import { initHeartbeatFilter } from './heartbeats.js';
+import { initHistory, loadHistory, reloadHistory } from './history.js';
 import { getJSON, postJSON } from './http.js';
 import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
@@ -33,6 +34,8 @@ const THROUGHPUT_MS = 5000;
 // A vanished worker's record expires a lease after its last beat; the panel shows that
 // within one more reload.
 const WORKERS_MS = 2000;
+// The ended tasks are read from the log: a task that ends shows within this long.
+const HISTORY_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -260,6 +263,7 @@ async function start(queue) {
   loadTotals(queue);
   loadThroughput(queue);
   loadWorkers(queue);
+  loadHistory(queue);
   const snap = await loadSnapshot(RECENT_EVENTS);
   if (view.queue === queue) openStream(snap ? snap.position : '');
 }
@@ -285,6 +289,7 @@ async function main() {
   $('gap-close').addEventListener('click', () => { $('gap-notice').hidden = true; });
   initTaskView();
   initHeartbeatFilter(renderEvents);
+  initHistory();
   window.addEventListener('hashchange', () => openTaskFromHash(view.queue));
   setInterval(tick, TICK_MS);
   setInterval(() => {
@@ -299,6 +304,7 @@ async function main() {
   }, RESYNC_MS);
   setInterval(reloadThroughput, THROUGHPUT_MS);
   setInterval(reloadWorkers, WORKERS_MS);
+  setInterval(reloadHistory, HISTORY_MS);
   await start(view.queue || await showShards(serverQueue || names[0] || 'default'));
   openTaskFromHash(view.queue);
 }
