@@ -16,10 +16,11 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
 
 from serve_support import Server as ServeProcess
 from taskq import App
@@ -1191,6 +1192,121 @@ def test_the_history_panel_lists_ended_tasks_newest_first_and_searches_them(
     assert page.url.endswith("#task=ord-1")
     expect(by_id(page, "task-state")).to_have_text("dead")
     expect(by_id(page, "task-error")).to_contain_text("no stock")
+
+
+# -- bulk actions on the DLQ -----------------------------------------------------------------
+
+
+def fail_for_good(queue: Broker, count: int) -> None:
+    """Lease `count` ready tasks, in batches, and fail each for good."""
+    while count > 0:
+        batch = queue.lease_many("test-worker", 30, min(count, 500)).tasks
+        assert batch, "fewer tasks were ready than asked for"
+        for task in batch:
+            assert queue.fail(task.task_id, task.token, "ValueError: bad row",
+                              dead=True).status == "dead"
+        count -= len(batch)
+
+
+def kill(queue: Broker, task_ids: list[str]) -> None:
+    queue.enqueue_many([NewTask(task_id) for task_id in task_ids])
+    fail_for_good(queue, len(task_ids))
+
+
+def writes(page: Page) -> list[tuple[str, str | None]]:
+    """Every POST the page sends from now on: its path and its X-Taskq-Request header."""
+    sent: list[tuple[str, str | None]] = []
+    page.on("request", lambda request: sent.append(
+        (urlsplit(request.url).path, request.headers.get("x-taskq-request")))
+        if request.method == "POST" else None)
+    return sent
+
+
+def answer(page: Page, accept: bool) -> list[str]:
+    """Accept or dismiss the page's next dialog; what it asked is appended to the list."""
+    asked: list[str] = []
+
+    def reply(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        if accept:
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.once("dialog", reply)
+    return asked
+
+
+def test_retry_all_and_delete_all_ask_first_and_act_on_every_dead_task(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    kill(queue, ["d-0", "d-1", "d-2"])
+    open_dashboard(page, server)
+    sent = writes(page)
+    expect(rows(page, "dlq-row")).to_have_count(3)
+
+    asked = answer(page, accept=False)
+    by_id(page, "cancel-all").click()
+    assert asked == ["Delete all 3 dead tasks from the dead letter queue for good? "
+                     "They end cancelled: this cannot be undone."]
+    asked = answer(page, accept=True)
+    by_id(page, "retry-all").click()
+    assert asked == ["Send all 3 dead tasks back to ready, their retries reset?"]
+    expect(by_id(page, "bulk-result")).to_have_text("Sent 3 tasks back to ready")
+    # The dismissed question sent nothing: the one write is the retry, sent as a write.
+    assert sent == [("/api/dlq/retry-all", "1")]
+    expect(rows(page, "dlq-row")).to_have_count(0)
+    expect(by_id(page, "count-dead")).to_have_text("0")
+    expect(by_id(page, "count-ready")).to_have_text("3")
+    expect(by_id(page, "retry-all")).to_be_disabled()
+    expect(by_id(page, "cancel-all")).to_be_disabled()
+    expect(page.locator("[data-testid=event-row][data-type=revived]")).to_have_count(3)
+    for task_id in ("d-0", "d-1", "d-2"):
+        record = queue.task(task_id)
+        assert record is not None and record.state == "pending", task_id
+
+    fail_for_good(queue, 3)
+    expect(rows(page, "dlq-row")).to_have_count(3)
+    expect(by_id(page, "cancel-all")).to_be_enabled()
+    asked = answer(page, accept=False)
+    by_id(page, "retry-all").click()
+    assert asked == ["Send all 3 dead tasks back to ready, their retries reset?"]
+    answer(page, accept=True)
+    by_id(page, "cancel-all").click()
+    expect(by_id(page, "bulk-result").last).to_have_text(
+        "Deleted 3 tasks from the dead letter queue")
+    assert sent == [("/api/dlq/retry-all", "1"), ("/api/dlq/cancel-all", "1")]
+    expect(rows(page, "dlq-row")).to_have_count(0)
+    expect(by_id(page, "count-dead")).to_have_text("0")
+    expect(by_id(page, "total-cancelled")).to_have_text("3")
+    for task_id in ("d-0", "d-1", "d-2"):
+        record = queue.task(task_id)
+        assert record is not None and record.state == "cancelled", task_id
+
+
+def test_a_dlq_past_what_one_press_takes_says_how_many_are_left(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    kill(queue, [f"d-{i:04}" for i in range(1001)])
+    open_dashboard(page, server)
+    expect(by_id(page, "count-dead")).to_have_text("1,001")
+
+    asked = answer(page, accept=True)
+    by_id(page, "retry-all").click()
+    assert asked == ["Send the first 1,000 of 1,001 dead tasks back to ready, "
+                     "their retries reset?"]
+    expect(by_id(page, "bulk-result")).to_have_text(
+        "Sent 1,000 tasks back to ready · 1 left: press again")
+    expect(by_id(page, "count-dead")).to_have_text("1")
+    expect(by_id(page, "count-ready")).to_have_text("1,000")
+    expect(rows(page, "dlq-row")).to_have_count(1)
+
+    asked = answer(page, accept=True)
+    by_id(page, "retry-all").click()
+    assert asked == ["Send the 1 dead task back to ready, their retries reset?"]
+    expect(by_id(page, "bulk-result").last).to_have_text("Sent 1 task back to ready")
+    expect(by_id(page, "count-dead")).to_have_text("0")
+    assert queue.counts().dead == 0
 
 
 # -- sharded queues ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ import {
   hideError, hooks, render, renderEvents, renderFooter, schedule, setConn, showError, showGap,
   tick, toast,
 } from './render.js';
+import { drawBulk, initBulk } from './bulk.js';
 import { initHeartbeatFilter } from './heartbeats.js';
 import { initHistory, loadHistory, reloadHistory } from './history.js';
 import { getJSON, postJSON } from './http.js';
@@ -280,7 +281,7 @@ async function switchTo(queue, task = '') {
 }
 
 async function main() {
-  Object.assign(hooks, { nameOf, retry, cancel });
+  Object.assign(hooks, { nameOf, retry, cancel, drawBulk });
   initShards(switchTo);
   const wanted = new URLSearchParams(window.location.search).get('queue');
   if (wanted) view.queue = await showShards(wanted);
@@ -290,6 +291,7 @@ async function main() {
   initTaskView();
   initHeartbeatFilter(renderEvents);
   initHistory();
+  initBulk(() => loadSnapshot());
   window.addEventListener('hashchange', () => openTaskFromHash(view.queue));
   setInterval(tick, TICK_MS);
   setInterval(() => {

@@ -16,9 +16,11 @@ export const TIME_LIMIT_ERROR = 'taskq.errors.TimeLimitExceeded';
 // it: a worker asks at least every few seconds.
 const LATE_TICK_MS = 10000;
 
-// What rows and the task view need from the rest of the app: a task's name, and the
-// retry and cancel actions.
-export const hooks = { nameOf: () => '', retry: () => {}, cancel: async () => ({}) };
+// What rows and the task view need from the rest of the app: a task's name, the retry
+// and cancel actions, and the DLQ's bulk buttons to draw with its rows.
+export const hooks = {
+  nameOf: () => '', retry: () => {}, cancel: async () => ({}), drawBulk: () => {},
+};
 
 const $ = (id) => document.getElementById(id);
 
@@ -194,6 +196,7 @@ function renderDead() {
         button('cancel', 'Cancel', 'Cancelling…', 'Cancelled')));
   }, 6, 'The dead letter queue is empty.');
   meta('dlq-meta', rows.length, Math.max(view.counts.dead, rows.length));
+  hooks.drawBulk();
 }
 
 const isHeartbeat = (type) => type === 'heartbeat';
