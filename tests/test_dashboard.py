@@ -1179,9 +1179,14 @@ def test_the_history_panel_lists_ended_tasks_newest_first_and_searches_them(
     by_id(page, "history-name").fill("shop")
     expect(listed).to_have_text(["inv-2", "ord-2", "ord-1", "inv-1"])
 
-    # A task that ends after the load shows at the next reload.
+    # A task that ends after the load shows at the next reload, with when it ended from
+    # the first frame that shows its row.
     leased = queue.lease("test-worker", 30)
     assert leased is not None and queue.ack(*leased)
+    drawn = page.wait_for_function(
+        "() => { const row = document.querySelector('[data-testid=history-row]');"
+        " return row && row.dataset.taskId === 'wait-1' && [row.cells[0].textContent]; }")
+    assert re.fullmatch(r"\d+\.\ds ago", drawn.json_value()[0]), drawn.json_value()
     expect(listed).to_have_text(["wait-1", "inv-2", "ord-2", "ord-1", "inv-1"])
     page.evaluate("window.scrollTo(0, 0)")  # typing scrolled the search box into view
     shot = page.screenshot(path=str(tmp_path / "dashboard-history.png"), full_page=True)

@@ -4,7 +4,7 @@
 // timer, and when the search changes (once typing pauses).
 
 import { Reloader } from './reloader.js';
-import { el, taskLink } from './render.js';
+import { el, taskLink, tick } from './render.js';
 
 const STATES = ['completed', 'dead', 'cancelled'];
 // Typing in a search box is answered once it pauses this long.
@@ -83,6 +83,7 @@ function draw(body) {
   const reach = body.complete ? 'the whole log'
     : `the newest ${body.scanned.toLocaleString()} events`;
   $('history-meta').textContent = `${body.tasks.length} found in ${reach}`;
+  tick(); // fills the new rows' "ago" now rather than at the next tick
 }
 
 function row(t) {
