@@ -534,6 +534,9 @@ def test_a_task_link_opens_its_view_which_shows_the_result_live(
         assert task_event_types(page)[0] == "enqueued"
         assert task_event_types(page)[-1] == "completed"
         assert "leased" in task_event_types(page)
+        shot = task_view.screenshot(path=str(tmp_path / "dashboard-task.png"))
+        if os.environ.get("TASKQ_SCREENSHOT") == "1":
+            (DOCS / "dashboard-task.png").write_bytes(shot)
     finally:
         stop_all([worker])
 
