@@ -41,6 +41,24 @@ def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
     return groups
 
 
+def checked(layout: Layout, tasks: Sequence[NewTask], payload_limits: Sequence[int]
+            ) -> dict[int, tuple[list[int], list[list[Any]]]]:
+    """Each shard's positions in `tasks` and their checked, encoded fields (see
+    `taskq.fields`), every task checked before any is sent."""
+    return {shard: (positions, new_task_fields([tasks[i] for i in positions],
+                                               payload_limits[shard]))
+            for shard, positions in by_shard(layout, tasks).items()}
+
+
+def in_order(n: int, sent: list[tuple[list[int], list[TaskHandle]]]) -> list[TaskHandle]:
+    """The handles each shard gave for its positions, in the calls' order."""
+    handles: list[TaskHandle | None] = [None] * n
+    for positions, shard_handles in sent:
+        for i, handle in zip(positions, shard_handles, strict=True):
+            handles[i] = handle
+    return [h for h in handles if h is not None]
+
+
 class ShardedBroker:
     """Enqueues onto a sharded queue: every call is checked before any is sent, then
     each shard's share goes to it in `batch_size` batches, each one atomic step on its
@@ -56,17 +74,11 @@ class ShardedBroker:
     def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                      ) -> list[TaskHandle]:
         BATCH_SIZE.check(batch_size)
-        groups = by_shard(self.layout, tasks)
-        fields = {shard: new_task_fields([tasks[i] for i in positions],
-                                         self.brokers[shard].max_payload_bytes)
-                  for shard, positions in groups.items()}
+        shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         self._register()
-        handles: list[TaskHandle | None] = [None] * len(tasks)
-        for shard, positions in groups.items():
-            sent = self.brokers[shard].send_checked(fields[shard], batch_size)
-            for i, handle in zip(positions, sent, strict=True):
-                handles[i] = handle
-        return [h for h in handles if h is not None]
+        return in_order(len(tasks), [
+            (positions, self.brokers[shard].send_checked(fields, batch_size))
+            for shard, (positions, fields) in shares.items()])
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on `task_id`, on the shard its id routes to: every task is there."""
@@ -89,17 +101,11 @@ class AsyncShardedBroker:
     async def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                            ) -> list[TaskHandle]:
         BATCH_SIZE.check(batch_size)
-        groups = by_shard(self.layout, tasks)
-        fields = {shard: new_task_fields([tasks[i] for i in positions],
-                                         self.brokers[shard].max_payload_bytes)
-                  for shard, positions in groups.items()}
+        shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         await self._register()
-        handles: list[TaskHandle | None] = [None] * len(tasks)
-        for shard, positions in groups.items():
-            sent = await self.brokers[shard].send_checked(fields[shard], batch_size)
-            for i, handle in zip(positions, sent, strict=True):
-                handles[i] = handle
-        return [h for h in handles if h is not None]
+        return in_order(len(tasks), [
+            (positions, await self.brokers[shard].send_checked(fields, batch_size))
+            for shard, (positions, fields) in shares.items()])
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on `task_id` on the shard its id routes to."""
