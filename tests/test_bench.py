@@ -95,11 +95,13 @@ class TestTally:
         server = Server()
         try:
             count = new_count(server, "tally", "test")
-            plan = DrainPlan(handler, 200, 8, processes=2, env=tuple(count.env().items()))
-            run_drain(server, plan, extra_checks=lambda: count.check(server, 200))
-            assert count.reader(server)() == 200
-            with pytest.raises(BenchError, match="counted 200 runs for 201 tasks"):
-                count.check(server, 201)
+            # Enough tasks that the drain outlasts a few of time_drain's polls, so that
+            # it can be timed however fast both processes take them.
+            plan = DrainPlan(handler, 2000, 8, processes=2, env=tuple(count.env().items()))
+            run_drain(server, plan, extra_checks=lambda: count.check(server, 2000))
+            assert count.reader(server)() == 2000
+            with pytest.raises(BenchError, match="counted 2000 runs for 2001 tasks"):
+                count.check(server, 2001)
         finally:
             server.close()
 

@@ -5,7 +5,6 @@ from stdout."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,8 +23,10 @@ from rich.table import Table
 
 
 def on_terminal() -> bool:
-    """Whether stdout is a terminal that can draw (not TERM=dumb)."""
-    return sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+    """Whether stdout is a terminal that can draw, as rich judges it (a TERM of dumb or
+    unknown cannot)."""
+    console = Console()
+    return sys.stdout.isatty() and console.is_terminal and not console.is_dumb_terminal
 
 
 def show_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]],
