@@ -173,7 +173,7 @@ def machine(client: redis.Redis, settings: Settings) -> Iterator[type[ShardMachi
 def test_the_real_broker_keeps_every_task_on_its_shard(machine: type[ShardMachine]) -> None:
     run_state_machine_as_test(
         machine,
-        settings=settings(max_examples=30, stateful_step_count=30, deadline=None,
+        settings=settings(max_examples=15, stateful_step_count=30, deadline=None,
                           database=None, suppress_health_check=[HealthCheck.too_slow]),
     )
 

@@ -127,9 +127,15 @@ class TestCatalogue:
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:
+        # Every check's own verdict is the parametrized test above (and CI runs the CLI
+        # on all of them with TLC): here the CLI's report of a pass and two violations.
+        sample = [c for c in QUICK if c.name == "RoostPush"
+                  or c.config_name in ("RoostPushSplitAttach_NoOpenStreamCheck.cfg",
+                                       "TaskQueueAckNoFence_NoStaleAtOnce.cfg")]
+        assert len(sample) >= 3
         out = io.StringIO()
-        assert main([], QUICK, ROOT, out) == 0
-        assert f"{len(QUICK)} of {len(QUICK)} checks as expected" in out.getvalue()
+        assert main([], sample, ROOT, out) == 0
+        assert f"{len(sample)} of {len(sample)} checks as expected" in out.getvalue()
         assert "Error: Invariant NoSilentGap is violated." in out.getvalue()
         assert "Error: Property T3_StaleChangesNothing is violated." in out.getvalue()
 
