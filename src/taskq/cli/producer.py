@@ -70,8 +70,8 @@ def unknown_name(app: App, name: str) -> str | None:
     """Why `name` looks like a typo, or None: the live workers of the queue (of its
     first shard, on a sharded one) that registered what they run and none runs it. A
     task no worker knows goes to the DLQ as soon as one leases it."""
-    shard = app.queue if app.layout is None else app.layout.shards[0]
-    _, live = read_workers(Broker.from_settings(app.settings, shard))
+    producer = app.producer  # its connection, already open from the enqueue
+    _, live = read_workers(producer if isinstance(producer, Broker) else producer.brokers[0])
     if not live:
         return None
     known = sorted({task for worker in live for task in worker.tasks})
