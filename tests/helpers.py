@@ -48,7 +48,8 @@ class QueueView:
         """Why `task_id` breaks T1 (one place, and the record agrees), or None if it holds."""
         places, current = self.where(task_id), self.records.get(task_id, {}).get("state")
         if not places:
-            return None if current in ("completed", "cancelled") \
+            # A workflow's step waiting for its stage is in no place either (_flow.lua).
+            return None if current in ("completed", "cancelled", "waiting") \
                 else f"{task_id} is nowhere but {current!r}"
         if len(places) > 1:
             return f"{task_id} is in {places}"

@@ -16,6 +16,7 @@ from helpers import Event, events, leased, text
 from taskq import concurrency, limits, rates
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
+from taskq.flows import Flows, StageSpec
 from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.rates import RateLimit
 from taskq.results import Failure
@@ -182,12 +183,29 @@ def call_ack_cancelled(b: Broker) -> dict[str, Any]:
     return {"task_id": "t1", "token": token}
 
 
+def call_start_flow(b: Broker) -> dict[str, Any]:
+    step = ("mod.fn", '{"args":[1],"kwargs":{}}', 2, 5000, 7, "")
+    Flows(b).start("f1", [StageSpec((step,), group=True, policy="partial")])
+    return {"flow_id": "f1", "ttl_ms": b.completed_ttl_ms, "stages": 1, "size": 1,
+            "group": "1", "policy": "partial", "name": "mod.fn",
+            "payload": '{"args":[1],"kwargs":{}}', "max_retries": 2, "result_ttl_ms": 5000,
+            "priority": 7, "limit_key": ""}  # fmt: skip
+
+
+def call_cancel_flow(b: Broker) -> dict[str, Any]:
+    step = ("mod.fn", '{"args":[],"kwargs":{}}', 0, "", 5, "")
+    Flows(b).start("f1", [StageSpec((step,), group=False, policy="fail")])
+    Flows(b).cancel("f1")
+    return {"flow_id": "f1", "completed_ttl": b.completed_ttl_ms}
+
+
 CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
     "enqueue": call_enqueue, "lease": call_lease, "heartbeat": call_heartbeat,
     "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
     "promote": call_promote, "retry_dead": call_retry_dead, "purge": call_purge,
     "fire": call_fire, "cancel": call_cancel, "ack_cancelled": call_ack_cancelled,
-    "progress": call_progress,
+    "progress": call_progress, "start_flow": call_start_flow,
+    "cancel_flow": call_cancel_flow,
 }  # fmt: skip
 
 
@@ -206,7 +224,9 @@ def record(client: redis.Redis, operation: str) -> tuple[Broker, dict[str, Any],
 
 def test_every_script_that_changes_state_is_an_operation_with_a_test_call() -> None:
     names = {p.name[:-4] for p in resources.files("taskq").joinpath("lua").iterdir()}
-    emitting = {n for n in names - {"_common"} if not re.search(r"Emits:\s+nothing", header(n))}
+    # Files named _x hold Lua that scripts include, not scripts.
+    scripts = {n for n in names if not n.startswith("_")}
+    emitting = {n for n in scripts if not re.search(r"Emits:\s+nothing", header(n))}
     assert emitting == set(OPERATIONS) == set(CALLS)
 
 
@@ -292,9 +312,13 @@ class TestEachOperation:
         # A batch script reads its fixed ARGV by number, the last of them the number of
         # groups, and each group's values by offset.
         fixed = max(used["ARGV"])
-        assert terms.args[fixed - 1] in ("count", "limits")
+        assert terms.args[fixed - 1] in ("count", "limits", "stages")
         assert used["ARGV"] == set(range(1, fixed + 1))
         group = len(terms.args) - fixed
+        if operation == "start_flow":  # three values per stage, then six per step
+            per_stage = terms.args.index("name") - fixed
+            assert (per_stage, group - per_stage) == (3, 6)
+            group = 6
         offsets = {int(n or 0) for n in re.findall(r"ARGV\[base(?: \+ (\d+))?\]", body)}
         assert offsets == set(range(group))
 

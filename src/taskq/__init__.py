@@ -2,6 +2,7 @@
 
 from taskq.app import App, Task
 from taskq.broker import Broker, Enqueued, FailResult, LeaseBatch, LeasedTask, NewTask
+from taskq.canvas import Chain, Group, MemberFailure, Step, chain, failure_of, group
 from taskq.connection import connect
 from taskq.context import LeaseLostError, TaskContext, current_task
 from taskq.errors import (
@@ -24,7 +25,10 @@ from taskq.errors import (
     TimeLimitExceeded,
     UnknownTaskError,
     UnsafeRedisError,
+    UpstreamFailed,
 )
+from taskq.flow_handle import WorkflowHandle
+from taskq.flows import FlowCancellation, FlowStatus, StepState
 from taskq.handle import TaskHandle
 from taskq.results import Cancellation, Failure
 from taskq.retry import RetryPolicy
@@ -38,11 +42,15 @@ __all__ = [
     "Broker",
     "BrokerError",
     "Cancellation",
+    "Chain",
     "ConfigError",
     "EmbeddedRedisError",
     "Enqueued",
     "FailResult",
     "Failure",
+    "FlowCancellation",
+    "FlowStatus",
+    "Group",
     "IdleTimeoutError",
     "InvalidTaskError",
     "LeaseBatch",
@@ -50,6 +58,7 @@ __all__ = [
     "LeasedTask",
     "Ledger",
     "LedgerError",
+    "MemberFailure",
     "NewTask",
     "NoResultError",
     "PayloadError",
@@ -59,6 +68,8 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "Settings",
+    "Step",
+    "StepState",
     "Task",
     "TaskCancelledError",
     "TaskContext",
@@ -69,8 +80,13 @@ __all__ = [
     "TimeLimitExceeded",
     "UnknownTaskError",
     "UnsafeRedisError",
+    "UpstreamFailed",
     "Worker",
+    "WorkflowHandle",
     "__version__",
+    "chain",
     "connect",
     "current_task",
+    "failure_of",
+    "group",
 ]

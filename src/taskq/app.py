@@ -11,12 +11,15 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
+from taskq.canvas import Step, new_step
 from taskq.codec import args_payload
 from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
 from taskq.connection import async_client, connect
 from taskq.errors import ConfigError, InvalidTaskError
+from taskq.flow_handle import WorkflowHandle
+from taskq.flows import Flows
 from taskq.handle import TaskHandle
-from taskq.keys import check_queue_name, check_task_id, check_task_name, new_id
+from taskq.keys import check_flow_id, check_queue_name, check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, shown
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
@@ -54,7 +57,7 @@ class Task(Generic[P, R]):
         self.concurrency_limit = concurrency_limit
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
-        self._signature = inspect.signature(fn)
+        self.signature = inspect.signature(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -80,7 +83,7 @@ class Task(Generic[P, R]):
         """A checked call of this task, with the options `enqueue` takes, to enqueue later
         with others: `task.enqueue_many([task.call(1), task.call(2, delay=5)])`."""
         options = {k: kwargs.pop(k) for k in RESERVED if k in kwargs}
-        self._check_arguments(args, kwargs)
+        self.check_arguments(args, kwargs)
         task_id = options.get("task_id")
         max_retries = options.get("max_retries", self.max_retries)
         key = options.get("idempotency_key")
@@ -96,8 +99,15 @@ class Task(Generic[P, R]):
             result_ttl=options.get("result_ttl"),
             priority=PRIORITY.check(options.get("priority", self.priority)),
             limit_key=None if self.concurrency_limit is None else limit_key_of(
-                self.concurrency_limit, self._signature, args, kwargs),
+                self.concurrency_limit, self.signature, args, kwargs),
         )
+
+    def s(self, *args: Any, **kwargs: Any) -> Step:
+        """A step of a workflow: this task called with `args` and `kwargs` (and the
+        options `max_retries`, `priority`, `result_ttl`), to run in `chain(...)` or
+        `group(...)`. A step after the first stage gets what the stage before produced
+        as its first argument, before `args`."""
+        return new_step(self, args, kwargs)
 
     def enqueue_many(self, calls: Iterable[NewTask | tuple[Any, ...]],
                      batch_size: int = 1000) -> list[TaskHandle]:
@@ -135,20 +145,20 @@ class Task(Generic[P, R]):
         raise InvalidTaskError(f"each call must be {self.name}.call(...) or a tuple of "
                                f"arguments, not {shown(call)}")
 
-    def _check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any],
+    def check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any],
                          what: str | None = None) -> None:
         """Raise `InvalidTaskError` (saying `what` went wrong, by default that the call
         cannot be enqueued) if `args` and `kwargs` do not bind to the function."""
         try:
-            self._signature.bind(*args, **kwargs)
+            self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise InvalidTaskError(f"{what or f'cannot enqueue {self.name}'}: {e}") from e
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
-        """`_check_arguments` for a worker's call, before it is made, so that a TypeError
+        """`check_arguments` for a worker's call, before it is made, so that a TypeError
         the handler itself raises is not taken for arguments that do not fit."""
-        self._check_arguments(args, kwargs,
-                              f"the arguments of this task do not fit {self.name}{self._signature}")
+        self.check_arguments(args, kwargs,
+                              f"the arguments of this task do not fit {self.name}{self.signature}")
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
@@ -275,7 +285,7 @@ class App:
                 raise InvalidTaskError(f"a schedule named {schedule_name!r} is already "
                                        "declared; give this one another name=")
             call_kwargs = {} if kwargs is None else dict(kwargs)
-            task._check_arguments(tuple(args), call_kwargs)
+            task.check_arguments(tuple(args), call_kwargs)
             self.schedules[schedule_name] = make_schedule(
                 name=schedule_name, task=task.name, cron=cron, every=every, tz=tz,
                 args=tuple(args), kwargs=call_kwargs, policy=policy, grace=grace,
@@ -323,6 +333,20 @@ class App:
         its shard), made at any time later (in another process too): its `status()`
         and `result()`."""
         return self.producer.handle(task_id)
+
+    def flows(self) -> Flows:
+        """The workflow scripts of this app's queue (see `taskq.canvas`); a sharded
+        queue refuses workflows, since a workflow's steps must share one Redis slot."""
+        if self.layout is not None:
+            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards: a "
+                              "workflow runs in one queue, so give its tasks an App without "
+                              "shards")
+        return Flows(self.broker)
+
+    def workflow(self, flow_id: str) -> WorkflowHandle:
+        """A handle on workflow `flow_id` of this app's queue, made at any time later (in
+        another process too): its `status()`, `result()` and `cancel()`."""
+        return WorkflowHandle(check_flow_id(flow_id), False, self.flows())
 
     def handle_async(self, task_id: str) -> TaskHandle:
         """`handle` for coroutines: its `await status_async()` and `await result_async()`

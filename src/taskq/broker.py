@@ -179,7 +179,7 @@ class Broker:
 
     def send_checked(self, fields: list[list[Any]], batch_size: int) -> list[TaskHandle]:
         """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call."""
-        self._register_queue()
+        self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             with redis_errors("enqueue tasks"):
@@ -188,7 +188,8 @@ class Broker:
                            for task_id, created in enqueued(reply))
         return results
 
-    def _register_queue(self) -> None:
+    def register_queue(self) -> None:
+        """Name the queue in the registry of queues (once per broker), so dashboards find it."""
         if not self._registered:
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
@@ -538,7 +539,7 @@ class Broker:
             raise InvalidTaskError(f"schedule {schedule.name!r}: its definition is over "
                                    f"{MAX_DEFINITION_BYTES} bytes")
         k = self.keys
-        self._register_queue()
+        self.register_queue()
         with redis_errors("fire a periodic schedule"):
             reply = self.scripts.fire(
                 keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],

@@ -43,7 +43,7 @@ def watch_call(keys: QueueKeys, task_id: str, mark: bool) -> Call:
 
 
 # The states a cancel can be limited to: those a task can be cancelled in.
-CANCELLABLE = ("pending", "delayed", "running", "dead")
+CANCELLABLE = ("pending", "delayed", "running", "dead", "waiting")
 
 
 def cancel_call(keys: QueueKeys, task_id: str, retention: int, completed_ttl_ms: int,

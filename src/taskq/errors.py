@@ -47,6 +47,21 @@ class TaskFailed(TaskqError):
         super().__init__(text)
 
 
+class UpstreamFailed(TaskFailed):
+    """Raised by the handle of a workflow's step that never ran because a step before it
+    did not complete (it died, or was cancelled), and by the workflow's `result()`:
+    `upstream` names the first such step, and the message says what each one did."""
+
+    def __init__(self, task_id: str, upstream: str, error_type: str, message: str,
+                 verb: str = "did not run") -> None:
+        self.upstream = upstream
+        super().__init__(task_id, error_type, message, "", 0)
+        self.args = (f"{task_id} {verb}: {message}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class TaskCancelledError(TaskqError):
     """Raised when a task handle's `result()` finds the task cancelled: it was cancelled
     before it ran, out of the DLQ, or while it ran (its handler stopped, its effects

@@ -15,6 +15,7 @@ from taskq.errors import (
     TaskFailed,
     TaskNotFoundError,
     TaskqError,
+    UpstreamFailed,
 )
 from taskq.limits import TIMEOUT, shown
 from taskq.results import Cancellation, Enqueued, TaskRecord, Watched
@@ -158,6 +159,9 @@ def state_of(watched: Watched | None) -> str:
 
 def outcome(task_id: str, watched: Watched) -> Any:
     """The result of a task that has ended, or the error that says why there is none."""
+    if watched.state == "cancelled" and watched.upstream:
+        raise UpstreamFailed(task_id, watched.upstream, watched.error_type,
+                             watched.error_message)
     if watched.state == "cancelled":
         raise TaskCancelledError(task_id)
     if watched.state == "dead":

@@ -21,6 +21,9 @@ SHARD_MARK = "~"
 TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 # A registered function's name: module.qualname by default.
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
+# A workflow's id; its steps are the tasks `<flow id>.<stage>.<index>` (see _flow.lua).
+FLOW_ID = re.compile(r"[A-Za-z0-9_\-]{1,100}")
+FLOW_ID_RULE = "1-100 letters, digits, '_' or '-'"
 MAX_IDEMPOTENCY_KEY_BYTES = 512
 MAX_LIMIT_KEY_BYTES = 512
 
@@ -55,6 +58,18 @@ def check_task_id(task_id: str) -> str:
     if not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id):
         raise InvalidTaskError(f"invalid task id {shown(task_id)}: use {TASK_ID_RULE}")
     return task_id
+
+
+def check_flow_id(flow_id: str) -> str:
+    """Return `flow_id` if it can name a workflow, else raise `InvalidTaskError`."""
+    if not isinstance(flow_id, str) or not FLOW_ID.fullmatch(flow_id):
+        raise InvalidTaskError(f"invalid workflow id {shown(flow_id)}: use {FLOW_ID_RULE}")
+    return flow_id
+
+
+def flow_step_id(flow_id: str, stage: int, index: int) -> str:
+    """The task id of step `index` of stage `stage` (both from 1) of workflow `flow_id`."""
+    return f"{flow_id}.{stage}.{index}"
 
 
 # The task a schedule's tick becomes; fire.lua builds the same id from the same parts.
@@ -225,6 +240,10 @@ class QueueKeys:
         """Periodic schedules' records: `last:<name>` (the last tick handled, ms),
         `version:<name>` (the definition's hash) and `definition:<name>` (its JSON)."""
         return self.prefix + "schedules"
+
+    def flow(self, flow_id: str) -> str:
+        """A workflow's record (a HASH; its fields are described in _flow.lua)."""
+        return self.prefix + "flow:" + flow_id
 
     def idem(self, key: str) -> str:
         return self.prefix + "idem:" + key

@@ -90,6 +90,8 @@ MAX_RETRIES = Range("max_retries", 0, 1000, 3, whole=True)
 PRIORITY = Range("priority", 0, 9, 5, whole=True)
 LEASE_COUNT = Range("count", 1, 10_000, 1, "tasks", whole=True)
 BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
+# Steps in one workflow, all its stages together (start_flow.lua checks the same).
+FLOW_STEPS = Range("steps", 1, 10_000, 1, "steps", whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
 # Log entries one read of a task's events scans at most, newest first: a long log cannot

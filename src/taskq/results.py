@@ -113,6 +113,8 @@ class Watched:
     last_error: str
     fencing_token: int
     retries: int
+    # The workflow step whose failure ended this one, still waiting, cancelled.
+    upstream: str = ""
 
     @property
     def ended(self) -> bool:
@@ -132,6 +134,7 @@ class Watched:
             last_error=fields[5] or "",
             fencing_token=int(fields[6] or 0),
             retries=int(fields[7] or 0),
+            upstream=(fields[8] if len(fields) > 8 else None) or "",
         )
 
 

@@ -28,6 +28,8 @@ OPERATIONS = (
     "cancel",
     "ack_cancelled",
     "progress",
+    "start_flow",
+    "cancel_flow",
 )
 
 INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
@@ -112,6 +114,9 @@ class Scripts:
         self.unregister_worker = load("unregister_worker")
         self.workers = load("workers")
         self.recent = load("recent")
+        self.start_flow = load("start_flow")
+        self.cancel_flow = load("cancel_flow")
+        self.flow_status = load("flow_status")
 
     def by_name(self, name: str) -> ScriptCall:
         script: ScriptCall = getattr(self, name)

@@ -215,22 +215,6 @@ local function expire_ended(prefix, task_key, ttl_ms, idem_key)
   redis.call('PEXPIRE', task_key, integer_text(ttl))
 end
 
--- The record fields a script that may end a task cancelled reads, after its own.
-local CANCEL_FIELDS = {'cancel_requested', 'cancel_ttl', 'idempotency_key', 'waiters'}
-
--- Ends a task cancelled, already out of every list and set (cancel.lua asked for it,
--- or took it out of one): the record keeps `cancel_ttl` (the task's result TTL or the
--- queue's completed TTL when the cancel came), and a waiting producer is woken.
--- `cancel` holds the CANCEL_FIELDS values; `ttl_ms` stands in for a missing cancel_ttl
--- (nil: the record is kept with no expiry rather than dropped).
-local function end_cancelled(prefix, task_id, now_text, cancel, ttl_ms)
-  local task_key = prefix .. 'task:' .. task_id
-  redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', now_text)
-  local ttl = tonumber(cancel[2]) or ttl_ms
-  if ttl then expire_ended(prefix, task_key, ttl, cancel[3]) end
-  if cancel[4] then wake_waiters(prefix, task_id) end
-end
-
 -- Runs `command key item...` over a list in chunks: unpacking a very large table at
 -- once overflows the Lua stack. The chunk is even, so score/member pairs stay whole.
 local CHUNK = 1000
@@ -299,4 +283,24 @@ local function backoff_ms(retries, base_ms, max_ms, jitter)
   local full = base_ms * (2 ^ (retries - 1))
   if full > max_ms then full = max_ms end
   return math.floor(full / 2 + (full / 2) * jitter)
+end
+
+--- @include "_flow"
+
+-- The record fields a script that may end a task cancelled reads, after its own.
+local CANCEL_FIELDS = {'cancel_requested', 'cancel_ttl', 'idempotency_key', 'waiters', 'flow'}
+
+-- Ends a task cancelled, already out of every list and set (cancel.lua asked for it,
+-- or took it out of one): the record keeps `cancel_ttl` (the task's result TTL or the
+-- queue's completed TTL when the cancel came), and a waiting producer is woken.
+-- `cancel` holds the CANCEL_FIELDS values; `ttl_ms` stands in for a missing cancel_ttl
+-- (nil: the record is kept with no expiry rather than dropped). A workflow's step
+-- that ends here counts as ended for its stage (see _flow).
+local function end_cancelled(prefix, feed, task_id, cancel, ttl_ms)
+  local task_key = prefix .. 'task:' .. task_id
+  redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', feed.now)
+  local ttl = tonumber(cancel[2]) or ttl_ms
+  if ttl then expire_ended(prefix, task_key, ttl, cancel[3]) end
+  if cancel[4] then wake_waiters(prefix, task_id) end
+  if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'cancelled', nil) end
 end

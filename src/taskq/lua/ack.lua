@@ -49,7 +49,7 @@ local function ack_one(task_id, token, result)
   local task_key = prefix .. 'task:' .. task_id
   if acked[task_id] or not redis.call('ZSCORE', leased_key, task_id) then return 0 end
   local record = redis.call('HMGET', task_key, 'fencing_token', 'idempotency_key',
-    'result_ttl', 'waiters', 'slot')
+    'result_ttl', 'waiters', 'slot', 'flow')
   if record[1] ~= token then return 0 end
   local event = {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token}
   if result ~= '' then
@@ -70,6 +70,7 @@ local function ack_one(task_id, token, result)
   expire_ended(prefix, task_key, tonumber(record[3]) or completed_ttl, record[2])
   if record[4] then wake_waiters(prefix, task_id) end
   free_slot(prefix, task_id, record[5])
+  if record[6] then step_ended(prefix, feed, task_id, record[6], 'completed', result) end
   return 1
 end
 

@@ -31,6 +31,7 @@ emit(feed, {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', 
   'token', token})
 redis.call('ZREM', leased_key, task_id)
 free_slot(prefix, task_id, record[2])
-end_cancelled(prefix, task_id, feed.now, {record[3], record[4], record[5], record[6]}, nil)
+end_cancelled(prefix, feed, task_id, {record[3], record[4], record[5], record[6], record[7]},
+  nil)
 close_feed(feed)
 return 1

@@ -1,6 +1,7 @@
 --[[
   cancel: end a task that is not running, or ask the worker that runs it to stop.
-  A pending, delayed or dead task ends cancelled at once, taken out of its list or set.
+  A pending, delayed, dead or waiting task ends cancelled at once, taken out of its
+  list or set (a waiting workflow step is in none: see _flow).
   A running one keeps its lease: its record is flagged, the holder's next heartbeat
   (or effect() check) is answered "cancel", and the task ends cancelled when the
   holder settles it (ack_cancelled), or when fail, release or reap next touch it.
@@ -18,7 +19,8 @@
   ARGV[4] completed_ttl   ms a cancelled record is kept, as a completed one (1 to
                           315360000000; longer if its idempotency key outlives that)
   ARGV[5] only_state      '' = cancel in any state; else only a task in this state
-                          ('pending', 'delayed', 'running' or 'dead')
+                          ('pending', 'delayed', 'running', 'dead' or 'waiting': a
+                          workflow's step whose stage has not started)
   Returns: {outcome, state before}: outcome 'cancelled' (it ended now) | 'requested'
            (running: its worker is told) | 'unchanged' (it had ended, its cancel was
            requested already, or it is not in only_state: nothing changed) | 'unknown'
@@ -32,6 +34,7 @@
   A producer waiting for a task that ends here is woken (see watch.lua).
 ]]
 --- @include "_common"
+--- @include "_cancel"
 
 local ready_key, delayed_key, leased_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local events_key, seq_key, epoch_key = KEYS[5], KEYS[6], KEYS[7]
@@ -40,63 +43,13 @@ local prefix, task_id, retention, only_state = ARGV[1], ARGV[2], ARGV[3], ARGV[5
 -- Checked before the first write (see whole_arg); retention by open_feed.
 local completed_ttl = whole_arg('completed_ttl', ARGV[4], 1, LIMITS.ttl_ms)
 if only_state ~= '' and only_state ~= 'pending' and only_state ~= 'delayed' and
-    only_state ~= 'running' and only_state ~= 'dead' then
-  error("only_state must be one of '', 'pending', 'delayed', 'running' or 'dead', not " ..
-    tostring(only_state))
+    only_state ~= 'running' and only_state ~= 'dead' and only_state ~= 'waiting' then
+  error("only_state must be one of '', 'pending', 'delayed', 'running', 'dead' or " ..
+    "'waiting', not " .. tostring(only_state))
 end
 
-local task_key = prefix .. 'task:' .. task_id
-local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
-  'priority', 'name', 'parked', 'limit_key', unpack(CANCEL_FIELDS))
-local state = record[1]
-if not state then return {'unknown', ''} end
-if only_state ~= '' and state ~= only_state then return {'unchanged', state} end
-local cancel = {record[8], record[9], record[10], record[11]}
--- The record outlives the task's end as a completed one would.
-local ttl = tonumber(record[3]) or completed_ttl
-
-local now = server_now_ms()
-local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
-
-if state == 'running' and redis.call('ZSCORE', leased_key, task_id) then
-  if cancel[1] then return {'unchanged', state} end
-  emit(feed, {'type', 'cancel_requested', 'task', task_id, 'state', 'running',
-    'token', record[2]})
-  redis.call('HSET', task_key, 'cancel_requested', feed.now, 'cancel_ttl', integer_text(ttl))
-  close_feed(feed)
-  return {'requested', state}
-end
-
-local removed = 0
-if state == 'pending' and record[6] == 'back' then
-  -- Sent back to ready from its parked list, a slot promised to it (see _common).
-  local priority = tonumber(record[4])
-  removed = redis.call('LREM', ready_list(ready_key, priority), 0, task_id)
-  forget_if_empty(ready_key, priority)
-  redis.call('SREM', unparked_key(prefix, limit_group(record[5], record[7])), task_id)
-elseif state == 'pending' and record[6] then
-  -- Parked for a concurrency slot (see _common).
-  local group = limit_group(record[5], record[7])
-  local list = parked_key(prefix, group)
-  removed = redis.call('LREM', list, 0, task_id)
-  if redis.call('LLEN', list) == 0 then
-    redis.call('SREM', parked_names_key(prefix), group)
-    forget_group(prefix, group)
-  end
-elseif state == 'pending' then
-  local priority = tonumber(record[4])
-  removed = redis.call('LREM', ready_list(ready_key, priority), 0, task_id)
-  forget_if_empty(ready_key, priority)
-elseif state == 'delayed' then
-  removed = redis.call('ZREM', delayed_key, task_id)
-elseif state == 'dead' then
-  removed = redis.call('LREM', dlq_key, 0, task_id)
-end
--- Completed and cancelled tasks have ended; a record whose state and structure
--- disagree is left as it is rather than guessed at.
-if removed == 0 then return {'unchanged', state} end
-
-emit(feed, {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', state})
-end_cancelled(prefix, task_id, feed.now, cancel, ttl)
+local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
+local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
+local outcome, state = cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
 close_feed(feed)
-return {'cancelled', state}
+return {outcome, state}

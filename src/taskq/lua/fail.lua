@@ -63,7 +63,7 @@ if not redis.call('ZSCORE', leased_key, task_id) then return {'stale', 0, '0'} e
 local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_retries',
   'slot', unpack(CANCEL_FIELDS))
 if record[1] ~= token then return {'stale', 0, '0'} end
-local cancel = {record[5], record[6], record[7], record[8]}
+local cancel = {record[5], record[6], record[7], record[8], record[9]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
@@ -76,7 +76,7 @@ if cancel[1] then
   redis.call('ZREM', leased_key, task_id)
   redis.call('HSET', task_key, 'last_error', error_text, 'error_type', error_type,
     'error_message', error_message, 'traceback', traceback)
-  end_cancelled(prefix, task_id, feed.now, cancel, nil)
+  end_cancelled(prefix, feed, task_id, cancel, nil)
   close_feed(feed)
   return {'cancelled', retries, '0'}
 end
@@ -88,6 +88,7 @@ if mode == 'dead' or retries >= max_retries then
     'error_type', error_type, 'error_message', error_message, 'traceback', traceback)
   redis.call('LPUSH', dlq_key, task_id)
   if cancel[4] then wake_waiters(prefix, task_id) end
+  if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'dead', nil) end
   close_feed(feed)
   return {'dead', retries, '0'}
 end

@@ -53,7 +53,7 @@ for _, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'slot',
     unpack(CANCEL_FIELDS))
-  local cancel = {record[5], record[6], record[7], record[8]}
+  local cancel = {record[5], record[6], record[7], record[8], record[9]}
   local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
   local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
@@ -63,7 +63,7 @@ for _, task_id in ipairs(expired) do
   if cancel[1] then
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'cancelled', 'token', token,
       'retries', retries, 'error', error_text})
-    end_cancelled(prefix, task_id, feed.now, cancel, nil)
+    end_cancelled(prefix, feed, task_id, cancel, nil)
     reply[#reply + 1], reply[#reply + 2] = task_id, 'cancelled'
   elseif retries >= max_retries then
     error_text = error_text .. '; no retries left, so the handler may be what kills it'
@@ -73,6 +73,7 @@ for _, task_id in ipairs(expired) do
       'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '')
     redis.call('LPUSH', dlq_key, task_id)
     if cancel[4] then wake_waiters(prefix, task_id) end
+    if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'dead', nil) end
     reply[#reply + 1], reply[#reply + 2] = task_id, 'dead'
   else
     retries = retries + 1

@@ -30,7 +30,7 @@ if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
 local record = redis.call('HMGET', task_key, 'fencing_token', 'priority', 'slot',
   unpack(CANCEL_FIELDS))
 if record[1] ~= token then return 0 end
-local cancel = {record[4], record[5], record[6], record[7]}
+local cancel = {record[4], record[5], record[6], record[7], record[8]}
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
@@ -38,7 +38,7 @@ free_slot(prefix, task_id, record[3])
 if cancel[1] then
   emit(feed, {'type', 'released', 'task', task_id, 'state', 'cancelled', 'token', token})
   redis.call('ZREM', leased_key, task_id)
-  end_cancelled(prefix, task_id, feed.now, cancel, nil)
+  end_cancelled(prefix, feed, task_id, cancel, nil)
   close_feed(feed)
   return 2
 end

@@ -6,15 +6,16 @@
   KEYS[1] task    HASH    the task's record
   ARGV[1] mark            '1' = mark a task that has not ended; '0' = only read
   Returns: {} if there is no record; else {state, result, error_type, error_message,
-           traceback, last_error, fencing_token, retries}, a field the record lacks
-           as nil
+           traceback, last_error, fencing_token, retries, upstream}, a field the record
+           lacks as nil (upstream: the workflow step whose failure ended this waiting
+           step cancelled; see _flow)
   Emits:   nothing (no task changes state)
 ]]
 
 local task_key, mark = KEYS[1], ARGV[1]
 
 local record = redis.call('HMGET', task_key, 'state', 'result', 'error_type', 'error_message',
-  'traceback', 'last_error', 'fencing_token', 'retries')
+  'traceback', 'last_error', 'fencing_token', 'retries', 'upstream')
 if not record[1] then return {} end
 if mark == '1' and record[1] ~= 'completed' and record[1] ~= 'dead' and
     record[1] ~= 'cancelled' then

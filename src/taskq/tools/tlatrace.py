@@ -16,7 +16,10 @@ run-at) before each promoted; the last two carry the time of the event that foll
 which the model checks against the expiry or the run-at it last recorded. A completed
 that follows its run's cancel_requested is an ack that came first: the run applied its
 effect before it could hear of the cancel, so its "effect" goes before the
-cancel_requested. A purge is not modelled: a task's trace ends before it.
+cancel_requested. A purge is not modelled: a task's trace ends before it. A workflow's
+step that waits for its stage (enqueued as `waiting`) enters the model's queue when its
+stage starts: its `triggered` event is the Enqueue; one cancelled while it waited never
+entered, and has no trace (tracecheck checks it; the Workflow model checks the stages).
 
 A heartbeat after a cancel_requested answered "cancel" (heartbeat.lua answers so to
 every renewal of a flagged task), but the log does not say whether its holder heard it;
@@ -30,7 +33,7 @@ lease, the holder learned nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -85,7 +88,7 @@ def steps(events: Iterable[Mapping[str, str]], epoch_ms: int = 0) -> list[Step]:
     """One task's events, in order, as trace entries with the implied steps inserted;
     times are counted from `epoch_ms`, as TLC's integers are 32-bit."""
     out: list[Step] = []
-    for fields in events:
+    for fields in _queued(events):
         kind = fields.get("type", "")
         if kind == "purged":
             break
@@ -114,6 +117,17 @@ def steps(events: Iterable[Mapping[str, str]], epoch_ms: int = 0) -> list[Step]:
     return out
 
 
+def _queued(events: Iterable[Mapping[str, str]]) -> Iterator[Mapping[str, str]]:
+    """A task's events from when it entered the queue: a workflow step's wait for its
+    stage is left out, and its trigger is its enqueue."""
+    for fields in events:
+        if fields.get("type") == "enqueued" and fields.get("state") == "waiting":
+            continue
+        if fields.get("type") == "cancelled" and fields.get("from") == "waiting":
+            return
+        yield {**fields, "type": "enqueued"} if fields.get("type") == "triggered" else fields
+
+
 def _requested_at(out: Sequence[Step], token: int) -> int | None:
     """Where in `out` the cancel of the run holding `token` was requested, if it was."""
     found = [n for n, s in enumerate(out) if s.type == "cancel_requested" and s.token == token]
@@ -129,7 +143,8 @@ def per_task(events: Iterable[Event]) -> dict[str, list[Step]]:
         if (ts := _number(fields, "ts")) >= 0:
             times.append(ts)
     epoch_ms = min(times, default=0)
-    return {task: steps(rows, epoch_ms) for task, rows in grouped.items()}
+    traces = {task: steps(rows, epoch_ms) for task, rows in grouped.items()}
+    return {task: trace for task, trace in traces.items() if trace}
 
 
 def module(traces: Mapping[str, Sequence[Step]], max_retries: int, name: str = "TraceData") -> str:

@@ -1,6 +1,7 @@
 """Trace validation: does each task's run of events form a legal path of the lease
-protocol, cancellation included, and did every lease take the task the ready lists
-put first (P1, `taskq.tools.readyorder`)? Used after test suites and at the end of the
+protocol, cancellation included, did every lease take the task the ready lists
+put first (P1, `taskq.tools.readyorder`), and did every workflow stage start only once
+every step of the stage before it had ended (W1)? Used after test suites and at the end of the
 chaos run."""
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ ALLOWED_FROM: dict[str, tuple[str | None, ...]] = {
     "unparked": ("pending",),
     "revived": ("dead",),
     "purged": ("dead",),
-    "cancelled": ("pending", "delayed", "dead", "running"),
+    "triggered": ("waiting",),
+    "cancelled": ("pending", "delayed", "dead", "running", "waiting"),
     "cancel_requested": ("running",),
 }
 # event type -> states it may leave the task in.
 ALLOWED_TO: dict[str, tuple[str, ...]] = {
-    "enqueued": ("pending", "delayed"),
+    "enqueued": ("pending", "delayed", "waiting"),
     "leased": ("running",),
     "heartbeat": ("running",),
     "progress": ("running",),
@@ -46,6 +48,7 @@ ALLOWED_TO: dict[str, tuple[str, ...]] = {
     "unparked": ("pending",),
     "revived": ("pending",),
     "purged": ("purged",),
+    "triggered": ("pending",),
     "cancelled": ("cancelled",),
     "cancel_requested": ("running",),
 }
@@ -177,6 +180,30 @@ def _check_timing(task: TaskTrace, kind: str, ts: int) -> list[str]:
     return []
 
 
+def check_stages(events: Iterable[tuple[int, Mapping[str, str]]]) -> list[tuple[str, int, str]]:
+    """W1 as the log shows it: a workflow step (`<flow>.<stage>.<index>`, its events
+    naming their `flow`) is triggered only when every step of the stage before it,
+    as its flow's enqueued events list them, has already ended."""
+    stage_steps: dict[tuple[str, int], set[str]] = {}
+    ended: set[str] = set()
+    problems = []
+    for seq, fields in events:
+        task_id, flow = fields.get("task", ""), fields.get("flow", "")
+        kind, state = fields.get("type", ""), fields.get("state", "")
+        if flow and kind == "enqueued":
+            stage = int(task_id.rsplit(".", 2)[1])
+            stage_steps.setdefault((flow, stage), set()).add(task_id)
+        if kind == "triggered":
+            stage = int(task_id.rsplit(".", 2)[1])
+            before = stage_steps.get((flow, stage - 1), set())
+            if not before or not before <= ended:
+                problems.append((task_id, seq, f"triggered before every step of stage "
+                                               f"{stage - 1} ended"))
+        if state in TERMINAL:
+            ended.add(task_id)
+    return problems
+
+
 def validate(
     events: Iterable[tuple[int, Mapping[str, str]]], *, require_terminal: bool = True
 ) -> TraceReport:
@@ -192,6 +219,7 @@ def validate(
         task = tasks.setdefault(task_id, TaskTrace())
         report.violations.extend((task_id, seq, p) for p in check_event(task, seq, fields))
     report.tasks = len(tasks)
+    report.violations.extend(check_stages(rows))
     report.priority = check_order(rows)
     report.violations.extend(report.priority.violations)
     if require_terminal:

@@ -1,0 +1,231 @@
+"""Workflows as users write them: `chain`, `group` and `then`.
+
+    chain(fetch.s(url), parse.s(), store.s()).enqueue()
+    group(resize.s(p) for p in photos).then(archive.s()).enqueue()
+
+A workflow is a list of stages run one after another; the steps of a stage run in
+parallel. Each stage hands on what it produced as the first argument of every step of
+the next: a single step its result, a group the list of its results in order. The hand
+over is made by the script that accepts the end of a stage's last step (see
+_flow.lua), so a stage starts exactly once whatever crashes, redeliveries and stale
+holders do. Everything is checked before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from taskq.codec import args_payload, encode_payload
+from taskq.concurrency import limit_key_of
+from taskq.errors import InvalidTaskError
+from taskq.flow_handle import WorkflowHandle
+from taskq.flows import POLICIES, StageSpec
+from taskq.keys import check_flow_id, new_id
+from taskq.limits import FLOW_STEPS, MAX_RETRIES, PRIORITY, shown, to_ms
+
+if TYPE_CHECKING:
+    from taskq.app import App, Task
+
+# The options a step takes; the others a task's `enqueue` takes make no sense for a
+# step: its id comes from its workflow's, and it starts when the stage before it ends.
+STEP_OPTIONS = ("max_retries", "priority", "result_ttl")
+REFUSED_OPTIONS = ("delay", "run_at", "task_id", "idempotency_key")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call of a task inside a workflow: `task.s(*args, **kwargs)`. A step of any
+    stage but the first gets what the stage before produced as its first argument,
+    before `args`."""
+
+    task: Task[Any, Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_retries: int | None = None
+    priority: int | None = None
+    result_ttl: float | None = None
+
+    def then(self, *parts: Part) -> Chain:
+        """This step, then `parts` (steps, groups or chains) one after another."""
+        return Chain(self, *parts)
+
+    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
+        """Start a workflow of this one step."""
+        return Chain(self).enqueue(flow_id)
+
+
+class Group:
+    """Steps that run in parallel; the next stage gets the list of their results, in
+    the order given. `on_member_failure` says what a step that dies (or is cancelled)
+    does: "fail" (the default) ends the workflow, every later step cancelled with the
+    members' errors; "partial" hands on its failure in its place, as
+    `{"taskq_failed": {"task_id", "state", "error_type", "error"}}` (see
+    `taskq.failure_of`)."""
+
+    def __init__(self, *steps: Step | Iterable[Step], on_member_failure: str = "fail") -> None:
+        if len(steps) == 1 and not isinstance(steps[0], Step):
+            steps = tuple(steps[0])  # group(task.s(x) for x in xs)
+        if not steps:
+            raise InvalidTaskError("a group needs at least one step")
+        for step in steps:
+            if not isinstance(step, Step):
+                raise InvalidTaskError(
+                    f"a group's members are steps, task.s(...), not {shown(step)}"
+                    + ("; a chain inside a group is not supported: run it as its own "
+                       "workflow" if isinstance(step, Chain | Group) else ""))
+        if on_member_failure not in POLICIES:
+            raise InvalidTaskError(f"on_member_failure must be one of "
+                                   f"{', '.join(POLICIES)}, not {shown(on_member_failure)}")
+        self.steps: tuple[Step, ...] = tuple(steps)  # type: ignore[arg-type]
+        self.on_member_failure = on_member_failure
+
+    def then(self, *parts: Part) -> Chain:
+        """This group, then `parts`: `group(...).then(callback.s())` is a chord, whose
+        callback gets the list of the group's results."""
+        return Chain(self, *parts)
+
+    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
+        """Start a workflow of this one group; its `result()` is the list of results."""
+        return Chain(self).enqueue(flow_id)
+
+    def __repr__(self) -> str:
+        return f"group({', '.join(s.task.name for s in self.steps)})"
+
+
+class Chain:
+    """Parts run one after another, each stage's output the first argument of the
+    next's steps; a chain inside a chain is flattened."""
+
+    def __init__(self, *parts: Part) -> None:
+        stages: list[Step | Group] = []
+        for part in parts:
+            if isinstance(part, Chain):
+                stages.extend(part.stages)
+            elif isinstance(part, Step | Group):
+                stages.append(part)
+            else:
+                raise InvalidTaskError(f"a chain's parts are steps (task.s(...)), groups "
+                                       f"or chains, not {shown(part)}")
+        if not stages:
+            raise InvalidTaskError("a chain needs at least one step")
+        self.stages: tuple[Step | Group, ...] = tuple(stages)
+
+    def then(self, *parts: Part) -> Chain:
+        return Chain(self, *parts)
+
+    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
+        """Start the workflow and return its handle: `result()` waits for the last
+        stage's value, `status()` shows every step, `cancel()` stops it. A `flow_id`
+        that already names a workflow starts nothing and returns a handle on that one
+        (`created` False), so a producer may send the same workflow again safely."""
+        app = self.app()
+        specs = stage_specs(self.stages, app.settings.max_payload_bytes)
+        flow_id = new_id() if flow_id is None else check_flow_id(flow_id)
+        flows = app.flows()
+        created = flows.start(flow_id, specs)
+        return WorkflowHandle(flow_id, created, flows)
+
+    def app(self) -> App:
+        """The one app every step's task belongs to (a workflow runs in one queue)."""
+        apps = {id(step.task.app): step.task.app for step in steps_of(self.stages)}
+        if len(apps) > 1:
+            raise InvalidTaskError("every step of a workflow must be a task of the same "
+                                   "App: a workflow runs in one queue")
+        return next(iter(apps.values()))
+
+    def __repr__(self) -> str:
+        return " | ".join(repr(s) if isinstance(s, Group) else s.task.name
+                          for s in self.stages)
+
+
+Part = Step | Group | Chain
+
+
+def chain(*parts: Part) -> Chain:
+    """`parts` one after another: `chain(a.s(1), b.s(), c.s())` runs a(1), then b with
+    a's result, then c with b's."""
+    return Chain(*parts)
+
+
+def group(*steps: Step | Iterable[Step], on_member_failure: str = "fail") -> Group:
+    """`steps` in parallel: `group(a.s(1), a.s(2))`, or `group(a.s(x) for x in xs)`."""
+    return Group(*steps, on_member_failure=on_member_failure)
+
+
+def steps_of(stages: Iterable[Step | Group]) -> list[Step]:
+    return [s for stage in stages for s in (stage.steps if isinstance(stage, Group)
+                                             else (stage,))]
+
+
+def stage_specs(stages: Iterable[Step | Group], max_payload_bytes: int) -> list[StageSpec]:
+    """Each stage's checked and encoded steps, as start_flow.lua takes them, or
+    `InvalidTaskError` naming the first step that is wrong and why."""
+    specs = []
+    for number, stage in enumerate(stages, start=1):
+        steps = stage.steps if isinstance(stage, Group) else (stage,)
+        specs.append(StageSpec(
+            tuple(step_fields(s, number, max_payload_bytes) for s in steps),
+            group=isinstance(stage, Group),
+            policy=stage.on_member_failure if isinstance(stage, Group) else "fail"))
+    FLOW_STEPS.check(sum(len(s.steps) for s in specs))
+    return specs
+
+
+def step_fields(step: Step, stage: int, max_payload_bytes: int) -> tuple[Any, ...]:
+    """The six ARGV values of one step in start_flow.lua's order."""
+    task = step.task
+    what = f"cannot start {task.name} as step of stage {stage}"
+    # After the first stage, the stage before hands its output on as the first argument.
+    bound_args = step.args if stage == 1 else (None, *step.args)
+    task.check_arguments(bound_args, step.kwargs, what + (
+        "" if stage == 1 else " (its first argument is what the stage before produces)"))
+    limit_key = None
+    if task.concurrency_limit is not None and task.concurrency_limit.key:
+        if stage > 1:
+            raise InvalidTaskError(f"{what}: its concurrency limit is kept per argument "
+                                   f"{task.concurrency_limit.key!r}, which a later stage's "
+                                   "step cannot name before it starts; make it the first step")
+        limit_key = limit_key_of(task.concurrency_limit, task.signature, step.args,
+                                 step.kwargs)
+    max_retries = task.max_retries if step.max_retries is None else step.max_retries
+    priority = task.priority if step.priority is None else step.priority
+    result_ttl = "" if step.result_ttl is None else to_ms(step.result_ttl, "result_ttl")
+    return (task.name, encode_payload(args_payload(step.args, step.kwargs), max_payload_bytes),
+            MAX_RETRIES.check(max_retries), result_ttl, PRIORITY.check(priority),
+            limit_key or "")
+
+
+def new_step(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step:
+    """`task.s(*args, **kwargs)`: the step, its options taken out of `kwargs`."""
+    refused = [k for k in REFUSED_OPTIONS if k in kwargs]
+    if refused:
+        raise InvalidTaskError(
+            f"{task.name}.s() takes no {refused[0]}: a step's id comes from its "
+            "workflow's (enqueue(flow_id=...) makes starting it idempotent), and it starts "
+            "when the stage before it has ended")
+    options = {k: kwargs.pop(k) for k in STEP_OPTIONS if k in kwargs}
+    return Step(task, args, kwargs, **options)
+
+
+@dataclass(frozen=True)
+class MemberFailure:
+    """A step that did not complete, in its place in a group's results under
+    `on_member_failure="partial"`."""
+
+    task_id: str
+    state: str
+    error_type: str
+    error: str
+
+
+def failure_of(value: Any) -> MemberFailure | None:
+    """The failure `value` stands for, if it is a failed member's place in a group's
+    results under "partial", else None: `[r for r in results if not failure_of(r)]`."""
+    if isinstance(value, dict) and set(value) == {"taskq_failed"}:
+        f = value["taskq_failed"]
+        if isinstance(f, dict):
+            return MemberFailure(str(f.get("task_id", "")), str(f.get("state", "")),
+                                 str(f.get("error_type", "")), str(f.get("error", "")))
+    return None

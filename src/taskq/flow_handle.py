@@ -1,0 +1,84 @@
+"""A producer's handle on a workflow: how it stands, its result once it ends, and
+cancelling it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from taskq.errors import TaskCancelledError, TaskNotFoundError, UpstreamFailed
+from taskq.flows import FlowCancellation, Flows, FlowStatus
+from taskq.handle import ResultWait, TaskHandle
+from taskq.keys import flow_step_id
+from taskq.results import ENDED
+
+
+@dataclass(frozen=True)
+class WorkflowHandle:
+    """A started workflow: `status()`, `result()` waiting for its end, `cancel()`, and a
+    `TaskHandle` on each step (`step(stage, index)`). `created` is False when its id
+    already named a workflow, so nothing was started."""
+
+    flow_id: str
+    created: bool
+    flows: Flows = field(repr=False)
+
+    def status(self) -> FlowStatus:
+        """The workflow and each of its steps, read in one step; `TaskNotFoundError` if
+        there is no such workflow (never started, or ended and expired)."""
+        status = self.flows.status(self.flow_id)
+        if status is None:
+            raise TaskNotFoundError(self._missing())
+        return status
+
+    def step(self, stage: int, index: int = 1) -> TaskHandle:
+        """The handle on step `index` of stage `stage` (both counted from 1): its
+        `status()`, `result()` and `cancel()`."""
+        return self.flows.broker.handle(flow_step_id(self.flow_id, stage, index))
+
+    def result(self, timeout: float | None = None) -> Any:
+        """What the last stage produced once the workflow has completed (one result, or
+        a group's list), waiting up to `timeout` seconds (None: as long as it takes).
+
+        Raises `UpstreamFailed` (a `TaskFailed`, naming the first step that did not
+        complete and what each such step did) when it failed, `TaskCancelledError` when
+        it was cancelled, `TaskNotFoundError` when there is no such workflow, and
+        `ResultTimeoutError` when the timeout passes first. The wait is woken through
+        Redis by the script that ends a step, not by polling."""
+        broker = self.flows.broker
+        wait = ResultWait(self.flow_id, broker.queue, timeout)
+        while True:
+            status = self.status()
+            if status.ended:
+                return self._outcome(status)
+            # A running workflow's current stage has a step that has not ended (its
+            # last step's end moves the workflow on in the same script), and that end
+            # wakes this wait; the record read again then says what came of it.
+            current = status.stage_steps(status.stage)
+            waiting = next((s for s in current if s.state not in ENDED), current[0])
+            watched = broker.watch(waiting.task_id)
+            if watched is None or not watched.ended:
+                broker.wait_done(waiting.task_id, wait.next_block(watched))
+
+    def cancel(self) -> FlowCancellation:
+        """Cancel the workflow in one step: it starts no further stage; its waiting,
+        pending, delayed and dead steps end cancelled now, and running ones are told at
+        their next heartbeat (their handlers stop; their effects are refused). A
+        workflow that has ended is left as it is (`outcome` "unchanged")."""
+        return self.flows.cancel(self.flow_id)
+
+    def _outcome(self, status: FlowStatus) -> Any:
+        if status.state == "completed":
+            last = status.stages
+            return self.flows.output(self.flow_id, last, len(status.stage_steps(last)),
+                                     status.groups[last - 1])
+        if status.state == "failed":
+            raise UpstreamFailed(f"workflow {self.flow_id}", status.upstream,
+                                 status.error_type, status.error_message, "failed")
+        raise TaskCancelledError(f"workflow {self.flow_id}")
+
+    def _missing(self) -> str:
+        return (f"no workflow {self.flow_id!r} on queue {self.flows.broker.queue!r}: it "
+                "never started there, or it ended and its record expired (kept "
+                "TASKQ_COMPLETED_TTL_SECONDS)")
+

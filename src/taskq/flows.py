@@ -1,0 +1,171 @@
+"""The broker's side of workflows: starting one, reading how it stands, cancelling it.
+
+One thin method per script (start_flow.lua, flow_status.lua, cancel_flow.lua); what a
+workflow is and how its stages hand on their results is described in `_flow.lua`, and
+the user's side (chain, group, then) in `taskq.canvas`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from taskq.boundary import redis_errors, text
+from taskq.codec import decode_result
+from taskq.keys import check_flow_id, flow_step_id
+
+if TYPE_CHECKING:
+    from taskq.broker import Broker
+
+# What a stage does when one of its steps does not complete (dies, or is cancelled):
+# "fail" ends the workflow, every later step cancelled with that step's error; "partial"
+# (a group only) hands on the failure in that step's place, as `{"taskq_failed": ...}`.
+POLICIES = ("fail", "partial")
+FLOW_ENDED = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage as start_flow.lua takes it: each step's six checked ARGV values
+    (name, payload, max_retries, result_ttl_ms, priority, limit_key), whether it hands
+    on a list (a group), and its policy."""
+
+    steps: tuple[tuple[Any, ...], ...]
+    group: bool
+    policy: str
+
+
+@dataclass(frozen=True)
+class StepState:
+    """One step of a workflow as it stands: its task id, stage and place (both from
+    1), task name, state and retries so far ('' state: its record has expired)."""
+
+    task_id: str
+    stage: int
+    index: int
+    name: str
+    state: str
+    retries: int
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    """A workflow as it stands: running, completed, failed or cancelled; the stage it is
+    on; and every step. A failed one names the first step that did not complete
+    (`upstream`) and what each such step of that stage did (`error_message`)."""
+
+    flow_id: str
+    state: str
+    stage: int
+    stages: int
+    steps: tuple[StepState, ...]
+    groups: tuple[bool, ...]
+    policies: tuple[str, ...]
+    created_at_ms: int
+    ended_at_ms: int | None
+    upstream: str
+    error_type: str
+    error_message: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state in FLOW_ENDED
+
+    def stage_steps(self, stage: int) -> tuple[StepState, ...]:
+        return tuple(s for s in self.steps if s.stage == stage)
+
+    @classmethod
+    def from_reply(cls, flow_id: str, reply: list[Any]) -> FlowStatus | None:
+        if not reply:
+            return None
+        values = [text(v) for v in reply]
+        stages = int(values[7])
+        shape = values[8 : 8 + 3 * stages]
+        sizes = [int(n) for n in shape[0::3]]
+        rows = values[8 + 3 * stages :]
+        steps, at = [], 0
+        for stage, size in enumerate(sizes, start=1):
+            for index in range(1, size + 1):
+                state, name, retries = rows[at : at + 3]
+                steps.append(StepState(flow_step_id(flow_id, stage, index), stage, index,
+                                       name, state, int(retries or 0)))
+                at += 3
+        return cls(flow_id=flow_id, state=values[0], stage=int(values[1] or 1),
+                   stages=stages, steps=tuple(steps),
+                   groups=tuple(g == "1" for g in shape[1::3]),
+                   policies=tuple(shape[2::3]),
+                   created_at_ms=int(values[2] or 0),
+                   ended_at_ms=int(values[3]) if values[3] else None,
+                   upstream=values[4], error_type=values[5], error_message=values[6])
+
+
+@dataclass(frozen=True)
+class FlowCancellation:
+    """What cancelling a workflow did: `outcome` cancelled (it was running), unchanged
+    (it had ended, as `state`) or unknown (no such workflow); how many steps ended now,
+    and how many running ones were told to stop."""
+
+    flow_id: str
+    outcome: str
+    state: str
+    ended: int
+    told: int
+
+
+class Flows:
+    """The workflow scripts of one queue, called through its `Broker`."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def start(self, flow_id: str, stages: Sequence[StageSpec]) -> bool:
+        """Create workflow `flow_id` with `stages` (checked by `taskq.canvas`); False,
+        with nothing written, if the id (or a step's task id) is taken."""
+        b = self.broker
+        k = b.keys
+        args: list[Any] = [k.prefix, b.events_retention, check_flow_id(flow_id),
+                           b.completed_ttl_ms, len(stages)]
+        for stage in stages:
+            args += [len(stage.steps), "1" if stage.group else "0", stage.policy]
+        for stage in stages:
+            for step in stage.steps:
+                args.extend(step)
+        b.register_queue()
+        with redis_errors("start a workflow"):
+            reply = b.scripts.start_flow(keys=[k.ready, k.events, k.seq, k.epoch, k.wake],
+                                         args=args)
+        return int(reply) == 1
+
+    def status(self, flow_id: str) -> FlowStatus | None:
+        """The workflow and each of its steps, read in one step; None if there is no
+        such workflow (it never existed, or it ended and its record expired)."""
+        k = self.broker.keys
+        with redis_errors("read a workflow"):
+            reply = self.broker.scripts.flow_status(keys=[k.flow(check_flow_id(flow_id))],
+                                                    args=[k.prefix, flow_id])
+        return FlowStatus.from_reply(flow_id, reply)
+
+    def output(self, flow_id: str, stage: int, size: int, group: bool) -> Any:
+        """What stage `stage` (of `size` steps) handed on, decoded: its one result, or
+        the list of them (a `{"taskq_failed": ...}` in the place of a step that did not
+        complete, under the "partial" policy)."""
+        fields = [f"result:{stage}:{i}" for i in range(1, size + 1)]
+        with redis_errors("read a workflow's result"):
+            values = self.broker.client.hmget(self.broker.keys.flow(check_flow_id(flow_id)),
+                                              fields)
+        decoded = [None if v is None else decode_result(text(v)) for v in values]
+        return decoded if group else decoded[0]
+
+    def cancel(self, flow_id: str) -> FlowCancellation:
+        """Cancel the workflow: it starts no further stage; waiting, pending, delayed and
+        dead steps end cancelled now, running ones are told at their next heartbeat."""
+        b = self.broker
+        k = b.keys
+        with redis_errors("cancel a workflow"):
+            reply = b.scripts.cancel_flow(
+                keys=[k.ready, k.delayed, k.leased, k.dlq, k.events, k.seq, k.epoch],
+                args=[k.prefix, check_flow_id(flow_id), b.events_retention,
+                      b.completed_ttl_ms])
+        return FlowCancellation(flow_id, text(reply[0]), text(reply[1]), int(reply[2]),
+                                int(reply[3]))

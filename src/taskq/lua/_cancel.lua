@@ -1,0 +1,64 @@
+-- Cancelling one task (cancel.lua, and cancel_flow.lua for each step of a flow).
+
+-- Cancels `task_id` (in `only_state` only, unless it is ''), on the queue whose keys
+-- `queue` holds (ready, delayed, leased, dlq), with its events on `feed`: a pending,
+-- delayed, dead or waiting task ends cancelled now; a running one is flagged for its
+-- holder. Returns the outcome ('cancelled' | 'requested' | 'unchanged' | 'unknown')
+-- and the state it found.
+local function cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
+  local task_key = prefix .. 'task:' .. task_id
+  local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
+    'priority', 'name', 'parked', 'limit_key', unpack(CANCEL_FIELDS))
+  local state = record[1]
+  if not state then return 'unknown', '' end
+  if only_state ~= '' and state ~= only_state then return 'unchanged', state end
+  local cancel = {record[8], record[9], record[10], record[11], record[12]}
+  -- The record outlives the task's end as a completed one would.
+  local ttl = tonumber(record[3]) or completed_ttl
+
+  if state == 'running' and redis.call('ZSCORE', queue.leased, task_id) then
+    if cancel[1] then return 'unchanged', state end
+    emit(feed, {'type', 'cancel_requested', 'task', task_id, 'state', 'running',
+      'token', record[2]})
+    redis.call('HSET', task_key, 'cancel_requested', feed.now, 'cancel_ttl',
+      integer_text(ttl))
+    return 'requested', state
+  end
+
+  local removed = 0
+  if state == 'pending' and record[6] == 'back' then
+    -- Sent back to ready from its parked list, a slot promised to it (see _common).
+    local priority = tonumber(record[4])
+    removed = redis.call('LREM', ready_list(queue.ready, priority), 0, task_id)
+    forget_if_empty(queue.ready, priority)
+    redis.call('SREM', unparked_key(prefix, limit_group(record[5], record[7])), task_id)
+  elseif state == 'pending' and record[6] then
+    -- Parked for a concurrency slot (see _common).
+    local group = limit_group(record[5], record[7])
+    local list = parked_key(prefix, group)
+    removed = redis.call('LREM', list, 0, task_id)
+    if redis.call('LLEN', list) == 0 then
+      redis.call('SREM', parked_names_key(prefix), group)
+      forget_group(prefix, group)
+    end
+  elseif state == 'pending' then
+    local priority = tonumber(record[4])
+    removed = redis.call('LREM', ready_list(queue.ready, priority), 0, task_id)
+    forget_if_empty(queue.ready, priority)
+  elseif state == 'delayed' then
+    removed = redis.call('ZREM', queue.delayed, task_id)
+  elseif state == 'dead' then
+    removed = redis.call('LREM', queue.dlq, 0, task_id)
+  elseif state == 'waiting' then
+    removed = 1  -- a workflow's step waiting for its stage is in no list (see _flow)
+  end
+  -- Completed and cancelled tasks have ended; a record whose state and structure
+  -- disagree is left as it is rather than guessed at.
+  if removed == 0 then return 'unchanged', state end
+
+  local event = {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', state}
+  if cancel[5] then event[#event + 1], event[#event + 2] = 'flow', cancel[5] end
+  emit(feed, event)
+  end_cancelled(prefix, feed, task_id, cancel, ttl)
+  return 'cancelled', state
+end

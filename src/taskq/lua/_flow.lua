@@ -1,0 +1,181 @@
+-- Workflows (see taskq/canvas.py and taskq/flows.py). A flow runs its stages one after
+-- another; a stage's steps run in parallel. Its record, `flow:<id>` (a HASH), holds:
+--   state       running | completed | failed | cancelled
+--   stages, stage   how many stages, and the one running now (1-based)
+--   ttl         ms an ended flow's record (and a skipped step's) is kept
+--   size:<k>, group:<k>, policy:<k>   stage k's step count; '1' if it hands on the
+--               list of its results (a group), else its one result; 'fail' or
+--               'partial': what a step of it that does not complete does
+--   ended:<k>, failed:<k>   its steps that ended, and those that did not complete
+--   end:<k>:<i> completed | dead | cancelled: set once (HSETNX), so a step that runs
+--               twice is counted once; result:<k>:<i> what it hands on (its result's
+--               JSON, or under 'partial' a {"taskq_failed": ...} object)
+-- Step i of stage k is the task `<flow id>.<k>.<i>`; its record names its `flow`. Steps
+-- of later stages wait, in state `waiting` and in no list, until the script that records
+-- the end of the last step before them makes them pending: every script that ends a
+-- step calls step_ended in the same call (ack with the current token; fail or reap at
+-- its death; end_cancelled), so a stage is started exactly once and never by a
+-- separate call that a crash could skip or repeat (specs/Chord, specs/Workflow).
+
+local FLOW_ARGS_HEAD = '{"args":['
+
+local function flow_key(prefix, flow_id)
+  return prefix .. 'flow:' .. flow_id
+end
+
+local function flow_step_id(flow_id, stage, index)
+  return flow_id .. '.' .. stage .. '.' .. index
+end
+
+-- `payload` (a step's own arguments, as taskq encodes them) with `input` (JSON text)
+-- as its first positional argument.
+local function with_input(payload, input)
+  local rest = string.sub(payload, #FLOW_ARGS_HEAD + 1)
+  if string.sub(rest, 1, 1) ~= ']' then rest = ',' .. rest end
+  return FLOW_ARGS_HEAD .. input .. rest
+end
+
+-- What stage k hands on: its one result, or the JSON list of its results in order.
+local function stage_output(flow, k, size, is_group)
+  local fields = {}
+  for i = 1, size do fields[i] = 'result:' .. k .. ':' .. i end
+  local values = {}
+  for first = 1, size, CHUNK do
+    local part = redis.call('HMGET', flow,
+      unpack(fields, first, math.min(first + CHUNK - 1, size)))
+    for j = 1, #part do values[#values + 1] = part[j] or 'null' end
+  end
+  if not is_group then return values[1] end
+  return '[' .. table.concat(values, ',') .. ']'
+end
+
+-- Makes stage k's waiting steps pending, each with `input` as its first argument. A
+-- step cancelled while it waited stays as it is (it was counted as ended then).
+local function trigger_stage(prefix, feed, flow_id, k, size, input)
+  local woken = 0
+  for i = 1, size do
+    local step = flow_step_id(flow_id, k, i)
+    local step_key = prefix .. 'task:' .. step
+    local record = redis.call('HMGET', step_key, 'state', 'payload', 'priority')
+    if record[1] == 'waiting' then
+      emit(feed, {'type', 'triggered', 'task', step, 'state', 'pending', 'flow', flow_id})
+      redis.call('HSET', step_key, 'state', 'pending', 'payload', with_input(record[2], input),
+        'run_at', feed.now)
+      push_ready(prefix .. 'ready', step, tonumber(record[3]) or DEFAULT_PRIORITY, false)
+      woken = woken + 1
+    end
+  end
+  wake_workers(prefix .. 'wake', woken)
+end
+
+-- Why stage k stops the flow: the first of its steps that did not complete, that
+-- step's error type, and "<n> of <size> steps of stage <k> did not complete: <id>
+-- (<how>: <type>: <message>); ..." (five at most).
+local function stage_failure(prefix, flow, flow_id, k, size)
+  local lines, first, count = {}, nil, 0
+  for i = 1, size do
+    local how = redis.call('HGET', flow, 'end:' .. k .. ':' .. i)
+    if how and how ~= 'completed' then
+      local step = flow_step_id(flow_id, k, i)
+      count = count + 1
+      first = first or step
+      if #lines < 5 then
+        local e = redis.call('HMGET', prefix .. 'task:' .. step, 'error_type', 'error_message')
+        local said = how
+        if e[1] and e[1] ~= '' then said = how .. ': ' .. e[1] .. ': ' .. (e[2] or '') end
+        lines[#lines + 1] = step .. ' (' .. said .. ')'
+      end
+    end
+  end
+  local more = ''
+  if count > #lines then more = '; and ' .. (count - #lines) .. ' more' end
+  local error_type = redis.call('HGET', prefix .. 'task:' .. first, 'error_type')
+  if not error_type or error_type == '' then error_type = 'taskq.Cancelled' end
+  return first, error_type, count .. ' of ' .. size .. ' steps of stage ' .. k ..
+    ' did not complete: ' .. table.concat(lines, '; ') .. more
+end
+
+-- Ends every waiting step of stages `from` to the last cancelled, naming `upstream`
+-- (the first step that did not complete) and why, so each one's handle reports it.
+local function skip_waiting(prefix, feed, flow, flow_id, from, upstream, error_type, why)
+  local stages = tonumber(redis.call('HGET', flow, 'stages'))
+  local ttl = redis.call('HGET', flow, 'ttl')
+  for k = from, stages do
+    for i = 1, tonumber(redis.call('HGET', flow, 'size:' .. k)) do
+      local step = flow_step_id(flow_id, k, i)
+      local step_key = prefix .. 'task:' .. step
+      local record = redis.call('HMGET', step_key, 'state', 'waiters', 'result_ttl')
+      if record[1] == 'waiting' then
+        emit(feed, {'type', 'cancelled', 'task', step, 'state', 'cancelled', 'from', 'waiting',
+          'flow', flow_id, 'upstream', upstream})
+        redis.call('HSET', step_key, 'state', 'cancelled', 'cancelled_at', feed.now,
+          'upstream', upstream, 'error_type', error_type, 'error_message', why,
+          'last_error', why)
+        redis.call('PEXPIRE', step_key, record[3] or ttl)
+        if record[2] then wake_waiters(prefix, step) end
+      end
+    end
+  end
+end
+
+local function finish_flow(flow, state, now_text)
+  redis.call('HSET', flow, 'state', state, 'ended_at', now_text)
+  redis.call('PEXPIRE', flow, redis.call('HGET', flow, 'ttl'))
+end
+
+-- Moves a running flow on for as long as its current stage has ended: starts the next
+-- stage with what this one hands on, or ends the flow. A stage whose steps were all
+-- cancelled while they waited has ended before it starts, so the loop goes on.
+local function advance_flow(prefix, feed, flow, flow_id)
+  while true do
+    local f = redis.call('HMGET', flow, 'state', 'stage', 'stages')
+    if f[1] ~= 'running' then return end
+    local k, stages = tonumber(f[2]), tonumber(f[3])
+    local s = redis.call('HMGET', flow, 'size:' .. k, 'ended:' .. k, 'failed:' .. k,
+      'group:' .. k, 'policy:' .. k)
+    local size = tonumber(s[1])
+    if (tonumber(s[2]) or 0) < size then return end
+    local partial = s[4] == '1' and s[5] == 'partial'
+    if (tonumber(s[3]) or 0) > 0 and not partial then
+      local upstream, error_type, why = stage_failure(prefix, flow, flow_id, k, size)
+      redis.call('HSET', flow, 'upstream', upstream, 'error_type', error_type,
+        'error_message', why)
+      if k < stages then
+        skip_waiting(prefix, feed, flow, flow_id, k + 1, upstream, error_type, why)
+      end
+      finish_flow(flow, 'failed', feed.now)
+      return
+    end
+    if k == stages then
+      finish_flow(flow, 'completed', feed.now)
+      return
+    end
+    local input = stage_output(flow, k, size, s[4] == '1')
+    redis.call('HSET', flow, 'stage', k + 1)
+    trigger_stage(prefix, feed, flow_id, k + 1,
+      tonumber(redis.call('HGET', flow, 'size:' .. (k + 1))), input)
+  end
+end
+
+-- Records that step `task_id` of flow `flow_id` ended `how` (completed, dead or
+-- cancelled), with `result` (its result's JSON; '' or nil for none) when it completed,
+-- and moves the flow on if that ended its stage. A step ends once: a second end of the
+-- same step (a revived dead step completing, a dead one cancelled) changes nothing, nor
+-- does the end of a step whose flow's record has expired.
+local function step_ended(prefix, feed, task_id, flow_id, how, result)
+  local k, i = string.match(task_id, '%.(%d+)%.(%d+)$')
+  local flow = flow_key(prefix, flow_id)
+  if not k or redis.call('EXISTS', flow) == 0 then return end
+  if redis.call('HSETNX', flow, 'end:' .. k .. ':' .. i, how) == 0 then return end
+  local handed = result
+  if how ~= 'completed' then
+    local e = redis.call('HMGET', prefix .. 'task:' .. task_id, 'error_type', 'error_message')
+    handed = cjson.encode({taskq_failed = {task_id = task_id, state = how,
+      error_type = e[1] or '', error = e[2] or ''}})
+    redis.call('HINCRBY', flow, 'failed:' .. k, 1)
+  end
+  if handed == nil or handed == '' then handed = 'null' end
+  redis.call('HSET', flow, 'result:' .. k .. ':' .. i, handed)
+  redis.call('HINCRBY', flow, 'ended:' .. k, 1)
+  advance_flow(prefix, feed, flow, flow_id)
+end

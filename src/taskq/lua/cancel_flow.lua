@@ -1,0 +1,55 @@
+--[[
+  cancel_flow: cancel a running workflow (see _flow) in one step: it will start no
+  further stage, and every step of it is cancelled as cancel.lua cancels a task: a
+  waiting, pending, delayed or dead step ends cancelled now; a running one is flagged,
+  so its worker is told at its next heartbeat and it ends cancelled when it settles.
+  KEYS[1] ready   LIST    task ids of the default priority that can run now (other
+                          priorities: see _common)
+  KEYS[2] delayed ZSET    task id -> run-at (ms, server TIME)
+  KEYS[3] leased  ZSET    task id -> lease expiry (ms, server TIME)
+  KEYS[4] dlq     LIST    dead task ids
+  KEYS[5] events  STREAM  change feed
+  KEYS[6] seq     STRING  last event sequence number
+  KEYS[7] epoch   STRING  event log incarnation
+  ARGV[1] prefix          queue key prefix; flow and task keys derive from it
+  ARGV[2] flow_id
+  ARGV[3] retention       events kept in the stream (1 to 10^9)
+  ARGV[4] completed_ttl   ms a cancelled step's record is kept, as a completed one (1
+                          to 315360000000)
+  Returns: {outcome, state before, steps ended now, steps told to stop}: outcome
+           'cancelled' (it was running) | 'unchanged' (it had ended: nothing changed) |
+           'unknown' (no such flow); an argument out of its range is an error, and
+           nothing is written
+  Emits:   cancelled (state cancelled, with `from`) per step ended now |
+           cancel_requested (state running) per running step
+]]
+--- @include "_common"
+--- @include "_cancel"
+
+local ready_key, delayed_key, leased_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local events_key, seq_key, epoch_key = KEYS[5], KEYS[6], KEYS[7]
+local prefix, flow_id, retention = ARGV[1], ARGV[2], ARGV[3]
+
+-- Checked before the first write (see whole_arg); retention by open_feed.
+local completed_ttl = whole_arg('completed_ttl', ARGV[4], 1, LIMITS.ttl_ms)
+
+local flow = flow_key(prefix, flow_id)
+local f = redis.call('HMGET', flow, 'state', 'stages')
+if not f[1] then return {'unknown', '', 0, 0} end
+if f[1] ~= 'running' then return {'unchanged', f[1], 0, 0} end
+
+local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
+local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
+-- First, so that no step's end below starts a stage (advance_flow needs 'running').
+finish_flow(flow, 'cancelled', feed.now)
+local ended, told = 0, 0
+for k = 1, tonumber(f[2]) do
+  for i = 1, tonumber(redis.call('HGET', flow, 'size:' .. k)) do
+    local outcome = cancel_task(prefix, feed, queue, flow_step_id(flow_id, k, i), '',
+      completed_ttl)
+    if outcome == 'cancelled' then ended = ended + 1 end
+    if outcome == 'requested' then told = told + 1 end
+  end
+end
+close_feed(feed)
+return {'cancelled', 'running', ended, told}

@@ -1,0 +1,36 @@
+--[[
+  flow_status: read a workflow (see _flow) and the state of each of its steps, in one
+  consistent view.
+  KEYS[1] flow    HASH    the workflow's record
+  ARGV[1] prefix          queue key prefix; step task keys derive from it
+  ARGV[2] flow_id
+  Returns: {} if there is no such flow; else {state, stage, created_at, ended_at,
+           upstream, error_type, error_message, stages, then per stage: size, group,
+           policy, then per step, stage by stage: state, name, retries} (a field the
+           record lacks as ''; a step whose record has expired as state '')
+  Emits:   nothing (no task changes state)
+]]
+
+local flow_key, prefix, flow_id = KEYS[1], ARGV[1], ARGV[2]
+
+local f = redis.call('HMGET', flow_key, 'state', 'stage', 'created_at', 'ended_at',
+  'upstream', 'error_type', 'error_message', 'stages')
+if not f[1] then return {} end
+local reply = {}
+for j = 1, 8 do reply[j] = f[j] or '' end
+local stages = tonumber(f[8])
+local sizes = {}
+for k = 1, stages do
+  local s = redis.call('HMGET', flow_key, 'size:' .. k, 'group:' .. k, 'policy:' .. k)
+  sizes[k] = tonumber(s[1])
+  reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = s[1], s[2], s[3]
+end
+for k = 1, stages do
+  for i = 1, sizes[k] do
+    local step = redis.call('HMGET', prefix .. 'task:' .. flow_id .. '.' .. k .. '.' .. i,
+      'state', 'name', 'retries')
+    reply[#reply + 1], reply[#reply + 2] = step[1] or '', step[2] or ''
+    reply[#reply + 1] = step[3] or '0'
+  end
+end
+return reply

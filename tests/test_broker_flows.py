@@ -1,0 +1,148 @@
+"""The workflow scripts on a real Redis, driven one broker call at a time: a stage
+starts exactly once, by the call that accepts its last step's end, whatever stale
+holders, reaps, revivals and cancels do (W1); and bad arguments write nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from helpers import events, lease_one, view, wait_past
+from taskq.broker import Broker
+from taskq.errors import BrokerError
+from taskq.flows import Flows, StageSpec
+from taskq.tools.tracecheck import read_log, validate
+
+EMPTY = '{"args":[],"kwargs":{}}'
+
+
+def step(name: str = "job", payload: str = EMPTY, max_retries: int = 0,
+         priority: int = 5) -> tuple[object, ...]:
+    return (name, payload, max_retries, "", priority, "")
+
+
+def chord(flows: Flows, members: int, flow_id: str = "f", **options: object) -> None:
+    """`members` steps in a group, then one callback."""
+    assert flows.start(flow_id, [
+        StageSpec(tuple(step(**options) for _ in range(members)), group=True,  # type: ignore[arg-type]
+                  policy="fail"),
+        StageSpec((step("callback"),), group=False, policy="fail")])
+
+
+def triggered(client: redis.Redis, broker: Broker) -> list[str]:
+    return [e.task for e in events(client, broker.keys) if e.type == "triggered"]
+
+
+def ack_result(broker: Broker, task_id: str, token: int, value: object) -> bool:
+    return broker.ack(task_id, token, json.dumps(value))
+
+
+class TestStages:
+    def test_a_stale_holders_ack_counts_nothing_and_the_rerun_starts_the_callback_once(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        flows = Flows(queue)
+        chord(flows, 2, max_retries=1)
+        first, stale = lease_one(queue, seconds=0.05)
+        wait_past(0.05)
+        assert queue.reap(backoff_base=0, backoff_max=0) == [(first, "delayed")]
+        assert queue.promote() == [first]
+        second = lease_one(queue, "w2")
+        other = second if second[0] != first else lease_one(queue, "w2")
+        rerun = lease_one(queue, "w3") if second[0] != first else second
+        assert not ack_result(queue, first, stale, "stale")
+        assert ack_result(queue, *other, "b")
+        assert triggered(client, queue) == []
+        assert ack_result(queue, *rerun, "a")
+        assert not ack_result(queue, first, stale, "stale again")
+        assert triggered(client, queue) == ["f.2.1"]
+        assert queue.payload("f.2.1")["args"] == [["a", "b"]]
+        assert view(client, queue.keys).violations() == []
+        report = validate(read_log(client, queue.keys.events), require_terminal=False)
+        assert report.ok, report.violations
+
+    def test_a_member_reaped_dead_fails_the_flow_and_its_revival_starts_nothing(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        flows = Flows(queue)
+        chord(flows, 2)
+        held = [lease_one(queue, seconds=0.05), lease_one(queue, "w2")]
+        wait_past(0.05)
+        dead = held[0][0]
+        assert queue.reap() == [(dead, "dead")]
+        assert ack_result(queue, *held[1], 1)
+        status = flows.status("f")
+        assert status is not None and status.state == "failed" and status.upstream == dead
+        assert "taskq.LeaseExpired" in status.error_message
+        assert [s.state for s in status.steps][2] == "cancelled"
+        assert queue.retry_dead(dead)
+        assert ack_result(queue, *lease_one(queue), 1)
+        assert queue.cancel(dead).outcome == "unchanged"
+        assert triggered(client, queue) == []
+        status = flows.status("f")
+        assert status is not None and status.state == "failed"
+        assert view(client, queue.keys).violations() == []
+
+    def test_a_revived_member_that_completes_is_not_counted_a_second_time(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        flows = Flows(queue)
+        assert flows.start("r", [
+            StageSpec((step(), step()), group=True, policy="partial"),
+            StageSpec((step("callback"),), group=False, policy="fail")])
+        (dead, token), running = lease_one(queue), lease_one(queue, "w2")
+        assert queue.fail(dead, token, "boom", dead=True).status == "dead"
+        assert queue.retry_dead(dead)
+        assert ack_result(queue, *lease_one(queue, "w3"), "revived")
+        assert triggered(client, queue) == []
+        assert ack_result(queue, *running, "b")
+        assert triggered(client, queue) == ["r.2.1"]
+        handed = queue.payload("r.2.1")["args"][0]
+        assert handed[0]["taskq_failed"]["state"] == "dead" and handed[1] == "b"
+
+    def test_a_triggered_step_keeps_its_priority_and_an_ended_flow_expires(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        flows = Flows(queue)
+        assert flows.start("p", [StageSpec((step(),), group=False, policy="fail"),
+                                 StageSpec((step(priority=8),), group=False, policy="fail")])
+        assert client.pttl(queue.keys.flow("p")) == -1
+        assert ack_result(queue, *lease_one(queue), None)
+        assert client.lrange(queue.keys.ready_at(8), 0, -1) == ["p.2.1"]
+        assert queue.payload("p.2.1")["args"] == [None]
+        assert ack_result(queue, *lease_one(queue), "done")
+        assert 0 < client.pttl(queue.keys.flow("p")) <= queue.completed_ttl_ms
+        assert flows.output("p", 2, 1, group=False) == "done"
+
+    def test_every_step_is_enqueued_with_its_flow_and_later_ones_wait(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        chord(Flows(queue), 2)
+        log = events(client, queue.keys)
+        assert [(e.task, e.state, e.fields["flow"]) for e in log] == [
+            ("f.1.1", "pending", "f"), ("f.1.2", "pending", "f"), ("f.2.1", "waiting", "f")]
+        assert queue.counts().ready == 2
+
+
+class TestRefused:
+    @pytest.mark.parametrize(("stages", "error"), [
+        ([StageSpec((step(),), group=False, policy="ignore")], "policy must be"),
+        ([StageSpec((step(),), group=False, policy="fail"),
+          StageSpec((step(payload='{"kwargs":{}}'),), group=False, policy="fail")],
+         "must begin"),
+        ([StageSpec((step(max_retries=1001),), group=False, policy="fail")], "max_retries"),
+        ([StageSpec((step(priority=10),), group=False, policy="fail")], "priority"),
+    ])
+    def test_an_argument_out_of_its_range_writes_nothing(
+        self, queue: Broker, client: redis.Redis, stages: list[StageSpec], error: str
+    ) -> None:
+        with pytest.raises(BrokerError, match=error):
+            Flows(queue).start("bad", stages)
+        assert client.keys(queue.keys.prefix + "*") == []
+
+    def test_a_taken_step_id_starts_nothing(self, queue: Broker, client: redis.Redis) -> None:
+        queue.enqueue("t.1.1")
+        assert not Flows(queue).start("t", [StageSpec((step(),), group=False, policy="fail")])
+        assert client.exists(queue.keys.flow("t")) == 0

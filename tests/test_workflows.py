@@ -1,0 +1,267 @@
+"""Workflows as users write them (taskq.canvas): chains, groups and chords run by a real
+worker on a real Redis, their handles, their failure policies, and the bad input they
+refuse before anything is sent."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+from helpers import events, view
+from taskq import (
+    App,
+    InvalidTaskError,
+    Retry,
+    TaskCancelledError,
+    UpstreamFailed,
+    chain,
+    current_task,
+    failure_of,
+    group,
+)
+from taskq.errors import ConfigError, ResultTimeoutError
+from taskq.settings import Settings
+from taskq.tools.tracecheck import read_log, validate
+from waiting import wait_until
+from worker_support import StartWorker
+
+Tasks = dict[str, Any]
+
+
+@pytest.fixture
+def tasks(app: App) -> Tasks:
+    """A few tasks of the test's app to build workflows of."""
+    gate = threading.Event()
+
+    @app.task("add")
+    def add(x: int, y: int = 1) -> int:
+        return x + y
+
+    @app.task("total")
+    def total(xs: list[int]) -> int:
+        return sum(xs)
+
+    @app.task("boom", max_retries=0)
+    def boom(x: int) -> int:
+        raise ValueError(f"no {x}")
+
+    @app.task("failed_places")
+    def failed_places(xs: list[Any]) -> list[int]:
+        return [n for n, x in enumerate(xs) if failure_of(x) is not None]
+
+    @app.task("wait")
+    def wait(x: int) -> int:
+        task = current_task()
+        while not gate.wait(0.05):
+            if task.cancelled:
+                return -1
+        return x
+
+    @app.task("flaky", max_retries=2)
+    def flaky(x: int) -> int:
+        if current_task().attempt == 1:
+            raise Retry(delay=0)
+        return x * 2
+
+    return {"add": add, "total": total, "boom": boom, "failed_places": failed_places,
+            "wait": wait, "gate": gate, "flaky": flaky}
+
+
+class TestChains:
+    def test_each_steps_result_is_the_next_steps_first_argument(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add = tasks["add"]
+        start_worker(concurrency=2)
+        flow = chain(add.s(1), add.s(10), add.s(y=100)).enqueue()
+        assert flow.created
+        assert flow.result(timeout=10) == 112
+        assert [s.state for s in flow.status().steps] == ["completed"] * 3
+        assert flow.step(2).result(timeout=1) == 12
+
+    def test_a_chain_inside_a_chain_is_flattened_and_a_group_hands_on_its_list(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add, total = tasks["add"], tasks["total"]
+        start_worker(concurrency=4)
+        flow = chain(add.s(1), chain(group(add.s(), add.s(y=5)), total.s())).enqueue()
+        status = flow.status()
+        assert [len(status.stage_steps(k)) for k in (1, 2, 3)] == [1, 2, 1]
+        assert status.groups == (False, True, False)
+        assert flow.result(timeout=10) == (2 + 1) + (2 + 5)
+
+    def test_a_retried_step_hands_on_the_result_of_its_accepted_run(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        start_worker()
+        flow = chain(tasks["flaky"].s(3), tasks["add"].s()).enqueue()
+        assert flow.result(timeout=10) == 7
+        assert flow.status().steps[0].retries == 1
+
+    def test_a_dead_step_ends_the_chain_with_its_error_on_every_later_handle(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add, boom = tasks["add"], tasks["boom"]
+        start_worker()
+        flow = chain(add.s(1), boom.s(), add.s(), add.s()).enqueue()
+        with pytest.raises(UpstreamFailed) as failed:
+            flow.result(timeout=10)
+        dead = f"{flow.flow_id}.2.1"
+        assert failed.value.upstream == dead
+        assert failed.value.error_type == "ValueError"
+        assert f"{dead} (dead: ValueError: no 2)" in str(failed.value)
+        for stage in (3, 4):
+            with pytest.raises(UpstreamFailed, match="no 2") as skipped:
+                flow.step(stage).result(timeout=1)
+            assert skipped.value.upstream == dead
+        status = flow.status()
+        assert status.state == "failed"
+        assert [s.state for s in status.steps] == ["completed", "dead", "cancelled",
+                                                   "cancelled"]
+
+
+class TestGroups:
+    def test_a_chords_callback_gets_every_result_in_the_order_given(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add, total = tasks["add"], tasks["total"]
+        start_worker(concurrency=4)
+        values = group(add.s(n, y=0) for n in range(20)).enqueue().result(timeout=10)
+        assert values == list(range(20))
+        assert group(add.s(n) for n in range(20)).then(total.s()).enqueue().result(
+            timeout=10) == sum(range(1, 21))
+
+    def test_a_dead_member_fails_the_callback_with_the_members_errors(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add, boom, total = tasks["add"], tasks["boom"], tasks["total"]
+        start_worker(concurrency=2)
+        flow = group(add.s(1), boom.s(2), boom.s(3)).then(total.s()).enqueue()
+        with pytest.raises(UpstreamFailed) as failed:
+            flow.step(2).result(timeout=10)
+        message = str(failed.value)
+        assert "2 of 3 steps of stage 1 did not complete" in message
+        assert "no 2" in message and "no 3" in message
+
+    def test_under_partial_the_callback_runs_with_each_failure_in_its_place(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add, boom = tasks["add"], tasks["boom"]
+        start_worker(concurrency=2)
+        members = group(add.s(1), boom.s(2), add.s(3), on_member_failure="partial")
+        assert members.then(tasks["failed_places"].s()).enqueue().result(timeout=10) == [1]
+        values = group(add.s(1), boom.s(2), on_member_failure="partial").enqueue().result(
+            timeout=10)
+        failure = failure_of(values[1])
+        assert values[0] == 2 and failure is not None
+        assert (failure.state, failure.error_type, failure.error) == (
+            "dead", "ValueError", "no 2")
+        assert failure_of({"taskq_failed": 1}) is None and failure_of(2) is None
+
+
+class TestHandles:
+    def test_starting_the_same_flow_id_again_starts_nothing(
+        self, tasks: Tasks, app: App, client: redis.Redis
+    ) -> None:
+        add = tasks["add"]
+        first = chain(add.s(1), add.s()).enqueue(flow_id="nightly-2026-12-02")
+        again = chain(add.s(5), add.s(), add.s()).enqueue(flow_id="nightly-2026-12-02")
+        assert (first.created, again.created) == (True, False)
+        assert len(again.status().steps) == 2
+        assert app.workflow("nightly-2026-12-02").status().steps[0].state == "pending"
+
+    def test_a_result_wait_times_out_and_an_unknown_flow_is_not_found(
+        self, tasks: Tasks, app: App
+    ) -> None:
+        flow = chain(tasks["add"].s(1)).enqueue()
+        with pytest.raises(ResultTimeoutError):
+            flow.result(timeout=0.2)
+        with pytest.raises(Exception, match="no workflow 'nope'"):
+            app.workflow("nope").status()
+
+
+class TestCancel:
+    def test_cancelling_a_flow_stops_its_running_step_and_ends_the_rest(
+        self, tasks: Tasks, app: App, client: redis.Redis, start_worker: StartWorker
+    ) -> None:
+        wait, add = tasks["wait"], tasks["add"]
+        start_worker()
+        flow = chain(wait.s(1), add.s(), add.s()).enqueue()
+        wait_until(lambda: flow.status().steps[0].state == "running")
+        done = flow.cancel()
+        assert (done.outcome, done.ended, done.told) == ("cancelled", 2, 1)
+        with pytest.raises(TaskCancelledError):
+            flow.result(timeout=5)
+        wait_until(lambda: flow.step(1).status() == "cancelled", what="the run to stop")
+        assert [s.state for s in flow.status().steps] == ["cancelled"] * 3
+        assert flow.cancel().outcome == "unchanged"
+        kinds = [e.type for e in events(client, app.broker.keys)]
+        assert "triggered" not in kinds
+        assert view(client, app.broker.keys).violations() == []
+
+    def test_cancelling_one_waiting_step_fails_the_flow_when_its_stage_is_reached(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        add = tasks["add"]
+        flow = chain(add.s(1), group(add.s(), add.s()), add.s()).enqueue()
+        assert flow.step(2, 2).cancel().outcome == "cancelled"
+        start_worker()
+        with pytest.raises(UpstreamFailed, match=r"\.2\.2 \(cancelled\)"):
+            flow.result(timeout=10)
+        assert [s.state for s in flow.status().steps] == ["completed", "completed",
+                                                          "cancelled", "cancelled"]
+
+
+class TestLog:
+    def test_every_step_event_forms_a_legal_path_and_no_stage_starts_early(
+        self, tasks: Tasks, app: App, client: redis.Redis, start_worker: StartWorker
+    ) -> None:
+        add, boom, total = tasks["add"], tasks["boom"], tasks["total"]
+        start_worker(concurrency=3)
+        flows = [chain(add.s(1), add.s(), add.s()).enqueue(),
+                 group(add.s(n) for n in range(5)).then(total.s()).enqueue(),
+                 chain(boom.s(1), add.s()).enqueue()]
+        for flow in flows:
+            wait_until(lambda f=flow: f.status().ended)  # type: ignore[misc]
+        log = read_log(client, app.broker.keys.events)
+        report = validate(log)
+        assert report.ok, report.violations
+        assert sum(f["type"] == "triggered" for _, f in log) == 2 + 1
+        forged = [(1, {"type": "enqueued", "task": "f.1.1", "state": "pending", "flow": "f"}),
+                  (2, {"type": "enqueued", "task": "f.2.1", "state": "waiting", "flow": "f"}),
+                  (3, {"type": "triggered", "task": "f.2.1", "state": "pending", "flow": "f"})]
+        assert validate(forged, require_terminal=False).violations == [
+            ("f.2.1", 3, "triggered before every step of stage 1 ended")]
+
+
+class TestRefused:
+    def test_bad_steps_and_groups_are_refused_before_anything_is_sent(
+        self, tasks: Tasks, app: App, client: redis.Redis
+    ) -> None:
+        add, total = tasks["add"], tasks["total"]
+        with pytest.raises(InvalidTaskError, match="takes no delay"):
+            add.s(1, delay=5)
+        with pytest.raises(InvalidTaskError, match=r"stage 2.*first argument is what"):
+            chain(add.s(1), total.s(2, 3)).enqueue()
+        with pytest.raises(InvalidTaskError, match="a chain inside a group"):
+            group(add.s(1), chain(add.s(2)))  # type: ignore[arg-type]
+        with pytest.raises(InvalidTaskError, match="on_member_failure must be"):
+            group(add.s(1), on_member_failure="ignore")
+        with pytest.raises(InvalidTaskError, match="invalid workflow id"):
+            chain(add.s(1)).enqueue(flow_id="has.dot")
+        with pytest.raises(InvalidTaskError, match="at least one step"):
+            group([])
+        other = App(queue="other", settings=app.settings)
+        stranger = other.task("stranger")(lambda x: x)
+        with pytest.raises(InvalidTaskError, match="same App"):
+            chain(add.s(1), stranger.s()).enqueue()
+        assert client.keys(app.broker.keys.prefix + "*") == []
+
+    def test_a_sharded_app_refuses_workflows(self, settings: Settings) -> None:
+        sharded = App(queue="sharded", settings=settings, shards=2)
+        step = sharded.task("one")(lambda: 1)
+        with pytest.raises(ConfigError, match="2 shards: a workflow runs in one queue"):
+            chain(step.s()).enqueue()
