@@ -17,6 +17,7 @@ from specs.Shards import shards
 from specs.TaskFeed import task_feed, task_feed_split_attach
 from specs.TaskQueue import task_queue_checks, task_queue_mutants
 from specs.tlacheck.suite import Check, Expect, Figures
+from specs.Workflow import workflow
 
 ROOT = Path(__file__).resolve().parent
 
@@ -308,6 +309,43 @@ CHECKS: tuple[Check, ...] = (
         # The worker that recorded the last member dies before it enqueues the callback.
         expect=Expect.violated("CallbackNotLost", depth=6),
         tlc=TLC(distinct=69, generated=136, depth=6, left=34),
+    ),
+    Check(
+        spec="Workflow/Workflow.tla",
+        config="Workflow/Workflow.cfg",
+        build=workflow.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=11604, generated=45129, depth=23, left=0),
+    ),
+    Check(
+        spec="Workflow/Workflow.tla",
+        config="Workflow/Workflow_Partial.cfg",
+        build=workflow.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=26816, generated=105217, depth=25, left=0),
+    ),
+    Check(
+        spec="Workflow/Workflow.tla",
+        config="Workflow/Workflow_NoCancel.cfg",
+        build=workflow.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=2733, generated=10161, depth=23, left=0),
+    ),
+    Check(
+        spec="Workflow/WorkflowAnyAck.tla",
+        config="Workflow/WorkflowAnyAck.cfg",
+        build=workflow.any_ack_model,
+        # A reaped member's stale ack counted: stage 2 triggered while it runs again.
+        expect=Expect.violated("TriggerAfterAll", depth=6),
+        tlc=TLC(distinct=267, generated=538, depth=6, left=162),
+    ),
+    Check(
+        spec="Workflow/WorkflowSeparateStep.tla",
+        config="Workflow/WorkflowSeparateStep.cfg",
+        build=workflow.separate_step_model,
+        # The worker that recorded stage 1's last member dies before it triggers stage 2.
+        expect=Expect.violated("FlowNotLost", depth=6),
+        tlc=TLC(distinct=244, generated=518, depth=6, left=142),
     ),
     Check(
         spec="Progress/Progress.tla",

@@ -123,7 +123,7 @@ class TestCatalogue:
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
             "ShardsRouteById", "ShardsFixedOrder", "ProgressNoFence", "ProgressTokenless",
-            "ChordAnyAck", "ChordSeparateStep",
+            "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:

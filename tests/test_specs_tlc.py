@@ -47,7 +47,8 @@ def test_tlc_names_a_step_property_and_the_counterexample_as_tlacheck_does() -> 
 
 
 @pytest.mark.parametrize("check", [c for c in CHECKS
-                                   if c.spec.startswith(("Shards/", "Progress/", "Chord/"))],
+                                   if c.spec.startswith(("Shards/", "Progress/", "Chord/",
+                                                        "Workflow/"))],
                          ids=lambda c: f"{c.name}:{c.config_name}")
 def test_tlc_checks_the_newest_models_and_their_mutants_as_tlacheck_does(check: Check) -> None:
     run = tlc.run(check, ROOT)

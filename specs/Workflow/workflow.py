@@ -1,0 +1,375 @@
+r"""Python transcription of Workflow.tla and its mutants.
+
+TLA+                              taskq (issue 20's design)             Python
+--------------------------------  ------------------------------------  ------------------
+Init                              stage 1 pending, later stages waiting  initial(c)
+Settle(k, st, tr, cnt, fl)        the stage's end: flow ended, later     settle, with
+                                  steps cancelled, or the next stage     cancel_later and
+                                  triggered (and settled if it ended)    trigger
+EndIf(s, to, settles), End        a script ending a step, recording it   end_if, end
+                                  and settling its stage after the last
+Lease(w, s)                       lease.lua                              lease(c, s)
+Ack(w), AckWith(w, to, E)         ack.lua                                ack(c, s)
+AckCancelled(w)                   ack_cancelled.lua                      ack_cancelled(c, s)
+StaleAck(w)                       ack.lua refusing a stale token         stale_ack(c, s)
+Expire(s)                         reap.lua: cancelled, retried, or dead  expire(c, s)
+Crash(w)                          a worker dies                          crash(c, s)
+CancelFlow                        cancel_flow.lua                        cancel_flow(c, s)
+CancelStep(s)                     cancel.lua on a waiting step           cancel_step(c, s)
+TriggeredOnce, ...                the INVARIANTS table, TLA+ names
+CancelStops                       a StepProperty
+FlowEnds                          an EndProperty
+
+WorkflowAnyAck.tla                a stale ack counted too                any_ack_stale
+WorkflowSeparateStep.tla          the stage settled after the ack        separate_ack, settle_later
+
+A step s is the pair (k, i): stage k, member i. Each \E is a loop in ascending order
+(the first bound variable outermost) and Next's disjuncts are tried in the order
+written, which is TLC's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from specs.tlacheck import EndProperty, Fn, Model, StepProperty, Transition
+from specs.tlacheck import cfg as cfgs
+from specs.tlacheck.model import Property
+
+Step = tuple[int, int]
+IDLE: tuple[Step, int] = ((0, 0), 0)
+ENDED = ("completed", "dead", "cancelled")
+FLOWS = ("running", "completed", "failed", "cancelled")
+
+
+class State(NamedTuple):
+    # Field names are the TLA+ variable names, so that traces read like TLC's.
+    state: Fn[Step, str]
+    token: Fn[Step, int]
+    tries: Fn[Step, int]
+    held: Fn[int, tuple[Step, int]]
+    ended: frozenset[Step]
+    counted: Fn[int, int]
+    failed: Fn[int, int]
+    triggered: Fn[int, int]
+    flow: str
+    intent: Fn[int, int]
+
+
+@dataclass(frozen=True)
+class Constants:
+    stages: int
+    members: int
+    workers: int
+    retries: int
+    policy: str
+    cancels: bool
+
+    @classmethod
+    def from_cfg(cls, cfg: cfgs.Config) -> Constants:
+        policy, cancels = cfg.constants["POLICY"], cfg.constants["CANCELS"]
+        if policy not in ("fail", "partial") or not isinstance(cancels, bool):
+            raise cfgs.ConfigError(f"{cfg.source}: POLICY {policy!r}, CANCELS {cancels!r}")
+        return cls(stages=cfg.int_constant("STAGES"), members=cfg.int_constant("MEMBERS"),
+                   workers=cfg.int_constant("WORKERS"), retries=cfg.int_constant("RETRIES"),
+                   policy=str(policy), cancels=cancels)
+
+    @property
+    def all_stages(self) -> range:
+        return range(1, self.stages + 1)
+
+    @property
+    def all_steps(self) -> list[Step]:
+        return [(k, i) for k in self.all_stages for i in range(1, self.members + 1)]
+
+    @property
+    def all_workers(self) -> range:
+        return range(1, self.workers + 1)
+
+    @property
+    def max_token(self) -> int:
+        return self.retries + 1
+
+
+def initial(c: Constants) -> State:
+    return State(
+        state=Fn((s, "pending" if s[0] == 1 else "waiting") for s in c.all_steps),
+        token=Fn.const(c.all_steps, 0), tries=Fn.const(c.all_steps, 0),
+        held=Fn.const(c.all_workers, IDLE), ended=frozenset(),
+        counted=Fn.const(c.all_stages, 0), failed=Fn.const(c.all_stages, 0),
+        triggered=Fn((k, 1 if k == 1 else 0) for k in c.all_stages), flow="running",
+        intent=Fn.const(c.all_workers, 0))
+
+
+Action = Callable[[Constants, State], Iterator[Transition[State]]]
+# EndIf's shape: the state after the script ends step s as `to`.
+Ending = Callable[[Constants, State, Step, str], State]
+
+
+def cancel_later(k: int, st: Fn[Step, str]) -> Fn[Step, str]:
+    """CancelLater(k, st): every waiting step of a stage after k, cancelled."""
+    return Fn((s, "cancelled" if s[0] > k and v == "waiting" else v) for s, v in st.items())
+
+
+def trigger(k: int, st: Fn[Step, str]) -> Fn[Step, str]:
+    """Trigger(k, st): stage k's waiting steps made pending."""
+    return Fn((s, "pending" if s[0] == k and v == "waiting" else v) for s, v in st.items())
+
+
+class Settled(NamedTuple):
+    state: Fn[Step, str]
+    triggered: Fn[int, int]
+    flow: str
+
+
+def settle(c: Constants, s: State, k: int, st: Fn[Step, str], tr: Fn[int, int],
+           cnt: Fn[int, int], fl: Fn[int, int]) -> Settled:
+    """Settle(k, st, tr, cnt, fl) in state s: stage k has every member's end."""
+    while True:
+        if k == c.stages:
+            return Settled(st, tr, "failed" if fl[k] > 0 else "completed")
+        if fl[k] > 0 and c.policy == "fail":
+            return Settled(cancel_later(k, st), tr, "failed")
+        st, tr = trigger(k + 1, st), tr.except_(k + 1, tr[k + 1] + 1)
+        if cnt[k + 1] != c.members:
+            return Settled(st, tr, s.flow)
+        k += 1
+
+
+def handles(s: State, k: int) -> bool:
+    return s.triggered[k] > 0 and s.flow == "running"
+
+
+def end_if(c: Constants, s: State, step: Step, to: str, settles: bool) -> State:
+    """EndIf(s, to, settles): the step recorded once, its stage settled after the last."""
+    k = step[0]
+    st = s.state.except_(step, to)
+    fresh = step not in s.ended
+    cnt = s.counted.except_(k, s.counted[k] + 1) if fresh else s.counted
+    fl = s.failed.except_(k, s.failed[k] + 1) if fresh and to != "completed" else s.failed
+    t = s._replace(ended=s.ended | {step}, counted=cnt, failed=fl)
+    if fresh and cnt[k] == c.members and settles:
+        r = settle(c, s, k, st, s.triggered, cnt, fl)
+        return t._replace(state=r.state, triggered=r.triggered, flow=r.flow)
+    return t._replace(state=st)
+
+
+def end(c: Constants, s: State, step: Step, to: str) -> State:
+    return end_if(c, s, step, to, handles(s, step[0]))
+
+
+def lease(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.all_workers:
+        for step in c.all_steps:
+            if s.state[step] == "pending" and s.held[w] == IDLE and s.token[step] < c.max_token:
+                k, i = step
+                yield f"Lease(w={w},k={k},i={i})", s._replace(
+                    state=s.state.except_(step, "running"),
+                    token=s.token.except_(step, s.token[step] + 1),
+                    held=s.held.except_(w, (step, s.token[step] + 1)))
+
+
+def current(s: State, w: int) -> bool:
+    step, t = s.held[w]
+    return s.held[w] != IDLE and t == s.token[step] and s.state[step] == "running"
+
+
+def ack_with(name: str, to: str, ending: Ending) -> Action:
+    """AckWith(w, to, E): ack.lua with the current token, ending the step through E."""
+
+    def action(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for w in c.all_workers:
+            if s.held[w] != IDLE and current(s, w):
+                t = ending(c, s, s.held[w][0], to)
+                yield f"{name}(w={w})", t._replace(held=s.held.except_(w, IDLE))
+
+    return action
+
+
+ack = ack_with("Ack", "completed", end)
+_ack_cancelled = ack_with("AckCancelled", "cancelled", end)
+
+
+def ack_cancelled(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if s.flow == "cancelled":
+        yield from _ack_cancelled(c, s)
+
+
+def stale_ack(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.all_workers:
+        if s.held[w] != IDLE and not current(s, w):
+            yield f"StaleAck(w={w})", s._replace(held=s.held.except_(w, IDLE))
+
+
+def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for step in c.all_steps:
+        if s.state[step] != "running":
+            continue
+        k, i = step
+        label = f"Expire(k={k},i={i})"
+        if s.flow == "cancelled":
+            yield label, end(c, s, step, "cancelled")
+        elif s.tries[step] < c.retries and s.token[step] < c.max_token:
+            yield label, s._replace(state=s.state.except_(step, "pending"),
+                                    tries=s.tries.except_(step, s.tries[step] + 1))
+        else:
+            yield label, end(c, s, step, "dead")
+
+
+def crash(c: Constants, s: State) -> Iterator[Transition[State]]:
+    for w in c.all_workers:
+        if s.held[w] != IDLE or s.intent[w] != 0:
+            yield f"Crash(w={w})", s._replace(held=s.held.except_(w, IDLE),
+                                              intent=s.intent.except_(w, 0))
+
+
+def cancel_flow(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if c.cancels and s.flow == "running":
+        yield "CancelFlow", s._replace(flow="cancelled", state=Fn(
+            (step, "cancelled" if v in ("waiting", "pending") else v)
+            for step, v in s.state.items()))
+
+
+def cancel_step_with(name: str, settles: Callable[[State, int], bool]) -> Action:
+    """CancelStep(s) with the script's test for settling the stage it ends."""
+
+    def action(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for step in c.all_steps:
+            if c.cancels and s.state[step] == "waiting":
+                k, i = step
+                yield f"{name}(k={k},i={i})", end_if(c, s, step, "cancelled",
+                                                      settles(s, k))
+
+    return action
+
+
+cancel_step = cancel_step_with("CancelStep", handles)
+
+
+def any_ack_stale(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """AnyAckStale(w): the stale ack refused, but counted as its step's end."""
+    for w in c.all_workers:
+        if s.held[w] != IDLE and not current(s, w):
+            k = s.held[w][0][0]
+            cnt = s.counted.except_(k, s.counted[k] + 1)
+            t = s._replace(held=s.held.except_(w, IDLE), counted=cnt)
+            if cnt[k] == c.members and handles(s, k):
+                r = settle(c, s, k, s.state, s.triggered, cnt, s.failed)
+                t = t._replace(state=r.state, triggered=r.triggered, flow=r.flow)
+            yield f"AnyAckStale(w={w})", t
+
+
+def separate_ack(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """SeparateAck(w): the step recorded, its stage left to a later step."""
+    for w in c.all_workers:
+        if s.held[w] != IDLE and current(s, w):
+            step = s.held[w][0]
+            k = step[0]
+            t = end_if(c, s, step, "completed", False)
+            last = step not in s.ended and t.counted[k] == c.members and handles(s, k)
+            yield f"SeparateAck(w={w})", t._replace(
+                held=s.held.except_(w, IDLE), intent=s.intent.except_(w, k if last else 0))
+
+
+def settle_later(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """SettleLater(w): the separate step, settling the stage the worker noted."""
+    for w in c.all_workers:
+        k = s.intent[w]
+        if k != 0:
+            t = s._replace(intent=s.intent.except_(w, 0))
+            if s.flow == "running":
+                r = settle(c, s, k, s.state, s.triggered, s.counted, s.failed)
+                t = t._replace(state=r.state, triggered=r.triggered, flow=r.flow)
+            yield f"SettleLater(w={w})", t
+
+NEXT: tuple[Action, ...] = (lease, ack, ack_cancelled, stale_ack, expire, crash, cancel_flow,
+                            cancel_step)
+
+
+def swap(old: Action, new: Action, *more: Action) -> tuple[Action, ...]:
+    """NEXT with `old` replaced by `new`, and `more` tried last."""
+    return (*(new if a is old else a for a in NEXT), *more)
+
+
+ANY_ACK_NEXT = swap(stale_ack, any_ack_stale)
+SEPARATE_NEXT = (*swap(ack, separate_ack), settle_later)
+
+
+def type_ok(c: Constants, s: State) -> bool:
+    held_ok = all(h == IDLE or (h[0] in c.all_steps and 1 <= h[1] <= c.max_token)
+                  for h in s.held.values())
+    return (all(v in ("waiting", "pending", "running", *ENDED) for v in s.state.values())
+            and all(0 <= v <= c.max_token for v in s.token.values())
+            and all(0 <= v <= c.retries for v in s.tries.values()) and held_ok
+            and s.ended <= set(c.all_steps)
+            and all(0 <= v <= 2 * c.members for v in s.counted.values())
+            and all(0 <= v <= c.members for v in s.failed.values())
+            and all(0 <= v <= 2 for v in s.triggered.values()) and s.flow in FLOWS
+            and all(0 <= v <= c.stages for v in s.intent.values()))
+
+
+def flow_done(s: State) -> bool:
+    return s.flow != "running" and all(v != "waiting" for v in s.state.values())
+
+
+def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
+    def after_all(s: State) -> bool:
+        return all(s.triggered[k] == 0 or all(
+            s.state[x] in ENDED for x in c.all_steps if x[0] < k) for k in c.all_stages)
+
+    def no_early_run(s: State) -> bool:
+        return all(s.triggered[x[0]] > 0 for x in c.all_steps
+                   if s.state[x] in ("pending", "running") or s.token[x] > 0)
+
+    def outcome_right(s: State) -> bool:
+        judged = [x for x in c.all_steps if x[0] == c.stages or c.policy == "fail"]
+        return ((s.flow != "completed" or all(s.state[x] == "completed" for x in judged))
+                and (s.flow != "failed"
+                     or any(v in ("dead", "cancelled") for v in s.state.values())))
+
+    def ends_last(s: State) -> bool:
+        return s.flow not in ("completed", "failed") or all(
+            v in ENDED for v in s.state.values())
+
+    def stopped(s: State) -> bool:
+        return all(v not in ("pending", "running") for v in s.state.values()) and all(
+            s.held[w] == IDLE and s.intent[w] == 0 for w in c.all_workers)
+
+    return {
+        "TypeOK": lambda s: type_ok(c, s),
+        "TriggeredOnce": lambda s: all(v <= 1 for v in s.triggered.values()),
+        "TriggerAfterAll": after_all,
+        "NoEarlyRun": no_early_run,
+        "OutcomeRight": outcome_right,
+        "FlowEndsLast": ends_last,
+        "FlowNotLost": lambda s: not stopped(s) or flow_done(s),
+    }
+
+
+def cancel_stops(s: State, _action: str, t: State) -> bool:
+    return s.flow != "cancelled" or (t.flow == "cancelled" and t.triggered == s.triggered)
+
+
+PROPERTIES: dict[str, Property[State]] = {
+    "CancelStops": StepProperty("CancelStops", cancel_stops),
+    "FlowEnds": EndProperty("FlowEnds", flow_done),
+}
+
+
+def model(cfg: cfgs.Config) -> Model[State]:
+    return _model("Workflow", NEXT, cfg)
+
+
+def any_ack_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("WorkflowAnyAck", ANY_ACK_NEXT, cfg)
+
+
+def separate_step_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("WorkflowSeparateStep", SEPARATE_NEXT, cfg)
+
+
+def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:
+    c = Constants.from_cfg(cfg)
+    return cfgs.action_model(name, cfg, c, initial(c), actions, invariants(c), PROPERTIES)

@@ -1,0 +1,97 @@
+"""Workflow, issue 20's chains of stages modelled before their code: its figures, the
+shortest trace that catches each mutant (a stale ack counted; the next stage
+triggered in a step after the ack), and a stage cancelled while waiting settled in
+the step that reaches it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specs.tlacheck import Result
+from specs.Workflow import workflow
+from specs.Workflow.workflow import Constants, State
+
+from spec_runs import result
+
+
+def actions(found: Result[Any]) -> list[str | None]:
+    assert found.violation is not None
+    return [step.action for step in found.violation.trace][1:]
+
+
+def take(c: Constants, s: State, label: str, moves: tuple[workflow.Action, ...]) -> State:
+    """The successor of `s` that the step named `label` gives."""
+    for action in moves:
+        for name, t in action(c, s):
+            if name == label:
+                return t
+    raise AssertionError(f"{label} is not enabled")
+
+
+def run(c: Constants, *labels: str) -> State:
+    s = workflow.initial(c)
+    for label in labels:
+        s = take(c, s, label, workflow.NEXT)
+    return s
+
+
+class TestWorkflow:
+    def test_stages_trigger_once_in_order_and_the_flow_ends_in_all_11604_states(
+        self,
+    ) -> None:
+        found = result("Workflow.tla", "Workflow.cfg")
+        assert found.ok
+        assert (found.distinct, found.generated, found.depth, found.queued) == (
+            11604, 45129, 23, 0)
+
+    def test_the_same_holds_when_a_failed_member_passes_its_stage_on(self) -> None:
+        found = result("Workflow.tla", "Workflow_Partial.cfg")
+        assert found.ok
+        assert (found.distinct, found.generated, found.depth, found.queued) == (
+            26816, 105217, 25, 0)
+
+    def test_without_cancels_every_run_ends_with_the_flow_done(self) -> None:
+        found = result("Workflow.tla", "Workflow_NoCancel.cfg")
+        assert found.ok
+        assert (found.distinct, found.generated, found.depth, found.queued) == (
+            2733, 10161, 23, 0)
+
+
+class TestStageCancelledWhileWaiting:
+    def test_its_cancels_settle_nothing_before_the_stage_is_reached(self) -> None:
+        c = Constants(stages=2, members=2, workers=2, retries=1, policy="fail", cancels=True)
+        s = run(c, "CancelStep(k=2,i=1)", "CancelStep(k=2,i=2)")
+        assert s.counted[2] == 2 and s.triggered[2] == 0 and s.flow == "running"
+
+    def test_the_ack_that_ends_the_stage_before_ends_the_flow_failed(self) -> None:
+        c = Constants(stages=2, members=2, workers=2, retries=1, policy="fail", cancels=True)
+        s = run(c, "CancelStep(k=2,i=1)", "CancelStep(k=2,i=2)", "Lease(w=1,k=1,i=1)",
+                "Lease(w=2,k=1,i=2)", "Ack(w=1)", "Ack(w=2)")
+        assert s.triggered[2] == 1 and s.flow == "failed"
+
+    def test_under_partial_it_is_passed_and_the_stage_after_it_runs(self) -> None:
+        c = Constants(stages=3, members=1, workers=1, retries=0, policy="partial",
+                      cancels=True)
+        s = run(c, "CancelStep(k=2,i=1)", "Lease(w=1,k=1,i=1)", "Ack(w=1)")
+        assert dict(s.triggered) == {1: 1, 2: 1, 3: 1} and s.flow == "running"
+        assert s.state[(3, 1)] == "pending"
+
+
+class TestWorkflowMutants:
+    def test_a_stale_ack_counted_triggers_stage_2_while_a_member_waits_to_rerun(
+        self,
+    ) -> None:
+        found = result("WorkflowAnyAck.tla", "WorkflowAnyAck.cfg")
+        assert found.violation is not None and found.violation.name == "TriggerAfterAll"
+        assert actions(found) == ["Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)", "Ack(w=1)",
+                                  "Expire(k=1,i=2)", "AnyAckStale(w=2)"]
+        last = found.violation.trace[-1].state
+        assert last.triggered[2] == 1 and last.state[(1, 2)] == "pending"
+
+    def test_a_crash_between_the_ack_and_a_separate_trigger_strands_stage_2(self) -> None:
+        found = result("WorkflowSeparateStep.tla", "WorkflowSeparateStep.cfg")
+        assert found.violation is not None and found.violation.name == "FlowNotLost"
+        assert actions(found) == ["Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)",
+                                  "SeparateAck(w=1)", "SeparateAck(w=2)", "Crash(w=2)"]
+        last = found.violation.trace[-1].state
+        assert last.flow == "running" and last.state[(2, 1)] == "waiting"
