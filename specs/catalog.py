@@ -348,6 +348,22 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=244, generated=518, depth=6, left=142),
     ),
     Check(
+        spec="Workflow/WorkflowIgnoresCancel.tla",
+        config="Workflow/WorkflowIgnoresCancel.cfg",
+        build=workflow.ignores_cancel_model,
+        # A cancel-requested member finishes and acks: stage 2 triggered after the cancel.
+        expect=Expect.property_violated("CancelStops", depth=6),
+        tlc=TLC(distinct=255, generated=533, depth=6, left=151),
+    ),
+    Check(
+        spec="Workflow/WorkflowEarlyStage.tla",
+        config="Workflow/WorkflowEarlyStage.cfg",
+        build=workflow.early_stage_model,
+        # Stage 2's waiting steps cancelled: the flow ends failed before stage 1 runs.
+        expect=Expect.violated("FlowEndsLast", depth=3),
+        tlc=TLC(distinct=32, generated=42, depth=3, left=24),
+    ),
+    Check(
         spec="Progress/Progress.tla",
         config="Progress/Progress.cfg",
         build=progress.model,

@@ -1,6 +1,7 @@
 """Workflow, issue 20's chains of stages modelled before their code: its figures, the
 shortest trace that catches each mutant (a stale ack counted; the next stage
-triggered in a step after the ack), and a stage cancelled while waiting settled in
+triggered in a step after the ack; an ack settling its stage in a cancelled flow; a
+stage settled before it is reached), and a stage cancelled while waiting settled in
 the step that reaches it."""
 
 from __future__ import annotations
@@ -95,3 +96,21 @@ class TestWorkflowMutants:
                                   "SeparateAck(w=1)", "SeparateAck(w=2)", "Crash(w=2)"]
         last = found.violation.trace[-1].state
         assert last.flow == "running" and last.state[(2, 1)] == "waiting"
+
+    def test_an_ack_that_ignores_the_cancel_triggers_stage_2_after_it(self) -> None:
+        found = result("WorkflowIgnoresCancel.tla", "WorkflowIgnoresCancel.cfg")
+        assert found.violation is not None
+        assert (found.violation.kind, found.violation.name) == ("property", "CancelStops")
+        assert actions(found) == ["Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)",
+                                  "IgnoringAck(w=1)", "CancelFlow", "IgnoringAck(w=2)"]
+        last = found.violation.trace[-1].state
+        assert last.flow == "cancelled" and last.triggered[2] == 1
+
+    def test_settling_an_unreached_stage_on_a_cancel_ends_the_flow_before_stage_1(
+        self,
+    ) -> None:
+        found = result("WorkflowEarlyStage.tla", "WorkflowEarlyStage.cfg")
+        assert found.violation is not None and found.violation.name == "FlowEndsLast"
+        assert actions(found) == ["EarlyCancelStep(k=2,i=1)", "EarlyCancelStep(k=2,i=2)"]
+        last = found.violation.trace[-1].state
+        assert last.flow == "failed" and last.state[(1, 1)] == "pending"

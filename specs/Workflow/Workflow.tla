@@ -38,7 +38,9 @@
 (* flow stays so and nothing is triggered) and FlowEnds (FlowNotLost as a  *)
 (* property, with cancels off, where a run's end is the workers' end).     *)
 (* Mutants: WorkflowAnyAck (a stale ack counted), WorkflowSeparateStep     *)
-(* (the stage settled by a step after the ack).                            *)
+(* (the stage settled by a step after the ack), WorkflowIgnoresCancel      *)
+(* (ack.lua settles without reading the flow's state), WorkflowEarlyStage  *)
+(* (cancelling a waiting step settles its stage before it is reached).     *)
 (* Python transcription: workflow.py.                                      *)
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets

@@ -22,6 +22,9 @@ FlowEnds                          an EndProperty
 
 WorkflowAnyAck.tla                a stale ack counted too                any_ack_stale
 WorkflowSeparateStep.tla          the stage settled after the ack        separate_ack, settle_later
+WorkflowIgnoresCancel.tla         ack.lua not reading the flow's state   ignoring_ack
+WorkflowEarlyStage.tla            a waiting step's cancel settling its   early_cancel_step
+                                  stage before it is reached
 
 A step s is the pair (k, i): stage k, member i. Each \E is a loop in ascending order
 (the first bound variable outermost) and Next's disjuncts are tried in the order
@@ -284,6 +287,14 @@ def settle_later(c: Constants, s: State) -> Iterator[Transition[State]]:
                 t = t._replace(state=r.state, triggered=r.triggered, flow=r.flow)
             yield f"SettleLater(w={w})", t
 
+
+def end_ignoring_cancel(c: Constants, s: State, step: Step, to: str) -> State:
+    return end_if(c, s, step, to, s.triggered[step[0]] > 0)
+
+
+ignoring_ack = ack_with("IgnoringAck", "completed", end_ignoring_cancel)
+early_cancel_step = cancel_step_with("EarlyCancelStep", lambda s, k: s.flow == "running")
+
 NEXT: tuple[Action, ...] = (lease, ack, ack_cancelled, stale_ack, expire, crash, cancel_flow,
                             cancel_step)
 
@@ -295,6 +306,8 @@ def swap(old: Action, new: Action, *more: Action) -> tuple[Action, ...]:
 
 ANY_ACK_NEXT = swap(stale_ack, any_ack_stale)
 SEPARATE_NEXT = (*swap(ack, separate_ack), settle_later)
+IGNORES_CANCEL_NEXT = swap(ack, ignoring_ack)
+EARLY_STAGE_NEXT = swap(cancel_step, early_cancel_step)
 
 
 def type_ok(c: Constants, s: State) -> bool:
@@ -368,6 +381,14 @@ def any_ack_model(cfg: cfgs.Config) -> Model[State]:
 
 def separate_step_model(cfg: cfgs.Config) -> Model[State]:
     return _model("WorkflowSeparateStep", SEPARATE_NEXT, cfg)
+
+
+def ignores_cancel_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("WorkflowIgnoresCancel", IGNORES_CANCEL_NEXT, cfg)
+
+
+def early_stage_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("WorkflowEarlyStage", EARLY_STAGE_NEXT, cfg)
 
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:
