@@ -22,9 +22,17 @@ from taskq.tools.chaos.checks import (
     concurrency_check,
     count_ticks,
     final_states,
+    flows_check,
     memory_check,
     priority_check,
     ticks_check,
+)
+from taskq.tools.chaos.flows import (
+    FlowsSent,
+    count_flows,
+    expected,
+    flow_ids,
+    triggers_expected,
 )
 from taskq.tools.chaos.producer import limited, priorities
 from taskq.tools.chaos.queue import ChaosQueue
@@ -293,6 +301,53 @@ class TestConcurrencyLimit:
         assert check.detail.startswith("at most 5 at once over 5 leases")
 
 
+def flow_log(*flows: str, triggers: int | None = None,
+             results: dict[str, int] | None = None) -> list[tuple[int, dict[str, str]]]:
+    """A log in which each of `flows` started, had its later stages triggered (each
+    `triggers` times, by default its shape's count) and its last step completed with the
+    value its shape implies (or `results`)."""
+    rows: list[dict[str, str]] = []
+    for flow_id in flows:
+        last, value = expected(flow_id)
+        rows.append({"task": f"{flow_id}.1.1", "type": "enqueued", "flow": flow_id})
+        rows += [{"task": last, "type": "triggered", "flow": flow_id}] * (
+            triggers_expected(flow_id) if triggers is None else triggers)
+        rows.append({"task": last, "type": "completed",
+                     "result": str((results or {}).get(flow_id, value))})
+    return list(enumerate(rows, start=1))
+
+
+class TestWorkflows:
+    def test_the_run_starts_chains_and_chords_in_turn_one_per_200_tasks(self) -> None:
+        assert flow_ids(1000) == ["chain-00000", "chord-00001", "chain-00002",
+                                  "chord-00003", "chain-00004"]
+        assert len(flow_ids(100)) == 2
+
+    def test_workflows_that_completed_right_with_each_stage_started_once_pass(self) -> None:
+        sent = FlowsSent(["chain-00000", "chord-00001"])
+        charges = {expected(f)[0]: 1 for f in sent.acknowledged}
+        check = flows_check(count_flows(flow_log(*sent.acknowledged), sent, charges), False)
+        assert check.ok, check.detail
+        assert check.detail == ("2 started (1 chains, 1 chords), 2 completed with the right "
+                                "value; 5 stages started; 2 last-step charges")
+
+    @pytest.mark.parametrize(("log", "charge", "problem"), [
+        (flow_log("chord-00001", triggers=2), 1, "not triggered once per stage"),
+        (flow_log("chord-00001", triggers=0), 1, "not triggered once per stage"),
+        (flow_log("chord-00001", results={"chord-00001": 209}), 1, "wrong value"),
+        (flow_log("chord-00001")[:-1], 1, "unfinished"),
+        (flow_log("chord-00001"), 2, "last step not charged once"),
+        ([], 0, "lost by a Redis crash"),
+    ])
+    def test_a_stage_started_twice_or_never_a_wrong_value_or_a_double_charge_fails(
+        self, log: list[tuple[int, dict[str, str]]], charge: int, problem: str
+    ) -> None:
+        sent = FlowsSent(["chord-00001"])
+        check = flows_check(count_flows(log, sent, {expected("chord-00001")[0]: charge}),
+                            False)
+        assert not check.ok and problem in check.detail, check.detail
+
+
 class TestPriorities:
     def test_the_producer_leaves_about_half_at_the_default_and_uses_every_priority(
         self,
@@ -385,6 +440,10 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     assert "| C1: every cancelled task ended cancelled, or completed by an ack that came " \
            "first | pass |" in report
     assert "| C1: no effect by a run after it could know of its cancel | pass |" in report
+    w1 = next(x for x in report.splitlines() if x.startswith("| W1: "))
+    assert "| pass | 5 started (3 chains, 2 chords), 5 completed with the right value; " \
+           "14 stages started; 5 last-step charges |" in w1, w1
+    assert "- Workflows: 5 started (3 chains of 5, 2 chords of 20 and a callback)" in report
     p1 = next(x for x in report.splitlines() if x.startswith("| P1: "))
     checked, leases = (int(n) for n in p1.split(" | ")[2].split(" leases")[0].split(" of "))
     assert "| pass |" in p1 and checked == leases > 1000, p1

@@ -2,7 +2,8 @@
 checked against them. Used by `taskq.tools.tracecheck.validate`.
 
 Replaying the log in order, a task joins the back of its priority's list when it becomes
-ready (`enqueued` or `promoted` or `revived` into pending), the front when it is released
+ready (`enqueued`, `promoted`, `revived` or, a workflow's step, `triggered` into
+pending), the front when it is released
 into pending or unparked, and leaves when it is leased, parked or cancelled. Each
 `leased` event must take the front of the highest priority that holds any task. A
 task's priority is the one its `enqueued` event carries (the default when it carries
@@ -34,7 +35,7 @@ from taskq.limits import PRIORITY
 # Events that make a task ready, at the back of its priority's list; a release, or a
 # free concurrency slot that unparks a task, puts it at the front (it already waited its
 # turn). A task parked for a slot (`parked`) has left ready.
-JOIN_BACK = ("enqueued", "promoted", "revived")
+JOIN_BACK = ("enqueued", "promoted", "revived", "triggered")
 JOIN_FRONT = ("released", "unparked")
 
 # Why a lease was not checked.

@@ -13,6 +13,14 @@ from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.limits import PRIORITY
 from taskq.tools.chaos.cancel_checks import CancelCount, cancel_checks, count_cancels
 from taskq.tools.chaos.canceller import Cancels
+from taskq.tools.chaos.flows import (
+    CHAIN_LENGTH,
+    CHORD_SIZE,
+    FlowCount,
+    FlowsSent,
+    count_flows,
+    is_flow_step,
+)
 from taskq.tools.chaos.producer import Produced
 from taskq.tools.chaos.queue import ChaosQueue
 from taskq.tools.chaos.schedules import (
@@ -67,6 +75,7 @@ class Findings:
     charged_twice: list[tuple[str, int]] = field(default_factory=list)
     ticks: list[TickCount] = field(default_factory=list)
     cancels: CancelCount = field(default_factory=CancelCount)
+    flows: FlowCount = field(default_factory=FlowCount)
     priority: PriorityReport = field(default_factory=PriorityReport)
     events: int = 0
     used_memory: int = 0
@@ -93,7 +102,7 @@ def read_logs(client: Client, queue: ChaosQueue) -> list[list[tuple[int, dict[st
 def run_checks(
     client: Client, queue: ChaosQueue, produced: Produced, ledger: Ledger, guard: str,
     appendfsync: str, redis_crashes: int, waited: Waited | None = None,
-    cancels: Cancels | None = None, same_clock: bool = False,
+    cancels: Cancels | None = None, same_clock: bool = False, flows: FlowsSent | None = None,
 ) -> Findings:
     """Every check of the run; `same_clock` when Redis runs on this host's clock (the
     run's own embedded server), so the ledger's times and the log's compare. On a
@@ -171,8 +180,32 @@ def run_checks(
         # so the run sends no limited task to count.
         found.checks.append(concurrency_check(rows))
 
+    if flows is not None:
+        found.flows = count_flows(rows, flows, ledger.charges_by_task(""))
+        found.checks.append(flows_check(found.flows, may_lose))
+
     found.checks.append(memory_check(client, queue, found))
     return found
+
+
+def flows_check(c: FlowCount, may_lose: bool) -> Check:
+    """W1 on the real run: every workflow started completed with the value its shape
+    implies, each of its later stages triggered exactly once (so a chord's callback was
+    enqueued once), and its last step's charge applied once. A workflow the log lacks is
+    allowed only where a Redis crash could lose acknowledged writes."""
+    wrong = c.unfinished or c.wrong_value or c.triggered_not_once or \
+        c.callbacks_not_charged_once or (c.lost and not may_lose)
+    problems = [f"{label} {items[:3]}" for label, items in (
+        ("unfinished", c.unfinished), ("wrong value", c.wrong_value),
+        ("not triggered once per stage", c.triggered_not_once),
+        ("last step not charged once", c.callbacks_not_charged_once),
+        ("lost by a Redis crash", c.lost)) if items]
+    return Check(
+        f"W1: every workflow completed, each stage started once ({CHAIN_LENGTH}-step chains, "
+        f"{CHORD_SIZE}-member chords)", not wrong and c.started > 0,
+        f"{c.started} started ({c.chains} chains, {c.chords} chords), {c.completed} completed "
+        f"with the right value; {c.triggers} stages started; {c.callbacks_charged} last-step "
+        f"charges" + (f" ({'; '.join(problems)})" if problems else ""))
 
 
 def priority_check(p: PriorityReport) -> Check:
@@ -299,7 +332,7 @@ def _results_check(queue: ChaosQueue, rows: list[tuple[int, dict[str, str]]],
     completed event's, and each wait that ended "cancelled" must be on a task that
     ended so."""
     in_events: dict[str, Any] = {}
-    wrong, without = [], 0
+    wrong, without, flow_results = [], 0, 0
     for _, fields in rows:
         if fields.get("type") != "completed":
             continue
@@ -308,6 +341,9 @@ def _results_check(queue: ChaosQueue, rows: list[tuple[int, dict[str, str]]],
             without += 1  # acked at shutdown after its effect: no result is kept
             continue
         value = json.loads(fields["result"])
+        if is_flow_step(task_id):
+            flow_results += 1  # a number, not a token: W1 checks what a workflow made
+            continue
         in_events[task_id] = value
         if value.get("token") != int(fields.get("token", -1)):
             wrong.append(task_id)
@@ -326,7 +362,8 @@ def _results_check(queue: ChaosQueue, rows: list[tuple[int, dict[str, str]]],
         "R1: every result kept is the accepted run's",
         not wrong and not mismatched and not waited.errors and not miscancelled,
         f"{len(in_events)} results on completed events, each with its event's token; "
-        f"{without} acked at shutdown with none; {records} records read back; "
+        f"{without} acked at shutdown with none; {flow_results} of workflow steps (checked "
+        f"by W1); {records} records read back; "
         f"{len(waited.results)} results waited for by a producer through "
         f"{waited.outages} outages, {len(mismatched)} differing, {len(waited.errors)} errors, "
         f"{len(waited.cancelled)} told cancelled ({len(miscancelled)} not cancelled)"

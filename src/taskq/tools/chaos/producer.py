@@ -12,6 +12,7 @@ from taskq.broker import NewTask
 from taskq.errors import BrokerError
 from taskq.limits import PRIORITY
 from taskq.results import SIMULATE_TASK
+from taskq.tools.chaos.flows import FlowStarter
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.chaos.queue import ChaosQueue
 from taskq.tools.chaos.schedules import LIMITED_TASK
@@ -70,11 +71,14 @@ class Producer(threading.Thread):
     `resend_every`-th one again under a new id: the key must return the original and
     create nothing."""
 
-    def __init__(self, queue: ChaosQueue, options: ChaosOptions, produced: Produced) -> None:
+    def __init__(self, queue: ChaosQueue, options: ChaosOptions, produced: Produced,
+                 flows: FlowStarter | None = None) -> None:
         super().__init__(name="chaos-producer", daemon=True)
         self.queue = queue
         self.options = options
         self.produced = produced
+        # Starts the run's workflows among its tasks, a share after each batch.
+        self.flows = flows
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -102,6 +106,8 @@ class Producer(threading.Thread):
                                priority=t.priority, name=t.name, limit_key=t.limit_key)
                        for t in originals]
             self._send(resends, resend=True, originals=[t.task_id for t in originals])
+            if self.flows is not None:
+                self.flows.start_share(start + len(tasks), o.tasks, self.stopping)
         self.produced.done.set()
 
     def _wait_for_room(self) -> None:

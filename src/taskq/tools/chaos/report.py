@@ -8,6 +8,7 @@ from collections import Counter
 
 from taskq.limits import PRIORITY
 from taskq.tools.chaos.canceller import CANCEL_EVERY, DOOMED_TASK
+from taskq.tools.chaos.flows import CHAIN_LENGTH, CHORD_SIZE
 from taskq.tools.chaos.producer import DEFAULT_SHARE, LIMIT_KEYS, LIMITED_SHARE
 from taskq.tools.chaos.run import ChaosResult
 from taskq.tools.chaos.schedules import LIMITED_MOST, LIMITED_TASK, POLICY
@@ -58,6 +59,7 @@ def render(result: ChaosResult) -> str:
           f"from the first fired to the last, {c.tasks} tasks, {c.effects} effects."
           for c in f.ticks],
         *_cancels(result),
+        *_flows(result),
         _priorities(result),
         f"- Event log: {f.events} events; Redis memory at the end {f.used_memory / 2**20:.1f} MiB.",
         *_losses(result),
@@ -119,6 +121,18 @@ def _cancels(result: ChaosResult) -> list[str]:
         f"- Effects of tasks ended cancelled: {c.effects}; of those completed by an ack that "
         f"came first: {c.acked_first_effects}{timing}.",
     ]
+
+
+def _flows(result: ChaosResult) -> list[str]:
+    c = result.findings.flows
+    if not c.started:
+        return ["- Workflows: none (a sharded queue refuses them)."] if result.options.shards > 1 \
+            else []
+    return [f"- Workflows: {c.started} started ({c.chains} chains of {CHAIN_LENGTH}, "
+            f"{c.chords} chords of {CHORD_SIZE} and a callback), {c.completed} completed with "
+            f"the right value, {c.triggers} stages started ({len(c.triggered_not_once)} not "
+            f"exactly once), {c.callbacks_charged} last-step charges; "
+            f"{result.flows.retries} starts retried through Redis outages."]
 
 
 def _priorities(result: ChaosResult) -> str:

@@ -26,6 +26,7 @@ from taskq.terminal import Tracker, tracking
 from taskq.tools.chaos.canceller import Canceller, Cancels
 from taskq.tools.chaos.checks import Findings, read_logs, run_checks
 from taskq.tools.chaos.faults import Injector
+from taskq.tools.chaos.flows import FlowsSent, FlowStarter
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.chaos.producer import Produced, Producer
 from taskq.tools.chaos.queue import QUEUE, ChaosQueue
@@ -48,6 +49,7 @@ class ChaosResult:
     produced: Produced
     findings: Findings
     cancels: Cancels = field(default_factory=Cancels)
+    flows: FlowsSent = field(default_factory=FlowsSent)
     samples: list[tuple[float, int]] = field(default_factory=list)
     fault_window: float = 0.0
     finished_at: float = 0.0
@@ -140,10 +142,17 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
 
     workers = [start_worker(slot) for slot in range(options.workers)]
     produced = Produced()
-    producer = Producer(queue, options, produced)
+    flows = FlowsSent()
+    # A sharded queue refuses workflows (a workflow's keys share one slot).
+    starter = None if options.shards > 1 else FlowStarter.for_run(
+        *options.worker_settings(url, Path(ledger.path)), options.tasks, options.max_retries,
+        flows)
+    if starter is not None:
+        starter.app.use_broker(queue.first)
+    producer = Producer(queue, options, produced, starter)
     injector = Injector(random.Random(options.seed), options.fault_interval, options.fault_kinds,
                         options.lease_seconds, workers, start_worker, server)
-    result = ChaosResult(options, injector, produced, Findings())
+    result = ChaosResult(options, injector, produced, Findings(), flows=flows)
     sharded = f" on {options.shards} shards" if options.shards > 1 else ""
     say(f"chaos: {options.tasks} tasks{sharded}, {options.workers} workers x "
         f"{options.concurrency}, "
@@ -173,7 +182,8 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
     crashes = sum(f.kind == "redis-crash" for f in injector.faults)
     result.findings = run_checks(client, queue, produced, ledger, options.guard,
                                  options.appendfsync, crashes, waited, result.cancels,
-                                 same_clock=server is not None)
+                                 same_clock=server is not None,
+                                 flows=flows if starter is not None else None)
     # Kept for TLC's trace validation: `python -m specs.tlctrace <workdir>/events.jsonl`.
     write_log([row for log in read_logs(client, queue) for row in log],
               options.workdir / "events.jsonl")

@@ -12,6 +12,7 @@ from taskq.app import App
 from taskq.keys import schedule_task_id
 from taskq.results import SIMULATE_TASK
 from taskq.settings import Settings, Simulation
+from taskq.tools.chaos.flows import flow_tasks
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.simulation import builtin_app
 
@@ -50,10 +51,13 @@ def limited_app(settings: Settings | None = None,
                 simulation: Simulation | None = None) -> App:
     """The simulated task, and the same function as LIMITED_TASK with max_concurrency:
     every worker of the run, before and after the schedules stop, applies the limit. On
-    a sharded queue, which refuses limits, the simulated task alone."""
+    a sharded queue, which refuses limits (and workflows), the simulated task alone. The
+    workflows' tasks too (see taskq.tools.chaos.flows)."""
+    simulation = simulation or Simulation.from_env()
     app = builtin_app(settings, simulation)
     if app.layout is not None:
         return app
+    flow_tasks(app, simulation)
     app.task(LIMITED_TASK, max_concurrency=LIMITED_MOST, concurrency_key="account")(
         app.tasks[SIMULATE_TASK].fn)
     return app
