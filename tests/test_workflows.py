@@ -4,7 +4,7 @@ refuse before anything is sent."""
 
 from __future__ import annotations
 
-import threading
+import time
 from typing import Any
 
 import pytest
@@ -31,43 +31,48 @@ from worker_support import StartWorker
 Tasks = dict[str, Any]
 
 
+def add(x: int, y: int = 1) -> int:
+    return x + y
+
+
+def total(xs: list[int]) -> int:
+    return sum(xs)
+
+
+def boom(x: int) -> int:
+    raise ValueError(f"no {x}")
+
+
+def failed_places(xs: list[Any]) -> list[int]:
+    return [n for n, x in enumerate(xs) if failure_of(x) is not None]
+
+
+def until_cancelled(x: int) -> int:
+    """Runs until its cancel is heard (a cancel, or its time limit)."""
+    while not current_task().cancelled:
+        time.sleep(0.02)
+    return x
+
+
+def flaky(x: int) -> int:
+    if current_task().attempt == 1:
+        raise Retry(delay=0)
+    return x * 2
+
+
+# Each task's function and registration options.
+TASKS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "add": (add, {}), "total": (total, {}), "boom": (boom, {"max_retries": 0}),
+    "failed_places": (failed_places, {}), "wait": (until_cancelled, {}),
+    "stuck": (until_cancelled, {"max_retries": 0, "time_limit": 0.2}),
+    "flaky": (flaky, {"max_retries": 2}), "paced": (add, {"rate_limit": "20/s"}),
+}
+
+
 @pytest.fixture
 def tasks(app: App) -> Tasks:
-    """A few tasks of the test's app to build workflows of."""
-    gate = threading.Event()
-
-    @app.task("add")
-    def add(x: int, y: int = 1) -> int:
-        return x + y
-
-    @app.task("total")
-    def total(xs: list[int]) -> int:
-        return sum(xs)
-
-    @app.task("boom", max_retries=0)
-    def boom(x: int) -> int:
-        raise ValueError(f"no {x}")
-
-    @app.task("failed_places")
-    def failed_places(xs: list[Any]) -> list[int]:
-        return [n for n, x in enumerate(xs) if failure_of(x) is not None]
-
-    @app.task("wait")
-    def wait(x: int) -> int:
-        task = current_task()
-        while not gate.wait(0.05):
-            if task.cancelled:
-                return -1
-        return x
-
-    @app.task("flaky", max_retries=2)
-    def flaky(x: int) -> int:
-        if current_task().attempt == 1:
-            raise Retry(delay=0)
-        return x * 2
-
-    return {"add": add, "total": total, "boom": boom, "failed_places": failed_places,
-            "wait": wait, "gate": gate, "flaky": flaky}
+    """TASKS registered on the test's app, to build workflows of."""
+    return {name: app.task(name, **options)(fn) for name, (fn, options) in TASKS.items()}
 
 
 class TestChains:
@@ -160,6 +165,32 @@ class TestGroups:
         assert (failure.state, failure.error_type, failure.error) == (
             "dead", "ValueError", "no 2")
         assert failure_of({"taskq_failed": 1}) is None and failure_of(2) is None
+
+
+class TestPerStep:
+    def test_a_steps_time_limit_kills_it_and_fails_the_flow_with_that_error(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        start_worker()
+        flow = chain(tasks["add"].s(1), tasks["stuck"].s(), tasks["add"].s()).enqueue()
+        with pytest.raises(UpstreamFailed, match="ran past its time limit") as failed:
+            flow.result(timeout=10)
+        assert failed.value.error_type == "taskq.errors.TimeLimitExceeded"
+
+    def test_a_rate_limited_step_waits_its_turn_and_each_step_keeps_its_priority(
+        self, tasks: Tasks, app: App, client: redis.Redis, start_worker: StartWorker
+    ) -> None:
+        paced = tasks["paced"]
+        flow = group(paced.s(n, priority=9 if n == 5 else 2) for n in range(6)).then(
+            tasks["total"].s(priority=7)).enqueue()
+        start_worker()
+        assert flow.result(timeout=10) == sum(range(1, 7))
+        log = events(client, app.broker.keys)
+        assert any(e.type == "throttled" for e in log)
+        leased = [e.task for e in log if e.type == "leased"]
+        assert leased[0] == f"{flow.flow_id}.1.6"  # the highest priority went first
+        given = {e.task: e.fields.get("priority") for e in log if e.type == "enqueued"}
+        assert given[f"{flow.flow_id}.2.1"] == "7"
 
 
 class TestHandles:
