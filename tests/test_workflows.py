@@ -4,6 +4,7 @@ refuse before anything is sent."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -203,6 +204,33 @@ class TestHandles:
         assert (first.created, again.created) == (True, False)
         assert len(again.status().steps) == 2
         assert app.workflow("nightly-2026-12-02").status().steps[0].state == "pending"
+
+    def test_a_coroutine_starts_a_flow_and_awaits_its_result_while_its_loop_runs(
+        self, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        start_worker()
+
+        async def main() -> tuple[Any, int]:
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticker = asyncio.create_task(tick())
+            flow = await chain(tasks["wait"].s(1), tasks["add"].s()).enqueue_async()
+            assert (await flow.status_async()).state == "running"
+            await asyncio.sleep(0.2)
+            assert (await flow.cancel_async()).outcome == "cancelled"
+            with pytest.raises(TaskCancelledError):
+                await flow.result_async(timeout=5)
+            ticker.cancel()
+            return await group(tasks["add"].s(1)).enqueue_async(), ticks
+
+        flow, ticks = asyncio.run(main())
+        assert flow.result(timeout=5) == [2] and ticks > 5
 
     def test_a_result_wait_times_out_and_an_unknown_flow_is_not_found(
         self, tasks: Tasks, app: App

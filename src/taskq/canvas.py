@@ -13,6 +13,7 @@ holders do. Everything is checked before anything is sent.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,9 @@ class Step:
         """Start a workflow of this one step."""
         return Chain(self).enqueue(flow_id)
 
+    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
+        return await Chain(self).enqueue_async(flow_id)
+
 
 class Group:
     """Steps that run in parallel; the next stage gets the list of their results, in
@@ -89,6 +93,9 @@ class Group:
     def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
         """Start a workflow of this one group; its `result()` is the list of results."""
         return Chain(self).enqueue(flow_id)
+
+    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
+        return await Chain(self).enqueue_async(flow_id)
 
     def __repr__(self) -> str:
         return f"group({', '.join(s.task.name for s in self.steps)})"
@@ -126,6 +133,11 @@ class Chain:
         flows = app.flows()
         created = flows.start(flow_id, specs)
         return WorkflowHandle(flow_id, created, flows)
+
+    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
+        """`enqueue` for coroutines: the blocking client runs on a thread, so the event
+        loop goes on; the handle answers `await result_async()`."""
+        return await asyncio.to_thread(self.enqueue, flow_id)
 
     def app(self) -> App:
         """The one app every step's task belongs to (a workflow runs in one queue)."""

@@ -3,6 +3,7 @@ cancelling it."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,19 @@ class WorkflowHandle:
         their next heartbeat (their handlers stop; their effects are refused). A
         workflow that has ended is left as it is (`outcome` "unchanged")."""
         return self.flows.cancel(self.flow_id)
+
+    async def status_async(self) -> FlowStatus:
+        """`status()` for coroutines (on a thread: the event loop goes on)."""
+        return await asyncio.to_thread(self.status)
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        """`result()` for coroutines, raising the same errors; the wait runs on a
+        thread, so the event loop runs other coroutines meanwhile."""
+        return await asyncio.to_thread(self.result, timeout)
+
+    async def cancel_async(self) -> FlowCancellation:
+        """`cancel()` for coroutines."""
+        return await asyncio.to_thread(self.cancel)
 
     def _outcome(self, status: FlowStatus) -> Any:
         if status.state == "completed":
