@@ -382,6 +382,20 @@ class TestPriorityOrder:
             jumped = validate(tasks_log(*joined, *run("a", token), *run("b")))
             assert problems(jumped) == [out_of_order(5, "b", 5)]
 
+    def test_a_triggered_workflow_step_joins_the_back_and_its_lease_is_checked(
+        self,
+    ) -> None:
+        flow = {"flow": "f"}
+        triggered = (("f.1.1", {**enqueued_at(), **flow}),
+                     ("f.2.1", {**enqueued_at(state="waiting"), **flow}),
+                     *run("f.1.1"), ("b", enqueued_at()),
+                     ("f.2.1", event("triggered", "pending", **flow)))
+        report = validate(tasks_log(*triggered, *run("b"), *run("f.2.1")))
+        assert report.ok, report.violations
+        assert (report.priority.leases, report.priority.checked) == (3, 3)
+        jumped = validate(tasks_log(*triggered, *run("f.2.1"), *run("b")))
+        assert problems(jumped) == [out_of_order(5, "b", 5)]
+
     def test_a_task_cancelled_out_of_ready_is_no_longer_ahead(self) -> None:
         log = tasks_log(("a", enqueued_at(9)), ("b", enqueued_at()),
                         ("a", {"type": "cancelled", "state": "cancelled", "from": "pending",
