@@ -16,6 +16,7 @@ from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, met
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
+from taskq.flows import Flows, StageSpec
 from taskq.processes import taskq_command
 from taskq.rates import RateLimit
 from taskq.results import Failure
@@ -35,7 +36,7 @@ def test_with_a_token_everything_but_healthz_needs_it(secured: Server, queue: Br
         assert http.get("/healthz").status_code == 200
         for path in ("/events", "/api/queues", "/api/dlq", "/api/schedules", "/api/limits",
                      "/api/shards", "/api/totals", "/api/throughput", "/api/workers",
-                     "/api/history", "/metrics", "/"):
+                     "/api/history", "/api/flows/x", "/metrics", "/"):
             assert http.get(path).status_code == 401, path
             assert http.get(path, headers=wrong).status_code == 401, path
         assert http.get("/api/queues", headers=bearer).status_code == 200
@@ -208,6 +209,87 @@ def test_api_tasks_gives_a_dead_tasks_error_with_its_traceback(
     assert body["error"] == {"type": "builtins.KeyError", "message": "7", "traceback": trace}
     assert (body["state"], body["result"], body["result_bytes"]) == ("dead", None, None)
     assert body["events"][-1]["type"] == "failed"
+
+
+def flow_step(name: str) -> tuple[object, ...]:
+    """A step as start_flow takes it: no arguments, no retries, default priority."""
+    return (name, '{"args":[],"kwargs":{}}', 0, "", 5, "")
+
+
+def start_chord(queue: Broker, flow_id: str) -> None:
+    """fetch, then a group of two parse steps, then store."""
+    assert Flows(queue).start(flow_id, [
+        StageSpec((flow_step("fetch"),), group=False, policy="fail"),
+        StageSpec((flow_step("parse"), flow_step("parse")), group=True, policy="fail"),
+        StageSpec((flow_step("store"),), group=False, policy="fail")])
+
+
+def steps_of(body: dict[str, object]) -> list[tuple[str, str, str]]:
+    steps = body["steps"]
+    assert isinstance(steps, list)
+    return [(s["task_id"], s["name"], s["state"]) for s in steps]
+
+
+def test_api_flows_gives_each_steps_state_as_the_workflow_moves_on(
+    server: Server, queue: Broker
+) -> None:
+    start_chord(queue, "nightly-1")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        body = http.get("/api/flows/nightly-1").json()
+        assert {k: body[k] for k in ("flow_id", "state", "stage", "stages", "groups",
+                                     "policies", "upstream", "ended_at_ms")} == {
+            "flow_id": "nightly-1", "state": "running", "stage": 1, "stages": 3,
+            "groups": [False, True, False], "policies": ["fail", "fail", "fail"],
+            "upstream": "", "ended_at_ms": None}
+        assert body["created_at_ms"] > 0
+        assert steps_of(body) == [("nightly-1.1.1", "fetch", "pending"),
+                                  ("nightly-1.2.1", "parse", "waiting"),
+                                  ("nightly-1.2.2", "parse", "waiting"),
+                                  ("nightly-1.3.1", "store", "waiting")]
+        assert body["steps"][1] == {"task_id": "nightly-1.2.1", "stage": 2, "index": 1,
+                                    "name": "parse", "state": "waiting", "retries": 0}
+
+        assert queue.ack(*lease_one(queue), "1")
+        first, second = lease_one(queue), lease_one(queue)
+        body = http.get("/api/flows/nightly-1").json()
+        assert (body["state"], body["stage"]) == ("running", 2)
+        assert [s[2] for s in steps_of(body)] == ["completed", "running", "running", "waiting"]
+
+        assert queue.fail(*first, Failure("builtins.KeyError", "'title'")).status == "dead"
+        assert queue.ack(*second, "2")
+        body = http.get("/api/flows/nightly-1").json()
+        totals = http.get("/api/totals").json()["totals"]
+    # Every step counts as created when the workflow starts, waiting ones too.
+    assert {k: totals[k] for k in ("enqueued", "completed", "dead", "cancelled")} == {
+        "enqueued": 4, "completed": 2, "dead": 1, "cancelled": 1}
+    assert (body["state"], body["upstream"], body["error_type"]) == (
+        "failed", first[0], "builtins.KeyError")
+    assert f"{first[0]} (dead: builtins.KeyError: 'title')" in body["error_message"]
+    assert body["ended_at_ms"] >= body["created_at_ms"]
+    assert [s[2] for s in steps_of(body)] == ["completed", "dead", "completed", "cancelled"]
+
+
+def test_api_flows_404s_a_missing_workflow_and_400s_a_bad_id(
+    server: Server, queue: Broker
+) -> None:
+    start_chord(queue, "here")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        missing = http.get("/api/flows/nope")
+        assert missing.status_code == 404
+        assert missing.json()["error"].startswith("no workflow 'nope' on this queue")
+        # A step's task id is not a workflow's id.
+        assert http.get("/api/flows/here.1.1").status_code == 400
+        elsewhere = http.get("/api/flows/here", params={"queue": "other-queue"})
+        assert elsewhere.status_code == 404
+        for bad in ("no%20spaces", "a" * 101, "%00", "%F0%9F%9A%80", "a.b"):
+            response = http.get(f"/api/flows/{bad}")
+            assert response.status_code == 400, (bad, response.text)
+            body = response.json()
+            assert body["parameter"] == "flow_id"
+            assert body["accepted"] == "a workflow id: 1-100 letters, digits, '_' or '-'"
+        assert http.post("/api/flows/here", headers=WRITE).status_code == 405
 
 
 def test_api_dlq_lists_the_dead_and_retry_revives_them_once(

@@ -184,7 +184,8 @@ PATHS = ["/", "/api/queues", "/api/snapshot", "/api/tasks/x", "/api/dlq", "/api/
          "/api/tasks/%ff%fe", "/api/dlq/%00/retry", "/api/dlq/" + "b" * 5000 + "/retry",
          "/api/tasks/x/cancel", "/api/tasks/%00/cancel", "/api/tasks/%2F/cancel",
          "/api/tasks/" + "c" * 5000 + "/cancel", "/api/tasks//cancel", "/api/tasks/x/cancel/",
-         "/nope", "//api/queues", "/api/queues/"]
+         "/api/flows/x", "/api/flows/%00", "/api/flows/x.1.1", "/api/flows/" + "f" * 5000,
+         "/api/flows/", "/nope", "//api/queues", "/api/queues/"]
 WRITE_PATH = re.compile(r"/(retry|cancel)/?$")
 QUERIES = ["", "queue=", "queue=no such!", "queue=" + "q" * 500, "queue=%00", "queue=%ff",
            "limit=-1", "limit=1e3", "limit=99999999999999999999", "limit=%00",
@@ -230,7 +231,8 @@ def test_no_method_path_query_or_header_gets_a_500(server: Server, secured: Serv
 
 
 @given(path=st.sampled_from(["/api/snapshot", "/api/dlq", "/api/tasks/{}", "/api/queues",
-                             "/api/schedules", "/api/totals", "/api/tasks/{}/cancel"]),
+                             "/api/schedules", "/api/totals", "/api/tasks/{}/cancel",
+                             "/api/flows/{}"]),
        task_id=st.text(min_size=1, max_size=300),
        params=st.dictionaries(st.sampled_from(["queue", "limit", "last_event_id", "token",
                                                "scan"]),

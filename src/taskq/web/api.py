@@ -1,6 +1,6 @@
-"""The JSON API: queue counts, a snapshot with its feed position, tasks, the DLQ,
-periodic schedules, concurrency limits, live workers, lifetime totals, recent throughput
-and a sharded queue's shards; and the two writes, a DLQ retry and a cancel."""
+"""The JSON API: queue counts, a snapshot with its feed position, tasks, workflows, the
+DLQ, periodic schedules, concurrency limits, live workers, lifetime totals, recent
+throughput and a sharded queue's shards; and the two writes, a DLQ retry and a cancel."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.feed.frames import row_data
 from taskq.feed.recent import MAX_RECENT, recent_rows
+from taskq.flows import Flows
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
@@ -28,6 +29,7 @@ from taskq.web.params import (
     TASK_SCAN,
     THROUGHPUT_WINDOW,
     choice_param,
+    flow_id_param,
     int_param,
     queue_param,
     task_id_param,
@@ -99,6 +101,18 @@ def task(request: Request) -> JSONResponse:
     if view is None:
         return not_found(f"no task {task_id!r} on this queue")
     return JSONResponse(view.to_json())
+
+
+def flow(request: Request) -> JSONResponse:
+    """The workflow as it stands (see `taskq.flows.FlowStatus`): its state, the stage it
+    is on, each stage's kind and policy, why it failed, and every step's state, read in
+    one step."""
+    flow_id = flow_id_param(request)
+    status = Flows(state_of(request).broker(queue_of(request))).status(flow_id)
+    if status is None:
+        return not_found(f"no workflow {flow_id!r} on this queue: it never started here, "
+                         "or it ended and its record expired")
+    return JSONResponse(asdict(status))
 
 
 def dlq(request: Request) -> JSONResponse:

@@ -74,6 +74,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/shards", api.shards),
         Route("/api/tasks/{task_id}", api.task),
         Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/flows/{flow_id}", api.flow),
         Route("/api/totals", api.totals),
         Route("/api/throughput", api.throughput),
         Route("/api/dlq", api.dlq),

@@ -8,7 +8,7 @@ import re
 from starlette.requests import Request
 
 from taskq.errors import TaskqError
-from taskq.keys import QUEUE_NAME, QUEUE_NAME_RULE, TASK_ID, TASK_ID_RULE
+from taskq.keys import FLOW_ID, FLOW_ID_RULE, QUEUE_NAME, QUEUE_NAME_RULE, TASK_ID, TASK_ID_RULE
 from taskq.limits import HISTORY_SCAN
 
 DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
@@ -47,6 +47,14 @@ def task_id_param(request: Request) -> str:
     raw: str = request.path_params["task_id"]
     if not TASK_ID.fullmatch(raw):
         raise BadParameter("task_id", raw, f"a task id: {TASK_ID_RULE}")
+    return raw
+
+
+def flow_id_param(request: Request) -> str:
+    """The `{flow_id}` of the route's path, checked before anything is read."""
+    raw: str = request.path_params["flow_id"]
+    if not FLOW_ID.fullmatch(raw):
+        raise BadParameter("flow_id", raw, f"a workflow id: {FLOW_ID_RULE}")
     return raw
 
 

@@ -9,7 +9,9 @@ from taskq.broker import Broker
 # Each total: what it counts, and the `type:state` counters it sums. The event log is
 # trimmed, so only these counters know a queue's whole history.
 TOTALS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "enqueued": ("Tasks created.", ("enqueued:pending", "enqueued:delayed")),
+    # A workflow creates its later stages' steps `waiting` when it starts.
+    "enqueued": ("Tasks created.", ("enqueued:pending", "enqueued:delayed",
+                                    "enqueued:waiting")),
     "completed": ("Tasks acked as completed.", ("completed:completed",)),
     # A handler's failure after its task's cancel was requested ends it cancelled, but it
     # is a failed attempt all the same.
