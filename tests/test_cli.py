@@ -561,7 +561,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert caught.value.code == 0
     out = capsys.readouterr().out
-    for command in ("worker", "enqueue", "dlq", "task", "cancel", "ledger", "schedules",
-                    "dashboard", "serve", "redis", "demo", "chaos"):
+    for command in ("worker", "enqueue", "dlq", "task", "cancel", "flow", "ledger",
+                    "schedules", "dashboard", "serve", "redis", "demo", "chaos"):
         assert command in out
 

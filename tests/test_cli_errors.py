@@ -18,6 +18,8 @@ REDIS_COMMANDS = [
     ["enqueue", "1"],
     ["dlq"],
     ["dlq", "retry", "--all"],
+    ["flow", "show", "any"],
+    ["flow", "cancel", "any"],
     ["dashboard", "--once"],
     ["demo", "--tasks", "1", "--workers", "1"],
 ]

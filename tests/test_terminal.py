@@ -17,6 +17,7 @@ import pytest
 
 from cli_support import command_env
 from taskq.broker import Broker
+from taskq.flows import Flows, StageSpec
 from taskq.settings import Settings
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -106,3 +107,21 @@ def test_the_dashboard_draws_panels_and_a_running_tasks_progress(
     # Live: redrawn in place until Ctrl-C, which ends it at once and without a traceback.
     live = on_a_terminal(argv, env, timeout=20, interrupt_after=1.5, status=130)
     assert live.count(f"queue {queue.queue}") >= 2 and "Traceback" not in live
+
+
+def test_flow_show_is_a_table_of_the_steps_on_a_terminal(
+    queue: Broker, settings: Settings
+) -> None:
+    assert Flows(queue).start("nightly", [
+        StageSpec((("fetch", '{"args":[],"kwargs":{}}', 0, "", 5, ""),), group=False,
+                  policy="fail"),
+        StageSpec((("store", '{"args":[],"kwargs":{}}', 0, "", 5, ""),), group=False,
+                  policy="fail")])
+    env = command_env(REDIS_URL=settings.redis_url)
+    drawn = on_a_terminal([sys.executable, "-m", "taskq", "flow", "show", "nightly",
+                           "--queue", queue.queue], env)
+    assert "┏" in drawn and "┃ stage" in drawn, drawn
+    assert "workflow nightly on queue" in drawn
+    lines = [line for line in drawn.splitlines() if "nightly." in line]
+    assert [line.split("│")[3:6] for line in lines] == [
+        [" nightly.1.1 ", " fetch ", " pending "], [" nightly.2.1 ", " store ", " waiting "]]

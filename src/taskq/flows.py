@@ -75,6 +75,13 @@ class FlowStatus:
     def stage_steps(self, stage: int) -> tuple[StepState, ...]:
         return tuple(s for s in self.steps if s.stage == stage)
 
+    def skipped(self, step: StepState) -> bool:
+        """Whether `step` never ran because the workflow failed first: it was cancelled
+        while it waited, in a stage after the one of the step that failed it."""
+        if self.state != "failed" or step.state != "cancelled" or not self.upstream:
+            return False
+        return step.stage > int(self.upstream.rsplit(".", 2)[1])
+
     @classmethod
     def from_reply(cls, flow_id: str, reply: list[Any]) -> FlowStatus | None:
         if not reply:

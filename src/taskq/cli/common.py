@@ -29,6 +29,13 @@ def add_queue_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_queue_after_action(parser: argparse.ArgumentParser) -> None:
+    """`--queue` after the action as well as before it (`taskq dlq retry --queue emails
+    --all`); given in both places, the later wins."""
+    parser.add_argument("--queue", default=argparse.SUPPRESS,
+                        help="queue name (default: TASKQ_QUEUE or 'default')")
+
+
 def settings_from(args: argparse.Namespace, **overrides: object) -> Settings:
     if getattr(args, "queue", None):
         overrides["queue"] = args.queue

@@ -8,7 +8,7 @@ import sys
 
 from taskq.broker import Broker
 from taskq.bulk import BULK_LIMIT, Bulk, cancel_all, retry_all
-from taskq.cli.common import add_queue_argument, settings_from
+from taskq.cli.common import add_queue_after_action, add_queue_argument, settings_from
 
 HELP = "list the dead letter queue, or retry or cancel dead tasks"
 
@@ -29,13 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "first on a terminal)")
     cancel.add_argument("--yes", "-y", action="store_true", help="do not ask")
     add_queue_after_action(cancel)
-
-
-def add_queue_after_action(parser: argparse.ArgumentParser) -> None:
-    """`--queue` after the action as well as before it (`taskq dlq retry --queue emails
-    --all`); given in both places, the later wins."""
-    parser.add_argument("--queue", default=argparse.SUPPRESS,
-                        help="queue name (default: TASKQ_QUEUE or 'default')")
 
 
 def main(args: argparse.Namespace) -> int:
