@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -23,7 +24,7 @@ import redis
 from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
 
 from serve_support import Server as ServeProcess
-from taskq import App
+from taskq import App, UpstreamFailed, chain, group
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import spawn, stop_all, taskq_command
@@ -1541,3 +1542,206 @@ def test_the_page_shows_the_queue_the_server_was_started_on(
     finally:
         context.close()
         serve.stop()
+
+
+# -- workflows ------------------------------------------------------------------------------
+
+FLOW_APP = '''
+import os
+import time
+from pathlib import Path
+import taskq
+
+app = taskq.App()
+
+# Returns once the test opens its gate (DASH_DIR/open exists).
+@app.task("flow.gate")
+def gate(x: int) -> int:
+    here = Path(os.environ["DASH_DIR"])
+    deadline = time.monotonic() + 60
+    while not (here / "open").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return x
+
+@app.task("flow.add")
+def add(x: int, y: int = 1) -> int:
+    return x + y
+
+@app.task("flow.total")
+def total(xs: list[int]) -> int:
+    return sum(xs)
+
+@app.task("flow.boom", max_retries=0)
+def boom(x: int) -> int:
+    raise ValueError(f"no {x}")
+'''
+
+
+def flow_app(redis_url: str) -> tuple[App, dict[str, Any]]:
+    """An App of this process on the page's queue, with the names FLOW_APP's worker runs
+    (a producer needs the names only)."""
+    app = App(queue=QUEUE, settings=Settings.from_env({}, redis_url=redis_url))
+
+    @app.task("flow.gate")
+    def gate(x: int) -> int:
+        return x
+
+    @app.task("flow.add")
+    def add(x: int, y: int = 1) -> int:
+        return x + y
+
+    @app.task("flow.total")
+    def total(xs: list[int]) -> int:
+        return sum(xs)
+
+    @app.task("flow.boom", max_retries=0)
+    def boom(x: int) -> int:
+        return x
+
+    return app, {"gate": gate, "add": add, "total": total, "boom": boom}
+
+
+def start_flow_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A `taskq worker` process running FLOW_APP on the page's queue."""
+    (tmp_path / "flow_app.py").write_text(FLOW_APP)
+    path = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
+    worker_env = dict(env, LEASE_SECONDS="5", POLL_SECONDS="0.2", PYTHONPATH=path,
+                      DASH_DIR=str(tmp_path))
+    return spawn(taskq_command("worker", "--queue", QUEUE, "--app", "flow_app:app",
+                               "--concurrency", "3"), worker_env, str(tmp_path / "worker.log"))
+
+
+def flow_step(page: Page, task_id: str) -> Locator:
+    return page.locator(f"[data-testid=flow-step][data-task-id='{task_id}']")
+
+
+def test_a_workflow_is_listed_and_its_view_goes_live_from_waiting_to_completed(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path,
+    redis_server: EmbeddedRedis
+) -> None:
+    queue.enqueue("job-0")  # the queue exists, so the page's feed opens live
+    open_dashboard(page, server)
+    expect(by_id(page, "flows-body")).to_have_text("No workflow in the recent events.")
+    app, tasks = flow_app(redis_server.url)
+    worker = start_flow_worker(env, tmp_path)
+    try:
+        chain(tasks["gate"].s(2), group(tasks["add"].s(), tasks["add"].s(y=10)),
+              tasks["total"].s()).enqueue(flow_id="report-1")
+        row = page.locator("[data-testid=flow-row][data-flow-id=report-1]")
+        expect(row).to_have_attribute("data-state", "running")
+        expect(row.get_by_test_id("flow-progress")).to_have_text("0 / 4")
+        expect(row.get_by_test_id("flow-row-stage")).to_have_text("1 of 3")
+        # The steps that wait are listed as such among the events.
+        waiting = page.locator("[data-testid=event-row][data-type=enqueued]"
+                               "[data-task-id='report-1.2.1']")
+        expect(waiting.locator(".state")).to_have_text("waiting")
+        expect(waiting.locator(".detail")).to_have_text(
+            "waits for its stage · workflow report-1")
+
+        row.get_by_test_id("flow-link").click()
+        assert page.url.endswith("#flow=report-1")
+        expect(by_id(page, "flow-view")).to_be_visible()
+        expect(by_id(page, "flow-id")).to_have_text("report-1")
+        stages = rows(page, "flow-stage")
+        expect(stages).to_have_count(3)
+        expect(stages.locator("h4")).to_have_text([
+            re.compile("^Stage 1step$"), re.compile("^Stage 2group of 2 · on failure: fail$"),
+            re.compile("^Stage 3step$")])
+        expect(flow_step(page, "report-1.1.1")).to_have_attribute("data-state", "running")
+        for later in ("report-1.2.1", "report-1.2.2", "report-1.3.1"):
+            expect(flow_step(page, later)).to_have_attribute("data-state", "waiting")
+        expect(flow_step(page, "report-1.2.2").get_by_test_id("flow-step-state")).to_have_text(
+            "waiting")
+        expect(flow_step(page, "report-1.3.1")).to_contain_text("flow.total")
+
+        (tmp_path / "open").touch()
+        expect(by_id(page, "flow-view-state")).to_have_text("completed")
+        for step in ("report-1.1.1", "report-1.2.1", "report-1.2.2", "report-1.3.1"):
+            expect(flow_step(page, step)).to_have_attribute("data-state", "completed")
+        expect(by_id(page, "flow-view-progress")).to_have_text("4 / 4")
+        expect(by_id(page, "flow-view-stage")).to_have_text("stage 3 of 3")
+        expect(row).to_have_attribute("data-state", "completed")
+        expect(row.get_by_test_id("flow-progress")).to_have_text("4 / 4")
+        triggered = page.locator("[data-testid=event-row][data-type=triggered]")
+        expect(triggered).to_have_count(3)
+        expect(triggered.first.locator(".badge")).to_have_text("triggered")
+        assert app.workflow("report-1").result(timeout=5) == (2 + 1) + (2 + 10)
+    finally:
+        stop_all([worker])
+    a_step_and_its_workflow_link_each_other(page)
+
+
+def a_step_and_its_workflow_link_each_other(page: Page) -> None:
+    """A step's box opens its task's view, which links back to its workflow."""
+    flow_step(page, "report-1.2.2").click()
+    expect(by_id(page, "task-view")).to_be_visible()
+    expect(by_id(page, "flow-view")).to_be_hidden()
+    expect(by_id(page, "task-id")).to_have_text("report-1.2.2")
+    expect(by_id(page, "task-flow")).to_have_text("Step 2.2 of workflow report-1")
+    expect(by_id(page, "task-result")).to_have_text("12")
+    by_id(page, "task-flow-link").click()
+    expect(by_id(page, "flow-view")).to_be_visible()
+    expect(by_id(page, "task-view")).to_be_hidden()
+    by_id(page, "flow-close").click()
+    expect(by_id(page, "flow-view")).to_be_hidden()
+    assert "#" not in page.url
+    # A task of no workflow shows no link to one (the worker knew no `job-0`: it died).
+    page.evaluate("window.location.hash = 'task=job-0'")
+    expect(by_id(page, "task-state")).to_have_text("dead")
+    expect(by_id(page, "task-flow")).to_be_hidden()
+
+
+def test_a_step_that_dies_fails_its_workflow_and_the_later_steps_show_skipped(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path,
+    redis_server: EmbeddedRedis
+) -> None:
+    app, tasks = flow_app(redis_server.url)
+    add, boom = tasks["add"], tasks["boom"]
+    # Seen in the events listed at load: the page lists it from them.
+    chain(tasks["gate"].s(1), group(add.s(), boom.s(), add.s(y=5)), tasks["total"].s(),
+          add.s()).enqueue(flow_id="etl-7")
+    page.goto(f"{server.url}/?queue={QUEUE}#flow=etl-7")
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    row = page.locator("[data-testid=flow-row][data-flow-id=etl-7]")
+    expect(row).to_have_attribute("data-state", "running")
+    expect(by_id(page, "flow-view")).to_be_visible()
+    expect(flow_step(page, "etl-7.1.1")).to_have_attribute("data-state", "pending")
+    expect(flow_step(page, "etl-7.4.1")).to_have_attribute("data-state", "waiting")
+
+    (tmp_path / "open").touch()
+    worker = start_flow_worker(env, tmp_path)
+    try:
+        expect(by_id(page, "flow-view-state")).to_have_text("failed")
+        dead = flow_step(page, "etl-7.2.2")
+        expect(dead).to_have_attribute("data-state", "dead")
+        expect(dead).to_have_attribute("data-upstream", "true")
+        expect(dead.get_by_test_id("upstream-badge")).to_have_text("failed the workflow")
+        for member in ("etl-7.2.1", "etl-7.2.3"):
+            expect(flow_step(page, member)).to_have_attribute("data-state", "completed")
+            expect(flow_step(page, member)).to_have_attribute("data-upstream", "false")
+        for later in ("etl-7.3.1", "etl-7.4.1"):
+            expect(flow_step(page, later)).to_have_attribute("data-skipped", "true")
+            expect(flow_step(page, later).get_by_test_id("flow-step-state")).to_have_text(
+                "skipped")
+        expect(by_id(page, "flow-error")).to_have_text(
+            "1 of 3 steps of stage 2 did not complete: etl-7.2.2 (dead: ValueError: no 1)")
+        expect(by_id(page, "flow-view-progress")).to_have_text("6 / 6")
+        expect(row).to_have_attribute("data-state", "failed")
+        skipped = page.locator("[data-testid=event-row][data-type=cancelled]"
+                               "[data-task-id='etl-7.4.1']")
+        expect(skipped.locator(".detail")).to_have_text("skipped: etl-7.2.2 did not complete")
+        shot = page.screenshot(path=str(tmp_path / "dashboard-workflow.png"))
+        if os.environ.get("TASKQ_SCREENSHOT") == "1":
+            (DOCS / "dashboard-workflow.png").write_bytes(shot)
+    finally:
+        stop_all([worker])
+    with pytest.raises(UpstreamFailed):
+        app.workflow("etl-7").result(timeout=5)
+
+    flow_step(page, "etl-7.3.1").click()
+    expect(by_id(page, "task-state")).to_have_text("cancelled")
+    expect(by_id(page, "task-flow")).to_have_text(
+        "Step 3.1 of workflow etl-7 · skipped: etl-7.2.2 did not complete")
+    # The History panel lists the skipped steps as the ended tasks they are.
+    history = page.locator("[data-testid=history-row][data-task-id='etl-7.4.1']")
+    expect(history.get_by_test_id("history-state")).to_have_text("cancelled")

@@ -1,7 +1,8 @@
 // The taskq dashboard: load a snapshot of the queue, with the last events it reflects to
 // list, then follow its resumable event feed from the snapshot's position, applying each
 // event to the view as it comes. A #task=<id> link opens one task's view, which the same
-// feed keeps current, as it does the schedules panel and the lifetime totals; the last
+// feed keeps current, as it does the schedules panel, the lifetime totals and the
+// workflows (a #flow=<id> link opens one's view); the last
 // minute's rates, the live workers and the recently ended tasks reload on timers. On a sharded queue the main view
 // shows one shard, and the shards panel all of them.
 
@@ -13,6 +14,8 @@ import {
   tick, toast,
 } from './render.js';
 import { drawBulk, initBulk } from './bulk.js';
+import { closeFlow, initFlowView, openFlowFromHash } from './flow-view.js';
+import { flowEvent, flowsFromRecent, reloadFlows, resetFlows } from './flows.js';
 import { initHeartbeatFilter } from './heartbeats.js';
 import { initHistory, loadHistory, reloadHistory } from './history.js';
 import { getJSON, postJSON } from './http.js';
@@ -93,6 +96,7 @@ async function loadSnapshot(recent = 0) {
   if (snap) {
     applySnapshot(snap, mid);
     listRecent(snap.recent);
+    flowsFromRecent(snap.recent);
     hideError();
   }
   feed.stale = !snap;
@@ -146,6 +150,7 @@ function onEvent(message) {
   scheduleEvent(data);
   limitsEvent(data, view.names.get(data.task) || data.name || '');
   totalsEvent(data);
+  flowEvent(data);
   schedule();
 }
 
@@ -163,6 +168,7 @@ function onGap(message) {
   reloadSoon();
   reloadLimitsSoon();
   reloadTotals();
+  reloadFlows();
 }
 
 // Events after `enqueued` carry no task name: look up the few on screen, once each.
@@ -253,6 +259,7 @@ async function start(queue) {
   feed.loadId += 1;
   Object.assign(feed, { loading: false, stale: false, buffer: [] });
   reset(queue);
+  resetFlows(queue);
   $('events').replaceChildren();
   $('gap-notice').hidden = true;
   $('queue').value = queue;
@@ -273,6 +280,7 @@ async function start(queue) {
 // of another shard (`task`, whose view opens once its shard is shown).
 async function switchTo(queue, task = '') {
   closeTask();
+  closeFlow();
   const id = ++switches;
   const shown = await showShards(queue);
   if (id !== switches) return;
@@ -289,10 +297,14 @@ async function main() {
   $('queue').addEventListener('change', (e) => switchTo(e.target.value));
   $('gap-close').addEventListener('click', () => { $('gap-notice').hidden = true; });
   initTaskView();
+  initFlowView();
   initHeartbeatFilter(renderEvents);
   initHistory();
   initBulk(() => loadSnapshot());
-  window.addEventListener('hashchange', () => openTaskFromHash(view.queue));
+  window.addEventListener('hashchange', () => {
+    openTaskFromHash(view.queue);
+    openFlowFromHash();
+  });
   setInterval(tick, TICK_MS);
   setInterval(() => {
     if (!feed.loading) {
@@ -302,6 +314,7 @@ async function main() {
       reloadLimitsSoon();
       reloadTotals();
       reloadShardsSoon();
+      reloadFlows();
     }
   }, RESYNC_MS);
   setInterval(reloadThroughput, THROUGHPUT_MS);
@@ -309,6 +322,7 @@ async function main() {
   setInterval(reloadHistory, HISTORY_MS);
   await start(view.queue || await showShards(serverQueue || names[0] || 'default'));
   openTaskFromHash(view.queue);
+  openFlowFromHash();
 }
 
 main();

@@ -3,12 +3,14 @@
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
   'released', 'reaped', 'promoted', 'throttled', 'parked', 'unparked', 'revived', 'purged',
-  'cancel_requested', 'cancelled', 'progress'];
+  'cancel_requested', 'cancelled', 'progress', 'triggered'];
 // Each event type moves a task out of one state (a `cancelled` event names it in `from`:
-// pending, delayed, dead or running); the event's `state` is where it lands. The scripts
-// emit exactly these transitions, so counts follow from the events alone.
+// pending, delayed, dead, running or waiting); the event's `state` is where it lands. The
+// scripts emit exactly these transitions, so counts follow from the events alone. A
+// workflow's step that waits for its stage (`waiting`) is in no count until `triggered`
+// makes it pending.
 const FROM = {
-  enqueued: null, leased: 'pending', heartbeat: 'running', completed: 'running',
+  enqueued: null, triggered: 'waiting', leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
   throttled: 'pending', parked: 'pending', unparked: 'pending', revived: 'dead',
   purged: 'dead', cancel_requested: 'running', progress: 'running',

@@ -254,7 +254,7 @@ function eventRow(d) {
       el('span', {}, `missed events · ${d.gap.reason}`));
   }
   const attempt = d.type === 'leased' && d.retries ? ` · attempt ${d.retries + 1}` : '';
-  const detail = d.error || (d.from ? `from ${d.from}` : '')
+  const detail = d.error || flowText(d) || (d.from ? `from ${d.from}` : '')
     || (d.worker ? `by ${d.worker}${attempt}` : '') || progressText(d) || d.name || '';
   const reported = d.type === 'progress';
   return el('li', {
@@ -269,6 +269,16 @@ function eventRow(d) {
   el('span', { class: `detail${d.error ? ' error' : ''}`, title: detail },
     timeLimitBadge(d.error_type), priorityBadge(d.priority),
     reported ? foldedMark(d.reports) : null, detail));
+}
+
+// What an event of a workflow's step says of it ('' for any other event): a step
+// skipped names the step that failed the workflow; one that waits or starts, its
+// workflow.
+function flowText(d) {
+  if (d.upstream) return `skipped: ${d.upstream} did not complete`;
+  if (d.type === 'triggered') return `its stage started · workflow ${d.flow}`;
+  if (d.state === 'waiting') return `waits for its stage · workflow ${d.flow}`;
+  return '';
 }
 
 // What a `progress` event says: how far, and what the run is doing ('' for another event).

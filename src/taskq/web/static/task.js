@@ -11,8 +11,9 @@ import {
   typeBadge,
 } from './render.js';
 
-// States a cancel ends at once; a running task can be asked once.
-const CANCELLABLE = new Set(['pending', 'delayed', 'dead']);
+// States a cancel ends at once (a workflow's waiting step too: its end counts for its
+// stage); a running task can be asked once.
+const CANCELLABLE = new Set(['pending', 'delayed', 'dead', 'waiting']);
 
 // A task's priority when it gives none (limits.PRIORITY's default).
 const DEFAULT_PRIORITY = 5;
@@ -127,7 +128,8 @@ function showMessage(text) {
   $('task-message').textContent = text;
   $('task-message').hidden = false;
   open.run = null;
-  for (const part of ['task-state', 'task-cancel-requested', 'task-cancel', 'task-record',
+  for (const part of ['task-state', 'task-cancel-requested', 'task-cancel', 'task-flow',
+    'task-record',
     'task-progress-part', 'task-result-part', 'task-error-part', 'task-events-part']) {
     $(part).hidden = true;
   }
@@ -149,10 +151,24 @@ function draw(t) {
   open.run = t.state === 'running' ? t.fencing_token : null;
   drawBar(t.progress == null ? null : Math.round(t.progress * 1000), t.progress_message,
     t.state);
+  drawFlow(t.task_id, t.extra || {});
   drawRecord(t);
   drawResult(t);
   drawError(t.error);
   drawEvents(t);
+}
+
+// A workflow's step (its record names its `flow`) links to its workflow's view; one
+// skipped names the step that failed the workflow.
+function drawFlow(taskId, { flow, upstream }) {
+  const node = $('task-flow');
+  node.hidden = !flow;
+  if (!flow) return;
+  // The step's place is in its id: <flow>.<stage>.<index>.
+  node.replaceChildren(`Step ${taskId.slice(flow.length + 1)} of workflow `,
+    el('a', { class: 'task-link', href: `#flow=${q(flow)}`, 'data-testid': 'task-flow-link' },
+      el('code', {}, flow)),
+    upstream ? ` · skipped: ${upstream} did not complete` : '');
 }
 
 function drawRecord(t) {
@@ -225,6 +241,7 @@ function drawEvents(t) {
 function eventItem(e) {
   const detail = [
     e.from ? `from ${e.from}` : '',
+    e.upstream ? `skipped: ${e.upstream} did not complete` : '',
     e.token != null ? `token ${e.token}` : '',
     e.worker ? `by ${e.worker}` : '',
     e.error || '',

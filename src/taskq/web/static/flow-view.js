@@ -1,0 +1,111 @@
+// The workflow view: a workflow's stages left to right, each step a box with its name
+// and state (a waiting step drawn apart, the step that failed the workflow marked, the
+// steps it skipped said so), each box a link to its task's view. A #flow=<id> link
+// opens it; flows.js keeps what it shows current from the feed.
+
+import { ENDED, flowHooks, progressBar, progressOf, watchFlow } from './flows.js';
+import { el } from './render.js';
+
+const $ = (id) => document.getElementById(id);
+const q = encodeURIComponent;
+
+const open = { id: '' };
+
+function wantedId() {
+  return new URLSearchParams(window.location.hash.slice(1)).get('flow') || '';
+}
+
+export function openFlowFromHash() {
+  const id = wantedId();
+  if (!id) {
+    hide();
+    return;
+  }
+  open.id = id;
+  $('flow-id').textContent = id;
+  $('flow-id').title = id;
+  $('flow-view').dataset.flowId = id;
+  $('flow-view').hidden = false;
+  $('flow-view').focus();
+  draw(watchFlow(id));
+}
+
+// Closing drops the hash without a new history entry, so Back does not reopen it.
+export function closeFlow() {
+  if (wantedId()) {
+    window.history.replaceState(null, '', window.location.pathname + window.location.search);
+  }
+  hide();
+}
+
+function hide() {
+  open.id = '';
+  $('flow-view').hidden = true;
+}
+
+function draw(entry) {
+  const { status } = entry;
+  const stateNode = $('flow-state');
+  $('flow-message').hidden = Boolean(status);
+  $('flow-body').hidden = !status;
+  stateNode.hidden = !status;
+  if (!status) {
+    $('flow-message').textContent = entry.error || 'Loading…';
+    return;
+  }
+  stateNode.textContent = status.state;
+  stateNode.className = `state state-${status.state}`;
+  $('flow-view').dataset.state = status.state;
+  const done = progressOf(entry);
+  $('flow-summary').replaceChildren(
+    el('span', { 'data-testid': 'flow-view-stage' }, `stage ${status.stage} of ${status.stages}`),
+    progressBar(done, 'flow-view-progress'),
+    el('span', { class: 'panel-meta' }, `started ${new Date(status.created_at_ms).toLocaleString()}`
+      + (status.ended_at_ms ? ` · ended ${new Date(status.ended_at_ms).toLocaleString()}` : '')));
+  $('flow-error').hidden = !status.upstream;
+  $('flow-error').textContent = status.upstream ? status.error_message : '';
+  const stages = [];
+  for (let k = 1; k <= status.stages; k += 1) stages.push(stage(entry, k));
+  $('flow-stages').replaceChildren(...stages);
+}
+
+function stage(entry, k) {
+  const { status } = entry;
+  const steps = [...entry.steps.values()].filter((s) => s.stage === k);
+  const group = status.groups[k - 1];
+  const kind = group ? `group of ${steps.length} · on failure: ${status.policies[k - 1]}`
+    : 'step';
+  const place = k < status.stage || steps.every((s) => ENDED.has(s.state)) ? 'done'
+    : k === status.stage ? 'current' : 'later';
+  return el('section', { class: 'flow-stage', 'data-testid': 'flow-stage', 'data-stage': k,
+    'data-place': place },
+  el('h4', {}, `Stage ${k}`, el('span', { class: 'panel-meta' }, kind)),
+  el('ol', { class: 'flow-steps' }, ...steps.map((s) => step(status, s))));
+}
+
+function step(status, s) {
+  const upstream = s.task_id === status.upstream;
+  const shown = s.skipped ? 'skipped' : s.state || 'expired';
+  return el('li', {}, el('a', {
+    class: `flow-step state-${s.skipped ? 'skipped' : s.state}`, href: `#task=${q(s.task_id)}`,
+    'data-testid': 'flow-step', 'data-task-id': s.task_id, 'data-state': s.state,
+    'data-skipped': String(Boolean(s.skipped)), 'data-upstream': String(upstream),
+    title: `${s.task_id}: ${shown}${s.retries ? `, ${s.retries} retries` : ''}`,
+  },
+  el('span', { class: 'flow-step-name' }, s.name || '—'),
+  el('span', { class: 'flow-step-line' },
+    el('code', {}, `${s.stage}.${s.index}`),
+    el('span', { class: `state state-${s.skipped ? 'skipped' : s.state}`,
+      'data-testid': 'flow-step-state' }, shown)),
+  upstream ? el('span', { class: 'badge upstream', 'data-testid': 'upstream-badge' },
+    'failed the workflow') : null,
+  s.retries ? el('span', { class: 'flow-step-retries' }, `retries ${s.retries}`) : null));
+}
+
+export function initFlowView() {
+  flowHooks.changed = (entry) => { if (entry.id === open.id) draw(entry); };
+  $('flow-close').addEventListener('click', closeFlow);
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && open.id) closeFlow();
+  });
+}
