@@ -248,7 +248,8 @@ def test_api_flows_gives_each_steps_state_as_the_workflow_moves_on(
                                   ("nightly-1.2.2", "parse", "waiting"),
                                   ("nightly-1.3.1", "store", "waiting")]
         assert body["steps"][1] == {"task_id": "nightly-1.2.1", "stage": 2, "index": 1,
-                                    "name": "parse", "state": "waiting", "retries": 0}
+                                    "name": "parse", "state": "waiting", "retries": 0,
+                                    "upstream": ""}
 
         assert queue.ack(*lease_one(queue), "1")
         first, second = lease_one(queue), lease_one(queue)
@@ -268,6 +269,7 @@ def test_api_flows_gives_each_steps_state_as_the_workflow_moves_on(
     assert f"{first[0]} (dead: builtins.KeyError: 'title')" in body["error_message"]
     assert body["ended_at_ms"] >= body["created_at_ms"]
     assert [s[2] for s in steps_of(body)] == ["completed", "dead", "completed", "cancelled"]
+    assert [s["upstream"] for s in body["steps"]] == ["", "", "", first[0]]
 
 
 def test_api_flows_404s_a_missing_workflow_and_400s_a_bad_id(

@@ -270,8 +270,12 @@ class TestCancel:
         start_worker()
         with pytest.raises(UpstreamFailed, match=r"\.2\.2 \(cancelled\)"):
             flow.result(timeout=10)
-        assert [s.state for s in flow.status().steps] == ["completed", "completed",
-                                                          "cancelled", "cancelled"]
+        status = flow.status()
+        assert [s.state for s in status.steps] == ["completed", "completed", "cancelled",
+                                                   "cancelled"]
+        # Cancelled by hand, not skipped: only the step after it names it as upstream.
+        assert [status.skipped(s) for s in status.steps] == [False, False, False, True]
+        assert status.steps[3].upstream == f"{flow.flow_id}.2.2"
 
 
 class TestLog:

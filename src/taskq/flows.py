@@ -39,7 +39,9 @@ class StageSpec:
 @dataclass(frozen=True)
 class StepState:
     """One step of a workflow as it stands: its task id, stage and place (both from
-    1), task name, state and retries so far ('' state: its record has expired)."""
+    1), task name, state and retries so far ('' state: its record has expired); a
+    step that never ran because the workflow failed first names the step that failed
+    it (`upstream`)."""
 
     task_id: str
     stage: int
@@ -47,6 +49,7 @@ class StepState:
     name: str
     state: str
     retries: int
+    upstream: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,11 +79,9 @@ class FlowStatus:
         return tuple(s for s in self.steps if s.stage == stage)
 
     def skipped(self, step: StepState) -> bool:
-        """Whether `step` never ran because the workflow failed first: it was cancelled
-        while it waited, in a stage after the one of the step that failed it."""
-        if self.state != "failed" or step.state != "cancelled" or not self.upstream:
-            return False
-        return step.stage > int(self.upstream.rsplit(".", 2)[1])
+        """Whether `step` never ran because the workflow failed first (its record names
+        the step that failed it), rather than being cancelled by hand."""
+        return step.state == "cancelled" and bool(step.upstream)
 
     @classmethod
     def from_reply(cls, flow_id: str, reply: list[Any]) -> FlowStatus | None:
@@ -94,10 +95,10 @@ class FlowStatus:
         steps, at = [], 0
         for stage, size in enumerate(sizes, start=1):
             for index in range(1, size + 1):
-                state, name, retries = rows[at : at + 3]
+                state, name, retries, upstream = rows[at : at + 4]
                 steps.append(StepState(flow_step_id(flow_id, stage, index), stage, index,
-                                       name, state, int(retries or 0)))
-                at += 3
+                                       name, state, int(retries or 0), upstream))
+                at += 4
         return cls(flow_id=flow_id, state=values[0], stage=int(values[1] or 1),
                    stages=stages, steps=tuple(steps),
                    groups=tuple(g == "1" for g in shape[1::3]),

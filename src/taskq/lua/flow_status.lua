@@ -6,8 +6,9 @@
   ARGV[2] flow_id
   Returns: {} if there is no such flow; else {state, stage, created_at, ended_at,
            upstream, error_type, error_message, stages, then per stage: size, group,
-           policy, then per step, stage by stage: state, name, retries} (a field the
-           record lacks as ''; a step whose record has expired as state '')
+           policy, then per step, stage by stage: state, name, retries, upstream} (a
+           field the record lacks as ''; a step whose record has expired as state '';
+           upstream names the step whose failure ended a skipped step)
   Emits:   nothing (no task changes state)
 ]]
 
@@ -28,9 +29,9 @@ end
 for k = 1, stages do
   for i = 1, sizes[k] do
     local step = redis.call('HMGET', prefix .. 'task:' .. flow_id .. '.' .. k .. '.' .. i,
-      'state', 'name', 'retries')
+      'state', 'name', 'retries', 'upstream')
     reply[#reply + 1], reply[#reply + 2] = step[1] or '', step[2] or ''
-    reply[#reply + 1] = step[3] or '0'
+    reply[#reply + 1], reply[#reply + 2] = step[3] or '0', step[4] or ''
   end
 end
 return reply

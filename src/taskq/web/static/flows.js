@@ -142,11 +142,9 @@ async function load(entry) {
 
 function setStatus(entry, status) {
   Object.assign(entry, { status, error: '' });
-  const upstreamStage = Number((STEP_ID.exec(status.upstream) || [])[2] || 0);
   entry.steps = new Map(status.steps.map((s) => [s.task_id, { ...s,
-    // Cancelled while it waited, after the step that failed the workflow: it never ran.
-    skipped: status.state === 'failed' && s.state === 'cancelled' && upstreamStage > 0
-      && s.stage > upstreamStage }]));
+    // Its record names the step that failed the workflow: it never ran.
+    skipped: s.state === 'cancelled' && Boolean(s.upstream) }]));
   for (const d of entry.buffer) applyStep(entry, d);
 }
 
