@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,8 @@ class Run:
 @dataclass(frozen=True)
 class System:
     """How to run one system: its worker command (given the worker's serial number), its
-    workers' extra environment, a sender that enqueues one chord by key, its version."""
+    workers' extra environment, a sender that enqueues one chord by key, its version, and
+    what its broker still holds after the run (where a chord that never fired is stuck)."""
 
     name: str
     title: str
@@ -70,6 +72,7 @@ class System:
     worker_env: Callable[[Run], dict[str, str]]
     producer: Callable[[Run], Callable[[str], None]]
     version: Callable[[], str]
+    leftover: Callable[[Run], str]
 
 
 @dataclass
@@ -82,6 +85,8 @@ class Outcome:
     wrong_inputs: int
     member_runs: int
     members_rerun: int
+    members_never_run: int
+    leftover: str
     seconds: float | None
     faults: list[str] = field(default_factory=list)
 
@@ -140,7 +145,9 @@ def _drive(run: Run, system: System, workers: list[Child],
     return Outcome(
         system.title, system.version(), log.fired(keys), sum(log.wrong_inputs.values()),
         sum(log.member_runs[m] for m in expected),
-        sum(1 for m in expected if log.member_runs[m] > 1), finished, faults.done)
+        sum(1 for m in expected if log.member_runs[m] > 1),
+        sum(1 for m in expected if not log.member_runs[m]), system.leftover(run), finished,
+        faults.done)
 
 
 def _celery() -> System:
@@ -167,16 +174,46 @@ def _celery() -> System:
 
         return f"Celery {celery.__version__}"
 
+    def leftover(run: Run) -> str:
+        client = run.server.client
+        return (f"{client.llen(run.queue)} messages queued, {client.hlen('unacked')} "
+                f"unacknowledged")
+
     return System("celery", "Celery (`chord`, Redis broker and result backend)", argv, env,
-                  producer, version)
+                  producer, version, leftover)
 
 
 # ---------------------------------------------------------------------------------------
 # taskq's side: `group(...).then(callback.s(...)).enqueue()` run by `taskq worker`s.
-# Filled in once taskq's workflow API (issue 20) is on main.
 # ---------------------------------------------------------------------------------------
 def _taskq() -> System:
-    raise NotImplementedError("taskq's workflows are not on this branch yet")
+    from bench import chord_tasks  # noqa: PLC0415
+    from taskq import Settings, __version__  # noqa: PLC0415
+    from taskq.processes import taskq_command  # noqa: PLC0415
+
+    def argv(run: Run, n: int) -> list[str]:
+        return taskq_command("worker", "--app", "bench.chord_tasks:app", "--queue", run.queue,
+                             "-c", str(run.options.concurrency), "--no-task-log",
+                             "--log-level", "WARNING")
+
+    def env(run: Run) -> dict[str, str]:
+        return {"REDIS_URL": run.server.url, "TASKQ_QUEUE": run.queue,
+                "LEASE_SECONDS": str(run.options.lease_seconds),
+                "BENCH_MEMBER_SECONDS": str(run.options.member_seconds)}
+
+    def producer(run: Run) -> Callable[[str], None]:
+        settings = Settings.from_env({}, redis_url=run.server.url, queue=run.queue)
+        _, send = chord_tasks.make_app(settings)
+        return lambda key: send(key, run.options.members)
+
+    def leftover(run: Run) -> str:
+        client = run.server.client
+        states = Counter(str(client.hget(key, "state")) for key in
+                         client.scan_iter(f"{{taskq:{run.queue}}}:flow:*", _type="hash"))
+        return ", ".join(f"{n} flows {state}" for state, n in sorted(states.items()))
+
+    return System("taskq", "taskq (`group(...).then(...)`)", argv, env, producer,
+                  lambda: f"taskq {__version__}", leftover)
 
 
 BUILDERS: dict[str, Callable[[], System]] = {"celery": _celery, "taskq": _taskq}
@@ -186,14 +223,14 @@ def render(outcomes: Sequence[Outcome], options: Options, redis_version: str) ->
     """The figures as a Markdown table, with the run's settings under it."""
     lines = ["| system | chords | callback ran 0 times | once | twice or more | "
              "callback runs given wrong results | member runs | members run more than once "
-             "| all callbacks in |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| members never run | all callbacks in |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         twice = sum(n for times, n in o.fired.items() if times >= 2)
         wall = f"{o.seconds:.1f} s" if o.seconds is not None else "never"
         lines.append(f"| {o.title}, {o.version} | {options.chords} | {o.fired.get(0, 0)} | "
                      f"{o.fired.get(1, 0)} | {twice} | {o.wrong_inputs} | {o.member_runs} | "
-                     f"{o.members_rerun} | {wall} |")
+                     f"{o.members_rerun} | {o.members_never_run} | {wall} |")
     lines += ["", f"{options.chords} chords of {options.members} members "
               f"({options.member_seconds} s each), {options.workers} worker processes x "
               f"{options.concurrency}, lease / visibility timeout {options.lease_seconds} s, "
@@ -201,7 +238,8 @@ def render(outcomes: Sequence[Outcome], options: Options, redis_version: str) ->
               f"{options.pause_seconds:.1f} s (seed {options.seed}), redis-server "
               f"{redis_version}."]
     for o in outcomes:
-        lines += ["", f"Faults, {o.title}:", ""] + [f"    {f}" for f in o.faults]
+        lines += ["", f"{o.title}: after the run its broker held {o.leftover or 'nothing'}. "
+                  "Faults:", ""] + [f"    {f}" for f in o.faults]
     return "\n".join(lines)
 
 
