@@ -5,7 +5,10 @@ refuse before anything is sent."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +27,11 @@ from taskq import (
     group,
 )
 from taskq.errors import ConfigError, ResultTimeoutError
-from taskq.settings import Settings
+from taskq.settings import Settings, Simulation
+from taskq.tools.chaos.flows import build, expected, flow_tasks, triggers_expected
+from taskq.tools.ledger import Ledger
 from taskq.tools.tracecheck import read_log, validate
-from waiting import wait_until
+from waiting import WorkerProcesses, wait_until
 from worker_support import StartWorker
 
 Tasks = dict[str, Any]
@@ -328,3 +333,32 @@ class TestRefused:
         step = sharded.task("one")(lambda: 1)
         with pytest.raises(ConfigError, match="2 shards: a workflow runs in one queue"):
             chain(step.s()).enqueue()
+
+
+@pytest.mark.processes
+def test_a_killed_worker_holding_steps_loses_no_workflow_and_charges_nothing_twice(
+    settings: Settings, app: App, client: redis.Redis, ledger_path: Path,
+    workers: WorkerProcesses,
+) -> None:
+    """Real `taskq worker` processes run the chaos run's chains of 5 and chords of 20;
+    one is SIGKILLed while it holds steps. Every workflow completes with its value, each
+    later stage is triggered once, and each step's charge is applied once."""
+    flow_tasks(app, Simulation(ledger_path=str(ledger_path)))
+    worker_app = ("--app", "taskq.tools.chaos.worker_app:drain_app")
+    killed = workers.start(*worker_app, "-c", "4", WORK_SECONDS="30")
+    ids = ["chord-00000", "chain-00001", "chord-00002", "chain-00003"]
+    flows = [build(app, flow_id, max_retries=5).enqueue(flow_id=flow_id) for flow_id in ids]
+    wait_until(lambda: app.broker.counts().leased >= 2, 20, "the doomed worker to hold steps")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(5)
+    workers.start(*worker_app, "-c", "4", WORK_SECONDS="0.01")
+    for flow_id, flow in zip(ids, flows, strict=True):
+        assert flow.result(timeout=60) == expected(flow_id)[1]
+    log = read_log(client, app.broker.keys.events)
+    report = validate(log)
+    assert report.ok, report.violations[:3]
+    triggered = Counter(f["flow"] for _, f in log if f["type"] == "triggered")
+    assert triggered == {flow_id: triggers_expected(flow_id) for flow_id in ids}
+    assert any(f["type"] == "reaped" for _, f in log)
+    steps = [s.task_id for flow in flows for s in flow.status().steps]
+    assert Ledger(ledger_path).charges_by_task("") == dict.fromkeys(steps, 1)
