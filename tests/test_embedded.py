@@ -41,6 +41,13 @@ def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
+def last_aof(server: EmbeddedRedis) -> Path:
+    """The AOF file writes go to: Redis 7's last INCR file, or Redis 6's one file."""
+    assert server.data_dir is not None
+    incr = sorted((server.data_dir / "appendonlydir").glob("*.incr.aof"))
+    return incr[-1] if incr else server.data_dir / "appendonly.aof"
+
+
 def client_for(server: EmbeddedRedis) -> redis.Redis:
     return taskq.connect(Settings.from_env({}, redis_url=server.url))
 
@@ -111,6 +118,31 @@ class TestDurability:
         server.start()
         with client_for(server) as client:
             assert client.mget([f"k{i}" for i in range(50)]) == [str(i) for i in range(50)]
+
+    def test_a_script_cut_short_by_a_crash_is_never_applied_in_part_by_later_restarts(
+        self, server: EmbeddedRedis
+    ) -> None:
+        """A crash that cuts the AOF inside a script's MULTI/EXEC: the cut script stays
+        unapplied through every later restart, and what came after it stays applied.
+        (Redis 7.0 left the MULTI open, so its second restart set `a`.)"""
+        with client_for(server) as client:
+            client.set("before", "1")
+            client.eval("redis.call('SET', 'a', '1'); redis.call('RPUSH', 'l', 'x'); "
+                        "redis.call('SET', 'b', '2')", 0)
+        server.stop()
+        aof = last_aof(server)
+        written = aof.read_bytes()
+        aof.write_bytes(written[:written.rindex(b"RPUSH") + 20])  # a crash mid-script
+        server.start()
+        with client_for(server) as client:
+            assert sorted(client.keys("*")) == ["before"]
+            client.eval("redis.call('RPUSH', 'l', 'y'); redis.call('SET', 'c', '3')", 0)
+        server.stop()
+        server.start()
+        with client_for(server) as client:
+            assert sorted(client.keys("*")) == ["before", "c", "l"]
+            assert client.lrange("l", 0, -1) == ["y"]
+        assert "redis-check-aof --fix" in (server.data_dir / "redis.log").read_text()  # type: ignore[operator]
 
     def test_a_broker_queue_survives_a_crash(self, server: EmbeddedRedis) -> None:
         with client_for(server) as client:
