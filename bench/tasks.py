@@ -1,4 +1,5 @@
-"""The bench's taskq App: no-op, counting and time-stamping handlers, sync and async.
+"""The bench's taskq App: no-op, counting, time-stamping and lease-holding handlers, sync
+and async.
 
 Worker processes load it with `taskq worker --app bench.tasks:app`; the bench itself
 builds its own App on the queue of each run with `make_app`.
@@ -6,6 +7,7 @@ builds its own App on the queue of each run with `make_app`.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -39,8 +41,6 @@ def _client() -> redis.Redis:
 
 def _async_client() -> aioredis.Redis:
     """One asyncio client per event loop (a worker has one for its async handlers)."""
-    import asyncio  # noqa: PLC0415
-
     loop_id = id(asyncio.get_running_loop())
     client = _async_clients.get(loop_id)
     if client is None:
@@ -55,6 +55,7 @@ def make_app(queue: str | None = None, settings: Settings | None = None) -> App:
     _no_ops(app)
     _counted(app)
     _timed(app)
+    _held(app)
     return app
 
 
@@ -105,6 +106,19 @@ def _timed(app: App) -> None:
         """Records when the handler started, on a handler thread."""
         started = time.time()
         _client().rpush(STAMPS_KEY, f"{tag} {started!r}")
+
+
+def _held(app: App) -> None:
+    @app.task("bench.hold_async")
+    async def hold_async(seconds: float) -> None:
+        """Holds its lease for `seconds` on the worker's event loop: a long-running task
+        that costs its worker only its heartbeats."""
+        await asyncio.sleep(seconds)
+
+    @app.task("bench.hold_sync")
+    def hold_sync(seconds: float) -> None:
+        """Holds its lease and a handler thread for `seconds`."""
+        time.sleep(seconds)
 
 
 def _counted(app: App) -> None:
