@@ -17,6 +17,7 @@ from bench import (
     drain,
     enqueue,
     feed,
+    heartbeats,
     latency,
     limits,
     profile,
@@ -39,6 +40,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "feed": feed.measure,
     "ceiling": ceiling.measure,
     "shards": shards.measure,
+    "heartbeats": heartbeats.measure,
     "peers": peers.measure,
 }
 NAMES = (*MEASUREMENTS, "profile")

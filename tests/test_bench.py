@@ -81,6 +81,24 @@ class TestBench:
         assert "| drain with priorities 0-9 vs all default |" in report
         assert "FAILED" not in report
 
+    @pytest.mark.processes
+    def test_a_tiny_heartbeat_run_renews_each_process_s_leases_in_one_call_a_beat(
+        self, tmp_path: Path
+    ) -> None:
+        report = run_bench("--only", "heartbeats", "--n", "2000", out=tmp_path / "bench.md")
+        assert "## Heartbeats at scale: long-running tasks in hand" in report
+        row = next(line for line in report.splitlines()
+                   if line.startswith("| `--processes 2 -c 100` | `async def` | 200 |"))
+        split = row.split(" | ")[3]  # e.g. "12.0 (2.0 + 2.0 + 8.0)"
+        heartbeat, registry, _other = (float(x) for x in split.split("(")[1].rstrip(")")
+                                       .split(" + "))
+        # Two processes of 100 leases each: a call per process per beat (a beat more or
+        # less at the census window's edges), never one per lease.
+        assert 1.0 <= heartbeat <= 3.0, row
+        assert 1.0 <= registry <= 3.0, row
+        assert "without its events" in report
+        assert "FAILED" not in report
+
 
 @pytest.mark.processes
 class TestTally:
