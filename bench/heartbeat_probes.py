@@ -1,15 +1,18 @@
 """Redis time of the scripts a beat runs, called from the bench itself on leases it
-holds: a heartbeat call with its events and without them, and a registry write."""
+holds: a heartbeat call with its events (the log below its retention, and at it) and
+without them, and a registry write."""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.harness import BenchError, Server
 from bench.tasks import make_app
 from taskq import Broker, NewTask
+from taskq.limits import EVENTS_RETENTION
 from taskq.registry import Presence, register
 from taskq.scripts import source
 
@@ -22,17 +25,20 @@ LONG_LEASE = 3600.0
 
 @dataclass(frozen=True)
 class ScriptCost:
-    """Redis time (us, INFO commandstats) of one heartbeat call renewing `batch` leases,
-    with its events and without, and of one registry write."""
+    """Redis time (us, INFO commandstats) of one heartbeat call renewing `batch` leases:
+    with its events, while the log is below its retention (nothing trimmed) and once it
+    is at it (each event trims one, as on any queue that has seen that many events);
+    without its events; and of one registry write."""
 
     batch: int
-    with_events: float
+    below_retention: float
+    at_retention: float
     without_events: float
     registry: float
 
-    @property
-    def event_share(self) -> float:
-        return 1 - self.without_events / self.with_events
+    def event_share(self, at_retention: bool = True) -> float:
+        with_events = self.at_retention if at_retention else self.below_retention
+        return 1 - self.without_events / with_events
 
 
 def evalsha_usec(server: Server) -> tuple[int, int]:
@@ -48,32 +54,41 @@ def probe(server: Server, batch: int, calls: int = 20, rounds: int = 3) -> Scrip
         raise BenchError("heartbeat.lua no longer emits its event as the probe expects: "
                          "update HEARTBEAT_EVENT in bench/heartbeat_probes.py")
     server.flush()
-    broker = Broker(server.client, f"hb-{uuid.uuid4().hex[:8]}")
-    broker.enqueue_many([NewTask(uuid.uuid4().hex, name="bench.noop_async")
-                         for _ in range(batch)])
-    leased = broker.lease_many("bench-probe", LONG_LEASE, batch).tasks
-    held = [(t.task_id, t.token) for t in leased]
+    queue = f"hb-{uuid.uuid4().hex[:8]}"
+    # The same queue, its log trimmed to nothing / to `batch` events by the calls.
+    growing = Broker(server.client, queue, events_retention=EVENTS_RETENTION.high)
+    full = Broker(server.client, queue, events_retention=batch)
+    growing.enqueue_many([NewTask(uuid.uuid4().hex, name="bench.noop_async")
+                          for _ in range(batch)])
+    held = [(t.task_id, t.token) for t in growing.lease_many("bench-probe", LONG_LEASE,
+                                                             batch).tasks]
     silent = server.client.register_script(text.replace(HEARTBEAT_EVENT, ""))
-    k = broker.keys
+    k = growing.keys
     keys = [k.leased, k.events, k.seq, k.epoch]
-    args = [k.prefix, round(LONG_LEASE * 1000), broker.events_retention, len(held),
+    args = [k.prefix, round(LONG_LEASE * 1000), 1, len(held),
             *(value for pair in held for value in pair)]
-    spent = {True: 0.0, False: 0.0}
+    calls_of: dict[str, Callable[[], Sequence[object]]] = {
+        "below": lambda: growing.heartbeat_many(held, LONG_LEASE),
+        "none": lambda: silent(keys=keys, args=args),
+        "at": lambda: full.heartbeat_many(held, LONG_LEASE),
+    }
+    spent = dict.fromkeys(calls_of, 0.0)
     try:
         for _ in range(rounds):
-            for events in (True, False):
+            for kind, call in calls_of.items():
+                call()  # untimed: the first call at retention trims what "below" added
                 before = evalsha_usec(server)
                 for _ in range(calls):
-                    reply = (broker.heartbeat_many(held, LONG_LEASE) if events
-                             else silent(keys=keys, args=args))
-                    if any(int(r) != 1 for r in reply) or len(reply) != len(held):
+                    reply = call()
+                    if len(reply) != len(held) or any(r != 1 for r in reply):
                         raise BenchError(f"a probe's heartbeat lost a lease: {reply[:5]}")
                 after = evalsha_usec(server)
-                spent[events] += (after[1] - before[1]) / (after[0] - before[0])
-        registry = registry_usec(server, broker, calls * 10)
+                spent[kind] += (after[1] - before[1]) / (after[0] - before[0])
+        registry = registry_usec(server, growing, calls * 10)
     finally:
         server.flush()
-    return ScriptCost(len(held), spent[True] / rounds, spent[False] / rounds, registry)
+    return ScriptCost(len(held), spent["below"] / rounds, spent["at"] / rounds,
+                      spent["none"] / rounds, registry)
 
 
 def registry_usec(server: Server, broker: Broker, calls: int) -> float:
