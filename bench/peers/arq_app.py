@@ -16,7 +16,7 @@ from bench.tally import tick
 REDIS = RedisSettings.from_dsn(URL)
 
 
-async def noop(ctx: dict[str, Any]) -> None:
+async def noop(ctx: dict[str, Any], data: str = "") -> None:
     if BODY == "incr":
         await ctx["redis"].incr(COUNTER)
     else:
@@ -41,3 +41,22 @@ def enqueue(n: int) -> list[float]:
             await pool.aclose()
 
     return asyncio.run(send())
+
+
+def fill(n: int, data: str, delay: float) -> None:
+    """N `noop(data)` jobs, `enqueue_job` calls a chunk at a time concurrently (arq has no
+    bulk enqueue); a delayed job is the same job key and queue ZSET entry, scored later."""
+    from bench.peers.fill import IN_FLIGHT, chunks  # noqa: PLC0415
+
+    options = {"_defer_by": delay} if delay else {}
+
+    async def send() -> None:
+        pool = await create_pool(REDIS, default_queue_name=QUEUE)
+        try:
+            for size in chunks(n, IN_FLIGHT):
+                await asyncio.gather(*(pool.enqueue_job("noop", data, **options)
+                                       for _ in range(size)))
+        finally:
+            await pool.aclose()
+
+    asyncio.run(send())

@@ -12,7 +12,7 @@ dramatiq.set_broker(broker)
 
 
 @dramatiq.actor(queue_name=QUEUE)
-def noop() -> None:
+def noop(data: str = "") -> None:
     count_run()
 
 
@@ -20,3 +20,10 @@ def enqueue(n: int) -> list[float]:
     from bench.peers.client import stamps  # noqa: PLC0415
 
     return stamps(n, noop.send)
+
+
+def fill(n: int, data: str, delay: float) -> None:
+    """N `noop(data)` messages, one `send` each (Dramatiq has no bulk send); delayed ones
+    go to the queue's delay queue (its `.DQ` list and message hash) in Redis."""
+    for _ in range(n):
+        noop.send_with_options(args=(data,), delay=round(delay * 1000) or None)

@@ -10,7 +10,7 @@ huey = RedisHuey(QUEUE, url=URL)
 
 
 @huey.task()  # type: ignore[untyped-decorator]
-def noop() -> None:
+def noop(data: str = "") -> None:
     count_run()
 
 
@@ -18,3 +18,13 @@ def enqueue(n: int) -> list[float]:
     from bench.peers.client import stamps  # noqa: PLC0415
 
     return stamps(n, noop)
+
+
+def fill(n: int, data: str, delay: float) -> None:
+    """N `noop(data)` messages, one call each (Huey has no bulk enqueue). A delayed one
+    waits in the same queue list until a consumer moves it to its schedule ZSET."""
+    for _ in range(n):
+        if delay:
+            noop.schedule(args=(data,), delay=delay)
+        else:
+            noop(data)

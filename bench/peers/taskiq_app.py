@@ -17,7 +17,7 @@ broker: AsyncBroker = (RedisStreamBroker(URL, queue_name=QUEUE) if VARIANT == "s
 
 
 @broker.task(task_name="bench.noop")
-async def noop() -> None:
+async def noop(data: str = "") -> None:
     await acount_run()
 
 
@@ -32,3 +32,23 @@ def enqueue(n: int) -> list[float]:
             await broker.shutdown()
 
     return asyncio.run(send())
+
+
+def fill(n: int, data: str, delay: float) -> None:
+    """N `noop(data)` messages, `kiq` calls a chunk at a time concurrently (taskiq has no
+    bulk send). Its brokers have no delay (a schedule source is a separate component),
+    so `delay` is refused."""
+    from bench.peers.fill import IN_FLIGHT, chunks  # noqa: PLC0415
+
+    if delay:
+        raise ValueError("taskiq's Redis brokers keep no delayed tasks")
+
+    async def send() -> None:
+        await broker.startup()
+        try:
+            for size in chunks(n, IN_FLIGHT):
+                await asyncio.gather(*(noop.kiq(data) for _ in range(size)))
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(send())
