@@ -20,6 +20,7 @@ from bench import (
     heartbeats,
     latency,
     limits,
+    memory,
     profile,
     results,
     shards,
@@ -42,6 +43,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "shards": shards.measure,
     "heartbeats": heartbeats.measure,
     "peers": peers.measure,
+    "memory": memory.measure,
 }
 NAMES = (*MEASUREMENTS, "profile")
 QUICK_N = 400

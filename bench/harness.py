@@ -199,6 +199,32 @@ def time_drain(
     return Drained((n - start[1]) / (end - start[0]), end - start[0])
 
 
+def run_all(count: Callable[[], int], n: int, worker: Child, timeout: float) -> None:
+    """Wait until the worker has run all `n` tasks, then check it ran none twice (the
+    drain is not timed here, so it may be as short as it likes)."""
+    deadline = time.monotonic() + timeout
+    while (done := count()) < n:
+        if not worker.alive():
+            raise BenchError(f"worker exited after {done} of {n} tasks: {worker.tail()}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"only {done} of {n} tasks ran within {timeout:.0f}s: "
+                             f"{worker.tail()}")
+        time.sleep(0.05)
+    time.sleep(0.5)
+    if count() != n:
+        raise BenchError(f"{count()} runs for {n} tasks: some ran twice")
+
+
+def used_memory(server: Server) -> int:
+    """The server's `used_memory` (INFO memory), in bytes."""
+    return int(server.client.info("memory")["used_memory"])
+
+
+def per_task(before: int, after: int, n: int) -> float:
+    """Bytes per task: the growth of `used_memory` over `n` tasks."""
+    return (after - before) / n
+
+
 def drain_timeout(n: int, slowest_rate: float = 100.0) -> float:
     """Long enough for `n` tasks at `slowest_rate`, plus start-up."""
     return 30.0 + n / slowest_rate

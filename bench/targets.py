@@ -14,6 +14,7 @@ FEED_DELIVERIES = 20_000.0
 RESULTS_COST = 0.10
 RATE_LIMIT_SHARE = 0.95
 RESULT_P50_MS = 2.0
+MEMORY_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,22 @@ def _share_at_least(what: str, value: float | None, limit: float) -> Target:
     return Target(what, f"{value:.1%}", f">= {limit:.0%} of it", value / limit)
 
 
+def _bytes_within(what: str, top: float | None, bottom: float | None, factor: float,
+                  names: tuple[str, str], reference: bool = False) -> Target:
+    if top is None or bottom is None or bottom <= 0:
+        return Target(what, "", f"<= {factor:g}x", None, reference)
+    ratio = top / bottom
+    measured = f"{ratio:.2f}x ({names[0]} {top:,.0f} B vs {names[1]} {bottom:,.0f} B)"
+    return Target(what, measured, f"<= {factor:g}x", factor / ratio, reference)
+
+
 def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
     get = figures.get
     peer_drain = labels.get("peer-best-drain", "fastest peer")
     peer_drain_incr = labels.get("peer-best-drain-incr", "fastest peer")
     peer_enqueue = labels.get("peer-best-enqueue", "fastest peer")
+    peer_memory = labels.get("memory-peer-ready", "leanest peer")
+    leanest = labels.get("memory-leanest-ready", "leanest peer")
     return [
         _ratio("Drain, one `taskq worker` command, the same counted no-op as the peers "
                "(a tally-file append)",
@@ -108,6 +120,12 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
                  get("result-p50-async"), RESULT_P50_MS),
         _share_at_least("A rate-limited drain against its configured rate",
                         get("rate-limit-share"), RATE_LIMIT_SHARE),
+        _bytes_within("Redis memory per ready task vs the leanest peer keeping state, "
+                      "retries and times", get("memory-taskq-ready"),
+                      get("memory-peer-ready"), MEMORY_FACTOR, ("taskq", peer_memory)),
+        _bytes_within("Redis memory per ready task vs the leanest peer, whatever it keeps "
+                      "(reference)", get("memory-taskq-ready"), get("memory-leanest-ready"),
+                      MEMORY_FACTOR, ("taskq", leanest), reference=True),
         _at_least("Feed deliveries, 100 clients, one `taskq serve`", get("feed-100"),
                   FEED_DELIVERIES, get("feed-100-ended")),
         _at_least("Feed deliveries, 1,000 clients, one `taskq serve`", get("feed-1000"),
@@ -118,7 +136,7 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
 def section(figures: dict[str, float], labels: dict[str, str]) -> tuple[Section, bool]:
     """The targets table, and whether any measured target was missed."""
     targets = judge(figures, labels)
-    result = Section("targets", "Targets (issues 7, 16 and 18)",
+    result = Section("targets", "Targets (issues 7, 16, 18 and 21)",
                      ["target", "measured", "required", "factor (>= 1 is met)", "verdict"],
                      rows=[t.row() for t in targets])
     result.notes.append(

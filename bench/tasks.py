@@ -68,6 +68,10 @@ def _no_ops(app: App) -> None:
     def noop_sync() -> None:
         """Does nothing, on a handler thread."""
 
+    @app.task("bench.keep_sync")
+    def keep_sync(data: str) -> None:
+        """Does nothing with its argument: the memory bench's task, kept when it is done."""
+
     @app.task("bench.noop_async_unkept", store_result=False)
     async def noop_async_unkept() -> None:
         """The async no-op with results off: what storing its result costs is the gap."""

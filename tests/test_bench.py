@@ -28,7 +28,7 @@ class TestBench:
         assert "| `enqueue_many`, batches of 1000 (default) | 400 |" in report
         for fact in ("- Date:", "- Machine:", "- Python", "- Redis server", "- Packages:"):
             assert fact in report
-        assert "## Targets (issues 7, 16 and 18)" in report
+        assert "## Targets (issues 7, 16, 18 and 21)" in report
 
     @pytest.mark.processes
     def test_a_tiny_drain_counts_every_task(self, tmp_path: Path) -> None:
@@ -147,3 +147,44 @@ class TestTargets:
         drain = judged.rows[0]
         assert "tally-file append" in drain[0] and drain[3:] == ["0.83", "**missed**"]
         assert missed
+
+    def test_memory_within_its_factor_of_the_peer_keeping_the_same_facts_is_met(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section({"memory-taskq-ready": 900.0,
+                                          "memory-peer-ready": 750.0},
+                                         {"memory-peer-ready": "RQ"})
+        row = next(row for row in judged.rows if "leanest peer keeping" in row[0])
+        assert row[1] == "1.20x (taskq 900 B vs RQ 750 B)"
+        assert row[3:] == ["1.25", "**met**"]
+        assert not missed
+
+    def test_memory_past_its_factor_is_missed(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section({"memory-taskq-ready": 1_500.0,
+                                          "memory-peer-ready": 500.0}, {})
+        row = next(row for row in judged.rows if "leanest peer keeping" in row[0])
+        assert row[3:] == ["0.50", "**missed**"]
+        assert missed
+
+
+class TestMemory:
+    """The memory bench's arithmetic."""
+
+    def test_a_full_event_log_adds_its_retention_whatever_the_tasks(self) -> None:
+        from bench.memory import sizing_bytes  # noqa: PLC0415
+
+        assert sizing_bytes(1_000_000, 100_000, 600.0, 120.0) == 612_000_000
+        assert sizing_bytes(0, 100_000, 600.0, 120.0) == 12_000_000
+
+    def test_facts_are_named_in_one_order_or_as_none(self) -> None:
+        from bench.memory import facts_text  # noqa: PLC0415
+
+        assert facts_text(frozenset({"times", "state"})) == "state, times"
+        assert facts_text(frozenset()) == "none"
+
+    def test_bytes_per_task_is_the_growth_over_the_tasks(self) -> None:
+        from bench.harness import per_task  # noqa: PLC0415
+
+        assert per_task(1_000, 51_000, 100) == 500.0
