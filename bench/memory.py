@@ -26,6 +26,7 @@ from bench.peers import arq_env
 from bench.peers.fill import ARGUMENT, chunks
 from bench.peers.memory import (
     DELAY_SECONDS,
+    PRODUCERS,
     SYSTEMS,
     System,
     interpreter_dir,
@@ -281,6 +282,8 @@ def _notes(n: int, done: int, taskq: Queued | None) -> list[str]:
         f"{len(ARGUMENT)}-byte string argument, ready, then (a fresh run) delayed "
         f"{DELAY_SECONDS:,.0f} s; completed: {done:,} such tasks drained by the system's "
         f"worker, its workers stopped, so what is left is what it keeps of finished jobs. "
+        f"Each peer is filled by {PRODUCERS} producer processes at once, each sending its "
+        f"share. "
         f"taskq enqueues through `Task.enqueue_many` (1,000 per script call) and drains "
         f"with `taskq worker -c {CONCURRENCY}`, results kept (the default, for "
         f"TASKQ_COMPLETED_TTL_SECONDS).",
