@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import redis
+
 from bench.drain import stats_field, worker_argv
 from bench.harness import (
     BenchError,
@@ -172,7 +174,7 @@ def _listpack_rows(server: Server, n: int, section: Section) -> Queued | None:
         with listpack_values(server, LISTPACK_VALUE):
             taskq = taskq_queued(server, n, 0.0)
             peer = peer_queued(server, rq, interpreter_dir(rq), n, 0.0)
-    except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+    except (BenchError, OSError, subprocess.TimeoutExpired, redis.RedisError) as e:
         section.fail(f"hash-max-listpack-value {LISTPACK_VALUE}", BenchError(str(e)))
         return None
     setting = f"Redis with `hash-max-listpack-value {LISTPACK_VALUE}`"
@@ -183,6 +185,8 @@ def _listpack_rows(server: Server, n: int, section: Section) -> Queued | None:
         f"With `hash-max-listpack-value {LISTPACK_VALUE}` a ready taskq record is "
         f"{taskq.parts['record']:,.0f} B by MEMORY USAGE (a listpack), where the default "
         f"64 makes it a hashtable.")
+    for line in (*(" | ".join(row) for row in section.rows[-2:]), section.notes[-1]):
+        print(f"   {line}", file=sys.stderr, flush=True)
     return taskq
 
 
@@ -201,12 +205,13 @@ def _peer_row(server: Server, system: System, n: int, done: int, section: Sectio
                    else peer_queued(server, system, bin_dir, n, DELAY_SECONDS))
         completed = (peer_completed(server, system, bin_dir, done)
                      if system.completed else None)
-    except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+    except (BenchError, OSError, subprocess.TimeoutExpired, redis.RedisError) as e:
         section.fail(system.title, BenchError(str(e)))
         return None
     section.rows.append([system.title, facts_text(system.facts), _b(ready),
                          system.delayed_elsewhere or _b(delayed),
                          _b(completed) if system.completed else "nothing kept"])
+    print(f"   {' | '.join(section.rows[-1])}", file=sys.stderr, flush=True)
     return ready
 
 
@@ -215,7 +220,7 @@ def _taskq_rows(server: Server, n: int, done: int, section: Section) -> Queued |
         ready = taskq_queued(server, n, 0.0)
         delayed = taskq_queued(server, n, DELAY_SECONDS)
         completed = taskq_completed(server, done)
-    except BenchError as e:
+    except (BenchError, redis.RedisError) as e:
         section.fail("taskq", e)
         return None
     facts = facts_text(frozenset(FACTS))
@@ -234,6 +239,8 @@ def _taskq_rows(server: Server, n: int, done: int, section: Section) -> Queued |
         f"{ready.log_events:,} events after {n:,} enqueues "
         f"({ready.log_bytes / 1e6:,.1f} MB, {ready.per_event:,.0f} B each), "
         f"{completed.log_events:,} after the drain of {done:,}.")
+    for line in (*(" | ".join(row) for row in section.rows[-3:]), section.notes[-1]):
+        print(f"   {line}", file=sys.stderr, flush=True)
     return ready
 
 
