@@ -11,10 +11,11 @@
            upstream names the step whose failure ended a skipped step)
   Emits:   nothing (no task changes state)
 ]]
+--- @include "_common"
 
-local flow_key, prefix, flow_id = KEYS[1], ARGV[1], ARGV[2]
+local record_key, prefix, flow_id = KEYS[1], ARGV[1], ARGV[2]
 
-local f = redis.call('HMGET', flow_key, 'state', 'stage', 'created_at', 'ended_at',
+local f = redis.call('HMGET', record_key, 'state', 'stage', 'created_at', 'ended_at',
   'upstream', 'error_type', 'error_message', 'stages')
 if not f[1] then return {} end
 local reply = {}
@@ -22,13 +23,13 @@ for j = 1, 8 do reply[j] = f[j] or '' end
 local stages = tonumber(f[8])
 local sizes = {}
 for k = 1, stages do
-  local s = redis.call('HMGET', flow_key, 'size:' .. k, 'group:' .. k, 'policy:' .. k)
+  local s = redis.call('HMGET', record_key, 'size:' .. k, 'group:' .. k, 'policy:' .. k)
   sizes[k] = tonumber(s[1])
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = s[1], s[2], s[3]
 end
 for k = 1, stages do
   for i = 1, sizes[k] do
-    local step = redis.call('HMGET', prefix .. 'task:' .. flow_id .. '.' .. k .. '.' .. i,
+    local step = redis.call('HMGET', prefix .. 'task:' .. flow_step_id(flow_id, k, i),
       'state', 'name', 'retries', 'upstream')
     reply[#reply + 1], reply[#reply + 2] = step[1] or '', step[2] or ''
     reply[#reply + 1], reply[#reply + 2] = step[3] or '0', step[4] or ''
