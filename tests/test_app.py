@@ -223,6 +223,30 @@ class TestEnqueueRefusesWhatCannotRun:
             adder.enqueue(*args, **kwargs)
         assert nothing_was_created(broker)
 
+    def test_a_shape_that_fit_once_does_not_let_a_different_shape_through(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        adder.enqueue(1, 2)
+        adder.enqueue(a=1, b=2)
+        for args, kwargs in (((1, 2, 3), {}), ((1, 2), {"a": 1}), ((), {"a": 1, "c": 2}),
+                             ((1,), {"a": 2})):
+            with pytest.raises(InvalidTaskError, match=f"cannot enqueue {adder.name}"):
+                adder.enqueue(*args, **kwargs)
+        assert broker.counts().ready == 2
+
+    def test_a_function_taking_any_keywords_is_still_checked_past_the_shapes_it_remembers(
+        self, app: App, broker: Broker
+    ) -> None:
+        def anything(a: int, **options: int) -> None:
+            return None
+
+        task = app.task("anything")(anything)
+        for i in range(100):  # more distinct keyword names than a task remembers
+            task.call(1, **{f"k{i}": i})
+        with pytest.raises(InvalidTaskError, match="cannot enqueue anything"):
+            task.call(k0=1)
+        assert nothing_was_created(broker)
+
     def test_a_keyword_only_argument_given_positionally_is_refused(
         self, app: App, broker: Broker
     ) -> None:

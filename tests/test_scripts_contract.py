@@ -359,3 +359,37 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
     # The priority whose tasks wait on the plain ready list, as QueueKeys.ready_at has it.
     default = re.search(r"^local DEFAULT_PRIORITY = (\d+)$", code("_common"), re.MULTILINE)
     assert default is not None and int(default[1]) == limits.PRIORITY.default
+
+
+HELPER_FILES = ("_slots", "_ended", "_flow", "_cancel")
+DEFINED = re.compile(r"^local (?:function )?(\w+)", re.MULTILINE)
+INCLUDED = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
+SCRIPTS = sorted(p.name.removesuffix(".lua") for p in resources.files("taskq").joinpath("lua")
+                 .iterdir() if p.name.endswith(".lua") and not p.name.startswith("_"))
+
+
+def includes(name: str) -> set[str]:
+    """The files `name` includes, directly or through another included file."""
+    found = set(INCLUDED.findall(lua(name)))
+    for included in list(found):
+        found |= includes(included)
+    return found
+
+
+def calls_into(lua_code: str) -> set[str]:
+    """The helper files that define a name `lua_code` uses."""
+    return {f for f in HELPER_FILES
+            if any(re.search(rf"\b{name}\b", lua_code) for name in DEFINED.findall(code(f)))}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_script_includes_a_helper_file_only_if_it_calls_into_it(script: str) -> None:
+    # Every call of a script defines each helper its text holds, so a file of helpers it
+    # never uses would cost each call for nothing (and one it uses must be there).
+    wanted = calls_into(code(script))
+    while True:  # and the helper files its helpers use, in turn
+        more = set().union(*(calls_into(code(f)) for f in wanted)) - wanted
+        if not more:
+            break
+        wanted |= more
+    assert includes(script) & set(HELPER_FILES) == wanted

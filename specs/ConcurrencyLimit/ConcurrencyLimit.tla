@@ -2,7 +2,7 @@
 (***************************************************************************)
 (* Concurrency limits that hold across all workers: the slots of a task    *)
 (* name, taken in lua/lease.lua and given back by the script that ends a   *)
-(* lease (see lua/_common.lua's free_slot).                                *)
+(* lease (see lua/_slots.lua's free_slot).                                 *)
 (*                                                                         *)
 (* One limited name with MOST slots; TASKS tasks of it, all ready at the   *)
 (* start; WORKERS workers, each leasing one task at a time. Redis keeps    *)

@@ -2,7 +2,7 @@
 (***************************************************************************)
 (* How a producer waits for a task's result without polling, as built      *)
 (* (lua/watch.lua, ack.lua, fail.lua, reap.lua, retry_dead.lua,            *)
-(* wake_waiters in lua/_common.lua, and TaskHandle.result in handle.py).   *)
+(* wake_waiters in lua/_ended.lua, and TaskHandle.result in handle.py).    *)
 (*                                                                         *)
 (* One task, worked on by workers abstracted as End (ack.lua completes it; *)
 (* fail.lua or reap.lua sends it to the DLQ) and Revive (retry_dead.lua),  *)

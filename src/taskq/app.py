@@ -36,6 +36,10 @@ R = TypeVar("R")
 RESERVED = ("delay", "run_at", "max_retries", "idempotency_key", "task_id", "result_ttl",
             "priority")
 
+# Call shapes (how many positional arguments, which keyword names) a task remembers as
+# fitting its function; a function taking **kwargs could see endless names.
+FITTING_SHAPES = 64
+
 
 class Task(Generic[P, R]):
     """A registered function: call it directly, or `.enqueue(...)` it to run on a worker."""
@@ -58,6 +62,10 @@ class Task(Generic[P, R]):
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self.signature = inspect.signature(fn)
+        # Whether arguments bind depends only on their count and keyword names, never on
+        # their values: a shape that bound once is not bound again, on the producer's
+        # enqueue or on the worker's every run.
+        self._fitting: set[tuple[Any, ...]] = set()
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -149,10 +157,15 @@ class Task(Generic[P, R]):
                          what: str | None = None) -> None:
         """Raise `InvalidTaskError` (saying `what` went wrong, by default that the call
         cannot be enqueued) if `args` and `kwargs` do not bind to the function."""
+        shape = (len(args), *kwargs)
+        if shape in self._fitting:
+            return
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise InvalidTaskError(f"{what or f'cannot enqueue {self.name}'}: {e}") from e
+        if len(self._fitting) < FITTING_SHAPES:
+            self._fitting.add(shape)
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         """`check_arguments` for a worker's call, before it is made, so that a TypeError

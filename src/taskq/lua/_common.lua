@@ -1,6 +1,9 @@
 --[[
-  _common: helpers included (by the loader, at "--- @include") into every operation.
-  Not an operation itself: it has no KEYS or ARGV of its own.
+  _common: helpers included (by the loader, at "--- @include") into every operation:
+  the clock, argument checks, ready lists and priorities, waking workers, the change
+  feed and backoff. Not an operation itself: it has no KEYS or ARGV of its own. The
+  helpers only some operations need live in _slots and _ended, since every script call
+  pays for defining each helper its script includes.
 ]]
 
 -- Redis server time in milliseconds: the only clock any script uses.
@@ -114,105 +117,17 @@ local function ready_count(ready_key)
 end
 
 -- Idle workers block on the wake list; a bounded number of tokens is enough to wake
--- them all, and the list never grows past it while every worker is busy.
+-- them all, and the list never grows past it while every worker is busy. LPUSH answers
+-- the list's length, so the trim is paid only by a push that passed the cap.
 local WAKE_CAP = 256
 local function wake_workers(wake_key, n)
   if n <= 0 then return end
   if n > WAKE_CAP then n = WAKE_CAP end
   local tokens = {}
   for i = 1, n do tokens[i] = '1' end
-  redis.call('LPUSH', wake_key, unpack(tokens))
-  redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
-end
-
--- Concurrency limits (see taskq/concurrency.py). A run of a limited task name holds one
--- of the name's slots from its lease until its lease ends (ack, fail, release, reap or a
--- cancelled end): `holding:<name>`, a SET of task ids, and the record's `slot` field
--- (the name) say which runs hold one. A ready task that finds every slot taken waits,
--- still pending, on `parked:<name>` (the record's `parked` field set), and `parked` (a
--- SET) names the limited names with waiting tasks; a lease moves them back to the front
--- of their ready lists as slots come free. A limit kept per key (the record's
--- `limit_key`, e.g. an account) keeps each pair's slots and waiting tasks apart under the
--- group `<name>|<key>` (no task name holds a '|'), and `groups:<name>` (a SET) names the
--- groups of a name that hold a slot or wait for one. Every key below takes a group.
-local function holding_key(prefix, name)
-  return prefix .. 'holding:' .. name
-end
-
--- The group a task's slot is kept in: its name, or its name and key.
-local function limit_group(name, limit_key)
-  if limit_key == nil or limit_key == false or limit_key == '' then return name end
-  return name .. '|' .. limit_key
-end
-
--- The task name of a group.
-local function group_name(group)
-  return string.match(group, '^[^|]*')
-end
-
-local function groups_key(prefix, name)
-  return prefix .. 'groups:' .. name
-end
-
-local function parked_key(prefix, name)
-  return prefix .. 'parked:' .. name
-end
-
--- The tasks of a group that a lease sent back from its parked list to ready and no lease
--- has popped since: each is promised a free slot, so the next lease sends back no more
--- than the slots left (a SET; the record's `parked` field is 'back' meanwhile).
-local function unparked_key(prefix, name)
-  return prefix .. 'unparked:' .. name
-end
-
-local function parked_names_key(prefix)
-  return prefix .. 'parked'
-end
-
--- Gives back the slot a run held (`slot`: the record's slot field, nil if it held
--- none) and wakes a worker if a task waits for it. Only a script that ends the current
--- token's lease calls this, so a stale holder never frees a slot a newer run holds.
--- A keyed group that holds no slot and has no waiting task leaves its name's groups.
-local function forget_group(prefix, group)
-  local name = group_name(group)
-  if name ~= group and redis.call('SCARD', holding_key(prefix, group)) == 0
-      and redis.call('LLEN', parked_key(prefix, group)) == 0 then
-    redis.call('SREM', groups_key(prefix, name), group)
+  if redis.call('LPUSH', wake_key, unpack(tokens)) > WAKE_CAP then
+    redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
   end
-end
-
-local function free_slot(prefix, task_id, slot)
-  if not slot then return end
-  redis.call('SREM', holding_key(prefix, slot), task_id)
-  redis.call('HDEL', prefix .. 'task:' .. task_id, 'slot')
-  if redis.call('LLEN', parked_key(prefix, slot)) > 0 then
-    wake_workers(prefix .. 'wake', 1)
-  else
-    forget_group(prefix, slot)
-  end
-end
-
--- A producer waiting for a task's end (watch.lua marked its record) blocks on the
--- task's done list, rotating it onto itself (BLMOVE done done), so one element wakes
--- every waiter. It need only outlive the waiters already blocked: one arriving later
--- reads the ended record and does not block. retry_dead deletes it, since a list left
--- in place would wake the waiters of the next run at once.
-local DONE_TTL_MS = '60000'
-local function wake_waiters(prefix, task_id)
-  local done_key = prefix .. 'done:' .. task_id
-  redis.call('RPUSH', done_key, '1')
-  redis.call('PEXPIRE', done_key, DONE_TTL_MS)
-end
-
--- Keeps an ended (completed or cancelled) record `ttl_ms`, or longer if its idempotency
--- key outlives that, so the key never names a missing record.
-local function expire_ended(prefix, task_key, ttl_ms, idem_key)
-  local ttl = ttl_ms
-  if idem_key and idem_key ~= '' then
-    local left = redis.call('PTTL', prefix .. 'idem:' .. idem_key)
-    if left > ttl then ttl = left end
-  end
-  redis.call('PEXPIRE', task_key, integer_text(ttl))
 end
 
 -- Runs `command key item...` over a list in chunks: unpacking a very large table at
@@ -283,24 +198,4 @@ local function backoff_ms(retries, base_ms, max_ms, jitter)
   local full = base_ms * (2 ^ (retries - 1))
   if full > max_ms then full = max_ms end
   return math.floor(full / 2 + (full / 2) * jitter)
-end
-
---- @include "_flow"
-
--- The record fields a script that may end a task cancelled reads, after its own.
-local CANCEL_FIELDS = {'cancel_requested', 'cancel_ttl', 'idempotency_key', 'waiters', 'flow'}
-
--- Ends a task cancelled, already out of every list and set (cancel.lua asked for it,
--- or took it out of one): the record keeps `cancel_ttl` (the task's result TTL or the
--- queue's completed TTL when the cancel came), and a waiting producer is woken.
--- `cancel` holds the CANCEL_FIELDS values; `ttl_ms` stands in for a missing cancel_ttl
--- (nil: the record is kept with no expiry rather than dropped). A workflow's step
--- that ends here counts as ended for its stage (see _flow).
-local function end_cancelled(prefix, feed, task_id, cancel, ttl_ms)
-  local task_key = prefix .. 'task:' .. task_id
-  redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', feed.now)
-  local ttl = tonumber(cancel[2]) or ttl_ms
-  if ttl then expire_ended(prefix, task_key, ttl, cancel[3]) end
-  if cancel[4] then wake_waiters(prefix, task_id) end
-  if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'cancelled', nil) end
 end

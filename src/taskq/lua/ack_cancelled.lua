@@ -16,6 +16,8 @@
   The run's concurrency slot, if it held one, is given back (see _common's free_slot).
 ]]
 --- @include "_common"
+--- @include "_slots"
+--- @include "_ended"
 
 local leased_key, events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, task_id, token, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

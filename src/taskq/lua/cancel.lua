@@ -34,6 +34,8 @@
   A producer waiting for a task that ends here is woken (see watch.lua).
 ]]
 --- @include "_common"
+--- @include "_slots"
+--- @include "_ended"
 --- @include "_cancel"
 
 local ready_key, delayed_key, leased_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -24,6 +24,8 @@
            cancel_requested (state running) per running step
 ]]
 --- @include "_common"
+--- @include "_slots"
+--- @include "_ended"
 --- @include "_cancel"
 
 local ready_key, delayed_key, leased_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

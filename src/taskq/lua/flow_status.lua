@@ -12,6 +12,7 @@
   Emits:   nothing (no task changes state)
 ]]
 --- @include "_common"
+--- @include "_ended"
 
 local record_key, prefix, flow_id = KEYS[1], ARGV[1], ARGV[2]
 

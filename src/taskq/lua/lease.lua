@@ -55,6 +55,7 @@
   slot while it waits.
 ]]
 --- @include "_common"
+--- @include "_slots"
 
 local ready_key, leased_key, delayed_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key, wake_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]

@@ -25,6 +25,8 @@
   crashed worker's slots come back with its leases.
 ]]
 --- @include "_common"
+--- @include "_slots"
+--- @include "_ended"
 
 local leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key = KEYS[4], KEYS[5], KEYS[6]

@@ -20,6 +20,8 @@
   The run's concurrency slot, if it held one, is given back (see _common's free_slot).
 ]]
 --- @include "_common"
+--- @include "_slots"
+--- @include "_ended"
 
 local leased_key, ready_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -23,6 +23,7 @@
   Emits:   nothing
 ]]
 --- @include "_common"
+--- @include "_slots"
 
 local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local events_key, epoch_key = KEYS[5], KEYS[6]

@@ -32,6 +32,7 @@
            others, each with its flow), one per step
 ]]
 --- @include "_common"
+--- @include "_ended"
 
 local ready_key, events_key, seq_key, epoch_key, wake_key = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5]

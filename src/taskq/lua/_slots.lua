@@ -1,0 +1,71 @@
+--[[
+  _slots: concurrency limits, included (after _common) by the operations that take,
+  hold, give back or count a limit's slots. Not an operation itself.
+]]
+
+-- Concurrency limits (see taskq/concurrency.py). A run of a limited task name holds one
+-- of the name's slots from its lease until its lease ends (ack, fail, release, reap or a
+-- cancelled end): `holding:<name>`, a SET of task ids, and the record's `slot` field
+-- (the name) say which runs hold one. A ready task that finds every slot taken waits,
+-- still pending, on `parked:<name>` (the record's `parked` field set), and `parked` (a
+-- SET) names the limited names with waiting tasks; a lease moves them back to the front
+-- of their ready lists as slots come free. A limit kept per key (the record's
+-- `limit_key`, e.g. an account) keeps each pair's slots and waiting tasks apart under the
+-- group `<name>|<key>` (no task name holds a '|'), and `groups:<name>` (a SET) names the
+-- groups of a name that hold a slot or wait for one. Every key below takes a group.
+local function holding_key(prefix, name)
+  return prefix .. 'holding:' .. name
+end
+
+-- The group a task's slot is kept in: its name, or its name and key.
+local function limit_group(name, limit_key)
+  if limit_key == nil or limit_key == false or limit_key == '' then return name end
+  return name .. '|' .. limit_key
+end
+
+-- The task name of a group.
+local function group_name(group)
+  return string.match(group, '^[^|]*')
+end
+
+local function groups_key(prefix, name)
+  return prefix .. 'groups:' .. name
+end
+
+local function parked_key(prefix, name)
+  return prefix .. 'parked:' .. name
+end
+
+-- The tasks of a group that a lease sent back from its parked list to ready and no lease
+-- has popped since: each is promised a free slot, so the next lease sends back no more
+-- than the slots left (a SET; the record's `parked` field is 'back' meanwhile).
+local function unparked_key(prefix, name)
+  return prefix .. 'unparked:' .. name
+end
+
+local function parked_names_key(prefix)
+  return prefix .. 'parked'
+end
+
+-- Gives back the slot a run held (`slot`: the record's slot field, nil if it held
+-- none) and wakes a worker if a task waits for it. Only a script that ends the current
+-- token's lease calls this, so a stale holder never frees a slot a newer run holds.
+-- A keyed group that holds no slot and has no waiting task leaves its name's groups.
+local function forget_group(prefix, group)
+  local name = group_name(group)
+  if name ~= group and redis.call('SCARD', holding_key(prefix, group)) == 0
+      and redis.call('LLEN', parked_key(prefix, group)) == 0 then
+    redis.call('SREM', groups_key(prefix, name), group)
+  end
+end
+
+local function free_slot(prefix, task_id, slot)
+  if not slot then return end
+  redis.call('SREM', holding_key(prefix, slot), task_id)
+  redis.call('HDEL', prefix .. 'task:' .. task_id, 'slot')
+  if redis.call('LLEN', parked_key(prefix, slot)) > 0 then
+    wake_workers(prefix .. 'wake', 1)
+  else
+    forget_group(prefix, slot)
+  end
+end
