@@ -80,17 +80,21 @@ class TestBeat:
     def test_a_run_past_its_time_limit_is_timed_out_and_no_longer_renewed(
         self, broker: Broker, client: redis.Redis
     ) -> None:
-        (a, ka), (b, kb) = hold(broker, "a", "b")
+        (a, ka), (b, kb), (c, kc) = hold(broker, "a", "b", "c")
         overdue, within = context_of(broker, a, ka), context_of(broker, b, kb)
         overdue.limit(0.01)
         within.limit(60)
+        waiting = context_of(broker, c, kc)
+        waiting.limit(0.01)  # never begun: its task waits for a free handler
+        for context in (overdue, within):
+            context.begin()
         time.sleep(0.02)
         seen = len(events(client, broker.keys))
-        heartbeat = Heartbeat(Queues.of(broker), lease(10), holding(overdue, within))
+        heartbeat = Heartbeat(Queues.of(broker), lease(10), holding(overdue, within, waiting))
         heartbeat.enforce_time_limits()
         heartbeat.beat()
-        assert overdue.timed_out and not within.timed_out
-        assert [e.task for e in events(client, broker.keys, seen)] == ["b"]
+        assert overdue.timed_out and not within.timed_out and not waiting.timed_out
+        assert [e.task for e in events(client, broker.keys, seen)] == ["b", "c"]
 
     def test_the_thread_outlives_an_error_in_a_beat(self, broker: Broker) -> None:
         (a, token), = hold(broker, "a", seconds=0.5)

@@ -178,13 +178,22 @@ class TestBadValuesNameTheVariableAndTheValue:
             with_env(**{variable: "2.5"})
 
     @pytest.mark.parametrize(
-        "variable", ["LEASE_SECONDS", "POLL_SECONDS", "REDIS_TIMEOUT_SECONDS", *INTEGERS]
+        "variable", ["LEASE_SECONDS", "POLL_SECONDS", "REDIS_TIMEOUT_SECONDS",
+                     *(v for v in INTEGERS if v != "TASKQ_PREFETCH")]
     )
     def test_zero_is_refused_where_it_would_never_wait_or_hold_nothing(
         self, variable: str
     ) -> None:
         with pytest.raises(ConfigError, match=f"{variable}=0"):
             with_env(**{variable: "0"})
+
+    def test_no_prefetch_is_the_default_and_a_lease_may_not_pass_its_largest_count(
+        self,
+    ) -> None:
+        assert with_env().prefetch == 0
+        assert with_env(TASKQ_CONCURRENCY="64", TASKQ_PREFETCH="9936").prefetch == 9936
+        with pytest.raises(ConfigError, match="TASKQ_PREFETCH=9937 must leave"):
+            with_env(TASKQ_CONCURRENCY="64", TASKQ_PREFETCH="9937")
 
     def test_a_fail_rate_above_one_is_refused(self) -> None:
         with pytest.raises(ConfigError, match=r"FAIL_RATE=1\.5 must be a number between 0 and 1"):

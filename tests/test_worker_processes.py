@@ -330,3 +330,33 @@ def test_a_handler_past_the_grace_after_its_effect_is_acked_not_run_again(
     time.sleep(1.0)  # the second worker would have leased it by now
     assert charge_tokens(ledger_path, task_id) == [1]
     assert record_of(queue, task_id) == done
+
+
+def test_a_sigkilled_workers_prefetched_tasks_are_reaped_and_each_charged_once_elsewhere(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    first = workers.start("--concurrency", "1", "--prefetch", "3", WORK_SECONDS="3")
+    task_ids = [queue.enqueue(uuid.uuid4().hex, payload=CHARGE).task_id for _ in range(4)]
+    wait_until(lambda: queue.counts().leased == 4, 10, "one task running and three waiting")
+    first.send_signal(signal.SIGKILL)
+    workers.start(TASKQ_CONCURRENCY="4")
+    for task_id in task_ids:
+        wait_for_state(queue, task_id, "completed")
+        assert "reaped" in event_types(queue.client, queue.keys, task_id)
+    summary = ledger_summary(ledger_path)
+    assert (summary.charges, summary.tasks, summary.charged_twice) == (4, 4, [])
+
+
+def test_sigterm_hands_back_the_prefetched_tasks_and_drains_the_running_one(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    worker = workers.start("--concurrency", "1", "--prefetch", "3", WORK_SECONDS="1")
+    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(4)]
+    wait_until(lambda: queue.counts().leased == 4, 10, "one task running and three waiting")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(15) == 0
+    states = sorted(record_of(queue, t).state for t in task_ids)
+    assert states == ["completed", "pending", "pending", "pending"]
+    for task_id in task_ids:
+        if record_of(queue, task_id).state == "pending":
+            assert event_types(queue.client, queue.keys, task_id)[-1] == "released"

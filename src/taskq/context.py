@@ -149,9 +149,15 @@ class TaskContext:
             return False
 
     def limit(self, seconds: float) -> None:
-        """Give this run `seconds` from now (0: no limit)."""
+        """Give this run `seconds` (0: no limit), counted from `begin`: a task leased
+        ahead of a free handler is not running while it waits for one."""
         self.time_limit = seconds
-        self.deadline = time.monotonic() + seconds if seconds > 0 else None
+
+    def begin(self) -> None:
+        """Its handler starts now: its time limit, if it has one, runs from here."""
+        self.started_at = now = time.monotonic()
+        if self.time_limit > 0:
+            self.deadline = now + self.time_limit
 
     def overdue(self, now: float) -> bool:
         """Whether monotonic time `now` is past this run's time limit."""

@@ -114,6 +114,9 @@ SHUTDOWN_GRACE = Range("shutdown_grace_seconds", 0.0, float(DAY), 10.0, "seconds
 TIME_LIMIT = Range("time_limit", 0.0, float(WEEK), 0.0, "seconds")
 # A worker leases up to its free slots in one call, so it can never want more than that.
 CONCURRENCY = Range("concurrency", 1, LEASE_COUNT.high, 1, "handlers", whole=True)
+# Leased tasks a worker process holds beyond its handlers, each started the moment a
+# handler comes free (see taskq.worker.runner); with its concurrency, a lease's count.
+PREFETCH = Range("prefetch", 0, LEASE_COUNT.high - 1, 0, "tasks", whole=True)
 # More copies than cores only adds contention; the cap catches a typo like 1000.
 WORKER_PROCESSES = Range("worker_processes", 1, 256, 1, "processes", whole=True)
 # A queue's weight on a worker that leases from several (`--queue high:3,low:1`): how
@@ -145,6 +148,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "shutdown_grace_seconds": SHUTDOWN_GRACE,
     "time_limit_seconds": TIME_LIMIT,
     "concurrency": CONCURRENCY,
+    "prefetch": PREFETCH,
     "worker_processes": WORKER_PROCESSES,
     "shards": SHARDS,
     "events_retention": EVENTS_RETENTION,

@@ -36,6 +36,7 @@ class Settings:
     shutdown_grace_seconds: float = limits.SHUTDOWN_GRACE.default
     time_limit_seconds: float = limits.TIME_LIMIT.default
     concurrency: int = limits.CONCURRENCY.default
+    prefetch: int = limits.PREFETCH.default
     worker_processes: int = limits.WORKER_PROCESSES.default
     shards: int = limits.SHARDS.default
     events_retention: int = limits.EVENTS_RETENTION.default
@@ -66,6 +67,14 @@ class Settings:
             "BACKOFF_MAX_SECONDS",
             self.backoff_max_seconds,
             f"must be >= BACKOFF_BASE_SECONDS ({self.backoff_base_seconds!r})",
+        )
+        # A worker leases up to both in one call.
+        _check(
+            self.concurrency + self.prefetch <= limits.LEASE_COUNT.high,
+            "TASKQ_PREFETCH",
+            self.prefetch,
+            f"must leave TASKQ_CONCURRENCY ({self.concurrency}) + TASKQ_PREFETCH at most "
+            f"{limits.LEASE_COUNT.high:,}",
         )
 
     @property
@@ -243,6 +252,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "shutdown_grace_seconds": ("SHUTDOWN_GRACE_SECONDS", _finite),
     "time_limit_seconds": ("TASKQ_TIME_LIMIT_SECONDS", _finite),
     "concurrency": ("TASKQ_CONCURRENCY", int),
+    "prefetch": ("TASKQ_PREFETCH", int),
     "worker_processes": ("TASKQ_WORKER_PROCESSES", int),
     "shards": ("TASKQ_SHARDS", int),
     "events_retention": ("TASKQ_EVENTS_RETENTION", int),

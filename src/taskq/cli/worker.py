@@ -28,6 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", default=None, metavar="QUEUE[,QUEUE...]", help=QUEUE_HELP)
     parser.add_argument("--concurrency", "-c", type=int, default=None,
                         help="handlers run at once (default: TASKQ_CONCURRENCY or 1)")
+    parser.add_argument("--prefetch", type=int, default=None,
+                        help="leased tasks each process holds beyond its handlers, each "
+                             "started the moment a handler comes free: fewer handler "
+                             "threads then keep busy (default: TASKQ_PREFETCH or 0)")
     parser.add_argument("--processes", "-p", type=int, default=None,
                         help="worker processes, each with --concurrency handlers; use "
                              "more than one to use more than one core (default: "
@@ -44,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
     if args.concurrency is not None:
         overrides["concurrency"] = args.concurrency
+    if args.prefetch is not None:
+        overrides["prefetch"] = args.prefetch
     if args.processes is not None:
         overrides["worker_processes"] = args.processes
     if args.no_task_log:
@@ -70,7 +76,7 @@ def copy_argv(args: argparse.Namespace) -> list[str]:
     if args.no_task_log:
         argv.append("--no-task-log")
     for flag, value in (("--queue", args.queue), ("--concurrency", args.concurrency),
-                        ("--app", args.app)):
+                        ("--prefetch", args.prefetch), ("--app", args.app)):
         if value is not None:
             argv += [flag, str(value)]
     return taskq_command(*argv)

@@ -16,13 +16,15 @@ class Outcome:
     """How one run of a handler ended: `failure` is None when it returned normally, and
     then `result` is its return value as JSON text (None when it is not kept); a failure
     is settled as `decision` says (retried after the backoff of the settings unless
-    told otherwise)."""
+    told otherwise). A task whose handler never `started` (it waited for one until it
+    was cancelled, lost its lease, or the worker began to stop) is handed back."""
 
     task: LeasedTask
     context: TaskContext
     failure: Failure | None
     result: str | None = None
     decision: Decision = BACKOFF
+    started: bool = True
 
 
 class Inbox:

@@ -82,10 +82,12 @@ class Worker:
             each.concurrency_limits = app.concurrency_limits()
         self.concurrency = concurrency or s.concurrency
         self.worker_id = worker_id or make_worker_id()
-        self.slots = Slots(self.concurrency)
+        # Slots for the handlers and for the tasks leased to wait for one (--prefetch).
+        self.slots = Slots(self.concurrency + s.prefetch)
         self.inbox = Inbox()
         self.lifecycle = Lifecycle(s.shutdown_grace_seconds, self.inbox)
-        self.runner = Runner(app, self.concurrency, self.inbox, s.time_limit_seconds)
+        self.runner = Runner(app, self.concurrency, self.inbox, s.time_limit_seconds,
+                             backlog=s.prefetch)
         self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
                                      {q.queue: LeaseCheck(q, s.lease_seconds)
                                       for q in self.queues})
@@ -146,8 +148,9 @@ class Worker:
             self.lifecycle.install_signal_handlers()
         where = f"queue {self.broker.queue!r}" if len(self.queues) == 1 \
             else self.queues.describe()
-        log.info("worker %s on %s, concurrency %d, lease %.1fs",
-                 self.worker_id, where, self.concurrency, self.settings.lease_seconds)
+        log.info("worker %s on %s, concurrency %d, prefetch %d, lease %.1fs",
+                 self.worker_id, where, self.concurrency, self.settings.prefetch,
+                 self.settings.lease_seconds)
         self.runner.start()
         self.heartbeat.start()
         for waker in self.wakers:
@@ -243,7 +246,8 @@ class Worker:
         return min(w for w in [*waits, leases.wait_seconds] if w is not None)
 
     def _drain(self) -> None:
-        """While draining: settle what finishes, lease nothing."""
+        """While draining: start nothing more, settle what finishes, lease nothing."""
+        self.runner.stop_starting()
         self.settler.settle(self.inbox.take())
 
     def _finished(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -77,10 +78,17 @@ class Runner:
     A run past its time limit (the heartbeat calls `time_out`) ends at once: an async
     handler's task is cancelled; a sync handler cannot be stopped, so its attempt is
     failed without it, its thread is given up on (it ends when the handler returns, its
-    outcome ignored) and a new thread takes its place."""
+    outcome ignored) and a new thread takes its place.
+
+    With a `backlog`, the worker leases that many tasks beyond its `concurrency`; each
+    waits in hand (its lease renewed) until a handler comes free, so a handler that
+    finishes starts its next task at once instead of after the loop's next round trip,
+    and a few threads keep busy where many would fight over the GIL. A task's time limit
+    counts from its start. One that did not start before its task was cancelled, its
+    lease lost, or the worker began to stop is not started: it is reported unstarted."""
 
     def __init__(self, app: App, concurrency: int, inbox: Inbox,
-                 time_limit: float = 0.0) -> None:
+                 time_limit: float = 0.0, backlog: int = 0) -> None:
         self.app = app
         self.inbox = inbox
         # The limit of a task registered without one (TASKQ_TIME_LIMIT_SECONDS; 0: none).
@@ -94,6 +102,12 @@ class Runner:
             self._new_thread()
         self._limited: dict[RunKey, Limited] = {}
         self._loop = asyncio.new_event_loop()
+        # With a backlog, async runs wait here so that at most `concurrency` run at once,
+        # as sync ones wait for a thread.
+        self._gate: asyncio.Semaphore | None = asyncio.Semaphore(concurrency) \
+            if backlog else None
+        # False once the worker begins to stop: a task not started by then is not.
+        self._starting = True
         # The loop thread's alone: each async run's asyncio task and job, by
         # `TaskContext.key`, and the runs already cancelled because their task was.
         self._running: dict[RunKey, tuple[asyncio.Task[None], Job]] = {}
@@ -194,13 +208,35 @@ class Runner:
             self._running[context.key] = (
                 self._loop.create_task(self._run_async(job)), job)
 
+    def stop_starting(self) -> None:
+        """The worker is stopping: start no more tasks, and report each one still
+        waiting for a handler thread unstarted now (async ones, when they would start)."""
+        self._starting = False
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is None:  # closing: leave the thread its stop
+                self._jobs.put(None)
+                return
+            self._report(unstarted(job[1], job[2]))
+
+    def _may_start(self, context: TaskContext) -> bool:
+        return self._starting and not (context.cancelled or context.lease_lost
+                                       or context.abandoned)
+
     async def _run_async(self, job: Job) -> None:
         (fn, args, kwargs, keep), task, context, policy = job
         self._mark_taken()
         token = bind(context)
-        context.started_at = time.monotonic()
         try:
-            outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
+            async with self._gate or contextlib.nullcontext():
+                if not self._may_start(context):
+                    outcome = unstarted(task, context)
+                else:
+                    context.begin()
+                    outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
         except asyncio.CancelledError as e:
             # A cancelled task's run settles as cancelled whatever it raised (see
             # Settler); a time limit's is a failure under the retry policy.
@@ -219,8 +255,11 @@ class Runner:
         while (job := self._jobs.get()) is not None:
             self._mark_taken()
             (fn, args, kwargs, keep), task, context, policy = job
+            if not self._may_start(context):
+                self._report(unstarted(task, context))
+                continue
             token = bind(context)
-            context.started_at = time.monotonic()
+            context.begin()
             try:
                 outcome = self._returned(task, context, fn(*args, **kwargs), keep)
             except (Exception, SystemExit) as e:
@@ -235,7 +274,7 @@ class Runner:
         (its attempt was reported failed then); returns whether it was put."""
         context = outcome.context
         context.ended_at = time.monotonic()
-        if context.deadline is None:
+        if not context.time_limit:
             self.inbox.put(outcome)
             return True
         if not context.claim_report():
@@ -352,6 +391,11 @@ class Runner:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return [t.name for t in threads if t.is_alive()]
+
+
+def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
+    """The outcome of a task whose handler never started (see `Runner`)."""
+    return Outcome(task, context, None, started=False)
 
 
 def failed(task: LeasedTask, context: TaskContext, policy: RetryPolicy,

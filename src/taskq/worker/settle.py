@@ -62,12 +62,16 @@ class Settler:
             # handler ended (returned, raised, cut off at its time limit).
             if outcome.context.cancelled:
                 self._ack_cancelled(outcome.context)
+            elif not outcome.started:
+                self._release(outcome.context, "had not started when the worker began to "
+                              "stop or its lease was lost, and is")
             elif outcome.failure is not None:
                 self._fail(self.queues.broker(outcome.context.queue), outcome.task,
                            outcome.context, outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
-        done = [o for o in outcomes if o.failure is None and not o.context.cancelled]
+        done = [o for o in outcomes
+                if o.started and o.failure is None and not o.context.cancelled]
         settled = self._ack(done, refill, lease_from or self.queues.first) if done \
             else Settled()
         self.slots.let_go(*(o.context for o in outcomes))
@@ -88,7 +92,7 @@ class Settler:
             elif applied and not context.timed_out:
                 self._ack_abandoned(context)
             else:
-                self._release_abandoned(context)
+                self._release(context, "abandoned at shutdown and")
             self.slots.let_go(context)
 
     def _ack(self, done: list[Outcome], refill: int, lease_from: Broker) -> Settled:
@@ -187,11 +191,12 @@ class Settler:
         if acked:
             self.slots.count("acked")
 
-    def _release_abandoned(self, context: TaskContext) -> None:
+    def _release(self, context: TaskContext, why: str) -> None:
+        """Hand a task back to ready for another worker, saying `why` in the log."""
         released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
                              lambda: self._broker(context).release(context.task_id,
                                                                context.token))
-        log.warning("task %s abandoned at shutdown and %s", context.task_id,
+        log.warning("task %s %s %s", context.task_id, why,
                     "released" if released else "left to be reaped")
         if released:
             self.slots.count("released")

@@ -1,0 +1,151 @@
+"""A worker's prefetch: tasks leased ahead of a free handler, started the moment one is."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import redis
+
+from taskq import App
+from waiting import event_types, wait_for_state, wait_until
+from worker_support import StartWorker, WorkerThread
+
+
+class Running:
+    """How many handlers run at once, and the most that ever did."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = self.most = 0
+        self.started: list[str] = []
+
+    def enter(self, name: str) -> None:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.started.append(name)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.now -= 1
+
+
+def leased(client: redis.Redis, app: App) -> int:
+    return int(client.zcard(app.broker.keys.leased))
+
+
+def context_of(running: WorkerThread, task_id: str) -> object:
+    return next((c for c in running.worker.slots.in_hand() if c.task_id == task_id), None)
+
+
+class TestPrefetch:
+    def test_a_worker_holds_its_prefetch_in_hand_but_runs_only_its_concurrency(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        running, go = Running(), threading.Event()
+
+        @app.task("hold")
+        def hold(name: str) -> None:
+            running.enter(name)
+            go.wait(10)
+            running.leave()
+
+        ids = [hold.enqueue(str(i)).task_id for i in range(8)]
+        start_worker(concurrency=2, prefetch=3)
+        wait_until(lambda: running.now == 2 and leased(client, app) == 5, what="5 leased")
+        go.set()
+        for task_id in ids:
+            wait_for_state(app.broker, task_id, "completed")
+        assert running.most == 2
+
+    def test_async_handlers_wait_for_a_free_handler_too(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        running, go = Running(), threading.Event()
+
+        @app.task("hold_async")
+        async def hold_async(name: str) -> None:
+            running.enter(name)
+            while not go.is_set():
+                await asyncio.sleep(0.01)
+            running.leave()
+
+        ids = [hold_async.enqueue(str(i)).task_id for i in range(8)]
+        start_worker(concurrency=2, prefetch=3)
+        wait_until(lambda: running.now == 2 and leased(client, app) == 5, what="5 leased")
+        go.set()
+        for task_id in ids:
+            wait_for_state(app.broker, task_id, "completed")
+        assert running.most == 2
+
+    def test_a_prefetched_tasks_time_limit_counts_from_its_start(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        go = threading.Event()
+
+        @app.task("first")
+        def first() -> None:
+            go.wait(10)
+
+        @app.task("limited", time_limit=0.5)
+        def limited() -> str:
+            return "in time"
+
+        blocker = first.enqueue().task_id
+        waiting = limited.enqueue(max_retries=0).task_id
+        running = start_worker(concurrency=1, prefetch=1)
+        wait_until(lambda: context_of(running, waiting), what="the limited task in hand")
+        threading.Timer(0.8, go.set).start()  # it waits past its own limit for a handler
+        wait_for_state(app.broker, blocker, "completed")
+        record = wait_for_state(app.broker, waiting, "completed")
+        assert record.result == '"in time"'
+
+    def test_a_task_cancelled_while_it_waits_for_a_handler_never_starts(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        running, go = Running(), threading.Event()
+
+        @app.task("step")
+        def step(name: str) -> None:
+            running.enter(name)
+            go.wait(10)
+            running.leave()
+
+        blocker = step.enqueue("blocker").task_id
+        victim = step.enqueue("victim")
+        worker = start_worker(concurrency=1, prefetch=1, lease_seconds=0.9)
+        wait_until(lambda: running.now == 1 and leased(client, app) == 2, what="both leased")
+        assert victim.cancel().outcome == "requested"
+        wait_until(lambda: getattr(context_of(worker, victim.task_id), "cancelled", False),
+                   what="the heartbeat telling the waiting task of its cancel")
+        go.set()
+        wait_for_state(app.broker, blocker, "completed")
+        wait_for_state(app.broker, victim.task_id, "cancelled")
+        assert running.started == ["blocker"]
+
+    def test_a_stopping_worker_hands_back_at_once_the_tasks_it_had_not_started(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        running, go = Running(), threading.Event()
+
+        @app.task("step")
+        def step(name: str) -> None:
+            running.enter(name)
+            go.wait(10)
+            running.leave()
+
+        first, *waiting = (step.enqueue(name).task_id for name in "abc")
+        worker = start_worker(concurrency=1, prefetch=2)
+        wait_until(lambda: running.now == 1 and leased(client, app) == 3, what="all leased")
+        worker.worker.stop("the test stops it")
+        for task_id in waiting:  # while the started one is still running
+            record = wait_for_state(app.broker, task_id, "pending")
+            assert record.fencing_token == 1
+            assert event_types(client, app.broker.keys, task_id)[-1] == "released"
+        assert running.now == 1
+        go.set()
+        worker.thread.join(10)
+        assert worker.status == 0
+        assert wait_for_state(app.broker, first, "completed").fencing_token == 1
+        assert running.started == ["a"]
