@@ -15,6 +15,7 @@ from pathlib import Path
 from bench import (
     ceiling,
     drain,
+    duel,
     enqueue,
     feed,
     heartbeats,
@@ -43,6 +44,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "shards": shards.measure,
     "heartbeats": heartbeats.measure,
     "peers": peers.measure,
+    "duel": duel.measure,
     "memory": memory.measure,
 }
 NAMES = (*MEASUREMENTS, "profile")

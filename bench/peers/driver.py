@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench import tally
 from bench.drain import DrainPlan, run_drain
@@ -132,11 +133,12 @@ def _env(server: Server, queue: str, config: Config, count: Count) -> dict[str, 
                       BENCH_COUNTER=COUNTER_KEY, **count.env(), **dict(config.env))
 
 
-def _bin_dir(peer: Peer) -> Path:
+def bin_dir(peer: Peer) -> Path:
+    """The directory of the interpreter and commands the peer runs from."""
     return arq_env.ensure() if peer.own_venv else Path(sys.executable).parent
 
 
-def _check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
+def check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
     env = _env(server, "probe", peer.configs[0], new_count(server, "tally", "probe"))
     probe = subprocess.run([str(bin_dir / "python"), "-c", f"import bench.peers.{peer.name}_app"],
                            env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -145,25 +147,54 @@ def _check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
         raise BenchError(f"cannot import it: {lines[-1] if lines else probe.returncode}")
 
 
-def _one_run(server: Server, peer: Peer, config: Config, bin_dir: Path,
-             n: int, body: str) -> tuple[float, float]:
-    """(enqueue rate, drain rate) of one run."""
+def run_client(bin_dir: Path, name: str, n: int, env: dict[str, str]) -> dict[str, Any]:
+    """`bench.peers.client` for `bench.peers.<name>_app`: N calls, one task each; its
+    window's figures (the calls after the first), checked to hold them all."""
+    out = run_quietly([str(bin_dir / "python"), "-m", "bench.peers.client", name, str(n)],
+                      env, timeout=60 + n / 50)
+    window: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    if window.get("calls") != n - 1:
+        raise BenchError(f"the client timed {window.get('calls')} calls of {n - 1}")
+    return window
+
+
+def worker_command(config: Config, bin_dir: Path, queue: str, server: Server) -> list[str]:
+    return [part.format(bin=bin_dir, queue=queue, url=server.url) for part in config.argv]
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A flushed server holding N of a peer's tasks, sent by its client one call each:
+    the queue, the environment its worker needs, its count and the client's figures."""
+
+    queue: str
+    env: dict[str, str]
+    count: Count
+    sent: dict[str, Any]
+
+
+def fill_with_client(server: Server, peer: Peer, config: Config, bin_dir: Path, n: int,
+                     body: str) -> Filled:
     server.flush()
     queue = f"{peer.name}-{uuid.uuid4().hex[:8]}"
     count = new_count(server, body, queue)
     env = _env(server, queue, config, count)
-    out = run_quietly([str(bin_dir / "python"), "-m", "bench.peers.client", peer.name, str(n)],
-                      env, timeout=60 + n / 50)
-    enqueued = float(json.loads(out.strip().splitlines()[-1])["rate"])
-    argv = [part.format(bin=bin_dir, queue=queue, url=server.url) for part in config.argv]
-    worker = Child(argv, env, server.logs / f"{queue}.log")
+    return Filled(queue, env, count, run_client(bin_dir, peer.name, n, env))
+
+
+def _one_run(server: Server, peer: Peer, config: Config, bin_dir: Path,
+             n: int, body: str) -> tuple[float, float]:
+    """(enqueue rate, drain rate) of one run."""
+    filled = fill_with_client(server, peer, config, bin_dir, n, body)
+    worker = Child(worker_command(config, bin_dir, filled.queue, server), filled.env,
+                   server.logs / f"{filled.queue}.log")
     try:
-        drained = time_drain(count.reader(server), n, [worker], drain_timeout(n, 20.0),
-                             settle=0.5)
+        drained = time_drain(filled.count.reader(server), n, [worker],
+                             drain_timeout(n, 20.0), settle=0.5)
     finally:
         # Counted already: how gracefully a peer stops is not measured.
         worker.stop(2.0)
-    return enqueued, drained.rate
+    return float(filled.sent["rate"]), drained.rate
 
 
 def _figure(body: str, name: str) -> str:
@@ -174,10 +205,10 @@ def _figure(body: str, name: str) -> str:
 def _peer_rows(server: Server, options: Options, peer: Peer, body: str,
                section: Section) -> None:
     try:
-        bin_dir = _bin_dir(peer)
-        _check_importable(server, peer, bin_dir)
+        directory = bin_dir(peer)
+        check_importable(server, peer, directory)
         if peer.own_venv:
-            section.versions[peer.name] = arq_env.version(bin_dir)
+            section.versions[peer.name] = arq_env.version(directory)
     except (BenchError, OSError, subprocess.TimeoutExpired) as e:
         section.rows.append([peer.title, "", BODIES[body], "", "", "", "", f"**not run**: {e}"])
         return
@@ -187,7 +218,7 @@ def _peer_rows(server: Server, options: Options, peer: Peer, body: str,
         enqueue, drain = Stat(), Stat()
         try:
             for _ in range(options.repeats):
-                sent, drained = _one_run(server, peer, config, bin_dir, n, body)
+                sent, drained = _one_run(server, peer, config, directory, n, body)
                 enqueue.add(sent)
                 drain.add(drained)
         except BenchError as e:
