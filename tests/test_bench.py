@@ -148,6 +148,44 @@ class TestTargets:
         assert "tally-file append" in drain[0] and drain[3:] == ["0.83", "**missed**"]
         assert missed
 
+    def test_the_def_handler_incr_drain_is_judged_at_its_own_factor_and_names_the_command(
+        self
+    ) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section(
+            {"peer-taskq-drain-incr-def": 5_000.0, "peer-best-drain-incr": 2_500.0},
+            {"peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 64`",
+             "peer-best-drain-incr": "Huey (2 processes)"})
+        row = next(row for row in judged.rows if row[0].startswith("Drain, `def` handler"))
+        assert row[1] == ("2.00x (`taskq worker --processes 2 -c 64` 5,000/s vs "
+                          "Huey (2 processes) 2,500/s)")
+        assert row[2:] == [">= 2.5x", "0.80", "**missed**"]
+        assert missed
+
+    def test_the_async_handler_incr_drain_is_only_a_reference(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section(
+            {"peer-taskq-drain-incr-async": 2_500.0, "peer-best-drain-incr": 2_500.0}, {})
+        row = next(row for row in judged.rows
+                   if row[0].startswith("Drain, `async def` handler"))
+        assert row[3:] == ["0.40", "reference"]
+        assert not missed
+
+    @pytest.mark.parametrize(("taskq", "verdict"), [(6_000.0, "**met**"),
+                                                    (5_900.0, "**missed**")])
+    def test_single_call_enqueue_needs_a_fifth_more_than_the_fastest_peer(
+        self, taskq: float, verdict: str
+    ) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, _ = targets.section({"duel-taskq": taskq, "duel-best-peer": 5_000.0},
+                                    {"duel-best-peer": "Huey"})
+        row = next(row for row in judged.rows if row[0].startswith("Single-call enqueue"))
+        assert row[1].endswith("(taskq " + f"{taskq:,.0f}/s vs Huey 5,000/s)")
+        assert row[2] == ">= 1.2x" and row[4] == verdict
+
     def test_memory_within_its_factor_of_the_peer_keeping_the_same_facts_is_met(self) -> None:
         from bench import targets  # noqa: PLC0415
 
@@ -188,3 +226,23 @@ class TestMemory:
         from bench.harness import per_task  # noqa: PLC0415
 
         assert per_task(1_000, 51_000, 100) == 500.0
+
+
+class TestPeerFigures:
+
+    def test_each_figure_keeps_the_best_drain_and_the_command_that_reached_it(self) -> None:
+        from bench.harness import Section  # noqa: PLC0415
+        from bench.peers.driver import _keep_best  # noqa: PLC0415
+
+        section = Section("peers", "", [])
+        _keep_best(section, "peer-taskq-drain-incr-def", 4_000.0, "`taskq worker -c 16`",
+                   (1, 16))
+        _keep_best(section, "peer-taskq-drain-incr-def", 5_000.0,
+                   "`taskq worker --processes 2 -c 64`", (2, 64))
+        _keep_best(section, "peer-taskq-drain-incr-def", 4_500.0, "`taskq worker -c 64`",
+                   (1, 64))
+        assert section.figures == {"peer-taskq-drain-incr-def": 5_000.0,
+                                   "peer-taskq-drain-incr-def-processes": 2,
+                                   "peer-taskq-drain-incr-def-concurrency": 64}
+        assert section.labels == {
+            "peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 64`"}
