@@ -26,8 +26,8 @@ CALLS = {
     "huey": "`noop()`",
     "taskiq": "`noop.kiq()` (list broker)",
 }
-# Rounds when the command line asks for fewer: a peer's single-call rate swings by a
-# third from one run to the next, and only a median over rounds can be judged.
+# Rounds when the command line asks for fewer: a peer's single-call rate swings from one
+# run to the next by more than the margin judged, so only a median over rounds can be.
 MIN_ROUNDS = 3
 FULL_ROUNDS = 5
 # Commands named per call in the table, the most frequent first.

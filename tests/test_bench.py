@@ -228,6 +228,54 @@ class TestMemory:
         assert per_task(1_000, 51_000, 100) == 500.0
 
 
+class TestDuel:
+    """The single-call enqueue duel's bookkeeping."""
+
+    def test_each_round_runs_every_system_once_in_an_order_a_rerun_repeats(self) -> None:
+        from bench.duel import System, order  # noqa: PLC0415
+
+        systems = [System(name, name, Path(".")) for name in "abcdefg"]
+        orders = [order(systems, round_) for round_ in range(5)]
+        for ran in orders:
+            assert sorted(s.name for s in ran) == list("abcdefg")
+        assert orders == [order(systems, round_) for round_ in range(5)]
+        assert len({ran[0].name for ran in orders}) > 1
+
+    def test_commands_are_counted_per_call_with_the_script_s_own_time(self) -> None:
+        from bench.duel import Runs  # noqa: PLC0415
+
+        runs = Runs()
+        for round_ in range(2):
+            runs.add(round_, {"rate": 1000.0 * (round_ + 1), "calls": 100,
+                              "client_cpu_us": 90.0, "server_cpu_us": 40.0,
+                              "commands": {"evalsha": 100, "lpush": 200},
+                              "usec": {"evalsha": 3000.0, "lpush": 400.0}})
+        assert runs.script_us() == 30.0
+        assert runs.commands_text() == "lpush 2.00, evalsha 1.00 (30.0 µs)"
+        assert runs.rate.median == 1500.0
+        assert runs.by_round == {0: 1000.0, 1: 2000.0}
+
+    def test_a_system_without_a_script_has_no_script_time(self) -> None:
+        from bench.duel import Runs  # noqa: PLC0415
+
+        runs = Runs()
+        runs.add(0, {"rate": 1.0, "calls": 10, "client_cpu_us": 1.0, "server_cpu_us": 1.0,
+                     "commands": {"lpush": 10}, "usec": {"lpush": 5.0}})
+        assert runs.script_us() is None
+        assert runs.commands_text() == "lpush 1.00"
+
+    @pytest.mark.processes
+    def test_a_tiny_duel_times_taskq_and_names_the_fastest_peer(self, tmp_path: Path) -> None:
+        report = run_bench("--only", "duel", out=tmp_path / "bench.md")
+        assert "## Single-call enqueue beside the peers (3 interleaved rounds" in report
+        assert "| **taskq** | `Task.enqueue()` | 100 | **" in report
+        assert "| Huey | `noop()` | 100 |" in report
+        row = next(line for line in report.splitlines()
+                   if line.startswith("| Single-call enqueue (`Task.enqueue`)"))
+        assert "(taskq " in row and " vs " in row, row
+        assert "FAILED" not in report
+
+
 class TestPeerFigures:
 
     def test_each_figure_keeps_the_best_drain_and_the_command_that_reached_it(self) -> None:
