@@ -294,3 +294,21 @@ class TestPeerFigures:
                                    "peer-taskq-drain-incr-def-concurrency": 64}
         assert section.labels == {
             "peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 64`"}
+
+
+class TestProfile:
+    """Reading py-spy's frames."""
+
+    @pytest.mark.parametrize(("label", "handler"), [
+        ("_counted.<locals>.tally_async (/work/repo/bench/tasks.py)", True),
+        ("make_app.<locals>.tally_async (bench/tasks.py)", True),
+        ("tally_async (/work/repo/bench/other.py)", False),
+        ("_counted.<locals>.tally_sync (/work/repo/bench/tasks.py)", False),
+        ("tick (/work/repo/bench/tally.py)", False),
+    ])
+    def test_the_handler_is_found_by_its_name_in_bench_tasks_wherever_it_is_defined(
+        self, label: str, handler: bool
+    ) -> None:
+        from bench.profile import is_bench_handler  # noqa: PLC0415
+
+        assert is_bench_handler(label, "tally_async") is handler
