@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -312,3 +314,78 @@ class TestProfile:
         from bench.profile import is_bench_handler  # noqa: PLC0415
 
         assert is_bench_handler(label, "tally_async") is handler
+
+
+class TestIncrProfile:
+    """The `def` INCR profile's arithmetic and its reading of processes and samples."""
+
+    def test_a_window_costs_each_task_its_share_of_the_cpu_between_the_marks(self) -> None:
+        from bench.profile_incr import Usage, Window  # noqa: PLC0415
+
+        measured = Window(Usage(10.0, 1.0, 5.0, 100, 3), Usage(12.0, 1.5, 5.2, 2_100, 3))
+        assert measured.tasks == 2_000
+        assert measured.rate == 1_000.0
+        assert measured.tree_us == pytest.approx(250.0)
+        assert measured.redis_us == pytest.approx(100.0)
+
+    def test_the_floor_is_the_cores_over_both_sides_or_redis_s_one_thread(self) -> None:
+        from bench.profile_incr import CORES, Floor  # noqa: PLC0415
+
+        assert Floor(1.0, 60.0, 20.0).cap == min(CORES * 1e6 / 80.0, 50_000.0)
+        assert Floor(1.0, 0.0, 100.0).cap == 10_000.0
+
+    def test_samples_are_split_between_the_handler_redis_py_under_it_and_taskq(
+        self
+    ) -> None:
+        from bench.profile_incr import gil_shares  # noqa: PLC0415
+
+        frames = [{"name": "Worker.run", "file": "/w/src/taskq/worker/loop.py"},
+                  {"name": "_counted.<locals>.count_sync", "file": "/w/bench/tasks.py"},
+                  {"name": "Redis.execute_command",
+                   "file": "/v/lib/python3.11/site-packages/redis/client.py"},
+                  {"name": "Thread.run", "file": "/usr/lib/python3.11/threading.py"},
+                  {"name": "Runner.run", "file": "/w/src/taskq/worker/runner.py"}]
+        speedscope = {"shared": {"frames": frames}, "profiles": [
+            {"name": 'Process 1 Thread 2 "handler"', "type": "sampled", "unit": "none",
+             "samples": [[3, 4, 1, 2], [3, 4, 1], [3, 4, 1, 2], [3]],
+             "weights": [1, 1, 1, 1]},
+            {"name": 'Process 5 Thread 6 "MainThread"', "type": "sampled", "unit": "none",
+             "samples": [[0, 2], [0]], "weights": [2, 1]},
+        ]}
+        total, parts = gil_shares(speedscope)
+        assert total == 7
+        assert parts == {"redis-py": 2, "handler": 1, "taskq": 3, "other": 1}
+
+    @pytest.mark.processes
+    def test_a_tree_holds_descendants_started_in_sessions_of_their_own(self) -> None:
+        from bench.profile_incr import tree_cpu_seconds  # noqa: PLC0415
+
+        script = ("import subprocess, sys, time\n"
+                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+                  " start_new_session=True)\n"
+                  "print(p.pid, flush=True)\n"
+                  "time.sleep(60)\n")
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                 text=True, start_new_session=True)
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        try:
+            seconds, alive = tree_cpu_seconds(child.pid)
+            assert alive == 2
+            assert seconds > 0  # two interpreters' start-up
+        finally:
+            for pid in (grandchild, child.pid):
+                os.kill(pid, signal.SIGKILL)
+            child.wait()
+            child.stdout.close()
+
+    def test_the_fastest_peer_of_the_run_is_profiled_or_else_every_fast_one(self) -> None:
+        from bench.peers.driver import FAST  # noqa: PLC0415
+        from bench.profile_incr import peer_candidates  # noqa: PLC0415
+
+        chosen = peer_candidates({"peer-best-drain-incr": 3_000.0},
+                                 {"peer-best-drain-incr": "Huey (2 processes)"})
+        assert [(p.name, c.label) for p, c in chosen] == [("huey", "2 processes")]
+        every = peer_candidates({}, {})
+        assert {p.name for p, _ in every} == {"dramatiq", "huey", "taskiq"}
+        assert all(c.scale == FAST for _, c in every)
