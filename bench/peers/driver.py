@@ -2,8 +2,9 @@
 
 Every run flushes the server, enqueues N no-op tasks through the peer's client (timed:
 the enqueue rate), then starts the peer's worker command and times the drain by the
-count every no-op adds to: a byte appended to the run's tally file, or (the body the
-bench first used, kept for reference) an INCR of a shared Redis counter. A count that
+count every no-op adds to: a byte appended to the run's tally file (issue 7's verdict),
+or an INCR of a shared Redis counter (the body the bench first used; issue 21's verdict
+for `def` handlers). A count that
 ends above N (a task ran twice) or never reaches it (a task was lost) fails that peer
 loudly. taskq runs the same two bodies.
 """
