@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import shutil
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from bench import (
     ceiling,
     drain,
+    duel,
     enqueue,
     feed,
     heartbeats,
@@ -22,6 +24,7 @@ from bench import (
     limits,
     memory,
     profile,
+    profile_incr,
     results,
     shards,
     targets,
@@ -43,9 +46,11 @@ MEASUREMENTS: dict[str, Measure] = {
     "shards": shards.measure,
     "heartbeats": heartbeats.measure,
     "peers": peers.measure,
+    "duel": duel.measure,
     "memory": memory.measure,
 }
-NAMES = (*MEASUREMENTS, "profile")
+PROFILES = ("profile", "profile-incr")
+NAMES = (*MEASUREMENTS, *PROFILES)
 QUICK_N = 400
 
 
@@ -108,9 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             labels.update(section.labels)
         judged, missed = targets.section(figures, labels)
         sections.append(judged)
-        if "profile" in options.only or (missed and not options.only and not options.quick):
-            print("-- profile", file=sys.stderr, flush=True)
-            sections.append(_guarded("profile", profile.measure, server, options, figures))
+        profiles: dict[str, Measure] = {
+            "profile": profile.measure,
+            "profile-incr": functools.partial(profile_incr.measure, labels=labels)}
+        for name, measure in profiles.items():
+            # `--only profile` asks for every profile; a full run profiles a miss.
+            asked = name in options.only or "profile" in options.only
+            if asked or (missed and not options.only and not options.quick):
+                print(f"-- {name}", file=sys.stderr, flush=True)
+                sections.append(_guarded(name, measure, server, options, figures))
     finally:
         server.close()
     machine.load_after = os.getloadavg()

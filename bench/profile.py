@@ -33,7 +33,7 @@ def py_spy() -> str | None:
     return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
-def _frame_label(frame: dict[str, Any]) -> str:
+def frame_label(frame: dict[str, Any]) -> str:
     path = str(frame.get("file", ""))
     for marker in ("site-packages/", "/src/", "/lib/python3"):
         if marker in path:
@@ -46,7 +46,7 @@ def _frame_label(frame: dict[str, Any]) -> str:
 def summarize(speedscope: dict[str, Any]) -> tuple[int, Counter[str], Counter[str], Counter[str]]:
     """Samples, and per function its cumulative and own samples, and per thread its samples."""
     frames = speedscope["shared"]["frames"]
-    labels = [_frame_label(frame) for frame in frames]
+    labels = [frame_label(frame) for frame in frames]
     cumulative: Counter[str] = Counter()
     own: Counter[str] = Counter()
     threads: Counter[str] = Counter()
@@ -67,6 +67,13 @@ def summarize(speedscope: dict[str, Any]) -> tuple[int, Counter[str], Counter[st
                 cumulative[label] += count
             own[labels[stack[-1]]] += count
     return total, cumulative, own, threads
+
+
+def is_bench_handler(label: str, name: str) -> bool:
+    """Whether a frame label is bench/tasks.py's handler `name`, wherever `make_app`
+    defines it (py-spy names a function by its qualified name)."""
+    function, _, where = label.partition(" (")
+    return function.rsplit(".", 1)[-1] == name and where.endswith("bench/tasks.py)")
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -155,7 +162,7 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
     for label, samples in shown:
         section.rows.append([f"`{label}`", f"{samples / total:.1%}", f"{own[label] / total:.1%}"])
     handler = sum(samples for label, samples in cumulative.items()
-                  if label.startswith("make_app.<locals>.tally_async"))
+                  if is_bench_handler(label, "tally_async"))
     section.figures["profile-worker-us"] = recorded.worker_us
     section.figures["profile-redis-us"] = recorded.redis_us
     section.notes.append(

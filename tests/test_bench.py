@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +150,44 @@ class TestTargets:
         assert "tally-file append" in drain[0] and drain[3:] == ["0.83", "**missed**"]
         assert missed
 
+    def test_the_def_handler_incr_drain_is_judged_at_its_own_factor_and_names_the_command(
+        self
+    ) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section(
+            {"peer-taskq-drain-incr-def": 5_000.0, "peer-best-drain-incr": 2_500.0},
+            {"peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 64`",
+             "peer-best-drain-incr": "Huey (2 processes)"})
+        row = next(row for row in judged.rows if row[0].startswith("Drain, `def` handler"))
+        assert row[1] == ("2.00x (`taskq worker --processes 2 -c 64` 5,000/s vs "
+                          "Huey (2 processes) 2,500/s)")
+        assert row[2:] == [">= 2.5x", "0.80", "**missed**"]
+        assert missed
+
+    def test_the_async_handler_incr_drain_is_only_a_reference(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section(
+            {"peer-taskq-drain-incr-async": 2_500.0, "peer-best-drain-incr": 2_500.0}, {})
+        row = next(row for row in judged.rows
+                   if row[0].startswith("Drain, `async def` handler"))
+        assert row[3:] == ["0.40", "reference"]
+        assert not missed
+
+    @pytest.mark.parametrize(("taskq", "verdict"), [(6_000.0, "**met**"),
+                                                    (5_900.0, "**missed**")])
+    def test_single_call_enqueue_needs_a_fifth_more_than_the_fastest_peer(
+        self, taskq: float, verdict: str
+    ) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, _ = targets.section({"duel-taskq": taskq, "duel-best-peer": 5_000.0},
+                                    {"duel-best-peer": "Huey"})
+        row = next(row for row in judged.rows if row[0].startswith("Single-call enqueue"))
+        assert row[1].endswith("(taskq " + f"{taskq:,.0f}/s vs Huey 5,000/s)")
+        assert row[2] == ">= 1.2x" and row[4] == verdict
+
     def test_memory_within_its_factor_of_the_peer_keeping_the_same_facts_is_met(self) -> None:
         from bench import targets  # noqa: PLC0415
 
@@ -188,3 +228,164 @@ class TestMemory:
         from bench.harness import per_task  # noqa: PLC0415
 
         assert per_task(1_000, 51_000, 100) == 500.0
+
+
+class TestDuel:
+    """The single-call enqueue duel's bookkeeping."""
+
+    def test_each_round_runs_every_system_once_in_an_order_a_rerun_repeats(self) -> None:
+        from bench.duel import System, order  # noqa: PLC0415
+
+        systems = [System(name, name, Path(".")) for name in "abcdefg"]
+        orders = [order(systems, round_) for round_ in range(5)]
+        for ran in orders:
+            assert sorted(s.name for s in ran) == list("abcdefg")
+        assert orders == [order(systems, round_) for round_ in range(5)]
+        assert len({ran[0].name for ran in orders}) > 1
+
+    def test_commands_are_counted_per_call_with_the_script_s_own_time(self) -> None:
+        from bench.duel import Runs  # noqa: PLC0415
+
+        runs = Runs()
+        for round_ in range(2):
+            runs.add(round_, {"rate": 1000.0 * (round_ + 1), "calls": 100,
+                              "client_cpu_us": 90.0, "server_cpu_us": 40.0,
+                              "commands": {"evalsha": 100, "lpush": 200},
+                              "usec": {"evalsha": 3000.0, "lpush": 400.0}})
+        assert runs.script_us() == 30.0
+        assert runs.commands_text() == "lpush 2.00, evalsha 1.00 (30.0 µs)"
+        assert runs.rate.median == 1500.0
+        assert runs.by_round == {0: 1000.0, 1: 2000.0}
+
+    def test_a_system_without_a_script_has_no_script_time(self) -> None:
+        from bench.duel import Runs  # noqa: PLC0415
+
+        runs = Runs()
+        runs.add(0, {"rate": 1.0, "calls": 10, "client_cpu_us": 1.0, "server_cpu_us": 1.0,
+                     "commands": {"lpush": 10}, "usec": {"lpush": 5.0}})
+        assert runs.script_us() is None
+        assert runs.commands_text() == "lpush 1.00"
+
+    @pytest.mark.processes
+    def test_a_tiny_duel_times_taskq_and_names_the_fastest_peer(self, tmp_path: Path) -> None:
+        report = run_bench("--only", "duel", out=tmp_path / "bench.md")
+        assert "## Single-call enqueue beside the peers (3 interleaved rounds" in report
+        assert "| **taskq** | `Task.enqueue()` | 100 | **" in report
+        assert "| Huey | `noop()` | 100 |" in report
+        row = next(line for line in report.splitlines()
+                   if line.startswith("| Single-call enqueue (`Task.enqueue`)"))
+        assert "(taskq " in row and " vs " in row, row
+        assert "FAILED" not in report
+
+
+class TestPeerFigures:
+
+    def test_each_figure_keeps_the_best_drain_and_the_command_that_reached_it(self) -> None:
+        from bench.harness import Section  # noqa: PLC0415
+        from bench.peers.driver import _keep_best  # noqa: PLC0415
+
+        section = Section("peers", "", [])
+        _keep_best(section, "peer-taskq-drain-incr-def", 4_000.0, "`taskq worker -c 16`",
+                   (1, 16))
+        _keep_best(section, "peer-taskq-drain-incr-def", 5_000.0,
+                   "`taskq worker --processes 2 -c 64`", (2, 64))
+        _keep_best(section, "peer-taskq-drain-incr-def", 4_500.0, "`taskq worker -c 64`",
+                   (1, 64))
+        assert section.figures == {"peer-taskq-drain-incr-def": 5_000.0,
+                                   "peer-taskq-drain-incr-def-processes": 2,
+                                   "peer-taskq-drain-incr-def-concurrency": 64}
+        assert section.labels == {
+            "peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 64`"}
+
+
+class TestProfile:
+    """Reading py-spy's frames."""
+
+    @pytest.mark.parametrize(("label", "handler"), [
+        ("_counted.<locals>.tally_async (/work/repo/bench/tasks.py)", True),
+        ("make_app.<locals>.tally_async (bench/tasks.py)", True),
+        ("tally_async (/work/repo/bench/other.py)", False),
+        ("_counted.<locals>.tally_sync (/work/repo/bench/tasks.py)", False),
+        ("tick (/work/repo/bench/tally.py)", False),
+    ])
+    def test_the_handler_is_found_by_its_name_in_bench_tasks_wherever_it_is_defined(
+        self, label: str, handler: bool
+    ) -> None:
+        from bench.profile import is_bench_handler  # noqa: PLC0415
+
+        assert is_bench_handler(label, "tally_async") is handler
+
+
+class TestIncrProfile:
+    """The `def` INCR profile's arithmetic and its reading of processes and samples."""
+
+    def test_a_window_costs_each_task_its_share_of_the_cpu_between_the_marks(self) -> None:
+        from bench.profile_incr import Usage, Window  # noqa: PLC0415
+
+        measured = Window(Usage(10.0, 1.0, 5.0, 100, 3), Usage(12.0, 1.5, 5.2, 2_100, 3))
+        assert measured.tasks == 2_000
+        assert measured.rate == 1_000.0
+        assert measured.tree_us == pytest.approx(250.0)
+        assert measured.redis_us == pytest.approx(100.0)
+
+    def test_the_floor_is_the_cores_over_both_sides_or_redis_s_one_thread(self) -> None:
+        from bench.profile_incr import CORES, Floor  # noqa: PLC0415
+
+        assert Floor(1.0, 60.0, 20.0).cap == min(CORES * 1e6 / 80.0, 50_000.0)
+        assert Floor(1.0, 0.0, 100.0).cap == 10_000.0
+
+    def test_samples_are_split_between_the_handler_redis_py_under_it_and_taskq(
+        self
+    ) -> None:
+        from bench.profile_incr import gil_shares  # noqa: PLC0415
+
+        frames = [{"name": "Worker.run", "file": "/w/src/taskq/worker/loop.py"},
+                  {"name": "_counted.<locals>.count_sync", "file": "/w/bench/tasks.py"},
+                  {"name": "Redis.execute_command",
+                   "file": "/v/lib/python3.11/site-packages/redis/client.py"},
+                  {"name": "Thread.run", "file": "/usr/lib/python3.11/threading.py"},
+                  {"name": "Runner.run", "file": "/w/src/taskq/worker/runner.py"}]
+        speedscope = {"shared": {"frames": frames}, "profiles": [
+            {"name": 'Process 1 Thread 2 "handler"', "type": "sampled", "unit": "none",
+             "samples": [[3, 4, 1, 2], [3, 4, 1], [3, 4, 1, 2], [3]],
+             "weights": [1, 1, 1, 1]},
+            {"name": 'Process 5 Thread 6 "MainThread"', "type": "sampled", "unit": "none",
+             "samples": [[0, 2], [0]], "weights": [2, 1]},
+        ]}
+        total, parts = gil_shares(speedscope)
+        assert total == 7
+        assert parts == {"redis-py": 2, "handler": 1, "taskq": 3, "other": 1}
+
+    @pytest.mark.processes
+    def test_a_tree_holds_descendants_started_in_sessions_of_their_own(self) -> None:
+        from bench.profile_incr import tree_cpu_seconds  # noqa: PLC0415
+
+        script = ("import subprocess, sys, time\n"
+                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+                  " start_new_session=True)\n"
+                  "print(p.pid, flush=True)\n"
+                  "time.sleep(60)\n")
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                 text=True, start_new_session=True)
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        try:
+            seconds, alive = tree_cpu_seconds(child.pid)
+            assert alive == 2
+            assert seconds > 0  # two interpreters' start-up
+        finally:
+            for pid in (grandchild, child.pid):
+                os.kill(pid, signal.SIGKILL)
+            child.wait()
+            child.stdout.close()
+
+    def test_the_fastest_peer_of_the_run_is_profiled_or_else_every_fast_one(self) -> None:
+        from bench.peers.driver import FAST  # noqa: PLC0415
+        from bench.profile_incr import peer_candidates  # noqa: PLC0415
+
+        chosen = peer_candidates({"peer-best-drain-incr": 3_000.0},
+                                 {"peer-best-drain-incr": "Huey (2 processes)"})
+        assert [(p.name, c.label) for p, c in chosen] == [("huey", "2 processes")]
+        every = peer_candidates({}, {})
+        assert {p.name for p, _ in every} == {"dramatiq", "huey", "taskiq"}
+        assert all(c.scale == FAST for _, c in every)

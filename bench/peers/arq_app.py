@@ -30,10 +30,10 @@ class WorkerSettings:
     max_jobs = int(os.environ.get("BENCH_ARQ_MAX_JOBS", "10"))
 
 
-def enqueue(n: int) -> list[float]:
+def enqueue(n: int) -> dict[str, Any]:
     from bench.peers.client import astamps  # noqa: PLC0415
 
-    async def send() -> list[float]:
+    async def send() -> dict[str, Any]:
         pool = await create_pool(REDIS, default_queue_name=QUEUE)
         try:
             return await astamps(n, lambda: pool.enqueue_job("noop"))

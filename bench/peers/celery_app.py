@@ -4,6 +4,7 @@ asks for the Redis result backend."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery  # type: ignore[import-untyped]
 
@@ -24,7 +25,7 @@ def noop(data: str = "") -> None:
     count_run()
 
 
-def enqueue(n: int) -> list[float]:
+def enqueue(n: int) -> dict[str, Any]:
     from bench.peers.client import stamps  # noqa: PLC0415
 
     return stamps(n, noop.delay)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
@@ -16,7 +18,7 @@ def noop(data: str = "") -> None:
     count_run()
 
 
-def enqueue(n: int) -> list[float]:
+def enqueue(n: int) -> dict[str, Any]:
     from bench.peers.client import stamps  # noqa: PLC0415
 
     return stamps(n, noop.send)

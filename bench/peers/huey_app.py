@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from huey import RedisHuey  # type: ignore[import-untyped]
 
 from bench.peers.counter import QUEUE, URL, count_run
@@ -14,7 +16,7 @@ def noop(data: str = "") -> None:
     count_run()
 
 
-def enqueue(n: int) -> list[float]:
+def enqueue(n: int) -> dict[str, Any]:
     from bench.peers.client import stamps  # noqa: PLC0415
 
     return stamps(n, noop)

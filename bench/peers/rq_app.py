@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from redis import Redis
 from rq import Queue, Retry
@@ -14,7 +15,7 @@ def noop(data: str = "") -> None:
     count_run()
 
 
-def enqueue(n: int) -> list[float]:
+def enqueue(n: int) -> dict[str, Any]:
     from bench.peers.client import stamps  # noqa: PLC0415
 
     queue = Queue(QUEUE, connection=Redis.from_url(URL))

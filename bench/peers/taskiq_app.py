@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 from taskiq import AsyncBroker
 from taskiq_redis import ListQueueBroker, RedisStreamBroker
@@ -21,10 +22,10 @@ async def noop(data: str = "") -> None:
     await acount_run()
 
 
-def enqueue(n: int) -> list[float]:
+def enqueue(n: int) -> dict[str, Any]:
     from bench.peers.client import astamps  # noqa: PLC0415
 
-    async def send() -> list[float]:
+    async def send() -> dict[str, Any]:
         await broker.startup()
         try:
             return await astamps(n, noop.kiq)
