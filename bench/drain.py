@@ -27,12 +27,15 @@ CONCURRENCIES = (1, 8, 32, 64)
 QUICK_CONCURRENCIES = (8,)
 
 
-def worker_argv(queue: str, concurrency: int, processes: int = 1) -> list[str]:
+def worker_argv(queue: str, concurrency: int, processes: int = 1,
+                prefetch: int = 0) -> list[str]:
     """One `taskq worker` command: `processes` worker processes (a pool when more than
-    one), each running `concurrency` handlers at once."""
+    one), each running `concurrency` handlers at once and holding `prefetch` leased
+    tasks more for them."""
     return python_module("taskq", "--log-level", "WARNING", "worker",
                          "--app", "bench.tasks:app", "--queue", queue,
-                         "--concurrency", str(concurrency), "--processes", str(processes))
+                         "--concurrency", str(concurrency), "--processes", str(processes),
+                         "--prefetch", str(prefetch))
 
 
 def stats_field(server: Server, queue: str, name: str) -> Callable[[], int]:
@@ -71,6 +74,7 @@ class DrainPlan:
     concurrency: int
     processes: int = 1
     env: tuple[tuple[str, str], ...] = ()
+    prefetch: int = 0
 
 
 def run_drain(
@@ -83,7 +87,7 @@ def run_drain(
     server.flush()
     queue = f"drain-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, plan.name, plan.n)
-    workers = [Child(worker_argv(queue, plan.concurrency, plan.processes),
+    workers = [Child(worker_argv(queue, plan.concurrency, plan.processes, plan.prefetch),
                      server.env(**dict(plan.env)),
                      server.logs / f"{queue}.log")]
     try:

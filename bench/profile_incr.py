@@ -145,14 +145,17 @@ class Profiled:
     speedscope: dict[str, Any] | None
 
 
-def taskq_drain(server: Server, n: int, concurrency: int, spy: str | None) -> Profiled:
-    """One `taskq worker --processes 2` command draining `n` INCR-counted `def` no-ops;
-    with `spy`, py-spy records the command's processes over the window."""
+def taskq_drain(server: Server, n: int, shape: tuple[int, int, int],
+                spy: str | None) -> Profiled:
+    """One `taskq worker` command of `shape` (processes, concurrency, prefetch) draining
+    `n` INCR-counted `def` no-ops; with `spy`, py-spy records the command's processes
+    over the window."""
     server.flush()
     queue = f"profile-incr-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, "bench.count_sync", n)
     out = server.logs / f"{queue}.speedscope.json"
-    worker = Child(worker_argv(queue, concurrency, PROCESSES), server.env(),
+    processes, concurrency, prefetch = shape
+    worker = Child(worker_argv(queue, concurrency, processes, prefetch), server.env(),
                    server.logs / f"{queue}.log")
     recorder: list[subprocess.Popen[bytes]] = []
 
@@ -343,8 +346,11 @@ def _floor_note(section: Section, floor: Floor, taskq: Window,
 
 def measure(server: Server, options: Options, known: dict[str, float],
             labels: dict[str, str] | None = None) -> Section:
-    concurrency = int(known.get("peer-taskq-drain-incr-def-concurrency", 64))
-    command = f"`taskq worker --processes {PROCESSES} -c {concurrency}`"
+    best = "peer-taskq-drain-incr-def"
+    shape = (int(known.get(f"{best}-processes", PROCESSES)),
+             int(known.get(f"{best}-concurrency", 64)), int(known.get(f"{best}-prefetch", 0)))
+    ahead = f" --prefetch {shape[2]}" if shape[2] else ""
+    command = f"`taskq worker --processes {shape[0]} -c {shape[1]}{ahead}`"
     section = Section("profile-incr", f"Profile: `def` handlers counting each task with one "
                       f"Redis INCR, {command} beside the fastest peer, {options.n:,} tasks",
                       ["run", "worker command", "tasks/s (5%-95%)", "processes",
@@ -353,8 +359,8 @@ def measure(server: Server, options: Options, known: dict[str, float],
     spy = py_spy()
     try:
         floor = incr_floor(server, options.scaled(1 / 4))
-        plain = taskq_drain(server, options.n, concurrency, None)
-        profiled = taskq_drain(server, options.n, concurrency, spy) if spy else None
+        plain = taskq_drain(server, options.n, shape, None)
+        profiled = taskq_drain(server, options.n, shape, spy) if spy else None
     except (BenchError, OSError, subprocess.TimeoutExpired) as e:
         section.fail("taskq", BenchError(str(e)))
         return section

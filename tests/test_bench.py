@@ -286,16 +286,17 @@ class TestPeerFigures:
 
         section = Section("peers", "", [])
         _keep_best(section, "peer-taskq-drain-incr-def", 4_000.0, "`taskq worker -c 16`",
-                   (1, 16))
+                   (1, 16, 0))
         _keep_best(section, "peer-taskq-drain-incr-def", 5_000.0,
-                   "`taskq worker --processes 2 -c 64`", (2, 64))
+                   "`taskq worker --processes 2 -c 8 --prefetch 24`", (2, 8, 24))
         _keep_best(section, "peer-taskq-drain-incr-def", 4_500.0, "`taskq worker -c 64`",
-                   (1, 64))
+                   (1, 64, 0))
         assert section.figures == {"peer-taskq-drain-incr-def": 5_000.0,
                                    "peer-taskq-drain-incr-def-processes": 2,
-                                   "peer-taskq-drain-incr-def-concurrency": 64}
+                                   "peer-taskq-drain-incr-def-concurrency": 8,
+                                   "peer-taskq-drain-incr-def-prefetch": 24}
         assert section.labels == {
-            "peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 64`"}
+            "peer-taskq-drain-incr-def": "`taskq worker --processes 2 -c 8 --prefetch 24`"}
 
 
 class TestProfile:

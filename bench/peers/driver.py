@@ -12,7 +12,6 @@ loudly. taskq runs the same two bodies.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import subprocess
 import sys
@@ -252,6 +251,9 @@ TASKQ_KINDS = {
 # A handler that waits on Redis changes what concurrency suits it: besides the no-op's
 # best, each body also runs with fewer handlers.
 FEWER_HANDLERS = (16,)
+# And with a few handler threads kept busy by tasks leased ahead of them (--prefetch),
+# in a pool of two: (concurrency, prefetch) per process.
+PREFETCHED = ((8, 24), (16, 48))
 
 
 # The suffix of a handler kind's own best figure, e.g. peer-taskq-drain-incr-def.
@@ -267,50 +269,57 @@ def _taskq_rows(server: Server, options: Options, known: dict[str, float], body:
     enqueue = known.get("enqueue-task")
     rows: list[list[str]] = []
     figure = _figure(body, "peer-taskq-drain")
-    for (name, noop, kind), processes in itertools.product(TASKQ_KINDS[body], (1, 2)):
+    for name, noop, kind in TASKQ_KINDS[body]:
         best = int(known.get(f"drain-{noop}-concurrency", 64))
-        for concurrency in sorted({*FEWER_HANDLERS, best}):
-            drain = _taskq_drain(server, options, section,
-                                 (name, kind, processes, concurrency), body)
+        shapes = [(processes, concurrency, 0) for processes in (1, 2)
+                  for concurrency in sorted({*FEWER_HANDLERS, best})]
+        shapes += [(2, concurrency, prefetch) for concurrency, prefetch in PREFETCHED]
+        for shape in shapes:
+            drain = _taskq_drain(server, options, section, (name, kind, *shape), body)
             if drain is None:
                 continue
+            processes, concurrency, prefetch = shape
             pool = f" --processes {processes}" if processes > 1 else ""
-            command = f"`taskq worker{pool} -c {concurrency}`"
+            ahead = f" --prefetch {prefetch}" if prefetch else ""
+            command = f"`taskq worker{pool} -c {concurrency}{ahead}`"
             rows.append(["**taskq**", f"{command}, `{kind}` handler",
                          BODIES[body], f"{options.scaled(FAST):,}",
                          rate(enqueue) + " (`Task.enqueue`)" if enqueue else "",
                          f"**{rate(drain.median)}**", drain.spread(), ""])
             for key in (figure, f"{figure}-{KIND_FIGURES[kind]}"):
-                _keep_best(section, key, drain.median, command, (processes, concurrency))
+                _keep_best(section, key, drain.median, command, shape)
     return rows
 
 
 def _keep_best(section: Section, key: str, value: float, command: str,
-               shape: tuple[int, int]) -> None:
+               shape: tuple[int, int, int]) -> None:
     """Keep `value` as figure `key` if it beats the one there, labelled with the worker
-    command that reached it, its processes and concurrency as figures beside it (what
-    the README recommends and the profile runs)."""
+    command that reached it, its processes, concurrency and prefetch as figures beside
+    it (what the README recommends and the profile runs)."""
     if value <= section.figures.get(key, 0.0):
         return
     section.figures[key] = value
     section.labels[key] = command
-    section.figures[f"{key}-processes"], section.figures[f"{key}-concurrency"] = shape
+    for part, amount in zip(("processes", "concurrency", "prefetch"), shape, strict=True):
+        section.figures[f"{key}-{part}"] = amount
 
 
 def _taskq_drain(server: Server, options: Options, section: Section,
-                 config: tuple[str, str, int, int], body: str) -> Stat | None:
+                 config: tuple[str, str, int, int, int], body: str) -> Stat | None:
     """Repeated drains of one configuration, each checked by its count of no-op runs."""
-    name, kind, processes, concurrency = config
+    name, kind, processes, concurrency, prefetch = config
     n = options.scaled(FAST)
     drain = Stat()
     try:
         for _ in range(options.repeats):
             count = new_count(server, body, f"taskq-{uuid.uuid4().hex[:8]}")
-            plan = DrainPlan(name, n, concurrency, processes, env=tuple(count.env().items()))
+            plan = DrainPlan(name, n, concurrency, processes, env=tuple(count.env().items()),
+                             prefetch=prefetch)
             drain.add(run_drain(server, plan,
                                 extra_checks=functools.partial(count.check, server, n)).rate)
     except BenchError as e:
-        section.fail(f"taskq, {kind} handler, {processes} x {concurrency}, {BODIES[body]}", e)
+        section.fail(f"taskq, {kind} handler, {processes} x {concurrency} (prefetch "
+                     f"{prefetch}), {BODIES[body]}", e)
         return None
     return drain
 
