@@ -154,24 +154,35 @@ class Task(Generic[P, R]):
                                f"arguments, not {shown(call)}")
 
     def check_arguments(self, args: Sequence[Any], kwargs: dict[str, Any],
-                         what: str | None = None) -> None:
+                        what: str | None = None) -> None:
         """Raise `InvalidTaskError` (saying `what` went wrong, by default that the call
         cannot be enqueued) if `args` and `kwargs` do not bind to the function."""
-        shape = (len(args), *kwargs)
-        if shape in self._fitting:
-            return
-        try:
-            self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise InvalidTaskError(f"{what or f'cannot enqueue {self.name}'}: {e}") from e
-        if len(self._fitting) < FITTING_SHAPES:
-            self._fitting.add(shape)
+        error = self._binding_error(args, kwargs)
+        if error is not None:
+            raise InvalidTaskError(f"{what or f'cannot enqueue {self.name}'}: {error}") \
+                from error
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         """`check_arguments` for a worker's call, before it is made, so that a TypeError
         the handler itself raises is not taken for arguments that do not fit."""
-        self.check_arguments(args, kwargs,
-                              f"the arguments of this task do not fit {self.name}{self.signature}")
+        error = self._binding_error(args, kwargs)
+        if error is not None:
+            # Spelled out only here: a signature's text costs more than the check.
+            raise InvalidTaskError(f"the arguments of this task do not fit "
+                                   f"{self.name}{self.signature}: {error}") from error
+
+    def _binding_error(self, args: Sequence[Any], kwargs: dict[str, Any]) -> TypeError | None:
+        """Why `args` and `kwargs` do not bind to the function; None if they do."""
+        shape = (len(args), *kwargs)
+        if shape in self._fitting:
+            return None
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            return e
+        if len(self._fitting) < FITTING_SHAPES:
+            self._fitting.add(shape)
+        return None
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
