@@ -25,7 +25,13 @@ CALLS = {
     "arq": "`ArqRedis.enqueue_job('noop')`",
     "huey": "`noop()`",
     "taskiq": "`noop.kiq()` (list broker)",
+    "bare_script": "EVALSHA of `enqueue.lua`, one task",
+    "bare_lpush": "LPUSH of a 200-byte message",
 }
+# The floor, run in the same rounds but judged against nothing: the thinnest client
+# (hiredis on a bare socket) sending what taskq's call sends, and what a peer's does.
+FLOORS = (("bare_script", "taskq's script from a bare socket (floor)"),
+          ("bare_lpush", "one LPUSH from a bare socket (floor)"))
 # Rounds when the command line asks for fewer: a peer's single-call rate swings from one
 # run to the next by more than the margin judged, so only a median over rounds can be.
 MIN_ROUNDS = 3
@@ -43,6 +49,7 @@ class System:
     title: str
     bin_dir: Path
     env: tuple[tuple[str, str], ...] = ()
+    floor: bool = False
 
 
 @dataclass
@@ -114,7 +121,8 @@ def _systems(server: Server, section: Section) -> list[System]:
                                  f"**not run**: {e}"])
             continue
         systems.append(System(peer.name, peer.title, directory, peer.configs[0].env))
-    return systems
+    here = Path(sys.executable).parent
+    return systems + [System(name, title, here, floor=True) for name, title in FLOORS]
 
 
 def _run(server: Server, system: System, n: int) -> dict[str, Any]:
@@ -124,10 +132,10 @@ def _run(server: Server, system: System, n: int) -> dict[str, Any]:
     queue = f"duel-{system.name}-{uuid.uuid4().hex[:8]}"
     env = server.env(BENCH_REDIS_URL=server.url, BENCH_QUEUE=queue, **dict(system.env))
     window = driver.run_client(system.bin_dir, system.name, n, env)
-    if system.name == "taskq":
+    if system.name in ("taskq", "bare_script"):
         ready = Broker(server.client, queue).counts().ready
         if ready != n:
-            raise BenchError(f"{ready} tasks ready after {n} `Task.enqueue` calls")
+            raise BenchError(f"{ready} tasks ready after {n} calls of {CALLS[system.name]}")
     return window
 
 
@@ -154,7 +162,8 @@ def _row(system: System, n: int, runs: Runs) -> list[str]:
             f"{runs.redis_us.median:,.1f} µs", runs.commands_text(), ""]
 
 
-def _figures(section: Section, runs: dict[str, Runs], titles: dict[str, str]) -> None:
+def _figures(section: Section, runs: dict[str, Runs], titles: dict[str, str],
+             floors: set[str]) -> None:
     for name, got in runs.items():
         section.figures[f"duel-{name}"] = got.rate.median
         section.figures[f"duel-{name}-client-us"] = got.client_us.median
@@ -162,7 +171,7 @@ def _figures(section: Section, runs: dict[str, Runs], titles: dict[str, str]) ->
     taskq = runs.get("taskq")
     if taskq is not None and (script := taskq.script_us()) is not None:
         section.figures["duel-taskq-script-us"] = script
-    peers = {name: got for name, got in runs.items() if name != "taskq"}
+    peers = {name: got for name, got in runs.items() if name != "taskq" and name not in floors}
     if not peers:
         return
     best = max(peers, key=lambda name: peers[name].rate.median)
@@ -207,5 +216,13 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
         f"check that its ready list holds every task; the peers' clients that they made "
         f"every call. The figure is the median of the rounds; the spread is the slowest "
         f"and fastest round.")
-    _figures(section, runs, titles)
+    section.notes.append(
+        "The two floor rows are no queue: taskq's enqueue script with one task's arguments "
+        "built in advance (a fresh id each call), and an LPUSH of a message the size of "
+        "Huey's, each sent by hiredis on a bare socket with no library code between calls "
+        "(bench/peers/bare.py). The LPUSH row is the round trip itself, which every peer's "
+        "one-command enqueue pays; the script row is the least a call of taskq's atomic "
+        "enqueue (record, event, idempotency check and wake-up) can cost here, whatever "
+        "the client.")
+    _figures(section, runs, titles, {system.name for system in systems if system.floor})
     return section

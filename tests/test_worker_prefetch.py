@@ -8,6 +8,7 @@ import threading
 import redis
 
 from taskq import App
+from taskq.registry import read_workers
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker, WorkerThread
 
@@ -54,6 +55,9 @@ class TestPrefetch:
         ids = [hold.enqueue(str(i)).task_id for i in range(8)]
         start_worker(concurrency=2, prefetch=3)
         wait_until(lambda: running.now == 2 and leased(client, app) == 5, what="5 leased")
+        # Its registry entry counts its slots as its concurrency and its prefetch (2 + 3).
+        wait_until(lambda: [(w.in_hand, w.concurrency) for w in read_workers(app.broker)[1]]
+                   == [(5, 5)], what="a beat registering 5 of 5 slots in hand")
         go.set()
         for task_id in ids:
             wait_for_state(app.broker, task_id, "completed")

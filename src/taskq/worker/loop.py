@@ -93,7 +93,7 @@ class Worker:
                                       for q in self.queues})
         self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner, Presence(
             worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
-            queues=self.queues.names, concurrency=self.concurrency,
+            queues=self.queues.names, concurrency=self.slots.capacity,
             tasks=sorted(app.tasks), version=__version__))
         self.wakers = self._wakers()
         self.waker = self.wakers[0]
