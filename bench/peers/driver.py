@@ -82,6 +82,9 @@ PEERS = (
         Config("2 processes x 8 threads (default)", ("{bin}/dramatiq",
                "bench.peers.dramatiq_app", "-p", "2", "-t", "8", "-Q", "{queue}"),
                scale=FAST),
+        Config("3 processes x 8 threads", ("{bin}/dramatiq",
+               "bench.peers.dramatiq_app", "-p", "3", "-t", "8", "-Q", "{queue}"),
+               scale=FAST),
     )),
     Peer("arq", "arq", (
         Config("max_jobs 100", ("{bin}/arq", "bench.peers.arq_app.WorkerSettings"),
@@ -90,6 +93,8 @@ PEERS = (
     Peer("huey", "Huey", (
         Config("2 processes", ("{bin}/huey_consumer", "bench.peers.huey_app.huey", "-q",
                "-k", "process", "-w", "2"), scale=FAST),
+        Config("3 processes", ("{bin}/huey_consumer", "bench.peers.huey_app.huey", "-q",
+               "-k", "process", "-w", "3"), scale=FAST),
     )),
     Peer("taskiq", "taskiq", (
         Config("list broker (no acks), 2 worker processes", ("{bin}/taskiq", "worker",
@@ -97,6 +102,12 @@ PEERS = (
                (("BENCH_VARIANT", "list"),), scale=FAST),
         Config("stream broker (acks), 2 worker processes", ("{bin}/taskiq", "worker",
                "bench.peers.taskiq_app:broker", "--workers", "2", "--log-level", "WARNING"),
+               (("BENCH_VARIANT", "stream"),), scale=FAST),
+        Config("list broker (no acks), 3 worker processes", ("{bin}/taskiq", "worker",
+               "bench.peers.taskiq_app:broker", "--workers", "3", "--log-level", "WARNING"),
+               (("BENCH_VARIANT", "list"),), scale=FAST),
+        Config("stream broker (acks), 3 worker processes", ("{bin}/taskiq", "worker",
+               "bench.peers.taskiq_app:broker", "--workers", "3", "--log-level", "WARNING"),
                (("BENCH_VARIANT", "stream"),), scale=FAST),
     )),
 )
@@ -251,9 +262,10 @@ TASKQ_KINDS = {
 # A handler that waits on Redis changes what concurrency suits it: besides the no-op's
 # best, each body also runs with fewer handlers.
 FEWER_HANDLERS = (16,)
-# And with a few handler threads kept busy by tasks leased ahead of them (--prefetch),
-# in a pool of two: (concurrency, prefetch) per process.
-PREFETCHED = ((8, 24), (16, 48))
+# And with a few handler threads kept busy by tasks leased ahead of them (--prefetch):
+# (processes, concurrency, prefetch). A pool of one process more than the machine's two
+# cores runs too, as each of the fastest peers' does (their 3-process rows).
+PREFETCHED = ((2, 16, 112), (3, 16, 112))
 
 
 # The suffix of a handler kind's own best figure, e.g. peer-taskq-drain-incr-def.
@@ -273,7 +285,7 @@ def _taskq_rows(server: Server, options: Options, known: dict[str, float], body:
         best = int(known.get(f"drain-{noop}-concurrency", 64))
         shapes = [(processes, concurrency, 0) for processes in (1, 2)
                   for concurrency in sorted({*FEWER_HANDLERS, best})]
-        shapes += [(2, concurrency, prefetch) for concurrency, prefetch in PREFETCHED]
+        shapes += list(PREFETCHED)
         for shape in shapes:
             drain = _taskq_drain(server, options, section, (name, kind, *shape), body)
             if drain is None:
