@@ -7,7 +7,7 @@ import threading
 
 import redis
 
-from taskq import App
+from taskq import App, Task
 from taskq.registry import read_workers
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker, WorkerThread
@@ -32,6 +32,17 @@ class Running:
             self.now -= 1
 
 
+def holding_task(app: App, name: str, running: Running, go: threading.Event) -> Task[..., None]:
+    """A task that counts itself running until `go` is set."""
+
+    def hold(tag: str) -> None:
+        running.enter(tag)
+        go.wait(10)
+        running.leave()
+
+    return app.task(name)(hold)
+
+
 def leased(client: redis.Redis, app: App) -> int:
     return int(client.zcard(app.broker.keys.leased))
 
@@ -46,11 +57,7 @@ class TestPrefetch:
     ) -> None:
         running, go = Running(), threading.Event()
 
-        @app.task("hold")
-        def hold(name: str) -> None:
-            running.enter(name)
-            go.wait(10)
-            running.leave()
+        hold = holding_task(app, "hold", running, go)
 
         ids = [hold.enqueue(str(i)).task_id for i in range(8)]
         start_worker(concurrency=2, prefetch=3)
@@ -110,11 +117,7 @@ class TestPrefetch:
     ) -> None:
         running, go = Running(), threading.Event()
 
-        @app.task("step")
-        def step(name: str) -> None:
-            running.enter(name)
-            go.wait(10)
-            running.leave()
+        step = holding_task(app, "step", running, go)
 
         blocker = step.enqueue("blocker").task_id
         victim = step.enqueue("victim")
@@ -133,11 +136,7 @@ class TestPrefetch:
     ) -> None:
         running, go = Running(), threading.Event()
 
-        @app.task("step")
-        def step(name: str) -> None:
-            running.enter(name)
-            go.wait(10)
-            running.leave()
+        step = holding_task(app, "step", running, go)
 
         first, *waiting = (step.enqueue(name).task_id for name in "abc")
         worker = start_worker(concurrency=1, prefetch=2)
