@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -271,11 +272,15 @@ class TestDuel:
         report = run_bench("--only", "duel", out=tmp_path / "bench.md")
         assert "## Single-call enqueue beside the peers (3 interleaved rounds" in report
         assert "| **taskq** | `Task.enqueue()` | 100 | **" in report
-        assert "| Huey | `noop()` | 100 |" in report
         assert "| taskq's script from a bare socket (floor) | EVALSHA of `enqueue.lua`" in report
         assert "| one LPUSH from a bare socket (floor) | LPUSH of a 200-byte message" in report
         row = next(line for line in report.splitlines()
                    if line.startswith("| Single-call enqueue (`Task.enqueue`)"))
+        if importlib.util.find_spec("huey") is not None:  # the peers come with `.[bench]`
+            assert "| Huey | `noop()` | 100 |" in report
+        else:
+            assert "| Huey | `noop()` |  |" in report and "**not run**" in report
+        # Judged against the fastest peer that ran (arq brings its own venv), never a floor.
         assert "(taskq " in row and " vs " in row and "floor" not in row, row
         assert "FAILED" not in report
 
