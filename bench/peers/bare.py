@@ -16,8 +16,10 @@ import redis
 
 from bench.enqueue import NOOP
 from bench.peers.counter import QUEUE, URL
+from bench.tasks import make_app
 from taskq import Broker, Settings
-from taskq.codec import args_payload, encode_payload
+from taskq.calls import enqueue_calls
+from taskq.fields import new_task_fields
 from taskq.scripts import source
 
 # The size of Huey's pickled no-op message, the fastest peer's: an LPUSH of it stands
@@ -57,14 +59,13 @@ class Bare:
 def script_sender() -> Callable[[], Any]:
     bare = Bare()
     broker = Broker(bare.client, QUEUE)
-    settings = Settings.from_env({}, redis_url=URL)
     sha = bare.client.script_load(source("enqueue"))
-    keys = broker.keys
-    head = ("EVALSHA", sha, 6, keys.ready, keys.delayed, keys.events, keys.seq, keys.epoch,
-            keys.wake, keys.prefix, settings.events_retention, 1)
-    # The eleven values of one task, as taskq.fields makes them for Task.enqueue().
-    payload = encode_payload(args_payload((), {}), settings.max_payload_bytes)
-    tail = (NOOP, payload, 0, 0, 3, "", settings.idempotency_ttl_seconds, "", 5, "")
+    # One task's call exactly as Task.enqueue() builds it (taskq.calls, taskq.fields);
+    # each send swaps in a fresh task id, the first of the task's values.
+    template = make_app(QUEUE, Settings.from_env({}, redis_url=URL)).tasks[NOOP].call()
+    fields = new_task_fields([template], broker.max_payload_bytes)
+    (keys, args), = enqueue_calls(broker.keys, broker.events_retention, fields, 1)
+    head, tail = ("EVALSHA", sha, len(keys), *keys, *args[:3]), tuple(args[4:])
     return lambda: bare.call(pack((*head, uuid.uuid4().hex, *tail)))
 
 
