@@ -16,6 +16,7 @@ from pathlib import Path
 from bench import (
     ceiling,
     drain,
+    drain_duel,
     duel,
     enqueue,
     feed,
@@ -47,6 +48,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "heartbeats": heartbeats.measure,
     "peers": peers.measure,
     "duel": duel.measure,
+    "drainduel": drain_duel.measure,
     "memory": memory.measure,
 }
 PROFILES = ("profile", "profile-incr")

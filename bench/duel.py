@@ -10,7 +10,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import arq_env, driver
@@ -38,6 +38,8 @@ MIN_ROUNDS = 3
 FULL_ROUNDS = 5
 # Commands named per call in the table, the most frequent first.
 SHOWN_COMMANDS = 6
+# Whatever takes part in a round (a client here, a worker command in drain_duel).
+Entry = TypeVar("Entry")
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def rounds(options: Options) -> int:
     return max(options.repeats, MIN_ROUNDS if options.quick else FULL_ROUNDS)
 
 
-def order(systems: list[System], round_: int) -> list[System]:
+def order(systems: list[Entry], round_: int) -> list[Entry]:
     """The round's running order: shuffled, so that no system always runs first, last or
     after the same one; seeded by the round, so a rerun runs the same orders."""
     shuffled = list(systems)

@@ -48,6 +48,16 @@ def _ratio(what: str, top: float | None, bottom: float | None, factor: float,
     return Target(what, measured, f">= {factor:g}x", ratio / factor, reference)
 
 
+def _round_ratio(what: str, ratio: float | None, top: float | None, bottom: float | None,
+                 factor: float, names: tuple[str, str]) -> Target:
+    """A ratio judged as the median of interleaved rounds' ratios, shown with the two
+    medians it sits between (their own ratio may differ a little)."""
+    if ratio is None or top is None or bottom is None:
+        return Target(what, "", f">= {factor:g}x", None)
+    measured = f"{ratio:.2f}x ({names[0]} {rate(top)} vs {names[1]} {rate(bottom)}, medians)"
+    return Target(what, measured, f">= {factor:g}x", ratio / factor)
+
+
 def _at_most(what: str, value: float | None, limit: float) -> Target:
     if value is None:
         return Target(what, "", f"< {limit:g} ms", None)
@@ -117,9 +127,17 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
         _ratio("Single-call enqueue (`Task.enqueue`) vs the fastest peer's one call, "
                "interleaved rounds", get("duel-taskq"), get("duel-best-peer"),
                SINGLE_ENQUEUE_FACTOR, ("taskq", duel_peer)),
+        _round_ratio("Drain, `def` handler, the no-op counted by one Redis INCR, one "
+                     "`taskq worker` command, interleaved rounds (median of the rounds' "
+                     "ratios)", get("drain-duel-ratio"), get("drain-duel-taskq"),
+                     get("drain-duel-best-peer"), DEF_INCR_DRAIN_FACTOR,
+                     (_taskq_named(labels.get("drain-duel-taskq", "")),
+                      labels.get("drain-duel-best-peer", "fastest peer"))),
         _ratio("Drain, `def` handler, the no-op counted by one Redis INCR, one `taskq worker` "
-               "command", get("peer-taskq-drain-incr-def"), get("peer-best-drain-incr"),
-               DEF_INCR_DRAIN_FACTOR, (_taskq_named(def_command), peer_drain_incr)),
+               "command, the peers table's best figures (reference)",
+               get("peer-taskq-drain-incr-def"), get("peer-best-drain-incr"),
+               DEF_INCR_DRAIN_FACTOR, (_taskq_named(def_command), peer_drain_incr),
+               reference=True),
         _ratio("Drain, `async def` handler, the no-op counted by one Redis INCR, one "
                "`taskq worker` command (reference)", get("peer-taskq-drain-incr-async"),
                get("peer-best-drain-incr"), DEF_INCR_DRAIN_FACTOR,

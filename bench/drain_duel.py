@@ -1,0 +1,175 @@
+"""`def` handlers draining the INCR-counted no-op: taskq's recommended worker command
+beside every fast peer's worker command, in interleaved rounds. Issue 21's drain target
+is judged here: on this machine the same command's rate drifts by a third within
+minutes, so a ratio of two figures taken minutes apart (as the peers table's are) can
+say more about the drift than about the queues; a round runs every system within
+about a minute, and the verdict is the median of the rounds' ratios."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from bench.duel import order
+from bench.harness import BenchError, Options, Section, Server, Stat, rate
+from bench.peers import arq_env, driver
+from bench.profile_incr import Window, peer_drain, taskq_drain
+
+MIN_ROUNDS = 3
+# taskq's command when the peers table did not run to name its best `def` shape: the
+# README's recommendation for two cores.
+RECOMMENDED = (3, 16, 112)
+
+
+@dataclass(frozen=True)
+class Entrant:
+    """A worker command in the duel: taskq's (`peer` None) or one of a peer's."""
+
+    key: str
+    title: str
+    command: str
+    peer: driver.Peer | None = None
+    config: driver.Config | None = None
+
+
+@dataclass
+class Drains:
+    """One entrant's drains: the rate of each round by round, and the CPU per task."""
+
+    by_round: dict[int, float] = field(default_factory=dict)
+    rate: Stat = field(default_factory=Stat)
+    worker_us: Stat = field(default_factory=Stat)
+    redis_us: Stat = field(default_factory=Stat)
+
+    def add(self, round_: int, measured: Window) -> None:
+        self.by_round[round_] = measured.rate
+        self.rate.add(measured.rate)
+        self.worker_us.add(measured.tree_us)
+        self.redis_us.add(measured.redis_us)
+
+
+def taskq_shape(known: dict[str, float]) -> tuple[int, int, int]:
+    """The `def` shape (processes, concurrency, prefetch) the peers table found fastest
+    in this run, else the recommended one."""
+    best = "peer-taskq-drain-incr-def"
+    if f"{best}-processes" not in known:
+        return RECOMMENDED
+    return (int(known[f"{best}-processes"]), int(known[f"{best}-concurrency"]),
+            int(known[f"{best}-prefetch"]))
+
+
+def command(shape: tuple[int, int, int]) -> str:
+    processes, concurrency, prefetch = shape
+    ahead = f" --prefetch {prefetch}" if prefetch else ""
+    return f"`taskq worker --processes {processes} -c {concurrency}{ahead}`"
+
+
+def entrants(server: Server, shape: tuple[int, int, int], section: Section,
+             quick: bool = False) -> list[Entrant]:
+    """taskq, then every peer configuration that drains thousands of tasks a second
+    (those whose interpreter can import the peer); a `quick` run takes each peer's
+    last such configuration only (its most processes)."""
+    chosen = [Entrant("taskq", "**taskq**", command(shape))]
+    for peer in driver.PEERS:
+        fast = [config for config in peer.configs if config.scale == driver.FAST]
+        if not fast:
+            continue
+        if quick:
+            fast = fast[-1:]
+        try:
+            directory = driver.bin_dir(peer)
+            driver.check_importable(server, peer, directory)
+            if peer.own_venv:
+                section.versions[peer.name] = arq_env.version(directory)
+        except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+            section.rows.append([peer.title, "", "", "", "", "", "", f"**not run**: {e}"])
+            continue
+        chosen += [Entrant(f"{peer.name}: {config.label}", f"{peer.title} ({config.label})",
+                           "its worker command in the peers table", peer, config)
+                   for config in fast]
+    return chosen
+
+
+def _drain(server: Server, entrant: Entrant, shape: tuple[int, int, int],
+           n: int) -> Window:
+    if entrant.peer is None or entrant.config is None:
+        return taskq_drain(server, n, shape, None).window
+    return peer_drain(server, entrant.peer, entrant.config, n)
+
+
+def duel(server: Server, chosen: list[Entrant], shape: tuple[int, int, int], n: int,
+         count: int, section: Section) -> dict[str, Drains]:
+    """`count` rounds, each draining `n` tasks with every entrant still in, in an order
+    shuffled per round; an entrant whose drain fails leaves the duel, said in the
+    section."""
+    drains = {entrant.key: Drains() for entrant in chosen}
+    live = list(chosen)
+    for round_ in range(count):
+        print(f"   round {round_ + 1} of {count}", file=sys.stderr, flush=True)
+        for entrant in order(live, round_):
+            try:
+                drains[entrant.key].add(round_, _drain(server, entrant, shape, n))
+            except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+                section.fail(entrant.title.strip("*"), BenchError(str(e)))
+                live.remove(entrant)
+                del drains[entrant.key]
+    return drains
+
+
+def round_ratios(taskq: Drains, peers: list[Drains]) -> list[float]:
+    """taskq's rate over the fastest peer's of the same round, for each round that every
+    one of them finished."""
+    rounds = [r for r in sorted(taskq.by_round) if all(r in p.by_round for p in peers)]
+    return [taskq.by_round[r] / max(p.by_round[r] for p in peers) for r in rounds]
+
+
+def _row(entrant: Entrant, n: int, drains: Drains, fastest: bool) -> list[str]:
+    shown = f"**{rate(drains.rate.median)}**" if entrant.peer is None or fastest \
+        else rate(drains.rate.median)
+    return [entrant.title, entrant.command, f"{n:,}", shown, drains.rate.spread(),
+            f"{drains.worker_us.median:,.1f} µs", f"{drains.redis_us.median:,.1f} µs",
+            "fastest peer by median" if fastest else ""]
+
+
+def measure(server: Server, options: Options, known: dict[str, float]) -> Section:
+    n = options.scaled(driver.FAST)
+    count = max(options.repeats, MIN_ROUNDS)
+    shape = taskq_shape(known)
+    section = Section("drain-duel", f"`def` handlers, the no-op counted by one Redis INCR: "
+                      f"taskq beside the peers in {count} interleaved rounds",
+                      ["queue", "worker command", "tasks per drain",
+                       "tasks/s (median of rounds)", "spread",
+                       "worker processes' CPU per task", "Redis CPU per task", "note"])
+    chosen = entrants(server, shape, section, options.quick)
+    drains = duel(server, chosen, shape, n, count, section)
+    peers = [e for e in chosen if e.peer is not None and e.key in drains]
+    fastest = max(peers, key=lambda e: drains[e.key].rate.median, default=None)
+    section.rows[:0] = [_row(e, n, drains[e.key], e is fastest) for e in chosen
+                        if e.key in drains]
+    section.notes.append(
+        f"Each round drains {n:,} tasks with every worker command once, in an order "
+        f"shuffled per round, each on a flushed server: taskq's queue filled by "
+        f"`enqueue_many`, each peer's by its client one call a task, as in the peers "
+        f"table. The rate and the CPU per task (the worker command's whole process tree "
+        f"and Redis, as in the `def` profile) are taken between the drain's 5% and 95% "
+        f"marks by its INCR count, and each drain then checks the count ends at exactly "
+        f"N. The verdict is taskq's rate over the fastest peer's of the same round, the "
+        f"median over the rounds.")
+    taskq = drains.get("taskq")
+    if taskq is None or fastest is None:
+        return section
+    ratios = round_ratios(taskq, [drains[e.key] for e in peers])
+    if not ratios:
+        return section
+    median = statistics.median(ratios)
+    section.figures["drain-duel-taskq"] = taskq.rate.median
+    section.figures["drain-duel-best-peer"] = drains[fastest.key].rate.median
+    section.figures["drain-duel-ratio"] = median
+    section.labels["drain-duel-taskq"] = command(shape)
+    section.labels["drain-duel-best-peer"] = fastest.title
+    section.notes.append(
+        "taskq over the fastest peer of each round, round by round: "
+        + ", ".join(f"{ratio:.2f}x" for ratio in ratios) + f"; median {median:.2f}x.")
+    return section
