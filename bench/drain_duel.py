@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 from bench.duel import order
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import arq_env, driver
-from bench.profile_incr import Window, peer_drain, taskq_drain
+from bench.profile_incr import Window, command, peer_drain, taskq_drain, taskq_shape
 
 MIN_ROUNDS = 3
-# taskq's command when the peers table did not run to name its best `def` shape: the
-# README's recommendation for two cores.
-RECOMMENDED = (3, 16, 112)
 
 
 @dataclass(frozen=True)
@@ -48,22 +45,6 @@ class Drains:
         self.rate.add(measured.rate)
         self.worker_us.add(measured.tree_us)
         self.redis_us.add(measured.redis_us)
-
-
-def taskq_shape(known: dict[str, float]) -> tuple[int, int, int]:
-    """The `def` shape (processes, concurrency, prefetch) the peers table found fastest
-    in this run, else the recommended one."""
-    best = "peer-taskq-drain-incr-def"
-    if f"{best}-processes" not in known:
-        return RECOMMENDED
-    return (int(known[f"{best}-processes"]), int(known[f"{best}-concurrency"]),
-            int(known[f"{best}-prefetch"]))
-
-
-def command(shape: tuple[int, int, int]) -> str:
-    processes, concurrency, prefetch = shape
-    ahead = f" --prefetch {prefetch}" if prefetch else ""
-    return f"`taskq worker --processes {processes} -c {concurrency}{ahead}`"
 
 
 def entrants(server: Server, shape: tuple[int, int, int], section: Section,

@@ -1,8 +1,9 @@
 """Where the time goes when `def` handlers drain the no-op counted by one Redis INCR (issue
-21's drain target): CPU per task of one `taskq worker --processes 2` command's whole
-process tree and of Redis, the same for the fastest peer's worker command, py-spy's GIL
-samples of taskq's tree split between the handler body and taskq's own code, and what
-the INCR alone costs: the floor under any queue's drain on this machine."""
+21's drain target): CPU per task of one `taskq worker` command's whole process tree and of
+Redis, the same for the fastest peer's worker command, py-spy's GIL samples of taskq's
+tree split between the handler body and taskq's own code, and the task's cost taken
+apart: the queue alone (the same command on the uncounted no-op, and Redis's time in
+taskq's scripts), the INCR alone (bench/incr_floor.py), and the hand-offs between."""
 
 from __future__ import annotations
 
@@ -19,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import redis
-
-from bench.drain import check_drained, fill, worker_argv
+from bench import incr_floor
+from bench.drain import check_drained, fill, stats_field, worker_argv
 from bench.harness import (
     POLL_SECONDS,
     BenchError,
@@ -32,16 +32,36 @@ from bench.harness import (
     drain_timeout,
     rate,
 )
+from bench.incr_floor import CORES, Floor
 from bench.peers import driver
 from bench.profile import RATE_HZ, frame_label, is_bench_handler, py_spy, redis_cpu_seconds
 from bench.tasks import COUNTER_KEY
 
 HANDLER = "count_sync"
-PROCESSES = 2
+# The same `def` no-op uncounted: what is left is the queue's own cost.
+NOOP = "noop_sync"
 FACTOR = 2.5  # issue 21's drain target over the fastest peer
-CORES = len(os.sched_getaffinity(0))
-# The INCR alone runs on a key of its own, so no drain's count can see it.
-FLOOR_KEY = "bench:floor"
+# A share of a task's cost that figures measured in separate drains cannot resolve here.
+NOISE = 0.1
+# taskq's command when the peers table did not run to name its best `def` shape: the
+# README's recommendation for two cores.
+RECOMMENDED = (3, 16, 112)
+
+
+def taskq_shape(known: dict[str, float]) -> tuple[int, int, int]:
+    """The `def` shape (processes, concurrency, prefetch) the peers table found fastest
+    in this run, else the recommended one."""
+    best = "peer-taskq-drain-incr-def"
+    if f"{best}-processes" not in known:
+        return RECOMMENDED
+    return (int(known[f"{best}-processes"]), int(known[f"{best}-concurrency"]),
+            int(known[f"{best}-prefetch"]))
+
+
+def command(shape: tuple[int, int, int]) -> str:
+    processes, concurrency, prefetch = shape
+    ahead = f" --prefetch {prefetch}" if prefetch else ""
+    return f"`taskq worker --processes {processes} -c {concurrency}{ahead}`"
 
 
 def tree_cpu_seconds(root: int) -> tuple[float, int]:
@@ -129,7 +149,7 @@ def window(server: Server, worker: Child, count: Callable[[], int], n: int,
     _wait(count, n, worker, deadline)
     time.sleep(0.5)
     if count() != n:
-        raise BenchError(f"{count()} INCRs for {n} tasks: some ran twice")
+        raise BenchError(f"{count()} runs counted for {n} tasks: some ran twice")
     if marks[1].done <= marks[0].done:
         raise BenchError(f"drain of {n} tasks too short to time; use a larger --n")
     return Window(marks[0], marks[1])
@@ -141,20 +161,28 @@ def _counter(server: Server) -> Callable[[], int]:
 
 @dataclass(frozen=True)
 class Profiled:
+    """A drain's window; Redis's time inside taskq's scripts per task (EVALSHA's usec
+    over the whole drain, maintenance included); the py-spy profile if one was taken."""
+
     window: Window
+    script_us: float
     speedscope: dict[str, Any] | None
 
 
 def taskq_drain(server: Server, n: int, shape: tuple[int, int, int],
-                spy: str | None) -> Profiled:
+                spy: str | None, handler: str = HANDLER) -> Profiled:
     """One `taskq worker` command of `shape` (processes, concurrency, prefetch) draining
-    `n` INCR-counted `def` no-ops; with `spy`, py-spy records the command's processes
-    over the window."""
+    `n` `def` no-ops (`handler`: INCR-counted, or the uncounted NOOP, counted by the
+    queue's completed total); with `spy`, py-spy records the command's processes over
+    the window."""
     server.flush()
     queue = f"profile-incr-{uuid.uuid4().hex[:8]}"
-    broker = fill(server, queue, "bench.count_sync", n)
+    broker = fill(server, queue, f"bench.{handler}", n)
+    count = _counter(server) if handler == HANDLER \
+        else stats_field(server, queue, "completed:completed")
     out = server.logs / f"{queue}.speedscope.json"
     processes, concurrency, prefetch = shape
+    server.client.config_resetstat()
     worker = Child(worker_argv(queue, concurrency, processes, prefetch), server.env(),
                    server.logs / f"{queue}.log")
     recorder: list[subprocess.Popen[bytes]] = []
@@ -172,19 +200,21 @@ def taskq_drain(server: Server, n: int, shape: tuple[int, int, int],
             process.communicate(timeout=30)
 
     try:
-        measured = window(server, worker, _counter(server), n, record, stop)
+        measured = window(server, worker, count, n, record, stop)
         check_drained(server, broker, n)
+        scripts = server.client.info("commandstats").get("cmdstat_evalsha", {})
     finally:
         for process in recorder:
             if process.poll() is None:
                 process.kill()
                 process.wait()
         worker.stop()
+    script_us = float(scripts.get("usec", 0)) / n
     if spy is None:
-        return Profiled(measured, None)
+        return Profiled(measured, script_us, None)
     if not out.exists():
         raise BenchError("py-spy wrote no profile")
-    return Profiled(measured, json.loads(out.read_text()))
+    return Profiled(measured, script_us, json.loads(out.read_text()))
 
 
 def peer_drain(server: Server, peer: driver.Peer, config: driver.Config, n: int) -> Window:
@@ -198,36 +228,6 @@ def peer_drain(server: Server, peer: driver.Peer, config: driver.Config, n: int)
         return window(server, worker, filled.count.reader(server), n)
     finally:
         worker.stop(2.0)
-
-
-@dataclass(frozen=True)
-class Floor:
-    """One INCR through redis-py, one connection, one at a time: its CPU on each side."""
-
-    rate: float
-    client_us: float
-    redis_us: float
-
-    @property
-    def cap(self) -> float:
-        """Tasks a second a drain whose queue cost nothing could reach: the INCR's CPU on
-        both sides over the cores, and Redis's one thread for its part."""
-        return min(CORES * 1e6 / (self.client_us + self.redis_us), 1e6 / self.redis_us)
-
-
-def incr_floor(server: Server, n: int) -> Floor:
-    """Timed in this process (nothing else runs meanwhile): redis-py and hiredis as the
-    workers' handlers use them, with no queue, no thread hand-off and no contention."""
-    server.flush()
-    with redis.Redis.from_url(server.url) as client:
-        client.incr(FLOOR_KEY)
-        wall, cpu, server_cpu = time.perf_counter(), time.process_time(), \
-            redis_cpu_seconds(server)
-        for _ in range(n):
-            client.incr(FLOOR_KEY)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        server_cpu = redis_cpu_seconds(server) - server_cpu
-    return Floor(n / wall, cpu / n * 1e6, server_cpu / n * 1e6)
 
 
 def gil_shares(speedscope: dict[str, Any]) -> tuple[int, Counter[str]]:
@@ -256,14 +256,16 @@ def _part(names: list[str]) -> str:
 
 
 def peer_candidates(known: dict[str, float], labels: dict[str, str]
-                ) -> list[tuple[driver.Peer, driver.Config]]:
-    """The fastest peer of this run's INCR drains; when the peers did not run, every
-    configuration the peers table gives thousands of tasks a second."""
-    best = labels.get("peer-best-drain-incr")
+                    ) -> list[tuple[driver.Peer, driver.Config]]:
+    """The fastest peer of this run's INCR drains: the drain duel's (its rounds
+    interleaved), else the peers table's; when neither ran, every configuration the
+    peers table gives thousands of tasks a second."""
     configs = [(peer, config) for peer in driver.PEERS for config in peer.configs]
-    chosen = [(p, c) for p, c in configs if f"{p.title} ({c.label})" == best]
-    if chosen and known.get("peer-best-drain-incr"):
-        return chosen
+    for figure in ("drain-duel-best-peer", "peer-best-drain-incr"):
+        best = labels.get(figure)
+        chosen = [(p, c) for p, c in configs if f"{p.title} ({c.label})" == best]
+        if chosen and known.get(figure):
+            return chosen
     return [(p, c) for p, c in configs if c.scale == driver.FAST]
 
 
@@ -316,62 +318,118 @@ def _shares_note(section: Section, speedscope: dict[str, Any]) -> None:
         f"samples are CPU in Python, not the time the round trips take.")
 
 
-def _floor_note(section: Section, floor: Floor, taskq: Window,
-                peer: tuple[str, Window] | None) -> None:
+@dataclass(frozen=True)
+class Parts:
+    """What one INCR-counted `def` task costs, both sides together (µs of CPU), and its
+    parts: the same command's queue alone (the uncounted no-op drain), of which Redis's
+    CPU; the INCR alone from threads shaped like the command's. `script_us` is Redis's
+    wall-clock time inside taskq's scripts in the INCR drain (EVALSHA's usec, which
+    counts the time the server's thread waits for a core too)."""
+
+    drain_us: float
+    queue_us: float
+    queue_redis_us: float
+    script_us: float
+    incr_us: float
+
+    @property
+    def hand_offs_us(self) -> float:
+        """What neither part accounts for: handler threads that wait on a socket and the
+        loop thread passing tasks and the GIL between them."""
+        return self.drain_us - self.queue_us - self.incr_us
+
+
+def _rest(parts: Parts) -> str:
+    """What the two parts leave of the drain's cost, said as what it is."""
+    rest = parts.hand_offs_us
+    if abs(rest) < NOISE * parts.drain_us:
+        return (f"the two measured apart come to the drain's cost within this machine's "
+                f"noise ({rest:+.1f} µs).")
+    return (f"the rest, {rest:.1f} µs, is what the two cost more together than apart "
+            f"(handler threads waiting on sockets beside the loop thread)." if rest > 0 else
+            f"together they cost {-rest:.1f} µs less than apart.")
+
+
+def _floor_note(section: Section, floor: Floor, alone: Floor, parts: Parts,
+                peer: tuple[str, float] | None) -> None:
+    """`alone`: the INCR from as many processes of one thread each, no GIL shared; `peer`:
+    the fastest peer and the rate the target is judged against."""
     section.figures["profile-incr-floor"] = floor.cap
     section.figures["profile-incr-incr-client-us"] = floor.client_us
     section.figures["profile-incr-incr-redis-us"] = floor.redis_us
-    incr = floor.client_us + floor.redis_us
-    own = taskq.tree_us + taskq.redis_us - incr
-    section.figures["profile-incr-taskq-own-us"] = own
-    text = (f"At zero queue cost, the handler's INCR alone would cap the rate at "
-            f"{rate(floor.cap)} on {CORES} cores: {floor.client_us:.1f} µs of client CPU "
-            f"and {floor.redis_us:.1f} µs of Redis CPU per INCR. taskq's `def` drain spent "
-            f"{taskq.tree_us + taskq.redis_us:.1f} µs per task on both sides, so at most "
-            f"{own:.1f} µs of it was the queue's own work (the INCR was timed alone, "
-            f"without a handler thread's hand-offs).")
+    section.figures["profile-incr-incr-threaded-us"] = parts.incr_us
+    section.figures["profile-incr-incr-one-thread-us"] = alone.both_us
+    section.figures["profile-incr-queue-us"] = parts.queue_us
+    section.figures["profile-incr-script-us"] = parts.script_us
+    section.figures["profile-incr-queue-redis-us"] = parts.queue_redis_us
+    section.figures["profile-incr-hand-offs-us"] = parts.hand_offs_us
+    text = (f"Where a task's {parts.drain_us:.1f} µs (both sides) go: the INCR from threads "
+            f"shaped like the worker command's, with no queue, {parts.incr_us:.1f} µs; the "
+            f"same command draining the uncounted no-op, the queue alone, "
+            f"{parts.queue_us:.1f} µs, of which Redis's CPU {parts.queue_redis_us:.1f} µs "
+            f"(the lease and the ack scripts, with their records and events, and their "
+            f"calls; inside the scripts, Redis's clock read {parts.script_us:.1f} µs a task "
+            f"in the INCR drain); {_rest(parts)} The INCR "
+            f"costs {alone.both_us:.1f} µs from as many processes of one thread each (no "
+            f"GIL shared), and {floor.both_us:.1f} µs on one connection, one at a time.")
     if peer is not None:
-        needed = FACTOR * peer[1].rate
+        needed = FACTOR * peer[1]
         budget = CORES * 1e6 / needed
         section.figures["profile-incr-needed"] = needed
         section.figures["profile-incr-budget-us"] = budget
-        text += (f" {FACTOR:g}x {peer[0]}'s {rate(peer[1].rate)} here is {rate(needed)}: "
-                 f"on {CORES} cores a task may then cost {budget:.1f} µs of CPU on both "
-                 f"sides, the INCR included, which leaves the queue {budget - incr:.1f} µs "
-                 f"a task where taskq spends {own:.1f} µs"
-                 + (" (the INCR alone costs more than that: no queue can reach it here)."
-                    if budget <= incr else "."))
+        text += (f" {FACTOR:g}x {peer[0]}'s {rate(peer[1])} is {rate(needed)}: on "
+                 f"{CORES} cores a task may then cost {budget:.1f} µs of CPU on both sides. "
+                 f"The INCR at its cheapest and taskq's Redis work take "
+                 f"{alone.both_us + parts.queue_redis_us:.1f} µs together, ")
+        least = alone.both_us + parts.queue_redis_us
+        text += ("more than that: no worker can reach it with this Redis work."
+                 if least >= budget else
+                 f"which leaves {budget - least:.1f} µs a task for everything the worker "
+                 f"processes do, where the no-op drain's spend "
+                 f"{parts.queue_us - parts.queue_redis_us:.1f} µs, and handler threads sharing a "
+                 f"GIL add {parts.incr_us - alone.both_us:.1f} µs to the INCR.")
     section.notes.append(text)
 
 
 def measure(server: Server, options: Options, known: dict[str, float],
             labels: dict[str, str] | None = None) -> Section:
-    best = "peer-taskq-drain-incr-def"
-    shape = (int(known.get(f"{best}-processes", PROCESSES)),
-             int(known.get(f"{best}-concurrency", 64)), int(known.get(f"{best}-prefetch", 0)))
-    ahead = f" --prefetch {shape[2]}" if shape[2] else ""
-    command = f"`taskq worker --processes {shape[0]} -c {shape[1]}{ahead}`"
+    shape = taskq_shape(known)
+    processes, concurrency, _ = shape
     section = Section("profile-incr", f"Profile: `def` handlers counting each task with one "
-                      f"Redis INCR, {command} beside the fastest peer, {options.n:,} tasks",
+                      f"Redis INCR, {command(shape)} beside the fastest peer, "
+                      f"{options.n:,} tasks",
                       ["run", "worker command", "tasks/s (5%-95%)", "processes",
                        "worker processes' CPU per task", "Redis CPU per task",
                        f"rate the two allow on {CORES} cores"])
     spy = py_spy()
     try:
-        floor = incr_floor(server, options.scaled(1 / 4))
+        floor = incr_floor.alone(server, options.scaled(1 / 4))
+        threaded = incr_floor.threaded(server, options.n, processes, concurrency)
+        one_thread = incr_floor.threaded(server, options.n, processes, 1)
         plain = taskq_drain(server, options.n, shape, None)
+        queue = taskq_drain(server, options.n, shape, None, handler=NOOP)
         profiled = taskq_drain(server, options.n, shape, spy) if spy else None
     except (BenchError, OSError, subprocess.TimeoutExpired) as e:
         section.fail("taskq", BenchError(str(e)))
         return section
-    section.rows.append(_cpu_row("**taskq**", command, plain.window))
+    section.rows.append(_cpu_row("**taskq**", command(shape), plain.window))
     _record_window(section, "profile-incr-taskq", plain.window)
     if profiled is not None:
-        section.rows.append(_cpu_row("taskq under py-spy", command, profiled.window))
+        section.rows.append(_cpu_row("taskq under py-spy", command(shape), profiled.window))
+    section.rows.append(_cpu_row("taskq, the uncounted `def` no-op (the queue alone)",
+                                 command(shape), queue.window))
     peer = _peers(server, options, section, known, labels or {})
     if peer is not None:
         _record_window(section, "profile-incr-peer", peer[1])
         section.labels["profile-incr-peer"] = peer[0]
+    section.rows.append([f"the INCR from {processes} processes x {concurrency} threads, no "
+                         f"queue", "", rate(threaded.rate), str(processes),
+                         f"{threaded.client_us:,.1f} µs", f"{threaded.redis_us:,.1f} µs",
+                         rate(threaded.cap)])
+    section.rows.append([f"the INCR from {processes} processes x 1 thread, no queue", "",
+                         rate(one_thread.rate), str(processes),
+                         f"{one_thread.client_us:,.1f} µs", f"{one_thread.redis_us:,.1f} µs",
+                         rate(one_thread.cap)])
     section.rows.append(["the INCR alone (redis-py, one connection, one at a time)", "",
                          rate(floor.rate), "1", f"{floor.client_us:,.1f} µs",
                          f"{floor.redis_us:,.1f} µs", f"**{rate(floor.cap)}**"])
@@ -379,15 +437,28 @@ def measure(server: Server, options: Options, known: dict[str, float],
         "CPU per task is each process's user + system time (/proc: the worker command and "
         "every process under it, children they reaped included) and Redis's "
         "`used_cpu_sys + used_cpu_user`, both between the drain's 5% and 95% marks by its "
-        "INCR count, divided by the tasks counted between them; each drain then checks "
-        "the count ends at exactly N. taskq's queue is filled by `enqueue_many`, each "
-        "peer's by its client one call a task, as in the peers table. The cap is the "
-        "machine's cores over the two CPU figures together (the INCR alone: also Redis's "
-        "one thread over its part).")
+        "count (the INCRs; the queue's completed total for the uncounted no-op), divided "
+        "by the tasks counted between them; each drain then checks the count ends at "
+        "exactly N. taskq's queue is filled by `enqueue_many`, each peer's by its client "
+        "one call a task, as in the peers table. The INCR rows run no queue: the threaded "
+        "one starts that many processes of that many threads, each thread INCRing in a "
+        "loop (bench/incr_floor.py), its client CPU what the processes report over their "
+        "calls. The cap is the machine's cores over the two CPU figures together (also "
+        "Redis's one thread over its part).")
     if profiled is not None and profiled.speedscope is not None:
         _shares_note(section, profiled.speedscope)
     else:
         section.notes.append("No GIL shares: py-spy is not installed "
                              "(`pip install -e '.[bench]'`).")
-    _floor_note(section, floor, plain.window, peer)
+    parts = Parts(plain.window.tree_us + plain.window.redis_us,
+                  queue.window.tree_us + queue.window.redis_us, queue.window.redis_us,
+                  plain.script_us, threaded.both_us)
+    judged = ((labels or {}).get("drain-duel-best-peer", ""), known["drain-duel-best-peer"]) \
+        if known.get("drain-duel-best-peer") else None
+    if judged is not None:
+        section.notes.append(f"The target is judged on the drain duel's interleaved rounds: "
+                             f"its fastest peer, {judged[0]}, drained {rate(judged[1])} "
+                             f"there (median of the rounds).")
+    _floor_note(section, floor, one_thread, parts,
+                judged or (None if peer is None else (peer[0], peer[1].rate)))
     return section

@@ -315,7 +315,7 @@ class TestDrainDuel:
     def test_taskq_runs_the_shape_the_peers_table_found_fastest_else_the_readme_s(
         self
     ) -> None:
-        from bench.drain_duel import RECOMMENDED, command, taskq_shape  # noqa: PLC0415
+        from bench.profile_incr import RECOMMENDED, command, taskq_shape  # noqa: PLC0415
 
         best = "peer-taskq-drain-incr-def"
         known = {f"{best}-processes": 2.0, f"{best}-concurrency": 8.0, f"{best}-prefetch": 24.0}
@@ -397,10 +397,46 @@ class TestIncrProfile:
         assert measured.redis_us == pytest.approx(100.0)
 
     def test_the_floor_is_the_cores_over_both_sides_or_redis_s_one_thread(self) -> None:
-        from bench.profile_incr import CORES, Floor  # noqa: PLC0415
+        from bench.incr_floor import CORES, Floor  # noqa: PLC0415
 
         assert Floor(1.0, 60.0, 20.0).cap == min(CORES * 1e6 / 80.0, 50_000.0)
         assert Floor(1.0, 0.0, 100.0).cap == 10_000.0
+
+    @pytest.mark.parametrize(("incr_us", "verdict"), [
+        (50.0, "which leaves 10.0 µs a task for everything the worker processes do, where "
+               "the no-op drain's spend 30.0 µs, and handler threads sharing a GIL add "
+               "30.0 µs to the INCR"),
+        (70.0, "more than that: no worker can reach it with this Redis work"),
+    ])
+    def test_a_task_s_cost_is_taken_apart_and_held_against_the_target_s_budget(
+        self, incr_us: float, verdict: str
+    ) -> None:
+        from bench.harness import Section  # noqa: PLC0415
+        from bench.incr_floor import CORES, Floor  # noqa: PLC0415
+        from bench.profile_incr import Parts, _floor_note  # noqa: PLC0415
+
+        parts = Parts(drain_us=170.0, queue_us=70.0, queue_redis_us=40.0, script_us=45.0,
+                      incr_us=incr_us + 30.0)
+        assert parts.hand_offs_us == 70.0 - incr_us
+        # A peer whose rate 2.5x over leaves each task 100 µs of the machine's cores.
+        peer_rate = CORES * 1e6 / 100.0 / 2.5
+        section = Section("profile-incr", "", [])
+        _floor_note(section, Floor(1.0, 80.0, 40.0), Floor(1.0, incr_us - 20.0, 20.0), parts,
+                    ("Huey (3 processes)", peer_rate))
+        assert section.figures["profile-incr-budget-us"] == pytest.approx(100.0, rel=1e-3)
+        assert verdict in section.notes[0], section.notes[0]
+
+    @pytest.mark.parametrize(("queue_us", "said"), [
+        (40.0, "the rest, 30.0 µs, is what the two cost more together than apart"),
+        (65.0, "come to the drain's cost within this machine's noise (+5.0 µs)"),
+        (100.0, "together they cost 30.0 µs less than apart"),
+    ])
+    def test_what_the_parts_leave_is_said_as_what_it_is(self, queue_us: float,
+                                                         said: str) -> None:
+        from bench.profile_incr import Parts, _rest  # noqa: PLC0415
+
+        assert said in _rest(Parts(drain_us=170.0, queue_us=queue_us, queue_redis_us=40.0,
+                                   script_us=45.0, incr_us=100.0))
 
     def test_samples_are_split_between_the_handler_redis_py_under_it_and_taskq(
         self
