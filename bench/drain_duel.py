@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from bench.duel import order
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import arq_env, driver
-from bench.profile_incr import Window, command, peer_drain, taskq_drain, taskq_shape
+from bench.profile_incr import RECOMMENDED, Window, command, peer_drain, taskq_drain
 
 MIN_ROUNDS = 3
 
@@ -117,7 +117,7 @@ def _row(entrant: Entrant, n: int, drains: Drains, fastest: bool) -> list[str]:
 def measure(server: Server, options: Options, known: dict[str, float]) -> Section:
     n = options.scaled(driver.FAST)
     count = max(options.repeats, MIN_ROUNDS)
-    shape = taskq_shape(known)
+    shape = RECOMMENDED
     section = Section("drain-duel", f"`def` handlers, the no-op counted by one Redis INCR: "
                       f"taskq beside the peers in {count} interleaved rounds",
                       ["queue", "worker command", "tasks per drain",

@@ -43,19 +43,9 @@ NOOP = "noop_sync"
 FACTOR = 2.5  # issue 21's drain target over the fastest peer
 # A share of a task's cost that figures measured in separate drains cannot resolve here.
 NOISE = 0.1
-# taskq's command when the peers table did not run to name its best `def` shape: the
-# README's recommendation for two cores.
-RECOMMENDED = (3, 16, 112)
-
-
-def taskq_shape(known: dict[str, float]) -> tuple[int, int, int]:
-    """The `def` shape (processes, concurrency, prefetch) the peers table found fastest
-    in this run, else the recommended one."""
-    best = "peer-taskq-drain-incr-def"
-    if f"{best}-processes" not in known:
-        return RECOMMENDED
-    return (int(known[f"{best}-processes"]), int(known[f"{best}-concurrency"]),
-            int(known[f"{best}-prefetch"]))
+# The README's recommendation for `def` handlers: a process per core and one more, as
+# Redis shares the cores, each with 16 handler threads and 112 tasks leased ahead.
+RECOMMENDED = (CORES + 1, 16, 112)
 
 
 def command(shape: tuple[int, int, int]) -> str:
@@ -393,7 +383,7 @@ def _floor_note(section: Section, floor: Floor, alone: Floor, parts: Parts,
 
 def measure(server: Server, options: Options, known: dict[str, float],
             labels: dict[str, str] | None = None) -> Section:
-    shape = taskq_shape(known)
+    shape = RECOMMENDED
     processes, concurrency, _ = shape
     section = Section("profile-incr", f"Profile: `def` handlers counting each task with one "
                       f"Redis INCR, {command(shape)} beside the fastest peer, "

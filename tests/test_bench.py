@@ -312,17 +312,16 @@ class TestDrainDuel:
         assert round_ratios(taskq, [huey, dramatiq]) == [2.0, 2.0]
         assert round_ratios(taskq, [huey]) == [3.0, 3.0, 1.6]
 
-    def test_taskq_runs_the_shape_the_peers_table_found_fastest_else_the_readme_s(
-        self
-    ) -> None:
-        from bench.profile_incr import RECOMMENDED, command, taskq_shape  # noqa: PLC0415
+    def test_taskq_runs_the_readme_s_recommended_command_for_def_handlers(self) -> None:
+        from bench.incr_floor import CORES  # noqa: PLC0415
+        from bench.profile_incr import RECOMMENDED, command  # noqa: PLC0415
 
-        best = "peer-taskq-drain-incr-def"
-        known = {f"{best}-processes": 2.0, f"{best}-concurrency": 8.0, f"{best}-prefetch": 24.0}
-        assert taskq_shape(known) == (2, 8, 24)
-        assert taskq_shape({}) == RECOMMENDED
+        assert RECOMMENDED == (CORES + 1, 16, 112)
         assert command((2, 8, 0)) == "`taskq worker --processes 2 -c 8`"
         assert command((3, 16, 112)) == "`taskq worker --processes 3 -c 16 --prefetch 112`"
+        readme = " ".join((ROOT / "README.md").read_text().split())
+        assert "`taskq worker --processes N --concurrency 16 --prefetch 112`, N the cores (one " \
+               "more when Redis shares the machine" in readme
 
     @pytest.mark.processes
     def test_a_tiny_drain_duel_counts_every_drain_and_judges_taskq(
@@ -331,14 +330,15 @@ class TestDrainDuel:
         report = run_bench("--only", "drainduel", "--n", "2000", out=tmp_path / "bench.md")
         assert "## `def` handlers, the no-op counted by one Redis INCR: taskq beside the " \
                "peers in 3 interleaved rounds" in report
-        assert "| **taskq** | `taskq worker --processes 3 -c 16 --prefetch 112` | 1,000 | **" \
-            in report
+        from bench.profile_incr import RECOMMENDED, command  # noqa: PLC0415
+
+        assert f"| **taskq** | {command(RECOMMENDED)} | 1,000 | **" in report
         row = next(line for line in report.splitlines()
                    if line.startswith("| Drain, `def` handler") and "interleaved" in line)
         if importlib.util.find_spec("dramatiq") is not None:  # the peers come with `.[bench]`
             assert "| Dramatiq (3 processes x 8 threads) |" in report
             assert "round by round: " in report
-            assert "(`taskq worker --processes 3 -c 16 --prefetch 112` " in row, row
+            assert f"({command(RECOMMENDED)} " in row, row
         else:
             assert "| Dramatiq |  |" in report and "**not run**" in report
             assert "not measured in this run" in row, row
