@@ -224,6 +224,24 @@ class TestTargets:
         assert missed
 
 
+class TestShards:
+
+    def test_each_run_ranks_the_primaries_busiest_first_so_medians_keep_the_busy_one(
+        self
+    ) -> None:
+        from bench.harness import Stat  # noqa: PLC0415
+        from bench.shards import ShardedDrain  # noqa: PLC0415
+
+        # One slot lands on another primary in each run.
+        runs = [ShardedDrain(1.0, (40.0, 1.0, 2.0)), ShardedDrain(1.0, (1.0, 42.0, 1.0)),
+                ShardedDrain(1.0, (2.0, 1.0, 38.0))]
+        ranks = [Stat() for _ in range(3)]
+        for run in runs:
+            for stat, us in zip(ranks, run.busiest_first(), strict=True):
+                stat.add(us)
+        assert [stat.median for stat in ranks] == [40.0, 2.0, 1.0]
+
+
 class TestMemory:
     """The memory bench's arithmetic."""
 
