@@ -188,9 +188,11 @@ def section(figures: dict[str, float], labels: dict[str, str]) -> tuple[Section,
         "counted by a Redis INCR (which costs the workers more than the queue under test "
         "does) and taskq's no-op with no count in the handler at all (the queue's own "
         "completed total counts it). Issue 21 made the INCR-counted no-op the verdict for "
-        "its targets: the `def`-handler drain is judged on it (the best `taskq worker` "
-        "command of the peers table, named in the row), the `async def` one beside it is "
-        "reference; single-call enqueue is judged on the interleaved rounds' medians, "
-        "since a peer's single-call rate swings from one run to the next.")
+        "its targets: the `def`-handler drain is judged on it in interleaved rounds (the "
+        "README's recommended command against every fast peer command, the median of the "
+        "rounds' ratios), the peers table's best figures and the `async def` drain beside "
+        "it are reference; single-call enqueue is judged on the interleaved rounds' "
+        "medians. Rates on this machine drift from one minute to the next, so only "
+        "figures taken in the same rounds are judged against each other.")
     missed = any(t.missed for t in targets)
     return result, missed
