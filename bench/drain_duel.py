@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from bench.duel import order
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
-from bench.peers import arq_env, driver
+from bench.peers import driver
 from bench.profile_incr import RECOMMENDED, Window, command, peer_drain, taskq_drain
 
 MIN_ROUNDS = 3
@@ -60,11 +60,8 @@ def entrants(server: Server, shape: tuple[int, int, int], section: Section,
         if quick:
             fast = fast[-1:]
         try:
-            directory = driver.bin_dir(peer)
-            driver.check_importable(server, peer, directory)
-            if peer.own_venv:
-                section.versions[peer.name] = arq_env.version(directory)
-        except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+            driver.ready_dir(server, peer, section)
+        except driver.SETUP_ERRORS as e:
             section.rows.append([peer.title, "", "", "", "", "", "", f"**not run**: {e}"])
             continue
         chosen += [Entrant(f"{peer.name}: {config.label}", f"{peer.title} ({config.label})",

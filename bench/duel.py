@@ -5,7 +5,6 @@ server, with what each call costs the client's CPU and the Redis server's."""
 from __future__ import annotations
 
 import random
-import subprocess
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
-from bench.peers import arq_env, driver
+from bench.peers import driver
 from taskq import Broker
 
 # What each system's `enqueue(n)` calls once per task (bench/peers/<name>_app.py).
@@ -114,11 +113,8 @@ def _systems(server: Server, section: Section) -> list[System]:
     systems = [System("taskq", "**taskq**", Path(sys.executable).parent)]
     for peer in driver.PEERS:
         try:
-            directory = driver.bin_dir(peer)
-            driver.check_importable(server, peer, directory)
-            if peer.own_venv:
-                section.versions[peer.name] = arq_env.version(directory)
-        except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+            directory = driver.ready_dir(server, peer, section)
+        except driver.SETUP_ERRORS as e:
             section.rows.append([peer.title, CALLS[peer.name], "", "", "", "", "", "",
                                  f"**not run**: {e}"])
             continue

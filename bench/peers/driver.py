@@ -158,6 +158,20 @@ def check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
         raise BenchError(f"cannot import it: {lines[-1] if lines else probe.returncode}")
 
 
+# What a peer that cannot run raises while it is set up and probed.
+SETUP_ERRORS = (BenchError, OSError, subprocess.TimeoutExpired)
+
+
+def ready_dir(server: Server, peer: Peer, section: Section) -> Path:
+    """The directory `peer` runs from, checked to import it, its own venv's version noted
+    in `section`; raises one of SETUP_ERRORS when it cannot run."""
+    directory = bin_dir(peer)
+    check_importable(server, peer, directory)
+    if peer.own_venv:
+        section.versions[peer.name] = arq_env.version(directory)
+    return directory
+
+
 def run_client(bin_dir: Path, name: str, n: int, env: dict[str, str]) -> dict[str, Any]:
     """`bench.peers.client` for `bench.peers.<name>_app`: N calls, one task each; its
     window's figures (the calls after the first), checked to hold them all."""
@@ -216,11 +230,8 @@ def _figure(body: str, name: str) -> str:
 def _peer_rows(server: Server, options: Options, peer: Peer, body: str,
                section: Section) -> None:
     try:
-        directory = bin_dir(peer)
-        check_importable(server, peer, directory)
-        if peer.own_venv:
-            section.versions[peer.name] = arq_env.version(directory)
-    except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+        directory = ready_dir(server, peer, section)
+    except SETUP_ERRORS as e:
         section.rows.append([peer.title, "", BODIES[body], "", "", "", "", f"**not run**: {e}"])
         return
     best_drain, best_enqueue = ("", 0.0), ("", 0.0)
