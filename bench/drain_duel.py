@@ -12,10 +12,10 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from bench.cpu_drain import RECOMMENDED, Window, command, peer_drain, taskq_drain
 from bench.duel import order
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import driver
-from bench.profile_incr import RECOMMENDED, Window, command, peer_drain, taskq_drain
 
 MIN_ROUNDS = 3
 

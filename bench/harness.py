@@ -201,17 +201,23 @@ def time_drain(
     return Drained((n - start[1]) / (end - start[0]), end - start[0])
 
 
+def wait_for(count: Callable[[], int], target: int, worker: Child, deadline: float,
+             poll: float = POLL_SECONDS) -> None:
+    """Block until `count()` reaches `target`; a BenchError, with the worker's last log
+    lines, if the worker exits first or monotonic `deadline` passes."""
+    while (done := count()) < target:
+        if not worker.alive():
+            raise BenchError(f"worker exited after {done} of {target} tasks: {worker.tail()}")
+        if time.monotonic() > deadline:
+            raise BenchError(f"only {done} of {target} tasks ran in the time given: "
+                             f"{worker.tail()}")
+        time.sleep(poll)
+
+
 def run_all(count: Callable[[], int], n: int, worker: Child, timeout: float) -> None:
     """Wait until the worker has run all `n` tasks, then check it ran none twice (the
     drain is not timed here, so it may be as short as it likes)."""
-    deadline = time.monotonic() + timeout
-    while (done := count()) < n:
-        if not worker.alive():
-            raise BenchError(f"worker exited after {done} of {n} tasks: {worker.tail()}")
-        if time.monotonic() > deadline:
-            raise BenchError(f"only {done} of {n} tasks ran within {timeout:.0f}s: "
-                             f"{worker.tail()}")
-        time.sleep(0.05)
+    wait_for(count, n, worker, time.monotonic() + timeout, poll=0.05)
     time.sleep(0.5)
     if count() != n:
         raise BenchError(f"{count()} runs for {n} tasks: some ran twice")

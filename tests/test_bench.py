@@ -331,8 +331,8 @@ class TestDrainDuel:
         assert round_ratios(taskq, [huey]) == [3.0, 3.0, 1.6]
 
     def test_taskq_runs_the_readme_s_recommended_command_for_def_handlers(self) -> None:
+        from bench.cpu_drain import RECOMMENDED, command  # noqa: PLC0415
         from bench.incr_floor import CORES  # noqa: PLC0415
-        from bench.profile_incr import RECOMMENDED, command  # noqa: PLC0415
 
         assert RECOMMENDED == (CORES + 1, 16, 112)
         assert command((2, 8, 0)) == "`taskq worker --processes 2 -c 8`"
@@ -348,7 +348,7 @@ class TestDrainDuel:
         report = run_bench("--only", "drainduel", "--n", "2000", out=tmp_path / "bench.md")
         assert "## `def` handlers, the no-op counted by one Redis INCR: taskq beside the " \
                "peers in 3 interleaved rounds" in report
-        from bench.profile_incr import RECOMMENDED, command  # noqa: PLC0415
+        from bench.cpu_drain import RECOMMENDED, command  # noqa: PLC0415
 
         assert f"| **taskq** | {command(RECOMMENDED)} | 1,000 | **" in report
         row = next(line for line in report.splitlines()
@@ -406,7 +406,7 @@ class TestIncrProfile:
     """The `def` INCR profile's arithmetic and its reading of processes and samples."""
 
     def test_a_window_costs_each_task_its_share_of_the_cpu_between_the_marks(self) -> None:
-        from bench.profile_incr import Usage, Window  # noqa: PLC0415
+        from bench.cpu_drain import Usage, Window  # noqa: PLC0415
 
         measured = Window(Usage(10.0, 1.0, 5.0, 100, 3), Usage(12.0, 1.5, 5.2, 2_100, 3))
         assert measured.tasks == 2_000
@@ -480,7 +480,7 @@ class TestIncrProfile:
 
     @pytest.mark.processes
     def test_a_tree_holds_descendants_started_in_sessions_of_their_own(self) -> None:
-        from bench.profile_incr import tree_cpu_seconds  # noqa: PLC0415
+        from bench.cpu_drain import tree_cpu_seconds  # noqa: PLC0415
 
         script = ("import subprocess, sys, time\n"
                   "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"

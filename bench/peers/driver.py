@@ -96,19 +96,12 @@ PEERS = (
         Config("3 processes", ("{bin}/huey_consumer", "bench.peers.huey_app.huey", "-q",
                "-k", "process", "-w", "3"), scale=FAST),
     )),
-    Peer("taskiq", "taskiq", (
-        Config("list broker (no acks), 2 worker processes", ("{bin}/taskiq", "worker",
-               "bench.peers.taskiq_app:broker", "--workers", "2", "--log-level", "WARNING"),
-               (("BENCH_VARIANT", "list"),), scale=FAST),
-        Config("stream broker (acks), 2 worker processes", ("{bin}/taskiq", "worker",
-               "bench.peers.taskiq_app:broker", "--workers", "2", "--log-level", "WARNING"),
-               (("BENCH_VARIANT", "stream"),), scale=FAST),
-        Config("list broker (no acks), 3 worker processes", ("{bin}/taskiq", "worker",
-               "bench.peers.taskiq_app:broker", "--workers", "3", "--log-level", "WARNING"),
-               (("BENCH_VARIANT", "list"),), scale=FAST),
-        Config("stream broker (acks), 3 worker processes", ("{bin}/taskiq", "worker",
-               "bench.peers.taskiq_app:broker", "--workers", "3", "--log-level", "WARNING"),
-               (("BENCH_VARIANT", "stream"),), scale=FAST),
+    Peer("taskiq", "taskiq", tuple(
+        Config(f"{variant} broker ({acks}), {workers} worker processes",
+               ("{bin}/taskiq", "worker", "bench.peers.taskiq_app:broker", "--workers",
+                str(workers), "--log-level", "WARNING"),
+               (("BENCH_VARIANT", variant),), scale=FAST)
+        for workers in (2, 3) for variant, acks in (("list", "no acks"), ("stream", "acks"))
     )),
 )
 
