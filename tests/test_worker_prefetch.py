@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import redis
 
@@ -152,3 +153,41 @@ class TestPrefetch:
         assert worker.status == 0
         assert wait_for_state(app.broker, first, "completed").fencing_token == 1
         assert running.started == ["a"]
+
+
+class TestHeldOutcomes:
+    def test_with_a_backlog_quick_runs_are_settled_many_to_a_call(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        """Each outcome waking the loop would settle about one run a script call, as a
+        handler that waits on I/O lets the loop run between its runs; held until half
+        the backlog is used up, they go many to a call."""
+        noop = app.task("noop")(lambda n: time.sleep(0.0005))
+        ids = [r.task_id for r in noop.enqueue_many([noop.call(n) for n in range(400)])]
+        client.config_resetstat()
+        start_worker(concurrency=1, prefetch=32)
+        for task_id in ids:
+            wait_for_state(app.broker, task_id, "completed")
+        calls = int(client.info("commandstats")["cmdstat_evalsha"]["calls"])
+        # About one in three here (the turns' maintenance calls included); two a run
+        # when each outcome wakes the loop.
+        assert calls < len(ids), f"{calls} script calls for {len(ids)} runs"
+
+    def test_a_held_outcome_is_settled_while_the_handler_is_busy_with_the_backlog(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """A finished run's outcome does not wait for the handler's next long run: the
+        loop looks at the held ones within HOLD_SECONDS, however long its poll."""
+        running, go = Running(), threading.Event()
+        quick = app.task("quick")(lambda: "done")
+        step = holding_task(app, "step", running, go)
+        first = quick.enqueue().task_id
+        blocked = [step.enqueue(str(n)).task_id for n in range(8)]
+        start_worker(concurrency=1, prefetch=8, poll_seconds=30)
+        try:
+            wait_until(lambda: running.now == 1, what="the handler busy with a long run")
+            assert wait_for_state(app.broker, first, "completed", timeout=2).result == '"done"'
+        finally:
+            go.set()
+        for task_id in blocked:
+            wait_for_state(app.broker, task_id, "completed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import queue
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +29,10 @@ class Outcome:
 
 
 class Inbox:
-    """Messages for the loop thread. Any thread may `put` an outcome or `nudge` (ask the
-    loop to look around again); only the loop thread calls `wait` and `take`."""
+    """Messages for the loop thread. Any thread may `put` an outcome (waking the loop),
+    `hold` one (kept for the loop's next look, waking it only when asked to and not
+    already woken since that look) or `nudge` (ask the loop to look around again); only
+    the loop thread calls `wait` and `take`."""
 
     def __init__(self) -> None:
         # None is a nudge: it carries nothing but the wake-up.
@@ -37,9 +40,23 @@ class Inbox:
         self._arrived: list[Outcome] = []
         # The queue's own method: every handler thread calls it once per task.
         self.put: Callable[[Outcome], None] = self._messages.put
+        # Held outcomes: a deque, as handler threads append while the loop takes.
+        self._held: collections.deque[Outcome] = collections.deque()
+        # Whether a hold has woken the loop since its last take. Read and set without a
+        # lock: a race costs one wake-up too many, or leaves a held outcome to the
+        # loop's next timed look (see Worker._wait), never loses one.
+        self._woken = False
 
     def nudge(self) -> None:
         self._messages.put(None)
+
+    def hold(self, outcome: Outcome, wake: bool) -> None:
+        """Keep `outcome` for the next `take`; with `wake`, wake the loop unless a hold
+        has already done so since its last take."""
+        self._held.append(outcome)
+        if wake and not self._woken:
+            self._woken = True
+            self._messages.put(None)
 
     def wait(self, timeout: float) -> None:
         """Block until a message arrives or `timeout` seconds pass; an outcome that
@@ -54,6 +71,10 @@ class Inbox:
     def take(self) -> list[Outcome]:
         """Every outcome that has arrived and was not taken yet."""
         outcomes, self._arrived = self._arrived, []
+        self._woken = False  # before emptying the held: a hold after it wakes the loop
+        held = self._held
+        while held:
+            outcomes.append(held.popleft())
         while True:
             try:
                 message = self._messages.get_nowait()

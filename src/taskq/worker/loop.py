@@ -39,7 +39,7 @@ from taskq.worker.queues import (
     queue_choice,
     with_shards,
 )
-from taskq.worker.runner import Runner
+from taskq.worker.runner import HOLD_SECONDS, Runner
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots, Stats
 from taskq.worker.waker import Waker
@@ -239,8 +239,13 @@ class Worker:
         waits = [self.settings.poll_seconds, *(m.wait_seconds() for m in self.maintenance)]
         if leases is None:
             return min(w for w in waits if w is not None)
-        if leases.count == free or promoted:
+        if promoted:
             return 0.0
+        if leases.count == free:
+            # There may be more to lease. With a backlog, every slot is now filled, and
+            # one frees only when an outcome comes, which wakes the loop or waits for
+            # its timed look; without, look again at once.
+            return self.settings.poll_seconds if self.runner.holds else 0.0
         for waker in self.wakers:
             waker.arm()
         return min(w for w in [*waits, leases.wait_seconds] if w is not None)
@@ -262,6 +267,8 @@ class Worker:
         if seconds == 0.0:
             return
         timeout = self.settings.poll_seconds if seconds is None else seconds
+        if self.runner.holds and not self.slots.idle():
+            timeout = min(timeout, HOLD_SECONDS)  # held outcomes are settled this soon
         if self.lifecycle.draining:
             timeout = min(timeout, max(0.01, self.lifecycle.drain_deadline - time.monotonic()))
         self.inbox.wait(timeout)

@@ -29,6 +29,9 @@ from taskq.worker.inbox import Inbox, Outcome
 log = logging.getLogger("taskq.worker")
 
 MAX_SUMMARY_CHARS = 2000
+# Longest a finished run's outcome waits, held, for the loop to settle it while the
+# worker's handlers have leased tasks waiting (see Runner).
+HOLD_SECONDS = 0.01
 
 
 # A handler call, and whether its return value is kept.
@@ -85,7 +88,12 @@ class Runner:
     finishes starts its next task at once instead of after the loop's next round trip,
     and a few threads keep busy where many would fight over the GIL. A task's time limit
     counts from its start. One that did not start before its task was cancelled, its
-    lease lost, or the worker began to stop is not started: it is reported unstarted."""
+    lease lost, or the worker began to stop is not started: it is reported unstarted.
+    With a backlog, outcomes are held for the loop rather than each waking it: the first
+    one after the loop's last look wakes it only once the tasks waiting for a handler
+    are down to the low-water mark (half the backlog, at least one per handler), so the
+    loop settles and refills many in one call while the handlers still have work; the
+    loop looks at least every HOLD_SECONDS meanwhile (see Worker._wait)."""
 
     def __init__(self, app: App, concurrency: int, inbox: Inbox,
                  time_limit: float = 0.0, backlog: int = 0) -> None:
@@ -118,6 +126,10 @@ class Runner:
         # Set when a handler thread takes a job or the loop starts a coroutine, so that
         # a thread that handed work over can step aside until a handler has it.
         self._taken = threading.Event()
+        # With a backlog, outcomes are held; the loop is woken once no more than this
+        # many tasks wait for a handler thread.
+        self.holds = backlog > 0
+        self._low_water = max(concurrency, backlog // 2)
 
     def _new_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self._thread_main, daemon=True,
@@ -275,7 +287,7 @@ class Runner:
         context = outcome.context
         context.ended_at = time.monotonic()
         if not context.time_limit:
-            self.inbox.put(outcome)
+            self._send(outcome)
             return True
         if not context.claim_report():
             log.info("task %s: a handler given up on at its time limit returned; its "
@@ -283,8 +295,14 @@ class Runner:
             return False
         with self._lock:
             self._limited.pop(context.key, None)
-        self.inbox.put(outcome)
+        self._send(outcome)
         return True
+
+    def _send(self, outcome: Outcome) -> None:
+        if self.holds:
+            self.inbox.hold(outcome, wake=self._jobs.qsize() <= self._low_water)
+        else:
+            self.inbox.put(outcome)
 
     def time_out(self, context: TaskContext) -> None:
         """End a run past its time limit, its context already timed out (called on the
