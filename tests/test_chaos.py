@@ -431,6 +431,24 @@ def test_a_sharded_run_passes_every_check_on_every_shard(tmp_path: Path) -> None
 
 
 @pytest.mark.processes
+def test_workers_holding_prefetched_tasks_and_outcomes_pass_every_check(
+    tmp_path: Path
+) -> None:
+    """With --prefetch, a killed worker also loses the tasks it held unstarted and the
+    outcomes it held unsettled; each comes back by its lease and is charged once."""
+    run = chaos(tmp_path, "--tasks", "1000", "--workers", "2", "--fault-interval", "1",
+                "--max-seconds", "10", "--seed", "9", "--redis-faults",
+                "--appendfsync", "always", "--concurrency", "2", "--prefetch", "16")
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "2 workers x 2 (+16 prefetched)" in run.stdout
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "# taskq chaos report: PASSED" in report
+    assert "| prefetch per worker | 16 |" in report
+    events = read_log(tmp_path / "run" / "events.jsonl")
+    assert validate(events).ok
+
+
+@pytest.mark.processes
 def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) -> None:
     run = chaos(tmp_path, "--tasks", "1000", "--workers", "2", "--fault-interval", "1",
                 "--max-seconds", "10", "--seed", "5", "--redis-faults",

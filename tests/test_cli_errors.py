@@ -94,6 +94,12 @@ class TestMalformedRedisUrl:
         line = one_line(run(["serve", "--port", "0"], "redis://:s3cret@h:abc/0", tmp_path))
         assert line.startswith("taskq serve: REDIS_URL='redis://:***@h:abc/0' is not a Redis URL")
 
+    def test_chaos_refuses_a_negative_prefetch_before_it_runs(self, tmp_path: Path) -> None:
+        argv = ["chaos", "--tasks", "1", "--prefetch", "-1", "--dir", str(tmp_path / "chaos")]
+        line = one_line(run(argv, "", tmp_path))
+        assert line == "taskq chaos: --prefetch must be >= 0, not -1"
+        assert not (tmp_path / "chaos").exists()
+
     def test_chaos_refuses_a_malformed_redis_url_option_before_it_runs(
         self, tmp_path: Path
     ) -> None:

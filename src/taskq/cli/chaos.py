@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--tasks", type=int, default=d.tasks, help=f"unique tasks (default {d.tasks})")
     add("--workers", type=int, default=d.workers, help=f"worker processes (default {d.workers})")
     add("--concurrency", type=int, default=d.concurrency, help="handlers per worker")
+    add("--prefetch", type=int, default=d.prefetch,
+        help=f"tasks each worker leases beyond its handlers (default {d.prefetch})")
     add("--resend-every", type=int, default=d.resend_every,
         help="resend every Nth task with the same idempotency key (0: never)")
     add("--fault-interval", type=float, default=d.fault_interval,
@@ -49,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.tasks < 1 or args.workers < 1 or args.concurrency < 1:
         raise ConfigError("--tasks, --workers and --concurrency must be >= 1")
+    if args.prefetch < 0:
+        raise ConfigError(f"--prefetch must be >= 0, not {args.prefetch}")
     if args.redis_faults and args.redis_url:
         raise ConfigError("--redis-faults needs the run's own Redis: drop --redis-url")
     if args.redis_url:
@@ -58,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
             raise ConfigError(f"--redis-url: {e}") from e
     options = ChaosOptions(
         tasks=args.tasks, workers=args.workers, concurrency=args.concurrency,
+        prefetch=args.prefetch,
         resend_every=args.resend_every, fault_interval=args.fault_interval,
         redis_faults=args.redis_faults, max_seconds=args.max_seconds,
         drain_timeout=args.drain_timeout, guard=args.guard,

@@ -27,6 +27,8 @@ class ChaosOptions:
     redis_url: str | None = None
     report: Path | None = None
     concurrency: int = 8
+    # Tasks each worker leases beyond its handlers (see Settings.prefetch).
+    prefetch: int = 0
     work_seconds: float = 0.01
     after_effect_seconds: float = 0.01
     lease_seconds: float = 2.0
@@ -54,6 +56,7 @@ class ChaosOptions:
             {}, redis_url=redis_url, queue="chaos", lease_seconds=self.lease_seconds,
             backoff_base_seconds=0.05, backoff_max_seconds=1.0, shutdown_grace_seconds=2.0,
             poll_seconds=0.5, redis_timeout_seconds=2.0, concurrency=self.concurrency,
+            prefetch=self.prefetch,
             events_retention=self.events_retention, completed_ttl_seconds=self.completed_ttl,
             shards=self.shards,
         )

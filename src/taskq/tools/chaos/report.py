@@ -81,6 +81,7 @@ def _parameters(result: ChaosResult) -> dict[str, object]:
     o = result.options
     return {
         "tasks": o.tasks, "workers": o.workers, "concurrency per worker": o.concurrency,
+        "prefetch per worker": o.prefetch,
         "resend every": o.resend_every, "fault interval (mean s)": o.fault_interval,
         "redis faults": o.redis_faults, "max seconds of faults": o.max_seconds,
         "drain timeout (s)": o.drain_timeout, "ledger guard": o.guard, "seed": o.seed,

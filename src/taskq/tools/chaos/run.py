@@ -154,8 +154,9 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
                         options.lease_seconds, workers, start_worker, server)
     result = ChaosResult(options, injector, produced, Findings(), flows=flows)
     sharded = f" on {options.shards} shards" if options.shards > 1 else ""
+    ahead = f" (+{options.prefetch} prefetched)" if options.prefetch else ""
     say(f"chaos: {options.tasks} tasks{sharded}, {options.workers} workers x "
-        f"{options.concurrency}, "
+        f"{options.concurrency}{ahead}, "
         f"faults {', '.join(options.fault_kinds)} every ~{options.fault_interval}s, "
         f"seed {options.seed}, logs in {options.workdir}/")
     waited = Waited()
