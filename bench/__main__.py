@@ -49,6 +49,7 @@ MEASUREMENTS: dict[str, Measure] = {
     "peers": peers.measure,
     "duel": duel.measure,
     "drainduel": drain_duel.measure,
+    "tallyduel": drain_duel.measure_tally,
     "memory": memory.measure,
 }
 PROFILES = ("profile", "profile-incr")

@@ -21,9 +21,13 @@ from bench.harness import BenchError, Child, Server, drain_timeout, wait_for
 from bench.incr_floor import CORES
 from bench.peers import driver
 from bench.profile import RATE_HZ, redis_cpu_seconds
+from bench.tally import TALLY_ENV
+from bench.tally import count as tally_count
 from bench.tasks import COUNTER_KEY
 
 HANDLER = "count_sync"
+# The same `def` no-op counted by a one-byte append to a tally file (bench/tally.py).
+TALLY = "tally_sync"
 # The same `def` no-op uncounted: what is left is the queue's own cost.
 NOOP = "noop_sync"
 # The README's recommendation for `def` handlers: a process per core and one more, as
@@ -135,19 +139,21 @@ class Profiled:
 def taskq_drain(server: Server, n: int, shape: tuple[int, int, int],
                 spy: str | None, handler: str = HANDLER) -> Profiled:
     """One `taskq worker` command of `shape` (processes, concurrency, prefetch) draining
-    `n` `def` no-ops (`handler`: INCR-counted, or the uncounted NOOP, counted by the
-    queue's completed total); with `spy`, py-spy records the command's processes over
-    the window."""
+    `n` `def` no-ops (`handler`: INCR-counted, TALLY-counted, or the uncounted NOOP,
+    counted by the queue's completed total); with `spy`, py-spy records the command's
+    processes over the window."""
     server.flush()
     queue = f"profile-incr-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, f"bench.{handler}", n)
+    tally = server.logs / f"{queue}.tally"
     count = _counter(server) if handler == HANDLER \
+        else (lambda: tally_count(tally)) if handler == TALLY \
         else stats_field(server, queue, "completed:completed")
     out = server.logs / f"{queue}.speedscope.json"
     processes, concurrency, prefetch = shape
     server.client.config_resetstat()
-    worker = Child(worker_argv(queue, concurrency, processes, prefetch), server.env(),
-                   server.logs / f"{queue}.log")
+    worker = Child(worker_argv(queue, concurrency, processes, prefetch),
+                   server.env(**{TALLY_ENV: str(tally)}), server.logs / f"{queue}.log")
     recorder: list[subprocess.Popen[bytes]] = []
 
     def record() -> None:
@@ -180,11 +186,12 @@ def taskq_drain(server: Server, n: int, shape: tuple[int, int, int],
     return Profiled(measured, script_us, json.loads(out.read_text()))
 
 
-def peer_drain(server: Server, peer: driver.Peer, config: driver.Config, n: int) -> Window:
-    """The peer's worker command draining `n` of its INCR-counted no-ops, sent by its
-    client one call each, as the peers table runs it."""
+def peer_drain(server: Server, peer: driver.Peer, config: driver.Config, n: int,
+               body: str = "incr") -> Window:
+    """The peer's worker command draining `n` of its no-ops counted as `body` says
+    (`incr` or `tally`), sent by its client one call each, as the peers table runs it."""
     directory = driver.bin_dir(peer)
-    filled = driver.fill_with_client(server, peer, config, directory, n, "incr")
+    filled = driver.fill_with_client(server, peer, config, directory, n, body)
     worker = Child(driver.worker_command(config, directory, filled.queue, server),
                    filled.env, server.logs / f"{filled.queue}.log")
     try:

@@ -1,9 +1,10 @@
-"""`def` handlers draining the INCR-counted no-op: taskq's recommended worker command
-beside every fast peer's worker command, in interleaved rounds. Issue 21's drain target
-is judged here: on this machine the same command's rate drifts by a third within
-minutes, so a ratio of two figures taken minutes apart (as the peers table's are) can
-say more about the drift than about the queues; a round runs every system within
-about a minute, and the verdict is the median of the rounds' ratios."""
+"""`def` handlers draining the counted no-op: taskq's recommended worker command beside
+every fast peer's worker command, in interleaved rounds. On this machine the same
+command's rate drifts by a third within minutes, so a ratio of two figures taken minutes
+apart (as the peers table's are) can say more about the drift than about the queues; a
+round runs every system within about a minute, and the verdict is the median of the
+rounds' ratios. Issue 21's drain target is judged on the no-op counted by a Redis INCR,
+issue 7's on the same no-op counted by a tally-file append (`tallyduel`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,28 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from bench.cpu_drain import RECOMMENDED, Window, command, peer_drain, taskq_drain
+from bench.cpu_drain import HANDLER, RECOMMENDED, TALLY, Window, command, peer_drain, taskq_drain
 from bench.duel import order
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import driver
 
 MIN_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How a duel's no-op counts its runs: taskq's handler and the peers' body for it,
+    the words the section uses, and the prefix of its figures' keys."""
+
+    handler: str
+    body: str
+    words: str
+    key: str
+
+
+INCR = Counting(HANDLER, "incr", "the no-op counted by one Redis INCR", "drain-duel")
+TALLY_COUNT = Counting(TALLY, "tally", "the no-op counted by a one-byte tally-file append",
+                       "tally-duel")
 
 
 @dataclass(frozen=True)
@@ -71,14 +88,14 @@ def entrants(server: Server, shape: tuple[int, int, int], section: Section,
 
 
 def _drain(server: Server, entrant: Entrant, shape: tuple[int, int, int],
-           n: int) -> Window:
+           n: int, counting: Counting) -> Window:
     if entrant.peer is None or entrant.config is None:
-        return taskq_drain(server, n, shape, None).window
-    return peer_drain(server, entrant.peer, entrant.config, n)
+        return taskq_drain(server, n, shape, None, counting.handler).window
+    return peer_drain(server, entrant.peer, entrant.config, n, counting.body)
 
 
 def duel(server: Server, chosen: list[Entrant], shape: tuple[int, int, int], n: int,
-         count: int, section: Section) -> dict[str, Drains]:
+         count: int, section: Section, counting: Counting = INCR) -> dict[str, Drains]:
     """`count` rounds, each draining `n` tasks with every entrant still in, in an order
     shuffled per round; an entrant whose drain fails leaves the duel, said in the
     section."""
@@ -88,7 +105,7 @@ def duel(server: Server, chosen: list[Entrant], shape: tuple[int, int, int], n: 
         print(f"   round {round_ + 1} of {count}", file=sys.stderr, flush=True)
         for entrant in order(live, round_):
             try:
-                drains[entrant.key].add(round_, _drain(server, entrant, shape, n))
+                drains[entrant.key].add(round_, _drain(server, entrant, shape, n, counting))
             except (BenchError, OSError, subprocess.TimeoutExpired) as e:
                 section.fail(entrant.title.strip("*"), BenchError(str(e)))
                 live.remove(entrant)
@@ -112,16 +129,26 @@ def _row(entrant: Entrant, n: int, drains: Drains, fastest: bool) -> list[str]:
 
 
 def measure(server: Server, options: Options, known: dict[str, float]) -> Section:
+    """The duel on the INCR-counted no-op: issue 21's `def` drain verdict."""
+    return _measure(server, options, INCR)
+
+
+def measure_tally(server: Server, options: Options, known: dict[str, float]) -> Section:
+    """The duel on the tally-counted no-op: issue 7's drain verdict."""
+    return _measure(server, options, TALLY_COUNT)
+
+
+def _measure(server: Server, options: Options, counting: Counting) -> Section:
     n = options.scaled(driver.FAST)
     count = max(options.repeats, MIN_ROUNDS)
     shape = RECOMMENDED
-    section = Section("drain-duel", f"`def` handlers, the no-op counted by one Redis INCR: "
+    section = Section(counting.key, f"`def` handlers, {counting.words}: "
                       f"taskq beside the peers in {count} interleaved rounds",
                       ["queue", "worker command", "tasks per drain",
                        "tasks/s (median of rounds)", "spread",
                        "worker processes' CPU per task", "Redis CPU per task", "note"])
     chosen = entrants(server, shape, section, options.quick)
-    drains = duel(server, chosen, shape, n, count, section)
+    drains = duel(server, chosen, shape, n, count, section, counting)
     peers = [e for e in chosen if e.peer is not None and e.key in drains]
     fastest = max(peers, key=lambda e: drains[e.key].rate.median, default=None)
     section.rows[:0] = [_row(e, n, drains[e.key], e is fastest) for e in chosen
@@ -132,7 +159,7 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
         f"`enqueue_many`, each peer's by its client one call a task, as in the peers "
         f"table. The rate and the CPU per task (the worker command's whole process tree "
         f"and Redis, as in the `def` profile) are taken between the drain's 5% and 95% "
-        f"marks by its INCR count, and each drain then checks the count ends at exactly "
+        f"marks by its count, and each drain then checks the count ends at exactly "
         f"N. The verdict is taskq's rate over the fastest peer's of the same round, the "
         f"median over the rounds.")
     taskq = drains.get("taskq")
@@ -142,11 +169,11 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
     if not ratios:
         return section
     median = statistics.median(ratios)
-    section.figures["drain-duel-taskq"] = taskq.rate.median
-    section.figures["drain-duel-best-peer"] = drains[fastest.key].rate.median
-    section.figures["drain-duel-ratio"] = median
-    section.labels["drain-duel-taskq"] = command(shape)
-    section.labels["drain-duel-best-peer"] = fastest.title
+    section.figures[f"{counting.key}-taskq"] = taskq.rate.median
+    section.figures[f"{counting.key}-best-peer"] = drains[fastest.key].rate.median
+    section.figures[f"{counting.key}-ratio"] = median
+    section.labels[f"{counting.key}-taskq"] = command(shape)
+    section.labels[f"{counting.key}-best-peer"] = fastest.title
     section.notes.append(
         "taskq over the fastest peer of each round, round by round: "
         + ", ".join(f"{ratio:.2f}x" for ratio in ratios) + f"; median {median:.2f}x.")

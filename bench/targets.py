@@ -113,10 +113,16 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
     peer_memory = labels.get("memory-peer-ready", "leanest peer")
     leanest = labels.get("memory-leanest-ready", "leanest peer")
     return [
+        _round_ratio("Drain, one `taskq worker` command, the same counted no-op as the "
+                     "peers (a tally-file append), interleaved rounds (median of the "
+                     "rounds' ratios)", get("tally-duel-ratio"), get("tally-duel-taskq"),
+                     get("tally-duel-best-peer"), DRAIN_FACTOR,
+                     (_taskq_named(labels.get("tally-duel-taskq", "")),
+                      labels.get("tally-duel-best-peer", "fastest peer"))),
         _ratio("Drain, one `taskq worker` command, the same counted no-op as the peers "
-               "(a tally-file append)",
+               "(a tally-file append), the peers table's best figures (reference)",
                get("peer-taskq-drain"), get("peer-best-drain"), DRAIN_FACTOR,
-               ("taskq", peer_drain)),
+               ("taskq", peer_drain), reference=True),
         _ratio("Drain, the same no-op counted by one Redis INCR through redis-py, either "
                "handler kind (reference)",
                get("peer-taskq-drain-incr"), get("peer-best-drain-incr"), DRAIN_FACTOR,
@@ -182,9 +188,12 @@ def section(figures: dict[str, float], labels: dict[str, str]) -> tuple[Section,
         "The factor is how far the figure is from its target in the good direction: "
         "measured / required for rates and ratios, limit / measured for latencies. "
         "The rows marked reference are shown beside a target and judged on nothing. "
-        "Issue 7's drain verdict is the like-for-like row it was judged on: taskq and the "
+        "Issue 7's drain verdict is the like-for-like row: taskq and the "
         "peers each run the same handler body, a no-op that appends one byte to a tally "
-        "file so a lost or doubled run fails the bench; its references are the same no-op "
+        "file so a lost or doubled run fails the bench, judged in interleaved rounds (the "
+        "README's recommended command against every fast peer command, the median of the "
+        "rounds' ratios) as issue 21's `def` drain is; its references are the peers "
+        "table's figures for it, the same no-op "
         "counted by a Redis INCR (which costs the workers more than the queue under test "
         "does) and taskq's no-op with no count in the handler at all (the queue's own "
         "completed total counts it). Issue 21 made the INCR-counted no-op the verdict for "

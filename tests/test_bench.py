@@ -143,13 +143,33 @@ class TestTargets:
         assert incr[3:] == ["0.50", "reference"]
         assert not missed
 
-    def test_the_counted_no_op_drain_is_judged(self) -> None:
+    def test_the_tally_counted_drain_is_judged_on_the_interleaved_rounds_median_ratio(
+        self
+    ) -> None:
         from bench import targets  # noqa: PLC0415
 
-        judged, missed = targets.section({**FIGURES, "peer-taskq-drain": 5_000.0}, {})
-        drain = judged.rows[0]
-        assert "tally-file append" in drain[0] and drain[3:] == ["0.83", "**missed**"]
+        judged, missed = targets.section(
+            {**FIGURES, "peer-taskq-drain": 6_000.0, "tally-duel-ratio": 2.5,
+             "tally-duel-taskq": 15_000.0, "tally-duel-best-peer": 6_100.0},
+            {"tally-duel-taskq": "`taskq worker --processes 3 -c 16 --prefetch 112`",
+             "tally-duel-best-peer": "Huey (3 processes)"})
+        drain, table = judged.rows[0], judged.rows[1]
+        assert "tally-file append" in drain[0] and "interleaved rounds" in drain[0]
+        assert drain[1] == ("2.50x (`taskq worker --processes 3 -c 16 --prefetch 112` "
+                            "15,000/s vs Huey (3 processes) 6,100/s, medians)")
+        assert drain[3:] == ["0.83", "**missed**"]
+        # The peers table's figures, taken minutes apart, are shown but judge nothing.
+        assert "peers table" in table[0] and table[3:] == ["1.00", "reference"]
         assert missed
+
+    def test_the_tally_counted_drain_is_met_from_three_times(self) -> None:
+        from bench import targets  # noqa: PLC0415
+
+        judged, missed = targets.section(
+            {**FIGURES, "tally-duel-ratio": 3.0, "tally-duel-taskq": 15_000.0,
+             "tally-duel-best-peer": 5_000.0}, {})
+        assert judged.rows[0][3:] == ["1.00", "**met**"]
+        assert not missed
 
     def test_the_def_handler_incr_drain_is_judged_on_the_interleaved_rounds_median_ratio(
         self
@@ -360,6 +380,27 @@ class TestDrainDuel:
         else:
             assert "| Dramatiq |  |" in report and "**not run**" in report
             assert "not measured in this run" in row, row
+        assert "FAILED" not in report
+
+
+    @pytest.mark.processes
+    def test_a_tiny_tally_duel_counts_every_drain_by_its_tally_file(
+        self, tmp_path: Path
+    ) -> None:
+        report = run_bench("--only", "tallyduel", "--n", "2000", out=tmp_path / "bench.md")
+        assert "## `def` handlers, the no-op counted by a one-byte tally-file append: taskq " \
+               "beside the peers in 3 interleaved rounds" in report
+        from bench.cpu_drain import RECOMMENDED, command  # noqa: PLC0415
+
+        assert f"| **taskq** | {command(RECOMMENDED)} | 1,000 | **" in report
+        row = next(line for line in report.splitlines()
+                   if line.startswith("| Drain, one `taskq worker` command")
+                   and "interleaved" in line)
+        if importlib.util.find_spec("huey") is not None:  # the peers come with `.[bench]`
+            assert "| Huey (3 processes) |" in report and "round by round: " in report
+            assert f"({command(RECOMMENDED)} " in row, row
+        else:
+            assert "**not run**" in report and "not measured in this run" in row, row
         assert "FAILED" not in report
 
 
