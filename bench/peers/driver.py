@@ -2,9 +2,10 @@
 
 Every run flushes the server, enqueues N no-op tasks through the peer's client (timed:
 the enqueue rate), then starts the peer's worker command and times the drain by the
-count every no-op adds to: a byte appended to the run's tally file (issue 7's verdict),
-or an INCR of a shared Redis counter (the body the bench first used; issue 21's verdict
-for `def` handlers). A count that
+count every no-op adds to: a byte appended to the run's tally file (issue 7's no-op),
+or an INCR of a shared Redis counter (the body the bench first used; issue 21's no-op
+for `def` handlers); both targets are judged in the drain duels (bench/drain_duel.py),
+whose rounds interleave the commands. A count that
 ends above N (a task ran twice) or never reaches it (a task was lost) fails that peer
 loudly. taskq runs the same two bodies.
 """
@@ -216,7 +217,7 @@ def _one_run(server: Server, peer: Peer, config: Config, bin_dir: Path,
 
 
 def _figure(body: str, name: str) -> str:
-    """The figure's key: the tally body's figures are the verdict's and carry no suffix."""
+    """The figure's key: the tally body's figures, the first the bench had, carry no suffix."""
     return name if body == "tally" else f"{name}-{body}"
 
 
@@ -355,9 +356,10 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
     section.notes.append(
         "Every queue, taskq included, runs the same no-op, counted one of two ways: "
         "a tally-file append (one byte written to a file opened with O_APPEND: the file's "
-        "size is the count; bench/tally.py), on which issue 7's drain target was judged, "
+        "size is the count; bench/tally.py), the no-op of issue 7's drain target, "
         "and one INCR of a shared Redis counter through redis-py, the bench's first way of "
-        "counting, on which issue 21 judges its drain target for `def` handlers. The INCR "
+        "counting, the no-op of issue 21's drain target for `def` handlers; both targets "
+        "are judged in the interleaved drain duels, not on this table. The INCR "
         "costs a worker a Redis round trip and, on this machine, more CPU than taskq's own "
         "work per task (see the profiles), so with it the drain times redis-py's client as "
         "much as the queue. Either count times the "
