@@ -102,6 +102,15 @@ def _taskq_named(command: str) -> str:
     return command or "taskq"
 
 
+def _duel(what: str, key: str, factor: float, figures: dict[str, float],
+          labels: dict[str, str]) -> Target:
+    """A drain duel's verdict (bench/drain_duel.py), from its figures named `key`-*."""
+    return _round_ratio(what, figures.get(f"{key}-ratio"), figures.get(f"{key}-taskq"),
+                        figures.get(f"{key}-best-peer"), factor,
+                        (_taskq_named(labels.get(f"{key}-taskq", "")),
+                         labels.get(f"{key}-best-peer", "fastest peer")))
+
+
 def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
     get = figures.get
     peer_drain = labels.get("peer-best-drain", "fastest peer")
@@ -113,12 +122,9 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
     peer_memory = labels.get("memory-peer-ready", "leanest peer")
     leanest = labels.get("memory-leanest-ready", "leanest peer")
     return [
-        _round_ratio("Drain, one `taskq worker` command, the same counted no-op as the "
-                     "peers (a tally-file append), interleaved rounds (median of the "
-                     "rounds' ratios)", get("tally-duel-ratio"), get("tally-duel-taskq"),
-                     get("tally-duel-best-peer"), DRAIN_FACTOR,
-                     (_taskq_named(labels.get("tally-duel-taskq", "")),
-                      labels.get("tally-duel-best-peer", "fastest peer"))),
+        _duel("Drain, one `taskq worker` command, the same counted no-op as the peers (a "
+              "tally-file append), interleaved rounds (median of the rounds' ratios)",
+              "tally-duel", DRAIN_FACTOR, figures, labels),
         _ratio("Drain, one `taskq worker` command, the same counted no-op as the peers "
                "(a tally-file append), the peers table's best figures (reference)",
                get("peer-taskq-drain"), get("peer-best-drain"), DRAIN_FACTOR,
@@ -133,12 +139,9 @@ def judge(figures: dict[str, float], labels: dict[str, str]) -> list[Target]:
         _ratio("Single-call enqueue (`Task.enqueue`) vs the fastest peer's one call, "
                "interleaved rounds", get("duel-taskq"), get("duel-best-peer"),
                SINGLE_ENQUEUE_FACTOR, ("taskq", duel_peer)),
-        _round_ratio("Drain, `def` handler, the no-op counted by one Redis INCR, one "
-                     "`taskq worker` command, interleaved rounds (median of the rounds' "
-                     "ratios)", get("drain-duel-ratio"), get("drain-duel-taskq"),
-                     get("drain-duel-best-peer"), DEF_INCR_DRAIN_FACTOR,
-                     (_taskq_named(labels.get("drain-duel-taskq", "")),
-                      labels.get("drain-duel-best-peer", "fastest peer"))),
+        _duel("Drain, `def` handler, the no-op counted by one Redis INCR, one `taskq worker` "
+              "command, interleaved rounds (median of the rounds' ratios)",
+              "drain-duel", DEF_INCR_DRAIN_FACTOR, figures, labels),
         _ratio("Drain, `def` handler, the no-op counted by one Redis INCR, one `taskq worker` "
                "command, the peers table's best figures (reference)",
                get("peer-taskq-drain-incr-def"), get("peer-best-drain-incr"),
