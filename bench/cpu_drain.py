@@ -126,6 +126,16 @@ def _counter(server: Server) -> Callable[[], int]:
     return lambda: int(server.client.get(COUNTER_KEY) or 0)
 
 
+def _count_of(server: Server, queue: str, handler: str, tally: Path) -> Callable[[], int]:
+    """How a drain of `handler` is counted: the INCR counter, the tally file, or (the
+    uncounted no-op) the queue's completed total."""
+    if handler == HANDLER:
+        return _counter(server)
+    if handler == TALLY:
+        return lambda: tally_count(tally)
+    return stats_field(server, queue, "completed:completed")
+
+
 @dataclass(frozen=True)
 class Profiled:
     """A drain's window; Redis's time inside taskq's scripts per task (EVALSHA's usec
@@ -146,9 +156,7 @@ def taskq_drain(server: Server, n: int, shape: tuple[int, int, int],
     queue = f"profile-incr-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, f"bench.{handler}", n)
     tally = server.logs / f"{queue}.tally"
-    count = _counter(server) if handler == HANDLER \
-        else (lambda: tally_count(tally)) if handler == TALLY \
-        else stats_field(server, queue, "completed:completed")
+    count = _count_of(server, queue, handler, tally)
     out = server.logs / f"{queue}.speedscope.json"
     processes, concurrency, prefetch = shape
     server.client.config_resetstat()

@@ -95,7 +95,7 @@ def _drain(server: Server, entrant: Entrant, shape: tuple[int, int, int],
 
 
 def duel(server: Server, chosen: list[Entrant], shape: tuple[int, int, int], n: int,
-         count: int, section: Section, counting: Counting = INCR) -> dict[str, Drains]:
+         count: int, section: Section, counting: Counting) -> dict[str, Drains]:
     """`count` rounds, each draining `n` tasks with every entrant still in, in an order
     shuffled per round; an entrant whose drain fails leaves the duel, said in the
     section."""
