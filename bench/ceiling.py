@@ -23,9 +23,16 @@ from bench.harness import (
     rate,
     time_drain,
 )
+from taskq import Broker, NewTask
+from taskq.limits import EVENTS_RETENTION
 
 PIPELINE = 100
 DEFAULT_CONCURRENCY = 64
+# Tasks per lease and per ack call in the script timing: what a process of the README's
+# `def` command leases a turn (half its prefetch of 112).
+SCRIPT_BATCH = 56
+# A log this short is at its retention from the first thousand events on.
+SHORT_RETENTION = 1000
 
 
 def _noop_rates(server: Server, n: int) -> tuple[float, float, float]:
@@ -133,7 +140,64 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
         _per_task_rows(section, server, options, concurrency)
     except BenchError as e:
         section.fail("per-task counts", e)
+    try:
+        _script_rows(section, server, options)
+    except BenchError as e:
+        section.fail("script time", e)
     return section
+
+
+def script_us(server: Server, n: int, retention: int) -> tuple[float, float]:
+    """Redis time inside the lease and inside the ack script per task (EVALSHA usec),
+    one client leasing `n` tasks SCRIPT_BATCH at a time and then acking them likewise,
+    on a queue whose event log keeps `retention` events."""
+    server.flush()
+    broker = Broker(server.client, f"scripts-{uuid.uuid4().hex[:8]}",
+                    events_retention=retention)
+    broker.enqueue_many([NewTask(uuid.uuid4().hex, name="bench.noop_sync")
+                         for _ in range(n)])
+
+    def usec() -> int:
+        stats = server.client.info("commandstats").get("cmdstat_evalsha", {})
+        return int(stats.get("usec", 0))
+
+    server.client.config_resetstat()
+    held: list[tuple[str, int]] = []
+    while len(held) < n:
+        batch = broker.lease_many("bench", 300.0, SCRIPT_BATCH).tasks
+        if not batch:
+            raise BenchError(f"only {len(held)} of {n} tasks could be leased")
+        held += [(task.task_id, task.token) for task in batch]
+    lease = usec()
+    server.client.config_resetstat()
+    for i in range(0, n, SCRIPT_BATCH):
+        if not all(broker.ack_many(held[i:i + SCRIPT_BATCH])):
+            raise BenchError("an ack of a task just leased was refused")
+    ack = usec()
+    kept = server.client.xlen(broker.keys.events)
+    if kept != min(retention, 3 * n):
+        raise BenchError(f"the log kept {kept} events of {3 * n}, retention {retention}")
+    return lease / n, ack / n
+
+
+def _script_rows(section: Section, server: Server, options: Options) -> None:
+    # At least a full short log's worth: the enqueues alone then bring it to its retention.
+    n = options.scaled(1 / 2, floor=SHORT_RETENTION)
+    for title, retention in (("below its retention", EVENTS_RETENTION.default),
+                             (f"at its retention ({SHORT_RETENTION:,} events kept)",
+                              SHORT_RETENTION)):
+        lease, ack = Stat(), Stat()
+        for _ in range(options.repeats):
+            a, b = script_us(server, n, retention)
+            lease.add(a)
+            ack.add(b)
+        section.rows.append([
+            f"Redis time in the lease + ack scripts per task, the log {title}",
+            f"{lease.median:.1f} + {ack.median:.1f} µs", f"{lease.spread()} / {ack.spread()}"])
+    section.notes.append(
+        f"The script rows time the two scripts alone: one client leases {n:,} no-op "
+        f"tasks {SCRIPT_BATCH} at a time, then acks them likewise, on a flushed server. "
+        f"Each script appends its events and then trims the log once per call.")
 
 
 def _per_task_rows(section: Section, server: Server, options: Options, concurrency: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,21 @@ class TestBench:
         report = run_bench("--only", "drain", "--n", "600", out=tmp_path / "bench.md")
         assert "## Drain rate" in report
         assert "`async def` no-op, best** | 1 x 8 | 600 |" in report
+        assert "FAILED" not in report
+
+    @pytest.mark.processes
+    def test_a_tiny_ceiling_run_times_the_scripts_below_and_at_the_log_s_retention(
+        self, tmp_path: Path
+    ) -> None:
+        report = run_bench("--only", "ceiling", "--n", "400", out=tmp_path / "bench.md")
+        assert "## The Redis ceiling, and taskq's Redis work per task" in report
+        for where in ("below its retention", "at its retention (1,000 events kept)"):
+            row = next(line for line in report.splitlines()
+                       if line.startswith("| Redis time in the lease + ack scripts")
+                       and f"the log {where} |" in line)
+            figures = re.search(r"\| ([\d.]+) \+ ([\d.]+) µs \|", row)
+            assert figures is not None, row
+            assert all(float(us) > 0 for us in figures.groups()), row
         assert "FAILED" not in report
 
     @pytest.mark.processes

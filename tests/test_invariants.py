@@ -254,6 +254,22 @@ def test_e1_the_event_log_is_trimmed_to_its_retention(client: redis.Redis) -> No
     assert client.get(broker.keys.seq) == "18"
 
 
+def test_e1_a_batch_longer_than_the_retention_leaves_only_its_newest_events(
+    client: redis.Redis,
+) -> None:
+    """The log is trimmed once per script call, after all of the call's appends."""
+    broker = Broker(client, "test", events_retention=5)
+    broker.enqueue_many([NewTask(f"t{i}") for i in range(8)])
+    assert [e.id for e in events(client, broker.keys)] == [f"{i}-0" for i in range(4, 9)]
+    leased = broker.lease_many("w", 30, 8).tasks
+    assert len(leased) == 8
+    assert [(e.id, e.type) for e in events(client, broker.keys)] == \
+        [(f"{i}-0", "leased") for i in range(12, 17)]
+    assert broker.ack_many([(t.task_id, t.token) for t in leased]) == [True] * 8
+    assert [e.id for e in events(client, broker.keys)] == [f"{i}-0" for i in range(20, 25)]
+    assert client.xlen(broker.keys.events) == 5
+
+
 class TestE1WhenACallIsRefused:
     """Events are written when a script's feed closes, so a script must refuse a bad
     argument before its first write: one that failed part way would keep writes whose

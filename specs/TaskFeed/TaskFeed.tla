@@ -21,7 +21,7 @@
 (* so a run stops exactly when nothing more can happen.                    *)
 (*                                                                         *)
 (* Abstractions: Trim removes any prefix of the rows older than the newest *)
-(* KEEP at any moment; XADD's MAXLEN trim, right after its append, is one  *)
+(* KEEP at any moment; the XTRIM that ends each appending script is one   *)
 (* of those behaviours. Not modelled: a crash that rolls the log back      *)
 (* within an epoch (read_events' 'ahead' and 'diverged' gaps, which the    *)
 (* model's reachable states never need), malformed ids, and the hub's      *)

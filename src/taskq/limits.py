@@ -2,7 +2,7 @@
 
 The ranges are generous, but they keep every sum a script makes (now + delay, now +
 lease, a backoff, a TTL in ms) far inside 2^53, below which Lua's numbers (doubles)
-still count single milliseconds, and inside what Redis accepts (PX, PEXPIRE, XADD
+still count single milliseconds, and inside what Redis accepts (PX, PEXPIRE, XTRIM
 MAXLEN). Each script checks its arguments against the same maxima before its first
 write (`LIMITS` in lua/_common.lua; a test pins the two tables together).
 """

@@ -23,7 +23,7 @@ end
 -- scripts get (a test pins the two tables together). They keep every sum a script
 -- makes (now + delay, now + lease, a backoff, a TTL) far inside 2^53, below which
 -- Lua's numbers (doubles) still count single milliseconds, and inside what Redis
--- accepts (PX, EX, PEXPIRE, XADD MAXLEN).
+-- accepts (PX, EX, PEXPIRE, XTRIM MAXLEN).
 local LIMITS = {
   delay_ms = 315360000000,        -- ten years
   run_at_ms = 10000000000000,     -- server time in ms: the year 2286
@@ -146,7 +146,10 @@ end
 -- call's count means the log starts over (new queue, or its keys were lost): a new
 -- epoch tells feed clients that ids from before are meaningless now. If the counter
 -- alone was lost, it restarts after the stream's last id, so XADD can never fail
--- mid-script. The lifetime totals are likewise added once per call, not per event.
+-- mid-script. The lifetime totals are likewise added once per call, not per event,
+-- and the log is trimmed to its retention once per call, after the appends: an exact
+-- MAXLEN on each XADD costs a full log several times what the append does, and the
+-- script is atomic, so no reader sees the log longer than its retention.
 --
 -- Every script opens its feed before its first write and checks there, or before, each
 -- argument a write could refuse: a script that fails part way keeps what it wrote, and
@@ -181,12 +184,12 @@ local function close_feed(feed)
   end
   local totals = {}
   for i, fields in ipairs(feed.pending) do
-    redis.call('XADD', feed.events, 'MAXLEN', feed.retention,
-      string.format('%d-0', last - n + i),
+    redis.call('XADD', feed.events, string.format('%d-0', last - n + i),
       'ts', feed.now, unpack(fields))
     local total = fields[2] .. ':' .. fields[6]
     totals[total] = (totals[total] or 0) + 1
   end
+  redis.call('XTRIM', feed.events, 'MAXLEN', feed.retention)
   for total, count in pairs(totals) do
     redis.call('HINCRBY', feed.events .. ':stats', total, count)
   end
