@@ -14,11 +14,9 @@ import sys
 from dataclasses import dataclass, field
 
 from bench.cpu_drain import HANDLER, RECOMMENDED, TALLY, Window, command, peer_drain, taskq_drain
-from bench.duel import order
+from bench.duel import order, rounds
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import driver
-
-MIN_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ def measure_tally(server: Server, options: Options, known: dict[str, float]) -> 
 
 def _measure(server: Server, options: Options, counting: Counting) -> Section:
     n = options.scaled(driver.FAST)
-    count = max(options.repeats, MIN_ROUNDS)
+    count = rounds(options)
     shape = RECOMMENDED
     section = Section(counting.key, f"`def` handlers, {counting.words}: "
                       f"taskq beside the peers in {count} interleaved rounds",

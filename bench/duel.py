@@ -98,6 +98,8 @@ class Runs:
 
 
 def rounds(options: Options) -> int:
+    """Rounds of a duel, this one's or a drain duel's: a drain's rate swings within
+    minutes as much as a single call's does."""
     return max(options.repeats, MIN_ROUNDS if options.quick else FULL_ROUNDS)
 
 
