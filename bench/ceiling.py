@@ -23,7 +23,6 @@ from bench.harness import (
     rate,
     time_drain,
 )
-from taskq import Broker, NewTask
 from taskq.limits import EVENTS_RETENTION
 
 PIPELINE = 100
@@ -152,10 +151,7 @@ def script_us(server: Server, n: int, retention: int) -> tuple[float, float]:
     one client leasing `n` tasks SCRIPT_BATCH at a time and then acking them likewise,
     on a queue whose event log keeps `retention` events."""
     server.flush()
-    broker = Broker(server.client, f"scripts-{uuid.uuid4().hex[:8]}",
-                    events_retention=retention)
-    broker.enqueue_many([NewTask(uuid.uuid4().hex, name="bench.noop_sync")
-                         for _ in range(n)])
+    broker = fill(server, f"scripts-{uuid.uuid4().hex[:8]}", "bench.noop_sync", n, retention)
 
     def usec() -> int:
         stats = server.client.info("commandstats").get("cmdstat_evalsha", {})

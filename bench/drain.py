@@ -21,6 +21,7 @@ from bench.harness import (
 )
 from taskq import Broker, NewTask
 from taskq.keys import QueueKeys
+from taskq.limits import EVENTS_RETENTION
 
 KINDS = {"bench.noop_async": "`async def` no-op", "bench.noop_sync": "`def` no-op"}
 CONCURRENCIES = (1, 8, 32, 64)
@@ -48,8 +49,9 @@ def stats_field(server: Server, queue: str, name: str) -> Callable[[], int]:
     return read
 
 
-def fill(server: Server, queue: str, name: str, n: int) -> Broker:
-    broker = Broker(server.client, queue)
+def fill(server: Server, queue: str, name: str, n: int,
+         retention: int = EVENTS_RETENTION.default) -> Broker:
+    broker = Broker(server.client, queue, events_retention=retention)
     broker.enqueue_many([NewTask(uuid.uuid4().hex, name=name) for _ in range(n)])
     return broker
 
