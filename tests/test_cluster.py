@@ -17,8 +17,8 @@ from taskq.keys import QueueKeys
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings
 from taskq.snapshot import take_snapshot
-from taskq.tools.cluster import EmbeddedCluster
-from taskq.tools.embedded import EmbeddedRedis
+from taskq.tools.cluster import HIGHEST_NODE_PORT, EmbeddedCluster, node_port
+from taskq.tools.embedded import EmbeddedRedis, find_redis_server
 from taskq.tools.ledger import Ledger
 from taskq.tools.tracecheck import read_log, validate
 from waiting import wait_until, worker_env
@@ -128,3 +128,31 @@ def test_killing_a_primary_loses_nothing_and_charges_nothing_twice(
     summary = Ledger(tmp_path / "ledger.db").summary()
     assert summary.charged_twice == []
     assert summary.tasks == 600
+
+
+def test_node_ports_leave_room_for_the_cluster_bus_above_them() -> None:
+    # The kernel's ephemeral range reaches 60999; a node on a port above 55535 has no bus
+    # port and exits at once.
+    for _ in range(300):
+        port = node_port()
+        assert port <= HIGHEST_NODE_PORT
+
+
+def test_a_cluster_that_cannot_form_names_why_and_leaves_no_node_running(
+    tmp_path: Path,
+) -> None:
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "redis-server"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in */node-1/*) echo >&2 refused; exit 3;; esac\n'
+        f'echo $$ >> {pids}\nexec {find_redis_server(os.environ.get("REDIS_SERVER", ""))} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    cluster = EmbeddedCluster(binary=str(wrapper), data_dir=tmp_path / "cluster")
+    with pytest.raises(EmbeddedRedisError, match=r"cluster node 1 in five tries.*status 3"):
+        cluster.start()
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(started[0], 0)

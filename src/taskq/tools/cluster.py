@@ -7,6 +7,7 @@ needs no redis-cli and works on Redis 6.2 and 7.x alike.
 from __future__ import annotations
 
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ from taskq.errors import EmbeddedRedisError
 from taskq.tools.embedded import EmbeddedRedis, free_port
 
 SLOTS = 16384
+# A node's cluster bus listens on its port + 10000, so the port itself must stay below this.
+BUS_OFFSET = 10000
+HIGHEST_NODE_PORT = 65535 - BUS_OFFSET
 
 
 @dataclass
@@ -42,6 +46,14 @@ class EmbeddedCluster:
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="taskq-cluster-"))
             self._own_dir = True
+        try:
+            self._start_nodes(timeout)
+        except BaseException:
+            self.stop()  # no node outlives a cluster that failed to form
+            raise
+        return self
+
+    def _start_nodes(self, timeout: float) -> None:
         for index in range(self.primaries * (1 + self.replicas)):
             self.nodes.append(self._start_node(index))
         clients = [self.node_client(node) for node in self.nodes]
@@ -61,13 +73,13 @@ class EmbeddedCluster:
         finally:
             for client in clients:
                 client.close()
-        return self
 
     def _start_node(self, index: int) -> EmbeddedRedis:
         assert self.data_dir is not None
+        failure: EmbeddedRedisError | None = None
         for _ in range(5):
             node = EmbeddedRedis(
-                binary=self.binary, data_dir=self.data_dir / f"node-{index}", port=free_port(),
+                binary=self.binary, data_dir=self.data_dir / f"node-{index}", port=node_port(),
                 extra_config={"cluster-enabled": "yes",
                               "cluster-config-file": "nodes.conf",
                               "cluster-node-timeout": str(self.node_timeout_ms),
@@ -78,9 +90,11 @@ class EmbeddedCluster:
             )  # fmt: skip
             try:
                 return node.start()
-            except EmbeddedRedisError:
-                continue  # the port was taken between choosing and binding it
-        raise EmbeddedRedisError("could not start a cluster node on a free port")
+            except EmbeddedRedisError as error:
+                failure = error  # most likely a port taken between choosing and binding it
+        raise EmbeddedRedisError(
+            f"could not start cluster node {index} in five tries; the last: {failure}"
+        ) from failure
 
     def _assign_slots(self, primaries: list[redis.Redis]) -> None:
         per = SLOTS // len(primaries)
@@ -139,6 +153,21 @@ class EmbeddedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def node_port() -> int:
+    """A free loopback port whose cluster bus port (+10000) exists and is free too: the
+    kernel's ephemeral range reaches past HIGHEST_NODE_PORT, where a node refuses to start."""
+    while True:
+        port = free_port()
+        if port > HIGHEST_NODE_PORT:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + BUS_OFFSET))
+            except OSError:
+                continue
+        return port
 
 
 def _command(client: redis.Redis, *args: object) -> Any:
