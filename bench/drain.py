@@ -26,6 +26,9 @@ from taskq.limits import EVENTS_RETENTION
 KINDS = {"bench.noop_async": "`async def` no-op", "bench.noop_sync": "`def` no-op"}
 CONCURRENCIES = (1, 8, 32, 64)
 QUICK_CONCURRENCIES = (8,)
+# A sweep's drain is an eighth of --n; fewer tasks than this can all finish between two
+# polls of the completion count on a fast machine, leaving nothing to time.
+SHORTEST_SWEEP = 400
 
 
 def worker_argv(queue: str, concurrency: int, processes: int = 1,
@@ -117,7 +120,7 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
     section = Section("drain", "Drain rate (`taskq worker`, no-op tasks)",
                       ["handler", "worker processes x concurrency", "tasks",
                        "tasks/s (median)", "spread"])
-    sweep_n = options.scaled(1 / 8)
+    sweep_n = options.scaled(1 / 8, floor=SHORTEST_SWEEP)
     levels = QUICK_CONCURRENCIES if options.quick else CONCURRENCIES
     best: dict[str, tuple[float, int]] = {}
     for name, label in KINDS.items():
