@@ -17,6 +17,7 @@ from bench.cpu_drain import HANDLER, RECOMMENDED, TALLY, Window, command, peer_d
 from bench.duel import order, rounds
 from bench.harness import BenchError, Options, Section, Server, Stat, rate
 from bench.peers import driver
+from bench.speed import SpeedProbe
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,12 @@ class Drains:
     rate: Stat = field(default_factory=Stat)
     worker_us: Stat = field(default_factory=Stat)
     redis_us: Stat = field(default_factory=Stat)
+    spans: dict[int, tuple[float, float]] = field(default_factory=dict)
+    slowdown: dict[int, float] = field(default_factory=dict)
 
     def add(self, round_: int, measured: Window) -> None:
         self.by_round[round_] = measured.rate
+        self.spans[round_] = (measured.first.wall, measured.last.wall)
         self.rate.add(measured.rate)
         self.worker_us.add(measured.tree_us)
         self.redis_us.add(measured.redis_us)
@@ -99,23 +103,71 @@ def duel(server: Server, chosen: list[Entrant], shape: tuple[int, int, int], n: 
     section."""
     drains = {entrant.key: Drains() for entrant in chosen}
     live = list(chosen)
-    for round_ in range(count):
-        print(f"   round {round_ + 1} of {count}", file=sys.stderr, flush=True)
-        for entrant in order(live, round_):
-            try:
-                drains[entrant.key].add(round_, _drain(server, entrant, shape, n, counting))
-            except (BenchError, OSError, subprocess.TimeoutExpired) as e:
-                section.fail(entrant.title.strip("*"), BenchError(str(e)))
-                live.remove(entrant)
-                del drains[entrant.key]
+    with SpeedProbe() as probe:
+        for round_ in range(count):
+            print(f"   round {round_ + 1} of {count}", file=sys.stderr, flush=True)
+            for entrant in order(live, round_):
+                try:
+                    measured = _drain(server, entrant, shape, n, counting)
+                    drains[entrant.key].add(round_, measured)
+                except (BenchError, OSError, subprocess.TimeoutExpired) as e:
+                    section.fail(entrant.title.strip("*"), BenchError(str(e)))
+                    live.remove(entrant)
+                    del drains[entrant.key]
+    for entry in drains.values():
+        for round_, span in entry.spans.items():
+            slowdown = probe.slowdown(*span)
+            if slowdown is not None:
+                entry.slowdown[round_] = slowdown
     return drains
 
 
-def round_ratios(taskq: Drains, peers: list[Drains]) -> list[float]:
-    """taskq's rate over the fastest peer's of the same round, for each round that every
-    one of them finished."""
+@dataclass(frozen=True)
+class Pairing:
+    """One round's verdict: taskq's rate and the round's fastest peer's, each with the
+    machine's slowdown in its window (None when no probe landed in it)."""
+
+    taskq: float
+    peer: float
+    taskq_slowdown: float | None
+    peer_slowdown: float | None
+
+    @property
+    def ratio(self) -> float:
+        return self.taskq / self.peer
+
+    @property
+    def at_full_speed(self) -> float | None:
+        """The ratio with each rate scaled up by its window's slowdown: what the round
+        would have read had the machine run both at the same speed, if a drain's rate
+        scales with the machine's speed."""
+        if self.taskq_slowdown is None or self.peer_slowdown is None:
+            return None
+        return self.ratio * self.taskq_slowdown / self.peer_slowdown
+
+
+def pairings(taskq: Drains, peers: list[Drains]) -> list[Pairing]:
+    """taskq beside the fastest peer of the same round, for each round that every one of
+    them finished."""
     rounds = [r for r in sorted(taskq.by_round) if all(r in p.by_round for p in peers)]
-    return [taskq.by_round[r] / max(p.by_round[r] for p in peers) for r in rounds]
+    paired = []
+    for r in rounds:
+        fastest = max(peers, key=lambda p: p.by_round[r])
+        paired.append(Pairing(taskq.by_round[r], fastest.by_round[r],
+                              taskq.slowdown.get(r), fastest.slowdown.get(r)))
+    return paired
+
+
+def round_ratios(taskq: Drains, peers: list[Drains]) -> list[float]:
+    """taskq's rate over the fastest peer's of the same round, round by round."""
+    return [pairing.ratio for pairing in pairings(taskq, peers)]
+
+
+def _speeds(paired: list[Pairing]) -> str:
+    def shown(slowdown: float | None) -> str:
+        return "?" if slowdown is None else f"{slowdown:.2f}"
+
+    return ", ".join(f"{shown(p.taskq_slowdown)} / {shown(p.peer_slowdown)}" for p in paired)
 
 
 def _row(entrant: Entrant, n: int, drains: Drains, fastest: bool) -> list[str]:
@@ -163,7 +215,8 @@ def _measure(server: Server, options: Options, counting: Counting) -> Section:
     taskq = drains.get("taskq")
     if taskq is None or fastest is None:
         return section
-    ratios = round_ratios(taskq, [drains[e.key] for e in peers])
+    paired = pairings(taskq, [drains[e.key] for e in peers])
+    ratios = [pairing.ratio for pairing in paired]
     if not ratios:
         return section
     median = statistics.median(ratios)
@@ -175,4 +228,17 @@ def _measure(server: Server, options: Options, counting: Counting) -> Section:
     section.notes.append(
         "taskq over the fastest peer of each round, round by round: "
         + ", ".join(f"{ratio:.2f}x" for ratio in ratios) + f"; median {median:.2f}x.")
+    section.notes.append(
+        "The machine's speed in each drain's window, taskq / the round's fastest peer, "
+        "round by round, as how many times its fastest the CPU time of a fixed "
+        "pure-Python probe ran (timed every 0.1 s on its thread's CPU clock; 1.00 is "
+        f"full speed; bench/speed.py): {_speeds(paired)}. On a shared host the probe "
+        "reads twice its usual time for seconds at a time with the bench idle, so a "
+        "drain that lands in such a stretch reads half its rate.")
+    adjusted = [p.at_full_speed for p in paired if p.at_full_speed is not None]
+    if adjusted:
+        section.notes.append(
+            "With each rate scaled by its window's slowdown (a reference, not the "
+            "verdict): " + ", ".join(f"{ratio:.2f}x" for ratio in adjusted)
+            + f"; median {statistics.median(adjusted):.2f}x.")
     return section

@@ -369,6 +369,45 @@ class TestDrainDuel:
         assert round_ratios(taskq, [huey, dramatiq]) == [2.0, 2.0]
         assert round_ratios(taskq, [huey]) == [3.0, 3.0, 1.6]
 
+    def test_a_round_read_in_a_slow_stretch_is_scaled_by_the_machine_s_slowdown(
+        self
+    ) -> None:
+        from bench.drain_duel import Drains, pairings  # noqa: PLC0415
+
+        taskq, huey, dramatiq = Drains(), Drains(), Drains()
+        taskq.by_round, taskq.slowdown = {0: 6_000.0, 1: 9_000.0}, {0: 2.0, 1: 1.0}
+        huey.by_round, huey.slowdown = {0: 3_000.0, 1: 3_000.0}, {0: 1.0}
+        dramatiq.by_round, dramatiq.slowdown = {0: 2_000.0, 1: 1_000.0}, {0: 3.0, 1: 1.0}
+        first, second = pairings(taskq, [huey, dramatiq])
+        # Round 0: Huey is the fastest peer; taskq ran at half speed, so 2x reads 4x.
+        assert (first.ratio, first.peer_slowdown, first.at_full_speed) == (2.0, 1.0, 4.0)
+        # Round 1: no probe landed in Huey's window, so there is no scaled ratio.
+        assert (second.ratio, second.peer_slowdown, second.at_full_speed) == (3.0, None, None)
+
+
+class TestSpeedProbe:
+    """The probe of the machine's own speed beside a duel's drains."""
+
+    def test_the_probe_times_itself_on_the_cpu_clock_while_its_block_runs(self) -> None:
+        import time  # noqa: PLC0415
+
+        from bench.speed import SpeedProbe  # noqa: PLC0415
+
+        before = time.perf_counter()
+        with SpeedProbe(period=0.01) as probe:
+            time.sleep(0.3)
+            start, end = before, time.perf_counter()
+        after = time.perf_counter()
+        time.sleep(0.05)
+        fastest, during = probe.fastest(), probe.during(start, end)
+        assert fastest is not None and during is not None
+        assert 0 < fastest <= during < 0.1
+        slowdown = probe.slowdown(start, end)
+        assert slowdown is not None and slowdown >= 1.0
+        # Nothing is probed after the block, nor before it began.
+        assert probe.during(after, time.perf_counter()) is None
+        assert probe.slowdown(before - 1.0, before) is None
+
     def test_taskq_runs_the_readme_s_recommended_command_for_def_handlers(self) -> None:
         from bench.cpu_drain import RECOMMENDED, command  # noqa: PLC0415
         from bench.incr_floor import CORES  # noqa: PLC0415
@@ -402,6 +441,13 @@ class TestDrainDuel:
         if importlib.util.find_spec("huey") is not None:  # the peers come with `.[bench]`
             assert "| Huey (3 processes) |" in report and "round by round: " in report
             assert f"({command(RECOMMENDED)} " in row, row
+            speeds = re.search(r"taskq / the round's fastest peer, round by round, .*?: "
+                               r"((?:[\d.]+ / [\d.]+(?:, )?)+)\.", report)
+            assert speeds is not None, report
+            # Three rounds, each a pair of slowdowns of at least full speed.
+            pairs = speeds.group(1).split(", ")
+            assert len(pairs) == 3, pairs
+            assert all(float(x) >= 1.0 for pair in pairs for x in pair.split(" / ")), pairs
         else:
             assert "**not run**" in report and "not measured in this run" in row, row
         assert "FAILED" not in report
