@@ -155,15 +155,23 @@ def taskq_completed(server: Server, n: int) -> Queued:
 
 
 @contextlib.contextmanager
-def listpack_values(server: Server, limit: int) -> Iterator[None]:
-    """The server's hash-max-listpack-value set to `limit` for the block, then restored."""
-    name = "hash-max-listpack-value"
-    before = str(server.client.config_get(name)[name])
-    server.client.config_set(name, limit)
+def listpack_values(client: redis.Redis, limit: int) -> Iterator[None]:
+    """The server's hash-max-listpack-value set to `limit` for the block, then restored;
+    by its name before Redis 7.0, hash-max-ziplist-value, where the server knows only
+    that one."""
+    for name in ("hash-max-listpack-value", "hash-max-ziplist-value"):
+        found = client.config_get(name)
+        if name in found:
+            break
+    else:
+        raise BenchError("the server has neither hash-max-listpack-value nor "
+                         "hash-max-ziplist-value")
+    before = str(found[name])
+    client.config_set(name, limit)
     try:
         yield
     finally:
-        server.client.config_set(name, before)
+        client.config_set(name, before)
 
 
 def _listpack_rows(server: Server, n: int, section: Section) -> Queued | None:
@@ -171,7 +179,7 @@ def _listpack_rows(server: Server, n: int, section: Section) -> Queued | None:
     taskq's run, for the sizing advice."""
     rq = next(s for s in SYSTEMS if s.name == "rq")
     try:
-        with listpack_values(server, LISTPACK_VALUE):
+        with listpack_values(server.client, LISTPACK_VALUE):
             taskq = taskq_queued(server, n, 0.0)
             peer = peer_queued(server, rq, interpreter_dir(rq), n, 0.0)
     except (BenchError, OSError, subprocess.TimeoutExpired, redis.RedisError) as e:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -383,6 +384,22 @@ class TestDrainDuel:
         assert (first.ratio, first.peer_slowdown, first.at_full_speed) == (2.0, 1.0, 4.0)
         # Round 1: no probe landed in Huey's window, so there is no scaled ratio.
         assert (second.ratio, second.peer_slowdown, second.at_full_speed) == (3.0, None, None)
+
+
+class TestMemorySettings:
+    """The server setting the memory bench raises for one of its rows."""
+
+    def test_the_hash_setting_is_raised_for_the_block_and_restored_on_any_redis(
+        self, client: redis.Redis
+    ) -> None:
+        from bench.memory import listpack_values  # noqa: PLC0415
+
+        # Redis 7 knows both names (the older as an alias); 6.2 only the ziplist one.
+        name = "hash-max-ziplist-value"
+        before = client.config_get(name)[name]
+        with listpack_values(client, 300):
+            assert client.config_get(name)[name] == "300"
+        assert client.config_get(name)[name] == before
 
 
 class TestSpeedProbe:
