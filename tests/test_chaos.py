@@ -16,7 +16,7 @@ from taskq.broker import Broker
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.results import Cancellation
 from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_cancels
-from taskq.tools.chaos.canceller import Cancels
+from taskq.tools.chaos.canceller import CANCEL_EVERY, Cancels
 from taskq.tools.chaos.checks import (
     Findings,
     concurrency_check,
@@ -424,7 +424,9 @@ def test_a_sharded_run_passes_every_check_on_every_shard(tmp_path: Path) -> None
     assert "longest of 3 logs" in report and "| L1: " not in report
     p1 = next(x for x in report.splitlines() if x.startswith("| P1: "))
     checked, leases = (int(n) for n in p1.split(" | ")[2].split(" leases")[0].split(" of "))
-    assert "| pass |" in p1 and checked == leases > 1000, p1
+    # Each task is leased at least once unless a cancel took it first, and the canceller
+    # takes at most one in CANCEL_EVERY; kills add leases, cancels can outnumber them.
+    assert "| pass |" in p1 and checked == leases >= 1000 - 1000 // CANCEL_EVERY, p1
     events = read_log(tmp_path / "run" / "events.jsonl")
     assert {f["type"] for _, f in events} >= {"enqueued", "leased", "completed", "cancelled"}
     assert all(f.get("name") != LIMITED_TASK for _, f in events)
@@ -468,7 +470,9 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     assert "- Workflows: 5 started (3 chains of 5, 2 chords of 20 and a callback)" in report
     p1 = next(x for x in report.splitlines() if x.startswith("| P1: "))
     checked, leases = (int(n) for n in p1.split(" | ")[2].split(" leases")[0].split(" of "))
-    assert "| pass |" in p1 and checked == leases > 1000, p1
+    # Each task is leased at least once unless a cancel took it first, and the canceller
+    # takes at most one in CANCEL_EVERY; kills add leases, cancels can outnumber them.
+    assert "| pass |" in p1 and checked == leases >= 1000 - 1000 // CANCEL_EVERY, p1
     assert "Priorities of the acknowledged tasks: " in report
     # The whole event log stays behind for TLC's trace validation, cancels included.
     events = read_log(tmp_path / "run" / "events.jsonl")
