@@ -158,11 +158,6 @@ def pairings(taskq: Drains, peers: list[Drains]) -> list[Pairing]:
     return paired
 
 
-def round_ratios(taskq: Drains, peers: list[Drains]) -> list[float]:
-    """taskq's rate over the fastest peer's of the same round, round by round."""
-    return [pairing.ratio for pairing in pairings(taskq, peers)]
-
-
 def _speeds(paired: list[Pairing]) -> str:
     def shown(slowdown: float | None) -> str:
         return "?" if slowdown is None else f"{slowdown:.2f}"

@@ -361,7 +361,10 @@ class TestDrainDuel:
     """The interleaved `def` drain duel's bookkeeping."""
 
     def test_each_round_is_judged_against_that_round_s_fastest_peer(self) -> None:
-        from bench.drain_duel import Drains, round_ratios  # noqa: PLC0415
+        from bench.drain_duel import Drains, pairings  # noqa: PLC0415
+
+        def round_ratios(taskq: Drains, peers: list[Drains]) -> list[float]:
+            return [pairing.ratio for pairing in pairings(taskq, peers)]
 
         taskq, huey, dramatiq = Drains(), Drains(), Drains()
         taskq.by_round = {0: 9_000.0, 1: 6_000.0, 2: 8_000.0}
