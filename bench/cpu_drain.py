@@ -198,7 +198,7 @@ def peer_drain(server: Server, peer: driver.Peer, config: driver.Config, n: int,
                body: str = "incr") -> Window:
     """The peer's worker command draining `n` of its no-ops counted as `body` says
     (`incr` or `tally`), sent by its client one call each, as the peers table runs it."""
-    directory = driver.bin_dir(peer)
+    directory = driver.bin_dir(peer.own_venv)
     filled = driver.fill_with_client(server, peer, config, directory, n, body)
     worker = Child(driver.worker_command(config, directory, filled.queue, server),
                    filled.env, server.logs / f"{filled.queue}.log")

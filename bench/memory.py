@@ -25,13 +25,13 @@ from bench.harness import (
     used_memory,
 )
 from bench.peers import arq_env
+from bench.peers.driver import bin_dir
 from bench.peers.fill import ARGUMENT, chunks
 from bench.peers.memory import (
     DELAY_SECONDS,
     PRODUCERS,
     SYSTEMS,
     System,
-    interpreter_dir,
     peer_completed,
     peer_queued,
 )
@@ -181,7 +181,7 @@ def _listpack_rows(server: Server, n: int, section: Section) -> Queued | None:
     try:
         with listpack_values(server.client, LISTPACK_VALUE):
             taskq = taskq_queued(server, n, 0.0)
-            peer = peer_queued(server, rq, interpreter_dir(rq), n, 0.0)
+            peer = peer_queued(server, rq, bin_dir(rq.own_venv), n, 0.0)
     except (BenchError, OSError, subprocess.TimeoutExpired, redis.RedisError) as e:
         section.fail(f"hash-max-listpack-value {LISTPACK_VALUE}", BenchError(str(e)))
         return None
@@ -205,13 +205,13 @@ def _b(value: float | None) -> str:
 def _peer_row(server: Server, system: System, n: int, done: int, section: Section) -> float | None:
     """The peer's row; its ready bytes per task, or None if it could not be measured."""
     try:
-        bin_dir = interpreter_dir(system)
+        directory = bin_dir(system.own_venv)
         if system.own_venv:
-            section.versions[system.name] = arq_env.version(bin_dir)
-        ready = peer_queued(server, system, bin_dir, n, 0.0)
+            section.versions[system.name] = arq_env.version(directory)
+        ready = peer_queued(server, system, directory, n, 0.0)
         delayed = (None if system.delayed_elsewhere
-                   else peer_queued(server, system, bin_dir, n, DELAY_SECONDS))
-        completed = (peer_completed(server, system, bin_dir, done)
+                   else peer_queued(server, system, directory, n, DELAY_SECONDS))
+        completed = (peer_completed(server, system, directory, done)
                      if system.completed else None)
     except (BenchError, OSError, subprocess.TimeoutExpired, redis.RedisError) as e:
         section.fail(system.title, BenchError(str(e)))

@@ -138,9 +138,10 @@ def _env(server: Server, queue: str, config: Config, count: Count) -> dict[str, 
                       BENCH_COUNTER=COUNTER_KEY, **count.env(), **dict(config.env))
 
 
-def bin_dir(peer: Peer) -> Path:
-    """The directory of the interpreter and commands the peer runs from."""
-    return arq_env.ensure() if peer.own_venv else Path(sys.executable).parent
+def bin_dir(own_venv: bool) -> Path:
+    """The directory of the interpreter and commands a peer runs from: its own venv
+    (arq's, whose redis-py pin clashes with the others') or this one."""
+    return arq_env.ensure() if own_venv else Path(sys.executable).parent
 
 
 def check_importable(server: Server, peer: Peer, bin_dir: Path) -> None:
@@ -159,7 +160,7 @@ SETUP_ERRORS = (BenchError, OSError, subprocess.TimeoutExpired)
 def ready_dir(server: Server, peer: Peer, section: Section) -> Path:
     """The directory `peer` runs from, checked to import it, its own venv's version noted
     in `section`; raises one of SETUP_ERRORS when it cannot run."""
-    directory = bin_dir(peer)
+    directory = bin_dir(peer.own_venv)
     check_importable(server, peer, directory)
     if peer.own_venv:
         section.versions[peer.name] = arq_env.version(directory)

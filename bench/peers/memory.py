@@ -3,7 +3,6 @@ own interpreter, and the bytes its queued tasks and finished jobs leave in Redis
 
 from __future__ import annotations
 
-import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from bench.harness import (
     run_quietly,
     used_memory,
 )
-from bench.peers import arq_env
 from bench.peers.driver import PEERS, Config, new_count
 
 DELAY_SECONDS = 3600.0
@@ -78,10 +76,6 @@ SYSTEMS = (
            "none: its Redis brokers have no delay (a schedule source is a separate part)",
            delayed_elsewhere="no delay"),
 )
-
-
-def interpreter_dir(system: System) -> Path:
-    return arq_env.ensure() if system.own_venv else Path(sys.executable).parent
 
 
 def _env(server: Server, queue: str, extra: dict[str, str]) -> dict[str, str]:
