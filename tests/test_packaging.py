@@ -148,6 +148,23 @@ def test_the_wheel_holds_every_file_of_the_package(built: Built) -> None:
 
 
 @pytest.mark.packaging
+def test_the_wheel_and_the_sdist_carry_the_license_their_metadata_names(built: Built) -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License")
+    with zipfile.ZipFile(built.wheel) as wheel:
+        (licensed,) = [name for name in wheel.namelist()
+                       if name.endswith(".dist-info/licenses/LICENSE")]
+        assert wheel.read(licensed).decode() == text
+        (metadata,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
+        assert "License-Expression: MIT" in wheel.read(metadata).decode().splitlines()
+    with tarfile.open(built.sdist) as sdist:
+        (member,) = [m for m in sdist if m.name.partition("/")[2] == "LICENSE"]
+        handle = sdist.extractfile(member)
+        assert handle is not None
+        assert handle.read().decode() == text
+
+
+@pytest.mark.packaging
 def test_the_sdist_holds_the_package_and_its_build_config_but_no_partial_suite(
     built: Built,
 ) -> None:
