@@ -20,7 +20,8 @@ T = TypeVar("T")
 
 
 def wait_until(
-    predicate: Callable[[], T], timeout: float = 10.0, what: str = "", interval: float = 0.02
+    predicate: Callable[[], T | None], timeout: float = 10.0, what: str = "",
+    interval: float = 0.02,
 ) -> T:
     """Poll `predicate` until it returns something truthy, and return that; fail the test
     with `what` if the deadline passes first."""
