@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import redis
@@ -17,6 +19,11 @@ from taskq.keys import check_queue_name
 from taskq.settings import Settings
 from taskq.transport import Client
 
+# Brokers kept for the queues the JSON API was last asked about. Any valid name is
+# answered (an unknown queue reads as empty), so the set a client can name is unbounded;
+# the least recently asked-for broker is dropped past this, to be built again if needed.
+MAX_BROKERS = 1_000
+
 
 @dataclass
 class WebState:
@@ -28,7 +35,9 @@ class WebState:
     aclient: aioredis.Redis
     stream: StreamSettings
     readers: Readers
-    brokers: dict[str, Broker] = field(default_factory=dict)
+    brokers: OrderedDict[str, Broker] = field(default_factory=OrderedDict)
+    # The API's handlers run in threads, so the brokers are reached under this lock.
+    _brokers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def create(cls, settings: Settings) -> WebState:
@@ -59,12 +68,20 @@ class WebState:
         )
 
     def broker(self, queue: str) -> Broker:
+        """The broker of `queue` on the shared client: kept for the MAX_BROKERS queues
+        asked for most recently (a broker holds no connection of its own)."""
         check_queue_name(queue)
-        if queue not in self.brokers:
-            self.brokers[queue] = Broker(
-                self.client, queue, events_retention=self.settings.events_retention
-            )
-        return self.brokers[queue]
+        with self._brokers_lock:
+            broker = self.brokers.get(queue)
+            if broker is None:
+                broker = self.brokers[queue] = Broker(
+                    self.client, queue, events_retention=self.settings.events_retention
+                )
+                if len(self.brokers) > MAX_BROKERS:
+                    self.brokers.popitem(last=False)
+            else:
+                self.brokers.move_to_end(queue)
+            return broker
 
     async def close(self) -> None:
         await self.readers.close()
