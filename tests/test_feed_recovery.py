@@ -224,6 +224,41 @@ def test_a_lost_counter_restarts_after_the_last_row_in_a_new_epoch(client: redis
     assert epoch and epoch != epoch_before
 
 
+@pytest.mark.parametrize("counter", [None, "3"], ids=["lost", "behind"])
+def test_a_counter_lost_or_behind_a_trimmed_log_gives_one_gap_then_quiet(
+    settings: Settings, client: redis.Redis, counter: str | None
+) -> None:
+    """Until the next write restores it, the log's head is its last row, not the counter:
+    with the counter missing or behind, the gap's resume point would be trimmed too, and
+    the client and the hub would read gap after gap without ever waiting."""
+    producer = Producer(client, retention=3)
+    producer.append(10)
+    epoch, oldest, head = bounds(client)
+    assert (oldest, head) == (8, 10)
+    if counter is None:
+        client.delete(KEYS.seq)
+    else:
+        client.set(KEYS.seq, counter)
+
+    async def scenario() -> tuple[list[str], int, list[int]]:
+        async with running_hub(settings.redis_url) as hub:
+            reader = Reader(hub, last_id=f"{epoch}.2.123")
+            reader.connect()
+            events: list[str] = []
+            for _ in range(50):  # a spinning feed never goes quiet: stop it after 50 reads
+                frames = await reader.next()
+                events += [f.event for f in frames]
+                if "keepalive" in events:
+                    break
+            await reader.drop()
+            tail = hub.tail.seq
+        return events, tail, [g["head"] for g in reader.gaps]
+
+    events, tail, heads = run(scenario())
+    assert events.count("gap") == 1 and "keepalive" in events, events[:10]
+    assert heads == [10] and tail == 10
+
+
 def test_a_lost_epoch_alone_keeps_the_ids_and_names_a_new_epoch(client: redis.Redis) -> None:
     producer = Producer(client, retention=1000)
     producer.append(4)

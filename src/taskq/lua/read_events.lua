@@ -3,7 +3,8 @@
   read the rows that follow it, atomically, so nothing can be trimmed or appended
   between the check and the read. Read-only.
   KEYS[1] events  STREAM  change feed, ids <seq>-0
-  KEYS[2] seq     STRING  last event sequence number (the head)
+  KEYS[2] seq     STRING  last event sequence number (the head; the stream's last id
+                          when it is missing or behind)
   KEYS[3] epoch   STRING  event log incarnation
   ARGV[1] epoch           the cursor's epoch; '' when the client has none (cursor 0)
   ARGV[2] cursor          sequence number of the last row the client has
@@ -23,7 +24,13 @@ local cursor_epoch, cursor = ARGV[1], tonumber(ARGV[2])
 local fingerprint, count = ARGV[3], tonumber(ARGV[4])
 
 local epoch = redis.call('GET', epoch_key) or ''
-local head = tonumber(redis.call('GET', seq_key) or '0')
+-- The head is the id of the log's last row. The counter names it, unless the counter
+-- alone was lost (or set behind): then the stream's last row does, as it will for the
+-- next writer (close_feed). A head behind the rows would send a client a gap whose
+-- resume point gets the same gap again, for ever.
+local head = tonumber(redis.call('GET', seq_key) or '0') or 0
+local newest = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
+if newest then head = math.max(head, tonumber(string.match(newest[1], '^(%d+)'))) end
 local first = head + 1
 local oldest = redis.call('XRANGE', events_key, '-', '+', 'COUNT', 1)[1]
 if oldest then first = tonumber(string.match(oldest[1], '^(%d+)')) end
@@ -37,9 +44,8 @@ local function field(entry, name)
 end
 
 local function gap(reason)
-  local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
   local head_ts = '0'
-  if last then head_ts = field(last, 'ts') end
+  if newest then head_ts = field(newest, 'ts') end
   return {'gap', epoch, head, first, head_ts, reason}
 end
 
