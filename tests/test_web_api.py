@@ -3,12 +3,14 @@ loopback-only without a token), the JSON API and /metrics."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 import redis
 
 from helpers import events, lease_one, wait_past
@@ -17,12 +19,14 @@ from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.flows import Flows, StageSpec
+from taskq.keys import QUEUES_KEY
 from taskq.processes import taskq_command
 from taskq.rates import RateLimit
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.settings import Settings
 from taskq.shards import Layout, register, slot_of
+from taskq.snapshot import queue_names
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
 
@@ -146,6 +150,28 @@ def test_api_queues_counts_each_structure(server: Server, queue: Broker) -> None
     mine = [q for q in reply["queues"] if q["name"] == queue.queue]
     assert mine == [{"name": queue.queue, "ready": 2, "leased": 1, "delayed": 1, "dead": 1}]
     assert reply["default"] == "default"  # the server's own (TASKQ_QUEUE), for the page
+
+
+def test_a_member_of_the_queue_registry_that_is_no_queue_name_fails_no_listing(
+    server: Server, queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Something other than taskq put a bad name in the registry: the queues, /metrics
+    and the snapshot still answer, without it, and the server says why once."""
+    fill(queue)
+    bad = ["not a queue name", "x" * 500]
+    queue.client.sadd(QUEUES_KEY, *bad)
+    reply = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT)
+    assert reply.status_code == 200
+    assert queue.queue in [q["name"] for q in reply.json()["queues"]]
+    assert "not a queue name" not in reply.text
+    metrics = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT)
+    assert metrics.status_code == 200 and queue.queue in metrics.text
+    with caplog.at_level(logging.WARNING, logger="taskq"):
+        listed = [queue_names(queue) for _ in range(2)]
+    assert listed[0] == listed[1] == sorted(
+        str(name) for name in queue.client.smembers(QUEUES_KEY) if name not in bad)
+    warned = [r.getMessage() for r in caplog.records if "not listed" in r.getMessage()]
+    assert len(warned) == 2 and "invalid queue name 'not a queue name'" in warned[0]
 
 
 def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: Broker) -> None:

@@ -3,13 +3,17 @@ the concurrency limits' slots."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
+from taskq.errors import InvalidTaskError
 from taskq.feed.cursor import Cursor
-from taskq.keys import QUEUES_KEY
+from taskq.keys import QUEUES_KEY, check_queue_name
 from taskq.results import QueueCounts
+
+log = logging.getLogger("taskq")
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,24 @@ class QueueSnapshot:
 
 
 def queue_names(broker: Broker) -> list[str]:
-    """Every queue any producer has used on this Redis, sorted."""
+    """Every queue any producer has used on this Redis, sorted. A member that is no valid
+    queue name (written by something else) is left out, and logged once, so that it
+    cannot fail every listing of the queues (the API's, /metrics, the command's)."""
     with redis_errors("list the queues"):
-        names = broker.client.smembers(QUEUES_KEY)
-    return sorted(str(n) for n in names)
+        members = broker.client.smembers(QUEUES_KEY)
+    names = []
+    for member in sorted(str(m) for m in members):
+        try:
+            names.append(check_queue_name(member))
+        except InvalidTaskError as e:
+            if member not in _skipped:
+                _skipped.add(member)
+                log.warning("%s: not listed (a member of %s)", e, QUEUES_KEY)
+    return names
+
+
+# The invalid members already logged, so a dashboard polling the list logs each once.
+_skipped: set[str] = set()
 
 
 def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
