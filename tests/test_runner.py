@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 
@@ -17,6 +18,25 @@ from taskq.worker.runner import Runner
 from waiting import wait_until
 
 HANDLER_LIMIT_SECONDS = 10.0
+
+
+class Abort(BaseException):
+    """A class of the handler's own outside Exception, as some libraries raise."""
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text for this one")
+
+
+class NotText(Exception):
+    def __str__(self) -> str:
+        return 42  # type: ignore[return-value]  # noqa: PLE0307  (the hostile case itself)
+
+
+HOSTILE: dict[str, type[BaseException]] = {
+    "interrupt": KeyboardInterrupt, "own": Abort, "exit": SystemExit,
+    "unprintable": Unprintable, "not-text": NotText}
 
 
 class Handlers:
@@ -39,6 +59,22 @@ class Handlers:
             self.started.set()
             await asyncio.to_thread(self.release.wait, HANDLER_LIMIT_SECONDS)
 
+        @self.app.task("raising_sync")
+        def raising_sync(kind: str) -> None:
+            raise HOSTILE[kind]()
+
+        @self.app.task("raising_async")
+        async def raising_async(kind: str) -> None:
+            raise HOSTILE[kind]()
+
+        @self.app.task("fine_sync")
+        def fine_sync() -> None:
+            """Runs after a hostile one: the handler that ran it must still be there."""
+
+        @self.app.task("fine_async")
+        async def fine_async() -> None:
+            """The async one's check."""
+
     def finish(self, runner: Runner, submitted: int) -> None:
         """Let every handler go, wait for their outcomes, then close the runner (a
         coroutine still pending when its loop closes would be torn down mid-run)."""
@@ -59,8 +95,8 @@ class Handlers:
         return runner
 
 
-def job(name: str, task_id: str = "t1") -> tuple[LeasedTask, TaskContext]:
-    task = LeasedTask(task_id, 1, name, "{}", 0, 3)
+def job(name: str, task_id: str = "t1", payload: str = "{}") -> tuple[LeasedTask, TaskContext]:
+    task = LeasedTask(task_id, 1, name, payload, 0, 3)
     context = TaskContext(task_id=task_id, name=name, queue="runner", worker_id="w",
                           token=1, attempt=1, max_retries=3)
     return task, context
@@ -126,5 +162,32 @@ def test_a_batch_that_fails_at_once_hands_nothing_over_so_nobody_waits_for_it(
         failures = [o.failure for o in handlers.outcomes]
         assert all(f is not None and f.error_type == "taskq.errors.UnknownTaskError"
                    and "unknown task 'no.such.task'" in f.line for f in failures)
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_whatever_a_handler_raises_fails_its_run_and_the_next_run_still_starts(
+    handlers: Handlers, kind: str, flavour: str
+) -> None:
+    runner = handlers.runner(concurrency=1)
+    try:
+        payload = json.dumps({"args": [kind], "kwargs": {}})
+        assert runner.submit([job(f"raising_{flavour}", "hostile", payload)])
+        assert runner.submit([job(f"fine_{flavour}", "next")])
+        wait_until(lambda: len(handlers.outcomes) == 2, HANDLER_LIMIT_SECONDS,
+                   "both runs to end, the second on the same single handler")
+        hostile, after = handlers.outcomes
+        assert (hostile.task.task_id, after.task.task_id) == ("hostile", "next")
+        assert after.failure is None
+        failure = hostile.failure
+        assert failure is not None and failure.error_type.endswith(HOSTILE[kind].__name__)
+        assert failure.line.startswith(HOSTILE[kind].__name__)
+        if kind == "unprintable":
+            assert failure.message == "<str() of the test_runner.Unprintable raised ValueError>"
+            assert "<exception str() failed>" in failure.traceback
+        if kind == "not-text":
+            assert "TypeError" in failure.message
     finally:
         runner.close()

@@ -52,15 +52,26 @@ def type_name(error: BaseException) -> str:
         f"{cls.__module__}.{cls.__qualname__}"
 
 
+def message_of(error: BaseException) -> str:
+    """`str(error)`, or a placeholder when the exception's own `__str__` fails: a
+    handler's exception is user code, and describing it must not raise in turn."""
+    try:
+        text = str(error)
+    except Exception as e:
+        return f"<str() of the {type_name(error)} raised {type_name(e)}>"
+    return text if isinstance(text, str) else repr(text)
+
+
 def describe(error: BaseException) -> Failure:
     """The exception as a `Failure`: its type, message and whole formatted traceback
     (chained causes included), with a one-line summary naming where it was raised."""
-    summary = f"{type(error).__name__}: {error}"
+    message = message_of(error)
+    summary = f"{type(error).__name__}: {message}"
     frames = traceback.extract_tb(error.__traceback__)
     if frames:
         last = frames[-1]
         summary += f" (at {last.filename}:{last.lineno} in {last.name})"
-    return Failure(type_name(error), str(error), "".join(traceback.format_exception(error)),
+    return Failure(type_name(error), message, "".join(traceback.format_exception(error)),
                    summary[:MAX_SUMMARY_CHARS])
 
 
@@ -254,7 +265,7 @@ class Runner:
             # Settler); a time limit's is a failure under the retry policy.
             outcome = time_limit_outcome(task, context, policy, e) if context.timed_out \
                 else failed(task, context, policy, e)
-        except (Exception, SystemExit) as e:
+        except BaseException as e:  # as in _thread_main: raised here, it would end the loop
             outcome = failed(task, context, policy, e)
         finally:
             unbind(token)
@@ -274,7 +285,10 @@ class Runner:
             context.begin()
             try:
                 outcome = self._returned(task, context, fn(*args, **kwargs), keep)
-            except (Exception, SystemExit) as e:
+            # Whatever the handler raised (KeyboardInterrupt, SystemExit, a class of its
+            # own) ends its run as a failure: escaping, it would end this thread with the
+            # task still leased and renewed, and the worker one handler short.
+            except BaseException as e:
                 outcome = failed(task, context, policy, e)
             finally:
                 unbind(token)
