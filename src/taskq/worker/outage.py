@@ -37,22 +37,41 @@ class Backoff:
         self.failures = 0
 
 
-def retry_for(seconds: float, what: str, call: Callable[[], T]) -> T | None:
-    """Retry `call` through outages for up to `seconds`; None if Redis stayed away.
+class Outage:
+    """Bounded retries through an outage for ack, fail and release, with one deadline
+    for every call that meets the same outage: a lease from its first failed call.
 
-    A lost ack means the task runs again, so it is worth waiting a whole lease for.
+    A lost ack means the task runs again, so it is worth waiting a whole lease for. No
+    longer: heartbeats cannot reach Redis either, so by then every lease the worker held
+    has run out and its tasks are another worker's to reap. Calls made one after another
+    in the same outage (a shutdown releasing each task it holds) share that lease
+    instead of waiting one each.
     """
-    deadline = time.monotonic() + seconds
-    backoff = Backoff(base=0.05, cap=1.0)
-    while True:
-        try:
-            result = call()
-        except BrokerError as e:
-            pause = backoff.failed(e)
-            if time.monotonic() + pause > deadline:
-                log.error("%s gave up after %.1fs of outage: %s", what, seconds, e)
-                return None
-            time.sleep(pause)
-            continue
-        backoff.succeeded()
-        return result
+
+    def __init__(self, lease_seconds: float) -> None:
+        self.lease_seconds = lease_seconds
+        self.deadline: float | None = None
+
+    def retry(self, what: str, call: Callable[[], T]) -> T | None:
+        """`call`, retried while Redis is away until the outage's deadline; None if it
+        stayed away that long."""
+        backoff = Backoff(base=0.05, cap=1.0)
+        while True:
+            try:
+                result = call()
+            except BrokerError as e:
+                if self.deadline is None:
+                    self.deadline = time.monotonic() + self.lease_seconds
+                pause = backoff.failed(e)
+                now = time.monotonic()
+                if now + pause > self.deadline:
+                    self.deadline = now  # spent: the next call in this outage tries once
+                    log.error("%s gave up: Redis has been away %.1fs, a whole lease, since "
+                              "the first call this outage refused: %s", what,
+                              self.lease_seconds, e)
+                    return None
+                time.sleep(pause)
+                continue
+            self.deadline = None
+            backoff.succeeded()
+            return result

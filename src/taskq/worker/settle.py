@@ -15,7 +15,7 @@ from taskq.results import Failure, LeaseBatch, LeasedTask
 from taskq.retry import Decision
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
-from taskq.worker.outage import retry_for
+from taskq.worker.outage import Outage
 from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
 from taskq.worker.tasklog import TaskLog
@@ -49,6 +49,7 @@ class Settler:
         self.slots = slots
         self.worker_id = worker_id
         self.task_log = TaskLog(settings.task_log)
+        self.outage = Outage(settings.lease_seconds)
 
     def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
                lease_from: Broker | None = None) -> Settled:
@@ -129,8 +130,8 @@ class Settler:
                 log.info("%s; sending the acks alone", acks)
             else:
                 return Settled(self._count_acks(broker, tasks, contexts, acks), None, batch)
-        acked = retry_for(self.settings.lease_seconds, f"ack of {len(tasks)} task(s)",
-                          lambda: broker.ack_many(held, results))
+        acked = self.outage.retry(f"ack of {len(tasks)} task(s)",
+                                  lambda: broker.ack_many(held, results))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
@@ -155,7 +156,7 @@ class Settler:
         base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
         cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
         dead = decision.mode == "dead"
-        result = retry_for(s.lease_seconds, f"fail {task.task_id}", lambda: broker.fail(
+        result = self.outage.retry(f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
         if result is None or result.status == "stale":
             self._stale(task.task_id, task.token, "fail", error.line)
@@ -173,9 +174,9 @@ class Settler:
             self.task_log.ended(context, "retried", error.line)
 
     def _ack_cancelled(self, context: TaskContext) -> None:
-        ended = retry_for(self.settings.lease_seconds, f"cancel {context.task_id}",
-                          lambda: self._broker(context).ack_cancelled(context.task_id,
-                                                                     context.token))
+        ended = self.outage.retry(f"cancel {context.task_id}",
+                                  lambda: self._broker(context).ack_cancelled(context.task_id,
+                                                                             context.token))
         if ended:
             self.slots.count("cancelled")
             self.task_log.ended(context, "cancelled")
@@ -183,8 +184,9 @@ class Settler:
             self._stale(context.task_id, context.token, "cancel")
 
     def _ack_abandoned(self, context: TaskContext) -> None:
-        acked = retry_for(self.settings.lease_seconds, f"ack {context.task_id}",
-                          lambda: self._broker(context).ack(context.task_id, context.token))
+        acked = self.outage.retry(f"ack {context.task_id}",
+                                  lambda: self._broker(context).ack(context.task_id,
+                                                                    context.token))
         log.warning("task %s outlived the grace period after its effect was applied: %s",
                     context.task_id, "acked, and the rest of its handler cut off" if acked
                     else "its ack was refused or lost (another worker may run it)")
@@ -193,9 +195,9 @@ class Settler:
 
     def _release(self, context: TaskContext, why: str) -> None:
         """Hand a task back to ready for another worker, saying `why` in the log."""
-        released = retry_for(self.settings.lease_seconds, f"release {context.task_id}",
-                             lambda: self._broker(context).release(context.task_id,
-                                                               context.token))
+        released = self.outage.retry(f"release {context.task_id}",
+                                     lambda: self._broker(context).release(context.task_id,
+                                                                           context.token))
         log.warning("task %s %s %s", context.task_id, why,
                     "released" if released else "left to be reaped")
         if released:

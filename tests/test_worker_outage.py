@@ -1,0 +1,63 @@
+"""Bounded retries through a Redis outage: every call that meets the same outage shares
+one lease of waiting, from its first refused call."""
+
+from __future__ import annotations
+
+from taskq.errors import BrokerError
+from taskq.worker.outage import Outage
+
+LEASE = 0.3
+
+
+class Redis:
+    """A call's far end: away until told otherwise, counting what reached it."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.calls = 0
+
+    def call(self) -> str:
+        self.calls += 1
+        if not self.up:
+            raise BrokerError("Redis is away")
+        return "ok"
+
+
+def test_a_call_waits_a_lease_for_redis_and_then_gives_up() -> None:
+    redis, outage = Redis(), Outage(LEASE)
+    assert outage.retry("ack t1", redis.call) is None
+    assert redis.calls > 2  # retried with backoff, not given up at the first refusal
+
+
+def test_later_calls_in_the_same_outage_do_not_wait_another_lease_each() -> None:
+    redis, outage = Redis(), Outage(LEASE)
+    assert outage.retry("release t1", redis.call) is None
+    for task in ("t2", "t3", "t4"):
+        before = redis.calls
+        assert outage.retry(f"release {task}", redis.call) is None
+        # Tried once, and given up at once: the lease since the first refusal is over.
+        assert redis.calls == before + 1
+
+
+def test_redis_back_ends_the_outage_and_the_next_one_gets_a_lease_of_its_own() -> None:
+    redis, outage = Redis(), Outage(LEASE)
+    assert outage.retry("ack t1", redis.call) is None
+    redis.up = True
+    assert outage.retry("ack t2", redis.call) == "ok"
+    assert outage.deadline is None
+    redis.up = False
+    before = redis.calls
+    assert outage.retry("ack t3", redis.call) is None
+    assert redis.calls > before + 2
+
+
+def test_a_call_that_redis_answers_after_a_refusal_returns_its_result() -> None:
+    redis, outage = Redis(), Outage(LEASE)
+    answers = iter([False, False, True])
+
+    def flaky() -> str:
+        redis.up = next(answers)
+        return redis.call()
+
+    assert outage.retry("fail t1", flaky) == "ok"
+    assert redis.calls == 3 and outage.deadline is None
