@@ -132,21 +132,23 @@ def test_result_waited_for_here_comes_from_a_worker_process(
     assert charge_tokens(ledger_path, "t0") == [1]
 
 
+# SIGHUP: the terminal or ssh session the worker ran in went away.
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_drains_the_task_in_hand_and_exits_zero(
-    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, signum: signal.Signals
 ) -> None:
     worker = workers.start(WORK_SECONDS="1")
     first = queue.enqueue("first", payload=CHARGE).task_id
     second = queue.enqueue("second", payload=CHARGE).task_id
     wait_for_state(queue, first, "running")
-    worker.send_signal(signal.SIGTERM)
+    worker.send_signal(signum)
     assert worker.wait(10) == 0
     assert record_of(queue, first).state == "completed"
     assert charge_tokens(ledger_path, first) == [1]
     untouched = record_of(queue, second)
     assert (untouched.state, untouched.fencing_token) == ("pending", 0)
     log = workers.log(worker)
-    assert "draining (SIGTERM)" in log and "taskq.worker: stopped" in log
+    assert f"draining ({signum.name})" in log and "taskq.worker: stopped" in log
 
 
 def test_second_sigterm_exits_at_once_and_the_lease_is_reaped_later(
@@ -206,14 +208,15 @@ def test_a_pool_of_two_runs_tasks_in_two_worker_processes(
     assert (summary.charges, summary.tasks, summary.charged_twice) == (20, 20, [])
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_to_a_pool_drains_every_process_and_exits_zero(
-    workers: WorkerProcesses, queue: Broker
+    workers: WorkerProcesses, queue: Broker, signum: signal.Signals
 ) -> None:
     pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="1")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(4)]
     wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
     held = [t for t in task_ids if record_of(queue, t).state == "running"]
-    pool.send_signal(signal.SIGTERM)
+    pool.send_signal(signum)
     assert pool.wait(15) == 0
     assert [record_of(queue, t).state for t in held] == ["completed", "completed"]
     assert queue.counts().ready == 2  # the rest wait for the next worker

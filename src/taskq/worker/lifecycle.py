@@ -14,6 +14,11 @@ from taskq.worker.inbox import Inbox
 
 log = logging.getLogger("taskq.worker")
 
+# The signals that stop a worker by draining it. SIGHUP is a closed terminal or an ssh
+# session gone: left to its default, it would end the worker at once, its tasks in hand
+# waiting for their leases to run out.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 class Phase(Enum):
     RUNNING = "running"
@@ -60,10 +65,11 @@ class Lifecycle:
         log.info("stopped")
 
     def install_signal_handlers(self) -> None:
-        """First SIGTERM/SIGINT drains; a second one exits at once (leases are reaped later)."""
+        """First SIGTERM/SIGINT/SIGHUP drains; a second one exits at once (leases are
+        reaped later)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:

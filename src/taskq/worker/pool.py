@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from taskq.processes import die_with_parent
+from taskq.worker.lifecycle import STOP_SIGNALS
 
 log = logging.getLogger("taskq.worker")
 
@@ -66,7 +67,7 @@ class WorkerPool:
         """Run until asked to stop and every copy has exited; returns the exit status:
         0 when every copy exited cleanly at the end, else the first failing status."""
         if install_signal_handlers:
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_signal)
         log.info("worker pool: %d processes", len(self.copies))
         for copy in self.copies:
