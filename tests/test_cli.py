@@ -86,7 +86,7 @@ class TestEnqueue:
         [
             (["--kwargs", "notjson"], "--kwargs is not valid JSON"),
             (["--kwargs", "[1, 2]"], "--kwargs must be a JSON object"),
-            (["-1"], "count must be >= 0"),
+            (["-1"], "count must be a whole number of tasks between 0 and 1000000, not -1"),
             (["--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
             (["--priority", "10"], "priority must be"),
         ],

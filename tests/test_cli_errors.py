@@ -108,3 +108,28 @@ class TestMalformedRedisUrl:
         line = one_line(run(argv, "", tmp_path))
         assert line.startswith("taskq chaos: --redis-url: REDIS_URL='localhost:6379' has no scheme")
         assert not (tmp_path / "chaos").exists()
+
+
+class TestOutOfRangeOptions:
+    """A number out of an option's range stops the command before it reaches Redis (here
+    nowhere) or starts anything: one line naming the option, its range and the value."""
+
+    @pytest.mark.parametrize(("argv", "said"), [
+        (["enqueue", "1" + "0" * 30],
+         "count must be a whole number of tasks between 0 and 1000000, not 1000000"),
+        (["dashboard", "--once", "--interval", "inf"],
+         "--interval must be a number of seconds above 0 and at most 86400, not inf"),
+        (["dashboard", "--once", "--rows", "-5"],
+         "--rows must be a whole number of tasks between 1 and 1000, not -5"),
+        (["serve", "--port", "99999"],
+         "--port must be a whole number between 0 and 65535, not 99999"),
+        (["worker", "--queue", "a:" + "9" * 5000],
+         "--queue 'a:9999"),
+    ], ids=["enqueue-count", "dashboard-interval", "dashboard-rows", "serve-port",
+            "worker-queue-weight"])
+    def test_the_command_says_which_option_and_exits_2(
+        self, argv: list[str], said: str, nowhere: str, tmp_path: Path
+    ) -> None:
+        line = one_line(run(argv, nowhere, tmp_path))
+        assert line.startswith(f"taskq {argv[0]}: {said}"), line
+        assert " must be " in line and "Redis" not in line

@@ -61,6 +61,9 @@ class TestAKeyedLimit:
                 send.enqueue(bad)
         with pytest.raises(InvalidTaskError, match="invalid concurrency key"):
             send.enqueue("")
+        # Past Python's int-to-text limit (4300 digits), not only past the key's size.
+        with pytest.raises(InvalidTaskError, match="an integer too long to be a key"):
+            send.enqueue(10**5000)
         assert app.broker.counts().ready == 0
 
     def test_a_key_must_name_a_parameter_and_needs_a_limit(self, app: App) -> None:

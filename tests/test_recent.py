@@ -83,6 +83,7 @@ class TestTheScript:
     @pytest.mark.parametrize(("options", "says"), [
         ({"states": ["running"]}, "states must be"), ({"limit": 0}, "limit"),
         ({"scan": 10**6}, "scan"), ({"name": "x" * 201}, "at most 200"),
+        ({"name": "\ud800"}, "text \\(UTF-8\\)"), ({"id_prefix": "\udcff"}, "id prefix"),
     ])
     def test_a_search_taskq_cannot_run_is_refused(
         self, queue: Broker, options: dict[str, object], says: str

@@ -97,6 +97,17 @@ class TestTheLayout:
 
 
 class TestProducing:
+    @pytest.mark.parametrize("key", [123, "\ud800", "", "k" * 513], ids=["int", "surrogate",
+                                                                       "empty", "too-long"])
+    def test_an_idempotency_key_routing_cannot_use_is_refused_as_unsharded(
+        self, sharded: App, key: object
+    ) -> None:
+        @sharded.task("keyed")
+        def keyed() -> None: ...
+
+        with pytest.raises(InvalidTaskError, match="invalid idempotency key"):
+            keyed.call(idempotency_key=key)
+
     def test_tasks_spread_over_every_shard_and_each_is_found_by_its_id(
         self, sharded: App, client: redis.Redis
     ) -> None:

@@ -322,6 +322,15 @@ class TestRefused:
             chain(add.s(1)).enqueue(flow_id="has.dot")
         with pytest.raises(InvalidTaskError, match="at least one step"):
             group([])
+        for alone in (5, None, "ab"):
+            with pytest.raises(InvalidTaskError, match="or one iterable of them, not"):
+                group(alone)  # type: ignore[arg-type]
+        for nested in (chain(add.s(2), add.s()), group(add.s(2))):
+            with pytest.raises(InvalidTaskError, match=r"inside a group|members are steps"):
+                group(nested)  # type: ignore[arg-type]
+        for calls in (5, None):
+            with pytest.raises(InvalidTaskError, match="calls must be an iterable"):
+                add.enqueue_many(calls)  # type: ignore[arg-type]
         other = App(queue="other", settings=app.settings)
         stranger = other.task("stranger")(lambda x: x)
         with pytest.raises(InvalidTaskError, match="same App"):

@@ -69,8 +69,13 @@ class Group:
     `taskq.failure_of`)."""
 
     def __init__(self, *steps: Step | Iterable[Step], on_member_failure: str = "fail") -> None:
-        if len(steps) == 1 and not isinstance(steps[0], Step):
-            steps = tuple(steps[0])  # group(task.s(x) for x in xs)
+        # group(task.s(x) for x in xs); a chain or group alone is refused below as a
+        # member, with the message that says why.
+        if len(steps) == 1 and not isinstance(steps[0], Step | Chain | Group):
+            if isinstance(steps[0], str | bytes | dict) or not isinstance(steps[0], Iterable):
+                raise InvalidTaskError(f"a group's members are steps, task.s(...), or one "
+                                       f"iterable of them, not {shown(steps[0])}")
+            steps = tuple(steps[0])
         if not steps:
             raise InvalidTaskError("a group needs at least one step")
         for step in steps:

@@ -73,4 +73,8 @@ def limit_key_of(limit: ConcurrencyLimit, signature: inspect.Signature,
         raise InvalidTaskError(f"cannot enqueue {limit.name}: its concurrency_key "
                                f"{limit.key!r} must be a string or an integer, not "
                                f"{shown(value)}")
-    return str(value)
+    try:
+        return str(value)
+    except ValueError as e:  # an integer past Python's int-to-text digit limit
+        raise InvalidTaskError(f"cannot enqueue {limit.name}: its concurrency_key "
+                               f"{limit.key!r} is an integer too long to be a key: {e}") from e

@@ -130,6 +130,11 @@ MAX_PROGRESS_MESSAGE_CHARS = 200
 # Heartbeats at most every 15 s (the feed protocol's promise).
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
+# The command line's own numbers. `taskq enqueue COUNT` builds its tasks in memory first.
+ENQUEUE_COUNT = Range("count", 0, 1_000_000, 5, "tasks", whole=True)
+DASHBOARD_INTERVAL = Range("--interval", 0.0, float(DAY), 1.0, "seconds", above=True)
+DASHBOARD_ROWS = Range("--rows", 1, 1000, 10, "tasks", whole=True)
+PORT = Range("--port", 0, 65535, 8000, whole=True)
 
 # Each numeric Simulation field and its range; Simulation checks every one at start.
 SIMULATION: dict[str, Range[int] | Range[float]] = {

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
-from taskq.limits import HISTORY_SCAN, Range, shown
+from taskq.limits import HISTORY_SCAN, Range, shown, utf8
 
 ENDS = ("completed", "dead", "cancelled")
 RECENT_LIMIT = Range("limit", 1, 1000, 50, "tasks", whole=True)
@@ -52,9 +52,9 @@ def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
         raise InvalidTaskError(f"states must be some of {', '.join(ENDS)}, not "
                                f"{shown(list(states))}")
     for what, value in (("id prefix", id_prefix), ("name", name)):
-        if not isinstance(value, str) or len(value) > MAX_SEARCH_CHARS:
-            raise InvalidTaskError(f"the {what} searched for must be at most "
-                                   f"{MAX_SEARCH_CHARS} characters, not {shown(value)}")
+        if not isinstance(value, str) or len(value) > MAX_SEARCH_CHARS or not utf8(value):
+            raise InvalidTaskError(f"the {what} searched for must be text (UTF-8) of at "
+                                   f"most {MAX_SEARCH_CHARS} characters, not {shown(value)}")
     RECENT_LIMIT.check(limit)
     RECENT_SCAN.check(scan)
     with redis_errors("read the recently ended tasks"):

@@ -26,7 +26,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from taskq.boundary import redis_errors
 from taskq.errors import ConfigError
-from taskq.keys import SHARD_MARK, QueueKeys, check_queue_name, new_id
+from taskq.keys import SHARD_MARK, QueueKeys, check_idempotency_key, check_queue_name, new_id
 from taskq.limits import SHARDS, shown
 from taskq.transport import Client
 
@@ -104,7 +104,9 @@ class Layout:
         a handle made later from the id alone finds the task (about `count` tries)."""
         if idempotency_key is None:
             return new_id()
-        want = route(idempotency_key, self.count)
+        # Checked before routing, which encodes it: a key that is no text of the allowed
+        # size gets the error an unsharded enqueue gives.
+        want = route(check_idempotency_key(idempotency_key), self.count)
         while True:
             task_id = new_id()
             if route(task_id, self.count) == want:

@@ -15,6 +15,8 @@ from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.cli.dashboard_rich import queue_panel, shards_panel
 from taskq.cli.workers import age
+from taskq.errors import ConfigError
+from taskq.limits import DASHBOARD_INTERVAL, DASHBOARD_ROWS
 from taskq.registry import WorkerView, read_workers
 from taskq.schedule_view import SchedulesView, read_schedules
 from taskq.settings import Settings
@@ -40,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    DASHBOARD_INTERVAL.check(args.interval, error=ConfigError)
+    DASHBOARD_ROWS.check(args.rows, error=ConfigError)
     settings = settings_from(args)
     base = Broker.from_settings(settings)
     brokers: dict[str, Broker] = {}  # one per queue for the whole run, not one per frame

@@ -11,7 +11,7 @@ from taskq.app import App
 from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
-from taskq.limits import PRIORITY
+from taskq.limits import ENQUEUE_COUNT, PRIORITY
 from taskq.registry import read_workers
 from taskq.results import SIMULATE_TASK
 
@@ -37,8 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
-    if args.count < 0:
-        raise ConfigError(f"count must be >= 0, not {args.count}")
+    ENQUEUE_COUNT.check(args.count, error=ConfigError)
     kwargs: dict[str, object] = {}
     if args.kwargs:
         try:

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
+from taskq.limits import PORT
 
 HELP = "serve the web dashboard, the live SSE feed, the JSON API and /metrics"
 
@@ -46,6 +47,7 @@ def check_exposure(host: str, token: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    PORT.check(args.port, error=ConfigError)
     # Imported here: the core install has no HTTP server, and every other command works.
     try:
         import uvicorn  # noqa: PLC0415

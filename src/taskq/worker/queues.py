@@ -37,7 +37,8 @@ def parse_queues(text: str) -> QueueChoice:
         except InvalidTaskError as e:
             raise ConfigError(f"--queue {text!r}: {e}") from None
         what = f"--queue {text!r}: the weight of {name!r}"
-        if colon and not (weight.isascii() and weight.isdigit()):
+        # The length too: int() of thousands of digits is slow, then refused by Python.
+        if colon and not (weight.isascii() and weight.isdigit() and len(weight) <= 9):
             raise ConfigError(f"{what} must be {QUEUE_WEIGHT.rule}, not {weight!r}")
         names.append(name)
         weights.append(QUEUE_WEIGHT.check(int(weight), what, error=ConfigError) if colon
