@@ -89,8 +89,8 @@ class Handlers:
         self._outcomes.extend(self.inbox.take())
         return self._outcomes
 
-    def runner(self, concurrency: int) -> Runner:
-        runner = Runner(self.app, concurrency, self.inbox)
+    def runner(self, concurrency: int, backlog: int = 0) -> Runner:
+        runner = Runner(self.app, concurrency, self.inbox, backlog=backlog)
         runner.start()
         return runner
 
@@ -191,3 +191,27 @@ def test_whatever_a_handler_raises_fails_its_run_and_the_next_run_still_starts(
             assert "TypeError" in failure.message
     finally:
         runner.close()
+
+
+@pytest.mark.parametrize("name", ["blocking_sync", "blocking_async"])
+def test_at_a_stop_tasks_waiting_for_a_handler_are_handed_back_before_it_frees_up(
+    handlers: Handlers, name: str
+) -> None:
+    """With prefetch, tasks wait for a busy handler; a stopping worker gets them back as
+    unstarted at once, to release, not when the running handler ends."""
+    runner = handlers.runner(concurrency=1, backlog=4)
+    try:
+        assert runner.submit([job(name, "running")])
+        assert handlers.started.wait(HANDLER_LIMIT_SECONDS)
+        assert runner.submit([job(name, f"waiting{n}") for n in range(3)])
+        runner.stop_starting()
+        wait_until(lambda: len(handlers.outcomes) == 3, HANDLER_LIMIT_SECONDS,
+                   "the three waiting tasks to come back")
+        assert sorted(o.task.task_id for o in handlers.outcomes) == [
+            "waiting0", "waiting1", "waiting2"]
+        assert [o.started for o in handlers.outcomes] == [False] * 3
+        assert [o.failure for o in handlers.outcomes] == [None] * 3
+    finally:
+        handlers.finish(runner, submitted=4)
+    assert handlers.outcomes[-1].task.task_id == "running"
+    assert handlers.outcomes[-1].started and handlers.outcomes[-1].failure is None

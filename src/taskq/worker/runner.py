@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -233,8 +234,10 @@ class Runner:
 
     def stop_starting(self) -> None:
         """The worker is stopping: start no more tasks, and report each one still
-        waiting for a handler thread unstarted now (async ones, when they would start)."""
+        waiting for a handler (a thread, or a place among the running coroutines)
+        unstarted now, so the loop hands it back at once, not when a handler frees up."""
         self._starting = False
+        self._loop.call_soon_threadsafe(self._unstart_waiting)
         while True:
             try:
                 job = self._jobs.get_nowait()
@@ -244,6 +247,24 @@ class Runner:
                 self._jobs.put(None)
                 return
             self._report(unstarted(job[1], job[2]))
+
+    def _unstart_waiting(self) -> None:
+        """Cancel each async run that has not begun (it waits for the gate): its
+        coroutine reports it unstarted, or, cancelled before its first step, the
+        callback does."""
+        for key, (running, job) in list(self._running.items()):
+            if job[2].started_at or key in self._cancelled:
+                continue
+            self._cancelled.add(key)
+            running.cancel()
+            running.add_done_callback(functools.partial(self._report_stopped, key=key, job=job))
+
+    def _report_stopped(self, done: asyncio.Task[None], *, key: RunKey, job: Job) -> None:
+        if not done.cancelled():
+            return  # it ran, caught the CancelledError and reported
+        self._running.pop(key, None)
+        self._cancelled.discard(key)
+        self._report(unstarted(job[1], job[2]))
 
     def _may_start(self, context: TaskContext) -> bool:
         return self._starting and not (context.cancelled or context.lease_lost
@@ -261,10 +282,16 @@ class Runner:
                     context.begin()
                     outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
         except asyncio.CancelledError as e:
-            # A cancelled task's run settles as cancelled whatever it raised (see
-            # Settler); a time limit's is a failure under the retry policy.
-            outcome = time_limit_outcome(task, context, policy, e) if context.timed_out \
-                else failed(task, context, policy, e)
+            # One cancelled while it waited for the gate never began: handed back as
+            # unstarted (settled cancelled if its task was). A cancelled task's run
+            # settles as cancelled whatever it raised (see Settler); a time limit's is a
+            # failure under the retry policy.
+            if not context.started_at:
+                outcome = unstarted(task, context)
+            elif context.timed_out:
+                outcome = time_limit_outcome(task, context, policy, e)
+            else:
+                outcome = failed(task, context, policy, e)
         except BaseException as e:  # as in _thread_main: raised here, it would end the loop
             outcome = failed(task, context, policy, e)
         finally:
