@@ -256,6 +256,40 @@ class TestTimeLimits:
         assert "ran past its time limit of 0.3s" in record.last_error
         assert "CancelledError" in record.traceback  # where the handler was
 
+    def test_an_async_handler_that_goes_on_after_its_cancel_is_failed_and_fenced(
+        self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        refused: list[str] = []
+
+        @app.task("stubborn", max_retries=0, time_limit=0.3)
+        async def stubborn() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                await asyncio.sleep(5)  # swallows its cancel and goes on
+                try:
+                    with current_task().effect():
+                        refused.append("applied")
+                except LeaseLostError as e:
+                    refused.append(str(e))
+
+        @app.task("quick_async")
+        async def quick_async() -> str:
+            return "ok"
+
+        caplog.set_level(logging.INFO, logger="taskq.worker")
+        stuck = stubborn.enqueue().task_id
+        start_worker(concurrency=1)
+        record = ended(app, stuck, "dead")
+        assert refused == []  # failed at its limit, not when its handler gave up
+        assert record.error_type == TIME_LIMIT_ERROR
+        after = quick_async.enqueue().task_id
+        assert ended(app, after, "completed").result == '"ok"'
+        wait_until(lambda: bool(refused), 15, "the stubborn handler to try its effect")
+        assert refused == [f"task {stuck} ran past its time limit (0.3s); its effect is skipped"]
+        assert any("went on after being cancelled" in r.message and stuck in r.message
+                   for r in caplog.records if r.levelno == logging.WARNING)
+
     def test_a_time_limit_follows_the_retry_policy(
         self, app: App, start_worker: StartWorker
     ) -> None:

@@ -87,7 +87,7 @@ class Worker:
         self.inbox = Inbox()
         self.lifecycle = Lifecycle(s.shutdown_grace_seconds, self.inbox)
         self.runner = Runner(app, self.concurrency, self.inbox, s.time_limit_seconds,
-                             backlog=s.prefetch)
+                             backlog=s.prefetch, lease_seconds=s.lease_seconds)
         self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
                                      {q.queue: LeaseCheck(q, s.lease_seconds)
                                       for q in self.queues})

@@ -23,6 +23,7 @@ from taskq.errors import (
     TimeLimitExceeded,
     UnknownTaskError,
 )
+from taskq.limits import LEASE_SECONDS
 from taskq.results import Failure, LeasedTask
 from taskq.retry import NEVER, RetryPolicy
 from taskq.worker.inbox import Inbox, Outcome
@@ -33,6 +34,11 @@ MAX_SUMMARY_CHARS = 2000
 # Longest a finished run's outcome waits, held, for the loop to settle it while the
 # worker's handlers have leased tasks waiting (see Runner).
 HOLD_SECONDS = 0.01
+# An async handler cancelled at its time limit gets this long to end (its cleanup, and
+# its report naming where it was), and never more than a quarter of its lease, which
+# heartbeats no longer renew: one that catches the cancellation and goes on has its
+# attempt failed without it, as a sync handler's is at once.
+CANCEL_GRACE_SECONDS = 1.0
 
 
 # A handler call, and whether its return value is kept.
@@ -108,9 +114,11 @@ class Runner:
     loop looks at least every HOLD_SECONDS meanwhile (see Worker._wait)."""
 
     def __init__(self, app: App, concurrency: int, inbox: Inbox,
-                 time_limit: float = 0.0, backlog: int = 0) -> None:
+                 time_limit: float = 0.0, backlog: int = 0,
+                 lease_seconds: float = LEASE_SECONDS.default) -> None:
         self.app = app
         self.inbox = inbox
+        self._cancel_grace = min(CANCEL_GRACE_SECONDS, lease_seconds / 4)
         # The limit of a task registered without one (TASKQ_TIME_LIMIT_SECONDS; 0: none).
         self.time_limit = time_limit
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
@@ -408,6 +416,19 @@ class Runner:
         # Cancelled before it started, the coroutine never runs to report: report here
         # (a claim already made by the coroutine makes this a no-op).
         running.add_done_callback(lambda _: self._report_cancelled(key, task, context, policy))
+        self._loop.call_later(self._cancel_grace, self._give_up, key, task, context, policy)
+
+    def _give_up(self, key: RunKey, task: LeasedTask, context: TaskContext,
+                 policy: RetryPolicy) -> None:
+        if key not in self._running or not context.claim_report():
+            return  # it ended, and reported
+        with self._lock:
+            self._limited.pop(key, None)
+        log.warning("task %s (%s) passed its time limit of %gs and its async handler went "
+                    "on after being cancelled: its attempt is failed now; the handler is "
+                    "left to end (its outcome ignored, its effects refused)",
+                    task.task_id, task.name, context.time_limit)
+        self.inbox.put(time_limit_outcome(task, context, policy, None))
 
     def _report_cancelled(self, key: RunKey, task: LeasedTask,
                           context: TaskContext, policy: RetryPolicy) -> None:
