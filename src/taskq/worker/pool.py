@@ -41,6 +41,8 @@ class _Copy:
         self.restart_delay = FIRST_RESTART_DELAY
         self.restart_at = 0.0
         self.signalled = 0
+        # How its last process exited, kept while it waits to be started again.
+        self.last_status = 0
 
     def send_stop(self) -> None:
         """SIGTERM this copy if it runs; a process started again counts from zero."""
@@ -107,14 +109,16 @@ class WorkerPool:
             if status is None:
                 return
             lived = time.monotonic() - copy.started_at
-            copy.restart_delay = (FIRST_RESTART_DELAY if lived >= STEADY_SECONDS
-                                  else min(copy.restart_delay * 2, MAX_RESTART_DELAY))
-            copy.restart_at = time.monotonic() + copy.restart_delay
+            if lived >= STEADY_SECONDS:
+                copy.restart_delay = FIRST_RESTART_DELAY
+            delay = copy.restart_delay
+            copy.restart_delay = min(delay * 2, MAX_RESTART_DELAY)  # if it crashes again
+            copy.restart_at = time.monotonic() + delay
             copy.process = None
+            copy.last_status = status
             log.warning("worker pool: process %d (pid %d) exited with status %d after "
                         "%.1fs; starting it again in %.1fs (its tasks are reaped when "
-                        "their leases expire)", copy.index, process.pid, status, lived,
-                        copy.restart_delay)
+                        "their leases expire)", copy.index, process.pid, status, lived, delay)
         if time.monotonic() >= copy.restart_at:
             self._start(copy)
 
@@ -125,9 +129,9 @@ class WorkerPool:
                 copy.send_stop()
         status = 0
         for copy in self.copies:
-            if copy.process is None:
-                continue
-            code = copy.process.wait()
+            # One waiting to start again is as its last process exited: a pool stopped
+            # while its copies crash exits failing, not 0.
+            code = copy.last_status if copy.process is None else copy.process.wait()
             if code != 0 and status == 0:
                 status = code if code > 0 else 128 - code
         log.info("worker pool: all %d processes stopped", len(self.copies))

@@ -1,0 +1,60 @@
+"""The worker pool (`taskq worker --processes N`) supervising its copies: a copy that
+dies is started again after a delay that doubles while it keeps crashing, and a pool
+stopped while its copies crash says so in its exit status."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from taskq.worker.pool import FIRST_RESTART_DELAY, WorkerPool
+from waiting import wait_until
+
+# A copy that fails at once, as one whose app cannot be imported does.
+CRASHING = [sys.executable, "-c", "import sys; sys.exit(3)"]
+
+
+def delays_said(caplog: pytest.LogCaptureFixture) -> list[float]:
+    return [float(m.group(1)) for r in caplog.records
+            if (m := re.search(r"starting it again in ([\d.]+)s", r.getMessage()))]
+
+
+def test_a_pool_stopped_while_its_copy_crashes_exits_with_the_copy_s_status(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    pool = WorkerPool(CRASHING, processes=1)
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    runner.start()
+    try:
+        wait_until(lambda: len(delays_said(caplog)) >= 3, 20, "three restarts")
+    finally:
+        pool.stop()
+        runner.join(20)
+    assert ended == [3]
+    # The first crash waits the first delay, and each quick one after it twice as long.
+    first, second, third = delays_said(caplog)[:3]
+    assert (first, second, third) == (FIRST_RESTART_DELAY, 2 * FIRST_RESTART_DELAY,
+                                      4 * FIRST_RESTART_DELAY)
+
+
+def test_a_pool_whose_copies_drain_and_end_cleanly_exits_zero(tmp_path: Path) -> None:
+    # Each copy takes SIGTERM as a worker does (drain, exit 0), and says when it can.
+    ready = tmp_path / "ready"
+    clean = [sys.executable, "-c", "import os, signal, sys, time; "
+             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+             f"open({str(ready)!r} + str(os.getpid()), 'w').close(); time.sleep(30)"]
+    pool = WorkerPool(clean, processes=2)
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    runner.start()
+    wait_until(lambda: len(list(tmp_path.iterdir())) == 2, 20, "both copies to be ready")
+    pool.stop()
+    runner.join(20)
+    assert ended == [0]
