@@ -87,7 +87,7 @@ class TestEnqueue:
             (["--kwargs", "notjson"], "--kwargs is not valid JSON"),
             (["--kwargs", "[1, 2]"], "--kwargs must be a JSON object"),
             (["-1"], "count must be a whole number of tasks between 0 and 1000000, not -1"),
-            (["--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
+            (["--queue", "no spaces"], "--queue: invalid queue name 'no spaces'"),
             (["--priority", "10"], "priority must be"),
         ],
     )
@@ -393,7 +393,7 @@ class TestTask:
             (["bad id"], "taskq task: invalid task id 'bad id'"),
             (["x", "--scan", "-1"], "taskq task: --scan must be a whole number of events "
                                     "between 0 and 1000000, not -1"),
-            (["x", "--queue", "no spaces"], "TASKQ_QUEUE='no spaces'"),
+            (["x", "--queue", "no spaces"], "--queue: invalid queue name 'no spaces'"),
         ],
     )
     def test_bad_input_exits_2_with_a_clear_message(

@@ -14,7 +14,8 @@ from redis.exceptions import RedisClusterException
 
 from taskq.app import App
 from taskq.broker import Broker
-from taskq.errors import BrokerError, ConfigError, TaskqError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
+from taskq.keys import check_queue_name
 from taskq.settings import Settings, Simulation, redacted_url
 from taskq.tools.simulation import builtin_app
 
@@ -37,8 +38,13 @@ def add_queue_after_action(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace, **overrides: object) -> Settings:
-    if getattr(args, "queue", None):
-        overrides["queue"] = args.queue
+    queue = getattr(args, "queue", None)
+    if queue:
+        # Checked here, so the error names the option given, not TASKQ_QUEUE.
+        try:
+            overrides["queue"] = check_queue_name(queue)
+        except InvalidTaskError as e:
+            raise ConfigError(f"--queue: {e}") from None
     return Settings.from_env(None, **overrides)
 
 
