@@ -123,6 +123,17 @@ class TestErrors:
         with pytest.raises(ConfigError, match="tz must be a time zone"):
             schedule(cron="* * * * *", every=None, tz=Naive())
 
+    def test_a_tzinfo_with_an_offset_of_a_day_or_more_is_refused(self) -> None:
+        class Far(tzinfo):
+            def utcoffset(self, dt: datetime | None) -> timedelta | None:
+                return timedelta(hours=25)
+
+            def dst(self, dt: datetime | None) -> timedelta | None:
+                return timedelta(0)
+
+        with pytest.raises(ConfigError, match="is no usable time zone: offset must be"):
+            schedule(cron="* * * * *", every=None, tz=Far())
+
     def test_a_zone_with_every_is_refused(self) -> None:
         with pytest.raises(ConfigError, match="tz applies to cron"):
             schedule(tz="Europe/Paris")

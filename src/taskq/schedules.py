@@ -258,6 +258,11 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     if not isinstance(tz, tzinfo) or tz.utcoffset(datetime.now()) is None:
         raise ConfigError(f"schedule {name!r}: tz must be a time zone (a ZoneInfo, "
                           f"datetime.UTC or an IANA name), not {shown(tz)}")
+    try:
+        datetime.now(tz)  # a tzinfo of its own may give an offset datetime refuses
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} is no usable time zone: "
+                          f"{e}") from None
     return tz
 
 
