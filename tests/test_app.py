@@ -70,6 +70,13 @@ class TestRegistration:
             app.task(name)(add)
         assert app.tasks == {}
 
+    @pytest.mark.parametrize("value", ["no", 0, None])
+    def test_store_result_must_be_a_bool_not_anything_truthy(self, app: App,
+                                                             value: object) -> None:
+        with pytest.raises(InvalidTaskError, match="store_result must be True or False"):
+            app.task("kept", store_result=value)(lambda: None)  # type: ignore[arg-type]
+        assert "kept" not in app.tasks
+
     def test_a_nested_function_needs_an_explicit_name(self, app: App) -> None:
         def local() -> None:
             pass

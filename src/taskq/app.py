@@ -270,10 +270,13 @@ class App:
                                                                  rate_burst)
             if max_concurrency is None and concurrency_key is not None:
                 raise ConfigError(f"task {task_name!r}: concurrency_key needs max_concurrency")
+            if not isinstance(store_result, bool):  # "no" would read as True
+                raise InvalidTaskError(f"task {task_name!r}: store_result must be True or "
+                                       f"False, not {shown(store_result)}")
             slots = None if max_concurrency is None else check_concurrency(
                 task_name, max_concurrency, concurrency_key, inspect.signature(fn))
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
-                        bool(store_result), retry or DEFAULT, time_limit, priority, limit,
+                        store_result, retry or DEFAULT, time_limit, priority, limit,
                         slots)
             self.tasks[task_name] = task
             return task
