@@ -111,6 +111,10 @@ class TestErrors:
                                               "exactly one"):
             schedule(every=every)
 
+    def test_an_interval_over_ten_years_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="every 999999999 days, 0:00:00 is over 3650 days"):
+            schedule(every=timedelta(days=999_999_999))
+
     def test_an_unknown_zone_is_named(self) -> None:
         with pytest.raises(ConfigError, match="unknown time zone 'Mars/Olympus'"):
             schedule(cron="* * * * *", every=None, tz="Mars/Olympus")

@@ -36,6 +36,8 @@ DEFAULT_GRACE = timedelta(minutes=1)
 # one-second schedule must not come back to 86,400 tasks.
 MAX_CATCH_UP = 100
 MAX_GRACE = timedelta(days=3650)
+# A longer interval puts its next tick past the latest time the scripts take (2286).
+MAX_EVERY = timedelta(days=3650)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How `str(datetime.timezone(...))` writes a fixed offset, which ZoneInfo cannot read.
 FIXED_OFFSET = re.compile(r"UTC([+-])(\d\d):(\d\d)(?::(\d\d))?")
@@ -168,7 +170,7 @@ def make_schedule(
     if every is not None:
         if tz is not None:
             raise ConfigError(f"schedule {name!r}: tz applies to cron=..., not every=...")
-        every_ms = _positive_ms(name, "every", every)
+        every_ms = _span_ms(name, "every", every, MAX_EVERY)
     else:
         if not isinstance(cron, str) or not croniter.is_valid(cron):
             raise ConfigError(f"schedule {name!r}: {shown(cron)} is not a valid cron "
@@ -183,9 +185,7 @@ def make_schedule(
     if policy not in POLICIES:
         raise ConfigError(f"schedule {name!r}: unknown policy {shown(policy)}; use one of "
                           f"{', '.join(POLICIES)}")
-    grace_ms = _positive_ms(name, "grace", grace)
-    if grace > MAX_GRACE:
-        raise ConfigError(f"schedule {name!r}: grace {grace} is over {MAX_GRACE.days} days")
+    grace_ms = _span_ms(name, "grace", grace, MAX_GRACE)
     payload = encode_payload(args_payload(args, kwargs), MAX_PAYLOAD_BYTES.default)
     schedule = Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
                         payload=payload, policy=policy, grace_ms=grace_ms,
@@ -266,10 +266,13 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     return tz
 
 
-def _positive_ms(name: str, what: str, value: object) -> int:
+def _span_ms(name: str, what: str, value: object, most: timedelta) -> int:
+    """`value` in ms if it is a timedelta from 1 ms to `most`, else `ConfigError`."""
     if not isinstance(value, timedelta) or value < timedelta(milliseconds=1):
         raise ConfigError(f"schedule {name!r}: {what} must be a timedelta of at least "
                           f"1 ms, not {shown(value)}")
+    if value > most:
+        raise ConfigError(f"schedule {name!r}: {what} {value} is over {most.days} days")
     return value // timedelta(milliseconds=1)
 
 
