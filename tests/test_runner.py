@@ -215,3 +215,20 @@ def test_at_a_stop_tasks_waiting_for_a_handler_are_handed_back_before_it_frees_u
         handlers.finish(runner, submitted=4)
     assert handlers.outcomes[-1].task.task_id == "running"
     assert handlers.outcomes[-1].started and handlers.outcomes[-1].failure is None
+
+
+def test_a_coroutine_closed_with_its_loop_reports_nothing_and_raises_nothing(
+    handlers: Handlers,
+) -> None:
+    """At the end of a worker whose async handler outlived the grace, the loop closes
+    under it and the coroutine is closed: that is no failure of its handler, and
+    undoing its context from outside its task must not raise."""
+    runner = handlers.runner(concurrency=1)
+    assert runner.submit([job("blocking_async", "outlives")])
+    assert handlers.started.wait(HANDLER_LIMIT_SECONDS)
+    (running, _), = runner._running.values()
+    runner.close()
+    runner.join(HANDLER_LIMIT_SECONDS)
+    wait_until(runner._loop.is_closed, HANDLER_LIMIT_SECONDS, "the loop to close")
+    running.get_coro().close()  # what collecting the pending task does
+    assert handlers.outcomes == []

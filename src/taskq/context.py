@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import threading
@@ -286,4 +287,7 @@ def bind(context: TaskContext) -> contextvars.Token[TaskContext]:
 
 
 def unbind(token: contextvars.Token[TaskContext]) -> None:
-    _current.reset(token)
+    # A coroutine closed from outside its task (its loop torn down) runs this in another
+    # context, where the token means nothing: there is nothing to undo.
+    with contextlib.suppress(ValueError):
+        _current.reset(token)

@@ -300,6 +300,8 @@ class Runner:
                 outcome = time_limit_outcome(task, context, policy, e)
             else:
                 outcome = failed(task, context, policy, e)
+        except GeneratorExit:
+            raise  # the coroutine itself is being closed (its loop torn down): no outcome
         except BaseException as e:  # as in _thread_main: raised here, it would end the loop
             outcome = failed(task, context, policy, e)
         finally:
