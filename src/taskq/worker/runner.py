@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import queue
 import threading
@@ -257,22 +256,11 @@ class Runner:
             self._report(unstarted(job[1], job[2]))
 
     def _unstart_waiting(self) -> None:
-        """Cancel each async run that has not begun (it waits for the gate): its
-        coroutine reports it unstarted, or, cancelled before its first step, the
-        callback does."""
-        for key, (running, job) in list(self._running.items()):
-            if job[2].started_at or key in self._cancelled:
-                continue
-            self._cancelled.add(key)
-            running.cancel()
-            running.add_done_callback(functools.partial(self._report_stopped, key=key, job=job))
-
-    def _report_stopped(self, done: asyncio.Task[None], *, key: RunKey, job: Job) -> None:
-        if not done.cancelled():
-            return  # it ran, caught the CancelledError and reported
-        self._running.pop(key, None)
-        self._cancelled.discard(key)
-        self._report(unstarted(job[1], job[2]))
+        """Cancel each async run that has not begun (it waits for the gate): it is
+        reported unstarted, as a run whose task was cancelled before it began."""
+        for key, (_, job) in list(self._running.items()):
+            if not job[2].started_at:
+                self._cancel_run(key)
 
     def _may_start(self, context: TaskContext) -> bool:
         return self._starting and not (context.cancelled or context.lease_lost
@@ -403,8 +391,7 @@ class Runner:
             return  # it ran, caught the CancelledError and reported
         self._running.pop(key, None)
         self._cancelled.discard(key)
-        _, task, context, policy = job
-        self._report(failed(task, context, policy, asyncio.CancelledError()))
+        self._report(unstarted(job[1], job[2]))
 
     def _cancel(self, key: RunKey, task: LeasedTask, context: TaskContext,
                 policy: RetryPolicy) -> None:
