@@ -154,3 +154,27 @@ def test_ack_is_retried_across_a_short_outage_and_the_task_is_not_rerun(
     assert event_types(o.broker.client, o.broker.keys, task_id).count("leased") == 1
     assert "refused" not in o.workers.log(worker)
     o.assert_charged_once_each([task_id])
+
+
+def test_a_worker_stopped_with_redis_gone_waits_one_lease_not_one_try_per_task(
+    outage: Callable[..., Outage],
+) -> None:
+    o = outage()
+    worker = o.workers.start(LEASE_SECONDS="2", WORK_SECONDS="60", TASKQ_CONCURRENCY="1",
+                             TASKQ_PREFETCH="24", SHUTDOWN_GRACE_SECONDS="1")
+    task_ids = o.enqueue(25)
+    wait_until(lambda: o.states(task_ids).count("running") == 25, 15,
+               "the worker to hold every task, one running and the rest prefetched")
+    o.server.stop()
+    stopped_at = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(60)
+    took = time.monotonic() - stopped_at
+    # The grace, then a lease for the first refused release, then at most a probe a
+    # second: not the client's own retries (about 0.7 s against a closed port) for
+    # each of the 24 tasks after it.
+    assert took < 1 + 2 + 6, f"the worker took {took:.1f}s to stop"
+    assert worker.returncode == 0
+    assert o.workers.log(worker).count("left to be reaped") == 25
+    o.server.start()
+    assert o.states(task_ids) == ["running"] * 25  # still leased: reaped, not lost

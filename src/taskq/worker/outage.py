@@ -13,6 +13,9 @@ log = logging.getLogger("taskq.worker")
 
 T = TypeVar("T")
 
+# While a spent outage lasts, how often a call is let through to see if Redis is back.
+PROBE_SECONDS = 1.0
+
 
 class Backoff:
     """Exponential backoff for the loop while Redis is down; logs the start and the end."""
@@ -46,26 +49,38 @@ class Outage:
     has run out and its tasks are another worker's to reap. Calls made one after another
     in the same outage (a shutdown releasing each task it holds) share that lease
     instead of waiting one each.
+
+    Once the lease is spent, even one try a call is costly: the client's own retries
+    take most of a second against a closed port, and a timeout each against a host that
+    does not answer. So a spent outage sends at most one call per `probe_seconds`, and
+    gives up the calls between unsent. Any one it lets through that Redis answers ends
+    the outage. A call given up so loses nothing: the task it would have settled is
+    reaped when its lease is seen expired, as every lease the worker held is by now.
     """
 
-    def __init__(self, lease_seconds: float) -> None:
+    def __init__(self, lease_seconds: float, probe_seconds: float = PROBE_SECONDS) -> None:
         self.lease_seconds = lease_seconds
+        self.probe_seconds = probe_seconds
         self.deadline: float | None = None
+        self.refused_at = 0.0
 
     def retry(self, what: str, call: Callable[[], T]) -> T | None:
         """`call`, retried while Redis is away until the outage's deadline; None if it
-        stayed away that long."""
+        stayed away that long, or if the outage is spent and the last refusal was
+        under `probe_seconds` ago (the call is then not sent at all)."""
+        if self._spent() and time.monotonic() - self.refused_at < self.probe_seconds:
+            return None  # the caller logs what is left to be reaped or rerun
         backoff = Backoff(base=0.05, cap=1.0)
         while True:
             try:
                 result = call()
             except BrokerError as e:
+                self.refused_at = now = time.monotonic()
                 if self.deadline is None:
-                    self.deadline = time.monotonic() + self.lease_seconds
+                    self.deadline = now + self.lease_seconds
                 pause = backoff.failed(e)
-                now = time.monotonic()
                 if now + pause > self.deadline:
-                    self.deadline = now  # spent: the next call in this outage tries once
+                    self.deadline = now  # spent: later calls probe, at most one a second
                     log.error("%s gave up: Redis has been away %.1fs, a whole lease, since "
                               "the first call this outage refused: %s", what,
                               self.lease_seconds, e)
@@ -75,3 +90,6 @@ class Outage:
             self.deadline = None
             backoff.succeeded()
             return result
+
+    def _spent(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
