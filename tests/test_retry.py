@@ -290,6 +290,31 @@ class TestTimeLimits:
         assert any("went on after being cancelled" in r.message and stuck in r.message
                    for r in caplog.records if r.levelno == logging.WARNING)
 
+    def test_an_async_handler_that_goes_on_after_its_cancel_gives_its_place_to_the_next(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        went_on: list[str] = []
+
+        @app.task("stubborn", max_retries=0, time_limit=0.3)
+        async def stubborn() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                await asyncio.sleep(10)  # swallows its cancel and goes on
+                went_on.append("ended")
+
+        @app.task("quick_async")
+        async def quick_async() -> str:
+            return "ok"
+
+        stuck = stubborn.enqueue().task_id
+        # One handler and a task in hand beside it: async runs wait at a gate of one.
+        start_worker(concurrency=1, prefetch=1)
+        ended(app, stuck, "dead")
+        after = quick_async.enqueue().task_id
+        assert ended(app, after, "completed").result == '"ok"'
+        assert went_on == []  # run beside the stubborn handler, not after it
+
     def test_a_time_limit_follows_the_retry_policy(
         self, app: App, start_worker: StartWorker
     ) -> None:

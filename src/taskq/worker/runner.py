@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import queue
 import threading
@@ -133,6 +132,9 @@ class Runner:
         # as sync ones wait for a thread.
         self._gate: asyncio.Semaphore | None = asyncio.Semaphore(concurrency) \
             if backlog else None
+        # The loop thread's alone: the runs holding a place at the gate. One given up on
+        # at its time limit gives its place to the next (see `_give_up`).
+        self._gated: set[RunKey] = set()
         # False once the worker begins to stop: a task not started by then is not.
         self._starting = True
         # The loop thread's alone: each async run's asyncio task and job, by
@@ -271,12 +273,14 @@ class Runner:
         self._mark_taken()
         token = bind(context)
         try:
-            async with self._gate or contextlib.nullcontext():
-                if not self._may_start(context):
-                    outcome = unstarted(task, context)
-                else:
-                    context.begin()
-                    outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
+            if self._gate is not None:
+                await self._gate.acquire()
+                self._gated.add(context.key)
+            if not self._may_start(context):
+                outcome = unstarted(task, context)
+            else:
+                context.begin()
+                outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
         except asyncio.CancelledError as e:
             # One cancelled while it waited for the gate never began: handed back as
             # unstarted (settled cancelled if its task was). A cancelled task's run
@@ -295,9 +299,16 @@ class Runner:
         finally:
             unbind(token)
             key = context.key
+            self._leave_gate(key)
             self._running.pop(key, None)
             self._cancelled.discard(key)
         self._report(outcome)
+
+    def _leave_gate(self, key: RunKey) -> None:
+        if key in self._gated:
+            self._gated.discard(key)
+            assert self._gate is not None
+            self._gate.release()
 
     def _thread_main(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -413,6 +424,9 @@ class Runner:
             return  # it ended, and reported
         with self._lock:
             self._limited.pop(key, None)
+        # Its slot is let go with its outcome, and the task leased into it must not wait
+        # behind the handler: as a sync one's thread is replaced, it leaves the gate.
+        self._leave_gate(key)
         log.warning("task %s (%s) passed its time limit of %gs and its async handler went "
                     "on after being cancelled: its attempt is failed now; the handler is "
                     "left to end (its outcome ignored, its effects refused)",
