@@ -119,6 +119,14 @@ class TestRegistration:
         assert App(settings=settings).queue == settings.queue
         assert App(queue="other", settings=settings).queue == "other"
 
+    def test_an_empty_queue_name_is_refused_not_taken_for_the_default(
+        self, settings: Settings
+    ) -> None:
+        for make in (lambda: App(queue="", settings=settings),
+                     lambda: Broker.from_settings(settings, "")):
+            with pytest.raises(InvalidTaskError, match="invalid queue name ''"):
+                make()
+
 
 class TestCallingDirectly:
     def test_calling_the_task_runs_the_function_and_enqueues_nothing(

@@ -86,7 +86,7 @@ class AsyncBroker:
         command."""
         return cls(
             async_client(settings) if client is None else client,
-            queue or settings.queue,
+            settings.queue if queue is None else queue,
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
             completed_ttl=settings.completed_ttl_seconds,

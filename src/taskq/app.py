@@ -205,7 +205,7 @@ class App:
         elif redis_url is not None:
             raise InvalidTaskError("give App either settings or redis_url, not both")
         self.settings = settings
-        self.queue = check_queue_name(queue or self.settings.queue)
+        self.queue = check_queue_name(self.settings.queue if queue is None else queue)
         count = self.settings.shards if shards is None else shards
         SHARDS.check(count, f"the shards of queue {self.queue!r}", error=ConfigError)
         # The queue's shards; None for a plain queue.

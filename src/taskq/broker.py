@@ -131,7 +131,7 @@ class Broker:
         on a new connection to `settings.redis_url`."""
         return cls(
             connect(settings) if client is None else client,
-            queue or settings.queue,
+            settings.queue if queue is None else queue,
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
             completed_ttl=settings.completed_ttl_seconds,
