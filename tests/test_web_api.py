@@ -788,7 +788,9 @@ def test_only_loopback_names_are_served_by_default(server: Server, queue: Broker
         for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "LOCALHOST"):
             assert http.get("/api/snapshot", headers={"host": host}).status_code == 200, host
         for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.nip.io:{port}",
-                     "localhost.attacker.example", "", f"[::2]:{port}"):
+                     "localhost.attacker.example", "", f"[::2]:{port}",
+                     # Loopback names with something else where the port goes.
+                     "[::1", "[::1]x", "localhost:x", f"127.0.0.1:{port}@attacker.example"):
             for method, path in (("GET", "/api/snapshot"), ("GET", "/"), ("GET", "/events"),
                                  ("POST", "/api/dlq/x/retry"), ("POST", "/api/tasks/x/cancel"),
                                  ("GET", "/metrics")):

@@ -17,15 +17,25 @@ OPEN_PATHS = ("/healthz",)
 HOST_NAME = re.compile(r"\*|\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.\-]{0,252})?", re.ASCII)
 
 
+PORT = re.compile(r"(:[0-9]{0,5})?", re.ASCII)
+
+
 def host_name(host: str) -> str:
     """The name in a Host header value or an address to bind: lower case, no port,
-    an IPv6 address in brackets."""
+    an IPv6 address in brackets. A value that is not a name and an optional port
+    (`[::1`, `localhost:x`) comes back whole, so it matches no allowed name."""
     host = host.strip().lower()
     if host.startswith("["):
-        return host.partition("]")[0] + "]"
-    if host.count(":") > 1:  # a bare IPv6 address, as given to --host
+        name, bracket, port = host.partition("]")
+    elif host.count(":") > 1:  # a bare IPv6 address, as given to --host
         return f"[{host}]"
-    return host.partition(":")[0]
+    else:
+        name, bracket, port = host.partition(":")
+        port = bracket + port
+        bracket = ""
+    if not PORT.fullmatch(port):
+        return host
+    return name + bracket
 
 
 def allowed_names(bound: str, configured: Iterable[str]) -> frozenset[str]:
