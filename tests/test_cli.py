@@ -85,6 +85,7 @@ class TestEnqueue:
         ("argv", "message"),
         [
             (["--kwargs", "notjson"], "--kwargs is not valid JSON"),
+            (["--kwargs", "[" * 100_000 + "]" * 100_000], "--kwargs is not valid JSON: it nests"),
             (["--kwargs", "[1, 2]"], "--kwargs must be a JSON object"),
             (["-1"], "count must be a whole number of tasks between 0 and 1000000, not -1"),
             (["--queue", "no spaces"], "--queue: invalid queue name 'no spaces'"),

@@ -117,6 +117,13 @@ class TestRoundTrips:
 
 
 class TestDecoding:
+    def test_json_nested_too_deeply_raises_payload_and_result_errors(self) -> None:
+        deep = "[" * 100_000 + "]" * 100_000
+        with pytest.raises(PayloadError, match="cannot be decoded: it nests too deeply"):
+            decode_payload('{"args": ' + deep + "}")
+        with pytest.raises(ResultError, match="cannot be decoded: it nests too deeply"):
+            decode_result(deep)
+
     @pytest.mark.parametrize("text", ["{not json", "{'single': 1}", b"\xff\xfe{"])
     def test_invalid_json_raises_payload_error(self, text: str | bytes) -> None:
         with pytest.raises(PayloadError, match="not valid JSON"):

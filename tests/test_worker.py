@@ -94,8 +94,12 @@ class TestRunningHandlers:
     @pytest.mark.parametrize(
         ("corrupt", "error"),
         [
-            ("not json {", "PayloadError: stored payload is not valid JSON"),
+            ("not json {", "PayloadError: stored payload cannot be decoded: not valid JSON"),
             ('{"args": "notalist"}', "PayloadError: payload 'args' must be a list"),
+            # Deeper than the worker's stack can decode (a producer, shallower, may have
+            # encoded it): one such task used to end the worker, and every worker after.
+            ('{"args": [' + "[" * 5000 + "]" * 5000 + "]}",
+             "PayloadError: stored payload cannot be decoded: it nests too deeply"),
         ],
     )
     def test_undecodable_payload_fails_clearly_and_the_worker_goes_on(

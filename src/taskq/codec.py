@@ -65,8 +65,8 @@ def decode_result(text: str) -> Any:
     """The value stored as JSON `text` by `encode_result`."""
     try:
         return json.loads(text)
-    except ValueError as e:
-        raise ResultError(f"stored result is not valid JSON: {e}") from e
+    except (ValueError, RecursionError) as e:
+        raise ResultError(f"stored result cannot be decoded: {_read_error(e)}") from e
 
 
 def decode_payload(text: str | bytes | None) -> Payload:
@@ -75,11 +75,19 @@ def decode_payload(text: str | bytes | None) -> Payload:
         return {}
     try:
         value = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise PayloadError(f"stored payload is not valid JSON: {e}") from e
+    except (ValueError, RecursionError) as e:
+        # The worker decodes deeper in its stack than the producer encoded, so a payload
+        # nested nearly as deep as Python allows can be encoded and not decoded.
+        raise PayloadError(f"stored payload cannot be decoded: {_read_error(e)}") from e
     if not isinstance(value, dict):
         raise PayloadError(f"stored payload is a JSON {type(value).__name__}, not an object")
     return value
+
+
+def _read_error(error: Exception) -> str:
+    if isinstance(error, RecursionError):
+        return "it nests too deeply"
+    return f"not valid JSON: {error}"
 
 
 def _describe(error: Exception) -> str:

@@ -42,8 +42,9 @@ def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
     if args.kwargs:
         try:
             kwargs = json.loads(args.kwargs)
-        except ValueError as e:
-            raise ConfigError(f"--kwargs is not valid JSON: {e}") from e
+        except (ValueError, RecursionError) as e:
+            why = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
+            raise ConfigError(f"--kwargs is not valid JSON: {why}") from e
         if not isinstance(kwargs, dict):
             raise ConfigError("--kwargs must be a JSON object")
     if args.charge is not None:

@@ -15,7 +15,6 @@ from taskq.app import App, Task
 from taskq.codec import decode_payload, encode_result
 from taskq.context import TaskContext, bind, unbind
 from taskq.errors import (
-    InvalidTaskError,
     PayloadError,
     ResultError,
     TimeLimitExceeded,
@@ -185,10 +184,13 @@ class Runner:
         for task, context in batch:
             try:
                 registered, call = self._prepare(task)
-            except (UnknownTaskError, InvalidTaskError) as e:
-                # No attempt of it can ever succeed: it goes to the DLQ at once.
+            except Exception as e:
+                # No attempt of it can ever succeed (an unknown name, a payload that cannot
+                # be decoded, arguments that do not bind): it goes to the DLQ at once.
+                message = message_of(e)
                 self.inbox.put(Outcome(task, context, Failure(
-                    type_name(e), str(e), summary=f"{type(e).__name__}: {e}"[:MAX_SUMMARY_CHARS]),
+                    type_name(e), message,
+                    summary=f"{type(e).__name__}: {message}"[:MAX_SUMMARY_CHARS]),
                     decision=NEVER))
                 continue
             limit = self.time_limit if registered.time_limit is None else registered.time_limit
