@@ -11,7 +11,7 @@ import redis
 
 from helpers import events, lease_one, view, wait_past
 from taskq.broker import Broker
-from taskq.errors import BrokerError
+from taskq.errors import BrokerError, InvalidTaskError
 from taskq.flows import Flows, StageSpec
 from taskq.tools.tracecheck import read_log, validate
 
@@ -142,7 +142,15 @@ class TestRefused:
             Flows(queue).start("bad", stages)
         assert client.keys(queue.keys.prefix + "*") == []
 
-    def test_a_taken_step_id_starts_nothing(self, queue: Broker, client: redis.Redis) -> None:
+    def test_a_taken_step_id_starts_nothing_and_says_which(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
         queue.enqueue("t.1.1")
-        assert not Flows(queue).start("t", [StageSpec((step(),), group=False, policy="fail")])
+        with pytest.raises(InvalidTaskError, match=r"its step id 't\.1\.1' names a task"):
+            Flows(queue).start("t", [StageSpec((step(),), group=False, policy="fail")])
         assert client.exists(queue.keys.flow("t")) == 0
+
+    def test_a_taken_flow_id_starts_nothing_and_is_no_error(self, queue: Broker) -> None:
+        stages = [StageSpec((step(),), group=False, policy="fail")]
+        assert Flows(queue).start("t", stages)
+        assert not Flows(queue).start("t", stages)

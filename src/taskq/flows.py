@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from taskq.boundary import redis_errors, text
 from taskq.codec import decode_result
+from taskq.errors import InvalidTaskError
 from taskq.keys import check_flow_id, flow_step_id
 
 if TYPE_CHECKING:
@@ -129,7 +130,9 @@ class Flows:
 
     def start(self, flow_id: str, stages: Sequence[StageSpec]) -> bool:
         """Create workflow `flow_id` with `stages` (checked by `taskq.canvas`); False,
-        with nothing written, if the id (or a step's task id) is taken."""
+        with nothing written, if the id names a workflow. Raises InvalidTaskError, with
+        nothing written, if a step's task id names a task outside any workflow of that
+        id: a handle on the flow would watch nothing."""
         b = self.broker
         k = b.keys
         args: list[Any] = [k.prefix, b.events_retention, check_flow_id(flow_id),
@@ -143,7 +146,13 @@ class Flows:
         with redis_errors("start a workflow"):
             reply = b.scripts.start_flow(keys=[k.ready, k.events, k.seq, k.epoch, k.wake],
                                          args=args)
-        return int(reply) == 1
+        if isinstance(reply, int):
+            return reply == 1
+        raise InvalidTaskError(
+            f"workflow {flow_id!r} cannot start: its step id {text(reply)!r} names a task "
+            "already (a dead step of an earlier run of it kept in the DLQ after its "
+            "workflow's record expired, or a task enqueued with that id); retry or cancel "
+            "that task, or give the workflow another id")
 
     def status(self, flow_id: str) -> FlowStatus | None:
         """The workflow and each of its steps, read in one step; None if there is no

@@ -26,8 +26,10 @@
   ARGV[12] result_ttl_ms  '' = the queue's completed_ttl; else 1 to 315360000000
   ARGV[13] priority       0 (lowest) to 9 (highest)
   ARGV[14] limit_key      '' = none; else the value its concurrency limit is kept per
-  Returns: 1 created | 0 the flow id (or a step's task id) is taken: nothing written;
-           an argument out of its range is an error, and nothing is written
+  Returns: 1 created | 0 the flow id names a flow: nothing written | the id of a step
+           that already names a task (no flow of that id; a task of another flow, or
+           one enqueued on its own, kept longer than its flow's record): nothing
+           written; an argument out of its range is an error, and nothing is written
   Emits:   enqueued (state pending for the first stage's steps, waiting for the
            others, each with its flow), one per step
 ]]
@@ -88,7 +90,7 @@ end
 local flow = flow_key(prefix, flow_id)
 if redis.call('EXISTS', flow) == 1 then return 0 end
 for _, step in ipairs(steps) do
-  if redis.call('EXISTS', prefix .. 'task:' .. step.id) == 1 then return 0 end
+  if redis.call('EXISTS', prefix .. 'task:' .. step.id) == 1 then return step.id end
 end
 
 local now = server_now_ms()
