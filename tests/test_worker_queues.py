@@ -339,6 +339,28 @@ class TestInProcess:
         wait_until(lambda: ticks(app.broker, "completed") >= 2, 10, "two ticks to run")
         assert ticks(other, "enqueued") == 0
 
+    def test_workers_dividing_the_queues_fire_each_tick_once_on_the_apps_queue(
+        self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        @app.periodic(every=timedelta(milliseconds=200))
+        @app.task("tick")
+        def tick() -> None:
+            pass
+
+        start_worker(queues=[other.queue])  # does not serve the app's queue: fires there
+        start_worker(queues=[app.queue])
+
+        def fired(broker: Broker) -> list[str]:
+            return [e.fields["task"] for e in events(client, broker.keys)
+                    if e.type == "enqueued" and e.fields.get("task", "").startswith("sched:")]
+
+        wait_until(lambda: len(fired(app.broker)) >= 5, 10, "five ticks to fire")
+        assert fired(other) == []
+        # One task per tick: a tick's task id is the schedule and the tick, so a second
+        # firing of a tick on the same queue would not be a second task; one on another
+        # queue would be, and there is none.
+        assert len(set(fired(app.broker))) == len(fired(app.broker))
+
 
 @pytest.mark.processes
 class TestProcesses:

@@ -218,6 +218,12 @@ class App:
         self._sharded: ShardedBroker | None = None
         self._async = _LoopBroker()
 
+    @property
+    def schedules_queue(self) -> str:
+        """The queue the app's periodic schedules fire on, whichever queues a worker
+        serves: its own, or for a sharded app its first shard."""
+        return self.queue if self.layout is None else self.layout.shards[0]
+
     def task(
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
         retry: RetryPolicy | None = None, time_limit: float | None = None,

@@ -23,7 +23,7 @@ def main(args: argparse.Namespace) -> int:
     if not app.schedules:
         print(f"{args.app} declares no periodic schedules")
         return 0
-    broker = Broker.from_settings(settings, args.queue or app.queue)
+    broker = Broker.from_settings(settings, args.queue or app.schedules_queue)
     now = broker.server_time_ms()
     print(f"{len(app.schedules)} schedule(s) on queue {broker.queue!r}, by the server's "
           f"clock ({shown(now)}):")

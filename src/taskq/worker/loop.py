@@ -99,13 +99,18 @@ class Worker:
         self.waker = self.wakers[0]
         self.leaser = Leaser(self.worker_id, s.lease_seconds)
         self.settler = Settler(self.queues, s, self.slots, self.worker_id)
-        # The app's schedules fire on one queue (its own, if this worker serves it), so
-        # a worker on several queues still makes one task per tick.
-        fires_on = self.queues.broker(app.queue) if app.queue in self.queues.names \
-            else self.queues.first
+        # The app's schedules fire on one queue whichever queues a worker serves, so
+        # workers dividing the queues between them still make one task per tick. One
+        # that does not serve it fires there for those that do, with its first queue's
+        # maintenance.
+        name = app.schedules_queue
+        served = name in self.queues.names
+        fires_on = self.queues.broker(name) if served else Broker.from_settings(
+            s, name, self.queues.first.client)
+        carrier = fires_on if served else self.queues.first
         self.maintenance = tuple(
-            Maintenance(q, s, app.schedules.values() if q is fires_on else ())
-            for q in self.queues)
+            Maintenance(q, s, app.schedules.values(), fires_on) if q is carrier
+            else Maintenance(q, s) for q in self.queues)
         self._backoff = Backoff()
 
     def _queues(self, broker: Broker | None, queues: QueueChoice | None) -> Queues:

@@ -26,10 +26,11 @@ class Maintenance:
     runs on its own clock (the monotonic one: these are local waits)."""
 
     def __init__(self, broker: Broker, settings: Settings,
-                 schedules: Iterable[Schedule] = ()) -> None:
+                 schedules: Iterable[Schedule] = (), fires_on: Broker | None = None) -> None:
         self.broker = broker
         self.settings = settings
-        self.periodic = Periodic(broker, schedules)
+        # `schedules` fire on `fires_on`'s queue (default: the one maintained).
+        self.periodic = Periodic(fires_on or broker, schedules)
         self._last = -1e9
         self._next_purge = 0.0
 
