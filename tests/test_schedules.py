@@ -90,7 +90,7 @@ class TestDeclaration:
 
 
 class TestErrors:
-    @pytest.mark.parametrize("cron", ["bad", "* * *", "61 * * * *", ""])
+    @pytest.mark.parametrize("cron", ["bad", "* * *", "61 * * * *", "", "0 9 15 6 * 0 2027"])
     def test_a_bad_cron_is_named(self, cron: str) -> None:
         with pytest.raises(ConfigError, match="not a valid cron expression"):
             schedule(cron=cron, every=None)
@@ -190,6 +190,19 @@ class TestTicks:
         ticks = s.ticks(ms(2024, 3, 30, 0, 0, tz=paris), ms(2024, 4, 1, 12, 0, tz=paris), 10)
         assert ticks == [ms(2024, 3, 30, 3, 30, tz=paris), ms(2024, 3, 31, 3, 30, tz=paris),
                          ms(2024, 4, 1, 3, 30, tz=paris)]
+
+    def test_a_fixed_hour_runs_once_in_the_hour_a_change_back_repeats(self) -> None:
+        # Paris moves its clocks back from 03:00 to 02:00 on 2025-10-26.
+        paris = ZoneInfo("Europe/Paris")
+        before, after = ms(2025, 10, 25, 12, 0, tz=paris), ms(2025, 10, 27, 12, 0, tz=paris)
+        first_0230 = ms(2025, 10, 26, 0, 30)  # 02:30 summer time, in UTC
+        nightly = schedule(cron="30 2 * * *", every=None, tz="Europe/Paris")
+        assert nightly.ticks(before, after, 10) == [first_0230, ms(2025, 10, 27, 1, 30)]
+        assert nightly.next_tick(first_0230) == ms(2025, 10, 27, 1, 30)
+        # Each hour is its own with a wildcard hour: 02:00 comes twice, an hour apart.
+        hourly = schedule(cron="0 * * * *", every=None, tz="Europe/Paris")
+        night = hourly.ticks(ms(2025, 10, 25, 23, 30), ms(2025, 10, 26, 2, 30), 10)
+        assert night == [ms(2025, 10, 26, h, 0) for h in (0, 1, 2)]
 
     def test_six_fields_count_seconds(self) -> None:
         s = schedule(cron="* * * * * */15", every=None)

@@ -63,7 +63,11 @@ class Timing:
         """The first tick strictly after `after_ms` (ms since the epoch)."""
         if self.every_ms is not None:
             return (after_ms // self.every_ms + 1) * self.every_ms
-        return _ms(self._cron(after_ms).get_next(datetime))
+        it = self._cron(after_ms)
+        while True:
+            tick = it.get_next(datetime)
+            if not self._dropped(tick):
+                return _ms(tick)
 
     def ticks(self, after_ms: int, upto_ms: int, limit: int) -> list[int]:
         """The latest `limit` ticks `t` with `after_ms < t <= upto_ms`, earliest first."""
@@ -77,11 +81,32 @@ class Timing:
             # get_prev from just past upto_ms includes a tick at upto_ms itself.
             it = self._cron(upto_ms + 1)
             while len(found) < limit:
-                tick = _ms(it.get_prev(datetime))
+                when = it.get_prev(datetime)
+                tick = _ms(when)
                 if tick <= after_ms:
                     break
-                found.append(tick)
+                if not self._dropped(when):
+                    found.append(tick)
         return found[::-1]
+
+    def _dropped(self, tick: datetime) -> bool:
+        """Whether `tick` is the second coming of a wall-clock time that a change back
+        from summer time repeats, for a cron whose hour is fixed: a nightly job at 02:30
+        runs once that night, as cron itself does it. A cron whose hour field is a
+        wildcard (`0 * * * *`) keeps it: each of the two hours is an hour of its own."""
+        if self._hour_wildcard:
+            return False
+        local = tick.astimezone(self.tz)
+        first, second = local.replace(fold=0).utcoffset(), local.replace(fold=1).utcoffset()
+        return first != second and local.utcoffset() == second
+
+    @property
+    def _hour_wildcard(self) -> bool:
+        assert self.cron is not None
+        fields = self.cron.split()
+        if len(fields) == 1:  # a macro (@daily...): only @hourly names every hour
+            return fields[0].lower() == "@hourly"
+        return fields[1].startswith("*")
 
     def _cron(self, start_ms: int) -> croniter:
         assert self.cron is not None, "a schedule with every_ms has no cron iterator"
@@ -172,9 +197,10 @@ def make_schedule(
             raise ConfigError(f"schedule {name!r}: tz applies to cron=..., not every=...")
         every_ms = _span_ms(name, "every", every, MAX_EVERY)
     else:
-        if not isinstance(cron, str) or not croniter.is_valid(cron):
+        if not isinstance(cron, str) or not croniter.is_valid(cron) \
+                or len(cron.split()) > 6:
             raise ConfigError(f"schedule {name!r}: {shown(cron)} is not a valid cron "
-                              "expression (5 fields, or 6 with seconds last)")
+                              "expression (5 fields, or 6 with seconds last; no year)")
         try:
             croniter(cron, datetime.now(zone)).get_next(datetime)
         except CroniterBadCronError as e:
