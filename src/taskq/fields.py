@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,15 @@ from typing import Any
 from taskq.codec import encode_payload
 from taskq.errors import InvalidTaskError
 from taskq.keys import check_idempotency_key, check_limit_key, check_task_id, check_task_name
-from taskq.limits import IDEMPOTENCY_TTL, MAX_RETRIES, PRIORITY, RUN_AT_MS_MAX, shown, to_ms
+from taskq.limits import (
+    IDEMPOTENCY_TTL,
+    MAX_RETRIES,
+    PRIORITY,
+    RUN_AT_MS_MAX,
+    TEN_YEARS,
+    shown,
+    to_ms,
+)
 from taskq.results import NewTask
 
 
@@ -76,4 +85,9 @@ def run_at_milliseconds(run_at: datetime | None) -> int:
     if not 0 < ms <= RUN_AT_MS_MAX:
         raise InvalidTaskError(f"run_at must be after 1970 and before 2286, not "
                                f"{run_at.isoformat()}")
+    # The script measures this against the server's clock; this host's catches all but
+    # a value within their difference of the bound, with the same words.
+    if ms - time.time() * 1000 > TEN_YEARS * 1000:
+        raise InvalidTaskError(f"run_at {run_at.isoformat()} is more than ten years ahead; "
+                               "a task may wait at most ten years")
     return ms
