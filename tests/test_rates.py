@@ -32,6 +32,16 @@ class TestDeclaration:
         with pytest.raises(ConfigError, match=r"task 'mail\.send': rate_limit"):
             parse_rate("mail.send", text)
 
+    @pytest.mark.parametrize("text", ["\u0661\u0660/s", "\uff11\uff10/s"])
+    def test_digits_of_other_scripts_are_refused(self, text: str) -> None:
+        with pytest.raises(ConfigError, match="rate_limit must look like"):
+            parse_rate("t", text)
+
+    def test_a_huge_rate_is_shown_shortened_in_its_error(self) -> None:
+        with pytest.raises(ConfigError, match="outside what taskq supports") as refused:
+            parse_rate("t", "1" * 5000 + "/s")
+        assert len(str(refused.value)) < 300
+
     @pytest.mark.parametrize("burst", [0, 10_001, 1.5, True])
     def test_a_burst_outside_its_range_is_refused(self, burst: object) -> None:
         with pytest.raises(ConfigError, match="rate_burst"):

@@ -20,7 +20,9 @@ UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 # The name a queue's own limit goes by in lease.lua: every task of the queue starts under
 # it, beside its name's. No task name can be this (see taskq.keys.check_task_name).
 QUEUE_LIMIT = "*"
-RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([smh])\s*$")
+# ASCII digits only: float() reads other scripts' digits too (Arabic-Indic, full-width),
+# and no one reviewing a config would take those for a number.
+RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([smh])\s*$", re.ASCII)
 # Spacings lease.lua accepts, in microseconds: a million per second down to one a day.
 MIN_INTERVAL_US = 1
 MAX_INTERVAL_US = 86_400_000_000
@@ -53,7 +55,7 @@ def parse_rate(name: str, text: object, burst: object = 1, owner: str = "") -> R
     per_second = float(match[1]) / UNITS[match[2]]
     interval = 1_000_000 / per_second if per_second > 0 else float("inf")
     if not MIN_INTERVAL_US <= interval <= MAX_INTERVAL_US:
-        raise ConfigError(f"{owner}: rate_limit {text!r} is outside what taskq "
+        raise ConfigError(f"{owner}: rate_limit {shown(text)} is outside what taskq "
                           "supports (from one a day to a million a second)")
     if not isinstance(burst, int) or isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
         raise ConfigError(f"{owner}: rate_burst must be a whole number from 1 to "
