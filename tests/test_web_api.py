@@ -174,6 +174,24 @@ def test_a_member_of_the_queue_registry_that_is_no_queue_name_fails_no_listing(
     assert len(warned) == 2 and "invalid queue name 'not a queue name'" in warned[0]
 
 
+def test_one_record_holding_what_is_no_number_fails_no_listing(
+    server: Server, queue: Broker
+) -> None:
+    """A dead record and a worker's edited by hand: every listing still answers."""
+    fill(queue)
+    queue.client.hset(queue.keys.task("dead-1"), mapping={
+        "retries": "abc", "run_at": "1e400", "created_at": "nan", "dead_at": "?"})
+    queue.client.hset(queue.keys.stats, "enqueued:pending", "x")
+    queue.client.hset(queue.keys.worker("w-odd"), mapping={"worker_id": "w-odd",
+                                                           "pid": "abc", "last_beat": "?"})
+    queue.client.zadd(queue.keys.workers, {"w-odd": 2**40})
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        for path in ("/api/snapshot", "/api/dlq", "/api/history", "/api/tasks/dead-1",
+                     "/api/totals", "/api/workers", "/metrics"):
+            assert http.get(path).status_code == 200, path
+
+
 def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: Broker) -> None:
     fill(queue)
     with httpx.Client(base_url=server.url, params={"queue": queue.queue},

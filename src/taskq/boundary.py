@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import redis
@@ -43,4 +44,22 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
 def text(value: Any) -> str:
     """A reply value as text, whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def stored_int(value: Any) -> int:
+    """A whole number that a record, a counter or an event holds as text: 0 when it
+    holds none, or holds what is not a finite number. Such a field was written by hand
+    or by something other than taskq; reading it as 0 keeps one bad record from failing
+    every listing (and every worker) that reads it."""
+    if not value:
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        number = float(text(value))
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return 0
+    return int(number) if math.isfinite(number) else 0
 

@@ -497,7 +497,8 @@ class Broker:
     def reap(
         self, limit: int = 100, backoff_base: float = 1.0, backoff_max: float = 60.0
     ) -> list[tuple[str, ReapOutcome]]:
-        """Treat expired leases as failed attempts: each waits its backoff, or dies."""
+        """Treat expired leases as failed attempts: each waits its backoff, or dies (or
+        ends cancelled, or is dropped if its record is gone)."""
         k = self.keys
         args = [k.prefix, LIMIT.check(limit), to_ms(backoff_base, "backoff_base"),
                 to_ms(backoff_max, "backoff_max"), random.randint(1, 2**31 - 2),
@@ -505,7 +506,8 @@ class Broker:
         with redis_errors("take back expired leases"):
             reply = self.scripts.reap(
                 keys=[k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch], args=args)
-        outcomes: dict[str, ReapOutcome] = {"dead": "dead", "cancelled": "cancelled"}
+        outcomes: dict[str, ReapOutcome] = {"dead": "dead", "cancelled": "cancelled",
+                                            "gone": "gone"}
         return [(text(reply[i]), outcomes.get(text(reply[i + 1]), "delayed"))
                 for i in range(0, len(reply), 2)]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from taskq.boundary import redis_errors, text
+from taskq.boundary import redis_errors, stored_int, text
 from taskq.codec import decode_result
 from taskq.errors import InvalidTaskError
 from taskq.keys import check_flow_id, flow_step_id
@@ -98,14 +98,14 @@ class FlowStatus:
             for index in range(1, size + 1):
                 state, name, retries, upstream = rows[at : at + 4]
                 steps.append(StepState(flow_step_id(flow_id, stage, index), stage, index,
-                                       name, state, int(retries or 0), upstream))
+                                       name, state, stored_int(retries), upstream))
                 at += 4
         return cls(flow_id=flow_id, state=values[0], stage=int(values[1] or 1),
                    stages=stages, steps=tuple(steps),
                    groups=tuple(g == "1" for g in shape[1::3]),
                    policies=tuple(shape[2::3]),
-                   created_at_ms=int(values[2] or 0),
-                   ended_at_ms=int(values[3]) if values[3] else None,
+                   created_at_ms=stored_int(values[2]),
+                   ended_at_ms=stored_int(values[3]) if values[3] else None,
                    upstream=values[4], error_type=values[5], error_message=values[6])
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors
+from taskq.boundary import redis_errors, stored_int
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.limits import HISTORY_SCAN, Range, shown, utf8
@@ -64,5 +64,5 @@ def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
     values = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
     scanned, start, n = int(values[0]), values[1] == "1", int(values[2])
     rows = [values[3 + i * 6: 9 + i * 6] for i in range(n)]
-    return Recent([Ended(r[0], r[1], r[2], int(r[3] or 0), int(r[4] or 0), r[5])
+    return Recent([Ended(r[0], r[1], r[2], stored_int(r[3]), stored_int(r[4]), r[5])
                    for r in rows], scanned, start)

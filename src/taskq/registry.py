@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors
+from taskq.boundary import redis_errors, stored_int
 from taskq.broker import Broker
 from taskq.limits import to_ms
 
@@ -52,14 +52,14 @@ class WorkerView:
     def from_record(cls, record: dict[str, str]) -> WorkerView:
         return cls(
             worker_id=record.get("worker_id", ""), host=record.get("host", ""),
-            pid=int(record.get("pid") or 0),
+            pid=stored_int(record.get("pid")),
             queues=[q for q in record.get("queues", "").split(",") if q],
-            concurrency=int(record.get("concurrency") or 0),
-            in_hand=int(record.get("in_hand") or 0),
+            concurrency=stored_int(record.get("concurrency")),
+            in_hand=stored_int(record.get("in_hand")),
             tasks=[t for t in record.get("tasks", "").split(",") if t],
             version=record.get("version", ""),
-            started_at=int(record.get("started_at") or 0),
-            last_beat=int(record.get("last_beat") or 0),
+            started_at=stored_int(record.get("started_at")),
+            last_beat=stored_int(record.get("last_beat")),
         )  # fmt: skip
 
 

@@ -7,11 +7,12 @@ from datetime import datetime
 from enum import IntEnum
 from typing import Any, Literal
 
-from taskq.boundary import text
+from taskq.boundary import stored_int, text
 from taskq.limits import PRIORITY
 
 FailStatus = Literal["retry", "dead", "cancelled", "stale"]
-ReapOutcome = Literal["delayed", "dead", "cancelled"]
+# "gone": the id's record was gone (deleted by hand, or evicted), and it was dropped.
+ReapOutcome = Literal["delayed", "dead", "cancelled", "gone"]
 Definition = Literal["new", "same", "replaced"]
 TaskState = Literal["pending", "delayed", "running", "completed", "dead", "cancelled"]
 # What a cancel did: ended the task now; asked its worker to stop it; nothing (it had
@@ -132,8 +133,8 @@ class Watched:
             error_message=fields[3] or "",
             traceback=fields[4] or "",
             last_error=fields[5] or "",
-            fencing_token=int(fields[6] or 0),
-            retries=int(fields[7] or 0),
+            fencing_token=stored_int(fields[6]),
+            retries=stored_int(fields[7]),
             upstream=(fields[8] if len(fields) > 8 else None) or "",
         )
 
@@ -200,8 +201,8 @@ class LeaseBatch:
                 token=int(reply[i + 1]),
                 name=text(reply[i + 2]),
                 payload=text(reply[i + 3]),
-                retries=int(reply[i + 4]),
-                max_retries=int(reply[i + 5]),
+                retries=stored_int(reply[i + 4]),
+                max_retries=stored_int(reply[i + 5]),
             )
             for i in range(2, 2 + 6 * n, 6)
         ]
@@ -263,7 +264,7 @@ class TaskRecord:
     @classmethod
     def from_hash(cls, task_id: str, raw: dict[str, str]) -> TaskRecord:
         def number(key: str) -> int:
-            return int(float(raw.get(key) or 0))
+            return stored_int(raw.get(key))
 
         known = {
             "state", "name", "payload", "retries", "max_retries", "fencing_token", "worker",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors
+from taskq.boundary import redis_errors, stored_int
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.feed.cursor import Cursor
@@ -153,8 +153,8 @@ def _progress(permille: str, message: str, said_by: str, token: str
     token) is the one that holds the lease now; else none."""
     if not permille or said_by != token:
         return None, ""
-    return int(permille) / 1000, message
+    return min(1000, max(0, stored_int(permille))) / 1000, message
 
 
 def _int(value: str) -> int:
-    return int(float(value or 0))
+    return stored_int(value)

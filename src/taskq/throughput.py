@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskq.boundary import redis_errors, text
+from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 
 # The span the rates are counted over (ms).
@@ -54,7 +54,7 @@ class _Scan:
     def take(self, chunk: Sequence[tuple[Any, Mapping[Any, Any] | None]]) -> None:
         for entry_id, raw in chunk:
             fields = {text(k): text(v) for k, v in (raw or {}).items()}
-            ts = int(fields.get("ts") or 0)
+            ts = stored_int(fields.get("ts"))
             if ts < self.start:
                 self.covered = True
                 return

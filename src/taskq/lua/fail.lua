@@ -71,7 +71,8 @@ local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- Every way out of here ends the lease.
 free_slot(prefix, task_id, record[4])
-local retries, max_retries = tonumber(record[2]), tonumber(record[3])
+-- A count that is not a number (written by hand) reads as 0, as reap reads it.
+local retries, max_retries = tonumber(record[2]) or 0, tonumber(record[3]) or 0
 if cancel[1] then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'cancelled', 'token', token,
     'retries', retries, 'error', error_text, 'error_type', error_type})

@@ -253,7 +253,7 @@ local function lease_from(list)
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
-      'fencing_token', 'rate_slot', 'limit_key', 'parked')
+      'fencing_token', 'rate_slot', 'limit_key', 'parked', 'state')
     local group = record[1] and limit_group(record[1], record[7])
     -- An unparked task leaves the slots promised to its kind (see unpark) as it is popped.
     local back = record[8] == 'back'
@@ -262,12 +262,14 @@ local function lease_from(list)
       redis.call('HDEL', task_key, 'parked')
     end
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
-    if record[1] and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
+    -- Nor may one whose record is not pending (an id pushed back by hand, or left by a
+    -- lost write): a completed task run again would apply its effect twice.
+    if record[1] and record[9] == 'pending' and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
-       'worker', worker, 'retries', record[3], 'at', expires_text})
+       'worker', worker, 'retries', record[3] or '0', 'at', expires_text})
       redis.call('HSET', task_key, 'fencing_token', token, 'state', 'running',
         'worker', worker, 'leased_at', now_text, 'heartbeat_at', now_text)
       scores[#scores + 1], scores[#scores + 2] = expires_text, task_id

@@ -27,13 +27,20 @@ limit = whole_arg('limit', limit, 1, LIMITS.limit)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now, 'LIMIT', 0, limit)
+local promoted = {}
 for _, task_id in ipairs(due) do
-  emit(feed, {'type', 'promoted', 'task', task_id, 'state', 'pending'})
   redis.call('ZREM', delayed_key, task_id)
   local task_key = prefix .. 'task:' .. task_id
-  redis.call('HSET', task_key, 'state', 'pending')
-  push_ready(ready_key, task_id, tonumber(redis.call('HGET', task_key, 'priority')), false)
+  local record = redis.call('HMGET', task_key, 'name', 'priority')
+  -- An id whose record is gone (deleted by hand, or evicted) is dropped: written here,
+  -- its record would be a made-up one that no worker could run.
+  if record[1] then
+    emit(feed, {'type', 'promoted', 'task', task_id, 'state', 'pending'})
+    redis.call('HSET', task_key, 'state', 'pending')
+    push_ready(ready_key, task_id, tonumber(record[2]), false)
+    promoted[#promoted + 1] = task_id
+  end
 end
-wake_workers(wake_key, #due)
+wake_workers(wake_key, #promoted)
 close_feed(feed)
-return due
+return promoted

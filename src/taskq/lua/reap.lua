@@ -14,9 +14,10 @@
   ARGV[4] backoff_max_ms  cap on the delay (0 to 86400000)
   ARGV[5] jitter_seed     integer in [1, 2^31 - 2], drawn by the caller
   ARGV[6] retention       events kept in the stream (1 to 10^9)
-  Returns: {task_id, 'delayed' | 'dead' | 'cancelled', ...} for each reaped lease (a
-           task whose cancel was requested ends cancelled); an argument out of its
-           range is an error, and nothing is written
+  Returns: {task_id, 'delayed' | 'dead' | 'cancelled' | 'gone', ...} for each reaped
+           lease (a task whose cancel was requested ends cancelled; an id whose record
+           is gone, deleted or evicted, is dropped from leased and nothing else is
+           written); an argument out of its range is an error, and nothing is written
   Emits:   reaped (state delayed, dead or cancelled)
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
@@ -54,15 +55,22 @@ local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0,
 for _, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'slot',
-    unpack(CANCEL_FIELDS))
-  local cancel = {record[5], record[6], record[7], record[8], record[9]}
+    'fencing_token', unpack(CANCEL_FIELDS))
+  local cancel = {record[6], record[7], record[8], record[9], record[10]}
+  -- A field that is not a number (written by hand) reads as 0 rather than failing the
+  -- reap of every expired lease after it.
   local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
-  local token = redis.call('HINCRBY', task_key, 'fencing_token', 1)
+  local token = integer_text((tonumber(record[5]) or 0) + 1)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)
   free_slot(prefix, task_id, record[4])
-  if cancel[1] then
+  if not (record[1] or record[3] or record[5]) then
+    -- Its record is gone (deleted by hand, or evicted): the id is dropped, not made
+    -- into a record of a task that never ran here.
+    reply[#reply + 1], reply[#reply + 2] = task_id, 'gone'
+  elseif cancel[1] then
+    redis.call('HSET', task_key, 'fencing_token', token)
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'cancelled', 'token', token,
       'retries', retries, 'error', error_text})
     end_cancelled(prefix, feed, task_id, cancel, nil)
@@ -72,7 +80,8 @@ for _, task_id in ipairs(expired) do
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
       'retries', retries, 'error', error_text})
     redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
-      'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '')
+      'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '',
+      'fencing_token', token)
     redis.call('LPUSH', dlq_key, task_id)
     if cancel[4] then wake_waiters(prefix, task_id) end
     if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'dead', nil) end
@@ -84,7 +93,7 @@ for _, task_id in ipairs(expired) do
       'retries', retries, 'error', error_text, 'at', run_at})
     redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
       'last_error', error_text, 'run_at', run_at, 'error_type', 'taskq.LeaseExpired',
-      'error_message', error_text, 'traceback', '')
+      'error_message', error_text, 'traceback', '', 'fencing_token', token)
     redis.call('ZADD', delayed_key, run_at, task_id)
     reply[#reply + 1], reply[#reply + 2] = task_id, 'delayed'
   end

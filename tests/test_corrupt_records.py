@@ -1,0 +1,100 @@
+"""Records in Redis that taskq did not write (edited or deleted by hand, or evicted): the
+scripts and readers go on, no task runs that should not, and one bad record fails
+nothing but itself."""
+
+from __future__ import annotations
+
+import redis
+
+from helpers import lease_one, leased, record_of, state, wait_past
+from taskq.app import App
+from taskq.broker import Broker
+from waiting import wait_for_state
+from worker_support import StartWorker
+
+NOT_NUMBERS = {"retries": "abc", "max_retries": "", "fencing_token": "x",
+               "run_at": "1e400", "created_at": "nan", "priority": "high"}
+
+
+class TestScripts:
+    def test_a_completed_task_pushed_back_onto_ready_is_not_run_again(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        token = leased(broker, "done")
+        assert broker.ack("done", token)
+        client.lpush(broker.keys.ready, "done")
+        assert broker.lease("w2", 10) is None
+        assert state(client, broker.keys, "done") == "completed"
+        assert record_of(broker, "done").fencing_token == token
+
+    def test_a_delayed_id_whose_record_is_gone_is_dropped_not_made_up(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("gone", delay=0.01)
+        broker.enqueue("kept", delay=0.01)
+        client.delete(broker.keys.task("gone"))
+        wait_past(0.01)
+        assert broker.promote() == ["kept"]
+        assert client.exists(broker.keys.task("gone")) == 0
+        assert client.zcard(broker.keys.delayed) == 0
+
+    def test_a_leased_id_whose_record_is_gone_is_dropped_and_the_rest_reaped(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        for task_id in ("gone", "kept"):
+            broker.enqueue(task_id)
+            lease_one(broker, "w1", 0.05)
+        client.delete(broker.keys.task("gone"))
+        wait_past(0.05)
+        assert sorted(broker.reap()) == [("gone", "gone"), ("kept", "delayed")]
+        assert client.exists(broker.keys.task("gone")) == 0
+
+    def test_counts_that_are_not_numbers_read_as_zero_and_fail_no_other_reap(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        for task_id in ("bad", "good"):
+            broker.enqueue(task_id, max_retries=3)
+            lease_one(broker, "w1", 0.05)
+        client.hset(broker.keys.task("bad"), mapping={
+            "retries": "abc", "max_retries": "zz", "fencing_token": "x"})
+        wait_past(0.05)
+        assert sorted(broker.reap()) == [("bad", "dead"), ("good", "delayed")]
+        assert record_of(broker, "bad").fencing_token == 1
+
+    def test_a_failure_is_recorded_though_the_counts_are_not_numbers(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        token = leased(broker, "bad")
+        client.hset(broker.keys.task("bad"), mapping={"retries": "abc", "max_retries": "?"})
+        result = broker.fail("bad", token, "boom")
+        assert result.status == "dead"
+
+
+class TestReaders:
+    def test_a_record_read_back_holds_zero_where_it_holds_no_number(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("bad")
+        client.hset(broker.keys.task("bad"), mapping=NOT_NUMBERS)
+        record = record_of(broker, "bad")
+        assert (record.retries, record.max_retries, record.fencing_token, record.run_at,
+                record.created_at) == (0, 0, 0, 0, 0)
+
+
+class TestWorker:
+    def test_a_batch_with_a_record_whose_counts_are_not_numbers_runs_the_rest(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("echo")
+        def echo(n: int) -> int:
+            return n
+
+        bad = echo.enqueue(0).task_id
+        app.broker.client.hset(app.broker.keys.task(bad),  # type: ignore[union-attr]
+                               mapping={"retries": "abc", "max_retries": "zz"})
+        good = [echo.enqueue(n).task_id for n in range(1, 4)]
+        running = start_worker(concurrency=4)
+        for task_id in good:
+            wait_for_state(app.broker, task_id, "completed")
+        wait_for_state(app.broker, bad, "completed")
+        assert running.thread.is_alive()
