@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -245,6 +246,32 @@ class TestHandles:
             flow.result(timeout=0.2)
         with pytest.raises(Exception, match="no workflow 'nope'"):
             app.workflow("nope").status()
+
+    def test_a_step_whose_record_expired_leaves_the_wait_to_the_others(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        release = threading.Event()
+
+        @app.task("quick")
+        def quick(x: int) -> int:
+            return x
+
+        @app.task("held")
+        def held(x: int) -> int:
+            release.wait(20)
+            return x
+
+        start_worker(concurrency=2)
+        flow = group(quick.s(1, result_ttl=0.2), held.s(2)).enqueue()
+        first = app.broker.keys.task(flow.step(1, 1).task_id)
+        wait_until(lambda: not app.broker.client.exists(first), 10,
+                   "the first step's record to expire")
+        with pytest.raises(ResultTimeoutError, match=(
+                rf"workflow {flow.flow_id} has not ended within 0.3s: "
+                rf"step {flow.flow_id}\.1\.2 is running")):
+            flow.result(timeout=0.3)
+        release.set()
+        assert flow.result(timeout=10) == [1, 2]
 
 
 class TestCancel:

@@ -46,20 +46,29 @@ class WorkflowHandle:
         it was cancelled, `TaskNotFoundError` when there is no such workflow, and
         `ResultTimeoutError` when the timeout passes first. The wait is woken through
         Redis by the script that ends a step, not by polling."""
-        broker = self.flows.broker
-        wait = ResultWait(self.flow_id, broker.queue, timeout)
+        wait = ResultWait(self.flow_id, self.flows.broker.queue, timeout,
+                          what=f"workflow {self.flow_id}")
         while True:
             status = self.status()
             if status.ended:
                 return self._outcome(status)
-            # A running workflow's current stage has a step that has not ended (its
-            # last step's end moves the workflow on in the same script), and that end
-            # wakes this wait; the record read again then says what came of it.
-            current = status.stage_steps(status.stage)
-            waiting = next((s for s in current if s.state not in ENDED), current[0])
-            watched = broker.watch(waiting.task_id)
-            if watched is None or not watched.ended:
-                broker.wait_done(waiting.task_id, wait.next_block(watched))
+            # The running stage's steps that have not ended are waited for in turn, each
+            # end waking the wait through Redis; the last one's moves the workflow on in
+            # the same script, and the record read again says to what. One step read
+            # at a time, not the whole workflow per step: a stage of thousands costs
+            # thousands of reads, not millions. A step with no state had its record
+            # expire after it ended.
+            for step in status.stage_steps(status.stage):
+                if step.state and step.state not in ENDED:
+                    self._wait_for(step.task_id, wait)
+                    if self.flows.state(self.flow_id) != "running":
+                        break  # it failed or was cancelled: no need to wait for the rest
+
+    def _wait_for(self, task_id: str, wait: ResultWait) -> None:
+        """Block until step `task_id` has ended (or its record expired after it did)."""
+        broker = self.flows.broker
+        while (watched := broker.watch(task_id)) is not None and not watched.ended:
+            broker.wait_done(task_id, wait.next_block(watched, f"step {task_id}"))
 
     def cancel(self) -> FlowCancellation:
         """Cancel the workflow in one step: it starts no further stage; its waiting,

@@ -163,6 +163,14 @@ class Flows:
                                                     args=[k.prefix, flow_id])
         return FlowStatus.from_reply(flow_id, reply)
 
+    def state(self, flow_id: str) -> str | None:
+        """The workflow's state alone (one field: running, completed, failed or
+        cancelled); None if there is no such workflow."""
+        with redis_errors("read a workflow"):
+            value = self.broker.client.hget(self.broker.keys.flow(check_flow_id(flow_id)),
+                                            "state")
+        return None if value is None else text(value)
+
     def output(self, flow_id: str, stage: int, size: int, group: bool) -> Any:
         """What stage `stage` (of `size` steps) handed on, decoded: its one result, or
         the list of them (a `{"taskq_failed": ...}` in the place of a step that did not

@@ -128,17 +128,21 @@ class ResultWait:
     """When a wait for one task's result ends, and how long it blocks in between: what
     `result()` and `result_async()` share, apart from how they block."""
 
-    __slots__ = ("deadline", "queue", "task_id", "timeout")
+    __slots__ = ("deadline", "queue", "task_id", "timeout", "what")
 
-    def __init__(self, task_id: str, queue: str, timeout: float | None) -> None:
+    def __init__(self, task_id: str, queue: str, timeout: float | None,
+                 what: str = "") -> None:
         if timeout is not None:
             TIMEOUT.check(timeout)
         self.task_id, self.queue, self.timeout = task_id, queue, timeout
+        # What the timeout's message says has not ended (default: the task).
+        self.what = what or f"task {task_id}"
         self.deadline = None if timeout is None else time.monotonic() + timeout
 
-    def next_block(self, watched: Watched | None) -> float:
+    def next_block(self, watched: Watched | None, subject: str = "it") -> float:
         """Seconds to block on the task's done list before reading it again, having
-        read it (marked) as `watched`, not ended: the time left, at most one slice.
+        read it (marked) as `watched`, not ended: the time left, at most one slice
+        (`subject` names what was read, in the timeout's message).
         Raises `TaskNotFoundError` when it has no record, `ResultTimeoutError` once the
         timeout has passed."""
         if watched is None:
@@ -147,8 +151,8 @@ class ResultWait:
             return WAIT_SLICE_SECONDS
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise ResultTimeoutError(f"task {self.task_id} has not ended within "
-                                     f"{self.timeout:g}s: it is {watched.state}")
+            raise ResultTimeoutError(f"{self.what} has not ended within "
+                                     f"{self.timeout:g}s: {subject} is {watched.state}")
         return min(left, WAIT_SLICE_SECONDS)
 
 
