@@ -362,7 +362,12 @@ class TestRefused:
         stranger = other.task("stranger")(lambda x: x)
         with pytest.raises(InvalidTaskError, match="same App"):
             chain(add.s(1), stranger.s()).enqueue()
+        quiet = app.task("quiet", store_result=False)(lambda x: x)
+        for keeps_nothing in (chain(quiet.s(1), add.s()), chain(group(quiet.s(1)), total.s())):
+            with pytest.raises(InvalidTaskError, match="keeps no result"):
+                keeps_nothing.enqueue()
         assert client.keys(app.broker.keys.prefix + "*") == []
+        assert chain(add.s(1), quiet.s()).enqueue().created  # last: its None is no one's input
 
     def test_a_sharded_app_refuses_workflows(self, settings: Settings) -> None:
         sharded = App(queue="sharded", settings=settings, shards=2)

@@ -180,8 +180,16 @@ def stage_specs(stages: Iterable[Step | Group], max_payload_bytes: int) -> list[
     """Each stage's checked and encoded steps, as start_flow.lua takes them, or
     `InvalidTaskError` naming the first step that is wrong and why."""
     specs = []
+    stages = tuple(stages)
     for number, stage in enumerate(stages, start=1):
         steps = stage.steps if isinstance(stage, Group) else (stage,)
+        if number < len(stages):
+            for step in steps:
+                if not step.task.store_result:
+                    raise InvalidTaskError(
+                        f"cannot start {step.task.name} as step of stage {number}: it keeps "
+                        "no result (store_result=False), so the next stage would get None "
+                        "for it; let it keep its result, or make it the last stage")
         specs.append(StageSpec(
             tuple(step_fields(s, number, max_payload_bytes) for s in steps),
             group=isinstance(stage, Group),
