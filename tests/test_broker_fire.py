@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from helpers import events
 from taskq.broker import Broker
-from taskq.errors import InvalidTaskError
+from taskq.errors import ConfigError, InvalidTaskError
 from taskq.limits import MAX_DEFINITION_BYTES
 from taskq.schedules import Schedule, make_schedule
 
@@ -46,7 +46,8 @@ def raw_fire(broker: Broker, schedule: Schedule, **overrides: Any) -> Any:
             "version": schedule.version, "definition": schedule.definition,
             "name": schedule.task, "payload": schedule.payload,
             "max_retries": schedule.max_retries, "policy": schedule.policy,
-            "grace_ms": schedule.grace_ms, "after_ms": 0, "count": 0, "ticks": []}
+            "grace_ms": schedule.grace_ms, "after_ms": 0, "priority": schedule.priority,
+            "count": 0, "ticks": []}
     args.update(overrides)
     return broker.scripts.fire(keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
                                args=[*list(args.values())[:-1], *args["ticks"]])
@@ -83,6 +84,22 @@ class TestOneTaskPerTick:
         assert record is not None and record.name == "mod.fn"
         assert broker.payload(fired.task_ids[0]) == {"args": [7], "kwargs": {}}
         assert [e.type for e in events(broker.client, broker.keys)] == ["enqueued"] * 3
+
+    def test_a_ticks_task_has_its_tasks_priority_for_life(self, broker: Broker) -> None:
+        s = every_second(priority=9)
+        start = started(broker, s, 1)
+        broker.enqueue("earlier", priority=6)
+        [fired] = broker.fire(s, due(broker, s, start)).task_ids
+        assert [broker.lease("w1", 10), broker.lease("w1", 10)] == [
+            (fired, 1), ("earlier", 1)]
+        record = broker.task(fired)
+        assert record is not None and record.priority == 9
+        enqueued = [e for e in events(broker.client, broker.keys) if e.task == fired]
+        assert enqueued[0].fields["priority"] == "9"
+
+    def test_a_bad_priority_is_refused_at_declaration(self) -> None:
+        with pytest.raises(ConfigError, match="priority"):
+            every_second(priority=10)
 
     def test_two_brokers_firing_the_same_tick_make_one_task(
         self, broker: Broker, client: redis.Redis
@@ -188,7 +205,8 @@ class TestStoredDefinition:
         broker.fire(s)
         assert stored_definition(broker, "tick") == {
             "version": s.version, "task": "mod.fn", "cron": None, "tz": None,
-            "every_ms": 1000, "policy": "skip", "grace_ms": 5000, "max_retries": 2}
+            "every_ms": 1000, "policy": "skip", "grace_ms": 5000, "max_retries": 2,
+            "priority": 5}
 
     def test_a_replaced_schedule_replaces_its_definition_in_the_same_step(
         self, broker: Broker

@@ -325,7 +325,7 @@ def raw_calls(broker: Broker, task_id: str, token: int) -> dict[str, tuple[list[
                    [k.prefix, "ready", 1000, 60_000, ""]),
         "fire": ([k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
                  [k.prefix, 1000, "nightly", "v1", '{"version":"v1"}', SIMULATE_TASK, "{}", 3,
-                  "all", 60_000, 0, 1, 5]),
+                  "all", 60_000, 0, 5, 1, 5]),
     }
 
 
@@ -352,7 +352,8 @@ BAD_ARGS = [
     ("fire", 1, 0), ("fire", 4, "not json"), ("fire", 4, '{"version":"v2"}'),
     ("fire", 4, '{"version":"v1","pad":"' + "x" * 5000 + '"}'), ("fire", 7, 1001),
     ("fire", 9, 0), ("fire", 9, 10**15), ("fire", 10, -1), ("fire", 10, 10**14),
-    ("fire", 11, 10**5), ("fire", 11, 2), ("fire", 12, "soon"), ("fire", 12, 10**14),
+    ("fire", 11, 10), ("fire", 11, "high"), ("fire", 12, 10**5), ("fire", 12, 2),
+    ("fire", 13, "soon"), ("fire", 13, 10**14),
 ]  # fmt: skip
 
 

@@ -60,6 +60,13 @@ class TestDeclaration:
         assert declared.payload == '{"args":[1],"kwargs":{"b":2}}'
         assert tidy(1, 2) == 3
 
+    def test_a_schedule_takes_its_tasks_priority(self, app: App) -> None:
+        @app.periodic(every=timedelta(minutes=5))
+        @app.task("urgent", priority=8)
+        def urgent() -> None: ...
+
+        assert app.schedules["urgent"].priority == 8
+
     def test_a_plain_function_becomes_a_task_under_its_default_name(self, app: App) -> None:
         task = app.periodic(every=timedelta(seconds=1))(module_level_job)
         assert task.name == "test_schedules.module_level_job"
@@ -232,7 +239,7 @@ class TestDefinition:
         assert json.loads(s.definition) == {
             "version": s.version, "task": "jobs.report", "cron": "0 9 * * 1-5",
             "tz": "Europe/Paris", "every_ms": None, "policy": "skip", "grace_ms": 60_000,
-            "max_retries": 1}
+            "max_retries": 1, "priority": 5}
         assert "secret" not in s.definition
 
     @pytest.mark.parametrize("declared", [

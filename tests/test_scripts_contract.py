@@ -159,14 +159,15 @@ def call_purge(b: Broker) -> dict[str, Any]:
 def call_fire(b: Broker) -> dict[str, Any]:
     schedule = make_schedule(name="nightly", task="mod.fn", cron=None,
                              every=timedelta(seconds=1), tz=None, args=(7,), kwargs={},
-                             policy="all", grace=timedelta(seconds=2), max_retries=4)
+                             policy="all", grace=timedelta(seconds=2), max_retries=4,
+                             priority=7)
     tick = b.server_time_ms() // 1000 * 1000
     b.client.hset(b.keys.schedules, "last:nightly", tick - 1000)
     b.fire(schedule, [tick], tick - 1000)
     return {"schedule": "nightly", "version": schedule.version,
             "definition": schedule.definition, "name": "mod.fn",
             "payload": '{"args":[7],"kwargs":{}}', "max_retries": 4, "policy": "all",
-            "grace_ms": 2000, "after_ms": tick - 1000, "count": 1,
+            "grace_ms": 2000, "after_ms": tick - 1000, "priority": 7, "count": 1,
             "tick_ms": tick}  # fmt: skip
 
 

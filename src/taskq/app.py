@@ -322,7 +322,8 @@ class App:
             self.schedules[schedule_name] = make_schedule(
                 name=schedule_name, task=task.name, cron=cron, every=every, tz=tz,
                 args=tuple(args), kwargs=call_kwargs, policy=policy, grace=grace,
-                max_retries=task.max_retries if max_retries is None else max_retries)
+                max_retries=task.max_retries if max_retries is None else max_retries,
+                priority=task.priority)
             return task
 
         return register

@@ -547,7 +547,8 @@ class Broker:
                 keys=[k.schedules, k.ready, k.events, k.seq, k.epoch, k.wake],
                 args=[k.prefix, self.events_retention, schedule.name, schedule.version,
                       definition, schedule.task, schedule.payload, schedule.max_retries,
-                      schedule.policy, schedule.grace_ms, after_ms, len(ticks), *ticks],
+                      schedule.policy, schedule.grace_ms, after_ms, schedule.priority,
+                      len(ticks), *ticks],
             )
         return Fired.from_reply(reply)
 

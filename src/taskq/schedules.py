@@ -20,7 +20,7 @@ from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from taskq.codec import args_payload, encode_payload
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.keys import check_task_id, schedule_task_id
-from taskq.limits import MAX_DEFINITION_BYTES, MAX_PAYLOAD_BYTES, MAX_RETRIES, shown
+from taskq.limits import MAX_DEFINITION_BYTES, MAX_PAYLOAD_BYTES, MAX_RETRIES, PRIORITY, shown
 
 # What happens to ticks that came and went while no worker ran:
 #   skip   - dropped; only a tick fired at most `grace` after its time runs
@@ -131,11 +131,15 @@ class Schedule:
     policy: Policy
     grace_ms: int
     max_retries: int
+    # Its task's, as for any call of it (0 to 9, higher first).
+    priority: int = PRIORITY.default
 
     @property
     def version(self) -> str:
-        definition = [self.task, self.cron, self.every_ms, str(self.tz), self.payload,
-                      self.policy, self.grace_ms, self.max_retries]
+        definition: list[Any] = [self.task, self.cron, self.every_ms, str(self.tz),
+                                 self.payload, self.policy, self.grace_ms, self.max_retries]
+        if self.priority != PRIORITY.default:  # a default one keeps the versions it had
+            definition.append(self.priority)
         return hashlib.sha256(json.dumps(definition).encode()).hexdigest()[:16]
 
     @property
@@ -157,7 +161,7 @@ class Schedule:
             "version": self.version, "task": self.task, "cron": self.cron,
             "tz": None if self.cron is None else zone_text(self.tz),
             "every_ms": self.every_ms, "policy": self.policy, "grace_ms": self.grace_ms,
-            "max_retries": self.max_retries,
+            "max_retries": self.max_retries, "priority": self.priority,
         }, separators=(",", ":"))
 
     def task_id(self, tick_ms: int) -> str:
@@ -185,6 +189,7 @@ def make_schedule(
     policy: str,
     grace: timedelta,
     max_retries: int,
+    priority: int = PRIORITY.default,
 ) -> Schedule:
     """A checked `Schedule`, or `ConfigError` naming what is wrong with the declaration."""
     check_schedule_name(name)
@@ -215,7 +220,8 @@ def make_schedule(
     payload = encode_payload(args_payload(args, kwargs), MAX_PAYLOAD_BYTES.default)
     schedule = Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
                         payload=payload, policy=policy, grace_ms=grace_ms,
-                        max_retries=MAX_RETRIES.check(max_retries, error=ConfigError))
+                        max_retries=MAX_RETRIES.check(max_retries, error=ConfigError),
+                        priority=PRIORITY.check(priority, error=ConfigError))
     size = len(schedule.definition.encode())
     if size > MAX_DEFINITION_BYTES:
         raise ConfigError(f"schedule {name!r}: its definition takes {size} bytes, over "

@@ -5,7 +5,7 @@
   KEYS[1] schedules HASH  last:<schedule> -> tick ms handled last, version:<schedule>,
                           definition:<schedule>
   KEYS[2] ready    LIST   task ids of the default priority that can run now (the left
-                          end is the back); a periodic task has the default priority
+                          end is the back; other priorities: see _common)
   KEYS[3] events   STREAM change feed
   KEYS[4] seq      STRING last event sequence number
   KEYS[5] epoch    STRING event log incarnation
@@ -29,8 +29,9 @@
                           ticks after (0 to 10^13): one later than the stored one means
                           Redis lost writes the caller saw (a failover, a crash), and
                           nothing fires, lest the ticks between be passed over
-  ARGV[12] count          ticks proposed (0 to 10000); then one value each:
-  ARGV[13] tick_ms        a tick time (ms, server TIME), strictly ascending
+  ARGV[12] priority       its task's: 0 (lowest) to 9 (highest)
+  ARGV[13] count          ticks proposed (0 to 10000); then one value each:
+  ARGV[14] tick_ms        a tick time (ms, server TIME), strictly ascending
   Returns: {'new' | 'same' | 'replaced', last tick ms, server now ms, task_id...}: how
            the stored version compared (a new schedule starts at the server's now and
            fires nothing), the last handled tick after the call (propose from it next),
@@ -44,12 +45,14 @@ local schedules_key, ready_key = KEYS[1], KEYS[2]
 local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, retention, schedule, version = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local definition, name, payload, max_retries = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local policy, grace_ms, after_ms, count = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local policy, grace_ms, after_ms, priority = ARGV[9], ARGV[10], ARGV[11], ARGV[12]
+local count = ARGV[13]
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 whole_arg('max_retries', max_retries, 0, LIMITS.max_retries)
 grace_ms = whole_arg('grace_ms', grace_ms, 1, LIMITS.delay_ms)
 after_ms = whole_arg('after_ms', after_ms, 0, LIMITS.run_at_ms)
+priority = whole_arg('priority', priority, 0, LIMITS.priority)
 count = whole_arg('count', count, 0, LIMITS.count)
 if policy ~= 'all' and policy ~= 'latest' and policy ~= 'skip' then
   error('policy must be all, latest or skip, not ' .. tostring(policy))
@@ -61,12 +64,12 @@ if #(definition or '') < 2 or #definition > LIMITS.definition_bytes or not decod
   error('definition must be a JSON object of at most ' .. LIMITS.definition_bytes ..
     ' bytes whose version is ' .. tostring(version))
 end
-if #ARGV ~= 12 + count then
-  error('count ' .. count .. ' needs ' .. (12 + count) .. ' ARGV values, not ' .. #ARGV)
+if #ARGV ~= 13 + count then
+  error('count ' .. count .. ' needs ' .. (13 + count) .. ' ARGV values, not ' .. #ARGV)
 end
 local ticks = {}
 for i = 1, count do
-  local base = 12 + i
+  local base = 13 + i
   ticks[i] = whole_arg('tick_ms', ARGV[base], 0, LIMITS.run_at_ms)
   if i > 1 and ticks[i] <= ticks[i - 1] then
     error('tick_ms values must be strictly ascending: ' .. integer_text(ticks[i - 1]) ..
@@ -121,13 +124,20 @@ for _, tick in ipairs(run) do
   -- The last tick already refuses a second firing; the id guards a record written by
   -- hand or a schedule record lost on its own.
   if redis.call('EXISTS', task_key) == 0 then
-    emit(feed, {'type', 'enqueued', 'task', task_id, 'state', 'pending', 'name', name,
-      'at', now_text})
+    local event = {'type', 'enqueued', 'task', task_id, 'state', 'pending', 'name', name,
+      'at', now_text}
+    if priority ~= DEFAULT_PRIORITY then
+      event[#event + 1], event[#event + 2] = 'priority', integer_text(priority)
+    end
+    emit(feed, event)
     redis.call('HSET', task_key, 'state', 'pending', 'name', name, 'payload', payload,
       'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
       'idempotency_key', '', 'created_at', now_text, 'run_at', now_text,
       'schedule', schedule, 'tick', tick_text)
-    redis.call('LPUSH', ready_key, task_id)
+    if priority ~= DEFAULT_PRIORITY then
+      redis.call('HSET', task_key, 'priority', integer_text(priority))
+    end
+    push_ready(ready_key, task_id, priority, false)
     reply[#reply + 1] = task_id
   end
 end
