@@ -75,6 +75,17 @@ class TestLease:
         throttled = [e for e in events(broker.client, broker.keys) if e.type == "throttled"]
         assert [(e.task, e.state) for e in throttled] == [(f"s{i}", "delayed") for i in (1, 2, 3)]
 
+    def test_one_lease_passes_over_at_most_a_thousand_waiting_tasks(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(2500)])
+        assert leased(broker, count=2500) == ["s0"]
+        # The rest waits in ready for the next call, rather than one call throttling
+        # every one of them.
+        assert broker.counts().delayed == 1000
+        assert broker.counts().ready == 1499
+
     def test_a_throttled_task_leased_on_time_starts_and_forgets_its_slot(
         self, broker: Broker
     ) -> None:

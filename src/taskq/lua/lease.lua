@@ -248,7 +248,8 @@ local function hold_slot(task_id, task_key, name, group)
 end
 
 local function lease_from(list)
-  local popped = redis.call('RPOP', list, count - reply[1])
+  -- No more than may yet be passed over: each popped task is leased or passed.
+  local popped = redis.call('RPOP', list, math.min(count - reply[1], PASS_LIMIT - passed))
   if not popped then return false end
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
