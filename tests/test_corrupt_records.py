@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import redis
 
-from helpers import lease_one, leased, record_of, state, wait_past
+from helpers import lease_one, leased, record_of, state, text, wait_past
 from taskq.app import App
 from taskq.broker import Broker
 from waiting import wait_for_state
@@ -69,6 +69,35 @@ class TestScripts:
         result = broker.fail("bad", token, "boom")
         assert result.status == "dead"
 
+
+
+class TestFeed:
+    def test_an_entry_added_to_the_log_by_hand_is_followed_not_failed_on(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("before")
+        epoch = client.get(broker.keys.epoch)
+        added = client.xadd(broker.keys.events, {"note": "hello"})  # id: now in ms
+        broker.enqueue("after")
+        assert broker.lease("w1", 10) == ("before", 1)
+        rows = client.xrange(broker.keys.events)
+        assert [text(r[0]) for r in rows[:2]] == ["1-0", text(added)]
+        after = [dict(r[1]) for r in rows[2:]]
+        assert [(f["type"], f["task"]) for f in after] == [("enqueued", "after"),
+                                                           ("leased", "before")]
+        assert client.get(broker.keys.epoch) != epoch  # the ids jumped: a new epoch
+
+    def test_a_counter_holding_text_is_started_again(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("first")
+        client.set(broker.keys.seq, "abc")
+        client.hset(broker.keys.stats, "enqueued:pending", "x")
+        broker.enqueue("second")
+        assert client.get(broker.keys.seq) == "2"
+        assert client.hget(broker.keys.stats, "enqueued:pending") == "1"
+        assert [r[1]["task"] for r in client.xrange(broker.keys.events)] == [
+            "first", "second"]
 
 class TestReaders:
     def test_a_record_read_back_holds_zero_where_it_holds_no_number(

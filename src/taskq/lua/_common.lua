@@ -169,29 +169,54 @@ end
 -- resulting state, for /metrics (the stream itself is trimmed, so it cannot be
 -- counted). Every script that emits calls this once before it returns: an event
 -- queued by a script that does not close its feed is never written.
+-- Numbers the call's events after the stream's last entry, in a new epoch: the counter
+-- was lost, or is behind an entry something other than taskq added.
+local function renumber(feed, n)
+  local last = n
+  local tail = redis.call('XREVRANGE', feed.events, '+', '-', 'COUNT', 1)[1]
+  if tail then last = tonumber(string.match(tail[1], '^(%d+)')) + n end
+  redis.call('SET', feed.seq, last)
+  local t = redis.call('TIME')
+  redis.call('SET', feed.epoch, t[1] .. string.format('%06d', tonumber(t[2])))
+  return last
+end
+
+local function failed(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
+
+-- The keys below are taskq's own, but someone else may have written to them (an XADD
+-- by hand, a counter set to text): the writes that would fail then are made with
+-- pcall and mended, since by now the script has made its other writes, and failing
+-- here would keep those without their events. Only an events key of another type is
+-- past mending, and fails the call.
 local function close_feed(feed)
   local n = #feed.pending
   if n == 0 then return end
-  local last = redis.call('INCRBY', feed.seq, n)
-  if last == n or redis.call('EXISTS', feed.epoch) == 0 then
-    local tail = redis.call('XREVRANGE', feed.events, '+', '-', 'COUNT', 1)[1]
-    if tail then
-      last = tonumber(string.match(tail[1], '^(%d+)')) + n
-      redis.call('SET', feed.seq, last)
-    end
-    local t = redis.call('TIME')
-    redis.call('SET', feed.epoch, t[1] .. string.format('%06d', tonumber(t[2])))
+  local last = redis.pcall('INCRBY', feed.seq, n)
+  if failed(last) or last == n or redis.call('EXISTS', feed.epoch) == 0 then
+    last = renumber(feed, n)
   end
   local totals = {}
   for i, fields in ipairs(feed.pending) do
-    redis.call('XADD', feed.events, string.format('%d-0', last - n + i),
-      'ts', feed.now, unpack(fields))
+    local id = string.format('%d-0', last - n + i)
+    local added = redis.pcall('XADD', feed.events, id, 'ts', feed.now, unpack(fields))
+    if failed(added) and i == 1 then
+      last = renumber(feed, n)
+      id = string.format('%d-0', last - n + i)
+      added = redis.call('XADD', feed.events, id, 'ts', feed.now, unpack(fields))
+    elseif failed(added) then
+      error(added.err)
+    end
     local total = fields[2] .. ':' .. fields[6]
     totals[total] = (totals[total] or 0) + 1
   end
   redis.call('XTRIM', feed.events, 'MAXLEN', feed.retention)
+  local stats = feed.events .. ':stats'
   for total, count in pairs(totals) do
-    redis.call('HINCRBY', feed.events .. ':stats', total, count)
+    if failed(redis.pcall('HINCRBY', stats, total, count)) then
+      redis.call('HSET', stats, total, count)  -- it held no number: it starts again
+    end
   end
 end
 
