@@ -109,6 +109,13 @@ class TestReaders:
         assert (record.retries, record.max_retries, record.fencing_token, record.run_at,
                 record.created_at) == (0, 0, 0, 0, 0)
 
+    def test_a_state_taskq_never_writes_reads_as_unknown(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        handle = broker.enqueue("odd")
+        client.hset(broker.keys.task("odd"), "state", "bogus")
+        assert handle.status() == "unknown"
+
 
 class TestWorker:
     def test_a_batch_with_a_record_whose_counts_are_not_numbers_runs_the_rest(

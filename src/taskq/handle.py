@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from taskq.codec import decode_result
 from taskq.errors import (
@@ -18,7 +18,7 @@ from taskq.errors import (
     UpstreamFailed,
 )
 from taskq.limits import TIMEOUT, shown
-from taskq.results import Cancellation, Enqueued, TaskRecord, Watched
+from taskq.results import Cancellation, Enqueued, TaskRecord, TaskState, Watched
 
 if TYPE_CHECKING:
     from taskq.aio import AsyncBroker
@@ -56,8 +56,10 @@ class TaskHandle(Enqueued):
         return self._blocking("record").task(self.task_id)
 
     def status(self) -> str:
-        """pending, delayed, running, completed, dead or cancelled; "unknown" when there
-        is no record (it never existed, or it ended and its record expired)."""
+        """pending, delayed, running, completed, dead or cancelled (or waiting, a
+        workflow step whose stage has not started); "unknown" when there is no record
+        (it never existed, or it ended and its record expired) or its record holds a
+        state taskq never writes."""
         return state_of(self._blocking("status").watch(self.task_id, mark=False))
 
     def result(self, timeout: float | None = None) -> Any:
@@ -156,9 +158,13 @@ class ResultWait:
         return min(left, WAIT_SLICE_SECONDS)
 
 
+# What `status()` may report besides "unknown".
+STATES = frozenset((*get_args(TaskState), "waiting"))
+
+
 def state_of(watched: Watched | None) -> str:
     """The state a handle's `status()` reports for what watch read."""
-    return "unknown" if watched is None else watched.state
+    return "unknown" if watched is None or watched.state not in STATES else watched.state
 
 
 def outcome(task_id: str, watched: Watched) -> Any:
