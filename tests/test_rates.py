@@ -86,6 +86,19 @@ class TestLease:
         assert broker.counts().delayed == 1000
         assert broker.counts().ready == 1499
 
+    def test_a_raised_limit_holds_new_starts_back_at_its_own_spacing(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert leased(broker) == ["s0"]  # four throttled, the last four hours out
+        limited(broker, 100)  # redeployed at a hundred a second
+        broker.enqueue("new", name="slow")
+        assert leased(broker) == []
+        # Behind the four slots already handed out, at the new spacing: 50 ms, not 5 h.
+        wait_ms = record_of(broker, "new").run_at - broker.server_time_ms()
+        assert 0 < wait_ms <= 60
+
     def test_a_throttled_task_leased_on_time_starts_and_forgets_its_slot(
         self, broker: Broker
     ) -> None:

@@ -13,7 +13,8 @@
   KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
   KEYS[8] rates   HASH    <name> -> the rate limit's theoretical start time (us), moved
                           by starts only; <name>|next -> the next slot a throttled task
-                          waits for (us) (no task name holds a '|')
+                          waits for (us); <name>|interval -> the spacing they were set
+                          at (us) (no task name holds a '|')
   ARGV[1] prefix          queue key prefix; task and request keys derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
@@ -134,8 +135,21 @@ local passed = 0
 local function cursor(name)
   local c = cursors[name]
   if not c then
-    local stored = redis.call('HMGET', rates_key, name, name .. '|next')
-    c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0}
+    local stored = redis.call('HMGET', rates_key, name, name .. '|next', name .. '|interval')
+    c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
+         interval = limits[name].interval}
+    -- Declared anew with another rate: the slots reserved ahead at the old spacing are
+    -- reserved at the new one, so a limit raised from one an hour to a hundred a second
+    -- does not hold new starts back for hours behind the old spacing.
+    local was, now_us = tonumber(stored[3]), now * 1000
+    if was and was > 0 and was ~= c.interval then
+      if c.start > now_us then
+        c.start = now_us + math.floor((c.start - now_us) * c.interval / was)
+      end
+      if c.next > now_us then
+        c.next = now_us + math.floor((c.next - now_us) * c.interval / was)
+      end
+    end
     cursors[name] = c
   end
   return c
@@ -291,7 +305,7 @@ for _, level in ipairs(ready_lists(ready_key)) do
 end
 for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
-    integer_text(c.next))
+    integer_text(c.next), name .. '|interval', integer_text(c.interval))
 end
 if #scores > 0 then
   call_chunked('ZADD', leased_key, scores)
