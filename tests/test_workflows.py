@@ -246,6 +246,9 @@ class TestHandles:
             flow.result(timeout=0.2)
         with pytest.raises(Exception, match="no workflow 'nope'"):
             app.workflow("nope").status()
+        for stage, index in ((0, 1), (1, -1), ("1.1", 1), (1, 2.0), (True, 1)):
+            with pytest.raises(InvalidTaskError, match=r"(stage|index) must be"):
+                flow.step(stage, index)  # type: ignore[arg-type]
 
     def test_a_step_whose_record_expired_leaves_the_wait_to_the_others(
         self, app: App, start_worker: StartWorker

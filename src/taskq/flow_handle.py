@@ -11,6 +11,7 @@ from taskq.errors import TaskCancelledError, TaskNotFoundError, UpstreamFailed
 from taskq.flows import FlowCancellation, Flows, FlowStatus
 from taskq.handle import ResultWait, TaskHandle
 from taskq.keys import flow_step_id
+from taskq.limits import STEP_NUMBER
 from taskq.results import ENDED
 
 
@@ -34,7 +35,10 @@ class WorkflowHandle:
 
     def step(self, stage: int, index: int = 1) -> TaskHandle:
         """The handle on step `index` of stage `stage` (both counted from 1): its
-        `status()`, `result()` and `cancel()`."""
+        `status()`, `result()` and `cancel()`. `InvalidTaskError` unless both are whole
+        numbers from 1 to 10000 (a step beyond the workflow's reads "unknown")."""
+        for what, value in (("stage", stage), ("index", index)):
+            STEP_NUMBER.check(value, what)
         return self.flows.broker.handle(flow_step_id(self.flow_id, stage, index))
 
     def result(self, timeout: float | None = None) -> Any:

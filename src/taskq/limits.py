@@ -92,6 +92,8 @@ LEASE_COUNT = Range("count", 1, 10_000, 1, "tasks", whole=True)
 BATCH_SIZE = Range("batch_size", 1, 10_000, 1000, "tasks", whole=True)
 # Steps in one workflow, all its stages together (start_flow.lua checks the same).
 FLOW_STEPS = Range("steps", 1, 10_000, 1, "steps", whole=True)
+# A stage or a step within one, counted from 1 (the most steps a workflow has).
+STEP_NUMBER = Range("stage", 1, 10_000, 1, whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
 # Log entries one read of a task's events scans at most, newest first: a long log cannot
