@@ -122,3 +122,24 @@ def test_a_lost_reply_to_the_acks_with_the_lease_sends_the_acks_again_alone(
     types = [(f or {}).get("type") for _, f in broker.client.xrange(broker.keys.events)]
     assert types.count("completed") == 1
     unretried.close()
+
+
+def test_one_queue_that_keeps_failing_holds_back_no_other_queues_acks(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """Calls to a queue meet only that queue's outage: one that has refused for a whole
+    lease (here its leased set is another type, so every script on it fails before it
+    writes) sends its own calls a probe a second, and the other queues' go out as ever."""
+    broken = Broker(client, broker.queue + "-broken")
+    broken.enqueue("lost")
+    broker.enqueue("kept")
+    (lost,) = broken.lease_many("w", 10, 1).tasks
+    (kept,) = broker.lease_many("w", 10, 1).tasks
+    client.delete(broken.keys.leased)
+    client.set(broken.keys.leased, "not a sorted set")
+    slots = Slots(8)
+    settler = Settler(Queues([broken, broker]),
+                      Settings.from_env({}, lease_seconds=0.3), slots, "w")
+    assert settler.settle([outcome(broken, lost)]).acks == []  # a lease of refusals
+    assert settler.settle([outcome(broker, kept)]).acks == [True]
+    assert record_of(broker, "kept").state == "completed"

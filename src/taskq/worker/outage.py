@@ -54,8 +54,11 @@ class Outage:
     take most of a second against a closed port, and a timeout each against a host that
     does not answer. So a spent outage sends at most one call per `probe_seconds`, and
     gives up the calls between unsent. Any one it lets through that Redis answers ends
-    the outage. A call given up so loses nothing: the task it would have settled is
-    reaped when its lease is seen expired, as every lease the worker held is by now.
+    the outage. A call given up so loses no task: the task it would have settled is
+    reaped and run again, as it may be anyway once its lease has run out, which by then
+    every lease the worker held has, unless Redis came back in the last second. An
+    Outage is one queue's (on a cluster, one primary's): another queue's calls do not
+    meet it.
     """
 
     def __init__(self, lease_seconds: float, probe_seconds: float = PROBE_SECONDS) -> None:

@@ -49,7 +49,9 @@ class Settler:
         self.slots = slots
         self.worker_id = worker_id
         self.task_log = TaskLog(settings.task_log)
-        self.outage = Outage(settings.lease_seconds)
+        # One per queue: on a cluster one queue's primary may be down while the others
+        # answer, and its outage must not hold back (or drop) their calls.
+        self._outages: dict[str, Outage] = {}
 
     def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
                lease_from: Broker | None = None) -> Settled:
@@ -130,7 +132,7 @@ class Settler:
                 log.info("%s; sending the acks alone", acks)
             else:
                 return Settled(self._count_acks(broker, tasks, contexts, acks), None, batch)
-        acked = self.outage.retry(f"ack of {len(tasks)} task(s)",
+        acked = self._outage(broker).retry(f"ack of {len(tasks)} task(s)",
                                   lambda: broker.ack_many(held, results))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
@@ -156,7 +158,7 @@ class Settler:
         base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
         cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
         dead = decision.mode == "dead"
-        result = self.outage.retry(f"fail {task.task_id}", lambda: broker.fail(
+        result = self._outage(broker).retry(f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
         if result is None or result.status == "stale":
             self._stale(task.task_id, task.token, "fail", error.line)
@@ -174,9 +176,10 @@ class Settler:
             self.task_log.ended(context, "retried", error.line)
 
     def _ack_cancelled(self, context: TaskContext) -> None:
-        ended = self.outage.retry(f"cancel {context.task_id}",
-                                  lambda: self._broker(context).ack_cancelled(context.task_id,
-                                                                             context.token))
+        broker = self._broker(context)
+        ended = self._outage(broker).retry(
+            f"cancel {context.task_id}",
+            lambda: broker.ack_cancelled(context.task_id, context.token))
         if ended:
             self.slots.count("cancelled")
             self.task_log.ended(context, "cancelled")
@@ -184,9 +187,9 @@ class Settler:
             self._stale(context.task_id, context.token, "cancel")
 
     def _ack_abandoned(self, context: TaskContext) -> None:
-        acked = self.outage.retry(f"ack {context.task_id}",
-                                  lambda: self._broker(context).ack(context.task_id,
-                                                                    context.token))
+        broker = self._broker(context)
+        acked = self._outage(broker).retry(f"ack {context.task_id}",
+                                           lambda: broker.ack(context.task_id, context.token))
         log.warning("task %s outlived the grace period after its effect was applied: %s",
                     context.task_id, "acked, and the rest of its handler cut off" if acked
                     else "its ack was refused or lost (another worker may run it)")
@@ -195,9 +198,9 @@ class Settler:
 
     def _release(self, context: TaskContext, why: str) -> None:
         """Hand a task back to ready for another worker, saying `why` in the log."""
-        released = self.outage.retry(f"release {context.task_id}",
-                                     lambda: self._broker(context).release(context.task_id,
-                                                                           context.token))
+        broker = self._broker(context)
+        released = self._outage(broker).retry(
+            f"release {context.task_id}", lambda: broker.release(context.task_id, context.token))
         log.warning("task %s %s %s", context.task_id, why,
                     "released" if released else "left to be reaped")
         if released:
@@ -205,6 +208,12 @@ class Settler:
 
     def _broker(self, context: TaskContext) -> Broker:
         return self.queues.broker(context.queue)
+
+    def _outage(self, broker: Broker) -> Outage:
+        outage = self._outages.get(broker.queue)
+        if outage is None:
+            outage = self._outages[broker.queue] = Outage(self.settings.lease_seconds)
+        return outage
 
     def _acked_before(self, broker: Broker, task: LeasedTask) -> bool:
         """Whether a refused ack was our own earlier one, whose reply the client lost and
