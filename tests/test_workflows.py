@@ -27,7 +27,7 @@ from taskq import (
     failure_of,
     group,
 )
-from taskq.errors import ConfigError, ResultTimeoutError
+from taskq.errors import ConfigError, ResultTimeoutError, TaskNotFoundError
 from taskq.settings import Settings, Simulation
 from taskq.tools.chaos.flows import build, expected, flow_tasks, triggers_expected
 from taskq.tools.ledger import Ledger
@@ -275,6 +275,15 @@ class TestHandles:
             flow.result(timeout=0.3)
         release.set()
         assert flow.result(timeout=10) == [1, 2]
+
+    def test_a_workflow_whose_running_steps_lost_their_records_is_not_waited_for(
+        self, tasks: Tasks, app: App
+    ) -> None:
+        flow = group(tasks["add"].s(1), tasks["add"].s(2)).enqueue()
+        for index in (1, 2):  # deleted by hand, or evicted, before any worker ran them
+            app.broker.client.delete(app.broker.keys.task(flow.step(1, index).task_id))
+        with pytest.raises(TaskNotFoundError, match="no step of its stage 1"):
+            flow.result(timeout=1)
 
 
 class TestCancel:

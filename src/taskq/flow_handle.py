@@ -62,11 +62,20 @@ class WorkflowHandle:
             # at a time, not the whole workflow per step: a stage of thousands costs
             # thousands of reads, not millions. A step with no state had its record
             # expire after it ended.
-            for step in status.stage_steps(status.stage):
-                if step.state and step.state not in ENDED:
-                    self._wait_for(step.task_id, wait)
-                    if self.flows.state(self.flow_id) != "running":
-                        break  # it failed or was cancelled: no need to wait for the rest
+            live = [s for s in status.stage_steps(status.stage)
+                    if s.state and s.state not in ENDED]
+            if not live:
+                # Read in one step, a running stage always has a step that has not
+                # ended: here each such step's record is gone (deleted or evicted), so
+                # no end will ever move the workflow on.
+                raise TaskNotFoundError(
+                    f"workflow {self.flow_id} is running, but no step of its stage "
+                    f"{status.stage} that has not ended has a record any more (deleted "
+                    "or evicted), so it cannot end; cancel it")
+            for step in live:
+                self._wait_for(step.task_id, wait)
+                if self.flows.state(self.flow_id) != "running":
+                    break  # it failed or was cancelled: no need to wait for the rest
 
     def _wait_for(self, task_id: str, wait: ResultWait) -> None:
         """Block until step `task_id` has ended (or its record expired after it did)."""
