@@ -87,6 +87,16 @@ class TestFeed:
                                                            ("leased", "before")]
         assert client.get(broker.keys.epoch) != epoch  # the ids jumped: a new epoch
 
+    def test_a_deleted_last_entry_and_a_counter_set_back_are_numbered_past(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("first")
+        broker.enqueue("second")
+        client.xdel(broker.keys.events, "2-0")  # the stream's top id stays 2-0
+        client.set(broker.keys.seq, 1)
+        broker.enqueue("third")
+        assert [text(r[0]) for r in client.xrange(broker.keys.events)] == ["1-0", "3-0"]
+
     def test_a_counter_holding_text_is_started_again(
         self, broker: Broker, client: redis.Redis
     ) -> None:

@@ -165,16 +165,23 @@ local function emit(feed, fields)
   feed.pending[#feed.pending + 1] = fields
 end
 
--- Appends the call's events and adds them to the lifetime totals per event type and
--- resulting state, for /metrics (the stream itself is trimmed, so it cannot be
--- counted). Every script that emits calls this once before it returns: an event
--- queued by a script that does not close its feed is never written.
--- Numbers the call's events after the stream's last entry, in a new epoch: the counter
--- was lost, or is behind an entry something other than taskq added.
+-- The id the stream's next entry must exceed: its last-generated id (which an XDEL of its
+-- tail or an XSETID leaves above its last entry), or 0 for no stream.
+local function stream_top(events_key)
+  local info = redis.pcall('XINFO', 'STREAM', events_key)
+  if type(info) ~= 'table' or info.err then return 0 end
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      return tonumber(string.match(info[i + 1], '^(%d+)'))
+    end
+  end
+  return 0
+end
+
+-- Numbers the call's events after the stream's top in a new epoch: the counter was
+-- lost, or is behind an entry something other than taskq added.
 local function renumber(feed, n)
-  local last = n
-  local tail = redis.call('XREVRANGE', feed.events, '+', '-', 'COUNT', 1)[1]
-  if tail then last = tonumber(string.match(tail[1], '^(%d+)')) + n end
+  local last = stream_top(feed.events) + n
   redis.call('SET', feed.seq, last)
   local t = redis.call('TIME')
   redis.call('SET', feed.epoch, t[1] .. string.format('%06d', tonumber(t[2])))
@@ -185,11 +192,16 @@ local function failed(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
 
--- The keys below are taskq's own, but someone else may have written to them (an XADD
--- by hand, a counter set to text): the writes that would fail then are made with
--- pcall and mended, since by now the script has made its other writes, and failing
--- here would keep those without their events. Only an events key of another type is
--- past mending, and fails the call.
+-- Appends the call's events and adds them to the lifetime totals per event type and
+-- resulting state, for /metrics (the stream itself is trimmed, so it cannot be
+-- counted). Every script that emits calls this once before it returns: an event
+-- queued by a script that does not close its feed is never written.
+--
+-- The keys are taskq's own, but someone else may have written to them (an XADD by
+-- hand, a counter set to text): the writes that would fail then are made with pcall
+-- and mended, since by now the script has made its other writes, and failing here
+-- would keep those without their events. Only an events key of another type is past
+-- mending, and fails the call.
 local function close_feed(feed)
   local n = #feed.pending
   if n == 0 then return end

@@ -11,8 +11,9 @@
   ARGV[1] prefix          queue key prefix; task keys derive from it
   ARGV[2] limit           most tasks to promote in this call (1 to 100000)
   ARGV[3] retention       events kept in the stream (1 to 10^9)
-  Returns: {task_id, ...} promoted, earliest run-at first; an argument out of its
-           range is an error, and nothing is written
+  Returns: {task_id, ...} promoted, earliest run-at first (a due id whose record is
+           gone, deleted or evicted, is dropped from delayed and not returned); an
+           argument out of its range is an error, and nothing is written
   Emits:   promoted (state pending)
 ]]
 --- @include "_common"
