@@ -671,9 +671,11 @@ def linger() -> None:
 
 
 def start_app_worker(env: dict[str, str], tmp_path: Path) -> subprocess.Popen[bytes]:
-    """A `taskq worker` process running DASH_APP on the page's queue."""
+    """A `taskq worker` process running DASH_APP on the page's queue (the app's own, as
+    TASKQ_QUEUE makes it: its schedules fire there)."""
     (tmp_path / "dash_app.py").write_text(DASH_APP)
-    worker_env = dict(env, LEASE_SECONDS="5", POLL_SECONDS="0.2", BACKOFF_BASE_SECONDS="60",
+    worker_env = dict(env, TASKQ_QUEUE=QUEUE, LEASE_SECONDS="5", POLL_SECONDS="0.2",
+                      BACKOFF_BASE_SECONDS="60",
                       BACKOFF_MAX_SECONDS="120", PYTHONPATH=str(tmp_path), DASH_DIR=str(tmp_path))
     return spawn(taskq_command("worker", "--queue", QUEUE, "--app", "dash_app:app",
                                "--concurrency", "2"), worker_env, str(tmp_path / "worker.log"))

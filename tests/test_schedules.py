@@ -210,6 +210,11 @@ class TestTicks:
         hourly = schedule(cron="0 * * * *", every=None, tz="Europe/Paris")
         night = hourly.ticks(ms(2025, 10, 25, 23, 30), ms(2025, 10, 26, 2, 30), 10)
         assert night == [ms(2025, 10, 26, h, 0) for h in (0, 1, 2)]
+        # So with a wildcard minute, as cron has it: 02:00 and 02:30, twice each.
+        halves = schedule(cron="*/30 2 * * *", every=None, tz="Europe/Paris")
+        night = halves.ticks(ms(2025, 10, 25, 23, 30), ms(2025, 10, 26, 2, 30), 10)
+        assert night == [ms(2025, 10, 26, 0, 0), ms(2025, 10, 26, 0, 30),
+                         ms(2025, 10, 26, 1, 0), ms(2025, 10, 26, 1, 30)]
 
     def test_six_fields_count_seconds(self) -> None:
         s = schedule(cron="* * * * * */15", every=None)

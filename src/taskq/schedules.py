@@ -91,22 +91,23 @@ class Timing:
 
     def _dropped(self, tick: datetime) -> bool:
         """Whether `tick` is the second coming of a wall-clock time that a change back
-        from summer time repeats, for a cron whose hour is fixed: a nightly job at 02:30
-        runs once that night, as cron itself does it. A cron whose hour field is a
-        wildcard (`0 * * * *`) keeps it: each of the two hours is an hour of its own."""
-        if self._hour_wildcard:
+        from summer time repeats, for a cron at fixed times: a nightly job at 02:30 runs
+        once that night, as cron itself does it. A cron whose minute or hour field is a
+        wildcard (`0 * * * *`, `*/15 2 * * *`; cron's own rule) keeps it: each of the two
+        hours is an hour of its own."""
+        if self._wildcard:
             return False
         local = tick.astimezone(self.tz)
         first, second = local.replace(fold=0).utcoffset(), local.replace(fold=1).utcoffset()
         return first != second and local.utcoffset() == second
 
     @property
-    def _hour_wildcard(self) -> bool:
+    def _wildcard(self) -> bool:
         assert self.cron is not None
         fields = self.cron.split()
         if len(fields) == 1:  # a macro (@daily...): only @hourly names every hour
             return fields[0].lower() == "@hourly"
-        return fields[1].startswith("*")
+        return fields[0].startswith("*") or fields[1].startswith("*")
 
     def _cron(self, start_ms: int) -> croniter:
         assert self.cron is not None, "a schedule with every_ms has no cron iterator"

@@ -108,6 +108,10 @@ class Worker:
         fires_on = self.queues.broker(name) if served else Broker.from_settings(
             s, name, self.queues.first.client)
         carrier = fires_on if served else self.queues.first
+        if app.schedules and not served:
+            log.warning("this worker does not serve queue %r, where the app's %d "
+                        "schedule(s) fire: it fires them there for the workers that do; "
+                        "if none does, their tasks wait there", name, len(app.schedules))
         self.maintenance = tuple(
             Maintenance(q, s, app.schedules.values(), fires_on) if q is carrier
             else Maintenance(q, s) for q in self.queues)

@@ -3,13 +3,17 @@ expired leases, purge the dead."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 
 from taskq.broker import Broker
+from taskq.errors import BrokerError
 from taskq.schedules import Schedule
 from taskq.settings import Settings
 from taskq.worker.periodic import Periodic
+
+log = logging.getLogger("taskq.worker")
 
 LIMIT = 100
 # Due tasks and expired leases are found within this long; a busy worker's loop turns
@@ -31,6 +35,7 @@ class Maintenance:
         self.settings = settings
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
         self.periodic = Periodic(fires_on or broker, schedules)
+        self._fires_elsewhere = fires_on is not None and fires_on is not broker
         self._last = -1e9
         self._next_purge = 0.0
 
@@ -43,13 +48,25 @@ class Maintenance:
             return 0
         self._last = now
         s = self.settings
-        fired = self.periodic.run()
+        fired = self._fire()
         promoted = len(self.broker.promote(LIMIT))
         self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
         if now >= self._next_purge:
             self.broker.purge(s.dead_ttl_seconds, LIMIT)
             self._next_purge = now + PURGE_EVERY_SECONDS
         return fired + promoted
+
+    def _fire(self) -> int:
+        """Fire due schedules; how many tasks became ready on this queue. Fired on a
+        queue this worker does not serve, they are none of its own, and its failing
+        (that queue's primary down, on a cluster) holds up no maintenance of this one."""
+        if not self._fires_elsewhere:
+            return self.periodic.run()
+        try:
+            self.periodic.run()
+        except BrokerError as e:
+            log.info("firing schedules on queue %r failed: %s", self.periodic.broker.queue, e)
+        return 0
 
     def wait_seconds(self) -> float | None:
         """How long an idle worker may wait before maintenance has a tick to fire (never
