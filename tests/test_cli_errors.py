@@ -110,6 +110,14 @@ class TestMalformedRedisUrl:
         assert not (tmp_path / "chaos").exists()
 
 
+@pytest.mark.parametrize("command", [["enqueue", "1"], ["dlq"], ["history"]])
+def test_an_empty_queue_option_is_refused_not_read_as_the_default(
+    command: list[str], nowhere: str, tmp_path: Path
+) -> None:
+    line = one_line(run([*command, "--queue", ""], nowhere, tmp_path))
+    assert line.startswith(f"taskq {command[0]}: --queue: invalid queue name ''"), line
+
+
 class TestOutOfRangeOptions:
     """A number out of an option's range stops the command before it reaches Redis (here
     nowhere) or starts anything: one line naming the option, its range and the value."""

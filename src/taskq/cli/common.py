@@ -39,7 +39,7 @@ def add_queue_after_action(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace, **overrides: object) -> Settings:
     queue = getattr(args, "queue", None)
-    if queue:
+    if queue is not None:
         # Checked here, so the error names the option given, not TASKQ_QUEUE.
         try:
             overrides["queue"] = check_queue_name(queue)
