@@ -326,41 +326,39 @@ class TestInProcess:
     def test_the_apps_schedules_fire_on_its_own_queue_only(
         self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
     ) -> None:
-        @app.periodic(every=timedelta(milliseconds=200))
-        @app.task("tick")
-        def tick() -> None:
-            pass
-
+        tick_every_200_ms(app)
         start_worker(queues=[other.queue, app.queue])
-        def ticks(broker: Broker, kind: str) -> int:
-            return sum(e.type == kind and e.fields.get("task", "").startswith("sched:")
-                       for e in events(client, broker.keys))
-
-        wait_until(lambda: ticks(app.broker, "completed") >= 2, 10, "two ticks to run")
-        assert ticks(other, "enqueued") == 0
+        wait_until(lambda: len(scheduled(client, app.broker, "completed")) >= 2, 10,
+                   "two ticks to run")
+        assert scheduled(client, other, "enqueued") == []
 
     def test_workers_dividing_the_queues_fire_each_tick_once_on_the_apps_queue(
         self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis
     ) -> None:
-        @app.periodic(every=timedelta(milliseconds=200))
-        @app.task("tick")
-        def tick() -> None:
-            pass
-
+        tick_every_200_ms(app)
         start_worker(queues=[other.queue])  # does not serve the app's queue: fires there
         start_worker(queues=[app.queue])
-
-        def fired(broker: Broker) -> list[str]:
-            return [e.fields["task"] for e in events(client, broker.keys)
-                    if e.type == "enqueued" and e.fields.get("task", "").startswith("sched:")]
-
-        wait_until(lambda: len(fired(app.broker)) >= 5, 10, "five ticks to fire")
-        assert fired(other) == []
+        wait_until(lambda: len(scheduled(client, app.broker, "enqueued")) >= 5, 10,
+                   "five ticks to fire")
+        assert scheduled(client, other, "enqueued") == []
         # One task per tick: a tick's task id is the schedule and the tick, so a second
         # firing of a tick on the same queue would not be a second task; one on another
         # queue would be, and there is none.
-        assert len(set(fired(app.broker))) == len(fired(app.broker))
+        fired = scheduled(client, app.broker, "enqueued")
+        assert len(set(fired)) == len(fired)
 
+
+def tick_every_200_ms(app: App) -> None:
+    @app.periodic(every=timedelta(milliseconds=200))
+    @app.task("tick")
+    def tick() -> None:
+        pass
+
+
+def scheduled(client: redis.Redis, broker: Broker, kind: str) -> list[str]:
+    """The ids of schedules' tasks in `broker`'s log, one per event of `kind`."""
+    return [e.fields["task"] for e in events(client, broker.keys)
+            if e.type == kind and e.fields.get("task", "").startswith("sched:")]
 
 @pytest.mark.processes
 class TestProcesses:
