@@ -144,7 +144,10 @@ class TestStoredDefinition:
         for raw in ("not json", "[1, 2]", '{"version": 7, "cron": 5, "every_ms": "x"}',
                     '{"cron": "0 0 * * *", "tz": "Mars/Olympus"}',
                     '{"cron": "0 0 * * *", "tz": "UTC+99:00"}',
-                    '{"cron": "0 0 * * *", "tz": "%s"}' % ("a" * 5000), "[" * 100_000):
+                    '{"cron": "0 0 * * *", "tz": "%s"}' % ("a" * 5000), "[" * 100_000,
+                    # Periods past what a timedelta holds, either way.
+                    '{"cron": null, "every_ms": -100000000000000000}',
+                    '{"cron": null, "every_ms": 100000000000000000}'):
             broker.client.hset(broker.keys.schedules, "definition:tidy", raw)
             listed = only(broker)
             assert listed.next_tick_ms is None, raw

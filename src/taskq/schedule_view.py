@@ -83,7 +83,7 @@ def _view(name: str, stored: dict[str, str]) -> ScheduleView | None:
     elif cron is not None:
         when = f"cron {cron!r} ({tz})"
     else:
-        when = "" if every_ms is None else f"every {timedelta(milliseconds=every_ms)}"
+        when = _every_text(every_ms)
     return ScheduleView(
         name=name, version=version, definition=state, last_tick_ms=last,
         next_tick_ms=None if timing is None else _next_tick(timing, last),
@@ -91,6 +91,14 @@ def _view(name: str, stored: dict[str, str]) -> ScheduleView | None:
         policy=_text(d, "policy") or "", grace_ms=_whole(d, "grace_ms"),
         max_retries=_whole(d, "max_retries"),
     )
+
+
+def _every_text(every_ms: int | None) -> str:
+    """A period no taskq would store (past what a timedelta holds) reads as none."""
+    try:
+        return "" if every_ms is None else f"every {timedelta(milliseconds=every_ms)}"
+    except OverflowError:
+        return ""
 
 
 def _next_tick(timing: Timing, last: int) -> int | None:

@@ -269,8 +269,8 @@ def timing_of(described: Mapping[str, Any]) -> Timing | None:
     when it names none this process can rebuild: an unknown zone, a cron line this
     croniter cannot read, a malformed entry."""
     cron, every_ms, tz = described.get("cron"), described.get("every_ms"), described.get("tz")
-    if isinstance(every_ms, int) and not isinstance(every_ms, bool) and every_ms > 0 \
-            and cron is None:
+    if isinstance(every_ms, int) and not isinstance(every_ms, bool) \
+            and 0 < every_ms <= MAX_EVERY // timedelta(milliseconds=1) and cron is None:
         return Timing(None, every_ms, UTC)
     if not isinstance(cron, str) or not isinstance(tz, str) or every_ms is not None:
         return None
