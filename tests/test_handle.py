@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -141,6 +143,27 @@ class TestResult:
             handle.result(timeout=0.3)
         assert time.monotonic() - started >= 0.3
         assert handle.status() == "pending"
+
+    def test_a_short_socket_timeout_still_ends_the_wait_at_its_own_timeout(
+        self, settings: Settings
+    ) -> None:
+        """Each blocking wait asks Redis for less than the client's socket timeout, so
+        the client never gives up reading first and calls that Redis unreachable."""
+        short = App(queue="short", settings=dataclasses.replace(
+            settings, redis_timeout_seconds=0.3))
+        idle = short.task("idle")(lambda: None)
+        with pytest.raises(ResultTimeoutError, match=r"not ended within 1\.5s"):
+            idle.enqueue().result(timeout=1.5)
+
+        async def wait() -> None:
+            try:
+                await (await idle.enqueue_async()).result_async(timeout=1.5)
+            finally:
+                await short.aclose()
+
+        with pytest.raises(ResultTimeoutError, match=r"not ended within 1\.5s"):
+            asyncio.run(wait())
+        short.broker.client.close()
 
     def test_a_bad_timeout_is_refused(self, tasks: dict[str, Any]) -> None:
         handle = tasks["add"].enqueue(1, 2)

@@ -46,6 +46,18 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def block_limit(client: Any) -> float:
+    """The longest a blocking command may ask Redis to hold it on `client`: half the
+    client's socket timeout, so the reply comes before the client gives up reading (a
+    timeout it would report as Redis unreachable); unbounded when it sets none."""
+    for owner in (getattr(client, "connection_pool", None),
+                  getattr(client, "nodes_manager", None), client):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict) and kwargs.get("socket_timeout"):
+            return float(kwargs["socket_timeout"]) / 2
+    return math.inf
+
+
 def stored_int(value: Any) -> int:
     """A whole number that a record, a counter or an event holds as text: 0 when it
     holds none, or holds what is not a finite number. Such a field was written by hand

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from taskq.boundary import broker_error, redis_errors, text
+from taskq.boundary import block_limit, broker_error, redis_errors, text
 from taskq.calls import (
     cancel_call,
     counts_call,
@@ -115,6 +115,7 @@ class Broker:
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
+        self._block_limit = block_limit(client)
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
         self._registered = False
@@ -479,6 +480,7 @@ class Broker:
         every waiter wakes. True if it woke for an end (call `watch` again to read it)."""
         done = self.keys.done(check_task_id(task_id))
         TIMEOUT.check(timeout)
+        timeout = min(timeout, self._block_limit)
         with redis_errors("wait for a task to end"):
             # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
             return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
