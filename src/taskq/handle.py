@@ -112,9 +112,11 @@ class TaskHandle(Enqueued):
         wait = ResultWait(self.task_id, broker.queue, timeout)
         while True:
             watched = await broker.watch(self.task_id)
+            cancel_requested()
             if watched is not None and watched.ended:
                 return outcome(self.task_id, watched)
             await broker.wait_done(self.task_id, wait.next_block(watched))
+            cancel_requested()
 
     def _blocking(self, method: str) -> Broker:
         if self.broker is None:
@@ -160,6 +162,16 @@ class ResultWait:
 
 # What `status()` may report besides "unknown".
 STATES = frozenset((*get_args(TaskState), "waiting"))
+
+
+def cancel_requested() -> None:
+    """Raise CancelledError if the running task was asked to cancel. On Python 3.11,
+    redis-py's asyncio.wait_for around a socket write drops a cancel that lands as the
+    write completes, though the task still counts it (`cancelling()`): a loop of awaits
+    that checks ends when its caller asked, not at its own timeout, or never."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def state_of(watched: Watched | None) -> str:
