@@ -143,6 +143,17 @@ class TestEnqueue:
         assert str(awaited.value) == str(blocking.value)
         assert app.broker.counts().ready + app.broker.counts().delayed == 0
 
+    def test_hundreds_of_calls_at_once_on_one_loop_all_go_through(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        async def main() -> list[Any]:
+            return await asyncio.gather(*(tasks["add"].enqueue_async(n, 1)
+                                          for n in range(300)), return_exceptions=True)
+
+        handles = run(app, main)
+        assert [type(h).__name__ for h in handles if isinstance(h, BaseException)] == []
+        assert app.broker.counts().ready == 300
+
     def test_enqueue_many_async_returns_a_handle_per_call_in_order(
         self, tasks: dict[str, Any], app: App
     ) -> None:

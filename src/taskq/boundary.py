@@ -36,6 +36,9 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
     user's words ("list the dead letter queue"), not the name of an internal step."""
     detail = str(error).rstrip(".")
+    if detail in ("No connection available", "Too many connections"):
+        return BrokerError(f"could not {words}: every connection of this client to Redis "
+                           f"was in use for as long as a call may wait ({detail})")
     if isinstance(error, redis.ConnectionError | redis.TimeoutError):
         return BrokerError(f"cannot reach Redis to {words}: {detail}")
     return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}")

@@ -20,6 +20,11 @@ AsyncClient: TypeAlias = redis.asyncio.Redis | AsyncRedisCluster
 
 # Brief blips are retried by the client itself, three times with a growing pause.
 RETRIES = 3
+# Connections one client keeps open at most. A call that finds every one in use (a
+# worker of many handler threads each asking for its effect, a web app with many
+# result() waits) waits up to TASKQ_REDIS_TIMEOUT_SECONDS for one to come free, rather
+# than failing at once as redis-py's default pool of 100 does.
+MAX_CONNECTIONS = 1000
 
 
 def _backoff() -> ExponentialBackoff:
@@ -47,13 +52,16 @@ def connect(settings: Settings | None = None) -> Client:
     retry = Retry(_backoff(), retries=RETRIES)
     if settings.redis_cluster:
         return RedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings))
-    return redis.Redis.from_url(
+    # from_pool: the client owns the pool, and closing it closes every connection.
+    return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(
         settings.redis_url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=settings.redis_timeout_seconds,
         retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
         **_options(settings),
-    )
+    ))
 
 
 def async_client(settings: Settings) -> AsyncClient:
@@ -63,13 +71,15 @@ def async_client(settings: Settings) -> AsyncClient:
     retry = AsyncRetry(_backoff(), retries=RETRIES)
     if settings.redis_cluster:
         return AsyncRedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings))
-    return redis.asyncio.Redis.from_url(
+    return redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
         settings.redis_url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=settings.redis_timeout_seconds,
         retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
         **_options(settings),
-    )
+    ))
 
 
 async def connect_async(settings: Settings | None = None) -> AsyncClient:
