@@ -6,6 +6,7 @@ the Redis server's clock, so workers on hosts whose clocks disagree still agree 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -101,7 +102,7 @@ class Timing:
         first, second = local.replace(fold=0).utcoffset(), local.replace(fold=1).utcoffset()
         return first != second and local.utcoffset() == second
 
-    @property
+    @functools.cached_property
     def _wildcard(self) -> bool:
         assert self.cron is not None
         fields = self.cron.split()

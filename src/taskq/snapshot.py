@@ -127,16 +127,17 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         queue=broker.queue,
         now_ms=int(head[0]),
         counts=QueueCounts(int(head[1]), int(head[2]), int(head[3]), int(head[4])),
-        leased=[LeaseView(r[0], r[2], r[3], _int(r[4]), _int(r[5]) + 1, _int(r[1]),
-                          *_progress(r[6], r[7], r[8], r[4])) for r in leased],
-        delayed=[DelayedView(r[0], r[2], _int(r[3]), _int(r[1]), r[4], r[5], r[6] != "")
+        leased=[LeaseView(r[0], r[2], r[3], stored_int(r[4]), stored_int(r[5]) + 1,
+                          stored_int(r[1]), *_progress(r[6], r[7], r[8], r[4]))
+                for r in leased],
+        delayed=[DelayedView(r[0], r[2], stored_int(r[3]), stored_int(r[1]), r[4], r[5], r[6] != "")
                  for r in delayed],
-        dead=[DeadView(r[0], r[1], _int(r[2]), _int(r[3]), r[4], r[5]) for r in dead],
+        dead=[DeadView(r[0], r[1], stored_int(r[2]), stored_int(r[3]), r[4], r[5]) for r in dead],
         epoch=head[5],
         seq=int(head[6]),
         last_ts=int(head[7]),
-        limits=[LimitView(r[0].partition("|")[0], _int(r[1]), _int(r[2]), _int(r[3]),
-                          r[0].partition("|")[2]) for r in limits],
+        limits=[LimitView(r[0].partition("|")[0], stored_int(r[1]), stored_int(r[2]),
+                          stored_int(r[3]), r[0].partition("|")[2]) for r in limits],
     )
 
 
@@ -155,6 +156,3 @@ def _progress(permille: str, message: str, said_by: str, token: str
         return None, ""
     return min(1000, max(0, stored_int(permille))) / 1000, message
 
-
-def _int(value: str) -> int:
-    return stored_int(value)

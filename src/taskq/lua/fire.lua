@@ -126,17 +126,15 @@ for _, tick in ipairs(run) do
   if redis.call('EXISTS', task_key) == 0 then
     local event = {'type', 'enqueued', 'task', task_id, 'state', 'pending', 'name', name,
       'at', now_text}
-    if priority ~= DEFAULT_PRIORITY then
-      event[#event + 1], event[#event + 2] = 'priority', integer_text(priority)
-    end
-    emit(feed, event)
     redis.call('HSET', task_key, 'state', 'pending', 'name', name, 'payload', payload,
       'max_retries', max_retries, 'retries', '0', 'fencing_token', '0',
       'idempotency_key', '', 'created_at', now_text, 'run_at', now_text,
       'schedule', schedule, 'tick', tick_text)
-    if priority ~= DEFAULT_PRIORITY then
+    if priority ~= DEFAULT_PRIORITY then  -- as enqueue: the default is not written
       redis.call('HSET', task_key, 'priority', integer_text(priority))
+      event[#event + 1], event[#event + 2] = 'priority', integer_text(priority)
     end
+    emit(feed, event)
     push_ready(ready_key, task_id, priority, false)
     reply[#reply + 1] = task_id
   end

@@ -279,7 +279,8 @@ local function lease_from(list)
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
     -- Nor may one whose record is not pending (an id pushed back by hand, or left by a
     -- lost write): a completed task run again would apply its effect twice.
-    if record[1] and record[9] == 'pending' and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
+    if record[1] and record[9] == 'pending'
+        and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       local token = integer_text((tonumber(record[5]) or 0) + 1)

@@ -65,12 +65,12 @@ for _, task_id in ipairs(expired) do
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)
   free_slot(prefix, task_id, record[4])
-  if not (record[1] or record[3] or record[5]) then
-    -- Its record is gone (deleted by hand, or evicted): the id is dropped, not made
-    -- into a record of a task that never ran here.
+  -- A record that is gone (deleted by hand, or evicted) is not made up: the id is dropped.
+  local gone = not (record[1] or record[3] or record[5])
+  if not gone then redis.call('HSET', task_key, 'fencing_token', token) end
+  if gone then
     reply[#reply + 1], reply[#reply + 2] = task_id, 'gone'
   elseif cancel[1] then
-    redis.call('HSET', task_key, 'fencing_token', token)
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'cancelled', 'token', token,
       'retries', retries, 'error', error_text})
     end_cancelled(prefix, feed, task_id, cancel, nil)
@@ -80,8 +80,7 @@ for _, task_id in ipairs(expired) do
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
       'retries', retries, 'error', error_text})
     redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
-      'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '',
-      'fencing_token', token)
+      'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '')
     redis.call('LPUSH', dlq_key, task_id)
     if cancel[4] then wake_waiters(prefix, task_id) end
     if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'dead', nil) end
@@ -93,7 +92,7 @@ for _, task_id in ipairs(expired) do
       'retries', retries, 'error', error_text, 'at', run_at})
     redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
       'last_error', error_text, 'run_at', run_at, 'error_type', 'taskq.LeaseExpired',
-      'error_message', error_text, 'traceback', '', 'fencing_token', token)
+      'error_message', error_text, 'traceback', '')
     redis.call('ZADD', delayed_key, run_at, task_id)
     reply[#reply + 1], reply[#reply + 2] = task_id, 'delayed'
   end
