@@ -213,6 +213,24 @@ class TestScheduling:
             wait_for_state(app.broker, task_id, "completed")
         assert peak[0] == 3
 
+    def test_a_delayed_task_only_the_waker_heard_of_runs_when_due_not_a_poll_later(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        # The enqueue wakes the idle worker's waker, whose lease finds ready empty and
+        # learns when the task is due. The waker holds the free slots while it waits, and
+        # only the loop promotes: the waker must hand back to it then.
+        @app.task("later")
+        def later() -> None:
+            pass
+
+        running = start_worker(concurrency=2, poll_seconds=5.0)
+        wait_until(running.worker.waker.armed.is_set, 5, "the worker to go idle")
+        task_id = later.enqueue(delay=0.3).task_id
+        wait_for_state(app.broker, task_id, "completed", timeout=2.0)
+        record = app.broker.task(task_id)
+        assert record is not None
+        assert record.leased_at >= record.run_at
+
     def test_delayed_task_runs_after_its_delay_and_not_before(
         self, app: App, start_worker: StartWorker
     ) -> None:

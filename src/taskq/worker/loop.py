@@ -204,20 +204,26 @@ class Worker:
             return self._backoff.failed(e)
         finally:
             self.slots.unreserve(free)
+        # A lease that found something due now (a delayed task or throttled start not
+        # yet promoted, a lease expired but not reaped) wants maintenance at once: left
+        # to its interval, a start due every few milliseconds would wait for it.
+        due = leases is not None and leases.wait_seconds == 0
         try:
-            promoted = self._maintain(backlog=leases is not None and leases.count == free)
+            promoted = self._maintain(backlog=leases is not None and leases.count == free,
+                                      due=due)
         except BrokerError as e:
             return self._backoff.failed(e)
         self._backoff.succeeded()
         return self._idle_wait(leases, free, promoted)
 
-    def _maintain(self, backlog: bool) -> int:
-        """Each queue's maintenance; a queue that cannot be reached (its primary down, on
-        a cluster) is skipped for this turn. Raises BrokerError when every queue failed."""
+    def _maintain(self, backlog: bool, due: bool) -> int:
+        """Each queue's maintenance (at once when something is `due`); a queue that cannot
+        be reached (its primary down, on a cluster) is skipped for this turn. Raises
+        BrokerError when every queue failed."""
         promoted, failures = 0, 0
         for m in self.maintenance:
             try:
-                promoted += m.run(backlog=backlog)
+                promoted += m.run(backlog=backlog, due=due)
             except BrokerError as e:
                 failures += 1
                 if failures == len(self.maintenance):
@@ -256,7 +262,7 @@ class Worker:
             # its timed look; without, look again at once.
             return self.settings.poll_seconds if self.runner.holds else 0.0
         for waker in self.wakers:
-            waker.arm()
+            waker.arm(leases.wait_seconds)
         return min(w for w in [*waits, leases.wait_seconds] if w is not None)
 
     def _drain(self) -> None:

@@ -39,12 +39,13 @@ class Maintenance:
         self._last = -1e9
         self._next_purge = 0.0
 
-    def run(self, backlog: bool) -> int:
+    def run(self, backlog: bool, due: bool = False) -> int:
         """Fire due schedules, promote and reap if it is time (less often while ready has
-        a `backlog`), and purge now and then; returns how many tasks became ready.
-        Raises BrokerError."""
+        a `backlog`; at once when a lease said something is `due`), and purge now and
+        then; returns how many tasks became ready. Raises BrokerError."""
         now = time.monotonic()
-        if now < self._last + (EVERY_SECONDS_WITH_BACKLOG if backlog else EVERY_SECONDS):
+        if not due and now < self._last + (EVERY_SECONDS_WITH_BACKLOG if backlog
+                                           else EVERY_SECONDS):
             return 0
         self._last = now
         s = self.settings
