@@ -880,3 +880,23 @@ def test_every_response_carries_the_security_headers(
             assert response.headers.get(name) == value, (response.url, name)
         csp = response.headers.get("content-security-policy", "")
         assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, response.url
+
+
+def test_no_answer_but_the_pages_own_files_may_be_stored(
+    server: Server, secured: Server, queue: Broker
+) -> None:
+    # The API's answers hold task payloads and results: a shared proxy or the browser's
+    # disk cache must not keep them (nor a refused token's 401).
+    answers = []
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as http:
+        for path in ("/", "/api/queues", "/api/snapshot", "/api/dlq", "/api/history",
+                     "/healthz", "/metrics", "/nope"):
+            answers.append(http.get(path, params={"queue": queue.queue}))
+        answers.append(http.get("/api/snapshot", headers={"host": "evil.example"}))
+        stored = http.get("/static/app.js")
+    with httpx.Client(base_url=secured.url, timeout=TIMEOUT) as http:
+        answers.append(http.get("/api/queues"))  # 401
+    for answer in answers:
+        assert answer.headers.get("cache-control") == "no-store", (answer.url, answer.status_code)
+    assert stored.status_code == 200
+    assert "no-store" not in stored.headers.get("cache-control", "")

@@ -1,5 +1,6 @@
 """Security headers on every response: the page runs only its own files and is never
-framed, and no response is sniffed into another type."""
+framed, no response is sniffed into another type, and none but the page's own files is
+stored by a cache."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ HEADERS = [
     # `/?token=` puts the token in a URL: never send it on as a Referer.
     (b"referrer-policy", b"no-referrer"),
 ]
+# The API's answers hold task payloads and results, the metrics and the page the queue's
+# state: no browser or proxy cache may keep them. The page's static files may be kept.
+NO_STORE = (b"cache-control", b"no-store")
+STATIC = "/static/"
 
 
 class SecurityHeaders:
@@ -27,9 +32,14 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        stored = str(scope.get("path", "")).startswith(STATIC)
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
+                headers = [*message.get("headers", []), *HEADERS]
+                if not stored and all(name.lower() != NO_STORE[0] for name, _ in headers):
+                    headers.append(NO_STORE)
+                message = {**message, "headers": headers}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
