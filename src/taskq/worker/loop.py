@@ -25,6 +25,7 @@ from taskq.settings import Settings
 from taskq.shards import register
 from taskq.version import __version__
 from taskq.worker.dispatch import Dispatcher
+from taskq.worker.due import Due
 from taskq.worker.heartbeat import Heartbeat, LeaseCheck
 from taskq.worker.inbox import Inbox, Outcome
 from taskq.worker.lifecycle import Lifecycle
@@ -95,6 +96,9 @@ class Worker:
             worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
             queues=self.queues.names, concurrency=self.slots.capacity,
             tasks=sorted(app.tasks), version=__version__))
+        # When the next delayed task or throttled start comes due, or a lease expires,
+        # as the loop's and the wakers' leases said.
+        self.due = Due()
         self.wakers = self._wakers()
         self.waker = self.wakers[0]
         self.leaser = Leaser(self.worker_id, s.lease_seconds)
@@ -138,7 +142,7 @@ class Worker:
         wake the loop (which leases in the queues' order): one waiting on every queue in
         one call, or on a cluster, where one call cannot span the queues' slots, one per
         queue."""
-        parts = (self.settings, self.worker_id, self.slots)
+        parts = (self.settings, self.worker_id, self.slots, self.due)
         rest = (self.runner, self.lifecycle, self.inbox)
         if len(self.queues) == 1:
             return (Waker(self.queues.brokers, *parts, self.dispatcher, *rest),)
@@ -204,10 +208,12 @@ class Worker:
             return self._backoff.failed(e)
         finally:
             self.slots.unreserve(free)
-        # A lease that found something due now (a delayed task or throttled start not
-        # yet promoted, a lease expired but not reaped) wants maintenance at once: left
-        # to its interval, a start due every few milliseconds would wait for it.
-        due = leases is not None and leases.wait_seconds == 0
+        # Once what a lease said comes due (a delayed task or throttled start to promote,
+        # a lease expired to reap) has come, maintenance runs at once: left to its
+        # interval, a start due every few milliseconds would wait for it.
+        if leases is not None:
+            self.due.note(leases.wait_seconds)
+        due = self.due.take()
         try:
             promoted = self._maintain(backlog=leases is not None and leases.count == free,
                                       due=due)
@@ -249,9 +255,10 @@ class Worker:
 
     def _idle_wait(self, leases: Leases | None, free: int, promoted: int) -> float:
         """0 when there may be more to lease at once; else arm the wakers and wait until
-        the queues' soonest hint (the next delayed task or lease expiry) or the next
-        periodic tick, at most a poll."""
-        waits = [self.settings.poll_seconds, *(m.wait_seconds() for m in self.maintenance)]
+        something comes due (the soonest hint of any lease: the next delayed task or
+        throttled start, or lease expiry) or the next periodic tick, at most a poll."""
+        waits = [self.settings.poll_seconds, self.due.left(),
+                 *(m.wait_seconds() for m in self.maintenance)]
         if leases is None:
             return min(w for w in waits if w is not None)
         if promoted:
@@ -262,8 +269,8 @@ class Worker:
             # its timed look; without, look again at once.
             return self.settings.poll_seconds if self.runner.holds else 0.0
         for waker in self.wakers:
-            waker.arm(leases.wait_seconds)
-        return min(w for w in [*waits, leases.wait_seconds] if w is not None)
+            waker.arm()
+        return min(w for w in waits if w is not None)
 
     def _drain(self) -> None:
         """While draining: start nothing more, settle what finishes, lease nothing."""
