@@ -5,6 +5,8 @@ refuse before anything is sent."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import signal
 import threading
 import time
@@ -233,10 +235,51 @@ class TestHandles:
             with pytest.raises(TaskCancelledError):
                 await flow.result_async(timeout=5)
             ticker.cancel()
-            return await group(tasks["add"].s(1)).enqueue_async(), ticks
+            second = await group(tasks["add"].s(1)).enqueue_async()
+            await tasks["add"].app.aclose()
+            return second, ticks
 
         flow, ticks = asyncio.run(main())
         assert flow.result(timeout=5) == [2] and ticks > 5
+
+    def test_coroutines_await_many_workflows_at_once_without_a_thread(
+        self, tasks: Tasks, app: App, start_worker: StartWorker
+    ) -> None:
+        """A loop's default pool has a few threads (6 on 2 cores): waits held on them
+        would queue behind each other, so here the pool refuses any use at all."""
+        start_worker(concurrency=4)
+        add, wait = tasks["add"], tasks["wait"]
+
+        async def main() -> tuple[list[Any], list[str], Any]:
+            asyncio.get_running_loop().set_default_executor(NoThreads())
+            held = await chain(wait.s(7), add.s()).enqueue_async()
+            flows = [await chain(add.s(n), add.s()).enqueue_async() for n in range(20)]
+            results = await asyncio.gather(*(f.result_async(timeout=20) for f in flows))
+            found = app.workflow_async(held.flow_id)
+            states = [(await found.status_async()).state,
+                      await found.step(1).status_async()]
+            waiting = asyncio.create_task(found.result_async(timeout=20))
+            await asyncio.sleep(0.1)
+            states.append((await found.cancel_async()).outcome)
+            with pytest.raises(TaskCancelledError):
+                await waiting
+            late = await found.step(2).status_async()
+            await app.aclose()
+            return results, states, late
+
+        results, states, late = asyncio.run(main())
+        assert results == [n + 2 for n in range(20)]
+        assert states == ["running", "running", "cancelled"]
+        assert late == "cancelled"
+
+    def test_a_sharded_app_refuses_workflows_from_coroutines_too(
+        self, settings: Settings, tasks: Tasks
+    ) -> None:
+        sharded = App(queue="sharded-flows", settings=dataclasses.replace(settings, shards=2))
+        with pytest.raises(ConfigError, match="a workflow runs in one queue"):
+            sharded.async_flows()
+        with pytest.raises(ConfigError, match="a workflow runs in one queue"):
+            sharded.workflow_async("any")
 
     def test_a_result_wait_times_out_and_an_unknown_flow_is_not_found(
         self, tasks: Tasks, app: App
@@ -284,6 +327,13 @@ class TestHandles:
             app.broker.client.delete(app.broker.keys.task(flow.step(1, index).task_id))
         with pytest.raises(TaskNotFoundError, match="no step of its stage 1"):
             flow.result(timeout=1)
+
+
+class NoThreads(concurrent.futures.ThreadPoolExecutor):
+    """An event loop's default executor that fails whatever is handed to it."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        raise AssertionError(f"{fn!r} was sent to a thread")
 
 
 class TestCancel:

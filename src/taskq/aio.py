@@ -131,7 +131,7 @@ class AsyncBroker:
     async def send_checked(self, fields: list[list[Any]],
                              batch_size: int) -> list[TaskHandle]:
         """`Broker.send_checked`, awaited."""
-        await self._register_queue()
+        await self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             with redis_errors("enqueue tasks"):
@@ -140,7 +140,9 @@ class AsyncBroker:
                            for task_id, created in enqueued(reply))
         return results
 
-    async def _register_queue(self) -> None:
+    async def register_queue(self) -> None:
+        """`Broker.register_queue`, awaited: name the queue in the registry of queues
+        (once per broker), so dashboards find it."""
         if not self._registered:
             with redis_errors("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)

@@ -17,7 +17,7 @@ from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
 from taskq.connection import async_client, connect
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.flow_handle import WorkflowHandle
-from taskq.flows import Flows
+from taskq.flows import AsyncFlows, Flows
 from taskq.handle import TaskHandle
 from taskq.keys import check_flow_id, check_queue_name, check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, shown
@@ -39,6 +39,10 @@ RESERVED = ("delay", "run_at", "max_retries", "idempotency_key", "task_id", "res
 # Call shapes (how many positional arguments, which keyword names) a task remembers as
 # fitting its function; a function taking **kwargs could see endless names.
 FITTING_SHAPES = 64
+
+# Why a sharded queue has no workflows.
+_WORKFLOW_SHARDS = (": a workflow runs in one queue, so give its tasks an App without "
+                    "shards")
 
 
 class Task(Generic[P, R]):
@@ -357,6 +361,12 @@ class App:
                 "shards: a limit is kept in one Redis slot and cannot hold across "
                 "shards; give limited tasks a queue of their own without shards")
 
+    def _unsharded(self, why: str) -> None:
+        """Refuse what needs one queue on one Redis slot: ConfigError saying `why` after
+        "queue Q has N shards"."""
+        if self.layout is not None:
+            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards{why}")
+
     def new_task_id(self, idempotency_key: str | None = None) -> str:
         """A new random task id; on a sharded queue, one that routes to the shard of
         `idempotency_key` (when given), so the id alone finds the task."""
@@ -371,16 +381,23 @@ class App:
     def flows(self) -> Flows:
         """The workflow scripts of this app's queue (see `taskq.canvas`); a sharded
         queue refuses workflows, since a workflow's steps must share one Redis slot."""
-        if self.layout is not None:
-            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards: a "
-                              "workflow runs in one queue, so give its tasks an App without "
-                              "shards")
+        self._unsharded(_WORKFLOW_SHARDS)
         return Flows(self.broker)
+
+    def async_flows(self) -> AsyncFlows:
+        """`flows` for coroutines, on the app's asyncio client of the running loop."""
+        self._unsharded(_WORKFLOW_SHARDS)
+        return AsyncFlows(self.async_broker)
 
     def workflow(self, flow_id: str) -> WorkflowHandle:
         """A handle on workflow `flow_id` of this app's queue, made at any time later (in
         another process too): its `status()`, `result()` and `cancel()`."""
         return WorkflowHandle(check_flow_id(flow_id), False, self.flows())
+
+    def workflow_async(self, flow_id: str) -> WorkflowHandle:
+        """`workflow` for coroutines: its `await status_async()`, `await result_async()`
+        and `await cancel_async()` use the app's asyncio client, on the running loop."""
+        return WorkflowHandle(check_flow_id(flow_id), False, self.flows(), self.async_flows())
 
     def handle_async(self, task_id: str) -> TaskHandle:
         """`handle` for coroutines: its `await status_async()` and `await result_async()`
@@ -410,9 +427,7 @@ class App:
 
     def make_broker(self) -> Broker:
         """A new Broker (and connection) for this app's queue and settings."""
-        if self.layout is not None:
-            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards, so no "
-                              "one Broker: enqueue through app.producer, or the tasks")
+        self._unsharded(", so no one Broker: enqueue through app.producer, or the tasks")
         return Broker.from_settings(self.settings, self.queue)
 
     def use_broker(self, broker: Broker | None) -> Broker | None:
@@ -443,9 +458,7 @@ class App:
         each event loop: an asyncio client belongs to the loop it connects on, so a new
         loop (a second `asyncio.run`, a test client's portal) gets a new one rather than
         one whose connections wait on a loop that no longer runs."""
-        if self.layout is not None:
-            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards, so no "
-                              "one AsyncBroker: use app.async_producer")
+        self._unsharded(", so no one AsyncBroker: use app.async_producer")
         mine, loop = self._async, _running_loop()
         if mine.broker is None or mine.loop is not loop:
             mine.broker = AsyncBroker.from_settings(self.settings, self.queue)

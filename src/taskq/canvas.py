@@ -13,7 +13,6 @@ holders do. Everything is checked before anything is sent.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -140,9 +139,15 @@ class Chain:
         return WorkflowHandle(flow_id, created, flows)
 
     async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
-        """`enqueue` for coroutines: the blocking client runs on a thread, so the event
-        loop goes on; the handle answers `await result_async()`."""
-        return await asyncio.to_thread(self.enqueue, flow_id)
+        """`enqueue` for coroutines, on the app's asyncio client: the event loop goes on
+        while Redis starts it, and the handle's `_async` methods await on that loop
+        (its blocking ones, outside the loop, still work)."""
+        app = self.app()
+        specs = stage_specs(self.stages, app.settings.max_payload_bytes)
+        flow_id = new_id() if flow_id is None else check_flow_id(flow_id)
+        flows = app.async_flows()
+        created = await flows.start(flow_id, specs)
+        return WorkflowHandle(flow_id, created, app.flows(), flows)
 
     def app(self) -> App:
         """The one app every step's task belongs to (a workflow runs in one queue)."""

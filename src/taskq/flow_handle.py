@@ -7,9 +7,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskq.errors import TaskCancelledError, TaskNotFoundError, UpstreamFailed
-from taskq.flows import FlowCancellation, Flows, FlowStatus
-from taskq.handle import ResultWait, TaskHandle
+from taskq.errors import TaskCancelledError, TaskNotFoundError, TaskqError, UpstreamFailed
+from taskq.flows import AsyncFlows, FlowCancellation, Flows, FlowStatus
+from taskq.handle import ResultWait, TaskHandle, cancel_requested
 from taskq.keys import flow_step_id
 from taskq.limits import STEP_NUMBER
 from taskq.results import ENDED
@@ -19,27 +19,34 @@ from taskq.results import ENDED
 class WorkflowHandle:
     """A started workflow: `status()`, `result()` waiting for its end, `cancel()`, and a
     `TaskHandle` on each step (`step(stage, index)`). `created` is False when its id
-    already named a workflow, so nothing was started."""
+    already named a workflow, so nothing was started.
+
+    Each method has an `_async` twin for coroutines. A handle made in a coroutine
+    (`enqueue_async()`, `App.workflow_async`) carries `async_flows`, and its twins await
+    Redis on the event loop itself, so any number of them wait at once; on a handle
+    made by blocking code (`enqueue()`, `App.workflow`) they run on a thread."""
 
     flow_id: str
     created: bool
     flows: Flows = field(repr=False)
+    async_flows: AsyncFlows | None = field(default=None, repr=False)
 
     def status(self) -> FlowStatus:
         """The workflow and each of its steps, read in one step; `TaskNotFoundError` if
         there is no such workflow (never started, or ended and expired)."""
-        status = self.flows.status(self.flow_id)
-        if status is None:
-            raise TaskNotFoundError(self._missing())
-        return status
+        return self._found(self.flows.status(self.flow_id))
 
     def step(self, stage: int, index: int = 1) -> TaskHandle:
         """The handle on step `index` of stage `stage` (both counted from 1): its
-        `status()`, `result()` and `cancel()`. `InvalidTaskError` unless both are whole
+        `status()`, `result()` and `cancel()`, and on a handle made in a coroutine their
+        `_async` twins on its event loop. `InvalidTaskError` unless both are whole
         numbers from 1 to 10000 (a step beyond the workflow's reads "unknown")."""
         for what, value in (("stage", stage), ("index", index)):
             STEP_NUMBER.check(value, what)
-        return self.flows.broker.handle(flow_step_id(self.flow_id, stage, index))
+        task_id = flow_step_id(self.flow_id, stage, index)
+        return TaskHandle(task_id, False, broker=self.flows.broker,
+                          async_broker=None if self.async_flows is None
+                          else self.async_flows.broker)
 
     def result(self, timeout: float | None = None) -> Any:
         """What the last stage produced once the workflow has completed (one result, or
@@ -50,38 +57,19 @@ class WorkflowHandle:
         it was cancelled, `TaskNotFoundError` when there is no such workflow, and
         `ResultTimeoutError` when the timeout passes first. The wait is woken through
         Redis by the script that ends a step, not by polling."""
-        wait = ResultWait(self.flow_id, self.flows.broker.queue, timeout,
-                          what=f"workflow {self.flow_id}")
+        wait = self._wait(timeout)
+        broker = self.flows.broker
         while True:
             status = self.status()
+            if status.state == "completed":
+                return self.flows.output(*_output_of(status))
             if status.ended:
-                return self._outcome(status)
-            # The running stage's steps that have not ended are waited for in turn, each
-            # end waking the wait through Redis; the last one's moves the workflow on in
-            # the same script, and the record read again says to what. One step read
-            # at a time, not the whole workflow per step: a stage of thousands costs
-            # thousands of reads, not millions. A step with no state had its record
-            # expire after it ended.
-            live = [s for s in status.stage_steps(status.stage)
-                    if s.state and s.state not in ENDED]
-            if not live:
-                # Read in one step, a running stage always has a step that has not
-                # ended: here each such step's record is gone (deleted or evicted), so
-                # no end will ever move the workflow on.
-                raise TaskNotFoundError(
-                    f"workflow {self.flow_id} is running, but no step of its stage "
-                    f"{status.stage} that has not ended has a record any more (deleted "
-                    "or evicted), so it cannot end; cancel it")
-            for step in live:
-                self._wait_for(step.task_id, wait)
+                raise self._failure(status)
+            for step in self._live(status):
+                while (watched := broker.watch(step)) is not None and not watched.ended:
+                    broker.wait_done(step, wait.next_block(watched, f"step {step}"))
                 if self.flows.state(self.flow_id) != "running":
                     break  # it failed or was cancelled: no need to wait for the rest
-
-    def _wait_for(self, task_id: str, wait: ResultWait) -> None:
-        """Block until step `task_id` has ended (or its record expired after it did)."""
-        broker = self.flows.broker
-        while (watched := broker.watch(task_id)) is not None and not watched.ended:
-            broker.wait_done(task_id, wait.next_block(watched, f"step {task_id}"))
 
     def cancel(self) -> FlowCancellation:
         """Cancel the workflow in one step: it starts no further stage; its waiting,
@@ -91,30 +79,83 @@ class WorkflowHandle:
         return self.flows.cancel(self.flow_id)
 
     async def status_async(self) -> FlowStatus:
-        """`status()` for coroutines (on a thread: the event loop goes on)."""
-        return await asyncio.to_thread(self.status)
+        """`status()` for coroutines."""
+        flows = self.async_flows
+        if flows is None:
+            return await asyncio.to_thread(self.status)
+        return self._found(await flows.status(self.flow_id))
 
     async def result_async(self, timeout: float | None = None) -> Any:
-        """`result()` for coroutines, raising the same errors; the wait runs on a
-        thread, so the event loop runs other coroutines meanwhile."""
-        return await asyncio.to_thread(self.result, timeout)
+        """`result()` for coroutines, raising the same errors; the event loop runs other
+        coroutines while Redis holds the wait."""
+        flows = self.async_flows
+        if flows is None:
+            return await asyncio.to_thread(self.result, timeout)
+        wait = self._wait(timeout)
+        broker = flows.broker
+        while True:
+            status = await self.status_async()
+            if status.state == "completed":
+                return await flows.output(*_output_of(status))
+            if status.ended:
+                raise self._failure(status)
+            for step in self._live(status):
+                while (watched := await broker.watch(step)) is not None \
+                        and not watched.ended:
+                    cancel_requested()
+                    await broker.wait_done(step, wait.next_block(watched, f"step {step}"))
+                    cancel_requested()
+                if await flows.state(self.flow_id) != "running":
+                    break
 
     async def cancel_async(self) -> FlowCancellation:
         """`cancel()` for coroutines."""
-        return await asyncio.to_thread(self.cancel)
+        flows = self.async_flows
+        if flows is None:
+            return await asyncio.to_thread(self.cancel)
+        return await flows.cancel(self.flow_id)
 
-    def _outcome(self, status: FlowStatus) -> Any:
-        if status.state == "completed":
-            last = status.stages
-            return self.flows.output(self.flow_id, last, len(status.stage_steps(last)),
-                                     status.groups[last - 1])
-        if status.state == "failed":
-            raise UpstreamFailed(f"workflow {self.flow_id}", status.upstream,
-                                 status.error_type, status.error_message, "failed")
-        raise TaskCancelledError(f"workflow {self.flow_id}")
+    def _wait(self, timeout: float | None) -> ResultWait:
+        return ResultWait(self.flow_id, self.flows.broker.queue, timeout,
+                          what=f"workflow {self.flow_id}")
 
-    def _missing(self) -> str:
-        return (f"no workflow {self.flow_id!r} on queue {self.flows.broker.queue!r}: it "
+    def _found(self, status: FlowStatus | None) -> FlowStatus:
+        if status is None:
+            raise TaskNotFoundError(
+                f"no workflow {self.flow_id!r} on queue {self.flows.broker.queue!r}: it "
                 "never started there, or it ended and its record expired (kept "
                 "TASKQ_COMPLETED_TTL_SECONDS)")
+        return status
 
+    def _live(self, status: FlowStatus) -> list[str]:
+        """The task ids of the running stage's steps that have not ended, to wait for in
+        turn: each end wakes the wait through Redis, and the last one's moves the
+        workflow on in the same script, which the record read again says. One step
+        read at a time, not the whole workflow per step: a stage of thousands costs
+        thousands of reads, not millions. A step with no state had its record expire
+        after it ended."""
+        live = [s.task_id for s in status.stage_steps(status.stage)
+                if s.state and s.state not in ENDED]
+        if not live:
+            # Read in one step, a running stage always has a step that has not ended:
+            # here each such step's record is gone (deleted or evicted), so no end will
+            # ever move the workflow on.
+            raise TaskNotFoundError(
+                f"workflow {self.flow_id} is running, but no step of its stage "
+                f"{status.stage} that has not ended has a record any more (deleted "
+                "or evicted), so it cannot end; cancel it")
+        return live
+
+    def _failure(self, status: FlowStatus) -> TaskqError:
+        """Why a workflow that ended other than completed has no result."""
+        if status.state == "failed":
+            return UpstreamFailed(f"workflow {self.flow_id}", status.upstream,
+                                  status.error_type, status.error_message, "failed")
+        return TaskCancelledError(f"workflow {self.flow_id}")
+
+
+def _output_of(status: FlowStatus) -> tuple[str, int, int, bool]:
+    """The arguments of `Flows.output` that read what a completed workflow's last
+    stage handed on."""
+    last = status.stages
+    return (status.flow_id, last, len(status.stage_steps(last)), status.groups[last - 1])

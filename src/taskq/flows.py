@@ -1,8 +1,9 @@
 """The broker's side of workflows: starting one, reading how it stands, cancelling it.
 
-One thin method per script (start_flow.lua, flow_status.lua, cancel_flow.lua); what a
-workflow is and how its stages hand on their results is described in `_flow.lua`, and
-the user's side (chain, group, then) in `taskq.canvas`.
+One thin method per script (start_flow.lua, flow_status.lua, cancel_flow.lua), on the
+blocking broker (`Flows`) and the asyncio one (`AsyncFlows`), each call built and read by
+the same functions; what a workflow is and how its stages hand on their results is
+described in `_flow.lua`, and the user's side (chain, group, then) in `taskq.canvas`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from taskq.boundary import redis_errors, stored_int, text
+from taskq.calls import Call
 from taskq.codec import decode_result
 from taskq.errors import InvalidTaskError
-from taskq.keys import check_flow_id, flow_step_id
+from taskq.keys import QueueKeys, check_flow_id, flow_step_id
+from taskq.scripts import source
 
 if TYPE_CHECKING:
+    from taskq.aio import AsyncBroker
     from taskq.broker import Broker
 
 # What a stage does when one of its steps does not complete (dies, or is cancelled):
@@ -122,6 +126,63 @@ class FlowCancellation:
     told: int
 
 
+def start_flow_call(keys: QueueKeys, retention: int, completed_ttl_ms: int, flow_id: str,
+                    stages: Sequence[StageSpec]) -> Call:
+    """The start_flow.lua call that creates workflow `flow_id` with `stages`."""
+    args: list[Any] = [keys.prefix, retention, check_flow_id(flow_id), completed_ttl_ms,
+                       len(stages)]
+    for stage in stages:
+        args += [len(stage.steps), "1" if stage.group else "0", stage.policy]
+    for stage in stages:
+        for step in stage.steps:
+            args.extend(step)
+    return [keys.ready, keys.events, keys.seq, keys.epoch, keys.wake], args
+
+
+def started(flow_id: str, reply: Any) -> bool:
+    """start_flow.lua's reply: True if it created the workflow, False if the id named
+    one already; InvalidTaskError if a step's id names a task outside it."""
+    if isinstance(reply, int):
+        return reply == 1
+    raise InvalidTaskError(
+        f"workflow {flow_id!r} cannot start: its step id {text(reply)!r} names a task "
+        "already (a dead step of an earlier run of it kept in the DLQ after its "
+        "workflow's record expired, or a task enqueued with that id); retry or cancel "
+        "that task, or give the workflow another id")
+
+
+def status_call(keys: QueueKeys, flow_id: str) -> Call:
+    """The flow_status.lua call that reads workflow `flow_id` and its steps."""
+    return [keys.flow(check_flow_id(flow_id))], [keys.prefix, flow_id]
+
+
+def output_fields(stage: int, size: int) -> list[str]:
+    """The workflow record's fields holding what stage `stage` (of `size` steps)
+    handed on."""
+    return [f"result:{stage}:{i}" for i in range(1, size + 1)]
+
+
+def output_from(values: Sequence[Any], group: bool) -> Any:
+    """A stage's output, decoded from the values of its `output_fields`: its one
+    result, or the list of them."""
+    decoded = [None if v is None else decode_result(text(v)) for v in values]
+    return decoded if group else decoded[0]
+
+
+def cancel_flow_call(keys: QueueKeys, flow_id: str, retention: int,
+                     completed_ttl_ms: int) -> Call:
+    """The cancel_flow.lua call that cancels workflow `flow_id`."""
+    return ([keys.ready, keys.delayed, keys.leased, keys.dlq, keys.events, keys.seq,
+             keys.epoch],
+            [keys.prefix, check_flow_id(flow_id), retention, completed_ttl_ms])
+
+
+def cancellation_from(flow_id: str, reply: list[Any]) -> FlowCancellation:
+    """cancel_flow.lua's reply."""
+    return FlowCancellation(flow_id, text(reply[0]), text(reply[1]), int(reply[2]),
+                            int(reply[3]))
+
+
 class Flows:
     """The workflow scripts of one queue, called through its `Broker`."""
 
@@ -134,33 +195,18 @@ class Flows:
         nothing written, if a step's task id names a task outside any workflow of that
         id: a handle on the flow would watch nothing."""
         b = self.broker
-        k = b.keys
-        args: list[Any] = [k.prefix, b.events_retention, check_flow_id(flow_id),
-                           b.completed_ttl_ms, len(stages)]
-        for stage in stages:
-            args += [len(stage.steps), "1" if stage.group else "0", stage.policy]
-        for stage in stages:
-            for step in stage.steps:
-                args.extend(step)
+        keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
+                                     flow_id, stages)
         b.register_queue()
         with redis_errors("start a workflow"):
-            reply = b.scripts.start_flow(keys=[k.ready, k.events, k.seq, k.epoch, k.wake],
-                                         args=args)
-        if isinstance(reply, int):
-            return reply == 1
-        raise InvalidTaskError(
-            f"workflow {flow_id!r} cannot start: its step id {text(reply)!r} names a task "
-            "already (a dead step of an earlier run of it kept in the DLQ after its "
-            "workflow's record expired, or a task enqueued with that id); retry or cancel "
-            "that task, or give the workflow another id")
+            return started(flow_id, b.scripts.start_flow(keys=keys, args=args))
 
     def status(self, flow_id: str) -> FlowStatus | None:
         """The workflow and each of its steps, read in one step; None if there is no
         such workflow (it never existed, or it ended and its record expired)."""
-        k = self.broker.keys
+        keys, args = status_call(self.broker.keys, flow_id)
         with redis_errors("read a workflow"):
-            reply = self.broker.scripts.flow_status(keys=[k.flow(check_flow_id(flow_id))],
-                                                    args=[k.prefix, flow_id])
+            reply = self.broker.scripts.flow_status(keys=keys, args=args)
         return FlowStatus.from_reply(flow_id, reply)
 
     def state(self, flow_id: str) -> str | None:
@@ -175,22 +221,67 @@ class Flows:
         """What stage `stage` (of `size` steps) handed on, decoded: its one result, or
         the list of them (a `{"taskq_failed": ...}` in the place of a step that did not
         complete, under the "partial" policy)."""
-        fields = [f"result:{stage}:{i}" for i in range(1, size + 1)]
         with redis_errors("read a workflow's result"):
             values = self.broker.client.hmget(self.broker.keys.flow(check_flow_id(flow_id)),
-                                              fields)
-        decoded = [None if v is None else decode_result(text(v)) for v in values]
-        return decoded if group else decoded[0]
+                                              output_fields(stage, size))
+        return output_from(values, group)
 
     def cancel(self, flow_id: str) -> FlowCancellation:
         """Cancel the workflow: it starts no further stage; waiting, pending, delayed and
         dead steps end cancelled now, running ones are told at their next heartbeat."""
         b = self.broker
-        k = b.keys
+        keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
+                                      b.completed_ttl_ms)
         with redis_errors("cancel a workflow"):
-            reply = b.scripts.cancel_flow(
-                keys=[k.ready, k.delayed, k.leased, k.dlq, k.events, k.seq, k.epoch],
-                args=[k.prefix, check_flow_id(flow_id), b.events_retention,
-                      b.completed_ttl_ms])
-        return FlowCancellation(flow_id, text(reply[0]), text(reply[1]), int(reply[2]),
-                                int(reply[3]))
+            return cancellation_from(flow_id, b.scripts.cancel_flow(keys=keys, args=args))
+
+
+class AsyncFlows:
+    """`Flows` for coroutines: the same scripts, built and read by the same functions,
+    called through an `AsyncBroker`, so a coroutine's workflow waits on its own event
+    loop rather than on a thread of the loop's pool."""
+
+    def __init__(self, broker: AsyncBroker) -> None:
+        self.broker = broker
+        client = broker.client
+        self._start = client.register_script(source("start_flow"))
+        self._status = client.register_script(source("flow_status"))
+        self._cancel = client.register_script(source("cancel_flow"))
+
+    async def start(self, flow_id: str, stages: Sequence[StageSpec]) -> bool:
+        """`Flows.start`, awaited."""
+        b = self.broker
+        keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
+                                     flow_id, stages)
+        await b.register_queue()
+        with redis_errors("start a workflow"):
+            return started(flow_id, await self._start(keys=keys, args=args))
+
+    async def status(self, flow_id: str) -> FlowStatus | None:
+        """`Flows.status`, awaited."""
+        keys, args = status_call(self.broker.keys, flow_id)
+        with redis_errors("read a workflow"):
+            reply = await self._status(keys=keys, args=args)
+        return FlowStatus.from_reply(flow_id, reply)
+
+    async def state(self, flow_id: str) -> str | None:
+        """`Flows.state`, awaited."""
+        with redis_errors("read a workflow"):
+            value = await self.broker.client.hget(
+                self.broker.keys.flow(check_flow_id(flow_id)), "state")
+        return None if value is None else text(value)
+
+    async def output(self, flow_id: str, stage: int, size: int, group: bool) -> Any:
+        """`Flows.output`, awaited."""
+        with redis_errors("read a workflow's result"):
+            values = await self.broker.client.hmget(
+                self.broker.keys.flow(check_flow_id(flow_id)), output_fields(stage, size))
+        return output_from(values, group)
+
+    async def cancel(self, flow_id: str) -> FlowCancellation:
+        """`Flows.cancel`, awaited."""
+        b = self.broker
+        keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
+                                      b.completed_ttl_ms)
+        with redis_errors("cancel a workflow"):
+            return cancellation_from(flow_id, await self._cancel(keys=keys, args=args))
