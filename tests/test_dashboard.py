@@ -337,6 +337,68 @@ def test_page_survives_a_server_restart(page: Page, server: Server, queue: Broke
     expect(by_id(page, "gap-notice")).to_be_hidden()
 
 
+# How many connections a browser opens to one server over HTTP/1.1.
+CONNECTIONS = 6
+
+
+def set_hidden(page: Page, hidden: bool) -> None:
+    """Tell the page it was hidden or shown, as switching tabs does (headless Chromium
+    keeps every page visible)."""
+    page.evaluate("""hidden => {
+        Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
+        Object.defineProperty(document, 'visibilityState', {configurable: true,
+                              get: () => (hidden ? 'hidden' : 'visible')});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""", hidden)
+
+
+def test_hidden_pages_let_go_of_their_feeds_so_more_pages_than_connections_load(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("first")
+    tabs = [page] + [page.context.new_page() for _ in range(CONNECTIONS)]
+    # Each tab is opened as the one before it is hidden, as a new tab hides the last.
+    for tab in tabs:
+        open_dashboard(tab, server)
+        expect(by_id(tab, "count-ready")).to_have_text("1")
+        set_hidden(tab, True)
+    for tab in tabs:
+        expect(by_id(tab, "conn-state")).to_have_attribute("data-state", "paused")
+
+    for i in range(3):
+        queue.enqueue(f"while-hidden-{i}")
+    set_hidden(page, False)
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    expect(by_id(page, "count-ready")).to_have_text("4")
+    expect(rows(page, "event-row")).to_have_count(4)
+    assert event_seqs(page) == [4, 3, 2, 1], \
+        "the events missed while hidden are replayed, each exactly once"
+    expect(by_id(page, "gap-notice")).to_be_hidden()
+    queue.enqueue("after")
+    expect(by_id(page, "count-ready")).to_have_text("5")
+    for tab in tabs[1:]:
+        tab.close()
+
+
+def test_a_hidden_sharded_page_lets_go_of_each_shards_feed_and_resumes_them(
+    page: Page, server: Server, client: redis.Redis
+) -> None:
+    shards = sharded(client)
+    open_sharded(page, server, shards)
+    set_hidden(page, True)
+    for shard in shards:
+        expect(shard_row(page, shard).get_by_test_id("shard-feed")).to_have_text(
+            "paused while hidden")
+    shards[1].enqueue("b-hidden")
+    shards[2].enqueue("c-hidden")
+    set_hidden(page, False)
+    for shard in shards:
+        expect(shard_row(page, shard)).to_have_attribute("data-state", "live")
+    expect(rows(page, "shard-event")).to_have_count(2)
+    expect(page.locator("[data-testid=shard-event][data-task-id=b-hidden]")).to_have_count(1)
+    expect(page.locator("[data-testid=shard-event][data-task-id=c-hidden]")).to_have_count(1)
+
+
 def test_page_shows_a_gap_after_a_trim(
     page: Page, server: Server, client: redis.Redis
 ) -> None:

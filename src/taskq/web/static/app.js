@@ -21,7 +21,9 @@ import { initHistory, loadHistory, reloadHistory } from './history.js';
 import { getJSON, postJSON } from './http.js';
 import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
-import { initShards, reloadShardsSoon, showShards } from './shards.js';
+import {
+  feedsVisibility, initShards, reloadShardsSoon, showShards,
+} from './shards.js';
 import {
   closeTask, initTaskView, openTaskFromHash, taskChanged, taskProgress,
 } from './task.js';
@@ -106,9 +108,18 @@ async function loadSnapshot(recent = 0) {
   return snap;
 }
 
+// A browser opens at most six connections to one server over HTTP/1.1, and a page's feed
+// holds one for as long as it is open, so a seventh page of the dashboard would wait for
+// good. A hidden page therefore lets go of its feed and, shown again, resumes it from the
+// last id it holds: the server replays what it missed, or says there is a gap.
 function openStream(lastId) {
   closeStream();
   view.lastId = lastId;
+  if (document.hidden) {
+    setConn('paused');
+    renderFooter();
+    return;
+  }
   const url = `events?queue=${q(view.queue)}` + (lastId ? `&last_event_id=${q(lastId)}` : '');
   const source = new EventSource(url);
   feed.source = source;
@@ -135,6 +146,13 @@ function openStream(lastId) {
 function closeStream() {
   if (feed.source) feed.source.close();
   feed.source = null;
+}
+
+function onVisibility() {
+  if (document.hidden && feed.source) openStream(view.lastId);
+  else if (!document.hidden && !feed.source && $('conn').dataset.state === 'paused') {
+    openStream(view.lastId);
+  }
 }
 
 function onEvent(message) {
@@ -301,6 +319,10 @@ async function main() {
   initHeartbeatFilter(renderEvents);
   initHistory();
   initBulk(() => loadSnapshot());
+  document.addEventListener('visibilitychange', () => {
+    onVisibility();
+    feedsVisibility();
+  });
   window.addEventListener('hashchange', () => {
     openTaskFromHash(view.queue);
     openFlowFromHash();

@@ -29,7 +29,7 @@ const COLOURS = 6;
 const COUNTS = ['ready', 'leased', 'delayed', 'dead'];
 const FEED_LABELS = {
   off: 'not followed', connecting: 'connecting', live: 'live', reconnecting: 'reconnecting',
-  missing: 'no tasks yet', unavailable: 'Redis unavailable',
+  missing: 'no tasks yet', unavailable: 'Redis unavailable', paused: 'paused while hidden',
 };
 
 const $ = (id) => document.getElementById(id);
@@ -131,9 +131,25 @@ function markCurrent(name) {
   return name;
 }
 
+// A hidden page lets go of its feeds (see app.js's openStream) and, shown again, resumes
+// each followed shard's from the last id it received.
+export function feedsVisibility() {
+  for (const shard of panel.shards.values()) {
+    if (document.hidden && shard.source) follow(shard);
+    else if (!document.hidden && shard.state === 'paused') follow(shard);
+  }
+}
+
 // The browser resumes a dropped stream by itself, sending its Last-Event-ID; a stream
 // that failed for good is opened again from the last id received.
 function follow(shard) {
+  if (shard.source) shard.source.close();
+  shard.source = null;
+  if (document.hidden) {
+    setState(shard, 'paused');
+    return;
+  }
+  if (shard.state === 'paused') setState(shard, 'connecting');
   const url = `events?queue=${q(shard.name)}`
     + (shard.lastId ? `&last_event_id=${q(shard.lastId)}` : '');
   const source = new EventSource(url);
