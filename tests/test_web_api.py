@@ -215,6 +215,7 @@ def test_api_tasks_gives_a_completed_tasks_result_decoded_and_its_events(
                      timeout=TIMEOUT).json()
     assert (body["state"], body["name"], body["attempts"]) == ("completed", "jobs.add", 1)
     assert body["result"] == {"total": 3, "who": "zoë"}
+    assert body["result_json"] == '{\n  "total": 3,\n  "who": "zoë"\n}'
     assert body["result_bytes"] == len('{"total":3,"who":"zoë"}'.encode())
     assert body["error"] is None
     assert [(e["seq"], e["type"], e["state"]) for e in body["events"]] == [

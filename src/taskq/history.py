@@ -157,20 +157,26 @@ class TaskView:
 
     def to_json(self) -> dict[str, Any]:
         """The view as JSON values: the record's fields (times in Redis ms), `result`
-        decoded with `result_bytes` (null when none is kept), `error` {type, message,
-        traceback} (null when no attempt failed), `events` oldest first and
+        decoded with `result_bytes` (null when none is kept) and `result_json` (it as
+        indented JSON text, null when none is kept or it is not JSON), `error` {type,
+        message, traceback} (null when no attempt failed), `events` oldest first and
         `events_scan` {read, end, complete}."""
         body = asdict(self.record)
         for key in ("result", "error_type", "error_message", "traceback"):
             del body[key]
         try:
             result, result_error = self.result(), None
+            # Indented here, where every number is exact: a browser's JSON.parse rounds
+            # integers past 2^53, so a page showing `result` would show another number.
+            shown = None if self.record.result is None \
+                else json.dumps(result, indent=2, ensure_ascii=False)
         except ResultError as e:
-            result, result_error = self.record.result, str(e)
+            result, result_error, shown = self.record.result, str(e), None
         failure = self.failure
         body.update(
             attempts=self.attempts,
             result=result,
+            result_json=shown,
             result_bytes=self.result_bytes,
             result_error=result_error,
             error=None if failure is None else {

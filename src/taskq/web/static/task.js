@@ -211,7 +211,7 @@ function drawResult(t) {
   $('task-result').hidden = !kept;
   // textContent only: a result is whatever a handler returned.
   $('task-result').textContent = !kept ? ''
-    : t.result_error ? `${t.result}\n\n(${t.result_error})` : JSON.stringify(t.result, null, 2);
+    : t.result_error ? `${t.result}\n\n(${t.result_error})` : t.result_json;
   $('task-no-result').hidden = kept;
 }
 
