@@ -40,6 +40,8 @@ pytestmark = pytest.mark.browser
 
 # The shards whose feeds one page follows (shards.js's MAX_FEEDS).
 MAX_FEEDS = 3
+# The workflows the Workflows panel lists (flows.js's MAX_FLOWS).
+MAX_LISTED_FLOWS = 20
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -1817,3 +1819,25 @@ def test_a_step_that_dies_fails_its_workflow_and_the_later_steps_show_skipped(
     # The History panel lists the skipped steps as the ended tasks they are.
     history = page.locator("[data-testid=history-row][data-task-id='etl-7.4.1']")
     expect(history.get_by_test_id("history-state")).to_have_text("cancelled")
+
+
+def test_a_burst_of_workflows_reads_only_the_listed_ones(
+    page: Page, server: Server, queue: Broker, redis_server: EmbeddedRedis
+) -> None:
+    queue.enqueue("job-0")
+    open_dashboard(page, server)
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url)
+            if "/api/flows/" in request.url else None)
+    app, tasks = flow_app(redis_server.url)
+    burst = 200
+    for n in range(burst):
+        chain(tasks["add"].s(n)).enqueue(flow_id=f"burst-{n:03}")
+    listed = rows(page, "flow-row")
+    expect(listed).to_have_count(MAX_LISTED_FLOWS)
+    expect(listed.first).to_have_attribute("data-flow-id", f"burst-{burst - 1}")
+    for row in listed.all():
+        expect(row).to_have_attribute("data-state", "running")
+    # Each burst of events that names new workflows reads the listed ones it brought.
+    assert MAX_LISTED_FLOWS <= len(reads) <= 3 * MAX_LISTED_FLOWS, len(reads)
+    app.broker.client.close()

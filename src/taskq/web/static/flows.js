@@ -28,6 +28,7 @@ const seen = {
   pinned: '', // the workflow the view shows, kept when the list drops it
   generation: 0, // a newer queue supersedes older reads
   drawing: 0,
+  loading: 0, // the RELOAD_MS timer of loadNewSoon
 };
 
 // What the workflow view needs told when a workflow it may show changes.
@@ -36,7 +37,8 @@ export const flowHooks = { changed: () => {} };
 export function resetFlows(queue) {
   seen.generation += 1;
   for (const entry of seen.flows.values()) clearTimeout(entry.soon);
-  Object.assign(seen, { queue, pinned: '' });
+  clearTimeout(seen.loading);
+  Object.assign(seen, { queue, pinned: '', loading: 0 });
   seen.flows.clear();
   $('flows-meta').textContent = '';
   drawSoon();
@@ -86,11 +88,23 @@ function track(id, ts) {
     entry = { id, firstTs: ts || Date.now(), status: null, steps: new Map(), error: '',
       busy: false, again: false, buffer: [], soon: 0 };
     seen.flows.set(id, entry);
-    load(entry);
     forgetOldest();
+    loadNewSoon();
     drawSoon();
   }
   return entry;
+}
+
+// Workflows seen for the first time are read together, once the burst that named them
+// is in: of a thousand started at once, only the MAX_FLOWS listed are asked for.
+function loadNewSoon() {
+  if (seen.loading) return;
+  seen.loading = setTimeout(() => {
+    seen.loading = 0;
+    for (const entry of seen.flows.values()) {
+      if (!entry.status && !entry.busy && !entry.error) load(entry);
+    }
+  }, RELOAD_MS);
 }
 
 function forgetOldest() {
