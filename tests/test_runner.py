@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from taskq import App
+from taskq import App, Retry
 from taskq.context import TaskContext
 from taskq.results import LeasedTask
 from taskq.settings import Settings
@@ -34,9 +34,31 @@ class NotText(Exception):
         return 42  # type: ignore[return-value]  # noqa: PLE0307  (the hostile case itself)
 
 
+class ExitingText(Exception):
+    def __str__(self) -> str:
+        raise SystemExit(3)
+
+
+class RetryUnbuilt(Retry):
+    """A Retry of the handler's own that never calls Retry.__init__: it has no delay."""
+
+    def __init__(self) -> None:
+        pass
+
+
+class RetryAfterText(Retry):
+    """A Retry whose delay is set afterwards to what no retry can wait (a header's text)."""
+
+    def __init__(self) -> None:
+        super().__init__(reason="429")
+        self.delay = "30"  # type: ignore[assignment]  # the hostile case itself
+
+
 HOSTILE: dict[str, type[BaseException]] = {
     "interrupt": KeyboardInterrupt, "own": Abort, "exit": SystemExit,
-    "unprintable": Unprintable, "not-text": NotText}
+    "unprintable": Unprintable, "not-text": NotText, "exiting-text": ExitingText,
+    "generator-exit": GeneratorExit, "retry-unbuilt": RetryUnbuilt,
+    "retry-after-text": RetryAfterText}
 
 
 class Handlers:
@@ -189,6 +211,11 @@ def test_whatever_a_handler_raises_fails_its_run_and_the_next_run_still_starts(
             assert "<exception str() failed>" in failure.traceback
         if kind == "not-text":
             assert "TypeError" in failure.message
+        if kind == "exiting-text":
+            assert failure.message == "<str() of the test_runner.ExitingText raised SystemExit>"
+            assert "ExitingText" in failure.traceback
+        if kind.startswith("retry-"):
+            assert hostile.decision is not None and hostile.decision.mode == "backoff"
     finally:
         runner.close()
 

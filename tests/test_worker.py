@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import threading
 import time
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 import redis
 
-from taskq import App, LeaseLostError, Ledger, current_task
+from taskq import App, LeaseLostError, Ledger, Retry, current_task
 from taskq.broker import Broker
+from taskq.errors import ConfigError
+from taskq.worker import Worker
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker
 
@@ -118,6 +121,60 @@ class TestRunningHandlers:
         record = app.broker.task(bad)
         assert record is not None and record.last_error.startswith(error)
         assert running.thread.is_alive()
+
+    def test_a_retry_with_a_delay_no_retry_can_wait_is_retried_and_the_worker_goes_on(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        class RetryAfter(Retry):
+            def __init__(self, after: str) -> None:
+                super().__init__(reason="429")
+                self.delay = after  # type: ignore[assignment]  # a Retry-After header's text
+
+        attempts: list[int] = []
+
+        @app.task("polite", max_retries=1)
+        def polite() -> None:
+            attempts.append(current_task().attempt)
+            raise RetryAfter("30")
+
+        @app.task("after")
+        def after() -> None:
+            pass
+
+        hostile = polite.enqueue().task_id
+        later = after.enqueue().task_id
+        running = start_worker(backoff_base_seconds=0.01, backoff_max_seconds=0.02)
+        wait_for_state(app.broker, later, "completed")
+        wait_for_state(app.broker, hostile, "dead")
+        assert attempts == [1, 2]
+        assert running.thread.is_alive()
+
+    def test_an_object_whose_call_is_async_runs_its_body(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        sent: list[str] = []
+
+        class Mailer:
+            async def __call__(self, to: str) -> str:
+                await asyncio.sleep(0)
+                sent.append(to)
+                return f"sent to {to}"
+
+        send = app.task("send_mail")(Mailer())
+        task_id = send.enqueue("ada@example.com").task_id
+        start_worker()
+        wait_for_state(app.broker, task_id, "completed")
+        assert sent == ["ada@example.com"]
+        assert app.handle(task_id).result(timeout=1) == "sent to ada@example.com"
+
+    @pytest.mark.parametrize(("concurrency", "prefetch"), [(0, 0), (-2, 0), (True, 0),
+                                                           (2, 9_999)])
+    def test_a_concurrency_out_of_range_is_refused_before_the_worker_starts(
+        self, app: App, concurrency: int, prefetch: int
+    ) -> None:
+        settings = dataclasses.replace(app.settings, prefetch=prefetch)
+        with pytest.raises(ConfigError, match="concurrency"):
+            Worker(app, settings=settings, concurrency=concurrency)
 
     def test_concurrency_n_runs_n_handlers_at_once(
         self, app: App, start_worker: StartWorker

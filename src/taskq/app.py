@@ -63,7 +63,10 @@ class Task(Generic[P, R]):
         self.priority = priority
         self.rate_limit = rate_limit
         self.concurrency_limit = concurrency_limit
-        self.is_async = inspect.iscoroutinefunction(fn)
+        # An object whose __call__ is `async def` is run as one too: on a thread its
+        # call would only make a coroutine, never run.
+        self.is_async = inspect.iscoroutinefunction(fn) or \
+            inspect.iscoroutinefunction(type(fn).__call__)
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self.signature = inspect.signature(fn)
         # Whether arguments bind depends only on their count and keyword names, never on

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from taskq.errors import InvalidTaskError, Retry
-from taskq.limits import BACKOFF_BASE, BACKOFF_MAX, shown
+from taskq.limits import BACKOFF_BASE, BACKOFF_MAX, DELAY, shown
 
 FailMode = Literal["backoff", "delay", "dead"]
 
@@ -69,12 +69,21 @@ class RetryPolicy:
         return isinstance(error, self.retry_on) and not isinstance(error, self.dont_retry_on)
 
     def decide(self, error: BaseException) -> Decision:
-        """What to do with an attempt that failed with `error`."""
+        """What to do with an attempt that failed with `error`. `InvalidTaskError` for a
+        `Retry` whose `delay` is not one a retry can wait: `Retry.__init__` checks it,
+        but a subclass may skip that or set the attribute afterwards."""
         if isinstance(error, Retry):
-            mode: FailMode = "backoff" if error.delay is None else "delay"
-            return Decision(mode, error.delay, self.backoff_base, self.backoff_max)
+            delay = getattr(error, "delay", None)
+            if delay is None:
+                return self.backoff()
+            return Decision("delay", DELAY.check(delay, "Retry delay"), self.backoff_base,
+                            self.backoff_max)
         if not self.retries(error):
             return Decision("dead")
+        return self.backoff()
+
+    def backoff(self) -> Decision:
+        """A retry after this policy's backoff."""
         return Decision("backoff", None, self.backoff_base, self.backoff_max)
 
 

@@ -19,7 +19,8 @@ import uuid
 from taskq.app import App
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.errors import BrokerError
+from taskq.errors import BrokerError, ConfigError
+from taskq.limits import CONCURRENCY, LEASE_COUNT
 from taskq.registry import Presence
 from taskq.settings import Settings
 from taskq.shards import register
@@ -81,7 +82,12 @@ class Worker:
         for each in self.queues:
             each.rate_limits = app.rate_limits(each.queue)
             each.concurrency_limits = app.concurrency_limits()
-        self.concurrency = concurrency or s.concurrency
+        self.concurrency = s.concurrency if concurrency is None else CONCURRENCY.check(
+            concurrency, "Worker concurrency", ConfigError)
+        if self.concurrency + s.prefetch > LEASE_COUNT.high:
+            raise ConfigError(
+                f"Worker concurrency ({self.concurrency}) + TASKQ_PREFETCH ({s.prefetch}) "
+                f"must be at most {LEASE_COUNT.high:,}: a worker leases up to both at once")
         self.worker_id = worker_id or make_worker_id()
         # Slots for the handlers and for the tasks leased to wait for one (--prefetch).
         self.slots = Slots(self.concurrency + s.prefetch)

@@ -15,6 +15,7 @@ from taskq.app import App, Task
 from taskq.codec import decode_payload, encode_result
 from taskq.context import TaskContext, bind, unbind
 from taskq.errors import (
+    InvalidTaskError,
     PayloadError,
     ResultError,
     TimeLimitExceeded,
@@ -61,9 +62,12 @@ def message_of(error: BaseException) -> str:
     handler's exception is user code, and describing it must not raise in turn."""
     try:
         text = str(error)
-    except Exception as e:
+    # Even SystemExit or KeyboardInterrupt raised by its __str__: escaping here, it
+    # would end the handler's thread with its task still leased and renewed.
+    except BaseException as e:
         return f"<str() of the {type_name(error)} raised {type_name(e)}>"
-    return text if isinstance(text, str) else repr(text)
+    return text if isinstance(text, str) else f"<str() of the {type_name(error)} " \
+        f"returned a {type(text).__name__}>"
 
 
 def describe(error: BaseException) -> Failure:
@@ -75,8 +79,12 @@ def describe(error: BaseException) -> Failure:
     if frames:
         last = frames[-1]
         summary += f" (at {last.filename}:{last.lineno} in {last.name})"
-    return Failure(type_name(error), message, "".join(traceback.format_exception(error)),
-                   summary[:MAX_SUMMARY_CHARS])
+    try:
+        formatted = "".join(traceback.format_exception(error))
+    except BaseException:  # a cause or note whose __str__ raises: the frames alone
+        formatted = "".join(["Traceback (most recent call last):\n",
+                             *traceback.format_list(frames), f"{type_name(error)}: {message}\n"])
+    return Failure(type_name(error), message, formatted, summary[:MAX_SUMMARY_CHARS])
 
 
 def arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -294,8 +302,10 @@ class Runner:
                 outcome = time_limit_outcome(task, context, policy, e)
             else:
                 outcome = failed(task, context, policy, e)
-        except GeneratorExit:
-            raise  # the coroutine itself is being closed (its loop torn down): no outcome
+        except GeneratorExit as e:
+            if not self._loop.is_running():
+                raise  # the coroutine itself is being closed (its loop torn down)
+            outcome = failed(task, context, policy, e)  # raised by the handler itself
         except BaseException as e:  # as in _thread_main: raised here, it would end the loop
             outcome = failed(task, context, policy, e)
         finally:
@@ -485,8 +495,16 @@ def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
 
 def failed(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
            error: BaseException) -> Outcome:
-    """The outcome of a handler that raised `error`, settled as its task's policy says."""
-    return Outcome(task, context, describe(error), decision=policy.decide(error))
+    """The outcome of a handler that raised `error`, settled as its task's policy says.
+    A `Retry` whose `delay` the handler set to what a retry cannot wait (after its
+    check in `Retry.__init__`, or never calling it) is retried after the backoff."""
+    try:
+        decision = policy.decide(error)
+    except InvalidTaskError as e:
+        log.warning("task %s: its %s: %s; retried after its backoff instead",
+                    task.task_id, type_name(error), e)
+        decision = policy.backoff()
+    return Outcome(task, context, describe(error), decision=decision)
 
 
 def time_limit_outcome(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
