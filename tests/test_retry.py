@@ -315,6 +315,25 @@ class TestTimeLimits:
         assert ended(app, after, "completed").result == '"ok"'
         assert went_on == []  # run beside the stubborn handler, not after it
 
+    def test_an_async_handler_blocking_its_loop_is_failed_at_its_limit_not_reaped(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """A sync call in an `async def` holds the loop, so its cancel never lands; the
+        lease, no longer renewed, must not run out before the attempt is failed."""
+        runs: list[int] = []
+
+        @app.task("blocking", max_retries=0, time_limit=0.3)
+        async def blocking() -> None:
+            runs.append(current_task().attempt)
+            time.sleep(2.5)  # blocks the loop: the case under test
+
+        task_id = blocking.enqueue().task_id
+        start_worker(lease_seconds=1.2)
+        record = ended(app, task_id, "dead")
+        assert record.error_type == TIME_LIMIT_ERROR
+        assert "ran past its time limit of 0.3s" in record.last_error
+        assert runs == [1]
+
     def test_a_time_limit_follows_the_retry_policy(
         self, app: App, start_worker: StartWorker
     ) -> None:

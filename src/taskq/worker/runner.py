@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -378,6 +379,14 @@ class Runner:
         task, registered = run
         if registered.is_async:
             self._loop.call_soon_threadsafe(self._cancel, key, task, context, registered.retry)
+            # Timed on a thread, not on the loop: a handler that blocks its loop (a sync
+            # call in an `async def`) holds back whatever waits there, its lease is no
+            # longer renewed, and a give-up queued on the loop would come only after the
+            # task had been reaped and run again.
+            give_up = threading.Timer(self._cancel_grace, self._give_up,
+                                      (key, task, context, registered.retry))
+            give_up.daemon = True
+            give_up.start()
             return
         if not context.claim_report():
             return  # its handler has just returned
@@ -428,20 +437,24 @@ class Runner:
         # Cancelled before it started, the coroutine never runs to report: report here
         # (a claim already made by the coroutine makes this a no-op).
         running.add_done_callback(lambda _: self._report_cancelled(key, task, context, policy))
-        self._loop.call_later(self._cancel_grace, self._give_up, key, task, context, policy)
 
     def _give_up(self, key: RunKey, task: LeasedTask, context: TaskContext,
                  policy: RetryPolicy) -> None:
-        if key not in self._running or not context.claim_report():
+        """Fail the attempt of an async run that has not ended a grace after its time
+        limit's cancel (on a timer's thread, see `time_out`)."""
+        if not context.claim_report():
             return  # it ended, and reported
         with self._lock:
             self._limited.pop(key, None)
         # Its slot is let go with its outcome, and the task leased into it must not wait
-        # behind the handler: as a sync one's thread is replaced, it leaves the gate.
-        self._leave_gate(key)
+        # behind the handler: as a sync one's thread is replaced, it leaves the gate (on
+        # the loop, once the handler lets it run).
+        with contextlib.suppress(RuntimeError):  # the loop has closed: no gate left
+            self._loop.call_soon_threadsafe(self._leave_gate, key)
         log.warning("task %s (%s) passed its time limit of %gs and its async handler went "
-                    "on after being cancelled: its attempt is failed now; the handler is "
-                    "left to end (its outcome ignored, its effects refused)",
+                    "on after being cancelled (or blocks its event loop, so the cancel "
+                    "cannot reach it): its attempt is failed now; the handler is left to "
+                    "end (its outcome ignored, its effects refused)",
                     task.task_id, task.name, context.time_limit)
         self.inbox.put(time_limit_outcome(task, context, policy, None))
 
