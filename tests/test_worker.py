@@ -430,3 +430,55 @@ class TestShutdown:
         assert "released at shutdown" in str(outcome[0])
         assert ledger.charges_for(task_id) == 0
         ledger.close()
+
+    def test_a_long_effect_at_shutdown_holds_back_only_its_own_task(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        """Given back while its effect runs, a task could run twice: the worker waits for
+        the block, but releases the others first rather than after it."""
+        inside, leave = threading.Event(), threading.Event()
+        started = threading.Event()
+
+        @app.task("writes")
+        def writes() -> None:
+            with current_task().effect():
+                inside.set()
+                leave.wait(10)
+
+        @app.task("sleeps")
+        def sleeps() -> None:
+            started.set()
+            leave.wait(10)
+
+        writing = writes.enqueue().task_id
+        sleeping = sleeps.enqueue().task_id
+        running = start_worker(concurrency=2, shutdown_grace_seconds=0.2)
+        assert inside.wait(5) and started.wait(5)
+        running.worker.stop()
+        wait_for_state(app.broker, sleeping, "pending", timeout=3)
+        assert "released" in event_types(client, app.broker.keys, sleeping)
+        assert app.broker.task(writing).state == "running"  # type: ignore[union-attr]
+        leave.set()
+        wait_for_state(app.broker, writing, "completed")  # its effect was applied: acked
+        running.thread.join(5)
+        assert not running.thread.is_alive()
+
+    def test_an_effect_inside_an_effect_runs_instead_of_waiting_on_itself(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        applied: list[str] = []
+
+        def charge(what: str) -> None:
+            with current_task().effect():  # a helper that guards its own effect
+                applied.append(what)
+
+        @app.task("order")
+        def order() -> None:
+            with current_task().effect():
+                charge("card")
+                applied.append("receipt")
+
+        task_id = order.enqueue().task_id
+        start_worker()
+        wait_for_state(app.broker, task_id, "completed", timeout=5)
+        assert applied == ["card", "receipt"]

@@ -18,6 +18,9 @@ from taskq.results import Renewal
 
 log = logging.getLogger("taskq.worker")
 
+# How often a shutdown waiting for an effect under way says so.
+ABANDON_WARN_SECONDS = 5.0
+
 # The least time between two progress reports of one run that are sent (see
 # TaskContext.progress): a run can say how far it is four times a second.
 PROGRESS_EVERY = 0.25
@@ -77,7 +80,8 @@ class TaskContext:
     ended_at: float = field(default=0.0, repr=False)
     # When (monotonic) its last progress was sent; the handler's alone.
     _progress_sent: float = field(default=float("-inf"), repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Re-entrant: an effect may call code that guards an effect of its own.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     # Held only for a moment, never around user code: `claim_report` must not wait.
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _reported: bool = field(default=False, repr=False)
@@ -86,6 +90,8 @@ class TaskContext:
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
     _applied: bool = field(default=False, repr=False)
+    # effect() blocks under way (more than one when nested).
+    _effects: int = field(default=0, repr=False)
     finished: bool = field(default=False, repr=False)
 
     @property
@@ -190,12 +196,24 @@ class TaskContext:
         """Record a renewal Redis accepted, sent at monotonic time `sent_at`."""
         self.confirmed_at = max(self.confirmed_at, sent_at)
 
-    def abandon(self) -> bool:
-        """Forbid any later effect; waits for one already under way to finish first.
-        Returns whether an effect of this run was applied."""
-        with self._lock:
+    @property
+    def in_effect(self) -> bool:
+        """Whether an `effect()` block of this run is under way (read without the lock:
+        it orders a shutdown's work, and a block that starts meanwhile is waited for)."""
+        return self._effects > 0
+
+    def abandon(self, warn_every: float = ABANDON_WARN_SECONDS) -> bool:
+        """Forbid any later effect; waits for one already under way to finish first, as
+        long as it takes (given back meanwhile, its task could run twice), saying so
+        every `warn_every` seconds. Returns whether an effect of this run was applied."""
+        while not self._lock.acquire(timeout=warn_every):
+            log.warning("task %s: its handler is inside an effect() block; the worker waits "
+                        "for the block to end before it gives the task back", self.task_id)
+        try:
             self._abandoned = True
             return self._applied
+        finally:
+            self._lock.release()
 
     @contextmanager
     def effect(self) -> Iterator[None]:
@@ -218,7 +236,11 @@ class TaskContext:
                     f"task {self.task_id} was released at shutdown; its effect is skipped"
                 )
             self._confirm_lease()
-            yield
+            self._effects += 1
+            try:
+                yield
+            finally:
+                self._effects -= 1
             self._applied = True
 
     def _confirm_lease(self) -> None:

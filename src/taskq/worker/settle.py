@@ -88,7 +88,9 @@ class Settler:
         its handler is cut off, unless it ran past its time limit (its attempt counts
         as failed: TaskQueue's TimedOutNeverAcks). Any other is released for another
         worker, and one whose task was cancelled ends cancelled."""
-        for context in contexts:
+        # Those inside no effect() block first: none of them waits behind a block that
+        # takes long (or never ends) to be given back.
+        for context in sorted(contexts, key=lambda c: c.in_effect):
             applied = context.abandon()
             if context.cancelled:
                 self._ack_cancelled(context)
