@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -143,3 +144,24 @@ def test_one_queue_that_keeps_failing_holds_back_no_other_queues_acks(
     assert settler.settle([outcome(broken, lost)]).acks == []  # a lease of refusals
     assert settler.settle([outcome(broker, kept)]).acks == [True]
     assert record_of(broker, "kept").state == "completed"
+
+
+def test_a_failure_redis_never_took_is_logged_as_such_not_as_a_stale_token(
+    broker: Broker, client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused for a whole lease (its leased set is another type, so every script on
+    the queue fails), the failure is left for the reaper: the log says so, and counts
+    no stale token, which would say another worker took the task over."""
+    broker.enqueue("unlucky")
+    (task,) = broker.lease_many("w", 10, 1).tasks
+    client.delete(broker.keys.leased)
+    client.set(broker.keys.leased, "not a sorted set")
+    slots = Slots(8)
+    settler = Settler(Queues.of(broker), Settings.from_env({}, lease_seconds=0.3), slots, "w")
+    caplog.set_level(logging.WARNING, logger="taskq.worker")
+    settler.settle([outcome(broker, task, "card declined")])
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("fail of task unlucky not recorded: Redis stayed away")
+               and "card declined" in line for line in lines), lines
+    assert not any("is stale" in line for line in lines), lines
+    assert slots.stats().stale == 0

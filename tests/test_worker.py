@@ -482,3 +482,25 @@ class TestShutdown:
         start_worker()
         wait_for_state(app.broker, task_id, "completed", timeout=5)
         assert applied == ["card", "receipt"]
+
+    def test_a_task_leased_by_an_idle_wait_as_the_worker_stops_goes_back_at_once(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        """The waker's wait for work, under way when the stop came, leases what a
+        producer sends meanwhile: it must not sit a whole lease with a worker that left."""
+
+        @app.task("late")
+        def late() -> None:
+            pass
+
+        running = start_worker(poll_seconds=2.0, lease_seconds=20.0,
+                               shutdown_grace_seconds=0.0)
+        time.sleep(0.3)  # idle: its waker blocks for work
+        running.worker.stop()
+        running.thread.join(5)
+        assert not running.thread.is_alive()
+        task_id = late.enqueue().task_id
+        wait_until(lambda: "released" in event_types(client, app.broker.keys, task_id), 5,
+                   "the lease made as the worker stopped to be given back")
+        assert app.broker.task(task_id).state == "pending"  # type: ignore[union-attr]
+

@@ -183,13 +183,16 @@ class Worker:
                     self._wait(None)
             self.settler.settle(self.inbox.take())
         finally:
+            # A waker's wait under way may yet lease: it gives back what it gets once the
+            # worker has begun to stop (see Waker.wait_for_work), not waited for here,
+            # which would hold up every stop by as much as a wait.
+            for waker in self.wakers:
+                waker.stop()
             self.settler.abandon(self.slots.in_hand())
             self.heartbeat.stop()
             # It leaves the registry on its way out: wait for that, at most a Redis call.
             if self.heartbeat.ident is not None:
                 self.heartbeat.join(self.settings.redis_timeout_seconds + 1)
-            for waker in self.wakers:
-                waker.stop()
             self.runner.close()
             self.lifecycle.stopped()
             log.info("worker %s done: %s", self.worker_id, self.stats)

@@ -92,6 +92,7 @@ class Settler:
         # takes long (or never ends) to be given back.
         for context in sorted(contexts, key=lambda c: c.in_effect):
             applied = context.abandon()
+            context.finished = True  # settled here: its lease ends by design
             if context.cancelled:
                 self._ack_cancelled(context)
             elif applied and not context.timed_out:
@@ -162,7 +163,11 @@ class Settler:
         dead = decision.mode == "dead"
         result = self._outage(broker).retry(f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
-        if result is None or result.status == "stale":
+        if result is None:
+            log.warning("fail of task %s not recorded: Redis stayed away (its lease runs out "
+                        "and it is reaped as a failed attempt); its run failed with %s",
+                        task.task_id, error.line)
+        elif result.status == "stale":
             self._stale(task.task_id, task.token, "fail", error.line)
         elif result.status == "cancelled":
             self.slots.count("cancelled")
@@ -185,6 +190,9 @@ class Settler:
         if ended:
             self.slots.count("cancelled")
             self.task_log.ended(context, "cancelled")
+        elif ended is None:
+            log.warning("cancel of task %s not recorded: Redis stayed away (its lease runs "
+                        "out and it is reaped, ending cancelled)", context.task_id)
         else:
             self._stale(context.task_id, context.token, "cancel")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ from typing import Literal
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
+from taskq.results import LeaseBatch
 from taskq.settings import Settings
 from taskq.worker.dispatch import Dispatcher
 from taskq.worker.due import Due
@@ -16,6 +18,8 @@ from taskq.worker.inbox import Inbox
 from taskq.worker.lifecycle import Lifecycle
 from taskq.worker.runner import Runner
 from taskq.worker.slots import Slots
+
+log = logging.getLogger("taskq.worker")
 
 # How long the waker, having started tasks, stands aside for their handlers to start
 # before it waits for work again (they start in well under a millisecond).
@@ -96,6 +100,11 @@ class Waker(threading.Thread):
             if batch is None or dispatcher is None:
                 return "woken" if self.broker.wait_for_work(self.timeout, self.also) \
                     else "away"
+            if not self.lifecycle.running:
+                # The worker began to stop while this wait was under way: what it leased
+                # goes straight back, not into the hands of a worker on its way out.
+                self._give_back(batch)
+                return "woken"
             if len(batch.tasks) < free and self.due.note(batch.wait_seconds):
                 self.inbox.nudge()  # ready is empty, and the loop must look sooner
             handed_over = dispatcher.start(self.broker.queue, batch, sent)
@@ -106,3 +115,15 @@ class Waker(threading.Thread):
         if handed_over:
             self.runner.wait_taken(HANDOFF_SECONDS)
         return "again" if len(batch.tasks) < free else "woken"
+
+    def _give_back(self, batch: LeaseBatch) -> None:
+        """Release each task of `batch` to the front of ready, unstarted."""
+        for task in batch.tasks:
+            try:
+                released = self.broker.release(task.task_id, task.token)
+            except BrokerError as e:
+                log.warning("task %s, leased as the worker stopped, could not be released "
+                            "(it is reaped when its lease runs out): %s", task.task_id, e)
+                continue
+            log.info("task %s, leased as the worker stopped, %s", task.task_id,
+                     "released" if released else "was no longer held")
