@@ -418,3 +418,19 @@ class TestReads:
         assert broker.fail("dies", batch.tasks[0].token, "x").status == "dead"
         counts = broker.counts()
         assert (counts.ready, counts.leased, counts.delayed, counts.dead) == (2, 1, 1, 1)
+
+    def test_counts_read_no_task_of_any_structure_however_many_it_holds(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        """A count costs the same whatever the queue holds: its script reads no record.
+        Here every record is of another type, which any read of one would fail on."""
+        broker.enqueue("dies", max_retries=0)
+        broker.enqueue("runs")
+        broker.enqueue("waits", delay=10)
+        assert broker.fail("dies", lease_one(broker, "w", 10)[1], "x").status == "dead"
+        lease_one(broker, "w", 10)
+        for task_id in ("dies", "runs", "waits"):
+            client.delete(broker.keys.task(task_id))
+            client.set(broker.keys.task(task_id), "not a record")
+        counts = broker.counts()
+        assert (counts.leased, counts.delayed, counts.dead) == (1, 1, 1)

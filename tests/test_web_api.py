@@ -204,6 +204,22 @@ def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: 
         assert missing.status_code == 404 and "nope" in missing.json()["error"]
 
 
+def test_a_deeply_nested_result_is_given_as_stored_not_indented_a_thousandfold(
+    server: Server, queue: Broker
+) -> None:
+    """Indentation grows with depth on every line: 2,000 zeros 300 lists deep, 4 kB as
+    stored, would indent to over a megabyte."""
+    stored = "[" * 300 + ",".join(["0"] * 2000) + "]" * 300
+    queue.enqueue("deep")
+    leased = queue.lease("w-1", 30)
+    assert leased is not None
+    assert queue.ack("deep", leased[1], stored)
+    body = httpx.get(f"{server.url}/api/tasks/deep", params={"queue": queue.queue},
+                     timeout=TIMEOUT).json()
+    assert body["result_json"] == stored
+    assert body["result_bytes"] == len(stored)
+
+
 def test_api_tasks_gives_a_completed_tasks_result_decoded_and_its_events(
     server: Server, queue: Broker
 ) -> None:

@@ -25,6 +25,8 @@ ScanEnd = Literal["enqueued", "log_start", "limit"]
 CHUNK = 500
 # Fields the scripts write as whole numbers: numbers in JSON, as on the feed.
 NUMERIC_FIELDS = frozenset({"token", "retries", "at", "result_bytes", "priority"})
+# The indented result a task view gives however deep its nesting (see `indented`).
+INDENTED_CHARS = 64 * 1024
 # States in which the attempt counted by `retries` has been made (or is running).
 ATTEMPTED = frozenset({"running", "completed", "dead"})
 
@@ -166,10 +168,8 @@ class TaskView:
             del body[key]
         try:
             result, result_error = self.result(), None
-            # Indented here, where every number is exact: a browser's JSON.parse rounds
-            # integers past 2^53, so a page showing `result` would show another number.
             shown = None if self.record.result is None \
-                else json.dumps(result, indent=2, ensure_ascii=False)
+                else indented(result, self.record.result)
         except ResultError as e:
             result, result_error, shown = self.record.result, str(e), None
         failure = self.failure
@@ -196,6 +196,22 @@ def read_task(broker: Broker, task_id: str, scan: int = HISTORY_SCAN.default) ->
     if record is None:
         return None
     return TaskView(record, task_events(broker, task_id, scan))
+
+
+def indented(value: Any, stored: str) -> str:
+    """`value` (decoded from `stored`, its JSON text) as indented JSON, for a page to
+    show: indented here, where every number is exact (a browser's JSON.parse rounds
+    integers past 2^53). Indentation grows with depth on every line, so deep nesting
+    can make it many times the stored text: past twice that, or INDENTED_CHARS when
+    more, the stored text is given as it is."""
+    most = max(INDENTED_CHARS, 2 * len(stored))
+    parts, size = [], 0
+    for part in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(value):
+        size += len(part)
+        if size > most:
+            return stored
+        parts.append(part)
+    return "".join(parts)
 
 
 def _strict_json(value: str) -> Any:

@@ -9,7 +9,7 @@
   KEYS[5] events  STREAM  change feed
   KEYS[6] epoch   STRING  event log incarnation
   ARGV[1] prefix          queue key prefix; task keys derive from it
-  ARGV[2] limit           most tasks listed per section
+  ARGV[2] limit           most tasks listed per section (0 to 100000; 0: counts alone)
   Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
             n, (id, expiry, name, worker, token, retries, progress, progress_message,
                 progress_token) x n,
@@ -27,7 +27,7 @@
 
 local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local events_key, epoch_key = KEYS[5], KEYS[6]
-local prefix, limit = ARGV[1], tonumber(ARGV[2])
+local prefix, limit = ARGV[1], whole_arg('limit', ARGV[2], 0, LIMITS.limit)
 
 -- The concurrency limits' groups (see _common): each limited name, or its keyed groups
 -- that hold a slot or wait for one (and the name itself if runs without a key do);
@@ -77,12 +77,20 @@ local function section(ids_with_scores, fields)
   end
 end
 
-section(redis.call('ZRANGE', leased_key, 0, limit - 1, 'WITHSCORES'),
+-- The first `limit` members of a sorted set or list; none for a limit of 0, where a
+-- range to `limit - 1`, -1, would read every member: a count must cost the same
+-- whatever the queue holds.
+local function first(command, key, ...)
+  if limit == 0 then return {} end
+  return redis.call(command, key, 0, limit - 1, ...)
+end
+
+section(first('ZRANGE', leased_key, 'WITHSCORES'),
   {'name', 'worker', 'fencing_token', 'retries', 'progress', 'progress_message',
    'progress_token'})
-section(redis.call('ZRANGE', delayed_key, 0, limit - 1, 'WITHSCORES'),
+section(first('ZRANGE', delayed_key, 'WITHSCORES'),
   {'name', 'retries', 'last_error', 'error_type', 'rate_slot'})
-local dead = redis.call('LRANGE', dlq_key, 0, limit - 1)
+local dead = first('LRANGE', dlq_key)
 reply[#reply + 1] = #dead
 for _, id in ipairs(dead) do
   local record = redis.call('HMGET', prefix .. 'task:' .. id, 'name', 'retries', 'dead_at',
