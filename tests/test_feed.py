@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -365,3 +366,92 @@ def test_clients_behind_the_ring_queue_for_redis_instead_of_losing_their_stream(
         assert failures == []
     else:
         assert failures and all("No connection available" in str(e) for e in failures)
+
+
+# -- a log edited by hand ----------------------------------------------------------------
+
+
+class CountingLog(FeedLog):
+    """The atomic read, counting its calls: a stream that has nothing to send must wait
+    for the log to move, not read it again and again."""
+
+    reads = 0
+
+    async def read(self, cursor: Cursor, count: int) -> Rows | Gap:
+        CountingLog.reads += 1
+        return await super().read(cursor, count)
+
+
+def run_guarded(scenario: Any, seconds: float = 30.0) -> None:
+    """Run `scenario` on a loop of its own thread: a stream that never awaits would
+    freeze the test's own loop too, and the test must fail, not hang."""
+    failed: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            run(scenario)
+        except BaseException as e:  # reported on the test's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the feed stopped awaiting: its event loop is frozen"
+    if failed:
+        raise failed[0]
+
+
+def test_ids_missing_from_the_log_skip_no_row_and_stall_no_stream(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """A counter set ahead by hand leaves ids no row holds (5 to 9 here): a client on
+    either side of them gets every row after its own, once, and the stream goes on."""
+    producer = Producer(client, retention=1000)
+    producer.append(5)
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url) as hub:
+            await hub_reaches(hub, client)
+            client.incrby(KEYS.seq, 3)
+            producer.append(6)  # rows 9..14
+            await hub_reaches(hub, client)
+            for held, expected in ((5, list(range(9, 15))), (9, list(range(10, 15))),
+                                   (12, [13, 14])):
+                reader = await resumed_until_quiet(hub, cursor_at(client, held).wire_id)
+                assert (reader.seqs(), reader.gaps) == (expected, []), held
+
+    run_guarded(scenario())
+
+
+@pytest.mark.parametrize("edit", ["newest row deleted", "log and counter deleted"])
+def test_a_head_no_row_holds_is_waited_on_not_read_again_at_once(
+    settings: Settings, client: redis.Redis, edit: str
+) -> None:
+    producer = Producer(client, retention=1000)
+    producer.append(3)
+    if edit == "newest row deleted":
+        client.xdel(KEYS.events, "3-0")  # the counter still names row 3
+        expected = [1, 2]
+    else:
+        client.delete(KEYS.events, KEYS.seq)  # only the epoch is left
+        expected = []
+
+    async def scenario() -> None:
+        CountingLog.reads = 0
+        async with running_hub(settings.redis_url,
+                               log=lambda c: CountingLog(c, KEYS)) as hub:
+            reader = Reader(hub, settings=StreamSettings(batch=64, heartbeat_seconds=0.2))
+            reader.connect()
+            frames: list[Frame] = []
+            started = asyncio.get_running_loop().time()
+            while asyncio.get_running_loop().time() - started < 1.0:
+                frames += await reader.next()
+            keepalives = sum(f.event == "keepalive" for f in frames)
+            assert 2 <= keepalives <= 7, keepalives  # one per 0.2 s of silence
+            assert reader.seqs() == expected
+            assert CountingLog.reads < 30, CountingLog.reads
+            producer.append(1)  # the log moves: the stream goes on with it
+            await reader.until_seq(int(client.get(KEYS.seq)))
+            await reader.drop()
+
+    run_guarded(scenario())

@@ -88,15 +88,25 @@ class Hub:
         if cursor.seq < first or cursor.seq > last:
             return None
         held = self.ring[cursor.seq - first]
+        if held.cursor.seq != cursor.seq:
+            # Ids missing from the log (a counter set ahead, a row deleted by hand) put
+            # the cursor's row elsewhere in the ring: reckoned by position, the rows
+            # after it would skip some, or none would come.
+            return None
         if cursor.ts and held.cursor.ts != cursor.ts:
             return None  # a rewritten row: only the atomic read may judge it
         start = cursor.seq + 1 - first
         return [self.ring[i] for i in range(start, min(len(self.ring), start + limit))]
 
-    async def wait(self, cursor: Cursor, timeout: float) -> None:
+    async def wait(self, cursor: Cursor, timeout: float, stalled: bool = False) -> None:
         """Return when the log has moved past `cursor` (or its epoch changed), or after
-        `timeout` seconds; the caller reads again either way."""
-        if self.tail.epoch != cursor.epoch or self.tail.seq > cursor.seq:
+        `timeout` seconds; the caller reads again either way. `stalled`: a read from
+        the cursor found nothing though the hub's tail says there is more (a counter
+        ahead of the log's rows, a log emptied but for its epoch): block until the hub
+        next moves, as if the cursor were at the tail, rather than read again at once
+        for ever."""
+        moved = self.tail.epoch != cursor.epoch or self.tail.seq > cursor.seq
+        if moved and not stalled:
             return
         if self._moved is None or self._moved.done():
             self._moved = asyncio.get_running_loop().create_future()
@@ -143,10 +153,14 @@ class Hub:
         if isinstance(result, Gap):
             # The log was reset or trimmed past us: restart the ring at the head.
             self.ring.clear()
-            self.tail = result.resume_at
-            self._notify()
-            return
-        if result.rows:
+            moved, self.tail = result.resume_at != self.tail, result.resume_at
+            if moved:
+                self._notify()
+                return
+            # The same gap again: the head names a row the log does not hold (its last
+            # row deleted by hand, its counter set ahead). Only the next append can
+            # move it: wait for that below, as at the head, not read again at once.
+        elif result.rows:
             self.ring.extend(result.rows)
             self.tail = result.rows[-1].cursor
             self._notify()

@@ -37,6 +37,7 @@ async def feed_frames(
         yield gap_frame(start.echo, gap)
     else:
         cursor = start
+    stalled = False
     while True:
         rows = hub.rows_after(cursor, settings.batch)
         if rows is None:
@@ -51,12 +52,16 @@ async def feed_frames(
                 cursor = result.resume_at
                 continue
             rows = result.rows
+            # Redis itself has nothing after the cursor: until the hub moves, another
+            # read would find nothing either, whatever its tail says.
+            stalled = not rows
         if rows:
             hub.delivered += len(rows)
             yield "".join([row.frame for row in rows])
             cursor = rows[-1].cursor
+            stalled = False
             continue
         before = hub.tail
-        await hub.wait(cursor, settings.heartbeat_seconds)
-        if hub.tail == before and hub.tail.seq <= cursor.seq:
+        await hub.wait(cursor, settings.heartbeat_seconds, stalled)
+        if hub.tail == before and (stalled or hub.tail.seq <= cursor.seq):
             yield ": keepalive\n\n"
