@@ -667,6 +667,32 @@ def test_the_task_view_shows_a_result_as_text_and_a_missing_task_as_a_message(
     expect(by_id(page, "task-state")).to_have_text("pending")
 
 
+def test_text_a_handler_wrote_shows_its_bidirectional_controls_as_marks(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    # An override would show "report\u202efdp.exe" as "reportexe.pdf"; an isolate left
+    # open would reorder what follows it on the line.
+    spoof = "report\u202efdp.exe \u2067rest"
+    marked = "report[U+202E]fdp.exe [U+2067]rest"
+    queue.enqueue("spoofed", max_retries=0)
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    assert queue.progress(*leased, 0.5, spoof)
+    open_dashboard(page, server)
+    event = page.locator("[data-testid=event-row][data-type=progress][data-task-id=spoofed]")
+    expect(event).to_contain_text(marked)
+    assert queue.fail(*leased, error=f"ValueError: {spoof}").status == "dead"
+    dead = page.locator("[data-testid=dlq-row][data-task-id=spoofed]")
+    expect(dead).to_contain_text(marked)
+    assert "\u202e" not in dead.inner_text()
+    expect(dead.locator("td.error")).to_have_attribute("title", f"ValueError: {marked}")
+
+    dead.get_by_test_id("task-link").click()
+    expect(by_id(page, "task-error")).to_have_text(f"ValueError: {marked}")
+    expect(page.locator("[data-testid=task-view] .progress-message")).to_have_text(marked)
+    assert "\u2067" not in by_id(page, "task-view").inner_text()
+
+
 def record_value(page: Page, label: str) -> Locator:
     """The task view's value for `label` in its record."""
     return page.locator(f"[data-testid=task-record] dt:text-is('{label}') + dd")

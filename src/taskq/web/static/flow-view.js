@@ -5,6 +5,7 @@
 
 import { ENDED, flowHooks, progressBar, progressOf, watchFlow } from './flows.js';
 import { el } from './render.js';
+import { shown } from './shown.js';
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -22,7 +23,7 @@ export function openFlowFromHash() {
     return;
   }
   open.id = id;
-  $('flow-id').textContent = id;
+  $('flow-id').textContent = shown(id);
   $('flow-id').title = id;
   $('flow-view').dataset.flowId = id;
   $('flow-view').hidden = false;
@@ -50,7 +51,7 @@ function draw(entry) {
   $('flow-body').hidden = !status;
   stateNode.hidden = !status;
   if (!status) {
-    $('flow-message').textContent = entry.error || 'Loading…';
+    $('flow-message').textContent = shown(entry.error || 'Loading…');
     return;
   }
   stateNode.textContent = status.state;
@@ -63,7 +64,7 @@ function draw(entry) {
     el('span', { class: 'panel-meta' }, `started ${new Date(status.created_at_ms).toLocaleString()}`
       + (status.ended_at_ms ? ` · ended ${new Date(status.ended_at_ms).toLocaleString()}` : '')));
   $('flow-error').hidden = !status.upstream;
-  $('flow-error').textContent = status.upstream ? status.error_message : '';
+  $('flow-error').textContent = status.upstream ? shown(status.error_message) : '';
   const stages = [];
   for (let k = 1; k <= status.stages; k += 1) stages.push(stage(entry, k));
   $('flow-stages').replaceChildren(...stages);

@@ -1,6 +1,8 @@
 // A run's progress as the page shows it: a bar with its percent and what the run said it
 // is doing, and the event list's folding of a run's reports into one row.
 
+import { shown } from './shown.js';
+
 // How far, from the thousandths the server keeps: rounded down, so a run at 99.9% does
 // not read as done.
 export const percent = (permille) => `${Math.floor(permille / 10)}%`;
@@ -40,9 +42,9 @@ export function drawProgress(box, permille, message) {
   bar.querySelector('.pct').textContent = percent(permille);
   bar.setAttribute('aria-valuenow', String(Math.floor(permille / 10)));
   const said = bar.querySelector('.progress-message');
-  said.textContent = message;
+  said.textContent = shown(message ?? '');
   said.hidden = !message;
-  box.title = message ? `${percent(permille)} · ${message}` : percent(permille);
+  box.title = message ? `${percent(permille)} · ${shown(message)}` : percent(permille);
 }
 
 // A run reports up to four times a second: listed one by one, a few running tasks'

@@ -5,6 +5,7 @@ import { MAX_ROWS, epochOf, view } from './model.js';
 import {
   drawProgress, foldProgress, foldReports, foldedMark, percent,
 } from './progress.js';
+import { shown } from './shown.js';
 
 // Events listed: this many heartbeats, and as many of the other events, so heartbeats
 // (hidden or not) never push the others off the list.
@@ -67,9 +68,11 @@ export function el(tag, attrs = {}, ...children) {
     if (value == null || value === false) continue;
     if (key === 'class') node.className = value;
     else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else if (key === 'title') node.title = shown(value);
     else node.setAttribute(key, value === true ? '' : String(value));
   }
-  node.append(...children.filter((c) => c != null));
+  node.append(...children.filter((c) => c != null)
+    .map((c) => (typeof c === 'string' ? shown(c) : c)));
   return node;
 }
 

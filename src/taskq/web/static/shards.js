@@ -11,6 +11,7 @@ import { getJSON } from './http.js';
 import { EVENT_TYPES, MAX_ROWS, epochOf } from './model.js';
 import { Reloader } from './reloader.js';
 import { clockTime, el, typeBadge } from './render.js';
+import { shown } from './shown.js';
 
 // A browser opens at most six connections to one server over HTTP/1.1 and each feed
 // holds one for as long as the page is open: with the page's own feed beside these,
@@ -101,7 +102,7 @@ function build(body) {
     name: s.name, index, source: null, lastId: s.position, gap: null,
     state: index < MAX_FEEDS ? 'connecting' : 'off', row: null, cells: null,
   }]));
-  $('shards-queue').textContent = body.queue;
+  $('shards-queue').textContent = shown(body.queue);
   $('shards-body').replaceChildren(...body.shards.map(shardRow));
   $('shard-events').replaceChildren();
   $('shards-panel').hidden = false;

@@ -10,6 +10,7 @@ import {
   cancelRequestedBadge, clockTime, el, hooks, priorityBadge, progressText, timeLimitBadge,
   typeBadge,
 } from './render.js';
+import { shown } from './shown.js';
 
 // States a cancel ends at once (a workflow's waiting step too: its end counts for its
 // stage); a running task can be asked once.
@@ -52,7 +53,7 @@ export function openTaskFromHash(queue) {
   Object.assign(open, { id, queue, busy: false, again: false, run: null, cancelling: false });
   open.loadId += 1;
   $('task-cancel-result').hidden = true;
-  $('task-id').textContent = id;
+  $('task-id').textContent = shown(id);
   $('task-id').title = id;
   $('task-view').dataset.taskId = id;
   $('task-view').hidden = false;
@@ -125,7 +126,7 @@ async function load() {
 }
 
 function showMessage(text) {
-  $('task-message').textContent = text;
+  $('task-message').textContent = shown(text);
   $('task-message').hidden = false;
   open.run = null;
   for (const part of ['task-state', 'task-cancel-requested', 'task-cancel', 'task-flow',
@@ -211,7 +212,7 @@ function drawResult(t) {
   $('task-result').hidden = !kept;
   // textContent only: a result is whatever a handler returned.
   $('task-result').textContent = !kept ? ''
-    : t.result_error ? `${t.result}\n\n(${t.result_error})` : t.result_json;
+    : shown(t.result_error ? `${t.result}\n\n(${t.result_error})` : t.result_json);
   $('task-no-result').hidden = kept;
 }
 
@@ -219,8 +220,9 @@ function drawError(error) {
   $('task-error-part').hidden = !error;
   if (!error) return;
   $('task-error-kind').replaceChildren(...[timeLimitBadge(error.type)].filter(Boolean));
-  $('task-error').textContent = error.type ? `${error.type}: ${error.message}` : error.message;
-  $('task-traceback').textContent = error.traceback;
+  $('task-error').textContent = shown(error.type ? `${error.type}: ${error.message}`
+    : error.message);
+  $('task-traceback').textContent = shown(error.traceback ?? '');
   $('task-traceback').hidden = !error.traceback;
 }
 
@@ -275,7 +277,7 @@ async function cancelOpen() {
   open.cancelling = false;
   $('task-cancel').disabled = false;
   const result = $('task-cancel-result');
-  result.textContent = said.text;
+  result.textContent = shown(said.text);
   result.dataset.ok = String(said.ok);
   result.hidden = false;
 }
