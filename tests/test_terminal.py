@@ -125,3 +125,30 @@ def test_flow_show_is_a_table_of_the_steps_on_a_terminal(
     lines = [line for line in drawn.splitlines() if "nightly." in line]
     assert [line.split("│")[3:6] for line in lines] == [
         [" nightly.1.1 ", " fetch ", " pending "], [" nightly.2.1 ", " store ", " waiting "]]
+
+
+def test_what_a_handler_wrote_is_printed_as_text_not_run_by_the_terminal(
+    queue: Broker, settings: Settings
+) -> None:
+    # Markup rich would read ("[/]" alone raised MarkupError), a title change, a clear
+    # screen, a carriage return and a newline that would forge a line, an RTL override.
+    error = "bad [/] [bold]x\x1b]0;owned\x07\x1b[2J\rover\nforged line \u202efdp.exe"
+    escaped = "bad [/] [bold]x\\x1b]0;owned\\x07\\x1b[2J\\x0dover"
+    queue.enqueue("hostile", name="shop.pack", max_retries=0)
+    (task,) = queue.lease_many("w", 30, 1).tasks
+    assert queue.fail("hostile", task.token, f"ValueError: {error}").status == "dead"
+    env = command_env(REDIS_URL=settings.redis_url)
+
+    def run(*argv: str) -> str:
+        return subprocess.run([sys.executable, "-m", "taskq", *argv, "--queue", queue.queue],
+                              env=env, capture_output=True, text=True, check=True).stdout
+
+    for piped in (run("history"), run("dlq"), run("dashboard", "--once")):
+        assert escaped in piped and "\\nforged line \\u202efdp.exe" in piped, piped
+        assert "\x1b" not in piped and "\r" not in piped and "\u202e" not in piped
+        assert not any(line.startswith("forged") for line in piped.splitlines())
+    for argv in (["history"], ["dashboard", "--once"]):
+        drawn = on_a_terminal([sys.executable, "-m", "taskq", *argv, "--queue", queue.queue],
+                              env)
+        assert "Traceback" not in drawn and "bad [/] [bold]x" in drawn, drawn
+        assert "\\x1b]0;owned" in drawn and "\x1b]0;" not in drawn and "\u202e" not in drawn

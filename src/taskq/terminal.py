@@ -5,12 +5,13 @@ from stdout."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -20,6 +21,37 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
+
+# What a worker, a handler or a hand-edited record wrote is printed as text: control
+# characters other than tab and newline would be run by the terminal as escape sequences
+# (clear the screen, retitle the window, hide what follows), and Unicode's bidirectional
+# controls would show other text than Redis holds ("report\u202efdp.exe" read as
+# "reportexe.pdf"). Each is printed as its Python escape.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """`text` safe to print: every control character in it (but tab and newline) as
+    its escape, `\\x1b` or `\\u202e`."""
+    return CONTROL.sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """`text` as `clean` gives it, on one line: a newline in it is printed as `\\n`, so
+    a value cannot start a line of its own in a listing read line by line."""
+    return clean(text).replace("\n", "\\n")
+
+
+def add_row(table: Table, *cells: RenderableType) -> None:
+    """A row of `cells` at the end of `table`, each string as `clean` text: as a str, rich
+    would read "[/]" or "[link=...]" in a value as its markup."""
+    table.add_row(*(Text(clean(cell)) if isinstance(cell, str) else cell for cell in cells))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def on_terminal() -> bool:
@@ -34,13 +66,13 @@ def show_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]
     """`rows` under `columns` as a table on a terminal; else the `plain` lines."""
     if not on_terminal():
         for line in plain:
-            print(line)
+            print(one_line(line))
         return
-    table = Table(title=title, title_justify="left", expand=False)
+    table = Table(title=Text(clean(title)), title_justify="left", expand=False)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        add_row(table, *row)
     Console().print(table)
 
 

@@ -23,7 +23,7 @@ from taskq.settings import Settings
 from taskq.shard_view import ShardsView, shards_of
 from taskq.shards import Layout, layout_holding, layouts
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
-from taskq.terminal import on_terminal
+from taskq.terminal import on_terminal, one_line
 from taskq.throughput import Throughput, read_throughput
 from taskq.web.totals import read_totals
 
@@ -131,7 +131,7 @@ def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
             lines.append(f"      {task.last_error[:110]}")
     if schedules is not None:
         lines += _schedule_lines(schedules)
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)
 
 
 def render_shards(view: ShardsView) -> str:

@@ -17,6 +17,7 @@ from taskq.registry import WorkerView
 from taskq.schedule_view import SchedulesView
 from taskq.shard_view import ShardsView
 from taskq.snapshot import QueueSnapshot
+from taskq.terminal import add_row, clean
 from taskq.throughput import Throughput
 
 
@@ -36,8 +37,8 @@ def queue_panel(snap: QueueSnapshot, schedules: SchedulesView | None,
         for s in schedules.schedules:
             due = "unknown" if s.next_tick_ms is None else \
                 relative(s.next_tick_ms - schedules.now_ms)
-            table.add_row(s.name, s.task, s.when, due,
-                          relative(s.last_tick_ms - schedules.now_ms))
+            add_row(table, s.name, s.task, s.when, due,
+                    relative(s.last_tick_ms - schedules.now_ms))
         parts.append(table)
     return Panel(Group(*parts), title=f"queue {snap.queue}", title_align="left",
                  subtitle=f"events up to #{snap.seq}", subtitle_align="right")
@@ -49,21 +50,21 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
     if snap.delayed:
         table = _table("delayed", "task", "runs in", "retries", "last error")
         for waiting in snap.delayed:
-            table.add_row(waiting.task_id, f"{(waiting.run_at - snap.now_ms) / 1000:.1f}s",
-                          str(waiting.retries), waiting.last_error[:60])
+            add_row(table, waiting.task_id, f"{(waiting.run_at - snap.now_ms) / 1000:.1f}s",
+                    str(waiting.retries), waiting.last_error[:60])
         parts.append(table)
     if snap.limits:
         table = _table("concurrency limits", "name", "running", "waiting for a slot")
         for limit in snap.limits:
             name = f"{limit.name} ({limit.key})" if limit.key else limit.name
-            table.add_row(name, f"{limit.running} / {limit.most or '?'}", str(limit.parked))
+            add_row(table, name, f"{limit.running} / {limit.most or '?'}", str(limit.parked))
         parts.append(table)
     if snap.dead:
         table = _table("dead letter queue (most recent first)", "task", "name", "retries",
                        "error")
         for task in snap.dead:
-            table.add_row(task.task_id, task.name, str(task.retries),
-                          f"{task.error_type} {task.last_error[:90]}".strip())
+            add_row(table, task.task_id, task.name, str(task.retries),
+                    f"{task.error_type} {task.last_error[:90]}".strip())
         parts.append(table)
     return parts
 
@@ -71,8 +72,8 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
 def shards_panel(view: ShardsView) -> Panel:
     table = _table(None, "shard", "slot", "ready", "leased", "delayed", "dead")
     for s in view.shards:
-        table.add_row(s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
-                      str(s.dead))
+        add_row(table, s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
+                str(s.dead))
     return Panel(table, title=f"sharded queue {view.queue} ({len(view.shards)} shards)",
                  title_align="left")
 
@@ -97,7 +98,7 @@ def _counts(snap: QueueSnapshot, totals: dict[str, int] | None,
         table.add_column(f"per min (last {age(throughput.window_ms)})")
         row.append(f"{throughput.completed_per_min:.1f} done, "
                    f"{throughput.failed_per_min:.1f} failed")
-    table.add_row(*row)
+    add_row(table, *row)
     return table
 
 
@@ -107,10 +108,10 @@ def _workers(queue: str, now: int, workers: list[WorkerView]) -> RenderableType:
     table = _table("workers", "worker", "host", "pid", "slots", "up", "last beat", "tasks")
     for w in sorted(workers, key=lambda w: (w.started_at, w.worker_id)):
         others = [q for q in w.queues if q != queue]
-        table.add_row(w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
-                      age(now - w.started_at), f"{age(now - w.last_beat)} ago",
-                      ", ".join(w.tasks) + (f" (also on {', '.join(others)})" if others
-                                            else ""))
+        add_row(table, w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
+                age(now - w.started_at), f"{age(now - w.last_beat)} ago",
+                ", ".join(w.tasks) + (f" (also on {', '.join(others)})" if others
+                                      else ""))
     return table
 
 
@@ -121,9 +122,9 @@ def _leases(snap: QueueSnapshot) -> Table:
         if lease.progress is not None:
             bar = Table.grid(padding=(0, 1))
             bar.add_row(ProgressBar(total=1.0, completed=lease.progress, width=20),
-                        Text(f"{lease.progress:.0%} {lease.progress_message}".strip()))
+                        Text(clean(f"{lease.progress:.0%} {lease.progress_message}".strip())))
             progress = bar
-        table.add_row(lease.task_id, lease.worker,
-                      f"{(lease.expires_at - snap.now_ms) / 1000:.1f}s", str(lease.attempt),
-                      progress)
+        add_row(table, lease.task_id, lease.worker,
+                f"{(lease.expires_at - snap.now_ms) / 1000:.1f}s", str(lease.attempt),
+                progress)
     return table

@@ -9,6 +9,7 @@ import sys
 from taskq.broker import Broker
 from taskq.bulk import BULK_LIMIT, Bulk, cancel_all, retry_all
 from taskq.cli.common import add_queue_after_action, add_queue_argument, settings_from
+from taskq.terminal import one_line
 
 HELP = "list the dead letter queue, or retry or cancel dead tasks"
 
@@ -48,9 +49,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {task_id}  (record missing)")
             continue
         when = datetime.datetime.fromtimestamp(record.dead_at / 1000, datetime.UTC)
-        print(f"  {task_id}  {record.name}  retries={record.retries}  "
-              f"dead_at={when:%Y-%m-%d %H:%M:%S}Z")
-        print(f"      {record.last_error}")
+        print(one_line(f"  {task_id}  {record.name}  retries={record.retries}  "
+                       f"dead_at={when:%Y-%m-%d %H:%M:%S}Z"))
+        print(f"      {one_line(record.last_error)}")
     return 0
 
 

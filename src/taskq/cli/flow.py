@@ -8,9 +8,9 @@ import sys
 
 from taskq.app import App
 from taskq.cli.common import add_queue_after_action, add_queue_argument, settings_from
-from taskq.cli.task import clean, iso
+from taskq.cli.task import iso
 from taskq.flows import FlowCancellation, Flows, FlowStatus, StepState
-from taskq.terminal import on_terminal, show_table
+from taskq.terminal import clean, on_terminal, show_table
 
 HELP = "show a workflow's stages and steps with their states, or cancel it"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import re
 import sys
 
 from taskq.broker import Broker
@@ -14,12 +13,10 @@ from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, read_task
 from taskq.limits import HISTORY_SCAN, PRIORITY
+from taskq.terminal import clean
 
 HELP = "show one task: its record, its result or error with traceback, and its events"
 
-# Control characters other than tab and newline: what a worker id, an error or a result
-# holds is shown as text, never run by the terminal as escape sequences.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 TIMES = (("created", "created_at"), ("run at", "run_at"), ("leased", "leased_at"),
          ("heartbeat", "heartbeat_at"), ("cancel asked", "cancel_requested_at"),
          ("completed", "completed_at"), ("dead", "dead_at"), ("cancelled", "cancelled_at"))
@@ -143,6 +140,3 @@ def iso(ms: int) -> str:
 def indented(text: str) -> str:
     return "\n".join(f"  {line}" for line in clean(text).splitlines())
 
-
-def clean(text: str) -> str:
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
