@@ -102,6 +102,17 @@ class TestErrors:
         with pytest.raises(ConfigError, match="not a valid cron expression"):
             schedule(cron=cron, every=None)
 
+    @pytest.mark.parametrize("cron", ["R * * * *", "* * * * * R", "r(0-29) 9 * * *",
+                                      "0 R/6 * * *", "R(10-50)/10 * * * *"])
+    def test_a_cron_that_draws_a_value_is_refused(self, cron: str) -> None:
+        # croniter draws R anew for each iterator: every worker, and each of its
+        # refreshes, would name other ticks, and each would fire.
+        with pytest.raises(ConfigError, match=r"draws a value \(R or H\): name the"):
+            schedule(cron=cron, every=None)
+
+    def test_month_and_day_names_are_not_drawn_values(self) -> None:
+        assert schedule(cron="0 9 * MAR,APR FRI", every=None).cron == "0 9 * MAR,APR FRI"
+
     def test_a_cron_that_names_no_date_that_comes_is_refused(self) -> None:
         with pytest.raises(ConfigError, match=r"'0 0 30 2 \*' names no date that comes"):
             schedule(cron="0 0 30 2 *", every=None)
@@ -270,6 +281,7 @@ class TestDefinition:
         {}, {"cron": "0 0 * * *"}, {"cron": "0 0 * * *", "tz": "Mars/Olympus"},
         {"cron": "not a cron", "tz": "UTC"}, {"every_ms": 0}, {"every_ms": True},
         {"every_ms": "1000"}, {"cron": "0 0 * * *", "tz": "UTC", "every_ms": 1000},
+        {"cron": "R * * * *", "tz": "UTC"},
     ])  # fmt: skip
     def test_a_definition_naming_no_timing_this_process_can_rebuild_gives_none(
         self, described: dict[str, Any]

@@ -42,6 +42,11 @@ MAX_EVERY = timedelta(days=3650)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How `str(datetime.timezone(...))` writes a fixed offset, which ZoneInfo cannot read.
 FIXED_OFFSET = re.compile(r"UTC([+-])(\d\d):(\d\d)(?::(\d\d))?")
+# croniter's random (R) and hashed (H) values: a value drawn by each iterator croniter
+# builds would have every worker, and every call, name its own ticks, and fire.lua
+# takes any tick later than the last, so an hourly `R * * * *` would fire many times an
+# hour.
+DRAWN_VALUE = re.compile(r"[hr](\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,10 @@ def make_schedule(
                 or len(cron.split()) > 6:
             raise ConfigError(f"schedule {name!r}: {shown(cron)} is not a valid cron "
                               "expression (5 fields, or 6 with seconds last; no year)")
+        if drawn(cron):
+            raise ConfigError(f"schedule {name!r}: cron {cron!r} draws a value (R or H): "
+                              "name the minute, hour or second, so every worker fires "
+                              "the same ticks")
         try:
             croniter(cron, datetime.now(zone)).get_next(datetime)
         except CroniterBadCronError as e:
@@ -276,9 +285,15 @@ def timing_of(described: Mapping[str, Any]) -> Timing | None:
     if not isinstance(cron, str) or not isinstance(tz, str) or every_ms is not None:
         return None
     zone = zone_from_text(tz)
-    if zone is None or not croniter.is_valid(cron):
+    if zone is None or not croniter.is_valid(cron) or drawn(cron):
         return None
     return Timing(cron, None, zone)
+
+
+def drawn(cron: str) -> bool:
+    """Whether cron line `cron` holds a value croniter draws (R, or H, hashed)."""
+    return any(DRAWN_VALUE.fullmatch(value)
+               for field in cron.split() for value in field.split(","))
 
 
 def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
