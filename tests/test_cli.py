@@ -264,6 +264,20 @@ class TestCancel:
         assert "waiting: unchanged: it has ended (cancelled)" in out
         assert "held: unchanged: its cancel was requested already" in out
 
+    @pytest.mark.parametrize("command", [["cancel"], ["dlq", "cancel"], ["dlq", "retry"]],
+                             ids=" ".join)
+    def test_a_malformed_id_among_several_stops_the_command_before_it_acts_on_any(
+        self, command: list[str], queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        queue.enqueue("waiting")
+        with pytest.raises(SystemExit) as stopped:
+            main([*command, "d1", "waiting", "bad!id"])
+        assert stopped.value.code == 2
+        assert "argument ID: invalid task id 'bad!id': use 1-128 letters" in \
+            capsys.readouterr().err
+        assert [queue.handle(t).status() for t in ("d1", "waiting")] == ["dead", "pending"]
+
     def test_dlq_cancel_ends_dead_tasks_and_no_others(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
     ) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 
 from taskq.broker import Broker
-from taskq.cli.common import add_queue_argument, settings_from
+from taskq.cli.common import add_queue_argument, add_task_ids, settings_from
 from taskq.results import Cancellation
 
 HELP = "cancel tasks: a waiting or dead one ends now, a running one when its worker stops it"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task_ids", nargs="+", metavar="ID", help="the tasks' ids")
+    add_task_ids(parser, "+", "the tasks' ids")
     add_queue_argument(parser)
 
 

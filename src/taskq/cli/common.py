@@ -15,7 +15,7 @@ from redis.exceptions import RedisClusterException
 from taskq.app import App
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
-from taskq.keys import check_queue_name
+from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings, Simulation, redacted_url
 from taskq.tools.simulation import builtin_app
 
@@ -35,6 +35,21 @@ def add_queue_after_action(parser: argparse.ArgumentParser) -> None:
     --all`); given in both places, the later wins."""
     parser.add_argument("--queue", default=argparse.SUPPRESS,
                         help="queue name (default: TASKQ_QUEUE or 'default')")
+
+
+def add_task_ids(parser: argparse.ArgumentParser, nargs: str, help: str | None = None
+                 ) -> None:
+    """The task ids a command acts on, each checked as argparse reads it: a bad one
+    stops the command before it acts on any of the others."""
+    parser.add_argument("task_ids", nargs=nargs, metavar="ID", type=task_id_argument,
+                        help=help)
+
+
+def task_id_argument(text: str) -> str:
+    try:
+        return check_task_id(text)
+    except InvalidTaskError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def settings_from(args: argparse.Namespace, **overrides: object) -> Settings:

@@ -8,7 +8,12 @@ import sys
 
 from taskq.broker import Broker
 from taskq.bulk import BULK_LIMIT, Bulk, cancel_all, retry_all
-from taskq.cli.common import add_queue_after_action, add_queue_argument, settings_from
+from taskq.cli.common import (
+    add_queue_after_action,
+    add_queue_argument,
+    add_task_ids,
+    settings_from,
+)
 from taskq.terminal import one_line
 
 HELP = "list the dead letter queue, or retry or cancel dead tasks"
@@ -18,14 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_queue_argument(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     retry = actions.add_parser("retry", help="move dead tasks back to ready, retries reset")
-    retry.add_argument("task_ids", nargs="*", metavar="ID")
+    add_task_ids(retry, "*")
     retry.add_argument("--all", action="store_true", help="retry every dead task (asks "
                        "first on a terminal)")
     retry.add_argument("--yes", "-y", action="store_true", help="do not ask")
     add_queue_after_action(retry)
     cancel = actions.add_parser("cancel", help="take dead tasks out of the DLQ for good: "
                                 "they end cancelled, their records kept like completed ones")
-    cancel.add_argument("task_ids", nargs="*", metavar="ID")
+    add_task_ids(cancel, "*")
     cancel.add_argument("--all", action="store_true", help="cancel every dead task (asks "
                         "first on a terminal)")
     cancel.add_argument("--yes", "-y", action="store_true", help="do not ask")
