@@ -108,6 +108,19 @@ class TestProducing:
         with pytest.raises(InvalidTaskError, match="invalid idempotency key"):
             keyed.call(idempotency_key=key)
 
+    @pytest.mark.parametrize(("task", "said"), [
+        (NewTask(task_id="abc", idempotency_key="\ud800"), "invalid idempotency key"),
+        (NewTask(task_id="abc", idempotency_key=5), "invalid idempotency key"),  # type: ignore[arg-type]
+        (NewTask(task_id=12345), "invalid task id 12345"),  # type: ignore[arg-type]
+        (NewTask(task_id="\udcff"), "invalid task id"),
+    ], ids=["surrogate-key", "int-key", "int-id", "surrogate-id"])
+    def test_an_id_or_key_given_to_enqueue_many_that_routing_cannot_use_is_refused_as_unsharded(
+        self, sharded: App, client: redis.Redis, task: NewTask, said: str
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=said):
+            sharded.producer.enqueue_many([task])
+        assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 0
+
     def test_tasks_spread_over_every_shard_and_each_is_found_by_its_id(
         self, sharded: App, client: redis.Redis
     ) -> None:

@@ -12,7 +12,7 @@ from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.fields import new_task_fields
 from taskq.handle import TaskHandle
-from taskq.keys import check_task_id
+from taskq.keys import check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
 from taskq.results import NewTask
 from taskq.shards import SHARDS_KEY, Layout, check_stored, register, route
@@ -26,9 +26,10 @@ def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
     producer gives that is not is refused, before anything is sent."""
     groups: dict[int, list[int]] = {}
     for i, task in enumerate(tasks):
-        shard = route(task.task_id, layout.count)
+        # Checked here, before `route` hashes them, as new_task_fields checks them.
+        shard = route(check_task_id(task.task_id), layout.count)
         if task.idempotency_key is not None:
-            keyed = route(task.idempotency_key, layout.count)
+            keyed = route(check_idempotency_key(task.idempotency_key), layout.count)
             if keyed != shard:
                 raise InvalidTaskError(
                     f"task id {task.task_id!r} and idempotency key "
