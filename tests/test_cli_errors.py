@@ -141,3 +141,11 @@ class TestOutOfRangeOptions:
         line = one_line(run(argv, nowhere, tmp_path))
         assert line.startswith(f"taskq {argv[0]}: {said}"), line
         assert " must be " in line and "Redis" not in line
+
+
+def test_a_redis_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    line = one_line(run(["redis", "--port", "0", "--dir", str(tmp_path / "file" / "data")],
+                        "", tmp_path))
+    assert line == (f"taskq redis: --dir '{tmp_path}/file/data': cannot make it Redis's data "
+                    "directory: Not a directory")

@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from cli_support import command_env, processes_of, taskq
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
@@ -63,6 +65,17 @@ class TestDemo:
             result = taskq("demo", option, value, "--dir", str(tmp_path / "demo"),
                            env=command_env())
             assert result.returncode == 2 and message in result.stderr
+
+    @pytest.mark.parametrize("command", [["demo"], ["chaos", "--tasks", "1"]], ids=" ".join)
+    def test_a_dir_holding_the_users_files_is_refused_not_wiped(
+        self, tmp_path: Path, command: list[str]
+    ) -> None:
+        (tmp_path / "notes.txt").write_text("mine")
+        result = taskq(*command, "--dir", str(tmp_path), env=command_env())
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert f"taskq {command[0]}: --dir '{tmp_path}' holds files a taskq run did not " \
+               "write" in result.stderr
+        assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
     def test_sigint_stops_the_demo_promptly_and_leaves_nothing_running(
         self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--lease-seconds", type=float, default=d.lease_seconds, help="lease length")
     add("--appendfsync", choices=["always", "everysec"], default=d.appendfsync,
         help="AOF fsync policy of the embedded Redis")
-    add("--dir", type=Path, default=d.workdir, help="logs, ledger and Redis data")
+    add("--dir", type=Path, default=d.workdir, help="logs, ledger and Redis data (emptied "
+        "each run; one holding files no run wrote is refused)")
     add("--shards", type=int, default=d.shards,
         help="spread the run's queue over this many shards, every check made on each "
              f"(default {d.shards}: not sharded; limited tasks are sent only then)")

@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=int, default=300, help="charged tasks (default 300)")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     parser.add_argument("--seed", type=int, default=None, help="random seed, for a replay")
-    parser.add_argument("--dir", default=".taskq/demo", help="logs, ledger and Redis data")
+    parser.add_argument("--dir", default=".taskq/demo", help="logs, ledger and Redis data "
+                        "(emptied each run; one holding files no run wrote is refused)")
     parser.add_argument("--linger", type=float, default=0.0,
                         help="keep the web dashboard up this many seconds after the run")
     parser.add_argument("--port", type=int, default=0,

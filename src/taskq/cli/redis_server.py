@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from taskq.cli.common import settings_from
+from taskq.errors import ConfigError
 from taskq.tools.embedded import EmbeddedRedis
 
 HELP = "run a private redis-server in the foreground (AOF on) until Ctrl-C"
@@ -22,8 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    server = EmbeddedRedis(binary=settings.redis_server, data_dir=Path(args.dir),
-                           port=args.port, appendfsync=args.appendfsync)
+    try:
+        server = EmbeddedRedis(binary=settings.redis_server, data_dir=Path(args.dir),
+                               port=args.port, appendfsync=args.appendfsync)
+    except OSError as e:  # the directory cannot be made (or is a file)
+        raise ConfigError(f"--dir {args.dir!r}: cannot make it Redis's data directory: "
+                          f"{e.strerror or e}") from e
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

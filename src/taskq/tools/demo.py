@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from taskq.settings import Settings, Simulation, child_environment
 from taskq.terminal import Tracker, tracking
 from taskq.tools.embedded import free_port, given_or_embedded
 from taskq.tools.ledger import Ledger
+from taskq.tools.workdir import fresh_workdir
 
 UNKNOWN_TASK = "demo.no_such_task"
 
@@ -82,8 +82,7 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
 
 def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
              say: Callable[[str], None]) -> DemoResult:
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    fresh_workdir(workdir)
     rng = random.Random(plan.seed)
     started = time.monotonic()
     workers: list[subprocess.Popen[bytes]] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
 import subprocess
 import threading
 import time
@@ -35,6 +34,7 @@ from taskq.tools.chaos.waiters import Waited, Waiter
 from taskq.tools.embedded import EmbeddedRedis, given_or_embedded
 from taskq.tools.ledger import Ledger
 from taskq.tools.tlatrace import write_log
+from taskq.tools.workdir import fresh_workdir
 
 log = logging.getLogger("taskq.tools.chaos")
 TICK = 0.05
@@ -108,8 +108,7 @@ class Monitor(threading.Thread):
 
 
 def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
-    shutil.rmtree(options.workdir, ignore_errors=True)
-    options.workdir.mkdir(parents=True)
+    fresh_workdir(options.workdir)
     handler = logging.FileHandler(options.workdir / "chaos.log")
     log.addHandler(handler)
     log.setLevel(logging.INFO)

@@ -1,0 +1,50 @@
+"""The work directory of a demo or chaos run: made fresh each run, emptied only when an
+earlier run made it, and never a directory that holds anything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from taskq.errors import ConfigError
+from taskq.tools.workdir import MARK, fresh_workdir
+
+
+def test_a_missing_directory_is_made_and_marked(tmp_path: Path) -> None:
+    made = fresh_workdir(tmp_path / "a" / "run")
+    assert made.is_dir() and [p.name for p in made.iterdir()] == [MARK]
+
+
+def test_a_directory_an_earlier_run_made_is_emptied(tmp_path: Path) -> None:
+    run = fresh_workdir(tmp_path / "run")
+    (run / "redis").mkdir()
+    (run / "redis" / "appendonly.aof").write_text("old")
+    (run / "worker-1.log").write_text("old")
+    fresh_workdir(run)
+    assert [p.name for p in run.iterdir()] == [MARK]
+
+
+def test_an_empty_directory_is_taken(tmp_path: Path) -> None:
+    assert [p.name for p in fresh_workdir(tmp_path).iterdir()] == [MARK]
+
+
+def test_a_directory_holding_other_files_is_refused_and_left_as_it_was(
+    tmp_path: Path
+) -> None:
+    (tmp_path / "thesis.tex").write_text("years of work")
+    (tmp_path / "src").mkdir()
+    with pytest.raises(ConfigError, match=r"--dir '.+' holds files a taskq run did not "
+                                          r"write \(it has no \.taskq-workdir\)"):
+        fresh_workdir(tmp_path)
+    assert (tmp_path / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src", "thesis.tex"]
+
+
+def test_a_file_or_a_directory_that_cannot_be_made_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="is not a directory"):
+        fresh_workdir(tmp_path / "file", "--dir")
+    with pytest.raises(ConfigError, match="cannot make it the run's work directory: Not a "
+                                          "directory"):
+        fresh_workdir(tmp_path / "file" / "below")
