@@ -147,6 +147,19 @@ class TestRedisUrl:
         with pytest.raises(ConfigError, match=f"REDIS_URL={re.escape(repr(url))}"):
             with_env(REDIS_URL=url)
 
+    @pytest.mark.parametrize(("query", "said"), [
+        ("socket_timeout=-1", "socket_timeout=-1.0"), ("socket_timeout=0", "socket_timeout=0.0"),
+        ("socket_connect_timeout=nan", "socket_connect_timeout=nan"),
+        ("socket_connect_timeout=inf", "socket_connect_timeout=inf"),
+    ])  # fmt: skip
+    def test_a_timeout_in_the_url_a_socket_cannot_take_is_refused(
+        self, query: str, said: str
+    ) -> None:
+        # Else the first connection raised a bare ValueError: a worker's start crashed.
+        with pytest.raises(ConfigError, match=f"has {said}: give a number of seconds above 0"):
+            with_env(REDIS_URL=f"redis://h:6379/0?{query}")
+        assert with_env(REDIS_URL="redis://h/0?socket_timeout=2.5").redis_url.endswith("2.5")
+
     @pytest.mark.parametrize(
         "url", [":s3cret@h:6379", "http://u:s3cret@h:6379", "redis:/h?db=1&password=s3cret"]
     )

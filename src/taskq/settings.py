@@ -206,6 +206,7 @@ def _finite(raw: str) -> float:
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+URL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 
 
 def _check_redis_url(url: str) -> None:
@@ -220,10 +221,17 @@ def _check_redis_url(url: str) -> None:
             "unix:///path/to/redis.sock for a socket)"
         )
     try:
-        redis.ConnectionPool.from_url(url)  # parses the URL; connects only when used
+        pool = redis.ConnectionPool.from_url(url)  # parses the URL; connects only when used
     except ValueError as e:
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
                           f"can use: {e}") from e
+    # The URL's own timeouts win over TASKQ_REDIS_TIMEOUT_SECONDS, and a socket refuses
+    # a negative or NaN one only when the first connection is made.
+    for name in URL_TIMEOUTS:
+        value = pool.connection_kwargs.get(name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has {name}={value}: give a "
+                              "number of seconds above 0, or leave it out")
 
 
 def redacted_url(url: str) -> str:
