@@ -69,3 +69,17 @@ def test_schedules_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["schedules"])
     assert "--app" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("stored", "said"), [
+    ("1.5e12", "never fired"), ("garbage", "never fired"),
+    ("99999999999999999999", "last tick 99999999999999999999 ms (past the years a date holds)"),
+])  # fmt: skip
+def test_a_last_tick_written_by_hand_is_shown_not_a_traceback(
+    app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str], stored: str,
+    said: str
+) -> None:
+    client.hset(Broker(client, "default").keys.schedules, "last:tidy", stored)
+    assert main(["schedules", "--app", app_module]) == 0
+    out = capsys.readouterr().out
+    assert said in out and out.count("tidy  tidy") == 1

@@ -555,11 +555,16 @@ class Broker:
         return Fired.from_reply(reply)
 
     def schedule_state(self, name: str) -> tuple[int, str] | None:
-        """A schedule's last handled tick (ms) and stored version; None if never fired."""
+        """A schedule's last handled tick (ms) and stored version; None if never fired,
+        or if what is stored is no whole number of ms (written by hand), as the
+        dashboard's reader (schedule_view) takes it."""
         with redis_errors("read a periodic schedule"):
             last, version = self.client.hmget(self.keys.schedules,
                                               [f"last:{name}", f"version:{name}"])
-        return None if last is None else (int(text(last)), text(version or ""))
+        last_text = None if last is None else text(last)
+        if last_text is None or not (last_text.isascii() and last_text.isdigit()):
+            return None
+        return int(last_text), text(version or "")
 
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""

@@ -7,6 +7,7 @@ import datetime
 
 from taskq.broker import Broker
 from taskq.cli.common import add_queue_argument, load_app, settings_from
+from taskq.schedules import Schedule
 
 HELP = "list an app's periodic schedules with their next and last fired ticks"
 
@@ -33,11 +34,21 @@ def main(args: argparse.Namespace) -> int:
         replaced = state is not None and state[1] != schedule.version
         start = now if state is None else max(now, state[0])
         print(f"  {schedule.name}  {schedule.task}  {schedule.when}  policy={schedule.policy}")
-        print(f"      next tick {shown(schedule.next_tick(start))}, {last}"
+        print(f"      next tick {next_tick(schedule, start)}, {last}"
               + ("; workers still fire an older definition" if replaced else ""))
     return 0
 
 
+def next_tick(schedule: Schedule, after_ms: int) -> str:
+    try:
+        return shown(schedule.next_tick(after_ms))
+    except (ValueError, OverflowError):  # a last tick past the years a datetime holds
+        return "none"
+
+
 def shown(ms: int) -> str:
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (ValueError, OverflowError, OSError):
+        return f"{ms} ms (past the years a date holds)"
     return f"{when:%Y-%m-%d %H:%M:%S}Z"
