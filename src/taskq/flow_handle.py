@@ -4,6 +4,7 @@ cancelling it."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,20 +57,28 @@ class WorkflowHandle:
         complete and what each such step did) when it failed, `TaskCancelledError` when
         it was cancelled, `TaskNotFoundError` when there is no such workflow, and
         `ResultTimeoutError` when the timeout passes first. The wait is woken through
-        Redis by the script that ends a step, not by polling."""
+        Redis by the script that ends a step, not by polling; between wakes the
+        workflow's state is read once a second, so a cancel is seen within one.
+
+        The whole workflow is read at the start and the end, and again only when a
+        stage seems not to move on: in between, one step is read at a time, and the
+        stage the workflow is on, so a chain of thousands of stages costs thousands of
+        reads, not millions."""
         wait = self._wait(timeout)
-        broker = self.flows.broker
-        while True:
+        status = self.status()
+        sizes = _stage_sizes(status)
+        while not status.ended:
+            stage, steps = status.stage, self._live(status)
+            while self._waited(steps, wait):
+                position = self.flows.position(self.flow_id)
+                if position is None or position[0] != "running" or position[1] == stage:
+                    break  # ended, or stuck: read in whole below
+                stage = position[1]
+                steps = _step_ids(self.flow_id, stage, sizes[stage])
             status = self.status()
-            if status.state == "completed":
-                return self.flows.output(*_output_of(status))
-            if status.ended:
-                raise self._failure(status)
-            for step in self._live(status):
-                while (watched := broker.watch(step)) is not None and not watched.ended:
-                    broker.wait_done(step, wait.next_block(watched, f"step {step}"))
-                if self.flows.state(self.flow_id) != "running":
-                    break  # it failed or was cancelled: no need to wait for the rest
+        if status.state == "completed":
+            return self.flows.output(*_output_of(status))
+        raise self._failure(status)
 
     def cancel(self) -> FlowCancellation:
         """Cancel the workflow in one step: it starts no further stage; its waiting,
@@ -92,21 +101,20 @@ class WorkflowHandle:
         if flows is None:
             return await asyncio.to_thread(self.result, timeout)
         wait = self._wait(timeout)
-        broker = flows.broker
-        while True:
-            status = await self.status_async()
-            if status.state == "completed":
-                return await flows.output(*_output_of(status))
-            if status.ended:
-                raise self._failure(status)
-            for step in self._live(status):
-                while (watched := await broker.watch(step)) is not None \
-                        and not watched.ended:
-                    cancel_requested()
-                    await broker.wait_done(step, wait.next_block(watched, f"step {step}"))
-                    cancel_requested()
-                if await flows.state(self.flow_id) != "running":
+        status = await self.status_async()
+        sizes = _stage_sizes(status)
+        while not status.ended:
+            stage, steps = status.stage, self._live(status)
+            while await self._waited_async(flows, steps, wait):
+                position = await flows.position(self.flow_id)
+                if position is None or position[0] != "running" or position[1] == stage:
                     break
+                stage = position[1]
+                steps = _step_ids(self.flow_id, stage, sizes[stage])
+            status = await self.status_async()
+        if status.state == "completed":
+            return await flows.output(*_output_of(status))
+        raise self._failure(status)
 
     async def cancel_async(self) -> FlowCancellation:
         """`cancel()` for coroutines."""
@@ -114,6 +122,31 @@ class WorkflowHandle:
         if flows is None:
             return await asyncio.to_thread(self.cancel)
         return await flows.cancel(self.flow_id)
+
+    def _waited(self, steps: list[str], wait: ResultWait) -> bool:
+        """Wait for each of `steps` to end, in turn; False as soon as the workflow is
+        read to have stopped running (failed or cancelled: no need to wait for the
+        rest, nor for a step it told to stop)."""
+        broker = self.flows.broker
+        for step in steps:
+            while (watched := broker.watch(step)) is not None and not watched.ended:
+                broker.wait_done(step, wait.next_block(watched, f"step {step}"))
+                if self.flows.state(self.flow_id) != "running":
+                    return False
+        return True
+
+    async def _waited_async(self, flows: AsyncFlows, steps: list[str],
+                            wait: ResultWait) -> bool:
+        """`_waited`, awaited."""
+        broker = flows.broker
+        for step in steps:
+            while (watched := await broker.watch(step)) is not None and not watched.ended:
+                cancel_requested()
+                await broker.wait_done(step, wait.next_block(watched, f"step {step}"))
+                cancel_requested()
+                if await flows.state(self.flow_id) != "running":
+                    return False
+        return True
 
     def _wait(self, timeout: float | None) -> ResultWait:
         return ResultWait(self.flow_id, self.flows.broker.queue, timeout,
@@ -152,6 +185,15 @@ class WorkflowHandle:
             return UpstreamFailed(f"workflow {self.flow_id}", status.upstream,
                                   status.error_type, status.error_message, "failed")
         return TaskCancelledError(f"workflow {self.flow_id}")
+
+
+def _stage_sizes(status: FlowStatus) -> Counter[int]:
+    """How many steps each stage has, by stage number."""
+    return Counter(step.stage for step in status.steps)
+
+
+def _step_ids(flow_id: str, stage: int, size: int) -> list[str]:
+    return [flow_step_id(flow_id, stage, index) for index in range(1, size + 1)]
 
 
 def _output_of(status: FlowStatus) -> tuple[str, int, int, bool]:

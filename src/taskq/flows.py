@@ -162,6 +162,15 @@ def output_fields(stage: int, size: int) -> list[str]:
     return [f"result:{stage}:{i}" for i in range(1, size + 1)]
 
 
+def position_from(values: Sequence[Any]) -> tuple[str, int] | None:
+    """A workflow's state and stage from the values of its record's `state` and `stage`
+    fields (stage 1 when it lacks one, as `FlowStatus.from_reply` reads it)."""
+    state, stage = values
+    if state is None:
+        return None
+    return text(state), stored_int(None if stage is None else text(stage)) or 1
+
+
 def output_from(values: Sequence[Any], group: bool) -> Any:
     """A stage's output, decoded from the values of its `output_fields`: its one
     result, or the list of them."""
@@ -217,6 +226,14 @@ class Flows:
                                             "state")
         return None if value is None else text(value)
 
+    def position(self, flow_id: str) -> tuple[str, int] | None:
+        """The workflow's state and the stage it is on, in one read of two fields; None
+        if there is no such workflow."""
+        with redis_errors("read a workflow"):
+            values = self.broker.client.hmget(self.broker.keys.flow(check_flow_id(flow_id)),
+                                              ["state", "stage"])
+        return position_from(values)
+
     def output(self, flow_id: str, stage: int, size: int, group: bool) -> Any:
         """What stage `stage` (of `size` steps) handed on, decoded: its one result, or
         the list of them (a `{"taskq_failed": ...}` in the place of a step that did not
@@ -270,6 +287,13 @@ class AsyncFlows:
             value = await self.broker.client.hget(
                 self.broker.keys.flow(check_flow_id(flow_id)), "state")
         return None if value is None else text(value)
+
+    async def position(self, flow_id: str) -> tuple[str, int] | None:
+        """`Flows.position`, awaited."""
+        with redis_errors("read a workflow"):
+            values = await self.broker.client.hmget(
+                self.broker.keys.flow(check_flow_id(flow_id)), ["state", "stage"])
+        return position_from(values)
 
     async def output(self, flow_id: str, stage: int, size: int, group: bool) -> Any:
         """`Flows.output`, awaited."""
