@@ -164,3 +164,22 @@ def test_a_wait_for_work_of_zero_seconds_is_refused_not_endless(broker: Broker) 
     # BLPOP reads a timeout of 0 as "wait forever".
     with pytest.raises(InvalidTaskError, match="timeout must be a number of seconds above 0"):
         broker.wait_and_lease("w", 10, 1, 0)
+
+
+class TestAResultIsOneJsonValue:
+    @pytest.mark.parametrize(("result", "said"), [
+        ("5, 100", "Extra data"), ('5],"kwargs":{"y":1000}}//', "Extra data"),
+        ("NaN", "NaN has no JSON form"), ("{'a': 1}", "not valid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
+    ])  # fmt: skip
+    def test_text_that_is_not_one_json_value_is_refused_with_nothing_written(
+        self, broker: Broker, result: str, said: str
+    ) -> None:
+        # A workflow hands a step's result text on as its next stage's first argument:
+        # "5, 100" would have passed that stage two.
+        broker.enqueue("t1")
+        _, token = lease_one(broker)
+        refused(broker, InvalidTaskError, f"a result must be one JSON value, not .*{said}",
+                lambda: broker.ack("t1", token, result))
+        assert broker.ack("t1", token, '{"total": 105}')
+        assert broker.handle("t1").result() == {"total": 105}

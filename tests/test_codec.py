@@ -10,7 +10,15 @@ import pytest
 import redis
 
 from taskq.broker import Broker
-from taskq.codec import args_payload, decode_payload, decode_result, encode_payload, encode_result
+from taskq.codec import (
+    EncodedResult,
+    args_payload,
+    decode_payload,
+    decode_result,
+    encode_payload,
+    encode_result,
+    result_problem,
+)
 from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError, ResultError
 from taskq.settings import Settings
 
@@ -167,3 +175,17 @@ class TestResults:
     def test_a_value_that_cannot_be_kept_says_why(self, value: Any, reason: str) -> None:
         with pytest.raises(ResultError, match=reason):
             encode_result(value, 7)
+
+
+class TestResultText:
+    def test_what_encode_result_makes_is_taken_as_it_is(self) -> None:
+        # Read again in another stack, a value nested nearly as deep as Python allows
+        # could fail to decode, and the worker's ack would be refused.
+        assert type(encode_result({"a": [1]}, 100)) is EncodedResult
+        assert type(encode_result(None, 100)) is EncodedResult
+        assert result_problem(EncodedResult("[" * 100_000)) is None
+
+    def test_other_text_must_be_one_json_value(self) -> None:
+        assert result_problem('{"a": [1, 2.5, "x", null]}') is None
+        assert result_problem("5, 100") == "not valid JSON: Extra data: line 1 column 2 (char 1)"
+        assert result_problem("[Infinity]") == "not valid JSON: Infinity has no JSON form"

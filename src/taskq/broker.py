@@ -17,7 +17,7 @@ from taskq.calls import (
     record_from,
     watch_call,
 )
-from taskq.codec import decode_payload
+from taskq.codec import decode_payload, result_problem
 from taskq.concurrency import ConcurrencyLimit
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
@@ -369,6 +369,10 @@ class Broker:
             if size > self.max_result_bytes:
                 raise InvalidTaskError(f"a result of {size} bytes is over the limit of "
                                        f"{self.max_result_bytes} bytes (TASKQ_MAX_RESULT_BYTES)")
+            problem = result_problem(result)
+            if problem is not None:
+                raise InvalidTaskError(f"a result must be one JSON value, not "
+                                       f"{shown(result)}: {problem}")
             kept.append(result)
         return kept
 

@@ -40,11 +40,21 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
     return text
 
 
-def encode_result(value: Any, max_bytes: int) -> str:
+class EncodedResult(str):
+    """A result's JSON text as `encode_result` made it, which the Broker takes as it is;
+    other text it checks first (`result_problem`)."""
+
+    __slots__ = ()
+
+
+NULL_RESULT = EncodedResult("null")
+
+
+def encode_result(value: Any, max_bytes: int) -> EncodedResult:
     """JSON text of a handler's return value (any JSON value), or `ResultError` saying
     why it cannot be kept."""
     if value is None:
-        return "null"  # what most handlers return: a tenth of the encoder's cost
+        return NULL_RESULT  # what most handlers return: a tenth of the encoder's cost
     try:
         text = _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as e:
@@ -58,7 +68,7 @@ def encode_result(value: Any, max_bytes: int) -> str:
     if size > max_bytes:
         raise ResultError(f"the return value is {size} bytes as JSON, over the limit of "
                           f"{max_bytes} bytes (TASKQ_MAX_RESULT_BYTES)")
-    return text
+    return EncodedResult(text)
 
 
 def decode_result(text: str) -> Any:
@@ -67,6 +77,26 @@ def decode_result(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as e:
         raise ResultError(f"stored result cannot be decoded: {_read_error(e)}") from e
+
+
+def result_problem(text: str) -> str | None:
+    """Why `text` is not a result as `encode_result` writes it (one JSON value, no NaN
+    or Infinity), or None if it is one (or `encode_result` made it: read again, a value
+    nested nearly as deep as Python allows could fail in another stack). A result acked
+    through the Broker by other code than taskq's worker is read by producers and handed
+    to a workflow's next stage as its text: refused here, it can neither fail the reader
+    nor add arguments there."""
+    if type(text) is EncodedResult or text == "null":
+        return None
+    try:
+        json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        return _read_error(e)
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} has no JSON form")
 
 
 def decode_payload(text: str | bytes | None) -> Payload:
