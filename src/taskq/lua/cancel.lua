@@ -30,7 +30,8 @@
            cancel_requested (state running)
 
   Taking a task out of ready (or its name's parked list, where it waits for a
-  concurrency slot) is O(length of the list) (LREM), as in other list queues.
+  concurrency slot, or the DLQ) is O(the tasks pushed after it) (LREM, stopping at
+  its one copy), as in other list queues.
   A producer waiting for a task that ends here is woken (see watch.lua).
 ]]
 --- @include "_common"
