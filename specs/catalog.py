@@ -332,6 +332,21 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=2733, generated=10161, depth=23, left=0),
     ),
     Check(
+        spec="Workflow/Workflow.tla",
+        config="Workflow/Workflow_Oversized.cfg",
+        build=workflow.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=4268, generated=17137, depth=15, left=0),
+    ),
+    Check(
+        spec="Workflow/Workflow.tla",
+        config="Workflow/WorkflowUncheckedInput.cfg",
+        build=workflow.model,
+        # Settling stage 1 triggers stage 2 though its input is over the payload limit.
+        expect=Expect.violated("OversizedNeverRuns", depth=5),
+        tlc=TLC(distinct=101, generated=186, depth=5, left=66),
+    ),
+    Check(
         spec="Workflow/WorkflowAnyAck.tla",
         config="Workflow/WorkflowAnyAck.cfg",
         build=workflow.any_ack_model,

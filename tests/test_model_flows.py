@@ -11,7 +11,9 @@ token, result and error type (T1 on the way); each workflow's state and stage (a
 flow_status reads it too), each step's `end` (recorded once, whatever runs or cancels
 it again) and what it hands on; and each started step's payload must begin with what
 the stage before handed on (its results in order, failure markers in the place of the
-steps that did not complete, under partial). A stale holder's call must change nothing.
+steps that did not complete, under partial). The queue's payload limit is small, so a
+stage handed a few failure markers would take a step of it past the limit: it must not
+start, and its workflow fails at it. A stale holder's call must change nothing.
 W1 is checked on the event log as it grows: a step is triggered at most once, only
 once every step of the stage before has ended, never once its workflow has ended, and
 exactly when the model starts its stage; every run's log must pass tracecheck.
@@ -56,6 +58,9 @@ NOWHERE = ("completed", "cancelled", "waiting")  # places that are no structure
 WHO = ("current", "any", "taken over")  # which holder acts
 CANCEL_PICKS = ("waiting", "ready", "delayed", "leased", "dlq", "completed", "cancelled")
 MAX_FLOWS = 6
+# The queue's payload limit: three failure markers handed on go past it, two do not.
+MAX_PAYLOAD = 260
+TOO_LARGE = "taskq.errors.PayloadTooLargeError"
 BOOM = Failure("ValueError", "boom", "Traceback (most recent call last):\n  ...\nValueError: boom")
 # What the runs did, summed over every example, so a test can show it covered them.
 SEEN: Counter[str] = Counter()
@@ -67,7 +72,7 @@ PATHS = {
     "cancel of leased", "cancel of dlq", "cancel left alone", "flow cancel told a holder",
     "flow cancel left alone", "ack_cancelled", "ack after cancel requested",
     "fail to cancelled", "fail to retry", "fail to dead", "promoted",
-    "stale ack over a rerun", "start again",
+    "stale ack over a rerun", "start again", "input over the payload limit",
 }  # fmt: skip
 
 
@@ -108,6 +113,7 @@ class Step:
     place: str
     max_retries: int
     own_args: list[Any]
+    payload: str  # as the workflow was started with it
     retries: int = 0
     token: int = 0
     worker: str = ""
@@ -153,7 +159,8 @@ class FlowMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.broker = Broker(self.client, f"wf-{uuid.uuid4().hex[:10]}")
+        self.broker = Broker(self.client, f"wf-{uuid.uuid4().hex[:10]}",
+                             max_payload_bytes=MAX_PAYLOAD)
         self.api = Flows(self.broker)
         self.flows: dict[str, Flow] = {}
         self.steps: dict[str, Step] = {}
@@ -245,10 +252,7 @@ class FlowMachine(RuleBasedStateMachine):
                 f.upstream = step_id(flow_id, *failed[0])
                 f.error_type = self.steps[f.upstream].error_type or "taskq.Cancelled"
                 f.why = f"{len(failed)} of {shape.size} steps of stage {k} did not complete: "
-                for m in self.steps.values():
-                    if m.flow == flow_id and m.place == "waiting":
-                        m.place, m.error_type = "cancelled", f.error_type
-                        self.events += 1
+                self.skip_waiting(flow_id, f.error_type)
                 f.state = "failed"
                 SEEN["flow failed"] += 1
                 return
@@ -257,8 +261,16 @@ class FlowMachine(RuleBasedStateMachine):
                 SEEN["flow completed"] += 1
                 return
             output = [f.handed[at] for at in places] if shape.group else f.handed[places[0]]
-            SEEN["triggered a marker"] += bool(failed)
             f.stage = k + 1
+            over = self.over_the_limit(flow_id, k, places, shape.group)
+            if over is not None:
+                f.upstream, f.error_type = over, TOO_LARGE
+                f.why = f"the input of stage {k + 1}, what stage {k} handed on ("
+                self.skip_waiting(flow_id, TOO_LARGE)
+                f.state = "failed"
+                SEEN["input over the payload limit"] += 1
+                return
+            SEEN["triggered a marker"] += bool(failed)
             for i in range(1, f.shape[k].size + 1):
                 m = self.steps[step_id(flow_id, k + 1, i)]
                 if m.place == "waiting":
@@ -269,6 +281,30 @@ class FlowMachine(RuleBasedStateMachine):
                     SEEN["triggered"] += 1
             if all((k + 1, i) in f.ends for i in range(1, f.shape[k].size + 1)):
                 SEEN["stage ended before it started"] += 1
+
+    def skip_waiting(self, flow_id: str, error_type: str) -> None:
+        """The failed workflow's waiting steps end cancelled, naming why."""
+        for m in self.steps.values():
+            if m.flow == flow_id and m.place == "waiting":
+                m.place, m.error_type = "cancelled", error_type
+                self.events += 1
+
+    def over_the_limit(self, flow_id: str, k: int, places: list[tuple[int, int]],
+                       group: bool) -> str | None:
+        """The first waiting step of stage k + 1 whose payload, once it is handed what
+        stage k hands on, is over the queue's limit; None if none is. Measured on the
+        texts the record keeps (checked against the model by the invariant), since
+        that is what _flow.lua pastes into the payload."""
+        kept = self.client.hmget(self.broker.keys.flow(flow_id),
+                                 [f"result:{stage}:{i}" for stage, i in places])
+        texts = [text(v) for v in kept]
+        handed = f"[{','.join(texts)}]" if group else texts[0]
+        for i in range(1, self.flows[flow_id].shape[k].size + 1):
+            m = self.steps[step_id(flow_id, k + 1, i)]
+            if m.place == "waiting" and len(m.payload) + len(handed) + bool(m.own_args) \
+                    > MAX_PAYLOAD:
+                return step_id(flow_id, k + 1, i)
+        return None
 
     def to_cancelled(self, m: Step) -> None:
         m.place, m.expires, m.due = "cancelled", math.inf, math.inf
@@ -299,7 +335,7 @@ class FlowMachine(RuleBasedStateMachine):
                 payload = json.dumps({"args": own_args, "kwargs": {}}, separators=(",", ":"))
                 steps.append(("job", payload, retries, "", 5, ""))
                 m = self.steps[step_id(flow_id, k, i)] = Step(flow_id, k, i, "waiting",
-                                                               retries, own_args)
+                                                               retries, own_args, payload)
                 if k == 1:
                     self.to_ready(m)
             specs.append(StageSpec(tuple(steps), group=stage.group, policy=stage.policy))
@@ -628,16 +664,16 @@ def test_every_path_of_workflows_is_compared_with_the_model(client: redis.Redis)
     m = machine_on(client)()
     step = Steps(m)
     for path in (a_partial_group_rerun_then_a_cancel, a_stage_ended_before_it_started,
-                 a_flow_cancelled_while_a_step_runs):
+                 a_flow_cancelled_while_a_step_runs, an_input_over_the_payload_limit):
         path(m, step)
-    # f4: its one step cancelled while it is ready; then every id is taken.
+    # f5: its one step cancelled while it is ready; then every id is taken.
     while len(m.flows) < MAX_FLOWS:
         step(m.start, [stage((0,), False)])
-    step(m.cancel, m.in_place("ready").index("f4.1.1"), "ready")
+    step(m.cancel, m.in_place("ready").index("f5.1.1"), "ready")
     step(m.start, [stage((0,), False)])
     m.teardown()
-    assert [m.flows[f].state for f in ("f1", "f2", "f3", "f4")] == [
-        "failed", "completed", "cancelled", "failed"]
+    assert [m.flows[f].state for f in ("f1", "f2", "f3", "f4", "f5")] == [
+        "failed", "completed", "cancelled", "failed", "failed"]
     assert set(SEEN) >= PATHS, PATHS - set(SEEN)
 
 
@@ -700,6 +736,19 @@ def a_flow_cancelled_while_a_step_runs(m: FlowMachine, step: Steps) -> None:
     step(m.cancel_flow, m.cancellable().index("f3"))
     step(m.fail, holder(m, "f3.1.3"), "any", True)
     step(m.cancel_flow, 0)  # every flow has ended: left alone
+
+
+def an_input_over_the_payload_limit(m: FlowMachine, step: Steps) -> None:
+    """f4: a partial group whose three steps all die hands three failure markers on,
+    which would take stage 2's step past the payload limit: stage 2 never starts, and
+    the flow fails at it, its last stage skipped too."""
+    step(m.start, [stage((0, 0, 0), policy="partial"), stage((0,), False, own=True),
+                   stage((0,), False)])
+    for task_id in ("f4.1.1", "f4.1.2", "f4.1.3"):
+        step(m.lease, "w1", False)
+        step(m.fail, holder(m, task_id), "any", True)
+    assert m.flows["f4"].upstream == "f4.2.1"
+    assert [m.steps[t].place for t in ("f4.2.1", "f4.3.1")] == ["cancelled", "cancelled"]
 
 
 def holder(m: FlowMachine, task_id: str) -> int:

@@ -187,7 +187,8 @@ def call_ack_cancelled(b: Broker) -> dict[str, Any]:
 def call_start_flow(b: Broker) -> dict[str, Any]:
     step = ("mod.fn", '{"args":[1],"kwargs":{}}', 2, 5000, 7, "")
     Flows(b).start("f1", [StageSpec((step,), group=True, policy="partial")])
-    return {"flow_id": "f1", "ttl_ms": b.completed_ttl_ms, "stages": 1, "size": 1,
+    return {"flow_id": "f1", "ttl_ms": b.completed_ttl_ms,
+            "max_payload": b.max_payload_bytes, "stages": 1, "size": 1,
             "group": "1", "policy": "partial", "name": "mod.fn",
             "payload": '{"args":[1],"kwargs":{}}', "max_retries": 2, "result_ttl_ms": 5000,
             "priority": 7, "limit_key": ""}  # fmt: skip
@@ -356,6 +357,7 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
         "definition_bytes": limits.MAX_DEFINITION_BYTES, "priority": limits.PRIORITY.high,
         "interval_us": rates.MAX_INTERVAL_US, "burst": rates.MAX_BURST,
         "concurrency": concurrency.MAX_CONCURRENCY,
+        "payload_bytes": limits.MAX_PAYLOAD_BYTES.high,
     }  # fmt: skip
     # The priority whose tasks wait on the plain ready list, as QueueKeys.ready_at has it.
     default = re.search(r"^local DEFAULT_PRIORITY = (\d+)$", code("_common"), re.MULTILINE)

@@ -124,7 +124,7 @@ class TestCatalogue:
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
             "ShardsRouteById", "ShardsFixedOrder", "ProgressNoFence", "ProgressTokenless",
             "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",
-            "WorkflowIgnoresCancel", "WorkflowEarlyStage",
+            "WorkflowIgnoresCancel", "WorkflowEarlyStage", "Workflow",
         }  # fmt: skip
 
     def test_cli_exits_zero_when_everything_is_as_expected(self) -> None:

@@ -58,6 +58,29 @@ class TestWorkflow:
             2733, 10161, 23, 0)
 
 
+class TestAnInputOverThePayloadLimit:
+    def test_its_stage_never_runs_and_the_flow_ends_failed_in_all_4268_states(self) -> None:
+        found = result("Workflow.tla", "Workflow_Oversized.cfg")
+        assert found.ok
+        assert (found.distinct, found.generated, found.depth, found.queued) == (
+            4268, 17137, 15, 0)
+
+    def test_the_ack_that_ends_stage_1_fails_the_flow_and_cancels_stage_2(self) -> None:
+        c = Constants(stages=2, members=2, workers=2, retries=1, policy="partial",
+                      cancels=True, oversized=2)
+        s = run(c, "Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)", "Ack(w=1)", "Ack(w=2)")
+        assert s.flow == "failed" and s.triggered[2] == 0
+        assert [s.state[(2, i)] for i in (1, 2)] == ["cancelled", "cancelled"]
+
+    def test_unchecked_the_stage_runs_with_it(self) -> None:
+        found = result("Workflow.tla", "WorkflowUncheckedInput.cfg")
+        assert found.violation is not None
+        assert found.violation.name == "OversizedNeverRuns"
+        assert actions(found) == ["Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)", "Ack(w=1)",
+                                  "Ack(w=2)"]
+        assert found.violation.trace[-1].state.state[(2, 1)] == "pending"
+
+
 class TestStageCancelledWhileWaiting:
     def test_its_cancels_settle_nothing_before_the_stage_is_reached(self) -> None:
         c = Constants(stages=2, members=2, workers=2, retries=1, policy="fail", cancels=True)

@@ -37,7 +37,7 @@ from taskq.tools.chaos.flows import build, expected, flow_tasks, triggers_expect
 from taskq.tools.ledger import Ledger
 from taskq.tools.tracecheck import read_log, validate
 from waiting import WorkerProcesses, wait_until
-from worker_support import StartWorker
+from worker_support import StartWorker, WorkerThread
 
 Tasks = dict[str, Any]
 
@@ -195,6 +195,45 @@ class TestGroups:
         assert (failure.state, failure.error_type, failure.error) == (
             "dead", "ValueError", "no 2")
         assert failure_of({"taskq_failed": 1}) is None and failure_of(2) is None
+
+    def test_a_callback_whose_joined_input_is_over_the_payload_limit_never_runs(
+        self, app: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        # Each member's result fits; the three of them handed on as one argument do not.
+        small = App(queue=app.queue,
+                    settings=dataclasses.replace(settings, max_payload_bytes=1000))
+        ran: list[int] = []
+
+        @small.task("text")
+        def text(n: int) -> str:
+            return str(n) * 400
+
+        @small.task("count")
+        def count(parts: list[str]) -> int:
+            ran.append(len(parts))
+            return len(parts)
+
+        worker = WorkerThread(small, small.settings, 2)
+        try:
+            assert group(text.s(1), text.s(2)).then(count.s()).enqueue().result(10) == 2
+            flow = group(text.s(1), text.s(2), text.s(3)).then(count.s(), count.s()).enqueue()
+            with pytest.raises(UpstreamFailed) as failed:
+                flow.result(timeout=10)
+        finally:
+            worker.close(client)
+        callback = f"{flow.flow_id}.2.1"
+        assert failed.value.upstream == callback
+        assert failed.value.error_type == "taskq.errors.PayloadTooLargeError"
+        assert (f"the input of stage 2, what stage 1 handed on (1210 bytes), would make "
+                f"the payload of step {callback} 1233 bytes, over the limit of 1000 bytes "
+                "(TASKQ_MAX_PAYLOAD_BYTES); no step of stage 2 ran") in str(failed.value)
+        assert [s.state for s in flow.status().steps] == ["completed"] * 3 + ["cancelled"] * 2
+        assert ran == [2]  # only the first workflow's callback
+        with pytest.raises(UpstreamFailed, match="over the limit of 1000 bytes"):
+            flow.step(3).result(timeout=1)
+        kinds = [(e.type, e.task) for e in events(client, small.broker.keys)]
+        assert ("triggered", callback) not in kinds
+        assert view(client, small.broker.keys).violations() == []
 
 
 class TestPerStep:

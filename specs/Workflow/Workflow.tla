@@ -10,6 +10,10 @@
 (* step cancelled, when a member failed and POLICY is fail; else the next  *)
 (* stage's waiting steps made pending (triggered), and that stage settled  *)
 (* at once if it already ended (its steps all cancelled while waiting).    *)
+(* A stage whose input (what the stage before hands on) would make a step  *)
+(* of it larger than the payload limit is not triggered: the flow fails,   *)
+(* its waiting steps cancelled, as for a failed member (OVERSIZED names    *)
+(* that stage in a run; SIZE_CHECK FALSE is the code before the check).    *)
 (* Nothing is settled once the flow is not running (cancelled), nor for a  *)
 (* stage not yet reached: its turn comes when the stage before settles.    *)
 (* cancel_flow.lua is one step: waiting and pending steps cancelled, and   *)
@@ -35,12 +39,15 @@
 (* not triggered), OutcomeRight, FlowEndsLast (completed or failed only    *)
 (* once every step ended), FlowNotLost (wherever the workers stop, the     *)
 (* flow has ended and nothing waits), CancelStops (once cancelled, the     *)
-(* flow stays so and nothing is triggered) and FlowEnds (FlowNotLost as a  *)
-(* property, with cancels off, where a run's end is the workers' end).     *)
+(* flow stays so and nothing is triggered), OversizedNeverRuns (no step    *)
+(* of the OVERSIZED stage is ever pending or leased) and FlowEnds          *)
+(* (FlowNotLost as a property, with cancels off, where a run's end is the  *)
+(* workers' end).                                                          *)
 (* Mutants: WorkflowAnyAck (a stale ack counted), WorkflowSeparateStep     *)
 (* (the stage settled by a step after the ack), WorkflowIgnoresCancel      *)
 (* (ack.lua settles without reading the flow's state), WorkflowEarlyStage  *)
-(* (cancelling a waiting step settles its stage before it is reached).     *)
+(* (cancelling a waiting step settles its stage before it is reached),     *)
+(* WorkflowUncheckedInput.cfg (SIZE_CHECK FALSE: that stage runs).         *)
 (* Python transcription: workflow.py.                                      *)
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets
@@ -51,7 +58,9 @@ CONSTANTS
     WORKERS,    \* workers, each with one slot
     RETRIES,    \* reaped attempts a step may have before it dies
     POLICY,     \* "fail" | "partial": what a failed member does to its flow
-    CANCELS     \* whether a user cancels the flow or a waiting step
+    CANCELS,    \* whether a user cancels the flow or a waiting step
+    OVERSIZED,  \* the stage whose input is over the payload limit; 0: none
+    SIZE_CHECK  \* whether settling checks it (FALSE: the code before, a mutant)
 
 Stages == 1..STAGES
 Members == 1..MEMBERS
@@ -105,6 +114,8 @@ Settle(k, st, tr, cnt, fl) ==
     THEN [state |-> st, triggered |-> tr,
           flow |-> IF fl[k] > 0 THEN "failed" ELSE "completed"]
     ELSE IF fl[k] > 0 /\ POLICY = "fail"
+    THEN [state |-> CancelLater(k, st), triggered |-> tr, flow |-> "failed"]
+    ELSE IF SIZE_CHECK /\ k + 1 = OVERSIZED /\ \E i \in Members : st[<<k + 1, i>>] = "waiting"
     THEN [state |-> CancelLater(k, st), triggered |-> tr, flow |-> "failed"]
     ELSE LET next == Trigger(k + 1, st)
              tr2 == [tr EXCEPT ![k + 1] = @ + 1]
@@ -229,6 +240,11 @@ OutcomeRight ==
     /\ flow = "failed" => \E s \in Steps : state[s] \in {"dead", "cancelled"}
 
 FlowEndsLast == flow \in {"completed", "failed"} => \A s \in Steps : state[s] \in Ended
+
+\* No step of the stage whose input is too big is ever made pending or leased.
+OversizedNeverRuns ==
+    \A i \in Members : OVERSIZED \in Stages =>
+        state[<<OVERSIZED, i>>] \notin {"pending", "running"} /\ token[<<OVERSIZED, i>>] = 0
 
 \* Once cancelled, the flow stays cancelled and no stage is triggered.
 CancelStops == [][flow = "cancelled" => flow' = "cancelled" /\ triggered' = triggered]_vars

@@ -25,6 +25,8 @@ WorkflowSeparateStep.tla          the stage settled after the ack        separat
 WorkflowIgnoresCancel.tla         ack.lua not reading the flow's state   ignoring_ack
 WorkflowEarlyStage.tla            a waiting step's cancel settling its   early_cancel_step
                                   stage before it is reached
+WorkflowUncheckedInput.cfg        SIZE_CHECK FALSE: a stage triggered    size_check=False
+                                  whatever its input's size
 
 A step s is the pair (k, i): stage k, member i. Each \E is a loop in ascending order
 (the first bound variable outermost) and Next's disjuncts are tried in the order
@@ -69,15 +71,21 @@ class Constants:
     retries: int
     policy: str
     cancels: bool
+    oversized: int = 0
+    size_check: bool = True
 
     @classmethod
     def from_cfg(cls, cfg: cfgs.Config) -> Constants:
         policy, cancels = cfg.constants["POLICY"], cfg.constants["CANCELS"]
-        if policy not in ("fail", "partial") or not isinstance(cancels, bool):
-            raise cfgs.ConfigError(f"{cfg.source}: POLICY {policy!r}, CANCELS {cancels!r}")
+        size_check = cfg.constants["SIZE_CHECK"]
+        if policy not in ("fail", "partial") or not isinstance(cancels, bool) \
+                or not isinstance(size_check, bool):
+            raise cfgs.ConfigError(f"{cfg.source}: POLICY {policy!r}, CANCELS {cancels!r}, "
+                                   f"SIZE_CHECK {size_check!r}")
         return cls(stages=cfg.int_constant("STAGES"), members=cfg.int_constant("MEMBERS"),
                    workers=cfg.int_constant("WORKERS"), retries=cfg.int_constant("RETRIES"),
-                   policy=str(policy), cancels=cancels)
+                   policy=str(policy), cancels=cancels,
+                   oversized=cfg.int_constant("OVERSIZED"), size_check=size_check)
 
     @property
     def all_stages(self) -> range:
@@ -134,6 +142,9 @@ def settle(c: Constants, s: State, k: int, st: Fn[Step, str], tr: Fn[int, int],
         if k == c.stages:
             return Settled(st, tr, "failed" if fl[k] > 0 else "completed")
         if fl[k] > 0 and c.policy == "fail":
+            return Settled(cancel_later(k, st), tr, "failed")
+        if c.size_check and k + 1 == c.oversized and any(
+                st[(k + 1, i)] == "waiting" for i in range(1, c.members + 1)):
             return Settled(cancel_later(k, st), tr, "failed")
         st, tr = trigger(k + 1, st), tr.except_(k + 1, tr[k + 1] + 1)
         if cnt[k + 1] != c.members:
@@ -350,6 +361,11 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         return all(v not in ("pending", "running") for v in s.state.values()) and all(
             s.held[w] == IDLE and s.intent[w] == 0 for w in c.all_workers)
 
+    def oversized_never_runs(s: State) -> bool:
+        return c.oversized not in c.all_stages or all(
+            s.state[(c.oversized, i)] not in ("pending", "running")
+            and s.token[(c.oversized, i)] == 0 for i in range(1, c.members + 1))
+
     return {
         "TypeOK": lambda s: type_ok(c, s),
         "TriggeredOnce": lambda s: all(v <= 1 for v in s.triggered.values()),
@@ -358,6 +374,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         "OutcomeRight": outcome_right,
         "FlowEndsLast": ends_last,
         "FlowNotLost": lambda s: not stopped(s) or flow_done(s),
+        "OversizedNeverRuns": oversized_never_runs,
     }
 
 

@@ -126,11 +126,12 @@ class FlowCancellation:
     told: int
 
 
-def start_flow_call(keys: QueueKeys, retention: int, completed_ttl_ms: int, flow_id: str,
-                    stages: Sequence[StageSpec]) -> Call:
-    """The start_flow.lua call that creates workflow `flow_id` with `stages`."""
+def start_flow_call(keys: QueueKeys, retention: int, completed_ttl_ms: int,
+                    max_payload_bytes: int, flow_id: str, stages: Sequence[StageSpec]) -> Call:
+    """The start_flow.lua call that creates workflow `flow_id` with `stages`, no step's
+    payload to pass `max_payload_bytes` once the stage before hands it its input."""
     args: list[Any] = [keys.prefix, retention, check_flow_id(flow_id), completed_ttl_ms,
-                       len(stages)]
+                       max_payload_bytes, len(stages)]
     for stage in stages:
         args += [len(stage.steps), "1" if stage.group else "0", stage.policy]
     for stage in stages:
@@ -205,7 +206,7 @@ class Flows:
         id: a handle on the flow would watch nothing."""
         b = self.broker
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
-                                     flow_id, stages)
+                                     b.max_payload_bytes, flow_id, stages)
         b.register_queue()
         with redis_errors("start a workflow"):
             return started(flow_id, b.scripts.start_flow(keys=keys, args=args))
@@ -269,7 +270,7 @@ class AsyncFlows:
         """`Flows.start`, awaited."""
         b = self.broker
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
-                                     flow_id, stages)
+                                     b.max_payload_bytes, flow_id, stages)
         await b.register_queue()
         with redis_errors("start a workflow"):
             return started(flow_id, await self._start(keys=keys, args=args))

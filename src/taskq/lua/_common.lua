@@ -41,6 +41,7 @@ local LIMITS = {
   interval_us = 86400000000,      -- a rate limit's spacing between starts: a day
   burst = 10000,                  -- starts a rate limit lets through at once
   concurrency = 10000,            -- runs a concurrency limit lets hold leases at once
+  payload_bytes = 536870912,      -- a task's payload: 512 MiB, Redis's largest string
 }
 
 -- `value` (an ARGV string) as a number if it is a whole number from `low` to `high`;

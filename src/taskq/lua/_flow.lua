@@ -3,6 +3,11 @@
 --   state       running | completed | failed | cancelled
 --   stages, stage   how many stages, and the one running now (1-based)
 --   ttl         ms an ended flow's record (and a skipped step's) is kept
+--   max_payload bytes a step's payload may take once its input is in it: a stage
+--               whose input would take a waiting step past it is not started, and
+--               the flow fails at it as at a failed member (specs/Workflow's
+--               OversizedNeverRuns): 200 members handing a 1 MB list each to 200
+--               more would otherwise write 200 copies of it in one script
 --   size:<k>, group:<k>, policy:<k>   stage k's step count; '1' if it hands on the
 --               list of its results (a group), else its one result; 'fail' or
 --               'partial': what a step of it that does not complete does
@@ -18,6 +23,8 @@
 -- separate call that a crash could skip or repeat (specs/Chord, specs/Workflow).
 
 local FLOW_ARGS_HEAD = '{"args":['
+-- The error type of a stage whose input is over the payload limit (taskq.errors).
+local PAYLOAD_TOO_LARGE = 'taskq.errors.PayloadTooLargeError'
 
 local function flow_key(prefix, flow_id)
   return prefix .. 'flow:' .. flow_id
@@ -49,23 +56,37 @@ local function stage_output(flow, k, size, is_group)
   return '[' .. table.concat(values, ',') .. ']'
 end
 
+-- The bytes `payload` takes once `input` is its first argument (see with_input).
+local function with_input_bytes(payload, input)
+  local comma = 1
+  if string.sub(payload, #FLOW_ARGS_HEAD + 1, #FLOW_ARGS_HEAD + 1) == ']' then comma = 0 end
+  return #payload + #input + comma
+end
+
 -- Makes stage k's waiting steps pending, each with `input` as its first argument. A
--- step cancelled while it waited stays as it is (it was counted as ended then).
-local function trigger_stage(prefix, feed, flow_id, k, size, input)
-  local woken = 0
+-- step cancelled while it waited stays as it is (it was counted as ended then). If
+-- `input` would take a waiting step's payload past `max_payload` (nil: no limit, a
+-- flow started before there was one), nothing is written, and that step's id and the
+-- bytes its payload would take are returned.
+local function trigger_stage(prefix, feed, flow_id, k, size, input, max_payload)
+  local waiting = {}
   for i = 1, size do
     local step = flow_step_id(flow_id, k, i)
-    local step_key = prefix .. 'task:' .. step
-    local record = redis.call('HMGET', step_key, 'state', 'payload', 'priority')
+    local record = redis.call('HMGET', prefix .. 'task:' .. step, 'state', 'payload',
+      'priority')
     if record[1] == 'waiting' then
-      emit(feed, {'type', 'triggered', 'task', step, 'state', 'pending', 'flow', flow_id})
-      redis.call('HSET', step_key, 'state', 'pending', 'payload', with_input(record[2], input),
-        'run_at', feed.now)
-      push_ready(prefix .. 'ready', step, tonumber(record[3]) or DEFAULT_PRIORITY, false)
-      woken = woken + 1
+      local bytes = with_input_bytes(record[2], input)
+      if max_payload and bytes > max_payload then return step, bytes end
+      waiting[#waiting + 1] = {step, record[2], tonumber(record[3]) or DEFAULT_PRIORITY}
     end
   end
-  wake_workers(prefix .. 'wake', woken)
+  for _, w in ipairs(waiting) do
+    emit(feed, {'type', 'triggered', 'task', w[1], 'state', 'pending', 'flow', flow_id})
+    redis.call('HSET', prefix .. 'task:' .. w[1], 'state', 'pending', 'payload',
+      with_input(w[2], input), 'run_at', feed.now)
+    push_ready(prefix .. 'ready', w[1], w[3], false)
+  end
+  wake_workers(prefix .. 'wake', #waiting)
 end
 
 -- Why stage k stops the flow: the first of its steps that did not complete, that
@@ -128,7 +149,7 @@ end
 -- cancelled while they waited has ended before it starts, so the loop goes on.
 local function advance_flow(prefix, feed, flow, flow_id)
   while true do
-    local f = redis.call('HMGET', flow, 'state', 'stage', 'stages')
+    local f = redis.call('HMGET', flow, 'state', 'stage', 'stages', 'max_payload')
     if f[1] ~= 'running' then return end
     local k, stages = tonumber(f[2]), tonumber(f[3])
     local s = redis.call('HMGET', flow, 'size:' .. k, 'ended:' .. k, 'failed:' .. k,
@@ -152,8 +173,20 @@ local function advance_flow(prefix, feed, flow, flow_id)
     end
     local input = stage_output(flow, k, size, s[4] == '1')
     redis.call('HSET', flow, 'stage', k + 1)
-    trigger_stage(prefix, feed, flow_id, k + 1,
-      tonumber(redis.call('HGET', flow, 'size:' .. (k + 1))), input)
+    local limit = tonumber(f[4])
+    local step, bytes = trigger_stage(prefix, feed, flow_id, k + 1,
+      tonumber(redis.call('HGET', flow, 'size:' .. (k + 1))), input, limit)
+    if step then
+      local why = 'the input of stage ' .. (k + 1) .. ', what stage ' .. k ..
+        ' handed on (' .. #input .. ' bytes), would make the payload of step ' .. step ..
+        ' ' .. bytes .. ' bytes, over the limit of ' .. limit ..
+        ' bytes (TASKQ_MAX_PAYLOAD_BYTES); no step of stage ' .. (k + 1) .. ' ran'
+      redis.call('HSET', flow, 'upstream', step, 'error_type', PAYLOAD_TOO_LARGE,
+        'error_message', why)
+      skip_waiting(prefix, feed, flow, flow_id, k + 1, step, PAYLOAD_TOO_LARGE, why)
+      finish_flow(flow, 'failed', feed.now)
+      return
+    end
   end
 end
 

@@ -13,19 +13,22 @@
   ARGV[2] retention       events kept in the stream (1 to 10^9)
   ARGV[3] flow_id         1-100 letters, digits, '_' or '-'
   ARGV[4] ttl_ms          ms the ended flow's record is kept (1 to 315360000000)
-  ARGV[5] stages          how many stages (1 to 10000); then three values per stage:
-  ARGV[6] size            its steps (1 to 10000 in all the stages)
-  ARGV[7] group           '1' = it hands on the list of its results; '0' = its one result
-  ARGV[8] policy          'fail' | 'partial': what a step that does not complete does
+  ARGV[5] max_payload     bytes a step's payload may take with its input (2 to
+                          536870912): a later stage whose input would take a step
+                          past it is not started, and the flow fails (see _flow)
+  ARGV[6] stages          how many stages (1 to 10000); then three values per stage:
+  ARGV[7] size            its steps (1 to 10000 in all the stages)
+  ARGV[8] group           '1' = it hands on the list of its results; '0' = its one result
+  ARGV[9] policy          'fail' | 'partial': what a step that does not complete does
                           (partial: the next stage gets its failure in its place)
                           then six values per step, stage by stage:
-  ARGV[9] name            registered task name
-  ARGV[10] payload        JSON text; a later stage's begins '{"args":[' (the stage
+  ARGV[10] name           registered task name
+  ARGV[11] payload        JSON text; a later stage's begins '{"args":[' (the stage
                           before's output becomes its first argument)
-  ARGV[11] max_retries    retries before the step goes to the DLQ (0 to 1000)
-  ARGV[12] result_ttl_ms  '' = the queue's completed_ttl; else 1 to 315360000000
-  ARGV[13] priority       0 (lowest) to 9 (highest)
-  ARGV[14] limit_key      '' = none; else the value its concurrency limit is kept per
+  ARGV[12] max_retries    retries before the step goes to the DLQ (0 to 1000)
+  ARGV[13] result_ttl_ms  '' = the queue's completed_ttl; else 1 to 315360000000
+  ARGV[14] priority       0 (lowest) to 9 (highest)
+  ARGV[15] limit_key      '' = none; else the value its concurrency limit is kept per
   Returns: 1 created | 0 the flow id names a flow: nothing written | the id of a step
            that already names a task (no flow of that id; a task of another flow, or
            one enqueued on its own, kept longer than its flow's record): nothing
@@ -45,10 +48,11 @@ if not string.match(flow_id, '^[%w_%-]+$') or #flow_id > 100 then
   error('flow_id must be 1-100 letters, digits, _ or -, not ' .. tostring(flow_id))
 end
 local ttl = whole_arg('ttl_ms', ARGV[4], 1, LIMITS.ttl_ms)
-local stages = whole_arg('stages', ARGV[5], 1, LIMITS.count)
+local max_payload = whole_arg('max_payload', ARGV[5], 2, LIMITS.payload_bytes)
+local stages = whole_arg('stages', ARGV[6], 1, LIMITS.count)
 local STEP_WIDTH, sizes, total = 6, {}, 0
 for k = 1, stages do
-  local base = 6 + (k - 1) * 3
+  local base = 7 + (k - 1) * 3
   sizes[k] = whole_arg('size', ARGV[base], 1, LIMITS.count)
   total = total + sizes[k]
   if ARGV[base + 1] ~= '0' and ARGV[base + 1] ~= '1' then
@@ -61,7 +65,7 @@ end
 if total > LIMITS.count then
   error('a flow has at most ' .. LIMITS.count .. ' steps, not ' .. total)
 end
-local first_step = 6 + stages * 3
+local first_step = 7 + stages * 3
 if #ARGV ~= first_step - 1 + total * STEP_WIDTH then
   error(total .. ' steps need ' .. (first_step - 1 + total * STEP_WIDTH) ..
     ' ARGV values, not ' .. #ARGV)
@@ -97,9 +101,9 @@ local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 redis.call('HSET', flow, 'state', 'running', 'stages', stages, 'stage', 1, 'ttl', ttl,
-  'created_at', now_text)
+  'created_at', now_text, 'max_payload', max_payload)
 for k = 1, stages do
-  local base = 6 + (k - 1) * 3
+  local base = 7 + (k - 1) * 3
   redis.call('HSET', flow, 'size:' .. k, sizes[k], 'group:' .. k, ARGV[base + 1],
     'policy:' .. k, ARGV[base + 2])
 end
