@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -220,6 +221,72 @@ def test_sigterm_to_a_pool_drains_every_process_and_exits_zero(
     assert pool.wait(15) == 0
     assert [record_of(queue, t).state for t in held] == ["completed", "completed"]
     assert queue.counts().ready == 2  # the rest wait for the next worker
+    for pid in pool_pids(workers.log(pool)):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_stop_sent_to_the_pool_and_to_each_process_drains_them_all_once(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    # As systemd's default KillMode (control-group) stops a unit: every process gets
+    # SIGTERM. Here the copies' come a little before the pool's, so that no two merge
+    # into one: the pool's must not read as a second one, which exits at once and
+    # leaves a task whose effect was applied to be reaped and charged again.
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", AFTER_EFFECT_SECONDS="1.5",
+                         LEDGER_GUARD="none")
+    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
+    wait_until(lambda: all(charge_tokens(ledger_path, t) for t in task_ids), 10,
+               "both charges")
+    for pid in pool_pids(workers.log(pool)):
+        os.kill(pid, signal.SIGTERM)
+    time.sleep(0.3)
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(15) == 0, workers.log(pool)[-2000:]
+    assert [record_of(queue, t).state for t in task_ids] == ["completed", "completed"]
+    assert [charge_tokens(ledger_path, t) for t in task_ids] == [[1], [1]]
+
+
+def test_a_pool_stops_though_one_of_its_processes_is_stopped(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2")
+    wait_until(lambda: workers.log(pool).count("concurrency 1") == 2, 15,
+               "both processes to run")
+    stopped = pool_pids(workers.log(pool))[0]
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(15) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGCONT)
+
+
+def test_a_pool_stopped_while_its_processes_start_exits_zero(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    # Its copies may not have set their handlers yet: the pool's SIGTERM ends them
+    # before they lease anything, which is a clean stop.
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2")
+    wait_until(lambda: "process 1 started" in workers.log(pool), 15, "the second start")
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(15) == 0, workers.log(pool)[-2000:]
+
+
+def test_a_second_stop_signal_ends_every_pool_process_at_once(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="30")
+    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
+    wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
+    pool.send_signal(signal.SIGTERM)
+    wait_until(lambda: workers.log(pool).count("draining (SIGTERM)") == 2, 10,
+               "both processes to drain")
+    pool.send_signal(signal.SIGINT)
+    assert pool.wait(5) == 128 + signal.SIGINT
+    assert "second stop signal: exiting now" in workers.log(pool)
+    assert [record_of(queue, t).state for t in task_ids] == ["running", "running"]
     for pid in pool_pids(workers.log(pool)):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

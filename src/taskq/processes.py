@@ -10,23 +10,42 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """In a child, before exec: have Linux send SIGTERM when the parent dies, so a
-    killed demo or test leaves no worker or server behind. Elsewhere, do nothing.
-
-    Linux ties this to the thread that forked, so spawn from a long-lived thread."""
+def _libc() -> ctypes.CDLL | None:
+    """The C library, found once in the parent: finding it runs `ldconfig -p`, which in
+    a forked child would widen the moment in which the parent can die unseen."""
     if not sys.platform.startswith("linux"):
-        return
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        return None
+    name = ctypes.util.find_library("c")
+    return None if name is None else ctypes.CDLL(name, use_errno=True)
+
+
+_LIBC = _libc()
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A `preexec_fn` for a child that cannot outlive this process: Linux sends it
+    SIGTERM when we die, so a killed demo, test or worker pool leaves no worker or
+    server behind. Elsewhere it does nothing.
+
+    Linux ties this to the thread that forked, so spawn from a long-lived thread. The
+    flag is set in the child after the fork, so a parent that died before it was set
+    sends nothing: the child checks its parent is still this one, and exits if not."""
+    parent = os.getpid()
+    libc = _LIBC
+
+    def set_flag() -> None:
+        if libc is None:
+            return
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_flag
 
 
 def spawn(
@@ -44,7 +63,7 @@ def spawn(
             stdout=out,
             stderr=subprocess.STDOUT if log_path else subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=die_with_parent,  # noqa: PLW1509  (only sets a prctl flag)
+            preexec_fn=die_with_parent(),  # noqa: PLW1509  (a prctl flag, a getppid)
         )
     finally:
         if log_path and not isinstance(out, int):

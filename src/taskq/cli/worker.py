@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", default=None,
                         help="module:attribute of your taskq.App (default: the built-in "
                              "simulated task)")
+    # Given by a pool to each copy it runs: stop signals only drain it (see pool.py).
+    parser.add_argument("--pool-copy", action="store_true", help=argparse.SUPPRESS)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,13 +68,14 @@ def main(args: argparse.Namespace) -> int:
     if settings.worker_processes > 1:
         return WorkerPool(copy_argv(args), settings.worker_processes).run()
     several = queues if queues is not None and len(queues) > 1 else None
-    return Worker(app, settings=settings, broker=broker, queues=several).run()
+    return Worker(app, settings=settings, broker=broker, queues=several).run(
+        pool_copy=args.pool_copy)
 
 
 def copy_argv(args: argparse.Namespace) -> list[str]:
     """The single-process command each copy of a pool runs: this one, with --processes 1."""
     argv = ["--log-level", args.log_level, "--log-format", args.log_format, "worker",
-            "--processes", "1"]
+            "--processes", "1", "--pool-copy"]
     if args.no_task_log:
         argv.append("--no-task-log")
     for flag, value in (("--queue", args.queue), ("--concurrency", args.concurrency),

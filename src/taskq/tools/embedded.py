@@ -136,7 +136,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=die_with_parent if self.tied_to_parent else None,  # noqa: PLW1509
+            preexec_fn=die_with_parent() if self.tied_to_parent else None,  # noqa: PLW1509
         )
         self._wait_until_up(timeout)
 

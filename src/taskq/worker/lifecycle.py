@@ -18,6 +18,12 @@ log = logging.getLogger("taskq.worker")
 # session gone: left to its default, it would end the worker at once, its tasks in hand
 # waiting for their leases to run out.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# How a worker pool tells its copies to exit at once (a second stop signal to the pool).
+# A copy's own stop signals only drain it, however many come: a supervisor that stops
+# a whole process group or cgroup (systemd's KillMode=control-group) sends each copy
+# one besides the one the pool forwards, and two must not read as "exit now", which
+# would leave a task whose effect was applied to be reaped and run again.
+EXIT_NOW_SIGNAL = signal.SIGUSR2
 
 
 class Phase(Enum):
@@ -64,19 +70,29 @@ class Lifecycle:
         self.phase = Phase.STOPPED
         log.info("stopped")
 
-    def install_signal_handlers(self) -> None:
+    def install_signal_handlers(self, pool_copy: bool = False) -> None:
         """First SIGTERM/SIGINT/SIGHUP drains; a second one exits at once (leases are
-        reaped later)."""
+        reaped later). In a copy of a worker pool, every stop signal drains, and the
+        pool's EXIT_NOW_SIGNAL exits at once."""
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_signal)
+            signal.signal(signum, self._on_drain_signal if pool_copy else self._on_signal)
+        if pool_copy:
+            signal.signal(EXIT_NOW_SIGNAL, self._on_exit_now)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
-        name = signal.Signals(signum).name
         if self._signals == 1:
-            self.request_stop(name)
+            self.request_stop(signal.Signals(signum).name)
         else:
-            log.warning("second %s: exiting now; leases in hand will be reaped", name)
-            os._exit(128 + signum)
+            self._on_exit_now(signum, frame)
+
+    def _on_drain_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.request_stop(signal.Signals(signum).name)
+
+    def _on_exit_now(self, signum: int, frame: FrameType | None) -> None:
+        log.warning("%s: exiting now; leases in hand will be reaped",
+                    "second stop signal" if signum == EXIT_NOW_SIGNAL
+                    else f"second {signal.Signals(signum).name}")
+        os._exit(128 + signum)

@@ -161,10 +161,12 @@ class Worker:
     def stats(self) -> Stats:
         return self.slots.stats()
 
-    def run(self, install_signal_handlers: bool = True) -> int:
-        """Work until asked to stop and drained; returns the process exit status."""
+    def run(self, install_signal_handlers: bool = True, pool_copy: bool = False) -> int:
+        """Work until asked to stop and drained; returns the process exit status.
+        `pool_copy`: this process is one of a worker pool's, whose stop signals only
+        drain it (see lifecycle.EXIT_NOW_SIGNAL)."""
         if install_signal_handlers:
-            self.lifecycle.install_signal_handlers()
+            self.lifecycle.install_signal_handlers(pool_copy)
         where = f"queue {self.broker.queue!r}" if len(self.queues) == 1 \
             else self.queues.describe()
         log.info("worker %s on %s, concurrency %d, prefetch %d, lease %.1fs",

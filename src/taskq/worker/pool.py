@@ -1,10 +1,13 @@
 """`taskq worker --processes N`: one command, N worker processes, kept running.
 
 Python runs one handler at a time per process (the GIL), so a busy worker tops out at
-one core. The pool starts N copies of the single-process worker, forwards every stop
-signal to all of them (the first drains, a second ends them at once, as for one
-worker), and starts a copy again when one dies while the pool is running; the dead
-copy's tasks are reaped when their leases expire, like any crashed worker's.
+one core. The pool starts N copies of the single-process worker and starts a copy
+again when one dies while the pool is running; the dead copy's tasks are reaped when
+their leases expire, like any crashed worker's. A stop signal to the pool drains every
+copy; a second ends them at once, as for one worker. The copies' own stop signals only
+drain them (a supervisor may signal them too), so the pool says "at once" with
+EXIT_NOW_SIGNAL, and kills a copy that has not ended KILL_AFTER_SECONDS later. Each
+signal it sends comes with SIGCONT, so a stopped copy cannot hold the pool up.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from taskq.processes import die_with_parent
-from taskq.worker.lifecycle import STOP_SIGNALS
+from taskq.worker.lifecycle import EXIT_NOW_SIGNAL, STOP_SIGNALS
 
 log = logging.getLogger("taskq.worker")
 
@@ -29,6 +32,8 @@ POLL_SECONDS = 0.2
 STEADY_SECONDS = 10.0
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
+# How long a copy told to exit at once has before it is killed.
+KILL_AFTER_SECONDS = 5.0
 
 
 class _Copy:
@@ -44,14 +49,17 @@ class _Copy:
         # How its last process exited, kept while it waits to be started again.
         self.last_status = 0
 
-    def send_stop(self) -> None:
-        """SIGTERM this copy if it runs; a process started again counts from zero."""
+    def send(self, signum: int) -> None:
+        """Send `signum` to this copy if it runs, with SIGCONT so that a stopped one acts
+        on it; SIGTERMs are counted (a process started again counts from zero)."""
         if self.process is not None and self.process.poll() is None:
             try:
-                os.kill(self.process.pid, signal.SIGTERM)
+                os.kill(self.process.pid, signum)
+                os.kill(self.process.pid, signal.SIGCONT)
             except ProcessLookupError:
                 return
-            self.signalled += 1
+            if signum == signal.SIGTERM:
+                self.signalled += 1
 
 
 class WorkerPool:
@@ -63,6 +71,10 @@ class WorkerPool:
         self.env = env
         self.copies = [_Copy(i) for i in range(processes)]
         self.signals_received = 0
+        # The stop signal that came second, once one has: the pool exits as one worker
+        # told so twice would (128 + its number).
+        self.second_signal = 0
+        self.exit_now_at = float("inf")
         self._wake = threading.Event()
 
     def run(self, install_signal_handlers: bool = True) -> int:
@@ -86,17 +98,26 @@ class WorkerPool:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals_received += 1
-        for copy in self.copies:
-            copy.send_stop()
+        if self.signals_received == 1:
+            for copy in self.copies:
+                copy.send(signal.SIGTERM)
+        else:
+            if not self.second_signal:
+                log.warning("worker pool: second %s: every process exits now; leases in "
+                            "hand will be reaped", signal.Signals(signum).name)
+                self.second_signal = signum
+                self.exit_now_at = time.monotonic()
+            for copy in self.copies:
+                copy.send(EXIT_NOW_SIGNAL)
         self._wake.set()
 
     def _start(self, copy: _Copy) -> None:
         copy.signalled = 0
-        # A session of its own: a Ctrl-C reaches only the pool, which forwards exactly
-        # one SIGTERM per signal (a copy that got both would take it as a second one).
+        # A session of its own: a Ctrl-C reaches only the pool, which stops its copies
+        # in order.
         copy.process = subprocess.Popen(
             self.argv, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 (only sets a prctl flag)
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 (a prctl flag, a getppid)
         )
         copy.started_at = time.monotonic()
         log.info("worker pool: process %d started (pid %d)", copy.index, copy.process.pid)
@@ -126,13 +147,31 @@ class WorkerPool:
         # A signal handled while a copy was being started did not see that copy.
         for copy in self.copies:
             if copy.signalled == 0:
-                copy.send_stop()
+                copy.send(signal.SIGTERM)
         status = 0
         for copy in self.copies:
             # One waiting to start again is as its last process exited: a pool stopped
             # while its copies crash exits failing, not 0.
-            code = copy.last_status if copy.process is None else copy.process.wait()
+            code = copy.last_status if copy.process is None else self._wait(copy)
+            if code == -signal.SIGTERM and copy.signalled:
+                code = 0  # ended by the pool's SIGTERM before it set its handlers
+            elif code == 128 + EXIT_NOW_SIGNAL and self.second_signal:
+                code = 128 + self.second_signal
             if code != 0 and status == 0:
                 status = code if code > 0 else 128 - code
         log.info("worker pool: all %d processes stopped", len(self.copies))
         return status
+
+    def _wait(self, copy: _Copy) -> int:
+        """How `copy`'s process exits; killed once it was told to exit at once and has
+        not, KILL_AFTER_SECONDS later (a handler stuck in C code never returns to
+        Python, where the signal is acted on)."""
+        assert copy.process is not None
+        while True:
+            try:
+                return copy.process.wait(POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= self.exit_now_at + KILL_AFTER_SECONDS:
+                    log.warning("worker pool: process %d (pid %d) did not exit when told; "
+                                "killing it", copy.index, copy.process.pid)
+                    copy.send(signal.SIGKILL)
