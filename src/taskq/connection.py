@@ -10,7 +10,9 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.connection import HiredisRespSerializer
 from redis.retry import Retry
+from redis.utils import HIREDIS_AVAILABLE
 
 from taskq.settings import Settings
 from taskq.transport import Client
@@ -25,6 +27,24 @@ RETRIES = 3
 # result() waits) waits up to TASKQ_REDIS_TIMEOUT_SECONDS for one to come free, rather
 # than failing at once as redis-py's default pool of 100 does.
 MAX_CONNECTIONS = 1000
+
+
+class TextArgsPacker(HiredisRespSerializer):
+    """hiredis's command packer, handed numbers as text. hiredis 3.5's pack_command
+    crashes the process (SIGSEGV) when a signal handler raises, as Ctrl-C's does, while
+    it turns a number into text, and every script call taskq makes carries numbers:
+    a Ctrl-C in the middle of an enqueue ended the program with a segfault."""
+
+    def pack(self, *args: Any) -> list[bytes]:
+        texts: list[Any] = [str(a) if isinstance(a, int | float) and not isinstance(a, bool)
+                            else a for a in args]
+        packed: list[bytes] = super().pack(*texts)
+        return packed
+
+
+def _packer() -> dict[str, Any]:
+    """The command_packer a single node's connections take, where hiredis packs."""
+    return {"command_packer": TextArgsPacker()} if HIREDIS_AVAILABLE else {}
 
 
 def _backoff() -> ExponentialBackoff:
@@ -61,6 +81,7 @@ def connect(settings: Settings | None = None) -> Client:
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=30,
         **_options(settings),
+        **_packer(),
     ))
 
 

@@ -1,0 +1,53 @@
+"""The client taskq builds (taskq.connection): a Ctrl-C that lands while a command is
+packed raises KeyboardInterrupt, not a segfault, and the command goes out as it would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import redis
+
+from taskq.connection import TextArgsPacker, connect
+from taskq.settings import Settings
+
+# Packs a script call (numbers among its arguments, as every taskq call has) while a
+# timer's handler raises KeyboardInterrupt at random instants. hiredis 3.5's own packer
+# crashed this (SIGSEGV) within a fraction of a second.
+INTERRUPTED = """
+import random, signal
+from taskq.connection import TextArgsPacker
+packer = TextArgsPacker()
+def interrupt(*_): raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt)
+interrupted = 0
+for _ in range(100_000):
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, random.uniform(0.00001, 0.0003))
+            packer.pack("EVALSHA", "abc", 2, "k1", "k2", 5, 0.5, "x")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        interrupted += 1
+print(interrupted)
+"""
+
+
+def test_interrupts_while_packing_raise_and_never_crash() -> None:
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED], check=False, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert int(done.stdout) > 100  # the handler did land, and raised, that often
+
+
+def test_numbers_go_out_as_the_text_redis_reads(settings: Settings) -> None:
+    assert TextArgsPacker().pack("SET", "k", 5, 0.5, b"x") == \
+        redis.connection.HiredisRespSerializer().pack("SET", "k", "5", "0.5", b"x")
+    client = connect(settings)
+    try:
+        client.set("taskq-test:n", 12)
+        assert client.incrbyfloat("taskq-test:n", 0.5) == 12.5
+    finally:
+        client.delete("taskq-test:n")
+        client.close()
