@@ -165,6 +165,28 @@ class TestResult:
             asyncio.run(wait())
         short.broker.client.close()
 
+    def test_a_timeout_of_a_millisecond_or_less_ends_as_a_timeout(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        # Redis 6.2 read a blocking timeout that comes to 0 ms as "for ever": this
+        # result() was held 20 s and then said Redis could not be reached.
+        handle = tasks["add"].enqueue(1, 2)
+        for timeout in (0.001, 0.0004):
+            with pytest.raises(ResultTimeoutError, match="it is pending"):
+                handle.result(timeout=timeout)
+        assert app.broker.wait_done(handle.task_id, 0.0005) is False
+        assert Broker(app.broker.client, f"{app.queue}-idle").wait_for_work(0.0005)  # answered
+
+        async def wait() -> None:
+            try:
+                with pytest.raises(ResultTimeoutError, match="it is pending"):
+                    await (await tasks["add"].enqueue_async(3, 4)).result_async(
+                        timeout=0.0004)
+            finally:
+                await app.aclose()
+
+        asyncio.run(wait())
+
     def test_a_bad_timeout_is_refused(self, tasks: dict[str, Any]) -> None:
         handle = tasks["add"].enqueue(1, 2)
         with pytest.raises(InvalidTaskError, match="timeout must be"):

@@ -13,7 +13,7 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-from taskq.boundary import block_limit, redis_errors
+from taskq.boundary import block_limit, block_seconds, redis_errors
 from taskq.calls import (
     cancel_call,
     counts_call,
@@ -191,7 +191,7 @@ class AsyncBroker:
         BLMOVE. True if it woke for an end (call `watch` again to read it)."""
         done = self.keys.done(check_task_id(task_id))
         TIMEOUT.check(timeout)
-        timeout = min(timeout, self._block_limit)
+        timeout = block_seconds(timeout, self._block_limit)
         with redis_errors("wait for a task to end"):
             # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
             moved = await self.client.blmove(done, done, timeout,  # type: ignore[arg-type]

@@ -49,6 +49,19 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# The shortest a blocking command asks Redis to hold it. Redis 6.2 turns a timeout into
+# whole milliseconds, and one that comes to 0 means "block for ever": the last slice of
+# a wait, a few microseconds from its deadline, held a result() 20 s (the client's
+# socket timeout, four times) and reported Redis unreachable.
+MIN_BLOCK_SECONDS = 0.01
+
+
+def block_seconds(timeout: float, limit: float) -> float:
+    """How long a blocking command asked for `timeout` seconds is held: at most `limit`
+    (`block_limit`), at least MIN_BLOCK_SECONDS."""
+    return max(MIN_BLOCK_SECONDS, min(timeout, limit))
+
+
 def block_limit(client: Any) -> float:
     """The longest a blocking command may ask Redis to hold it on `client`: half the
     client's socket timeout, so the reply comes before the client gives up reading (a

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from taskq.boundary import block_limit, broker_error, redis_errors, text
+from taskq.boundary import block_limit, block_seconds, broker_error, redis_errors, text
 from taskq.calls import (
     cancel_call,
     counts_call,
@@ -226,7 +226,7 @@ class Broker:
         transport cannot send the two in one round trip (a cluster): there, call
         `wait_for_work` and then `lease_many`."""
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
-        TIMEOUT.check(timeout)
+        timeout = block_seconds(TIMEOUT.check(timeout), self._block_limit)
         with redis_errors("lease tasks"):
             reply = self.transport.wait_then_run(self.keys.wake, timeout,
                                                  self.scripts.lease.script, keys, args)
@@ -484,7 +484,7 @@ class Broker:
         every waiter wakes. True if it woke for an end (call `watch` again to read it)."""
         done = self.keys.done(check_task_id(task_id))
         TIMEOUT.check(timeout)
-        timeout = min(timeout, self._block_limit)
+        timeout = block_seconds(timeout, self._block_limit)
         with redis_errors("wait for a task to end"):
             # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
             return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
@@ -495,7 +495,7 @@ class Broker:
         (brokers on this client; one call names every wake list, so only where the
         transport `spans_slots`), or `timeout` seconds pass; False if Redis could not be
         asked (the caller's next operation will say why)."""
-        TIMEOUT.check(timeout)
+        timeout = block_seconds(TIMEOUT.check(timeout), self._block_limit)
         return self.transport.wait([self.keys.wake, *(b.keys.wake for b in also)], timeout)
 
     # -- maintenance -------------------------------------------------------------------
