@@ -247,6 +247,27 @@ class TestAsyncBroker:
 
 
 class TestResultAsync:
+    @pytest.mark.skipif(ON_CLUSTER, reason="a cluster client keeps a pool per node")
+    def test_more_waits_than_the_pool_has_connections_each_wait_their_turn(
+        self, settings: Settings
+    ) -> None:
+        # Each wait holds a connection for a blocking slice, then asks for one again
+        # to read: past the pool's size the later ones used to fail "every connection
+        # of this client to Redis was in use" while the first ones kept theirs.
+        async def main() -> list[str]:
+            client = redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
+                settings.redis_url, max_connections=6, timeout=0.5))
+            broker = AsyncBroker(client, "few-connections")
+            try:
+                handles = [await broker.enqueue(f"t{i}") for i in range(24)]
+                ended = await asyncio.gather(*(h.result_async(timeout=2) for h in handles),
+                                             return_exceptions=True)
+                return [type(e).__name__ for e in ended]
+            finally:
+                await broker.aclose()
+
+        assert asyncio.run(main()) == ["ResultTimeoutError"] * 24
+
     def test_the_return_value_comes_back_from_the_worker(
         self, tasks: dict[str, Any], worker: WorkerThread
     ) -> None:

@@ -7,6 +7,8 @@ producer needs (enqueue, read, wait), not what a worker does.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -23,7 +25,7 @@ from taskq.calls import (
     record_from,
     watch_call,
 )
-from taskq.connection import AsyncClient, async_client
+from taskq.connection import MAX_CONNECTIONS, AsyncClient, async_client
 from taskq.errors import ConfigError
 from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
@@ -43,6 +45,23 @@ from taskq.scripts import source
 from taskq.settings import Settings
 
 __all__ = ["AsyncBroker"]
+
+# The gate of each client's blocking waits (result_async's BLMOVEs): half its pool's
+# connections at once, so the other half serve the short commands (each waiter's watch
+# between two blocks, enqueues). Past that a wait queues at the gate, first come first
+# served, within its own timeout: the pool's own queue is not in order, and a burst of
+# waits over its size had the later ones fail "every connection in use" while the
+# first ones kept theirs.
+_GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _blocking_gate(client: AsyncClient) -> asyncio.Semaphore:
+    gate = _GATES.get(client)
+    if gate is None:
+        pool = getattr(client, "connection_pool", None)
+        most = getattr(pool, "max_connections", None) or MAX_CONNECTIONS
+        gate = _GATES[client] = asyncio.Semaphore(max(1, most // 2))
+    return gate
 
 
 class AsyncBroker:
@@ -188,12 +207,23 @@ class AsyncBroker:
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """`Broker.wait_done`, awaited: until a task that `watch` marked ends, or
         `timeout` seconds pass, the loop runs other coroutines while Redis holds the
-        BLMOVE. True if it woke for an end (call `watch` again to read it)."""
+        BLMOVE. True if it woke for an end (call `watch` again to read it); False too
+        when the client's blocking connections stayed in use that long."""
         done = self.keys.done(check_task_id(task_id))
         TIMEOUT.check(timeout)
-        timeout = block_seconds(timeout, self._block_limit)
-        with redis_errors("wait for a task to end"):
-            # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
-            moved = await self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
-                                             "RIGHT", "LEFT")
+        gate, clock = _blocking_gate(self.client), asyncio.get_running_loop().time
+        began = clock()
+        try:
+            async with asyncio.timeout(timeout):
+                await gate.acquire()
+        except TimeoutError:
+            return False
+        try:
+            left = block_seconds(timeout - (clock() - began), self._block_limit)
+            with redis_errors("wait for a task to end"):
+                # Redis takes a fractional timeout; redis-py's hint says int but passes it.
+                moved = await self.client.blmove(done, done, left,  # type: ignore[arg-type]
+                                                 "RIGHT", "LEFT")
+        finally:
+            gate.release()
         return moved is not None
