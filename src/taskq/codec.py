@@ -89,7 +89,7 @@ def result_problem(text: str) -> str | None:
     if type(text) is EncodedResult or text == "null":
         return None
     try:
-        json.loads(text, parse_constant=_no_constant)
+        json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as e:
         return _read_error(e)
     return None
@@ -97,6 +97,13 @@ def result_problem(text: str) -> str | None:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} has no JSON form")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(f"{number} is past a float's range, and has no JSON form")
+    return value
 
 
 def decode_payload(text: str | bytes | None) -> Payload:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import signal
 import subprocess
@@ -15,16 +16,15 @@ from collections.abc import Callable, Sequence
 PR_SET_PDEATHSIG = 1
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
-    """The C library, found once in the parent: finding it runs `ldconfig -p`, which in
-    a forked child would widen the moment in which the parent can die unseen."""
+    """The C library, found once, in the parent, the first time a child is started:
+    finding it runs `ldconfig -p`, which in a forked child would widen the moment in
+    which the parent can die unseen."""
     if not sys.platform.startswith("linux"):
         return None
     name = ctypes.util.find_library("c")
     return None if name is None else ctypes.CDLL(name, use_errno=True)
-
-
-_LIBC = _libc()
 
 
 def die_with_parent() -> Callable[[], None]:
@@ -36,7 +36,7 @@ def die_with_parent() -> Callable[[], None]:
     flag is set in the child after the fork, so a parent that died before it was set
     sends nothing: the child checks its parent is still this one, and exits if not."""
     parent = os.getpid()
-    libc = _LIBC
+    libc = _libc()
 
     def set_flag() -> None:
         if libc is None:

@@ -31,7 +31,8 @@
 
   Taking a task out of ready (or its name's parked list, where it waits for a
   concurrency slot, or the DLQ) is O(the tasks pushed after it) (LREM, stopping at
-  its one copy), as in other list queues.
+  its one copy, from the end tasks are pushed at; a task released to the front of
+  ready, at a worker's shutdown, is O(length of the list)), as in other list queues.
   A producer waiting for a task that ends here is woken (see watch.lua).
 ]]
 --- @include "_common"

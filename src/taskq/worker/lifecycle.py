@@ -42,7 +42,10 @@ class Lifecycle:
         self.drain_deadline = float("inf")
         self._inbox = inbox
         self._signals = 0
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler runs on the main thread between two bytecodes,
+        # inside a request_stop that thread is making (two stop signals that land
+        # together), and would wait for ever on a plain lock it holds itself.
+        self._lock = threading.RLock()
 
     @property
     def running(self) -> bool:

@@ -148,15 +148,18 @@ class WorkerPool:
         for copy in self.copies:
             if copy.signalled == 0:
                 copy.send(signal.SIGTERM)
+                if self.second_signal:
+                    copy.send(EXIT_NOW_SIGNAL)
         status = 0
+        told_to_exit = (128 + EXIT_NOW_SIGNAL, -EXIT_NOW_SIGNAL, -signal.SIGKILL)
         for copy in self.copies:
             # One waiting to start again is as its last process exited: a pool stopped
             # while its copies crash exits failing, not 0.
             code = copy.last_status if copy.process is None else self._wait(copy)
             if code == -signal.SIGTERM and copy.signalled:
                 code = 0  # ended by the pool's SIGTERM before it set its handlers
-            elif code == 128 + EXIT_NOW_SIGNAL and self.second_signal:
-                code = 128 + self.second_signal
+            elif code in told_to_exit and self.second_signal:
+                code = 128 + self.second_signal  # as one worker told twice exits
             if code != 0 and status == 0:
                 status = code if code > 0 else 128 - code
         log.info("worker pool: all %d processes stopped", len(self.copies))
