@@ -74,6 +74,12 @@ def block_limit(client: Any) -> float:
     return math.inf
 
 
+def whole_text(value: str) -> int | None:
+    """The whole number `value` spells in ASCII digits, or None when it spells none (a
+    field written by hand, or by something other than taskq)."""
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
 def stored_int(value: Any) -> int:
     """A whole number that a record, a counter or an event holds as text: 0 when it
     holds none, or holds what is not a finite number. Such a field was written by hand

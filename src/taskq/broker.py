@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from taskq.boundary import block_limit, block_seconds, broker_error, redis_errors, text
+from taskq.boundary import (
+    block_limit,
+    block_seconds,
+    broker_error,
+    redis_errors,
+    text,
+    whole_text,
+)
 from taskq.calls import (
     cancel_call,
     counts_call,
@@ -565,10 +572,8 @@ class Broker:
         with redis_errors("read a periodic schedule"):
             last, version = self.client.hmget(self.keys.schedules,
                                               [f"last:{name}", f"version:{name}"])
-        last_text = None if last is None else text(last)
-        if last_text is None or not (last_text.isascii() and last_text.isdigit()):
-            return None
-        return int(last_text), text(version or "")
+        tick = None if last is None else whole_text(text(last))
+        return None if tick is None else (tick, text(version or ""))
 
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""

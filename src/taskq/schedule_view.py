@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
-from taskq.boundary import redis_errors, text
+from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
 from taskq.schedules import Timing, timing_of
 
@@ -68,7 +68,7 @@ def read_schedules(broker: Broker) -> SchedulesView:
 
 
 def _view(name: str, stored: dict[str, str]) -> ScheduleView | None:
-    last = _whole_text(stored["last"])
+    last = whole_text(stored["last"])
     if last is None:
         return None
     version = stored.get("version", "")
@@ -130,6 +130,3 @@ def _whole(d: Mapping[str, Any], key: str) -> int | None:
     value = d.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-
-def _whole_text(value: str) -> int | None:
-    return int(value) if value.isascii() and value.isdigit() else None
