@@ -144,6 +144,15 @@ local function finish_flow(flow, state, now_text)
   redis.call('PEXPIRE', flow, redis.call('HGET', flow, 'ttl'))
 end
 
+-- Ends the flow failed, naming `upstream` and why, and skips its waiting steps from
+-- stage `from` on (none when `from` is past the last stage).
+local function fail_flow(prefix, feed, flow, flow_id, from, upstream, error_type, why)
+  redis.call('HSET', flow, 'upstream', upstream, 'error_type', error_type,
+    'error_message', why)
+  skip_waiting(prefix, feed, flow, flow_id, from, upstream, error_type, why)
+  finish_flow(flow, 'failed', feed.now)
+end
+
 -- Moves a running flow on for as long as its current stage has ended: starts the next
 -- stage with what this one hands on, or ends the flow. A stage whose steps were all
 -- cancelled while they waited has ended before it starts, so the loop goes on.
@@ -159,12 +168,7 @@ local function advance_flow(prefix, feed, flow, flow_id)
     local partial = s[4] == '1' and s[5] == 'partial'
     if (tonumber(s[3]) or 0) > 0 and not partial then
       local upstream, error_type, why = stage_failure(prefix, flow, flow_id, k, size)
-      redis.call('HSET', flow, 'upstream', upstream, 'error_type', error_type,
-        'error_message', why)
-      if k < stages then
-        skip_waiting(prefix, feed, flow, flow_id, k + 1, upstream, error_type, why)
-      end
-      finish_flow(flow, 'failed', feed.now)
+      fail_flow(prefix, feed, flow, flow_id, k + 1, upstream, error_type, why)
       return
     end
     if k == stages then
@@ -181,10 +185,7 @@ local function advance_flow(prefix, feed, flow, flow_id)
         ' handed on (' .. #input .. ' bytes), would make the payload of step ' .. step ..
         ' ' .. bytes .. ' bytes, over the limit of ' .. limit ..
         ' bytes (TASKQ_MAX_PAYLOAD_BYTES); no step of stage ' .. (k + 1) .. ' ran'
-      redis.call('HSET', flow, 'upstream', step, 'error_type', PAYLOAD_TOO_LARGE,
-        'error_message', why)
-      skip_waiting(prefix, feed, flow, flow_id, k + 1, step, PAYLOAD_TOO_LARGE, why)
-      finish_flow(flow, 'failed', feed.now)
+      fail_flow(prefix, feed, flow, flow_id, k + 1, step, PAYLOAD_TOO_LARGE, why)
       return
     end
   end
