@@ -51,3 +51,20 @@ def test_numbers_go_out_as_the_text_redis_reads(settings: Settings) -> None:
     finally:
         client.delete("taskq-test:n")
         client.close()
+
+
+def test_every_connection_packs_numbers_as_text(settings: Settings) -> None:
+    client = connect(settings)  # on a cluster run, a RedisCluster's nodes' connections
+    try:
+        client.ping()
+        pools = ([node.redis_connection.connection_pool for node in client.get_nodes()]
+                 if isinstance(client, redis.RedisCluster) else [client.connection_pool])
+        connections = [pool.get_connection() for pool in pools]
+        try:
+            assert connections and all(isinstance(c._command_packer, TextArgsPacker)
+                                       for c in connections)
+        finally:
+            for pool, connection in zip(pools, connections, strict=True):
+                pool.release(connection)
+    finally:
+        client.close()

@@ -47,6 +47,15 @@ def _packer() -> dict[str, Any]:
     return {"command_packer": TextArgsPacker()} if HIREDIS_AVAILABLE else {}
 
 
+class TextArgsConnection(redis.Connection):
+    """A cluster node's connection, packing as a single node's does: RedisCluster
+    hands its nodes a connection class, but no command_packer. (A `rediss://` URL
+    sets redis-py's own SSLConnection in its place, which packs with hiredis's.)"""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{**_packer(), **kwargs})  # type: ignore[no-untyped-call]
+
+
 def _backoff() -> ExponentialBackoff:
     return ExponentialBackoff(cap=1.0, base=0.05)
 
@@ -71,7 +80,8 @@ def connect(settings: Settings | None = None) -> Client:
     settings = settings or Settings.from_env()
     retry = Retry(_backoff(), retries=RETRIES)
     if settings.redis_cluster:
-        return RedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings))
+        return RedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings),
+                                     connection_class=TextArgsConnection)
     # from_pool: the client owns the pool, and closing it closes every connection.
     return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(
         settings.redis_url,
