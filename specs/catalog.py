@@ -439,6 +439,21 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=297, generated=1194, depth=11, left=0),
     ),
     Check(
+        spec="PeriodicTick/PeriodicTick.tla",
+        config="PeriodicTick/PeriodicTick_Forget.cfg",
+        build=periodic_tick.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=2997, generated=12807, depth=14, left=0),
+    ),
+    Check(
+        spec="PeriodicTick/PeriodicTick.tla",
+        config="PeriodicTick/PeriodicTickForgetReplays.cfg",
+        build=periodic_tick.model,
+        # Fired, forgotten, then a restarted worker's first firing makes tick 1 again.
+        expect=Expect.violated("OneTaskPerTick", depth=5),
+        tlc=TLC(distinct=62, generated=80, depth=5, left=43),
+    ),
+    Check(
         spec="PeriodicTick/PeriodicTickCheckThenEnqueue.tla",
         config="PeriodicTick/PeriodicTickCheckThenEnqueue.cfg",
         build=periodic_tick.check_then_enqueue_model,

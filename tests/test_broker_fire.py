@@ -287,3 +287,124 @@ class TestManyFirers:
         else:
             assert set(ticks) <= {start + n * SECOND for n in range(1, reached + 1)}
             assert (not ticks) == (reached == 0)
+
+
+class TestForget:
+    def test_forget_removes_the_record_and_leaves_the_tasks_its_ticks_made(
+        self, broker: Broker
+    ) -> None:
+        s = every_second()
+        start = started(broker, s, 3)
+        made = broker.fire(s, due(broker, s, start), start).task_ids
+        assert len(made) == 3
+        done = broker.forget_schedule(s.name)
+        assert (done.outcome, done.last_tick) == ("forgotten", str(start + 3 * SECOND))
+        assert broker.client.hgetall(broker.keys.schedules) == {}
+        assert broker.schedule_state(s.name) is None
+        assert broker.counts().ready == 3
+        assert all(broker.task(task_id) is not None for task_id in made)
+
+    def test_a_forgotten_schedule_fired_again_starts_now_and_never_makes_a_tick_twice(
+        self, broker: Broker
+    ) -> None:
+        s = every_second()
+        start = started(broker, s, 3)
+        made = broker.fire(s, due(broker, s, start), start).task_ids
+        broker.forget_schedule(s.name)
+        # A firer that restarted proposes every tick from the epoch's first on.
+        again = broker.fire(s, due(broker, s, start - 10 * SECOND), 0)
+        assert (again.definition, again.task_ids) == ("new", ())
+        assert again.last_tick_ms == again.server_ms
+        assert broker.fire(s, due(broker, s, start), again.last_tick_ms).task_ids == ()
+        assert broker.counts().ready == len(made) == 3
+
+    def test_forget_keeps_a_schedule_fired_since_the_tick_the_caller_read(
+        self, broker: Broker
+    ) -> None:
+        s = every_second()
+        start = started(broker, s, 2)
+        fired = broker.fire(s, due(broker, s, start), start)
+        done = broker.forget_schedule(s.name, start)
+        assert (done.outcome, done.last_tick) == ("fired", str(fired.last_tick_ms))
+        assert broker.schedule_state(s.name) == (fired.last_tick_ms, s.version)
+        assert broker.forget_schedule(s.name, fired.last_tick_ms).outcome == "forgotten"
+        assert broker.forget_schedule(s.name).outcome == "missing"
+
+    def test_forget_leaves_every_other_schedule_alone(self, broker: Broker) -> None:
+        keep, drop = every_second(name="keep"), every_second(name="drop")
+        broker.fire(keep)
+        broker.fire(drop)
+        broker.forget_schedule("drop")
+        assert broker.schedule_state("drop") is None
+        assert broker.schedule_state("keep") is not None
+        assert stored_definition(broker, "keep") is not None
+
+    @pytest.mark.parametrize("name", ["", "a b", "x" * 101, 7, None])
+    def test_a_name_no_schedule_can_bear_is_refused(self, broker: Broker, name: Any) -> None:
+        with pytest.raises(InvalidTaskError, match="invalid schedule name"):
+            broker.forget_schedule(name)
+
+    @pytest.mark.parametrize("tick", [-1, 10**13 + 1, 1.5, True, "5"])
+    def test_a_tick_that_is_no_whole_ms_is_refused(self, broker: Broker, tick: Any) -> None:
+        broker.fire(every_second())
+        with pytest.raises(InvalidTaskError, match="last_tick_ms must be a whole number"):
+            broker.forget_schedule("tick", tick)
+        assert broker.schedule_state("tick") is not None
+
+    @pytest.mark.parametrize(("args", "error"), [
+        (["", ""], "schedule must be a name of 1 to 100 bytes"),
+        (["x" * 101, ""], "schedule must be a name of 1 to 100 bytes"),
+        (["tick", "-1"], "last_ms must be a whole number"),
+        (["tick", "1e3"], "last_ms must be a whole number"),
+        (["tick", "10000000000001"], "last_ms must be a whole number"),
+    ])  # fmt: skip
+    def test_the_script_refuses_bad_arguments_before_any_write(
+        self, broker: Broker, args: list[str], error: str
+    ) -> None:
+        broker.fire(every_second())
+        with pytest.raises(redis.ResponseError, match=error):
+            broker.scripts.forget_schedule(keys=[broker.keys.schedules], args=args)
+        assert broker.schedule_state("tick") is not None
+
+    def test_a_last_tick_written_by_hand_is_forgotten_only_unconditionally(
+        self, broker: Broker
+    ) -> None:
+        broker.fire(every_second())
+        broker.client.hset(broker.keys.schedules, "last:tick", "garbage")
+        assert broker.forget_schedule("tick", 0).outcome == "fired"
+        assert broker.forget_schedule("tick").outcome == "forgotten"
+
+    @settings(max_examples=25, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(plan=st.lists(st.tuples(st.sampled_from(["fire", "crash", "forget"]),
+                                   st.integers(0, 2), st.integers(0, 10)),
+                         min_size=1, max_size=30))
+    def test_firers_forgets_and_restarts_in_any_interleaving_never_make_a_tick_twice(
+        self, client: redis.Redis, plan: list[tuple[str, int, int]]
+    ) -> None:
+        """PeriodicTick_Forget on the real scripts: three firers with views of their own,
+        restarts (a view of 0) and forgets (of the last tick a firer read) interleaved."""
+        client.flushall()
+        firers = [Broker(client, "test") for _ in range(3)]
+        s = every_second(grace=timedelta(hours=1))
+        start = started(firers[0], s, 10)
+        seen = [start] * 3
+        made: list[int] = []
+        forgotten = False
+        for action, who, upto in plan:
+            if action == "crash":
+                seen[who] = 0
+            elif action == "forget":
+                forgotten |= firers[who].forget_schedule(s.name, seen[who]).outcome == "forgotten"
+            else:
+                proposed = s.ticks(max(seen[who], start - 10 * SECOND), start + upto * SECOND, 100)
+                fired = firers[who].fire(s, proposed, seen[who])
+                seen[who] = fired.last_tick_ms
+                made.extend(int(t.rsplit(":", 1)[1]) for t in fired.task_ids)
+        assert len(made) == len(set(made)) == firers[0].counts().ready  # OneTaskPerTick
+        # NoLostTick: while the record lives, its ticks are made in order, none skipped.
+        assert made == [start + n * SECOND for n in range(1, len(made) + 1)]
+        state = firers[0].schedule_state(s.name)
+        if state is not None and state[0] <= start + 10 * SECOND:  # not restarted at now
+            assert state[0] == (made[-1] if made else start)
+        assert forgotten or state is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import redis
 from cli_support import CONFIG_VARIABLES
 from taskq.broker import Broker
 from taskq.cli import main
+from taskq.schedules import make_schedule
 from taskq.settings import Settings
 
 SCHEDULED_APP = '''
@@ -66,9 +68,52 @@ def test_schedules_shows_the_last_tick_a_worker_fired(
 
 
 def test_schedules_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schedules"]) == 2
+    assert "--app is required (or --forget NAME)" in capsys.readouterr().err
+
+
+def fired_long_ago(client: redis.Redis, name: str, seconds: int) -> Broker:
+    """Schedule `name` (every hour) fired on 'default', its last tick `seconds` back."""
+    broker = Broker(client, "default")
+    broker.fire(make_schedule(name=name, task="jobs.tidy", cron=None, every=timedelta(hours=1),
+                              tz=None, args=(), kwargs={}, policy="all",
+                              grace=timedelta(minutes=1), max_retries=3))
+    client.hset(broker.keys.schedules, f"last:{name}", broker.server_time_ms() - seconds * 1000)
+    return broker
+
+
+def test_forget_takes_out_a_schedule_whose_tick_is_long_overdue(
+    app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker = fired_long_ago(client, "old", 7300)
+    assert main(["schedules", "--forget", "old"]) == 0
+    assert "queue 'default': schedule 'old' forgotten" in capsys.readouterr().out
+    assert broker.schedule_state("old") is None
+    assert client.hgetall(broker.keys.schedules) == {}
+
+
+def test_forget_keeps_a_schedule_a_worker_may_still_fire_unless_forced(
+    app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker = fired_long_ago(client, "recent", 60)  # next tick due in most of an hour
+    assert main(["schedules", "--forget", "recent"]) == 1
+    out = capsys.readouterr().out
+    assert "schedule 'recent' kept: its next tick is due in" in out and "--force" not in out
+    assert broker.schedule_state("recent") is not None
+    assert main(["schedules", "--forget", "recent", "--force"]) == 0
+    assert broker.schedule_state("recent") is None
+
+
+def test_forget_of_an_unknown_or_bad_name_says_so(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["schedules", "--forget", "nope"]) == 1
+    assert "no schedule 'nope' on this queue" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        main(["schedules"])
-    assert "--app" in capsys.readouterr().err
+        main(["schedules", "--forget", "a b"])
+    assert "invalid schedule name 'a b'" in capsys.readouterr().err
+    assert main(["schedules", "--app", app_module, "--force"]) == 2
+    assert "--force goes with --forget NAME" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("stored", "said"), [

@@ -796,12 +796,13 @@ def test_the_schedules_panel_shows_what_workers_fire_and_follows_each_tick(
         expect(heartbeat).to_have_attribute("data-definition", "current")
         cells = heartbeat.locator("td")
         expect(cells).to_have_text(["heartbeat", "beat", "every 0:00:01", "all",
-                                    re.compile(r"\d+\.\ds ago"), re.compile(r"in 0\.\ds|due")])
+                                    re.compile(r"\d+\.\ds ago"), re.compile(r"in 0\.\ds|due"),
+                                    ""])
         nightly = schedule_row(page, "nightly")
         expect(nightly.locator("td")).to_have_text([
             "nightly", "report", "cron '0 3 * * *' (Europe/Paris)", "skip",
             # Next 03:00 in Paris: hours away, or minutes in the hour before it.
-            re.compile(r"ago$"), re.compile(r"^in (\d+h \d\dm|\d+m \d\ds|\d+\.\ds)$")])
+            re.compile(r"ago$"), re.compile(r"^in (\d+h \d\dm|\d+m \d\ds|\d+\.\ds)$"), ""])
         expect(page.locator("[data-testid=definition-note]")).to_have_count(0)
 
         # Each tick's task moves the last tick on, with no reload of the page.
@@ -848,6 +849,44 @@ def test_the_schedules_panel_says_when_a_definition_or_a_tick_is_not_what_worker
     expect(late).to_have_attribute("data-urgency", "late")
     expect(schedule_row(page, "changed").get_by_test_id("next-tick")).to_have_attribute(
         "data-urgency", "ok")
+
+
+def test_a_schedule_no_worker_fires_any_more_is_forgotten_by_its_button(
+    page: Page, server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    for name in ("alive", "gone"):
+        queue.fire(make_schedule(name=name, task=f"jobs.{name}", cron=None,
+                                 every=timedelta(hours=1), tz=None, args=(), kwargs={},
+                                 policy="all", grace=timedelta(minutes=1), max_retries=3))
+    # A last tick two hours back: its next tick is over an hour overdue.
+    client.hset(queue.keys.schedules, "last:gone", queue.server_time_ms() - 7_300_000)
+    open_dashboard(page, server)
+
+    expect(schedule_row(page, "alive").get_by_test_id("forget-schedule")).to_have_count(0)
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    schedule_row(page, "gone").get_by_test_id("forget-schedule").click()
+    expect(page.get_by_test_id("forget-result")).to_contain_text("schedule 'gone' forgotten")
+    expect(schedule_row(page, "gone")).to_have_count(0)
+    expect(schedule_row(page, "alive")).to_have_count(1)
+    assert asked and "Forget schedule gone?" in asked[0]
+    assert queue.schedule_state("gone") is None
+    assert queue.schedule_state("alive") is not None
+
+
+def test_a_dismissed_forget_sends_nothing(
+    page: Page, server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    queue.fire(make_schedule(name="gone", task="jobs.gone", cron=None,
+                             every=timedelta(hours=1), tz=None, args=(), kwargs={},
+                             policy="all", grace=timedelta(minutes=1), max_retries=3))
+    client.hset(queue.keys.schedules, "last:gone", queue.server_time_ms() - 7_300_000)
+    open_dashboard(page, server)
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    schedule_row(page, "gone").get_by_test_id("forget-schedule").click()
+    page.wait_for_timeout(300)  # what a sent request would take to land
+    expect(schedule_row(page, "gone").get_by_test_id("forget-schedule")).to_be_enabled()
+    assert queue.schedule_state("gone") is not None
 
 
 def test_a_run_stopped_at_its_time_limit_is_marked_in_every_row_and_the_task_view(

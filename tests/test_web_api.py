@@ -23,7 +23,7 @@ from taskq.keys import QUEUES_KEY
 from taskq.processes import taskq_command
 from taskq.rates import RateLimit
 from taskq.results import Failure
-from taskq.schedules import make_schedule
+from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings
 from taskq.shards import Layout, register, slot_of
 from taskq.snapshot import queue_names
@@ -91,13 +91,14 @@ def test_the_token_cookie_works_beside_cookies_of_other_apps(
 
 
 WRITES = ("/api/dlq/{}/retry", "/api/tasks/{}/cancel", "/api/dlq/retry-all",
-          "/api/dlq/cancel-all")
+          "/api/dlq/cancel-all", "/api/schedules/{}/forget?force=1")
 
 
 def test_writes_need_the_request_header_and_the_same_origin(
     secured: Server, queue: Broker
 ) -> None:
     queue.enqueue("kept", delay=3600)
+    queue.fire(hourly("kept"))
     bearer = {"authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=secured.url, timeout=TIMEOUT,
                       params={"queue": queue.queue}) as http:
@@ -112,6 +113,7 @@ def test_writes_need_the_request_header_and_the_same_origin(
             assert http.post(path, headers=cookie_only).status_code == 403, path
         record = queue.task("kept")
         assert record is not None and record.state == "delayed", "a refused write changed it"
+        assert queue.schedule_state("kept") is not None, "a refused forget forgot it"
         own = {**bearer, "x-taskq-request": "1", "origin": secured.url}
         # Allowed: kept is not dead, so the retry finds nothing; the cancel ends it.
         assert http.post("/api/dlq/kept/retry", headers=own).status_code == 404
@@ -612,6 +614,39 @@ def test_api_schedules_lists_fired_schedules_with_their_last_and_next_ticks(
     assert (report["task"], report["when"], report["policy"], report["definition"]) == (
         "jobs.report", "cron '0 3 * * *' (Europe/Paris)", "skip", "current")
     assert report["next_tick_ms"] == nightly.next_tick(report["last_tick_ms"])
+
+
+def hourly(name: str) -> Schedule:
+    return make_schedule(name=name, task="jobs.tidy", cron=None, every=timedelta(hours=1),
+                         tz=None, args=(), kwargs={}, policy="all",
+                         grace=timedelta(minutes=1), max_retries=3)
+
+
+def test_forget_takes_out_a_long_overdue_schedule_and_keeps_a_live_one_unless_forced(
+    server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    for name in ("live", "gone"):
+        queue.fire(hourly(name))
+    client.hset(queue.keys.schedules, "last:gone", queue.server_time_ms() - 7_300_000)
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT, headers=WRITE) as http:
+        gone = http.post("/api/schedules/gone/forget")
+        assert (gone.status_code, gone.json()["verdict"]) == (200, "forgotten")
+        assert gone.json()["message"] == "schedule 'gone' forgotten; the tasks its ticks made stay"
+        live = http.post("/api/schedules/live/forget")
+        assert (live.status_code, live.json()["verdict"]) == (409, "alive")
+        assert "kept: its next tick is due in" in live.json()["error"]
+        assert [s["name"] for s in http.get("/api/schedules").json()["schedules"]] == ["live"]
+        forced = http.post("/api/schedules/live/forget", params={"force": "1"})
+        assert (forced.status_code, forced.json()["verdict"]) == (200, "forgotten")
+        again = http.post("/api/schedules/live/forget", params={"force": "1"})
+        assert (again.status_code, again.json()["verdict"]) == (404, "missing")
+        bad = http.post("/api/schedules/a%20b/forget")
+        assert bad.status_code == 400 and bad.json()["parameter"] == "name"
+        flag = http.post("/api/schedules/live/forget", params={"force": "yes"})
+        assert flag.status_code == 400 and flag.json()["parameter"] == "force"
+        assert http.get("/api/schedules/live/forget").status_code == 405
+    assert client.hgetall(queue.keys.schedules) == {}
 
 
 def test_api_limits_gives_each_limits_slots_and_parked_tasks_in_one_read(

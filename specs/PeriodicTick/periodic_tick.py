@@ -4,8 +4,10 @@ TLA+                     taskq                                   Python
 -----------------------  --------------------------------------  -----------------------
 Init                     no tick yet, nothing fired              initial(c)
 Tick                     the server's clock passes a tick        tick(c, s)
-Fire(w)                  fire.lua, one atomic step               fire(c, s): /learn, /fired
+Fire(w)                  fire.lua, one atomic step               fire(c, s): /learn, /fired,
+                                                                 /new
 Crash(w)                 a worker restarts with no view          crash(c, s)
+Forget                   forget_schedule.lua                     forget(c, s)
 Sync                     the replica copies the primary          sync(c, s)
 Failover                 the replica takes over                  failover(c, s)
 Next                     NEXT, tried in that order
@@ -29,6 +31,7 @@ from specs.tlacheck import Fn, Model, Transition
 from specs.tlacheck import cfg as cfgs
 
 NONE = (0, 0)
+RESTARTS = ("now", "caller")
 
 
 class State(NamedTuple):
@@ -40,6 +43,12 @@ class State(NamedTuple):
     rtasks: Fn[int, int]
     failovers: int
     view: Fn[int, int]
+    # PeriodicTick.tla's only (the CheckThenEnqueue mutant has no Forget): as at Init.
+    present: bool = True
+    since: int = 0
+    rpresent: bool = True
+    rsince: int = 0
+    forgets: int = 0
     checked: Fn[int, tuple[int, int]] | None = None  # the mutant's variable only
 
 
@@ -48,11 +57,20 @@ class Constants:
     workers: int
     max_tick: int
     max_failovers: int
+    max_forgets: int = 0
+    restart: str = "now"
 
     @classmethod
-    def from_cfg(cls, cfg: cfgs.Config) -> Constants:
-        return cls(cfg.int_constant("WORKERS"), cfg.int_constant("MAX_TICK"),
-                   cfg.int_constant("MAX_FAILOVERS"))
+    def from_cfg(cls, cfg: cfgs.Config, split: bool = False) -> Constants:
+        counts = (cfg.int_constant("WORKERS"), cfg.int_constant("MAX_TICK"),
+                  cfg.int_constant("MAX_FAILOVERS"))
+        if split:  # the mutant module declares neither of the others
+            return cls(*counts)
+        restart = cfg.constants.get("RESTART")
+        if restart not in RESTARTS:
+            raise cfgs.ConfigError(f"{cfg.source}: RESTART must be one of {RESTARTS}, "
+                                   f"not {restart!r}")
+        return cls(*counts, cfg.int_constant("MAX_FORGETS"), str(restart))
 
     @property
     def all_workers(self) -> range:
@@ -68,7 +86,7 @@ class Constants:
 def initial(c: Constants, split: bool = False) -> State:
     zero = Fn.const(c.ticks, 0)
     return State(0, 0, zero, 0, zero, 0, Fn.const(c.all_workers, 0),
-                 Fn.const(c.all_workers, NONE) if split else None)
+                 checked=Fn.const(c.all_workers, NONE) if split else None)
 
 
 def made(s: State, low: int, high: int) -> Fn[int, int]:
@@ -86,6 +104,15 @@ def tick(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 def fire(c: Constants, s: State) -> Iterator[Transition[State]]:
     for w in c.all_workers:
+        if not s.present:
+            started = s._replace(present=True, last=s.clock,
+                                 view=s.view.except_(w, s.clock))
+            if c.restart == "now":
+                yield f"Fire(w={w})/new", started._replace(since=s.clock)
+            else:
+                yield f"Fire(w={w})/new", started._replace(since=s.view[w],
+                                                          tasks=made(s, s.view[w], s.clock))
+            continue
         if s.view[w] == s.last and s.last == s.clock:
             continue
         if s.view[w] > s.last or s.last == s.clock:
@@ -102,14 +129,25 @@ def crash(c: Constants, s: State) -> Iterator[Transition[State]]:
             yield f"Crash(w={w})", s._replace(view=s.view.except_(w, 0))
 
 
+def forget(c: Constants, s: State) -> Iterator[Transition[State]]:
+    if s.present and s.forgets < c.max_forgets:
+        yield "Forget", s._replace(present=False, last=0, since=0, forgets=s.forgets + 1)
+
+
+def _copied(s: State) -> bool:
+    return (s.rlast, s.rtasks, s.rpresent, s.rsince) == (s.last, s.tasks, s.present, s.since)
+
+
 def sync(_: Constants, s: State) -> Iterator[Transition[State]]:
-    if (s.rlast, s.rtasks) != (s.last, s.tasks):
-        yield "Sync", s._replace(rlast=s.last, rtasks=s.tasks)
+    if not _copied(s):
+        yield "Sync", s._replace(rlast=s.last, rtasks=s.tasks, rpresent=s.present,
+                                 rsince=s.since)
 
 
 def failover(c: Constants, s: State) -> Iterator[Transition[State]]:
-    if s.failovers < c.max_failovers and (s.rlast, s.rtasks) != (s.last, s.tasks):
-        yield "Failover", s._replace(last=s.rlast, tasks=s.rtasks, failovers=s.failovers + 1)
+    if s.failovers < c.max_failovers and not _copied(s):
+        yield "Failover", s._replace(last=s.rlast, tasks=s.rtasks, present=s.rpresent,
+                                     since=s.rsince, failovers=s.failovers + 1)
 
 
 def check(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -140,7 +178,7 @@ def crash_checked(c: Constants, s: State) -> Iterator[Transition[State]]:
                                               checked=s.checked.except_(w, NONE))
 
 
-NEXT: tuple[Action, ...] = (tick, fire, crash, sync, failover)
+NEXT: tuple[Action, ...] = (tick, fire, crash, forget, sync, failover)
 SPLIT_NEXT: tuple[Action, ...] = (tick, check, enqueue, crash_checked, sync, failover)
 
 
@@ -151,6 +189,8 @@ def type_ok(c: Constants, s: State) -> bool:
         and 0 <= s.rlast <= c.max_tick and 0 <= s.failovers <= c.max_failovers
         and all(s.tasks[t] in counts and s.rtasks[t] in counts for t in c.ticks)
         and all(0 <= s.view[w] <= c.max_tick for w in c.all_workers)
+        and 0 <= s.since <= c.max_tick and 0 <= s.rsince <= c.max_tick
+        and 0 <= s.forgets <= c.max_forgets
     )
 
 
@@ -159,7 +199,7 @@ def one_task_per_tick(s: State) -> bool:
 
 
 def no_lost_tick(s: State) -> bool:
-    return all(n == 1 for t, n in s.tasks.items() if t <= s.last)
+    return all(n == 1 for t, n in s.tasks.items() if s.since < t <= s.last)
 
 
 def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
@@ -176,7 +216,7 @@ def check_then_enqueue_model(cfg: cfgs.Config) -> Model[State]:
 
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config, split: bool) -> Model[State]:
-    c = Constants.from_cfg(cfg)
+    c = Constants.from_cfg(cfg, split)
 
     def next_states(s: State) -> Iterator[Transition[State]]:
         for action in actions:

@@ -47,6 +47,7 @@ from taskq.limits import (
     MAX_WORKER_ID_CHARS,
     PRIORITY,
     PROGRESS,
+    TICK_MS,
     TIMEOUT,
     TOKEN,
     check_text,
@@ -62,6 +63,7 @@ from taskq.results import (
     FailResult,
     Failure,
     Fired,
+    Forgotten,
     LeaseBatch,
     LeasedTask,
     NewTask,
@@ -71,7 +73,7 @@ from taskq.results import (
     TaskRecord,
     Watched,
 )
-from taskq.schedules import Schedule
+from taskq.schedules import Schedule, check_schedule_name
 from taskq.scripts import Scripts
 from taskq.settings import Settings
 from taskq.transport import Client, transport_for
@@ -574,6 +576,23 @@ class Broker:
                                               [f"last:{name}", f"version:{name}"])
         tick = None if last is None else whole_text(text(last))
         return None if tick is None else (tick, text(version or ""))
+
+    def forget_schedule(self, name: str, last_tick_ms: int | None = None) -> Forgotten:
+        """Remove schedule `name`'s record (last tick, version, definition), so that
+        readers stop listing it; the tasks its ticks made stay. With `last_tick_ms`,
+        only if that is still its last tick: a worker that fired it since leaves it
+        (`fired`). A worker that still declares it starts it again at its next
+        firing, from the server's now: the ticks in between are skipped, none runs
+        twice."""
+        name = check_schedule_name(name)
+        if last_tick_ms is not None:
+            last_tick_ms = TICK_MS.check(last_tick_ms)
+        with redis_errors("forget a periodic schedule"):
+            reply = self.scripts.forget_schedule(
+                keys=[self.keys.schedules],
+                args=[name, "" if last_tick_ms is None else last_tick_ms],
+            )
+        return Forgotten.from_reply(reply)
 
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""

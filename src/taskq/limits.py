@@ -101,6 +101,8 @@ TOKEN = Range("token", 0, 2**53, 0, whole=True)
 HISTORY_SCAN = Range("scan", 0, 1_000_000, 10_000, "events", whole=True)
 # The latest `run_at` a task may name, in server milliseconds (the year 2286).
 RUN_AT_MS_MAX = 10**13
+# A schedule's tick, as a caller names the last one it read (forget_schedule.lua).
+TICK_MS = Range("last_tick_ms", 0, RUN_AT_MS_MAX, 0, "ms", whole=True)
 # A BLPOP timeout of 0 waits forever: a wait for work must end.
 TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds", above=True)
 

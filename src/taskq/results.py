@@ -14,6 +14,7 @@ FailStatus = Literal["retry", "dead", "cancelled", "stale"]
 # "gone": the id's record was gone (deleted by hand, or evicted), and it was dropped.
 ReapOutcome = Literal["delayed", "dead", "cancelled", "gone"]
 Definition = Literal["new", "same", "replaced"]
+ForgetOutcome = Literal["forgotten", "fired", "missing"]
 TaskState = Literal["pending", "delayed", "running", "completed", "dead", "cancelled"]
 # What a cancel did: ended the task now; asked its worker to stop it; nothing (it had
 # ended, or its cancel was asked for already); nothing (no such task).
@@ -157,6 +158,24 @@ class Fired:
         definition: Definition = ("new" if values[0] == "new" else
                                   "replaced" if values[0] == "replaced" else "same")
         return cls(definition, int(values[1]), int(values[2]), tuple(values[3:]))
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What forgetting a schedule did: `forgotten` (its record is gone), `fired` (kept:
+    its last tick was not the one the caller named, a worker fired it since) or
+    `missing` (no record). `last_tick` is the stored last tick as text ('' when
+    missing): a whole number of ms, unless it was written by hand."""
+
+    outcome: ForgetOutcome
+    last_tick: str
+
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> Forgotten:
+        outcome, last = (text(v) for v in reply)
+        forgotten: ForgetOutcome = ("forgotten" if outcome == "forgotten" else
+                                    "fired" if outcome == "fired" else "missing")
+        return cls(forgotten, last)
 
 
 @dataclass(frozen=True)

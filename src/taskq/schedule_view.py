@@ -1,6 +1,7 @@
 """A queue's periodic schedules as Redis holds them, for readers without the app (the
 web dashboard, `taskq dashboard`): each one's definition as workers last fired it, its
-last handled tick, and its next tick by the Redis server's clock."""
+last handled tick, and its next tick by the Redis server's clock; and forgetting one
+that no worker declares any more (`taskq schedules --forget`, the dashboard's button)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,23 @@ from typing import Any, Literal
 
 from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
-from taskq.schedules import Timing, timing_of
+from taskq.schedules import Timing, check_schedule_name, timing_of
 
 # Whether the stored description is the definition workers last fired: `current`;
 # `older`, one left from another version (a taskq that keeps none fired a changed
 # definition since); `missing`, none is stored (only such a taskq fired the schedule)
 # or it cannot be read.
 DefinitionState = Literal["current", "older", "missing"]
+
+# How long past due a schedule's next tick must be before it is taken for one no worker
+# declares any more: a worker that is up fires a due tick within its loop's turn.
+FORGET_AFTER_MS = 60_000
+
+# What a forget did: `forgotten`; `missing`, no schedule of that name is listed; `alive`,
+# left as it is without force, since a worker may still declare it (its next tick is
+# not FORGET_AFTER_MS overdue, or cannot be computed); `fired`, left as it is, a worker
+# fired it between the read and the forget.
+ForgetVerdict = Literal["forgotten", "missing", "alive", "fired"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,61 @@ def read_schedules(broker: Broker) -> SchedulesView:
         fields.setdefault(name, {})[kind] = text(value)
     views = [_view(name, f) for name, f in sorted(fields.items()) if "last" in f]
     return SchedulesView(broker.queue, now, [v for v in views if v is not None])
+
+
+@dataclass(frozen=True)
+class Forget:
+    """What `forget_schedule` did with schedule `name`, and the schedule as it was read
+    (None when none is listed), at `now_ms` (Redis time)."""
+
+    name: str
+    verdict: ForgetVerdict
+    schedule: ScheduleView | None
+    now_ms: int
+
+    @property
+    def message(self) -> str:
+        """One line saying what happened and why, for the CLI and the API."""
+        s, name = self.schedule, repr(self.name)
+        if self.verdict == "forgotten":
+            return f"schedule {name} forgotten; the tasks its ticks made stay"
+        if s is None or self.verdict == "missing":
+            return f"no schedule {name} on this queue"
+        if self.verdict == "fired":
+            return (f"schedule {name} was fired as it was being forgotten: a worker still "
+                    "declares it; kept")
+        if s.next_tick_ms is None:
+            return (f"schedule {name} kept: its next tick cannot be computed here, so a "
+                    "worker may still declare it; force it to forget it anyway")
+        ago = (self.now_ms - s.next_tick_ms) / 1000
+        due = f"is due in {-ago:.0f} s" if ago < 0 else f"was due {ago:.0f} s ago"
+        return (f"schedule {name} kept: its next tick {due}, so a worker may still declare "
+                f"it (a tick {FORGET_AFTER_MS // 1000} s overdue says none does). Remove it "
+                "from the app and restart the workers first, or force it: a worker that "
+                "still declares it starts it again from then, skipping the ticks between")
+
+
+def forget_schedule(broker: Broker, name: str, force: bool = False) -> Forget:
+    """Forget schedule `name` (see `Broker.forget_schedule`) if no worker seems to
+    declare it any more: its next tick is FORGET_AFTER_MS overdue. With `force`, in
+    any case, a record too hand-written to be listed included. Only the last tick read
+    is forgotten: a worker that fires it in between keeps it (`fired`)."""
+    name = check_schedule_name(name)
+    fields = ("last", "version", "definition")
+    with redis_errors("read a periodic schedule"):
+        raw = broker.client.hmget(broker.keys.schedules, [f"{f}:{name}" for f in fields])
+    now = broker.server_time_ms()
+    stored = {f: text(v) for f, v in zip(fields, raw, strict=True) if v is not None}
+    view = _view(name, stored) if "last" in stored else None
+    if not force:
+        if view is None:
+            return Forget(name, "missing", None, now)
+        if view.next_tick_ms is None or view.next_tick_ms > now - FORGET_AFTER_MS:
+            return Forget(name, "alive", view, now)
+    done = broker.forget_schedule(name, None if force or view is None else view.last_tick_ms)
+    verdict: ForgetVerdict = "forgotten" if done.outcome == "forgotten" else \
+        "fired" if done.outcome == "fired" else "missing"
+    return Forget(name, verdict, view, now)
 
 
 def _view(name: str, stored: dict[str, str]) -> ScheduleView | None:

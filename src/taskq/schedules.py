@@ -240,17 +240,19 @@ def make_schedule(
     return schedule
 
 
+SCHEDULE_NAME_RULE = "1-100 letters, digits, '_', '.', ':' or '-'"
+
+
 def check_schedule_name(name: object) -> str:
     """`name` if a schedule can bear it (its tasks' ids are built from it), else
     `InvalidTaskError`."""
     if not isinstance(name, str) or not name or len(name) > 100:
-        raise InvalidTaskError(f"invalid schedule name {shown(name)}: use 1-100 letters, "
-                               "digits, '_', '.', ':' or '-'")
+        raise InvalidTaskError(f"invalid schedule name {shown(name)}: use {SCHEDULE_NAME_RULE}")
     try:
         check_task_id(schedule_task_id(name, 0))
     except InvalidTaskError:
-        raise InvalidTaskError(f"invalid schedule name {shown(name)}: use 1-100 letters, "
-                               "digits, '_', '.', ':' or '-'") from None
+        raise InvalidTaskError(f"invalid schedule name {shown(name)}: use "
+                               f"{SCHEDULE_NAME_RULE}") from None
     return name
 
 

@@ -104,6 +104,7 @@ class Scripts:
         self.retry_dead = load("retry_dead")
         self.purge = load("purge")
         self.fire = load("fire")
+        self.forget_schedule = load("forget_schedule")
         self.cancel = load("cancel")
         self.ack_cancelled = load("ack_cancelled")
         self.progress = load("progress")

@@ -1,6 +1,7 @@
 """The JSON API: queue counts, a snapshot with its feed position, tasks, workflows, the
 DLQ, periodic schedules, concurrency limits, live workers, lifetime totals, recent
-throughput and a sharded queue's shards; and the two writes, a DLQ retry and a cancel."""
+throughput and a sharded queue's shards; and the writes: DLQ retries and cancels, a
+task's cancel, and forgetting a schedule."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
 from taskq.registry import read_workers
-from taskq.schedule_view import read_schedules
+from taskq.schedule_view import forget_schedule, read_schedules
 from taskq.shard_view import read_shards
 from taskq.snapshot import LeaseView, queue_names, take_snapshot
 from taskq.throughput import WINDOW_MS, read_throughput
@@ -29,9 +30,11 @@ from taskq.web.params import (
     TASK_SCAN,
     THROUGHPUT_WINDOW,
     choice_param,
+    flag_param,
     flow_id_param,
     int_param,
     queue_param,
+    schedule_name_param,
     task_id_param,
     text_param,
 )
@@ -164,6 +167,22 @@ def schedules(request: Request) -> JSONResponse:
     """The queue's periodic schedules as Redis holds them (see `ScheduleView`), with the
     server's `now_ms` they were read at."""
     return JSONResponse(asdict(read_schedules(state_of(request).broker(queue_of(request)))))
+
+
+def forget(request: Request) -> JSONResponse:
+    """Forget a periodic schedule no worker declares any more, its next tick long
+    overdue (see `taskq.schedule_view.forget_schedule`), or with `force=1` in any case:
+    200 when forgotten; 404 when none is listed; 409 when kept (`verdict` `alive`, a
+    worker may still declare it, or `fired`, one did as it was forgotten). `message`
+    says which, and why."""
+    name = schedule_name_param(request)
+    done = forget_schedule(state_of(request).broker(queue_of(request)), name,
+                           force=flag_param(request, "force"))
+    body = {"schedule": name, "verdict": done.verdict, "message": done.message}
+    if done.verdict == "forgotten":
+        return JSONResponse(body)
+    return JSONResponse({**body, "error": done.message},
+                        status_code=404 if done.verdict == "missing" else 409)
 
 
 def totals(request: Request) -> JSONResponse:

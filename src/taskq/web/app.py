@@ -68,6 +68,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/queues", api.queues),
         Route("/api/snapshot", api.snapshot),
         Route("/api/schedules", api.schedules),
+        Route("/api/schedules/{name}/forget", api.forget, methods=["POST"]),
         Route("/api/limits", api.limits),
         Route("/api/workers", api.workers),
         Route("/api/history", api.history),

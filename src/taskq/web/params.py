@@ -7,9 +7,10 @@ import re
 
 from starlette.requests import Request
 
-from taskq.errors import TaskqError
+from taskq.errors import InvalidTaskError, TaskqError
 from taskq.keys import FLOW_ID, FLOW_ID_RULE, QUEUE_NAME, QUEUE_NAME_RULE, TASK_ID, TASK_ID_RULE
 from taskq.limits import HISTORY_SCAN
+from taskq.schedules import SCHEDULE_NAME_RULE, check_schedule_name
 
 DIGITS = re.compile(r"[0-9]{1,9}", re.ASCII)
 MAX_ECHO = 120
@@ -56,6 +57,23 @@ def flow_id_param(request: Request) -> str:
     if not FLOW_ID.fullmatch(raw):
         raise BadParameter("flow_id", raw, f"a workflow id: {FLOW_ID_RULE}")
     return raw
+
+
+def schedule_name_param(request: Request) -> str:
+    """The `{name}` of the route's path, a schedule's name, checked before anything is read."""
+    raw: str = request.path_params["name"]
+    try:
+        return check_schedule_name(raw)
+    except InvalidTaskError:
+        raise BadParameter("name", raw, f"a schedule name: {SCHEDULE_NAME_RULE}") from None
+
+
+def flag_param(request: Request, name: str) -> bool:
+    """The flag `name`: `1` sets it, `0` or leaving it out does not."""
+    raw = request.query_params.get(name, "0")
+    if raw not in ("0", "1"):
+        raise BadParameter(name, raw, "1 or 0")
+    return raw == "1"
 
 
 def text_param(request: Request, name: str, most: int) -> str:
