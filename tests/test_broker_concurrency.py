@@ -116,6 +116,24 @@ class TestASlotComesBack:
         assert lease_all(limited) == {"c": 1}
         sound(limited)
 
+    def test_when_a_lease_whose_record_is_gone_is_reaped(self, limited: Broker) -> None:
+        enqueue(limited, "a", "b", "c")
+        lease_all(limited, seconds=0.05)
+        limited.client.delete(limited.keys.task("a"))  # evicted, or deleted by hand
+        wait_past(0.05)
+        assert ("a", "gone") in limited.reap()
+        assert holding(limited) == set()
+        assert lease_all(limited) == {"c": 1}
+
+    def test_when_a_keyed_lease_whose_record_is_gone_is_reaped(self, limited: Broker) -> None:
+        limited.enqueue_many([NewTask(t, name=NAME, limit_key="acct") for t in "abc"])
+        lease_all(limited, seconds=0.05)
+        limited.client.delete(limited.keys.task("b"))
+        wait_past(0.05)
+        assert ("b", "gone") in limited.reap()
+        assert limited.client.smembers(limited.keys.holding(f"{NAME}|acct")) == set()
+        assert lease_all(limited) == {"c": 1}
+
     def test_not_when_a_stale_holder_acks(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")
         lost = lease_all(limited, seconds=0.05)

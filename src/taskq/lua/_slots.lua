@@ -69,3 +69,17 @@ local function free_slot(prefix, task_id, slot)
     forget_group(prefix, slot)
   end
 end
+
+-- The group whose slot `task_id` holds, when its record cannot say (deleted or evicted:
+-- rare, so every limited name's groups are looked through); nil if it holds none.
+local function lost_slot(prefix, task_id)
+  for _, name in ipairs(redis.call('HKEYS', prefix .. 'limits')) do
+    if redis.call('SISMEMBER', holding_key(prefix, name), task_id) == 1 then return name end
+    for _, group in ipairs(redis.call('SMEMBERS', groups_key(prefix, name))) do
+      if redis.call('SISMEMBER', holding_key(prefix, group), task_id) == 1 then
+        return group
+      end
+    end
+  end
+  return nil
+end

@@ -22,8 +22,8 @@
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
   producer waiting for a task that dies here is woken (see watch.lua). A reaped run's
-  concurrency slot, if it held one, is given back (see _common's free_slot), so a
-  crashed worker's slots come back with its leases.
+  concurrency slot, if it held one, is given back (see _slots' free_slot), so a
+  crashed worker's slots come back with its leases; a gone record's slot too.
 ]]
 --- @include "_common"
 --- @include "_slots"
@@ -64,9 +64,10 @@ for _, task_id in ipairs(expired) do
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)
-  free_slot(prefix, task_id, record[4])
-  -- A record that is gone (deleted by hand, or evicted) is not made up: the id is dropped.
+  -- A record that is gone (deleted by hand, or evicted) is not made up: the id is dropped,
+  -- and the slot it held found without it, lest its group stay full for ever.
   local gone = not (record[1] or record[3] or record[5])
+  free_slot(prefix, task_id, record[4] or (gone and lost_slot(prefix, task_id)) or nil)
   if not gone then redis.call('HSET', task_key, 'fencing_token', token) end
   if gone then
     reply[#reply + 1], reply[#reply + 2] = task_id, 'gone'
