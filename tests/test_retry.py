@@ -256,6 +256,23 @@ class TestTimeLimits:
         assert "ran past its time limit of 0.3s" in record.last_error
         assert "CancelledError" in record.traceback  # where the handler was
 
+    def test_an_async_handler_that_returns_from_its_cancel_fails_its_attempt(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("swallows", max_retries=0, time_limit=0.3)
+        async def swallows() -> str:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                return "returned after its time limit"
+            return "in time"
+
+        task_id = swallows.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert record.error_type == TIME_LIMIT_ERROR
+        assert record.result is None
+
     def test_an_async_handler_that_goes_on_after_its_cancel_is_failed_and_fenced(
         self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
     ) -> None:

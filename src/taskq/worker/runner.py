@@ -291,7 +291,11 @@ class Runner:
                 outcome = unstarted(task, context)
             else:
                 context.begin()
-                outcome = self._returned(task, context, await fn(*args, **kwargs), keep)
+                value = await fn(*args, **kwargs)
+                # Returned after its time limit's cancel (it caught the CancelledError):
+                # the attempt failed all the same (TaskQueue's TimedOutNeverAcks).
+                outcome = time_limit_outcome(task, context, policy, None) \
+                    if context.timed_out else self._returned(task, context, value, keep)
         except asyncio.CancelledError as e:
             # One cancelled while it waited for the gate never began: handed back as
             # unstarted (settled cancelled if its task was). A cancelled task's run
