@@ -455,3 +455,42 @@ def test_a_head_no_row_holds_is_waited_on_not_read_again_at_once(
             await reader.drop()
 
     run_guarded(scenario())
+
+
+@pytest.mark.parametrize("resume", ["junk", "ahead", "old epoch"])
+@pytest.mark.parametrize("edit", ["newest row deleted", "counter set ahead"])
+def test_a_resume_that_gets_a_gap_at_a_head_no_row_holds_gets_it_once(
+    settings: Settings, client: redis.Redis, resume: str, edit: str
+) -> None:
+    """The gap's resume point is the head, which no row holds: the stream waits there
+    for the next append (one gap, then heartbeats), and then goes on with no other gap."""
+    producer = Producer(client, retention=1000)
+    producer.append(3)
+    epoch = str(client.get(KEYS.epoch))
+    if edit == "newest row deleted":
+        client.xdel(KEYS.events, "3-0")
+    else:
+        client.incrby(KEYS.seq, 4)
+    last_id = {"junk": "junk", "ahead": f"{epoch}.900.1", "old epoch": "1.2.1"}[resume]
+
+    async def scenario() -> None:
+        CountingLog.reads = 0
+        async with running_hub(settings.redis_url,
+                               log=lambda c: CountingLog(c, KEYS)) as hub:
+            await asyncio.sleep(0.1)  # the hub settles on the head first
+            reader = Reader(hub, settings=StreamSettings(batch=64, heartbeat_seconds=0.2),
+                            last_id=last_id)
+            reader.connect()
+            frames: list[Frame] = []
+            started = asyncio.get_running_loop().time()
+            while asyncio.get_running_loop().time() - started < 1.0:
+                frames += await reader.next()
+            assert sum(f.event == "gap" for f in frames) == 1
+            assert 2 <= sum(f.event == "keepalive" for f in frames) <= 7
+            assert CountingLog.reads < 30, CountingLog.reads
+            producer.append(1)
+            await reader.until_seq(int(client.get(KEYS.seq)))
+            assert len(reader.gaps) == 1 and reader.rows[-1][1] == int(client.get(KEYS.seq))
+            await reader.drop()
+
+    run_guarded(scenario())

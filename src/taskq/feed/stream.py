@@ -47,13 +47,14 @@ async def feed_frames(
             count = settings.batch if cursor.epoch else 1
             async with hub.catch_up:
                 result = await hub.log.read(cursor, count)
-            if isinstance(result, Gap):
+            if isinstance(result, Gap) and result.resume_at != cursor:
                 yield gap_frame(cursor.wire_id if cursor.seq else "", result)
                 cursor = result.resume_at
                 continue
-            rows = result.rows
-            # Redis itself has nothing after the cursor: until the hub moves, another
-            # read would find nothing either, whatever its tail says.
+            # Redis itself has nothing after the cursor (or, at a head no row holds,
+            # the gap just sent again): until the hub moves, another read would find
+            # nothing else, whatever its tail says.
+            rows = [] if isinstance(result, Gap) else result.rows
             stalled = not rows
         if rows:
             hub.delivered += len(rows)

@@ -8,11 +8,12 @@
   KEYS[3] epoch   STRING  event log incarnation
   ARGV[1] epoch           the cursor's epoch; '' when the client has none (cursor 0)
   ARGV[2] cursor          sequence number of the last row the client has
-  ARGV[3] fingerprint     that row's ts (ms); '' when unknown
+  ARGV[3] fingerprint     that row's ts (ms); '' or '0' when unknown
   ARGV[4] count           most rows to return
   Returns: {'rows', epoch, head, first, seq, ts, fields, seq, ts, fields, ...}: the rows
            after the cursor (fields as a flat name/value array) |
-           {'gap', epoch, head, first, head_ts, reason}: reason is 'epoch' (the log was
+           {'gap', epoch, head, first, head_ts, reason}: head_ts is the head row's ts
+           ('' when no row holds the head); reason is 'epoch' (the log was
            recreated), 'ahead' (cursor beyond the head), 'trimmed' (rows after the
            cursor are gone) or 'diverged' (the cursor's row was rewritten after a crash);
            first = oldest retained seq (head + 1 when the log is empty)
@@ -43,16 +44,22 @@ local function field(entry, name)
   return '0'
 end
 
+-- The resume point is the head, fingerprinted by its row's ts; '' where no row holds
+-- the head (its row deleted by hand, the counter set ahead), which a resume from there
+-- then does not check, rather than find the row missing and get the same gap again.
 local function gap(reason)
-  local head_ts = '0'
-  if newest then head_ts = field(newest, 'ts') end
+  local head_ts = ''
+  if newest and tonumber(string.match(newest[1], '^(%d+)')) == head then
+    head_ts = field(newest, 'ts')
+  end
   return {'gap', epoch, head, first, head_ts, reason}
 end
 
 if cursor_epoch ~= '' and cursor_epoch ~= epoch then return gap('epoch') end
 if cursor > head then return gap('ahead') end
 if cursor < first - 1 then return gap('trimmed') end
-if cursor > 0 and fingerprint ~= '' and cursor >= first then
+-- A fingerprint of 0 is the wire form of none (see taskq.feed.cursor).
+if cursor > 0 and fingerprint ~= '' and fingerprint ~= '0' and cursor >= first then
   local row = redis.call('XRANGE', events_key, cursor .. '-0', cursor .. '-0')[1]
   if not row or field(row, 'ts') ~= fingerprint then return gap('diverged') end
 end
