@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Iterator
@@ -211,6 +212,22 @@ class TestLifetime:
             assert shop.app.broker is not own_broker
         assert shop.app.settings is own_settings
         assert shop.app.use_broker(None) is own_broker
+
+    def test_enqueue_async_in_the_block_reaches_the_runner_not_the_apps_own_redis(
+        self, shop: Shop
+    ) -> None:
+        shop.app.settings = Settings(redis_url="unix:///nonexistent/redis.sock")
+
+        async def scenario() -> None:
+            own = shop.app.async_broker  # made in this loop before the block, never used
+            with TaskRunner(shop.app) as runner:
+                handle = await shop.app.tasks["shop.add"].enqueue_async(2, 3)
+                assert runner.run_until_idle().result(handle) == 5
+                assert await handle.result_async(timeout=5) == 5
+                await shop.app.aclose()  # the block's asyncio client, as an app's lifespan would
+            assert shop.app.async_broker is own
+
+        asyncio.run(scenario())
 
     def test_an_app_that_had_made_no_broker_makes_its_own_again_afterwards(
         self, shop: Shop

@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields, replace
 from types import TracebackType
 from typing import Any
 
-from taskq.app import App, Task
+from taskq.app import App, Task, _LoopBroker
 from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.errors import (
@@ -370,14 +370,18 @@ class TaskRunner:
 @contextmanager
 def pointed_at(app: App, settings: Settings, broker: Broker) -> Iterator[App]:
     """`app` with `settings` and `broker` (one queue, even for a sharded app) for the
-    block; its own are put back after."""
+    block; its own are put back after. `enqueue_async` in the block makes asyncio
+    clients of its own (`await app.aclose()` in the block closes the running loop's)."""
     saved_settings, saved_layout, saved_sharded = app.settings, app.layout, app._sharded
+    saved_async = app._async  # the asyncio brokers `enqueue_async` made before, per loop
     saved_broker = app.use_broker(broker)
     app.settings, app.layout, app._sharded = settings, None, None
+    app._async = _LoopBroker()
     try:
         yield app
     finally:
         app.settings, app.layout, app._sharded = saved_settings, saved_layout, saved_sharded
+        app._async = saved_async
         app.use_broker(saved_broker)
 
 
