@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -248,6 +249,17 @@ class TestLifetime:
         assert server.process is None
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # stopped and reaped: not even a zombie is left
+
+    def test_a_handler_let_go_at_its_time_limit_has_the_grace_to_return(
+        self, shop: Shop
+    ) -> None:
+        @shop.app.task("shop.slow", time_limit=0.3, max_retries=0)
+        def slow() -> None:
+            time.sleep(2.5)  # returns well within the shutdown grace (5 s)
+
+        with TaskRunner(shop.app) as runner:
+            handle = slow.enqueue()
+            assert runner.run_until_idle().dead == [handle.task_id]
 
     def test_the_app_is_put_back_when_the_block_raises(self, shop: Shop) -> None:
         own_settings = shop.app.settings

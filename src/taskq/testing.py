@@ -223,13 +223,16 @@ class TaskRunner:
         assert worker is not None and thread is not None
         worker.stop("the TaskRunner is closing")
         grace = worker.settings.shutdown_grace_seconds
+        # A handler the worker let go at its time limit runs on in its thread: it has
+        # the rest of the grace to return, as the worker's own handlers had.
+        deadline = time.monotonic() + grace + 1
         thread.join(grace + 10)
         # The waker blocks at most a poll; the heartbeat wakes as soon as it is stopped.
         for part in (worker.waker, worker.heartbeat):
             if part.ident is not None:
                 part.join(worker.settings.redis_timeout_seconds + 1)
         running = [t.name for t in (thread, worker.waker, worker.heartbeat) if t.is_alive()]
-        running += worker.runner.join(1.0)
+        running += worker.runner.join(max(1.0, deadline - time.monotonic()))
         if running:
             raise TaskqError(f"the test worker's threads are still running after its "
                              f"shutdown grace ({grace:g}s): {', '.join(running)}; a "
