@@ -112,7 +112,7 @@ RECURSIVE Settle(_, _, _, _, _)
 Settle(k, st, tr, cnt, fl) ==
     IF k = STAGES
     THEN [state |-> st, triggered |-> tr,
-          flow |-> IF fl[k] > 0 THEN "failed" ELSE "completed"]
+          flow |-> IF fl[k] > 0 /\ POLICY = "fail" THEN "failed" ELSE "completed"]
     ELSE IF fl[k] > 0 /\ POLICY = "fail"
     THEN [state |-> CancelLater(k, st), triggered |-> tr, flow |-> "failed"]
     ELSE IF SIZE_CHECK /\ k + 1 = OVERSIZED /\ \E i \in Members : st[<<k + 1, i>>] = "waiting"
@@ -233,10 +233,11 @@ NoEarlyRun ==
     \A s \in Steps : (state[s] \in {"pending", "running"} \/ token[s] > 0)
                         => triggered[s[1]] > 0
 
-\* Completed: the last stage's steps completed, and every step under policy fail.
+\* Completed: every step completed under policy fail; under partial, a stage's failed
+\* members are handed on, the last stage's as its output, so it only needs every step
+\* ended (FlowEndsLast).
 OutcomeRight ==
-    /\ flow = "completed" => \A s \in Steps : s[1] = STAGES \/ POLICY = "fail"
-                                                => state[s] = "completed"
+    /\ flow = "completed" => \A s \in Steps : POLICY = "fail" => state[s] = "completed"
     /\ flow = "failed" => \E s \in Steps : state[s] \in {"dead", "cancelled"}
 
 FlowEndsLast == flow \in {"completed", "failed"} => \A s \in Steps : state[s] \in Ended

@@ -140,7 +140,8 @@ def settle(c: Constants, s: State, k: int, st: Fn[Step, str], tr: Fn[int, int],
     """Settle(k, st, tr, cnt, fl) in state s: stage k has every member's end."""
     while True:
         if k == c.stages:
-            return Settled(st, tr, "failed" if fl[k] > 0 else "completed")
+            return Settled(st, tr, "failed" if fl[k] > 0 and c.policy == "fail"
+                           else "completed")
         if fl[k] > 0 and c.policy == "fail":
             return Settled(cancel_later(k, st), tr, "failed")
         if c.size_check and k + 1 == c.oversized and any(
@@ -348,7 +349,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
                    if s.state[x] in ("pending", "running") or s.token[x] > 0)
 
     def outcome_right(s: State) -> bool:
-        judged = [x for x in c.all_steps if x[0] == c.stages or c.policy == "fail"]
+        judged = c.all_steps if c.policy == "fail" else []
         return ((s.flow != "completed" or all(s.state[x] == "completed" for x in judged))
                 and (s.flow != "failed"
                      or any(v in ("dead", "cancelled") for v in s.state.values())))
