@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.results import Cancellation
 from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_cancels
@@ -25,6 +25,7 @@ from taskq.tools.chaos.checks import (
     flows_check,
     memory_check,
     priority_check,
+    stray_states,
     ticks_check,
 )
 from taskq.tools.chaos.flows import (
@@ -40,6 +41,7 @@ from taskq.tools.chaos.run import MIN_TICKS
 from taskq.tools.chaos.schedules import LIMITED_TASK, PERIODS, period_ms
 from taskq.tools.ledger import Charge, Ledger
 from taskq.tools.tlatrace import read_log
+from taskq.tools.tracecheck import read_log as read_events
 from taskq.tools.tracecheck import validate
 
 Rows = list[tuple[int, dict[str, str]]]
@@ -52,10 +54,12 @@ def chaos(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def tick_check_of(rows: Rows, charges: dict[str, int], lost_ok: bool = False) -> tuple[bool, str]:
+def tick_check_of(rows: Rows, charges: dict[str, int], lost_ok: bool = False,
+                  handled: dict[str, int] | None = None) -> tuple[bool, str]:
     """The tick check's verdict and detail on `rows` and `charges`, for the run's PERIODS."""
     periods = {name: period_ms(name) for name in PERIODS}
-    check = ticks_check(count_ticks(rows, periods, final_states(rows), charges), lost_ok)
+    check = ticks_check(count_ticks(rows, periods, final_states(rows), charges, handled),
+                        lost_ok)
     return check.ok, check.detail
 
 
@@ -130,6 +134,15 @@ class TestTickCheck:
         ok, detail = tick_check_of(*ticked_log(ticks))
         assert not ok
         assert "chaos-1s (every 1000 ms): 0 ticks, 0 tasks" in detail and "no tick fired" in detail
+
+    def test_a_tick_redis_handled_after_the_last_task_fails(self) -> None:
+        ticks = every_tick(2_000_000_000, 5)
+        last = ticks["chaos-1s"][-1]
+        rows, charges = ticked_log(ticks)
+        assert tick_check_of(rows, charges, handled={"chaos-1s": last})[0]
+        ok, detail = tick_check_of(rows, charges, handled={"chaos-1s": last + 2000})
+        assert not ok
+        assert "7 ticks, 5 tasks" in detail and f"missing [{last + 1000}, {last + 2000}]" in detail
 
     def test_a_charge_without_its_task_passes_only_where_redis_may_lose_writes(self) -> None:
         rows, charges = ticked_log(every_tick(2_000_000_000, 5))
@@ -497,3 +510,44 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     ok, detail = tick_check_of(events, charges)
     assert not ok
     assert "missing" in detail and "enqueued twice" in detail
+
+
+class TestStrayStates:
+    """T1 at the end of a run: with ready, leased and delayed empty, every record is in
+    a final state, the one its last event says, and dead exactly when in the DLQ."""
+
+    def settled(self, broker: Broker) -> dict[str, str]:
+        broker.enqueue_many([NewTask(t) for t in ("done", "doomed")])
+        for task_id, token in [(t.task_id, t.token) for t in broker.lease_many("w", 30, 2).tasks]:
+            if task_id == "done":
+                assert broker.ack(task_id, token)
+            else:
+                assert broker.fail(task_id, token, "boom", dead=True).status == "dead"
+        return final_states(read_events(broker.client, broker.keys.events))
+
+    def test_a_settled_queue_has_none(self, broker: Broker) -> None:
+        assert stray_states(broker.client, broker, self.settled(broker)) == []
+
+    def test_a_record_other_than_its_last_event_or_the_dlq_says_is_named(
+        self, broker: Broker
+    ) -> None:
+        final = self.settled(broker)
+        broker.client.lpush(broker.keys.dlq, "done")
+        broker.client.hset(broker.keys.task("done"), "state", "dead")
+        assert stray_states(broker.client, broker, final) == [
+            "done is dead, its last event says completed"]
+        broker.client.hset(broker.keys.task("done"), "state", "completed")
+        assert stray_states(broker.client, broker, final) == [
+            "done is completed and in the DLQ"]
+        broker.client.lrem(broker.keys.dlq, 0, "done")
+        broker.client.lpush(broker.keys.dlq, "doomed")
+        assert stray_states(broker.client, broker, final) == ["doomed is in the DLQ twice"]
+
+    def test_a_record_left_running_or_a_dlq_entry_with_no_record_is_named(
+        self, broker: Broker
+    ) -> None:
+        final = self.settled(broker)
+        broker.client.hset(broker.keys.task("done"), "state", "running")
+        broker.client.delete(broker.keys.task("doomed"))
+        assert sorted(stray_states(broker.client, broker, final)) == [
+            "done is running in no structure", "doomed is in the DLQ with no record"]

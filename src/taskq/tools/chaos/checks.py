@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskq.boundary import text
 from taskq.broker import Broker
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.limits import PRIORITY
@@ -47,8 +48,10 @@ class Check:
 @dataclass
 class TickCount:
     """One schedule's ticks as the event log and the ledger tell them: the ticks from the
-    first fired to the last by its period, the tasks made for them (each tick's task id
-    is `sched:<schedule>:<tick ms>`), their `enqueued` events, and their charges."""
+    first fired to the last by its period, or to the last tick Redis records as handled
+    if that is later (every tick up to it must have its task: NoLostTick), the tasks
+    made for them (each tick's task id is `sched:<schedule>:<tick ms>`), their
+    `enqueued` events, and their charges."""
 
     schedule: str
     period_ms: int
@@ -143,19 +146,22 @@ def run_checks(
         + (f", all {len(produced.resends_created)} because the original enqueue was lost"
            if produced.resends_created and not recreated else "")))
 
+    handled = {name: state[0] for name in PERIODS
+               if (state := queue.first.schedule_state(name)) is not None}
     found.ticks = count_ticks(rows, {name: period_ms(name) for name in PERIODS},
                               found.final_states,
-                              ledger.charges_by_task(SCHEDULE_TASK_PREFIX))
+                              ledger.charges_by_task(SCHEDULE_TASK_PREFIX), handled)
     found.checks.append(ticks_check(found.ticks, lost_ok=appendfsync != "always"
                                     and redis_crashes > 0))
 
     counts = queue.counts()
+    strays = [problem for b in queue.brokers for problem in stray_states(client, b, final)]
     found.checks.append(Check(
         "T1: every task in exactly one place, and all done",
-        counts.ready == counts.leased == counts.delayed == 0
-        and all(_no_stray_state(client, b) for b in queue.brokers),
+        counts.ready == counts.leased == counts.delayed == 0 and not strays,
         f"ready {counts.ready}, leased {counts.leased}, delayed {counts.delayed}, "
-        f"dead {counts.dead}"))
+        f"dead {counts.dead}; {len(strays)} records out of place"
+        + (f", first: {strays[0]}" if strays else "")))
 
     found.checks.append(_results_check(queue, rows, final, waited or Waited()))
 
@@ -267,9 +273,11 @@ def concurrency_check(rows: list[tuple[int, dict[str, str]]]) -> Check:
 
 
 def count_ticks(rows: list[tuple[int, dict[str, str]]], periods: Mapping[str, int],
-                final: Mapping[str, str], charges: Mapping[str, int]) -> list[TickCount]:
-    """Each schedule's `TickCount`, from the log's rows, each task's final state and the
-    ledger's charges per task id."""
+                final: Mapping[str, str], charges: Mapping[str, int],
+                handled: Mapping[str, int] | None = None) -> list[TickCount]:
+    """Each schedule's `TickCount`, from the log's rows, each task's final state, the
+    ledger's charges per task id and each schedule's last handled tick as Redis keeps
+    it (`handled`, read once no worker fires any more)."""
     found = []
     for schedule, period in periods.items():
         count = TickCount(schedule, period)
@@ -279,7 +287,8 @@ def count_ticks(rows: list[tuple[int, dict[str, str]]], periods: Mapping[str, in
             if tick is not None and fields.get("type") == "enqueued":
                 enqueued[tick] += 1
         if enqueued:
-            first, last = min(enqueued), max(enqueued)
+            first = min(enqueued)
+            last = max(*enqueued, (handled or {}).get(schedule, 0))
             expected = range(first, last + 1, period)
             count.ticks = len(expected)
             count.missing = [t for t in expected if t not in enqueued]
@@ -413,10 +422,32 @@ def memory_check(client: Client, queue: ChaosQueue, found: Findings) -> Check:
     )
 
 
-def _no_stray_state(client: Client, broker: Broker) -> bool:
-    """No record left in a non-final state (a record that is in no structure)."""
+def stray_states(client: Client, broker: Broker, final: Mapping[str, str]) -> list[str]:
+    """Once ready, leased and delayed are empty, what breaks T1 (and E1) in the rest:
+    a record in a state that is not final, or in another state than its last event
+    says (the log's final state, where the log still holds its task's events); the
+    DLQ holding an id whose record is not dead, or an id twice; a dead record not in
+    the DLQ."""
+    problems = []
+    dlq = [text(task_id) for task_id in client.lrange(broker.keys.dlq, 0, -1)]
+    problems += [f"{task_id} is in the DLQ twice" for task_id, n in Counter(dlq).items()
+                 if n > 1]
+    in_dlq = set(dlq)
+    prefix = broker.keys.task("")
     for key in client.scan_iter(match=broker.keys.task("*"), count=1000):
-        # None: the record expired since the scan found it.
-        if client.hget(key, "state") not in (None, "completed", "dead", "cancelled"):
-            return False
-    return True
+        task_id = text(key)[len(prefix):]
+        state = client.hget(key, "state")
+        if state is None:
+            continue  # the record expired since the scan found it
+        state = text(state)
+        if state not in ("completed", "dead", "cancelled"):
+            problems.append(f"{task_id} is {state} in no structure")
+        elif task_id in final and final[task_id] != state:
+            problems.append(f"{task_id} is {state}, its last event says {final[task_id]}")
+        elif (state == "dead") != (task_id in in_dlq):
+            problems.append(f"{task_id} is {state} and {'' if task_id in in_dlq else 'not '}"
+                            "in the DLQ")
+    for task_id in in_dlq:
+        if not client.exists(broker.keys.task(task_id)):
+            problems.append(f"{task_id} is in the DLQ with no record")
+    return problems
