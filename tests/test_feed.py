@@ -494,3 +494,50 @@ def test_a_resume_that_gets_a_gap_at_a_head_no_row_holds_gets_it_once(
             await reader.drop()
 
     run_guarded(scenario())
+
+
+CLIENT_BATCH = 7  # tells the client's reads from the hub's
+
+
+class RowDuringRead(FeedLog):
+    """The atomic read, once made to find nothing while a row is appended and the hub
+    sees it before the read returns, as a busy event loop can order them."""
+
+    producer: Producer
+    hub: Hub | None = None
+
+    async def read(self, cursor: Cursor, count: int) -> Rows | Gap:
+        result = await super().read(cursor, count)
+        hub = RowDuringRead.hub
+        if hub is not None and count == CLIENT_BATCH:  # the client's read, not the hub's
+            RowDuringRead.hub = None
+            before = hub.tail
+            await asyncio.to_thread(RowDuringRead.producer.append, 1)
+            while hub.tail == before:
+                await asyncio.sleep(0.005)
+        return result
+
+
+def test_a_row_the_hub_sees_during_a_clients_empty_read_reaches_it_at_once(
+    settings: Settings, client: redis.Redis
+) -> None:
+    RowDuringRead.producer = Producer(client, retention=1000)
+    RowDuringRead.producer.append(2)
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url,
+                               log=lambda c: RowDuringRead(c, KEYS)) as hub:
+            # A hub just started holds no rows: a client at the head reads from Redis.
+            assert not hub.ring and hub.tail == head_cursor(client)
+            RowDuringRead.hub = hub
+            frames = feed_frames(hub, hub.tail, StreamSettings(
+                batch=CLIENT_BATCH, heartbeat_seconds=20.0))
+            started = asyncio.get_running_loop().time()
+            async with asyncio.timeout(5):
+                async for frame in frames:
+                    if frame.startswith("id:"):
+                        break
+            assert asyncio.get_running_loop().time() - started < 3
+            await frames.aclose()
+
+    run_guarded(scenario())

@@ -45,6 +45,7 @@ async def feed_frames(
             # which the hub's ring may serve the rest: a thousand new clients then cost
             # a thousand small reads, not a thousand replays of a batch each.
             count = settings.batch if cursor.epoch else 1
+            seen = hub.tail
             async with hub.catch_up:
                 result = await hub.log.read(cursor, count)
             if isinstance(result, Gap) and result.resume_at != cursor:
@@ -53,9 +54,10 @@ async def feed_frames(
                 continue
             # Redis itself has nothing after the cursor (or, at a head no row holds,
             # the gap just sent again): until the hub moves, another read would find
-            # nothing else, whatever its tail says.
+            # nothing else, whatever its tail says. A hub that moved while the read was
+            # under way may have seen rows the read was too early for: read again.
             rows = [] if isinstance(result, Gap) else result.rows
-            stalled = not rows
+            stalled = not rows and hub.tail == seen
         if rows:
             hub.delivered += len(rows)
             yield "".join([row.frame for row in rows])
