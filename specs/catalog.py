@@ -416,6 +416,21 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=170, generated=385, depth=10, left=0),
     ),
     Check(
+        spec="ResultWait/ResultWait.tla",
+        config="ResultWait/ResultWait_Recreate.cfg",
+        build=result_wait.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=539, generated=1303, depth=12, left=0),
+    ),
+    Check(
+        spec="ResultWait/ResultWait.tla",
+        config="ResultWait/ResultWaitRecreateKeepsDone.cfg",
+        build=result_wait.model,
+        # Watched, completed, the id enqueued again, watched: the old run's element.
+        expect=Expect.violated("NoSpuriousSpin", depth=5),
+        tlc=TLC(distinct=81, generated=109, depth=5, left=47),
+    ),
+    Check(
         spec="ResultWait/ResultWaitSplitWatch.tla",
         config="ResultWait/ResultWaitSplitWatch.cfg",
         build=result_wait.split_watch_model,

@@ -273,6 +273,29 @@ class TestWaiting:
         with pytest.raises(ResultTimeoutError):
             handle.result(timeout=0.3)
 
+    def test_an_id_enqueued_again_after_its_record_expired_waits_without_spinning(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("t1")
+        broker.watch("t1")
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        assert broker.ack(task.task_id, task.token, "1")  # wakes the done list
+        broker.client.delete(broker.keys.task("t1"))  # its record expired
+        handle = broker.enqueue("t1")
+        assert handle.created
+        reads = 0
+        watch = broker.watch
+
+        def counted(task_id: str, mark: bool = True) -> Any:
+            nonlocal reads
+            reads += 1
+            return watch(task_id, mark)
+
+        broker.watch = counted  # type: ignore[method-assign]
+        with pytest.raises(ResultTimeoutError):
+            handle.result(timeout=0.5)
+        assert reads <= 3, reads  # blocked in BLMOVE, not woken by the old run's list
+
     def test_a_record_deleted_while_waited_for_is_noticed(self, broker: Broker) -> None:
         handle = broker.enqueue("t1")
         waiter, errors = waiting_on_a_thread(handle)

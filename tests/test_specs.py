@@ -118,7 +118,7 @@ class TestCatalogue:
             "TaskQueueReapNoBump", "TaskQueueByToken", "TaskQueueShutdownRelease",
             "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskQueueCancelNoFence",
             "TaskQueueCancelRetried", "TaskFeed", "TaskFeedSplitAttach",
-            "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTick",
+            "ResultWait", "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTick",
             "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
@@ -176,15 +176,16 @@ class TestSourcesMatchTranscriptions:
         body = re.sub(r"\\E\s+\w+\s+\\in\s+[^:]+:", " ", body)  # drop the bindings
         disjuncts = set(re.findall(r"\b[A-Z][A-Za-z]+\b", body)) - {"UNCHANGED"}
         # TaskQueue's fault switches, cancellation, time limits and revivals,
-        # ResultWait's slices and PeriodicTick's forgets turned on, so that every action
-        # can be taken.
+        # ResultWait's slices and recreations and PeriodicTick's forgets turned on, so
+        # that every action can be taken.
         switches = ("PAUSES", "KILLS", "LATE_FAILS", "CANCELS", "TIME_LIMITS", "RATE_LIMITS",
                     "SLICE")
         faults: dict[str, object] = {k: True for k in switches if k in config.constants}
         if config.constants.get("MAX_REVIVALS") == 0:
             faults["MAX_REVIVALS"] = 1
-        if config.constants.get("MAX_FORGETS") == 0:  # PeriodicTick's Forget
-            faults["MAX_FORGETS"] = 1
+        for bound in ("MAX_FORGETS", "MAX_RECREATES"):  # PeriodicTick's, ResultWait's
+            if config.constants.get(bound) == 0:
+                faults[bound] = 1
         config = dataclasses.replace(config, constants={**config.constants, **faults})
         labels = {re.split(r"[(/]", label)[0] for label in labels_near_init(c.build(config))}
         assert labels == disjuncts

@@ -20,21 +20,24 @@ SplitTypeOK ==
     /\ state \in {"running", "completed", "dead"}
     /\ revivals \in 0..MAX_REVIVALS
     /\ waiters \in BOOLEAN
-    /\ done \in 0..(MAX_REVIVALS + 1)
+    /\ done \in 0..(MAX_REVIVALS + MAX_RECREATES + 1)
     /\ pc \in [Waiters -> PCs \cup {"mark"}]
+    /\ run \in 0..MAX_RECREATES
+    /\ seen \in [Waiters -> 0..MAX_RECREATES]
 
 \* The first call: read the state only.
 Read(w) ==
     /\ pc[w] = "watch"
     /\ pc' = [pc EXCEPT ![w] = IF Ended THEN "returned" ELSE "mark"]
-    /\ UNCHANGED <<state, revivals, waiters, done>>
+    /\ UNCHANGED <<state, revivals, waiters, done, run, seen>>
 
 \* The second call: mark the record, whatever the task did since the read.
 Mark(w) ==
     /\ pc[w] = "mark"
     /\ waiters' = TRUE
     /\ pc' = [pc EXCEPT ![w] = "block"]
-    /\ UNCHANGED <<state, revivals, done>>
+    /\ seen' = [seen EXCEPT ![w] = run]
+    /\ UNCHANGED <<state, revivals, done, run>>
 
 SplitNext ==
     \/ End("completed")

@@ -6,6 +6,8 @@ Init                              a running task, nobody watched yet    initial(
 End("completed"), End("dead")     ack.lua; fail.lua or reap.lua to the  end("completed"),
                                   DLQ; each calls wake_waiters          end("dead")
 ReviveWith(clear), Revive         retry_dead.lua (DEL done)             revive_with, revive
+Recreate                          the record expires, the id is         recreate(c, s)
+                                  enqueued again
 Watch(w)                          watch.lua with mark = '1'             watch(c, s): Watch/ended,
                                                                         Watch/marked
 Block(w)                          BLMOVE done done, one slice           block(c, s): /returned,
@@ -20,6 +22,8 @@ ResultWaitSplitWatch.tla          watch as two calls                    read(c, 
                                                                         SPLIT_WATCH_NEXT
 ResultWaitKeepDone.tla            retry_dead without DEL done           keep_done_revive,
                                                                         KEEP_DONE_NEXT
+CLEAR_ON_MARK = FALSE             watch.lua's first mark keeps the      Constants.clear_on_mark
+                                  done list
 
 Each \E w is a loop over the producers in ascending order and Next's disjuncts are
 tried in the order written, which is TLC's order.
@@ -46,6 +50,8 @@ class State(NamedTuple):
     waiters: bool
     done: int
     pc: Fn[int, str]
+    run: int
+    seen: Fn[int, int]
 
 
 @dataclass(frozen=True)
@@ -53,16 +59,22 @@ class Constants:
     waiters: int
     max_revivals: int
     slice: bool
+    max_recreates: int
+    clear_on_mark: bool
 
     @classmethod
     def from_cfg(cls, cfg: cfgs.Config) -> Constants:
-        flag = cfg.constants.get("SLICE")
-        if not isinstance(flag, bool):
-            raise cfgs.ConfigError(f"{cfg.source}: SLICE must be TRUE or FALSE, not {flag!r}")
+        flags = {name: cfg.constants.get(name) for name in ("SLICE", "CLEAR_ON_MARK")}
+        for name, flag in flags.items():
+            if not isinstance(flag, bool):
+                raise cfgs.ConfigError(f"{cfg.source}: {name} must be TRUE or FALSE, "
+                                       f"not {flag!r}")
         return cls(
             waiters=cfg.int_constant("WAITERS"),
             max_revivals=cfg.int_constant("MAX_REVIVALS"),
-            slice=flag,
+            slice=bool(flags["SLICE"]),
+            max_recreates=cfg.int_constant("MAX_RECREATES"),
+            clear_on_mark=bool(flags["CLEAR_ON_MARK"]),
         )
 
     @property
@@ -72,7 +84,8 @@ class Constants:
 
 
 def initial(c: Constants) -> State:
-    return State("running", 0, False, 0, Fn.const(c.producers, "watch"))
+    return State("running", 0, False, 0, Fn.const(c.producers, "watch"), 0,
+                 Fn.const(c.producers, 0))
 
 
 def ended(s: State) -> bool:
@@ -109,6 +122,12 @@ revive = revive_with("Revive", clear=True)
 keep_done_revive = revive_with("KeepDoneRevive", clear=False)
 
 
+def recreate(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """Recreate: the ended task's record goes, its id is enqueued again, unmarked."""
+    if ended(s) and s.run < c.max_recreates:
+        yield "Recreate", s._replace(state="running", waiters=False, run=s.run + 1)
+
+
 def watch(c: Constants, s: State) -> Iterator[Transition[State]]:
     for w in c.producers:
         if s.pc[w] != "watch":
@@ -116,7 +135,9 @@ def watch(c: Constants, s: State) -> Iterator[Transition[State]]:
         if ended(s):
             yield f"Watch(w={w})/ended", s._replace(pc=s.pc.except_(w, "returned"))
         else:
-            yield f"Watch(w={w})/marked", s._replace(pc=s.pc.except_(w, "block"), waiters=True)
+            done = 0 if c.clear_on_mark and not s.waiters else s.done
+            yield f"Watch(w={w})/marked", s._replace(pc=s.pc.except_(w, "block"), waiters=True,
+                                                     done=done, seen=s.seen.except_(w, s.run))
 
 
 def block(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -153,10 +174,13 @@ def mark(c: Constants, s: State) -> Iterator[Transition[State]]:
     """Mark(w), the split watch's second call: the flag, whatever happened since the read."""
     for w in c.producers:
         if s.pc[w] == "mark":
-            yield f"Mark(w={w})", s._replace(pc=s.pc.except_(w, "block"), waiters=True)
+            yield f"Mark(w={w})", s._replace(pc=s.pc.except_(w, "block"), waiters=True,
+                                             seen=s.seen.except_(w, s.run))
 
 
-NEXT: tuple[Action, ...] = (end("completed"), end("dead"), revive, watch, block, wake, timeout)
+NEXT: tuple[Action, ...] = (
+    end("completed"), end("dead"), revive, recreate, watch, block, wake, timeout,
+)  # fmt: skip
 SPLIT_WATCH_NEXT: tuple[Action, ...] = (
     end("completed"), end("dead"), revive, read, mark, block, wake, timeout,
 )  # fmt: skip
@@ -169,9 +193,11 @@ def type_ok(c: Constants, s: State, pcs: tuple[str, ...] = PCS) -> bool:
     return (
         s.state in STATES
         and 0 <= s.revivals <= c.max_revivals
-        and 0 <= s.done <= c.max_revivals + 1
+        and 0 <= s.done <= c.max_revivals + c.max_recreates + 1
         and set(s.pc) == set(c.producers)
         and all(s.pc[w] in pcs for w in c.producers)
+        and 0 <= s.run <= c.max_recreates
+        and all(0 <= s.seen[w] <= c.max_recreates for w in c.producers)
     )
 
 
@@ -181,11 +207,12 @@ def waiting(s: State, w: int) -> bool:
 
 
 def no_lost_wakeup(s: State) -> bool:
-    return all(s.done > 0 for w in s.pc if waiting(s, w) and ended(s))
+    return all(s.done > 0 for w in s.pc if waiting(s, w) and ended(s) and s.seen[w] == s.run)
 
 
 def no_spurious_spin(s: State) -> bool:
-    return all(s.done == 0 for w in s.pc if waiting(s, w) and not ended(s))
+    return all(s.done == 0 for w in s.pc
+               if waiting(s, w) and not ended(s) and s.seen[w] == s.run)
 
 
 def all_returned(s: State) -> bool:

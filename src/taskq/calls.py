@@ -39,7 +39,8 @@ def enqueued(reply: list[Any]) -> Iterator[tuple[str, bool]]:
 
 def watch_call(keys: QueueKeys, task_id: str, mark: bool) -> Call:
     """The watch.lua call that reads `task_id` (and, with `mark`, asks to be woken)."""
-    return [keys.task(check_task_id(task_id))], ["1" if mark else "0"]
+    task_id = check_task_id(task_id)
+    return [keys.task(task_id), keys.done(task_id)], ["1" if mark else "0"]
 
 
 # The states a cancel can be limited to: those a task can be cancelled in.
