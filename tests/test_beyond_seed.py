@@ -90,6 +90,22 @@ class TestRecordsExpire:
         assert broker.task("old") is None
         assert broker.task("new") is not None
 
+    def test_a_dead_task_is_purged_only_once_no_idempotency_key_names_it(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("keyed", max_retries=0, idempotency_key="k1", idempotency_ttl=1)
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        broker.fail(task.task_id, task.token, "boom")
+        time.sleep(0.3)
+        assert broker.purge(dead_ttl=0.2) == []
+        again = broker.enqueue("other", idempotency_key="k1")
+        assert (again.task_id, again.created) == ("keyed", False)
+        assert broker.task("keyed") is not None  # the key names a record
+        wait_until(lambda: not broker.client.exists(broker.keys.idem("k1")), timeout=5,
+                   what="the idempotency key to expire")
+        assert broker.purge(dead_ttl=0.2) == ["keyed"]
+        assert broker.dead() == [] and broker.task("keyed") is None
+
     def test_redis_memory_stays_flat_over_many_tasks(self, client: redis.Redis) -> None:
         broker = Broker(client, "test", events_retention=2000, completed_ttl=0.3)
 

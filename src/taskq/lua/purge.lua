@@ -1,6 +1,8 @@
 --[[
   purge: delete dead tasks that have sat in the DLQ longer than its retention, oldest
-  first, record and DLQ entry together, so no id is ever left pointing at nothing.
+  first, record and DLQ entry together, so no id is ever left pointing at nothing; a
+  task whose idempotency key still names it is kept until the key expires, as an ended
+  record is (see _ended's expire_ended), so the key never names a missing record.
   KEYS[1] dlq     LIST    dead task ids, most recent at the left (oldest at the right)
   KEYS[2] events  STREAM  change feed
   KEYS[3] seq     STRING  last event sequence number
@@ -29,8 +31,11 @@ while #purged < limit do
   local task_id = redis.call('LINDEX', dlq_key, -1)
   if not task_id then break end
   local task_key = prefix .. 'task:' .. task_id
-  local dead_at = tonumber(redis.call('HGET', task_key, 'dead_at') or '0')
+  local record = redis.call('HMGET', task_key, 'dead_at', 'idempotency_key')
+  local dead_at = tonumber(record[1] or '0') or 0
   if dead_at > now - dead_ttl then break end
+  local idem_key = record[2] and record[2] ~= '' and prefix .. 'idem:' .. record[2]
+  if idem_key and redis.call('GET', idem_key) == task_id then break end
   emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})
   redis.call('RPOP', dlq_key)
   redis.call('DEL', task_key)
