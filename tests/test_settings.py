@@ -160,8 +160,17 @@ class TestRedisUrl:
             with_env(REDIS_URL=f"redis://h:6379/0?{query}")
         assert with_env(REDIS_URL="redis://h/0?socket_timeout=2.5").redis_url.endswith("2.5")
 
+    @pytest.mark.parametrize("query", ["sokcet_timeout=2", "single_connection_client=1"])
+    def test_a_url_parameter_no_connection_takes_is_refused_naming_it(self, query: str) -> None:
+        # Else every command died with a TypeError traceback at its first connection.
+        name = query.partition("=")[0]
+        with pytest.raises(ConfigError, match=f"has the parameter {name}, which a Redis "
+                                              "connection does not take"):
+            with_env(REDIS_URL=f"redis://u:s3cret@h:6379/0?{query}")
+
     @pytest.mark.parametrize(
-        "url", [":s3cret@h:6379", "http://u:s3cret@h:6379", "redis:/h?db=1&password=s3cret"]
+        "url", [":s3cret@h:6379", "http://u:s3cret@h:6379", "redis:/h?db=1&password=s3cret",
+                "redis://u:s3cret@h/0?bogus=1"]
     )
     def test_a_refused_url_never_shows_its_password(self, url: str) -> None:
         with pytest.raises(ConfigError) as caught:
