@@ -428,6 +428,13 @@ class TestLedger:
         assert "1 charge(s) for 1 task(s), total 3" in out
         assert "no task was charged more than once" in out
 
+    def test_a_mistyped_path_is_an_error_not_an_empty_ledger(
+        self, env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["ledger", "--path", str(tmp_path / "typo.db")]) == 2
+        assert f"no ledger at {tmp_path / 'typo.db'}" in capsys.readouterr().err
+        assert not (tmp_path / "typo.db").exists()
+
     def test_double_charges_exit_1_and_are_listed(
         self, env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -184,6 +185,27 @@ class TestErrors:
     def test_a_ledger_in_a_missing_directory_raises_ledger_error(self, tmp_path: Path) -> None:
         with pytest.raises(LedgerError, match="cannot open ledger"):
             Ledger(tmp_path / "missing" / "ledger.db")
+
+    @pytest.mark.parametrize("where", [":memory:", "file:ledger?mode=memory", " "])
+    def test_a_path_no_other_process_can_open_is_refused(self, where: str) -> None:
+        with pytest.raises(LedgerError, match="give the path of a file every process opens"):
+            Ledger(where)
+
+    def test_a_reader_refuses_a_missing_file_and_creates_none(self, tmp_path: Path) -> None:
+        typo = tmp_path / "ledgr.db"
+        with pytest.raises(LedgerError, match=f"no ledger at {typo}: check --path"):
+            Ledger(typo, create=False)
+        assert not typo.exists()
+
+    def test_a_reader_refuses_a_database_that_is_no_ledger(self, tmp_path: Path) -> None:
+        other = tmp_path / "other.db"
+        sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
+        with pytest.raises(LedgerError, match="is no taskq ledger: it has no charges table"):
+            Ledger(other, create=False)
+
+    def test_a_reader_reads_a_ledger_as_it_is(self, path: Path) -> None:
+        Ledger(path).charge("t1", 1, "alice", 5)
+        assert Ledger(path, create=False).summary().charges == 1
 
     def test_the_default_guard_is_dedupe(self, path: Path) -> None:
         assert Ledger(path).guard == "dedupe"

@@ -115,6 +115,14 @@ class Simulation:
             self.ledger_guard,
             f"must be one of {', '.join(LEDGER_GUARDS)}",
         )
+        _check(
+            bool(self.ledger_path.strip()) and self.ledger_path != ":memory:"
+            and not self.ledger_path.startswith("file:"),
+            "LEDGER_PATH",
+            self.ledger_path,
+            "must be the path of a file every worker process opens (SQLite's :memory: and "
+            "file: URIs give each connection a database of its own)",
+        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,

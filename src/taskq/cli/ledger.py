@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     settings_from(args)  # like every command, refuse a bad environment before anything
     simulation = simulation_from_env()
-    ledger = Ledger(args.path or simulation.ledger_path, simulation.ledger_guard)
+    ledger = Ledger(args.path or simulation.ledger_path, simulation.ledger_guard, create=False)
     summary = ledger.summary()
     print(f"ledger {ledger.path}: {summary.charges} charge(s) for {summary.tasks} task(s), "
           f"total {summary.amount}")

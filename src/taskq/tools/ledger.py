@@ -65,16 +65,32 @@ class Ledger:
       refused; an older token that writes first still gets through.
     """
 
-    def __init__(self, path: str | Path, guard: LedgerGuard = "dedupe") -> None:
+    def __init__(self, path: str | Path, guard: LedgerGuard = "dedupe",
+                 create: bool = True) -> None:
+        """The ledger at `path`, its tables made if missing; with `create` False (a
+        reader's), only an existing ledger: a mistyped path is an error, not an empty
+        ledger."""
         if guard not in LEDGER_GUARDS:
             raise LedgerError(f"unknown ledger guard {guard!r}: use one of {LEDGER_GUARDS}")
         self.path = str(path)
+        if self.path == ":memory:" or self.path.startswith("file:") or not self.path.strip():
+            raise LedgerError(f"ledger path {self.path!r}: give the path of a file every "
+                              "process opens (SQLite's :memory: and file: URIs give each "
+                              "connection a database of its own)")
+        if not create and not Path(self.path).is_file():
+            raise LedgerError(f"no ledger at {self.path}: check --path (or LEDGER_PATH) "
+                              "and the directory it is run from")
         self.guard = guard
         self._local = threading.local()
         try:
-            self._db().executescript(SCHEMA)
+            if create:
+                self._db().executescript(SCHEMA)
+            elif not self._db().execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                        "AND name = 'charges'").fetchone():
+                raise LedgerError(f"{self.path} is no taskq ledger: it has no charges table")
         except sqlite3.Error as e:
-            raise LedgerError(f"cannot create the ledger tables in {self.path}: {e}") from e
+            what = "create the ledger tables in" if create else "read the ledger"
+            raise LedgerError(f"cannot {what} {self.path}: {e}") from e
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
