@@ -1830,6 +1830,28 @@ def a_step_and_its_workflow_link_each_other(page: Page) -> None:
     expect(by_id(page, "task-flow")).to_be_hidden()
 
 
+def test_the_view_of_a_workflow_of_thousands_of_steps_keeps_up_and_the_page_answers(
+    page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path,
+    redis_server: EmbeddedRedis
+) -> None:
+    """Each step sends several events; a view redrawn for each froze the page for minutes."""
+    queue.enqueue("job-0")
+    _, tasks = flow_app(redis_server.url)
+    add = tasks["add"]
+    chain(add.s(0), *[add.s() for _ in range(1999)]).enqueue(flow_id="long-1")
+    open_dashboard(page, server)
+    page.evaluate("window.location.hash = 'flow=long-1'")
+    expect(by_id(page, "flow-view-progress")).to_have_text("0 / 2000")
+    worker = start_flow_worker(env, tmp_path)
+    try:
+        expect(by_id(page, "flow-view-state")).to_have_text("completed", timeout=60_000)
+        expect(by_id(page, "flow-view-progress")).to_have_text("2000 / 2000")
+        assert page.evaluate("1 + 1") == 2
+        expect(flow_step(page, "long-1.2000.1")).to_have_attribute("data-state", "completed")
+    finally:
+        stop_all([worker])
+
+
 def test_a_step_that_dies_fails_its_workflow_and_the_later_steps_show_skipped(
     page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path,
     redis_server: EmbeddedRedis

@@ -11,6 +11,11 @@ const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
 
 const open = { id: '' };
+// Redraws of the open view are batched: a workflow of thousands of steps sends several
+// events a step, and a redraw takes longer the more steps it has. The wait after a
+// redraw is at least twice what it took, so the page is free most of the time.
+const REDRAW_MS = 100;
+const redraw = { entry: null, timer: 0, took: 0 };
 
 function wantedId() {
   return new URLSearchParams(window.location.hash.slice(1)).get('flow') || '';
@@ -41,10 +46,28 @@ export function closeFlow() {
 
 function hide() {
   open.id = '';
+  clearTimeout(redraw.timer);
+  Object.assign(redraw, { entry: null, timer: 0 });
   $('flow-view').hidden = true;
 }
 
+function drawSoon(entry) {
+  redraw.entry = entry;
+  if (redraw.timer) return;
+  redraw.timer = setTimeout(() => {
+    const pending = redraw.entry;
+    Object.assign(redraw, { entry: null, timer: 0 });
+    if (pending && pending.id === open.id) draw(pending);
+  }, Math.max(REDRAW_MS, 2 * redraw.took));
+}
+
 function draw(entry) {
+  const started = performance.now();
+  drawEntry(entry);
+  redraw.took = performance.now() - started;
+}
+
+function drawEntry(entry) {
   const { status } = entry;
   const stateNode = $('flow-state');
   $('flow-message').hidden = Boolean(status);
@@ -65,14 +88,18 @@ function draw(entry) {
       + (status.ended_at_ms ? ` · ended ${new Date(status.ended_at_ms).toLocaleString()}` : '')));
   $('flow-error').hidden = !status.upstream;
   $('flow-error').textContent = status.upstream ? shown(status.error_message) : '';
+  const byStage = new Map();
+  for (const s of entry.steps.values()) {
+    if (!byStage.has(s.stage)) byStage.set(s.stage, []);
+    byStage.get(s.stage).push(s);
+  }
   const stages = [];
-  for (let k = 1; k <= status.stages; k += 1) stages.push(stage(entry, k));
+  for (let k = 1; k <= status.stages; k += 1) stages.push(stage(entry, k, byStage.get(k) || []));
   $('flow-stages').replaceChildren(...stages);
 }
 
-function stage(entry, k) {
+function stage(entry, k, steps) {
   const { status } = entry;
-  const steps = [...entry.steps.values()].filter((s) => s.stage === k);
   const group = status.groups[k - 1];
   const kind = group ? `group of ${steps.length} · on failure: ${status.policies[k - 1]}`
     : 'step';
@@ -104,7 +131,7 @@ function step(status, s) {
 }
 
 export function initFlowView() {
-  flowHooks.changed = (entry) => { if (entry.id === open.id) draw(entry); };
+  flowHooks.changed = (entry) => { if (entry.id === open.id) drawSoon(entry); };
   $('flow-close').addEventListener('click', closeFlow);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape' && open.id) closeFlow();
