@@ -425,6 +425,23 @@ def test_page_shows_a_gap_after_a_trim(
     expect(page.locator("[data-testid=event-row][data-task-id=after-gap]")).to_have_count(1)
 
 
+@pytest.mark.parametrize("ts", [None, "soon", "9" * 30])
+def test_an_event_with_no_time_it_can_read_is_listed_and_the_page_goes_live(
+    page: Page, server: Server, queue: Broker, client: redis.Redis, ts: str | None
+) -> None:
+    queue.enqueue("before")
+    seq = int(client.incr(queue.keys.seq))
+    fields = {"type": "enqueued", "task": "handmade", "state": "pending"}
+    client.xadd(queue.keys.events, fields if ts is None else {**fields, "ts": ts},
+                id=f"{seq}-0")  # as written by hand
+    open_dashboard(page, server)  # the page fails the test on any script error
+    listed = page.locator("[data-testid=event-row][data-task-id=handmade]")
+    expect(listed.locator("time")).to_have_text("—")
+    queue.enqueue("after")
+    expect(page.locator("[data-testid=event-row][data-task-id=after]")).to_have_count(1)
+    expect(by_id(page, "count-ready")).to_have_text("2")
+
+
 def test_retry_click_moves_a_dead_task_back(page: Page, server: Server, queue: Broker) -> None:
     queue.enqueue("doomed", max_retries=0)
     (leased,) = queue.lease_many("test-worker", 30, 1).tasks

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from taskq.boundary import redis_errors, stored_int
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
-from taskq.feed.cursor import Cursor
+from taskq.feed.cursor import Cursor, fingerprint
 from taskq.keys import QUEUES_KEY, check_queue_name
 from taskq.results import QueueCounts
 
@@ -135,7 +135,7 @@ def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
         dead=[DeadView(r[0], r[1], stored_int(r[2]), stored_int(r[3]), r[4], r[5]) for r in dead],
         epoch=head[5],
         seq=int(head[6]),
-        last_ts=int(head[7]),
+        last_ts=int(fingerprint(head[7]) or 0),
         limits=[LimitView(r[0].partition("|")[0], stored_int(r[1]), stored_int(r[2]),
                           stored_int(r[3]), r[0].partition("|")[2]) for r in limits],
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from taskq.boundary import text
+
 WIRE_ID = re.compile(r"(\d{0,24})\.(\d{1,18})\.(\d{1,15})", re.ASCII)
 MAX_ECHO = 120
 
@@ -53,3 +55,11 @@ def parse_cursor(raw: str | None) -> Cursor | Malformed:
         # Only a log with no rows yet has no epoch; a gap hands out its start, `.0.0`.
         return Cursor.start() if int(seq) == 0 else Malformed(raw)
     return Cursor(epoch, int(seq), ts)
+
+
+def fingerprint(ts: object) -> str:
+    """A row's `ts` as its cursor's fingerprint: '' (none) for one no script wrote, a
+    log entry written by hand with a `ts` that is no time in ms, so its wire id still
+    parses (WIRE_ID) and a resume from it is not taken for malformed."""
+    value = text(ts)
+    return value if value.isascii() and value.isdigit() and len(value) <= 15 else ""

@@ -9,7 +9,7 @@ from typing import Literal
 import redis.asyncio as aioredis
 
 from taskq.boundary import text
-from taskq.feed.cursor import Cursor
+from taskq.feed.cursor import Cursor, fingerprint
 from taskq.feed.frames import row_frame
 from taskq.keys import QueueKeys
 from taskq.scripts import source
@@ -89,12 +89,13 @@ def decode(reply: list[object]) -> Rows | Gap:
         int(text(reply[3]))
     if kind == "gap":
         reason = text(reply[5])
-        resume = Cursor(epoch, head, text(reply[4])) if head else Cursor(epoch, 0, "")
+        resume = Cursor(epoch, head, fingerprint(reply[4])) if head else Cursor(epoch, 0, "")
         return Gap(epoch, head, first, reason, resume)  # type: ignore[arg-type]
     rows = []
     for i in range(4, len(reply), 3):
         flat = reply[i + 2]
         assert isinstance(flat, list)
         fields = {text(flat[j]): text(flat[j + 1]) for j in range(0, len(flat), 2)}
-        rows.append(Row(Cursor(epoch, int(text(reply[i])), text(reply[i + 1])), fields))
+        rows.append(Row(Cursor(epoch, int(text(reply[i])), fingerprint(reply[i + 1])), fields))
     return Rows(epoch, head, first, rows)
+

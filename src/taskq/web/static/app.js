@@ -104,7 +104,12 @@ async function loadSnapshot(recent = 0) {
   feed.stale = !snap;
   feed.loading = false;
   feed.buffer.splice(0).forEach(applyIfNew);
-  render();
+  try {
+    render();
+  } catch (err) {
+    // The snapshot is applied: the feed must still open from its position.
+    showError(`Could not draw the page: ${err.message}`);
+  }
   return snap;
 }
 

@@ -236,7 +236,14 @@ export function renderEvents() {
   const list = $('events');
   if (view.newRows.length) {
     for (const d of newest(foldReports(view.newRows.splice(0))).reverse()) {
-      const row = eventRow(d);
+      let row;
+      try {
+        row = eventRow(d);
+      } catch (err) {
+        // One event the page cannot draw must not cost it the others of the batch.
+        console.error('taskq: an event could not be drawn', d, err);
+        continue;
+      }
       if (d.type === 'progress') foldProgress(list, row);
       list.prepend(row);
     }
@@ -265,7 +272,7 @@ function eventRow(d) {
     'data-type': d.type, 'data-task-id': d.task, 'data-token': reported ? d.token : null,
     'data-folded': d.reports,
   },
-  el('time', { datetime: new Date(d.ts).toISOString() }, clockTime(d.ts)),
+  el('time', { datetime: isoTime(d.ts) }, clockTime(d.ts)),
   typeBadge(d.type),
   el('code', { class: 'task', title: d.task }, taskLink(d.task)),
   el('span', { class: `state state-${d.state}` }, d.state),
@@ -295,8 +302,16 @@ export function renderFooter() {
   $('clock').textContent = `server clock ${off >= 0 ? '+' : '−'}${Math.abs(off)} ms`;
 }
 
+// A time as an ISO string for a `datetime` attribute; null (no attribute) for a value
+// that names no time, as a log entry written by hand may carry.
+export function isoTime(ms) {
+  const t = new Date(ms);
+  return ms != null && ms !== '' && Number.isFinite(t.getTime()) ? t.toISOString() : null;
+}
+
 export function clockTime(ms) {
   const t = new Date(ms);
+  if (!isoTime(ms)) return '—';
   const two = (n) => String(n).padStart(2, '0');
   return `${two(t.getHours())}:${two(t.getMinutes())}:${two(t.getSeconds())}` +
     `.${String(t.getMilliseconds()).padStart(3, '0')}`;

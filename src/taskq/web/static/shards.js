@@ -10,7 +10,7 @@
 import { getJSON } from './http.js';
 import { EVENT_TYPES, MAX_ROWS, epochOf } from './model.js';
 import { Reloader } from './reloader.js';
-import { clockTime, el, typeBadge } from './render.js';
+import { clockTime, el, isoTime, typeBadge } from './render.js';
 import { shown } from './shown.js';
 
 // A browser opens at most six connections to one server over HTTP/1.1 and each feed
@@ -287,7 +287,7 @@ function eventRow({ shard, data, gap }) {
     'data-seq': data.seq, 'data-epoch': epochOf(data), 'data-type': data.type,
     'data-task-id': data.task,
   },
-  el('time', { datetime: new Date(data.ts).toISOString() }, clockTime(data.ts)),
+  el('time', { datetime: isoTime(data.ts) }, clockTime(data.ts)),
   el('span', { class: `shard-tag ${colour(shard)}`, 'data-testid': 'shard-tag',
     title: shard.name }, shard.name),
   typeBadge(data.type),

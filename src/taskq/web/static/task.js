@@ -7,8 +7,8 @@
 import { getJSON } from './http.js';
 import { drawProgress, foldReports, foldedMark } from './progress.js';
 import {
-  cancelRequestedBadge, clockTime, el, hooks, priorityBadge, progressText, timeLimitBadge,
-  typeBadge,
+  cancelRequestedBadge, clockTime, el, hooks, isoTime, priorityBadge, progressText,
+  timeLimitBadge, typeBadge,
 } from './render.js';
 import { shown } from './shown.js';
 
@@ -263,7 +263,7 @@ function eventItem(e) {
 }
 
 function iso(ms) {
-  return ms ? new Date(ms).toISOString() : '';
+  return (ms && isoTime(ms)) || '';
 }
 
 // The answer is shown in the view; the view itself changes with the task's events.
