@@ -4,11 +4,13 @@ get every event. Each test uses a queue of its own on one server process."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -232,6 +234,46 @@ def test_a_client_that_stops_reading_is_cut_while_others_get_every_event(
     assert 0 < len(ids) < total
     assert [int(i) for i in ids] == list(range(1, len(ids) + 1))
     wait_until(lambda: metric(server, "taskq_feed_clients", queue) == 0, 20, "no clients left")
+
+
+def connections_of(server: Server) -> int:
+    """The client connections the server process holds open (its sockets on its port,
+    the listening one aside; its Redis connections are on other ports)."""
+    assert server.process is not None
+    held = {os.readlink(fd)[len("socket:["):-1]
+            for fd in Path(f"/proc/{server.process.pid}/fd").iterdir()
+            if os.readlink(fd).startswith("socket:[")}
+    port = f":{server.port:04X}"
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        count += local.endswith(port) and state != "0A" and inode in held  # 0A: listening
+    return count
+
+
+def test_a_cut_client_that_never_reads_costs_the_server_no_connection(
+    server: Server, queue: Broker
+) -> None:
+    enqueue(queue, 20_000)
+    before = connections_of(server)
+    stalled = []
+    try:
+        for _ in range(3):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", server.port))
+            s.sendall(f"GET /events?queue={queue.queue} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      .encode())
+            stalled.append(s)
+        wait_until(lambda: metric(server, "taskq_feed_clients", queue) == 3, 20, "3 clients")
+        wait_until(lambda: not metric(server, "taskq_feed_clients", queue), 30,
+                   "the clients to be cut")
+        # Not one of them has read a byte: closing would wait on them for ever.
+        wait_until(lambda: connections_of(server) <= before, 10, "the server to let go of them")
+    finally:
+        for s in stalled:
+            s.close()
 
 
 def test_a_client_with_no_id_on_a_trimmed_log_gets_a_trimmed_gap_then_the_head(

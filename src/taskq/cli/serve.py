@@ -53,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: PLC0415
 
         from taskq.web.app import create_app  # noqa: PLC0415
+        from taskq.web.protocol import aborting_protocol  # noqa: PLC0415
     except ImportError as e:
         raise ConfigError(f"taskq serve needs the web extra ({e.name} is not installed): "
                           "pip install 'taskq-redis[web]'") from e
@@ -65,5 +66,5 @@ def main(args: argparse.Namespace) -> int:
     print(f"taskq dashboard on http://{args.host}:{args.port}/?queue={quote(settings.queue)} "
           f"(queue {settings.queue!r})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                timeout_graceful_shutdown=2)
+                timeout_graceful_shutdown=2, http=aborting_protocol())
     return 0

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.types import Receive, Scope, Send
 
 from taskq.feed.cancel import cancel_and_wait
+from taskq.web.protocol import ABORT
 
 log = logging.getLogger("taskq.feed")
 
@@ -36,7 +37,8 @@ HEADERS = [
 
 class EventStreamResponse:
     """Sends each frame as it comes. A send that cannot complete within `send_timeout`
-    means the client's buffers are full: it is disconnected and will resume by id,
+    means the client's buffers are full: it is disconnected (the connection aborted,
+    where the server's protocol offers it: `taskq.web.protocol`) and will resume by id,
     so a slow client costs the server one pending frame, never a growing queue."""
 
     def __init__(
@@ -60,7 +62,13 @@ class EventStreamResponse:
         elif pump in done and not pump.cancelled():
             log.warning("feed stream ended by an error (the client will resume): %s",
                         pump.exception())
-        if reason != "cut":
+        if reason == "cut":
+            # Closing would wait for the client to take what is queued, which it never
+            # does: the connection goes at once, its buffers with it.
+            abort = scope.get(ABORT)
+            if abort is not None:
+                abort()
+        else:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
                     send({"type": "http.response.body", "body": b"", "more_body": False}), 1.0

@@ -1,0 +1,42 @@
+"""The HTTP protocol `taskq serve` runs uvicorn with: uvicorn's own (httptools where it
+is installed, else h11, as uvicorn picks), able to abort a connection the app cuts.
+
+A feed client that stops reading is cut (see `taskq.web.sse`), but closing a transport
+waits for what it still has to send, and that client never takes it: the connection,
+its buffers and its file descriptor stayed for good. The app aborts it instead, through
+the callable this protocol puts in each request's scope under ABORT."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+ABORT = "taskq.abort"
+
+
+def aborting_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class, with `scope[ABORT]` set to abort the connection."""
+    base: type[Any]
+    try:
+        from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
+            HttpToolsProtocol as base,
+        )
+    except ImportError:
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base  # noqa: PLC0415
+
+    class AbortingProtocol(base):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            app: Any = cast(Any, self).app
+
+            async def app_that_can_abort(scope: Any, receive: Any, send: Any) -> None:
+                scope[ABORT] = self.abort
+                await app(scope, receive, send)
+
+            self.app = app_that_can_abort
+
+        def abort(self) -> None:
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.abort()
+
+    return AbortingProtocol
