@@ -232,6 +232,20 @@ class TestSendingBack:
         assert parked(limited) == ["c", "d"]
         sound(limited)
 
+    def test_sent_back_tasks_overtaken_together_keep_their_order_in_the_line(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b", "p1", "p2", "p3")
+        leases = lease_all(limited)
+        assert parked(limited) == ["p1", "p2", "p3"]
+        limited.ack_many(list(leases.items()))
+        enqueue(limited, "h1", "h2", priority=9)
+        # p1 and p2 are sent back; h1 and h2, of their name and higher priority, take
+        # the two slots first, and both go back to the front of the line, in order.
+        assert set(lease_all(limited)) == {"h1", "h2"}
+        assert parked(limited) == ["p1", "p2", "p3"]
+        sound(limited)
+
     def test_a_sent_back_task_can_be_cancelled_and_frees_its_promise(
         self, limited: Broker
     ) -> None:

@@ -15,6 +15,7 @@ from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.settings import Settings
+from taskq.snapshot import take_snapshot
 from waiting import WorkerProcesses, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
@@ -146,6 +147,21 @@ class TestLease:
         batch = broker.lease_many("w", 30, 10)
         assert [t.task_id for t in batch.tasks] == ["s0"]
         assert batch.wait_seconds is not None and 0.4 < batch.wait_seconds <= 0.5
+
+    def test_a_task_throttled_before_its_limit_was_dropped_is_not_shown_throttled_after(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 10)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(2)])
+        assert leased(broker) == ["s0"]  # s1 throttled, waiting for its slot
+        broker.rate_limits = ()  # a deploy drops the limit
+        wait_past(0.2)
+        broker.promote()
+        (task,) = broker.lease_many("w", 30, 10).tasks
+        assert broker.fail(task.task_id, task.token, "boom", backoff_base=30,
+                           backoff_max=30).status == "retry"
+        assert [(d.task_id, d.throttled) for d in take_snapshot(broker).delayed] == [
+            ("s1", False)]
 
     def test_a_lease_without_the_limit_is_not_held_back(self, broker: Broker) -> None:
         broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])

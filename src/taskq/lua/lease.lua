@@ -131,6 +131,10 @@ local limited = {}
 -- at PASS_LIMIT it stops, so one call never walks a whole backlog of waiting tasks.
 local PASS_LIMIT = 1000
 local passed = 0
+-- Tasks sent back from their parked lists that a newer run beat to the slot, in the order
+-- they were popped: each goes back to the front of its line once the call is done,
+-- the first popped at the very front, so the line keeps its order.
+local reparked = {}
 
 local function cursor(name)
   local c = cursors[name]
@@ -243,7 +247,11 @@ local function parked(task_id, task_key, name, group, back)
   if not max or redis.call('SCARD', holding_key(prefix, group)) < max then return false end
   emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
   redis.call('HSET', task_key, 'parked', '1')
-  redis.call(back and 'LPUSH' or 'RPUSH', parked_key(prefix, group), task_id)
+  if back then
+    reparked[#reparked + 1] = {group, task_id}
+  else
+    redis.call('RPUSH', parked_key(prefix, group), task_id)
+  end
   redis.call('SADD', parked_names_key(prefix), group)
   if group ~= name then redis.call('SADD', groups_key(prefix, name), group) end
   return true
@@ -283,6 +291,8 @@ local function lease_from(list)
         and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
+      -- Throttled before, by a rate limit no worker applies now: it waits for no slot.
+      if n_rates == 0 and record[6] then redis.call('HDEL', task_key, 'rate_slot') end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3] or '0', 'at', expires_text})
@@ -303,6 +313,9 @@ for _, level in ipairs(ready_lists(ready_key)) do
   while reply[1] < count and passed < PASS_LIMIT and lease_from(level[1]) do end
   if reply[1] < count then forget_if_empty(ready_key, level[2]) end
   if reply[1] >= count or passed >= PASS_LIMIT then break end
+end
+for i = #reparked, 1, -1 do
+  redis.call('LPUSH', parked_key(prefix, reparked[i][1]), reparked[i][2])
 end
 for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
