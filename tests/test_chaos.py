@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from taskq.broker import Broker, NewTask
+from taskq.cli import main
 from taskq.keys import SCHEDULE_TASK_PREFIX, schedule_task_id
 from taskq.results import Cancellation
 from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_cancels
@@ -551,3 +552,21 @@ class TestStrayStates:
         broker.client.delete(broker.keys.task("doomed"))
         assert sorted(stray_states(broker.client, broker, final)) == [
             "done is running in no structure", "doomed is in the DLQ with no record"]
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    (["--fault-interval", "0"], "--fault-interval must be a number of seconds above 0"),
+    (["--fault-interval", "nan"], "--fault-interval must be a number of seconds above 0"),
+    (["--drain-timeout", "nan"], "--drain-timeout must be a number of seconds above 0"),
+    (["--max-seconds", "-1"], "--max-seconds must be a number of seconds above 0"),
+    (["--lease-seconds", "0"], "--lease-seconds must be a number of seconds above 0"),
+    (["--work-seconds", "inf"], "--work-seconds must be a number of seconds between 0"),
+    (["--resend-every", "-1"], "--resend-every must be >= 0, not -1"),
+    (["--shards", "0"], "--shards must be >= 1, not 0"),
+])  # fmt: skip
+def test_a_timing_or_count_a_run_cannot_take_is_refused_before_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], said: str
+) -> None:
+    assert main(["chaos", "--tasks", "10", "--dir", str(tmp_path / "run"), *option]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

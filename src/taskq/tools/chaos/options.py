@@ -5,10 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from taskq.errors import ConfigError
+from taskq.limits import DAY, LEASE_SECONDS, WORK_SECONDS, Range
 from taskq.settings import LedgerGuard, Settings, Simulation
 
 WORKER_FAULTS = ("kill", "stop", "term")
 REDIS_FAULTS = ("redis-pause", "redis-restart", "redis-crash")
+
+# The timings a run takes, by their command-line options. A NaN interval injected one
+# fault and then none; 0 divided by zero mid-run; a NaN drain timeout never ran out.
+TIMINGS = {
+    "fault_interval": Range("--fault-interval", 0.0, 3600.0, 0.5, "seconds", above=True),
+    "max_seconds": Range("--max-seconds", 0.0, float(DAY), 1800.0, "seconds", above=True),
+    "drain_timeout": Range("--drain-timeout", 0.0, float(DAY), 120.0, "seconds", above=True),
+    "work_seconds": Range("--work-seconds", WORK_SECONDS.low, WORK_SECONDS.high, 0.01,
+                          "seconds"),
+    "lease_seconds": Range("--lease-seconds", LEASE_SECONDS.low, LEASE_SECONDS.high, 2.0,
+                           "seconds", above=True),
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,10 @@ class ChaosOptions:
     workdir: Path = Path(".chaos")
     # Above 1, the run's queue is sharded (see taskq.shards), every check made per shard.
     shards: int = 1
+
+    def __post_init__(self) -> None:
+        for name, rule in TIMINGS.items():
+            rule.check(getattr(self, name), error=ConfigError)
 
     @property
     def fault_kinds(self) -> tuple[str, ...]:
