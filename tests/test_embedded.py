@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,6 +211,40 @@ class TestBadBinaries:
         with pytest.raises(EmbeddedRedisError, match="exited with status 3"):
             server.start()
         server.cleanup()
+
+
+class TestItsDirectory:
+    def test_a_path_with_spaces_quotes_and_a_newline_is_served(self) -> None:
+        # Short enough that the socket is made inside it (see MAX_SOCKET_PATH).
+        base = Path(tempfile.mkdtemp(prefix="q ", dir="/tmp"))
+        odd = base / 'a "b"\nunixsocketperm 777'
+        try:
+            with EmbeddedRedis(binary=BINARY, data_dir=odd) as server, \
+                    client_for(server) as c:
+                assert c.ping()
+                assert server.socket_path.parent == odd.resolve()
+                assert oct(server.socket_path.stat().st_mode & 0o777) == "0o700"
+                assert (odd / "appendonlydir").is_dir()
+        finally:
+            shutil.rmtree(base)
+
+    def test_a_second_server_in_a_running_ones_directory_is_refused(
+        self, tmp_path: Path
+    ) -> None:
+        with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d") as first:
+            with pytest.raises(EmbeddedRedisError, match="still runs in"):
+                EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d").start()
+            with client_for(first) as c:
+                assert c.ping()  # its socket was left alone
+        with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d") as again, \
+                client_for(again) as c:
+            assert c.ping()
+
+    def test_a_refused_config_is_reported_in_redis_own_words_and_leaves_no_dir(self) -> None:
+        server = EmbeddedRedis(binary=BINARY, port=70000)
+        with pytest.raises(EmbeddedRedisError, match=r"exited with status 1: .*port"):
+            server.__enter__()
+        assert server.data_dir is not None and not server.data_dir.exists()
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@ earlier run made it, and never a directory that holds anything else."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,24 @@ def test_a_file_or_a_directory_that_cannot_be_made_is_refused(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="cannot make it the run's work directory: Not a "
                                           "directory"):
         fresh_workdir(tmp_path / "file" / "below")
+
+
+def test_a_directory_a_run_in_another_process_still_uses_is_refused_and_kept(
+    tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from taskq.tools.workdir import fresh_workdir; "
+         f"fresh_workdir(Path({str(run)!r})); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        (run / "ledger.db").write_text("a live run's")
+        with pytest.raises(ConfigError, match="is in use by a run that is still going"):
+            fresh_workdir(run)
+        assert (run / "ledger.db").read_text() == "a live run's"
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert [p.name for p in fresh_workdir(run).iterdir()] == [MARK]  # its run has ended

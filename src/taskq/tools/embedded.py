@@ -13,11 +13,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import quote
 
 import redis
 
 from taskq.errors import EmbeddedRedisError
 from taskq.processes import die_with_parent
+from taskq.tools.workdir import try_lock
 
 # sun_path holds 108 bytes on Linux; a longer socket path fails to bind.
 MAX_SOCKET_PATH = 100
@@ -71,6 +74,7 @@ class EmbeddedRedis:
     socket_path: Path = field(init=False)
     _own_dir: bool = False
     _socket_dir: Path | None = None
+    _lock: BinaryIO | None = None
 
     def __post_init__(self) -> None:
         self.binary = find_redis_server(self.binary)
@@ -88,15 +92,16 @@ class EmbeddedRedis:
     def url(self) -> str:
         if self.port:
             return f"redis://127.0.0.1:{self.port}/0"
-        return f"unix://{self.socket_path}?db=0"
+        # Quoted: a space, a '?' or a newline in the path would end it early.
+        return f"unix://{quote(str(self.socket_path))}?db=0"
 
     def config_lines(self) -> list[str]:
         config = {
             "port": str(self.port),
             "bind": "127.0.0.1",
-            "unixsocket": str(self.socket_path),
+            "unixsocket": quoted(str(self.socket_path)),
             "unixsocketperm": "700",
-            "dir": str(self.data_dir),
+            "dir": quoted(str(self.data_dir)),
             "appendonly": "yes",
             "appendfsync": self.appendfsync,
             "save": '""',
@@ -116,28 +121,43 @@ class EmbeddedRedis:
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
         """Start the server (again, after `stop` or a crash) and wait until it answers;
-        an AOF a crash cut short is repaired first (see `repair_aof`)."""
+        an AOF a crash cut short is repaired first (see `repair_aof`). Its directory is
+        locked while it runs: a second server there would share its files."""
         assert self.data_dir is not None
-        conf = self.data_dir / "redis.conf"
-        conf.write_text("\n".join(self.config_lines()) + "\n")
+        if self._lock is None:
+            self._lock = try_lock(self.data_dir / "redis.lock")
+            if self._lock is None:
+                raise EmbeddedRedisError(
+                    f"a redis-server taskq started still runs in {self.data_dir}: stop it, "
+                    "or give another directory")
         try:
-            self._launch(conf, timeout)
-        except EmbeddedRedisError:
-            if not self.repair_aof():
-                raise
-            self._launch(conf, timeout)
+            conf = self.data_dir / "redis.conf"
+            conf.write_text("\n".join(self.config_lines()) + "\n")
+            try:
+                self._launch(conf, timeout)
+            except EmbeddedRedisError:
+                if not self.repair_aof():
+                    raise
+                self._launch(conf, timeout)
+        except BaseException:
+            if self.process is None or self.process.poll() is not None:
+                self._unlock()  # nothing runs in the directory: the next start may
+            raise
         return self
 
     def _launch(self, conf: Path, timeout: float) -> None:
+        assert self.data_dir is not None
         self.socket_path.unlink(missing_ok=True)
-        self.process = subprocess.Popen(
-            [self.binary, str(conf)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=die_with_parent() if self.tied_to_parent else None,  # noqa: PLW1509
-        )
+        # What the server says before its log is open (a config it refuses) goes here.
+        with (self.data_dir / "redis.stderr").open("wb") as stderr:
+            self.process = subprocess.Popen(
+                [self.binary, str(conf)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+                preexec_fn=die_with_parent() if self.tied_to_parent else None,  # noqa: PLW1509
+            )
         self._wait_until_up(timeout)
 
     def repair_aof(self) -> bool:
@@ -180,11 +200,15 @@ class EmbeddedRedis:
         raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s")
 
     def log_tail(self, lines: int = 5) -> str:
+        """The last lines of the server's log, or of what it wrote to stderr when that
+        says more (a refused config stops it before its log opens)."""
         assert self.data_dir is not None
-        log = self.data_dir / "redis.log"
-        if not log.exists():
-            return "(no log)"
-        return " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
+        said = []
+        for name in ("redis.log", "redis.stderr"):
+            path = self.data_dir / name
+            if path.exists():
+                said += path.read_text(errors="replace").splitlines()[-lines:]
+        return " | ".join(line for line in said if line.strip())[-2000:] or "(no log)"
 
     @property
     def pid(self) -> int | None:
@@ -197,6 +221,7 @@ class EmbeddedRedis:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM makes redis-server flush its AOF), then by force."""
         if self.process is None:
+            self._unlock()
             return
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGTERM)
@@ -205,6 +230,7 @@ class EmbeddedRedis:
         except subprocess.TimeoutExpired:
             self.kill()
         self.process = None
+        self._unlock()
 
     def kill(self) -> None:
         """Crash the server: SIGKILL, as a power cut would stop it."""
@@ -213,6 +239,12 @@ class EmbeddedRedis:
         self.signal(signal.SIGKILL)
         self.process.wait()
         self.process = None
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def cleanup(self) -> None:
         self.stop()
@@ -222,10 +254,30 @@ class EmbeddedRedis:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedRedis:
-        return self.start() if self.process is None else self
+        if self.process is not None:
+            return self
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()  # the directory it made, and its lock
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def quoted(value: str) -> str:
+    """`value` as redis.conf reads a string whatever it holds (a space, a quote, a
+    newline that would start a directive of its own): in double quotes, escaped."""
+    out = []
+    for ch in value:
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 @contextlib.contextmanager

@@ -1,10 +1,13 @@
 """The directory a demo or chaos run writes its logs, ledger and Redis data to: emptied
-for each run, and so never one that holds anything taskq did not write there."""
+for each run, and so never one that holds anything taskq did not write there, nor one
+a run is still using."""
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 from pathlib import Path
+from typing import BinaryIO
 
 from taskq.errors import ConfigError
 
@@ -13,17 +16,41 @@ from taskq.errors import ConfigError
 MARK = ".taskq-workdir"
 MARK_TEXT = "made by taskq for a demo or chaos run; emptied by the next one\n"
 
+# The marks this process's runs hold locked, by directory, for as long as it lives.
+_HELD: dict[Path, BinaryIO] = {}
+
+
+def try_lock(path: Path) -> BinaryIO | None:
+    """`path` (made if missing) opened and locked (flock, exclusive) for as long as the
+    returned file stays open; None if another process holds it. The lock goes with the
+    process however it ends."""
+    handle = path.open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
 
 def fresh_workdir(path: Path, option: str = "--dir") -> Path:
-    """`path` as an empty work directory, marked as taskq's: made if it is missing,
-    emptied if an earlier run made it; `ConfigError` naming `option` if it holds
-    anything else, is not a directory, or cannot be made."""
+    """`path` as an empty work directory, marked as taskq's and locked for as long as
+    this process lives: made if it is missing, emptied if an earlier run made it and
+    has ended; `ConfigError` naming `option` if a run still uses it, it holds anything
+    else, is not a directory, or cannot be made."""
     try:
+        path = path.resolve()
+        held = _HELD.pop(path, None)
         if path.exists():
             if not path.is_dir():
                 raise ConfigError(f"{option} {str(path)!r} is not a directory")
             if (path / MARK).is_file():
+                held = held or try_lock(path / MARK)
+                if held is None:
+                    raise ConfigError(f"{option} {str(path)!r} is in use by a run that is "
+                                      "still going: wait for it, or give another directory")
                 shutil.rmtree(path)
+                held.close()
             elif any(path.iterdir()):
                 raise ConfigError(
                     f"{option} {str(path)!r} holds files a taskq run did not write (it "
@@ -31,6 +58,11 @@ def fresh_workdir(path: Path, option: str = "--dir") -> Path:
                     "then empties for the next")
         path.mkdir(parents=True, exist_ok=True)
         (path / MARK).write_text(MARK_TEXT)
+        lock = try_lock(path / MARK)
+        if lock is None:
+            raise ConfigError(f"{option} {str(path)!r} was taken by another run as this one "
+                              "began: give another directory")
+        _HELD[path] = lock
     except OSError as e:
         raise ConfigError(f"{option} {str(path)!r}: cannot make it the run's work "
                           f"directory: {e.strerror or e}") from e
