@@ -442,6 +442,54 @@ def test_an_event_with_no_time_it_can_read_is_listed_and_the_page_goes_live(
     expect(by_id(page, "count-ready")).to_have_text("2")
 
 
+def test_a_queue_with_no_tasks_yet_says_so_until_its_first_task_then_goes_live(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    page.goto(f"{server.url}/?queue={QUEUE}")
+    badge = by_id(page, "conn-state")
+    expect(badge).to_have_attribute("data-state", "missing")
+    expect(badge).to_have_text("no tasks yet")
+    page.wait_for_timeout(1500)  # the browser waits out the notice's retry meanwhile
+    expect(badge).to_have_attribute("data-state", "missing")
+    queue.enqueue("first")
+    expect(badge).to_have_attribute("data-state", "live", timeout=20_000)
+    expect(by_id(page, "count-ready")).to_have_text("1")
+
+
+def focused(page: Page) -> str:
+    """The focused element as `<tag> <its row's task id>`, or BODY."""
+    return str(page.evaluate("""() => { const a = document.activeElement;
+        return a === document.body ? 'BODY'
+          : `${a.tagName} ${a.closest('[data-task-id]')?.dataset.taskId}`; }"""))
+
+
+def test_the_keyboard_focus_stays_on_a_row_the_feed_redraws_and_comes_back_from_a_view(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue_many([NewTask("held-1"), NewTask("held-2")])
+    held = [(t.task_id, t.token) for t in queue.lease_many("w", 60, 2).tasks]
+    open_dashboard(page, server)
+    link = page.locator("[data-testid=leased-row][data-task-id=held-2] a.task-link")
+    link.focus()
+    assert focused(page) == "A held-2"
+    before = int(client_seq(queue))
+    for _ in range(3):  # each heartbeat redraws the Leased table
+        assert queue.heartbeat_many(held, 60) == [True, True]
+        page.wait_for_timeout(300)
+    expect(page.locator("[data-testid=event-row][data-type=heartbeat]")).to_have_count(
+        int(client_seq(queue)) - before)
+    assert focused(page) == "A held-2"
+    page.keyboard.press("Enter")
+    expect(by_id(page, "task-view")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(by_id(page, "task-view")).to_be_hidden()
+    assert focused(page) == "A held-2"
+
+
+def client_seq(queue: Broker) -> str:
+    return str(queue.client.get(queue.keys.seq))
+
+
 def test_retry_click_moves_a_dead_task_back(page: Page, server: Server, queue: Broker) -> None:
     queue.enqueue("doomed", max_retries=0)
     (leased,) = queue.lease_many("test-worker", 30, 1).tasks

@@ -117,6 +117,10 @@ async function loadSnapshot(recent = 0) {
 // holds one for as long as it is open, so a seventh page of the dashboard would wait for
 // good. A hidden page therefore lets go of its feed and, shown again, resumes it from the
 // last id it holds: the server replays what it missed, or says there is a gap.
+// Notices that end a stream (a queue with no tasks yet, Redis unavailable), each with
+// the retry after which the browser comes back.
+const NOTICES = ['missing', 'unavailable'];
+
 function openStream(lastId) {
   closeStream();
   view.lastId = lastId;
@@ -137,7 +141,8 @@ function openStream(lastId) {
   };
   source.onerror = () => {
     if (feed.source !== source) return;
-    setConn('reconnecting');
+    // A notice ended the stream: its badge stays while the browser waits its retry.
+    if (!NOTICES.includes($('conn').dataset.state)) setConn('reconnecting');
     // The browser reconnects by itself, sending Last-Event-ID, unless the stream failed
     // for good (an error status); then open a new one from the last id we hold.
     if (source.readyState === EventSource.CLOSED) {
@@ -146,6 +151,13 @@ function openStream(lastId) {
   };
   for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
   source.addEventListener('gap', onGap);
+  for (const notice of NOTICES) {
+    source.addEventListener(notice, (message) => {
+      if (message.target !== feed.source) return;
+      const body = JSON.parse(message.data);
+      setConn(notice, body.error || body.message || notice);
+    });
+  }
 }
 
 function closeStream() {

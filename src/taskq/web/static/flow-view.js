@@ -4,13 +4,13 @@
 // opens it; flows.js keeps what it shows current from the feed.
 
 import { ENDED, flowHooks, progressBar, progressOf, watchFlow } from './flows.js';
-import { el } from './render.js';
+import { el, focusBackTo } from './render.js';
 import { shown } from './shown.js';
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
 
-const open = { id: '' };
+const open = { id: '', opener: null };
 // Redraws of the open view are batched: a workflow of thousands of steps sends several
 // events a step, and a redraw takes longer the more steps it has. The wait after a
 // redraw is at least twice what it took, so the page is free most of the time.
@@ -27,6 +27,7 @@ export function openFlowFromHash() {
     hide();
     return;
   }
+  if (!open.id) open.opener = document.activeElement;
   open.id = id;
   $('flow-id').textContent = shown(id);
   $('flow-id').title = id;
@@ -45,10 +46,12 @@ export function closeFlow() {
 }
 
 function hide() {
+  const wasOpen = Boolean(open.id);
   open.id = '';
   clearTimeout(redraw.timer);
   Object.assign(redraw, { entry: null, timer: 0 });
   $('flow-view').hidden = true;
+  if (wasOpen) focusBackTo(open.opener);
 }
 
 function drawSoon(entry) {

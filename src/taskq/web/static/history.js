@@ -4,7 +4,7 @@
 // timer, and when the search changes (once typing pauses).
 
 import { Reloader } from './reloader.js';
-import { el, taskLink, tick } from './render.js';
+import { el, replaceKeepingFocus, taskLink, tick } from './render.js';
 
 const STATES = ['completed', 'dead', 'cancelled'];
 // Typing in a search box is answered once it pauses this long.
@@ -77,9 +77,9 @@ function draw(body) {
   if (asked !== query(panel.queue)) return;
   const searched = $('history-prefix').value || $('history-name').value
     || STATES.some((state) => !$(`history-${state}`).checked);
-  $('history-body').replaceChildren(...(body.tasks.length ? body.tasks.map(row)
+  replaceKeepingFocus($('history-body'), body.tasks.length ? body.tasks.map(row)
     : [el('tr', { class: 'empty-row' }, el('td', { colspan: 6 }, searched
-      ? 'No ended task matches this search.' : 'No task has ended on this queue lately.'))]));
+      ? 'No ended task matches this search.' : 'No task has ended on this queue lately.'))]);
   const reach = body.complete ? 'the whole log'
     : `the newest ${body.scanned.toLocaleString()} events`;
   $('history-meta').textContent = `${body.tasks.length} found in ${reach}`;

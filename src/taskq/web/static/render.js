@@ -132,7 +132,33 @@ function top(map, order) {
 }
 
 function fill(body, rows, draw, span, empty) {
-  $(body).replaceChildren(...(rows.length ? rows.map(draw) : [emptyRow(span, empty)]));
+  replaceKeepingFocus($(body), rows.length ? rows.map(draw) : [emptyRow(span, empty)]);
+}
+
+// Replaces `container`'s children with `nodes`; if the keyboard focus was on one of the
+// old ones (a task link, a Retry button), it moves to its like among the new ones: the
+// same tag, test id and link, in the row of the same task. A table redrawn every few
+// seconds would else send a keyboard user back to the top of the page each time.
+export function replaceKeepingFocus(container, nodes) {
+  const active = document.activeElement;
+  const like = active && active !== document.body && container.contains(active)
+    ? sameAs(active) : null;
+  container.replaceChildren(...nodes);
+  if (!like) return;
+  const again = [...container.querySelectorAll(active.tagName)].find(like);
+  if (again) again.focus();
+}
+
+function sameAs(node) {
+  const taskOf = (n) => n.closest('[data-task-id]')?.dataset.taskId ?? null;
+  const task = taskOf(node);
+  return (n) => taskOf(n) === task && n.dataset.testid === node.dataset.testid
+    && n.getAttribute('href') === node.getAttribute('href');
+}
+
+// The element that had the focus when a view opened, to give it back when it closes.
+export function focusBackTo(opener) {
+  if (opener && opener.isConnected) opener.focus();
 }
 
 function progressCell(l) {
@@ -356,10 +382,15 @@ export function tick() {
   }
 }
 
-export function setConn(state) {
+// The feed's state as the header's badge says it: the state's own word, but for the
+// server's notices that end a stream until their retry.
+const CONN_LABELS = { missing: 'no tasks yet', unavailable: 'Redis unavailable' };
+
+export function setConn(state, title = 'live event feed') {
   const node = $('conn');
   node.dataset.state = state;
-  node.textContent = state;
+  node.textContent = CONN_LABELS[state] || state;
+  node.title = title;
 }
 
 export function showGap(gap) {

@@ -7,8 +7,8 @@
 import { getJSON } from './http.js';
 import { drawProgress, foldReports, foldedMark } from './progress.js';
 import {
-  cancelRequestedBadge, clockTime, el, hooks, isoTime, priorityBadge, progressText,
-  timeLimitBadge, typeBadge,
+  cancelRequestedBadge, clockTime, el, focusBackTo, hooks, isoTime, priorityBadge,
+  progressText, timeLimitBadge, typeBadge,
 } from './render.js';
 import { shown } from './shown.js';
 
@@ -38,6 +38,7 @@ const open = {
   due: 0, // when the timer fires (performance.now())
   run: null, // the token of the run the view shows running; null when it is not running
   cancelling: false, // its cancel is sent and not yet answered
+  opener: null, // what had the focus when the view opened: it gets it back at the close
 };
 
 function wantedId() {
@@ -50,6 +51,7 @@ export function openTaskFromHash(queue) {
     hide();
     return;
   }
+  if (!open.id) open.opener = document.activeElement;
   Object.assign(open, { id, queue, busy: false, again: false, run: null, cancelling: false });
   open.loadId += 1;
   $('task-cancel-result').hidden = true;
@@ -71,11 +73,13 @@ export function closeTask() {
 }
 
 function hide() {
+  const wasOpen = Boolean(open.id);
   open.id = '';
   open.loadId += 1;
   clearTimeout(open.timer);
   open.timer = 0;
   $('task-view').hidden = true;
+  if (wasOpen) focusBackTo(open.opener);
 }
 
 // A feed event for `task` (null: events may have been missed) reloads the open view.

@@ -6,7 +6,7 @@
 // a lease and one reload.
 
 import { Reloader } from './reloader.js';
-import { duration, el } from './render.js';
+import { duration, el, replaceKeepingFocus } from './render.js';
 
 const $ = (id) => document.getElementById(id);
 const q = encodeURIComponent;
@@ -31,10 +31,10 @@ function draw(body) {
   // ordered by start, rows keep their places from one reload to the next.
   const workers = [...body.workers].sort((a, b) => a.started_at - b.started_at
     || a.worker_id.localeCompare(b.worker_id));
-  $('workers-body').replaceChildren(...(workers.length
+  replaceKeepingFocus($('workers-body'), workers.length
     ? workers.map((w) => row(w, body.now_ms))
     : [el('tr', { class: 'empty-row' }, el('td', { colspan: 8 },
-      'No live worker on this queue.'))]));
+      'No live worker on this queue.'))]);
   const used = workers.reduce((n, w) => n + w.in_hand, 0);
   const slots = workers.reduce((n, w) => n + w.concurrency, 0);
   $('workers-meta').textContent = workers.length
