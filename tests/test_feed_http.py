@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -25,8 +26,10 @@ from serve_support import (
     feed,
     head_id,
     metric,
+    server_env,
 )
 from taskq.broker import Broker, NewTask
+from taskq.tools.embedded import EmbeddedRedis
 from waiting import wait_until
 
 # -- the stream ----------------------------------------------------------------------
@@ -288,3 +291,30 @@ def test_a_client_with_no_id_on_a_trimmed_log_gets_a_trimmed_gap_then_the_head(
     assert gap.event == "gap" and gap.body["reason"] == "trimmed", gap
     assert (gap.body["requested"], gap.body["head"], gap.seq) == ("", 10, 10)
     assert (live.seq, live.body["task"]) == (11, "live-0")
+
+
+def test_a_server_told_to_stop_ends_its_open_streams_cleanly(
+    redis_server: EmbeddedRedis, tmp_path: Path, queue: Broker
+) -> None:
+    """Ctrl-C with dashboards open: each stream ends within the grace, so uvicorn has no
+    stream to cancel and logs no traceback for one."""
+    enqueue(queue, 3)
+    log = tmp_path / "serve.log"
+    serve = Server(server_env(redis_server, tmp_path), log).start()
+    streams = []
+    try:
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", serve.port))
+            s.sendall(f"GET /events?queue={queue.queue} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      .encode())
+            streams.append(s)
+        wait_until(lambda: metric(serve, "taskq_feed_clients", queue) == 3, 20, "3 clients")
+        assert serve.process is not None
+        serve.process.send_signal(signal.SIGINT)
+        assert serve.process.wait(20) == 0
+    finally:
+        for s in streams:
+            s.close()
+        serve.stop()
+    said = log.read_text(errors="replace")
+    assert "Traceback" not in said and "Exception in ASGI application" not in said, said

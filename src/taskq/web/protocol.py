@@ -1,10 +1,14 @@
 """The HTTP protocol `taskq serve` runs uvicorn with: uvicorn's own (httptools where it
-is installed, else h11, as uvicorn picks), able to abort a connection the app cuts.
+is installed, else h11, as uvicorn picks), able to abort a connection the app cuts and
+telling the app when the server shuts down.
 
 A feed client that stops reading is cut (see `taskq.web.sse`), but closing a transport
 waits for what it still has to send, and that client never takes it: the connection,
 its buffers and its file descriptor stayed for good. The app aborts it instead, through
-the callable this protocol puts in each request's scope under ABORT."""
+the callable this protocol puts in each request's scope under ABORT. And a stream never
+ends of itself: at a shutdown uvicorn cancelled each one after its grace, logging a
+traceback per open dashboard. The event under CLOSING is set when the server asks the
+connection to shut down, and the stream ends cleanly on it."""
 
 from __future__ import annotations
 
@@ -12,10 +16,12 @@ import asyncio
 from typing import Any, cast
 
 ABORT = "taskq.abort"
+CLOSING = "taskq.closing"
 
 
 def aborting_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class, with `scope[ABORT]` set to abort the connection."""
+    """uvicorn's HTTP protocol class, with `scope[ABORT]` set to abort the connection
+    and `scope[CLOSING]`, an asyncio.Event set when the server shuts down."""
     base: type[Any]
     try:
         from uvicorn.protocols.http.httptools_impl import (  # noqa: PLC0415
@@ -28,12 +34,19 @@ def aborting_protocol() -> type[asyncio.Protocol]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             app: Any = cast(Any, self).app
+            closing = asyncio.Event()
 
             async def app_that_can_abort(scope: Any, receive: Any, send: Any) -> None:
                 scope[ABORT] = self.abort
+                scope[CLOSING] = closing
                 await app(scope, receive, send)
 
             self.app = app_that_can_abort
+            self.closing = closing
+
+        def shutdown(self) -> None:
+            self.closing.set()
+            super().shutdown()
 
         def abort(self) -> None:
             if self.transport is not None and not self.transport.is_closing():

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.types import Receive, Scope, Send
 
 from taskq.feed.cancel import cancel_and_wait
-from taskq.web.protocol import ABORT
+from taskq.web.protocol import ABORT, CLOSING
 
 log = logging.getLogger("taskq.feed")
 
@@ -53,8 +53,12 @@ class EventStreamResponse:
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         pump = asyncio.create_task(self._pump(send))
         listen = asyncio.create_task(self._until_disconnect(receive))
-        done, _ = await asyncio.wait({pump, listen}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (pump, listen):
+        tasks = {pump, listen}
+        closing = scope.get(CLOSING)
+        if closing is not None:  # the server shuts down: end the stream; it resumes by id
+            tasks.add(asyncio.create_task(closing.wait()))
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
             await cancel_and_wait(task)
         reason = "disconnected"
         if pump in done and not pump.cancelled() and pump.exception() is None:
