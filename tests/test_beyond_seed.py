@@ -101,6 +101,12 @@ class TestRecordsExpire:
         again = broker.enqueue("other", idempotency_key="k1")
         assert (again.task_id, again.created) == ("keyed", False)
         assert broker.task("keyed") is not None  # the key names a record
+        broker.enqueue("plain", max_retries=0)  # dead after it, with no key
+        task = broker.lease_many("w", 30, 1).tasks[0]
+        broker.fail(task.task_id, task.token, "boom")
+        time.sleep(0.3)
+        assert broker.purge(dead_ttl=0.2) == ["plain"]  # the kept one holds up no other
+        assert broker.dead() == ["keyed"]
         wait_until(lambda: not broker.client.exists(broker.keys.idem("k1")), timeout=5,
                    what="the idempotency key to expire")
         assert broker.purge(dead_ttl=0.2) == ["keyed"]

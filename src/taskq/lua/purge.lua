@@ -1,8 +1,9 @@
 --[[
   purge: delete dead tasks that have sat in the DLQ longer than its retention, oldest
   first, record and DLQ entry together, so no id is ever left pointing at nothing; a
-  task whose idempotency key still names it is kept until the key expires, as an ended
-  record is (see _ended's expire_ended), so the key never names a missing record.
+  task whose idempotency key still names it is kept (stepped over) until the key
+  expires, as an ended record is (see _ended's expire_ended), so the key never names a
+  missing record.
   KEYS[1] dlq     LIST    dead task ids, most recent at the left (oldest at the right)
   KEYS[2] events  STREAM  change feed
   KEYS[3] seq     STRING  last event sequence number
@@ -27,19 +28,27 @@ dead_ttl = whole_arg('dead_ttl', dead_ttl, 1, LIMITS.ttl_ms)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local purged = {}
-while #purged < limit do
-  local task_id = redis.call('LINDEX', dlq_key, -1)
+-- Oldest first, from the right: a task kept for its key is stepped over (the index moves
+-- past it), one purged leaves the list (the next is at the same index). Tasks stepped
+-- over count against a budget, so a DLQ full of them costs one call a bounded scan.
+local index, budget = -1, math.min(limit * 10, LIMITS.limit)
+while #purged < limit and budget > 0 do
+  budget = budget - 1
+  local task_id = redis.call('LINDEX', dlq_key, index)
   if not task_id then break end
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.call('HMGET', task_key, 'dead_at', 'idempotency_key')
   local dead_at = tonumber(record[1] or '0') or 0
   if dead_at > now - dead_ttl then break end
   local idem_key = record[2] and record[2] ~= '' and prefix .. 'idem:' .. record[2]
-  if idem_key and redis.call('GET', idem_key) == task_id then break end
-  emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})
-  redis.call('RPOP', dlq_key)
-  redis.call('DEL', task_key)
-  purged[#purged + 1] = task_id
+  if idem_key and redis.call('GET', idem_key) == task_id then
+    index = index - 1
+  else
+    emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})
+    redis.call('LREM', dlq_key, -1, task_id)  -- an id is in the DLQ once (T1)
+    redis.call('DEL', task_key)
+    purged[#purged + 1] = task_id
+  end
 end
 close_feed(feed)
 return purged
