@@ -160,6 +160,11 @@ class TestRedisUrl:
             with_env(REDIS_URL=f"redis://h:6379/0?{query}")
         assert with_env(REDIS_URL="redis://h/0?socket_timeout=2.5").redis_url.endswith("2.5")
 
+    def test_a_url_parameter_a_connection_refuses_is_refused_naming_the_url(self) -> None:
+        with pytest.raises(ConfigError, match=r"REDIS_URL=.* is not a Redis URL redis-py can "
+                                              r"use: protocol must be either 2 or 3"):
+            with_env(REDIS_URL="redis://h:6379/0?protocol=4")
+
     @pytest.mark.parametrize("query", ["sokcet_timeout=2", "single_connection_client=1"])
     def test_a_url_parameter_no_connection_takes_is_refused_naming_it(self, query: str) -> None:
         # Else every command died with a TypeError traceback at its first connection.

@@ -235,14 +235,18 @@ def _check_redis_url(url: str) -> None:
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
                           f"can use: {e}") from e
     try:
-        # A query parameter redis-py's parser passes on but no connection takes
-        # (a typo, or a client option) fails only here; this connects to nothing.
+        # A query parameter redis-py's parser passes on but no connection takes (a
+        # typo, or a client option), or one it refuses (protocol=4), fails only here;
+        # this connects to nothing.
         pool.connection_class(**pool.connection_kwargs)
     except TypeError as e:
         unknown = re.search(r"argument '(\w+)'", str(e))
         what = f"the parameter {unknown.group(1)}" if unknown else "a parameter"
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has {what}, which a Redis "
                           "connection does not take: leave it out") from None
+    except (ValueError, redis.RedisError) as e:
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
+                          f"can use: {e}") from None
     # The URL's own timeouts win over TASKQ_REDIS_TIMEOUT_SECONDS, and a socket refuses
     # a negative or NaN one only when the first connection is made.
     for name in URL_TIMEOUTS:
