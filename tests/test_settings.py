@@ -233,10 +233,10 @@ class TestBadValuesNameTheVariableAndTheValue:
         assert "LEDGER_GUARD='bogus'" in message
         assert all(guard in message for guard in ("none", "dedupe", "fence"))
 
-    @pytest.mark.parametrize("path", [":memory:", "file:x?mode=memory"])
-    def test_a_ledger_no_other_process_can_open_is_refused(self, path: str) -> None:
-        with pytest.raises(ConfigError, match=r"LEDGER_PATH=.* must be the path of a file"):
-            simulated(LEDGER_PATH=path)
+    def test_a_ledger_no_other_process_can_open_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match=r"LEDGER_PATH=':memory:' must be the path of a "
+                                              r"file"):
+            simulated(LEDGER_PATH=":memory:")
 
     def test_a_backoff_cap_below_the_base_is_refused_naming_both(self) -> None:
         with pytest.raises(ConfigError) as caught:

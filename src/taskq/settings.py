@@ -115,14 +115,8 @@ class Simulation:
             self.ledger_guard,
             f"must be one of {', '.join(LEDGER_GUARDS)}",
         )
-        _check(
-            bool(self.ledger_path.strip()) and self.ledger_path != ":memory:"
-            and not self.ledger_path.startswith("file:"),
-            "LEDGER_PATH",
-            self.ledger_path,
-            "must be the path of a file every worker process opens (SQLite's :memory: and "
-            "file: URIs give each connection a database of its own)",
-        )
+        _check(shared_ledger_path(self.ledger_path), "LEDGER_PATH", self.ledger_path,
+               f"must be {LEDGER_PATH_RULE}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None,
@@ -130,6 +124,17 @@ class Simulation:
         """Read every variable of `SIMULATION_ENVIRONMENT` (or `environ`), then apply
         `overrides`."""
         return _build(cls, _read(SIMULATION_ENVIRONMENT, environ), overrides)
+
+
+# What a ledger path must be; SQLite opens a path it is given as a file, but ":memory:"
+# as a database of the connection's own, which no other thread or process sees.
+LEDGER_PATH_RULE = ("the path of a file every worker process opens (SQLite's :memory: "
+                    "gives each connection a database of its own)")
+
+
+def shared_ledger_path(path: str) -> bool:
+    """Whether every connection to `path` opens the same ledger (LEDGER_PATH_RULE)."""
+    return bool(path.strip()) and path != ":memory:"
 
 
 Config = TypeVar("Config", Settings, Simulation)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from taskq.errors import LedgerError
-from taskq.settings import LEDGER_GUARDS, LedgerGuard
+from taskq.settings import LEDGER_GUARDS, LEDGER_PATH_RULE, LedgerGuard, shared_ledger_path
 
 ChargeOutcome = Literal["applied", "duplicate", "fenced"]
 
@@ -73,10 +73,8 @@ class Ledger:
         if guard not in LEDGER_GUARDS:
             raise LedgerError(f"unknown ledger guard {guard!r}: use one of {LEDGER_GUARDS}")
         self.path = str(path)
-        if self.path == ":memory:" or self.path.startswith("file:") or not self.path.strip():
-            raise LedgerError(f"ledger path {self.path!r}: give the path of a file every "
-                              "process opens (SQLite's :memory: and file: URIs give each "
-                              "connection a database of its own)")
+        if not shared_ledger_path(self.path):
+            raise LedgerError(f"ledger path {self.path!r}: give {LEDGER_PATH_RULE}")
         if not create and not Path(self.path).is_file():
             raise LedgerError(f"no ledger at {self.path}: check --path (or LEDGER_PATH) "
                               "and the directory it is run from")
