@@ -232,6 +232,44 @@ def test_every_script_that_changes_state_is_an_operation_with_a_test_call() -> N
     assert emitting == set(OPERATIONS) == set(CALLS)
 
 
+# Scripts that change state without an event: each call's setup and call, returning the
+# KEYS and ARGV it must pass, by the header's names.
+def quiet_forget_schedule(b: Broker) -> tuple[dict[str, str], dict[str, Any]]:
+    b.fire(make_schedule(name="tick", task="mod.fn", cron=None, every=timedelta(hours=1),
+                         tz=None, args=(), kwargs={}, policy="all",
+                         grace=timedelta(minutes=1), max_retries=3))
+    b.forget_schedule("tick", 5)
+    return {"schedules": b.keys.schedules}, {"schedule": "tick", "last_ms": 5}
+
+
+def quiet_watch(b: Broker) -> tuple[dict[str, str], dict[str, Any]]:
+    b.enqueue("t1")
+    b.watch("t1")
+    return {"task": b.keys.task("t1"), "done": b.keys.done("t1")}, {"mark": "1"}
+
+
+QUIET_CALLS: dict[str, Callable[[Broker], tuple[dict[str, str], dict[str, Any]]]] = {
+    "forget_schedule": quiet_forget_schedule, "watch": quiet_watch,
+}
+
+
+@pytest.mark.parametrize("script", sorted(QUIET_CALLS))
+def test_a_script_with_no_event_is_passed_what_its_header_names(
+    client: redis.Redis, script: str
+) -> None:
+    broker = Broker(client, "test", events_retention=RETENTION)
+    recorder = Recorder(broker.scripts.by_name(script), client, broker.keys)
+    setattr(broker.scripts, script, recorder)
+    keys, args = QUIET_CALLS[script](broker)
+    assert len(recorder.calls) == 1
+    passed_keys, passed_args, emitted = recorder.calls[0]
+    names = contract(script)
+    assert dict(zip(names.keys, passed_keys, strict=True)) == keys
+    assert {name: str(value) for name, value in zip(names.args, passed_args, strict=True)} \
+        == {name: str(value) for name, value in args.items()}
+    assert emitted == []
+
+
 @pytest.mark.parametrize("operation", OPERATIONS)
 class TestEachOperation:
     def test_wrapper_passes_the_keys_the_header_names(

@@ -15,7 +15,7 @@
 (*              starts at the clock and fires nothing: RESTART = "now".    *)
 (*   Crash(w)   a worker restarts with no view (it proposes from 0).       *)
 (*   Forget     forget_schedule.lua: the record goes (`taskq schedules     *)
-(*              forget`), at most MAX_FORGETS times.                       *)
+(*              --forget NAME`), at most MAX_FORGETS times.                *)
 (*   Sync       the replica copies the primary (a script's writes travel   *)
 (*              together: MULTI/EXEC effects replication).                 *)
 (*   Failover   the replica takes over, losing what it had not copied.     *)

@@ -12,8 +12,9 @@ from taskq.settings import LedgerGuard, Settings, Simulation
 WORKER_FAULTS = ("kill", "stop", "term")
 REDIS_FAULTS = ("redis-pause", "redis-restart", "redis-crash")
 
-# The timings a run takes, by their command-line options. A NaN interval injected one
-# fault and then none; 0 divided by zero mid-run; a NaN drain timeout never ran out.
+# The timings a run takes, by their command-line options: each a finite number, and an
+# interval or a timeout above 0 (the fault loop divides by the interval and waits out
+# the timeouts).
 TIMINGS = {
     "fault_interval": Range("--fault-interval", 0.0, 3600.0, 0.5, "seconds", above=True),
     "max_seconds": Range("--max-seconds", 0.0, float(DAY), 1800.0, "seconds", above=True),
