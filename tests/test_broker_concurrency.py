@@ -246,6 +246,23 @@ class TestSendingBack:
         assert parked(limited) == ["p1", "p2", "p3"]
         sound(limited)
 
+    def test_sent_back_tasks_of_two_priorities_keep_their_order_of_arrival(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b")
+        leases = lease_all(limited)
+        enqueue(limited, "old", priority=1)
+        assert lease_all(limited) == {}
+        enqueue(limited, "new", priority=4)
+        assert lease_all(limited) == {} and parked(limited) == ["old", "new"]
+        assert limited.client.get(limited.keys.parked_line) == "2"  # each one's place
+        limited.ack_many(list(leases.items()))
+        enqueue(limited, "h1", "h2", priority=9)
+        # Both sent back; popped by priority (new, then old) and beaten by h1 and h2.
+        assert set(lease_all(limited)) == {"h1", "h2"}
+        assert parked(limited) == ["old", "new"]
+        sound(limited)
+
     def test_a_sent_back_task_can_be_cancelled_and_frees_its_promise(
         self, limited: Broker
     ) -> None:

@@ -159,6 +159,11 @@ class QueueKeys:
         """The concurrency-limited task names with tasks parked for a slot (a SET)."""
         return self.prefix + "parked"
 
+    @property
+    def parked_line(self) -> str:
+        """The counter that gives each parked task its place in its line (a STRING)."""
+        return self.prefix + "parked_line"
+
     def parked(self, name: str) -> str:
         """The tasks of `name` (or of the group `<name>|<key>` of a limit kept per key)
         waiting, still pending, for a concurrency slot (a LIST, oldest at the left): see

@@ -131,9 +131,10 @@ local limited = {}
 -- at PASS_LIMIT it stops, so one call never walks a whole backlog of waiting tasks.
 local PASS_LIMIT = 1000
 local passed = 0
--- Tasks sent back from their parked lists that a newer run beat to the slot, in the order
--- they were popped: each goes back to the front of its line once the call is done,
--- the first popped at the very front, so the line keeps its order.
+-- Tasks sent back from their parked lists that a newer run beat to the slot, each with
+-- its place in the line (the record's `line`, from a counter bumped as it was first
+-- parked): once the call is done they go back to the front of their lines in the order
+-- of those places, whatever order their priorities popped them in.
 local reparked = {}
 
 local function cursor(name)
@@ -242,14 +243,16 @@ end
 -- Whether a task of `name` (its slots kept in `group`) must wait for a concurrency slot;
 -- one that must is parked, at the back of the line, or at its front if it was sent back
 -- from there (`back`) and a newer run took the slot first.
-local function parked(task_id, task_key, name, group, back)
+local function parked(task_id, task_key, name, group, back, line)
   local max = most[name]
   if not max or redis.call('SCARD', holding_key(prefix, group)) < max then return false end
   emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
-  redis.call('HSET', task_key, 'parked', '1')
   if back then
-    reparked[#reparked + 1] = {group, task_id}
+    redis.call('HSET', task_key, 'parked', '1')
+    reparked[#reparked + 1] = {group, task_id, tonumber(line) or 0}
   else
+    local place = redis.call('INCR', prefix .. 'parked_line')
+    redis.call('HSET', task_key, 'parked', '1', 'line', place)
     redis.call('RPUSH', parked_key(prefix, group), task_id)
   end
   redis.call('SADD', parked_names_key(prefix), group)
@@ -276,7 +279,7 @@ local function lease_from(list)
   for _, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
     local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
-      'fencing_token', 'rate_slot', 'limit_key', 'parked', 'state')
+      'fencing_token', 'rate_slot', 'limit_key', 'parked', 'state', 'line')
     local group = record[1] and limit_group(record[1], record[7])
     -- An unparked task leaves the slots promised to its kind (see unpark) as it is popped.
     local back = record[8] == 'back'
@@ -288,11 +291,12 @@ local function lease_from(list)
     -- Nor may one whose record is not pending (an id pushed back by hand, or left by a
     -- lost write): a completed task run again would apply its effect twice.
     if record[1] and record[9] == 'pending'
-        and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back))
+        and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back, record[10]))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       -- Throttled before, by a rate limit no worker applies now: it waits for no slot.
       if n_rates == 0 and record[6] then redis.call('HDEL', task_key, 'rate_slot') end
+      if record[10] then redis.call('HDEL', task_key, 'line') end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3] or '0', 'at', expires_text})
@@ -314,6 +318,7 @@ for _, level in ipairs(ready_lists(ready_key)) do
   if reply[1] < count then forget_if_empty(ready_key, level[2]) end
   if reply[1] >= count or passed >= PASS_LIMIT then break end
 end
+table.sort(reparked, function(a, b) return a[3] < b[3] end)
 for i = #reparked, 1, -1 do
   redis.call('LPUSH', parked_key(prefix, reparked[i][1]), reparked[i][2])
 end

@@ -388,7 +388,7 @@ def fixed_keys(broker: Broker) -> set[str]:
     k = broker.keys
     return {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
             k.workers,
-            k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names,
+            k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names, k.parked_line,
             k.holding(LIMITED_TASK), k.parked(LIMITED_TASK), k.unparked(LIMITED_TASK),
             *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
 
