@@ -3,12 +3,12 @@ is installed, else h11, as uvicorn picks), able to abort a connection the app cu
 telling the app when the server shuts down.
 
 A feed client that stops reading is cut (see `taskq.web.sse`), but closing a transport
-waits for what it still has to send, and that client never takes it: the connection,
-its buffers and its file descriptor stayed for good. The app aborts it instead, through
+waits for what it still has to send, which that client never takes: the connection, its
+buffers and its file descriptor would stay for good. The app aborts it instead, through
 the callable this protocol puts in each request's scope under ABORT. And a stream never
-ends of itself: at a shutdown uvicorn cancelled each one after its grace, logging a
-traceback per open dashboard. The event under CLOSING is set when the server asks the
-connection to shut down, and the stream ends cleanly on it."""
+ends of itself, while at a shutdown uvicorn cancels what still runs after its grace and
+logs each as an application error: the event under CLOSING is set when the server asks
+the connection to shut down, and the stream ends cleanly on it."""
 
 from __future__ import annotations
 
