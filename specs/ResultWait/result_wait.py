@@ -59,8 +59,8 @@ class Constants:
     waiters: int
     max_revivals: int
     slice: bool
-    max_recreates: int
-    clear_on_mark: bool
+    max_recreates: int = 0
+    clear_on_mark: bool = True
 
     @classmethod
     def from_cfg(cls, cfg: cfgs.Config) -> Constants:
