@@ -224,7 +224,7 @@ class TestItsDirectory:
                 assert c.ping()
                 assert server.socket_path.parent == odd.resolve()
                 assert oct(server.socket_path.stat().st_mode & 0o777) == "0o700"
-                assert (odd / "appendonlydir").is_dir()
+                assert (odd / "redis.log").is_file()  # its dir= is the odd one
         finally:
             shutil.rmtree(base)
 
