@@ -422,6 +422,23 @@ def memory_check(client: Client, queue: ChaosQueue, found: Findings) -> Check:
     )
 
 
+def _states(client: Client, broker: Broker) -> dict[str, str]:
+    """Each task record's state, read in pipelined batches (a record that expired since
+    the scan found it is left out)."""
+    prefix = broker.keys.task("")
+    ids = [text(key)[len(prefix):]
+           for key in client.scan_iter(match=broker.keys.task("*"), count=5000)]
+    states: dict[str, str] = {}
+    for start in range(0, len(ids), 2000):
+        pipe = client.pipeline(transaction=False)
+        for task_id in ids[start : start + 2000]:
+            pipe.hget(broker.keys.task(task_id), "state")
+        for task_id, state in zip(ids[start : start + 2000], pipe.execute(), strict=True):
+            if state is not None:
+                states[task_id] = text(state)
+    return states
+
+
 def stray_states(client: Client, broker: Broker, final: Mapping[str, str]) -> list[str]:
     """Once ready, leased and delayed are empty, what breaks T1 (and E1) in the rest:
     a record in a state that is not final, or in another state than its last event
@@ -433,13 +450,8 @@ def stray_states(client: Client, broker: Broker, final: Mapping[str, str]) -> li
     problems += [f"{task_id} is in the DLQ twice" for task_id, n in Counter(dlq).items()
                  if n > 1]
     in_dlq = set(dlq)
-    prefix = broker.keys.task("")
-    for key in client.scan_iter(match=broker.keys.task("*"), count=1000):
-        task_id = text(key)[len(prefix):]
-        state = client.hget(key, "state")
-        if state is None:
-            continue  # the record expired since the scan found it
-        state = text(state)
+    states = _states(client, broker)
+    for task_id, state in states.items():
         if state not in ("completed", "dead", "cancelled"):
             problems.append(f"{task_id} is {state} in no structure")
         elif task_id in final and final[task_id] != state:
@@ -447,7 +459,6 @@ def stray_states(client: Client, broker: Broker, final: Mapping[str, str]) -> li
         elif (state == "dead") != (task_id in in_dlq):
             problems.append(f"{task_id} is {state} and {'' if task_id in in_dlq else 'not '}"
                             "in the DLQ")
-    for task_id in in_dlq:
-        if not client.exists(broker.keys.task(task_id)):
-            problems.append(f"{task_id} is in the DLQ with no record")
+    problems += [f"{task_id} is in the DLQ with no record" for task_id in in_dlq
+                 if task_id not in states]
     return problems
