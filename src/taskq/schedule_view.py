@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
+from taskq.results import ForgetOutcome
 from taskq.schedules import Timing, check_schedule_name, timing_of
 
 # Whether the stored description is the definition workers last fired: `current`;
@@ -29,7 +30,7 @@ FORGET_AFTER_MS = 60_000
 # left as it is without force, since a worker may still declare it (its next tick is
 # not FORGET_AFTER_MS overdue, or cannot be computed); `fired`, left as it is, a worker
 # fired it between the read and the forget.
-ForgetVerdict = Literal["forgotten", "missing", "alive", "fired"]
+ForgetVerdict = ForgetOutcome | Literal["alive"]
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,7 @@ def forget_schedule(broker: Broker, name: str, force: bool = False) -> Forget:
         if view.next_tick_ms is None or view.next_tick_ms > now - FORGET_AFTER_MS:
             return Forget(name, "alive", view, now)
     done = broker.forget_schedule(name, None if force or view is None else view.last_tick_ms)
-    verdict: ForgetVerdict = "forgotten" if done.outcome == "forgotten" else \
-        "fired" if done.outcome == "fired" else "missing"
-    return Forget(name, verdict, view, now)
+    return Forget(name, done.outcome, view, now)
 
 
 def _view(name: str, stored: dict[str, str]) -> ScheduleView | None:

@@ -8,6 +8,7 @@ import importlib
 import os
 import re
 import sys
+from collections.abc import Callable
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -41,15 +42,22 @@ def add_task_ids(parser: argparse.ArgumentParser, nargs: str, help: str | None =
                  ) -> None:
     """The task ids a command acts on, each checked as argparse reads it: a bad one
     stops the command before it acts on any of the others."""
-    parser.add_argument("task_ids", nargs=nargs, metavar="ID", type=task_id_argument,
+    parser.add_argument("task_ids", nargs=nargs, metavar="ID", type=checked(check_task_id),
                         help=help)
 
 
-def task_id_argument(text: str) -> str:
-    try:
-        return check_task_id(text)
-    except InvalidTaskError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
+def checked(check: Callable[[str], str]) -> Callable[[str], str]:
+    """An argparse `type` that runs `check` and turns its InvalidTaskError into argparse's
+    own error, so a bad value stops the command before it does anything."""
+
+    def argument(text: str) -> str:
+        try:
+            return check(text)
+        except InvalidTaskError as e:
+            raise argparse.ArgumentTypeError(str(e)) from e
+
+    return argument
+
 
 
 def settings_from(args: argparse.Namespace, **overrides: object) -> Settings:

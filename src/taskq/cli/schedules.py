@@ -7,8 +7,8 @@ import argparse
 import datetime
 
 from taskq.broker import Broker
-from taskq.cli.common import add_queue_argument, load_app, settings_from
-from taskq.errors import ConfigError, InvalidTaskError
+from taskq.cli.common import add_queue_argument, checked, load_app, settings_from
+from taskq.errors import ConfigError
 from taskq.schedule_view import FORGET_AFTER_MS, forget_schedule
 from taskq.schedules import Schedule, check_schedule_name
 from taskq.settings import Settings
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_queue_argument(parser)
     parser.add_argument("--app", help="module:attribute of the taskq.App that declares them "
                         "(required, but with --forget)")
-    parser.add_argument("--forget", metavar="NAME", type=schedule_name,
+    parser.add_argument("--forget", metavar="NAME", type=checked(check_schedule_name),
                         help="forget schedule NAME on the queue: the dashboard and "
                         "/api/schedules stop listing it (the tasks its ticks made stay). "
                         f"Refused while its next tick is under {FORGET_AFTER_MS // 1000} s "
@@ -28,13 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="with --forget: forget it however recent its ticks; a worker "
                         "that still declares it starts it again, skipping the ticks between")
-
-
-def schedule_name(text: str) -> str:
-    try:
-        return check_schedule_name(text)
-    except InvalidTaskError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def main(args: argparse.Namespace) -> int:
