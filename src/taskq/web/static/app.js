@@ -10,8 +10,8 @@ import {
   EVENT_TYPES, MAX_ROWS, applyIfNew, applySnapshot, learnName, listRecent, reset, view,
 } from './model.js';
 import {
-  hideError, hooks, render, renderEvents, renderFooter, schedule, setConn, showError, showGap,
-  tick, toast,
+  NOTICES, hideError, hooks, render, renderEvents, renderFooter, schedule, setConn, showError,
+  showGap, tick, toast,
 } from './render.js';
 import { drawBulk, initBulk } from './bulk.js';
 import { closeFlow, initFlowView, openFlowFromHash } from './flow-view.js';
@@ -117,10 +117,6 @@ async function loadSnapshot(recent = 0) {
 // holds one for as long as it is open, so a seventh page of the dashboard would wait for
 // good. A hidden page therefore lets go of its feed and, shown again, resumes it from the
 // last id it holds: the server replays what it missed, or says there is a gap.
-// Notices that end a stream (a queue with no tasks yet, Redis unavailable), each with
-// the retry after which the browser comes back.
-const NOTICES = ['missing', 'unavailable'];
-
 function openStream(lastId) {
   closeStream();
   view.lastId = lastId;

@@ -382,14 +382,15 @@ export function tick() {
   }
 }
 
-// The feed's state as the header's badge says it: the state's own word, but for the
-// server's notices that end a stream until their retry.
-const CONN_LABELS = { missing: 'no tasks yet', unavailable: 'Redis unavailable' };
+// Notices that end a feed stream until the retry they carry (a queue with no tasks yet,
+// Redis unavailable), and how a badge says each; any other state is said by its name.
+export const NOTICES = ['missing', 'unavailable'];
+export const NOTICE_LABELS = { missing: 'no tasks yet', unavailable: 'Redis unavailable' };
 
 export function setConn(state, title = 'live event feed') {
   const node = $('conn');
   node.dataset.state = state;
-  node.textContent = CONN_LABELS[state] || state;
+  node.textContent = NOTICE_LABELS[state] || state;
   node.title = title;
 }
 

@@ -26,10 +26,8 @@ const q = encodeURIComponent;
 const panel = new Reloader((queue) => `api/schedules?queue=${q(queue)}`, (body) => draw(body),
   (message) => { $('schedules-meta').textContent = message; });
 let due = 0; // the timer for the next tick
-let shownQueue = '';
 
 export function loadSchedules(queue) {
-  shownQueue = queue;
   if (panel.switchTo(queue)) {
     clearTimeout(due);
     due = 0;
@@ -81,7 +79,7 @@ async function forget(name, button) {
   button.disabled = true;
   try {
     const { ok, status, body } = await postJSON(
-      `api/schedules/${q(name)}/forget?queue=${q(shownQueue)}`);
+      `api/schedules/${q(name)}/forget?queue=${q(panel.queue)}`);
     toast(ok ? body.message : `Forget refused: ${body.error || status}`, ok, 'forget-result');
   } catch (err) {
     toast(`Forget failed: ${err.message}`, false, 'forget-result');

@@ -10,16 +10,15 @@
 import { getJSON } from './http.js';
 import { EVENT_TYPES, MAX_ROWS, epochOf } from './model.js';
 import { Reloader } from './reloader.js';
-import { clockTime, el, isoTime, typeBadge } from './render.js';
+import {
+  NOTICES, NOTICE_LABELS, clockTime, el, isoTime, typeBadge,
+} from './render.js';
 import { shown } from './shown.js';
 
 // A browser opens at most six connections to one server over HTTP/1.1 and each feed
 // holds one for as long as the page is open: with the page's own feed beside these,
 // two are left for the API's requests. The shards after these show counts only.
 const MAX_FEEDS = 3;
-// Notices that end a stream: the row keeps saying so, not "reconnecting", while the
-// browser waits the notice's retry to come back.
-const NOTICES = ['missing', 'unavailable'];
 // Event types that move no task between states, so change no count.
 const UNCOUNTED = new Set(['heartbeat', 'cancel_requested', 'progress']);
 const REOPEN_MS = 2000;
@@ -30,7 +29,7 @@ const COLOURS = 6;
 const COUNTS = ['ready', 'leased', 'delayed', 'dead'];
 const FEED_LABELS = {
   off: 'not followed', connecting: 'connecting', live: 'live', reconnecting: 'reconnecting',
-  missing: 'no tasks yet', unavailable: 'Redis unavailable', paused: 'paused while hidden',
+  ...NOTICE_LABELS, paused: 'paused while hidden',
 };
 
 const $ = (id) => document.getElementById(id);
