@@ -520,7 +520,7 @@ CHECKS: tuple[Check, ...] = (
         config="RateLimit/RateLimit.cfg",
         build=rate_limit.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=50667, generated=105522, depth=24, left=0),
+        tlc=TLC(distinct=50347, generated=104962, depth=24, left=0),
     ),
     Check(
         spec="RateLimit/RateLimit.tla",
@@ -528,7 +528,15 @@ CHECKS: tuple[Check, ...] = (
         build=rate_limit.model,
         # Every start passes the check at its own time, however late its lease.
         expect=Expect.holds(),
-        tlc=TLC(distinct=76009, generated=173387, depth=28, left=0),
+        tlc=TLC(distinct=74763, generated=170947, depth=28, left=0),
+    ),
+    Check(
+        spec="RateLimit/RateLimit.tla",
+        config="RateLimit/RateLimit_Cancel.cfg",
+        build=rate_limit.model,
+        # Cancelled throttled tasks give back their slots; late leases too.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=172693, generated=619112, depth=28, left=0),
     ),
     Check(
         spec="RateLimit/RateLimitCheckThenTake.tla",
@@ -543,8 +551,8 @@ CHECKS: tuple[Check, ...] = (
         config="RateLimit/RateLimitNoWait.cfg",
         build=rate_limit.no_wait_model,
         # The throttled task, left on ready, is leased again before its run_at.
-        expect=Expect.property_violated("NoEarlyStart", depth=5),
-        tlc=TLC(distinct=105, generated=135, depth=5, left=75),
+        expect=Expect.property_violated("NoEarlyStart", depth=6),
+        tlc=TLC(distinct=336, generated=456, depth=6, left=230),
     ),
     Check(
         spec="RateLimit/RateLimitKeptSlot.tla",
@@ -553,6 +561,14 @@ CHECKS: tuple[Check, ...] = (
         # A kept slot leased past its deadline starts with the next slots' tasks.
         expect=Expect.violated("NeverOverRate", depth=14),
         tlc=TLC(distinct=30987, generated=61543, depth=14, left=6352),
+    ),
+    Check(
+        spec="RateLimit/RateLimitGhostSlot.tla",
+        config="RateLimit/RateLimitGhostSlot.cfg",
+        build=rate_limit.ghost_slot_model,
+        # A throttled task cancelled: the next slot stays behind the one it held.
+        expect=Expect.violated("NoGhostSlot", depth=5),
+        tlc=TLC(distinct=262, generated=512, depth=5, left=192),
     ),
     Check(
         spec="ConcurrencyLimit/ConcurrencyLimit.tla",

@@ -1,9 +1,11 @@
 """Rate limits on the real broker under random interleavings, drawn by Hypothesis: bursts
 of enqueues of a limited and an unlimited task, leases of any size, time passing, due
-tasks promoted. Whatever the order, by the Redis times of the `leased` events a limited
-task never starts more often than its rate allows in any window, a throttled task is
-looked at again no sooner than its slot, every task is run in the end, and the log
-passes tracecheck, lease order included."""
+tasks promoted, tasks cancelled. Whatever the order, by the Redis times of the `leased`
+events a limited task never starts more often than its rate allows in any window, a
+throttled task is looked at again no sooner than its slot, every task is run or
+cancelled in the end, the log passes tracecheck, lease order included, and after every
+step each limit's next slot is at most one spacing after the last slot a task waits
+for (RateLimit.tla's NoGhostSlot), and only waiting tasks hold slots."""
 
 from __future__ import annotations
 
@@ -25,21 +27,43 @@ STEP = st.one_of(
     st.tuples(st.just("enqueue"), st.integers(1, 8), st.booleans()),
     st.tuples(st.just("lease"), st.integers(1, 6), st.just(False)),
     st.tuples(st.just("wait"), st.integers(0, 25), st.just(False)),
+    st.tuples(st.just("cancel"), st.integers(0, 50), st.booleans()),
 )
+
+
+def no_ghost_slots(broker: Broker) -> None:
+    """NoGhostSlot for each limit, and only tasks still waiting hold a slot."""
+    rates = broker.client.hgetall(broker.keys.rates)
+    for limit in {key.split("|")[0] for key in rates}:
+        reserved = broker.client.zrange(broker.keys.reserved(limit), 0, -1, withscores=True)
+        start, next_slot = int(rates[limit]), int(rates[f"{limit}|next"])
+        interval = int(rates[f"{limit}|interval"])
+        free = max(start, int(reserved[-1][1]) + interval) if reserved else start
+        assert next_slot <= free, (limit, next_slot, free, reserved)
+        for task_id, _ in reserved:
+            state, slot = broker.client.hmget(broker.keys.task(task_id), "state", "rate_slot")
+            assert state in ("delayed", "pending") and slot is not None, (task_id, state)
 
 
 def run(broker: Broker, steps: list[tuple[str, int, bool]]) -> None:
     sent = 0
-    for op, n, limited in steps:
+    for op, n, flag in steps:
         if op == "enqueue":
-            broker.enqueue_many([NewTask(f"t{sent + i}", name="slow" if limited else "fast")
+            broker.enqueue_many([NewTask(f"t{sent + i}", name="slow" if flag else "fast")
                                  for i in range(n)])
             sent += n
         elif op == "lease":
             broker.ack_many([(t.task_id, t.token) for t in broker.lease_many("w", 30, n).tasks])
+        elif op == "cancel":
+            # `flag`: a task waiting for its slot, if any; else any task sent.
+            waiting = sorted(broker.client.zrange(broker.keys.delayed, 0, -1))
+            pool = waiting if flag and waiting else [f"t{i}" for i in range(sent)]
+            if pool:
+                broker.cancel(pool[n % len(pool)])
         else:
             time.sleep(n / 1000)
         broker.promote()
+        no_ghost_slots(broker)
     deadline = time.monotonic() + 10
     while broker.counts() != type(broker.counts())(0, 0, 0, 0):
         assert time.monotonic() < deadline, broker.counts()
@@ -48,6 +72,7 @@ def run(broker: Broker, steps: list[tuple[str, int, bool]]) -> None:
         if not batch.tasks:
             time.sleep(0.002)
         broker.promote()
+        no_ghost_slots(broker)
 
 
 @settings(max_examples=25, deadline=None, database=None,
@@ -83,8 +108,8 @@ def test_no_window_holds_more_starts_than_the_rate_allows(
         if e.type == "throttled":
             waiting[e.task] = int(e.fields["at"])
     throttled = {e.task for e in log if e.type == "throttled"}
-    completed = {e.task for e in log if e.type == "completed"}
-    assert completed == set(names)  # nothing lost
+    ended = {e.task for e in log if e.type in ("completed", "cancelled")}
+    assert ended == set(names)  # nothing lost
     # Without a queue limit the others are never held up.
     assert queue or all(names[t] == "slow" for t in throttled)
     # Each task's path, and each lease the front of ready (P1), a throttled task having

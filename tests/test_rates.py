@@ -168,6 +168,100 @@ class TestLease:
         assert len(leased(broker)) == 3
 
 
+def reserved(broker: Broker, limit: str = "slow") -> dict[str, int]:
+    """The slots (us) tasks wait for under `limit`, by task."""
+    slots = broker.client.zrange(broker.keys.reserved(limit), 0, -1, withscores=True)
+    return {task: int(slot) for task, slot in slots}
+
+
+def hours_away(broker: Broker, task_id: str) -> float:
+    return (record_of(broker, task_id).run_at - broker.server_time_ms()) / 3_600_000
+
+
+class TestGiveBack:
+    """A throttled task that leaves the line gives its slot back (lua/_rates.lua)."""
+
+    def test_cancelled_tasks_at_the_end_of_the_line_leave_no_slot_to_wait_behind(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)  # one an hour
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
+        assert leased(broker) == ["s0"]  # s1, s2, s3 throttled: 1, 2 and 3 hours out
+        for task_id in ("s3", "s2", "s1"):
+            assert broker.cancel(task_id).outcome == "cancelled"
+        assert reserved(broker) == {}
+        broker.enqueue("new", name="slow")
+        assert leased(broker) == []
+        # The first slot after s0's start, not the fourth.
+        assert 0.99 < hours_away(broker, "new") <= 1
+
+    def test_a_cancelled_task_in_the_middle_of_the_line_leaves_the_others_their_slots(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
+        assert leased(broker) == ["s0"]
+        before = reserved(broker)
+        broker.cancel("s2")
+        assert reserved(broker) == {k: v for k, v in before.items() if k != "s2"}
+        broker.enqueue("new", name="slow")
+        assert leased(broker) == []
+        assert 3.99 < hours_away(broker, "new") <= 4  # behind s3, whose slot is kept
+        broker.cancel("s3")
+        broker.cancel("new")
+        broker.enqueue("newer", name="slow")
+        assert leased(broker) == []
+        assert 1.99 < hours_away(broker, "newer") <= 2  # just behind s1 now
+
+    def test_a_started_task_leaves_the_line(self, broker: Broker) -> None:
+        limited(broker, 20)  # a slot every 50 ms
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert leased(broker) == ["s0"]
+        assert set(reserved(broker)) == {"s1", "s2"}
+        done: list[str] = []
+        while len(done) < 2:
+            wait_past(0.06)
+            broker.promote()
+            done += leased(broker)
+        assert done == ["s1", "s2"]
+        assert reserved(broker) == {}
+
+    def test_a_task_throttled_again_keeps_one_slot_the_later(self, broker: Broker) -> None:
+        limited(broker, 20)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert leased(broker) == ["s0"]
+        first = reserved(broker)
+        wait_past(0.2)
+        broker.promote()
+        assert leased(broker) == ["s1"]  # s2 is throttled again behind s1's late start
+        again = reserved(broker)
+        assert set(again) == {"s2"} and again["s2"] > first["s2"]
+
+    def test_a_cancel_gives_back_the_queues_slot_too(self, broker: Broker) -> None:
+        broker.rate_limits = (RateLimit(QUEUE_LIMIT, 1 / 3600),)
+        broker.enqueue_many([NewTask(f"q{i}", name=f"n{i}") for i in range(3)])
+        assert leased(broker) == ["q0"]
+        assert set(reserved(broker, QUEUE_LIMIT)) == {"q1", "q2"}
+        broker.cancel("q2")
+        broker.cancel("q1")
+        assert reserved(broker, QUEUE_LIMIT) == {}
+        broker.enqueue("new", name="n9")
+        assert leased(broker) == []
+        assert 0.99 < hours_away(broker, "new") <= 1
+
+    def test_a_task_started_with_its_limit_dropped_leaves_the_line(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 10)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(2)])
+        assert leased(broker) == ["s0"]
+        broker.rate_limits = ()
+        wait_past(0.2)
+        broker.promote()
+        assert leased(broker) == ["s1"]
+        assert reserved(broker) == {}
+
+
 def test_names_that_extend_one_another_keep_their_own_cursors(broker: Broker) -> None:
     broker.rate_limits = (RateLimit("a", 1 / 3600), RateLimit("a:next", 1 / 3600))
     broker.enqueue_many([NewTask("a1", name="a"), NewTask("a2", name="a")])

@@ -16,7 +16,7 @@ from specs.tlacheck import cfg as cfgs
 
 from spec_runs import catalogued, result
 
-ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False)
+ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False, max_cancels=0)
 
 Step = tuple[rl.State, str, rl.State]
 
@@ -58,8 +58,9 @@ def leased(s: rl.State, t: rl.State) -> int:
     return next(u for u in s.place if (s.place[u], s.runAt[u]) != (t.place[u], t.runAt[u]))
 
 
-def progress(s: rl.State) -> tuple[int, int, int, int]:
-    return s.now, len(s.starts), s.nextSlot, sum(p == "ready" for p in s.place.values())
+def progress(s: rl.State) -> tuple[int, int, int, int, int]:
+    cancelled = sum(p == "cancelled" for p in s.place.values())
+    return s.now, len(s.starts), cancelled, s.nextSlot, sum(p == "ready" for p in s.place.values())
 
 
 def lateness(config: str) -> set[int]:
@@ -72,17 +73,17 @@ def lateness(config: str) -> set[int]:
 
 
 class TestRateLimitOnTime:
-    def test_the_limit_holds_in_all_50667_states_with_workers_on_time(self) -> None:
+    def test_the_limit_holds_in_all_50347_states_with_workers_on_time(self) -> None:
         found = result("RateLimit.tla", "RateLimit.cfg")
         assert found.ok
-        assert figures(found) == (50667, 105522, 24, 0)
+        assert figures(found) == (50347, 104962, 24, 0)
 
     def test_every_step_moves_time_starts_slots_or_a_promotion_on_so_every_run_stops(
         self,
     ) -> None:
         # No cycle in a finite graph: EveryTaskStarts, checked where runs stop, is then
         # "every task eventually starts".
-        for config in ("RateLimit.cfg", "RateLimit_Late.cfg"):
+        for config in ("RateLimit.cfg", "RateLimit_Late.cfg", "RateLimit_Cancel.cfg"):
             for s, label, t in steps(config):
                 assert progress(t) > progress(s), label
 
@@ -105,10 +106,10 @@ class TestRateLimitOnTime:
 
 
 class TestRateLimitLate:
-    def test_the_limit_holds_in_all_76009_states_however_late_a_lease(self) -> None:
+    def test_the_limit_holds_in_all_74763_states_however_late_a_lease(self) -> None:
         found = result("RateLimit.tla", "RateLimit_Late.cfg")
         assert found.ok
-        assert figures(found) == (76009, 173387, 28, 0)
+        assert figures(found) == (74763, 170947, 28, 0)
 
     def test_throttled_tasks_start_past_their_slot(self) -> None:
         assert max(lateness("RateLimit_Late.cfg")) > 0
@@ -121,6 +122,41 @@ class TestRateLimitLate:
         assert again
         # Its new run_at is later: the starts that came first moved S_a on.
         assert all(t.runAt[leased(s, t)] > s.runAt[leased(s, t)] for s, t in again)
+
+
+class TestRateLimitCancel:
+    def test_the_limit_holds_in_all_172693_states_with_two_cancels_and_late_leases(
+        self,
+    ) -> None:
+        found = result("RateLimit.tla", "RateLimit_Cancel.cfg")
+        assert found.ok
+        assert figures(found) == (172693, 619112, 28, 0)
+
+    def test_a_cancelled_throttled_task_gives_back_the_last_slot(self) -> None:
+        given_back = [
+            (s, t) for s, label, t in steps("RateLimit_Cancel.cfg")
+            if label.startswith("Cancel") and t.nextSlot < s.nextSlot
+        ]  # fmt: skip
+        assert given_back
+        # Back to one spacing after the last slot still held, or S_a.
+        assert all(t.nextSlot == rl.after_slots(ON_TIME, t) for _, t in given_back)
+
+    def test_a_slot_in_the_middle_of_the_line_stays_empty(self) -> None:
+        def kept(s: rl.State, t: rl.State) -> bool:
+            gone = next(u for u in s.place if s.place[u] != t.place[u])
+            later = [u for u in s.place if rl.throttled(t, u) and t.runAt[u] > s.runAt[gone]]
+            return rl.throttled(s, gone) and bool(later) and t.nextSlot == s.nextSlot
+
+        cancels = [(s, t) for s, label, t in steps("RateLimit_Cancel.cfg")
+                   if label.startswith("Cancel")]
+        assert any(kept(s, t) for s, t in cancels)
+
+    def test_a_task_throttled_again_gives_back_its_old_slot_first(self) -> None:
+        again = [
+            (s, t) for s, label, t in steps("RateLimit_Late.cfg")
+            if label.endswith("/throttled") and rl.throttled(s, leased(s, t))
+        ]  # fmt: skip
+        assert any(t.nextSlot - ON_TIME.interval < s.nextSlot for s, t in again)
 
 
 class TestRateLimitMutants:
@@ -144,14 +180,15 @@ class TestRateLimitMutants:
     def test_a_throttled_task_left_on_ready_is_leased_again_before_its_run_at(self) -> None:
         found = result("RateLimitNoWait.tla", "RateLimitNoWait.cfg")
         assert found.violation is not None and found.violation.name == "NoEarlyStart"
-        assert figures(found) == (105, 135, 5, 75)
+        assert figures(found) == (336, 456, 6, 230)
         assert actions(found) == [
             "NoWaitLease(t=1)/started", "NoWaitLease(t=2)/started",
-            "NoWaitLease(t=3)/throttled", "NoWaitLease(t=3)/throttled",
+            "NoWaitLease(t=3)/throttled", "NoWaitLease(t=4)/throttled",
+            "NoWaitLease(t=3)/throttled",
         ]  # fmt: skip
         before, after = (step.state for step in found.violation.trace[-2:])
-        # Throttled again onto the next slot: a busy loop that pushes the slots on.
-        assert (before.nextSlot, after.nextSlot) == (6, 8)
+        # Task 3 gives back a slot behind task 4's and is handed the next: a busy loop.
+        assert (before.runAt[3], after.runAt[3]) == (2, 6)
         assert after.starts == (0, 0)
 
     def test_the_first_designs_kept_slot_leased_late_starts_with_the_next_slots_tasks(
@@ -168,6 +205,26 @@ class TestRateLimitMutants:
         ]  # fmt: skip
         # Task 3's slot is 4: started at 5, within a spacing of two more.
         assert found.violation.trace[-1].state.starts == (0, 0, 5, 5, 6)
+
+    def test_a_cancel_that_gives_back_no_slot_leaves_the_next_slot_behind_it(
+        self,
+    ) -> None:
+        found = result("RateLimitGhostSlot.tla", "RateLimitGhostSlot.cfg")
+        assert found.violation is not None and found.violation.name == "NoGhostSlot"
+        assert figures(found) == (262, 512, 5, 192)
+        assert actions(found) == [
+            "GhostLease(t=1)/started", "GhostLease(t=2)/started",
+            "GhostLease(t=3)/throttled", "GhostCancel(t=3)",
+        ]  # fmt: skip
+        last = found.violation.trace[-1].state
+        # Task 3 held slot 4 and no one waits now: the next task would be handed 6.
+        assert (last.startAt, last.nextSlot) == (4, 6)
+
+    def test_without_cancels_the_old_design_still_loses_a_late_tasks_slot(self) -> None:
+        late = build("RateLimitGhostSlot.tla", "RateLimitGhostSlot.cfg", LATE=True,
+                     MAX_CANCELS=0)
+        found = check(late)
+        assert found.violation is not None and found.violation.name == "NoGhostSlot"
 
     def test_the_first_design_holds_with_workers_on_time(self) -> None:
         assert check(build("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg", LATE=False)).ok

@@ -17,6 +17,12 @@
 (*              is throttled onto slot = max(S_r, first), S_r := slot + T, *)
 (*              and waits on delayed until run_at = slot - (B-1)*T.        *)
 (*   Promote(t) a delayed task whose run_at has come goes back to ready.   *)
+(*   Cancel(t)  cancel.lua ending a task not yet started (up to            *)
+(*              MAX_CANCELS of them): a throttled one gives back its slot, *)
+(*              S_r coming back to one spacing after the last slot another *)
+(*              task still waits for (or to S_a), if that is earlier. The  *)
+(*              slots of waiting tasks are kept on `reserved:<name>`, a    *)
+(*              ZSET, for this.                                            *)
 (*   Tick       Redis time passes a tick.                                  *)
 (* A start is the lease that lets a task run: `starts` records its time.   *)
 (* Every start passes the GCRA check at its own time, so the limit holds   *)
@@ -28,27 +34,29 @@
 (* (B-1)*T after its run_at (Deadline); with B = 1, at its run_at.         *)
 (*                                                                         *)
 (* Time is bounded: the clock passes MAX_TIME only to reach a delayed      *)
-(* task's run_at, so every run stops, all tasks started. Not modelled:     *)
-(* other names (each has its own cursors, read by no other), unlimited     *)
-(* tasks (never held up: a throttled task is not counted against the       *)
-(* lease's count), retries (a retried run is a new start, checked again),  *)
-(* the request-id replay, the wait hint, and the rounding of run_at up to  *)
-(* a millisecond (later, never earlier).                                   *)
+(* task's run_at, so every run stops, every task started or cancelled.    *)
+(* Not modelled: other names (each has its own cursors and reservations,   *)
+(* read by no other), unlimited tasks (never held up: a throttled task is  *)
+(* not counted against the lease's count), retries (a retried run is a new *)
+(* start, checked again), the request-id replay, the wait hint, and the    *)
+(* rounding of run_at up to a millisecond (later, never earlier).          *)
 (*                                                                         *)
 (* Checks: NeverOverRate (L1), NeverAheadOfRate, NoEarlyStart,             *)
-(* EveryTaskStarts. Mutants: RateLimitCheckThenTake (the cursors read and  *)
-(* written in two steps), RateLimitNoWait (a throttled task left on        *)
-(* ready), RateLimitKeptSlot (the first design: a throttled task keeps its *)
-(* slot and starts on it unchecked). Python transcription: rate_limit.py.  *)
+(* EveryTaskStarts, NoGhostSlot. Mutants: RateLimitCheckThenTake (the      *)
+(* cursors read and written in two steps), RateLimitNoWait (a throttled    *)
+(* task left on ready), RateLimitKeptSlot (the first design: a throttled   *)
+(* task keeps its slot and starts on it unchecked), RateLimitGhostSlot (a  *)
+(* cancel leaves S_r where it was). Python transcription: rate_limit.py.   *)
 (***************************************************************************)
-EXTENDS Naturals, Sequences
+EXTENDS Naturals, Sequences, FiniteSets
 
 CONSTANTS
     TASKS,      \* tasks of the one rate-limited name
     INTERVAL,   \* T: the spacing between starts, in ticks (lease.lua's interval_us)
     BURST,      \* B: starts let through at once after a quiet spell (rate_burst)
     MAX_TIME,   \* the clock passes MAX_TIME only to reach a delayed task's run_at
-    LATE        \* TRUE: a due throttled task may wait for a worker any time
+    LATE,       \* TRUE: a due throttled task may wait for a worker any time
+    MAX_CANCELS \* tasks cancelled before they start, at most
 
 Tasks == 1..TASKS
 NoRunAt == 0    \* a throttled task's run_at is later than its lease's now, so never 0
@@ -60,7 +68,8 @@ VARIABLES
     now,        \* Redis server time, in ticks
     startAt,    \* S_a: the name's theoretical start time, moved by starts only
     nextSlot,   \* S_r: the name's next slot for a throttled task
-    place,      \* each task: "ready", "delayed" or "started" (leased to run)
+    place,      \* each task: "ready", "delayed", "started" (leased to run) or
+                \* "cancelled"
     runAt,      \* each throttled task's run_at until it starts, else NoRunAt
     starts      \* the time of every start, in order
 
@@ -70,7 +79,7 @@ TypeOK ==
     /\ now \in 0..Horizon
     /\ startAt \in 0..Horizon
     /\ nextSlot \in 0..Horizon
-    /\ place \in [Tasks -> {"ready", "delayed", "started"}]
+    /\ place \in [Tasks -> {"ready", "delayed", "started", "cancelled"}]
     /\ runAt \in [Tasks -> 0..Horizon]
     /\ starts \in Seq(0..Horizon)
 
@@ -88,6 +97,17 @@ Throttled(t) == runAt[t] # NoRunAt
 Deadline(t) == runAt[t] + Ahead
 
 Max(a, b) == IF a > b THEN a ELSE b
+Min(a, b) == IF a < b THEN a ELSE b
+
+\* The slots throttled tasks other than those of U wait for (`reserved:<name>`).
+SlotsBut(U) == {Deadline(u) : u \in {u \in Tasks \ U : Throttled(u)}}
+
+\* One spacing after the last of the slots S, or S_a if that is later.
+LastOf(S) == CHOOSE d \in S : \A e \in S : e <= d
+After(S) == IF S = {} THEN startAt ELSE Max(startAt, LastOf(S) + INTERVAL)
+
+\* The next slot to hand a throttled task once t has left the line.
+FreeFrom(t) == After(SlotsBut({t}))
 
 ---------------------------------------------------------------------------
 \* lease.lua
@@ -112,10 +132,17 @@ Gcra(t, sa, sr, to) ==
             /\ nextSlot' = slot + INTERVAL
             /\ UNCHANGED <<startAt, starts>>
 
+\* S_r once t, if throttled, has given back its slot: it comes back to just
+\* after the slots other tasks still wait for, never forward. (A slot in the
+\* middle of the line is not filled: the tasks behind it keep theirs.)
+GiveBack(t) == IF Throttled(t) THEN Min(nextSlot, FreeFrom(t)) ELSE nextSlot
+
 \* lease.lua popping t; `to`: where a throttled task waits. As built, "delayed".
+\* A task throttled before gives back its slot first, whether it starts now or
+\* is throttled again: a start before it may have taken its slot.
 LeaseTo(t, to) ==
     /\ place[t] = "ready"
-    /\ Gcra(t, startAt, nextSlot, to)
+    /\ Gcra(t, startAt, GiveBack(t), to)
     /\ UNCHANGED now
 
 Lease(t) == LeaseTo(t, "delayed")
@@ -128,6 +155,17 @@ Promote(t) ==
     /\ runAt[t] <= now
     /\ place' = [place EXCEPT ![t] = "ready"]
     /\ UNCHANGED <<now, startAt, nextSlot, runAt, starts>>
+
+\* cancel.lua, on a task not yet started; a throttled one gives back its slot.
+CancelWith(t, sr) ==
+    /\ place[t] \in {"ready", "delayed"}
+    /\ Cardinality({u \in Tasks : place[u] = "cancelled"}) < MAX_CANCELS
+    /\ place' = [place EXCEPT ![t] = "cancelled"]
+    /\ runAt' = [runAt EXCEPT ![t] = NoRunAt]
+    /\ nextSlot' = sr
+    /\ UNCHANGED <<now, startAt, starts>>
+
+Cancel(t) == CancelWith(t, GiveBack(t))
 
 \* Delayed tasks whose run_at has not come; throttled tasks past their slot.
 Waiting == {t \in Tasks : place[t] = "delayed" /\ now < runAt[t]}
@@ -143,6 +181,7 @@ Tick ==
 Next ==
     \/ \E t \in Tasks : Lease(t)
     \/ \E t \in Tasks : Promote(t)
+    \/ \E t \in Tasks : Cancel(t)
     \/ Tick
 
 Spec == Init /\ [][Next]_vars
@@ -173,8 +212,14 @@ NeverAheadOfRate ==
 Leased(t) == place[t] = "ready" /\ <<place'[t], runAt'[t]>> # <<place[t], runAt[t]>>
 NoEarlyStart == [][\A t \in Tasks : Leased(t) => now >= runAt[t]]_vars
 
-\* Wherever a run stops, every task has started: none is lost or held forever.
-AllStarted == \A t \in Tasks : place[t] = "started"
+\* Wherever a run stops, every task has started or was cancelled: none is lost
+\* or held forever.
+AllStarted == \A t \in Tasks : place[t] \in {"started", "cancelled"}
 EveryTaskStarts == [](~ENABLED Next => AllStarted)
+
+\* No task is throttled behind a slot no one waits for: S_r, the next slot to
+\* hand out, is at most one spacing after the last slot a task waits for (or
+\* S_a, when none does).
+NoGhostSlot == nextSlot <= After(SlotsBut({}))
 
 =============================================================================

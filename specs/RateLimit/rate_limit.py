@@ -4,17 +4,23 @@ TLA+                              taskq                                 Python
 --------------------------------  ------------------------------------  ---------------------
 Init                              the name's tasks ready, cursors at 0  initial(c)
 Start(t), Gcra(t, sa, sr, to)     a start; the GCRA step                start, gcra
+FreeFrom(t), GiveBack(t)          S_r once t gives back its slot        free_from, give_back
 LeaseTo(t, to), Lease(t)          lease.lua popping t                   lease_to, lease:
                                                                         /started, /throttled
 Promote(t)                        a due delayed task back to ready      promote(c, s)
+CancelWith(t, sr), Cancel(t)      cancel.lua on a task not yet started  cancel_with, cancel
 Tick                              Redis time passes a tick              tick(c, s)
 Next                              NEXT, tried in that order
 TypeOK, NeverOverRate,            the INVARIANTS table, under the TLA+ names
 NeverAheadOfRate
+NoGhostSlot                       the INVARIANTS table too
 NoEarlyStart, EveryTaskStarts     a StepProperty and an EndProperty
 
 RateLimitCheckThenTake.tla        the cursors read (Check), then taken  check, take,
                                   (Take), in two calls                  CHECK_THEN_TAKE_NEXT
+RateLimitGhostSlot.tla            a throttled task leased again or      ghost_lease,
+                                  cancelled gives back no slot          ghost_cancel,
+                                                                        GHOST_SLOT_NEXT
 RateLimitNoWait.tla               a throttled task left on ready        no_wait_lease,
                                                                         NO_WAIT_NEXT
 RateLimitKeptSlot.tla             the first design: one cursor, a       kept_slot_lease,
@@ -34,7 +40,7 @@ from specs.tlacheck import EndProperty, Fn, Model, StepProperty, Transition
 from specs.tlacheck import cfg as cfgs
 from specs.tlacheck.model import Property
 
-PLACES = ("ready", "delayed", "started")
+PLACES = ("ready", "delayed", "started", "cancelled")
 NO_RUN_AT = 0
 Seen = tuple[int, ...]  # <<S_a, S_r>> once read, <<>> before
 
@@ -57,6 +63,7 @@ class Constants:
     burst: int
     max_time: int
     late: bool
+    max_cancels: int
     workers: int = 0  # the check-then-take mutant's constant only
 
     @classmethod
@@ -71,6 +78,7 @@ class Constants:
             burst=cfg.int_constant("BURST"),
             max_time=cfg.int_constant("MAX_TIME"),
             late=late,
+            max_cancels=cfg.int_constant("MAX_CANCELS"),
             workers=workers,
         )
 
@@ -117,6 +125,23 @@ def deadline(c: Constants, s: State, t: int) -> int:
     return s.runAt[t] + c.ahead
 
 
+def after_slots(c: Constants, s: State, but: frozenset[int] = frozenset()) -> int:
+    """After(SlotsBut(U)): one spacing after the last slot a throttled task not in U
+    waits for, or S_a if that is later."""
+    slots = [deadline(c, s, u) for u in c.all_tasks if u not in but and throttled(s, u)]
+    return max(s.startAt, max(slots) + c.interval) if slots else s.startAt
+
+
+def free_from(c: Constants, s: State, t: int) -> int:
+    """FreeFrom(t): the next slot to hand a throttled task once t has left the line."""
+    return after_slots(c, s, frozenset({t}))
+
+
+def give_back(c: Constants, s: State, t: int) -> int:
+    """GiveBack(t): S_r once t, if throttled, has given back its slot."""
+    return min(s.nextSlot, free_from(c, s, t)) if throttled(s, t) else s.nextSlot
+
+
 def start(s: State, t: int) -> State:
     """Start(t): t starts now."""
     return s._replace(place=s.place.except_(t, "started"), runAt=s.runAt.except_(t, NO_RUN_AT),
@@ -142,19 +167,42 @@ def gcra(
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
 
 
-def lease_to(name: str, to: str) -> Action:
-    """LeaseTo(t, to): lease.lua popping t; `to`: where a throttled task waits."""
+def lease_to(name: str, to: str, gives_back: bool = True) -> Action:
+    """LeaseTo(t, to): lease.lua popping t; `to`: where a throttled task waits. Without
+    `gives_back`, GhostLease(t): a throttled task keeps S_r where it was."""
 
     def action(c: Constants, s: State) -> Iterator[Transition[State]]:
         for t in c.all_tasks:
             if s.place[t] == "ready":
-                yield gcra(c, s, t, s.startAt, s.nextSlot, to, f"{name}(t={t})")
+                sr = give_back(c, s, t) if gives_back else s.nextSlot
+                yield gcra(c, s, t, s.startAt, sr, to, f"{name}(t={t})")
 
     return action
 
 
 lease = lease_to("Lease", "delayed")
 no_wait_lease = lease_to("NoWaitLease", "ready")
+ghost_lease = lease_to("GhostLease", "delayed", gives_back=False)
+
+
+def cancel_with(name: str, gives_back: bool) -> Action:
+    """Cancel(t), or GhostCancel(t) without `gives_back`: cancel.lua on a task not yet
+    started, S_r given back (or left) as CancelWith's `sr`."""
+
+    def action(c: Constants, s: State) -> Iterator[Transition[State]]:
+        cancelled = sum(p == "cancelled" for p in s.place.values())
+        for t in c.all_tasks:
+            if s.place[t] in ("ready", "delayed") and cancelled < c.max_cancels:
+                sr = give_back(c, s, t) if gives_back else s.nextSlot
+                yield f"{name}(t={t})", s._replace(
+                    place=s.place.except_(t, "cancelled"),
+                    runAt=s.runAt.except_(t, NO_RUN_AT), nextSlot=sr)
+
+    return action
+
+
+cancel = cancel_with("Cancel", gives_back=True)
+ghost_cancel = cancel_with("GhostCancel", gives_back=False)
 
 
 def kept_slot_lease(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -212,7 +260,8 @@ def take(c: Constants, s: State) -> Iterator[Transition[State]]:
                 yield label, succ._replace(seen=succ.seen.except_(w, ()))
 
 
-NEXT: tuple[Action, ...] = (lease, promote, tick)
+NEXT: tuple[Action, ...] = (lease, promote, cancel, tick)
+GHOST_SLOT_NEXT: tuple[Action, ...] = (ghost_lease, promote, ghost_cancel, tick)
 NO_WAIT_NEXT: tuple[Action, ...] = (no_wait_lease, tick)
 KEPT_SLOT_NEXT: tuple[Action, ...] = (kept_slot_lease, promote, tick)
 CHECK_THEN_TAKE_NEXT: tuple[Action, ...] = (check, take, promote, tick)
@@ -259,7 +308,8 @@ def no_early_start(s: State, _: str, t: State) -> bool:
 
 
 def all_started(s: State) -> bool:
-    return all(p == "started" for p in s.place.values())
+    """AllStarted: every task started or was cancelled."""
+    return all(p in ("started", "cancelled") for p in s.place.values())
 
 
 def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
@@ -268,6 +318,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         "CheckThenTakeTypeOK": lambda s: check_then_take_type_ok(c, s),
         "NeverOverRate": lambda s: never_over_rate(c, s),
         "NeverAheadOfRate": lambda s: never_ahead_of_rate(c, s),
+        "NoGhostSlot": lambda s: s.nextSlot <= after_slots(c, s),
     }
 
 
@@ -275,7 +326,7 @@ PROPERTIES: dict[str, Property[State]] = {
     "NoEarlyStart": StepProperty("NoEarlyStart", no_early_start),
     **{name: EndProperty(name, all_started)
        for name in ("EveryTaskStarts", "NoWaitEveryTaskStarts", "KeptSlotEveryTaskStarts",
-                    "CheckThenTakeEveryTaskStarts")},
+                    "CheckThenTakeEveryTaskStarts", "GhostSlotEveryTaskStarts")},
 }
 
 
@@ -293,6 +344,10 @@ def no_wait_model(cfg: cfgs.Config) -> Model[State]:
 
 def kept_slot_model(cfg: cfgs.Config) -> Model[State]:
     return _model("RateLimitKeptSlot", KEPT_SLOT_NEXT, cfg)
+
+
+def ghost_slot_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("RateLimitGhostSlot", GHOST_SLOT_NEXT, cfg)
 
 
 def _model(

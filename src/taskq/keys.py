@@ -196,6 +196,11 @@ class QueueKeys:
         """Each rate-limited task name's theoretical start time (us): see taskq.rates."""
         return self.prefix + "rates"
 
+    def reserved(self, limit: str) -> str:
+        """The slots (us) throttled tasks wait for under a rate limit (a ZSET; `limit` a
+        task name, or taskq.rates.QUEUE_LIMIT): see lua/_rates.lua."""
+        return f"{self.prefix}reserved:{limit}"
+
     @property
     def leased(self) -> str:
         return self.prefix + "leased"

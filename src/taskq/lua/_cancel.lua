@@ -8,11 +8,11 @@
 local function cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
-    'priority', 'name', 'parked', 'limit_key', unpack(CANCEL_FIELDS))
+    'priority', 'name', 'parked', 'limit_key', 'rate_slot', unpack(CANCEL_FIELDS))
   local state = record[1]
   if not state then return 'unknown', '' end
   if only_state ~= '' and state ~= only_state then return 'unchanged', state end
-  local cancel = {record[8], record[9], record[10], record[11], record[12]}
+  local cancel = {record[9], record[10], record[11], record[12], record[13]}
   -- The record outlives the task's end as a completed one would.
   local ttl = tonumber(record[3]) or completed_ttl
 
@@ -60,6 +60,9 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
   -- Completed and cancelled tasks have ended; a record whose state and structure
   -- disagree is left as it is rather than guessed at.
   if removed == 0 then return 'unchanged', state end
+
+  -- Throttled by a rate limit (waiting on delayed, or promoted and not yet leased).
+  if record[8] then give_back_slots(prefix, task_id, record[5]) end
 
   local event = {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', state}
   if cancel[5] then event[#event + 1], event[#event + 2] = 'flow', cancel[5] end

@@ -25,6 +25,7 @@
 ]]
 --- @include "_common"
 --- @include "_slots"
+--- @include "_rates"
 --- @include "_ended"
 --- @include "_cancel"
 

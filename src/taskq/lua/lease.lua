@@ -57,6 +57,7 @@
 ]]
 --- @include "_common"
 --- @include "_slots"
+--- @include "_rates"
 
 local ready_key, leased_key, delayed_key = KEYS[1], KEYS[2], KEYS[3]
 local events_key, seq_key, epoch_key, wake_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -160,12 +161,10 @@ local function cursor(name)
   return c
 end
 
--- The name under which a rate limit holds for every task of the queue together.
-local QUEUE_LIMIT = '*'
-
 -- Whether the task may start now under the rate limits it falls under: its name's and the
--- queue's. It starts only if every one lets it, moving each one's start cursor; else
--- each limit that refuses hands it its next slot, and it waits on delayed for the
+-- queue's. A task throttled before (`slot`) first gives back the slots it waited for
+-- (see _rates). It starts only if every limit lets it, moving each one's start cursor;
+-- else each limit that refuses hands it its next slot, and it waits on delayed for the
 -- latest of them, to be checked again like any other start when it comes.
 local function admitted(task_id, task_key, name, slot)
   local applied, refused = {}, {}
@@ -174,10 +173,13 @@ local function admitted(task_id, task_key, name, slot)
     local limit = limits[key]
     if limit then
       local c = cursor(key)
+      if slot then c.next = give_back_slot(prefix, key, task_id, c.start, c.next, c.interval) end
       local a = {limit = limit, c = c, start = math.max(c.start, now_us),
                  tolerance = (limit.burst - 1) * limit.interval, key = key}
       applied[#applied + 1] = a
       if a.start - a.tolerance > now_us then refused[#refused + 1] = a end
+    elseif slot then
+      redis.call('ZREM', reserved_key(prefix, key), task_id)
     end
   end
   if #refused == 0 then
@@ -192,6 +194,7 @@ local function admitted(task_id, task_key, name, slot)
   for _, a in ipairs(refused) do
     local given = math.max(a.c.next, a.start)
     a.c.next = given + a.limit.interval
+    redis.call('ZADD', reserved_key(prefix, a.key), integer_text(given), task_id)
     run_at_us = math.max(run_at_us, given - a.tolerance)
     if a.key == QUEUE_LIMIT then by = #refused > 1 and 'both' or 'queue' end
   end
@@ -295,7 +298,12 @@ local function lease_from(list)
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       -- Throttled before, by a rate limit no worker applies now: it waits for no slot.
-      if n_rates == 0 and record[6] then redis.call('HDEL', task_key, 'rate_slot') end
+      if n_rates == 0 and record[6] then
+        redis.call('HDEL', task_key, 'rate_slot')
+        for _, limit in ipairs({record[1], QUEUE_LIMIT}) do
+          redis.call('ZREM', reserved_key(prefix, limit), task_id)
+        end
+      end
       if record[10] then redis.call('HDEL', task_key, 'line') end
       local token = integer_text((tonumber(record[5]) or 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,

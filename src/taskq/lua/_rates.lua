@@ -1,0 +1,47 @@
+--[[
+  _rates: rate-limit reservations, included (after _common) by the operations that
+  hand out or give back a throttled task's slot. Not an operation itself.
+]]
+
+-- Rate limits (see taskq/rates.py and lease.lua). A throttled task waits on delayed for
+-- the slot a limit handed it, and `reserved:<limit>` (a ZSET: task id -> slot, us; the
+-- limit a task name, or '*' for the queue's own) keeps the slots tasks still wait for.
+-- A task that leaves the line (it starts, is throttled again, or is cancelled) gives its
+-- slot back: the limit's next slot comes back to one interval after the last slot still
+-- held, or to the limit's start cursor, never forward. A slot in the middle of the line
+-- stays empty (the tasks behind it keep theirs); one at its end is handed out again, so
+-- cancelled tasks leave no slots that every later task waits behind (RateLimit.tla's
+-- NoGhostSlot; its mutant RateLimitGhostSlot is the design without this).
+-- The name under which a rate limit holds for every task of the queue together.
+local QUEUE_LIMIT = '*'
+
+local function reserved_key(prefix, limit)
+  return prefix .. 'reserved:' .. limit
+end
+
+-- Takes `task_id` out of `limit`'s line; returns the limit's next slot (us) once its
+-- slot is given back, from the cursors `start` and `next` and the spacing `interval`.
+local function give_back_slot(prefix, limit, task_id, start, next, interval)
+  local key = reserved_key(prefix, limit)
+  if redis.call('ZREM', key, task_id) == 0 then return next end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
+  local free = start
+  if last then free = math.max(start, tonumber(last) + interval) end
+  return math.min(next, free)
+end
+
+-- Gives back every slot the task `task_id` of `name` waits for, as a cancel does: the
+-- limits' cursors are read from and written to the `rates` hash (see lease.lua's KEYS).
+local function give_back_slots(prefix, task_id, name)
+  local rates = prefix .. 'rates'
+  for _, limit in ipairs({name, QUEUE_LIMIT}) do
+    local stored = redis.call('HMGET', rates, limit, limit .. '|next', limit .. '|interval')
+    local start, next, interval = tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
+    if start and next and interval then
+      local given = give_back_slot(prefix, limit, task_id, start, next, interval)
+      if given < next then redis.call('HSET', rates, limit .. '|next', integer_text(given)) end
+    else
+      redis.call('ZREM', reserved_key(prefix, limit), task_id)
+    end
+  end
+end
