@@ -10,8 +10,15 @@ import redis
 
 from helpers import dump, events, lease_one, leased, record_of, state, wait_past, where
 from taskq.broker import Broker, NewTask
-from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError, TaskqError
+from taskq.errors import (
+    BrokerError,
+    InvalidTaskError,
+    PayloadError,
+    PayloadTooLargeError,
+    TaskqError,
+)
 from taskq.keys import QUEUES_KEY
+from taskq.results import Released
 
 LOOP: dict[str, Any] = {}
 LOOP["self"] = LOOP
@@ -295,9 +302,17 @@ class TestRelease:
         assert (record.state, record.retries) == ("pending", 0)
         assert broker.lease("w", 10) == ("first", token + 1)
 
+    def test_release_says_so_when_the_task_ended_cancelled_instead(
+        self, broker: Broker
+    ) -> None:
+        token = leased(broker)
+        assert broker.cancel("t1").outcome == "requested"
+        assert broker.release("t1", token) == Released.CANCELLED
+        assert record_of(broker, "t1").state == "cancelled"
+
     def test_stale_token_cannot_release(self, broker: Broker, client: redis.Redis) -> None:
         token = leased(broker)
-        assert broker.release("t1", token)
+        assert broker.release("t1", token) == Released.RELEASED
         before = dump(client)
         assert not broker.release("t1", token)
         assert dump(client) == before
@@ -391,6 +406,49 @@ class TestRetryDead:
         for task_id in ("done", "pending", "nobody"):
             assert not broker.retry_dead(task_id)
         assert dump(client) == before
+
+
+class TestHandChangedState:
+    """State an operator or another tool changed by hand loses no task."""
+
+    def dead(self, broker: Broker, task_id: str = "t1") -> None:
+        broker.enqueue(task_id, max_retries=0)
+        assert broker.fail(task_id, lease_one(broker, "w", 10)[1], "x").status == "dead"
+
+    @pytest.mark.parametrize("priority", ["nan", "12", "2.5", "-1", "inf"])
+    def test_a_dead_task_whose_priority_no_script_wrote_is_retried_at_the_default(
+        self, broker: Broker, client: redis.Redis, priority: str
+    ) -> None:
+        self.dead(broker)
+        client.hset(broker.keys.task("t1"), "priority", priority)
+        assert broker.retry_dead("t1")
+        assert where(client, broker.keys, "t1") == ["ready"]
+        assert lease_one(broker, "w", 10)[0] == "t1"
+
+    def test_a_retry_redis_refuses_leaves_the_task_in_the_dlq(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        self.dead(broker)
+        client.set(broker.keys.ready, "not a list")
+        before = dump(client)
+        with pytest.raises(BrokerError, match="WRONGTYPE"):
+            broker.retry_dead("t1")
+        assert dump(client) == before
+        client.delete(broker.keys.ready)
+        assert broker.retry_dead("t1")
+
+    def test_an_idempotency_key_of_another_type_stops_no_purge(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        self.dead(broker, "old1")
+        broker.enqueue("old2", max_retries=0, idempotency_key="k2")
+        assert broker.fail("old2", lease_one(broker, "w", 10)[1], "x").status == "dead"
+        client.delete(broker.keys.idem("k2"))
+        client.hset(broker.keys.idem("k2"), "not", "a string")
+        wait_past(0.01)
+        assert sorted(broker.purge(0.001, 10)) == ["old1", "old2"]
+        purged = [e.task for e in events(client, broker.keys) if e.type == "purged"]
+        assert sorted(purged) == ["old1", "old2"]
 
 
 class TestReads:

@@ -4,6 +4,7 @@ names the argument, the value and the range, and the database is left as it was.
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 import pytest
@@ -158,6 +159,40 @@ class TestWrongTypesAreTaskqErrors:
         broker.enqueue("t1")
         lease_one(broker)
         refused(broker, InvalidTaskError, "must be|invalid", lambda: call(broker))
+
+
+class Few(int, Enum):
+    """A count from an enum of the app's own, mixed into int (its str() is its name)."""
+
+    RETRIES = 2
+    PRIORITY = 7
+
+
+class Agreeable(float):
+    """A float that says yes to every comparison."""
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    __le__ = __gt__ = __ge__ = __lt__  # type: ignore[assignment]
+
+
+class TestNumbersOfSubclassesAreTheirValues:
+    def test_an_enum_count_is_stored_as_its_number(self, broker: Broker) -> None:
+        broker.enqueue_many([NewTask("t1", max_retries=Few.RETRIES, priority=Few.PRIORITY)])
+        record = record_of(broker, "t1")
+        assert (record.max_retries, record.priority) == (2, 7)
+
+    def test_a_float_that_agrees_with_every_bound_is_judged_by_its_value(
+        self, broker: Broker
+    ) -> None:
+        refused(broker, InvalidTaskError, "delay must be",
+                lambda: broker.enqueue("t1", delay=Agreeable("nan")))
+
+
+def test_an_id_a_schedules_tick_would_take_is_refused(broker: Broker) -> None:
+    refused(broker, InvalidTaskError, "kept for periodic tasks",
+            lambda: broker.enqueue("sched:nightly:1796367854000"))
 
 
 def test_a_wait_for_work_of_zero_seconds_is_refused_not_endless(broker: Broker) -> None:

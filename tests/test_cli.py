@@ -90,6 +90,8 @@ class TestEnqueue:
             (["-1"], "count must be a whole number of tasks between 0 and 1000000, not -1"),
             (["--queue", "no spaces"], "--queue: invalid queue name 'no spaces'"),
             (["--priority", "10"], "priority must be"),
+            (["--charge", "9" * 23], "the charge must be a whole number of at most"),
+            (["--kwargs", '{"charge": 1e20}'], "the charge must be a whole number"),
         ],
     )
     def test_bad_input_exits_2_with_a_clear_message_and_creates_nothing(

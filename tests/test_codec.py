@@ -11,10 +11,12 @@ import redis
 
 from taskq.broker import Broker
 from taskq.codec import (
+    MAX_DEPTH,
     EncodedResult,
     args_payload,
     decode_payload,
     decode_result,
+    depth,
     encode_payload,
     encode_result,
     result_problem,
@@ -57,6 +59,18 @@ class TestEncodingRefusesWhatJsonCannotCarry:
         for _ in range(100_000):
             deep = {"d": deep}
         assert "nests too deeply" in message_of(deep)
+
+    def test_a_payload_past_the_depth_a_worker_reads_is_refused_at_the_call(self) -> None:
+        deep: Any = 1
+        for _ in range(MAX_DEPTH):
+            deep = [deep]
+        encode_payload({"d": deep[0]}, 10**6)  # just at the limit
+        assert message_of({"d": deep}) == (f"payload nests {MAX_DEPTH + 1} levels deep, over "
+                                           f"the limit of {MAX_DEPTH}")
+
+    def test_brackets_inside_strings_are_no_nesting(self) -> None:
+        text = '{"a":"' + "[{\\\"[" * 500 + '","b":[[1]]}'
+        assert depth(text) == 3
 
     @pytest.mark.parametrize("payload", [[1, 2], "text", 3, (1,)])
     def test_a_payload_that_is_not_a_dict_is_refused_naming_its_type(self, payload: Any) -> None:

@@ -77,3 +77,21 @@ def test_a_schedule_whose_ticks_cannot_be_computed_is_logged_once_and_left_out(
         "worker no longer fires it"]
     assert queue.schedule_state("tidy") is not None
     assert periodic.wait_seconds() is not None
+
+
+def test_a_schedule_redis_refuses_to_fire_is_logged_once_and_left_out(
+    queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Built by hand past the declaration's checks: fire.lua refuses its definition. The
+    # same call would fail for ever, so it is no outage to wait out.
+    good = tidy_every(PERIOD)
+    refused = dataclasses.replace(good, name="refused", max_retries=-1)
+    periodic = Periodic(queue, [refused, good])
+    caplog.set_level(logging.ERROR, logger="taskq.worker")
+    for _ in range(3):
+        periodic.run()
+    (logged,) = [r.message for r in caplog.records]
+    assert logged.startswith("schedule 'refused' (every 0:00:00.700000): Redis refuses to fire it")
+    assert "max_retries must be" in logged
+    assert queue.schedule_state("tidy") is not None
+    assert queue.schedule_state("refused") is None

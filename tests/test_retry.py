@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -273,6 +275,27 @@ class TestTimeLimits:
         assert record.error_type == TIME_LIMIT_ERROR
         assert record.result is None
 
+    def test_an_async_handler_whose_cleanup_raises_after_its_cancel_fails_at_its_limit(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.task("cleanup", max_retries=1, time_limit=0.3,
+                  retry=RetryPolicy(retry_on=(TimeLimitExceeded,), backoff_base=0.01))
+        async def cleanup() -> None:
+            attempts.append(current_task().attempt)
+            try:
+                await asyncio.sleep(30)
+            finally:
+                raise OSError("connection already closed")
+
+        task_id = cleanup.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        # Retried as the policy says of a time limit, the cleanup's error its cause.
+        assert (attempts, record.error_type) == ([1, 2], TIME_LIMIT_ERROR)
+        assert "connection already closed" in record.traceback
+
     def test_an_async_handler_that_goes_on_after_its_cancel_is_failed_and_fenced(
         self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
     ) -> None:
@@ -416,3 +439,45 @@ class TestTimeLimits:
                     if r.levelno == logging.WARNING and "passed its time limit" in r.message]
         assert len(warnings) == 1 and stuck in warnings[0].message
         assert running.worker.stats.dead == 1 and running.worker.stats.acked == 1
+
+
+class TestUnusualEndings:
+    def test_a_result_that_cannot_be_kept_is_settled_by_the_tasks_policy(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.task("unkept", max_retries=3, retry=RetryPolicy(retry_on=(ConnectionError,)))
+        def unkept() -> set[int]:
+            attempts.append(current_task().attempt)
+            return {1, 2}
+
+        task_id = unkept.enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (attempts, record.retries) == ([1], 0)
+        assert record.last_error.startswith("ResultError")
+
+    def test_system_exit_in_a_task_a_handler_started_leaves_the_loop_running(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        async def exits() -> None:
+            sys.exit("a background notifier gave up")
+
+        @app.task("spawns")
+        async def spawns() -> None:
+            asyncio.get_running_loop().create_task(exits())
+
+        @app.task("after")
+        async def after() -> str:
+            return "still running"
+
+        first = spawns.enqueue().task_id
+        start_worker()
+        ended(app, first, "completed")
+        second = after.enqueue().task_id
+        assert ended(app, second, "completed").result == '"still running"'
+        # The exiting task, never awaited, is logged when collected: here rather than
+        # wherever the collector next runs (CPython 3.11's parser, re-entered from a
+        # finalizer that formats a traceback mid-parse, fails every later parse).
+        gc.collect()

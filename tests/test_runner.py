@@ -54,11 +54,52 @@ class RetryAfterText(Retry):
         self.delay = "30"  # type: ignore[assignment]  # the hostile case itself
 
 
+class RetryDelayRaises(Retry):
+    """A Retry whose delay is a property reading a header that is not there."""
+
+    def __init__(self) -> None:
+        Exception.__init__(self, "429")
+
+    @property
+    def delay(self) -> float:  # type: ignore[override]  # the hostile case itself
+        raise KeyError("Retry-After")
+
+
+class Agreeable(float):
+    """A float that says yes to every comparison: NaN in a range, as far as it knows."""
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    __le__ = __gt__ = __ge__ = __lt__  # type: ignore[assignment]
+
+
+class RetryAgreeableDelay(Retry):
+    def __init__(self) -> None:
+        Exception.__init__(self, "429")
+        self.delay = Agreeable("nan")
+
+
+class Unnamed(Exception):
+    """A class whose module is no text, and compares by raising."""
+
+
+class Module:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing this")
+
+    __hash__ = object.__hash__
+
+
+Unnamed.__module__ = Module()  # type: ignore[assignment]  # the hostile case itself
+
+
 HOSTILE: dict[str, type[BaseException]] = {
     "interrupt": KeyboardInterrupt, "own": Abort, "exit": SystemExit,
     "unprintable": Unprintable, "not-text": NotText, "exiting-text": ExitingText,
     "generator-exit": GeneratorExit, "retry-unbuilt": RetryUnbuilt,
-    "retry-after-text": RetryAfterText}
+    "retry-after-text": RetryAfterText, "retry-delay-raises": RetryDelayRaises,
+    "retry-agreeable-delay": RetryAgreeableDelay, "unnamed": Unnamed}
 
 
 class Handlers:

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from taskq import App
-from taskq.errors import ConfigError, InvalidTaskError
+from taskq.errors import ConfigError, InvalidTaskError, PayloadTooLargeError
 from taskq.limits import MAX_DEFINITION_BYTES
 from taskq.schedules import (
     DEFAULT_POLICY,
@@ -155,6 +155,21 @@ class TestErrors:
 
         with pytest.raises(ConfigError, match="is no usable time zone: offset must be"):
             schedule(cron="* * * * *", every=None, tz=Far())
+
+    def test_a_zone_whose_name_redis_cannot_read_is_refused(self) -> None:
+        odd = timezone(timedelta(hours=1), "Zone\ud800")
+        with pytest.raises(ConfigError, match="a name that cannot be sent to Redis"):
+            schedule(cron="* * * * *", every=None, tz=odd)
+
+    def test_the_payload_limit_is_the_apps(self) -> None:
+        small = App("test", Settings.from_env({"TASKQ_MAX_PAYLOAD_BYTES": "1000"}))
+        with pytest.raises(PayloadTooLargeError, match="over the limit of 1000 bytes"):
+            small.periodic(every=timedelta(minutes=5), args=("x" * 2000,))(
+                small.task("big")(lambda text: None))
+        large = App("test", Settings.from_env({"TASKQ_MAX_PAYLOAD_BYTES": str(4 << 20)}))
+        large.periodic(every=timedelta(minutes=5), args=("x" * 2_000_000,))(
+            large.task("big")(lambda text: None))
+        assert len(large.schedules["big"].payload) > 2_000_000
 
     def test_a_zone_with_every_is_refused(self) -> None:
         with pytest.raises(ConfigError, match="tz applies to cron"):

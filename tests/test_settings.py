@@ -127,6 +127,16 @@ class TestFlags:
     def test_the_task_log_is_on_unless_turned_off(self) -> None:
         assert with_env().task_log and not with_env(TASKQ_TASK_LOG="0").task_log
 
+    @pytest.mark.parametrize(("override", "variable"), [
+        ({"redis_cluster": "0"}, "TASKQ_REDIS_CLUSTER"), ({"task_log": "off"}, "TASKQ_TASK_LOG"),
+        ({"redis_url": None}, "REDIS_URL"), ({"queue": 5}, "TASKQ_QUEUE"),
+    ])
+    def test_an_override_of_the_wrong_kind_is_refused_by_name(
+        self, override: dict[str, object], variable: str
+    ) -> None:
+        with pytest.raises(ConfigError, match=f"{variable}=.* must be (True or False|text)"):
+            Settings.from_env({}, **override)  # type: ignore[arg-type]
+
 
 class TestRedisUrl:
     @pytest.mark.parametrize(
@@ -134,6 +144,12 @@ class TestRedisUrl:
     )
     def test_a_url_with_a_scheme_redis_py_knows_is_kept_as_given(self, url: str) -> None:
         assert with_env(REDIS_URL=url).redis_url == url
+
+    @pytest.mark.parametrize("url", ["redis://h:6379/analytics", "redis://h:6379/0/x",
+                                     "redis://h:6379/-1"])
+    def test_a_database_that_is_no_number_is_refused(self, url: str) -> None:
+        with pytest.raises(ConfigError, match="Redis databases are numbers"):
+            with_env(REDIS_URL=url)
 
     def test_a_url_without_a_scheme_is_refused_naming_it_and_the_fix(self) -> None:
         with pytest.raises(ConfigError) as caught:
@@ -309,8 +325,14 @@ class TestEveryNumberHasItsRange:
         self, variable: str, raw: str
     ) -> None:
         with pytest.raises(ConfigError, match=rf"{variable}=\S+ must be a (whole )?number"
-                                              r".* (between|above) \d+ and (at most )?\d+"):
+                                              r".* (between|above) [\d.]+ and (at most )?\d+"):
             with_env(**{variable: raw})
+
+    @pytest.mark.parametrize("raw", ["0.001", "0.2"])
+    def test_a_lease_no_heartbeat_can_keep_is_refused(self, raw: str) -> None:
+        with pytest.raises(ConfigError, match=r"LEASE_SECONDS=\S+ must be a number of "
+                                              r"seconds between 0\.25 and 604800"):
+            with_env(LEASE_SECONDS=raw)
 
     def test_the_simulated_work_past_its_range_is_refused_naming_the_range(self) -> None:
         with pytest.raises(ConfigError, match=r"WORK_SECONDS=1e\+20 must be a number of "

@@ -84,7 +84,7 @@ class AsyncBroker:
         self.keys = QueueKeys(queue)
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
         self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
-        COMPLETED_TTL.check(completed_ttl, error=ConfigError)
+        completed_ttl = COMPLETED_TTL.check(completed_ttl, error=ConfigError)
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
@@ -143,7 +143,7 @@ class AsyncBroker:
                            batch_size: int = 1000) -> list[TaskHandle]:
         """`Broker.enqueue_many`, awaited: every task checked before any is sent, then
         `batch_size` per atomic script call; handles come back in order."""
-        BATCH_SIZE.check(batch_size)
+        batch_size = BATCH_SIZE.check(batch_size)
         return await self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                            batch_size)
 

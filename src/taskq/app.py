@@ -255,8 +255,8 @@ class App:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidTaskError(f"retry must be a taskq.RetryPolicy, not {shown(retry)}")
         if time_limit is not None:
-            TIME_LIMIT.check(time_limit)
-        PRIORITY.check(priority)
+            time_limit = TIME_LIMIT.check(time_limit)
+        priority = PRIORITY.check(priority)
         if name is not None and not isinstance(name, str):
             # A bare `@app.task` would hand us the function as the name and register nothing.
             raise InvalidTaskError(
@@ -330,7 +330,7 @@ class App:
                 name=schedule_name, task=task.name, cron=cron, every=every, tz=tz,
                 args=tuple(args), kwargs=call_kwargs, policy=policy, grace=grace,
                 max_retries=task.max_retries if max_retries is None else max_retries,
-                priority=task.priority)
+                priority=task.priority, max_payload_bytes=self.settings.max_payload_bytes)
             return task
 
         return register

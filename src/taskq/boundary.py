@@ -44,6 +44,14 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
     return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}")
 
 
+def refused_by_script(error: BaseException) -> bool:
+    """Whether `error` (a BrokerError) is a script refusing what it was given, rather
+    than Redis failing to run it: the same call fails the same way however often it is
+    made, so waiting it out as an outage would wait for ever."""
+    cause = error.__cause__
+    return type(cause) is redis.ResponseError and "user_script:" in str(cause)
+
+
 def text(value: Any) -> str:
     """A reply value as text, whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)

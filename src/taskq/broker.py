@@ -69,6 +69,7 @@ from taskq.results import (
     NewTask,
     QueueCounts,
     ReapOutcome,
+    Released,
     Renewal,
     TaskRecord,
     Watched,
@@ -120,7 +121,7 @@ class Broker:
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
         self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
         self.max_result_bytes = MAX_RESULT_BYTES.check(max_result_bytes, error=ConfigError)
-        COMPLETED_TTL.check(completed_ttl, error=ConfigError)
+        completed_ttl = COMPLETED_TTL.check(completed_ttl, error=ConfigError)
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
@@ -183,7 +184,7 @@ class Broker:
 
         Each batch is one atomic step; a batch that fails (Redis away) raises, and the
         batches before it stay enqueued: sending the same tasks again is safe."""
-        BATCH_SIZE.check(batch_size)
+        batch_size = BATCH_SIZE.check(batch_size)
         return self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                      batch_size)
 
@@ -245,7 +246,7 @@ class Broker:
                     request_id: str | None) -> tuple[list[str], list[Any]]:
         check_text(worker_id, "worker_id", MAX_WORKER_ID_CHARS)
         lease_ms = to_ms(lease_seconds, "lease_seconds")
-        LEASE_COUNT.check(count)
+        count = LEASE_COUNT.check(count)
         if request_id is None or request_id == "":
             request_id = new_id()
         else:
@@ -426,22 +427,23 @@ class Broker:
             raise BrokerError(f"fail returned an unknown status {status!r}")
         return FailResult(status, int(reply[1]), int(text(reply[2])) / 1000)  # type: ignore[arg-type]
 
-    def release(self, task_id: str, token: int) -> bool:
+    def release(self, task_id: str, token: int) -> Released:
         """Give the task back to the front of ready without using a retry (a task whose
-        cancel was requested ends cancelled instead); False if the token is stale."""
+        cancel was requested ends cancelled instead); STALE (false) if the token is
+        stale."""
         k = self.keys
         args = [k.prefix, check_task_id(task_id), TOKEN.check(token), self.events_retention]
         with redis_errors("hand back a leased task"):
             reply = self.scripts.release(
                 keys=[k.leased, k.ready, k.events, k.seq, k.epoch, k.wake], args=args)
-        return int(reply) != 0
+        return Released(int(reply))
 
     def progress(self, task_id: str, token: int, fraction: float, message: str = "") -> bool:
         """Record how far a running task has got (`fraction`, 0 to 1, kept in
         thousandths) and what it is doing (up to 200 characters), with a `progress`
         event; False, and nothing written, if the token is stale."""
         k = self.keys
-        PROGRESS.check(fraction)
+        fraction = PROGRESS.check(fraction)
         if message:
             check_text(message, "message", MAX_PROGRESS_MESSAGE_CHARS)
         args = [k.prefix, check_task_id(task_id), TOKEN.check(token), round(fraction * 1000),
@@ -492,7 +494,7 @@ class Broker:
         BLMOVE of the task's done list onto itself, which the ending script fills, so
         every waiter wakes. True if it woke for an end (call `watch` again to read it)."""
         done = self.keys.done(check_task_id(task_id))
-        TIMEOUT.check(timeout)
+        timeout = TIMEOUT.check(timeout)
         timeout = block_seconds(timeout, self._block_limit)
         with redis_errors("wait for a task to end"):
             # Redis takes a fractional timeout; redis-py's hint says int but passes it on.

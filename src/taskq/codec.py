@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from taskq.errors import PayloadError, PayloadTooLargeError, ResultError
@@ -11,6 +12,29 @@ from taskq.errors import PayloadError, PayloadTooLargeError, ResultError
 Payload = dict[str, Any]
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+# The deepest a payload or result may nest. Python's JSON reader recurses once per
+# level, and a worker (or a producer reading a result) reads deeper in its stack than
+# the writer wrote: near Python's own limit, a payload written could not be read back,
+# and its task went to the DLQ.
+MAX_DEPTH = 200
+# A JSON text's brackets, and its strings (which may hold brackets of their own).
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def depth(text: str) -> int:
+    """How deep the JSON `text` nests (1 for a flat list or object), or 0 when it holds
+    too few brackets to nest past MAX_DEPTH (counted in C: the usual payload)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0
+    level = deepest = 0
+    for token in _NESTING.findall(text):
+        if token in ("[", "{"):
+            level += 1
+            deepest = max(deepest, level)
+        elif token in ("]", "}"):
+            level -= 1
+    return deepest
 
 
 def encode_payload(payload: Payload | None, max_bytes: int) -> str:
@@ -25,6 +49,9 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
         text = _encoder.encode(payload)
     except (TypeError, ValueError, RecursionError) as e:
         raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}") from e
+    if (levels := depth(text)) > MAX_DEPTH:
+        raise PayloadError(f"payload nests {levels} levels deep, over the limit of "
+                           f"{MAX_DEPTH}")
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as e:
@@ -60,6 +87,9 @@ def encode_result(value: Any, max_bytes: int) -> EncodedResult:
     except (TypeError, ValueError, RecursionError) as e:
         raise ResultError(f"the return value cannot be encoded as JSON: {_describe(e)}; "
                           "return JSON values (dict, list, str, int, float, bool, None)") from e
+    if (levels := depth(text)) > MAX_DEPTH:
+        raise ResultError(f"the return value nests {levels} levels deep, over the limit of "
+                          f"{MAX_DEPTH}")
     try:
         size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError as e:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskq.errors import ConfigError, InvalidTaskError
-from taskq.limits import shown
+from taskq.limits import plain_number, shown
 
 # The most slots lease.lua accepts for one name (_common.lua's LIMITS.concurrency).
 MAX_CONCURRENCY = 10_000
@@ -46,6 +46,7 @@ def check_concurrency(name: str, most: object, key: object = None,
                       signature: inspect.Signature | None = None) -> ConcurrencyLimit:
     """The limit `most` of task `name`, kept per the argument `key` (a parameter of
     `signature`) when given, or `ConfigError` saying what is wrong with it."""
+    most = plain_number(most)
     if not isinstance(most, int) or isinstance(most, bool) or not 1 <= most <= MAX_CONCURRENCY:
         raise ConfigError(f"task {name!r}: max_concurrency must be a whole number from 1 to "
                           f"{MAX_CONCURRENCY}, not {shown(most)}")
@@ -74,7 +75,7 @@ def limit_key_of(limit: ConcurrencyLimit, signature: inspect.Signature,
                                f"{limit.key!r} must be a string or an integer, not "
                                f"{shown(value)}")
     try:
-        return str(value)
+        return str(plain_number(value))  # an (int, Enum) member by its value, not its name
     except ValueError as e:  # an integer past Python's int-to-text digit limit
         raise InvalidTaskError(f"cannot enqueue {limit.name}: its concurrency_key "
                                f"{limit.key!r} is an integer too long to be a key: {e}") from e

@@ -9,7 +9,13 @@ from typing import Any
 
 from taskq.codec import encode_payload
 from taskq.errors import InvalidTaskError
-from taskq.keys import check_idempotency_key, check_limit_key, check_task_id, check_task_name
+from taskq.keys import (
+    SCHEDULE_TASK_PREFIX,
+    check_idempotency_key,
+    check_limit_key,
+    check_task_id,
+    check_task_name,
+)
 from taskq.limits import (
     IDEMPOTENCY_TTL,
     MAX_RETRIES,
@@ -38,9 +44,13 @@ def enqueue_fields(
 ) -> list[Any]:
     """The eleven ARGV values of one task in enqueue.lua's order, or `InvalidTaskError`
     (`PayloadError` for the payload) saying which value is wrong and why."""
-    check_task_id(task_id)
+    if check_task_id(task_id).startswith(SCHEDULE_TASK_PREFIX):
+        # Such an id would stand for a schedule's tick: fire.lua would take that tick as
+        # fired, and its task would never be made.
+        raise InvalidTaskError(f"invalid task id {shown(task_id)}: ids starting with "
+                               f"{SCHEDULE_TASK_PREFIX!r} are kept for periodic tasks")
     check_task_name(name)
-    MAX_RETRIES.check(max_retries)
+    max_retries = MAX_RETRIES.check(max_retries)
     key = "" if idempotency_key is None else check_idempotency_key(idempotency_key)
     ttl = IDEMPOTENCY_TTL.check(IDEMPOTENCY_TTL.default if idempotency_ttl is None
                                 else idempotency_ttl)

@@ -15,10 +15,25 @@ from typing import Generic, TypeVar
 from taskq.errors import InvalidTaskError, TaskqError
 
 N = TypeVar("N", int, float)
+V = TypeVar("V")
 
 DAY = 86_400
 WEEK = 7 * DAY
 TEN_YEARS = 3650 * DAY
+
+
+def plain_number(value: V) -> V:
+    """An int or float subclass's value as a plain int or float (through the base
+    class's own method, so the subclass's overrides are never called); anything else
+    as it is. Checked and sent as the subclass, a value could compare as it likes
+    (NaN as in range) or be sent by its name (an `(int, Enum)` member as `Kind.FEW`)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int.__int__(value)  # type: ignore[return-value]
+    if isinstance(value, float):
+        return float.__float__(value)  # type: ignore[return-value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -38,9 +53,10 @@ class Range(Generic[N]):
         kinds = int if self.whole else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds):
             return False
-        # Compared as given, never converted: NaN fails both tests and 10**400 no test
-        # overflows.
-        return (value > self.low if self.above else value >= self.low) and value <= self.high
+        # Compared as a plain number, never converted to float: NaN fails both tests and
+        # 10**400 no test overflows.
+        plain = plain_number(value)
+        return (plain > self.low if self.above else plain >= self.low) and plain <= self.high
 
     @property
     def rule(self) -> str:
@@ -56,7 +72,7 @@ class Range(Generic[N]):
         """`value`, or `error` naming the argument, the value and the range."""
         if not self.holds(value):
             raise error(f"{name or self.name} must be {self.rule}, not {shown(value)}")
-        return value  # type: ignore[return-value]
+        return plain_number(value)  # type: ignore[return-value]
 
 
 def number_text(n: float) -> str:
@@ -75,6 +91,10 @@ def shown(value: object) -> str:
 # Broker arguments (and the settings that feed them).
 DELAY = Range("delay", 0.0, float(TEN_YEARS), 0.0, "seconds")
 LEASE_SECONDS = Range("lease_seconds", 0.0, float(WEEK), 10.0, "seconds", above=True)
+# A worker's leases are kept by heartbeats a third of a lease apart; shorter than this,
+# a beat held up by a busy handler thread for tens of ms comes after its lease expired,
+# and tasks are reaped and run again while their first run goes on.
+WORKER_LEASE_SECONDS = Range("lease_seconds", 0.25, float(WEEK), 10.0, "seconds")
 BACKOFF_BASE = Range("backoff_base", 0.0, float(DAY), 1.0, "seconds")
 BACKOFF_MAX = Range("backoff_max", 0.0, float(DAY), 60.0, "seconds")
 COMPLETED_TTL = Range("completed_ttl", 0.0, float(TEN_YEARS), float(DAY), "seconds", above=True)
@@ -150,7 +170,7 @@ SIMULATION: dict[str, Range[int] | Range[float]] = {
 # Each numeric Settings field and its range; Settings checks every one at start.
 SETTINGS: dict[str, Range[int] | Range[float]] = {
     "redis_timeout_seconds": REDIS_TIMEOUT,
-    "lease_seconds": LEASE_SECONDS,
+    "lease_seconds": WORKER_LEASE_SECONDS,
     "backoff_base_seconds": BACKOFF_BASE,
     "backoff_max_seconds": BACKOFF_MAX,
     "poll_seconds": POLL_SECONDS,

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from taskq.errors import ConfigError
-from taskq.limits import shown
+from taskq.limits import plain_number, shown
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 # The name a queue's own limit goes by in lease.lua: every task of the queue starts under
@@ -57,6 +57,7 @@ def parse_rate(name: str, text: object, burst: object = 1, owner: str = "") -> R
     if not MIN_INTERVAL_US <= interval <= MAX_INTERVAL_US:
         raise ConfigError(f"{owner}: rate_limit {shown(text)} is outside what taskq "
                           "supports (from one a day to a million a second)")
+    burst = plain_number(burst)
     if not isinstance(burst, int) or isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
         raise ConfigError(f"{owner}: rate_burst must be a whole number from 1 to "
                           f"{MAX_BURST}, not {shown(burst)}")

@@ -85,6 +85,18 @@ class Renewal(IntEnum):
     settle it with `Broker.ack_cancelled`."""
 
 
+class Released(IntEnum):
+    """How Redis answered a release. True when the lease was the caller's, so it reads
+    as the plain released-or-stale answer where the cancel does not matter."""
+
+    STALE = 0
+    """The token is stale: nothing changed."""
+    RELEASED = 1
+    """Back at the front of ready, its retries untouched."""
+    CANCELLED = 2
+    """Its cancel had been requested: it ended cancelled instead."""
+
+
 @dataclass(frozen=True)
 class Cancellation:
     """What cancelling one task did, and the state it was in when the cancel came ('' when

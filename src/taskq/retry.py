@@ -54,9 +54,11 @@ class RetryPolicy:
                     f"not {shown(value)}"
                 )
         if self.backoff_base is not None:
-            BACKOFF_BASE.check(self.backoff_base, "RetryPolicy backoff_base")
+            object.__setattr__(self, "backoff_base",
+                               BACKOFF_BASE.check(self.backoff_base, "RetryPolicy backoff_base"))
         if self.backoff_max is not None:
-            BACKOFF_MAX.check(self.backoff_max, "RetryPolicy backoff_max")
+            object.__setattr__(self, "backoff_max",
+                               BACKOFF_MAX.check(self.backoff_max, "RetryPolicy backoff_max"))
         base, cap = self.backoff_base, self.backoff_max
         if base is not None and cap is not None and cap < base:
             raise InvalidTaskError(

@@ -21,7 +21,14 @@ from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from taskq.codec import args_payload, encode_payload
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.keys import check_task_id, schedule_task_id
-from taskq.limits import MAX_DEFINITION_BYTES, MAX_PAYLOAD_BYTES, MAX_RETRIES, PRIORITY, shown
+from taskq.limits import (
+    MAX_DEFINITION_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_RETRIES,
+    PRIORITY,
+    shown,
+    utf8,
+)
 
 # What happens to ticks that came and went while no worker ran:
 #   skip   - dropped; only a tick fired at most `grace` after its time runs
@@ -197,6 +204,7 @@ def make_schedule(
     grace: timedelta,
     max_retries: int,
     priority: int = PRIORITY.default,
+    max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
 ) -> Schedule:
     """A checked `Schedule`, or `ConfigError` naming what is wrong with the declaration."""
     check_schedule_name(name)
@@ -228,7 +236,7 @@ def make_schedule(
         raise ConfigError(f"schedule {name!r}: unknown policy {shown(policy)}; use one of "
                           f"{', '.join(POLICIES)}")
     grace_ms = _span_ms(name, "grace", grace, MAX_GRACE)
-    payload = encode_payload(args_payload(args, kwargs), MAX_PAYLOAD_BYTES.default)
+    payload = encode_payload(args_payload(args, kwargs), max_payload_bytes)
     schedule = Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
                         payload=payload, policy=policy, grace_ms=grace_ms,
                         max_retries=MAX_RETRIES.check(max_retries, error=ConfigError),
@@ -314,6 +322,15 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     except (ValueError, TypeError) as e:
         raise ConfigError(f"schedule {name!r}: tz {shown(tz)} is no usable time zone: "
                           f"{e}") from None
+    try:
+        named = zone_text(tz)
+    except Exception as e:  # a tzinfo of its own whose name cannot be made
+        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} has no name: "
+                          f"{type(e).__name__}") from None
+    # Its name goes to Redis in the schedule's definition, which Redis must read back.
+    if not isinstance(named, str) or not utf8(named):
+        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} has a name that cannot be "
+                          "sent to Redis (a lone surrogate)")
     return tz
 
 

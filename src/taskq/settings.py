@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal, TypeVar
+from urllib.parse import urlsplit
 
 import redis
 
@@ -57,6 +58,7 @@ class Settings:
     redis_url_given: bool = False
 
     def __post_init__(self) -> None:
+        _check_kinds(self, ENVIRONMENT)
         _check_ranges(self, limits.SETTINGS, ENVIRONMENT)
         _check_redis_url(self.redis_url)
         try:
@@ -186,6 +188,18 @@ def _check_ranges(config: object, ranges: Mapping[str, limits.Range[int] | limit
         _check(bound.holds(value), table[name][0], value, f"must be {bound.rule}")
 
 
+def _check_kinds(config: object, table: Mapping[str, tuple[str, Callable[[str], object]]]
+                 ) -> None:
+    """Every flag of `config` a bool and every text a str (as an override may give them:
+    the string '0' would read as a true flag), or ConfigError naming its variable."""
+    for field in fields(config):  # type: ignore[arg-type]
+        value, variable = getattr(config, field.name), table.get(field.name, (field.name,))[0]
+        if isinstance(field.default, bool):
+            _check(isinstance(value, bool), variable, value, "must be True or False")
+        elif isinstance(field.default, str):
+            _check(isinstance(value, str), variable, value, "must be text")
+
+
 def _check(ok: bool, variable: str, value: object, rule: str) -> None:
     if not ok:
         raise ConfigError(f"{variable}={limits.shown(value)} {rule}")
@@ -252,6 +266,13 @@ def _check_redis_url(url: str) -> None:
     except (ValueError, redis.RedisError) as e:
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
                           f"can use: {e}") from None
+    # redis-py reads a path that is no database number ("/analytics", "/0/x") as no
+    # database at all, and the client would use database 0 without a word.
+    if not url.startswith("unix://"):
+        path = urlsplit(url).path.strip("/")
+        if path and not (path.isascii() and path.isdigit()):
+            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names the database "
+                              f"{path!r}: Redis databases are numbers (redis://host:6379/0)")
     # The URL's own timeouts win over TASKQ_REDIS_TIMEOUT_SECONDS, and a socket refuses
     # a negative or NaN one only when the first connection is made.
     for name in URL_TIMEOUTS:

@@ -11,9 +11,10 @@ from taskq.app import App
 from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.errors import ConfigError
-from taskq.limits import ENQUEUE_COUNT, PRIORITY
+from taskq.limits import ENQUEUE_COUNT, PRIORITY, shown
 from taskq.registry import read_workers
 from taskq.results import SIMULATE_TASK
+from taskq.tools.ledger import MAX_AMOUNT
 
 HELP = "enqueue tasks (by default the built-in simulated task)"
 
@@ -49,6 +50,14 @@ def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
             raise ConfigError("--kwargs must be a JSON object")
     if args.charge is not None:
         kwargs["charge"] = args.charge
+    charge = kwargs.get("charge")
+    if args.name == SIMULATE_TASK and charge is not None and not (
+            isinstance(charge, int) and not isinstance(charge, bool)
+            and abs(charge) <= MAX_AMOUNT):
+        # The ledger is SQLite, whose integers are 64-bit: a task charging more would
+        # fail every attempt and end in the DLQ.
+        raise ConfigError(f"the charge must be a whole number of at most {MAX_AMOUNT:,} "
+                          f"either way, not {shown(charge)}")
     keys = [f"{args.idempotency_prefix}-{i}" if args.idempotency_prefix else None
             for i in range(args.count)]
     return [

@@ -69,9 +69,14 @@ local function levels_key(ready_key)
   return ready_key .. ':levels'
 end
 
--- The ready list a task of `priority` (a number, or nil: the default) waits on.
+-- The ready list a task of `priority` (a number, or nil: the default) waits on. A
+-- priority no script writes (a record's field changed by hand: NaN, 12, 2.5) is taken
+-- as the default, rather than naming a list no lease reads.
 local function ready_list(ready_key, priority)
-  if priority == nil or priority == DEFAULT_PRIORITY then return ready_key end
+  if priority == nil or priority == DEFAULT_PRIORITY or priority ~= priority
+      or priority < 0 or priority > 9 or priority % 1 ~= 0 then
+    return ready_key
+  end
   return ready_key .. ':' .. integer_text(priority)
 end
 

@@ -41,7 +41,10 @@ while #purged < limit and budget > 0 do
   local dead_at = tonumber(record[1] or '0') or 0
   if dead_at > now - dead_ttl then break end
   local idem_key = record[2] and record[2] ~= '' and prefix .. 'idem:' .. record[2]
-  if idem_key and redis.call('GET', idem_key) == task_id then
+  -- An idempotency key of another type (written by hand) names no task: read with
+  -- pcall, its error would otherwise fail the call after the purges before it, and
+  -- every later purge at the same task.
+  if idem_key and redis.pcall('GET', idem_key) == task_id then
     index = index - 1
   else
     emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})

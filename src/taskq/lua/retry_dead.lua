@@ -27,10 +27,13 @@ if not redis.call('LPOS', dlq_key, task_id) then return 0 end
 
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+-- Onto ready before it leaves the DLQ: a push Redis refuses (a ready key of another
+-- type) then fails the call with nothing changed, rather than leaving the task in
+-- neither list.
+push_ready(ready_key, task_id, tonumber(record[2]), false)
 emit(feed, {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0})
 redis.call('LREM', dlq_key, 1, task_id)
 redis.call('HSET', task_key, 'state', 'pending', 'retries', 0, 'run_at', now)
-push_ready(ready_key, task_id, tonumber(record[2]), false)
 -- An element left from its death would wake the next run's waiters at once, before
 -- that run ends (ResultWait's NoSpuriousSpin; the KeepDone mutant keeps it).
 redis.call('DEL', prefix .. 'done:' .. task_id)

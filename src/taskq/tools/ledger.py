@@ -15,6 +15,9 @@ from taskq.settings import LEDGER_GUARDS, LEDGER_PATH_RULE, LedgerGuard, shared_
 
 ChargeOutcome = Literal["applied", "duplicate", "fenced"]
 
+# The largest charge either way: SQLite keeps integers in 64 bits.
+MAX_AMOUNT = 2**63 - 1
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS charges (
     id       INTEGER PRIMARY KEY,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from taskq.boundary import refused_by_script
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.schedules import MAX_CATCH_UP, Schedule
@@ -53,8 +54,12 @@ class Periodic:
                 continue
             try:
                 made += self._run_one(schedule)
-            except BrokerError:
-                raise
+            except BrokerError as e:
+                if not refused_by_script(e):
+                    raise
+                self._broken.add(schedule.name)
+                log.error("schedule %r (%s): Redis refuses to fire it, so this worker no "
+                          "longer fires it: %s", schedule.name, schedule.when, e)
             except Exception:
                 self._broken.add(schedule.name)
                 log.exception("schedule %r (%s): its ticks cannot be computed, so this "

@@ -16,7 +16,6 @@ from taskq.app import App, Task
 from taskq.codec import decode_payload, encode_result
 from taskq.context import TaskContext, bind, unbind
 from taskq.errors import (
-    InvalidTaskError,
     PayloadError,
     ResultError,
     TimeLimitExceeded,
@@ -24,7 +23,7 @@ from taskq.errors import (
 )
 from taskq.limits import LEASE_SECONDS
 from taskq.results import Failure, LeasedTask
-from taskq.retry import NEVER, RetryPolicy
+from taskq.retry import NEVER, Decision, RetryPolicy
 from taskq.worker.inbox import Inbox, Outcome
 
 log = logging.getLogger("taskq.worker")
@@ -52,10 +51,13 @@ RunKey = tuple[str, str, int]
 
 
 def type_name(error: BaseException) -> str:
-    """`module.Name` of the exception's class; builtins by their bare name."""
+    """`module.Name` of the exception's class; builtins by their bare name. A class
+    whose `__module__` or `__qualname__` is not a plain string goes by its bare name."""
     cls = type(error)
-    return cls.__qualname__ if cls.__module__ == "builtins" else \
-        f"{cls.__module__}.{cls.__qualname__}"
+    module, name = getattr(cls, "__module__", None), getattr(cls, "__qualname__", None)
+    if type(module) is not str or type(name) is not str:
+        return cls.__name__
+    return name if module == "builtins" else f"{module}.{name}"
 
 
 def message_of(error: BaseException) -> str:
@@ -73,7 +75,15 @@ def message_of(error: BaseException) -> str:
 
 def describe(error: BaseException) -> Failure:
     """The exception as a `Failure`: its type, message and whole formatted traceback
-    (chained causes included), with a one-line summary naming where it was raised."""
+    (chained causes included), with a one-line summary naming where it was raised.
+    Never raises, whatever the exception's class does."""
+    try:
+        return _described(error)
+    except BaseException as e:  # escaping, it would end a handler's thread, its task held
+        return Failure(type(error).__name__, f"<describing it raised {type(e).__name__}>")
+
+
+def _described(error: BaseException) -> Failure:
     message = message_of(error)
     summary = f"{type(error).__name__}: {message}"
     frames = traceback.extract_tb(error.__traceback__)
@@ -178,7 +188,17 @@ class Runner:
 
     def _loop_main(self) -> None:
         try:
-            self._loop.run_forever()
+            # SystemExit or KeyboardInterrupt raised in a task the handlers started
+            # (asyncio re-raises them out of the loop) must not end the loop: every
+            # async run after it would wait, leased, in a loop that no longer runs.
+            while True:
+                try:
+                    self._loop.run_forever()
+                except (SystemExit, KeyboardInterrupt) as e:
+                    log.error("%s raised in the event loop of async handlers, by a task "
+                              "a handler started; the loop goes on", type_name(e))
+                    continue
+                break
         finally:
             # An unclosed loop leaks its self-pipe; close it once `close` has stopped it.
             self._loop.close()
@@ -295,7 +315,8 @@ class Runner:
                 # Returned after its time limit's cancel (it caught the CancelledError):
                 # the attempt failed all the same (TaskQueue's TimedOutNeverAcks).
                 outcome = time_limit_outcome(task, context, policy, None) \
-                    if context.timed_out else self._returned(task, context, value, keep)
+                    if context.timed_out else self._returned(task, context, policy, value,
+                                                             keep)
         except asyncio.CancelledError as e:
             # One cancelled while it waited for the gate never began: handed back as
             # unstarted (settled cancelled if its task was). A cancelled task's run
@@ -310,9 +331,9 @@ class Runner:
         except GeneratorExit as e:
             if not self._loop.is_running():
                 raise  # the coroutine itself is being closed (its loop torn down)
-            outcome = failed(task, context, policy, e)  # raised by the handler itself
+            outcome = raised(task, context, policy, e)  # raised by the handler itself
         except BaseException as e:  # as in _thread_main: raised here, it would end the loop
-            outcome = failed(task, context, policy, e)
+            outcome = raised(task, context, policy, e)
         finally:
             unbind(token)
             key = context.key
@@ -337,7 +358,7 @@ class Runner:
             token = bind(context)
             context.begin()
             try:
-                outcome = self._returned(task, context, fn(*args, **kwargs), keep)
+                outcome = self._returned(task, context, policy, fn(*args, **kwargs), keep)
             # Whatever the handler raised (KeyboardInterrupt, SystemExit, a class of its
             # own) ends its run as a failure: escaping, it would end this thread with the
             # task still leased and renewed, and the worker one handler short.
@@ -470,19 +491,20 @@ class Runner:
                 self._limited.pop(key, None)
             self.inbox.put(time_limit_outcome(task, context, policy, None))
 
-    def _returned(self, task: LeasedTask, context: TaskContext, value: Any,
-                  keep: bool) -> Outcome:
+    def _returned(self, task: LeasedTask, context: TaskContext, policy: RetryPolicy,
+                  value: Any, keep: bool) -> Outcome:
         """The outcome of a handler that returned `value`: encoded on the handler's own
         thread, so the loop thread only sends it. A value that cannot be kept fails the
-        attempt, saying why (retried like any failure: the handler must change)."""
+        attempt, saying why, settled as the task's policy says of a ResultError."""
         if not keep:
             return Outcome(task, context, None)
         try:
             return Outcome(task, context, None,
                            encode_result(value, self.app.settings.max_result_bytes))
-        except ResultError as e:  # the handler must change: retried as any failure
+        except ResultError as e:  # the handler must change
             return Outcome(task, context, Failure(
-                "taskq.ResultError", str(e), summary=f"ResultError: {e}"[:MAX_SUMMARY_CHARS]))
+                "taskq.ResultError", str(e), summary=f"ResultError: {e}"[:MAX_SUMMARY_CHARS]),
+                decision=decision(task, policy, e))
 
     def close(self) -> None:
         """Stop taking jobs. Handlers still running are daemon threads: they end with the
@@ -510,18 +532,34 @@ def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
     return Outcome(task, context, None, started=False)
 
 
+def decision(task: LeasedTask, policy: RetryPolicy, error: BaseException) -> Decision:
+    """What the task's policy says of `error`. A `Retry` whose `delay` cannot be read,
+    or is one a retry cannot wait (set after its check in `Retry.__init__`, or that
+    never ran), is retried after the backoff."""
+    try:
+        return policy.decide(error)
+    # Even SystemExit from a `delay` property: escaping, it would end the handler's run
+    # with its task still leased and renewed.
+    except BaseException as e:
+        log.warning("task %s: its %s: %s; retried after its backoff instead",
+                    task.task_id, type_name(error), message_of(e))
+        return policy.backoff()
+
+
 def failed(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
            error: BaseException) -> Outcome:
-    """The outcome of a handler that raised `error`, settled as its task's policy says.
-    A `Retry` whose `delay` the handler set to what a retry cannot wait (after its
-    check in `Retry.__init__`, or never calling it) is retried after the backoff."""
-    try:
-        decision = policy.decide(error)
-    except InvalidTaskError as e:
-        log.warning("task %s: its %s: %s; retried after its backoff instead",
-                    task.task_id, type_name(error), e)
-        decision = policy.backoff()
-    return Outcome(task, context, describe(error), decision=decision)
+    """The outcome of a handler that raised `error`, settled as its task's policy says."""
+    return Outcome(task, context, describe(error), decision=decision(task, policy, error))
+
+
+def raised(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
+           error: BaseException) -> Outcome:
+    """The outcome of an async handler that raised `error`: after its time limit's
+    cancel (a cleanup that raised, or a Retry in place of the CancelledError), the
+    attempt failed at its time limit, `error` its cause."""
+    if context.timed_out:
+        return time_limit_outcome(task, context, policy, error)
+    return failed(task, context, policy, error)
 
 
 def time_limit_outcome(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
@@ -532,4 +570,4 @@ def time_limit_outcome(task: LeasedTask, context: TaskContext, policy: RetryPoli
     error = TimeLimitExceeded(f"task {task.task_id} ({task.name}) ran past its time limit "
                               f"of {context.time_limit:g}s")
     error.__cause__ = cancelled
-    return Outcome(task, context, describe(error), decision=policy.decide(error))
+    return Outcome(task, context, describe(error), decision=decision(task, policy, error))

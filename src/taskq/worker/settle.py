@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
-from taskq.results import Failure, LeaseBatch, LeasedTask
+from taskq.results import Failure, LeaseBatch, LeasedTask, Released
 from taskq.retry import Decision
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
@@ -211,6 +211,12 @@ class Settler:
         broker = self._broker(context)
         released = self._outage(broker).retry(
             f"release {context.task_id}", lambda: broker.release(context.task_id, context.token))
+        if released == Released.CANCELLED:
+            log.warning("task %s %s and ended cancelled (its cancel had been requested)",
+                        context.task_id, why)
+            self.slots.count("cancelled")
+            self.task_log.ended(context, "cancelled")
+            return
         log.warning("task %s %s %s", context.task_id, why,
                     "released" if released else "left to be reaped")
         if released:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
-from taskq.results import LeaseBatch
+from taskq.results import LeaseBatch, Released
 from taskq.settings import Settings
 from taskq.worker.dispatch import Dispatcher
 from taskq.worker.due import Due
@@ -126,4 +126,5 @@ class Waker(threading.Thread):
                             "(it is reaped when its lease runs out): %s", task.task_id, e)
                 continue
             log.info("task %s, leased as the worker stopped, %s", task.task_id,
-                     "released" if released else "was no longer held")
+                     {Released.RELEASED: "released", Released.CANCELLED: "ended cancelled "
+                      "(its cancel had been requested)"}.get(released, "was no longer held"))
