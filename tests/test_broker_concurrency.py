@@ -55,7 +55,7 @@ class TestAtMostMostRuns:
     def test_a_snapshot_shows_each_limits_slots_and_parked_tasks(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")
         lease_all(limited)
-        snap = take_snapshot(limited, limit=0)
+        snap = take_snapshot(limited, limit=0, groups=10)
         assert snap.limits == [LimitView(NAME, 2, 2, 1)]
         assert snap.counts.ready == 1
 
@@ -146,7 +146,7 @@ class TestASlotComesBack:
         # The lost holders answer late: refused, and a's new run keeps its slot.
         assert limited.ack("a", lost["a"]) is False
         assert limited.fail("a", lost["a"], "late").status == "stale"
-        assert limited.release("a", lost["a"]) is False
+        assert not limited.release("a", lost["a"])
         assert holding(limited) == {"a", "c"}
         assert lease_all(limited) == {}
         sound(limited)
@@ -321,14 +321,26 @@ class TestAKeyedLimit:
                    ("b1", "acct-b"))
         enqueue(limited, "plain")
         leases = lease_all(limited)
-        assert take_snapshot(limited, limit=0).limits == [
+        assert take_snapshot(limited, limit=0, groups=10).limits == [
             LimitView(NAME, 2, 1, 0), LimitView(NAME, 2, 2, 1, "acct-a"),
             LimitView(NAME, 2, 1, 0, "acct-b")]
         for task_id, token in leases.items():
             limited.ack(task_id, token)
         lease_all(limited)  # a3
-        assert take_snapshot(limited, limit=0).limits == [LimitView(NAME, 2, 1, 0, "acct-a")]
+        assert take_snapshot(limited, limit=0, groups=10).limits == [
+            LimitView(NAME, 2, 1, 0, "acct-a")]
         assert set(limited.client.smembers(limited.keys.groups(NAME))) == {f"{NAME}|acct-a"}
+
+    def test_the_snapshot_lists_the_first_groups_asked_for_and_counts_them_all(
+        self, limited: Broker
+    ) -> None:
+        self.keyed(limited, *((f"t{i}", f"acct-{i:02}") for i in range(12)))
+        self.keyed(limited, *((f"u{i}", f"acct-{i:02}") for i in range(12)))
+        self.keyed(limited, *((f"v{i}", f"acct-{i:02}") for i in range(12)))
+        lease_all(limited)  # two of each account run, the third parked
+        snap = take_snapshot(limited, limit=5, groups=3)
+        assert [v.key for v in snap.limits] == ["acct-00", "acct-01", "acct-02"]
+        assert snap.counts.ready == limited.counts().ready == 12  # every parked one
 
     def test_a_parked_keyed_task_can_be_cancelled(self, limited: Broker) -> None:
         self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))

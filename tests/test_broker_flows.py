@@ -154,3 +154,16 @@ class TestRefused:
         stages = [StageSpec((step(),), group=False, policy="fail")]
         assert Flows(queue).start("t", stages)
         assert not Flows(queue).start("t", stages)
+
+
+class TestDamagedRecords:
+    @pytest.mark.parametrize(("field", "value"), [
+        ("size:1", "500000"), ("stages", "1e9"), ("size:1", "nan"), ("stages", "-1"),
+    ])
+    def test_stage_counts_no_script_wrote_are_an_error_not_a_long_read(
+        self, queue: Broker, client: redis.Redis, field: str, value: str
+    ) -> None:
+        chord(Flows(queue), 2)
+        client.hset(queue.keys.flow("f"), field, value)
+        with pytest.raises(BrokerError, match=f"flow f has a damaged record: {field} is"):
+            Flows(queue).status("f")

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from taskq.cli import main, parser
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.settings import Settings, Simulation, child_environment
+from taskq.shards import Layout, register
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
 from waiting import wait_until
@@ -187,7 +189,108 @@ class TestDlq:
     ) -> None:
         assert main(["dlq", "retry"]) == 2
         assert main(["dlq", "retry", "x", "--all"]) == 2
-        assert capsys.readouterr().out.count("give task ids or --all") == 2
+        assert main(["dlq", "cancel"]) == 2
+        assert capsys.readouterr().err.count("give task ids or --all") == 3
+
+    def test_a_listing_shows_the_most_recent_up_to_its_limit(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        for i in range(5):
+            make_dead(queue, f"d{i}", "boom")
+        assert main(["dlq", "--limit", "2"]) == 0
+        out = capsys.readouterr().out
+        assert "the 2 most recent of 5 dead task(s) on queue 'default'" in out
+        assert "d4" in out and "d3" in out and "d2" not in out
+        assert main(["dlq", "--limit", "0"]) == 2
+        assert "--limit must be a whole number of tasks between 1 and 100000" in (
+            capsys.readouterr().err)
+
+
+class TestRecordsChangedByHand:
+    def test_bytes_that_are_no_utf8_are_listed_replaced(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        client.hset(queue.keys.task("d1"), mapping={"last_error": b"\xff\xfeoops",
+                                                    "name": b"tests.\xfffails"})
+        assert main(["dlq"]) == 0
+        assert "\ufffd\ufffdoops" in capsys.readouterr().out
+        assert main(["task", "d1"]) == 0
+        assert "tests.\ufffdfails" in capsys.readouterr().out
+
+    def test_a_time_past_the_years_a_date_holds_is_shown_as_its_number(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        client.hset(queue.keys.task("d1"), mapping={"dead_at": "99999999999999999",
+                                                    "created_at": "1e300"})
+        assert main(["dlq"]) == 0
+        assert "dead_at=99999999999999999 ms (past the years a date holds)" in (
+            capsys.readouterr().out)
+        assert main(["task", "d1"]) == 0
+        assert "past the years a date holds" in capsys.readouterr().out
+
+
+    def test_an_entry_that_is_no_task_id_stops_no_listing_or_bulk_retry(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        make_dead(queue, "ok1", "boom")
+        client.lpush(queue.keys.dlq, "weird{id}")
+        make_dead(queue, "ok2", "boom")
+        assert main(["dlq"]) == 0
+        out = capsys.readouterr().out
+        assert "ok1" in out and "ok2" in out and "'weird{id}'  (no task id" in out
+        assert main(["dlq", "retry", "--all", "--yes"]) == 0
+        out = capsys.readouterr().out
+        assert "moved 2 task(s) back to ready" in out
+        assert "1 entry is no task id, left as they are: 'weird{id}'" in out
+        assert queue.dead() == ["weird{id}"]
+
+
+class TestShardedQueue:
+    """Operator commands on a sharded queue, from a shell that does not set TASKQ_SHARDS:
+    the layout Redis holds says where each task is."""
+
+    @pytest.fixture
+    def shards(self, env: Settings, client: redis.Redis) -> dict[str, Broker]:
+        layout = Layout.of("sq", 3)
+        register(client, layout)
+        brokers = {name: Broker(client, name) for name in layout.shards}
+        for i in range(6):
+            task_id = f"t{i}"
+            make_dead(brokers[layout.shard_of(task_id)], task_id, f"boom {i}")
+            time.sleep(0.002)  # each dies in a later millisecond of Redis time
+        return brokers
+
+    def test_the_dlq_lists_every_shards_dead_tasks_newest_first(
+        self, shards: dict[str, Broker], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert len({b.queue for b in shards.values() if b.dead()}) > 1
+        assert main(["dlq", "--queue", "sq"]) == 0
+        out = capsys.readouterr().out
+        assert "6 dead task(s) on queue 'sq' (3 shards), most recent first:" in out
+        listed = re.findall(r"^  (t\d)  ", out, re.MULTILINE)
+        assert listed == ["t5", "t4", "t3", "t2", "t1", "t0"]
+
+    def test_a_task_is_shown_cancelled_and_retried_on_its_shard(
+        self, shards: dict[str, Broker], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["task", "t1", "--queue", "sq"]) == 0
+        assert "state            dead" in capsys.readouterr().out
+        assert main(["dlq", "retry", "t1", "t2", "--queue", "sq"]) == 0
+        assert "moved 2 task(s) back to ready" in capsys.readouterr().out
+        assert main(["cancel", "t1", "--queue", "sq"]) == 0
+        assert "t1: cancelled (it was pending)" in capsys.readouterr().out
+        assert main(["dlq", "cancel", "--all", "--yes", "--queue", "sq"]) == 0
+        assert "cancelled 4 dead task(s)" in capsys.readouterr().out
+        assert all(b.dead() == [] for b in shards.values())
+
+    def test_history_merges_every_shards_ended_tasks(
+        self, shards: dict[str, Broker], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["history", "--queue", "sq"]) == 0
+        out = capsys.readouterr().out
+        assert "6 ended task(s) on queue 'sq', newest first (every shard's whole log)" in out
 
 
 class TestOptionPlacement:
@@ -265,6 +368,15 @@ class TestCancel:
         out = capsys.readouterr().out
         assert "waiting: unchanged: it has ended (cancelled)" in out
         assert "held: unchanged: its cancel was requested already" in out
+
+    def test_a_task_not_where_its_state_says_is_told_so_not_called_ended(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("stray")
+        client.delete(queue.keys.ready)  # its list lost, its record kept
+        assert main(["cancel", "stray"]) == 0
+        assert ("stray: unchanged: its record says pending, but it is not where a pending "
+                "task waits") in capsys.readouterr().out
 
     @pytest.mark.parametrize("command", [["cancel"], ["dlq", "cancel"], ["dlq", "retry"]],
                              ids=" ".join)
@@ -529,6 +641,20 @@ def worker_env(env: Settings, marker: str, ledger_path: Path) -> dict[str, str]:
 
 
 class TestRealProcesses:
+    def test_output_cut_off_by_its_reader_ends_quietly(
+        self, queue: Broker, worker_env: dict[str, str]
+    ) -> None:
+        for i in range(150):  # a listing well past what a pipe holds unread
+            make_dead(queue, f"d{i}", "boom " * 400)
+        with subprocess.Popen([sys.executable, "-m", "taskq", "dlq"], env=worker_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) as listing:
+            assert listing.stdout is not None and listing.stderr is not None
+            assert listing.stdout.readline().startswith(b"the 100 most recent of 150")
+            listing.stdout.close()  # as `| head -1` does
+            assert listing.wait(timeout=30) == 141
+            assert listing.stderr.read() == b""
+
+
     def test_a_worker_process_runs_everything_the_enqueue_command_sent(
         self,
         queue: Broker,

@@ -142,6 +142,8 @@ class TestProducing:
         for broker in brokers:
             assert view(client, broker.keys).violations() == []
         assert layouts(client)[sharded.queue] == sharded.layout
+        client.hset(SHARDS_KEY, "junk", "junk~1,bad name")  # written by hand
+        assert set(layouts(client)) == {sharded.queue}
 
     def test_one_idempotency_key_names_one_task_across_every_shard(
         self, sharded: App, client: redis.Redis

@@ -6,9 +6,10 @@ worked through in bounded steps, and a task that left the DLQ meanwhile is skipp
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from taskq.broker import Broker
+from taskq.errors import InvalidTaskError
 from taskq.limits import Range
 
 BULK_LIMIT = Range("limit", 1, 10_000, 1000, "tasks", whole=True)
@@ -17,11 +18,13 @@ BULK_LIMIT = Range("limit", 1, 10_000, 1000, "tasks", whole=True)
 @dataclass(frozen=True)
 class Bulk:
     """What a bulk action did: the ids it acted on, the ids that had left the DLQ by
-    the time it reached them, and the dead tasks left after it."""
+    the time it reached them, the dead tasks left after it, and the DLQ entries that are
+    no task id (pushed by hand or by another tool: left as they are, for an operator)."""
 
     done: list[str]
     missed: list[str]
     left: int
+    unusable: list[str] = field(default_factory=list)
 
 
 def retry_all(broker: Broker, limit: int = BULK_LIMIT.default) -> Bulk:
@@ -38,8 +41,12 @@ def cancel_all(broker: Broker, limit: int = BULK_LIMIT.default) -> Bulk:
 
 def _each(broker: Broker, limit: int, act: Callable[[str], bool]) -> Bulk:
     BULK_LIMIT.check(limit)
-    targets = broker.dead(limit)
-    done = [task_id for task_id in targets if act(task_id)]
-    acted = set(done)
-    missed = [task_id for task_id in targets if task_id not in acted]
-    return Bulk(done, missed, broker.counts().dead)
+    done: list[str] = []
+    missed: list[str] = []
+    unusable: list[str] = []
+    for task_id in broker.dead(limit):
+        try:
+            (done if act(task_id) else missed).append(task_id)
+        except InvalidTaskError:  # one bad entry must not stop the rest
+            unusable.append(task_id)
+    return Bulk(done, missed, broker.counts().dead - len(unusable), unusable)

@@ -61,7 +61,7 @@ def cancel_call(keys: QueueKeys, task_id: str, retention: int, completed_ttl_ms:
 def counts_call(keys: QueueKeys) -> Call:
     """The snapshot.lua call that lists nothing and only counts."""
     return ([keys.ready, keys.leased, keys.delayed, keys.dlq, keys.events, keys.epoch],
-            [keys.prefix, 0])
+            [keys.prefix, 0, 0])
 
 
 def counts_from(reply: list[Any]) -> QueueCounts:

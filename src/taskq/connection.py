@@ -66,8 +66,11 @@ def _backoff() -> ExponentialBackoff:
 def _options(settings: Settings) -> dict[str, Any]:
     """What every client takes alike, blocking or asyncio, single node or cluster."""
     timeout = settings.redis_timeout_seconds
-    return {"decode_responses": True, "socket_timeout": timeout,
-            "socket_connect_timeout": timeout}
+    # Every value taskq writes is UTF-8; one written by hand or another tool may not be,
+    # and strict decoding would fail every read of it (and every listing it is in)
+    # with an error that is no Redis error. Its bad bytes read as U+FFFD instead.
+    return {"decode_responses": True, "encoding_errors": "replace",
+            "socket_timeout": timeout, "socket_connect_timeout": timeout}
 
 
 def connect(settings: Settings | None = None) -> Client:

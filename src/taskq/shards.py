@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from taskq.boundary import redis_errors
-from taskq.errors import ConfigError
+from taskq.errors import ConfigError, InvalidTaskError
 from taskq.keys import SHARD_MARK, QueueKeys, check_idempotency_key, check_queue_name, new_id
 from taskq.limits import SHARDS, shown
 from taskq.transport import Client
@@ -141,11 +141,25 @@ def check_stored(layout: Layout, stored: object) -> None:
 
 
 def layouts(client: Client) -> dict[str, Layout]:
-    """Every sharded queue's stored layout, by queue name."""
+    """Every sharded queue's stored layout, by queue name; one that names a queue no
+    queue name can be (written by hand) is left out, as the queue list's are, rather
+    than stopping every reader of the others."""
     with redis_errors("read the sharded queues"):
         stored = client.hgetall(SHARDS_KEY)
-    return {str(queue): Layout(str(queue), tuple(str(shards).split(",")))
-            for queue, shards in sorted(stored.items())}
+    found = {}
+    for queue, shards in sorted(stored.items()):
+        layout = Layout(str(queue), tuple(str(shards).split(",")))
+        if all(valid_queue_name(name) for name in (layout.queue, *layout.shards)):
+            found[layout.queue] = layout
+    return found
+
+
+def valid_queue_name(name: str) -> bool:
+    try:
+        check_queue_name(name)
+    except InvalidTaskError:
+        return False
+    return True
 
 
 def layout_holding(client: Client, queue: str) -> Layout | None:

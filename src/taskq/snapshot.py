@@ -109,13 +109,14 @@ def queue_names(broker: Broker) -> list[str]:
 _skipped: set[str] = set()
 
 
-def take_snapshot(broker: Broker, limit: int = 20) -> QueueSnapshot:
-    """The queue and the feed position it reflects, read by one atomic script."""
+def take_snapshot(broker: Broker, limit: int = 20, groups: int | None = None) -> QueueSnapshot:
+    """The queue and the feed position it reflects, read by one atomic script: up to
+    `limit` tasks of each section and `groups` concurrency groups (default: `limit`)."""
     k = broker.keys
     with redis_errors("read the queue's state"):
         reply = broker.scripts.snapshot(
             keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch],
-            args=[k.prefix, limit],
+            args=[k.prefix, limit, limit if groups is None else groups],
         )
     values = [str(v) for v in reply]
     head, rest = values[:8], values[8:]

@@ -5,6 +5,7 @@ from stdout."""
 
 from __future__ import annotations
 
+import datetime
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,19 @@ def clean(text: str) -> str:
     """`text` safe to print: every control character in it (but tab and newline) as
     its escape, `\\x1b` or `\\u202e`."""
     return CONTROL.sub(_escape, text)
+
+
+def utc_time(ms: float, milliseconds: bool = False) -> str:
+    """A Redis time in ms as UTC text (`2026-12-04 07:28:35Z`, or ISO 8601 with its
+    milliseconds); a time past the years a date holds (a field changed by hand) as its
+    number, rather than an error that ends the listing it is in."""
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (ValueError, OverflowError, OSError):
+        return f"{ms} ms (past the years a date holds)"
+    if milliseconds:
+        return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return f"{when:%Y-%m-%d %H:%M:%S}Z"
 
 
 def one_line(text: str) -> str:

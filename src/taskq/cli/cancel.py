@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from taskq.broker import Broker
-from taskq.cli.common import add_queue_argument, add_task_ids, settings_from
+from taskq.cli.common import add_queue_argument, add_task_ids, settings_from, task_router
 from taskq.results import Cancellation
 
 HELP = "cancel tasks: a waiting or dead one ends now, a running one when its worker stops it"
@@ -17,14 +16,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    broker = Broker.from_settings(settings_from(args))
-    return report(broker, [broker.cancel(task_id) for task_id in args.task_ids])
+    route = task_router(args)
+    cancellations = [route(task_id).cancel(task_id) for task_id in args.task_ids]
+    return report(settings_from(args).queue, cancellations)
 
 
-def report(broker: Broker, cancellations: list[Cancellation]) -> int:
+def report(queue: str, cancellations: list[Cancellation]) -> int:
     """Print one line per task; 1 if any task was unknown, else 0."""
     for c in cancellations:
-        print(f"{c.task_id}: {line(c, broker.queue)}")
+        print(f"{c.task_id}: {line(c, queue)}")
     return 1 if any(c.outcome == "unknown" for c in cancellations) else 0
 
 
@@ -37,5 +37,10 @@ def line(c: Cancellation, queue: str) -> str:
     if c.outcome == "unchanged":
         if c.state == "running":
             return "unchanged: its cancel was requested already"
-        return f"unchanged: it has ended ({c.state})"
+        if c.state in ("completed", "cancelled"):
+            return f"unchanged: it has ended ({c.state})"
+        # Its record says it waits, but it is in no list that state has: a record or a
+        # list changed by hand, left as it is rather than guessed at.
+        return (f"unchanged: its record says {c.state}, but it is not where a {c.state} "
+                "task waits (see `taskq task` and its events)")
     return f"unknown: no task with this id on queue {queue!r}"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
+from collections.abc import Callable
 
 from taskq.broker import Broker
 from taskq.bulk import BULK_LIMIT, Bulk, cancel_all, retry_all
@@ -12,15 +12,26 @@ from taskq.cli.common import (
     add_queue_after_action,
     add_queue_argument,
     add_task_ids,
+    queue_brokers,
     settings_from,
+    task_router,
 )
-from taskq.terminal import one_line
+from taskq.errors import ConfigError, InvalidTaskError
+from taskq.limits import Range
+from taskq.limits import shown as shown_value
+from taskq.results import TaskRecord
+from taskq.terminal import one_line, utc_time
 
 HELP = "list the dead letter queue, or retry or cancel dead tasks"
+# How many dead tasks a listing shows: each is a read of its record.
+LISTED = Range("limit", 1, 100_000, 100, "tasks", whole=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_queue_argument(parser)
+    parser.add_argument("--limit", type=int, default=LISTED.default,
+                        help=f"most dead tasks listed, the most recent first ({LISTED.low}-"
+                             f"{LISTED.high:,}, default {LISTED.default})")
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     retry = actions.add_parser("retry", help="move dead tasks back to ready, retries reset")
     add_task_ids(retry, "*")
@@ -38,71 +49,109 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    broker = Broker.from_settings(settings_from(args))
+    queue = settings_from(args).queue
+    brokers = queue_brokers(args)
     if args.action == "retry":
-        return retry(broker, args.task_ids, args.all, args.yes)
+        return retry(brokers, task_router(args), args.task_ids, args.all, args.yes)
     if args.action == "cancel":
-        return cancel(broker, args.task_ids, args.all, args.yes)
-    dead = broker.dead()
-    if not dead:
-        print(f"the DLQ of queue {broker.queue!r} is empty")
+        return cancel(brokers, task_router(args), args.task_ids, args.all, args.yes)
+    limit = LISTED.check(args.limit, "--limit", error=ConfigError)
+    entries = listed(brokers, limit)
+    if not entries:
+        print(f"the DLQ of queue {queue!r} is empty")
         return 0
-    print(f"{len(dead)} dead task(s) on queue {broker.queue!r}, most recent first:")
-    for task_id in dead:
-        record = broker.task(task_id)
-        if record is None:
+    total = sum(broker.counts().dead for broker in brokers)
+    shown = f"the {len(entries)} most recent of {total:,}" if total > len(entries) else \
+        f"{len(entries)}"
+    shards = f" ({len(brokers)} shards)" if len(brokers) > 1 else ""
+    print(f"{shown} dead task(s) on queue {queue!r}{shards}, most recent first:")
+    for task_id, record in entries:
+        if record == "no id":
+            print(f"  {one_line(shown_value(task_id))}  (no task id: an entry taskq did not "
+                  "write; LREM it by hand)")
+        elif record is None:
             print(f"  {task_id}  (record missing)")
-            continue
-        when = datetime.datetime.fromtimestamp(record.dead_at / 1000, datetime.UTC)
-        print(one_line(f"  {task_id}  {record.name}  retries={record.retries}  "
-                       f"dead_at={when:%Y-%m-%d %H:%M:%S}Z"))
-        print(f"      {one_line(record.last_error)}")
+        else:
+            assert isinstance(record, TaskRecord)
+            print(one_line(f"  {task_id}  {record.name}  retries={record.retries}  "
+                           f"dead_at={utc_time(record.dead_at)}"))
+            print(f"      {one_line(record.last_error)}")
     return 0
 
 
-def retry(broker: Broker, task_ids: list[str], everything: bool, yes: bool = False) -> int:
+# A DLQ entry and its record: None when it has none, "no id" when it is no task id.
+Entry = tuple[str, TaskRecord | str | None]
+
+
+def listed(brokers: list[Broker], limit: int) -> list[Entry]:
+    """The `limit` most recent DLQ entries of the queue (of all its shards), each with its
+    record: None when it has none, "no id" for an entry that is no task id."""
+    entries: list[tuple[int, Entry]] = []
+    for broker in brokers:
+        for task_id in broker.dead(limit):
+            try:
+                record = broker.task(task_id)
+            except InvalidTaskError:
+                entries.append((0, (task_id, "no id")))
+                continue
+            entries.append((record.dead_at if record else 0, (task_id, record)))
+    if len(brokers) > 1:  # one DLQ is in order already; shards' are merged by death
+        entries.sort(key=lambda e: e[0], reverse=True)
+    return [entry for _, entry in entries[:limit]]
+
+
+def retry(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[str],
+          everything: bool, yes: bool = False) -> int:
     if everything == bool(task_ids):
-        print("taskq dlq retry: give task ids or --all (not both)")
+        print("taskq dlq retry: give task ids or --all (not both)", file=sys.stderr)
         return 2
     if everything:
-        if not confirmed(broker, "send back to ready", yes):
+        if not confirmed(brokers, "send back to ready", yes):
             return 1
-        done = retry_all(broker)
+        done = each_shard(brokers, retry_all)
         print(f"moved {len(done.done)} task(s) back to ready" + left_note(done))
         return 0
-    missing = [task_id for task_id in task_ids if not broker.retry_dead(task_id)]
+    missing = [task_id for task_id in task_ids if not route(task_id).retry_dead(task_id)]
     print(f"moved {len(task_ids) - len(missing)} task(s) back to ready")
     for task_id in missing:
         print(f"  {task_id}: not in the DLQ")
     return 1 if missing else 0
 
 
-def cancel(broker: Broker, task_ids: list[str], everything: bool, yes: bool = False) -> int:
+def cancel(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[str],
+           everything: bool, yes: bool = False) -> int:
     if everything == bool(task_ids):
-        print("taskq dlq cancel: give task ids or --all (not both)")
+        print("taskq dlq cancel: give task ids or --all (not both)", file=sys.stderr)
         return 2
     if everything:
-        if not confirmed(broker, "take out of the DLQ for good (they end cancelled)", yes):
+        if not confirmed(brokers, "take out of the DLQ for good (they end cancelled)", yes):
             return 1
-        done = cancel_all(broker)
+        done = each_shard(brokers, cancel_all)
         print(f"cancelled {len(done.done)} dead task(s)" + left_note(done))
         return 0
     # Only dead tasks: an id given here that runs or waits is not this command's to end.
     missing = [task_id for task_id in task_ids
-               if broker.cancel(task_id, only="dead").outcome != "cancelled"]
+               if route(task_id).cancel(task_id, only="dead").outcome != "cancelled"]
     print(f"cancelled {len(task_ids) - len(missing)} dead task(s)")
     for task_id in missing:
         print(f"  {task_id}: not in the DLQ")
     return 1 if missing else 0
 
 
-def confirmed(broker: Broker, what: str, yes: bool) -> bool:
+def each_shard(brokers: list[Broker], act: Callable[[Broker], Bulk]) -> Bulk:
+    """`act` on every shard's DLQ, its results added up."""
+    results = [act(broker) for broker in brokers]
+    return Bulk([i for r in results for i in r.done], [i for r in results for i in r.missed],
+                sum(r.left for r in results), [i for r in results for i in r.unusable])
+
+
+def confirmed(brokers: list[Broker], what: str, yes: bool) -> bool:
     """Whether to act on every dead task: asked on a terminal unless --yes; a script
     (no terminal) is taken to mean it."""
     if yes or not sys.stdin.isatty():
         return True
-    count = broker.counts().dead
-    answer = input(f"{what}: all {count} dead task(s) of queue {broker.queue!r}? [y/N] ")
+    count = sum(broker.counts().dead for broker in brokers)
+    answer = input(f"{what}: all {count} dead task(s) of queue {brokers[0].queue!r}? [y/N] ")
     if answer.strip().lower() in ("y", "yes"):
         return True
     print("nothing done")
@@ -111,6 +160,9 @@ def confirmed(broker: Broker, what: str, yes: bool) -> bool:
 
 def left_note(done: Bulk) -> str:
     gone = f"; {len(done.missed)} had left the DLQ meanwhile" if done.missed else ""
+    if done.unusable:
+        gone += (f"; {len(done.unusable)} entr{'y is' if len(done.unusable) == 1 else 'ies are'}"
+                 f" no task id, left as they are: {', '.join(map(shown_value, done.unusable))}")
     more = f"; {done.left} still dead (run it again for the next {BULK_LIMIT.default})" \
         if done.left else ""
     return gone + more

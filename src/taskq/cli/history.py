@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 
-from taskq.cli.common import add_queue_argument, broker_from
+from taskq.cli.common import add_queue_argument, queue_brokers, settings_from
 from taskq.recent import ENDS, RECENT_LIMIT, recent
-from taskq.terminal import show_table
+from taskq.terminal import show_table, utc_time
 
 HELP = "list recently ended tasks (completed, dead, cancelled), newest first; search them"
 
@@ -25,23 +24,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    broker = broker_from(args)
-    found = recent(broker, states=args.state or ENDS, id_prefix=args.id, name=args.name,
-                   limit=args.limit)
-    where = " (the whole log)" if found.complete else \
-        f" (the newest {found.scanned} log entries)"
-    if not found.tasks:
-        print(f"no ended task found on queue {broker.queue!r}{where}")
+    queue = settings_from(args).queue
+    brokers = queue_brokers(args)
+    founds = [recent(broker, states=args.state or ENDS, id_prefix=args.id, name=args.name,
+                     limit=args.limit) for broker in brokers]
+    # A sharded queue's shards each keep their own log: their tasks merged, newest first.
+    tasks = sorted((t for found in founds for t in found.tasks), key=lambda t: t.ended_at,
+                   reverse=True)[:args.limit]
+    scanned = sum(found.scanned for found in founds)
+    logs = "every shard's whole log" if len(brokers) > 1 else "the whole log"
+    where = f" ({logs})" if all(found.complete for found in founds) else \
+        f" (the newest {scanned} log entries)"
+    if not tasks:
+        print(f"no ended task found on queue {queue!r}{where}")
         return 0
-    title = f"{len(found.tasks)} ended task(s) on queue {broker.queue!r}, newest first{where}:"
+    title = f"{len(tasks)} ended task(s) on queue {queue!r}, newest first{where}:"
     plain, rows = [title], []
-    for task in found.tasks:
-        when = datetime.datetime.fromtimestamp(task.ended_at / 1000, datetime.UTC)
+    for task in tasks:
+        when = utc_time(task.ended_at)
         error = task.last_error if task.state != "completed" else ""
-        plain.append(f"  {when:%Y-%m-%d %H:%M:%S}Z  {task.state:<9}  {task.task_id}  "
+        plain.append(f"  {when}  {task.state:<9}  {task.task_id}  "
                      f"{task.name}  retries {task.retries}" + (f"  {error}" if error else ""))
-        rows.append([f"{when:%Y-%m-%d %H:%M:%S}Z", task.state, task.task_id, task.name,
-                     str(task.retries), error])
+        rows.append([when, task.state, task.task_id, task.name, str(task.retries), error])
     show_table(title, ["ended", "how", "task id", "name", "retries", "last error"], rows,
                plain)
     return 0

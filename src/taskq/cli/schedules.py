@@ -4,7 +4,6 @@ forget one that no worker declares any more."""
 from __future__ import annotations
 
 import argparse
-import datetime
 
 from taskq.broker import Broker
 from taskq.cli.common import add_queue_argument, checked, load_app, settings_from
@@ -12,6 +11,7 @@ from taskq.errors import ConfigError
 from taskq.schedule_view import FORGET_AFTER_MS, forget_schedule
 from taskq.schedules import Schedule, check_schedule_name
 from taskq.settings import Settings
+from taskq.terminal import utc_time
 
 HELP = "list an app's periodic schedules with their next and last fired ticks"
 
@@ -45,10 +45,10 @@ def main(args: argparse.Namespace) -> int:
     broker = Broker.from_settings(settings, args.queue or app.schedules_queue)
     now = broker.server_time_ms()
     print(f"{len(app.schedules)} schedule(s) on queue {broker.queue!r}, by the server's "
-          f"clock ({shown(now)}):")
+          f"clock ({utc_time(now)}):")
     for schedule in app.schedules.values():
         state = broker.schedule_state(schedule.name)
-        last = "never fired" if state is None else f"last tick {shown(state[0])}"
+        last = "never fired" if state is None else f"last tick {utc_time(state[0])}"
         replaced = state is not None and state[1] != schedule.version
         start = now if state is None else max(now, state[0])
         print(f"  {schedule.name}  {schedule.task}  {schedule.when}  policy={schedule.policy}")
@@ -69,14 +69,6 @@ def forget(args: argparse.Namespace, settings: Settings) -> int:
 
 def next_tick(schedule: Schedule, after_ms: int) -> str:
     try:
-        return shown(schedule.next_tick(after_ms))
+        return utc_time(schedule.next_tick(after_ms))
     except (ValueError, OverflowError):  # a last tick past the years a datetime holds
         return "none"
-
-
-def shown(ms: int) -> str:
-    try:
-        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    except (ValueError, OverflowError, OSError):
-        return f"{ms} ms (past the years a date holds)"
-    return f"{when:%Y-%m-%d %H:%M:%S}Z"

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 
-from taskq.broker import Broker
-from taskq.cli.common import add_queue_argument, settings_from
+from taskq.cli.common import add_queue_argument, task_router
 from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, read_task
 from taskq.limits import HISTORY_SCAN, PRIORITY
-from taskq.terminal import clean
+from taskq.terminal import clean, utc_time
 
 HELP = "show one task: its record, its result or error with traceback, and its events"
 
@@ -38,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     scan = HISTORY_SCAN.check(args.scan, "--scan", ConfigError)
-    broker = Broker.from_settings(settings_from(args))
+    broker = task_router(args)(args.task_id)
     view = read_task(broker, args.task_id, scan)
     if view is None:
         print(f"taskq task: {missing(args.task_id, broker.queue)}", file=sys.stderr)
@@ -131,10 +129,7 @@ def details(event: TaskEvent) -> str:
 
 def iso(ms: int) -> str:
     """A Redis time in ms as ISO 8601 UTC; '' for 0 (not set)."""
-    if not ms:
-        return ""
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_time(ms, milliseconds=True) if ms else ""
 
 
 def indented(text: str) -> str:

@@ -8,7 +8,9 @@
            upstream, error_type, error_message, stages, then per stage: size, group,
            policy, then per step, stage by stage: state, name, retries, upstream} (a
            field the record lacks as ''; a step whose record has expired as state '';
-           upstream names the step whose failure ended a skipped step)
+           upstream names the step whose failure ended a skipped step); a record
+           whose stage counts no script wrote (more than 10000 steps in all, or not
+           whole numbers) is an error, and nothing else is read
   Emits:   nothing (no task changes state)
 ]]
 --- @include "_common"
@@ -21,11 +23,22 @@ local f = redis.call('HMGET', record_key, 'state', 'stage', 'created_at', 'ended
 if not f[1] then return {} end
 local reply = {}
 for j = 1, 8 do reply[j] = f[j] or '' end
-local stages = tonumber(f[8])
-local sizes = {}
+-- A record start_flow wrote has at most LIMITS.count steps in all; one changed by hand
+-- could name millions, each a read in this one call, so its counts are checked first.
+local function count_of(text, what, most)
+  local n = tonumber(text)
+  if not n or n ~= n or n < 0 or n > most or n % 1 ~= 0 then
+    error('flow ' .. flow_id .. ' has a damaged record: ' .. what .. ' is ' ..
+      tostring(text) .. ', not a whole number from 0 to ' .. most)
+  end
+  return n
+end
+local stages = count_of(f[8], 'stages', LIMITS.count)
+local sizes, total = {}, 0
 for k = 1, stages do
   local s = redis.call('HMGET', record_key, 'size:' .. k, 'group:' .. k, 'policy:' .. k)
-  sizes[k] = tonumber(s[1])
+  sizes[k] = count_of(s[1], 'size:' .. k, LIMITS.count - total)
+  total = total + sizes[k]
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = s[1], s[2], s[3]
 end
 for k = 1, stages do

@@ -10,6 +10,7 @@
   KEYS[6] epoch   STRING  event log incarnation
   ARGV[1] prefix          queue key prefix; task keys derive from it
   ARGV[2] limit           most tasks listed per section (0 to 100000; 0: counts alone)
+  ARGV[3] groups          most concurrency groups listed (0 to 100000)
   Returns: {now_ms, ready, leased, delayed, dead, epoch, last_seq, last_ts,
             n, (id, expiry, name, worker, token, retries, progress, progress_message,
                 progress_token) x n,
@@ -19,7 +20,8 @@
            parked for a concurrency slot too; the last section has each concurrency
            limit's group (a name, or `<name>|<key>` for a limit kept per key), the
            name's limit as leases last applied it (0: unknown), the group's runs
-           holding a slot and its parked tasks
+           holding a slot and its parked tasks, the first `groups` of them by name (a
+           limit kept per account may have a group for each of thousands)
   Emits:   nothing
 ]]
 --- @include "_common"
@@ -28,15 +30,19 @@
 local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local events_key, epoch_key = KEYS[5], KEYS[6]
 local prefix, limit = ARGV[1], whole_arg('limit', ARGV[2], 0, LIMITS.limit)
+local shown_groups = whole_arg('groups', ARGV[3], 0, LIMITS.limit)
 
 -- The concurrency limits' groups (see _common): each limited name, or its keyed groups
 -- that hold a slot or wait for one (and the name itself if runs without a key do);
 -- any group with parked tasks; and the parked tasks in all.
+-- With no group listed, only the parked lines are read, to count their tasks as ready.
 local limited, listed, parked_total = {}, {}, 0
 local function list_group(group)
-  if not listed[group] then limited[#limited + 1], listed[group] = group, true end
+  if shown_groups > 0 and not listed[group] then
+    limited[#limited + 1], listed[group] = group, true
+  end
 end
-local most = redis.call('HGETALL', prefix .. 'limits')
+local most = shown_groups > 0 and redis.call('HGETALL', prefix .. 'limits') or {}
 for i = 1, #most, 2 do
   local groups = redis.call('SMEMBERS', groups_key(prefix, most[i]))
   if #groups == 0 or redis.call('SCARD', holding_key(prefix, most[i])) > 0 then
@@ -97,8 +103,9 @@ for _, id in ipairs(dead) do
     'last_error', 'error_type')
   add({id, record[1], record[2], record[3], record[4], record[5]})
 end
-reply[#reply + 1] = #limited
-for _, group in ipairs(limited) do
+reply[#reply + 1] = math.min(#limited, shown_groups)
+for i = 1, math.min(#limited, shown_groups) do
+  local group = limited[i]
   add({group, redis.call('HGET', prefix .. 'limits', group_name(group)) or '0',
     redis.call('SCARD', holding_key(prefix, group)),
     redis.call('LLEN', parked_key(prefix, group))})

@@ -126,7 +126,8 @@ def dlq(request: Request) -> JSONResponse:
 def limits(request: Request) -> JSONResponse:
     """The queue's concurrency limits (see `LimitView`): each limited name's limit, runs
     holding a slot and tasks parked for one, read in one atomic step."""
-    snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=0)
+    snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=0,
+                         groups=int_param(request, "limit", 1000, SNAPSHOT_LIMIT))
     return JSONResponse({"queue": snap.queue, "limits": [asdict(v) for v in snap.limits]})
 
 
