@@ -6,6 +6,8 @@ priority for the fixed keys they are."""
 
 from __future__ import annotations
 
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,10 +38,18 @@ from taskq.tools.chaos.flows import (
     flow_ids,
     triggers_expected,
 )
-from taskq.tools.chaos.producer import limited, priorities
+from taskq.tools.chaos.producer import priorities, task_names
 from taskq.tools.chaos.queue import ChaosQueue
+from taskq.tools.chaos.rate_checks import over_rate, rate_verdict
 from taskq.tools.chaos.run import MIN_TICKS
-from taskq.tools.chaos.schedules import LIMITED_TASK, PERIODS, period_ms
+from taskq.tools.chaos.schedules import (
+    LIMITED_TASK,
+    PERIODS,
+    THROTTLED_BURST,
+    THROTTLED_PER_SECOND,
+    THROTTLED_TASK,
+    period_ms,
+)
 from taskq.tools.ledger import Charge, Ledger
 from taskq.tools.tlatrace import read_log
 from taskq.tools.tracecheck import read_log as read_events
@@ -284,9 +294,13 @@ def limited_log(*steps: tuple[str, str, dict[str, str]]) -> list[tuple[int, dict
 
 class TestConcurrencyLimit:
     def test_the_producer_sends_about_a_tenth_as_the_limited_task(self) -> None:
-        drawn = limited(7, 4000)
-        assert drawn == limited(7, 4000) != limited(8, 4000)
-        assert 0.08 < sum(drawn) / len(drawn) < 0.12
+        drawn = task_names(7, 4000)
+        assert drawn == task_names(7, 4000) != task_names(8, 4000)
+        assert 0.08 < drawn.count(LIMITED_TASK) / len(drawn) < 0.12
+        # The rate-limited task ten at once in the middle of every thousand.
+        assert [i for i, n in enumerate(drawn) if n == THROTTLED_TASK] == [
+            i for k in range(0, 4000, 1000) for i in range(k + 500, k + 510)]
+        assert set(task_names(7, 4000, shards=3)) == {"taskq.simulate"}
 
     def test_leases_within_the_limit_pass_counting_every_way_a_lease_ends(self) -> None:
         steps = [(t, "leased", {}) for t in "abcd"] + [("x", "leased", {})]
@@ -313,6 +327,52 @@ class TestConcurrencyLimit:
         check = concurrency_check(limited_log(*steps))
         assert not check.ok
         assert check.detail.startswith("at most 5 at once over 5 leases")
+
+
+def throttled_log(*starts: int, throttled: int = 0) -> Rows:
+    """The rate-limited task's leases at the Redis times (ms) `starts`, one task each,
+    `throttled` of them throttled first; and another task's lease between each."""
+    rows: list[dict[str, str]] = []
+    for i, at in enumerate(starts):
+        rows.append({"task": f"r{i}", "type": "enqueued", "name": THROTTLED_TASK})
+        rows.append({"task": f"o{i}", "type": "enqueued", "name": "other"})
+        if i < throttled:
+            rows.append({"task": f"r{i}", "type": "throttled", "ts": str(at - 5)})
+        rows.append({"task": f"r{i}", "type": "leased", "ts": str(at)})
+        rows.append({"task": f"o{i}", "type": "leased", "ts": str(at)})
+    return list(enumerate(rows, start=1))
+
+
+class TestRateLimit:
+    SPACING = 1000 // THROTTLED_PER_SECOND
+
+    def test_a_burst_then_one_a_spacing_passes(self) -> None:
+        starts = [0] * THROTTLED_BURST + [self.SPACING * k for k in range(1, 20)]
+        ok, detail = rate_verdict(throttled_log(*starts, throttled=3), 0)
+        assert ok, detail
+        assert detail == (f"{len(starts)} starts, 3 times throttled; no window over the "
+                          "limit; 0 slot(s) still reserved after the drain")
+
+    def test_one_start_too_many_in_any_window_fails_counting_the_excess(self) -> None:
+        # The burst at once, one a spacing later, then two more where one fits.
+        starts = [0] * THROTTLED_BURST + [self.SPACING, self.SPACING * 2, self.SPACING * 2]
+        assert over_rate(starts, self.SPACING, THROTTLED_BURST) == 1
+        ok, detail = rate_verdict(throttled_log(*starts), 0)
+        assert not ok and "1 start(s) over the limit in the busiest window" in detail
+        assert over_rate([0] * (THROTTLED_BURST + 3), self.SPACING, THROTTLED_BURST) == 3
+
+    def test_a_slot_left_reserved_after_the_drain_fails(self) -> None:
+        ok, detail = rate_verdict(throttled_log(0), 2)
+        assert not ok and detail.endswith("2 slot(s) still reserved after the drain")
+
+    def test_the_bound_matches_the_models_for_every_pair_of_starts(self) -> None:
+        # over_rate's one pass against NeverOverRate's every pair, on random starts.
+        rng = random.Random(3)
+        for _ in range(300):
+            starts = sorted(rng.randrange(0, 200) for _ in range(rng.randrange(1, 15)))
+            worst = max(j - i + 1 - ((starts[j] - starts[i]) // 10 + 3)
+                        for i in range(len(starts)) for j in range(i, len(starts)))
+            assert over_rate(starts, 10, 3) == max(worst, 0), starts
 
 
 def flow_log(*flows: str, triggers: int | None = None,
@@ -478,6 +538,12 @@ def test_a_clean_run_passes_every_check_and_writes_its_report(tmp_path: Path) ->
     assert "| C1: every cancelled task ended cancelled, or completed by an ack that came " \
            "first | pass |" in report
     assert "| C1: no effect by a run after it could know of its cancel | pass |" in report
+    rate = next(x for x in report.splitlines() if x.startswith(f"| L1: {THROTTLED_TASK}"))
+    starts, throttled = (int(n) for n in re.findall(r"(\d+) (?:starts|times throttled)",
+                                                    rate))
+    # Throttled tasks wait on delayed, where the canceller picks some: their slots given
+    # back, the others' starts still within the limit.
+    assert "| pass |" in rate and starts > 0 and throttled > 0, rate
     w1 = next(x for x in report.splitlines() if x.startswith("| W1: "))
     assert "| pass | 5 started (3 chains, 2 chords), 5 completed with the right value; " \
            "14 stages started; 5 last-step charges |" in w1, w1

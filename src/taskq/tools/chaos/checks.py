@@ -24,10 +24,12 @@ from taskq.tools.chaos.flows import (
 )
 from taskq.tools.chaos.producer import Produced
 from taskq.tools.chaos.queue import ChaosQueue
+from taskq.tools.chaos.rate_checks import RATE_CHECK, rate_verdict
 from taskq.tools.chaos.schedules import (
     LIMITED_MOST,
     LIMITED_TASK,
     PERIODS,
+    THROTTLED_TASK,
     period_ms,
     tick_of,
 )
@@ -182,9 +184,12 @@ def run_checks(
     found.priority = report.priority
     found.checks.append(priority_check(report.priority))
     if queue.layout is None:
-        # A sharded queue refuses concurrency limits (they cannot hold across shards),
-        # so the run sends no limited task to count.
+        # A sharded queue refuses rate and concurrency limits (they cannot hold across
+        # shards), so the run sends no limited task to count.
         found.checks.append(concurrency_check(rows))
+        reserved = sum(int(client.zcard(b.keys.reserved(THROTTLED_TASK)))
+                       for b in queue.brokers)
+        found.checks.append(Check(RATE_CHECK, *rate_verdict(rows, reserved)))
 
     if flows is not None:
         found.flows = count_flows(rows, flows, ledger.charges_by_task(""))

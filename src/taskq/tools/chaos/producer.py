@@ -15,7 +15,7 @@ from taskq.results import SIMULATE_TASK
 from taskq.tools.chaos.flows import FlowStarter
 from taskq.tools.chaos.options import ChaosOptions
 from taskq.tools.chaos.queue import ChaosQueue
-from taskq.tools.chaos.schedules import LIMITED_TASK
+from taskq.tools.chaos.schedules import LIMITED_TASK, THROTTLED_TASK
 
 BATCH = 500
 # Keep this much work ready so workers never starve, and enqueues span the whole run.
@@ -24,8 +24,14 @@ READY_TARGET = 3000
 # rest are spread over every priority, so leases cross levels all the time and each
 # level empties and fills again.
 DEFAULT_SHARE = 0.5
-# The share of tasks sent as the concurrency-limited task (schedules.LIMITED_TASK).
+# The share of tasks sent as the concurrency-limited task (schedules.LIMITED_TASK), and
+# as the rate-limited one (schedules.THROTTLED_TASK).
 LIMITED_SHARE = 0.1
+# Rate-limited tasks are sent in a run of THROTTLED_RUN in the middle of every
+# THROTTLED_EVERY tasks, at the default priority, so each run is leased at once, past
+# the limit's burst: some of every run are throttled.
+THROTTLED_RUN = 10
+THROTTLED_EVERY = 1000
 
 
 def task_id(i: int) -> str:
@@ -44,11 +50,19 @@ def priorities(seed: int, count: int) -> list[int]:
 LIMIT_KEYS = ("acct-1", "acct-2", "acct-3")
 
 
-def limited(seed: int, count: int, shards: int = 1) -> list[bool]:
-    """Whether each of `count` tasks is sent as the limited task, the same for the same
-    seed; none on a sharded queue, where a limit cannot hold across shards."""
+def task_names(seed: int, count: int, shards: int = 1) -> list[str]:
+    """The name each of `count` tasks is sent as (the simulated task, or one of the
+    limited ones), the same for the same seed; no limited one on a sharded queue, where
+    a limit cannot hold across shards."""
     rng = random.Random(f"limited:{seed}")
-    return [rng.random() < LIMITED_SHARE and shards == 1 for _ in range(count)]
+    middle = THROTTLED_EVERY // 2
+    names = []
+    for i in range(count):
+        limited = rng.random() < LIMITED_SHARE and shards == 1
+        throttled = shards == 1 and middle <= i % THROTTLED_EVERY < middle + THROTTLED_RUN
+        names.append(THROTTLED_TASK if throttled else LIMITED_TASK if limited
+                     else SIMULATE_TASK)
+    return names
 
 
 @dataclass
@@ -84,8 +98,9 @@ class Producer(threading.Thread):
     def run(self) -> None:
         o = self.options
         payload = {"args": [], "kwargs": {"charge": 1}}
-        priority = priorities(o.seed, o.tasks)
-        name = [LIMITED_TASK if x else SIMULATE_TASK for x in limited(o.seed, o.tasks, o.shards)]
+        name = task_names(o.seed, o.tasks, o.shards)
+        priority = [PRIORITY.default if n == THROTTLED_TASK else p
+                    for n, p in zip(name, priorities(o.seed, o.tasks), strict=True)]
         for start in range(0, o.tasks, BATCH):
             if self.stopping.is_set():
                 break

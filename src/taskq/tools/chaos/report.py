@@ -9,9 +9,22 @@ from collections import Counter
 from taskq.limits import PRIORITY
 from taskq.tools.chaos.canceller import CANCEL_EVERY, DOOMED_TASK
 from taskq.tools.chaos.flows import CHAIN_LENGTH, CHORD_SIZE
-from taskq.tools.chaos.producer import DEFAULT_SHARE, LIMIT_KEYS, LIMITED_SHARE
+from taskq.tools.chaos.producer import (
+    DEFAULT_SHARE,
+    LIMIT_KEYS,
+    LIMITED_SHARE,
+    THROTTLED_EVERY,
+    THROTTLED_RUN,
+)
 from taskq.tools.chaos.run import ChaosResult
-from taskq.tools.chaos.schedules import LIMITED_MOST, LIMITED_TASK, POLICY
+from taskq.tools.chaos.schedules import (
+    LIMITED_MOST,
+    LIMITED_TASK,
+    POLICY,
+    THROTTLED_BURST,
+    THROTTLED_PER_SECOND,
+    THROTTLED_TASK,
+)
 
 
 def render(result: ChaosResult) -> str:
@@ -94,6 +107,11 @@ def _parameters(result: ChaosResult) -> dict[str, object]:
                              f"seed), spread over {len(LIMIT_KEYS)} accounts, at most "
                              f"{LIMITED_MOST} of its runs at once per account"
                              if o.shards == 1 else "none: a sharded queue refuses limits",
+        "rate limit": f"{THROTTLED_RUN} of every {THROTTLED_EVERY:,} tasks sent as "
+                      f"`{THROTTLED_TASK}`, at once, started at most "
+                      f"{THROTTLED_PER_SECOND}/s (burst {THROTTLED_BURST}) across every "
+                      "worker"
+                      if o.shards == 1 else "none: a sharded queue refuses limits",
         "shards": "1 (one queue)" if o.shards == 1 else
                   f"{o.shards}: each task on the shard of its key, each shard checked",
         "cancels": f"up to one task in {CANCEL_EVERY}, picked from ready, leased, delayed "

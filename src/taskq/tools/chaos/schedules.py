@@ -32,6 +32,13 @@ DRAIN_APP = "taskq.tools.chaos.worker_app:drain_app"
 # across every worker (see taskq.concurrency): check L1 counts them from the log.
 LIMITED_TASK = "chaos.limited"
 LIMITED_MOST = 4
+# Another share goes by this name, rate-limited across every worker (see taskq.rates):
+# the rate check counts its starts from the log. The producer sends them in runs longer
+# than the burst, so some of each run are throttled; fast enough that the throttled
+# ones (a thousand in a run of 100,000 tasks) do not lengthen a run.
+THROTTLED_TASK = "chaos.throttled"
+THROTTLED_PER_SECOND = 10
+THROTTLED_BURST = 2
 
 
 def period_ms(name: str) -> int:
@@ -49,8 +56,9 @@ def tick_of(schedule: str, task_id: str) -> int | None:
 
 def limited_app(settings: Settings | None = None,
                 simulation: Simulation | None = None) -> App:
-    """The simulated task, and the same function as LIMITED_TASK with max_concurrency:
-    every worker of the run, before and after the schedules stop, applies the limit. On
+    """The simulated task, and the same function as LIMITED_TASK with max_concurrency and
+    as THROTTLED_TASK with a rate limit: every worker of the run, before and after the
+    schedules stop, applies the limits. On
     a sharded queue, which refuses limits (and workflows), the simulated task alone. The
     workflows' tasks too (see taskq.tools.chaos.flows)."""
     simulation = simulation or Simulation.from_env()
@@ -60,6 +68,8 @@ def limited_app(settings: Settings | None = None,
     flow_tasks(app, simulation)
     app.task(LIMITED_TASK, max_concurrency=LIMITED_MOST, concurrency_key="account")(
         app.tasks[SIMULATE_TASK].fn)
+    app.task(THROTTLED_TASK, rate_limit=f"{THROTTLED_PER_SECOND}/s",
+             rate_burst=THROTTLED_BURST)(app.tasks[SIMULATE_TASK].fn)
     return app
 
 
