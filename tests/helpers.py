@@ -300,3 +300,17 @@ def cancel_scenario(broker: Broker) -> None:
         else:
             assert broker.fail("v", token, "boom").status == "cancelled"
     assert broker.cancel("a").outcome == "unchanged"  # ended: no event
+
+
+def no_ghost_slots(broker: Broker) -> None:
+    """NoGhostSlot for each limit, and only tasks still waiting hold a slot."""
+    rates = broker.client.hgetall(broker.keys.rates)
+    for limit in {key.split("|")[0] for key in rates}:
+        reserved = broker.client.zrange(broker.keys.reserved(limit), 0, -1, withscores=True)
+        start, next_slot = int(rates[limit]), int(rates[f"{limit}|next"])
+        interval = int(rates[f"{limit}|interval"])
+        free = max(start, int(reserved[-1][1]) + interval) if reserved else start
+        assert next_slot <= free, (limit, next_slot, free, reserved)
+        for task_id, _ in reserved:
+            state, slot = broker.client.hmget(broker.keys.task(task_id), "state", "rate_slot")
+            assert state in ("delayed", "pending") and slot is not None, (task_id, state)

@@ -13,6 +13,9 @@ import redis
 from helpers import dump, lease_one, leased, record_of
 from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError, InvalidTaskError, PayloadError, TaskqError
+from taskq.flow_handle import WorkflowHandle
+from taskq.flows import Flows
+from taskq.recent import recent
 
 SURROGATE = "bad\ud800"
 
@@ -182,6 +185,13 @@ class TestNumbersOfSubclassesAreTheirValues:
         broker.enqueue_many([NewTask("t1", max_retries=Few.RETRIES, priority=Few.PRIORITY)])
         record = record_of(broker, "t1")
         assert (record.max_retries, record.priority) == (2, 7)
+
+    def test_a_search_limit_from_an_enum_is_its_number(self, broker: Broker) -> None:
+        assert recent(broker, limit=Few.RETRIES, scan=Few.PRIORITY).tasks == []
+
+    def test_a_flow_step_number_from_an_enum_names_the_step(self, broker: Broker) -> None:
+        handle = WorkflowHandle("f", True, Flows(broker))
+        assert handle.step(Few.RETRIES, Few.PRIORITY).task_id == "f.2.7"
 
     def test_a_float_that_agrees_with_every_bound_is_judged_by_its_value(
         self, broker: Broker

@@ -340,7 +340,10 @@ class TestAKeyedLimit:
         lease_all(limited)  # two of each account run, the third parked
         snap = take_snapshot(limited, limit=5, groups=3)
         assert [v.key for v in snap.limits] == ["acct-00", "acct-01", "acct-02"]
+        assert snap.limit_groups == 12
         assert snap.counts.ready == limited.counts().ready == 12  # every parked one
+        # Unless told otherwise, a snapshot lists them all, however few tasks it lists.
+        assert len(take_snapshot(limited, limit=0).limits) == 12
 
     def test_a_parked_keyed_task_can_be_cancelled(self, limited: Broker) -> None:
         self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))

@@ -16,12 +16,13 @@ import redis
 
 import taskq as taskq_package
 from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
+from taskq import registry
 from taskq.broker import Broker
 from taskq.cli import main, parser
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.settings import Settings, Simulation, child_environment
-from taskq.shards import Layout, register
+from taskq.shards import SHARDS_KEY, Layout, register
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
 from waiting import wait_until
@@ -284,6 +285,27 @@ class TestShardedQueue:
         assert main(["dlq", "cancel", "--all", "--yes", "--queue", "sq"]) == 0
         assert "cancelled 4 dead task(s)" in capsys.readouterr().out
         assert all(b.dead() == [] for b in shards.values())
+
+    def test_workers_lists_the_workers_registered_on_the_shards(
+        self, shards: dict[str, Broker], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        presence = registry.Presence(worker_id="box-42-0a1b2c3d", host="box", pid=42,
+                                     concurrency=4, queues=("sq",), tasks=("t",),
+                                     version="0.1.0")
+        for broker in shards.values():
+            registry.register(broker, presence, in_hand=1, ttl=30)
+        assert main(["workers", "--queue", "sq"]) == 0
+        assert "1 live worker(s) on queue 'sq':" in capsys.readouterr().out
+
+    def test_a_layout_naming_no_queue_is_refused_naming_where_it_is(
+        self, shards: dict[str, Broker], client: redis.Redis,
+        capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        client.hset(SHARDS_KEY, "sq", "sq~0,bad name,sq~2")
+        assert main(["dlq", "--queue", "sq"]) == 2
+        err = capsys.readouterr().err
+        assert "the layout of queue 'sq' in Redis names a shard no queue name can be" in err
+        assert "HDEL taskq:shards sq" in err
 
     def test_history_merges_every_shards_ended_tasks(
         self, shards: dict[str, Broker], capsys: pytest.CaptureFixture[str]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from typing import Any
 
 import pytest
@@ -71,6 +72,39 @@ class TestEncodingRefusesWhatJsonCannotCarry:
     def test_brackets_inside_strings_are_no_nesting(self) -> None:
         text = '{"a":"' + "[{\\\"[" * 500 + '","b":[[1]]}'
         assert depth(text) == 3
+        assert depth(encode_payload({"a": "[{[" * 500, "b": [[{}]]}, LIMIT)) == 4
+
+    def test_the_depth_read_from_the_text_is_the_values_on_random_payloads(self) -> None:
+        rng = random.Random(1)
+        leaves = [1, "x[", "}{", 'q"[', "b\\]", "", "ü[{"]
+        key_ends = ["", "[", '"', "\\"]
+
+        def value(levels: int) -> Any:
+            if levels == 0 or rng.random() < 0.15:
+                return rng.choice(leaves)
+            if rng.random() < 0.5:
+                return [value(levels - 1) for _ in range(rng.randrange(4))]
+            return {"k" + str(i) + rng.choice(key_ends): value(levels - 1)
+                    for i in range(rng.randrange(4))}
+
+        def levels_of(v: Any) -> int:
+            inner = v.values() if isinstance(v, dict) else v if isinstance(v, list) else []
+            return 0 if not isinstance(v, dict | list) else 1 + max(map(levels_of, inner),
+                                                                     default=0)
+
+        for _ in range(500):
+            core = value(rng.randrange(1, 10))
+            for _ in range(rng.choice([0, 195, 230])):
+                core = [core]
+            payload = {"p": core, "pad": [[] for _ in range(rng.choice([1, 250]))]}
+            text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+            want, got = levels_of(payload), depth(text)
+            if text.count("[") + text.count("{") <= MAX_DEPTH:
+                assert got == 0 and want <= MAX_DEPTH
+            elif want <= MAX_DEPTH:
+                assert got == want, text[:80]
+            else:
+                assert got > MAX_DEPTH
 
     @pytest.mark.parametrize("payload", [[1, 2], "text", 3, (1,)])
     def test_a_payload_that_is_not_a_dict_is_refused_naming_its_type(self, payload: Any) -> None:

@@ -67,6 +67,20 @@ def test_once_shows_each_concurrency_limits_runs_and_waiting_tasks(
     assert "\n    jobs.export                         2 / 2     3\n" in out
 
 
+def test_once_shows_as_many_limits_as_rows_and_says_how_many_more(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue.concurrency_limits = (ConcurrencyLimit("jobs.export", 1, "account"),)
+    queue.enqueue_many([NewTask(f"e{i}", name="jobs.export", limit_key=f"acct-{i}")
+                        for i in range(5)])
+    assert len(queue.lease_many("w", 30, 10).tasks) == 5
+    assert main(["dashboard", "--once", "--queue", queue.queue, "--rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "\n    jobs.export (acct-1)                1 / 1     0\n" in out
+    assert "acct-2" not in out
+    assert "\n    ... and 3 more\n" in out
+
+
 def test_once_shows_each_shards_counts_on_a_line_under_its_sharded_queue(
     client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,7 +16,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import events
+from helpers import events, no_ghost_slots
 from taskq.broker import Broker, NewTask
 from taskq.rates import QUEUE_LIMIT, RateLimit
 from taskq.tools.tracecheck import read_log, validate
@@ -29,20 +29,6 @@ STEP = st.one_of(
     st.tuples(st.just("wait"), st.integers(0, 25), st.just(False)),
     st.tuples(st.just("cancel"), st.integers(0, 50), st.booleans()),
 )
-
-
-def no_ghost_slots(broker: Broker) -> None:
-    """NoGhostSlot for each limit, and only tasks still waiting hold a slot."""
-    rates = broker.client.hgetall(broker.keys.rates)
-    for limit in {key.split("|")[0] for key in rates}:
-        reserved = broker.client.zrange(broker.keys.reserved(limit), 0, -1, withscores=True)
-        start, next_slot = int(rates[limit]), int(rates[f"{limit}|next"])
-        interval = int(rates[f"{limit}|interval"])
-        free = max(start, int(reserved[-1][1]) + interval) if reserved else start
-        assert next_slot <= free, (limit, next_slot, free, reserved)
-        for task_id, _ in reserved:
-            state, slot = broker.client.hmget(broker.keys.task(task_id), "state", "rate_slot")
-            assert state in ("delayed", "pending") and slot is not None, (task_id, state)
 
 
 def run(broker: Broker, steps: list[tuple[str, int, bool]]) -> None:

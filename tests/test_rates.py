@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import events, record_of, wait_past
+from helpers import events, no_ghost_slots, record_of, wait_past
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError
@@ -260,6 +260,20 @@ class TestGiveBack:
         broker.promote()
         assert leased(broker) == ["s1"]
         assert reserved(broker) == {}
+        no_ghost_slots(broker)  # its slot given back, not only taken out of the line
+
+    def test_a_task_started_by_a_lease_that_limits_other_names_gives_back_its_slot(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 10)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
+        assert leased(broker) == ["s0"]
+        broker.rate_limits = (RateLimit("other", 10),)
+        wait_past(0.4)
+        broker.promote()
+        assert sorted(leased(broker)) == ["s1", "s2", "s3"]
+        assert reserved(broker) == {}
+        no_ghost_slots(broker)
 
 
 def test_names_that_extend_one_another_keep_their_own_cursors(broker: Broker) -> None:

@@ -402,7 +402,7 @@ def test_the_scripts_limits_are_taskq_limits_in_script_units() -> None:
     assert default is not None and int(default[1]) == limits.PRIORITY.default
 
 
-HELPER_FILES = ("_slots", "_ended", "_flow", "_cancel")
+HELPER_FILES = ("_slots", "_rates", "_ended", "_flow", "_cancel")
 DEFINED = re.compile(r"^local (?:function )?(\w+)", re.MULTILINE)
 INCLUDED = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
 SCRIPTS = sorted(p.name.removesuffix(".lua") for p in resources.files("taskq").joinpath("lua")

@@ -210,7 +210,7 @@ class AsyncBroker:
         BLMOVE. True if it woke for an end (call `watch` again to read it); False too
         when the client's blocking connections stayed in use that long."""
         done = self.keys.done(check_task_id(task_id))
-        TIMEOUT.check(timeout)
+        timeout = TIMEOUT.check(timeout)
         gate, clock = _blocking_gate(self.client), asyncio.get_running_loop().time
         began = clock()
         try:

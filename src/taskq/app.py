@@ -143,7 +143,7 @@ class Task(Generic[P, R]):
 
     def _calls(self, calls: Iterable[NewTask | tuple[Any, ...]],
                batch_size: int) -> list[NewTask]:
-        BATCH_SIZE.check(batch_size)
+        batch_size = BATCH_SIZE.check(batch_size)
         if isinstance(calls, str | bytes | dict) or not isinstance(calls, Iterable):
             raise InvalidTaskError(f"calls must be an iterable of task.call(...) or tuples of "
                                    f"arguments, not {shown(calls)}")

@@ -18,17 +18,37 @@ _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 # the writer wrote: near Python's own limit, a payload written could not be read back,
 # and its task went to the DLQ.
 MAX_DEPTH = 200
-# A JSON text's brackets, and its strings (which may hold brackets of their own).
-_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+# What the depth is read from: brackets, and the quotes and backslashes that say which
+# brackets are inside strings (so no bracket there counts).
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"\\')
+_LEAF_PAIR = re.compile(rb"\[\]|\{\}")
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def depth(text: str) -> int:
     """How deep the JSON `text` nests (1 for a flat list or object), or 0 when it holds
-    too few brackets to nest past MAX_DEPTH (counted in C: the usual payload)."""
+    too few brackets to nest past MAX_DEPTH (counted in C: the usual payload); from
+    MAX_DEPTH + 1 on it may stop counting.
+
+    Counted on bytes in C as far as it can be: all but brackets, quotes and
+    backslashes dropped, the strings' contents (every other piece between quotes)
+    dropped, then each pass removes the innermost pairs: as many passes as levels."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return 0
+    marks = text.encode("utf-8", "surrogatepass").translate(None, _NOT_STRUCTURE)
+    if b"\\" in marks:  # an escaped quote or backslash: strings cannot be cut at quotes
+        return _scanned_depth(text)
+    brackets = b"".join(marks.split(b'"')[::2])
+    levels = 0
+    while brackets and levels <= MAX_DEPTH:
+        levels += 1
+        brackets = _LEAF_PAIR.sub(b"", brackets)
+    return levels
+
+
+def _scanned_depth(text: str) -> int:
     level = deepest = 0
-    for token in _NESTING.findall(text):
+    for token in _STRING_OR_BRACKET.findall(text):
         if token in ("[", "{"):
             level += 1
             deepest = max(deepest, level)

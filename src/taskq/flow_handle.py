@@ -42,8 +42,7 @@ class WorkflowHandle:
         `status()`, `result()` and `cancel()`, and on a handle made in a coroutine their
         `_async` twins on its event loop. `InvalidTaskError` unless both are whole
         numbers from 1 to 10000 (a step beyond the workflow's reads "unknown")."""
-        for what, value in (("stage", stage), ("index", index)):
-            STEP_NUMBER.check(value, what)
+        stage, index = STEP_NUMBER.check(stage, "stage"), STEP_NUMBER.check(index, "index")
         task_id = flow_step_id(self.flow_id, stage, index)
         return TaskHandle(task_id, False, broker=self.flows.broker,
                           async_broker=None if self.async_flows is None

@@ -137,7 +137,7 @@ class ResultWait:
     def __init__(self, task_id: str, queue: str, timeout: float | None,
                  what: str = "") -> None:
         if timeout is not None:
-            TIMEOUT.check(timeout)
+            timeout = TIMEOUT.check(timeout)
         self.task_id, self.queue, self.timeout = task_id, queue, timeout
         # What the timeout's message says has not ended (default: the task).
         self.what = what or f"task {task_id}"

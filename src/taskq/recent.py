@@ -55,8 +55,7 @@ def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
         if not isinstance(value, str) or len(value) > MAX_SEARCH_CHARS or not utf8(value):
             raise InvalidTaskError(f"the {what} searched for must be text (UTF-8) of at "
                                    f"most {MAX_SEARCH_CHARS} characters, not {shown(value)}")
-    RECENT_LIMIT.check(limit)
-    RECENT_SCAN.check(scan)
+    limit, scan = RECENT_LIMIT.check(limit), RECENT_SCAN.check(scan)
     with redis_errors("read the recently ended tasks"):
         reply = broker.scripts.recent(keys=[broker.keys.events],
                                       args=[broker.keys.prefix, ",".join(states), id_prefix,

@@ -74,7 +74,7 @@ class ShardedBroker:
 
     def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                      ) -> list[TaskHandle]:
-        BATCH_SIZE.check(batch_size)
+        batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         self._register()
         return in_order(len(tasks), [
@@ -101,7 +101,7 @@ class AsyncShardedBroker:
 
     async def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                            ) -> list[TaskHandle]:
-        BATCH_SIZE.check(batch_size)
+        batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         await self._register()
         return in_order(len(tasks), [

@@ -170,5 +170,9 @@ def layout_holding(client: Client, queue: str) -> Layout | None:
     if stored is None:
         return None
     found = Layout(whole, tuple(str(stored).split(",")))
+    if not all(map(valid_queue_name, found.shards)):
+        raise ConfigError(f"the layout of queue {whole!r} in Redis names a shard no queue "
+                          f"name can be ({shown(str(stored))}): fix or remove it with "
+                          f"HDEL {SHARDS_KEY} {whole}")
     return found if queue == whole or queue in found.shards else None
 

@@ -80,6 +80,8 @@ class QueueSnapshot:
     seq: int
     last_ts: int
     limits: list[LimitView]
+    # How many concurrency groups there are in all: `limits` holds the first of them.
+    limit_groups: int = 0
 
     @property
     def position(self) -> str:
@@ -109,21 +111,26 @@ def queue_names(broker: Broker) -> list[str]:
 _skipped: set[str] = set()
 
 
-def take_snapshot(broker: Broker, limit: int = 20, groups: int | None = None) -> QueueSnapshot:
+# Concurrency groups a snapshot lists unless told otherwise: a limit kept per account
+# may have thousands, and the reply (and a dashboard's table) must stay bounded.
+GROUPS_SHOWN = 1000
+
+
+def take_snapshot(broker: Broker, limit: int = 20, groups: int = GROUPS_SHOWN) -> QueueSnapshot:
     """The queue and the feed position it reflects, read by one atomic script: up to
-    `limit` tasks of each section and `groups` concurrency groups (default: `limit`)."""
+    `limit` tasks of each section and the first `groups` concurrency groups by name."""
     k = broker.keys
     with redis_errors("read the queue's state"):
         reply = broker.scripts.snapshot(
             keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch],
-            args=[k.prefix, limit, limit if groups is None else groups],
+            args=[k.prefix, limit, groups],
         )
     values = [str(v) for v in reply]
     head, rest = values[:8], values[8:]
     leased, rest = _section(rest, 9)
     delayed, rest = _section(rest, 7)
     dead, rest = _section(rest, 6)
-    limits, _ = _section(rest, 4)
+    limits, rest = _section(rest, 4)
     return QueueSnapshot(
         queue=broker.queue,
         now_ms=int(head[0]),
@@ -139,6 +146,7 @@ def take_snapshot(broker: Broker, limit: int = 20, groups: int | None = None) ->
         last_ts=int(fingerprint(head[7]) or 0),
         limits=[LimitView(r[0].partition("|")[0], stored_int(r[1]), stored_int(r[2]),
                           stored_int(r[3]), r[0].partition("|")[2]) for r in limits],
+        limit_groups=int(rest[0]),
     )
 
 

@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
 
     def read() -> tuple[list[Views], list[ShardsView]]:
         names, sharded = shown(base, settings, args.queue)
-        return ([(take_snapshot(broker(n), args.rows), read_schedules(broker(n)),
+        return ([(take_snapshot(broker(n), args.rows, args.rows), read_schedules(broker(n)),
                   read_totals(broker(n)), read_throughput(broker(n)), read_workers(broker(n)))
                  for n in names],
                 [shards_of(layout, broker) for layout in sharded])
@@ -205,6 +205,8 @@ def _limit_lines(snap: QueueSnapshot) -> list[str]:
         most = str(limit.most) if limit.most else "?"
         shown = f"{limit.name} ({limit.key})" if limit.key else limit.name
         lines.append(f"    {shown:32.32}  {limit.running:>3} / {most:<4}  {limit.parked}")
+    if snap.limit_groups > len(snap.limits):
+        lines.append(f"    ... and {snap.limit_groups - len(snap.limits):,} more")
     return lines
 
 

@@ -58,6 +58,8 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
         for limit in snap.limits:
             name = f"{limit.name} ({limit.key})" if limit.key else limit.name
             add_row(table, name, f"{limit.running} / {limit.most or '?'}", str(limit.parked))
+        if snap.limit_groups > len(snap.limits):
+            add_row(table, f"... and {snap.limit_groups - len(snap.limits):,} more", "", "")
         parts.append(table)
     if snap.dead:
         table = _table("dead letter queue (most recent first)", "task", "name", "retries",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from taskq.broker import Broker
-from taskq.cli.common import settings_from
+from taskq.cli.common import queue_brokers, settings_from
 from taskq.registry import WorkerView, read_workers
 from taskq.snapshot import queue_names
 from taskq.terminal import show_table
@@ -21,14 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     base = Broker.from_settings(settings)
-    names = [args.queue] if args.queue else queue_names(base) or [settings.queue]
+    # A sharded queue's workers register on each of its shards.
+    brokers = queue_brokers(args) if args.queue else [
+        Broker(base.client, name) for name in queue_names(base) or [settings.queue]]
     seen: dict[str, WorkerView] = {}
     now = 0
-    for name in names:
-        now, found = read_workers(Broker(base.client, name))
+    for broker in brokers:
+        now, found = read_workers(broker)
         for worker in found:
             seen.setdefault(worker.worker_id, worker)
-    where = f"queue {args.queue!r}" if args.queue else f"{len(names)} queue(s)"
+    where = f"queue {args.queue!r}" if args.queue else f"{len(brokers)} queue(s)"
     if not seen:
         print(f"no live worker on {where}")
         return 0

@@ -30,18 +30,22 @@ local function give_back_slot(prefix, limit, task_id, start, next, interval)
   return math.min(next, free)
 end
 
--- Gives back every slot the task `task_id` of `name` waits for, as a cancel does: the
--- limits' cursors are read from and written to the `rates` hash (see lease.lua's KEYS).
-local function give_back_slots(prefix, task_id, name)
+-- Gives back the slot `task_id` waits for under `limit`, that limit's cursors read from
+-- and written to the `rates` hash (see lease.lua's KEYS): for a caller that holds no
+-- cursor of it (a cancel; a lease that does not apply that limit).
+local function give_back_stored(prefix, limit, task_id)
   local rates = prefix .. 'rates'
-  for _, limit in ipairs({name, QUEUE_LIMIT}) do
-    local stored = redis.call('HMGET', rates, limit, limit .. '|next', limit .. '|interval')
-    local start, next, interval = tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
-    if start and next and interval then
-      local given = give_back_slot(prefix, limit, task_id, start, next, interval)
-      if given < next then redis.call('HSET', rates, limit .. '|next', integer_text(given)) end
-    else
-      redis.call('ZREM', reserved_key(prefix, limit), task_id)
-    end
+  local stored = redis.call('HMGET', rates, limit, limit .. '|next', limit .. '|interval')
+  local start, next, interval = tonumber(stored[1]), tonumber(stored[2]), tonumber(stored[3])
+  if start and next and interval then
+    local given = give_back_slot(prefix, limit, task_id, start, next, interval)
+    if given < next then redis.call('HSET', rates, limit .. '|next', integer_text(given)) end
+  else
+    redis.call('ZREM', reserved_key(prefix, limit), task_id)
   end
+end
+
+-- Gives back every slot the task `task_id` of `name` waits for, as a cancel does.
+local function give_back_slots(prefix, task_id, name)
+  for _, limit in ipairs({name, QUEUE_LIMIT}) do give_back_stored(prefix, limit, task_id) end
 end

@@ -179,7 +179,7 @@ local function admitted(task_id, task_key, name, slot)
       applied[#applied + 1] = a
       if a.start - a.tolerance > now_us then refused[#refused + 1] = a end
     elseif slot then
-      redis.call('ZREM', reserved_key(prefix, key), task_id)
+      give_back_stored(prefix, key, task_id)  -- a limit this call does not apply
     end
   end
   if #refused == 0 then
@@ -300,9 +300,7 @@ local function lease_from(list)
       -- Throttled before, by a rate limit no worker applies now: it waits for no slot.
       if n_rates == 0 and record[6] then
         redis.call('HDEL', task_key, 'rate_slot')
-        for _, limit in ipairs({record[1], QUEUE_LIMIT}) do
-          redis.call('ZREM', reserved_key(prefix, limit), task_id)
-        end
+        give_back_slots(prefix, task_id, record[1])
       end
       if record[10] then redis.call('HDEL', task_key, 'line') end
       local token = integer_text((tonumber(record[5]) or 0) + 1)

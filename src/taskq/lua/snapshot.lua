@@ -16,12 +16,13 @@
                 progress_token) x n,
             m, (id, run_at, name, retries, last_error, error_type, rate_slot) x m,
             d, (id, name, retries, dead_at, last_error, error_type) x d,
-            c, (group, max, holding, parked) x c}: `ready` counts the pending tasks
+            c, (group, max, holding, parked) x c, groups}: `ready` counts the pending tasks
            parked for a concurrency slot too; the last section has each concurrency
            limit's group (a name, or `<name>|<key>` for a limit kept per key), the
            name's limit as leases last applied it (0: unknown), the group's runs
            holding a slot and its parked tasks, the first `groups` of them by name (a
-           limit kept per account may have a group for each of thousands)
+           limit kept per account may have a group for each of thousands); `groups` at
+           the end: how many there are in all (0 when none is asked for)
   Emits:   nothing
 ]]
 --- @include "_common"
@@ -110,4 +111,5 @@ for i = 1, math.min(#limited, shown_groups) do
     redis.call('SCARD', holding_key(prefix, group)),
     redis.call('LLEN', parked_key(prefix, group))})
 end
+reply[#reply + 1] = #limited
 return reply
