@@ -539,6 +539,14 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=172693, generated=619112, depth=28, left=0),
     ),
     Check(
+        spec="RateLimit/RateLimit.tla",
+        config="RateLimit/RateLimit_Release.cfg",
+        build=rate_limit.model,
+        # A redeploy's release of the waiting line: each task checked again when leased.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=196158, generated=535262, depth=29, left=0),
+    ),
+    Check(
         spec="RateLimit/RateLimitCheckThenTake.tla",
         config="RateLimit/RateLimitCheckThenTake.cfg",
         build=rate_limit.check_then_take_model,
@@ -569,6 +577,14 @@ CHECKS: tuple[Check, ...] = (
         # A throttled task cancelled: the next slot stays behind the one it held.
         expect=Expect.violated("NoGhostSlot", depth=5),
         tlc=TLC(distinct=262, generated=512, depth=5, left=192),
+    ),
+    Check(
+        spec="RateLimit/RateLimitReleaseKeepsNext.tla",
+        config="RateLimit/RateLimitReleaseKeepsNext.cfg",
+        build=rate_limit.release_keeps_next_model,
+        # The line released, the next slot left behind the slots no one holds now.
+        expect=Expect.violated("NoGhostSlot", depth=5),
+        tlc=TLC(distinct=107, generated=137, depth=5, left=77),
     ),
     Check(
         spec="ConcurrencyLimit/ConcurrencyLimit.tla",

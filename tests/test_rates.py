@@ -100,6 +100,46 @@ class TestLease:
         wait_ms = record_of(broker, "new").run_at - broker.server_time_ms()
         assert 0 < wait_ms <= 60
 
+    def test_a_raised_limit_makes_the_tasks_waiting_at_the_old_spacing_due_now(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert leased(broker) == ["s0"]  # four throttled, up to four hours out
+        limited(broker, 100)  # the fix deployed: a hundred a second
+        assert leased(broker) == []  # this call releases their line
+        now = broker.server_time_ms()
+        assert all(record_of(broker, f"s{i}").run_at <= now for i in range(1, 5))
+        assert reserved(broker) == {}
+        started: list[str] = []
+        while len(started) < 4:  # checked again, at the new spacing: 10 ms apart
+            broker.promote()
+            started += leased(broker)
+            wait_past(0.005)
+        assert sorted(started) == ["s1", "s2", "s3", "s4"]
+        no_ghost_slots(broker)
+
+    def test_a_long_line_is_released_a_call_at_a_time_and_a_cancel_leaves_it(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i:04}", name="slow") for i in range(1501)])
+        assert leased(broker, 1) == ["s0000"]
+        assert leased(broker, 1) == leased(broker, 1) == []  # a call passes a thousand
+        assert len(reserved(broker)) == 1500
+        limited(broker, 2 / 3600)
+        now = broker.server_time_ms()
+        leased(broker, 1)  # releases the line, and makes its first thousand due
+        key = broker.keys.prefix + "released:slow"
+        left = broker.client.zrange(key, 0, -1)
+        assert len(left) == 500
+        assert broker.cancel(left[0]).outcome == "cancelled"
+        assert broker.client.zcard(key) == 499
+        leased(broker, 1)
+        assert broker.client.exists(key) == 0
+        waiting = broker.client.zrange(broker.keys.delayed, 0, -1, withscores=True)
+        assert len(waiting) == 1499 and max(at for _, at in waiting) <= now + 1000
+
     def test_a_throttled_task_leased_on_time_starts_and_forgets_its_slot(
         self, broker: Broker
     ) -> None:

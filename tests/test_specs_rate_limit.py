@@ -16,7 +16,8 @@ from specs.tlacheck import cfg as cfgs
 
 from spec_runs import catalogued, result
 
-ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False, max_cancels=0)
+ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False, max_cancels=0,
+                       max_releases=0)
 
 Step = tuple[rl.State, str, rl.State]
 
@@ -58,9 +59,10 @@ def leased(s: rl.State, t: rl.State) -> int:
     return next(u for u in s.place if (s.place[u], s.runAt[u]) != (t.place[u], t.runAt[u]))
 
 
-def progress(s: rl.State) -> tuple[int, int, int, int, int]:
+def progress(s: rl.State) -> tuple[int, int, int, int, int, int]:
     cancelled = sum(p == "cancelled" for p in s.place.values())
-    return s.now, len(s.starts), cancelled, s.nextSlot, sum(p == "ready" for p in s.place.values())
+    return (s.now, len(s.starts), cancelled, s.releases, s.nextSlot,
+            sum(p == "ready" for p in s.place.values()))
 
 
 def lateness(config: str) -> set[int]:
@@ -83,7 +85,8 @@ class TestRateLimitOnTime:
     ) -> None:
         # No cycle in a finite graph: EveryTaskStarts, checked where runs stop, is then
         # "every task eventually starts".
-        for config in ("RateLimit.cfg", "RateLimit_Late.cfg", "RateLimit_Cancel.cfg"):
+        for config in ("RateLimit.cfg", "RateLimit_Late.cfg", "RateLimit_Cancel.cfg",
+                       "RateLimit_Release.cfg"):
             for s, label, t in steps(config):
                 assert progress(t) > progress(s), label
 
@@ -159,6 +162,25 @@ class TestRateLimitCancel:
         assert any(t.nextSlot - ON_TIME.interval < s.nextSlot for s, t in again)
 
 
+class TestRateLimitRelease:
+    def test_the_limit_holds_in_all_196158_states_with_the_line_released(self) -> None:
+        found = result("RateLimit.tla", "RateLimit_Release.cfg")
+        assert found.ok
+        assert figures(found) == (196158, 535262, 29, 0)
+
+    def test_a_release_makes_every_waiting_task_due_and_the_next_slot_the_start(
+        self,
+    ) -> None:
+        released = [(s, t) for s, label, t in steps("RateLimit_Release.cfg")
+                    if label == "Release"]
+        assert released
+        assert all(t.nextSlot == t.startAt and not any(rl.throttled(t, u) for u in t.place)
+                   for _, t in released)
+        # Some released task is throttled again later, at a later slot than it had.
+        assert any(label.endswith("/throttled") and s.releases == 1
+                   for s, label, _ in steps("RateLimit_Release.cfg"))
+
+
 class TestRateLimitMutants:
     def test_two_workers_reading_the_same_cursors_both_start_on_them(self) -> None:
         found = result("RateLimitCheckThenTake.tla", "RateLimitCheckThenTake.cfg")
@@ -219,6 +241,17 @@ class TestRateLimitMutants:
         last = found.violation.trace[-1].state
         # Task 3 held slot 4 and no one waits now: the next task would be handed 6.
         assert (last.startAt, last.nextSlot) == (4, 6)
+
+    def test_a_release_that_keeps_the_next_slot_leaves_it_behind_no_one(self) -> None:
+        found = result("RateLimitReleaseKeepsNext.tla", "RateLimitReleaseKeepsNext.cfg")
+        assert found.violation is not None and found.violation.name == "NoGhostSlot"
+        assert figures(found) == (107, 137, 5, 77)
+        assert actions(found) == [
+            "Lease(t=1)/started", "Lease(t=2)/started", "Lease(t=3)/throttled",
+            "ReleaseKeepsNext",
+        ]  # fmt: skip
+        last = found.violation.trace[-1].state
+        assert (last.startAt, last.nextSlot, last.runAt[3]) == (4, 6, rl.NO_RUN_AT)
 
     def test_without_cancels_the_old_design_still_loses_a_late_tasks_slot(self) -> None:
         late = build("RateLimitGhostSlot.tla", "RateLimitGhostSlot.cfg", LATE=True,

@@ -23,6 +23,12 @@
 (*              task still waits for (or to S_a), if that is earlier. The  *)
 (*              slots of waiting tasks are kept on `reserved:<name>`, a    *)
 (*              ZSET, for this.                                            *)
+(*   Release    lease.lua after a redeploy changed the limit's rate (up to *)
+(*              MAX_RELEASES times): the waiting line is released, every   *)
+(*              throttled task made due now, holding no slot, and S_r      *)
+(*              comes back to S_a; each is checked again when leased. (The *)
+(*              code also puts S_a as far ahead at the new spacing as it   *)
+(*              was at the old; the model keeps one spacing.)              *)
 (*   Tick       Redis time passes a tick.                                  *)
 (* A start is the lease that lets a task run: `starts` records its time.   *)
 (* Every start passes the GCRA check at its own time, so the limit holds   *)
@@ -46,7 +52,8 @@
 (* cursors read and written in two steps), RateLimitNoWait (a throttled    *)
 (* task left on ready), RateLimitKeptSlot (the first design: a throttled   *)
 (* task keeps its slot and starts on it unchecked), RateLimitGhostSlot (a  *)
-(* cancel leaves S_r where it was). Python transcription: rate_limit.py.   *)
+(* cancel leaves S_r where it was), RateLimitReleaseKeepsNext (a release   *)
+(* leaves S_r where it was). Python transcription: rate_limit.py.          *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets
 
@@ -56,7 +63,8 @@ CONSTANTS
     BURST,      \* B: starts let through at once after a quiet spell (rate_burst)
     MAX_TIME,   \* the clock passes MAX_TIME only to reach a delayed task's run_at
     LATE,       \* TRUE: a due throttled task may wait for a worker any time
-    MAX_CANCELS \* tasks cancelled before they start, at most
+    MAX_CANCELS, \* tasks cancelled before they start, at most
+    MAX_RELEASES \* redeploys that release the waiting line, at most
 
 Tasks == 1..TASKS
 NoRunAt == 0    \* a throttled task's run_at is later than its lease's now, so never 0
@@ -71,9 +79,10 @@ VARIABLES
     place,      \* each task: "ready", "delayed", "started" (leased to run) or
                 \* "cancelled"
     runAt,      \* each throttled task's run_at until it starts, else NoRunAt
-    starts      \* the time of every start, in order
+    starts,     \* the time of every start, in order
+    releases    \* how many times the line was released
 
-vars == <<now, startAt, nextSlot, place, runAt, starts>>
+vars == <<now, startAt, nextSlot, place, runAt, starts, releases>>
 
 TypeOK ==
     /\ now \in 0..Horizon
@@ -82,6 +91,7 @@ TypeOK ==
     /\ place \in [Tasks -> {"ready", "delayed", "started", "cancelled"}]
     /\ runAt \in [Tasks -> 0..Horizon]
     /\ starts \in Seq(0..Horizon)
+    /\ releases \in 0..MAX_RELEASES
 
 Init ==
     /\ now = 0
@@ -90,6 +100,7 @@ Init ==
     /\ place = [t \in Tasks |-> "ready"]
     /\ runAt = [t \in Tasks |-> NoRunAt]
     /\ starts = <<>>
+    /\ releases = 0
 
 Throttled(t) == runAt[t] # NoRunAt
 
@@ -143,7 +154,7 @@ GiveBack(t) == IF Throttled(t) THEN Min(nextSlot, FreeFrom(t)) ELSE nextSlot
 LeaseTo(t, to) ==
     /\ place[t] = "ready"
     /\ Gcra(t, startAt, GiveBack(t), to)
-    /\ UNCHANGED now
+    /\ UNCHANGED <<now, releases>>
 
 Lease(t) == LeaseTo(t, "delayed")
 
@@ -154,7 +165,7 @@ Promote(t) ==
     /\ place[t] = "delayed"
     /\ runAt[t] <= now
     /\ place' = [place EXCEPT ![t] = "ready"]
-    /\ UNCHANGED <<now, startAt, nextSlot, runAt, starts>>
+    /\ UNCHANGED <<now, startAt, nextSlot, runAt, starts, releases>>
 
 \* cancel.lua, on a task not yet started; a throttled one gives back its slot.
 CancelWith(t, sr) ==
@@ -163,9 +174,22 @@ CancelWith(t, sr) ==
     /\ place' = [place EXCEPT ![t] = "cancelled"]
     /\ runAt' = [runAt EXCEPT ![t] = NoRunAt]
     /\ nextSlot' = sr
-    /\ UNCHANGED <<now, startAt, starts>>
+    /\ UNCHANGED <<now, startAt, starts, releases>>
 
 Cancel(t) == CancelWith(t, GiveBack(t))
+
+\* lease.lua's release of the line: no task keeps a slot, S_r comes back to
+\* `sr` (as built, S_a), and every throttled task is due now, to be promoted
+\* and checked again like any other start.
+ReleaseWith(sr) ==
+    /\ releases < MAX_RELEASES
+    /\ {t \in Tasks : Throttled(t)} # {}   \* (not \E: a successor per task)
+    /\ runAt' = [t \in Tasks |-> NoRunAt]
+    /\ nextSlot' = sr
+    /\ releases' = releases + 1
+    /\ UNCHANGED <<now, startAt, place, starts>>
+
+Release == ReleaseWith(startAt)
 
 \* Delayed tasks whose run_at has not come; throttled tasks past their slot.
 Waiting == {t \in Tasks : place[t] = "delayed" /\ now < runAt[t]}
@@ -176,12 +200,13 @@ Tick ==
     /\ now >= MAX_TIME => Waiting # {}
     /\ ~LATE => Overdue = {}
     /\ now' = now + 1
-    /\ UNCHANGED <<startAt, nextSlot, place, runAt, starts>>
+    /\ UNCHANGED <<startAt, nextSlot, place, runAt, starts, releases>>
 
 Next ==
     \/ \E t \in Tasks : Lease(t)
     \/ \E t \in Tasks : Promote(t)
     \/ \E t \in Tasks : Cancel(t)
+    \/ Release
     \/ Tick
 
 Spec == Init /\ [][Next]_vars

@@ -20,7 +20,7 @@ Workers == 1..WORKERS
 
 VARIABLE seen       \* each worker's read of the cursors, <<S_a, S_r>>, or <<>>
 
-splitVars == <<now, startAt, nextSlot, place, runAt, starts, seen>>
+splitVars == <<now, startAt, nextSlot, place, runAt, starts, releases, seen>>
 
 CheckThenTakeTypeOK ==
     /\ TypeOK
@@ -47,7 +47,7 @@ Take(w, t) ==
     /\ t \in Ready
     /\ Gcra(t, seen[w][1], seen[w][2], "delayed")
     /\ seen' = [seen EXCEPT ![w] = <<>>]
-    /\ UNCHANGED now
+    /\ UNCHANGED <<now, releases>>
 
 CheckThenTakeNext ==
     \/ \E w \in Workers : Check(w)

@@ -19,7 +19,7 @@ EXTENDS RateLimit
 GhostLease(t) ==
     /\ place[t] = "ready"
     /\ Gcra(t, startAt, nextSlot, "delayed")
-    /\ UNCHANGED now
+    /\ UNCHANGED <<now, releases>>
 
 GhostCancel(t) == CancelWith(t, nextSlot)
 

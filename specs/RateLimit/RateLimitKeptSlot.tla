@@ -29,7 +29,7 @@ KeptSlotLease(t) ==
                   ELSE /\ place' = [place EXCEPT ![t] = "delayed"]
                        /\ runAt' = [runAt EXCEPT ![t] = first - Ahead]
                        /\ UNCHANGED starts
-    /\ UNCHANGED now
+    /\ UNCHANGED <<now, releases>>
 
 KeptSlotNext ==
     \/ \E t \in Tasks : KeptSlotLease(t)

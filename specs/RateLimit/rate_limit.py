@@ -9,6 +9,8 @@ LeaseTo(t, to), Lease(t)          lease.lua popping t                   lease_to
                                                                         /started, /throttled
 Promote(t)                        a due delayed task back to ready      promote(c, s)
 CancelWith(t, sr), Cancel(t)      cancel.lua on a task not yet started  cancel_with, cancel
+ReleaseWith(sr), Release          lease.lua releasing the line after a  release_with, release
+                                  redeploy changed the rate
 Tick                              Redis time passes a tick              tick(c, s)
 Next                              NEXT, tried in that order
 TypeOK, NeverOverRate,            the INVARIANTS table, under the TLA+ names
@@ -21,6 +23,8 @@ RateLimitCheckThenTake.tla        the cursors read (Check), then taken  check, t
 RateLimitGhostSlot.tla            a throttled task leased again or      ghost_lease,
                                   cancelled gives back no slot          ghost_cancel,
                                                                         GHOST_SLOT_NEXT
+RateLimitReleaseKeepsNext.tla     a released line leaves S_r where it   release_keeps_next,
+                                  was                                   RELEASE_KEEPS_NEXT_NEXT
 RateLimitNoWait.tla               a throttled task left on ready        no_wait_lease,
                                                                         NO_WAIT_NEXT
 RateLimitKeptSlot.tla             the first design: one cursor, a       kept_slot_lease,
@@ -53,6 +57,7 @@ class State(NamedTuple):
     place: Fn[int, str]
     runAt: Fn[int, int]
     starts: tuple[int, ...]
+    releases: int = 0
     seen: Fn[int, Seen] | None = None  # RateLimitCheckThenTake's variable only
 
 
@@ -64,6 +69,7 @@ class Constants:
     max_time: int
     late: bool
     max_cancels: int
+    max_releases: int
     workers: int = 0  # the check-then-take mutant's constant only
 
     @classmethod
@@ -79,6 +85,7 @@ class Constants:
             max_time=cfg.int_constant("MAX_TIME"),
             late=late,
             max_cancels=cfg.int_constant("MAX_CANCELS"),
+            max_releases=cfg.int_constant("MAX_RELEASES"),
             workers=workers,
         )
 
@@ -205,6 +212,23 @@ cancel = cancel_with("Cancel", gives_back=True)
 ghost_cancel = cancel_with("GhostCancel", gives_back=False)
 
 
+def release_with(name: str, resets: bool) -> Action:
+    """Release, or ReleaseKeepsNext without `resets`: every throttled task due now,
+    holding no slot, and S_r back to S_a (or left where it was)."""
+
+    def action(c: Constants, s: State) -> Iterator[Transition[State]]:
+        if s.releases < c.max_releases and any(throttled(s, t) for t in c.all_tasks):
+            yield name, s._replace(runAt=Fn.const(c.all_tasks, NO_RUN_AT),
+                                   nextSlot=s.startAt if resets else s.nextSlot,
+                                   releases=s.releases + 1)
+
+    return action
+
+
+release = release_with("Release", resets=True)
+release_keeps_next = release_with("ReleaseKeepsNext", resets=False)
+
+
 def kept_slot_lease(c: Constants, s: State) -> Iterator[Transition[State]]:
     """KeptSlotLease(t): one cursor; a throttled task starts on its kept slot unchecked."""
     for t in c.all_tasks:
@@ -260,7 +284,9 @@ def take(c: Constants, s: State) -> Iterator[Transition[State]]:
                 yield label, succ._replace(seen=succ.seen.except_(w, ()))
 
 
-NEXT: tuple[Action, ...] = (lease, promote, cancel, tick)
+NEXT: tuple[Action, ...] = (lease, promote, cancel, release, tick)
+RELEASE_KEEPS_NEXT_NEXT: tuple[Action, ...] = (lease, promote, cancel, release_keeps_next,
+                                               tick)
 GHOST_SLOT_NEXT: tuple[Action, ...] = (ghost_lease, promote, ghost_cancel, tick)
 NO_WAIT_NEXT: tuple[Action, ...] = (no_wait_lease, tick)
 KEPT_SLOT_NEXT: tuple[Action, ...] = (kept_slot_lease, promote, tick)
@@ -273,7 +299,7 @@ def type_ok(c: Constants, s: State) -> bool:
         s.now in times and s.startAt in times and s.nextSlot in times
         and set(s.place) == set(c.all_tasks) and all(p in PLACES for p in s.place.values())
         and set(s.runAt) == set(c.all_tasks) and all(v in times for v in s.runAt.values())
-        and all(v in times for v in s.starts)
+        and all(v in times for v in s.starts) and 0 <= s.releases <= c.max_releases
     )  # fmt: skip
 
 
@@ -326,7 +352,8 @@ PROPERTIES: dict[str, Property[State]] = {
     "NoEarlyStart": StepProperty("NoEarlyStart", no_early_start),
     **{name: EndProperty(name, all_started)
        for name in ("EveryTaskStarts", "NoWaitEveryTaskStarts", "KeptSlotEveryTaskStarts",
-                    "CheckThenTakeEveryTaskStarts", "GhostSlotEveryTaskStarts")},
+                    "CheckThenTakeEveryTaskStarts", "GhostSlotEveryTaskStarts",
+                    "ReleaseKeepsNextEveryTaskStarts")},
 }
 
 
@@ -348,6 +375,10 @@ def kept_slot_model(cfg: cfgs.Config) -> Model[State]:
 
 def ghost_slot_model(cfg: cfgs.Config) -> Model[State]:
     return _model("RateLimitGhostSlot", GHOST_SLOT_NEXT, cfg)
+
+
+def release_keeps_next_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("RateLimitReleaseKeepsNext", RELEASE_KEEPS_NEXT_NEXT, cfg)
 
 
 def _model(

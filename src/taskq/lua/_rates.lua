@@ -12,11 +12,19 @@
 -- stays empty (the tasks behind it keep theirs); one at its end is handed out again, so
 -- cancelled tasks leave no slots that every later task waits behind (RateLimit.tla's
 -- NoGhostSlot; its mutant RateLimitGhostSlot is the design without this).
+
 -- The name under which a rate limit holds for every task of the queue together.
 local QUEUE_LIMIT = '*'
 
 local function reserved_key(prefix, limit)
   return prefix .. 'reserved:' .. limit
+end
+
+-- The line of a limit declared anew with another rate (see lease.lua's cursor): its
+-- tasks, which waited for slots at the old spacing, are made due a call's worth at a
+-- time, to be checked again, and throttled at the new spacing if they must wait.
+local function released_key(prefix, limit)
+  return prefix .. 'released:' .. limit
 end
 
 -- Takes `task_id` out of `limit`'s line; returns the limit's next slot (us) once its
@@ -43,6 +51,7 @@ local function give_back_stored(prefix, limit, task_id)
   else
     redis.call('ZREM', reserved_key(prefix, limit), task_id)
   end
+  redis.call('ZREM', released_key(prefix, limit), task_id)  -- see lease.lua's cursor
 end
 
 -- Gives back every slot the task `task_id` of `name` waits for, as a cancel does.

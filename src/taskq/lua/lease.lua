@@ -15,7 +15,8 @@
                           by starts only; <name>|next -> the next slot a throttled task
                           waits for (us); <name>|interval -> the spacing they were set
                           at (us) (no task name holds a '|')
-  ARGV[1] prefix          queue key prefix; task and request keys derive from it
+  ARGV[1] prefix          queue key prefix; task and request keys, and the limits'
+                          (holding:, parked:, reserved:, released:...), derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
   ARGV[4] count           most tasks to lease (1 to 10000)
@@ -50,6 +51,10 @@
   are spread over the slots after those already handed out, one interval apart, so
   they come back one at a time rather than all at once. The queue's own limit ('*')
   holds for all its tasks together, beside each name's: a start must pass both.
+
+  A throttled task that leaves the line (it starts or is throttled again) gives back
+  its slot (see _rates). The first call after a redeploy that changed a rate releases
+  that limit's line (see release_lines).
 
   Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
   parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
@@ -144,21 +149,55 @@ local function cursor(name)
     local stored = redis.call('HMGET', rates_key, name, name .. '|next', name .. '|interval')
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
          interval = limits[name].interval}
-    -- Declared anew with another rate: the slots reserved ahead at the old spacing are
-    -- reserved at the new one, so a limit raised from one an hour to a hundred a second
-    -- does not hold new starts back for hours behind the old spacing.
+    -- Declared anew with another rate: the start cursor, ahead at the old spacing, is
+    -- put as far ahead at the new one, and the line of throttled tasks is released
+    -- (see release_lines): a limit raised from one an hour to a hundred a second holds
+    -- neither new starts nor the waiting ones back for hours behind the old spacing.
     local was, now_us = tonumber(stored[3]), now * 1000
     if was and was > 0 and was ~= c.interval then
       if c.start > now_us then
         c.start = now_us + math.floor((c.start - now_us) * c.interval / was)
       end
-      if c.next > now_us then
-        c.next = now_us + math.floor((c.next - now_us) * c.interval / was)
+      c.next = c.start
+      local line = reserved_key(prefix, name)
+      if redis.call('EXISTS', line) == 1 then
+        local released = released_key(prefix, name)
+        redis.call('ZUNIONSTORE', released, 2, released, line)
+        redis.call('DEL', line)
       end
     end
     cursors[name] = c
   end
   return c
+end
+
+-- A limit's interval as the last lease stored it, against this call's: the first call
+-- after a redeploy that changed a rate sees the change, and its cursor() releases the
+-- line. Then each call makes up to RELEASE_LIMIT of a released line due at once: their
+-- delayed scores (and records' run_at) become now, and promotion and the next leases
+-- check each again like any other start, throttling it at the new spacing if it must
+-- wait. No state changes, so no event: they stay delayed until promoted.
+local RELEASE_LIMIT = 1000
+local function release_lines()
+  if n_rates == 0 then return end
+  local names, fields = {}, {}
+  for name in pairs(limits) do
+    names[#names + 1], fields[#fields + 1] = name, name .. '|interval'
+  end
+  local stored = redis.call('HMGET', rates_key, unpack(fields))
+  for i, name in ipairs(names) do
+    local was = tonumber(stored[i])
+    if was and was > 0 and was ~= limits[name].interval then cursor(name) end
+    local released = released_key(prefix, name)
+    local due = redis.call('ZPOPMIN', released, RELEASE_LIMIT)
+    for j = 1, #due, 2 do
+      local task_id = due[j]
+      if redis.call('ZSCORE', delayed_key, task_id) then
+        redis.call('ZADD', delayed_key, 'XX', now, task_id)
+        redis.call('HSET', prefix .. 'task:' .. task_id, 'run_at', now_text)
+      end
+    end
+  end
 end
 
 -- Whether the task may start now under the rate limits it falls under: its name's and the
@@ -173,7 +212,10 @@ local function admitted(task_id, task_key, name, slot)
     local limit = limits[key]
     if limit then
       local c = cursor(key)
-      if slot then c.next = give_back_slot(prefix, key, task_id, c.start, c.next, c.interval) end
+      if slot then
+        c.next = give_back_slot(prefix, key, task_id, c.start, c.next, c.interval)
+        redis.call('ZREM', released_key(prefix, key), task_id)
+      end
       local a = {limit = limit, c = c, start = math.max(c.start, now_us),
                  tolerance = (limit.burst - 1) * limit.interval, key = key}
       applied[#applied + 1] = a
@@ -318,6 +360,7 @@ local function lease_from(list)
   return true
 end
 
+release_lines()
 unpark()
 for _, level in ipairs(ready_lists(ready_key)) do
   while reply[1] < count and passed < PASS_LIMIT and lease_from(level[1]) do end
