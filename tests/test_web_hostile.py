@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
@@ -16,10 +18,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed
+from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed, server_env
 from taskq.broker import Broker
 from taskq.feed.readers import MAX_READERS
 from taskq.keys import QUEUES_KEY
+from taskq.tools.embedded import EmbeddedRedis
 from waiting import wait_until
 
 
@@ -249,3 +252,52 @@ def test_no_query_string_or_task_id_gets_a_500(
     assert response.status_code < 500, (url, params, response.text)
     if response.status_code == 400:
         assert response.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def impatient(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[Server]:
+    """A server that closes a connection whose request has not begun after 1 s."""
+    tmp = tmp_path_factory.mktemp("impatient")
+    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS="1"),
+                   tmp / "serve.log").start()
+    yield serve
+    serve.stop()
+
+
+def test_a_connection_that_never_finishes_its_request_is_closed(impatient: Server) -> None:
+    with socket.create_connection(("127.0.0.1", impatient.port), timeout=10) as slow:
+        opened = time.monotonic()
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ended
+        time.sleep(0.5)
+        slow.sendall(b"X-A: b\r\n")  # a byte now and then holds no connection for good
+        assert slow.recv(1024) == b""  # closed by the server
+        assert 0.9 < time.monotonic() - opened < 5
+    # A request that does arrive is answered, and its connection is not cut.
+    with httpx.Client(base_url=impatient.url, timeout=TIMEOUT) as http:
+        assert http.get("/healthz").status_code == 200
+        time.sleep(1.5)
+        assert http.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/api/history", "/api/queues", "/events", "/metrics"])
+def test_a_read_from_a_page_on_another_site_is_refused(server: Server, path: str) -> None:
+    cross = {"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
+    response = httpx.get(f"{server.url}{path}", headers=cross, timeout=TIMEOUT)
+    assert response.status_code == 403
+    assert "cross-site read refused" in response.text
+    # The dashboard's own page, and a link to it from elsewhere, still open.
+    assert httpx.get(f"{server.url}/", headers=cross, timeout=TIMEOUT).status_code == 200
+    same = {"Sec-Fetch-Site": "same-origin"}
+    assert httpx.get(f"{server.url}/api/queues", headers=same, timeout=TIMEOUT).is_success
+
+
+def test_heavy_reads_queue_behind_a_few_at_a_time_and_all_are_answered(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("t1")
+    with ThreadPoolExecutor(24) as pool:
+        codes = list(pool.map(lambda _: httpx.get(
+            f"{server.url}/api/history", params={"queue": queue.queue, "name": "zzz"},
+            timeout=TIMEOUT).status_code, range(48)))
+    assert codes == [200] * 48

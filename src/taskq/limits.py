@@ -154,6 +154,7 @@ MAX_PROGRESS_MESSAGE_CHARS = 200
 # Heartbeats at most every 15 s (the feed protocol's promise).
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
+REQUEST_TIMEOUT = Range("request_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
 # The command line's own numbers. `taskq enqueue COUNT` builds its tasks in memory first.
 ENQUEUE_COUNT = Range("count", 0, 1_000_000, 5, "tasks", whole=True)
 DASHBOARD_INTERVAL = Range("--interval", 0.0, float(DAY), 1.0, "seconds", above=True)
@@ -188,6 +189,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "dead_ttl_seconds": DEAD_TTL,
     "feed_heartbeat_seconds": FEED_HEARTBEAT,
     "feed_send_timeout_seconds": FEED_SEND_TIMEOUT,
+    "request_timeout_seconds": REQUEST_TIMEOUT,
 }
 
 DURATIONS: dict[str, Range[float]] = {

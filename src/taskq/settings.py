@@ -52,6 +52,7 @@ class Settings:
     allowed_hosts: str = ""
     feed_heartbeat_seconds: float = limits.FEED_HEARTBEAT.default
     feed_send_timeout_seconds: float = limits.FEED_SEND_TIMEOUT.default
+    request_timeout_seconds: float = limits.REQUEST_TIMEOUT.default
     redis_cluster: bool = False
     # A log line per finished run of a task (see taskq.worker.tasklog).
     task_log: bool = True
@@ -324,6 +325,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "allowed_hosts": ("TASKQ_ALLOWED_HOSTS", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
+    "request_timeout_seconds": ("TASKQ_REQUEST_TIMEOUT_SECONDS", _finite),
 }
 
 SIMULATION_ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {

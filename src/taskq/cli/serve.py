@@ -66,5 +66,6 @@ def main(args: argparse.Namespace) -> int:
     print(f"taskq dashboard on http://{args.host}:{args.port}/?queue={quote(settings.queue)} "
           f"(queue {settings.queue!r})", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                timeout_graceful_shutdown=2, http=aborting_protocol())
+                timeout_graceful_shutdown=2,
+                http=aborting_protocol(settings.request_timeout_seconds))
     return 0

@@ -20,6 +20,7 @@ from taskq.web import api
 from taskq.web.auth import AccessControl
 from taskq.web.events import EventsEndpoint
 from taskq.web.headers import SecurityHeaders
+from taskq.web.heavy import heavy
 from taskq.web.hosts import AllowedHosts, allowed_names
 from taskq.web.metrics import metrics
 from taskq.web.params import BadParameter
@@ -66,19 +67,19 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/", index),
         Route("/events", EventsEndpoint()),
         Route("/api/queues", api.queues),
-        Route("/api/snapshot", api.snapshot),
+        Route("/api/snapshot", heavy(api.snapshot)),
         Route("/api/schedules", api.schedules),
         Route("/api/schedules/{name}/forget", api.forget, methods=["POST"]),
-        Route("/api/limits", api.limits),
+        Route("/api/limits", heavy(api.limits)),
         Route("/api/workers", api.workers),
-        Route("/api/history", api.history),
+        Route("/api/history", heavy(api.history)),
         Route("/api/shards", api.shards),
-        Route("/api/tasks/{task_id}", api.task),
+        Route("/api/tasks/{task_id}", heavy(api.task)),
         Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),
-        Route("/api/flows/{flow_id}", api.flow),
+        Route("/api/flows/{flow_id}", heavy(api.flow)),
         Route("/api/totals", api.totals),
         Route("/api/throughput", api.throughput),
-        Route("/api/dlq", api.dlq),
+        Route("/api/dlq", heavy(api.dlq)),
         Route("/api/dlq/retry-all", api.retry_all, methods=["POST"]),
         Route("/api/dlq/cancel-all", api.cancel_all, methods=["POST"]),
         Route("/api/dlq/{task_id}/retry", api.retry, methods=["POST"]),

@@ -13,13 +13,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 COOKIE = "taskq_token"
 CSRF_HEADER = b"x-taskq-request"
 OPEN_PATHS = ("/healthz",)
+# What only the dashboard's own page reads: refused to a browser on another site.
+DATA_PATHS = ("/api/", "/events", "/metrics")
 
 
 class AccessControl:
     """With a token set, every route but /healthz needs it: `Authorization: Bearer …`
     for scripts, or the cookie a browser gets by opening `/?token=…` once (an
     `EventSource` cannot send headers). Writes need the `X-Taskq-Request` header and a
-    same-origin `Origin`, which a cross-site form or image cannot provide."""
+    same-origin `Origin`, which a cross-site form or image cannot provide; a browser
+    says when a read of the data comes from another site (`Sec-Fetch-Site`), and it is
+    refused."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
@@ -34,6 +38,11 @@ class AccessControl:
         if scope["method"] not in ("GET", "HEAD", "OPTIONS") and not _same_site_write(headers):
             await _reply(send, 403, "cross-site or scripted write refused: send the "
                                     "X-Taskq-Request: 1 header from the same origin")
+            return
+        if headers.get(b"sec-fetch-site") == b"cross-site" and path.startswith(DATA_PATHS):
+            # A page on another site, which any operator may have open, reading the API
+            # (or the feed) in a loop: each read costs Redis and this server.
+            await _reply(send, 403, "cross-site read refused: open the dashboard itself")
             return
         if not self.token or path in OPEN_PATHS:
             await self.app(scope, receive, send)

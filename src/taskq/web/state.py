@@ -6,6 +6,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import anyio
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -25,6 +26,13 @@ from taskq.transport import Client
 MAX_BROKERS = 1_000
 
 
+# How many of the reads whose cost grows with the data run at once. Each holds a thread
+# and the GIL for up to ~100 ms (a 10,000-step workflow's view) or Redis for ~25 ms (a
+# history search): forty at once, on the default pool's forty threads, held every
+# other client's live events back by seconds.
+HEAVY_AT_ONCE = 4
+
+
 @dataclass
 class WebState:
     """Built by the lifespan; one sync client for the JSON API (run in threads), one
@@ -35,6 +43,9 @@ class WebState:
     aclient: aioredis.Redis
     stream: StreamSettings
     readers: Readers
+    # The reads whose cost grows with the data (see taskq.web.heavy) run at most this
+    # many at once: built in the lifespan, on the server's event loop.
+    heavy: anyio.CapacityLimiter
     brokers: OrderedDict[str, Broker] = field(default_factory=OrderedDict)
     # The API's handlers run in threads, so the brokers are reached under this lock.
     _brokers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -65,6 +76,7 @@ class WebState:
             aclient=aclient,
             stream=StreamSettings(heartbeat_seconds=settings.feed_heartbeat_seconds),
             readers=Readers(aclient, ring_size=ring),
+            heavy=anyio.CapacityLimiter(HEAVY_AT_ONCE),
         )
 
     def broker(self, queue: str) -> Broker:
