@@ -122,6 +122,7 @@ class TestCatalogue:
             "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
+            "RateLimitGhostSlot", "RateLimitReleaseKeepsNext",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
             "ShardsRouteById", "ShardsFixedOrder", "ProgressNoFence", "ProgressTokenless",
             "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",
@@ -176,14 +177,14 @@ class TestSourcesMatchTranscriptions:
         body = re.sub(r"\\E\s+\w+\s+\\in\s+[^:]+:", " ", body)  # drop the bindings
         disjuncts = set(re.findall(r"\b[A-Z][A-Za-z]+\b", body)) - {"UNCHANGED"}
         # TaskQueue's fault switches, cancellation, time limits and revivals,
-        # ResultWait's slices and recreations and PeriodicTick's forgets turned on, so
-        # that every action can be taken.
+        # ResultWait's slices and recreations, PeriodicTick's forgets and RateLimit's
+        # cancels and releases turned on, so that every action can be taken.
         switches = ("PAUSES", "KILLS", "LATE_FAILS", "CANCELS", "TIME_LIMITS", "RATE_LIMITS",
                     "SLICE")
         faults: dict[str, object] = {k: True for k in switches if k in config.constants}
         if config.constants.get("MAX_REVIVALS") == 0:
             faults["MAX_REVIVALS"] = 1
-        for bound in ("MAX_FORGETS", "MAX_RECREATES"):  # PeriodicTick's, ResultWait's
+        for bound in ("MAX_FORGETS", "MAX_RECREATES", "MAX_CANCELS", "MAX_RELEASES"):
             if config.constants.get(bound) == 0:
                 faults[bound] = 1
         config = dataclasses.replace(config, constants={**config.constants, **faults})
