@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from taskq.cli.common import add_queue_argument, add_task_ids, settings_from, task_router
+from taskq.cli.common import (
+    add_queue_argument,
+    add_task_ids,
+    queue_brokers,
+    settings_from,
+    task_router,
+)
 from taskq.results import Cancellation
 
 HELP = "cancel tasks: a waiting or dead one ends now, a running one when its worker stops it"
@@ -16,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    route = task_router(args)
+    route = task_router(queue_brokers(args))
     cancellations = [route(task_id).cancel(task_id) for task_id in args.task_ids]
     return report(settings_from(args).queue, cancellations)
 

@@ -18,7 +18,7 @@ from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
 from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings, Simulation, redacted_url
-from taskq.shards import Layout, layout_holding
+from taskq.shards import layout_holding, route
 from taskq.tools.simulation import builtin_app
 
 # redis-py says "Error 111 connecting to host:6379. Connection refused."; the host is
@@ -78,33 +78,22 @@ def simulation_from_env() -> Simulation:
 
 
 def queue_brokers(args: argparse.Namespace) -> list[Broker]:
-    """The queue `--queue` (or TASKQ_QUEUE) names, as brokers: one per shard when Redis
-    holds a layout for it (whatever TASKQ_SHARDS says here: an operator's shell need not
-    set it), else the one. A shard named itself (`orders~2`) is that shard alone."""
-    settings, base, layout = _queue(args)
-    if layout is None:
+    """The queue `--queue` (or TASKQ_QUEUE) names, as brokers: one per shard, in routing
+    order, when Redis holds a layout for it (whatever TASKQ_SHARDS says here: an
+    operator's shell need not set it), else the one. A shard named itself (`orders~2`)
+    is that shard alone."""
+    settings = settings_from(args)
+    base = Broker.from_settings(settings)
+    layout = layout_holding(base.client, settings.queue)
+    if layout is None or layout.queue != settings.queue:
         return [base]
     return [Broker.from_settings(settings, shard, base.client) for shard in layout.shards]
 
 
-def task_router(args: argparse.Namespace) -> Callable[[str], Broker]:
-    """For a task id, the broker of the queue (on a sharded one, of the shard) that
-    holds it: a task's id alone says which shard it is on."""
-    settings, base, layout = _queue(args)
-    if layout is None:
-        return lambda _task_id: base
-    shards = {shard: Broker.from_settings(settings, shard, base.client)
-              for shard in layout.shards}
-    return lambda task_id: shards[layout.shard_of(task_id)]
-
-
-def _queue(args: argparse.Namespace) -> tuple[Settings, Broker, Layout | None]:
-    """The settings, a broker of the queue named, and its layout if it is sharded."""
-    settings = settings_from(args)
-    base = Broker.from_settings(settings)
-    layout = layout_holding(base.client, settings.queue)
-    return settings, base, layout if layout is not None and layout.queue == settings.queue \
-        else None
+def task_router(brokers: list[Broker]) -> Callable[[str], Broker]:
+    """For a task id, which of `brokers` (as `queue_brokers` gives them) holds it: a
+    task's id alone says which shard it is on."""
+    return lambda task_id: brokers[route(task_id, len(brokers))]
 
 
 def load_app(spec: str | None, settings: Settings) -> App:

@@ -52,9 +52,9 @@ def main(args: argparse.Namespace) -> int:
     queue = settings_from(args).queue
     brokers = queue_brokers(args)
     if args.action == "retry":
-        return retry(brokers, task_router(args), args.task_ids, args.all, args.yes)
+        return retry(brokers, task_router(brokers), args.task_ids, args.all, args.yes)
     if args.action == "cancel":
-        return cancel(brokers, task_router(args), args.task_ids, args.all, args.yes)
+        return cancel(brokers, task_router(brokers), args.task_ids, args.all, args.yes)
     limit = LISTED.check(args.limit, "--limit", error=ConfigError)
     entries = listed(brokers, limit)
     if not entries:

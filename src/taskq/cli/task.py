@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from taskq.cli.common import add_queue_argument, task_router
+from taskq.cli.common import add_queue_argument, queue_brokers, task_router
 from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, read_task
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     scan = HISTORY_SCAN.check(args.scan, "--scan", ConfigError)
-    broker = task_router(args)(args.task_id)
+    broker = task_router(queue_brokers(args))(args.task_id)
     view = read_task(broker, args.task_id, scan)
     if view is None:
         print(f"taskq task: {missing(args.task_id, broker.queue)}", file=sys.stderr)
