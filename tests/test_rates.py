@@ -324,6 +324,16 @@ def test_names_that_extend_one_another_keep_their_own_cursors(broker: Broker) ->
     assert leased(broker) == ["n1"]
 
 
+def test_a_lease_applying_thousands_of_limits_reads_their_cursors_in_chunks(
+    broker: Broker,
+) -> None:
+    # Three stored fields a limit: 3,000 limits are 9,000, past what Lua unpacks at once.
+    broker.rate_limits = tuple(RateLimit(f"n{i}", 1 / 3600) for i in range(3000))
+    broker.enqueue_many([NewTask("first", name="n2999"), NewTask("second", name="n2999")])
+    assert leased(broker) == ["first"]
+    assert hours_away(broker, "second") == pytest.approx(1, abs=0.01)
+
+
 class TestQueueLimit:
     def test_is_declared_per_queue_and_named_in_its_errors(self, app: App) -> None:
         app.task("limited", rate_limit="10/s")(lambda: None)

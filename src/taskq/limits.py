@@ -50,13 +50,19 @@ class Range(Generic[N]):
     above: bool = False
 
     def holds(self, value: object) -> bool:
+        return self._held(value) is not None
+
+    def _held(self, value: object) -> N | None:
+        """`value` as a plain number if the range holds it, else None."""
         kinds = int if self.whole else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds):
-            return False
+            return None
         # Compared as a plain number, never converted to float: NaN fails both tests and
         # 10**400 no test overflows.
         plain = plain_number(value)
-        return (plain > self.low if self.above else plain >= self.low) and plain <= self.high
+        if (plain > self.low if self.above else plain >= self.low) and plain <= self.high:
+            return plain  # type: ignore[return-value]
+        return None
 
     @property
     def rule(self) -> str:
@@ -70,9 +76,10 @@ class Range(Generic[N]):
     def check(self, value: object, name: str | None = None,
               error: type[TaskqError] = InvalidTaskError) -> N:
         """`value`, or `error` naming the argument, the value and the range."""
-        if not self.holds(value):
+        plain = self._held(value)
+        if plain is None:
             raise error(f"{name or self.name} must be {self.rule}, not {shown(value)}")
-        return plain_number(value)  # type: ignore[return-value]
+        return plain
 
 
 def number_text(n: float) -> str:

@@ -138,11 +138,18 @@ end
 
 -- Runs `command key item...` over a list in chunks: unpacking a very large table at
 -- once overflows the Lua stack. The chunk is even, so score/member pairs stay whole.
+-- Returns the chunks' array replies joined in order (an HMGET's values); empty for a
+-- command whose reply is no array.
 local CHUNK = 1000
 local function call_chunked(command, key, items)
+  local joined = {}
   for i = 1, #items, CHUNK do
-    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
+    local reply = redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
+    if type(reply) == 'table' then
+      for j = 1, #reply do joined[#joined + 1] = reply[j] end
+    end
   end
+  return joined
 end
 
 -- The change feed as one script call writes it. Every event gets the dense id <seq>-0.

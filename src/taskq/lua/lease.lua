@@ -143,10 +143,14 @@ local passed = 0
 -- of those places, whatever order their priorities popped them in.
 local reparked = {}
 
+-- Each limit's start, next and interval as stored, read for every limit in one HMGET
+-- by release_lines before any task is looked at.
+local stored_cursors = {}
+
 local function cursor(name)
   local c = cursors[name]
   if not c then
-    local stored = redis.call('HMGET', rates_key, name, name .. '|next', name .. '|interval')
+    local stored = stored_cursors[name]
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
          interval = limits[name].interval}
     -- Declared anew with another rate: the start cursor, ahead at the old spacing, is
@@ -182,18 +186,21 @@ local function release_lines()
   if n_rates == 0 then return end
   local names, fields = {}, {}
   for name in pairs(limits) do
-    names[#names + 1], fields[#fields + 1] = name, name .. '|interval'
+    names[#names + 1] = name
+    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] =
+      name, name .. '|next', name .. '|interval'
   end
-  local stored = redis.call('HMGET', rates_key, unpack(fields))
+  local stored = call_chunked('HMGET', rates_key, fields)
   for i, name in ipairs(names) do
-    local was = tonumber(stored[i])
+    stored_cursors[name] = {stored[3 * i - 2], stored[3 * i - 1], stored[3 * i]}
+    local was = tonumber(stored[3 * i])
     if was and was > 0 and was ~= limits[name].interval then cursor(name) end
     local released = released_key(prefix, name)
     local due = redis.call('ZPOPMIN', released, RELEASE_LIMIT)
     for j = 1, #due, 2 do
       local task_id = due[j]
-      if redis.call('ZSCORE', delayed_key, task_id) then
-        redis.call('ZADD', delayed_key, 'XX', now, task_id)
+      -- CH counts a changed score: 1 for a task still delayed, 0 for one gone since.
+      if redis.call('ZADD', delayed_key, 'XX', 'CH', now, task_id) == 1 then
         redis.call('HSET', prefix .. 'task:' .. task_id, 'run_at', now_text)
       end
     end
