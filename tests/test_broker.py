@@ -96,7 +96,8 @@ class TestEnqueue:
         assert client.smembers(QUEUES_KEY) == {"test"}
         assert client.llen(broker.keys.wake) >= 1
 
-    @pytest.mark.parametrize("task_id", ["", "a b", "x" * 129, "caf\u00e9", "a/b", "a{b}", 7])
+    @pytest.mark.parametrize("task_id", ["", "a b", "x" * 129, "caf\u00e9", "a/b", "a{b}", 7,
+                                         ".", ".."])
     def test_invalid_task_id_is_rejected_and_creates_nothing(
         self, broker: Broker, client: redis.Redis, task_id: Any
     ) -> None:

@@ -67,6 +67,20 @@ class TestLease:
         assert broker.ack("t0", first.tasks[0].token)
         assert [t.task_id for t in broker.lease_many("w", 10, 2, request_id="r1").tasks] == ["t1"]
 
+    def test_a_request_id_replays_only_to_the_worker_that_made_it(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t0")
+        broker.enqueue("t1")
+        first = broker.lease_many("w1", 10, 1, request_id="r1").tasks
+        assert [t.task_id for t in first] == ["t0"]
+        before = dump(client)
+        # Another worker naming the same request is handed nothing of w1's, and its
+        # token stays w1's alone.
+        assert broker.lease_many("w2", 10, 1, request_id="r1").tasks == []
+        assert dump(client) == before
+        assert broker.heartbeat("t0", first[0].token, 10)
+
     def test_count_below_one_is_rejected(self, broker: Broker) -> None:
         with pytest.raises(InvalidTaskError,
                            match="count must be a whole number of tasks between 1 and 10000"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import events
-from taskq import App
+from taskq import App, chain
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.errors import ConfigError, InvalidTaskError
@@ -64,6 +64,17 @@ class TestAKeyedLimit:
         # Past Python's int-to-text limit (4300 digits), not only past the key's size.
         with pytest.raises(InvalidTaskError, match="an integer too long to be a key"):
             send.enqueue(10**5000)
+        assert app.broker.counts().ready == 0
+
+    @pytest.mark.parametrize("bad", ["", "k" * 513])
+    def test_a_workflows_first_step_is_held_to_the_same_key_rule(
+        self, app: App, bad: str
+    ) -> None:
+        @app.task("send", max_concurrency=2, concurrency_key="account")
+        def send(account: str) -> None: ...
+
+        with pytest.raises(InvalidTaskError, match="invalid concurrency key"):
+            chain(send.s(bad)).enqueue()
         assert app.broker.counts().ready == 0
 
     def test_a_key_must_name_a_parameter_and_needs_a_limit(self, app: App) -> None:

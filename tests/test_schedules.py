@@ -89,6 +89,14 @@ class TestDeclaration:
         with pytest.raises(InvalidTaskError, match="'report' is already declared"):
             app.periodic(cron="0 0 * * *")(report)
 
+    def test_a_task_name_too_long_for_a_schedule_says_to_give_a_name(self, app: App) -> None:
+        long = app.task("n" * 150)(lambda: None)
+        with pytest.raises(InvalidTaskError, match="named after its task unless it is given "
+                                                   "name="):
+            app.periodic(cron="0 * * * *")(long)
+        app.periodic(cron="0 * * * *", name="short")(long)
+        assert list(app.schedules) == ["short"]
+
     def test_arguments_the_function_cannot_take_are_refused(self, app: App) -> None:
         with pytest.raises(InvalidTaskError, match=r"cannot enqueue .*tidy"):
             @app.periodic(every=timedelta(seconds=1), args=(1, 2))
@@ -184,7 +192,7 @@ class TestErrors:
         with pytest.raises(ConfigError, match="grace must be a timedelta"):
             schedule(grace=timedelta(0))
 
-    @pytest.mark.parametrize("name", ["", "has space", "x" * 101, "ü"])
+    @pytest.mark.parametrize("name", ["", "has space", "x" * 101, "ü", ".", ".."])
     def test_a_name_no_task_id_can_carry_is_refused(self, name: str) -> None:
         with pytest.raises(InvalidTaskError, match="invalid schedule name"):
             schedule(name=name)

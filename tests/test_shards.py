@@ -13,6 +13,7 @@ import uuid
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,18 @@ from taskq.broker import Broker
 from taskq.errors import ConfigError, InvalidTaskError
 from taskq.keys import check_queue_name
 from taskq.results import NewTask
+from taskq.schedules import make_schedule
 from taskq.settings import Settings
-from taskq.shards import SHARDS_KEY, Layout, layout_holding, layouts, route, shard_names, slot_of
+from taskq.shards import (
+    SHARDS_KEY,
+    Layout,
+    layout_holding,
+    layouts,
+    route,
+    shard_holding,
+    shard_names,
+    slot_of,
+)
 from taskq.tools.embedded import EmbeddedRedis
 from taskq.tools.tracecheck import read_log, validate
 from waiting import WorkerProcesses, wait_for_state, wait_until, worker_env
@@ -195,6 +206,60 @@ class TestProducing:
             wrong.enqueue(2)
         assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 1
         assert client.hget(SHARDS_KEY, sharded.queue) == sharded.layout.stored  # type: ignore[union-attr]
+
+    def test_a_producer_that_gives_a_sharded_queue_no_shards_is_refused(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        sharded.task("noop")(lambda: None).enqueue()
+        plain = App(queue=sharded.queue, settings=settings)
+        with pytest.raises(ConfigError, match=r"has 3 shards in Redis.*TASKQ_SHARDS=3"):
+            plain.task("noop")(lambda: None).enqueue()
+
+        async def produce() -> None:
+            try:
+                await plain.task("other")(lambda: None).enqueue_async()
+            finally:
+                await plain.aclose()
+
+        with pytest.raises(ConfigError, match=r"has 3 shards in Redis"):
+            asyncio.run(produce())
+        assert Broker(client, sharded.queue).counts().ready == 0
+        assert sharded.queue.encode() not in client.smembers("taskq:queues")
+        plain.broker.client.close()
+
+    def test_a_plain_app_on_a_shards_name_is_refused_as_a_producer(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        assert sharded.layout is not None
+        shard = App(queue=sharded.layout.shards[0], settings=settings)
+        with pytest.raises(ConfigError, match=r"is a shard's name.*shards=N"):
+            shard.task("noop")(lambda: None).enqueue(idempotency_key="k")
+        with pytest.raises(ConfigError, match=r"is a shard's name"):
+            shard.flows()
+        assert Broker(client, sharded.layout.shards[0]).counts().ready == 0
+        # A handle on a task of the shard is still made.
+        assert shard.handle("t1").status() == "unknown"
+        shard.broker.client.close()
+
+    def test_a_schedules_tick_is_found_on_the_first_shard_where_it_fires(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        assert sharded.layout is not None
+        fires_on = Broker(client, sharded.schedules_queue)
+        tick = make_schedule(name="tick", task="noop", cron=None, every=timedelta(seconds=1),
+                             tz=None, args=(), kwargs={}, policy="all",
+                             grace=timedelta(seconds=5), max_retries=3)
+        fires_on.fire(tick)
+        start = (fires_on.server_time_ms() // 1000 - 3) * 1000
+        client.hset(fires_on.keys.schedules, "last:tick", start)
+        ticks = tick.ticks(start, fires_on.server_time_ms(), 1000)
+        task_ids = fires_on.fire(tick, ticks, start).task_ids
+        assert len(task_ids) == 3
+        # Most of them route elsewhere by their id alone; each is found where it is.
+        assert {route(t, 3) for t in task_ids} != {0}
+        assert [sharded.handle(t).status() for t in task_ids] == ["pending"] * 3
+        assert shard_holding(task_ids[0], 3) == 0 and shard_holding("plain-id", 3) == route(
+            "plain-id", 3)
 
     def test_limits_that_cannot_hold_across_shards_are_refused(self, sharded: App) -> None:
         with pytest.raises(ConfigError, match="cannot hold across shards"):

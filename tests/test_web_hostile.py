@@ -174,7 +174,8 @@ def test_an_invalid_task_id_is_a_400_naming_it(
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["parameter"] == "task_id"
-    assert body["accepted"] == "a task id: 1-128 letters, digits, '_', '.', ':' or '-'"
+    assert body["accepted"] == ("a task id: 1-128 letters, digits, '_', '.', ':' or '-', other "
+                                "than '.' and '..'")
     assert body["error"].startswith("task_id=") and "is not accepted" in body["error"]
 
 

@@ -176,6 +176,13 @@ class TestRunningHandlers:
         with pytest.raises(ConfigError, match="concurrency"):
             Worker(app, settings=settings, concurrency=concurrency)
 
+    @pytest.mark.parametrize("worker_id", ["", "w" * 513, "\ud800", 7])
+    def test_a_worker_id_no_script_takes_is_refused_before_the_worker_starts(
+        self, app: App, worker_id: object
+    ) -> None:
+        with pytest.raises(ConfigError, match="worker_id must be"):
+            Worker(app, worker_id=worker_id)  # type: ignore[arg-type]
+
     def test_concurrency_n_runs_n_handlers_at_once(
         self, app: App, start_worker: StartWorker
     ) -> None:

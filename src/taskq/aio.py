@@ -43,6 +43,7 @@ from taskq.limits import (
 from taskq.results import SIMULATE_TASK, Cancellation, NewTask, QueueCounts, TaskRecord, Watched
 from taskq.scripts import source
 from taskq.settings import Settings
+from taskq.shards import SHARDS_KEY, refuse_sharded
 
 __all__ = ["AsyncBroker"]
 
@@ -163,6 +164,9 @@ class AsyncBroker:
         """`Broker.register_queue`, awaited: name the queue in the registry of queues
         (once per broker), so dashboards find it."""
         if not self._registered:
+            with redis_errors("register the queue"):
+                stored = await self.client.hget(SHARDS_KEY, self.queue)
+            refuse_sharded(self.queue, stored)
             with redis_errors("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registered = True

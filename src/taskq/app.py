@@ -25,9 +25,15 @@ from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
 from taskq.routing import AsyncShardedBroker, ShardedBroker
-from taskq.schedules import DEFAULT_GRACE, DEFAULT_POLICY, Schedule, make_schedule
+from taskq.schedules import (
+    DEFAULT_GRACE,
+    DEFAULT_POLICY,
+    Schedule,
+    check_schedule_name,
+    make_schedule,
+)
 from taskq.settings import Settings
-from taskq.shards import Layout
+from taskq.shards import Layout, refuse_shard_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -324,6 +330,12 @@ class App:
             if schedule_name in self.schedules:
                 raise InvalidTaskError(f"a schedule named {schedule_name!r} is already "
                                        "declared; give this one another name=")
+            if name is None:
+                try:
+                    check_schedule_name(schedule_name)
+                except InvalidTaskError as e:
+                    raise InvalidTaskError(f"{e}; a schedule is named after its task "
+                                           "unless it is given name=") from None
             call_kwargs = {} if kwargs is None else dict(kwargs)
             task.check_arguments(tuple(args), call_kwargs)
             self.schedules[schedule_name] = make_schedule(
@@ -379,17 +391,19 @@ class App:
         """A handle on the task `task_id` of this app's queue (on a sharded queue, on
         its shard), made at any time later (in another process too): its `status()`
         and `result()`."""
-        return self.producer.handle(task_id)
+        return (self.broker if self.layout is None else self.producer).handle(task_id)
 
     def flows(self) -> Flows:
         """The workflow scripts of this app's queue (see `taskq.canvas`); a sharded
         queue refuses workflows, since a workflow's steps must share one Redis slot."""
         self._unsharded(_WORKFLOW_SHARDS)
+        refuse_shard_name(self.queue)
         return Flows(self.broker)
 
     def async_flows(self) -> AsyncFlows:
         """`flows` for coroutines, on the app's asyncio client of the running loop."""
         self._unsharded(_WORKFLOW_SHARDS)
+        refuse_shard_name(self.queue)
         return AsyncFlows(self.async_broker)
 
     def workflow(self, flow_id: str) -> WorkflowHandle:
@@ -405,13 +419,16 @@ class App:
     def handle_async(self, task_id: str) -> TaskHandle:
         """`handle` for coroutines: its `await status_async()` and `await result_async()`
         use the app's asyncio client."""
-        return self.async_producer.handle(task_id)
+        return (self.async_broker if self.layout is None else self.async_producer
+                ).handle(task_id)
 
     @property
     def producer(self) -> Broker | ShardedBroker:
         """What this app enqueues through: the queue's Broker, or on a sharded queue the
-        `ShardedBroker` that sends each task to its shard's."""
+        `ShardedBroker` that sends each task to its shard's. A plain app on a shard's
+        own name (`jobs~1`) is refused (see refuse_shard_name)."""
         if self.layout is None:
+            refuse_shard_name(self.queue)
             return self.broker
         if self._sharded is None:
             client = connect(self.settings)
@@ -445,6 +462,7 @@ class App:
         """`producer` for coroutines: `async_broker`, or on a sharded queue its shards'
         AsyncBrokers on one asyncio client; made on first use in each event loop."""
         if self.layout is None:
+            refuse_shard_name(self.queue)
             return self.async_broker
         mine, loop = self._async, _running_loop()
         if mine.broker is None or mine.loop is not loop:

@@ -77,6 +77,7 @@ from taskq.results import (
 from taskq.schedules import Schedule, check_schedule_name
 from taskq.scripts import Scripts
 from taskq.settings import Settings
+from taskq.shards import SHARDS_KEY, refuse_sharded
 from taskq.transport import Client, transport_for
 
 __all__ = [
@@ -200,8 +201,12 @@ class Broker:
         return results
 
     def register_queue(self) -> None:
-        """Name the queue in the registry of queues (once per broker), so dashboards find it."""
+        """Name the queue in the registry of queues (once per broker), so dashboards find
+        it; `ConfigError` if Redis holds it as a sharded queue (see refuse_sharded)."""
         if not self._registered:
+            with redis_errors("register the queue"):
+                stored = self.client.hget(SHARDS_KEY, self.queue)
+            refuse_sharded(self.queue, stored)
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
             self._registered = True

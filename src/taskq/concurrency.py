@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskq.errors import ConfigError, InvalidTaskError
+from taskq.keys import check_limit_key
 from taskq.limits import plain_number, shown
 
 # The most slots lease.lua accepts for one name (_common.lua's LIMITS.concurrency).
@@ -64,7 +65,9 @@ def check_concurrency(name: str, most: object, key: object = None,
 def limit_key_of(limit: ConcurrencyLimit, signature: inspect.Signature,
                  args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     """The value a call's keyed limit is kept per: its `limit.key` argument (given or
-    defaulted) as text, or `InvalidTaskError` unless it is a string or an integer."""
+    defaulted) as text, or `InvalidTaskError` unless it is a string or an integer that
+    can be part of a key name (see check_limit_key), for an enqueue and a workflow's
+    step alike."""
     if not limit.key:
         return None
     bound = signature.bind(*args, **kwargs)
@@ -75,7 +78,8 @@ def limit_key_of(limit: ConcurrencyLimit, signature: inspect.Signature,
                                f"{limit.key!r} must be a string or an integer, not "
                                f"{shown(value)}")
     try:
-        return str(plain_number(value))  # an (int, Enum) member by its value, not its name
+        text = str(plain_number(value))  # an (int, Enum) member by its value, not its name
     except ValueError as e:  # an integer past Python's int-to-text digit limit
         raise InvalidTaskError(f"cannot enqueue {limit.name}: its concurrency_key "
                                f"{limit.key!r} is an integer too long to be a key: {e}") from e
+    return check_limit_key(text)

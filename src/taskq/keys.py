@@ -18,7 +18,9 @@ from taskq.limits import PRIORITY, TOKEN, shown, utf8
 # A queue's name, or a shard's: `<queue>~<n>` (see taskq.shards).
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}(?:~[0-9]{1,7})?")
 SHARD_MARK = "~"
-TASK_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+# "." and ".." are refused: as a segment of a URL path (`/api/tasks/..`) a browser or
+# an HTTP client resolves them away before the request leaves.
+TASK_ID = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9_.:\-]{1,128}")
 # A registered function's name: module.qualname by default.
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]{0,199}")
 # A workflow's id; its steps are the tasks `<flow id>.<stage>.<index>` (see _flow.lua).
@@ -50,7 +52,7 @@ def check_queue_name(queue: str) -> str:
     return queue
 
 
-TASK_ID_RULE = "1-128 letters, digits, '_', '.', ':' or '-'"
+TASK_ID_RULE = "1-128 letters, digits, '_', '.', ':' or '-', other than '.' and '..'"
 
 
 def check_task_id(task_id: str) -> str:

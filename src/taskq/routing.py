@@ -15,7 +15,7 @@ from taskq.handle import TaskHandle
 from taskq.keys import check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
 from taskq.results import NewTask
-from taskq.shards import SHARDS_KEY, Layout, check_stored, register, route
+from taskq.shards import SHARDS_KEY, Layout, check_stored, register, route, shard_holding
 
 
 def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
@@ -82,8 +82,9 @@ class ShardedBroker:
             for shard, (positions, fields) in shares.items()])
 
     def handle(self, task_id: str) -> TaskHandle:
-        """A handle on `task_id`, on the shard its id routes to: every task is there."""
-        return self.brokers[route(check_task_id(task_id), self.layout.count)].handle(task_id)
+        """A handle on `task_id`, on the shard that holds it (see shard_holding)."""
+        return self.brokers[shard_holding(check_task_id(task_id), self.layout.count)
+                            ].handle(task_id)
 
     def _register(self) -> None:
         if not self._registered:
@@ -109,8 +110,9 @@ class AsyncShardedBroker:
             for shard, (positions, fields) in shares.items()])
 
     def handle(self, task_id: str) -> TaskHandle:
-        """A handle on `task_id` on the shard its id routes to."""
-        return self.brokers[route(check_task_id(task_id), self.layout.count)].handle(task_id)
+        """A handle on `task_id` on the shard that holds it (see shard_holding)."""
+        return self.brokers[shard_holding(check_task_id(task_id), self.layout.count)
+                            ].handle(task_id)
 
     async def aclose(self) -> None:
         await self.brokers[0].aclose()

@@ -248,13 +248,14 @@ def make_schedule(
     return schedule
 
 
-SCHEDULE_NAME_RULE = "1-100 letters, digits, '_', '.', ':' or '-'"
+SCHEDULE_NAME_RULE = "1-100 letters, digits, '_', '.', ':' or '-', other than '.' and '..'"
 
 
 def check_schedule_name(name: object) -> str:
     """`name` if a schedule can bear it (its tasks' ids are built from it), else
     `InvalidTaskError`."""
-    if not isinstance(name, str) or not name or len(name) > 100:
+    # "." and ".." would be resolved away in a URL path (`/api/schedules/../forget`).
+    if not isinstance(name, str) or not name or len(name) > 100 or name in (".", ".."):
         raise InvalidTaskError(f"invalid schedule name {shown(name)}: use {SCHEDULE_NAME_RULE}")
     try:
         check_task_id(schedule_task_id(name, 0))

@@ -26,7 +26,14 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from taskq.boundary import redis_errors
 from taskq.errors import ConfigError, InvalidTaskError
-from taskq.keys import SHARD_MARK, QueueKeys, check_idempotency_key, check_queue_name, new_id
+from taskq.keys import (
+    SCHEDULE_TASK_PREFIX,
+    SHARD_MARK,
+    QueueKeys,
+    check_idempotency_key,
+    check_queue_name,
+    new_id,
+)
 from taskq.limits import SHARDS, shown
 from taskq.transport import Client
 
@@ -67,6 +74,12 @@ def route(key: str, count: int) -> int:
     """The shard (0 to count-1) of a task routed by `key`: CRC-32 of its UTF-8, modulo
     `count`, the same in every process and Python version."""
     return zlib.crc32(key.encode()) % count
+
+
+def shard_holding(task_id: str, count: int) -> int:
+    """The shard (0 to count-1) that holds the task `task_id`: the one its id routes to,
+    but for a schedule's tick the first, where every worker fires the schedules."""
+    return 0 if task_id.startswith(SCHEDULE_TASK_PREFIX) else route(task_id, count)
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,30 @@ def check_stored(layout: Layout, stored: object) -> None:
             f"but this app gives it {layout.count}: every producer and worker of a queue "
             "must count its shards alike. To change the count, drain the queue and "
             f"remove its layout: HDEL {SHARDS_KEY} {layout.queue}")
+
+
+def refuse_sharded(queue: str, stored: object) -> None:
+    """Raise `ConfigError` when `stored` (what `SHARDS_KEY` holds for `queue`) is a
+    layout: a producer that gives the queue no shards would leave its tasks on `queue`
+    itself, where no worker of the sharded queue leases, and its idempotency keys on
+    another shard than theirs."""
+    if stored is not None:
+        count = len(str(stored).split(","))
+        raise ConfigError(
+            f"queue {queue!r} has {count} shards in Redis, but this producer gives it "
+            f"none: its tasks would wait where no worker of the sharded queue looks. Give "
+            f"App(shards={count}) or set TASKQ_SHARDS={count}: every producer and worker "
+            "of a queue must count its shards alike")
+
+
+def refuse_shard_name(queue: str) -> None:
+    """Raise `ConfigError` for a producer of a shard's own name (`jobs~1`): only the
+    sharded queue routes a task or an idempotency key to the shard that must hold it."""
+    if SHARD_MARK in queue:
+        raise ConfigError(
+            f"queue {queue!r} is a shard's name: enqueue through the queue it belongs to "
+            f"(App({queue.partition(SHARD_MARK)[0]!r}, shards=N)), which sends each task "
+            "to its shard")
 
 
 def layouts(client: Client) -> dict[str, Layout]:

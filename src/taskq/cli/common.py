@@ -18,7 +18,7 @@ from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
 from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings, Simulation, redacted_url
-from taskq.shards import layout_holding, route
+from taskq.shards import layout_holding, shard_holding
 from taskq.tools.simulation import builtin_app
 
 # redis-py says "Error 111 connecting to host:6379. Connection refused."; the host is
@@ -92,8 +92,8 @@ def queue_brokers(args: argparse.Namespace) -> list[Broker]:
 
 def task_router(brokers: list[Broker]) -> Callable[[str], Broker]:
     """For a task id, which of `brokers` (as `queue_brokers` gives them) holds it: a
-    task's id alone says which shard it is on."""
-    return lambda task_id: brokers[route(task_id, len(brokers))]
+    task's id alone says which shard it is on (see shard_holding)."""
+    return lambda task_id: brokers[shard_holding(task_id, len(brokers))]
 
 
 def load_app(spec: str | None, settings: Settings) -> App:

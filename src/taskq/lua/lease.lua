@@ -1,8 +1,9 @@
 --[[
   lease: pop up to `count` task ids from ready, highest priority first and the oldest
   first within a priority, lease each to the worker with a new fencing token, and
-  return what the worker needs to run them. A retried request (same request id) gets
-  back what it already leased instead of more tasks.
+  return what the worker needs to run them. A retried request (same request id, same
+  worker) gets back what it already leased instead of more tasks; another worker
+  naming that request id gets nothing.
   KEYS[1] ready   LIST    task ids of the default priority that can run now (those of
                           other priorities wait on <ready>:<priority>; see _common)
   KEYS[2] leased  ZSET    task id -> lease expiry (ms, server TIME)
@@ -113,8 +114,11 @@ if request_id ~= '' then
       else
         local task_key = prefix .. 'task:' .. task_id
         local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries',
-          'max_retries', 'fencing_token')
-        if redis.call('ZSCORE', leased_key, task_id) and record[5] == word then
+          'max_retries', 'fencing_token', 'worker')
+        -- Only to the worker that made the request: another naming the same id would
+        -- otherwise hold a token it was never leased.
+        if redis.call('ZSCORE', leased_key, task_id) and record[5] == word
+            and record[6] == worker then
           add(task_id, word, record)
         end
         task_id = nil

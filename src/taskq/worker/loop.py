@@ -19,8 +19,8 @@ import uuid
 from taskq.app import App
 from taskq.broker import Broker
 from taskq.connection import connect
-from taskq.errors import BrokerError, ConfigError
-from taskq.limits import CONCURRENCY, LEASE_COUNT
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
+from taskq.limits import CONCURRENCY, LEASE_COUNT, MAX_WORKER_ID_CHARS, check_text
 from taskq.registry import Presence
 from taskq.settings import Settings
 from taskq.shards import register
@@ -51,6 +51,15 @@ log = logging.getLogger("taskq.worker")
 
 def make_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def checked_worker_id(worker_id: object) -> str:
+    """`worker_id` if every script takes it, else ConfigError now: its first lease, on
+    the worker's own threads, would refuse it."""
+    try:
+        return check_text(worker_id, "worker_id", MAX_WORKER_ID_CHARS)
+    except InvalidTaskError as e:
+        raise ConfigError(str(e)) from None
 
 
 class Worker:
@@ -88,7 +97,7 @@ class Worker:
             raise ConfigError(
                 f"Worker concurrency ({self.concurrency}) + TASKQ_PREFETCH ({s.prefetch}) "
                 f"must be at most {LEASE_COUNT.high:,}: a worker leases up to both at once")
-        self.worker_id = worker_id or make_worker_id()
+        self.worker_id = make_worker_id() if worker_id is None else checked_worker_id(worker_id)
         # Slots for the handlers and for the tasks leased to wait for one (--prefetch).
         self.slots = Slots(self.concurrency + s.prefetch)
         self.inbox = Inbox()

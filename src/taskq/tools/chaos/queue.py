@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from taskq.broker import Broker, NewTask
 from taskq.handle import TaskHandle
-from taskq.keys import SCHEDULE_TASK_PREFIX
 from taskq.results import Cancellation, QueueCounts, TaskRecord
 from taskq.routing import ShardedBroker
-from taskq.shards import Layout, register
+from taskq.shards import Layout, register, shard_holding
 from taskq.transport import Client
 
 QUEUE = "chaos"
@@ -40,9 +39,8 @@ class ChaosQueue:
     def broker_of(self, task_id: str) -> Broker:
         """The broker of the shard that holds `task_id`: the shard its id routes to (a
         schedule's tick, the shard the workers fire on)."""
-        if self.layout is None or task_id.startswith(SCHEDULE_TASK_PREFIX):
-            return self.first
-        return self.brokers[self.layout.shards.index(self.layout.shard_of(task_id))]
+        return self.brokers[0 if self.layout is None
+                            else shard_holding(task_id, self.layout.count)]
 
     def key_for(self, task_id: str, base: str) -> str:
         """The idempotency key of the producer's task `task_id`: `base`, or on a sharded
