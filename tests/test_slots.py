@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from taskq.context import TaskContext
 from taskq.worker.slots import Slots
@@ -110,3 +111,36 @@ class TestCounters:
         for thread in threads:
             thread.join()
         assert slots.stats().acked == 8000
+
+
+
+class TestClose:
+    def test_waits_for_a_lease_under_way_whose_tasks_it_then_refuses(self) -> None:
+        slots = Slots(4)
+        slots.hold(context("a"))
+        free = slots.reserve()
+        taken: list[bool] = []
+
+        def lease_lands() -> None:
+            taken.append(slots.hold(context("b")))
+            slots.unreserve(free)
+
+        threading.Timer(0.1, lease_lands).start()
+        began = time.monotonic()
+        in_hand = slots.close(5)
+        assert time.monotonic() - began >= 0.09
+        assert taken == [False] and [c.task_id for c in in_hand] == ["a"]
+
+    def test_once_closed_nothing_is_reserved_or_held(self) -> None:
+        slots = Slots(4)
+        assert slots.close(0) == []
+        assert slots.reserve() == 0
+        assert slots.hold(context("late")) is False
+        assert slots.in_hand() == [] and slots.idle()
+
+    def test_gives_up_waiting_after_its_timeout(self) -> None:
+        slots = Slots(2)
+        slots.reserve()
+        began = time.monotonic()
+        assert slots.close(0.05) == []
+        assert time.monotonic() - began < 1

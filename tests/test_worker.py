@@ -404,6 +404,27 @@ class TestShutdown:
         assert left is not None and (left.state, left.fencing_token) == ("pending", 0)
         assert not started["c"].is_set()
 
+    def test_a_stop_with_no_grace_waits_for_the_wakers_lease_under_way(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        @app.task("noop")
+        def noop() -> None: ...
+
+        running = start_worker(shutdown_grace_seconds=0, poll_seconds=1)
+        slots = running.worker.slots
+        # Idle: the waker waits for work holding the free slots for the lease it sends
+        # with the wait.
+        wait_until(lambda: slots.in_hand() == [] and not slots.idle(), timeout=5)
+        running.worker.stop("test stops at once")
+        task_id = noop.enqueue().task_id  # leased by that wait, as the worker stops
+        running.thread.join(5)
+        assert not running.thread.is_alive()
+        # When run() returns, no lease is under way, and what the last one took is back.
+        assert slots.idle()
+        record = app.broker.task(task_id)
+        assert record is not None and record.state == "pending"
+        assert app.broker.counts().leased == 0
+
     def test_handler_past_the_grace_is_released_and_its_effect_refused(
         self, app: App, start_worker: StartWorker, ledger_path: Path, client: redis.Redis
     ) -> None:

@@ -21,15 +21,17 @@ class Dispatcher:
         self.runner = runner
         self.leases = leases
 
-    def start(self, queue: str, batch: LeaseBatch, sent_at: float) -> bool:
+    def start(self, queue: str, batch: LeaseBatch, sent_at: float) -> bool | None:
         """Put a batch leased from `queue` by a call sent at monotonic `sent_at` in hand
         and hand it to the runner; True if any of it went to a handler (the rest failed
-        at once: unknown task, bad payload)."""
+        at once: unknown task, bad payload); None if the worker has closed its slots
+        (see Slots.close): nothing was taken, and the caller gives the batch back."""
         if not batch.tasks:
             return False
         lease = self.leases[queue]
         contexts = [self._context(queue, lease, task, sent_at) for task in batch.tasks]
-        self.slots.hold(*contexts)
+        if not self.slots.hold(*contexts):
+            return None
         return self.runner.submit(list(zip(batch.tasks, contexts, strict=True)))
 
     def _context(self, queue: str, lease: LeaseConfirmer, task: LeasedTask,

@@ -194,12 +194,20 @@ class Worker:
                     self._wait(None)
             self.settler.settle(self.inbox.take())
         finally:
-            # A waker's wait under way may yet lease: it gives back what it gets once the
-            # worker has begun to stop (see Waker.wait_for_work), not waited for here,
-            # which would hold up every stop by as much as a wait.
             for waker in self.wakers:
                 waker.stop()
-            self.settler.abandon(self.slots.in_hand())
+            # A waker's lease under way (the grace may have ended during it, or be 0)
+            # gives back what it takes once the worker has begun to stop, or puts it in
+            # hand if it passed that check just before: wait for it, at most a wait and
+            # a Redis call, so the tasks are given back or settled here, not left
+            # leased by a process that has gone. With a grace, the loop has already waited
+            # for the slots to come back; without, a stop waits one of the waker's waits.
+            wait = max(w.timeout for w in self.wakers) + self.settings.redis_timeout_seconds
+            in_hand = self.slots.close(wait)
+            # A loop that never drained (no grace) starts nothing more, and hands back
+            # what waits for a handler.
+            self.runner.stop_starting()
+            self.settler.abandon(in_hand)
             self.heartbeat.stop()
             # It leaves the registry on its way out: wait for that, at most a Redis call.
             if self.heartbeat.ident is not None:

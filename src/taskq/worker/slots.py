@@ -37,31 +37,52 @@ class Slots:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._lock = threading.Lock()
+        # Notified when a reservation is given back, for `close`.
+        self._unreserved = threading.Condition(self._lock)
         self._in_hand: dict[tuple[str, str, int], TaskContext] = {}
         self._reserved = 0
+        self._closed = False
         self._stats = Stats()
 
     def reserve(self, finishing: int = 0) -> int:
         """Reserve every free slot for a lease about to be made, counting as free the
         slots of `finishing` handlers (done, still in hand until settled); returns how
-        many. Two threads leasing at once never lease more than fits."""
+        many (none once closed). Two threads leasing at once never lease more than fits."""
         with self._lock:
+            if self._closed:
+                return 0
             busy = len(self._in_hand) - finishing + self._reserved
             free = max(0, self.capacity - busy)
             self._reserved += free
             return free
 
     def unreserve(self, slots: int) -> None:
-        """Give back a reservation once the tasks its lease took are in hand."""
+        """Give back a reservation once the tasks its lease took are in hand (or were
+        given back)."""
         with self._lock:
             self._reserved -= slots
+            self._unreserved.notify_all()
 
-    def hold(self, *contexts: TaskContext) -> None:
-        """Put leased tasks in hand: heartbeats cover them from now on."""
+    def hold(self, *contexts: TaskContext) -> bool:
+        """Put leased tasks in hand: heartbeats cover them from now on. False once
+        closed: nothing is taken, and the caller gives the tasks back."""
         with self._lock:
+            if self._closed:
+                return False
             for context in contexts:
                 self._in_hand[context.key] = context
             self._stats.leased += len(contexts)
+            return True
+
+    def close(self, timeout: float) -> list[TaskContext]:
+        """The worker is done: reserve and hold nothing more, wait up to `timeout`
+        seconds for the leases under way to be put in hand or given back, and return
+        the tasks in hand then, to be settled. A lease still under way after that
+        cannot put its tasks in hand: its thread gives them back."""
+        with self._lock:
+            self._closed = True
+            self._unreserved.wait_for(lambda: not self._reserved, timeout)
+            return list(self._in_hand.values())
 
     def let_go(self, *contexts: TaskContext) -> None:
         """Take settled tasks out of hand."""

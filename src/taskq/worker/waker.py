@@ -108,6 +108,9 @@ class Waker(threading.Thread):
             if len(batch.tasks) < free and self.due.note(batch.wait_seconds):
                 self.inbox.nudge()  # ready is empty, and the loop must look sooner
             handed_over = dispatcher.start(self.broker.queue, batch, sent)
+            if handed_over is None:  # the worker stopped since the check above
+                self._give_back(batch)
+                return "woken"
         except BrokerError:
             return "away"
         finally:
