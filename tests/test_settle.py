@@ -82,7 +82,7 @@ class TestSettle:
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="a cluster sends the acks and the lease one by one")
-def test_acks_refused_for_memory_still_hand_over_the_tasks_their_lease_took(
+def test_out_of_memory_no_task_is_leased_beside_acks_that_cannot_be_written(
     broker: Broker, client: redis.Redis
 ) -> None:
     for n in range(3):
@@ -95,9 +95,10 @@ def test_acks_refused_for_memory_still_hand_over_the_tasks_their_lease_took(
         settled = settling.settler.settle([outcome(broker, task)], refill=1)
     finally:
         client.config_set("maxmemory", 0)
-    assert settled.refill is not None and [t.task_id for t in settled.refill.tasks] == ["t1"]
+    assert settled.refill is None
     assert settled.acks == [] and settled.ack_error is not None
     assert settling.slots.stats().acked == 0 and record_of(broker, "t0").state == "running"
+    assert broker.counts().ready == 2
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="the reply-dropping proxy fronts one node")

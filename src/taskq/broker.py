@@ -327,11 +327,12 @@ class Broker:
         """`ack_many(held)` and `lease_many(worker_id, lease_seconds, count)`: two atomic
         steps, sent in one write so a busy worker settles and refills its slots in one
         round trip (on a cluster, one call after the other). An ack step that failed
-        where the lease ran (Redis refuses the ack's writes when out of memory, not the
-        lease's pop) comes back as its error beside the leased tasks, which must not be
-        lost. If the lease step or the round trip fails, this raises: acks that went
-        through are refused as stale when sent again, and tasks a lost lease took come
-        back when their leases expire."""
+        where the lease ran (a key of the wrong type) comes back as its error beside the
+        leased tasks, which must not be lost. Out of memory, Redis refuses both (the
+        lease checks for room before it pops: lua/_common.lua's
+        refuse_when_out_of_memory). If the lease step or the round trip fails, this
+        raises: acks that went through are refused as stale when sent again, and tasks a
+        lost lease took come back when their leases expire."""
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         if not held:
             acks = self.ack_many(held, results)

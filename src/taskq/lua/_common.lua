@@ -57,6 +57,17 @@ local function whole_arg(name, value, low, high)
   return n
 end
 
+-- Out of memory (maxmemory with noeviction), Redis refuses a script's first command that
+-- could grow memory, but once the script has written, lets every later write through. A
+-- script whose first write only removes (a lease's pop) would go on under OOM and hand
+-- out work whose acks Redis then refuses: the task runs again and again. So such a
+-- script calls this before its first write: SETRANGE of nothing is a command that could
+-- grow memory, refused out of memory, and otherwise writes nothing (no key is created,
+-- nothing reaches the AOF or replicas).
+local function refuse_when_out_of_memory(prefix)
+  redis.call('SETRANGE', prefix .. 'memory-check', 0, '')
+end
+
 -- Priorities. A task's priority (0 to LIMITS.priority, higher first) is fixed when it is
 -- enqueued and kept in its record, as `priority`, unless it is the default. Ready tasks
 -- of the default priority wait on the ready list itself, the others on

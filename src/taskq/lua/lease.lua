@@ -128,6 +128,7 @@ if request_id ~= '' then
   end
 end
 
+refuse_when_out_of_memory(prefix)
 local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}
