@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from taskq.boundary import refused_by_script
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.safety import check_server
@@ -52,3 +53,26 @@ def test_every_failure_is_named_in_words_a_user_would_say() -> None:
     assert "list the dead letter queue" in said
     # A verb and what it acts on, never a bare internal name such as "dead" or "ack".
     assert all(len(words.split()) >= 2 for words in said), said
+
+
+@pytest.mark.parametrize(("reply", "refused"), [
+    # Redis 7, then 6.2: the script's own error(), and its Lua failing.
+    ("user_script:1: limits must be x script: d123, on @user_script:1.", True),
+    ("user_script:1: attempt to index local 't' (a nil value) script: 8a16, on "
+     "@user_script:1.", True),
+    ("Error running script (call to f_d123): @user_script:1: user_script:1: limits must "
+     "be x", True),
+    # A command inside the script refused: Redis's state, not the script's arguments.
+    ("NOREPLICAS Not enough good replicas to write. script: 7569, on @user_script:1.", False),
+    ("Error running script (call to f_7569): @user_script:1: @user_script: 1: -NOREPLICAS "
+     "Not enough good replicas to write.", False),
+    ("WRONGTYPE Operation against a key holding the wrong kind of value script: ca9f, on "
+     "@user_script:1.", False),
+    ("Error running script (call to f_ca9f): @user_script:1: WRONGTYPE Operation against a "
+     "key holding the wrong kind of value", False),
+])
+def test_only_a_scripts_own_error_is_a_refusal(reply: str, refused: bool) -> None:
+    try:
+        raise BrokerError("could not fire") from redis.ResponseError(reply)
+    except BrokerError as e:
+        assert refused_by_script(e) is refused

@@ -9,9 +9,11 @@ from datetime import timedelta
 
 import pytest
 
+from conftest import ON_CLUSTER
 from helpers import Event, events
 from taskq import App
 from taskq.broker import Broker
+from taskq.errors import BrokerError
 from taskq.keys import schedule_task_id
 from taskq.schedules import DEFAULT_GRACE, Schedule, make_schedule
 from taskq.worker.periodic import Periodic
@@ -95,3 +97,22 @@ def test_a_schedule_redis_refuses_to_fire_is_logged_once_and_left_out(
     assert "max_retries must be" in logged
     assert queue.schedule_state("tidy") is not None
     assert queue.schedule_state("refused") is None
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="CONFIG SET reaches one node of a cluster")
+def test_a_write_redis_refuses_for_a_while_is_waited_out_not_left_out(
+    queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Too few replicas (or a failed save) makes Redis refuse every write for a while:
+    # the error names the script, but the schedule is not at fault.
+    periodic = Periodic(queue, [tidy_every(PERIOD)])
+    queue.client.config_set("min-replicas-to-write", 1)
+    try:
+        with pytest.raises(BrokerError, match="NOREPLICAS"):
+            periodic.run()
+    finally:
+        queue.client.config_set("min-replicas-to-write", 0)
+    caplog.set_level(logging.ERROR, logger="taskq.worker")
+    periodic.run()
+    assert caplog.records == []
+    assert queue.schedule_state("tidy") is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import redis
@@ -44,12 +45,21 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
     return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}")
 
 
+# How a script's own error() (or its Lua failing) reads: "user_script:<line>: ..." on
+# Redis 7, behind "Error running script (call to f_<sha>): @user_script:<line>: " on 6.2.
+# An error a command inside the script met (MISCONF, NOREPLICAS, OOM, WRONGTYPE) names
+# `@user_script` too, but never starts so.
+SCRIPT_ERROR = re.compile(
+    r"(?:Error running script \(call to f_[0-9a-f]+\): @user_script:\d+: )?user_script:\d+: ")
+
+
 def refused_by_script(error: BaseException) -> bool:
     """Whether `error` (a BrokerError) is a script refusing what it was given, rather
     than Redis failing to run it: the same call fails the same way however often it is
-    made, so waiting it out as an outage would wait for ever."""
+    made, so waiting it out as an outage would wait for ever. A write Redis refuses for
+    a while (a failed save, too few replicas) is not one."""
     cause = error.__cause__
-    return type(cause) is redis.ResponseError and "user_script:" in str(cause)
+    return type(cause) is redis.ResponseError and SCRIPT_ERROR.match(str(cause)) is not None
 
 
 def text(value: Any) -> str:
