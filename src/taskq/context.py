@@ -250,14 +250,17 @@ class TaskContext:
                 f"task {self.task_id} ran past its time limit ({self.time_limit:g}s); "
                 "its effect is skipped"
             )
-        if not self._lost and self.lease is not None:
-            self._renew(self.lease)
-        self._refuse_if_cancelled()
-        if self._lost:
-            raise LeaseLostError(
-                f"task {self.task_id} lost its lease (token {self.token}); its effect is skipped"
-            )
-        since = time.monotonic() - self.confirmed_at
+        # A renewal Redis held that took a lease or more to come back (Redis stalled)
+        # says the lease is held but not since when: asked once more, it says so afresh.
+        for _ in range(2):
+            held = not self._lost and self.lease is not None and self._renew(self.lease)
+            self._refuse_if_cancelled()
+            if self._lost:
+                raise LeaseLostError(f"task {self.task_id} lost its lease (token "
+                                     f"{self.token}); its effect is skipped")
+            since = time.monotonic() - self.confirmed_at
+            if self.lease is None or since < self.lease.lease_seconds or not held:
+                break
         if self.lease is not None and since >= self.lease.lease_seconds:
             raise LeaseLostError(
                 f"task {self.task_id}: {since:.1f}s since its lease was last renewed, "
@@ -269,22 +272,24 @@ class TaskContext:
         if self._cancelled:
             raise LeaseLostError(f"task {self.task_id} was cancelled; its effect is skipped")
 
-    def _renew(self, lease: LeaseConfirmer) -> None:
-        """Renew the lease now: held (the clock restarts) or lost. When Redis cannot say,
-        the lease Redis last accepted still runs its course."""
+    def _renew(self, lease: LeaseConfirmer) -> bool:
+        """Renew the lease now: held (the clock restarts from when the renewal was sent)
+        or lost. When Redis cannot say, the lease Redis last accepted still runs its
+        course. Returns whether Redis held it."""
         sent = time.monotonic()
         try:
             held = lease.confirm(self.task_id, self.token)
         except BrokerError as e:
             log.warning("task %s: could not confirm its lease before an effect: %s",
                         self.task_id, e)
-            return
+            return False
         if held:
             self.renewed(sent)
             if held == Renewal.CANCEL:
                 self.cancel()
-        else:
-            self.mark_lost()
+            return True
+        self.mark_lost()
+        return False
 
 
 _current: contextvars.ContextVar[TaskContext] = contextvars.ContextVar("taskq_current_task")
