@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -314,3 +315,17 @@ def no_ghost_slots(broker: Broker) -> None:
         for task_id, _ in reserved:
             state, slot = broker.client.hmget(broker.keys.task(task_id), "state", "rate_slot")
             assert state in ("delayed", "pending") and slot is not None, (task_id, state)
+
+
+STALL_SCRIPT = """local t = redis.call('TIME')
+local from = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from > tonumber(ARGV[1])"""
+
+
+def stalling(client: redis.Redis, seconds: float) -> threading.Thread:
+    """A thread, started, that holds Redis busy for `seconds` with a script (DEBUG is
+    off on the test servers): every other client's call waits behind it. Join it."""
+    stall = threading.Thread(target=client.eval,
+                             args=(STALL_SCRIPT, 0, int(seconds * 1_000_000)))
+    stall.start()
+    return stall

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from conftest import ON_CLUSTER
-from helpers import record_of
+from helpers import record_of, stalling
 from taskq import App
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker, NewTask
@@ -307,6 +307,29 @@ class TestResultAsync:
         assert result == {"v": 1}
         # Woken by the ack, not by the once-a-second re-read.
         assert after_ack < 0.5
+
+    @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
+    def test_a_result_wait_ends_at_its_timeout_while_redis_is_stalled(
+        self, settings: Settings, broker: Broker, client: redis.Redis
+    ) -> None:
+        task_id = broker.enqueue("t1").task_id
+
+        async def main(on: AsyncBroker) -> float:
+            handle = on.handle(task_id)
+            await handle.status_async()  # connected before the stall
+            stall = stalling(client, 3.0)
+            await asyncio.sleep(0.1)
+            began = time.monotonic()
+            try:
+                with pytest.raises(ResultTimeoutError, match="Redis did not answer in time"):
+                    await handle.result_async(timeout=0.3)
+                return time.monotonic() - began
+            finally:
+                await asyncio.to_thread(stall.join, 5)
+
+        # Its one watch call would otherwise wait out the 3 s stall; it gets the timeout
+        # and CALL_SLACK_SECONDS (0.5 s).
+        assert on_broker(settings, broker.queue, main) < 2.0
 
     def test_the_event_loop_runs_other_coroutines_while_a_result_is_awaited(
         self, tasks: dict[str, Any]

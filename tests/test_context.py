@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 import redis
 
 from conftest import ON_CLUSTER
-from helpers import events
+from helpers import events, stalling
 from taskq.broker import Broker
 from taskq.context import LeaseLostError, TaskContext
 from taskq.worker.heartbeat import LeaseCheck
@@ -69,11 +68,6 @@ def test_an_effect_is_refused_a_lease_after_the_last_renewal_redis_accepted() ->
         pytest.fail("the effect ran")
 
 
-STALL = """local t = redis.call('TIME')
-local from = t[1] * 1000000 + t[2]
-repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from > tonumber(ARGV[1])"""
-
-
 @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
 def test_an_effect_runs_when_redis_held_the_lease_through_a_stall_longer_than_it(
     broker: Broker, client: redis.Redis
@@ -82,8 +76,7 @@ def test_an_effect_runs_when_redis_held_the_lease_through_a_stall_longer_than_it
     so it is asked once more rather than the run counted as failed."""
     (task_id, token), = hold(broker, "a", seconds=1)
     context = context_on(broker, task_id, token, lease=1)
-    stall = threading.Thread(target=client.eval, args=(STALL, 0, 1_200_000))
-    stall.start()
+    stall = stalling(client, 1.2)
     time.sleep(0.1)  # the confirmation waits behind the stall
     try:
         with context.effect():

@@ -100,19 +100,20 @@ class WorkflowHandle:
         if flows is None:
             return await asyncio.to_thread(self.result, timeout)
         wait = self._wait(timeout)
-        status = await self.status_async()
-        sizes = _stage_sizes(status)
-        while not status.ended:
-            stage, steps = status.stage, self._live(status)
-            while await self._waited_async(flows, steps, wait):
-                position = await flows.position(self.flow_id)
-                if position is None or position[0] != "running" or position[1] == stage:
-                    break
-                stage = position[1]
-                steps = _step_ids(self.flow_id, stage, sizes[stage])
+        async with wait.bounded():
             status = await self.status_async()
-        if status.state == "completed":
-            return await flows.output(*_output_of(status))
+            sizes = _stage_sizes(status)
+            while not status.ended:
+                stage, steps = status.stage, self._live(status)
+                while await self._waited_async(flows, steps, wait):
+                    position = await flows.position(self.flow_id)
+                    if position is None or position[0] != "running" or position[1] == stage:
+                        break
+                    stage = position[1]
+                    steps = _step_ids(self.flow_id, stage, sizes[stage])
+                status = await self.status_async()
+            if status.state == "completed":
+                return await flows.output(*_output_of(status))
         raise self._failure(status)
 
     async def cancel_async(self) -> FlowCancellation:

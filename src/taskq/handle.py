@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -110,13 +112,14 @@ class TaskHandle(Enqueued):
         if broker is None:
             return await asyncio.to_thread(self.result, timeout)
         wait = ResultWait(self.task_id, broker.queue, timeout)
-        while True:
-            watched = await broker.watch(self.task_id)
-            cancel_requested()
-            if watched is not None and watched.ended:
-                return outcome(self.task_id, watched)
-            await broker.wait_done(self.task_id, wait.next_block(watched))
-            cancel_requested()
+        async with wait.bounded():
+            while True:
+                watched = await broker.watch(self.task_id)
+                cancel_requested()
+                if watched is not None and watched.ended:
+                    return outcome(self.task_id, watched)
+                await broker.wait_done(self.task_id, wait.next_block(watched))
+                cancel_requested()
 
     def _blocking(self, method: str) -> Broker:
         if self.broker is None:
@@ -126,6 +129,10 @@ class TaskHandle(Enqueued):
                 if self.async_broker is not None else
                 f"this handle on task {self.task_id} has no broker to ask")
         return self.broker
+
+
+# How long past a result wait's timeout a Redis call under way may take (see bounded).
+CALL_SLACK_SECONDS = 0.5
 
 
 class ResultWait:
@@ -142,6 +149,26 @@ class ResultWait:
         # What the timeout's message says has not ended (default: the task).
         self.what = what or f"task {task_id}"
         self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    @contextlib.asynccontextmanager
+    async def bounded(self) -> AsyncIterator[None]:
+        """Cut the awaits inside short soon after the timeout passes, with
+        ResultTimeoutError: a Redis that answers slowly (each call may take the client's
+        retries) cannot hold the wait past it. A call under way at the deadline gets
+        CALL_SLACK_SECONDS more, so on a Redis that answers the timeout's message
+        still says what state the task is in."""
+        if self.deadline is None:
+            yield
+            return
+        bound = asyncio.timeout(max(0.0, self.deadline - time.monotonic()) + CALL_SLACK_SECONDS)
+        try:
+            async with bound:
+                yield
+        except TimeoutError:
+            if not bound.expired():  # the wait's own ResultTimeoutError, or Redis's
+                raise
+            raise ResultTimeoutError(f"{self.what} has not ended within {self.timeout:g}s: "
+                                     "Redis did not answer in time") from None
 
     def next_block(self, watched: Watched | None, subject: str = "it") -> float:
         """Seconds to block on the task's done list before reading it again, having
