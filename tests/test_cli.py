@@ -532,11 +532,22 @@ class TestTask:
     def test_a_missing_task_exits_1_with_one_line(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        queue.register_queue()
         assert main(["task", "nosuch"]) == 1
         captured = capsys.readouterr()
         assert captured.out == ""
         assert captured.err.startswith("taskq task: no task 'nosuch' on queue 'default'")
         assert captured.err.count("\n") == 1
+
+    def test_a_queue_redis_does_not_know_is_noted_beside_the_answer(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.register_queue()
+        assert main(["task", "nosuch", "--queue", "emials"]) == 1
+        note, answer = capsys.readouterr().err.splitlines()
+        assert note == ("taskq: note: no task was ever sent to queue 'emials' and no worker "
+                        "serves it (queues: default); check --queue or TASKQ_QUEUE")
+        assert answer.startswith("taskq task: no task 'nosuch' on queue 'emials'")
 
     @pytest.mark.parametrize(
         ("argv", "message"),
@@ -593,15 +604,25 @@ class TestWorkerOptions:
             ("nosuch.module:app", "cannot import 'nosuch.module'"),
             ("json", "must look like 'package.module:app'"),
             ("json:dumps", "'dumps' is not a taskq.App"),
+            ("json:nothing", "module 'json' has no attribute 'nothing'"),
+            ("../first/mytasks:app", "is no module name: give the module's dotted name"),
+            ("broken_syntax:app", "raised SyntaxError at "),
+            ("raises_at_import:app", "raised RuntimeError at "),
+            ("no_tasks:app", "declares no tasks"),
         ],
     )
     def test_an_app_that_cannot_be_loaded_exits_2_with_a_clear_message(
-        self, env: Settings, capsys: pytest.CaptureFixture[str], spec: str, message: str
+        self, env: Settings, capsys: pytest.CaptureFixture[str], spec: str, message: str,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        (tmp_path / "broken_syntax.py").write_text("import taskq\napp = taskq.App(\n")
+        (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('no config')\n")
+        (tmp_path / "no_tasks.py").write_text("import taskq\napp = taskq.App()\n")
+        monkeypatch.chdir(tmp_path)
         assert main(["worker", "--app", spec]) == 2
         err = capsys.readouterr().err
         assert err.startswith("taskq worker: --app")
-        assert message in err
+        assert message in err and len(err.splitlines()) == 1
 
     @pytest.mark.parametrize("queues", ["high,,low", "high:0,low", "high,low,high"])
     def test_a_queue_list_that_cannot_be_used_exits_2_with_a_clear_message(

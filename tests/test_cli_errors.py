@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cli_support import command_env, taskq
-from taskq.tools.embedded import free_port
+from conftest import ON_CLUSTER
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 # Every command that talks to the Redis that REDIS_URL names.
 REDIS_COMMANDS = [
@@ -149,3 +150,14 @@ def test_a_redis_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Pat
                         "", tmp_path))
     assert line == (f"taskq redis: --dir '{tmp_path}/file/data': cannot make it Redis's data "
                     "directory: Not a directory")
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="a cluster has one database")
+def test_a_database_past_the_servers_last_is_named_in_one_line(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    base = redis_server.url.split("?")[0]
+    url = f"{base}?db=99" if base.startswith("unix://") else base.rsplit("/", 1)[0] + "/99"
+    line = one_line(run(["dlq"], url, tmp_path))
+    assert line.startswith("taskq dlq: could not ")
+    assert "no database of the number REDIS_URL names" in line

@@ -158,10 +158,17 @@ class TestRedisUrl:
         assert "REDIS_URL='localhost:6379' has no scheme" in message
         assert "redis://localhost:6379" in message
 
-    @pytest.mark.parametrize("url", ["http://h:6379", "REDIS://h:6379", "redis:/h:6379"])
-    def test_a_url_with_another_scheme_is_refused(self, url: str) -> None:
-        with pytest.raises(ConfigError, match=f"REDIS_URL={re.escape(repr(url))}"):
+    @pytest.mark.parametrize(("url", "fixed"), [
+        ("http://h:6379", "redis://h:6379"), ("REDIS://h:6379", "redis://h:6379"),
+        ("redis:/h:6379", "redis://h:6379"), ("rediss:h:6379/1", "rediss://h:6379/1"),
+        ("unix:/tmp/r.sock", "unix:///tmp/r.sock"),
+    ])  # fmt: skip
+    def test_a_url_with_another_scheme_is_refused_with_the_url_it_meant(
+        self, url: str, fixed: str
+    ) -> None:
+        with pytest.raises(ConfigError, match=f"REDIS_URL={re.escape(repr(url))}") as caught:
             with_env(REDIS_URL=url)
+        assert f"write it as {fixed} (" in str(caught.value)
 
     @pytest.mark.parametrize(("query", "said"), [
         ("socket_timeout=-1", "socket_timeout=-1.0"), ("socket_timeout=0", "socket_timeout=0.0"),

@@ -42,6 +42,10 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
                            f"was in use for as long as a call may wait ({detail})")
     if isinstance(error, redis.ConnectionError | redis.TimeoutError):
         return BrokerError(f"cannot reach Redis to {words}: {detail}")
+    if detail == "DB index is out of range":
+        return BrokerError(f"could not {words}: this Redis has no database of the number "
+                           "REDIS_URL names (after the port, or as db=): it has as many as "
+                           "its `databases` setting, counted from 0")
     return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}")
 
 

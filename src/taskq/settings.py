@@ -238,17 +238,34 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 URL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 
 
+def _scheme_problem(url: str) -> str:
+    """What is wrong with the scheme of `url` (which has none of ours), and the URL it
+    most likely meant."""
+    # A scheme is a word and a colon, then a slash unless it is one of ours:
+    # "localhost:6379" has none.
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(/*)(.*)", url)
+    if scheme is not None and not scheme.group(2) and \
+            scheme.group(1).lower() + "://" not in REDIS_SCHEMES:
+        scheme = None
+    if scheme is None:
+        problem, fixed = "has no scheme", f"redis://{url}"
+    elif scheme.group(1).lower() + "://" in REDIS_SCHEMES:
+        name = scheme.group(1).lower()
+        problem = f"does not start with {name}://"
+        fixed = f"{name}:///{scheme.group(3)}" if name == "unix" else \
+            f"{name}://{scheme.group(3)}"
+    else:
+        problem = f"has the unknown scheme {scheme.group(1)}://"
+        fixed = f"redis://{scheme.group(3)}"
+    return (f"REDIS_URL={redacted_url(url)!r} {problem}: write it as {redacted_url(fixed)} "
+            "(rediss:// for TLS, unix:///path/to/redis.sock for a socket)")
+
+
 def _check_redis_url(url: str) -> None:
     """Refuse, naming the variable, a URL redis-py could not use: here, once, rather than
     with a bare ValueError wherever a client is made."""
     if not url.startswith(REDIS_SCHEMES):
-        scheme, sep, rest = url.partition("://")
-        problem = f"has the unknown scheme {scheme}://" if sep else "has no scheme"
-        raise ConfigError(
-            f"REDIS_URL={redacted_url(url)!r} {problem}: write it as "
-            f"redis://{redacted_url(rest if sep else url)} (rediss:// for TLS, "
-            "unix:///path/to/redis.sock for a socket)"
-        )
+        raise ConfigError(_scheme_problem(url))
     try:
         pool = redis.ConnectionPool.from_url(url)  # parses the URL; connects only when used
     except ValueError as e:

@@ -8,17 +8,20 @@ import importlib
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable
 
 import redis
 from redis.exceptions import RedisClusterException
 
 from taskq.app import App
+from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
 from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings, Simulation, redacted_url
 from taskq.shards import layout_holding, shard_holding
+from taskq.snapshot import queue_names
 from taskq.tools.simulation import builtin_app
 
 # redis-py says "Error 111 connecting to host:6379. Connection refused."; the host is
@@ -85,9 +88,27 @@ def queue_brokers(args: argparse.Namespace) -> list[Broker]:
     settings = settings_from(args)
     base = Broker.from_settings(settings)
     layout = layout_holding(base.client, settings.queue)
+    if layout is None:
+        note_if_unknown(base)
     if layout is None or layout.queue != settings.queue:
         return [base]
     return [Broker.from_settings(settings, shard, base.client) for shard in layout.shards]
+
+
+def note_if_unknown(broker: Broker) -> None:
+    """Say on stderr when Redis knows no queue of `broker`'s name (none was sent a task,
+    none has a worker): a typo in --queue or TASKQ_QUEUE then reads as a queue that is
+    merely empty. A note, not an error: a queue comes to exist with its first task."""
+    queues = queue_names(broker)
+    if broker.queue in queues:
+        return
+    with redis_errors("read the queue's workers"):
+        workers = broker.client.zcard(broker.keys.workers)
+    if not workers:
+        known = ", ".join(queues[:20]) + (", ..." if len(queues) > 20 else "")
+        print(f"taskq: note: no task was ever sent to queue {broker.queue!r} and no worker "
+              f"serves it (queues: {known or 'none'}); check --queue or TASKQ_QUEUE",
+              file=sys.stderr)
 
 
 def task_router(brokers: list[Broker]) -> Callable[[str], Broker]:
@@ -106,6 +127,10 @@ def load_app(spec: str | None, settings: Settings) -> App:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigError(f"--app {spec!r} must look like 'package.module:app'")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise ConfigError(f"--app {spec!r}: {module_name!r} is no module name: give the "
+                          "module's dotted name ('package.module'), not a file path, and "
+                          "run the command from the folder it is imported from")
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
@@ -113,10 +138,25 @@ def load_app(spec: str | None, settings: Settings) -> App:
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"--app {spec!r}: cannot import {module_name!r}: {e}") from e
-    app = getattr(module, attribute, None)
+    except Exception as e:
+        # The user's module failed as it ran: where, and how, in one line.
+        raise ConfigError(f"--app {spec!r}: importing {module_name!r} raised "
+                          f"{type(e).__name__} at {failed_at(e)}: {e}") from e
+    if not hasattr(module, attribute):
+        raise ConfigError(f"--app {spec!r}: module {module_name!r} has no attribute "
+                          f"{attribute!r}")
+    app = getattr(module, attribute)
     if not isinstance(app, App):
         raise ConfigError(f"--app {spec!r}: {attribute!r} is not a taskq.App")
     return app
+
+
+def failed_at(error: BaseException) -> str:
+    """`file:line` where `error` was raised (a SyntaxError: where the bad code is)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f"{error.filename}:{error.lineno}"
+    frames = traceback.extract_tb(error.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "an unknown place"
 
 
 def error_line(error: BaseException, args: argparse.Namespace) -> str:

@@ -6,6 +6,7 @@ import argparse
 
 from taskq.broker import Broker
 from taskq.cli.common import load_app
+from taskq.errors import ConfigError
 from taskq.processes import taskq_command
 from taskq.safety import check_server
 from taskq.settings import Settings
@@ -63,6 +64,10 @@ def main(args: argparse.Namespace) -> int:
         overrides["queue"] = next(iter(queues))
     settings = Settings.from_env(None, **overrides)
     app = load_app(args.app, settings)
+    if not app.tasks:
+        raise ConfigError(f"--app {args.app!r} declares no tasks, so this worker would send "
+                          "every task it leases to the DLQ as unknown: import the modules "
+                          "that declare them where the app is made")
     broker = Broker.from_settings(settings, settings.queue if queues else app.queue)
     check_server(broker.client)
     if settings.worker_processes > 1:
