@@ -261,6 +261,26 @@ class TestProducing:
         assert shard_holding(task_ids[0], 3) == 0 and shard_holding("plain-id", 3) == route(
             "plain-id", 3)
 
+    def test_a_plain_queue_holding_tasks_is_not_sharded_under_them(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        name = f"s-{uuid.uuid4().hex[:8]}"
+        Broker(client, name).enqueue("old", delay=60)
+        sharded = App(queue=name, settings=settings, shards=3)
+        with pytest.raises(ConfigError, match=r"holds tasks as a plain queue \(ready 0, "
+                                              r"other priorities 0, delayed 1.*Drain it"):
+            sharded.task("noop")(lambda: None).enqueue()
+
+        async def produce() -> None:
+            try:
+                await sharded.task("other")(lambda: None).enqueue_async()
+            finally:
+                await sharded.aclose()
+
+        with pytest.raises(ConfigError, match="holds tasks as a plain queue"):
+            asyncio.run(produce())
+        assert client.hget(SHARDS_KEY, name) is None
+
     def test_limits_that_cannot_hold_across_shards_are_refused(self, sharded: App) -> None:
         with pytest.raises(ConfigError, match="cannot hold across shards"):
             sharded.task("limited", rate_limit="10/s")(lambda: None)

@@ -15,7 +15,16 @@ from taskq.handle import TaskHandle
 from taskq.keys import check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
 from taskq.results import NewTask
-from taskq.shards import SHARDS_KEY, Layout, check_stored, register, route, shard_holding
+from taskq.shards import (
+    SHARDS_KEY,
+    Layout,
+    check_stored,
+    holding_calls,
+    refuse_if_holding,
+    register,
+    route,
+    shard_holding,
+)
 
 
 def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
@@ -121,6 +130,10 @@ class AsyncShardedBroker:
         if not self._registered:
             client: Any = self.brokers[0].client
             with redis_errors(f"register the shards of queue {self.layout.queue!r}"):
+                if await client.hget(SHARDS_KEY, self.layout.queue) is None:
+                    refuse_if_holding(self.layout.queue, [
+                        await getattr(client, command)(key)
+                        for command, key in holding_calls(self.layout.queue)])
                 await client.hsetnx(SHARDS_KEY, self.layout.queue, self.layout.stored)
                 stored = await client.hget(SHARDS_KEY, self.layout.queue)
             check_stored(self.layout, stored)

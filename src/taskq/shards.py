@@ -134,11 +134,36 @@ class Layout:
 def register(client: Client, layout: Layout) -> None:
     """Store `layout` unless one is stored for its queue; raise `ConfigError` if the one
     stored differs (another shard count), since routing by both would put one key's
-    tasks on two shards."""
+    tasks on two shards, or if none is and the plain queue of that name holds tasks
+    (see refuse_if_holding)."""
     with redis_errors(f"register the shards of queue {layout.queue!r}"):
+        if client.hget(SHARDS_KEY, layout.queue) is None:
+            refuse_if_holding(layout.queue, [getattr(client, command)(key)
+                                             for command, key in holding_calls(layout.queue)])
         client.hsetnx(SHARDS_KEY, layout.queue, layout.stored)
         stored = client.hget(SHARDS_KEY, layout.queue)
     check_stored(layout, stored)
+
+
+def holding_calls(queue: str) -> list[tuple[str, str]]:
+    """The reads that count what the plain queue `queue` holds: its ready tasks (the
+    default priority's, and the other priorities that have any), delayed, leased and
+    dead ones."""
+    k = QueueKeys(queue)
+    return [("llen", k.ready), ("zcard", k.ready_levels), ("zcard", k.delayed),
+            ("zcard", k.leased), ("llen", k.dlq)]
+
+
+def refuse_if_holding(queue: str, counts: list[int]) -> None:
+    """Raise `ConfigError` when the plain queue `queue` holds tasks (`counts` of
+    holding_calls): once it is sharded, no worker leases from it, and the operator
+    commands read its shards instead."""
+    if any(counts):
+        raise ConfigError(
+            f"queue {queue!r} holds tasks as a plain queue (ready {counts[0]}, other "
+            f"priorities {counts[1]}, delayed {counts[2]}, running {counts[3]}, dead "
+            f"{counts[4]}): sharded, they would be stranded there. Drain it first, or "
+            "give the sharded queue a new name")
 
 
 def check_stored(layout: Layout, stored: object) -> None:

@@ -18,6 +18,7 @@ from redis.retry import Retry
 from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.errors import BrokerError
+from taskq.keys import QueueKeys
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings, child_environment
 from taskq.shards import SHARDS_KEY
@@ -125,7 +126,11 @@ def run_chaos(options: ChaosOptions, say: Callable[[str], None]) -> ChaosResult:
 def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
          say: Callable[[str], None]) -> ChaosResult:
     client = connect(Settings.from_env({}, redis_url=url, redis_timeout_seconds=2))
+    # A run starts from nothing: the plain queue a run before may have left (which a
+    # sharded run would refuse to shard), then each queue this run uses.
     client.hdel(SHARDS_KEY, QUEUE)
+    for key in client.scan_iter(match=QueueKeys(QUEUE).prefix + "*", count=1000):
+        client.delete(key)
     queue = ChaosQueue.open(client, options.shards, options.events_retention)
     for broker in queue.brokers:
         for key in client.scan_iter(match=broker.keys.prefix + "*", count=1000):
