@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -126,6 +127,22 @@ class TestRegistration:
                      lambda: Broker.from_settings(settings, "")):
             with pytest.raises(InvalidTaskError, match="invalid queue name ''"):
                 make()
+
+
+def test_a_task_of_a_script_run_as_main_is_named_with_a_warning(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    add.__module__, add.__qualname__ = "__main__", "add"
+    caplog.set_level(logging.WARNING, logger="taskq")
+    assert app.task()(add).name == "__main__.add"
+    (warned,) = [r.getMessage() for r in caplog.records]
+    assert "named after a script run as __main__" in warned
+    caplog.clear()
+    app.task("job.add")(add)
+    assert caplog.records == []
 
 
 class TestCallingDirectly:

@@ -3,6 +3,7 @@ stderr naming where it looked and what to do, exit status 2, never a traceback."
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -161,3 +162,14 @@ def test_a_database_past_the_servers_last_is_named_in_one_line(
     line = one_line(run(["dlq"], url, tmp_path))
     assert line.startswith("taskq dlq: could not ")
     assert "no database of the number REDIS_URL names" in line
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_any_url(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        line = one_line(run(["serve", "--port", str(port)], "redis://127.0.0.1:6379/0",
+                            tmp_path))
+    assert line == (f"taskq serve: cannot listen on 127.0.0.1 port {port}: Address already "
+                    "in use; pick another --port, or stop what holds it")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta, tzinfo
@@ -34,6 +35,20 @@ from taskq.schedules import (
 )
 from taskq.settings import Settings
 from taskq.shards import Layout, refuse_shard_name
+
+log = logging.getLogger("taskq")
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """A task's name when none is given: its function's module and qualified name. One
+    defined in a script run as `python job.py` gets a warning: its module is then
+    `__main__`, which a worker that imports `job` knows by another name."""
+    if fn.__module__ == "__main__":
+        log.warning("task %s is named after a script run as __main__: a worker that imports "
+                    "its module knows it by another name and sends it to the DLQ as "
+                    "unknown; name it: @app.task(\"module.%s\")", fn.__qualname__,
+                    fn.__qualname__)
+    return f"{fn.__module__}.{fn.__qualname__}"
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -270,8 +285,7 @@ class App:
             )
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
-            task_name = check_task_name(f"{fn.__module__}.{fn.__qualname__}"
-                                        if name is None else name)
+            task_name = check_task_name(default_name(fn) if name is None else name)
             clashing = [p for p in inspect.signature(fn).parameters if p in RESERVED]
             if clashing:
                 raise InvalidTaskError(

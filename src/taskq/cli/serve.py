@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import ipaddress
 import re
+import socket
 from urllib.parse import quote
 
 from taskq.cli.common import add_queue_argument, settings_from
@@ -63,9 +65,39 @@ def main(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, allowed_hosts=hosts)
     check_exposure(args.host, settings.api_token)
     app = create_app(settings, args.host)  # a bad allowed host name fails here
-    print(f"taskq dashboard on http://{args.host}:{args.port}/?queue={quote(settings.queue)} "
+    # Bound here, before the URL is printed: a port in use or a host that names no
+    # address is one line, not another server's URL and then uvicorn's error.
+    listening = listen(args.host, args.port)
+    port = listening.getsockname()[1]  # --port 0: the one the system picked
+    where = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"taskq dashboard on http://{where}:{port}/?queue={quote(settings.queue)} "
           f"(queue {settings.queue!r})", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
-                timeout_graceful_shutdown=2,
-                http=aborting_protocol(settings.request_timeout_seconds))
+    config = uvicorn.Config(app, host=args.host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=2,
+                            http=aborting_protocol(settings.request_timeout_seconds))
+    # uvicorn raises the stop signal again once it has shut down: a stop asked for is a
+    # clean exit, as uvicorn.run makes it.
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(config).run(sockets=[listening])
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host` and `port` (as uvicorn binds one: address reuse on), or
+    ConfigError saying why it cannot be."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host!r} names no address this machine can bind: "
+                          f"{e.strerror}") from None
+    bound = socket.socket(family, kind, proto)
+    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        bound.bind(address)
+    except OSError as e:
+        bound.close()
+        raise ConfigError(f"cannot listen on {host} port {port}: {e.strerror}; pick "
+                          "another --port, or stop what holds it") from None
+    bound.set_inheritable(True)
+    return bound
