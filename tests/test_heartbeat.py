@@ -16,6 +16,7 @@ from taskq.settings import Settings
 from taskq.worker.heartbeat import Cadence, Heartbeat
 from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
+from taskq.worker.time_limits import TimeLimits
 from test_broker_heartbeat import evalsha_calls, hold
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import WorkerThread
@@ -90,10 +91,11 @@ class TestBeat:
             context.begin()
         time.sleep(0.02)
         seen = len(events(client, broker.keys))
-        heartbeat = Heartbeat(Queues.of(broker), lease(10), holding(overdue, within, waiting))
-        heartbeat.enforce_time_limits()
-        heartbeat.beat()
+        slots, ended = holding(overdue, within, waiting), []
+        TimeLimits(slots, ended.append).enforce()
+        Heartbeat(Queues.of(broker), lease(10), slots).beat()
         assert overdue.timed_out and not within.timed_out and not waiting.timed_out
+        assert ended == [overdue]
         assert [e.task for e in events(client, broker.keys, seen)] == ["b", "c"]
 
     def test_the_thread_outlives_an_error_in_a_beat(self, broker: Broker) -> None:

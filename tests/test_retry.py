@@ -11,7 +11,10 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
+from conftest import ON_CLUSTER
+from helpers import stalling
 from taskq import (
     App,
     InvalidTaskError,
@@ -257,6 +260,34 @@ class TestTimeLimits:
         assert record.error_type == TIME_LIMIT_ERROR
         assert "ran past its time limit of 0.3s" in record.last_error
         assert "CancelledError" in record.traceback  # where the handler was
+
+    @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
+    def test_a_limit_is_kept_while_the_heartbeat_waits_on_a_stalled_redis(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        started, cancelled_after = threading.Event(), []
+
+        # Past one beat (a third of the 1 s lease): a beat is under way, waiting, by then.
+        @app.task("stuck", max_retries=0, time_limit=0.6)
+        async def stuck() -> None:
+            began = time.monotonic()
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled_after.append(time.monotonic() - began)
+                raise
+
+        stuck.enqueue()
+        start_worker()
+        assert started.wait(5)
+        stall = stalling(client, 2.5)  # every beat of the lease (1 s) waits behind it
+        try:
+            wait_until(lambda: cancelled_after, timeout=5)
+        finally:
+            stall.join(5)
+        # Cancelled near its limit, not when Redis answered the heartbeat again.
+        assert cancelled_after[0] < 1.5
 
     def test_an_async_handler_that_returns_from_its_cancel_fails_its_attempt(
         self, app: App, start_worker: StartWorker

@@ -1,5 +1,5 @@
 """The heartbeat thread: every lease/3 seconds, renew every lease in hand in one call per
-queue; in between, end the runs that pass their time limits."""
+queue (the runs past their time limits are ended by `time_limits`)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ from taskq.worker.runner import Runner
 from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
-
-# How often time limits are looked at, when some run may have one: how late past its
-# limit a run can end.
-LIMIT_TICK = 0.05
 
 
 class Cadence:
@@ -64,9 +60,8 @@ class Heartbeat(threading.Thread):
     one answered "cancel" marks it cancelled, which fences them too, and has `runner`
     cancel an async handler; an outage is logged and tried again next beat: the lease
     survives two missed beats.
-    A run past its time limit is timed out: its effects are fenced, its lease is no
-    longer renewed, and `runner` ends it. The thread never waits on a lock a handler can
-    hold, and no error ends it.
+    A run timed out (see time_limits) is no longer renewed. The thread never waits on a
+    lock a handler can hold, and no error ends it.
     """
 
     def __init__(self, queues: Queues, settings: Settings, slots: Slots,
@@ -84,32 +79,15 @@ class Heartbeat(threading.Thread):
     def run(self) -> None:
         self.announce()
         cadence = Cadence(self.interval, time.monotonic())
-        tick = LIMIT_TICK if self.runner is not None and self.runner.time_limited else None
-        while not self.stopping.wait(self._next_wait(cadence, tick)):
-            due = cadence.wait(time.monotonic()) == 0
+        while not self.stopping.wait(cadence.wait(time.monotonic())):
+            if cadence.wait(time.monotonic()) > 0:  # woken early: not due yet
+                continue
             try:
-                self.enforce_time_limits()
-                if due:
-                    self.beat()
+                self.beat()
             except Exception:
                 log.exception("heartbeat failed; beating on")
-            if due:
-                cadence.beaten(time.monotonic())
+            cadence.beaten(time.monotonic())
         self.withdraw()
-
-    @staticmethod
-    def _next_wait(cadence: Cadence, tick: float | None) -> float:
-        wait = cadence.wait(time.monotonic())
-        return wait if tick is None else min(wait, tick)
-
-    def enforce_time_limits(self) -> None:
-        """Time out every run in hand past its time limit and have the runner end it."""
-        now = time.monotonic()
-        for context in self.slots.in_hand():
-            if not (context.finished or context.timed_out) and context.overdue(now):
-                context.time_out()
-                if self.runner is not None:
-                    self.runner.time_out(context)
 
     def beat(self) -> None:
         """Renew every lease in hand that is neither lost, timed out nor settled, in one

@@ -2,7 +2,8 @@
 
 Threads, and the one module each one's code lives in: the loop (this module, on the
 thread that calls `run`), the waker (`waker.py`; one per queue for a worker on several
-queues of a cluster), the heartbeat (`heartbeat.py`), the handlers (`runner.py`). What
+queues of a cluster), the heartbeat (`heartbeat.py`), the time limits
+(`time_limits.py`, when a run may have one), the handlers (`runner.py`). What
 they share lives in one `Slots` (`slots.py`); they talk to the loop through its `Inbox`
 (`inbox.py`). The queues it leases from, and their order, are its `Queues`
 (`queues.py`).
@@ -44,6 +45,7 @@ from taskq.worker.queues import (
 from taskq.worker.runner import HOLD_SECONDS, Runner
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots, Stats
+from taskq.worker.time_limits import TimeLimits
 from taskq.worker.waker import Waker
 
 log = logging.getLogger("taskq.worker")
@@ -107,6 +109,9 @@ class Worker:
         self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
                                      {q.queue: LeaseCheck(q, s.lease_seconds)
                                       for q in self.queues})
+        # Its own thread, so a renewal waiting on a slow Redis holds no run past its limit.
+        self.time_limits = TimeLimits(self.slots, self.runner.time_out) \
+            if self.runner.time_limited else None
         self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner, Presence(
             worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
             queues=self.queues.names, concurrency=self.slots.capacity,
@@ -183,6 +188,8 @@ class Worker:
                  self.settings.lease_seconds)
         self.runner.start()
         self.heartbeat.start()
+        if self.time_limits is not None:
+            self.time_limits.start()
         for waker in self.wakers:
             waker.start()
         try:
@@ -208,6 +215,8 @@ class Worker:
             # what waits for a handler.
             self.runner.stop_starting()
             self.settler.abandon(in_hand)
+            if self.time_limits is not None:
+                self.time_limits.stop()
             self.heartbeat.stop()
             # It leaves the registry on its way out: wait for that, at most a Redis call.
             if self.heartbeat.ident is not None:

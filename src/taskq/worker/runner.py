@@ -139,7 +139,7 @@ class Runner:
         self.time_limit = time_limit
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         # Guards the threads (a timed-out one is replaced) and the runs under a limit,
-        # both touched by the heartbeat's thread as well; never held around user code.
+        # both touched by the time-limit thread as well; never held around user code.
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         for _ in range(concurrency):
@@ -394,7 +394,7 @@ class Runner:
 
     def time_out(self, context: TaskContext) -> None:
         """End a run past its time limit, its context already timed out (called on the
-        heartbeat's thread): cancel an async handler; fail a sync one's attempt now and
+        time-limit thread): cancel an async handler; fail a sync one's attempt now and
         replace its thread, since the thread cannot be stopped."""
         key = context.key
         with self._lock:

@@ -1,0 +1,50 @@
+"""The time-limit thread: every LIMIT_TICK, end the runs in hand past their time limits.
+
+Its own thread, apart from the heartbeat: a renewal that waits on a slow Redis must not
+let a handler overrun its limit by as long, and this needs no Redis at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from taskq.context import TaskContext
+from taskq.worker.slots import Slots
+
+log = logging.getLogger("taskq.worker")
+
+# How often time limits are looked at: how late past its limit a run can end.
+LIMIT_TICK = 0.05
+
+
+class TimeLimits(threading.Thread):
+    """Times out every run in hand past its time limit (its effects fenced, its lease no
+    longer renewed) and has `end` (the runner's `time_out`) end it. Takes only the
+    slots' lock, briefly, and no error ends it."""
+
+    def __init__(self, slots: Slots, end: Callable[[TaskContext], None]) -> None:
+        super().__init__(name="taskq-time-limits", daemon=True)
+        self.slots = slots
+        self.end = end
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(LIMIT_TICK):
+            try:
+                self.enforce()
+            except Exception:
+                log.exception("time limit check failed; checking on")
+
+    def enforce(self) -> None:
+        """Time out every run in hand past its time limit, and end it."""
+        now = time.monotonic()
+        for context in self.slots.in_hand():
+            if not (context.finished or context.timed_out) and context.overdue(now):
+                context.time_out()
+                self.end(context)
+
+    def stop(self) -> None:
+        self.stopping.set()
