@@ -153,12 +153,14 @@ class TestSpeedProbe:
             assert "| Huey (3 processes) |" in report and "round by round: " in report
             assert f"({command(RECOMMENDED)} " in row, row
             speeds = re.search(r"taskq / the round's fastest peer, round by round, .*?: "
-                               r"((?:[\d.]+ / [\d.]+(?:, )?)+)\.", report)
+                               r"((?:[\d.?]+ / [\d.]+(?:, )?)+)\.", report)
             assert speeds is not None, report
-            # Three rounds, each a pair of slowdowns of at least full speed.
-            pairs = speeds.group(1).split(", ")
+            # Three rounds, each a pair of slowdowns of at least full speed; taskq's drain
+            # of 1,000 tasks may fall between two of the probe's samples ("?"), a peer's
+            # (several times as long) never does.
+            pairs = [pair.split(" / ") for pair in speeds.group(1).split(", ")]
             assert len(pairs) == 3, pairs
-            assert all(float(x) >= 1.0 for pair in pairs for x in pair.split(" / ")), pairs
+            assert all(float(x) >= 1.0 for pair in pairs for x in pair if x != "?"), pairs
         else:
             assert "**not run**" in report and "not measured in this run" in row, row
         assert "FAILED" not in report
