@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, tas
 from taskq import registry
 from taskq.broker import Broker
 from taskq.cli import main, parser
+from taskq.cli.serve import listen
+from taskq.errors import ConfigError
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.settings import Settings, Simulation, child_environment
@@ -758,3 +761,20 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
                     "schedules", "dashboard", "serve", "redis", "demo", "chaos"):
         assert command in out
 
+
+
+class TestServeListening:
+    def test_every_address_a_host_names_is_bound_on_one_port(self) -> None:
+        named = {info[4][0] for info in socket.getaddrinfo(
+            "localhost", 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)}
+        sockets = listen("localhost", 0)
+        try:
+            assert {s.getsockname()[0] for s in sockets} == named
+            assert len({s.getsockname()[1] for s in sockets}) == 1
+        finally:
+            for s in sockets:
+                s.close()
+
+    def test_a_host_with_no_address_is_refused_naming_it(self) -> None:
+        with pytest.raises(ConfigError, match=r"--host 'nosuch\.invalid' names no address"):
+            listen("nosuch.invalid", 0)

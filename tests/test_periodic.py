@@ -16,6 +16,7 @@ from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.keys import schedule_task_id
 from taskq.schedules import DEFAULT_GRACE, Schedule, make_schedule
+from taskq.shards import SHARDS_KEY
 from taskq.worker.periodic import Periodic
 from waiting import wait_until
 from worker_support import StartWorker
@@ -116,3 +117,17 @@ def test_a_write_redis_refuses_for_a_while_is_waited_out_not_left_out(
     periodic.run()
     assert caplog.records == []
     assert queue.schedule_state("tidy") is not None
+
+
+def test_a_schedule_whose_queue_redis_holds_sharded_is_left_out_saying_why(
+    queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue.client.hset(SHARDS_KEY, queue.queue, f"{queue.queue}~0,{queue.queue}~1")
+    periodic = Periodic(queue, [tidy_every(PERIOD)])
+    caplog.set_level(logging.ERROR, logger="taskq.worker")
+    for _ in range(2):
+        periodic.run()
+    (logged,) = [r.getMessage() for r in caplog.records]
+    assert logged.startswith("schedule 'tidy' (every 0:00:00.700000): this worker no longer "
+                             f"fires it: queue {queue.queue!r} has 2 shards in Redis")
+    assert caplog.records[0].exc_info is None

@@ -289,6 +289,18 @@ class TestTimeLimits:
         # Cancelled near its limit, not when Redis answered the heartbeat again.
         assert cancelled_after[0] < 1.5
 
+    def test_a_limit_holds_for_a_task_registered_after_the_worker_was_built(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        start_worker()
+
+        @app.task("late", max_retries=0, time_limit=0.3)
+        async def late() -> None:
+            await asyncio.sleep(30)
+
+        record = ended(app, late.enqueue().task_id, "dead")
+        assert record.error_type == TIME_LIMIT_ERROR
+
     def test_an_async_handler_that_returns_from_its_cancel_fails_its_attempt(
         self, app: App, start_worker: StartWorker
     ) -> None:

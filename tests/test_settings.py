@@ -161,7 +161,7 @@ class TestRedisUrl:
     @pytest.mark.parametrize(("url", "fixed"), [
         ("http://h:6379", "redis://h:6379"), ("REDIS://h:6379", "redis://h:6379"),
         ("redis:/h:6379", "redis://h:6379"), ("rediss:h:6379/1", "rediss://h:6379/1"),
-        ("unix:/tmp/r.sock", "unix:///tmp/r.sock"),
+        ("unix:/tmp/r.sock", "unix:///tmp/r.sock"), ("redis:6379/0", "redis://redis:6379/0"),
     ])  # fmt: skip
     def test_a_url_with_another_scheme_is_refused_with_the_url_it_meant(
         self, url: str, fixed: str

@@ -241,11 +241,12 @@ URL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 def _scheme_problem(url: str) -> str:
     """What is wrong with the scheme of `url` (which has none of ours), and the URL it
     most likely meant."""
-    # A scheme is a word and a colon, then a slash unless it is one of ours:
-    # "localhost:6379" has none.
+    # A scheme is a word and a colon, then a slash unless it is one of ours not followed
+    # by a port: "localhost:6379" and "redis:6379" (a compose service) name hosts.
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(/*)(.*)", url)
-    if scheme is not None and not scheme.group(2) and \
-            scheme.group(1).lower() + "://" not in REDIS_SCHEMES:
+    if scheme is not None and not scheme.group(2) and (
+            scheme.group(1).lower() + "://" not in REDIS_SCHEMES
+            or scheme.group(3)[:1].isdigit()):
         scheme = None
     if scheme is None:
         problem, fixed = "has no scheme", f"redis://{url}"

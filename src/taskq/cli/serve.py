@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     # Bound here, before the URL is printed: a port in use or a host that names no
     # address is one line, not another server's URL and then uvicorn's error.
     listening = listen(args.host, args.port)
-    port = listening.getsockname()[1]  # --port 0: the one the system picked
+    port = listening[0].getsockname()[1]  # --port 0: the one the system picked
     where = f"[{args.host}]" if ":" in args.host else args.host
     print(f"taskq dashboard on http://{where}:{port}/?queue={quote(settings.queue)} "
           f"(queue {settings.queue!r})", flush=True)
@@ -78,26 +78,36 @@ def main(args: argparse.Namespace) -> int:
     # uvicorn raises the stop signal again once it has shut down: a stop asked for is a
     # clean exit, as uvicorn.run makes it.
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.Server(config).run(sockets=[listening])
+        uvicorn.Server(config).run(sockets=listening)
     return 0
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to `host` and `port` (as uvicorn binds one: address reuse on), or
-    ConfigError saying why it cannot be."""
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address `host` names, on `port` (as asyncio binds them for
+    uvicorn: address reuse on, an IPv6 one for IPv6 only); for port 0, the port the
+    first was given, on all. ConfigError saying why one cannot be bound."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise ConfigError(f"--host {host!r} names no address this machine can bind: "
                           f"{e.strerror}") from None
-    bound = socket.socket(family, kind, proto)
-    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        bound.bind(address)
-    except OSError as e:
-        bound.close()
-        raise ConfigError(f"cannot listen on {host} port {port}: {e.strerror}; pick "
-                          "another --port, or stop what holds it") from None
-    bound.set_inheritable(True)
+    bound: list[socket.socket] = []
+    for family, kind, proto, _, given in dict.fromkeys(found):
+        one = socket.socket(family, kind, proto)
+        bound.append(one)
+        one.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            one.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        address = (given[0], bound[0].getsockname()[1], *given[2:]) \
+            if port == 0 and len(bound) > 1 else given
+        try:
+            one.bind(address)
+        except OSError as e:
+            for each in bound:
+                each.close()
+            raise ConfigError(f"cannot listen on {address[0]} port {address[1]}: "
+                              f"{e.strerror}; pick another --port, or stop what holds "
+                              "it") from None
+        one.set_inheritable(True)
     return bound

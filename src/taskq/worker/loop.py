@@ -3,7 +3,7 @@
 Threads, and the one module each one's code lives in: the loop (this module, on the
 thread that calls `run`), the waker (`waker.py`; one per queue for a worker on several
 queues of a cluster), the heartbeat (`heartbeat.py`), the time limits
-(`time_limits.py`, when a run may have one), the handlers (`runner.py`). What
+(`time_limits.py`), the handlers (`runner.py`). What
 they share lives in one `Slots` (`slots.py`); they talk to the loop through its `Inbox`
 (`inbox.py`). The queues it leases from, and their order, are its `Queues`
 (`queues.py`).
@@ -109,9 +109,9 @@ class Worker:
         self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
                                      {q.queue: LeaseCheck(q, s.lease_seconds)
                                       for q in self.queues})
-        # Its own thread, so a renewal waiting on a slow Redis holds no run past its limit.
-        self.time_limits = TimeLimits(self.slots, self.runner.time_out) \
-            if self.runner.time_limited else None
+        # Its own thread, so a renewal waiting on a slow Redis holds no run past its limit;
+        # always there, since a task registered after this may have a limit.
+        self.time_limits = TimeLimits(self.slots, self.runner.time_out)
         self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner, Presence(
             worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
             queues=self.queues.names, concurrency=self.slots.capacity,
@@ -188,8 +188,7 @@ class Worker:
                  self.settings.lease_seconds)
         self.runner.start()
         self.heartbeat.start()
-        if self.time_limits is not None:
-            self.time_limits.start()
+        self.time_limits.start()
         for waker in self.wakers:
             waker.start()
         try:
@@ -209,14 +208,14 @@ class Worker:
             # a Redis call, so the tasks are given back or settled here, not left
             # leased by a process that has gone. With a grace, the loop has already waited
             # for the slots to come back; without, a stop waits one of the waker's waits.
-            wait = max(w.timeout for w in self.wakers) + self.settings.redis_timeout_seconds
-            in_hand = self.slots.close(wait)
-            # A loop that never drained (no grace) starts nothing more, and hands back
-            # what waits for a handler.
+            # A loop that never drained (no grace) starts nothing more from now on, and
+            # hands back what waits for a handler; what ends meanwhile is settled.
             self.runner.stop_starting()
-            self.settler.abandon(in_hand)
-            if self.time_limits is not None:
-                self.time_limits.stop()
+            self.slots.close(max(w.timeout for w in self.wakers)
+                             + self.settings.redis_timeout_seconds)
+            self.settler.settle(self.inbox.take())
+            self.settler.abandon(self.slots.in_hand())
+            self.time_limits.stop()
             self.heartbeat.stop()
             # It leaves the registry on its way out: wait for that, at most a Redis call.
             if self.heartbeat.ident is not None:

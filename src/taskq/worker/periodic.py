@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from taskq.boundary import refused_by_script
 from taskq.broker import Broker
-from taskq.errors import BrokerError
+from taskq.errors import BrokerError, ConfigError
 from taskq.schedules import MAX_CATCH_UP, Schedule
 
 log = logging.getLogger("taskq.worker")
@@ -60,6 +60,10 @@ class Periodic:
                 self._broken.add(schedule.name)
                 log.error("schedule %r (%s): Redis refuses to fire it, so this worker no "
                           "longer fires it: %s", schedule.name, schedule.when, e)
+            except ConfigError as e:  # the queue cannot take it as this app sees it
+                self._broken.add(schedule.name)
+                log.error("schedule %r (%s): this worker no longer fires it: %s",
+                          schedule.name, schedule.when, e)
             except Exception:
                 self._broken.add(schedule.name)
                 log.exception("schedule %r (%s): its ticks cannot be computed, so this "

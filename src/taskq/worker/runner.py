@@ -176,11 +176,6 @@ class Runner:
         self._threads.append(thread)
         return thread
 
-    @property
-    def time_limited(self) -> bool:
-        """Whether any run may have a time limit for the heartbeat to watch."""
-        return self.time_limit > 0 or any(t.time_limit for t in self.app.tasks.values())
-
     def start(self) -> None:
         for thread in self._threads:
             thread.start()

@@ -74,15 +74,14 @@ class Slots:
             self._stats.leased += len(contexts)
             return True
 
-    def close(self, timeout: float) -> list[TaskContext]:
-        """The worker is done: reserve and hold nothing more, wait up to `timeout`
-        seconds for the leases under way to be put in hand or given back, and return
-        the tasks in hand then, to be settled. A lease still under way after that
-        cannot put its tasks in hand: its thread gives them back."""
+    def close(self, timeout: float) -> None:
+        """The worker is done: reserve and hold nothing more, and wait up to `timeout`
+        seconds for the leases under way to be put in hand or given back, so what is in
+        hand after this is all there will be. A lease still under way after that cannot
+        put its tasks in hand: its thread gives them back."""
         with self._lock:
             self._closed = True
             self._unreserved.wait_for(lambda: not self._reserved, timeout)
-            return list(self._in_hand.values())
 
     def let_go(self, *contexts: TaskContext) -> None:
         """Take settled tasks out of hand."""
