@@ -130,11 +130,12 @@ class AsyncShardedBroker:
         if not self._registered:
             client: Any = self.brokers[0].client
             with redis_errors(f"register the shards of queue {self.layout.queue!r}"):
-                if await client.hget(SHARDS_KEY, self.layout.queue) is None:
+                stored = await client.hget(SHARDS_KEY, self.layout.queue)
+                if stored is None:
                     refuse_if_holding(self.layout.queue, [
                         await getattr(client, command)(key)
                         for command, key in holding_calls(self.layout.queue)])
-                await client.hsetnx(SHARDS_KEY, self.layout.queue, self.layout.stored)
-                stored = await client.hget(SHARDS_KEY, self.layout.queue)
+                    await client.hsetnx(SHARDS_KEY, self.layout.queue, self.layout.stored)
+                    stored = await client.hget(SHARDS_KEY, self.layout.queue)
             check_stored(self.layout, stored)
             self._registered = True

@@ -137,11 +137,12 @@ def register(client: Client, layout: Layout) -> None:
     tasks on two shards, or if none is and the plain queue of that name holds tasks
     (see refuse_if_holding)."""
     with redis_errors(f"register the shards of queue {layout.queue!r}"):
-        if client.hget(SHARDS_KEY, layout.queue) is None:
+        stored = client.hget(SHARDS_KEY, layout.queue)
+        if stored is None:
             refuse_if_holding(layout.queue, [getattr(client, command)(key)
                                              for command, key in holding_calls(layout.queue)])
-        client.hsetnx(SHARDS_KEY, layout.queue, layout.stored)
-        stored = client.hget(SHARDS_KEY, layout.queue)
+            client.hsetnx(SHARDS_KEY, layout.queue, layout.stored)
+            stored = client.hget(SHARDS_KEY, layout.queue)  # another's, if it came first
     check_stored(layout, stored)
 
 
