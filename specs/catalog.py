@@ -10,7 +10,7 @@ from specs.ConcurrencyLimit import concurrency_limit
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
 from specs.Progress import progress
-from specs.RateLimit import rate_limit
+from specs.RateLimit import queue_rate_limit, rate_limit
 from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.Shards import shards
@@ -585,6 +585,22 @@ CHECKS: tuple[Check, ...] = (
         # The line released, the next slot left behind the slots no one holds now.
         expect=Expect.violated("NoGhostSlot", depth=5),
         tlc=TLC(distinct=107, generated=137, depth=5, left=77),
+    ),
+    Check(
+        spec="RateLimit/QueueRateLimit.tla",
+        config="RateLimit/QueueRateLimit.cfg",
+        build=queue_rate_limit.model,
+        # The name's and the queue's limits over the same tasks, the name's raised once.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=36963, generated=73674, depth=20, left=0),
+    ),
+    Check(
+        spec="RateLimit/QueueRateLimitRetake.tla",
+        config="RateLimit/QueueRateLimitRetake.cfg",
+        build=queue_rate_limit.retake_model,
+        # Released by the raise, a task gives back its queue slot for one further back.
+        expect=Expect.property_violated("NoPlaceLost", depth=8),
+        tlc=TLC(distinct=2387, generated=2939, depth=8, left=1415),
     ),
     Check(
         spec="ConcurrencyLimit/ConcurrencyLimit.tla",

@@ -5,7 +5,8 @@ events a limited task never starts more often than its rate allows in any window
 throttled task is looked at again no sooner than its slot, every task is run or
 cancelled in the end, the log passes tracecheck, lease order included, and after every
 step each limit's next slot is at most one spacing after the last slot a task waits
-for (RateLimit.tla's NoGhostSlot), and only waiting tasks hold slots."""
+for (RateLimit.tla's NoGhostSlot), and only waiting tasks hold slots. A redeploy may
+change "slow"'s rate between steps, releasing its line (QueueRateLimit.tla)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,19 @@ STEP = st.one_of(
     st.tuples(st.just("lease"), st.integers(1, 6), st.just(False)),
     st.tuples(st.just("wait"), st.integers(0, 25), st.just(False)),
     st.tuples(st.just("cancel"), st.integers(0, 50), st.booleans()),
+    st.tuples(st.just("redeploy"), st.just(0), st.booleans()),
 )
 
 
-def run(broker: Broker, steps: list[tuple[str, int, bool]]) -> None:
+def run(broker: Broker, steps: list[tuple[str, int, bool]],
+        deploys: tuple[tuple[RateLimit, ...], tuple[RateLimit, ...]]) -> None:
+    """`deploys`: the limits as first declared, and with "slow" twice as fast; a
+    redeploy step puts the faster (`flag`) or the first in force."""
     sent = 0
     for op, n, flag in steps:
-        if op == "enqueue":
+        if op == "redeploy":
+            broker.rate_limits = deploys[flag]
+        elif op == "enqueue":
             broker.enqueue_many([NewTask(f"t{sent + i}", name="slow" if flag else "fast")
                                  for i in range(n)])
             sent += n
@@ -72,10 +79,14 @@ def test_no_window_holds_more_starts_than_the_rate_allows(
     "slow" (so both limits take part in each start); else it is "slow"'s alone."""
     broker = Broker(client, f"r-{uuid.uuid4().hex[:10]}")
     per_second, burst = rate
-    broker.rate_limits = ((RateLimit("slow", per_second * 2, burst),
-                           RateLimit(QUEUE_LIMIT, per_second, burst)) if queue
-                          else (RateLimit("slow", per_second, burst),))
-    run(broker, steps)
+    deploys = tuple(((RateLimit("slow", per_second * 2 * faster, burst),
+                      RateLimit(QUEUE_LIMIT, per_second, burst)) if queue
+                     else (RateLimit("slow", per_second * faster, burst),))
+                    for faster in (1, 2))
+    broker.rate_limits = deploys[0]
+    run(broker, steps, (deploys[0], deploys[1]))
+    if not queue and any(op == "redeploy" and flag for op, _, flag in steps):
+        per_second *= 2  # "slow"'s bound at its faster rate, over every window
     log = events(client, broker.keys)
     names = {e.task: e.fields["name"] for e in log if e.type == "enqueued"}
     starts = sorted(int(e.fields["ts"]) for e in log

@@ -27,6 +27,15 @@ class TestDeclaration:
     def test_a_rate_is_read_per_second(self, text: str, per_second: float) -> None:
         assert parse_rate("t", text).per_second == per_second
 
+    @pytest.mark.parametrize(("text", "interval_us"), [
+        ("3/s", 333_334), ("7/s", 142_858), ("100/s", 10_000), ("1/h", 3_600_000_000),
+        ("500/h", 7_200_000), ("1000000/s", 1)])
+    def test_a_spacing_is_rounded_up_so_no_window_holds_a_start_too_many(
+        self, text: str, interval_us: int
+    ) -> None:
+        # At 333,333 us a window of 999,999 us would hold four starts of "3/s" (B = 1).
+        assert parse_rate("t", text).interval_us == interval_us
+
     @pytest.mark.parametrize("text", ["100", "100/d", "fast", "-1/s", "0/s", "2000000/s",
                                       None, 5])
     def test_a_rate_taskq_cannot_keep_is_refused_naming_the_task(self, text: object) -> None:
@@ -117,6 +126,21 @@ class TestLease:
             started += leased(broker)
             wait_past(0.005)
         assert sorted(started) == ["s1", "s2", "s3", "s4"]
+        no_ghost_slots(broker)
+
+    def test_a_raised_burst_makes_the_tasks_waiting_at_the_old_one_due_sooner(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
+        assert leased(broker) == ["s0"]  # s1-s3 throttled, one to three hours out
+        limited(broker, 1 / 3600, burst=3)  # redeployed: the same rate, a burst of 3
+        assert leased(broker) == []  # this call releases their line
+        broker.promote()
+        # Checked again: two spacings of tolerance let s1 and s2 start now; s3 waits
+        # for its slot less those two spacings, an hour out, not three.
+        assert sorted(leased(broker)) == ["s1", "s2"]
+        assert round(hours_away(broker, "s3")) == 1
         no_ghost_slots(broker)
 
     def test_a_long_line_is_released_a_call_at_a_time_and_a_cancel_leaves_it(
@@ -327,7 +351,7 @@ def test_names_that_extend_one_another_keep_their_own_cursors(broker: Broker) ->
 def test_a_lease_applying_thousands_of_limits_reads_their_cursors_in_chunks(
     broker: Broker,
 ) -> None:
-    # Three stored fields a limit: 3,000 limits are 9,000, past what Lua unpacks at once.
+    # Four stored fields a limit: 3,000 limits are 12,000, past what Lua unpacks at once.
     broker.rate_limits = tuple(RateLimit(f"n{i}", 1 / 3600) for i in range(3000))
     broker.enqueue_many([NewTask("first", name="n2999"), NewTask("second", name="n2999")])
     assert leased(broker) == ["first"]
@@ -366,6 +390,38 @@ class TestQueueLimit:
         assert throttled == {"x2": "task", "x3": "both"}
         # A start refused by one limit moves neither limit's start cursor.
         assert record_of(broker, "x3").state == "delayed"
+
+    def test_a_raised_name_rate_leaves_its_tasks_their_places_in_the_queues_line(
+        self, broker: Broker
+    ) -> None:
+        both = (RateLimit("x", 1 / 3600), RateLimit(QUEUE_LIMIT, 1 / 3600))
+        broker.rate_limits = both
+        broker.enqueue_many([NewTask(f"x{i}", name="x") for i in range(5)])
+        assert leased(broker) == ["x0"]  # x1-x4 throttled by both, an hour apart
+        before = reserved(broker, QUEUE_LIMIT)
+        broker.rate_limits = (RateLimit("x", 2 / 3600), both[1])  # x redeployed faster
+        assert leased(broker) == []  # releases x's line: x1-x4 due now
+        broker.promote()
+        assert leased(broker) == []  # each refused by the queue's limit again
+        # Each waits for the queue slot it held, not one behind the line's end.
+        assert reserved(broker, QUEUE_LIMIT) == before
+        assert [round(hours_away(broker, f"x{i}")) for i in range(1, 5)] == [1, 2, 3, 4]
+        no_ghost_slots(broker)
+
+    def test_a_task_refused_again_once_a_start_took_its_slot_goes_to_the_end(
+        self, broker: Broker
+    ) -> None:
+        broker.rate_limits = (RateLimit(QUEUE_LIMIT, 1 / 3600),)
+        broker.enqueue_many([NewTask("a", name="x"), NewTask("b", name="x")])
+        assert leased(broker) == ["a"]
+        slot = reserved(broker, QUEUE_LIMIT)["b"]
+        # A start that took b's slot (a cursor a late lease moved past it, set by hand).
+        broker.client.hset(broker.keys.rates, QUEUE_LIMIT, slot + 1)
+        broker.client.zadd(broker.keys.delayed, {"b": 0})
+        broker.promote()
+        assert leased(broker) == []
+        assert reserved(broker, QUEUE_LIMIT)["b"] == slot + 1
+        no_ghost_slots(broker)
 
 
 QUEUE_RATE_APP = '''

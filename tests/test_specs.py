@@ -122,7 +122,7 @@ class TestCatalogue:
             "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
-            "RateLimitGhostSlot", "RateLimitReleaseKeepsNext",
+            "RateLimitGhostSlot", "RateLimitReleaseKeepsNext", "QueueRateLimitRetake",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
             "ShardsRouteById", "ShardsFixedOrder", "ProgressNoFence", "ProgressTokenless",
             "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",

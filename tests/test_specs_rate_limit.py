@@ -1,6 +1,8 @@
 """RateLimit, GCRA in the lease script with two cursors: its figures, what it reaches,
 the limit holding however late a throttled task is leased, and the shortest trace that
-catches each mutant, the first design's kept slot among them."""
+catches each mutant, the first design's kept slot among them. QueueRateLimit, the name's
+and the queue's limits together with the name's rate raised: what it reaches, and the
+trace that catches its mutant."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import re
 from typing import Any
 
 from specs.catalog import ROOT
+from specs.RateLimit import queue_rate_limit as qrl
 from specs.RateLimit import rate_limit as rl
 from specs.tlacheck import Model, Result, StepProperty, check
 from specs.tlacheck import cfg as cfgs
@@ -265,3 +268,71 @@ class TestRateLimitMutants:
     def test_one_task_too_few_hides_the_first_designs_bunching(self) -> None:
         # With B = 2 it takes B + 3 tasks: two at once, one late, two on the later slots.
         assert check(build("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg", TASKS=4)).ok
+
+
+@functools.cache
+def queue_steps() -> frozenset[tuple[qrl.State, str, qrl.State]]:
+    """Every step of QueueRateLimit's state graph under its catalogued .cfg."""
+    seen: set[tuple[qrl.State, str, qrl.State]] = set()
+
+    def record(s: qrl.State, label: str, t: qrl.State) -> bool:
+        seen.add((s, label, t))
+        return True
+
+    model = build("QueueRateLimit.tla", "QueueRateLimit.cfg")
+    recorder = StepProperty[qrl.State]("Steps", record)
+    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
+    return frozenset(seen)
+
+
+class TestQueueRateLimit:
+    def test_both_limits_and_the_raise_hold_in_all_36963_states(self) -> None:
+        found = result("QueueRateLimit.tla", "QueueRateLimit.cfg")
+        assert found.ok
+        assert figures(found) == (36963, 73674, 20, 0)
+
+    def test_every_action_is_reached_and_each_limit_refuses_alone_and_with_the_other(
+        self,
+    ) -> None:
+        kinds = {re.sub(r"\(.*?\)", "", label) for _, label, _ in queue_steps()}
+        assert kinds == {"Lease/started", "Lease/throttled", "Promote", "Raise", "Tick"}
+        refusing = {
+            frozenset(lim for lim in qrl.LIMITS if t.slot[u][lim] != qrl.NONE)
+            for s, label, t in queue_steps() if label.endswith("/throttled")
+            for u in s.place if s.place[u] == "ready" and t.place[u] == "delayed"
+        }  # fmt: skip
+        assert refusing == {frozenset({"name"}), frozenset({"queue"}),
+                            frozenset({"name", "queue"})}
+
+    def test_a_released_task_refused_by_the_queue_keeps_its_queue_slot(self) -> None:
+        kept = [
+            (s, t) for s, label, t in queue_steps() if label.endswith("/throttled")
+            for u in s.place
+            if s.place[u] == "ready" and t.place[u] == "delayed"
+            and s.slot[u]["queue"] != qrl.NONE and t.slot[u] == s.slot[u]
+        ]  # fmt: skip
+        assert kept
+        # Only a task the raise made due early: its queue slot is still to come.
+        assert all(s.releases == 1 for s, _ in kept)
+
+    def test_the_name_runs_faster_after_the_raise_than_its_first_rate_allows(self) -> None:
+        # Starts after the raise come closer than the first spacing: the raise takes effect.
+        c = qrl.Constants.from_cfg(cfgs.load(ROOT / "RateLimit/QueueRateLimit.cfg"))
+        ends = {t.starts for _, _, t in queue_steps() if t.releases == 1}
+        assert any(not qrl.bounded(c, x, c.interval) for x in ends)
+
+    def test_retaking_a_slot_sends_a_released_task_to_the_back_of_the_queues_line(
+        self,
+    ) -> None:
+        found = result("QueueRateLimitRetake.tla", "QueueRateLimitRetake.cfg")
+        assert found.violation is not None and found.violation.name == "NoPlaceLost"
+        assert figures(found) == (2387, 2939, 8, 1415)
+        assert actions(found) == [
+            "RetakeLease(t=1)/started", "RetakeLease(t=2)/started",
+            "RetakeLease(t=3)/throttled", "RetakeLease(t=4)/throttled", "Raise",
+            "Promote(t=3)", "RetakeLease(t=3)/throttled",
+        ]  # fmt: skip
+        before, last = (step.state for step in found.violation.trace[-2:])
+        # Task 3 held queue slot 4, ahead of task 4's 6; it now waits behind it, for 8.
+        assert (before.slot[3]["queue"], last.slot[3]["queue"]) == (4, 8)
+        assert (before.runAt[3], last.runAt[3]) == (0, 6)

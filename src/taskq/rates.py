@@ -10,6 +10,7 @@ limit of its own (`App.queue_rate_limit`), which every start of its tasks passes
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -40,8 +41,11 @@ class RateLimit:
 
     @property
     def interval_us(self) -> int:
-        """The spacing between starts, in microseconds (what lease.lua takes)."""
-        return max(MIN_INTERVAL_US, round(1_000_000 / self.per_second))
+        """The spacing between starts, in microseconds (what lease.lua takes), rounded
+        up: a spacing rounded down would let a window just under a second of "3/s" hold
+        a fourth start. (Rounded to a millionth first, so that a spacing that is whole
+        but for a float's last bit, as 1e6 / (1 / 3600) may be, stays whole.)"""
+        return max(MIN_INTERVAL_US, math.ceil(round(1_000_000 / self.per_second, 6)))
 
 
 def parse_rate(name: str, text: object, burst: object = 1, owner: str = "") -> RateLimit:

@@ -6,8 +6,8 @@
 -- Rate limits (see taskq/rates.py and lease.lua). A throttled task waits on delayed for
 -- the slot a limit handed it, and `reserved:<limit>` (a ZSET: task id -> slot, us; the
 -- limit a task name, or '*' for the queue's own) keeps the slots tasks still wait for.
--- A task that leaves the line (it starts, is throttled again, or is cancelled) gives its
--- slot back: the limit's next slot comes back to one interval after the last slot still
+-- A task that leaves the line (it starts, is throttled again once a start took its slot,
+-- or is cancelled) gives its slot back: the limit's next slot comes back to one interval after the last slot still
 -- held, or to the limit's start cursor, never forward. A slot in the middle of the line
 -- stays empty (the tasks behind it keep theirs); one at its end is handed out again, so
 -- cancelled tasks leave no slots that every later task waits behind (RateLimit.tla's

@@ -14,8 +14,9 @@
   KEYS[7] wake    LIST    wake-up tokens; cleared when ready is found empty
   KEYS[8] rates   HASH    <name> -> the rate limit's theoretical start time (us), moved
                           by starts only; <name>|next -> the next slot a throttled task
-                          waits for (us); <name>|interval -> the spacing they were set
-                          at (us) (no task name holds a '|')
+                          waits for (us); <name>|interval and <name>|burst -> the
+                          spacing (us) and burst they were set at (no task name holds
+                          a '|')
   ARGV[1] prefix          queue key prefix; task and request keys, and the limits'
                           (holding:, parked:, reserved:, released:...), derive from it
   ARGV[2] worker          worker id
@@ -53,8 +54,9 @@
   they come back one at a time rather than all at once. The queue's own limit ('*')
   holds for all its tasks together, beside each name's: a start must pass both.
 
-  A throttled task that leaves the line (it starts or is throttled again) gives back
-  its slot (see _rates). The first call after a redeploy that changed a rate releases
+  A throttled task that leaves the line (it starts, or is throttled again once a start
+  took its slot) gives back its slot (see _rates); one throttled again before its slot
+  keeps it (see admitted). The first call after a redeploy that changed a rate releases
   that limit's line (see release_lines).
 
   Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
@@ -148,25 +150,37 @@ local passed = 0
 -- of those places, whatever order their priorities popped them in.
 local reparked = {}
 
--- Each limit's start, next and interval as stored, read for every limit in one HMGET
--- by release_lines before any task is looked at.
+-- Each limit's start, next, interval and burst as stored, read for every limit in one
+-- HMGET by release_lines before any task is looked at.
 local stored_cursors = {}
+
+-- Whether `name`'s limit was stored (`stored`: its start, next, interval and burst as
+-- read) with another spacing or burst than this call's: declared anew by a redeploy.
+local function changed(name, stored)
+  local was_interval, was_burst = tonumber(stored[3]), tonumber(stored[4])
+  return (was_interval and was_interval > 0 and was_interval ~= limits[name].interval)
+    or (was_burst and was_burst ~= limits[name].burst) or false
+end
 
 local function cursor(name)
   local c = cursors[name]
   if not c then
     local stored = stored_cursors[name]
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
-         interval = limits[name].interval}
+         interval = limits[name].interval, burst = limits[name].burst}
     -- Declared anew with another rate: the start cursor, ahead at the old spacing, is
     -- put as far ahead at the new one, and the line of throttled tasks is released
     -- (see release_lines): a limit raised from one an hour to a hundred a second holds
     -- neither new starts nor the waiting ones back for hours behind the old spacing.
+    -- Another burst releases the line too: its tasks wait (burst - 1) spacings less
+    -- than their slots, a tolerance the new burst changes.
     local was, now_us = tonumber(stored[3]), now * 1000
     if was and was > 0 and was ~= c.interval then
       if c.start > now_us then
         c.start = now_us + math.floor((c.start - now_us) * c.interval / was)
       end
+    end
+    if changed(name, stored) then
       c.next = c.start
       local line = reserved_key(prefix, name)
       if redis.call('EXISTS', line) == 1 then
@@ -180,8 +194,8 @@ local function cursor(name)
   return c
 end
 
--- A limit's interval as the last lease stored it, against this call's: the first call
--- after a redeploy that changed a rate sees the change, and its cursor() releases the
+-- A limit's interval and burst as the last lease stored them, against this call's: the
+-- first call after a redeploy that changed a rate or burst sees the change, and its cursor() releases the
 -- line. Then each call makes up to RELEASE_LIMIT of a released line due at once: their
 -- delayed scores (and records' run_at) become now, and promotion and the next leases
 -- check each again like any other start, throttling it at the new spacing if it must
@@ -192,14 +206,15 @@ local function release_lines()
   local names, fields = {}, {}
   for name in pairs(limits) do
     names[#names + 1] = name
-    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3] =
-      name, name .. '|next', name .. '|interval'
+    local n = #fields
+    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] =
+      name, name .. '|next', name .. '|interval', name .. '|burst'
   end
   local stored = call_chunked('HMGET', rates_key, fields)
   for i, name in ipairs(names) do
-    stored_cursors[name] = {stored[3 * i - 2], stored[3 * i - 1], stored[3 * i]}
-    local was = tonumber(stored[3 * i])
-    if was and was > 0 and was ~= limits[name].interval then cursor(name) end
+    local at = 4 * (i - 1)
+    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4]}
+    if changed(name, stored_cursors[name]) then cursor(name) end
     local released = released_key(prefix, name)
     local due = redis.call('ZPOPMIN', released, RELEASE_LIMIT)
     for j = 1, #due, 2 do
@@ -213,10 +228,13 @@ local function release_lines()
 end
 
 -- Whether the task may start now under the rate limits it falls under: its name's and the
--- queue's. A task throttled before (`slot`) first gives back the slots it waited for
--- (see _rates). It starts only if every limit lets it, moving each one's start cursor;
--- else each limit that refuses hands it its next slot, and it waits on delayed for the
--- latest of them, to be checked again like any other start when it comes.
+-- queue's. It starts only if every limit lets it, moving each one's start cursor; else
+-- each limit that refuses hands it a slot, and it waits on delayed for the latest of
+-- them, to be checked again like any other start when it comes. A task throttled
+-- before (`slot`) gives back the slots it waited for (see _rates), but for one a limit
+-- that refuses it again still holds for it, no start having taken it: made due early by
+-- another limit's release (a raised rate), it keeps its place in this limit's line
+-- rather than go to the back (QueueRateLimit.tla's NoPlaceLost).
 local function admitted(task_id, task_key, name, slot)
   local applied, refused = {}, {}
   local now_us = now * 1000
@@ -224,14 +242,20 @@ local function admitted(task_id, task_key, name, slot)
     local limit = limits[key]
     if limit then
       local c = cursor(key)
-      if slot then
-        c.next = give_back_slot(prefix, key, task_id, c.start, c.next, c.interval)
-        redis.call('ZREM', released_key(prefix, key), task_id)
-      end
       local a = {limit = limit, c = c, start = math.max(c.start, now_us),
                  tolerance = (limit.burst - 1) * limit.interval, key = key}
       applied[#applied + 1] = a
-      if a.start - a.tolerance > now_us then refused[#refused + 1] = a end
+      local refuses = a.start - a.tolerance > now_us
+      if refuses then refused[#refused + 1] = a end
+      if slot then
+        local held = refuses and tonumber(redis.call('ZSCORE', reserved_key(prefix, key), task_id))
+        if held and held >= a.start then
+          a.kept = held
+        else
+          c.next = give_back_slot(prefix, key, task_id, c.start, c.next, c.interval)
+        end
+        redis.call('ZREM', released_key(prefix, key), task_id)
+      end
     elseif slot then
       give_back_stored(prefix, key, task_id)  -- a limit this call does not apply
     end
@@ -246,9 +270,12 @@ local function admitted(task_id, task_key, name, slot)
   end
   local run_at_us, by = 0, 'task'
   for _, a in ipairs(refused) do
-    local given = math.max(a.c.next, a.start)
-    a.c.next = given + a.limit.interval
-    redis.call('ZADD', reserved_key(prefix, a.key), integer_text(given), task_id)
+    local given = a.kept
+    if not given then
+      given = math.max(a.c.next, a.start)
+      a.c.next = given + a.limit.interval
+      redis.call('ZADD', reserved_key(prefix, a.key), integer_text(given), task_id)
+    end
     run_at_us = math.max(run_at_us, given - a.tolerance)
     if a.key == QUEUE_LIMIT then by = #refused > 1 and 'both' or 'queue' end
   end
@@ -385,7 +412,8 @@ for i = #reparked, 1, -1 do
 end
 for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
-    integer_text(c.next), name .. '|interval', integer_text(c.interval))
+    integer_text(c.next), name .. '|interval', integer_text(c.interval),
+    name .. '|burst', integer_text(c.burst))
 end
 if #scores > 0 then
   call_chunked('ZADD', leased_key, scores)
