@@ -281,6 +281,27 @@ def test_a_connection_that_never_finishes_its_request_is_closed(impatient: Serve
         assert http.get("/healthz").status_code == 200
 
 
+def test_a_kept_alive_connections_next_request_has_the_same_deadline(
+    impatient: Server,
+) -> None:
+    with socket.create_connection(("127.0.0.1", impatient.port), timeout=10) as slow:
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        received = b""
+        while b"\r\n\r\n" not in received:
+            received += slow.recv(1024)
+        head, body = received.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200")
+        length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE)[1])
+        while len(body) < length:
+            body += slow.recv(1024)
+        answered = time.monotonic()
+        slow.sendall(b"GET /healthz HTTP/1.1\r\n")  # the next request, never ended
+        time.sleep(0.5)
+        slow.sendall(b"X-A: b\r\n")  # which stops uvicorn's keep-alive timeout
+        assert slow.recv(1024) == b""  # closed by the server
+        assert 0.9 < time.monotonic() - answered < 5
+
+
 @pytest.mark.parametrize("path", ["/api/history", "/api/queues", "/events", "/metrics"])
 def test_a_read_from_a_page_on_another_site_is_refused(server: Server, path: str) -> None:
     cross = {"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}

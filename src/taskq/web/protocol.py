@@ -13,6 +13,7 @@ the connection to shut down, and the stream ends cleanly on it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 ABORT = "taskq.abort"
@@ -24,50 +25,10 @@ def aborting_protocol(request_timeout: float) -> type[asyncio.Protocol]:
     and `scope[CLOSING]`, an asyncio.Event set when the server shuts down; a connection
     whose first request has not begun `request_timeout` seconds after it opened is
     closed (uvicorn times none out before its first request: a few hundred that send
-    a header byte now and then would hold as many file descriptors for good)."""
-    base = _uvicorn_protocol()
-
-    class AbortingProtocol(base):  # type: ignore[misc,valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            app: Any = cast(Any, self).app
-            closing = asyncio.Event()
-
-            async def app_that_can_abort(scope: Any, receive: Any, send: Any) -> None:
-                self.stop_waiting()
-                scope[ABORT] = self.abort
-                scope[CLOSING] = closing
-                await app(scope, receive, send)
-
-            self.app = app_that_can_abort
-            self.closing = closing
-            self.first_request: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self.first_request = asyncio.get_running_loop().call_later(
-                request_timeout, self.abort)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self.stop_waiting()
-            super().connection_lost(exc)
-
-        def stop_waiting(self) -> None:
-            """No more waiting for the first request: it began, or the connection
-            ended."""
-            waiting, self.first_request = self.first_request, None
-            if waiting is not None:
-                waiting.cancel()
-
-        def shutdown(self) -> None:
-            self.closing.set()
-            super().shutdown()
-
-        def abort(self) -> None:
-            if self.transport is not None and not self.transport.is_closing():
-                self.transport.abort()
-
-    return AbortingProtocol
+    a header byte now and then would hold as many file descriptors for good). Each later
+    request on a kept-alive connection has as long from the end of the response before
+    it: uvicorn's keep-alive timeout stops at the next request's first byte."""
+    return type("AbortingProtocol", (AbortingProtocol,), {"request_timeout": request_timeout})
 
 
 def _uvicorn_protocol() -> type[Any]:
@@ -78,3 +39,69 @@ def _uvicorn_protocol() -> type[Any]:
         from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: PLC0415
         return H11Protocol
     return HttpToolsProtocol
+
+
+class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
+    """See aborting_protocol, which gives it its `request_timeout`."""
+
+    request_timeout: float
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        app: Any = cast(Any, self).app
+        closing = asyncio.Event()
+
+        async def app_that_can_abort(scope: Any, receive: Any, send: Any) -> None:
+            self.deadline.stop()
+            scope[ABORT] = self.abort
+            scope[CLOSING] = closing
+            await app(scope, receive, send)
+
+        self.app = app_that_can_abort
+        self.closing = closing
+        self.deadline = Deadline(self.request_timeout, self.abort)
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self.deadline.start()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # A pipelined request may have begun in the call above: its app, not yet run,
+        # stops this deadline when it does.
+        if self.is_open():
+            self.deadline.start()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.deadline.stop()
+        super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        self.closing.set()
+        super().shutdown()
+
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def abort(self) -> None:
+        if self.is_open():
+            self.transport.abort()
+
+
+class Deadline:
+    """One connection's wait for its next request to begin: `expire` is called unless
+    `stop` comes within `seconds` of `start`."""
+
+    def __init__(self, seconds: float, expire: Callable[[], None]) -> None:
+        self.seconds = seconds
+        self.expire = expire
+        self.timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self.stop()
+        self.timer = asyncio.get_running_loop().call_later(self.seconds, self.expire)
+
+    def stop(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
