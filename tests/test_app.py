@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -237,6 +239,23 @@ class TestEnqueue:
         app = App(queue="own", settings=settings)
         result = app.task()(add).enqueue(5)
         assert Broker(client, "own").payload(result.task_id) == {"args": [5], "kwargs": {}}
+
+    def test_threads_enqueueing_for_the_first_time_at_once_share_one_broker(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        made: list[Broker] = []
+
+        class SlowToConnect(App):
+            def make_broker(self) -> Broker:
+                time.sleep(0.05)  # a connection that takes a while: the threads meet here
+                made.append(broker := super().make_broker())
+                return broker
+
+        task = SlowToConnect(queue="own", settings=settings).task()(add)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(task.enqueue, range(8)))
+        assert len(made) == 1
+        assert Broker(client, "own").counts().ready == 8
 
 
 class TestEnqueueRefusesWhatCannotRun:

@@ -244,6 +244,9 @@ class App:
         self.queue_limits: dict[str, RateLimit] = {}
         self._broker: Broker | None = None
         self._sharded: ShardedBroker | None = None
+        # Held while the first broker (and its connection pool) is made: threads that
+        # enqueue for the first time at once share one.
+        self._making = threading.Lock()
         self._async = _LoopBroker()
 
     @property
@@ -444,20 +447,28 @@ class App:
         if self.layout is None:
             refuse_shard_name(self.queue)
             return self.broker
-        if self._sharded is None:
-            client = connect(self.settings)
-            self._sharded = ShardedBroker(self.layout, [
-                Broker.from_settings(self.settings, name, client=client)
-                for name in self.layout.shards])
-        return self._sharded
+        sharded = self._sharded
+        if sharded is None:
+            with self._making:
+                if self._sharded is None:
+                    client = connect(self.settings)
+                    self._sharded = ShardedBroker(self.layout, [
+                        Broker.from_settings(self.settings, name, client=client)
+                        for name in self.layout.shards])
+                sharded = self._sharded
+        return sharded
 
     @property
     def broker(self) -> Broker:
         """The Broker of this app's queue; a sharded queue has one per shard, so it has
         none (enqueue through `producer`, or the tasks)."""
-        if self._broker is None:
-            self._broker = self.make_broker()
-        return self._broker
+        broker = self._broker
+        if broker is None:
+            with self._making:
+                if self._broker is None:
+                    self._broker = self.make_broker()
+                broker = self._broker
+        return broker
 
     def make_broker(self) -> Broker:
         """A new Broker (and connection) for this app's queue and settings."""
