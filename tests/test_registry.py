@@ -4,6 +4,7 @@ JSON API, and `taskq enqueue`'s warning about a task name no live worker runs.""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 
@@ -143,6 +144,10 @@ class TestEnqueueWarning:
         err = capsys.readouterr().err
         assert "no live worker of queue 'shop' runs a task named 'shop.send_welcom'" in err
         assert "did you mean 'shop.send_welcome'?" in err
+        register(mine, dataclasses.replace(PRESENCE, worker_id="w-2", tasks=("tasks.add",)),
+                 in_hand=0, ttl=30)
+        assert main(["enqueue", "1", "--queue", "shop", "--name", "add"]) == 0
+        assert "did you mean 'tasks.add'?" in capsys.readouterr().err  # its module left out
         assert main(["enqueue", "1", "--queue", "shop", "--name", "shop.send_welcome"]) == 0
         assert "warning" not in capsys.readouterr().err
-        assert mine.counts().ready == 3  # warned or not, each was enqueued
+        assert mine.counts().ready == 4  # warned or not, each was enqueued

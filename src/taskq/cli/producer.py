@@ -86,7 +86,9 @@ def unknown_name(app: App, name: str) -> str | None:
     known = sorted({task for worker in live for task in worker.tasks})
     if name in known:
         return None
-    close = difflib.get_close_matches(name, known, n=1)
+    # A name given without its module (`add` for `tasks.add`) is too short for difflib.
+    close = ([task for task in known if task.rsplit(".", 1)[-1] == name]
+             or difflib.get_close_matches(name, known, n=1))
     return (f"no live worker of queue {app.queue!r} runs a task named {name!r}"
             + (f" (did you mean {close[0]!r}?)" if close else "")
             + f"; they run: {', '.join(known) or 'nothing'}. A worker that does not know "
