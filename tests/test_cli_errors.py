@@ -68,6 +68,14 @@ class TestUnreachableRedis:
         assert "s3cret" not in line
         assert "REDIS_URL='redis://me:***@127.0.0.1:" in line
 
+    def test_a_tls_url_to_a_redis_without_tls_says_so(self, tmp_path: Path) -> None:
+        with EmbeddedRedis(port=free_port(), data_dir=tmp_path / "plain") as plain:
+            url = f"rediss://127.0.0.1:{plain.port}/0"
+            env = command_env(REDIS_URL=url, REDIS_TIMEOUT_SECONDS="0.5")
+            line = one_line(taskq("dlq", env=env, timeout=60))
+        assert "a Redis without TLS never answers a rediss:// handshake" in line
+        assert "use redis:// in REDIS_URL" in line
+
     def test_chaos_names_its_redis_url_option(self, nowhere: str, tmp_path: Path) -> None:
         argv = ["chaos", "--tasks", "1", "--workers", "1", "--dir", str(tmp_path / "chaos"),
                 "--redis-url", nowhere]

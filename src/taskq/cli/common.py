@@ -175,6 +175,12 @@ def error_line(error: BaseException, args: argparse.Namespace) -> str:
                 f"and password in {name}")
     found = CONNECT_REASON.search(str(cause))
     reason = (found.group(1) if found else str(cause)).rstrip(".")
+    if url.startswith("rediss://") and isinstance(cause, redis.TimeoutError):
+        # A Redis without TLS reads the handshake as the start of a command and waits
+        # for its end, so the connection times out rather than fail.
+        return (f"cannot reach Redis at {shown} ({reason}): a Redis without TLS never "
+                f"answers a rediss:// handshake, so if that one has none use redis:// in "
+                f"{name}; else start Redis there or set {name} to where it runs")
     return (f"cannot reach Redis at {shown} ({reason}): start Redis there, run `taskq "
             f"redis` for a local one, or set {name} to where Redis runs")
 
