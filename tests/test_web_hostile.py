@@ -4,6 +4,7 @@ queues at once, and what a stream says when it cannot follow a queue."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import time
@@ -19,7 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed, server_env
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
 from taskq.feed.readers import MAX_READERS
 from taskq.keys import QUEUES_KEY
 from taskq.tools.embedded import EmbeddedRedis
@@ -281,25 +282,49 @@ def test_a_connection_that_never_finishes_its_request_is_closed(impatient: Serve
         assert http.get("/healthz").status_code == 200
 
 
+def read_response(connection: socket.socket) -> tuple[bytes, bytes]:
+    """The head and body of one response read off `connection`, whole."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += connection.recv(65536)
+    head, body = received.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE)[1])
+    while len(body) < length:
+        more = connection.recv(65536)
+        assert more, f"cut after {len(body)} of {length} bytes"
+        body += more
+    return head, body
+
+
 def test_a_kept_alive_connections_next_request_has_the_same_deadline(
     impatient: Server,
 ) -> None:
     with socket.create_connection(("127.0.0.1", impatient.port), timeout=10) as slow:
         slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        received = b""
-        while b"\r\n\r\n" not in received:
-            received += slow.recv(1024)
-        head, body = received.split(b"\r\n\r\n", 1)
+        head, _ = read_response(slow)
         assert head.startswith(b"HTTP/1.1 200")
-        length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE)[1])
-        while len(body) < length:
-            body += slow.recv(1024)
         answered = time.monotonic()
         slow.sendall(b"GET /healthz HTTP/1.1\r\n")  # the next request, never ended
         time.sleep(0.5)
         slow.sendall(b"X-A: b\r\n")  # which stops uvicorn's keep-alive timeout
         assert slow.recv(1024) == b""  # closed by the server
         assert 0.9 < time.monotonic() - answered < 5
+
+
+def test_a_large_response_still_being_sent_at_the_deadline_is_sent_whole(
+    impatient: Server, queue: Broker
+) -> None:
+    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
+    big.enqueue_many([NewTask("big", name="x")])
+    token = big.lease_many("w", 30, 1).tasks[0].token
+    assert big.ack("big", token, json.dumps(["y" * 1000] * 4000))  # shown: about 8 MB
+    with socket.create_connection(("127.0.0.1", impatient.port), timeout=10) as slow:
+        slow.sendall(f"GET /api/tasks/big?queue={queue.queue} HTTP/1.1\r\n"
+                     "Host: 127.0.0.1\r\n\r\n".encode())
+        time.sleep(1.5)  # not reading: more than the kernel's buffers still to send
+        head, body = read_response(slow)
+    assert head.startswith(b"HTTP/1.1 200")
+    assert json.loads(body)["result"] == ["y" * 1000] * 4000
 
 
 @pytest.mark.parametrize("path", ["/api/history", "/api/queues", "/events", "/metrics"])

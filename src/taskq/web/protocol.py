@@ -59,7 +59,7 @@ class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
 
         self.app = app_that_can_abort
         self.closing = closing
-        self.deadline = Deadline(self.request_timeout, self.abort)
+        self.deadline = Deadline(self.request_timeout, self.request_overdue)
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -79,6 +79,15 @@ class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
     def shutdown(self) -> None:
         self.closing.set()
         super().shutdown()
+
+    def request_overdue(self) -> None:
+        """No request began in time: the connection is aborted, unless the response
+        before is still being sent (a client reading a large one slowly), whose tail an
+        abort would drop: the wait starts over."""
+        if self.is_open() and self.transport.get_write_buffer_size() > 0:
+            self.deadline.start()
+        else:
+            self.abort()
 
     def is_open(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
