@@ -128,6 +128,23 @@ class TestLease:
         assert sorted(started) == ["s1", "s2", "s3", "s4"]
         no_ghost_slots(broker)
 
+    def test_a_released_line_is_checked_again_in_the_order_it_waited_in(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        # Ids in the reverse of their places in the line: ties among due tasks would
+        # be promoted in id order.
+        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyxw"])
+        assert leased(broker) == ["z"]
+        before = {t: hours_away(broker, t) for t in "yxw"}  # an hour apart: 1, 2, 3
+        limited(broker, 2 / 3600)
+        assert leased(broker) == []  # releases the line
+        broker.promote()
+        assert leased(broker) == []  # each throttled again, at the new spacing
+        after = {t: hours_away(broker, t) for t in "yxw"}
+        assert sorted(after, key=after.__getitem__) == ["y", "x", "w"]
+        assert all(after[t] < before[t] for t in "yxw"), (before, after)
+
     def test_a_raised_burst_makes_the_tasks_waiting_at_the_old_one_due_sooner(
         self, broker: Broker
     ) -> None:
