@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -329,3 +332,13 @@ def stalling(client: redis.Redis, seconds: float) -> threading.Thread:
                              args=(STALL_SCRIPT, 0, int(seconds * 1_000_000)))
     stall.start()
     return stall
+
+
+def in_other_processes(code: str) -> set[str]:
+    """What `code` prints in two fresh interpreters whose str hashes differ from each
+    other's and (almost surely) from this one's: for values that must not depend on the
+    process that computed them."""
+    return {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, timeout=60,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
+            for seed in ("1", "2")}

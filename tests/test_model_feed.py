@@ -269,7 +269,7 @@ def test_every_path_of_the_feed_is_compared_with_the_model(
     step(m.append, 2)
     step(m.read, 3, None)
     m.teardown()
-    assert set(SEEN) >= PATHS, SEEN
+    assert set(+SEEN) >= PATHS, PATHS - set(+SEEN)
 
 
 class Steps:

@@ -674,7 +674,7 @@ def test_every_path_of_workflows_is_compared_with_the_model(client: redis.Redis)
     m.teardown()
     assert [m.flows[f].state for f in ("f1", "f2", "f3", "f4", "f5")] == [
         "failed", "completed", "cancelled", "failed", "failed"]
-    assert set(SEEN) >= PATHS, PATHS - set(SEEN)
+    assert set(+SEEN) >= PATHS, PATHS - set(+SEEN)
 
 
 def a_partial_group_rerun_then_a_cancel(m: FlowMachine, step: Steps) -> None:

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from helpers import in_other_processes
 from taskq import App
 from taskq.errors import ConfigError, InvalidTaskError, PayloadTooLargeError
 from taskq.limits import MAX_DEFINITION_BYTES
@@ -268,7 +269,12 @@ class TestVersion:
         assert len(versions) == 1 + len(changed)
 
     def test_the_same_declaration_has_the_same_version_in_every_process(self) -> None:
-        assert schedule().version == schedule().version
+        code = ("from datetime import timedelta\n"
+                "from taskq.schedules import make_schedule\n"
+                "print(make_schedule(name='s', task='mod.fn', cron=None, tz=None,"
+                " every=timedelta(seconds=10), args=(), kwargs={}, policy='latest',"
+                " grace=timedelta(minutes=1), max_retries=3).version)")
+        assert in_other_processes(code) == {schedule().version}
 
 
 class TestDefinition:

@@ -19,7 +19,7 @@ from taskq.concurrency import ConcurrencyLimit
 from taskq.flows import Flows, StageSpec
 from taskq.keys import QUEUES_KEY, QueueKeys
 from taskq.rates import RateLimit
-from taskq.results import Failure
+from taskq.results import Failure, Renewal
 from taskq.schedules import make_schedule
 from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
 
@@ -270,6 +270,27 @@ def test_a_script_with_no_event_is_passed_what_its_header_names(
     assert emitted == []
 
 
+@pytest.mark.parametrize("operation", ["enqueue", "ack", "heartbeat"])
+def test_a_batch_repeats_the_per_task_group_of_args(client: redis.Redis, operation: str) -> None:
+    broker = Broker(client, "test", events_retention=RETENTION)
+    broker.enqueue_many([NewTask(f"t{n}") for n in range(3)])
+    held = [(t.task_id, t.token) for t in broker.lease_many("w", 30, 3).tasks]
+    recorder = Recorder(broker.scripts.by_name(operation), client, broker.keys)
+    setattr(broker.scripts, operation, recorder)
+    if operation == "enqueue":
+        broker.enqueue_many([NewTask(f"u{n}") for n in range(3)])
+    elif operation == "ack":
+        assert broker.ack_many(held) == [True, True, True]
+    else:
+        assert broker.heartbeat_many(held, 30) == [Renewal.HELD] * 3
+    _, args, emitted = recorder.calls[0]
+    names = contract(operation).args
+    group = len(names) - names.index("count") - 1
+    assert args[names.index("count")] == 3
+    assert len(args) == names.index("count") + 1 + 3 * group
+    assert len(emitted) == 3
+
+
 @pytest.mark.parametrize("operation", OPERATIONS)
 class TestEachOperation:
     def test_wrapper_passes_the_keys_the_header_names(
@@ -294,27 +315,6 @@ class TestEachOperation:
             want = expected[name]
             ok = want(value) if callable(want) else str(value) == str(want)
             assert ok, f"{operation} ARGV {name}: passed {value!r}, expected {want!r}"
-
-    def test_a_batch_repeats_the_per_task_group_of_args(
-        self, client: redis.Redis, operation: str
-    ) -> None:
-        if operation not in ("enqueue", "ack"):
-            return
-        broker = Broker(client, "test", events_retention=RETENTION)
-        broker.enqueue_many([NewTask(f"t{n}") for n in range(3)])
-        held = [(t.task_id, t.token) for t in broker.lease_many("w", 30, 3).tasks]
-        recorder = Recorder(broker.scripts.by_name(operation), client, broker.keys)
-        setattr(broker.scripts, operation, recorder)
-        if operation == "enqueue":
-            broker.enqueue_many([NewTask(f"u{n}") for n in range(3)])
-        else:
-            assert broker.ack_many(held) == [True, True, True]
-        _, args, emitted = recorder.calls[0]
-        names = contract(operation).args
-        group = len(names) - names.index("count") - 1
-        assert args[names.index("count")] == 3
-        assert len(args) == names.index("count") + 1 + 3 * group
-        assert len(emitted) == 3
 
     def test_every_key_passed_shares_the_queue_hash_tag(
         self, client: redis.Redis, operation: str

@@ -21,7 +21,7 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 
 from conftest import ON_CLUSTER
-from helpers import events, view
+from helpers import events, in_other_processes, view
 from taskq import App, current_task
 from taskq.broker import Broker
 from taskq.errors import ConfigError, InvalidTaskError
@@ -71,8 +71,9 @@ class TestTheLayout:
             assert all(check_queue_name(n) == n and n.startswith("emails~") for n in names)
 
     def test_names_are_the_same_in_every_process(self) -> None:
-        assert shard_names("emails", 3) == shard_names("emails", 3)
-        assert Layout.of("emails", 3).stored == ",".join(shard_names("emails", 3))
+        code = "from taskq.shards import Layout\nprint(Layout.of('emails', 3).stored)"
+        assert in_other_processes(code) == {",".join(shard_names("emails", 3))}
+        assert shard_names("emails", 3) == ("emails~1", "emails~0", "emails~2")
 
     @pytest.mark.parametrize(("queue", "count", "message"), [
         ("emails", 0, "shards"), ("emails", 65, "shards"), ("emails~3", 2, "is a shard"),

@@ -31,20 +31,21 @@ class TestReserve:
 
     def test_threads_reserving_at_once_never_reserve_more_than_fit(self) -> None:
         slots = Slots(8)
-        outstanding, most = 0, 0
+        reserved: list[int] = []
         count = threading.Lock()
-        start = threading.Barrier(16)
+        # Each round every thread reserves and keeps what it got until all have tried,
+        # then gives it back: what is kept at once is what was reserved at once.
+        all_reserved = threading.Barrier(16)
+        all_given_back = threading.Barrier(16)
 
         def reserve() -> None:
-            nonlocal outstanding, most
-            start.wait()
-            for _ in range(200):
+            for _ in range(50):
+                all_given_back.wait()
                 got = slots.reserve()
+                all_reserved.wait()
                 with count:
-                    outstanding += got
-                    most = max(most, outstanding)
-                with count:
-                    outstanding -= got
+                    reserved.append(got)
+                all_given_back.wait()
                 slots.unreserve(got)
 
         threads = [threading.Thread(target=reserve) for _ in range(16)]
@@ -52,7 +53,9 @@ class TestReserve:
             thread.start()
         for thread in threads:
             thread.join()
-        assert 0 < most <= 8 and slots.reserve() == 8
+        rounds = [sum(reserved[i:i + 16]) for i in range(0, len(reserved), 16)]
+        assert len(rounds) == 50 and all(taken == 8 for taken in rounds), rounds
+        assert slots.reserve() == 8
 
 
 class TestInHand:
