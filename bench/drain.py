@@ -86,9 +86,10 @@ def run_drain(
     server: Server,
     plan: DrainPlan,
     on_started: Callable[[Sequence[Child]], None] | None = None,
-    extra_checks: Callable[[], None] | None = None,
+    extra_checks: Callable[[Broker], None] | None = None,
 ) -> Drained:
-    """Fill a fresh queue with `plan.n` tasks, start the workers, time them to the end."""
+    """Fill a fresh queue with `plan.n` tasks, start the workers, time them to the end;
+    `extra_checks` is given the drained queue's broker."""
     server.flush()
     queue = f"drain-{uuid.uuid4().hex[:8]}"
     broker = fill(server, queue, plan.name, plan.n)
@@ -102,7 +103,7 @@ def run_drain(
                              workers, drain_timeout(plan.n))
         check_drained(server, broker, plan.n)
         if extra_checks is not None:
-            extra_checks()
+            extra_checks(broker)
         return drained
     finally:
         for worker in workers:

@@ -3,6 +3,7 @@ priorities to a drain that mixes them, beside one that does not."""
 
 from __future__ import annotations
 
+import bisect
 import random
 import uuid
 
@@ -18,8 +19,9 @@ from bench.harness import (
     rate,
     time_drain,
 )
-from bench.tasks import LIMITED_RATE
+from bench.tasks import LIMITED_BURST, LIMITED_RATE
 from taskq import Broker, NewTask
+from taskq.tools.tracecheck import read_log
 
 PAIRS_RUN = 5
 
@@ -32,7 +34,9 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
     section.notes.append(
         f"Rate limit: `bench.noop_limited` (`async def`, `rate_limit=\"{LIMITED_RATE}/s\"`) "
         "drained by one `taskq worker --processes 2 --concurrency 64` command; the rate is "
-        "timed from the 5% mark, as the drains are, and set against the configured one. "
+        "that of the starts past the burst, by the Redis times of their `leased` events "
+        "from the first to the last, set against the configured one (never above it: the "
+        "run fails if any window holds more starts than the limit allows). "
         "Priorities: the `async def` no-op drained with every task at the default priority "
         "and with priorities drawn from 0-9, in interleaved pairs; the figure is how much "
         "slower the mixed runs are (median of the pairs).")
@@ -42,9 +46,13 @@ def measure(server: Server, options: Options, known: dict[str, float]) -> Sectio
 def _rate_limited(server: Server, options: Options, section: Section) -> None:
     n = max(200, options.scaled(1 / 4))
     stat = Stat()
+
+    def starts(broker: Broker) -> None:
+        stat.add(start_rate(broker))
+
     try:
         for _ in range(1 if options.quick else options.repeats):
-            stat.add(run_drain(server, DrainPlan("bench.noop_limited", n, 64, 2)).rate)
+            run_drain(server, DrainPlan("bench.noop_limited", n, 64, 2), extra_checks=starts)
     except BenchError as e:
         section.fail("rate-limited drain", e)
         return
@@ -53,6 +61,26 @@ def _rate_limited(server: Server, options: Options, section: Section) -> None:
                          f"{rate(stat.median)} at {LIMITED_RATE:,}/s configured; 2 x 64, "
                          f"{n:,} tasks, {len(stat.values)} runs"])
     section.figures["rate-limit-share"] = share
+
+
+def start_rate(broker: Broker) -> float:
+    """The starts past the burst a second, from the first start to the last, by the
+    Redis times of the `leased` events: what the limit bounds, free of when the bench
+    saw the completions. A BenchError if any window held more starts than the limit
+    allows (L1): the burst and a start per spacing."""
+    starts = sorted(int(fields["ts"]) for _, fields in read_log(broker.client, broker.keys.events)
+                    if fields.get("type") == "leased")
+    spacing_ms = 1000 / LIMITED_RATE
+    for window_ms in (1, 10, 100, 1000):
+        for i, first in enumerate(starts):
+            inside = bisect.bisect_left(starts, first + window_ms, lo=i) - i
+            if inside > LIMITED_BURST + window_ms / spacing_ms:
+                raise BenchError(f"{inside} starts in the {window_ms} ms from {first}: over "
+                                 f"{LIMITED_RATE:,}/s with a burst of {LIMITED_BURST}")
+    if len(starts) <= LIMITED_BURST or starts[-1] == starts[0]:
+        raise BenchError(f"{len(starts)} starts, too few past the burst to time")
+    # Whole milliseconds: the last start's may hold up to one spacing of starts more.
+    return (len(starts) - LIMITED_BURST) / ((starts[-1] - starts[0] + 1) / 1000)
 
 
 def _mixed_drain(server: Server, n: int, concurrency: int) -> float:

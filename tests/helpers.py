@@ -199,6 +199,19 @@ def events(client: redis.Redis, keys: QueueKeys, after: int = 0) -> list[Event]:
     return [Event(text(i), {text(a): text(b) for a, b in (f or {}).items()}) for i, f in rows]
 
 
+HOUR_MS = 3_600_000
+
+
+def this_hours_tick(now_ms: int) -> int:
+    """The tick on the hour that `now_ms` is in, once that hour has 5 s left at least:
+    an hourly schedule's next tick is then due in 5 s to an hour from `now_ms`."""
+    left = HOUR_MS - now_ms % HOUR_MS
+    if left < 5000:
+        time.sleep(left / 1000)
+        now_ms += left
+    return now_ms // HOUR_MS * HOUR_MS
+
+
 def wait_past(seconds: float) -> None:
     """Sleep a little longer than `seconds`, so a lease or delay that long has run out."""
     time.sleep(seconds + 0.02)

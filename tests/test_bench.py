@@ -81,12 +81,9 @@ class TestBench:
         row = next(line for line in report.splitlines()
                    if line.startswith("| rate-limited drain vs its limit |"))
         share = float(row.split("|")[2].strip().rstrip("%")) / 100
-        # Never faster than the limit allows: of the 500 tasks timed from the 5% mark
-        # (475), a burst may start at once and the rest at the rate, so the rate measured
-        # is at most 475 / (475 - burst) of the limit (plus 5% for the timing's edges).
-        from bench.tasks import LIMITED_BURST  # noqa: PLC0415
-
-        assert 0 < share <= 1.05 * 475 / (475 - LIMITED_BURST), row
+        # The starts past the burst, by their Redis times, from the first to the last:
+        # the limit itself bounds them (a run over it in any window is FAILED below).
+        assert 0 < share <= 1, row
         assert "| drain with priorities 0-9 vs all default |" in report
         assert "FAILED" not in report
 
@@ -126,7 +123,7 @@ class TestTally:
             # Enough tasks that the drain outlasts a few of time_drain's polls, so that
             # it can be timed however fast both processes take them.
             plan = DrainPlan(handler, 2000, 8, processes=2, env=tuple(count.env().items()))
-            run_drain(server, plan, extra_checks=lambda: count.check(server, 2000))
+            run_drain(server, plan, extra_checks=lambda _: count.check(server, 2000))
             assert count.reader(server)() == 2000
             with pytest.raises(BenchError, match="counted 2000 runs for 2001 tasks"):
                 count.check(server, 2001)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from cli_support import CONFIG_VARIABLES
+from helpers import this_hours_tick
 from taskq.broker import Broker
 from taskq.cli import main
 from taskq.schedules import make_schedule
@@ -72,20 +73,21 @@ def test_schedules_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--app is required (or --forget NAME)" in capsys.readouterr().err
 
 
-def fired_long_ago(client: redis.Redis, name: str, seconds: int) -> Broker:
-    """Schedule `name` (every hour) fired on 'default', its last tick `seconds` back."""
+def fired(client: redis.Redis, name: str, last_tick: Callable[[int], int]) -> Broker:
+    """Schedule `name` (every hour, on the hour) fired on 'default', its last tick
+    `last_tick(now)` by the Redis clock."""
     broker = Broker(client, "default")
     broker.fire(make_schedule(name=name, task="jobs.tidy", cron=None, every=timedelta(hours=1),
                               tz=None, args=(), kwargs={}, policy="all",
                               grace=timedelta(minutes=1), max_retries=3))
-    client.hset(broker.keys.schedules, f"last:{name}", broker.server_time_ms() - seconds * 1000)
+    client.hset(broker.keys.schedules, f"last:{name}", last_tick(broker.server_time_ms()))
     return broker
 
 
 def test_forget_takes_out_a_schedule_whose_tick_is_long_overdue(
     app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    broker = fired_long_ago(client, "old", 7300)
+    broker = fired(client, "old", lambda now: now - 7_300_000)
     assert main(["schedules", "--forget", "old"]) == 0
     assert "queue 'default': schedule 'old' forgotten" in capsys.readouterr().out
     assert broker.schedule_state("old") is None
@@ -95,7 +97,7 @@ def test_forget_takes_out_a_schedule_whose_tick_is_long_overdue(
 def test_forget_keeps_a_schedule_a_worker_may_still_fire_unless_forced(
     app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    broker = fired_long_ago(client, "recent", 60)  # next tick due in most of an hour
+    broker = fired(client, "recent", this_hours_tick)
     assert main(["schedules", "--forget", "recent"]) == 1
     out = capsys.readouterr().out
     assert "schedule 'recent' kept: its next tick is due in" in out and "--force" not in out

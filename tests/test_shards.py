@@ -249,14 +249,16 @@ class TestProducing:
         fires_on = Broker(client, sharded.schedules_queue)
         tick = make_schedule(name="tick", task="noop", cron=None, every=timedelta(seconds=1),
                              tz=None, args=(), kwargs={}, policy="all",
-                             grace=timedelta(seconds=5), max_retries=3)
+                             grace=timedelta(minutes=1), max_retries=3)
         fires_on.fire(tick)
-        start = (fires_on.server_time_ms() // 1000 - 3) * 1000
+        # Three past ticks of which one at least routes elsewhere by its id alone: the
+        # latest such window in the last minute (all 60 ids route to 0 once in 3**60).
+        second = fires_on.server_time_ms() // 1000 - 3
+        start = next(s * 1000 for s in range(second, second - 57, -1)
+                     if {route(tick.task_id((s + k) * 1000), 3) for k in (1, 2, 3)} != {0})
         client.hset(fires_on.keys.schedules, "last:tick", start)
-        ticks = tick.ticks(start, fires_on.server_time_ms(), 1000)
-        task_ids = fires_on.fire(tick, ticks, start).task_ids
+        task_ids = fires_on.fire(tick, tick.ticks(start, start + 3000, 1000), start).task_ids
         assert len(task_ids) == 3
-        # Most of them route elsewhere by their id alone; each is found where it is.
         assert {route(t, 3) for t in task_ids} != {0}
         assert [sharded.handle(t).status() for t in task_ids] == ["pending"] * 3
         assert shard_holding(task_ids[0], 3) == 0 and shard_holding("plain-id", 3) == route(

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import redis
 
-from helpers import events, lease_one, wait_past
+from helpers import events, lease_one, this_hours_tick, wait_past
 from serve_support import TIMEOUT, TOKEN, FeedStream, Server, enqueue, feed, metric, server_env
 from taskq import App
 from taskq.broker import Broker, NewTask
@@ -628,6 +628,7 @@ def test_forget_takes_out_a_long_overdue_schedule_and_keeps_a_live_one_unless_fo
     for name in ("live", "gone"):
         queue.fire(hourly(name))
     client.hset(queue.keys.schedules, "last:gone", queue.server_time_ms() - 7_300_000)
+    client.hset(queue.keys.schedules, "last:live", this_hours_tick(queue.server_time_ms()))
     with httpx.Client(base_url=server.url, params={"queue": queue.queue},
                       timeout=TIMEOUT, headers=WRITE) as http:
         gone = http.post("/api/schedules/gone/forget")

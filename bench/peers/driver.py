@@ -12,7 +12,6 @@ loudly. taskq runs the same two bodies.
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -334,7 +333,7 @@ def _taskq_drain(server: Server, options: Options, section: Section,
             plan = DrainPlan(name, n, concurrency, processes, env=tuple(count.env().items()),
                              prefetch=prefetch)
             drain.add(run_drain(server, plan,
-                                extra_checks=functools.partial(count.check, server, n)).rate)
+                                extra_checks=lambda _, c=count: c.check(server, n)).rate)
     except BenchError as e:
         section.fail(f"taskq, {kind} handler, {processes} x {concurrency} (prefetch "
                      f"{prefetch}), {BODIES[body]}", e)
