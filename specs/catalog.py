@@ -603,6 +603,22 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=2387, generated=2939, depth=8, left=1415),
     ),
     Check(
+        spec="RateLimit/QueueRateLimit.tla",
+        config="RateLimit/QueueRateLimit_Remove.cfg",
+        build=queue_rate_limit.model,
+        # The same limits, the name's removed once: its line released.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=27208, generated=55318, depth=20, left=0),
+    ),
+    Check(
+        spec="RateLimit/QueueRateLimitKeepLine.tla",
+        config="RateLimit/QueueRateLimitKeepLine.cfg",
+        build=queue_rate_limit.keep_line_model,
+        # Removed, the name's limit still holds its tasks back to their old slots.
+        expect=Expect.violated("NothingWaitsForARemovedLimit", depth=5),
+        tlc=TLC(distinct=111, generated=147, depth=5, left=78),
+    ),
+    Check(
         spec="ConcurrencyLimit/ConcurrencyLimit.tla",
         config="ConcurrencyLimit/ConcurrencyLimit.cfg",
         build=concurrency_limit.model,

@@ -1118,6 +1118,17 @@ def test_a_task_waiting_for_its_rate_limit_slot_is_marked_on_load_and_live(
     assert queue.lease_many("w", 30, 5).tasks == []  # its slot is an hour out too
     live = page.locator("[data-testid=delayed-row][data-task-id=slow-2]")
     expect(live.get_by_test_id("rate-limit-badge")).to_be_visible()
+    # Redeployed without the limit: a starting worker lifts it, and each waiting task's
+    # `rescheduled` event brings its run-at in from an hour out to now.
+    queue.rate_limits = ()
+    assert queue.lift_rate_limits(["jobs.slow"]).left == 0
+    for task_id, row in (("slow-1", waiting), ("slow-2", live)):
+        record = queue.task(task_id)
+        assert record is not None
+        expect(row.get_by_test_id("runat-countdown")).to_have_attribute(
+            "data-deadline", str(record.run_at))
+        expect(row.get_by_test_id("rate-limit-badge")).to_be_visible()
+    expect(page.locator("[data-testid=delayed-row]")).to_have_count(3)
 
 
 def limit_row(page: Page, name: str) -> Locator:

@@ -6,18 +6,21 @@ throttled task is looked at again no sooner than its slot, every task is run or
 cancelled in the end, the log passes tracecheck, lease order included, and after every
 step each limit's next slot is at most one spacing after the last slot a task waits
 for (RateLimit.tla's NoGhostSlot), and only waiting tasks hold slots. A redeploy may
-change "slow"'s rate between steps, releasing its line (QueueRateLimit.tla)."""
+change "slow"'s rate between steps, releasing its line, or remove its limit, lifted as
+a starting worker lifts it (QueueRateLimit.tla's Raise and Remove)."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 
+import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import events, no_ghost_slots
+from helpers import Event, events, no_ghost_slots
 from taskq.broker import Broker, NewTask
 from taskq.rates import QUEUE_LIMIT, RateLimit
 from taskq.tools.tracecheck import read_log, validate
@@ -29,18 +32,24 @@ STEP = st.one_of(
     st.tuples(st.just("lease"), st.integers(1, 6), st.just(False)),
     st.tuples(st.just("wait"), st.integers(0, 25), st.just(False)),
     st.tuples(st.just("cancel"), st.integers(0, 50), st.booleans()),
-    st.tuples(st.just("redeploy"), st.just(0), st.booleans()),
+    st.tuples(st.just("redeploy"), st.integers(0, 2), st.just(False)),
 )
+FIRST, FASTER, REMOVED = 0, 1, 2
 
 
 def run(broker: Broker, steps: list[tuple[str, int, bool]],
-        deploys: tuple[tuple[RateLimit, ...], tuple[RateLimit, ...]]) -> None:
-    """`deploys`: the limits as first declared, and with "slow" twice as fast; a
-    redeploy step puts the faster (`flag`) or the first in force."""
+        deploys: tuple[tuple[RateLimit, ...], ...]) -> list[tuple[int, int]]:
+    """`deploys`: the limits as first declared (FIRST), with "slow" twice as fast
+    (FASTER), and without "slow"'s (REMOVED); a redeploy step puts deploy `n` in
+    force. Returns each redeploy as (the last event's sequence number then, n)."""
     sent = 0
+    redeploys: list[tuple[int, int]] = []
     for op, n, flag in steps:
         if op == "redeploy":
-            broker.rate_limits = deploys[flag]
+            redeploys.append((int(broker.client.get(broker.keys.seq) or 0), n))
+            redeploy(broker, deploys[n])
+            if n == REMOVED:
+                nothing_waits_for_a_removed_limit(broker, deploys[n])
         elif op == "enqueue":
             broker.enqueue_many([NewTask(f"t{sent + i}", name="slow" if flag else "fast")
                                  for i in range(n)])
@@ -66,6 +75,7 @@ def run(broker: Broker, steps: list[tuple[str, int, bool]],
             time.sleep(0.002)
         broker.promote()
         no_ghost_slots(broker)
+    return redeploys
 
 
 @settings(max_examples=25, deadline=None, database=None,
@@ -75,31 +85,60 @@ def test_no_window_holds_more_starts_than_the_rate_allows(
     client: redis.Redis, rate: tuple[float, int], queue: bool,
     steps: list[tuple[str, int, bool]],
 ) -> None:
+    check(client, rate, queue, steps)
+
+
+@pytest.mark.parametrize("queue", [False, True])
+def test_a_raise_and_a_removal_with_tasks_waiting_are_checked_in_every_run(
+    client: redis.Redis, queue: bool
+) -> None:
+    """A fixed run through the same checks, whatever Hypothesis happens to draw: a raise
+    and then a removal of "slow"'s limit, each with throttled tasks in its line."""
+    steps = [("enqueue", 6, True), ("enqueue", 3, False), ("lease", 3, False),
+             ("redeploy", FASTER, False), ("lease", 2, False),
+             ("redeploy", REMOVED, False), ("lease", 6, False)]
+    broker = check(client, (50.0, 1), queue, steps)
+    released = [e for e in events(client, broker.keys) if e.type == "rescheduled"]
+    assert len(released) >= 2 and {e.fields["limit"] for e in released} == {"slow"}
+
+
+def check(client: redis.Redis, rate: tuple[float, int], queue: bool,
+          steps: list[tuple[str, int, bool]]) -> Broker:
     """`queue`: the limit is the queue's own, over every task, beside a looser one on
     "slow" (so both limits take part in each start); else it is "slow"'s alone."""
     broker = Broker(client, f"r-{uuid.uuid4().hex[:10]}")
     per_second, burst = rate
-    deploys = tuple(((RateLimit("slow", per_second * 2 * faster, burst),
-                      RateLimit(QUEUE_LIMIT, per_second, burst)) if queue
-                     else (RateLimit("slow", per_second * faster, burst),))
-                    for faster in (1, 2))
-    broker.rate_limits = deploys[0]
-    run(broker, steps, (deploys[0], deploys[1]))
-    if not queue and any(op == "redeploy" and flag for op, _, flag in steps):
-        per_second *= 2  # "slow"'s bound at its faster rate, over every window
+    own = (RateLimit(QUEUE_LIMIT, per_second, burst),) if queue else ()
+    deploys = (*((RateLimit("slow", per_second * (2 if queue else 1) * faster, burst), *own)
+                 for faster in (1, 2)), own)
+    broker.rate_limits = deploys[FIRST]
+    redeploys = run(broker, steps, deploys)
+    # The queue's limit holds over every start; "slow"'s alone over those before its
+    # removal, if any, at its faster rate if a redeploy raised it before that.
+    removed = min((seq for seq, n in redeploys if n == REMOVED), default=None)
+    bounded_until = None if queue else removed
+    if not queue and any(n == FASTER and (removed is None or seq < removed)
+                         for seq, n in redeploys):
+        per_second *= 2
     log = events(client, broker.keys)
     names = {e.task: e.fields["name"] for e in log if e.type == "enqueued"}
     starts = sorted(int(e.fields["ts"]) for e in log
-                    if e.type == "leased" and (queue or names[e.task] == "slow"))
+                    if e.type == "leased" and (queue or names[e.task] == "slow")
+                    and (bounded_until is None or seq_of(e) <= bounded_until))
     spacing = 1000 / per_second
     for window in (spacing, 3 * spacing, 10 * spacing):
         for first in starts:
             inside = sum(1 for s in starts if first <= s < first + window)
             assert inside <= int(window // spacing) + burst, (window, starts)
     # A throttled task is looked at again only once its slot has come: leased then, or
-    # throttled once more when a late start ahead of it took that slot (no busy loop).
+    # throttled once more when a late start ahead of it took that slot (no busy loop);
+    # a redeploy releases the line, and its tasks are looked at again at once.
     waiting: dict[str, int] = {}
+    marks = sorted(seq for seq, _ in redeploys)
     for e in log:
+        while marks and seq_of(e) > marks[0]:
+            marks.pop(0)
+            waiting.clear()
         if e.type in ("leased", "throttled") and e.task in waiting:
             assert int(e.fields["ts"]) >= waiting.pop(e.task), e
         if e.type == "throttled":
@@ -113,3 +152,32 @@ def test_no_window_holds_more_starts_than_the_rate_allows(
     # left ready before the lease that passed it.
     report = validate(read_log(client, broker.keys.events))
     assert report.ok, report.violations[:5]
+    return broker
+
+
+def redeploy(broker: Broker, limits: tuple[RateLimit, ...]) -> None:
+    """`limits` put in force, and the others lifted as a worker of that deploy lifts
+    them as it starts: each name without a limit, the queue's if it has none."""
+    broker.rate_limits = limits
+    declared = {r.name for r in limits}
+    while broker.lift_rate_limits(
+            [x for x in ("fast", "slow", QUEUE_LIMIT) if x not in declared]).left:
+        pass
+
+
+def nothing_waits_for_a_removed_limit(broker: Broker, limits: tuple[RateLimit, ...]) -> None:
+    """QueueRateLimit.tla's NothingWaitsForARemovedLimit: with "slow"'s limit lifted,
+    each delayed task is due by the queue's slot it holds (with the queue's limit in
+    `limits`), or now."""
+    now = broker.server_time_ms()
+    line = dict(broker.client.zrange(broker.keys.reserved(QUEUE_LIMIT), 0, -1,
+                                     withscores=True))
+    for task_id, run_at in broker.client.zrange(broker.keys.delayed, 0, -1, withscores=True):
+        slot = line.get(task_id)
+        due = now if slot is None or not limits else max(now, math.ceil(
+            (slot - (limits[0].burst - 1) * limits[0].interval_us) / 1000))
+        assert run_at <= due, (task_id, run_at, due)
+
+
+def seq_of(event: Event) -> int:
+    return int(event.id.split("-")[0])

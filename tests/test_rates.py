@@ -12,8 +12,9 @@ import pytest
 from helpers import events, no_ghost_slots, record_of, wait_past
 from taskq import App
 from taskq.broker import Broker, NewTask
-from taskq.errors import ConfigError
+from taskq.errors import ConfigError, InvalidTaskError
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
+from taskq.results import Lifted
 from taskq.settings import Settings
 from taskq.snapshot import take_snapshot
 from waiting import WorkerProcesses, wait_until, worker_env
@@ -61,6 +62,17 @@ class TestDeclaration:
         app.task("limited", rate_limit="10/s", rate_burst=3)(lambda: None)
         app.task("free")(lambda: None)
         assert app.rate_limits() == (RateLimit("limited", 10.0, 3),)
+
+    def test_the_limits_a_worker_lifts_are_its_free_tasks_and_a_queue_without_one(
+        self, app: App
+    ) -> None:
+        app.task("limited", rate_limit="10/s")(lambda: None)
+        app.task("free")(lambda: None)
+        app.task("also.free")(lambda: None)
+        assert app.unlimited_rates() == ("also.free", "free", QUEUE_LIMIT)
+        app.queue_rate_limit("5/s")
+        assert app.unlimited_rates() == ("also.free", "free")
+        assert app.unlimited_rates("other") == ("also.free", "free", QUEUE_LIMIT)
 
 
 def limited(broker: Broker, per_second: float, burst: int = 1) -> Broker:
@@ -120,6 +132,10 @@ class TestLease:
         now = broker.server_time_ms()
         assert all(record_of(broker, f"s{i}").run_at <= now for i in range(1, 5))
         assert reserved(broker) == {}
+        # The log says so: each task's new run-at, and the limit whose line was released.
+        assert [(e.task, int(e.fields["at"]), e.fields["limit"]) for e in
+                events(broker.client, broker.keys) if e.type == "rescheduled"] == [
+            (f"s{i}", record_of(broker, f"s{i}").run_at, "slow") for i in range(1, 5)]
         started: list[str] = []
         while len(started) < 4:  # checked again, at the new spacing: 10 ms apart
             broker.promote()
@@ -247,6 +263,110 @@ class TestLease:
     def test_a_lease_without_the_limit_is_not_held_back(self, broker: Broker) -> None:
         broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
         assert len(leased(broker)) == 3
+
+
+class TestLift:
+    """A redeploy that removes a limit: its workers lift it as they start."""
+
+    def test_a_removed_limit_makes_its_line_due_in_the_order_it_waited_in(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        # Ids in the reverse of their places in the line, as in the release's test.
+        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyxw"])
+        assert leased(broker) == ["z"]  # y, x and w an hour apart
+        broker.rate_limits = ()  # redeployed without the limit
+        assert broker.lift_rate_limits(["slow", QUEUE_LIMIT]) == Lifted(1, 0)
+        assert broker.promote() == ["y", "x", "w"]
+        assert leased(broker) == ["y", "x", "w"]
+        assert reserved(broker) == {}
+        assert broker.client.hgetall(broker.keys.rates) == {}
+        log = [e for e in events(broker.client, broker.keys) if e.type == "rescheduled"]
+        assert [(e.task, e.state, e.fields["limit"]) for e in log] == [
+            (t, "delayed", "slow") for t in "yxw"]
+        assert [int(e.fields["at"]) for e in log] == sorted(int(e.fields["at"]) for e in log)
+        # Nothing is left to lift: the next call finds no limit and no line.
+        assert broker.lift_rate_limits(["slow"]) == Lifted(0, 0)
+
+    def test_a_long_line_is_lifted_a_call_at_a_time(self, broker: Broker) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert leased(broker) == ["s0"]
+        broker.rate_limits = ()
+        assert broker.lift_rate_limits(["slow"], limit=3) == Lifted(0, 1)
+        # The limit stays stored until its line is empty; leases do not apply it.
+        assert broker.client.hexists(broker.keys.rates, "slow|interval")
+        assert sorted(reserved(broker)) == ["s4"]
+        assert broker.lift_rate_limits(["slow"], limit=3) == Lifted(1, 0)
+        assert broker.promote() == ["s1", "s2", "s3", "s4"]
+        no_ghost_slots(broker)
+
+    def test_a_removed_name_limit_leaves_the_tasks_their_queue_slots(
+        self, broker: Broker
+    ) -> None:
+        """QueueRateLimit.tla's NothingWaitsForARemovedLimit: with the name's limit
+        (one an hour) lifted, each task waits for its queue slot (two an hour) alone."""
+        queue_limit = RateLimit(QUEUE_LIMIT, 2 / 3600)
+        broker.rate_limits = (RateLimit("x", 1 / 3600), queue_limit)
+        broker.enqueue_many([NewTask(f"x{i}", name="x") for i in range(4)])
+        assert leased(broker) == ["x0"]  # x1-x3 an hour apart, the name's limit binding
+        assert [round(hours_away(broker, f"x{i}"), 1) for i in (1, 2, 3)] == [1, 2, 3]
+        slots = reserved(broker, QUEUE_LIMIT)
+        broker.rate_limits = (queue_limit,)
+        assert broker.lift_rate_limits(["x"]) == Lifted(1, 0)
+        broker.promote()
+        assert leased(broker) == []  # refused by the queue's limit, keeping its slots
+        assert reserved(broker, QUEUE_LIMIT) == slots
+        assert [round(hours_away(broker, f"x{i}"), 1) for i in (1, 2, 3)] == [0.5, 1, 1.5]
+        no_ghost_slots(broker)
+
+    def test_what_is_not_a_limits_name_is_refused_and_no_names_lift_nothing(
+        self, broker: Broker
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match=r"invalid task name 'a\|b'"):
+            broker.lift_rate_limits(["a|b"])
+        assert broker.lift_rate_limits([]) == Lifted(0, 0)
+
+    def test_more_names_than_a_call_takes_are_lifted_in_shares(self, broker: Broker) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(2)])
+        assert leased(broker) == ["s0"]
+        broker.rate_limits = ()
+        names = [f"free{i}" for i in range(10_000)] + ["slow"]  # "slow" in the second
+        assert broker.lift_rate_limits(names) == Lifted(1, 0)
+        assert broker.promote() == ["s1"]
+
+
+FREE_APP = '''
+import taskq
+
+app = taskq.App()
+
+@app.task("slow")
+def slow(n: int) -> None:
+    pass
+'''
+
+
+def test_a_worker_of_a_deploy_without_the_limit_runs_its_waiting_tasks_at_once(
+    tmp_path: Path, settings: Settings, queue: Broker, ledger_path: Path
+) -> None:
+    limited(queue, 1 / 3600)
+    queue.enqueue_many([NewTask(f"r{i}", name="slow", payload={"n": i}) for i in range(4)])
+    (first,) = queue.lease_many("w", 30, 4).tasks  # r1-r3 throttled, up to 3 h out
+    assert queue.ack(first.task_id, first.token)
+    (tmp_path / "free_app.py").write_text(FREE_APP)
+    workers = WorkerProcesses(tmp_path, worker_env(settings.redis_url, queue.queue, ledger_path,
+                                                   PYTHONPATH=str(tmp_path)))
+    try:
+        workers.start("--app", "free_app:app")
+        wait_until(lambda: queue.counts().delayed + queue.counts().ready
+                   + queue.counts().leased == 0, 20, "the lifted line's drain")
+    finally:
+        workers.stop_all()
+    done = [e.task for e in events(queue.client, queue.keys) if e.type == "completed"]
+    assert sorted(done) == ["r0", "r1", "r2", "r3"], workers.logs()
+    assert queue.client.hgetall(queue.keys.rates) == {}
 
 
 def reserved(broker: Broker, limit: str = "slow") -> dict[str, int]:

@@ -22,9 +22,12 @@ from taskq.rates import RateLimit
 from taskq.results import Failure, Renewal
 from taskq.schedules import make_schedule
 from taskq.scripts import HEADER, OPERATIONS, ScriptCall, contract
+from taskq.tools import tlatrace
+from taskq.tools.tracecheck import ALLOWED_FROM, ALLOWED_TO
 
 RETENTION = 777
 TOKEN_USE = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+EMITTED = re.compile(r"\{'type', '([a-z_]+)'")
 TIME_CALL = re.compile(r"""redis\.p?call\(\s*['"]time['"]""", re.IGNORECASE)
 
 
@@ -201,13 +204,22 @@ def call_cancel_flow(b: Broker) -> dict[str, Any]:
     return {"flow_id": "f1", "completed_ttl": b.completed_ttl_ms}
 
 
+def call_lift_rate_limits(b: Broker) -> dict[str, Any]:
+    b.rate_limits = (RateLimit("slow", 1.0),)
+    b.enqueue_many([NewTask(t, name="slow") for t in ("t1", "t2")])
+    assert len(b.lease_many("w", 30, 2).tasks) == 1  # t2 throttled
+    b.rate_limits = ()
+    b.lift_rate_limits(["slow"], limit=9)
+    return {"limit": 9, "names": "slow"}
+
+
 CALLS: dict[str, Callable[[Broker], dict[str, Any]]] = {
     "enqueue": call_enqueue, "lease": call_lease, "heartbeat": call_heartbeat,
     "ack": call_ack, "fail": call_fail, "release": call_release, "reap": call_reap,
     "promote": call_promote, "retry_dead": call_retry_dead, "purge": call_purge,
     "fire": call_fire, "cancel": call_cancel, "ack_cancelled": call_ack_cancelled,
     "progress": call_progress, "start_flow": call_start_flow,
-    "cancel_flow": call_cancel_flow,
+    "cancel_flow": call_cancel_flow, "lift_rate_limits": call_lift_rate_limits,
 }  # fmt: skip
 
 
@@ -230,6 +242,19 @@ def test_every_script_that_changes_state_is_an_operation_with_a_test_call() -> N
     scripts = {n for n in names if not n.startswith("_")}
     emitting = {n for n in scripts if not re.search(r"Emits:\s+nothing", header(n))}
     assert emitting == set(OPERATIONS) == set(CALLS)
+
+
+def test_every_event_a_script_emits_is_known_to_the_trace_checks_and_the_dashboard() -> None:
+    emitted = {kind for path in resources.files("taskq").joinpath("lua").iterdir()
+               for kind in EMITTED.findall(path.read_text(encoding="utf-8"))}
+    assert "rescheduled" in emitted
+    assert emitted == set(ALLOWED_FROM) == set(ALLOWED_TO)
+    # TLC's trace check: an action, a stutter, the end of a trace or an Enqueue.
+    assert emitted == {*tlatrace.MODELLED, *tlatrace.STUTTERS, "purged", "triggered"}
+    model = resources.files("taskq").joinpath("web", "static", "model.js").read_text("utf-8")
+    listed = re.search(r"EVENT_TYPES = \[(.*?)\];", model, re.DOTALL)
+    assert listed is not None
+    assert set(re.findall(r"'([a-z_]+)'", listed.group(1))) == emitted
 
 
 # Scripts that change state without an event: each call's setup and call, returning the

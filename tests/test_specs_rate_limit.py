@@ -1,8 +1,8 @@
 """RateLimit, GCRA in the lease script with two cursors: its figures, what it reaches,
 the limit holding however late a throttled task is leased, and the shortest trace that
 catches each mutant, the first design's kept slot among them. QueueRateLimit, the name's
-and the queue's limits together with the name's rate raised: what it reaches, and the
-trace that catches its mutant."""
+and the queue's limits together with the name's rate raised or its limit removed: what
+it reaches, and the trace that catches each mutant."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False, max
                        max_releases=0)
 
 Step = tuple[rl.State, str, rl.State]
+QueueStep = tuple[qrl.State, str, qrl.State]
 
 
 def actions(found: Result[Any]) -> list[str | None]:
@@ -34,7 +35,7 @@ def figures(found: Result[Any]) -> tuple[int, int, int, int]:
     return found.distinct, found.generated, found.depth, found.queued
 
 
-def build(spec: str, config: str, **constants: object) -> Model[rl.State]:
+def build(spec: str, config: str, **constants: object) -> Model[Any]:
     """The catalogued check's model, with `constants` changed in its .cfg."""
     c = catalogued(spec, config)
     loaded = cfgs.load(ROOT / c.config)
@@ -43,18 +44,24 @@ def build(spec: str, config: str, **constants: object) -> Model[rl.State]:
 
 
 @functools.cache
-def steps(config: str) -> frozenset[Step]:
-    """Every step of RateLimit's state graph under `config` (one where the checks hold)."""
-    seen: set[Step] = set()
+def graph(spec: str, config: str) -> frozenset[tuple[Any, str, Any]]:
+    """Every step of `spec`'s state graph under its catalogued `config` (one where the
+    checks hold)."""
+    seen: set[tuple[Any, str, Any]] = set()
 
-    def record(s: rl.State, label: str, t: rl.State) -> bool:
+    def record(s: Any, label: str, t: Any) -> bool:
         seen.add((s, label, t))
         return True
 
-    model = build("RateLimit.tla", config)
-    recorder = StepProperty[rl.State]("Steps", record)
+    model = build(spec, config)
+    recorder = StepProperty[Any]("Steps", record)
     assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
     return frozenset(seen)
+
+
+def steps(config: str) -> frozenset[Step]:
+    """Every step of RateLimit's state graph under `config`."""
+    return graph("RateLimit.tla", config)
 
 
 def leased(s: rl.State, t: rl.State) -> int:
@@ -270,19 +277,10 @@ class TestRateLimitMutants:
         assert check(build("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg", TASKS=4)).ok
 
 
-@functools.cache
-def queue_steps() -> frozenset[tuple[qrl.State, str, qrl.State]]:
-    """Every step of QueueRateLimit's state graph under its catalogued .cfg."""
-    seen: set[tuple[qrl.State, str, qrl.State]] = set()
-
-    def record(s: qrl.State, label: str, t: qrl.State) -> bool:
-        seen.add((s, label, t))
-        return True
-
-    model = build("QueueRateLimit.tla", "QueueRateLimit.cfg")
-    recorder = StepProperty[qrl.State]("Steps", record)
-    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
-    return frozenset(seen)
+def queue_steps(config: str = "QueueRateLimit.cfg") -> frozenset[QueueStep]:
+    """Every step of QueueRateLimit's state graph under `config` (the raise's, or the
+    removal's)."""
+    return graph("QueueRateLimit.tla", config)
 
 
 class TestQueueRateLimit:
@@ -296,6 +294,9 @@ class TestQueueRateLimit:
     ) -> None:
         kinds = {re.sub(r"\(.*?\)", "", label) for _, label, _ in queue_steps()}
         assert kinds == {"Lease/started", "Lease/throttled", "Promote", "Raise", "Tick"}
+        removal = {re.sub(r"\(.*?\)", "", label)
+                   for _, label, _ in queue_steps("QueueRateLimit_Remove.cfg")}
+        assert removal == {"Lease/started", "Lease/throttled", "Promote", "Remove", "Tick"}
         refusing = {
             frozenset(lim for lim in qrl.LIMITS if t.slot[u][lim] != qrl.NONE)
             for s, label, t in queue_steps() if label.endswith("/throttled")
@@ -320,6 +321,35 @@ class TestQueueRateLimit:
         c = qrl.Constants.from_cfg(cfgs.load(ROOT / "RateLimit/QueueRateLimit.cfg"))
         ends = {t.starts for _, _, t in queue_steps() if t.releases == 1}
         assert any(not qrl.bounded(c, x, c.interval) for x in ends)
+
+    def test_the_limits_and_the_removal_hold_in_all_27208_states(self) -> None:
+        found = result("QueueRateLimit.tla", "QueueRateLimit_Remove.cfg")
+        assert found.ok
+        assert figures(found) == (27208, 55318, 20, 0)
+
+    def test_after_the_removal_a_task_waits_only_for_a_queue_slot_and_some_wait(
+        self,
+    ) -> None:
+        after = [t for _, _, t in queue_steps("QueueRateLimit_Remove.cfg")
+                 if t.releases == 1]
+        # The removal released tasks the name's limit held back, and none holds its slot.
+        assert all(t.slot[u]["name"] == qrl.NONE for t in after for u in t.slot)
+        assert any(t.place[u] == "delayed" and t.slot[u]["queue"] != qrl.NONE
+                   for t in after for u in t.place)
+        # Starts after it come closer than the name's spacing allows: it no longer holds.
+        c = qrl.Constants.from_cfg(cfgs.load(ROOT / "RateLimit/QueueRateLimit_Remove.cfg"))
+        assert any(not qrl.bounded(c, t.starts, c.interval) for t in after)
+
+    def test_keeping_a_removed_limits_line_holds_its_tasks_back_for_nothing(self) -> None:
+        found = result("QueueRateLimitKeepLine.tla", "QueueRateLimitKeepLine.cfg")
+        assert found.violation is not None
+        assert found.violation.name == "NothingWaitsForARemovedLimit"
+        assert figures(found) == (111, 147, 5, 78)
+        assert actions(found) == ["Lease(t=1)/started", "Lease(t=2)/started",
+                                  "Lease(t=3)/throttled", "KeepLineRemove"]
+        last = found.violation.trace[-1].state
+        # Task 3 waits until 3 for the name's slot 6, though its queue slot 4 is due at 2.
+        assert (last.runAt[3], last.slot[3]["name"], last.slot[3]["queue"]) == (3, 6, 4)
 
     def test_retaking_a_slot_sends_a_released_task_to_the_back_of_the_queues_line(
         self,

@@ -224,3 +224,25 @@ def test_a_task_throttled_by_a_rate_limit_is_a_behaviour_and_an_early_lease_is_n
     del log[index(log, "r2", "promoted")]  # leased straight from delayed
     verdict = validate(log, tmp_path)
     assert (verdict.accepted, verdict.task) == (False, "r2")
+
+
+def test_a_throttled_task_a_lifted_limit_made_due_sooner_is_a_behaviour(
+    broker: Broker, client: redis.Redis, tmp_path: Path
+) -> None:
+    broker.rate_limits = (RateLimit("slow", 1 / 3600),)
+    broker.enqueue_many([NewTask(t, name="slow", max_retries=MAX_RETRIES) for t in ("r1", "r2")])
+    (first,) = broker.lease_many("w1", 10, 2).tasks  # r2 throttled, an hour out
+    broker.rate_limits = ()
+    assert broker.lift_rate_limits(["slow"]).left == 0
+    assert broker.promote() == ["r2"]
+    (second,) = broker.lease_many("w1", 10, 2).tasks
+    assert broker.ack_many([("r1", first.token), ("r2", second.token)]) == [True, True]
+    log = read_log(client, broker.keys.events)
+    assert [f["type"] for _, f in log if f["task"] == "r2"][:4] == [
+        "enqueued", "throttled", "rescheduled", "promoted"]
+    verdict = validate(log, tmp_path)
+    assert verdict.accepted and verdict.traces == 2, str(verdict)
+    # Without it, the log promotes r2 an hour before the run-at it last stated.
+    del log[index(log, "r2", "rescheduled")]
+    verdict = validate(log, tmp_path)
+    assert (verdict.accepted, verdict.task) == (False, "r2")

@@ -16,6 +16,12 @@
 (* and taking one at the end of the queue's line, so a raise never sends   *)
 (* the waiting tasks to the back (NoPlaceLost).                            *)
 (*                                                                         *)
+(* Or (REDEPLOY = "remove") a redeploy that removes the name's limit:      *)
+(* lift_rate_limits.lua, run by the new deploy's workers before they       *)
+(* lease, releases its line and forgets its cursors, and no lease applies  *)
+(* it after. A task then waits for nothing but the queue's slot it holds   *)
+(* (NothingWaitsForARemovedLimit).                                         *)
+(*                                                                         *)
 (*   Lease(t)   lease.lua popping t. For each limit L, first = max(S_a,    *)
 (*              now); L refuses t if first - (B-1)*T_L > now. Refused by   *)
 (*              none, t starts: each S_a := first + T_L, and a slot t      *)
@@ -32,6 +38,9 @@
 (*              down, as lease.lua's math.floor), S_r := S_a, and the      *)
 (*              name's line released: its tasks hold no name slot and are  *)
 (*              due now, keeping their queue slots.                        *)
+(*   Remove     the redeploy (REDEPLOY = "remove"): the name's line        *)
+(*              released as by Raise, its S_a and S_r back to 0 (HDEL),    *)
+(*              and the name's limit no longer in force.                   *)
 (*   Tick       Redis time passes a tick.                                  *)
 (*                                                                         *)
 (* A due task may wait for a worker any time (RateLimit.tla's LATE).       *)
@@ -40,10 +49,12 @@
 (* (each has its own cursors; the queue's line holds their tasks too).     *)
 (*                                                                         *)
 (* Checks: NeverOverRate (L1 for both limits, the name's at the raised     *)
-(* rate over every window and at the first over those before the raise),  *)
-(* NoGhostSlot for each limit, NoEarlyStart, EveryTaskStarts, NoPlaceLost. *)
-(* Mutant: QueueRateLimitRetake (a refused task always gives its slot back *)
-(* and takes the next). Python transcription: queue_rate_limit.py.         *)
+(* rate over every window and at the first over those before the           *)
+(* redeploy), NoGhostSlot for each limit, NoEarlyStart, EveryTaskStarts,   *)
+(* NoPlaceLost, NothingWaitsForARemovedLimit. Mutants:                     *)
+(* QueueRateLimitRetake (a refused task always gives its slot back and     *)
+(* takes the next), QueueRateLimitKeepLine (a removed limit's line kept).  *)
+(* Python transcription: queue_rate_limit.py.                              *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets
 
@@ -54,7 +65,8 @@ CONSTANTS
     QUEUE_INTERVAL, \* the queue limit's spacing
     BURST,          \* B: starts let through at once, for both limits
     MAX_TIME,       \* the clock passes MAX_TIME only to reach a delayed task's run_at
-    MAX_RELEASES    \* redeploys that raise the name's rate, at most (0 or 1)
+    MAX_RELEASES,   \* redeploys, at most (0 or 1)
+    REDEPLOY        \* what the redeploy does to the name's limit: "raise" or "remove"
 
 Tasks == 1..TASKS
 Limits == {"name", "queue"}
@@ -71,8 +83,8 @@ VARIABLES
     slot,       \* each task: the slot it waits for in each limit's line, or None
     runAt,      \* each task: when it is due while delayed, else NoRunAt
     starts,     \* the time of every start, in order
-    releases,   \* how many redeploys raised the name's rate
-    raisedAt    \* how many starts came before the raise
+    releases,   \* how many redeploys raised or removed the name's limit
+    raisedAt    \* how many starts came before the redeploy
 
 vars == <<now, spacing, startAt, nextSlot, place, slot, runAt, starts, releases, raisedAt>>
 
@@ -109,6 +121,9 @@ Ahead(l) == (BURST - 1) * spacing[l]
 First(l) == Max(startAt[l], now)
 Refuses(l) == First(l) - Ahead(l) > now
 
+\* The limits leases apply: both, until a redeploy removes the name's.
+InForce == IF REDEPLOY = "remove" /\ releases > 0 THEN {"queue"} ELSE Limits
+
 \* The slots of l's line held by tasks other than those of U.
 SlotsBut(l, U) == {slot[u][l] : u \in {u \in Tasks \ U : slot[u][l] # None}}
 LastOf(S) == CHOOSE d \in S : \A e \in S : e <= d
@@ -131,8 +146,11 @@ Start(t) ==
     /\ slot' = [slot EXCEPT ![t] = [l \in Limits |-> None]]
     /\ runAt' = [runAt EXCEPT ![t] = NoRunAt]
     /\ starts' = Append(starts, now)
-    /\ startAt' = [l \in Limits |-> First(l) + spacing[l]]
-    /\ nextSlot' = [l \in Limits |-> Max(GiveBack(t, l), First(l) + spacing[l])]
+    /\ startAt' = [l \in Limits |-> IF l \in InForce THEN First(l) + spacing[l]
+                                                    ELSE startAt[l]]
+    /\ nextSlot' = [l \in Limits |-> IF l \in InForce
+                                     THEN Max(GiveBack(t, l), First(l) + spacing[l])
+                                     ELSE GiveBack(t, l)]
 
 \* t throttled by the limits `refusing`, keeping its slots in those of `kept`.
 Throttle(t, refusing, kept) ==
@@ -153,7 +171,7 @@ Throttle(t, refusing, kept) ==
 \* lease.lua popping t; `keeps` says whether a refused task keeps the slots it
 \* holds that are still ahead (as built, TRUE).
 LeaseKeeping(t, keeps) ==
-    LET refusing == {l \in Limits : Refuses(l)}
+    LET refusing == {l \in InForce : Refuses(l)}
     IN /\ place[t] = "ready"
        /\ IF refusing = {}
           THEN Start(t)
@@ -178,6 +196,7 @@ Rescaled == IF startAt["name"] > now
             ELSE startAt["name"]
 
 Raise ==
+    /\ REDEPLOY = "raise"
     /\ releases < MAX_RELEASES
     /\ spacing' = [spacing EXCEPT !["name"] = RAISED]
     /\ startAt' = [startAt EXCEPT !["name"] = Rescaled]
@@ -187,6 +206,24 @@ Raise ==
     /\ releases' = releases + 1
     /\ raisedAt' = Len(starts)
     /\ UNCHANGED <<now, place, starts>>
+
+\* No lease applies the name's limit after; `releasing` (as built, TRUE) says
+\* whether its line is released and its cursors forgotten as it goes.
+RemoveReleasing(releasing) ==
+    /\ REDEPLOY = "remove"
+    /\ releases < MAX_RELEASES
+    /\ IF releasing
+       THEN /\ startAt' = [startAt EXCEPT !["name"] = 0]
+            /\ nextSlot' = [nextSlot EXCEPT !["name"] = 0]
+            /\ slot' = [t \in Tasks |-> [slot[t] EXCEPT !["name"] = None]]
+            /\ runAt' = [t \in Tasks |-> IF slot[t]["name"] # None THEN NoRunAt
+                                                                  ELSE runAt[t]]
+       ELSE UNCHANGED <<startAt, nextSlot, slot, runAt>>
+    /\ releases' = releases + 1
+    /\ raisedAt' = Len(starts)
+    /\ UNCHANGED <<now, spacing, place, starts>>
+
+Remove == RemoveReleasing(TRUE)
 
 Waiting == {t \in Tasks : place[t] = "delayed" /\ now < runAt[t]}
 
@@ -200,6 +237,7 @@ Next ==
     \/ \E t \in Tasks : Lease(t)
     \/ \E t \in Tasks : Promote(t)
     \/ Raise
+    \/ Remove
     \/ Tick
 
 Spec == Init /\ [][Next]_vars
@@ -213,10 +251,11 @@ Bounded(S, T) ==
     \A i, j \in 1..Len(S) : i <= j => j - i + 1 <= (S[j] - S[i]) \div T + BURST
 
 \* L1 for the queue's limit, and for the name's: at the raised rate over every
-\* window, and at the first rate over the starts before the raise.
+\* window (unless removed), and at the first rate over the starts before the
+\* redeploy.
 NeverOverRate ==
     /\ Bounded(starts, QUEUE_INTERVAL)
-    /\ Bounded(starts, RAISED)
+    /\ REDEPLOY = "raise" => Bounded(starts, RAISED)
     /\ Bounded(IF releases = 0 THEN starts ELSE SubSeq(starts, 1, raisedAt), INTERVAL)
 
 \* Each limit's S_r is at most one spacing after the last slot a task waits for
@@ -236,5 +275,13 @@ EveryTaskStarts == [](~ENABLED Next => AllStarted)
 NoPlaceLost ==
     [][\A t \in Tasks, l \in Limits :
         (StillAhead(t, l) /\ slot'[t][l] # None) => slot'[t][l] <= slot[t][l]]_vars
+
+\* Once the name's limit is removed, a delayed task waits for nothing but the
+\* queue's slot it holds: due when that slot lets it start, or now if it holds none.
+NothingWaitsForARemovedLimit ==
+    "name" \notin InForce =>
+        \A t \in Tasks : place[t] = "delayed" =>
+            runAt[t] <= IF slot[t]["queue"] # None THEN slot[t]["queue"] - Ahead("queue")
+                                                  ELSE now
 
 =============================================================================

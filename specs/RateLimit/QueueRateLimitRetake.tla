@@ -22,6 +22,7 @@ RetakeNext ==
     \/ \E t \in Tasks : RetakeLease(t)
     \/ \E t \in Tasks : Promote(t)
     \/ Raise
+    \/ Remove
     \/ Tick
 
 RetakeSpec == Init /\ [][RetakeNext]_vars

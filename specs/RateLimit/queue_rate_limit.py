@@ -10,16 +10,22 @@ Start(t), Throttle(t, r, k)       a start; a task throttled again       start, t
 LeaseKeeping(t, keeps), Lease(t)  lease.lua popping t                   lease_keeping, lease:
                                                                         /started, /throttled
 Promote(t)                        a due delayed task back to ready      promote(c, s)
+InForce                           the limits leases apply               in_force(c, s)
 Raise                             a redeploy raising the name's rate    do_raise(c, s)
+RemoveReleasing(releasing),       a redeploy removing the name's limit  remove_releasing,
+Remove                            (lift_rate_limits.lua)                remove
 Tick                              Redis time passes a tick              tick(c, s)
 Next                              NEXT, tried in that order
 TypeOK, NeverOverRate,            the INVARIANTS table, under the TLA+ names
-NoGhostSlot
+NoGhostSlot,
+NothingWaitsForARemovedLimit
 NoEarlyStart, NoPlaceLost,        StepProperties and an EndProperty
 EveryTaskStarts
 
 QueueRateLimitRetake.tla          a refused task gives back every slot  retake_lease,
                                   and takes the next                    RETAKE_NEXT
+QueueRateLimitKeepLine.tla        a removed limit's line kept           keep_line_remove,
+                                                                        KEEP_LINE_NEXT
 
 Each \E t is a loop in ascending order and Next's disjuncts are tried in the order
 written, which is TLC's order.
@@ -37,6 +43,7 @@ from specs.tlacheck.model import Property
 
 LIMITS = ("name", "queue")
 PLACES = ("ready", "delayed", "started")
+REDEPLOYS = ("raise", "remove")
 NONE = 0
 NO_RUN_AT = 0
 
@@ -64,9 +71,14 @@ class Constants:
     burst: int
     max_time: int
     max_releases: int
+    redeploy: str
 
     @classmethod
     def from_cfg(cls, cfg: cfgs.Config) -> Constants:
+        redeploy = cfg.constants.get("REDEPLOY")
+        if redeploy not in REDEPLOYS:
+            raise cfgs.ConfigError(f"{cfg.source}: REDEPLOY must be one of {REDEPLOYS}, "
+                                   f"got {redeploy!r}")
         return cls(
             tasks=cfg.int_constant("TASKS"),
             interval=cfg.int_constant("INTERVAL"),
@@ -75,6 +87,7 @@ class Constants:
             burst=cfg.int_constant("BURST"),
             max_time=cfg.int_constant("MAX_TIME"),
             max_releases=cfg.int_constant("MAX_RELEASES"),
+            redeploy=str(redeploy),
         )
 
     @property
@@ -116,6 +129,11 @@ def refuses(c: Constants, s: State, limit: str) -> bool:
     return first(s, limit) - ahead(c, s, limit) > s.now
 
 
+def in_force(c: Constants, s: State) -> tuple[str, ...]:
+    """InForce: both limits, until a redeploy removes the name's."""
+    return ("queue",) if c.redeploy == "remove" and s.releases > 0 else LIMITS
+
+
 def after(s: State, limit: str, but: frozenset[int] = frozenset()) -> int:
     """After(l, SlotsBut(l, U)): one spacing after the last slot of l's line held by a
     task not in U, or S_a if that is later."""
@@ -136,16 +154,19 @@ def still_ahead(s: State, t: int, limit: str) -> bool:
     return s.slot[t][limit] != NONE and s.slot[t][limit] >= first(s, limit)
 
 
-def start(s: State, t: int) -> State:
-    """Start(t): t starts now; each limit's S_a moves on, and its slots are given back."""
+def start(c: Constants, s: State, t: int) -> State:
+    """Start(t): t starts now; each limit in force's S_a moves on, and t's slots are
+    given back."""
+    forced = in_force(c, s)
     return s._replace(
         place=s.place.except_(t, "started"),
         slot=s.slot.except_(t, Fn.const(LIMITS, NONE)),
         runAt=s.runAt.except_(t, NO_RUN_AT),
         starts=(*s.starts, s.now),
-        startAt=Fn({lim: first(s, lim) + s.spacing[lim] for lim in LIMITS}),
+        startAt=Fn({lim: first(s, lim) + s.spacing[lim] if lim in forced else s.startAt[lim]
+                    for lim in LIMITS}),
         nextSlot=Fn({lim: max(give_back(s, t, lim), first(s, lim) + s.spacing[lim])
-                     for lim in LIMITS}),
+                     if lim in forced else give_back(s, t, lim) for lim in LIMITS}),
     )
 
 
@@ -187,12 +208,12 @@ def lease_keeping(name: str, keeps: bool) -> Action:
     """LeaseKeeping(t, keeps): lease.lua popping t; Lease (keeps) or RetakeLease."""
 
     def action(c: Constants, s: State) -> Iterator[Transition[State]]:
-        refusing = frozenset(lim for lim in LIMITS if refuses(c, s, lim))
+        refusing = frozenset(lim for lim in in_force(c, s) if refuses(c, s, lim))
         for t in c.all_tasks:
             if s.place[t] != "ready":
                 continue
             if not refusing:
-                yield f"{name}(t={t})/started", start(s, t)
+                yield f"{name}(t={t})/started", start(c, s, t)
                 continue
             kept = frozenset(lim for lim in refusing if keeps and still_ahead(s, t, lim))
             yield f"{name}(t={t})/throttled", throttle(c, s, t, refusing, kept)
@@ -218,7 +239,7 @@ def rescaled(c: Constants, s: State) -> int:
 
 def do_raise(c: Constants, s: State) -> Iterator[Transition[State]]:
     """Raise: the redeploy; the name's line released, its tasks due now."""
-    if s.releases >= c.max_releases:
+    if c.redeploy != "raise" or s.releases >= c.max_releases:
         return
     at = rescaled(c, s)
     yield "Raise", s._replace(
@@ -233,14 +254,40 @@ def do_raise(c: Constants, s: State) -> Iterator[Transition[State]]:
     )
 
 
+def remove_releasing(name: str, releasing: bool) -> Action:
+    """RemoveReleasing(releasing): the name's limit no longer applied, and (as built)
+    its line released and its cursors forgotten; Remove or KeepLineRemove."""
+
+    def action(c: Constants, s: State) -> Iterator[Transition[State]]:
+        if c.redeploy != "remove" or s.releases >= c.max_releases:
+            return
+        done = s._replace(releases=s.releases + 1, raisedAt=len(s.starts))
+        if releasing:
+            done = done._replace(
+                startAt=s.startAt.except_("name", 0),
+                nextSlot=s.nextSlot.except_("name", 0),
+                slot=Fn({t: s.slot[t].except_("name", NONE) for t in c.all_tasks}),
+                runAt=Fn({t: NO_RUN_AT if s.slot[t]["name"] != NONE else s.runAt[t]
+                          for t in c.all_tasks}),
+            )
+        yield name, done
+
+    return action
+
+
+remove = remove_releasing("Remove", releasing=True)
+keep_line_remove = remove_releasing("KeepLineRemove", releasing=False)
+
+
 def tick(c: Constants, s: State) -> Iterator[Transition[State]]:
     waiting = any(s.place[t] == "delayed" and s.now < s.runAt[t] for t in c.all_tasks)
     if s.now < c.max_time or waiting:
         yield "Tick", s._replace(now=s.now + 1)
 
 
-NEXT: tuple[Action, ...] = (lease, promote, do_raise, tick)
-RETAKE_NEXT: tuple[Action, ...] = (retake_lease, promote, do_raise, tick)
+NEXT: tuple[Action, ...] = (lease, promote, do_raise, remove, tick)
+RETAKE_NEXT: tuple[Action, ...] = (retake_lease, promote, do_raise, remove, tick)
+KEEP_LINE_NEXT: tuple[Action, ...] = (lease, promote, do_raise, keep_line_remove, tick)
 
 
 def type_ok(c: Constants, s: State) -> bool:
@@ -270,12 +317,25 @@ def bounded(c: Constants, starts: tuple[int, ...], interval: int) -> bool:
 
 def never_over_rate(c: Constants, s: State) -> bool:
     before = s.starts if s.releases == 0 else s.starts[: s.raisedAt]
-    return (bounded(c, s.starts, c.queue_interval) and bounded(c, s.starts, c.raised)
+    return (bounded(c, s.starts, c.queue_interval)
+            and (c.redeploy != "raise" or bounded(c, s.starts, c.raised))
             and bounded(c, before, c.interval))
 
 
 def no_ghost_slot(s: State) -> bool:
     return all(s.nextSlot[lim] <= after(s, lim) for lim in LIMITS)
+
+
+def nothing_waits_for_a_removed_limit(c: Constants, s: State) -> bool:
+    """NothingWaitsForARemovedLimit: once the name's limit is removed, a delayed task
+    is due by its queue slot, or now if it holds none."""
+    if "name" in in_force(c, s):
+        return True
+    return all(
+        s.runAt[t] <= (s.slot[t]["queue"] - ahead(c, s, "queue")
+                       if s.slot[t]["queue"] != NONE else s.now)
+        for t in c.all_tasks if s.place[t] == "delayed"
+    )  # fmt: skip
 
 
 def no_early_start(s: State, _: str, t: State) -> bool:
@@ -303,6 +363,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         "TypeOK": lambda s: type_ok(c, s),
         "NeverOverRate": lambda s: never_over_rate(c, s),
         "NoGhostSlot": no_ghost_slot,
+        "NothingWaitsForARemovedLimit": lambda s: nothing_waits_for_a_removed_limit(c, s),
     }
 
 
@@ -310,7 +371,7 @@ PROPERTIES: dict[str, Property[State]] = {
     "NoEarlyStart": StepProperty("NoEarlyStart", no_early_start),
     "NoPlaceLost": StepProperty("NoPlaceLost", no_place_lost),
     **{name: EndProperty(name, all_started)
-       for name in ("EveryTaskStarts", "RetakeEveryTaskStarts")},
+       for name in ("EveryTaskStarts", "RetakeEveryTaskStarts", "KeepLineEveryTaskStarts")},
 }
 
 
@@ -320,6 +381,10 @@ def model(cfg: cfgs.Config) -> Model[State]:
 
 def retake_model(cfg: cfgs.Config) -> Model[State]:
     return _model("QueueRateLimitRetake", RETAKE_NEXT, cfg)
+
+
+def keep_line_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("QueueRateLimitKeepLine", KEEP_LINE_NEXT, cfg)
 
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:

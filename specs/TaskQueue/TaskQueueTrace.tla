@@ -33,8 +33,11 @@
 (* settles as if untold (completed, failed or released after its cancel    *)
 (* was requested) had decided before the answer reached it; the exporter   *)
 (* marks its heartbeats after the cancel "unheard", and Unheard renews     *)
-(* the lease as Heartbeat does while the holder learns nothing: the one    *)
-(* step here that TaskQueue has not, since there a reply is never late.    *)
+(* the lease as Heartbeat does while the holder learns nothing: a step     *)
+(* TaskQueue has not, since there a reply is never late. The other is      *)
+(* Reschedule: a "rescheduled" leaves a delayed task as it was, since      *)
+(* TaskQueue abstracts a run-at into `due`; the log's new run-at is what   *)
+(* the next "tick" is checked against.                                     *)
 (*                                                                         *)
 (* A trace is accepted when TLC reaches its end: Done then stutters. A     *)
 (* state short of the end with no step is a deadlock, which TLC reports    *)
@@ -74,6 +77,14 @@ Unheard(w) ==
                    token, due, held, restarts, revivals, charges, applied, fenceTok, result,
                    cancelReq>>
 
+\* A released rate-limit line (lease.lua's release_lines, lift_rate_limits.lua)
+\* making a throttled task due sooner: it stays delayed, not yet due. The model
+\* keeps no run_at, only `due`; Clock takes the new one from the event.
+Reschedule(t) ==
+    /\ t \in delayed
+    /\ ~due[t]
+    /\ UNCHANGED vars
+
 \* The action that writes event e, or that e stands for.
 Act(e) ==
     CASE e.type = "enqueued" -> Enqueue(0, e.state = "delayed")
@@ -90,6 +101,7 @@ Act(e) ==
       [] e.type = "tick" -> e.ts >= runAt /\ Tick(1)
       [] e.type = "promoted" -> Promote(1)
       [] e.type = "throttled" -> Throttle(1)
+      [] e.type = "rescheduled" -> Reschedule(1)
       [] e.type = "revived" -> RetryDead(1)
       [] e.type = "cancel_requested" -> token[1] = e.token /\ Cancel(1)
       [] e.type = "cancelled" /\ e.prior = "running" ->

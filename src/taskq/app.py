@@ -383,6 +383,15 @@ class App:
         own = self.queue_limits.get(self.queue if queue is None else queue)
         return tasks if own is None else (*tasks, own)
 
+    def unlimited_rates(self, queue: str | None = None) -> tuple[str, ...]:
+        """The rate limits a worker's leases on `queue` (default: the app's) do not
+        apply: the names of its tasks with none, and QUEUE_LIMIT if the queue has no
+        limit of its own. A worker lifts any still stored there as it starts (see
+        `Broker.lift_rate_limits`): a limit removed by a redeploy holds no task back."""
+        names = tuple(sorted(n for n, t in self.tasks.items() if t.rate_limit is None))
+        own = self.queue_limits.get(self.queue if queue is None else queue)
+        return names if own is not None else (*names, QUEUE_LIMIT)
+
     def concurrency_limits(self) -> tuple[ConcurrencyLimit, ...]:
         """The concurrency limits of this app's tasks, as a worker's leases apply them."""
         return tuple(t.concurrency_limit for t in self.tasks.values()

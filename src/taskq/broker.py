@@ -30,7 +30,14 @@ from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
-from taskq.keys import QUEUES_KEY, QueueKeys, check_held, check_task_id, new_id
+from taskq.keys import (
+    QUEUES_KEY,
+    QueueKeys,
+    check_held,
+    check_task_id,
+    check_task_name,
+    new_id,
+)
 from taskq.limits import (
     BATCH_SIZE,
     COMPLETED_TTL,
@@ -55,7 +62,7 @@ from taskq.limits import (
     shown,
     to_ms,
 )
-from taskq.rates import RateLimit
+from taskq.rates import QUEUE_LIMIT, RateLimit
 from taskq.results import (
     SIMULATE_TASK,
     Cancellation,
@@ -66,6 +73,7 @@ from taskq.results import (
     Forgotten,
     LeaseBatch,
     LeasedTask,
+    Lifted,
     NewTask,
     QueueCounts,
     ReapOutcome,
@@ -543,6 +551,27 @@ class Broker:
                 args=[k.prefix, LIMIT.check(limit), self.events_retention],
             )
         return [text(task_id) for task_id in reply]
+
+    def lift_rate_limits(self, names: Sequence[str], limit: int = 1000) -> Lifted:
+        """Forget the rate limits stored for `names` (task names run with no rate limit
+        now, or QUEUE_LIMIT for a queue with none of its own): their lines of throttled
+        tasks are made due, up to `limit` tasks a call, to be checked again by the
+        limits in force; call again while `left`. A worker does so as it starts."""
+        names = [n if n == QUEUE_LIMIT else check_task_name(n) for n in names]
+        limit = LIMIT.check(limit)
+        k = self.keys
+        lifted = left = 0
+        # The script takes as many names as a lease takes limits; an app with more
+        # names is lifted a script call per share of them.
+        for start in range(0, len(names), LEASE_COUNT.high):
+            with redis_errors("lift rate limits"):
+                reply = self.scripts.lift_rate_limits(
+                    keys=[k.rates, k.delayed, k.events, k.seq, k.epoch],
+                    args=[k.prefix, self.events_retention, limit,
+                          *names[start:start + LEASE_COUNT.high]])
+            done = Lifted.from_reply(reply)
+            lifted, left = lifted + done.lifted, left + done.left
+        return Lifted(lifted, left)
 
     def fire(self, schedule: Schedule, ticks: Sequence[int] = (), after_ms: int = 0) -> Fired:
         """Make the task of each of `ticks` (ms, ascending) that is due by the server's

@@ -191,6 +191,21 @@ class Forgotten:
 
 
 @dataclass(frozen=True)
+class Lifted:
+    """What lifting rate limits did: how many of the names had a limit (or a line of
+    waiting tasks) now forgotten whole, and how many tasks still wait in their lines
+    for another call (0: done)."""
+
+    lifted: int
+    left: int
+
+    @classmethod
+    def from_reply(cls, reply: list[Any]) -> Lifted:
+        lifted, left = (int(v) for v in reply)
+        return cls(lifted, left)
+
+
+@dataclass(frozen=True)
 class FailResult:
     """What fail did: a retry after `delay` seconds, a move to the DLQ, or nothing (stale)."""
 

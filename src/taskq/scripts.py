@@ -30,6 +30,7 @@ OPERATIONS = (
     "progress",
     "start_flow",
     "cancel_flow",
+    "lift_rate_limits",
 )
 
 INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
@@ -105,6 +106,7 @@ class Scripts:
         self.purge = load("purge")
         self.fire = load("fire")
         self.forget_schedule = load("forget_schedule")
+        self.lift_rate_limits = load("lift_rate_limits")
         self.cancel = load("cancel")
         self.ack_cancelled = load("ack_cancelled")
         self.progress = load("progress")

@@ -44,7 +44,9 @@
            against `count`; parked (state pending) for
            each task whose name has every concurrency slot taken: it waits on its
            name's parked list, not counted against `count`; unparked (state pending)
-           for each parked task a free slot sends back to the front of ready
+           for each parked task a free slot sends back to the front of ready;
+           rescheduled (state delayed, `at` its new run_at, `limit` the task name or
+           '*') for each throttled task a changed limit's released line makes due now
 
   Rate limits (see taskq/rates.py) follow GCRA: a name's theoretical start time advances
   by one interval per start, and every start, a throttled task's included, is let
@@ -195,11 +197,12 @@ local function cursor(name)
 end
 
 -- A limit's interval and burst as the last lease stored them, against this call's: the
--- first call after a redeploy that changed a rate or burst sees the change, and its cursor() releases the
--- line. Then each call makes up to RELEASE_LIMIT of a released line due at once: their
--- delayed scores (and records' run_at) become now, and promotion and the next leases
--- check each again like any other start, throttling it at the new spacing if it must
--- wait. No state changes, so no event: they stay delayed until promoted.
+-- first call after a redeploy that changed a rate or burst sees the change, and its
+-- cursor() releases the line. Then each call makes up to RELEASE_LIMIT of a released
+-- line due at once: their delayed scores (and records' run_at) become now, and
+-- promotion and the next leases check each again like any other start, throttling it
+-- at the new spacing if it must wait. Each stays delayed until promoted; its
+-- `rescheduled` event gives the log its new run_at.
 local RELEASE_LIMIT = 1000
 local function release_lines()
   if n_rates == 0 then return end
@@ -226,6 +229,8 @@ local function release_lines()
       -- CH counts a changed score: 1 for a task still delayed, 0 for one gone since.
       if redis.call('ZADD', delayed_key, 'XX', 'CH', at, task_id) == 1 then
         redis.call('HSET', prefix .. 'task:' .. task_id, 'run_at', at)
+        emit(feed, {'type', 'rescheduled', 'task', task_id, 'state', 'delayed', 'at', at,
+          'limit', name})
       end
     end
   end

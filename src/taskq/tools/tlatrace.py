@@ -6,7 +6,9 @@ of the model, as `taskq.tools.tracecheck` checks them per task. An event becomes
 model action that writes it: enqueued -> Enqueue, leased -> Lease, heartbeat ->
 Heartbeat, completed -> Ack, failed -> Fail, released -> Release, reaped -> Reap,
 promoted -> Promote, throttled -> Throttle (a lease under a rate limit sending the task
-to delayed until its slot), revived -> RetryDead, cancel_requested -> Cancel (of a running
+to delayed until its slot), rescheduled -> Reschedule (a released rate-limit line making
+it due sooner; the trace's clock takes its new run-at), revived -> RetryDead,
+cancel_requested -> Cancel (of a running
 task), cancelled -> Cancel (from pending, delayed or dead) or AckCancelled (from
 running); parked and unparked (a task waiting for a concurrency slot, still pending)
 are left out. Three model actions write no event and are inserted where the next event
@@ -39,7 +41,8 @@ from pathlib import Path
 
 # Event types the model has an action for.
 MODELLED = ("enqueued", "leased", "heartbeat", "completed", "failed", "released", "reaped",
-            "promoted", "revived", "cancel_requested", "cancelled", "throttled")
+            "promoted", "revived", "cancel_requested", "cancelled", "throttled",
+            "rescheduled")
 # Events that change nothing the model holds: a task parked for a concurrency slot, or
 # unparked, stays pending (the ConcurrencyLimit model checks the slots); a run's
 # progress changes no place, state or token (the Progress model checks its fencing).

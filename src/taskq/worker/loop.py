@@ -137,8 +137,10 @@ class Worker:
                         "schedule(s) fire: it fires them there for the workers that do; "
                         "if none does, their tasks wait there", name, len(app.schedules))
         self.maintenance = tuple(
-            Maintenance(q, s, app.schedules.values(), fires_on) if q is carrier
-            else Maintenance(q, s) for q in self.queues)
+            Maintenance(q, s, app.schedules.values() if q is carrier else (),
+                        fires_on if q is carrier else None,
+                        unlimited=app.unlimited_rates(q.queue))
+            for q in self.queues)
         self._backoff = Backoff()
 
     def _queues(self, broker: Broker | None, queues: QueueChoice | None) -> Queues:

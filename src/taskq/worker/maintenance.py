@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
@@ -16,6 +16,8 @@ from taskq.worker.periodic import Periodic
 log = logging.getLogger("taskq.worker")
 
 LIMIT = 100
+# Tasks a removed rate limit's line makes due a call: as many as a lease releases.
+LIFT_LIMIT = 1000
 # Due tasks and expired leases are found within this long; a busy worker's loop turns
 # thousands of times a second, and each turn need not ask. With a backlog in ready, a
 # promoted task only joins the back of it, so looking less often costs it nothing.
@@ -30,9 +32,13 @@ class Maintenance:
     runs on its own clock (the monotonic one: these are local waits)."""
 
     def __init__(self, broker: Broker, settings: Settings,
-                 schedules: Iterable[Schedule] = (), fires_on: Broker | None = None) -> None:
+                 schedules: Iterable[Schedule] = (), fires_on: Broker | None = None,
+                 unlimited: Sequence[str] = ()) -> None:
         self.broker = broker
         self.settings = settings
+        # Rate limits this worker's leases do not apply, lifted before it promotes
+        # (see Broker.lift_rate_limits); none once their lines are empty.
+        self._unlimited = tuple(unlimited)
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
         self.periodic = Periodic(fires_on or broker, schedules)
         self._fires_elsewhere = fires_on is not None and fires_on is not broker
@@ -50,6 +56,9 @@ class Maintenance:
         self._last = now
         s = self.settings
         fired = self._fire()
+        if self._unlimited and not self.broker.lift_rate_limits(self._unlimited,
+                                                                LIFT_LIMIT).left:
+            self._unlimited = ()
         promoted = len(self.broker.promote(LIMIT))
         self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
         if now >= self._next_purge:

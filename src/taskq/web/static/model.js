@@ -2,8 +2,8 @@
 // current by applying the feed's events.
 
 export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'failed',
-  'released', 'reaped', 'promoted', 'throttled', 'parked', 'unparked', 'revived', 'purged',
-  'cancel_requested', 'cancelled', 'progress', 'triggered'];
+  'released', 'reaped', 'promoted', 'throttled', 'rescheduled', 'parked', 'unparked',
+  'revived', 'purged', 'cancel_requested', 'cancelled', 'progress', 'triggered'];
 // Each event type moves a task out of one state (a `cancelled` event names it in `from`:
 // pending, delayed, dead, running or waiting); the event's `state` is where it lands. The
 // scripts emit exactly these transitions, so counts follow from the events alone. A
@@ -12,7 +12,8 @@ export const EVENT_TYPES = ['enqueued', 'leased', 'heartbeat', 'completed', 'fai
 const FROM = {
   enqueued: null, triggered: 'waiting', leased: 'pending', heartbeat: 'running', completed: 'running',
   failed: 'running', released: 'running', reaped: 'running', promoted: 'delayed',
-  throttled: 'pending', parked: 'pending', unparked: 'pending', revived: 'dead',
+  throttled: 'pending', rescheduled: 'delayed', parked: 'pending', unparked: 'pending',
+  revived: 'dead',
   purged: 'dead', cancel_requested: 'running', progress: 'running',
 };
 const fromState = (d) => (d.type === 'cancelled' ? d.from : FROM[d.type]);
@@ -135,6 +136,11 @@ function applyEvent(d) {
       expires: d.at, total: d.at - d.ts,
       cancelRequested: d.type === 'heartbeat' && Boolean(prev.cancelRequested),
       permille: run.permille ?? null, progressMessage: run.progressMessage || '' });
+  } else if (d.type === 'rescheduled') {
+    // A released rate-limit line: the same throttled task, due sooner.
+    const prev = view.delayed.get(d.task) || { id: d.task, name, retries: 0, error: '',
+      errorType: '' };
+    view.delayed.set(d.task, { ...prev, runAt: d.at, throttled: true });
   } else if (to === 'delayed') {
     view.delayed.set(d.task, { id: d.task, name, retries: d.retries ?? 0, runAt: d.at,
       error: d.error || '', errorType: d.error_type || '', throttled: d.type === 'throttled' });
