@@ -1,13 +1,16 @@
 """Maintenance on the worker loop's thread: promoting, reaping and purging on their own
-clocks, and at once when a lease said something is due."""
+clocks, and at once when a lease said something is due; lifting the rate limits its app
+no longer declares."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+import redis
 
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
+from taskq.rates import RateLimit
 from taskq.settings import Settings
 from taskq.worker import maintenance as module
 from taskq.worker.maintenance import EVERY_SECONDS, Maintenance
@@ -35,3 +38,43 @@ def test_looks_again_once_its_interval_has_passed(broker: Broker, settings: Sett
     broker.enqueue("soon", delay=0.002, name="x")
     time.sleep(EVERY_SECONDS + 0.005)
     assert maintenance.run(backlog=False) == 1
+
+
+def throttled(broker: Broker, ids: str) -> None:
+    """Tasks of "slow" (`ids`, one a letter) leased under a limit of one an hour, as a
+    worker of a deploy that declares it leases them: the first starts, the rest wait."""
+    old = Broker(broker.client, broker.queue)
+    old.rate_limits = (RateLimit("slow", 1 / 3600),)
+    old.enqueue_many([NewTask(t, name="slow") for t in ids])
+    assert len(old.lease_many("w-old", 30, len(ids)).tasks) == 1
+
+
+def test_lifts_a_removed_limit_as_it_starts_and_again_now_and_then(
+    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(module, "LIFT_EVERY_SECONDS", 1.0)
+    throttled(broker, "abc")
+    maintenance = Maintenance(broker, settings, unlimited=("slow",))
+    assert maintenance.run(backlog=False) == 2  # b and c: lifted, then promoted
+    assert len(broker.lease_many("w", 30, 10).tasks) == 2
+    # A worker of the deploy before, not yet stopped, throttles under the limit again.
+    throttled(broker, "def")
+    assert maintenance.run(backlog=False, due=True) == 0  # lifted under a second ago
+    time.sleep(1.05)
+    assert maintenance.run(backlog=False, due=True) == 2  # e and f
+    assert broker.counts().delayed == 0
+
+
+def test_a_lift_that_fails_holds_up_no_other_maintenance(
+    broker: Broker, settings: Settings, client: redis.Redis
+) -> None:
+    throttled(broker, "ab")  # b waits an hour for a slot
+    broker.enqueue("soon", delay=0.002)
+    time.sleep(0.005)
+    maintenance = Maintenance(broker, settings, unlimited=("slow",))
+    client.config_set("maxmemory", 1)  # the lift's writes are refused
+    try:
+        assert maintenance.run(backlog=False) == 1  # "soon" promoted all the same
+    finally:
+        client.config_set("maxmemory", 0)
+    assert maintenance.run(backlog=False, due=True) == 1  # tried again: b

@@ -4,6 +4,7 @@ once: a task that comes before its slot waits on delayed for it, keeping it."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -287,6 +288,48 @@ class TestLift:
         assert [int(e.fields["at"]) for e in log] == sorted(int(e.fields["at"]) for e in log)
         # Nothing is left to lift: the next call finds no limit and no line.
         assert broker.lift_rate_limits(["slow"]) == Lifted(0, 0)
+
+    def test_a_line_lifted_over_several_calls_is_promoted_in_its_order(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i:04}", name="slow") for i in range(1501)])
+        while broker.counts().ready:
+            leased(broker, 1)  # s0000 starts; a call throttles a thousand
+        broker.rate_limits = ()
+        assert broker.lift_rate_limits(["slow"]) == Lifted(0, 500)
+        order = broker.promote(100)
+        # The rest, made due a moment later, comes after those the first call left: due
+        # a millisecond apart after them, up to half a second from now.
+        assert broker.lift_rate_limits(["slow"]) == Lifted(1, 0)
+        deadline = time.monotonic() + 5
+        while len(order) < 1500 and time.monotonic() < deadline:
+            order += broker.promote(2000)
+            wait_past(0.01)
+        assert order == [f"s{i:04}" for i in range(1, 1501)]
+
+    def test_a_task_in_two_lifted_lines_is_made_due_once(self, broker: Broker) -> None:
+        broker.rate_limits = (RateLimit("x", 1 / 3600), RateLimit(QUEUE_LIMIT, 1 / 3600))
+        broker.enqueue_many([NewTask(f"x{i}", name="x") for i in range(3)])
+        assert leased(broker) == ["x0"]  # x1 and x2 wait in both lines
+        broker.rate_limits = ()
+        assert broker.lift_rate_limits(["x", QUEUE_LIMIT]) == Lifted(2, 0)
+        log = [e.task for e in events(broker.client, broker.keys) if e.type == "rescheduled"]
+        assert log == ["x1", "x2"]
+
+    def test_a_waiting_task_whose_record_is_gone_leaves_delayed_unwritten(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert leased(broker) == ["s0"]
+        broker.client.delete(broker.keys.task("s1"))  # deleted by hand
+        broker.rate_limits = ()
+        assert broker.lift_rate_limits(["slow"]) == Lifted(1, 0)
+        assert broker.client.exists(broker.keys.task("s1")) == 0
+        assert broker.promote() == ["s2"]
+        assert [e.task for e in events(broker.client, broker.keys)
+                if e.type == "rescheduled"] == ["s2"]
 
     def test_a_long_line_is_lifted_a_call_at_a_time(self, broker: Broker) -> None:
         limited(broker, 1 / 3600)

@@ -27,6 +27,40 @@ local function released_key(prefix, limit)
   return prefix .. 'released:' .. limit
 end
 
+-- Makes each of `due` ({task id, limit name}, in the order of the slots they held) due
+-- again, to be checked by the limits in force: a millisecond apart, after every task an
+-- earlier release made due (`released_at`), so that a line released over several calls
+-- is promoted in its order. A task keeps an earlier run-at it had (ZADD LT), one in two
+-- released lines is made due once, and an id whose record is gone leaves delayed (as
+-- promote drops it). Each task made due gets a `rescheduled` event with its new run-at.
+local function make_due(prefix, delayed_key, feed, due, now)
+  if #due == 0 then return end
+  local mark_key = prefix .. 'released_at'
+  local base = math.max(now - #due, tonumber(redis.call('GET', mark_key)) or 0)
+  local seen, n = {}, 0
+  for _, entry in ipairs(due) do
+    local task_id = entry[1]
+    local task_key = prefix .. 'task:' .. task_id
+    if seen[task_id] then
+      -- due once already, by the other line it waited in
+    elseif redis.call('EXISTS', task_key) == 0 then
+      redis.call('ZREM', delayed_key, task_id)
+    else
+      seen[task_id] = true
+      n = n + 1
+      local at = integer_text(base + n)
+      -- CH counts a changed score: 0 for a task gone from delayed, or due sooner already.
+      if redis.call('ZADD', delayed_key, 'XX', 'LT', 'CH', at, task_id) == 1 then
+        redis.call('HSET', task_key, 'run_at', at)
+        emit(feed, {'type', 'rescheduled', 'task', task_id, 'state', 'delayed', 'at', at,
+          'limit', entry[2]})
+      end
+    end
+  end
+  -- Kept a minute: a release that far behind can only stamp after it anyway.
+  redis.call('SET', mark_key, integer_text(base + n), 'PX', 60000)
+end
+
 -- Takes `task_id` out of `limit`'s line; returns the limit's next slot (us) once its
 -- slot is given back, from the cursors `start` and `next` and the spacing `interval`.
 local function give_back_slot(prefix, limit, task_id, start, next, interval)

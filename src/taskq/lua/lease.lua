@@ -206,6 +206,7 @@ end
 local RELEASE_LIMIT = 1000
 local function release_lines()
   if n_rates == 0 then return end
+  local due = {}
   local names, fields = {}, {}
   for name in pairs(limits) do
     names[#names + 1] = name
@@ -218,22 +219,12 @@ local function release_lines()
     local at = 4 * (i - 1)
     stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4]}
     if changed(name, stored_cursors[name]) then cursor(name) end
-    local released = released_key(prefix, name)
-    local due = redis.call('ZPOPMIN', released, RELEASE_LIMIT)
-    for j = 1, #due, 2 do
-      local task_id = due[j]
-      -- Due by now, a millisecond apart in the order of the slots they held (ZPOPMIN's):
-      -- promoted and checked again in that order, they take the new spacing's slots in
-      -- their old order, none behind one it was ahead of.
-      local at = integer_text(now - #due / 2 + (j + 1) / 2)
-      -- CH counts a changed score: 1 for a task still delayed, 0 for one gone since.
-      if redis.call('ZADD', delayed_key, 'XX', 'CH', at, task_id) == 1 then
-        redis.call('HSET', prefix .. 'task:' .. task_id, 'run_at', at)
-        emit(feed, {'type', 'rescheduled', 'task', task_id, 'state', 'delayed', 'at', at,
-          'limit', name})
-      end
-    end
+    -- In the order of the slots they held (ZPOPMIN's): promoted and checked again in
+    -- that order, they take the new spacing's slots in their old order.
+    local popped = redis.call('ZPOPMIN', released_key(prefix, name), RELEASE_LIMIT)
+    for j = 1, #popped, 2 do due[#due + 1] = {popped[j], name} end
   end
+  make_due(prefix, delayed_key, feed, due, now)
 end
 
 -- Whether the task may start now under the rate limits it falls under: its name's and the

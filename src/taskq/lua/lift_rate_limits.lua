@@ -2,11 +2,12 @@
   lift_rate_limits: forget the rate limits a deploy no longer declares. Each name is a
   task name the calling worker runs with no rate limit, or '*' when the queue has no
   limit of its own. A limit still stored for one of them has its line of throttled
-  tasks released: each is made due now, to be checked again by the limits still in
-  force, and its cursors are deleted, so no task waits for the slot of a limit no lease
-  applies (QueueRateLimit.tla's Remove, checked by TLC; QueueRateLimitKeepLine is the
-  mutant that keeps the line). A worker calls it before it leases on a queue, and again
-  while tasks are left.
+  tasks released: each is made due at once, in the line's order (see _rates'
+  make_due), to be checked again by the limits still in force, and its cursors are
+  deleted, so no task waits for the slot of a limit no lease applies
+  (QueueRateLimit.tla's Remove, checked by TLC; QueueRateLimitKeepLine is the mutant
+  that keeps the line). A worker calls it as it starts, again while tasks are left,
+  and now and then after, for lines that workers of an older deploy still make.
   KEYS[1] rates   HASH    <name>, <name>|next, <name>|interval, <name>|burst: see
                           lease.lua
   KEYS[2] delayed ZSET    task id -> run-at (ms)
@@ -14,7 +15,7 @@
   KEYS[4] seq     STRING  last event sequence number
   KEYS[5] epoch   STRING  event log incarnation
   ARGV[1] prefix          queue key prefix; the limits' lines (reserved:, released:)
-                          derive from it
+                          and released_at derive from it
   ARGV[2] retention       events kept in the stream (1 to 10^9)
   ARGV[3] limit           most tasks made due by this call (1 to 100000)
   ARGV[4] names           the first name; each further ARGV is one more (1 to 10000
@@ -72,16 +73,6 @@ for _, name in ipairs(names) do
   left = left + waiting
 end
 
--- Due by now, a millisecond apart in the order of the slots they held: promoted and
--- checked again in that order, none goes behind one it was ahead of.
-for j, popped in ipairs(due) do
-  local task_id, at = popped[1], integer_text(now - #due + j)
-  -- CH counts a changed score: 1 for a task still delayed, 0 for one gone since.
-  if redis.call('ZADD', delayed_key, 'XX', 'CH', at, task_id) == 1 then
-    redis.call('HSET', prefix .. 'task:' .. task_id, 'run_at', at)
-    emit(feed, {'type', 'rescheduled', 'task', task_id, 'state', 'delayed', 'at', at,
-      'limit', popped[2]})
-  end
-end
+make_due(prefix, delayed_key, feed, due, now)
 close_feed(feed)
 return {lifted, left}

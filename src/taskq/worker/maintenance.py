@@ -18,6 +18,9 @@ log = logging.getLogger("taskq.worker")
 LIMIT = 100
 # Tasks a removed rate limit's line makes due a call: as many as a lease releases.
 LIFT_LIMIT = 1000
+# Lines of removed limits are looked for this often once lifted: a rolling deploy's
+# older workers may throttle under the limit until they stop.
+LIFT_EVERY_SECONDS = 10.0
 # Due tasks and expired leases are found within this long; a busy worker's loop turns
 # thousands of times a second, and each turn need not ask. With a backlog in ready, a
 # promoted task only joins the back of it, so looking less often costs it nothing.
@@ -37,8 +40,10 @@ class Maintenance:
         self.broker = broker
         self.settings = settings
         # Rate limits this worker's leases do not apply, lifted before it promotes
-        # (see Broker.lift_rate_limits); none once their lines are empty.
+        # (see Broker.lift_rate_limits): as it starts, while tasks are left, and now and
+        # then after, since a worker of the deploy before may still be throttling.
         self._unlimited = tuple(unlimited)
+        self._next_lift = 0.0
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
         self.periodic = Periodic(fires_on or broker, schedules)
         self._fires_elsewhere = fires_on is not None and fires_on is not broker
@@ -56,9 +61,8 @@ class Maintenance:
         self._last = now
         s = self.settings
         fired = self._fire()
-        if self._unlimited and not self.broker.lift_rate_limits(self._unlimited,
-                                                                LIFT_LIMIT).left:
-            self._unlimited = ()
+        if self._unlimited and now >= self._next_lift:
+            self._lift(now)
         promoted = len(self.broker.promote(LIMIT))
         self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
         if now >= self._next_purge:
@@ -77,6 +81,17 @@ class Maintenance:
         except BrokerError as e:
             log.info("firing schedules on queue %r failed: %s", self.periodic.broker.queue, e)
         return 0
+
+    def _lift(self, now: float) -> None:
+        """Lift the limits no longer declared: at once again while tasks are left. Its
+        failing (out of memory, say) holds up no other maintenance: tried next turn."""
+        try:
+            left = self.broker.lift_rate_limits(self._unlimited, LIFT_LIMIT).left
+        except BrokerError as e:
+            log.info("lifting the rate limits of queue %r failed; next turn tries again: %s",
+                     self.broker.queue, e)
+            return
+        self._next_lift = now if left else now + LIFT_EVERY_SECONDS
 
     def wait_seconds(self) -> float | None:
         """How long an idle worker may wait before maintenance has a tick to fire (never
