@@ -168,8 +168,10 @@ def redeploy(broker: Broker, limits: tuple[RateLimit, ...]) -> None:
 def nothing_waits_for_a_removed_limit(broker: Broker, limits: tuple[RateLimit, ...]) -> None:
     """QueueRateLimit.tla's NothingWaitsForARemovedLimit: with "slow"'s limit lifted,
     each delayed task is due by the queue's slot it holds (with the queue's limit in
-    `limits`), or now."""
-    now = broker.server_time_ms()
+    `limits`), or now: by the last release's mark, a millisecond a task released
+    before it, if that is later (_rates.lua's make_due keeps the line's order so)."""
+    mark = int(broker.client.get(broker.keys.prefix + "released_at") or 0)
+    now = max(broker.server_time_ms(), mark)
     line = dict(broker.client.zrange(broker.keys.reserved(QUEUE_LIMIT), 0, -1,
                                      withscores=True))
     for task_id, run_at in broker.client.zrange(broker.keys.delayed, 0, -1, withscores=True):
