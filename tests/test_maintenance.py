@@ -4,6 +4,7 @@ no longer declares."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -50,7 +51,8 @@ def throttled(broker: Broker, ids: str) -> None:
 
 
 def test_lifts_a_removed_limit_as_it_starts_and_again_now_and_then(
-    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(module, "LIFT_EVERY_SECONDS", 1.0)
     throttled(broker, "abc")
@@ -61,8 +63,13 @@ def test_lifts_a_removed_limit_as_it_starts_and_again_now_and_then(
     throttled(broker, "def")
     assert maintenance.run(backlog=False, due=True) == 0  # lifted under a second ago
     time.sleep(1.05)
-    assert maintenance.run(backlog=False, due=True) == 2  # e and f
+    with caplog.at_level(logging.INFO, logger="taskq.worker"):
+        assert maintenance.run(backlog=False, due=True) == 2  # e and f
     assert broker.counts().delayed == 0
+    # A limit lifted again means a worker still applies it: the operator is told.
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "lifted 1 rate limit(s) again" in warning.getMessage()
+    assert "every worker of a queue must declare the same limits" in warning.getMessage()
 
 
 def test_a_lift_that_fails_holds_up_no_other_maintenance(

@@ -44,6 +44,7 @@ class Maintenance:
         # then after, since a worker of the deploy before may still be throttling.
         self._unlimited = tuple(unlimited)
         self._next_lift = 0.0
+        self._lifted_before = False
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
         self.periodic = Periodic(fires_on or broker, schedules)
         self._fires_elsewhere = fires_on is not None and fires_on is not broker
@@ -86,12 +87,22 @@ class Maintenance:
         """Lift the limits no longer declared: at once again while tasks are left. Its
         failing (out of memory, say) holds up no other maintenance: tried next turn."""
         try:
-            left = self.broker.lift_rate_limits(self._unlimited, LIFT_LIMIT).left
+            done = self.broker.lift_rate_limits(self._unlimited, LIFT_LIMIT)
         except BrokerError as e:
             log.info("lifting the rate limits of queue %r failed; next turn tries again: %s",
                      self.broker.queue, e)
             return
-        self._next_lift = now if left else now + LIFT_EVERY_SECONDS
+        if done.lifted and not self._lifted_before:
+            log.info("queue %r: lifted %d rate limit(s) this worker's app no longer declares",
+                     self.broker.queue, done.lifted)
+        elif done.lifted:
+            # Once is a redeploy; again means another worker still applies the limit, and
+            # each lift lets it start a burst afresh.
+            log.warning("queue %r: lifted %d rate limit(s) again that this worker's app does "
+                        "not declare: a worker still declares them; every worker of a queue "
+                        "must declare the same limits", self.broker.queue, done.lifted)
+        self._lifted_before = self._lifted_before or done.lifted > 0
+        self._next_lift = now if done.left else now + LIFT_EVERY_SECONDS
 
     def wait_seconds(self) -> float | None:
         """How long an idle worker may wait before maintenance has a tick to fire (never
