@@ -41,19 +41,20 @@ local function make_due(prefix, delayed_key, feed, due, now)
   for _, entry in ipairs(due) do
     local task_id = entry[1]
     local task_key = prefix .. 'task:' .. task_id
-    if seen[task_id] then
-      -- due once already, by the other line it waited in
-    elseif redis.call('EXISTS', task_key) == 0 then
-      redis.call('ZREM', delayed_key, task_id)
-    else
-      seen[task_id] = true
-      n = n + 1
-      local at = integer_text(base + n)
-      -- CH counts a changed score: 0 for a task gone from delayed, or due sooner already.
-      if redis.call('ZADD', delayed_key, 'XX', 'LT', 'CH', at, task_id) == 1 then
-        redis.call('HSET', task_key, 'run_at', at)
-        emit(feed, {'type', 'rescheduled', 'task', task_id, 'state', 'delayed', 'at', at,
-          'limit', entry[2]})
+    -- A task waiting in two lines is made due once, by the first.
+    if not seen[task_id] then
+      if redis.call('EXISTS', task_key) == 0 then
+        redis.call('ZREM', delayed_key, task_id)
+      else
+        seen[task_id] = true
+        n = n + 1
+        local at = integer_text(base + n)
+        -- CH counts a changed score: 0 for a task gone from delayed, or due sooner already.
+        if redis.call('ZADD', delayed_key, 'XX', 'LT', 'CH', at, task_id) == 1 then
+          redis.call('HSET', task_key, 'run_at', at)
+          emit(feed, {'type', 'rescheduled', 'task', task_id, 'state', 'delayed', 'at', at,
+            'limit', entry[2]})
+        end
       end
     end
   end
