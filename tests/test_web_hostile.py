@@ -115,6 +115,31 @@ def test_the_number_of_readers_is_bounded_and_a_stream_past_it_is_told_to_come_b
     wait_until(lambda: readers(server) == 0, 20, "every reader to go with its last client")
 
 
+def test_streams_left_open_on_many_queues_hold_one_blocking_read_and_all_stay_live(
+    server: Server, client: redis.Redis
+) -> None:
+    names = [f"idle-{i}" for i in range(24)]
+    for name in names:
+        enqueue(Broker(client, name), 1)
+    with open_streams(server, names) as streams:
+        for stream in streams:
+            assert stream.next().retry == "1000"
+            assert stream.next().is_row
+        assert readers(server) == len(names)
+        # The followed queues wait in one read, whatever their number.
+        for _ in range(5):
+            assert int(client.info("clients")["blocked_clients"]) <= 1
+            time.sleep(0.1)
+        for name in names:
+            enqueue(Broker(client, name), 1, prefix="later")
+        for name, stream in zip(names, streams, strict=True):
+            row = stream.next()
+            while not row.is_row:  # a heartbeat comment first, at most
+                row = stream.next()
+            assert (row.body["type"], row.body["task"]) == ("enqueued", "later-0"), name
+    wait_until(lambda: readers(server) == 0, 20, "every reader to go with its last client")
+
+
 # -- query parameters ----------------------------------------------------------------
 
 BAD_LIMITS = ["0", "-1", "abc", "1e3", "", "99999999999999999999", "1001", " 5", "+5",

@@ -17,11 +17,14 @@ import redis.asyncio as aioredis
 from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import FeedLog, Gap, Row
+from taskq.feed.waker import Waker
 
 log = logging.getLogger("taskq.feed")
 
 TAIL_BATCH = 1000
-BLOCK_MS = 2000
+# A hub reads its log again after this long with no news of it: a log reset or emptied
+# by hand adds no entry past the tail for the waker to see.
+REREAD_SECONDS = 2.0
 RETRY_FIRST_SECONDS = 0.05
 RETRY_MAX_SECONDS = 1.0
 # Clients behind the ring read Redis through a fair (first come, first served) queue,
@@ -37,7 +40,8 @@ class Hub:
 
     def __init__(self, feed_log: FeedLog, ring_size: int = 10_000,
                  catch_up_reads: int = CATCH_UP_READS,
-                 catch_up: asyncio.Semaphore | None = None) -> None:
+                 catch_up: asyncio.Semaphore | None = None,
+                 waker: Waker | None = None) -> None:
         self.log = feed_log
         self.ring: deque[Row] = deque(maxlen=ring_size)
         self.tail = Cursor.start()
@@ -47,6 +51,10 @@ class Hub:
         # A server following several queues passes one semaphore to all its hubs, so
         # their clients' catch-up reads together stay under its connection pool.
         self.catch_up = catch_up or asyncio.Semaphore(catch_up_reads)
+        # A server following several queues passes one waker to all its hubs, so they
+        # wait for their logs in one read on one connection.
+        self._own_waker = waker is None
+        self.waker = waker or Waker(feed_log.client)
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
 
@@ -76,6 +84,8 @@ class Hub:
             await cancel_and_wait(self._task)
         if self._started is not None and not self._started.done():
             self._started.cancel()
+        if self._own_waker:
+            await self.waker.close()
 
     def rows_after(self, cursor: Cursor, limit: int) -> list[Row] | None:
         """Rows right after `cursor` from memory, or None when the ring cannot tell
@@ -166,5 +176,4 @@ class Hub:
             self._notify()
             if len(result.rows) == TAIL_BATCH:
                 return
-        await self.client.xread({self.log.keys.events: f"{self.tail.seq}-0"},
-                                count=1, block=BLOCK_MS)
+        await self.waker.wait(self.log.keys.events, self.tail.seq, REREAD_SECONDS)

@@ -11,14 +11,19 @@ import redis.asyncio as aioredis
 
 from taskq.feed.hub import CATCH_UP_READS, Hub
 from taskq.feed.log import FeedLog
+from taskq.feed.waker import Waker
 from taskq.keys import QUEUES_KEY, QueueKeys
 
-# Each hub keeps one pooled connection in a blocking XREAD most of the time, and its
-# clients' catch-up reads share one semaphore: with a pool of FEED_CONNECTIONS, the
-# readers, the catch-up reads and the existence checks of new streams never wait on
-# each other for a connection.
+# The hubs wait for their logs in one blocking XREAD (taskq.feed.waker), which holds
+# one pooled connection, and their clients' catch-up reads share one semaphore: with a
+# pool of FEED_CONNECTIONS, the waker, the hubs' own reads, the catch-up reads and the
+# existence checks of new streams never wait on each other for a connection.
 FEED_CONNECTIONS = 64
-MAX_READERS = 16
+# A hub idle on a quiet queue costs an entry in the waker's read and an empty ring; a
+# busy one keeps its ring's rows in memory (10,000 events, about 11 MB). The bound is on
+# that memory, and above the queues most deployments have, so that streams left open on
+# a server's queues do not take every reader.
+MAX_READERS = 64
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class Readers:
         self.limit = limit
         self.hubs: dict[str, Hub] = {}
         self.catch_up = asyncio.Semaphore(catch_up_reads)
+        self.waker = Waker(client)
         # Per queue ever followed: events delivered by hubs since stopped, so the
         # deliveries counter never goes back when a hub is dropped.
         self.retired: dict[str, int] = {}
@@ -60,7 +66,7 @@ class Readers:
             if len(self.hubs) >= self.limit:
                 return Refused("busy", queue)
             hub = Hub(FeedLog(self.client, QueueKeys(queue)), ring_size=self.ring_size,
-                      catch_up=self.catch_up)
+                      catch_up=self.catch_up, waker=self.waker)
             hub.begin()
             self.hubs[queue] = hub
             self.retired.setdefault(queue, 0)
@@ -91,3 +97,4 @@ class Readers:
         for hub in list(self.hubs.values()):
             await hub.stop()
         self.hubs.clear()
+        await self.waker.close()

@@ -1,0 +1,117 @@
+"""One blocking XREAD for every queue a server follows: it wakes the hubs whose log moved.
+
+A hub waits here between its reads of the log. The waker reads all the waiting hubs'
+logs in one `XREAD BLOCK` on one pooled connection at a time, so a hub idle on a quiet
+queue costs an entry in that read, not a connection, and the number of queues a
+server can follow is not bounded by its connection pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from taskq.feed.cancel import cancel_and_wait
+
+log = logging.getLogger("taskq.feed")
+
+# A hub that starts waiting while a read is out is in the next read: it hears of its
+# log moving at most this much late. Short enough to be live on a dashboard, long enough
+# that a server whose queues are all quiet makes a handful of cheap reads a second.
+WAKE_BLOCK_MS = 50
+RETRY_FIRST_SECONDS = 0.05
+RETRY_MAX_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A hub waiting for its log (`key`) to hold an entry past `seq`."""
+
+    key: str
+    seq: int
+    woken: asyncio.Future[None]
+
+
+class Waker:
+    """Wakes each waiting hub when its log holds an entry past the hub's tail. Runs
+    while some hub waits; a read Redis refuses wakes every waiter, so each hub reads
+    its own log and meets (and reports) the error there, as it would alone."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self.waiting: dict[int, Waiter] = {}
+        self._someone = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def wait(self, key: str, seq: int, timeout: float) -> None:
+        """Return when the stream `key` holds an entry past `seq-0`, or after `timeout`
+        seconds, whichever is first; the caller reads its log again either way."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="feed-waker")
+        waiter = Waiter(key, seq, asyncio.get_running_loop().create_future())
+        token = id(waiter)
+        self.waiting[token] = waiter
+        self._someone.set()
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await waiter.woken
+        finally:
+            self.waiting.pop(token, None)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+
+    async def _run(self) -> None:
+        # A Redis restart takes moments: retry soon, then less often while it lasts,
+        # and say so once per outage rather than once per attempt.
+        pause = 0.0
+        while True:
+            if not self.waiting:
+                self._someone.clear()
+                await self._someone.wait()
+            try:
+                moved = await self._read()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if not pause:
+                    log.warning("feed waker: %s; retrying", e)
+                self._wake(None)
+                pause = min(RETRY_MAX_SECONDS, (pause * 2) or RETRY_FIRST_SECONDS)
+                await asyncio.sleep(pause)
+                continue
+            pause = 0.0
+            self._wake(moved)
+
+    async def _read(self) -> set[str]:
+        """The keys, of those waited on now, that hold an entry past their waiter's seq
+        (the lowest, should two wait on one key): after WAKE_BLOCK_MS at most."""
+        streams: dict[str, int] = {}
+        for waiter in self.waiting.values():
+            streams[waiter.key] = min(streams.get(waiter.key, waiter.seq), waiter.seq)
+        reply = await self.client.xread({k: f"{seq}-0" for k, seq in streams.items()},
+                                        count=1, block=WAKE_BLOCK_MS)
+        if not reply:
+            return set()
+        if isinstance(reply, dict):  # RESP3
+            return {str(key) for key in reply}
+        return {str(item[0]) for item in reply}
+
+    def _wake(self, moved: set[str] | None) -> None:
+        """Wake the waiters on `moved` keys, or every waiter for None, and leave them
+        out of the next read: until they wait again they are reading, and their old
+        seq would end that read at once. A waiter that came after the read began may be
+        woken for an entry it has read: it reads once more and finds nothing, which
+        costs a read and loses nothing."""
+        for token, waiter in list(self.waiting.items()):
+            if moved is None or waiter.key in moved:
+                del self.waiting[token]
+                if not waiter.woken.done():
+                    waiter.woken.set_result(None)

@@ -1,0 +1,171 @@
+"""The feed's waker: one blocking read for every followed log, on a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis
+import redis.asyncio as aioredis
+
+from feed_support import run
+from taskq.feed.waker import WAKE_BLOCK_MS, Waker
+from taskq.settings import Settings
+
+# Well past a read's block, well short of the waits' own timeouts below.
+PROMPTLY = 1.0
+QUIET = 10.0
+
+
+def blocked_reads(client: redis.Redis) -> int:
+    return sum(1 for c in client.client_list() if c["cmd"] == "xread")
+
+
+async def woken_at(waker: Waker, key: str, seq: int, timeout: float = QUIET) -> float:
+    """How long `waker.wait` took to return."""
+    began = time.monotonic()
+    await waker.wait(key, seq, timeout)
+    return time.monotonic() - began
+
+
+def test_a_waiter_is_woken_when_its_log_moves_and_not_when_another_does(
+    settings: Settings, client: redis.Redis
+) -> None:
+    client.xadd("log:a", {"n": "1"}, id="1-0")
+    client.xadd("log:b", {"n": "1"}, id="1-0")
+
+    async def scenario() -> None:
+        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        waker = Waker(aclient)
+        try:
+            a = asyncio.create_task(woken_at(waker, "log:a", 1))
+            b = asyncio.create_task(woken_at(waker, "log:b", 1, timeout=3 * PROMPTLY))
+            await asyncio.sleep(0.2)
+            assert not a.done() and not b.done(), "woken with nothing past their seq"
+            client.xadd("log:a", {"n": "2"}, id="2-0")
+            assert await a < 0.2 + PROMPTLY
+            assert not b.done(), "log:b did not move"
+            assert await b >= 3 * PROMPTLY - 0.05  # it waited out its own timeout
+        finally:
+            await waker.close()
+            await aclient.aclose()
+
+    run(scenario())
+
+
+def test_a_waiter_whose_log_is_already_past_its_seq_returns_at_once(
+    settings: Settings, client: redis.Redis
+) -> None:
+    client.xadd("log:a", {"n": "1"}, id="5-0")
+
+    async def scenario() -> float:
+        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        waker = Waker(aclient)
+        try:
+            return await woken_at(waker, "log:a", 4)
+        finally:
+            await waker.close()
+            await aclient.aclose()
+
+    assert run(scenario()) < PROMPTLY
+
+
+def test_forty_waiting_logs_hold_one_connection_in_one_blocking_read(
+    settings: Settings, client: redis.Redis
+) -> None:
+    keys = [f"log:{i}" for i in range(40)]
+    for key in keys:
+        client.xadd(key, {"n": "1"}, id="1-0")
+
+    async def scenario() -> list[float]:
+        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        waker = Waker(aclient)
+        try:
+            waits = [asyncio.create_task(woken_at(waker, key, 1)) for key in keys]
+            await asyncio.sleep(0.3)
+            assert blocked_reads(client) == 1
+            for key in keys:
+                client.xadd(key, {"n": "2"}, id="2-0")
+            return list(await asyncio.gather(*waits))
+        finally:
+            await waker.close()
+            await aclient.aclose()
+
+    assert max(run(scenario())) < 0.3 + PROMPTLY
+
+
+def test_a_log_first_waited_on_while_a_read_is_out_is_heard_from_in_the_next(
+    settings: Settings, client: redis.Redis
+) -> None:
+    client.xadd("log:a", {"n": "1"}, id="1-0")
+    client.xadd("log:late", {"n": "1"}, id="1-0")
+
+    async def scenario() -> float:
+        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        waker = Waker(aclient)
+        try:
+            quiet = asyncio.create_task(woken_at(waker, "log:a", 1))
+            await asyncio.sleep(WAKE_BLOCK_MS / 2000)  # a read on log:a alone is out
+            late = asyncio.create_task(woken_at(waker, "log:late", 1))
+            await asyncio.sleep(0)
+            client.xadd("log:late", {"n": "2"}, id="2-0")
+            took = await late
+            assert not quiet.done()
+            quiet.cancel()
+            return took
+        finally:
+            await waker.close()
+            await aclient.aclose()
+
+    assert run(scenario()) < PROMPTLY
+
+
+def test_a_read_redis_refuses_wakes_every_waiter_and_the_waker_goes_on(
+    settings: Settings, client: redis.Redis
+) -> None:
+    client.xadd("log:a", {"n": "1"}, id="1-0")
+    client.set("log:wrong", "a string, not a stream")
+
+    async def scenario() -> None:
+        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        waker = Waker(aclient)
+        try:
+            # Each waiter, woken, reads its own log and meets the error there.
+            a = asyncio.create_task(woken_at(waker, "log:a", 1))
+            assert await woken_at(waker, "log:wrong", 0) < PROMPTLY
+            assert await a < PROMPTLY
+            # With the hostile key no longer waited on, waits are quiet and live again.
+            a = asyncio.create_task(woken_at(waker, "log:a", 1))
+            await asyncio.sleep(0.3)
+            assert not a.done()
+            client.xadd("log:a", {"n": "2"}, id="2-0")
+            assert await a < 0.3 + PROMPTLY
+        finally:
+            await waker.close()
+            await aclient.aclose()
+
+    run(scenario())
+
+
+def test_a_waker_closed_mid_read_leaves_its_client_answering_true(
+    settings: Settings, client: redis.Redis
+) -> None:
+    client.xadd("log:a", {"n": "1"}, id="1-0")
+    client.set("plain", "value")
+
+    async def scenario() -> None:
+        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        waker = Waker(aclient)
+        try:
+            wait = asyncio.create_task(woken_at(waker, "log:a", 1))
+            await asyncio.sleep(WAKE_BLOCK_MS / 2000)
+            await waker.close()  # a read is out: its reply must not answer a later call
+            wait.cancel()
+            client.xadd("log:a", {"n": "2"}, id="2-0")
+            for _ in range(5):
+                assert await aclient.get("plain") == "value"
+            assert waker.waiting == {}
+        finally:
+            await aclient.aclose()
+
+    run(scenario())
