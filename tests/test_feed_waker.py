@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -120,31 +121,58 @@ def test_a_log_first_waited_on_while_a_read_is_out_is_heard_from_in_the_next(
     assert run(scenario()) < PROMPTLY
 
 
-def test_a_read_redis_refuses_wakes_every_waiter_and_the_waker_goes_on(
-    settings: Settings, client: redis.Redis
+@pytest.mark.parametrize("key,seq", [("log:wrong", 0), ("log:ahead", 2**64)],
+                         ids=["a key of another type", "a tail past any stream id"])
+def test_a_key_redis_refuses_fails_its_own_waiter_and_leaves_the_others_live(
+    settings: Settings, client: redis.Redis, key: str, seq: int
 ) -> None:
     client.xadd("log:a", {"n": "1"}, id="1-0")
+    client.xadd("log:ahead", {"n": "1"}, id="1-0")
     client.set("log:wrong", "a string, not a stream")
 
     async def scenario() -> None:
         aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
         waker = Waker(aclient)
         try:
-            # Each waiter, woken, reads its own log and meets the error there.
-            a = asyncio.create_task(woken_at(waker, "log:a", 1))
-            assert await woken_at(waker, "log:wrong", 0) < PROMPTLY
-            assert await a < PROMPTLY
-            # With the hostile key no longer waited on, waits are quiet and live again.
-            a = asyncio.create_task(woken_at(waker, "log:a", 1))
-            await asyncio.sleep(0.3)
-            assert not a.done()
+            good = asyncio.create_task(woken_at(waker, "log:a", 1))
+            # Its hub reports the error and backs off, and waits again: twice here.
+            for _ in range(2):
+                with pytest.raises(redis.ResponseError):
+                    await waker.wait(key, seq, QUIET)
+                await asyncio.sleep(0.1)
+            assert not good.done(), "woken though its log did not move"
             client.xadd("log:a", {"n": "2"}, id="2-0")
-            assert await a < 0.3 + PROMPTLY
+            assert await good < 0.2 + 2 * WAKE_BLOCK_MS / 1000 + PROMPTLY
+            assert waker.waiting == {}
         finally:
             await waker.close()
             await aclient.aclose()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_client_that_does_not_decode_replies_is_woken_without_reading_in_a_loop(
+    settings: Settings, client: redis.Redis, protocol: int
+) -> None:
+    client.xadd("log:a", {"n": "1"}, id="1-0")
+
+    async def scenario() -> float:
+        aclient = aioredis.Redis.from_url(settings.redis_url, protocol=protocol)
+        waker = Waker(aclient)
+        try:
+            wait = asyncio.create_task(woken_at(waker, "log:a", 1))
+            await asyncio.sleep(0.5)
+            client.xadd("log:a", {"n": "2"}, id="2-0")
+            return await wait
+        finally:
+            await waker.close()
+            await aclient.aclose()
+
+    client.config_resetstat()
+    assert run(scenario()) < 0.5 + PROMPTLY
+    reads = int(client.info("commandstats")["cmdstat_xread"]["calls"])
+    assert reads <= 0.5 / (WAKE_BLOCK_MS / 1000) + 3, f"{reads} reads: not blocking"
 
 
 def test_a_waker_closed_mid_read_leaves_its_client_answering_true(

@@ -13,8 +13,11 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+import redis
 import redis.asyncio as aioredis
+from redis.typing import KeyT, StreamIdT
 
+from taskq.boundary import text
 from taskq.feed.cancel import cancel_and_wait
 
 log = logging.getLogger("taskq.feed")
@@ -38,8 +41,11 @@ class Waiter:
 
 class Waker:
     """Wakes each waiting hub when its log holds an entry past the hub's tail. Runs
-    while some hub waits; a read Redis refuses wakes every waiter, so each hub reads
-    its own log and meets (and reports) the error there, as it would alone."""
+    while some hub waits. A read Redis refuses (a key of another type, a tail no
+    stream id can hold) is tried again key by key, and only the waiters of the keys
+    it refuses get the error, to report and back off from in their own hub; a read
+    that fails for want of Redis wakes every waiter, to meet the error in its own
+    read, as it would alone."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
@@ -77,7 +83,7 @@ class Waker:
                 self._someone.clear()
                 await self._someone.wait()
             try:
-                moved = await self._read()
+                await self._turn()
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -88,21 +94,54 @@ class Waker:
                 await asyncio.sleep(pause)
                 continue
             pause = 0.0
-            self._wake(moved)
 
-    async def _read(self) -> set[str]:
-        """The keys, of those waited on now, that hold an entry past their waiter's seq
-        (the lowest, should two wait on one key): after WAKE_BLOCK_MS at most."""
+    async def _turn(self) -> None:
+        """One shared read, and the waiters it concerns woken or refused."""
+        try:
+            moved = await self._read()
+        except redis.ResponseError:
+            if not await self._refuse_each():
+                raise  # no one key is to blame: as for Redis being away
+            return
+        self._wake(moved)
+
+    def _streams(self) -> dict[KeyT, StreamIdT]:
+        """Each key waited on, with the id to read past: its lowest waiter's seq."""
         streams: dict[str, int] = {}
         for waiter in self.waiting.values():
             streams[waiter.key] = min(streams.get(waiter.key, waiter.seq), waiter.seq)
-        reply = await self.client.xread({k: f"{seq}-0" for k, seq in streams.items()},
-                                        count=1, block=WAKE_BLOCK_MS)
+        ids: dict[KeyT, StreamIdT] = {key: f"{seq}-0" for key, seq in streams.items()}
+        return ids
+
+    async def _read(self, streams: dict[KeyT, StreamIdT] | None = None,
+                    block: int | None = WAKE_BLOCK_MS) -> set[str]:
+        """The keys, of `streams` (those waited on now), that hold an entry past their
+        id: after `block` ms at most."""
+        reply = await self.client.xread(streams or self._streams(), count=1, block=block)
         if not reply:
             return set()
-        if isinstance(reply, dict):  # RESP3
-            return {str(key) for key in reply}
-        return {str(item[0]) for item in reply}
+        keys = reply.keys() if isinstance(reply, dict) else [item[0] for item in reply]
+        return {text(key) for key in keys}  # bytes on a client that does not decode
+
+    async def _refuse_each(self) -> int:
+        """Read each waited-on key alone, without blocking: the waiters of a key whose
+        read is refused get its error; the rest wait on, in the next shared read.
+        Returns how many keys were refused."""
+        refused = 0
+        for key, after in self._streams().items():
+            try:
+                await self._read({key: after}, block=None)
+            except redis.ResponseError as e:
+                self._refuse(text(key), e)
+                refused += 1
+        return refused
+
+    def _refuse(self, key: str, error: redis.ResponseError) -> None:
+        for token, waiter in list(self.waiting.items()):
+            if waiter.key == key:
+                del self.waiting[token]
+                if not waiter.woken.done():
+                    waiter.woken.set_exception(error)
 
     def _wake(self, moved: set[str] | None) -> None:
         """Wake the waiters on `moved` keys, or every waiter for None, and leave them
