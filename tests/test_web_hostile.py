@@ -97,28 +97,43 @@ def open_streams(server: Server, queues: list[str]) -> Iterator[list[FeedStream]
         yield streams
 
 
+FEW_QUEUES = 3
+
+
+@pytest.fixture(scope="module")
+def narrow(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Server]:
+    """A server that follows at most FEW_QUEUES queues at once."""
+    tmp = tmp_path_factory.mktemp("narrow")
+    serve = Server(server_env(redis_server, tmp, TASKQ_FEED_MAX_QUEUES=str(FEW_QUEUES)),
+                   tmp / "serve.log").start()
+    yield serve
+    serve.stop()
+
+
 def test_the_number_of_readers_is_bounded_and_a_stream_past_it_is_told_to_come_back(
-    server: Server, client: redis.Redis
+    narrow: Server, client: redis.Redis
 ) -> None:
-    names = [f"many-{i}" for i in range(MAX_READERS + 1)]
+    names = [f"many-{i}" for i in range(FEW_QUEUES + 1)]
     for name in names:
         enqueue(Broker(client, name), 1)
-    with open_streams(server, names[:MAX_READERS]) as streams:
+    with open_streams(narrow, names[:FEW_QUEUES]) as streams:
         for stream in streams:
             assert stream.next().retry == "1000"
             assert stream.next().is_row
-        refused = first_block(server, names[-1])
-        assert readers(server) == MAX_READERS
+        refused = first_block(narrow, names[-1])
+        assert readers(narrow) == FEW_QUEUES
     assert isinstance(refused, Sse), refused
     assert refused.event == "unavailable" and refused.retry == "5000"
-    assert str(MAX_READERS) in refused.body["error"]
-    wait_until(lambda: readers(server) == 0, 20, "every reader to go with its last client")
+    assert f"{FEW_QUEUES} queues (TASKQ_FEED_MAX_QUEUES)" in refused.body["error"]
+    wait_until(lambda: readers(narrow) == 0, 20, "every reader to go with its last client")
 
 
 def test_streams_left_open_on_many_queues_hold_one_blocking_read_and_all_stay_live(
     server: Server, client: redis.Redis
 ) -> None:
     names = [f"idle-{i}" for i in range(24)]
+    assert len(names) < MAX_READERS
     for name in names:
         enqueue(Broker(client, name), 1)
     with open_streams(server, names) as streams:

@@ -161,6 +161,9 @@ MAX_PROGRESS_MESSAGE_CHARS = 200
 # Heartbeats at most every 15 s (the feed protocol's promise).
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
+# Queues one `taskq serve` follows for feed clients at once: a busy queue's reader keeps
+# its last 10,000 events in memory, about 11 MB (see taskq.feed.readers).
+FEED_MAX_QUEUES = Range("feed_max_queues", 1, 4096, 64, "queues", whole=True)
 REQUEST_TIMEOUT = Range("request_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
 # The command line's own numbers. `taskq enqueue COUNT` builds its tasks in memory first.
 ENQUEUE_COUNT = Range("count", 0, 1_000_000, 5, "tasks", whole=True)
@@ -196,6 +199,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "dead_ttl_seconds": DEAD_TTL,
     "feed_heartbeat_seconds": FEED_HEARTBEAT,
     "feed_send_timeout_seconds": FEED_SEND_TIMEOUT,
+    "feed_max_queues": FEED_MAX_QUEUES,
     "request_timeout_seconds": REQUEST_TIMEOUT,
 }
 

@@ -52,6 +52,7 @@ class Settings:
     allowed_hosts: str = ""
     feed_heartbeat_seconds: float = limits.FEED_HEARTBEAT.default
     feed_send_timeout_seconds: float = limits.FEED_SEND_TIMEOUT.default
+    feed_max_queues: int = limits.FEED_MAX_QUEUES.default
     request_timeout_seconds: float = limits.REQUEST_TIMEOUT.default
     redis_cluster: bool = False
     # A log line per finished run of a task (see taskq.worker.tasklog).
@@ -343,6 +344,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "allowed_hosts": ("TASKQ_ALLOWED_HOSTS", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
+    "feed_max_queues": ("TASKQ_FEED_MAX_QUEUES", int),
     "request_timeout_seconds": ("TASKQ_REQUEST_TIMEOUT_SECONDS", _finite),
 }
 

@@ -9,6 +9,7 @@ from typing import Literal
 
 import redis.asyncio as aioredis
 
+from taskq import limits
 from taskq.feed.hub import CATCH_UP_READS, Hub
 from taskq.feed.log import FeedLog
 from taskq.feed.waker import Waker
@@ -20,10 +21,11 @@ from taskq.keys import QUEUES_KEY, QueueKeys
 # existence checks of new streams never wait on each other for a connection.
 FEED_CONNECTIONS = 64
 # A hub idle on a quiet queue costs an entry in the waker's read and an empty ring; a
-# busy one keeps its ring's rows in memory (10,000 events, about 11 MB). The bound is on
-# that memory, and above the queues most deployments have, so that streams left open on
-# a server's queues do not take every reader.
-MAX_READERS = 64
+# busy one keeps its ring's rows in memory (10,000 events, about 11 MB). The bound on
+# hubs (TASKQ_FEED_MAX_QUEUES) is on that memory, and is above the queues most
+# deployments have, so that streams left open on a server's queues do not take every
+# reader.
+MAX_READERS = limits.FEED_MAX_QUEUES.default
 
 
 @dataclass(frozen=True)

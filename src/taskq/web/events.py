@@ -13,7 +13,7 @@ from starlette.types import Receive, Scope, Send
 from taskq.errors import BrokerError
 from taskq.feed.cursor import parse_cursor
 from taskq.feed.frames import notice_frame
-from taskq.feed.readers import MAX_READERS, Refused
+from taskq.feed.readers import Refused
 from taskq.feed.stream import feed_frames
 from taskq.web import api
 from taskq.web.sse import EventStreamResponse, aclose
@@ -51,7 +51,7 @@ class EventsEndpoint:
             await notice(unavailable_frame(queue, e))(scope, receive, send)
             return
         if isinstance(hub, Refused):
-            await notice(refusal_frame(hub))(scope, receive, send)
+            await notice(refusal_frame(hub, state.readers.limit))(scope, receive, send)
             return
         try:
             frames = until_redis_fails(queue, feed_frames(hub, parse_cursor(raw), state.stream))
@@ -81,7 +81,7 @@ def unavailable_frame(queue: str, error: BaseException) -> str:
     }, UNAVAILABLE_RETRY_MS)
 
 
-def refusal_frame(refused: Refused) -> str:
+def refusal_frame(refused: Refused, limit: int) -> str:
     if refused.reason == "missing":
         return notice_frame("missing", {
             "queue": refused.queue,
@@ -89,7 +89,8 @@ def refusal_frame(refused: Refused) -> str:
         }, MISSING_RETRY_MS)
     return notice_frame("unavailable", {
         "queue": refused.queue,
-        "error": f"this server already follows {MAX_READERS} queues; try again later",
+        "error": f"this server already follows {limit} queues (TASKQ_FEED_MAX_QUEUES); "
+                 "try again later",
     }, UNAVAILABLE_RETRY_MS)
 
 
