@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis
@@ -22,6 +25,19 @@ def blocked_reads(client: redis.Redis) -> int:
     return sum(1 for c in client.client_list() if c["cmd"] == "xread")
 
 
+@contextlib.asynccontextmanager
+async def running_waker(settings: Settings, **options: Any) -> AsyncIterator[Waker]:
+    """A waker on an asyncio client of its own (decoding replies unless told not to)."""
+    options.setdefault("decode_responses", True)
+    aclient = aioredis.Redis.from_url(settings.redis_url, **options)
+    waker = Waker(aclient)
+    try:
+        yield waker
+    finally:
+        await waker.close()
+        await aclient.aclose()
+
+
 async def woken_at(waker: Waker, key: str, seq: int, timeout: float = QUIET) -> float:
     """How long `waker.wait` took to return."""
     began = time.monotonic()
@@ -36,9 +52,7 @@ def test_a_waiter_is_woken_when_its_log_moves_and_not_when_another_does(
     client.xadd("log:b", {"n": "1"}, id="1-0")
 
     async def scenario() -> None:
-        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-        waker = Waker(aclient)
-        try:
+        async with running_waker(settings) as waker:
             a = asyncio.create_task(woken_at(waker, "log:a", 1))
             b = asyncio.create_task(woken_at(waker, "log:b", 1, timeout=3 * PROMPTLY))
             await asyncio.sleep(0.2)
@@ -47,9 +61,6 @@ def test_a_waiter_is_woken_when_its_log_moves_and_not_when_another_does(
             assert await a < 0.2 + PROMPTLY
             assert not b.done(), "log:b did not move"
             assert await b >= 3 * PROMPTLY - 0.05  # it waited out its own timeout
-        finally:
-            await waker.close()
-            await aclient.aclose()
 
     run(scenario())
 
@@ -60,13 +71,8 @@ def test_a_waiter_whose_log_is_already_past_its_seq_returns_at_once(
     client.xadd("log:a", {"n": "1"}, id="5-0")
 
     async def scenario() -> float:
-        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-        waker = Waker(aclient)
-        try:
+        async with running_waker(settings) as waker:
             return await woken_at(waker, "log:a", 4)
-        finally:
-            await waker.close()
-            await aclient.aclose()
 
     assert run(scenario()) < PROMPTLY
 
@@ -79,18 +85,13 @@ def test_forty_waiting_logs_hold_one_connection_in_one_blocking_read(
         client.xadd(key, {"n": "1"}, id="1-0")
 
     async def scenario() -> list[float]:
-        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-        waker = Waker(aclient)
-        try:
+        async with running_waker(settings) as waker:
             waits = [asyncio.create_task(woken_at(waker, key, 1)) for key in keys]
             await asyncio.sleep(0.3)
             assert blocked_reads(client) == 1
             for key in keys:
                 client.xadd(key, {"n": "2"}, id="2-0")
             return list(await asyncio.gather(*waits))
-        finally:
-            await waker.close()
-            await aclient.aclose()
 
     assert max(run(scenario())) < 0.3 + PROMPTLY
 
@@ -102,9 +103,7 @@ def test_a_log_first_waited_on_while_a_read_is_out_is_heard_from_in_the_next(
     client.xadd("log:late", {"n": "1"}, id="1-0")
 
     async def scenario() -> float:
-        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-        waker = Waker(aclient)
-        try:
+        async with running_waker(settings) as waker:
             quiet = asyncio.create_task(woken_at(waker, "log:a", 1))
             await asyncio.sleep(WAKE_BLOCK_MS / 2000)  # a read on log:a alone is out
             late = asyncio.create_task(woken_at(waker, "log:late", 1))
@@ -114,9 +113,6 @@ def test_a_log_first_waited_on_while_a_read_is_out_is_heard_from_in_the_next(
             assert not quiet.done()
             quiet.cancel()
             return took
-        finally:
-            await waker.close()
-            await aclient.aclose()
 
     assert run(scenario()) < PROMPTLY
 
@@ -131,9 +127,7 @@ def test_a_key_redis_refuses_fails_its_own_waiter_and_leaves_the_others_live(
     client.set("log:wrong", "a string, not a stream")
 
     async def scenario() -> None:
-        aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-        waker = Waker(aclient)
-        try:
+        async with running_waker(settings) as waker:
             good = asyncio.create_task(woken_at(waker, "log:a", 1))
             # Its hub reports the error and backs off, and waits again: twice here.
             for _ in range(2):
@@ -144,9 +138,6 @@ def test_a_key_redis_refuses_fails_its_own_waiter_and_leaves_the_others_live(
             client.xadd("log:a", {"n": "2"}, id="2-0")
             assert await good < 0.2 + 2 * WAKE_BLOCK_MS / 1000 + PROMPTLY
             assert waker.waiting == {}
-        finally:
-            await waker.close()
-            await aclient.aclose()
 
     run(scenario())
 
@@ -158,16 +149,11 @@ def test_a_client_that_does_not_decode_replies_is_woken_without_reading_in_a_loo
     client.xadd("log:a", {"n": "1"}, id="1-0")
 
     async def scenario() -> float:
-        aclient = aioredis.Redis.from_url(settings.redis_url, protocol=protocol)
-        waker = Waker(aclient)
-        try:
+        async with running_waker(settings, protocol=protocol, decode_responses=False) as waker:
             wait = asyncio.create_task(woken_at(waker, "log:a", 1))
             await asyncio.sleep(0.5)
             client.xadd("log:a", {"n": "2"}, id="2-0")
             return await wait
-        finally:
-            await waker.close()
-            await aclient.aclose()
 
     client.config_resetstat()
     assert run(scenario()) < 0.5 + PROMPTLY
