@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ import redis.asyncio as aioredis
 from feed_support import run
 from taskq.feed.waker import WAKE_BLOCK_MS, Waker
 from taskq.settings import Settings
+from taskq.tools.cluster import EmbeddedCluster
 
 # Well past a read's block, well short of the waits' own timeouts below.
 PROMPTLY = 1.0
@@ -183,3 +186,36 @@ def test_a_waker_closed_mid_read_leaves_its_client_answering_true(
             await aclient.aclose()
 
     run(scenario())
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_each_queues_log_is_read_in_its_own_slot_and_woken_alone(
+    tmp_path: Path,
+) -> None:
+    keys = ["{taskq:a}:events", "{taskq:b}:events"]  # each queue's own slot
+    with EmbeddedCluster(primaries=1, replicas=0, binary=os.environ.get("REDIS_SERVER", ""),
+                         data_dir=tmp_path) as cluster:
+        cluster.wait_healthy()
+        node = redis.Redis.from_url(cluster.url, decode_responses=True)
+        assert len({node.cluster("keyslot", key) for key in keys}) == 2
+        for key in keys:
+            node.xadd(key, {"n": "1"}, id="1-0")
+
+        async def scenario() -> None:
+            aclient = aioredis.Redis.from_url(cluster.url, decode_responses=True)
+            waker = Waker(aclient, by_slot=True)
+            try:
+                a = asyncio.create_task(woken_at(waker, keys[0], 1))
+                b = asyncio.create_task(woken_at(waker, keys[1], 1, timeout=3 * PROMPTLY))
+                await asyncio.sleep(0.3)
+                assert not a.done() and not b.done(), "woken with nothing past their seq"
+                node.xadd(keys[0], {"n": "2"}, id="2-0")
+                assert await a < 0.3 + PROMPTLY
+                assert not b.done(), "the other queue's log did not move"
+                assert await b >= 3 * PROMPTLY - 0.05
+            finally:
+                await waker.close()
+                await aclient.aclose()
+
+        run(scenario())
+        node.close()

@@ -43,13 +43,13 @@ class Readers:
     hub is registered before it starts, and every client of it waits for its start."""
 
     def __init__(self, client: aioredis.Redis, ring_size: int, limit: int = MAX_READERS,
-                 catch_up_reads: int = CATCH_UP_READS) -> None:
+                 catch_up_reads: int = CATCH_UP_READS, by_slot: bool = False) -> None:
         self.client = client
         self.ring_size = ring_size
         self.limit = limit
         self.hubs: dict[str, Hub] = {}
         self.catch_up = asyncio.Semaphore(catch_up_reads)
-        self.waker = Waker(client)
+        self.waker = Waker(client, by_slot=by_slot)
         # Per queue ever followed: events delivered by hubs since stopped, so the
         # deliveries counter never goes back when a hub is dropped.
         self.retired: dict[str, int] = {}

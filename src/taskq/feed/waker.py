@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import redis
 import redis.asyncio as aioredis
+from redis.crc import key_slot
 from redis.typing import KeyT, StreamIdT
 
 from taskq.boundary import text
@@ -47,8 +48,13 @@ class Waker:
     that fails for want of Redis wakes every waiter, to meet the error in its own
     read, as it would alone."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, by_slot: bool = False) -> None:
         self.client = client
+        # On a Redis Cluster one command reads the keys of one slot, and each queue's
+        # keys have a slot of their own (their hash tag): there the waker reads each
+        # slot's keys in one pipeline, without blocking, and pauses WAKE_BLOCK_MS
+        # between reads that find nothing.
+        self.by_slot = by_slot
         self.waiting: dict[int, Waiter] = {}
         self._someone = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -97,6 +103,12 @@ class Waker:
 
     async def _turn(self) -> None:
         """One shared read, and the waiters it concerns woken or refused."""
+        if self.by_slot:
+            moved = await self._read_by_slot()
+            self._wake(moved)
+            if not moved:
+                await asyncio.sleep(WAKE_BLOCK_MS / 1000)
+            return
         try:
             moved = await self._read()
         except redis.ResponseError:
@@ -117,11 +129,29 @@ class Waker:
                     block: int | None = WAKE_BLOCK_MS) -> set[str]:
         """The keys, of `streams` (those waited on now), that hold an entry past their
         id: after `block` ms at most."""
-        reply = await self.client.xread(streams or self._streams(), count=1, block=block)
-        if not reply:
-            return set()
-        keys = reply.keys() if isinstance(reply, dict) else [item[0] for item in reply]
-        return {text(key) for key in keys}  # bytes on a client that does not decode
+        return keys_of(await self.client.xread(streams or self._streams(), count=1,
+                                               block=block))
+
+    async def _read_by_slot(self) -> set[str]:
+        """The keys waited on now that hold an entry past their id, read a slot at a
+        time in one pipeline; the waiters of a key Redis refuses get its error."""
+        slots: dict[int, dict[KeyT, StreamIdT]] = {}
+        for key, after in self._streams().items():
+            slots.setdefault(key_slot(text(key).encode()), {})[key] = after
+        pipe = self.client.pipeline(transaction=False)
+        for streams in slots.values():
+            pipe.xread(streams, count=1)
+        replies = await pipe.execute(raise_on_error=False)
+        moved: set[str] = set()
+        for streams, reply in zip(slots.values(), replies, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                for key in streams:  # one queue's keys share a slot: one key here
+                    self._refuse(text(key), reply)
+            elif isinstance(reply, Exception):
+                raise reply
+            else:
+                moved |= keys_of(reply)
+        return moved
 
     async def _refuse_each(self) -> int:
         """Read each waited-on key alone, without blocking: the waiters of a key whose
@@ -154,3 +184,14 @@ class Waker:
                 del self.waiting[token]
                 if not waiter.woken.done():
                     waiter.woken.set_result(None)
+
+
+def keys_of(reply: object) -> set[str]:
+    """The stream keys an XREAD reply holds entries of: RESP2 or RESP3, and bytes on a
+    client that does not decode replies."""
+    if not reply:
+        return set()
+    if isinstance(reply, dict):
+        return {text(key) for key in reply}
+    assert isinstance(reply, list), reply
+    return {text(item[0]) for item in reply}

@@ -75,7 +75,8 @@ class WebState:
             client=connect(settings),
             aclient=aclient,
             stream=StreamSettings(heartbeat_seconds=settings.feed_heartbeat_seconds),
-            readers=Readers(aclient, ring_size=ring, limit=settings.feed_max_queues),
+            readers=Readers(aclient, ring_size=ring, limit=settings.feed_max_queues,
+                            by_slot=settings.redis_cluster),
             heavy=anyio.CapacityLimiter(HEAVY_AT_ONCE),
         )
 
