@@ -6,8 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -29,11 +28,12 @@ def blocked_reads(client: redis.Redis) -> int:
 
 
 @contextlib.asynccontextmanager
-async def running_waker(settings: Settings, **options: Any) -> AsyncIterator[Waker]:
+async def running_waker(url: str, by_slot: bool = False, **options: Any
+                        ) -> AsyncIterator[Waker]:
     """A waker on an asyncio client of its own (decoding replies unless told not to)."""
     options.setdefault("decode_responses", True)
-    aclient = aioredis.Redis.from_url(settings.redis_url, **options)
-    waker = Waker(aclient)
+    aclient = aioredis.Redis.from_url(url, **options)
+    waker = Waker(aclient, by_slot=by_slot)
     try:
         yield waker
     finally:
@@ -55,7 +55,7 @@ def test_a_waiter_is_woken_when_its_log_moves_and_not_when_another_does(
     client.xadd("log:b", {"n": "1"}, id="1-0")
 
     async def scenario() -> None:
-        async with running_waker(settings) as waker:
+        async with running_waker(settings.redis_url) as waker:
             a = asyncio.create_task(woken_at(waker, "log:a", 1))
             b = asyncio.create_task(woken_at(waker, "log:b", 1, timeout=3 * PROMPTLY))
             await asyncio.sleep(0.2)
@@ -74,7 +74,7 @@ def test_a_waiter_whose_log_is_already_past_its_seq_returns_at_once(
     client.xadd("log:a", {"n": "1"}, id="5-0")
 
     async def scenario() -> float:
-        async with running_waker(settings) as waker:
+        async with running_waker(settings.redis_url) as waker:
             return await woken_at(waker, "log:a", 4)
 
     assert run(scenario()) < PROMPTLY
@@ -88,7 +88,7 @@ def test_forty_waiting_logs_hold_one_connection_in_one_blocking_read(
         client.xadd(key, {"n": "1"}, id="1-0")
 
     async def scenario() -> list[float]:
-        async with running_waker(settings) as waker:
+        async with running_waker(settings.redis_url) as waker:
             waits = [asyncio.create_task(woken_at(waker, key, 1)) for key in keys]
             await asyncio.sleep(0.3)
             assert blocked_reads(client) == 1
@@ -106,7 +106,7 @@ def test_a_log_first_waited_on_while_a_read_is_out_is_heard_from_in_the_next(
     client.xadd("log:late", {"n": "1"}, id="1-0")
 
     async def scenario() -> float:
-        async with running_waker(settings) as waker:
+        async with running_waker(settings.redis_url) as waker:
             quiet = asyncio.create_task(woken_at(waker, "log:a", 1))
             await asyncio.sleep(WAKE_BLOCK_MS / 2000)  # a read on log:a alone is out
             late = asyncio.create_task(woken_at(waker, "log:late", 1))
@@ -130,7 +130,7 @@ def test_a_key_redis_refuses_fails_its_own_waiter_and_leaves_the_others_live(
     client.set("log:wrong", "a string, not a stream")
 
     async def scenario() -> None:
-        async with running_waker(settings) as waker:
+        async with running_waker(settings.redis_url) as waker:
             good = asyncio.create_task(woken_at(waker, "log:a", 1))
             # Its hub reports the error and backs off, and waits again: twice here.
             for _ in range(2):
@@ -152,7 +152,8 @@ def test_a_client_that_does_not_decode_replies_is_woken_without_reading_in_a_loo
     client.xadd("log:a", {"n": "1"}, id="1-0")
 
     async def scenario() -> float:
-        async with running_waker(settings, protocol=protocol, decode_responses=False) as waker:
+        async with running_waker(settings.redis_url, protocol=protocol,
+                                 decode_responses=False) as waker:
             wait = asyncio.create_task(woken_at(waker, "log:a", 1))
             await asyncio.sleep(0.5)
             client.xadd("log:a", {"n": "2"}, id="2-0")
@@ -188,34 +189,62 @@ def test_a_waker_closed_mid_read_leaves_its_client_answering_true(
     run(scenario())
 
 
+@pytest.fixture(scope="module")
+def one_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(primaries=1, replicas=0, binary=os.environ.get("REDIS_SERVER", ""),
+                         data_dir=tmp_path_factory.mktemp("cluster")) as cluster:
+        cluster.wait_healthy()
+        yield cluster
+
+
+@pytest.fixture
+def node(one_node_cluster: EmbeddedCluster) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(one_node_cluster.url, decode_responses=True)
+    client.flushall()
+    yield client
+    client.close()
+
+
 @pytest.mark.cluster
 def test_on_a_cluster_each_queues_log_is_read_in_its_own_slot_and_woken_alone(
-    tmp_path: Path,
+    one_node_cluster: EmbeddedCluster, node: redis.Redis
 ) -> None:
     keys = ["{taskq:a}:events", "{taskq:b}:events"]  # each queue's own slot
-    with EmbeddedCluster(primaries=1, replicas=0, binary=os.environ.get("REDIS_SERVER", ""),
-                         data_dir=tmp_path) as cluster:
-        cluster.wait_healthy()
-        node = redis.Redis.from_url(cluster.url, decode_responses=True)
-        assert len({node.cluster("keyslot", key) for key in keys}) == 2
-        for key in keys:
-            node.xadd(key, {"n": "1"}, id="1-0")
+    assert len({node.cluster("keyslot", key) for key in keys}) == 2
+    for key in keys:
+        node.xadd(key, {"n": "1"}, id="1-0")
 
-        async def scenario() -> None:
-            aclient = aioredis.Redis.from_url(cluster.url, decode_responses=True)
-            waker = Waker(aclient, by_slot=True)
-            try:
-                a = asyncio.create_task(woken_at(waker, keys[0], 1))
-                b = asyncio.create_task(woken_at(waker, keys[1], 1, timeout=3 * PROMPTLY))
-                await asyncio.sleep(0.3)
-                assert not a.done() and not b.done(), "woken with nothing past their seq"
-                node.xadd(keys[0], {"n": "2"}, id="2-0")
-                assert await a < 0.3 + PROMPTLY
-                assert not b.done(), "the other queue's log did not move"
-                assert await b >= 3 * PROMPTLY - 0.05
-            finally:
-                await waker.close()
-                await aclient.aclose()
+    async def scenario() -> None:
+        async with running_waker(one_node_cluster.url, by_slot=True) as waker:
+            a = asyncio.create_task(woken_at(waker, keys[0], 1))
+            b = asyncio.create_task(woken_at(waker, keys[1], 1, timeout=3 * PROMPTLY))
+            await asyncio.sleep(0.3)
+            assert not a.done() and not b.done(), "woken with nothing past their seq"
+            node.xadd(keys[0], {"n": "2"}, id="2-0")
+            assert await a < 0.3 + PROMPTLY
+            assert not b.done(), "the other queue's log did not move"
+            assert await b >= 3 * PROMPTLY - 0.05
 
-        run(scenario())
-        node.close()
+    run(scenario())
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_a_refused_key_fails_only_its_own_waiter_in_a_shared_slot(
+    one_node_cluster: EmbeddedCluster, node: redis.Redis
+) -> None:
+    bad, good = "{taskq:alpha}:events", "{taskq:q16768}:events"
+    assert node.cluster("keyslot", bad) == node.cluster("keyslot", good)
+    node.set(bad, "a string, not a stream")
+    node.xadd(good, {"n": "1"}, id="1-0")
+
+    async def scenario() -> None:
+        async with running_waker(one_node_cluster.url, by_slot=True) as waker:
+            healthy = asyncio.create_task(woken_at(waker, good, 1))
+            with pytest.raises(redis.ResponseError):
+                await waker.wait(bad, 0, QUIET)
+            await asyncio.sleep(0.2)
+            assert not healthy.done(), "refused or woken though its log did not move"
+            node.xadd(good, {"n": "2"}, id="2-0")
+            assert await healthy < 0.2 + PROMPTLY
+
+    run(scenario())

@@ -51,9 +51,9 @@ class Waker:
     def __init__(self, client: aioredis.Redis, by_slot: bool = False) -> None:
         self.client = client
         # On a Redis Cluster one command reads the keys of one slot, and each queue's
-        # keys have a slot of their own (their hash tag): there the waker reads each
-        # slot's keys in one pipeline, without blocking, and pauses WAKE_BLOCK_MS
-        # between reads that find nothing.
+        # keys share a slot (their hash tag), most often one no other queue has: there
+        # the waker reads each slot's keys in one pipeline, without blocking, and
+        # pauses WAKE_BLOCK_MS between reads that find nothing.
         self.by_slot = by_slot
         self.waiting: dict[int, Waiter] = {}
         self._someone = asyncio.Event()
@@ -145,8 +145,8 @@ class Waker:
         moved: set[str] = set()
         for streams, reply in zip(slots.values(), replies, strict=True):
             if isinstance(reply, redis.ResponseError):
-                for key in streams:  # one queue's keys share a slot: one key here
-                    self._refuse(text(key), reply)
+                # Two queues may share a slot: refuse only the keys refused alone.
+                moved |= await self._read_each(streams)
             elif isinstance(reply, Exception):
                 raise reply
             else:
@@ -156,15 +156,21 @@ class Waker:
     async def _refuse_each(self) -> int:
         """Read each waited-on key alone, without blocking: the waiters of a key whose
         read is refused get its error; the rest wait on, in the next shared read.
-        Returns how many keys were refused."""
-        refused = 0
-        for key, after in self._streams().items():
+        Returns how many waiters were refused."""
+        before = len(self.waiting)
+        await self._read_each(self._streams())
+        return before - len(self.waiting)
+
+    async def _read_each(self, streams: dict[KeyT, StreamIdT]) -> set[str]:
+        """`streams` read one key at a time, without blocking: the keys that moved; the
+        waiters of a key Redis refuses get its error."""
+        moved: set[str] = set()
+        for key, after in streams.items():
             try:
-                await self._read({key: after}, block=None)
+                moved |= await self._read({key: after}, block=None)
             except redis.ResponseError as e:
                 self._refuse(text(key), e)
-                refused += 1
-        return refused
+        return moved
 
     def _refuse(self, key: str, error: redis.ResponseError) -> None:
         for token, waiter in list(self.waiting.items()):
