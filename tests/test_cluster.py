@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import redis
 
+from serve_support import Server, enqueue, feed, server_env
 from taskq.broker import Broker, NewTask
 from taskq.connection import connect
 from taskq.errors import BrokerError, EmbeddedRedisError
@@ -106,6 +108,33 @@ def test_workers_drain_several_queues_on_different_primaries(
     assert (summary.charges, summary.tasks, summary.charged_twice) == (400, 400, [])
     for broker in brokers:
         assert validate(read_log(cluster_client, broker.keys.events)).ok
+
+
+def test_taskq_serve_streams_the_queues_of_every_primary_live(
+    cluster: EmbeddedCluster, cluster_client: redis.Redis, tmp_path: Path
+) -> None:
+    owners: dict[int, str] = {}
+    for n in range(24):
+        owners.setdefault(cluster.primary_of(QueueKeys(f"feed{n}").events).port, f"feed{n}")
+    brokers = [Broker(cluster_client, queue) for queue in owners.values()]
+    assert len(brokers) == 3, "a queue on each primary"
+    for broker in brokers:
+        enqueue(broker, 1, "before")
+    env = server_env(cluster.nodes[0], tmp_path, TASKQ_REDIS_CLUSTER="1")
+    serve = Server(env, tmp_path / "serve.log").start()
+    try:
+        with ExitStack() as open_streams:
+            streams = [open_streams.enter_context(feed(serve, broker)) for broker in brokers]
+            caught_up = [[b.body["task"] for b in s.rows_until_quiet() if b.is_row]
+                         for s in streams]
+            for broker in brokers:
+                enqueue(broker, 1, "live")
+            live = [[b.body["task"] for b in s.until(lambda b: b.is_row) if b.is_row]
+                    for s in streams]
+    finally:
+        serve.stop()
+    assert caught_up == [["before-0"]] * 3
+    assert live == [["live-0"]] * 3
 
 
 def test_killing_a_primary_loses_nothing_and_charges_nothing_twice(

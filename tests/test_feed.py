@@ -368,6 +368,41 @@ def test_clients_behind_the_ring_queue_for_redis_instead_of_losing_their_stream(
         assert failures and all("No connection available" in str(e) for e in failures)
 
 
+def test_a_barrage_of_malformed_ids_reads_redis_a_few_at_a_time_like_catch_ups(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """Each malformed id costs a read of where the log ends: many at once take their
+    turns with the catch-up reads, rather than a pooled connection each (a cluster's
+    client fails a command past its bound instead of waiting), and each gets its gap."""
+    Producer(client, retention=10_000).append(5)
+    name = "feed-malformed-test"
+
+    async def first_event(hub: Hub) -> str:
+        stream = feed_frames(hub, parse_cursor("not-an-id"), StreamSettings())
+        try:
+            await anext(stream)  # the retry advice
+            return await anext(stream)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def scenario() -> tuple[list[str], int]:
+        aclient = aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(
+            settings.redis_url, decode_responses=True, client_name=name, max_connections=64))
+        hub = Hub(FeedLog(aclient, KEYS), ring_size=10, catch_up_reads=2)
+        await hub.start()
+        try:
+            firsts = await asyncio.gather(*(first_event(hub) for _ in range(200)))
+            return firsts, sum(1 for c in client.client_list() if c["name"] == name)
+        finally:
+            await hub.stop()
+            await aclient.aclose()
+
+    firsts, held = run(scenario())
+    assert all("\nevent: gap\n" in f and '"reason":"malformed"' in f for f in firsts)
+    # Two catch-up reads, and the hub's own read and wait.
+    assert held <= 2 + 2
+
+
 # -- a log edited by hand ----------------------------------------------------------------
 
 

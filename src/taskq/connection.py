@@ -101,16 +101,20 @@ def connect(settings: Settings | None = None) -> Client:
     ))
 
 
-def async_client(settings: Settings) -> AsyncClient:
+def async_client(settings: Settings, max_connections: int = MAX_CONNECTIONS) -> AsyncClient:
     """`connect`'s client for asyncio (`redis.asyncio`), with the same timeouts and
     retries, not yet connected: it connects on its first command, on the event loop
-    that awaits it, and belongs to that loop from then on."""
+    that awaits it, and belongs to that loop from then on. `max_connections` bounds
+    its connections, to each node of a cluster; a cluster's client fails a command
+    past it where a single node's waits for a connection to come free."""
     retry = AsyncRetry(_backoff(), retries=RETRIES)
     if settings.redis_cluster:
-        return AsyncRedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings))
+        return AsyncRedisCluster.from_url(settings.redis_url, retry=retry,
+                                          max_connections=max_connections,
+                                          **_options(settings))
     return redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
         settings.redis_url,
-        max_connections=MAX_CONNECTIONS,
+        max_connections=max_connections,
         timeout=settings.redis_timeout_seconds,
         retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],

@@ -12,8 +12,7 @@ import contextlib
 import logging
 from collections import deque
 
-import redis.asyncio as aioredis
-
+from taskq.connection import AsyncClient
 from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import FeedLog, Gap, Row
@@ -59,7 +58,7 @@ class Hub:
         self._started: asyncio.Future[None] | None = None
 
     @property
-    def client(self) -> aioredis.Redis:
+    def client(self) -> AsyncClient:
         return self.log.client
 
     async def start(self) -> None:

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-import redis.asyncio as aioredis
-
 from taskq.boundary import text
+from taskq.connection import AsyncClient
 from taskq.feed.cursor import Cursor, fingerprint
 from taskq.feed.frames import row_frame
 from taskq.keys import QueueKeys
@@ -60,7 +59,7 @@ class Gap:
 class FeedLog:
     """Reads one queue's event log for feed clients, on an asyncio Redis client."""
 
-    def __init__(self, client: aioredis.Redis, keys: QueueKeys) -> None:
+    def __init__(self, client: AsyncClient, keys: QueueKeys) -> None:
         self.client = client
         self.keys = keys
         self._script = client.register_script(source("read_events"))

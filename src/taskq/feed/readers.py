@@ -7,9 +7,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-import redis.asyncio as aioredis
-
 from taskq import limits
+from taskq.connection import AsyncClient
 from taskq.feed.hub import CATCH_UP_READS, Hub
 from taskq.feed.log import FeedLog
 from taskq.feed.waker import Waker
@@ -26,6 +25,18 @@ FEED_CONNECTIONS = 64
 # deployments have, so that streams left open on a server's queues do not take every
 # reader.
 MAX_READERS = limits.FEED_MAX_QUEUES.default
+# New streams ask Redis whether their queue exists at most this many at a time: a
+# barrage of streams for made-up queues waits its turn rather than take a connection
+# each from the hubs' reads.
+EXISTENCE_CHECKS = 8
+
+
+def connections_needed(limit: int, catch_up_reads: int = CATCH_UP_READS) -> int:
+    """The most connections the hubs of `limit` queues hold at once on one Redis
+    node: a read each, the catch-up reads, the existence checks and the waker's read.
+    A Redis Cluster client fails a command past its bound rather than wait for a
+    connection, so its bound per node must be this."""
+    return limit + catch_up_reads + EXISTENCE_CHECKS + 1
 
 
 @dataclass(frozen=True)
@@ -42,13 +53,14 @@ class Readers:
     is stopped when its last client leaves. No lock is held across a Redis call: the
     hub is registered before it starts, and every client of it waits for its start."""
 
-    def __init__(self, client: aioredis.Redis, ring_size: int, limit: int = MAX_READERS,
+    def __init__(self, client: AsyncClient, ring_size: int, limit: int = MAX_READERS,
                  catch_up_reads: int = CATCH_UP_READS, by_slot: bool = False) -> None:
         self.client = client
         self.ring_size = ring_size
         self.limit = limit
         self.hubs: dict[str, Hub] = {}
         self.catch_up = asyncio.Semaphore(catch_up_reads)
+        self.checks = asyncio.Semaphore(EXISTENCE_CHECKS)
         self.waker = Waker(client, by_slot=by_slot)
         # Per queue ever followed: events delivered by hubs since stopped, so the
         # deliveries counter never goes back when a hub is dropped.
@@ -61,7 +73,9 @@ class Readers:
         if hub is None:
             if len(self.hubs) >= self.limit:  # no round trip for a client turned away
                 return Refused("busy", queue)
-            if not await self.client.sismember(QUEUES_KEY, queue):
+            async with self.checks:
+                exists = await self.client.sismember(QUEUES_KEY, queue)
+            if not exists:
                 return Refused("missing", queue)
             hub = self.hubs.get(queue)  # another client may have started it meanwhile
         if hub is None:

@@ -32,7 +32,9 @@ async def feed_frames(
     """
     yield f"retry: {settings.retry_ms}\n\n"
     if isinstance(start, Malformed):
-        gap = dataclasses.replace(await hub.log.probe(), reason="malformed")
+        async with hub.catch_up:  # a barrage of bad ids waits its turn like catch-ups
+            probed = await hub.log.probe()
+        gap = dataclasses.replace(probed, reason="malformed")
         cursor = gap.resume_at
         yield gap_frame(start.echo, gap)
     else:

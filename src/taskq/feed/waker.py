@@ -14,11 +14,11 @@ import logging
 from dataclasses import dataclass
 
 import redis
-import redis.asyncio as aioredis
 from redis.crc import key_slot
 from redis.typing import KeyT, StreamIdT
 
 from taskq.boundary import text
+from taskq.connection import AsyncClient
 from taskq.feed.cancel import cancel_and_wait
 
 log = logging.getLogger("taskq.feed")
@@ -48,7 +48,7 @@ class Waker:
     that fails for want of Redis wakes every waiter, to meet the error in its own
     read, as it would alone."""
 
-    def __init__(self, client: aioredis.Redis, by_slot: bool = False) -> None:
+    def __init__(self, client: AsyncClient, by_slot: bool = False) -> None:
         self.client = client
         # On a Redis Cluster one command reads the keys of one slot, and each queue's
         # keys share a slot (their hash tag), most often one no other queue has: there

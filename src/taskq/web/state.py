@@ -13,8 +13,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from taskq.broker import Broker
-from taskq.connection import connect
-from taskq.feed.readers import FEED_CONNECTIONS, Readers
+from taskq.connection import AsyncClient, async_client, connect
+from taskq.feed.readers import FEED_CONNECTIONS, Readers, connections_needed
 from taskq.feed.stream import StreamSettings
 from taskq.keys import check_queue_name
 from taskq.settings import Settings
@@ -40,7 +40,7 @@ class WebState:
 
     settings: Settings
     client: Client
-    aclient: aioredis.Redis
+    aclient: AsyncClient
     stream: StreamSettings
     readers: Readers
     # The reads whose cost grows with the data (see taskq.web.heavy) run at most this
@@ -52,21 +52,7 @@ class WebState:
 
     @classmethod
     def create(cls, settings: Settings) -> WebState:
-        aclient = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-            settings.redis_url,
-            decode_responses=True,
-            socket_connect_timeout=settings.redis_timeout_seconds,
-            # Many feed clients read at once: they wait for a pooled connection rather
-            # than fail with "Too many connections" and end their stream.
-            max_connections=FEED_CONNECTIONS,
-            timeout=settings.redis_timeout_seconds,
-            # After a Redis restart every pooled connection is dead: each fails once on
-            # its next use and is reconnected and retried at once (every feed command is
-            # a read: a read-only script, XREAD or SISMEMBER), so a restart neither ends
-            # a stream nor pauses a reader.
-            retry=Retry(NoBackoff(), 1),
-            retry_on_error=[redis.ConnectionError],
-        ))
+        aclient = feed_client(settings)
         # A ring longer than the log's retention would serve rows Redis has trimmed,
         # so two servers could answer the same resume differently.
         ring = min(10_000, settings.events_retention)
@@ -98,5 +84,29 @@ class WebState:
 
     async def close(self) -> None:
         await self.readers.close()
-        await self.aclient.aclose(close_connection_pool=True)  # it was given a pool
+        await self.aclient.aclose()  # its pool too: the client was made from it
         self.client.close()
+
+
+def feed_client(settings: Settings) -> AsyncClient:
+    """The feed's asyncio client. On a Redis Cluster, the cluster client: each queue's
+    log is on the primary that owns its slot, and the set of queues may be on another.
+    It holds at most as many connections to each node as the hubs ever use at once,
+    since it fails a command past its bound where a single node's pool waits."""
+    if settings.redis_cluster:
+        return async_client(settings, connections_needed(settings.feed_max_queues))
+    return aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_connect_timeout=settings.redis_timeout_seconds,
+        # Many feed clients read at once: they wait for a pooled connection rather
+        # than fail with "Too many connections" and end their stream.
+        max_connections=FEED_CONNECTIONS,
+        timeout=settings.redis_timeout_seconds,
+        # After a Redis restart every pooled connection is dead: each fails once on
+        # its next use and is reconnected and retried at once (every feed command is
+        # a read: a read-only script, XREAD or SISMEMBER), so a restart neither ends
+        # a stream nor pauses a reader.
+        retry=Retry(NoBackoff(), 1),
+        retry_on_error=[redis.ConnectionError],
+    ))
