@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections import deque
 
 from taskq.connection import AsyncClient
+from taskq.feed.backoff import Backoff
 from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import FeedLog, Gap, Row
 from taskq.feed.waker import Waker
 
-log = logging.getLogger("taskq.feed")
-
 TAIL_BATCH = 1000
 # A hub reads its log again after this long with no news of it: a log reset or emptied
 # by hand adds no entry past the tail for the waker to see.
 REREAD_SECONDS = 2.0
-RETRY_FIRST_SECONDS = 0.05
-RETRY_MAX_SECONDS = 1.0
 # Clients behind the ring read Redis through a fair (first come, first served) queue,
 # this many at a time: well under the server's connection pool, so the hub's own tail
 # reads and the JSON API always find a connection, and no client waits out the pool's
@@ -139,23 +135,16 @@ class Hub:
         await self._follow()
 
     async def _follow(self) -> None:
-        # A Redis restart takes moments: retry soon, then less often while it lasts,
-        # and say so once per outage rather than once per attempt.
-        pause = 0.0
+        backoff = Backoff(f"feed hub for {self.log.keys.queue!r}")
         while True:
             try:
                 await self._step()
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                if not pause:
-                    log.warning("feed hub for %r: %s; retrying", self.log.keys.queue, e)
-                pause = min(RETRY_MAX_SECONDS, (pause * 2) or RETRY_FIRST_SECONDS)
-                await asyncio.sleep(pause)
+                await backoff.failed(e)
                 continue
-            if pause:
-                log.warning("feed hub for %r: reading the log again", self.log.keys.queue)
-                pause = 0.0
+            backoff.succeeded()
 
     async def _step(self) -> None:
         result = await self.log.read(self.tail, TAIL_BATCH)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from dataclasses import dataclass
 
 import redis
@@ -19,16 +18,13 @@ from redis.typing import KeyT, StreamIdT
 
 from taskq.boundary import text
 from taskq.connection import AsyncClient
+from taskq.feed.backoff import Backoff
 from taskq.feed.cancel import cancel_and_wait
-
-log = logging.getLogger("taskq.feed")
 
 # A hub that starts waiting while a read is out is in the next read: it hears of its
 # log moving at most this much late. Short enough to be live on a dashboard, long enough
 # that a server whose queues are all quiet makes a handful of cheap reads a second.
 WAKE_BLOCK_MS = 50
-RETRY_FIRST_SECONDS = 0.05
-RETRY_MAX_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,9 +77,7 @@ class Waker:
             self._task = None
 
     async def _run(self) -> None:
-        # A Redis restart takes moments: retry soon, then less often while it lasts,
-        # and say so once per outage rather than once per attempt.
-        pause = 0.0
+        backoff = Backoff("feed waker")
         while True:
             if not self.waiting:
                 self._someone.clear()
@@ -93,13 +87,10 @@ class Waker:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                if not pause:
-                    log.warning("feed waker: %s; retrying", e)
                 self._wake(None)
-                pause = min(RETRY_MAX_SECONDS, (pause * 2) or RETRY_FIRST_SECONDS)
-                await asyncio.sleep(pause)
+                await backoff.failed(e)
                 continue
-            pause = 0.0
+            backoff.succeeded()
 
     async def _turn(self) -> None:
         """One shared read, and the waiters it concerns woken or refused."""
@@ -112,9 +103,9 @@ class Waker:
         try:
             moved = await self._read()
         except redis.ResponseError:
-            if not await self._refuse_each():
+            moved, refused = await self._read_each(self._streams())
+            if not refused:
                 raise  # no one key is to blame: as for Redis being away
-            return
         self._wake(moved)
 
     def _streams(self) -> dict[KeyT, StreamIdT]:
@@ -146,38 +137,35 @@ class Waker:
         for streams, reply in zip(slots.values(), replies, strict=True):
             if isinstance(reply, redis.ResponseError):
                 # Two queues may share a slot: refuse only the keys refused alone.
-                moved |= await self._read_each(streams)
+                moved |= (await self._read_each(streams))[0]
             elif isinstance(reply, Exception):
                 raise reply
             else:
                 moved |= keys_of(reply)
         return moved
 
-    async def _refuse_each(self) -> int:
-        """Read each waited-on key alone, without blocking: the waiters of a key whose
-        read is refused get its error; the rest wait on, in the next shared read.
-        Returns how many waiters were refused."""
-        before = len(self.waiting)
-        await self._read_each(self._streams())
-        return before - len(self.waiting)
-
-    async def _read_each(self, streams: dict[KeyT, StreamIdT]) -> set[str]:
-        """`streams` read one key at a time, without blocking: the keys that moved; the
-        waiters of a key Redis refuses get its error."""
+    async def _read_each(self, streams: dict[KeyT, StreamIdT]) -> tuple[set[str], int]:
+        """`streams` read one key at a time, without blocking: the keys that moved, and
+        how many waiters were refused (those of a key Redis refuses get its error)."""
         moved: set[str] = set()
+        refused = 0
         for key, after in streams.items():
             try:
                 moved |= await self._read({key: after}, block=None)
             except redis.ResponseError as e:
-                self._refuse(text(key), e)
-        return moved
+                refused += self._refuse(text(key), e)
+        return moved, refused
 
-    def _refuse(self, key: str, error: redis.ResponseError) -> None:
+    def _refuse(self, key: str, error: redis.ResponseError) -> int:
+        """Fail the waiters of `key` with `error`; returns how many."""
+        refused = 0
         for token, waiter in list(self.waiting.items()):
             if waiter.key == key:
                 del self.waiting[token]
                 if not waiter.woken.done():
                     waiter.woken.set_exception(error)
+                    refused += 1
+        return refused
 
     def _wake(self, moved: set[str] | None) -> None:
         """Wake the waiters on `moved` keys, or every waiter for None, and leave them
