@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import tracemalloc
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -366,6 +368,37 @@ def test_clients_behind_the_ring_queue_for_redis_instead_of_losing_their_stream(
         assert failures == []
     else:
         assert failures and all("No connection available" in str(e) for e in failures)
+
+
+def test_a_client_catching_up_holds_its_batch_as_text_while_it_is_sent(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """A slow client holds the batch it is being sent for up to its send timeout; many
+    catching up at once must not also hold every row's objects, six times the text."""
+    Producer(client, retention=10_000).append(3_000)
+
+    async def scenario() -> tuple[int, int]:
+        async with running_hub(settings.redis_url, ring_size=10) as hub:
+            held: list[tuple[AsyncIterator[str], str]] = []
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for _ in range(50):
+                    stream = feed_frames(hub, Cursor.start(), StreamSettings(batch=500))
+                    for _ in range(2):  # the retry advice, then the one-row read
+                        await anext(stream)
+                    held.append((stream, await anext(stream)))  # a batch, being sent
+                grown = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            text = sum(len(frames) for _, frames in held)
+            for stream, _ in held:
+                await stream.aclose()  # type: ignore[attr-defined]
+            return grown, text
+
+    grown, text = run(scenario())
+    assert grown < 2 * text, f"{grown / 50 / 1024:.0f} KiB held a client for " \
+        f"{text / 50 / 1024:.0f} KiB of text"
 
 
 def test_a_barrage_of_malformed_ids_reads_redis_a_few_at_a_time_like_catch_ups(
