@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -437,6 +438,55 @@ class TestHandChangedState:
         assert dump(client) == before
         client.delete(broker.keys.ready)
         assert broker.retry_dead("t1")
+
+    @pytest.mark.parametrize(("written", "delay", "priority"), [
+        ("ready", 0, 5), ("delayed", 5, 5), ("events", 0, 5), ("ready:levels", 0, 9),
+        ("ready:9", 0, 9)])
+    def test_an_enqueue_a_key_of_another_type_would_refuse_part_way_writes_nothing(
+        self, broker: Broker, client: redis.Redis, written: str, delay: float, priority: int
+    ) -> None:
+        name, _, suffix = written.partition(":")
+        key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
+        broker.enqueue("before")  # the log and its counter exist: only `key` is at fault
+        client.delete(key)
+        client.set(key, "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+            broker.enqueue("t1", delay=delay, priority=priority, idempotency_key="k")
+        assert dump(client) == before
+        client.delete(key)
+        assert broker.enqueue("t1", delay=delay, priority=priority, idempotency_key="k").created
+
+    @pytest.mark.parametrize(("written", "dead"), [
+        ("delayed", False), ("dlq", True), ("events", False), ("events", True)])
+    def test_a_failure_a_key_of_another_type_would_refuse_part_way_writes_nothing(
+        self, broker: Broker, client: redis.Redis, written: str, dead: bool
+    ) -> None:
+        key = getattr(broker.keys, written)
+        broker.enqueue("t1")
+        token = lease_one(broker, "w", 10)[1]
+        client.delete(key)
+        client.set(key, "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+            broker.fail("t1", token, "boom", dead=dead)
+        assert dump(client) == before
+        client.delete(key)
+        assert broker.fail("t1", token, "boom", dead=dead).status == ("dead" if dead else "retry")
+        assert where(client, broker.keys, "t1") == ["dlq" if dead else "delayed"]
+
+    @pytest.mark.parametrize("hint", ["wake", "stats"])
+    def test_a_wake_list_or_totals_of_another_type_are_skipped_and_nothing_else(
+        self, broker: Broker, client: redis.Redis, hint: str
+    ) -> None:
+        key = getattr(broker.keys, hint)
+        client.set(key, "not taskq's")
+        assert broker.enqueue("t1").created
+        assert broker.fail("t1", lease_one(broker, "w", 10)[1], "x", dead=True).status == "dead"
+        assert where(client, broker.keys, "t1") == ["dlq"]
+        assert [(e.type, e.state) for e in events(client, broker.keys)] == [
+            ("enqueued", "pending"), ("leased", "running"), ("failed", "dead")]
+        assert client.get(key) == "not taskq's"
 
     def test_an_idempotency_key_of_another_type_stops_no_purge(
         self, broker: Broker, client: redis.Redis

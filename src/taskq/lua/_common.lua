@@ -57,6 +57,25 @@ local function whole_arg(name, value, low, high)
   return n
 end
 
+-- taskq's keys may have been written by something else, as another type. Redis refuses
+-- a write to such a key, and a script refused part way keeps what it wrote before (a
+-- task taken off leased and never put on delayed is in no place at all). A script checks
+-- the keys a task's place or its events are written to with this, before its first
+-- write: `expected` is a flat list of key, type ('list', 'zset', 'stream'), and a key of
+-- another type fails the call before it has written anything. (The wake list and the
+-- event totals are hints and counts: a write to them Redis refuses is skipped, and the
+-- workers and /metrics that read them report the key.)
+local function expect_types(expected)
+  for i = 1, #expected, 2 do
+    local key, want = expected[i], expected[i + 1]
+    local held = redis.call('TYPE', key)['ok']
+    if held ~= 'none' and held ~= want then
+      error('WRONGTYPE ' .. key .. ' holds a ' .. held .. ' where taskq keeps a ' .. want ..
+        ': something else wrote it; nothing was changed')
+    end
+  end
+end
+
 -- Out of memory (maxmemory with noeviction), Redis refuses a script's first command that
 -- could grow memory, but once the script has written, lets every later write through. A
 -- script whose first write only removes (a lease's pop) would go on under OOM and hand
@@ -142,7 +161,8 @@ local function wake_workers(wake_key, n)
   if n > WAKE_CAP then n = WAKE_CAP end
   local tokens = {}
   for i = 1, n do tokens[i] = '1' end
-  if redis.call('LPUSH', wake_key, unpack(tokens)) > WAKE_CAP then
+  local length = redis.pcall('LPUSH', wake_key, unpack(tokens))
+  if type(length) == 'number' and length > WAKE_CAP then
     redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
   end
 end
@@ -251,7 +271,8 @@ local function close_feed(feed)
   local stats = feed.events .. ':stats'
   for total, count in pairs(totals) do
     if failed(redis.pcall('HINCRBY', stats, total, count)) then
-      redis.call('HSET', stats, total, count)  -- it held no number: it starts again
+      -- It held no number: it starts again (unless the totals are not a hash at all).
+      redis.pcall('HSET', stats, total, count)
     end
   end
 end

@@ -28,8 +28,9 @@
   ARGV[14] limit_key      '' = none; else the value its concurrency limit is kept per
                           (the limit's slots are per name and key: see _common)
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
-           task's id (nothing written for a duplicate); an argument out of its range is
-           an error, and nothing is written
+           task's id (nothing written for a duplicate); an argument out of its range,
+           or events or a list or set it puts a task on holding another type, is an
+           error, and nothing is written
   Emits:   enqueued (state pending or delayed, with priority when not the default and
            limit_key when it has one), one per created task
 ]]
@@ -70,6 +71,25 @@ for i = 0, count - 1 do
   end
   priorities[i] = whole_arg('priority', ARGV[base + 9], 0, LIMITS.priority)
 end
+
+-- The places this call puts tasks, and the log, are checked before its first write.
+local written, checked = {events_key, 'stream'}, {}
+local function will_write(key, kind)
+  if not checked[key] then
+    checked[key] = true
+    written[#written + 1], written[#written + 2] = key, kind
+  end
+end
+for i = 0, count - 1 do
+  if delays[i] > 0 then
+    will_write(delayed_key, 'zset')
+  else
+    local list = ready_list(ready_key, priorities[i])
+    will_write(list, 'list')
+    if list ~= ready_key then will_write(levels_key(ready_key), 'zset') end
+  end
+end
+expect_types(written)
 
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

@@ -26,7 +26,8 @@
   Returns: {'retry', retries, delay_ms} (delay_ms as an integer string) | {'dead',
            retries, '0'} | {'cancelled', retries, '0'} (its cancel was requested: it
            ends cancelled, never retried nor dead) | {'stale', 0, '0'}; an argument out
-           of its range is an error, and nothing is written
+           of its range, or events or the place it goes to (delayed, dlq) holding
+           another type, is an error, and nothing is written
   Emits:   failed (state delayed, dead or cancelled), with error and error_type
 
   The record keeps the error fields of the last failed attempt; a producer waiting for
@@ -67,12 +68,20 @@ local record = redis.call('HMGET', task_key, 'fencing_token', 'retries', 'max_re
 if record[1] ~= token then return {'stale', 0, '0'} end
 local cancel = {record[5], record[6], record[7], record[8], record[9]}
 
+-- A count that is not a number (written by hand) reads as 0, as reap reads it.
+local retries, max_retries = tonumber(record[2]) or 0, tonumber(record[3]) or 0
+local dies = mode == 'dead' or retries >= max_retries
+-- The task leaves leased for delayed or the DLQ: that place must take it.
+if not cancel[1] then
+  expect_types({events_key, 'stream', dies and dlq_key or delayed_key,
+    dies and 'list' or 'zset'})
+else
+  expect_types({events_key, 'stream'})
+end
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- Every way out of here ends the lease.
 free_slot(prefix, task_id, record[4])
--- A count that is not a number (written by hand) reads as 0, as reap reads it.
-local retries, max_retries = tonumber(record[2]) or 0, tonumber(record[3]) or 0
 if cancel[1] then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'cancelled', 'token', token,
     'retries', retries, 'error', error_text, 'error_type', error_type})
@@ -83,7 +92,7 @@ if cancel[1] then
   close_feed(feed)
   return {'cancelled', retries, '0'}
 end
-if mode == 'dead' or retries >= max_retries then
+if dies then
   emit(feed, {'type', 'failed', 'task', task_id, 'state', 'dead', 'token', token,
     'retries', retries, 'error', error_text, 'error_type', error_type})
   redis.call('ZREM', leased_key, task_id)
