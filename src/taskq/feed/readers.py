@@ -33,10 +33,12 @@ EXISTENCE_CHECKS = 8
 
 def connections_needed(limit: int, catch_up_reads: int = CATCH_UP_READS) -> int:
     """The most connections the hubs of `limit` queues hold at once on one Redis
-    node: a read each, the catch-up reads, the existence checks and the waker's read.
-    A Redis Cluster client fails a command past its bound rather than wait for a
-    connection, so its bound per node must be this."""
-    return limit + catch_up_reads + EXISTENCE_CHECKS + 1
+    node: a read each, the catch-up reads, the existence checks and the waker's read,
+    and two to spare: a hub still stopping while its queue's next hub starts, and the
+    cluster client's own refresh of the slot map. A Redis Cluster client fails a
+    command past its bound rather than wait for a connection, so its bound per node
+    must be this."""
+    return limit + catch_up_reads + EXISTENCE_CHECKS + 1 + 2
 
 
 @dataclass(frozen=True)
