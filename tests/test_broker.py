@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -474,6 +475,51 @@ class TestHandChangedState:
         client.delete(key)
         assert broker.fail("t1", token, "boom", dead=dead).status == ("dead" if dead else "retry")
         assert where(client, broker.keys, "t1") == ["dlq" if dead else "delayed"]
+
+    @pytest.mark.parametrize(("operation", "written", "priority"), [
+        ("lease", "leased", 5), ("lease", "events", 5),
+        ("release", "ready", 5), ("release", "ready:9", 9), ("release", "ready:levels", 9),
+        ("release", "events", 5),
+        ("reap", "delayed", 5), ("reap", "dlq", 5), ("reap", "events", 5),
+        ("promote", "ready", 5), ("promote", "ready:9", 9), ("promote", "events", 5)])
+    def test_a_move_a_key_of_another_type_would_refuse_part_way_writes_nothing(
+        self, broker: Broker, client: redis.Redis, operation: str, written: str, priority: int
+    ) -> None:
+        name, _, suffix = written.partition(":")
+        key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
+        dies = written == "dlq"
+        broker.enqueue("t1", priority=priority, max_retries=0 if dies else 3,
+                       delay=0.01 if operation == "promote" else 0)
+        token = 0
+        if operation in ("release", "reap"):
+            token = lease_one(broker, "w", 0.01 if operation == "reap" else 10)[1]
+        wait_past(0.02)
+        moves: dict[str, Callable[[], object]] = {
+            "lease": lambda: broker.lease("w", 10), "release": lambda: broker.release("t1", token),
+            "reap": broker.reap, "promote": broker.promote}
+        client.delete(key)
+        client.set(key, "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+            moves[operation]()
+        assert dump(client) == before
+        client.delete(key)
+        assert moves[operation]()
+        places = {"lease": "leased", "release": "ready", "reap": "dlq" if dies else "delayed",
+                  "promote": "ready"}
+        assert where(client, broker.keys, "t1") == [places[operation]]
+
+    def test_a_due_task_whose_record_is_of_another_type_is_dropped_and_the_rest_promoted(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("bad", delay=0.01)
+        broker.enqueue("good", delay=0.01)
+        client.delete(broker.keys.task("bad"))
+        client.set(broker.keys.task("bad"), "not a record")
+        wait_past(0.02)
+        assert broker.promote() == ["good"]
+        assert client.lrange(broker.keys.ready, 0, -1) == ["good"]
+        assert client.zcard(broker.keys.delayed) == 0
 
     @pytest.mark.parametrize("hint", ["wake", "stats"])
     def test_a_wake_list_or_totals_of_another_type_are_skipped_and_nothing_else(

@@ -66,12 +66,16 @@ end
 -- event totals are hints and counts: a write to them Redis refuses is skipped, and the
 -- workers and /metrics that read them report the key.)
 local function expect_types(expected)
+  local checked = {}
   for i = 1, #expected, 2 do
     local key, want = expected[i], expected[i + 1]
-    local held = redis.call('TYPE', key)['ok']
-    if held ~= 'none' and held ~= want then
-      error('WRONGTYPE ' .. key .. ' holds a ' .. held .. ' where taskq keeps a ' .. want ..
-        ': something else wrote it; nothing was changed')
+    if not checked[key] then
+      checked[key] = true
+      local held = redis.call('TYPE', key)['ok']
+      if held ~= 'none' and held ~= want then
+        error('WRONGTYPE ' .. key .. ' holds a ' .. held .. ' where taskq keeps a ' .. want ..
+          ': something else wrote it; nothing was changed')
+      end
     end
   end
 end
@@ -118,6 +122,16 @@ local function push_ready(ready_key, task_id, priority, front)
   if list ~= ready_key then
     redis.call('ZADD', levels_key(ready_key), priority, integer_text(priority))
   end
+end
+
+-- Adds to `expected` (see expect_types) the keys push_ready writes for `priority`.
+local function ready_types(expected, ready_key, priority)
+  local list = ready_list(ready_key, priority)
+  expected[#expected + 1], expected[#expected + 2] = list, 'list'
+  if list ~= ready_key then
+    expected[#expected + 1], expected[#expected + 2] = levels_key(ready_key), 'zset'
+  end
+  return expected
 end
 
 -- A level whose list an LREM or a pop may have emptied leaves the levels set.

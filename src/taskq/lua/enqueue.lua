@@ -73,23 +73,15 @@ for i = 0, count - 1 do
 end
 
 -- The places this call puts tasks, and the log, are checked before its first write.
-local written, checked = {events_key, 'stream'}, {}
-local function will_write(key, kind)
-  if not checked[key] then
-    checked[key] = true
-    written[#written + 1], written[#written + 2] = key, kind
-  end
-end
+local places = {events_key, 'stream'}
 for i = 0, count - 1 do
   if delays[i] > 0 then
-    will_write(delayed_key, 'zset')
+    places[#places + 1], places[#places + 2] = delayed_key, 'zset'
   else
-    local list = ready_list(ready_key, priorities[i])
-    will_write(list, 'list')
-    if list ~= ready_key then will_write(levels_key(ready_key), 'zset') end
+    ready_types(places, ready_key, priorities[i])
   end
 end
-expect_types(written)
+expect_types(places)
 
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

@@ -133,6 +133,10 @@ if request_id ~= '' then
 end
 
 refuse_when_out_of_memory(prefix)
+-- A leased task must be on leased, with its event; a rate limit's may go to delayed.
+local places = {leased_key, 'zset', events_key, 'stream'}
+if n_rates > 0 then places[#places + 1], places[#places + 2] = delayed_key, 'zset' end
+expect_types(places)
 local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}

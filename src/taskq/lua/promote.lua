@@ -28,11 +28,21 @@ limit = whole_arg('limit', limit, 1, LIMITS.limit)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local due = redis.call('ZRANGEBYSCORE', delayed_key, '-inf', now, 'LIMIT', 0, limit)
+local records, places = {}, {events_key, 'stream'}
+for i, task_id in ipairs(due) do
+  -- A record of another type (written by hand) reads as gone, and is dropped below.
+  local record = redis.pcall('HMGET', prefix .. 'task:' .. task_id, 'name', 'priority')
+  records[i] = failed(record) and {false, false} or record
+  ready_types(places, ready_key, tonumber(records[i][2]))
+end
+-- Each due task goes to its ready list: read first, so those lists and the log are
+-- checked before the first write.
+if #due > 0 then expect_types(places) end
 local promoted = {}
-for _, task_id in ipairs(due) do
+for i, task_id in ipairs(due) do
   redis.call('ZREM', delayed_key, task_id)
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'name', 'priority')
+  local record = records[i]
   -- An id whose record is gone (deleted by hand, or evicted) is dropped: written here,
   -- its record would be a made-up one that no worker could run.
   if record[1] then

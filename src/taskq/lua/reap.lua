@@ -52,6 +52,10 @@ local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
+-- Each expired task goes to delayed or the DLQ: both, and the log, must take it.
+if #expired > 0 then
+  expect_types({events_key, 'stream', delayed_key, 'zset', dlq_key, 'list'})
+end
 for _, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'slot',
