@@ -509,6 +509,43 @@ class TestHandChangedState:
                   "promote": "ready"}
         assert where(client, broker.keys, "t1") == [places[operation]]
 
+    @pytest.mark.parametrize("written", ["ready:9", "ready:levels", "events"])
+    def test_a_dead_task_retried_into_a_key_of_another_type_stays_in_the_dlq_alone(
+        self, broker: Broker, client: redis.Redis, written: str
+    ) -> None:
+        name, _, suffix = written.partition(":")
+        key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
+        broker.enqueue("t1", max_retries=0, priority=9)
+        assert broker.fail("t1", lease_one(broker, "w", 10)[1], "x").status == "dead"
+        client.delete(key)
+        client.set(key, "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+            broker.retry_dead("t1")
+        assert dump(client) == before
+
+    def test_a_cancel_with_a_log_of_another_type_writes_nothing(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t1", priority=9)
+        client.delete(broker.keys.events)
+        client.set(broker.keys.events, "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match="WRONGTYPE"):
+            broker.cancel("t1")
+        assert dump(client) == before
+
+    def test_a_cancel_with_a_levels_set_of_another_type_still_takes_the_task_out(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t1", priority=9)
+        levels = broker.keys.ready + ":levels"
+        client.delete(levels)
+        client.set(levels, "not taskq's")
+        assert broker.cancel("t1")
+        assert client.lrange(broker.keys.ready + ":9", 0, -1) == []
+        assert state(client, broker.keys, "t1") == "cancelled"
+
     def test_a_due_task_whose_record_is_of_another_type_is_dropped_and_the_rest_promoted(
         self, broker: Broker, client: redis.Redis
     ) -> None:

@@ -135,10 +135,13 @@ local function ready_types(expected, ready_key, priority)
 end
 
 -- A level whose list an LREM or a pop may have emptied leaves the levels set.
+-- Its ZREM comes after the write that emptied the list, so it is skipped if the levels
+-- set is of another type (written by hand), rather than fail the call part way; every
+-- lease then reports that key.
 local function forget_if_empty(ready_key, priority)
   local list = ready_list(ready_key, priority)
   if list ~= ready_key and redis.call('LLEN', list) == 0 then
-    redis.call('ZREM', levels_key(ready_key), integer_text(priority))
+    redis.pcall('ZREM', levels_key(ready_key), integer_text(priority))
   end
 end
 

@@ -54,6 +54,9 @@ if only_state ~= '' and only_state ~= 'pending' and only_state ~= 'delayed' and
 end
 
 local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
+-- A cancel takes the task out of its place (a refused LREM is the first write) and
+-- appends its event: the log must take it.
+expect_types({events_key, 'stream'})
 local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
 local outcome, state = cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
 close_feed(feed)

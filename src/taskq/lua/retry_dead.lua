@@ -25,11 +25,11 @@ local record = redis.call('HMGET', task_key, 'state', 'priority')
 if record[1] ~= 'dead' then return 0 end
 if not redis.call('LPOS', dlq_key, task_id) then return 0 end
 
+-- Its ready list (and levels set), and the log, must take it: checked before the first
+-- write, so a key of another type fails the call with the task still in the DLQ.
+expect_types(ready_types({events_key, 'stream'}, ready_key, tonumber(record[2])))
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
--- Onto ready before it leaves the DLQ: a push Redis refuses (a ready key of another
--- type) then fails the call with nothing changed, rather than leaving the task in
--- neither list.
 push_ready(ready_key, task_id, tonumber(record[2]), false)
 emit(feed, {'type', 'revived', 'task', task_id, 'state', 'pending', 'retries', 0})
 redis.call('LREM', dlq_key, 1, task_id)
