@@ -67,8 +67,8 @@ async def feed_frames(
             frames = "".join([row.frame for row in rows])
             # Rows read from Redis are this client's own. A slow client holds its
             # batch for up to its send timeout: let it hold the batch's text, not also
-            # its rows' objects (six times the text), so that hundreds catching up at
-            # once cost the server a sixth of the memory.
+            # its rows' objects (several times the text), which hundreds of clients
+            # catching up at once would multiply.
             del rows
             stalled = False
             yield frames
