@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -12,9 +13,9 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import events
+from helpers import dump, events
 from taskq.broker import Broker
-from taskq.errors import ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.limits import MAX_DEFINITION_BYTES
 from taskq.schedules import Schedule, make_schedule
 
@@ -408,3 +409,24 @@ class TestForget:
         if state is not None and state[0] <= start + 10 * SECOND:  # not restarted at now
             assert state[0] == (made[-1] if made else start)
         assert forgotten or state is not None
+
+
+@pytest.mark.parametrize(("written", "priority"), [
+    ("ready", 5), ("ready:9", 9), ("ready:levels", 9), ("events", 5)])
+def test_a_place_of_another_type_fires_nothing_and_a_later_call_fires_the_tick(
+    broker: Broker, written: str, priority: int
+) -> None:
+    """The tick is not marked handled while its task cannot be placed: once the key is
+    mended, the same tick fires."""
+    schedule = every_second(priority=priority)
+    tick = [started(broker, schedule, seconds_ago=2) + SECOND]
+    name, _, suffix = written.partition(":")
+    key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
+    broker.client.delete(key)
+    broker.client.set(key, "not taskq's")
+    before = dump(broker.client)
+    with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+        broker.fire(schedule, tick)
+    assert dump(broker.client) == before
+    broker.client.delete(key)
+    assert len(broker.fire(schedule, tick).task_ids) == 1

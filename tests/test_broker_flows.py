@@ -5,6 +5,7 @@ holders, reaps, revivals and cancels do (W1); and bad arguments write nothing.""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import redis
@@ -149,6 +150,22 @@ class TestRefused:
         with pytest.raises(InvalidTaskError, match=r"its step id 't\.1\.1' names a task"):
             Flows(queue).start("t", [StageSpec((step(),), group=False, policy="fail")])
         assert client.exists(queue.keys.flow("t")) == 0
+
+    @pytest.mark.parametrize(("written", "priority"), [
+        ("ready", 5), ("ready:9", 9), ("ready:levels", 9), ("events", 5)])
+    def test_a_place_of_another_type_starts_nothing_and_names_the_key(
+        self, queue: Broker, client: redis.Redis, written: str, priority: int
+    ) -> None:
+        name, _, suffix = written.partition(":")
+        key = getattr(queue.keys, name) + (f":{suffix}" if suffix else "")
+        client.set(key, "not taskq's")
+        stages = [StageSpec((step(priority=priority),), group=False, policy="fail"),
+                  StageSpec((step("callback"),), group=False, policy="fail")]
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+            Flows(queue).start("t", stages)
+        assert client.keys(queue.keys.prefix + "*") == [key]
+        client.delete(key)
+        assert Flows(queue).start("t", stages)
 
     def test_a_taken_flow_id_starts_nothing_and_is_no_error(self, queue: Broker) -> None:
         stages = [StageSpec((step(),), group=False, policy="fail")]

@@ -77,6 +77,9 @@ for i = 1, count do
   end
 end
 
+-- A tick's task goes to its ready list: that list and the log must take it, or the
+-- tick would be marked handled with its task in no place.
+expect_types(ready_types({events_key, 'stream'}, ready_key, priority))
 local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

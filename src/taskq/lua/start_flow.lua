@@ -96,6 +96,12 @@ if redis.call('EXISTS', flow) == 1 then return 0 end
 for _, step in ipairs(steps) do
   if redis.call('EXISTS', prefix .. 'task:' .. step.id) == 1 then return step.id end
 end
+-- The first stage's steps go to their ready lists: those and the log must take them.
+local places = {events_key, 'stream'}
+for _, step in ipairs(steps) do
+  if step.stage == 1 then ready_types(places, ready_key, step.priority) end
+end
+expect_types(places)
 
 local now = server_now_ms()
 local now_text = integer_text(now)
