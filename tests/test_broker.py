@@ -546,6 +546,27 @@ class TestHandChangedState:
         assert client.lrange(broker.keys.ready + ":9", 0, -1) == []
         assert state(client, broker.keys, "t1") == "cancelled"
 
+    @pytest.mark.parametrize("written", ["done", "events"])
+    def test_an_ack_batch_a_key_of_another_type_would_refuse_part_way_writes_nothing(
+        self, broker: Broker, client: redis.Redis, written: str
+    ) -> None:
+        """Acks leave leased together, last: refused half way, completed tasks would
+        stay leased, to be reaped and run again."""
+        broker.enqueue("t1")
+        broker.enqueue("t2")
+        tokens = [lease_one(broker, "w", 10), lease_one(broker, "w", 10)]
+        broker.watch("t2")
+        key = broker.keys.done("t2") if written == "done" else broker.keys.events
+        client.delete(key)
+        client.set(key, "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+            broker.ack_many(tokens)
+        assert dump(client) == before
+        client.delete(key)
+        assert broker.ack_many(tokens) == [True, True]
+        assert where(client, broker.keys, "t1") == where(client, broker.keys, "t2") == []
+
     def test_a_due_task_whose_record_is_of_another_type_is_dropped_and_the_rest_promoted(
         self, broker: Broker, client: redis.Redis
     ) -> None:

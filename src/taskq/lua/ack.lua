@@ -15,8 +15,9 @@
   ARGV[6] token           fencing token from lease
   ARGV[7] result          the handler's return value as JSON text; '' = none kept
   Returns: {1 | 0, ...} per task: 1 acked | 0 stale (nothing changed for it, and its
-           result is not kept); an argument out of its range is an error, and nothing
-           is written
+           result is not kept); an argument out of its range, or a key an accepted
+           ack writes (the log, a done list, a concurrency slot's keys) holding another
+           type, is an error, and nothing is written
   Emits:   completed, one per acked task, with the result when it is at most
            FEED_RESULT_BYTES long (else its length as result_bytes)
 
@@ -42,17 +43,41 @@ local FEED_RESULT_BYTES = 1024
 
 local now = server_now_ms()
 local now_text = integer_text(now)
-local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- Acked ids leave leased together, in one ZREM at the end; `acked` makes a second copy
 -- of an id in the same call stale, as it was when each ack removed its own id.
 local settled, acked = {}, {}
 
-local function ack_one(task_id, token, result)
+-- First every ack is judged and the keys its end writes are checked, then they are all
+-- written: the ZREM comes last, so a write Redis refused part way (a key of another
+-- type) would leave completed tasks on leased, to be reaped and run again.
+local reply, accepted, places = {}, {}, {events_key, 'stream'}
+for i = 0, count - 1 do
+  local base = 5 + i * 3
+  local task_id, token = ARGV[base], ARGV[base + 1]
+  reply[i + 1] = 0
+  if not acked[task_id] and redis.call('ZSCORE', leased_key, task_id) then
+    local record = redis.call('HMGET', prefix .. 'task:' .. task_id, 'fencing_token',
+      'idempotency_key', 'result_ttl', 'waiters', 'slot', 'flow')
+    if record[1] == token then
+      acked[task_id], reply[i + 1] = true, 1
+      accepted[#accepted + 1] = {task_id, token, ARGV[base + 2], record}
+      if record[4] then
+        places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
+      end
+      if record[5] then
+        places[#places + 1], places[#places + 2] = holding_key(prefix, record[5]), 'set'
+        places[#places + 1], places[#places + 2] = parked_key(prefix, record[5]), 'list'
+        places[#places + 1], places[#places + 2] =
+          groups_key(prefix, group_name(record[5])), 'set'
+      end
+    end
+  end
+end
+expect_types(places)
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+
+local function ack_one(task_id, token, result, record)
   local task_key = prefix .. 'task:' .. task_id
-  if acked[task_id] or not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-  local record = redis.call('HMGET', task_key, 'fencing_token', 'idempotency_key',
-    'result_ttl', 'waiters', 'slot', 'flow')
-  if record[1] ~= token then return 0 end
   local event = {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token}
   if result ~= '' then
     if #result <= FEED_RESULT_BYTES then
@@ -62,7 +87,7 @@ local function ack_one(task_id, token, result)
     end
   end
   emit(feed, event)
-  settled[#settled + 1], acked[task_id] = task_id, true
+  settled[#settled + 1] = task_id
   if result ~= '' then
     redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text,
       'result', result)
@@ -73,14 +98,9 @@ local function ack_one(task_id, token, result)
   if record[4] then wake_waiters(prefix, task_id) end
   free_slot(prefix, task_id, record[5])
   if record[6] then step_ended(prefix, feed, task_id, record[6], 'completed', result) end
-  return 1
 end
 
-local reply = {}
-for i = 0, count - 1 do
-  local base = 5 + i * 3
-  reply[#reply + 1] = ack_one(ARGV[base], ARGV[base + 1], ARGV[base + 2])
-end
+for _, ack in ipairs(accepted) do ack_one(ack[1], ack[2], ack[3], ack[4]) end
 call_chunked('ZREM', leased_key, settled)
 close_feed(feed)
 return reply
