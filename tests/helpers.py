@@ -355,3 +355,14 @@ def in_other_processes(code: str) -> set[str]:
                            check=True, timeout=60,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
             for seed in ("1", "2")}
+
+
+def overwrite(client: redis.Redis, keys: QueueKeys, written: str) -> str:
+    """Put a string where the queue keeps `written` (a QueueKeys name, with a suffix
+    after ':' as in 'ready:9' or 'ready:levels'), as something other than taskq might
+    write it; returns the key's name."""
+    name, _, suffix = written.partition(":")
+    key: str = getattr(keys, name) + (f":{suffix}" if suffix else "")
+    client.delete(key)
+    client.set(key, "not taskq's")
+    return key

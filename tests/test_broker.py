@@ -10,7 +10,17 @@ from typing import Any
 import pytest
 import redis
 
-from helpers import dump, events, lease_one, leased, record_of, state, wait_past, where
+from helpers import (
+    dump,
+    events,
+    lease_one,
+    leased,
+    overwrite,
+    record_of,
+    state,
+    wait_past,
+    where,
+)
 from taskq.broker import Broker, NewTask
 from taskq.errors import (
     BrokerError,
@@ -446,11 +456,8 @@ class TestHandChangedState:
     def test_an_enqueue_a_key_of_another_type_would_refuse_part_way_writes_nothing(
         self, broker: Broker, client: redis.Redis, written: str, delay: float, priority: int
     ) -> None:
-        name, _, suffix = written.partition(":")
-        key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
         broker.enqueue("before")  # the log and its counter exist: only `key` is at fault
-        client.delete(key)
-        client.set(key, "not taskq's")
+        key = overwrite(client, broker.keys, written)
         before = dump(client)
         with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
             broker.enqueue("t1", delay=delay, priority=priority, idempotency_key="k")
@@ -463,11 +470,9 @@ class TestHandChangedState:
     def test_a_failure_a_key_of_another_type_would_refuse_part_way_writes_nothing(
         self, broker: Broker, client: redis.Redis, written: str, dead: bool
     ) -> None:
-        key = getattr(broker.keys, written)
         broker.enqueue("t1")
         token = lease_one(broker, "w", 10)[1]
-        client.delete(key)
-        client.set(key, "not taskq's")
+        key = overwrite(client, broker.keys, written)
         before = dump(client)
         with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
             broker.fail("t1", token, "boom", dead=dead)
@@ -485,8 +490,6 @@ class TestHandChangedState:
     def test_a_move_a_key_of_another_type_would_refuse_part_way_writes_nothing(
         self, broker: Broker, client: redis.Redis, operation: str, written: str, priority: int
     ) -> None:
-        name, _, suffix = written.partition(":")
-        key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
         dies = written == "dlq"
         broker.enqueue("t1", priority=priority, max_retries=0 if dies else 3,
                        delay=0.01 if operation == "promote" else 0)
@@ -497,8 +500,7 @@ class TestHandChangedState:
         moves: dict[str, Callable[[], object]] = {
             "lease": lambda: broker.lease("w", 10), "release": lambda: broker.release("t1", token),
             "reap": broker.reap, "promote": broker.promote}
-        client.delete(key)
-        client.set(key, "not taskq's")
+        key = overwrite(client, broker.keys, written)
         before = dump(client)
         with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
             moves[operation]()
@@ -513,12 +515,9 @@ class TestHandChangedState:
     def test_a_dead_task_retried_into_a_key_of_another_type_stays_in_the_dlq_alone(
         self, broker: Broker, client: redis.Redis, written: str
     ) -> None:
-        name, _, suffix = written.partition(":")
-        key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
         broker.enqueue("t1", max_retries=0, priority=9)
         assert broker.fail("t1", lease_one(broker, "w", 10)[1], "x").status == "dead"
-        client.delete(key)
-        client.set(key, "not taskq's")
+        key = overwrite(client, broker.keys, written)
         before = dump(client)
         with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
             broker.retry_dead("t1")
@@ -528,8 +527,7 @@ class TestHandChangedState:
         self, broker: Broker, client: redis.Redis
     ) -> None:
         broker.enqueue("t1", priority=9)
-        client.delete(broker.keys.events)
-        client.set(broker.keys.events, "not taskq's")
+        overwrite(client, broker.keys, "events")
         before = dump(client)
         with pytest.raises(BrokerError, match="WRONGTYPE"):
             broker.cancel("t1")
@@ -539,9 +537,7 @@ class TestHandChangedState:
         self, broker: Broker, client: redis.Redis
     ) -> None:
         broker.enqueue("t1", priority=9)
-        levels = broker.keys.ready + ":levels"
-        client.delete(levels)
-        client.set(levels, "not taskq's")
+        overwrite(client, broker.keys, "ready:levels")
         assert broker.cancel("t1")
         assert client.lrange(broker.keys.ready + ":9", 0, -1) == []
         assert state(client, broker.keys, "t1") == "cancelled"
@@ -583,8 +579,7 @@ class TestHandChangedState:
     def test_a_wake_list_or_totals_of_another_type_are_skipped_and_nothing_else(
         self, broker: Broker, client: redis.Redis, hint: str
     ) -> None:
-        key = getattr(broker.keys, hint)
-        client.set(key, "not taskq's")
+        key = overwrite(client, broker.keys, hint)
         assert broker.enqueue("t1").created
         assert broker.fail("t1", lease_one(broker, "w", 10)[1], "x", dead=True).status == "dead"
         assert where(client, broker.keys, "t1") == ["dlq"]

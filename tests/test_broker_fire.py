@@ -13,7 +13,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import dump, events
+from helpers import dump, events, overwrite
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.limits import MAX_DEFINITION_BYTES
@@ -420,10 +420,7 @@ def test_a_place_of_another_type_fires_nothing_and_a_later_call_fires_the_tick(
     mended, the same tick fires."""
     schedule = every_second(priority=priority)
     tick = [started(broker, schedule, seconds_ago=2) + SECOND]
-    name, _, suffix = written.partition(":")
-    key = getattr(broker.keys, name) + (f":{suffix}" if suffix else "")
-    broker.client.delete(key)
-    broker.client.set(key, "not taskq's")
+    key = overwrite(broker.client, broker.keys, written)
     before = dump(broker.client)
     with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
         broker.fire(schedule, tick)

@@ -10,7 +10,7 @@ import re
 import pytest
 import redis
 
-from helpers import events, lease_one, view, wait_past
+from helpers import events, lease_one, overwrite, view, wait_past
 from taskq.broker import Broker
 from taskq.errors import BrokerError, InvalidTaskError
 from taskq.flows import Flows, StageSpec
@@ -156,9 +156,7 @@ class TestRefused:
     def test_a_place_of_another_type_starts_nothing_and_names_the_key(
         self, queue: Broker, client: redis.Redis, written: str, priority: int
     ) -> None:
-        name, _, suffix = written.partition(":")
-        key = getattr(queue.keys, name) + (f":{suffix}" if suffix else "")
-        client.set(key, "not taskq's")
+        key = overwrite(client, queue.keys, written)
         stages = [StageSpec((step(priority=priority),), group=False, policy="fail"),
                   StageSpec((step("callback"),), group=False, policy="fail")]
         with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
