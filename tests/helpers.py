@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import redis
 
 from taskq.broker import Broker
+from taskq.errors import BrokerError
 from taskq.keys import QueueKeys
 from taskq.results import Renewal, TaskRecord
 
@@ -366,3 +370,12 @@ def overwrite(client: redis.Redis, keys: QueueKeys, written: str) -> str:
     client.delete(key)
     client.set(key, "not taskq's")
     return key
+
+
+def assert_refused_unchanged(client: redis.Redis, key: str, call: Callable[[], object]) -> None:
+    """`call` is refused for finding a string at `key`, and every key of the database is
+    as it was before: the script checked before its first write."""
+    before = dump(client)
+    with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
+        call()
+    assert dump(client) == before

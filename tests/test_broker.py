@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 import redis
 
 from helpers import (
+    assert_refused_unchanged,
     dump,
     events,
     lease_one,
@@ -23,7 +23,6 @@ from helpers import (
 )
 from taskq.broker import Broker, NewTask
 from taskq.errors import (
-    BrokerError,
     InvalidTaskError,
     PayloadError,
     PayloadTooLargeError,
@@ -442,12 +441,9 @@ class TestHandChangedState:
         self, broker: Broker, client: redis.Redis
     ) -> None:
         self.dead(broker)
-        client.set(broker.keys.ready, "not a list")
-        before = dump(client)
-        with pytest.raises(BrokerError, match="WRONGTYPE"):
-            broker.retry_dead("t1")
-        assert dump(client) == before
-        client.delete(broker.keys.ready)
+        key = overwrite(client, broker.keys, "ready")
+        assert_refused_unchanged(client, key, lambda: broker.retry_dead("t1"))
+        client.delete(key)
         assert broker.retry_dead("t1")
 
     @pytest.mark.parametrize(("written", "delay", "priority"), [
@@ -458,10 +454,8 @@ class TestHandChangedState:
     ) -> None:
         broker.enqueue("before")  # the log and its counter exist: only `key` is at fault
         key = overwrite(client, broker.keys, written)
-        before = dump(client)
-        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
-            broker.enqueue("t1", delay=delay, priority=priority, idempotency_key="k")
-        assert dump(client) == before
+        assert_refused_unchanged(client, key, lambda: broker.enqueue(
+            "t1", delay=delay, priority=priority, idempotency_key="k"))
         client.delete(key)
         assert broker.enqueue("t1", delay=delay, priority=priority, idempotency_key="k").created
 
@@ -473,10 +467,7 @@ class TestHandChangedState:
         broker.enqueue("t1")
         token = lease_one(broker, "w", 10)[1]
         key = overwrite(client, broker.keys, written)
-        before = dump(client)
-        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
-            broker.fail("t1", token, "boom", dead=dead)
-        assert dump(client) == before
+        assert_refused_unchanged(client, key, lambda: broker.fail("t1", token, "boom", dead=dead))
         client.delete(key)
         assert broker.fail("t1", token, "boom", dead=dead).status == ("dead" if dead else "retry")
         assert where(client, broker.keys, "t1") == ["dlq" if dead else "delayed"]
@@ -501,10 +492,7 @@ class TestHandChangedState:
             "lease": lambda: broker.lease("w", 10), "release": lambda: broker.release("t1", token),
             "reap": broker.reap, "promote": broker.promote}
         key = overwrite(client, broker.keys, written)
-        before = dump(client)
-        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
-            moves[operation]()
-        assert dump(client) == before
+        assert_refused_unchanged(client, key, moves[operation])
         client.delete(key)
         assert moves[operation]()
         places = {"lease": "leased", "release": "ready", "reap": "dlq" if dies else "delayed",
@@ -518,20 +506,14 @@ class TestHandChangedState:
         broker.enqueue("t1", max_retries=0, priority=9)
         assert broker.fail("t1", lease_one(broker, "w", 10)[1], "x").status == "dead"
         key = overwrite(client, broker.keys, written)
-        before = dump(client)
-        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
-            broker.retry_dead("t1")
-        assert dump(client) == before
+        assert_refused_unchanged(client, key, lambda: broker.retry_dead("t1"))
 
     def test_a_cancel_with_a_log_of_another_type_writes_nothing(
         self, broker: Broker, client: redis.Redis
     ) -> None:
         broker.enqueue("t1", priority=9)
-        overwrite(client, broker.keys, "events")
-        before = dump(client)
-        with pytest.raises(BrokerError, match="WRONGTYPE"):
-            broker.cancel("t1")
-        assert dump(client) == before
+        key = overwrite(client, broker.keys, "events")
+        assert_refused_unchanged(client, key, lambda: broker.cancel("t1"))
 
     def test_a_cancel_with_a_levels_set_of_another_type_still_takes_the_task_out(
         self, broker: Broker, client: redis.Redis
@@ -555,10 +537,7 @@ class TestHandChangedState:
         key = broker.keys.done("t2") if written == "done" else broker.keys.events
         client.delete(key)
         client.set(key, "not taskq's")
-        before = dump(client)
-        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
-            broker.ack_many(tokens)
-        assert dump(client) == before
+        assert_refused_unchanged(client, key, lambda: broker.ack_many(tokens))
         client.delete(key)
         assert broker.ack_many(tokens) == [True, True]
         assert where(client, broker.keys, "t1") == where(client, broker.keys, "t2") == []

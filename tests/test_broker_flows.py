@@ -5,12 +5,11 @@ holders, reaps, revivals and cancels do (W1); and bad arguments write nothing.""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import redis
 
-from helpers import dump, events, lease_one, overwrite, view, wait_past
+from helpers import assert_refused_unchanged, events, lease_one, overwrite, view, wait_past
 from taskq.broker import Broker
 from taskq.errors import BrokerError, InvalidTaskError
 from taskq.flows import Flows, StageSpec
@@ -159,10 +158,7 @@ class TestRefused:
         key = overwrite(client, queue.keys, written)
         stages = [StageSpec((step(priority=priority),), group=False, policy="fail"),
                   StageSpec((step("callback"),), group=False, policy="fail")]
-        before = dump(client)
-        with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
-            Flows(queue).start("t", stages)
-        assert dump(client) == before
+        assert_refused_unchanged(client, key, lambda: Flows(queue).start("t", stages))
         client.delete(key)
         assert Flows(queue).start("t", stages)
 
