@@ -71,13 +71,14 @@ local cancel = {record[5], record[6], record[7], record[8], record[9]}
 -- A count that is not a number (written by hand) reads as 0, as reap reads it.
 local retries, max_retries = tonumber(record[2]) or 0, tonumber(record[3]) or 0
 local dies = mode == 'dead' or retries >= max_retries
--- The task leaves leased for delayed or the DLQ: that place must take it.
+-- The task leaves leased for delayed or the DLQ (unless it is cancelled): that place
+-- must take it.
+local places = {events_key, 'stream'}
 if not cancel[1] then
-  expect_types({events_key, 'stream', dies and dlq_key or delayed_key,
-    dies and 'list' or 'zset'})
-else
-  expect_types({events_key, 'stream'})
+  places[3], places[4] = delayed_key, 'zset'
+  if dies then places[3], places[4] = dlq_key, 'list' end
 end
+expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- Every way out of here ends the lease.
