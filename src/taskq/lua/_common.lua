@@ -62,9 +62,9 @@ end
 -- task taken off leased and never put on delayed is in no place at all). A script checks
 -- the keys a task's place or its events are written to with this, before its first
 -- write: `expected` is a flat list of key, type ('list', 'zset', 'set', 'stream'), and a
--- key of another type fails the call before it has written anything. (The wake list and the
--- event totals are hints and counts: a write to them Redis refuses is skipped, and the
--- workers and /metrics that read them report the key.)
+-- key of another type fails the call before it has written anything. (The wake list and
+-- the event totals are hints and counts: a write to them Redis refuses is skipped, and
+-- the workers and /metrics that read them report the key.)
 local function expect_types(expected)
   local checked = {}
   for i = 1, #expected, 2 do
