@@ -579,6 +579,17 @@ class TestHandChangedState:
         purged = [e.task for e in events(client, broker.keys) if e.type == "purged"]
         assert sorted(purged) == ["old1", "old2"]
 
+    def test_a_purge_with_a_log_of_another_type_deletes_nothing(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        self.dead(broker, "old1")
+        self.dead(broker, "old2")
+        wait_past(0.01)
+        key = overwrite(client, broker.keys, "events")
+        assert_refused_unchanged(client, key, lambda: broker.purge(0.001, 10))
+        client.delete(key)
+        assert sorted(broker.purge(0.001, 10)) == ["old1", "old2"]
+
 
 class TestReads:
     def test_payload_round_trips(self, broker: Broker) -> None:

@@ -9,7 +9,16 @@ import threading
 import pytest
 import redis
 
-from helpers import events, lease_one, leased, record_of, view, wait_past
+from helpers import (
+    assert_refused_unchanged,
+    events,
+    lease_one,
+    leased,
+    overwrite,
+    record_of,
+    view,
+    wait_past,
+)
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError, TaskCancelledError
 from taskq.results import Renewal
@@ -108,6 +117,17 @@ class TestARunningTask:
         assert broker.ack_cancelled("t1", token)
         cancelled_cleanly(broker, "t1")
         assert record_of(broker, "t1").result is None
+
+    def test_a_log_of_another_type_refuses_the_settling_before_any_write(
+        self, broker: Broker
+    ) -> None:
+        token = leased(broker)
+        broker.cancel("t1")
+        key = overwrite(broker.client, broker.keys, "events")
+        assert_refused_unchanged(broker.client, key, lambda: broker.ack_cancelled("t1", token))
+        broker.client.delete(key)
+        assert broker.ack_cancelled("t1", token)
+        cancelled_cleanly(broker, "t1")
 
     def test_a_stale_holder_cannot_settle_it(self, broker: Broker) -> None:
         token = leased(broker)

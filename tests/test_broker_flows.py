@@ -162,6 +162,17 @@ class TestRefused:
         client.delete(key)
         assert Flows(queue).start("t", stages)
 
+    def test_a_cancel_with_a_log_of_another_type_changes_nothing(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        stages = [StageSpec((step(),), group=False, policy="fail"),
+                  StageSpec((step("callback"),), group=False, policy="fail")]
+        assert Flows(queue).start("t", stages)
+        key = overwrite(client, queue.keys, "events")
+        assert_refused_unchanged(client, key, lambda: Flows(queue).cancel("t"))
+        client.delete(key)
+        assert Flows(queue).cancel("t").outcome == "cancelled"
+
     def test_a_taken_flow_id_starts_nothing_and_is_no_error(self, queue: Broker) -> None:
         stages = [StageSpec((step(),), group=False, policy="fail")]
         assert Flows(queue).start("t", stages)

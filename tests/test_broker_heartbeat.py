@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from helpers import dump, events, lease_one, record_of
+from helpers import assert_refused_unchanged, dump, events, lease_one, overwrite, record_of
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 
@@ -57,6 +57,26 @@ class TestHeartbeatMany:
         assert broker.heartbeat_many([(a, token), (a, token), (a, token - 1)], 10) \
             == [True, True, False]
         assert len(events(client, broker.keys, seen)) == 1
+
+    def test_an_events_key_of_another_type_refuses_the_beat_before_any_lease_moves(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        held = hold(broker, "a", "b")
+        key = overwrite(client, broker.keys, "events")
+        assert_refused_unchanged(client, key, lambda: broker.heartbeat_many(held, 60))
+        client.delete(key)
+        assert broker.heartbeat_many(held, 60) == [True, True]
+
+    def test_a_record_of_another_type_refuses_the_beat_before_any_lease_moves(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        held = hold(broker, "a", "b")
+        client.delete(broker.keys.task("b"))
+        client.set(broker.keys.task("b"), "not taskq's")
+        before = dump(client)
+        with pytest.raises(BrokerError, match="WRONGTYPE"):
+            broker.heartbeat_many(held, 60)
+        assert dump(client) == before
 
     def test_nothing_in_hand_sends_nothing(self, broker: Broker, client: redis.Redis) -> None:
         assert broker.heartbeat_many([], 10) == []

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from helpers import events, lease_one, leased, wait_past
+from helpers import assert_refused_unchanged, events, lease_one, leased, overwrite, wait_past
 from taskq import App, current_task
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
@@ -69,6 +69,14 @@ class TestTheScript:
         with pytest.raises(InvalidTaskError, match=says):
             broker.progress("t1", token, fraction, message)
         assert shown(broker, "t1") == (None, "")
+
+    def test_an_events_key_of_another_type_refuses_it_before_any_write(
+        self, broker: Broker
+    ) -> None:
+        token = leased(broker)
+        key = overwrite(broker.client, broker.keys, "events")
+        assert_refused_unchanged(broker.client, key,
+                                 lambda: broker.progress("t1", token, 0.5, "half"))
 
 
 class TestFromAHandler:

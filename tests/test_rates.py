@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import events, no_ghost_slots, record_of, wait_past
+from helpers import assert_refused_unchanged, events, no_ghost_slots, record_of, wait_past
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError, InvalidTaskError
@@ -288,6 +288,21 @@ class TestLift:
         assert [int(e.fields["at"]) for e in log] == sorted(int(e.fields["at"]) for e in log)
         # Nothing is left to lift: the next call finds no limit and no line.
         assert broker.lift_rate_limits(["slow"]) == Lifted(0, 0)
+
+    def test_a_line_of_another_type_refuses_the_lift_before_any_task_leaves_its_line(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyxw"])
+        assert leased(broker) == ["z"]
+        broker.rate_limits = ()
+        key = f"{broker.keys.prefix}reserved:{QUEUE_LIMIT}"  # the second name's line
+        broker.client.set(key, "not taskq's")
+        assert_refused_unchanged(broker.client, key,
+                                 lambda: broker.lift_rate_limits(["slow", QUEUE_LIMIT]))
+        broker.client.delete(key)
+        assert broker.lift_rate_limits(["slow", QUEUE_LIMIT]) == Lifted(1, 0)
+        assert broker.promote() == ["y", "x", "w"]
 
     def test_a_line_lifted_over_several_calls_is_promoted_in_its_order(
         self, broker: Broker

@@ -27,6 +27,19 @@ if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
 local record = redis.call('HMGET', task_key, 'fencing_token', 'slot', unpack(CANCEL_FIELDS))
 if record[1] ~= token or not record[3] then return 0 end
 
+-- Checked before the first write: refused part way, the task would be off leased with
+-- its record still running.
+local places = {events_key, 'stream'}
+if record[2] then
+  places[#places + 1], places[#places + 2] = holding_key(prefix, record[2]), 'set'
+  places[#places + 1], places[#places + 2] = parked_key(prefix, record[2]), 'list'
+  places[#places + 1], places[#places + 2] =
+    groups_key(prefix, group_name(record[2])), 'set'
+end
+if record[6] then
+  places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
+end
+expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 emit(feed, {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', 'running',

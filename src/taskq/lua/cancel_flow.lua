@@ -41,6 +41,9 @@ local f = redis.call('HMGET', flow, 'state', 'stages')
 if not f[1] then return {'unknown', '', 0, 0} end
 if f[1] ~= 'running' then return {'unchanged', f[1], 0, 0} end
 
+-- Checked before the first write, as cancel.lua does: refused in close_feed, every
+-- step's cancel would be kept without its event.
+expect_types({events_key, 'stream'})
 local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
 local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
 -- First, so that no step's end below starts a stage (advance_flow needs 'running').

@@ -28,35 +28,42 @@ local count = whole_arg('count', ARGV[4], 0, (#ARGV - 4) / 2)
 
 local now = server_now_ms()
 local expires = integer_text(now + lease_ms)
-local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
-local now_text = feed.now
+local now_text = integer_text(now)
+-- First every pair is judged (reads only), then the renewals are written: a key of
+-- another type, refused part way, would leave leases extended without their events.
 -- `renewed_with` and `answered` answer a second copy of a pair in one call without a
--- second event.
+-- second renewal.
 local renewed, renewed_with, answered = {}, {}, {}
 
-local function renew(task_id, token)
+local function judge(task_id, token)
   if renewed_with[task_id] then
     return renewed_with[task_id] == token and answered[task_id] or 0
   end
   if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
-  local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'fencing_token', 'cancel_requested')
+  local record = redis.call('HMGET', prefix .. 'task:' .. task_id, 'fencing_token',
+    'cancel_requested')
   if record[1] ~= token then return 0 end
-  emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running', 'token', token,
-    'at', expires})
   renewed_with[task_id], answered[task_id] = token, record[2] and 2 or 1
-  renewed[#renewed + 1], renewed[#renewed + 2] = expires, task_id
-  redis.call('HSET', task_key, 'heartbeat_at', now_text)
+  renewed[#renewed + 1] = task_id
   return answered[task_id]
 end
 
 local reply = {}
 for i = 0, count - 1 do
   local base = 5 + i * 2
-  reply[#reply + 1] = renew(ARGV[base], ARGV[base + 1])
+  reply[#reply + 1] = judge(ARGV[base], ARGV[base + 1])
 end
-for i = 1, #renewed, CHUNK do
-  redis.call('ZADD', leased_key, 'XX', unpack(renewed, i, math.min(i + CHUNK - 1, #renewed)))
+expect_types({events_key, 'stream'})
+local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
+local scored = {}
+for _, task_id in ipairs(renewed) do
+  emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running',
+    'token', renewed_with[task_id], 'at', expires})
+  redis.call('HSET', prefix .. 'task:' .. task_id, 'heartbeat_at', now_text)
+  scored[#scored + 1], scored[#scored + 2] = expires, task_id
+end
+for i = 1, #scored, CHUNK do
+  redis.call('ZADD', leased_key, 'XX', unpack(scored, i, math.min(i + CHUNK - 1, #scored)))
 end
 close_feed(feed)
 return reply

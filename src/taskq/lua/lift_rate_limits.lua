@@ -48,6 +48,14 @@ for _, name in ipairs(names) do
   end
 end
 
+-- Every key it writes is checked first: a line of another type, refused after the lines
+-- before it were popped, would leave their tasks in no line and not delayed.
+local places = {rates_key, 'hash', delayed_key, 'zset', events_key, 'stream'}
+for _, name in ipairs(names) do
+  places[#places + 1], places[#places + 2] = released_key(prefix, name), 'zset'
+  places[#places + 1], places[#places + 2] = reserved_key(prefix, name), 'zset'
+end
+expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 -- Its first write only removes (ZPOPMIN), so it checks for room first (see _common).

@@ -31,6 +31,8 @@ local task_key = prefix .. 'task:' .. task_id
 if not redis.call('ZSCORE', leased_key, task_id) then return 0 end
 if redis.call('HGET', task_key, 'fencing_token') ~= token then return 0 end
 
+-- Checked before the record's write: refused in close_feed, it would keep no event.
+expect_types({events_key, 'stream'})
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 emit(feed, {'type', 'progress', 'task', task_id, 'state', 'running', 'token', token,

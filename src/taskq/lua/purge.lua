@@ -25,6 +25,8 @@ local prefix, limit, dead_ttl, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 limit = whole_arg('limit', limit, 1, LIMITS.limit)
 dead_ttl = whole_arg('dead_ttl', dead_ttl, 1, LIMITS.ttl_ms)
 
+-- Refused in close_feed, after the purges, the log would miss them.
+expect_types({events_key, 'stream'})
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local purged = {}
