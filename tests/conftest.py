@@ -29,6 +29,23 @@ ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
 # Fixtures the `taskq serve`, command-line and worker suites share across their modules.
 pytest_plugins = ["serve_support", "cli_support", "worker_support"]
 
+# The xdist groups (see pyproject's addopts) that take longest, in the order they start.
+LONG_GROUPS = ("models", "browser")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest xdist groups first: each starts on a worker of its own as the run
+    starts, and the rest of the suite fills the other workers around them. Collected
+    later, one group would run alone at the end while the other workers idle."""
+
+    def rank(item: pytest.Item) -> int:
+        groups = [str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args]
+        return min((LONG_GROUPS.index(g) for g in groups if g in LONG_GROUPS),
+                   default=len(LONG_GROUPS))
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:

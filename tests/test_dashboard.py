@@ -36,7 +36,8 @@ from taskq.shards import Layout, register, slot_of
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
 
-pytestmark = pytest.mark.browser
+# One worker runs them all: one Chromium at a time, launched once per module.
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 # The shards whose feeds one page follows (shards.js's MAX_FEEDS).
 MAX_FEEDS = 3
@@ -49,7 +50,10 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 QUEUE = "web"
+# What every action and every expect waits: a loaded machine (the suite's other worker
+# checking a model, a small CI runner) can take seconds to draw what a test expects.
 WAIT_MS = 15_000
+expect.set_options(timeout=WAIT_MS)
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
 
@@ -1995,8 +1999,15 @@ def test_a_burst_of_workflows_reads_only_the_listed_ones(
             if "/api/flows/" in request.url else None)
     app, tasks = flow_app(redis_server.url)
     burst = 200
+    # The page's scripts are held while the workflows start, so their events reach it
+    # as one burst however slowly a loaded machine enqueues them.
+    devtools = page.context.new_cdp_session(page)
+    devtools.send("Debugger.enable")
+    devtools.send("Debugger.pause")
     for n in range(burst):
         chain(tasks["add"].s(n)).enqueue(flow_id=f"burst-{n:03}")
+    devtools.send("Debugger.resume")
+    devtools.detach()
     listed = rows(page, "flow-row")
     expect(listed).to_have_count(MAX_LISTED_FLOWS)
     expect(listed.first).to_have_attribute("data-flow-id", f"burst-{burst - 1}")

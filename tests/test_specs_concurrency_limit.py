@@ -5,17 +5,18 @@ shortest trace that catches each mutant."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import re
 from typing import Any
 
-from specs.catalog import ROOT
+import pytest
 from specs.ConcurrencyLimit import concurrency_limit as cl
-from specs.tlacheck import Result, StepProperty, check
-from specs.tlacheck import cfg as cfgs
+from specs.tlacheck import Result
 
-from spec_runs import catalogued, result
+import spec_runs
+from spec_runs import result, walk
+
+# With the other modules that read spec_runs's catalogued runs: one search each.
+pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[cl.State, str, cl.State]
 
@@ -25,20 +26,12 @@ def actions(found: Result[Any]) -> list[str | None]:
     return [step.action for step in found.violation.trace][1:]
 
 
-@functools.cache
+walk("ConcurrencyLimit.tla", "ConcurrencyLimit.cfg")
+
+
 def steps() -> frozenset[Step]:
     """Every step of ConcurrencyLimit's state graph under ConcurrencyLimit.cfg."""
-    seen: set[Step] = set()
-
-    def record(s: cl.State, label: str, t: cl.State) -> bool:
-        seen.add((s, label, t))
-        return True
-
-    c = catalogued("ConcurrencyLimit.tla", "ConcurrencyLimit.cfg")
-    model = c.build(cfgs.load(ROOT / c.config))
-    recorder = StepProperty[cl.State]("Steps", record)
-    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
-    return frozenset(seen)
+    return spec_runs.steps("ConcurrencyLimit.tla", "ConcurrencyLimit.cfg")
 
 
 def kind(label: str) -> str:

@@ -5,16 +5,20 @@ that catches each mutant."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from typing import Any
 
+import pytest
 from specs.catalog import ROOT
 from specs.Priority import priority as pr
-from specs.tlacheck import Model, Result, StepProperty, check
+from specs.tlacheck import Model, Result, check
 from specs.tlacheck import cfg as cfgs
 
-from spec_runs import catalogued, result
+import spec_runs
+from spec_runs import catalogued, result, walk
+
+# With the other modules that read spec_runs's catalogued runs: one search each.
+pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[pr.State, str, pr.State]
 
@@ -34,19 +38,12 @@ def build(spec: str, config: str, **changes: Any) -> Model[pr.State]:
     return c.build(dataclasses.replace(cfgs.load(ROOT / c.config), **changes))
 
 
-@functools.cache
+walk("Priority.tla", "Priority.cfg")
+
+
 def steps() -> frozenset[Step]:
     """Every step of Priority's state graph under Priority.cfg."""
-    seen: set[Step] = set()
-
-    def record(s: pr.State, label: str, t: pr.State) -> bool:
-        seen.add((s, label, t))
-        return True
-
-    model = build("Priority.tla", "Priority.cfg")
-    recorder = StepProperty[pr.State]("Steps", record)
-    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
-    return frozenset(seen)
+    return spec_runs.steps("Priority.tla", "Priority.cfg")
 
 
 def states() -> set[pr.State]:

@@ -7,20 +7,24 @@ it reaches, and the trace that catches each mutant."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from typing import Any
 
+import pytest
 from specs.catalog import ROOT
 from specs.RateLimit import queue_rate_limit as qrl
 from specs.RateLimit import rate_limit as rl
-from specs.tlacheck import Model, Result, StepProperty, check
+from specs.tlacheck import Model, Result, check
 from specs.tlacheck import cfg as cfgs
 
-from spec_runs import catalogued, result
+import spec_runs
+from spec_runs import catalogued, result, walk
 
 ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False, max_cancels=0,
                        max_releases=0)
+
+# With the other modules that read spec_runs's catalogued runs: one search each.
+pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[rl.State, str, rl.State]
 QueueStep = tuple[qrl.State, str, qrl.State]
@@ -43,25 +47,16 @@ def build(spec: str, config: str, **constants: object) -> Model[Any]:
     return c.build(changed)
 
 
-@functools.cache
-def graph(spec: str, config: str) -> frozenset[tuple[Any, str, Any]]:
-    """Every step of `spec`'s state graph under its catalogued `config` (one where the
-    checks hold)."""
-    seen: set[tuple[Any, str, Any]] = set()
-
-    def record(s: Any, label: str, t: Any) -> bool:
-        seen.add((s, label, t))
-        return True
-
-    model = build(spec, config)
-    recorder = StepProperty[Any]("Steps", record)
-    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
-    return frozenset(seen)
+for walked in ("RateLimit.cfg", "RateLimit_Late.cfg", "RateLimit_Cancel.cfg",
+               "RateLimit_Release.cfg"):
+    walk("RateLimit.tla", walked)
+for walked in ("QueueRateLimit.cfg", "QueueRateLimit_Remove.cfg"):
+    walk("QueueRateLimit.tla", walked)
 
 
 def steps(config: str) -> frozenset[Step]:
     """Every step of RateLimit's state graph under `config`."""
-    return graph("RateLimit.tla", config)
+    return spec_runs.steps("RateLimit.tla", config)
 
 
 def leased(s: rl.State, t: rl.State) -> int:
@@ -280,7 +275,7 @@ class TestRateLimitMutants:
 def queue_steps(config: str = "QueueRateLimit.cfg") -> frozenset[QueueStep]:
     """Every step of QueueRateLimit's state graph under `config` (the raise's, or the
     removal's)."""
-    return graph("QueueRateLimit.tla", config)
+    return spec_runs.steps("QueueRateLimit.tla", config)
 
 
 class TestQueueRateLimit:

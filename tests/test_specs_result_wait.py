@@ -4,16 +4,20 @@ that its runs all stop, and the shortest trace that catches each mutant."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from typing import Any
 
+import pytest
 from specs.catalog import ROOT
 from specs.ResultWait import result_wait as rw
-from specs.tlacheck import Model, Result, StepProperty, check
+from specs.tlacheck import Model, Result, check
 from specs.tlacheck import cfg as cfgs
 
-from spec_runs import catalogued, result
+import spec_runs
+from spec_runs import catalogued, result, walk
+
+# With the other modules that read spec_runs's catalogued runs: one search each.
+pytestmark = pytest.mark.xdist_group("models")
 
 
 def actions(found: Result[Any]) -> list[str | None]:
@@ -31,19 +35,13 @@ def build(spec: str, config: str, **changes: Any) -> Model[rw.State]:
     return c.build(dataclasses.replace(cfgs.load(ROOT / c.config), **changes))
 
 
-@functools.cache
+walk("ResultWait.tla", "ResultWait.cfg")
+walk("ResultWait.tla", "ResultWait_Slice.cfg")
+
+
 def steps(config: str) -> frozenset[tuple[rw.State, str, rw.State]]:
     """Every step of ResultWait's state graph under `config`."""
-    seen: set[tuple[rw.State, str, rw.State]] = set()
-
-    def record(s: rw.State, label: str, t: rw.State) -> bool:
-        seen.add((s, label, t))
-        return True
-
-    model = build("ResultWait.tla", config)
-    recorder = StepProperty[rw.State]("Steps", record)
-    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
-    return frozenset(seen)
+    return spec_runs.steps("ResultWait.tla", config)
 
 
 def has_cycle(edges: frozenset[tuple[rw.State, str, rw.State]]) -> bool:

@@ -5,17 +5,20 @@ trace that catches each mutant, and what ids that producers give do."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import re
 from typing import Any
 
+import pytest
 from specs.catalog import ROOT
 from specs.Shards import shards as sh
-from specs.tlacheck import Result, StepProperty, check
+from specs.tlacheck import Result
 from specs.tlacheck import cfg as cfgs
 
-from spec_runs import catalogued, result
+import spec_runs
+from spec_runs import catalogued, result, walk
+
+# With the other modules that read spec_runs's catalogued runs: one search each.
+pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[sh.State, str, sh.State]
 
@@ -25,19 +28,13 @@ def actions(found: Result[Any]) -> list[str | None]:
     return [step.action for step in found.violation.trace][1:]
 
 
-@functools.cache
+walk("Shards.tla", "Shards.cfg")
+walk("Shards.tla", "Shards_Retry.cfg")
+
+
 def steps(config: str = "Shards.cfg") -> frozenset[Step]:
     """Every step of Shards' state graph under `config`."""
-    seen: set[Step] = set()
-
-    def record(s: sh.State, label: str, t: sh.State) -> bool:
-        seen.add((s, label, t))
-        return True
-
-    model = build(config)
-    recorder = StepProperty[sh.State]("Steps", record)
-    assert check(dataclasses.replace(model, properties=[*model.properties, recorder])).ok
-    return frozenset(seen)
+    return spec_runs.steps("Shards.tla", config)
 
 
 def build(config: str) -> Any:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,21 +25,21 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60,
-                  interrupt_after: float | None = None, status: int = 0) -> str:
+                  interrupt_when: Callable[[str], bool] | None = None, status: int = 0) -> str:
     """Run `argv` with a pseudo-terminal as its stdout and stderr; everything it wrote.
-    With `interrupt_after`, Ctrl-C (SIGINT) it after that many seconds."""
+    With `interrupt_when`, Ctrl-C (SIGINT) it once what it wrote meets that: after a
+    time instead, a loaded machine might still be importing it."""
     main, child = pty.openpty()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=child, stderr=child,
                                env={**env, "TERM": "xterm-256color", "COLUMNS": "160"})
     os.close(child)
     output = bytearray()
     deadline = time.monotonic() + timeout
-    interrupt_at = None if interrupt_after is None else time.monotonic() + interrupt_after
     try:
         while time.monotonic() < deadline:
-            if interrupt_at is not None and time.monotonic() >= interrupt_at:
+            if interrupt_when is not None and interrupt_when(output.decode(errors="replace")):
                 process.send_signal(signal.SIGINT)
-                interrupt_at = None
+                interrupt_when = None
             ready, _, _ = select.select([main], [], [], 0.2)
             if ready:
                 try:
@@ -105,8 +106,10 @@ def test_the_dashboard_draws_panels_and_a_running_tasks_progress(
                            check=True).stdout
     assert "╭" not in piped and "attempt 1 token 1  42% 42 of 100 rows" in piped
     # Live: redrawn in place until Ctrl-C, which ends it at once and without a traceback.
-    live = on_a_terminal(argv, env, timeout=20, interrupt_after=1.5, status=130)
-    assert live.count(f"queue {queue.queue}") >= 2 and "Traceback" not in live
+    header = f"queue {queue.queue}"
+    live = on_a_terminal(argv, env, timeout=20, status=130,
+                         interrupt_when=lambda shown: shown.count(header) >= 2)
+    assert live.count(header) >= 2 and "Traceback" not in live
 
 
 def test_flow_show_is_a_table_of_the_steps_on_a_terminal(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from . import cfg as cfgs
 from .checker import Result, check
-from .model import Model
+from .model import Model, Property
 
 Verdict = Literal["ok", "invariant", "deadlock", "property"]
 
@@ -119,8 +120,13 @@ class Check:
     def config_name(self) -> str:
         return Path(self.config).name
 
-    def run(self, root: Path) -> Outcome:
-        result = check(self.build(cfgs.load(root / self.config)))
+    def run(self, root: Path, watchers: Sequence[Property[Any]] = ()) -> Outcome:
+        """Check the model; `watchers` are properties added to the model's own, so a
+        recorder that always holds sees every step of this very search."""
+        model = self.build(cfgs.load(root / self.config))
+        if watchers:
+            model = dataclasses.replace(model, properties=[*model.properties, *watchers])
+        result = check(model)
         problems = [] if self.expect.met_by(result) else [f"expected {self.expect}"]
         if self.tlc is not None:
             problems += self.tlc.mismatches(result)
