@@ -4,9 +4,11 @@ lease ends, whichever way it ends, and only the current run's end frees a slot."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from helpers import events, view, wait_past
+from helpers import assert_refused_unchanged, events, view, wait_past
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit, check_concurrency
 from taskq.errors import ConfigError
@@ -90,6 +92,25 @@ class TestASlotComesBack:
         assert holding(limited) == {"b", "c"}
         types = [e.type for e in events(limited.client, limited.keys) if e.task == "c"]
         assert types == ["enqueued", "parked", "unparked", "leased"]
+        sound(limited)
+
+    @pytest.mark.parametrize("settle", ["ack", "ack_cancelled"])
+    def test_not_when_a_slot_key_is_of_another_type_and_then_nothing_moves(
+        self, limited: Broker, settle: str
+    ) -> None:
+        enqueue(limited, "a")
+        token = lease_all(limited)["a"]
+        if settle == "ack_cancelled":
+            limited.cancel("a")
+        calls: dict[str, Callable[[], object]] = {
+            "ack": lambda: limited.ack("a", token),
+            "ack_cancelled": lambda: limited.ack_cancelled("a", token)}
+        key = limited.keys.parked(NAME)
+        limited.client.set(key, "not taskq's")
+        assert_refused_unchanged(limited.client, key, calls[settle])
+        limited.client.delete(key)
+        assert calls[settle]()
+        assert holding(limited) == set()
         sound(limited)
 
     def test_when_a_run_fails_is_released_or_is_cancelled(self, limited: Broker) -> None:

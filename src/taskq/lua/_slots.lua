@@ -59,6 +59,15 @@ local function forget_group(prefix, group)
   end
 end
 
+-- Adds to `places` (see _common's expect_types) the keys free_slot writes for `slot`.
+local function slot_types(places, prefix, slot)
+  if not slot then return end
+  local n = #places
+  places[n + 1], places[n + 2] = holding_key(prefix, slot), 'set'
+  places[n + 3], places[n + 4] = parked_key(prefix, slot), 'list'
+  places[n + 5], places[n + 6] = groups_key(prefix, group_name(slot)), 'set'
+end
+
 local function free_slot(prefix, task_id, slot)
   if not slot then return end
   redis.call('SREM', holding_key(prefix, slot), task_id)

@@ -64,12 +64,7 @@ for i = 0, count - 1 do
       if record[4] then
         places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
       end
-      if record[5] then
-        places[#places + 1], places[#places + 2] = holding_key(prefix, record[5]), 'set'
-        places[#places + 1], places[#places + 2] = parked_key(prefix, record[5]), 'list'
-        places[#places + 1], places[#places + 2] =
-          groups_key(prefix, group_name(record[5])), 'set'
-      end
+      slot_types(places, prefix, record[5])
     end
   end
 end

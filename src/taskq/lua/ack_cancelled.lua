@@ -30,12 +30,7 @@ if record[1] ~= token or not record[3] then return 0 end
 -- Checked before the first write: refused part way, the task would be off leased with
 -- its record still running.
 local places = {events_key, 'stream'}
-if record[2] then
-  places[#places + 1], places[#places + 2] = holding_key(prefix, record[2]), 'set'
-  places[#places + 1], places[#places + 2] = parked_key(prefix, record[2]), 'list'
-  places[#places + 1], places[#places + 2] =
-    groups_key(prefix, group_name(record[2])), 'set'
-end
+slot_types(places, prefix, record[2])
 if record[6] then
   places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
 end
