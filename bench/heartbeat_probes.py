@@ -18,8 +18,8 @@ from taskq.scripts import source
 
 # The heartbeat script's one event; the probe's copy without it renews the same leases
 # and appends nothing (close_feed writes nothing when no event was queued).
-HEARTBEAT_EVENT = ("  emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running', "
-                   "'token', token,\n    'at', expires})\n")
+HEARTBEAT_EVENT = ("  emit(feed, {'type', 'heartbeat', 'task', task_id, 'state', 'running',\n"
+                   "    'token', renewed_with[task_id], 'at', expires})\n")
 LONG_LEASE = 3600.0
 
 
