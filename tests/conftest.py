@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from xdist.scheduler import LoadScopeScheduling
 
 from proxy import ReplyDroppingProxy
 from taskq import App
@@ -29,22 +30,41 @@ ON_CLUSTER = os.environ.get("TASKQ_TEST_CLUSTER") == "1"
 # Fixtures the `taskq serve`, command-line and worker suites share across their modules.
 pytest_plugins = ["serve_support", "cli_support", "worker_support"]
 
-# The xdist groups (see pyproject's addopts) that take longest, in the order they start.
-LONG_GROUPS = ("models", "browser")
+# Tests that run together on one worker under pytest-xdist, by where they live, longest
+# first: the model checks share spec_runs's cache (one search per catalogued model), the
+# browser tests one Chromium. Every other test goes to whichever worker is free.
+GROUPS = (("models", "tests/test_specs"), ("browser", "tests/test_dashboard.py"))
 
 
-@pytest.hookimpl(tryfirst=True)
+def group_of(nodeid: str) -> str | None:
+    return next((name for name, prefix in GROUPS if nodeid.startswith(prefix)), None)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest xdist groups first: each starts on a worker of its own as the run
-    starts, and the rest of the suite fills the other workers around them. Collected
-    later, one group would run alone at the end while the other workers idle."""
+    """The groups first: each starts on a worker of its own as the run starts, and the
+    rest fills the other workers around them. Collected later, the models would run
+    alone at the end while the other workers idle."""
+    names = [name for name, _ in GROUPS]
 
     def rank(item: pytest.Item) -> int:
-        groups = [str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args]
-        return min((LONG_GROUPS.index(g) for g in groups if g in LONG_GROUPS),
-                   default=len(LONG_GROUPS))
+        group = group_of(item.nodeid)
+        return names.index(group) if group else len(names)
 
     items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's own scheduler, scoped by GROUPS. Its loadgroup mode would read
+    xdist_group marks, but it renames items through `_nodeid`, which pytest 9 no longer
+    reads: every test would be scheduled alone."""
+    return GroupedScheduling(config, log)
+
+
+class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+    """Each of GROUPS is one unit of work, and every other test a unit of its own."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid) or nodeid
 
 
 @pytest.fixture(scope="session")

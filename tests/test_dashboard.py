@@ -36,8 +36,7 @@ from taskq.shards import Layout, register, slot_of
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
 
-# One worker runs them all: one Chromium at a time, launched once per module.
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = pytest.mark.browser
 
 # The shards whose feeds one page follows (shards.js's MAX_FEEDS).
 MAX_FEEDS = 3

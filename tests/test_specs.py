@@ -33,9 +33,6 @@ from specs.tlacheck.suite import Check, Expect
 from spec_runs import outcome
 from spec_runs import result as run
 
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
-
 # The quick checks: everything but the six models that take seconds to exhaust.
 BIG = {
     "TaskQueue.cfg", "TaskQueueByToken.cfg", "TaskQueueReapNoBump_NoStaleAtOnce.cfg",

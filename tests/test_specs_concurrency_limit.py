@@ -8,15 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from specs.ConcurrencyLimit import concurrency_limit as cl
 from specs.tlacheck import Result
 
 import spec_runs
 from spec_runs import result, walk
-
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[cl.State, str, cl.State]
 

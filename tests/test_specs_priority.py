@@ -8,7 +8,6 @@ import dataclasses
 import re
 from typing import Any
 
-import pytest
 from specs.catalog import ROOT
 from specs.Priority import priority as pr
 from specs.tlacheck import Model, Result, check
@@ -16,9 +15,6 @@ from specs.tlacheck import cfg as cfgs
 
 import spec_runs
 from spec_runs import catalogued, result, walk
-
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[pr.State, str, pr.State]
 

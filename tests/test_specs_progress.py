@@ -6,13 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from specs.tlacheck import Result
 
 from spec_runs import result
-
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
 
 
 def actions(found: Result[Any]) -> list[str | None]:

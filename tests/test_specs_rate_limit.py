@@ -10,7 +10,6 @@ import dataclasses
 import re
 from typing import Any
 
-import pytest
 from specs.catalog import ROOT
 from specs.RateLimit import queue_rate_limit as qrl
 from specs.RateLimit import rate_limit as rl
@@ -22,9 +21,6 @@ from spec_runs import catalogued, result, walk
 
 ON_TIME = rl.Constants(tasks=5, interval=2, burst=2, max_time=6, late=False, max_cancels=0,
                        max_releases=0)
-
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
 
 Step = tuple[rl.State, str, rl.State]
 QueueStep = tuple[qrl.State, str, qrl.State]

@@ -7,7 +7,6 @@ import dataclasses
 import re
 from typing import Any
 
-import pytest
 from specs.catalog import ROOT
 from specs.ResultWait import result_wait as rw
 from specs.tlacheck import Model, Result, check
@@ -15,9 +14,6 @@ from specs.tlacheck import cfg as cfgs
 
 import spec_runs
 from spec_runs import catalogued, result, walk
-
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
 
 
 def actions(found: Result[Any]) -> list[str | None]:

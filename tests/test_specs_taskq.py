@@ -9,15 +9,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from specs.TaskFeed import task_feed as tf
 from specs.TaskQueue import task_queue as tq
 from specs.tlacheck import EndProperty, Result, StepProperty
 
 from spec_runs import result, watch
-
-# With the other modules that read spec_runs's catalogued runs: one search each.
-pytestmark = pytest.mark.xdist_group("models")
 
 
 def actions(found: Result[Any]) -> list[str | None]:

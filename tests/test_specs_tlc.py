@@ -12,16 +12,13 @@ import pytest
 from specs import tlc
 from specs.catalog import CHECKS, ROOT
 from specs.tlacheck.suite import Check, Figures
-from tests.spec_runs import catalogued, result
 
-pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("java") is None,
-        reason="TLC needs Java 17 on PATH (Debian: apt-get install default-jre-headless)",
-    ),
-    # With the other modules that read spec_runs's catalogued runs: one search each.
-    pytest.mark.xdist_group("models"),
-]
+from spec_runs import catalogued, result
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("java") is None,
+    reason="TLC needs Java 17 on PATH (Debian: apt-get install default-jre-headless)",
+)
 
 
 def copy_model(tmp_path: Path, directory: str) -> Path:
