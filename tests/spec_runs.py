@@ -9,6 +9,7 @@ catalogue's verdict is also the one the recorders see.
 from __future__ import annotations
 
 import functools
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def walk(spec: str, config: str) -> None:
     _walked[catalogued(spec, config)] = seen
 
 
-def steps(spec: str, config: str) -> frozenset[Step]:
+def steps(spec: str, config: str) -> AbstractSet[Step]:
     """Every step s -[label]-> t of the state graph of `spec` under `config`, a check
     that holds and that `walk` registered."""
     c = catalogued(spec, config)
@@ -71,9 +72,6 @@ def steps(spec: str, config: str) -> frozenset[Step]:
         raise LookupError(f"{spec} under {config} is not walked: call walk() at import")
     found = outcome(c).result
     assert found.ok, found.violation
-    return _frozen(c)
-
-
-@functools.cache
-def _frozen(c: Check) -> frozenset[Step]:
-    return frozenset(_walked[c])
+    # The set the run filled, read-only by its type: a frozen copy of millions of steps
+    # would hash every one of them again.
+    return _walked[c]

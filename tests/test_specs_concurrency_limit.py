@@ -6,6 +6,7 @@ shortest trace that catches each mutant."""
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from specs.ConcurrencyLimit import concurrency_limit as cl
@@ -25,7 +26,7 @@ def actions(found: Result[Any]) -> list[str | None]:
 walk("ConcurrencyLimit.tla", "ConcurrencyLimit.cfg")
 
 
-def steps() -> frozenset[Step]:
+def steps() -> AbstractSet[Step]:
     """Every step of ConcurrencyLimit's state graph under ConcurrencyLimit.cfg."""
     return spec_runs.steps("ConcurrencyLimit.tla", "ConcurrencyLimit.cfg")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from specs.catalog import ROOT
@@ -37,7 +38,7 @@ def build(spec: str, config: str, **changes: Any) -> Model[pr.State]:
 walk("Priority.tla", "Priority.cfg")
 
 
-def steps() -> frozenset[Step]:
+def steps() -> AbstractSet[Step]:
     """Every step of Priority's state graph under Priority.cfg."""
     return spec_runs.steps("Priority.tla", "Priority.cfg")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from specs.catalog import ROOT
@@ -50,7 +51,7 @@ for walked in ("QueueRateLimit.cfg", "QueueRateLimit_Remove.cfg"):
     walk("QueueRateLimit.tla", walked)
 
 
-def steps(config: str) -> frozenset[Step]:
+def steps(config: str) -> AbstractSet[Step]:
     """Every step of RateLimit's state graph under `config`."""
     return spec_runs.steps("RateLimit.tla", config)
 
@@ -268,7 +269,7 @@ class TestRateLimitMutants:
         assert check(build("RateLimitKeptSlot.tla", "RateLimitKeptSlot.cfg", TASKS=4)).ok
 
 
-def queue_steps(config: str = "QueueRateLimit.cfg") -> frozenset[QueueStep]:
+def queue_steps(config: str = "QueueRateLimit.cfg") -> AbstractSet[QueueStep]:
     """Every step of QueueRateLimit's state graph under `config` (the raise's, or the
     removal's)."""
     return spec_runs.steps("QueueRateLimit.tla", config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from specs.catalog import ROOT
@@ -35,12 +36,12 @@ walk("ResultWait.tla", "ResultWait.cfg")
 walk("ResultWait.tla", "ResultWait_Slice.cfg")
 
 
-def steps(config: str) -> frozenset[tuple[rw.State, str, rw.State]]:
+def steps(config: str) -> AbstractSet[tuple[rw.State, str, rw.State]]:
     """Every step of ResultWait's state graph under `config`."""
     return spec_runs.steps("ResultWait.tla", config)
 
 
-def has_cycle(edges: frozenset[tuple[rw.State, str, rw.State]]) -> bool:
+def has_cycle(edges: AbstractSet[tuple[rw.State, str, rw.State]]) -> bool:
     graph: dict[rw.State, list[rw.State]] = {}
     for s, _, t in edges:
         graph.setdefault(s, []).append(t)

@@ -6,6 +6,7 @@ trace that catches each mutant, and what ids that producers give do."""
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from specs.catalog import ROOT
@@ -28,7 +29,7 @@ walk("Shards.tla", "Shards.cfg")
 walk("Shards.tla", "Shards_Retry.cfg")
 
 
-def steps(config: str = "Shards.cfg") -> frozenset[Step]:
+def steps(config: str = "Shards.cfg") -> AbstractSet[Step]:
     """Every step of Shards' state graph under `config`."""
     return spec_runs.steps("Shards.tla", config)
 
