@@ -62,7 +62,7 @@ def test_tlc_runs_a_cfg_with_check_deadlock_false_through_the_deadlock_flag() ->
     assert (run.verdict, run.distinct, run.generated, run.depth) == ("ok", 127, 352, 9)
 
 
-def test_a_broken_model_fails_the_run_with_a_row_saying_what_differed(tmp_path: Path) -> None:
+def break_roost_push(tmp_path: Path) -> Path:
     root = copy_model(tmp_path, "RoostPush")
     spec = root / "RoostPush" / "RoostPush.tla"
     # Live delivery moves the cursor but the row never arrives: a silent gap.
@@ -71,14 +71,35 @@ def test_a_broken_model_fails_the_run_with_a_row_saying_what_differed(tmp_path: 
             "received' = Deliver(received, {latest'})", "received' = received"
         )
     )
+    return root
+
+
+def test_a_broken_model_fails_the_run_with_a_row_saying_what_differed(tmp_path: Path) -> None:
+    root = break_roost_push(tmp_path)
     out = io.StringIO()
     check = catalogued("RoostPush.tla", "RoostPush.cfg")
     assert tlc.main(["RoostPush.cfg"], [check], root, out=out) == 1
     report = out.getvalue()
     assert "FAILED RoostPush (RoostPush.cfg): TLC violated NoSilentGap" in report
     assert "!= catalogue's ok" in report
-    assert "!= tlacheck's ok" in report
+    assert "!= TLC 2.15's 164" in report
     assert "0 of 1 TLC runs as expected" in report
+
+
+def test_a_check_without_all_of_tlcs_figures_is_held_to_tlacheck_too(tmp_path: Path) -> None:
+    root = break_roost_push(tmp_path)
+    check = dataclasses.replace(catalogued("RoostPush.tla", "RoostPush.cfg"), tlc=None)
+    out = io.StringIO()
+    assert tlc.main(["RoostPush.cfg"], [check], root, out=out) == 1
+    assert "!= tlacheck's ok" in out.getvalue()
+
+
+def test_tlacheck_runs_again_only_where_the_catalogue_leaves_a_figure_out() -> None:
+    check = catalogued("RoostPush.tla", "RoostPush.cfg")
+    assert tlc.tlacheck_run(check, ROOT) is None
+    partial = dataclasses.replace(check, tlc=Figures("TLC 2.15", distinct=164))
+    run = tlc.tlacheck_run(partial, ROOT)
+    assert run is not None and run.distinct == 164
 
 
 def test_a_catalogue_figure_tlc_does_not_print_fails_the_run() -> None:

@@ -63,6 +63,12 @@ class Figures:
     depth: int | None = None
     left: int | None = None
 
+    @property
+    def complete(self) -> bool:
+        """Every counter is stated, so a run that matches them all matches any other
+        run that does."""
+        return None not in (self.distinct, self.generated, self.depth, self.left)
+
     def mismatches(self, result: Result[Any]) -> list[str]:
         return self.differences(
             {
