@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from cli_support import CONFIG_VARIABLES
+from helpers import assert_refused_unchanged
 from serve_support import Server
 from taskq import App
 from taskq.broker import Broker
@@ -67,6 +68,28 @@ class TestTheRecord:
             register(broker, presence, in_hand=0, ttl=ttl)
         assert read_workers(broker)[1] == []
         assert not broker.client.exists(broker.keys.worker("w-1"))
+
+    @pytest.mark.parametrize("written", ["workers", "worker"])
+    def test_a_key_of_another_type_is_refused_before_any_write(
+        self, broker: Broker, written: str
+    ) -> None:
+        key = broker.keys.workers if written == "workers" else broker.keys.worker("w-1")
+        broker.client.set(key, "not taskq's")
+        assert_refused_unchanged(
+            broker.client, key, lambda: register(broker, PRESENCE, in_hand=0, ttl=30))
+        broker.client.delete(key)
+        assert register(broker, PRESENCE, in_hand=0, ttl=30)
+        assert [w.worker_id for w in read_workers(broker)[1]] == ["w-1"]
+
+    def test_an_index_of_another_type_keeps_the_record_an_unregister_would_delete(
+        self, broker: Broker
+    ) -> None:
+        register(broker, PRESENCE, in_hand=0, ttl=30)
+        broker.client.delete(broker.keys.workers)
+        broker.client.set(broker.keys.workers, "not taskq's")
+        assert_refused_unchanged(
+            broker.client, broker.keys.workers, lambda: unregister(broker, "w-1"))
+        assert broker.client.exists(broker.keys.worker("w-1"))
 
 
 class TestAWorker:

@@ -65,17 +65,24 @@ end
 -- key of another type fails the call before it has written anything. (The wake list and
 -- the event totals are hints and counts: a write to them Redis refuses is skipped, and
 -- the workers and /metrics that read them report the key.)
+local function wrong_type(key, want)
+  local held = redis.call('TYPE', key)['ok']
+  if held ~= 'none' and held ~= want then return held end
+end
+
+local function wrong_type_error(key, held, want, outcome)
+  error('WRONGTYPE ' .. key .. ' holds a ' .. held .. ' where taskq keeps a ' .. want ..
+    ': something else wrote it; ' .. outcome)
+end
+
 local function expect_types(expected)
   local checked = {}
   for i = 1, #expected, 2 do
     local key, want = expected[i], expected[i + 1]
     if not checked[key] then
       checked[key] = true
-      local held = redis.call('TYPE', key)['ok']
-      if held ~= 'none' and held ~= want then
-        error('WRONGTYPE ' .. key .. ' holds a ' .. held .. ' where taskq keeps a ' .. want ..
-          ': something else wrote it; nothing was changed')
-      end
+      local held = wrong_type(key, want)
+      if held then wrong_type_error(key, held, want, 'nothing was changed') end
     end
   end
 end

@@ -13,7 +13,8 @@
   ARGV[7] in_hand          tasks it holds now
   ARGV[8] tasks            the task names it runs, comma-separated
   ARGV[9] version          its taskq version
-  Returns: the server time (ms) it was written at
+  Returns: the server time (ms) it was written at; a key of another type is an error,
+           and nothing is written
   Emits:   nothing (a worker is not a task: the workers view reads the registry)
 ]]
 --- @include "_common"
@@ -26,6 +27,8 @@ local ttl = whole_arg('ttl', ARGV[2], 1, LIMITS.lease_ms)
 local concurrency = whole_arg('concurrency', ARGV[6], 1, LIMITS.count)
 local in_hand = whole_arg('in_hand', ARGV[7], 0, LIMITS.count)
 
+-- A record written without its index entry would never be pruned from the workers view.
+expect_types({workers_key, 'zset', worker_key, 'hash'})
 local now = server_now_ms()
 redis.call('HSETNX', worker_key, 'started_at', now)
 redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', ARGV[4],

@@ -4,9 +4,12 @@
   KEYS[1] workers  ZSET    worker ids by the time (ms) their record expires
   KEYS[2] worker   HASH    this worker's record
   ARGV[1] worker_id        the worker's id
-  Returns: 1 if it was registered, else 0
+  Returns: 1 if it was registered, else 0; an index of another type is an error, and
+           nothing is deleted
   Emits:   nothing (a worker is not a task)
 ]]
+--- @include "_common"
 
+expect_types({KEYS[1], 'zset'})
 redis.call('DEL', KEYS[2])
 return redis.call('ZREM', KEYS[1], ARGV[1])
