@@ -554,6 +554,32 @@ class TestHandChangedState:
         assert client.lrange(broker.keys.ready, 0, -1) == ["good"]
         assert client.zcard(broker.keys.delayed) == 0
 
+    def test_a_ready_task_whose_record_is_of_another_type_is_dropped_and_the_rest_leased(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        for task_id in ("before", "bad", "after"):
+            broker.enqueue(task_id)
+        client.delete(broker.keys.task("bad"))
+        client.set(broker.keys.task("bad"), "not a record")
+        leased = broker.lease_many("w", 30, 10).tasks
+        assert [t.task_id for t in leased] == ["before", "after"]
+        assert client.llen(broker.keys.ready) == 0
+        assert client.get(broker.keys.task("bad")) == "not a record"
+
+    def test_an_expired_lease_whose_record_is_of_another_type_is_dropped_and_the_rest_reaped(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("bad")
+        broker.enqueue("good")
+        lease_one(broker, seconds=0.01)
+        lease_one(broker, seconds=0.01)
+        client.delete(broker.keys.task("bad"))
+        client.set(broker.keys.task("bad"), "not a record")
+        wait_past(0.02)
+        assert sorted(broker.reap()) == [("bad", "gone"), ("good", "delayed")]
+        assert client.zcard(broker.keys.leased) == 0
+        assert client.get(broker.keys.task("bad")) == "not a record"
+
     @pytest.mark.parametrize("hint", ["wake", "stats"])
     def test_a_wake_list_or_totals_of_another_type_are_skipped_and_nothing_else(
         self, broker: Broker, client: redis.Redis, hint: str

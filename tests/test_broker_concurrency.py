@@ -11,7 +11,7 @@ import pytest
 from helpers import assert_refused_unchanged, events, view, wait_past
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit, check_concurrency
-from taskq.errors import ConfigError
+from taskq.errors import BrokerError, ConfigError
 from taskq.rates import RateLimit
 from taskq.snapshot import LimitView, take_snapshot
 
@@ -216,6 +216,34 @@ class TestParkedTasks:
         # The third start of a burst of three: c was parked, not throttled, before.
         assert lease_all(limited) == {"c": 1}
 
+    @pytest.mark.parametrize("written", ["parked", "holding", "unparked", "groups"])
+    def test_a_limit_key_of_another_type_refuses_the_lease_before_any_task_moves(
+        self, limited: Broker, written: str
+    ) -> None:
+        enqueue(limited, "a", "b", "c")
+        key = getattr(limited.keys, written)(NAME)
+        limited.client.set(key, "not taskq's")
+        assert_refused_unchanged(limited.client, key, lambda: lease_all(limited))
+        limited.client.delete(key)
+        assert set(lease_all(limited)) == {"a", "b"}
+        assert parked(limited) == ["c"]
+        sound(limited)
+
+    def test_a_parked_groups_key_of_another_type_refuses_the_lease_before_any_write(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b", "c")
+        leases = lease_all(limited)
+        limited.ack("a", leases["a"])
+        enqueue(limited, "other", name="mod.other")
+        key = limited.keys.unparked(NAME)
+        limited.concurrency_limits = ()  # the group is visited for its parked task alone
+        limited.client.set(key, "not taskq's")
+        assert_refused_unchanged(limited.client, key, lambda: lease_all(limited))
+        limited.client.delete(key)
+        assert set(lease_all(limited)) == {"c", "other"}
+        sound(limited)
+
 
 class TestSendingBack:
     def test_only_as_many_as_slots_are_free_and_the_oldest_keep_their_turn(
@@ -336,6 +364,24 @@ class TestAKeyedLimit:
         limited.ack("a1", leases["a1"])
         assert lease_all(limited) == {"a3": 1}
         sound(limited)
+
+    def test_a_group_of_another_type_sends_the_tasks_not_leased_back_in_their_order(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "first", name="mod.other")
+        self.keyed(limited, ("k1", "acct-a"))
+        enqueue(limited, "last", name="mod.other")
+        key = limited.keys.parked(f"{NAME}|acct-a")
+        limited.client.set(key, "not taskq's")
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {key} holds a string .* back in"):
+            lease_all(limited)
+        assert limited.client.lrange(limited.keys.ready, 0, -1) == ["last", "k1"]
+        assert limited.client.get(key) == "not taskq's"
+        limited.client.delete(key)
+        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["k1"]
+        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["last"]
+        # "first" was leased by the refused call: it comes back when its lease expires.
+        assert limited.task("first") is not None and limited.task("first").state == "running"
 
     def test_the_snapshot_lists_each_key_that_holds_or_waits(self, limited: Broker) -> None:
         self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),

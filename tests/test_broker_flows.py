@@ -173,6 +173,49 @@ class TestRefused:
         client.delete(key)
         assert Flows(queue).cancel("t").outcome == "cancelled"
 
+    @pytest.mark.parametrize(("written", "priority"), [
+        ("ready", 5), ("ready:9", 9), ("ready:levels", 9)])
+    def test_the_last_ack_of_a_stage_whose_next_place_is_of_another_type_writes_nothing(
+        self, queue: Broker, client: redis.Redis, written: str, priority: int
+    ) -> None:
+        assert Flows(queue).start("f", [
+            StageSpec((step(), step()), group=True, policy="fail"),
+            StageSpec((step("callback", priority=priority),), group=False, policy="fail")])
+        first, second = lease_one(queue), lease_one(queue)
+        assert ack_result(queue, *first, "a")  # not the last: its stage goes on
+        key = overwrite(client, queue.keys, written)
+        assert_refused_unchanged(client, key, lambda: ack_result(queue, *second, "b"))
+        client.delete(key)
+        assert ack_result(queue, *second, "b")
+        assert triggered(client, queue) == ["f.2.1"]
+
+    @pytest.mark.parametrize("ending", ["fail", "reap", "cancel", "release", "ack_cancelled"])
+    def test_an_end_that_fails_the_flow_with_a_later_step_of_another_type_writes_nothing(
+        self, queue: Broker, client: redis.Redis, ending: str
+    ) -> None:
+        assert Flows(queue).start("f", [
+            StageSpec((step(),), group=False, policy="fail"),
+            StageSpec((step("callback"),), group=False, policy="fail")])
+        step_id = "f.1.1"
+        if ending != "cancel":
+            task_id, token = lease_one(queue, seconds=0.05)
+            assert task_id == step_id
+        if ending in ("release", "ack_cancelled"):
+            assert queue.cancel(step_id).outcome == "requested"
+        key = queue.keys.task("f.2.1")
+        client.delete(key)
+        client.set(key, "not taskq's")
+        calls = {"fail": lambda: queue.fail(step_id, token, "boom"),
+                 "reap": lambda: queue.reap(backoff_base=0, backoff_max=0),
+                 "cancel": lambda: queue.cancel(step_id),
+                 "release": lambda: queue.release(step_id, token),
+                 "ack_cancelled": lambda: queue.ack_cancelled(step_id, token)}
+        wait_past(0.05)
+        assert_refused_unchanged(client, key, calls[ending])
+        client.delete(key)
+        assert calls[ending]()
+        assert client.hget(queue.keys.flow("f"), "state") == "failed"
+
     def test_a_taken_flow_id_starts_nothing_and_is_no_error(self, queue: Broker) -> None:
         stages = [StageSpec((step(),), group=False, policy="fail")]
         assert Flows(queue).start("t", stages)

@@ -86,6 +86,20 @@ def leased(broker: Broker, count: int = 100) -> list[str]:
 
 
 class TestLease:
+    @pytest.mark.parametrize("written", ["reserved", "released", "rates"])
+    def test_a_limit_key_of_another_type_refuses_it_before_any_task_leaves_ready(
+        self, broker: Broker, written: str
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zy"])
+        key = {"reserved": broker.keys.reserved("slow"), "rates": broker.keys.rates,
+               "released": f"{broker.keys.prefix}released:slow"}[written]
+        broker.client.set(key, "not taskq's")
+        assert_refused_unchanged(broker.client, key, lambda: leased(broker))
+        broker.client.delete(key)
+        assert leased(broker) == ["z"]
+        assert list(reserved(broker)) == ["y"]
+
     def test_starts_beyond_the_limit_wait_on_delayed_each_for_its_own_slot(
         self, broker: Broker
     ) -> None:

@@ -191,6 +191,39 @@ local function advance_flow(prefix, feed, flow, flow_id)
   end
 end
 
+-- Adds to `places` (see _common's expect_types) the keys that the end of step `task_id`
+-- of flow `flow_id` may write through step_ended: the flow's record and, when this end
+-- (with the ends of its stage counted in `ends` before it, in the same call) ends its
+-- stage, every later step's record, the ready list of each that waits and the done list
+-- of each a producer waits for. So a script that ends a step checks them before its
+-- first write, and a key of another type fails it before the step's own end is written.
+local function flow_types(places, ends, prefix, task_id, flow_id)
+  local k, i = string.match(task_id, '%.(%d+)%.(%d+)$')
+  local flow = flow_key(prefix, flow_id)
+  places[#places + 1], places[#places + 2] = flow, 'hash'
+  if not k or wrong_type(flow, 'hash') then return end
+  local f = redis.call('HMGET', flow, 'state', 'stage', 'stages', 'size:' .. k,
+    'ended:' .. k, 'end:' .. k .. ':' .. i)
+  if f[1] ~= 'running' or f[2] ~= k or f[6] then return end
+  local stage = flow_id .. '.' .. k
+  ends[stage] = (ends[stage] or 0) + 1
+  if (tonumber(f[5]) or 0) + ends[stage] < (tonumber(f[4]) or 0) then return end
+  for later = tonumber(k) + 1, tonumber(f[3]) or 0 do
+    for j = 1, tonumber(redis.call('HGET', flow, 'size:' .. later)) or 0 do
+      local step = flow_step_id(flow_id, later, j)
+      local step_key = prefix .. 'task:' .. step
+      places[#places + 1], places[#places + 2] = step_key, 'hash'
+      if not wrong_type(step_key, 'hash') then
+        local r = redis.call('HMGET', step_key, 'state', 'priority', 'waiters')
+        if r[1] == 'waiting' then
+          ready_types(places, prefix .. 'ready', tonumber(r[2]) or DEFAULT_PRIORITY)
+        end
+        if r[3] then places[#places + 1], places[#places + 2] = prefix .. 'done:' .. step, 'list' end
+      end
+    end
+  end
+end
+
 -- Records that step `task_id` of flow `flow_id` ended `how` (completed, dead or
 -- cancelled), with `result` (its result's JSON; '' or nil for none) when it completed,
 -- and moves the flow on if that ended its stage. A step ends once: a second end of the

@@ -50,7 +50,7 @@ local settled, acked = {}, {}
 -- First every ack is judged and the keys its end writes are checked, then they are all
 -- written: the ZREM comes last, so a write Redis refused part way (a key of another
 -- type) would leave completed tasks on leased, to be reaped and run again.
-local reply, accepted, places = {}, {}, {events_key, 'stream'}
+local reply, accepted, places, ends = {}, {}, {events_key, 'stream'}, {}
 for i = 0, count - 1 do
   local base = 5 + i * 3
   local task_id, token = ARGV[base], ARGV[base + 1]
@@ -65,6 +65,7 @@ for i = 0, count - 1 do
         places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
       end
       slot_types(places, prefix, record[5])
+      if record[6] then flow_types(places, ends, prefix, task_id, record[6]) end
     end
   end
 end

@@ -34,6 +34,7 @@ slot_types(places, prefix, record[2])
 if record[6] then
   places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
 end
+if record[7] then flow_types(places, {}, prefix, task_id, record[7]) end
 expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

@@ -55,8 +55,12 @@ end
 
 local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
 -- A cancel takes the task out of its place (a refused LREM is the first write) and
--- appends its event: the log must take it.
-expect_types({events_key, 'stream'})
+-- appends its event: the log must take it, and so must the places a workflow's step
+-- that ends here moves its flow on to.
+local places = {events_key, 'stream'}
+local flow_id = redis.call('HGET', prefix .. 'task:' .. task_id, 'flow')
+if flow_id then flow_types(places, {}, prefix, task_id, flow_id) end
+expect_types(places)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
 local outcome, state = cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
 close_feed(feed)

@@ -78,6 +78,11 @@ if not cancel[1] then
   places[3], places[4] = delayed_key, 'zset'
   if dies then places[3], places[4] = dlq_key, 'list' end
 end
+-- A workflow's step that ends here (cancelled or dead) may start or fail its flow's
+-- next stage.
+if cancel[5] and (cancel[1] or dies) then
+  flow_types(places, {}, prefix, task_id, cancel[5])
+end
 expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

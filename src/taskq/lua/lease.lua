@@ -36,8 +36,12 @@
   Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...}: n leased
            tasks of six fields each; wait_ms = ms until the next delayed task is due or
            the next lease expires when fewer than count were leased, else -1 (-1 too
-           when nothing is scheduled); an argument out of its range is an error, and
-           nothing is written
+           when nothing is scheduled); an argument out of its range, or a key of
+           another type where a leased, parked or throttled task would go, is an error,
+           and nothing is written; but a task's keyed concurrency group of another type
+           is met only once it is popped: the tasks popped and not leased go back to
+           their ready list, and those leased before it come back when their leases
+           expire
   Emits:   leased (one per task); throttled (state delayed, `limit` task, queue or
            both: which refused) for each rate-limited task that may not start yet: it
            waits on delayed for a slot (the record's rate_slot), and is not counted
@@ -133,10 +137,42 @@ if request_id ~= '' then
 end
 
 refuse_when_out_of_memory(prefix)
--- A leased task must be on leased, with its event; a rate limit's may go to delayed.
-local places = {leased_key, 'zset', events_key, 'stream'}
-if n_rates > 0 then places[#places + 1], places[#places + 2] = delayed_key, 'zset' end
+-- A leased task must be on leased, with its event; a rate limit's may go to delayed, and
+-- a concurrency limit's to its parked list. Every key a limit named in this call, or a
+-- group with parked tasks, writes is checked too, so that no task leaves a list for a
+-- place Redis then refuses. (A task's keyed group, known once it is popped, is checked
+-- then: see lease_from.)
+local places = {leased_key, 'zset', events_key, 'stream', parked_names_key(prefix), 'set'}
+local function expect(key, type_name)
+  places[#places + 1], places[#places + 2] = key, type_name
+end
+if n_rates > 0 then
+  expect(delayed_key, 'zset')
+  expect(rates_key, 'hash')
+  expect(prefix .. 'released_at', 'string')
+  for name in pairs(limits) do
+    expect(reserved_key(prefix, name), 'zset')
+    expect(released_key(prefix, name), 'zset')
+  end
+end
+local function expect_group(group)
+  expect(holding_key(prefix, group), 'set')
+  expect(parked_key(prefix, group), 'list')
+  expect(unparked_key(prefix, group), 'set')
+  expect(groups_key(prefix, group_name(group)), 'set')
+end
+if n_conc > 0 then
+  expect(prefix .. 'parked_line', 'string')
+  expect(prefix .. 'limits', 'hash')
+  for name in pairs(most) do expect_group(name) end
+end
 expect_types(places)
+local parked_groups = redis.call('SMEMBERS', parked_names_key(prefix))
+if #parked_groups > 0 then
+  places = {}
+  for _, group in ipairs(parked_groups) do expect_group(group) end
+  expect_types(places)
+end
 local now_text, expires_text = integer_text(now), integer_text(now + lease_ms)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local scores, memo = {}, {}
@@ -295,7 +331,7 @@ end
 -- of their ready lists, oldest first, at most one per free slot.
 local function unpark()
   local names_key = parked_names_key(prefix)
-  for _, group in ipairs(redis.call('SMEMBERS', names_key)) do
+  for _, group in ipairs(parked_groups) do
     local list = parked_key(prefix, group)
     local free = LIMITS.count
     local max = most[group_name(group)]
@@ -315,11 +351,14 @@ local function unpark()
     -- Each goes to the front, the newest first, so the oldest ends at the very front.
     for i = #(ids or {}), 1, -1 do
       local task_key = prefix .. 'task:' .. ids[i]
-      local priority = tonumber(redis.call('HGET', task_key, 'priority'))
-      emit(feed, {'type', 'unparked', 'task', ids[i], 'state', 'pending'})
-      redis.call('HSET', task_key, 'parked', 'back')
-      redis.call('SADD', unparked_key(prefix, group), ids[i])
-      push_ready(ready_key, ids[i], priority, true)
+      -- A record of another type is no task's: its id is dropped, as one with none.
+      local priority = redis.pcall('HGET', task_key, 'priority')
+      if type(priority) ~= 'table' then
+        emit(feed, {'type', 'unparked', 'task', ids[i], 'state', 'pending'})
+        redis.call('HSET', task_key, 'parked', 'back')
+        redis.call('SADD', unparked_key(prefix, group), ids[i])
+        push_ready(ready_key, ids[i], tonumber(priority), true)
+      end
     end
     if redis.call('LLEN', list) == 0 then
       redis.call('SREM', names_key, group)
@@ -364,11 +403,27 @@ local function lease_from(list)
   -- No more than may yet be passed over: each popped task is leased or passed.
   local popped = redis.call('RPOP', list, math.min(count - reply[1], PASS_LIMIT - passed))
   if not popped then return false end
-  for _, task_id in ipairs(popped) do
+  for at, task_id in ipairs(popped) do
     local task_key = prefix .. 'task:' .. task_id
-    local record = redis.call('HMGET', task_key, 'name', 'payload', 'retries', 'max_retries',
-      'fencing_token', 'rate_slot', 'limit_key', 'parked', 'state', 'line')
+    local record = redis.pcall('HMGET', task_key, 'name', 'payload', 'retries',
+      'max_retries', 'fencing_token', 'rate_slot', 'limit_key', 'parked', 'state', 'line')
+    -- A record of another type is no task's: its id is dropped, as one with none.
+    if record.err then record = {} end
     local group = record[1] and limit_group(record[1], record[7])
+    if group and group ~= record[1] and most[record[1]] then
+      places = {}
+      expect_group(group)
+      for i = 1, #places, 2 do
+        local held = wrong_type(places[i], places[i + 1])
+        if held then
+          -- Back where they were, this one and those after it; the tasks leased before
+          -- it in this call stay leased, and come back when their leases expire.
+          for j = #popped, at, -1 do redis.call('RPUSH', list, popped[j]) end
+          wrong_type_error(places[i], held, places[i + 1], 'the tasks not yet leased ' ..
+            'are back in their ready list')
+        end
+      end
+    end
     -- An unparked task leaves the slots promised to its kind (see unpark) as it is popped.
     local back = record[8] == 'back'
     if back then

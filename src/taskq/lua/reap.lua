@@ -16,8 +16,10 @@
   ARGV[6] retention       events kept in the stream (1 to 10^9)
   Returns: {task_id, 'delayed' | 'dead' | 'cancelled' | 'gone', ...} for each reaped
            lease (a task whose cancel was requested ends cancelled; an id whose record
-           is gone, deleted or evicted, is dropped from leased and nothing else is
-           written); an argument out of its range is an error, and nothing is written
+           is gone, deleted or evicted, or of another type, is dropped from leased and
+           nothing else is written); an argument out of its range, or a key of another
+           type where a reaped task or a workflow it ends moves, is an error, and
+           nothing is written
   Emits:   reaped (state delayed, dead or cancelled)
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
@@ -53,13 +55,27 @@ local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0, limit)
 -- Each expired task goes to delayed or the DLQ: both, and the log, must take it.
+-- A workflow's step that ends here (cancelled or dead) may move its flow on: the places
+-- that writes must take it too.
+local records = {}
 if #expired > 0 then
-  expect_types({events_key, 'stream', delayed_key, 'zset', dlq_key, 'list'})
+  local places, ends = {events_key, 'stream', delayed_key, 'zset', dlq_key, 'list'}, {}
+  for n, task_id in ipairs(expired) do
+    local record = redis.pcall('HMGET', prefix .. 'task:' .. task_id, 'retries',
+      'max_retries', 'worker', 'slot', 'fencing_token', unpack(CANCEL_FIELDS))
+    -- A record of another type is no task's: the id is dropped, as one with none.
+    if record.err then record = {} end
+    records[n] = record
+    local dies = (tonumber(record[1]) or 0) >= (tonumber(record[2]) or 0)
+    if record[10] and (record[6] or dies) then
+      flow_types(places, ends, prefix, task_id, record[10])
+    end
+  end
+  expect_types(places)
 end
-for _, task_id in ipairs(expired) do
+for n, task_id in ipairs(expired) do
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'retries', 'max_retries', 'worker', 'slot',
-    'fencing_token', unpack(CANCEL_FIELDS))
+  local record = records[n]
   local cancel = {record[6], record[7], record[8], record[9], record[10]}
   -- A field that is not a number (written by hand) reads as 0 rather than failing the
   -- reap of every expired lease after it.

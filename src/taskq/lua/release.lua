@@ -35,7 +35,9 @@ if record[1] ~= token then return 0 end
 local cancel = {record[4], record[5], record[6], record[7], record[8]}
 
 -- The task goes back to its ready list: that list, and the log, must take it.
-expect_types(ready_types({events_key, 'stream'}, ready_key, tonumber(record[2])))
+local places = ready_types({events_key, 'stream'}, ready_key, tonumber(record[2]))
+if cancel[1] and cancel[5] then flow_types(places, {}, prefix, task_id, cancel[5]) end
+expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 free_slot(prefix, task_id, record[3])
