@@ -13,7 +13,7 @@ import pytest
 from helpers import assert_refused_unchanged, events, no_ghost_slots, record_of, wait_past
 from taskq import App
 from taskq.broker import Broker, NewTask
-from taskq.errors import ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import Lifted
 from taskq.settings import Settings
@@ -302,6 +302,36 @@ class TestLift:
         assert [int(e.fields["at"]) for e in log] == sorted(int(e.fields["at"]) for e in log)
         # Nothing is left to lift: the next call finds no limit and no line.
         assert broker.lift_rate_limits(["slow"]) == Lifted(0, 0)
+
+    def test_a_released_mark_of_another_type_refuses_the_lift_before_any_task_moves(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyx"])
+        assert leased(broker) == ["z"]
+        broker.rate_limits = ()
+        key = f"{broker.keys.prefix}released_at"
+        broker.client.hset(key, "not", "taskq's")
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {key} holds a hash"):
+            broker.lift_rate_limits(["slow"])
+        assert list(reserved(broker)) == ["y", "x"]
+        broker.client.delete(key)
+        assert broker.lift_rate_limits(["slow"]) == Lifted(1, 0)
+        assert broker.promote() == ["y", "x"]
+
+    def test_a_lifted_task_whose_record_is_of_another_type_leaves_delayed_alone(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyx"])
+        assert leased(broker) == ["z"]
+        broker.rate_limits = ()
+        broker.client.delete(broker.keys.task("y"))
+        broker.client.set(broker.keys.task("y"), "not a record")
+        assert broker.lift_rate_limits(["slow"]) == Lifted(1, 0)
+        assert broker.promote() == ["x"]
+        assert broker.client.zcard(broker.keys.delayed) == 0
+        assert broker.client.get(broker.keys.task("y")) == "not a record"
 
     def test_a_line_of_another_type_refuses_the_lift_before_any_task_leaves_its_line(
         self, broker: Broker

@@ -31,8 +31,8 @@ end
 -- again, to be checked by the limits in force: a millisecond apart, after every task an
 -- earlier release made due (`released_at`), so that a line released over several calls
 -- is promoted in its order. A task keeps an earlier run-at it had (ZADD LT), one in two
--- released lines is made due once, and an id whose record is gone leaves delayed (as
--- promote drops it). Each task made due gets a `rescheduled` event with its new run-at.
+-- released lines is made due once, and an id whose record is gone, or of another type,
+-- leaves delayed (as promote drops it). Each task made due gets a `rescheduled` event with its new run-at.
 local function make_due(prefix, delayed_key, feed, due, now)
   if #due == 0 then return end
   local mark_key = prefix .. 'released_at'
@@ -43,7 +43,7 @@ local function make_due(prefix, delayed_key, feed, due, now)
     local task_key = prefix .. 'task:' .. task_id
     -- A task waiting in two lines is made due once, by the first.
     if not seen[task_id] then
-      if redis.call('EXISTS', task_key) == 0 then
+      if redis.call('TYPE', task_key)['ok'] ~= 'hash' then
         redis.call('ZREM', delayed_key, task_id)
       else
         seen[task_id] = true

@@ -50,7 +50,8 @@ end
 
 -- Every key it writes is checked first: a line of another type, refused after the lines
 -- before it were popped, would leave their tasks in no line and not delayed.
-local places = {rates_key, 'hash', delayed_key, 'zset', events_key, 'stream'}
+local places = {rates_key, 'hash', delayed_key, 'zset', events_key, 'stream',
+  prefix .. 'released_at', 'string'}
 for _, name in ipairs(names) do
   places[#places + 1], places[#places + 2] = released_key(prefix, name), 'zset'
   places[#places + 1], places[#places + 2] = reserved_key(prefix, name), 'zset'
