@@ -110,6 +110,14 @@ def test_a_catalogue_figure_tlc_does_not_print_fails_the_run() -> None:
     assert "TLC's distinct 164 != TLC 2.15's 165" in out.getvalue()
 
 
+def test_a_run_of_a_spec_sany_rejects_fails_with_sanys_error(tmp_path: Path) -> None:
+    root = copy_model(tmp_path, "RoostPush")
+    spec = root / "RoostPush" / "RoostPush.tla"
+    spec.write_text(spec.read_text().replace("/\\ latest < MAX_ID", "/\\ latest < MAX_IDX", 1))
+    with pytest.raises(tlc.TlcFailed, match="Unknown operator: `MAX_IDX'"):
+        tlc.run(catalogued("RoostPush.tla", "RoostPush.cfg"), root)
+
+
 def test_sany_rejects_an_unknown_operator_although_it_exits_0(tmp_path: Path) -> None:
     root = copy_model(tmp_path, "RoostPush")
     spec = root / "RoostPush" / "RoostPush.tla"

@@ -47,6 +47,7 @@ and the branches of an IF are labelled Action(args)/branch. The mutants
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -118,11 +119,12 @@ class Constants:
     time_limits: bool
     rate_limits: bool
 
-    @property
+    # Cached: the checks ask for them on every step of the search.
+    @functools.cached_property
     def ids(self) -> range:
         return range(1, self.max_sends + 1)
 
-    @property
+    @functools.cached_property
     def worker_ids(self) -> range:
         return range(1, self.workers + 1)
 
