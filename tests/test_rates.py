@@ -85,6 +85,15 @@ def leased(broker: Broker, count: int = 100) -> list[str]:
     return [t.task_id for t in broker.lease_many("w", 30, count).tasks]
 
 
+def throttled_then_undeclared(broker: Broker, ids: str) -> None:
+    """A limit of one an hour on "slow" starts the first of `ids` (tasks of that name)
+    and throttles the rest; then a redeploy declares no limit any more."""
+    limited(broker, 1 / 3600)
+    broker.enqueue_many([NewTask(task_id, name="slow") for task_id in ids])
+    assert leased(broker) == [ids[0]]
+    broker.rate_limits = ()
+
+
 class TestLease:
     @pytest.mark.parametrize("written", ["reserved", "released", "rates"])
     def test_a_limit_key_of_another_type_refuses_it_before_any_task_leaves_ready(
@@ -306,10 +315,7 @@ class TestLift:
     def test_a_released_mark_of_another_type_refuses_the_lift_before_any_task_moves(
         self, broker: Broker
     ) -> None:
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyx"])
-        assert leased(broker) == ["z"]
-        broker.rate_limits = ()
+        throttled_then_undeclared(broker, "zyx")
         key = f"{broker.keys.prefix}released_at"
         broker.client.hset(key, "not", "taskq's")
         with pytest.raises(BrokerError, match=f"WRONGTYPE {key} holds a hash"):
@@ -322,10 +328,7 @@ class TestLift:
     def test_a_lifted_task_whose_record_is_of_another_type_leaves_delayed_alone(
         self, broker: Broker
     ) -> None:
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyx"])
-        assert leased(broker) == ["z"]
-        broker.rate_limits = ()
+        throttled_then_undeclared(broker, "zyx")
         broker.client.delete(broker.keys.task("y"))
         broker.client.set(broker.keys.task("y"), "not a record")
         assert broker.lift_rate_limits(["slow"]) == Lifted(1, 0)
@@ -336,10 +339,7 @@ class TestLift:
     def test_a_line_of_another_type_refuses_the_lift_before_any_task_leaves_its_line(
         self, broker: Broker
     ) -> None:
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(task_id, name="slow") for task_id in "zyxw"])
-        assert leased(broker) == ["z"]
-        broker.rate_limits = ()
+        throttled_then_undeclared(broker, "zyxw")
         key = f"{broker.keys.prefix}reserved:{QUEUE_LIMIT}"  # the second name's line
         broker.client.set(key, "not taskq's")
         assert_refused_unchanged(broker.client, key,
