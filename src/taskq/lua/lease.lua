@@ -38,10 +38,10 @@
            the next lease expires when fewer than count were leased, else -1 (-1 too
            when nothing is scheduled); an argument out of its range, or a key of
            another type where a leased, parked or throttled task would go, is an error,
-           and nothing is written; but a task's keyed concurrency group of another type
-           is met only once it is popped: the tasks popped and not leased go back to
-           their ready list, and those leased before it come back when their leases
-           expire
+           and nothing is written; but a task's keyed concurrency group is known only
+           once the task is popped: of another type, that task and those popped after
+           it go back to their ready list in their order, the call ends there (wait_ms
+           0), and it is an error if the call had leased none
   Emits:   leased (one per task); throttled (state delayed, `limit` task, queue or
            both: which refused) for each rate-limited task that may not start yet: it
            waits on delayed for a slot (the record's rate_slot), and is not counted
@@ -399,6 +399,9 @@ local function hold_slot(task_id, task_key, name, group)
   end
 end
 
+-- A keyed group of another type that lease_from met: {key, type held, type wanted}.
+local refused
+
 local function lease_from(list)
   -- No more than may yet be passed over: each popped task is leased or passed.
   local popped = redis.call('RPOP', list, math.min(count - reply[1], PASS_LIMIT - passed))
@@ -416,11 +419,11 @@ local function lease_from(list)
       for i = 1, #places, 2 do
         local held = wrong_type(places[i], places[i + 1])
         if held then
-          -- Back where they were, this one and those after it; the tasks leased before
-          -- it in this call stay leased, and come back when their leases expire.
+          -- Back where they were, this one and those after it; the call ends with what
+          -- it leased so far, its writes and their events whole (see the end).
           for j = #popped, at, -1 do redis.call('RPUSH', list, popped[j]) end
-          wrong_type_error(places[i], held, places[i + 1], 'the tasks not yet leased ' ..
-            'are back in their ready list')
+          refused = {places[i], held, places[i + 1]}
+          return false
         end
       end
     end
@@ -462,8 +465,8 @@ release_lines()
 unpark()
 for _, level in ipairs(ready_lists(ready_key)) do
   while reply[1] < count and passed < PASS_LIMIT and lease_from(level[1]) do end
-  if reply[1] < count then forget_if_empty(ready_key, level[2]) end
-  if reply[1] >= count or passed >= PASS_LIMIT then break end
+  if reply[1] < count and not refused then forget_if_empty(ready_key, level[2]) end
+  if reply[1] >= count or passed >= PASS_LIMIT or refused then break end
 end
 table.sort(reparked, function(a, b) return a[3] < b[3] end)
 for i = #reparked, 1, -1 do
@@ -482,7 +485,15 @@ if #scores > 0 then
 end
 close_feed(feed)
 
-if passed >= PASS_LIMIT and reply[1] < count then
+if refused then
+  -- Every write of the call is made and its events appended: the error says why it
+  -- leased nothing, and a call that leased tasks returns them, the next one erring.
+  if reply[1] == 0 then
+    wrong_type_error(refused[1], refused[2], refused[3], 'no task was leased, and the ' ..
+      'tasks popped are back in their ready list')
+  end
+  reply[2] = 0
+elseif passed >= PASS_LIMIT and reply[1] < count then
   -- Ready may hold more than this call looked at: look again at once.
   reply[2] = 0
 elseif reply[1] < count then
