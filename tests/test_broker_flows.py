@@ -216,6 +216,22 @@ class TestRefused:
         assert calls[ending]()
         assert client.hget(queue.keys.flow("f"), "state") == "failed"
 
+    def test_a_failed_stage_passes_over_a_later_record_of_another_type_and_skips_the_rest(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        assert Flows(queue).start("f", [
+            StageSpec((step(),), group=False, policy="fail"),
+            StageSpec((step("second"),), group=False, policy="fail"),
+            StageSpec((step("third"), step("third")), group=True, policy="fail")])
+        task_id, token = lease_one(queue)
+        client.delete(queue.keys.task("f.3.1"))
+        client.set(queue.keys.task("f.3.1"), "not taskq's")
+        assert queue.fail(task_id, token, "boom").status == "dead"
+        assert client.hget(queue.keys.flow("f"), "state") == "failed"
+        assert [client.hget(queue.keys.task(t), "state") for t in ("f.2.1", "f.3.2")] == [
+            "cancelled", "cancelled"]
+        assert client.get(queue.keys.task("f.3.1")) == "not taskq's"
+
     def test_a_taken_flow_id_starts_nothing_and_is_no_error(self, queue: Broker) -> None:
         stages = [StageSpec((step(),), group=False, policy="fail")]
         assert Flows(queue).start("t", stages)

@@ -101,7 +101,9 @@ local function stage_failure(prefix, flow, flow_id, k, size)
       count = count + 1
       first = first or step
       if #lines < 5 then
-        local e = redis.call('HMGET', prefix .. 'task:' .. step, 'error_type', 'error_message')
+        -- A record of another type (written by hand) says nothing of its error.
+        local e = redis.pcall('HMGET', prefix .. 'task:' .. step, 'error_type', 'error_message')
+        if e.err then e = {} end
         local said = how
         if e[1] and e[1] ~= '' then said = how .. ': ' .. e[1] .. ': ' .. (e[2] or '') end
         lines[#lines + 1] = step .. ' (' .. said .. ')'
@@ -110,8 +112,8 @@ local function stage_failure(prefix, flow, flow_id, k, size)
   end
   local more = ''
   if count > #lines then more = '; and ' .. (count - #lines) .. ' more' end
-  local error_type = redis.call('HGET', prefix .. 'task:' .. first, 'error_type')
-  if not error_type or error_type == '' then error_type = 'taskq.Cancelled' end
+  local error_type = redis.pcall('HGET', prefix .. 'task:' .. first, 'error_type')
+  if type(error_type) ~= 'string' or error_type == '' then error_type = 'taskq.Cancelled' end
   return first, error_type, count .. ' of ' .. size .. ' steps of stage ' .. k ..
     ' did not complete: ' .. table.concat(lines, '; ') .. more
 end
@@ -125,15 +127,21 @@ local function skip_waiting(prefix, feed, flow, flow_id, from, upstream, error_t
     for i = 1, tonumber(redis.call('HGET', flow, 'size:' .. k)) do
       local step = flow_step_id(flow_id, k, i)
       local step_key = prefix .. 'task:' .. step
-      local record = redis.call('HMGET', step_key, 'state', 'waiters', 'result_ttl')
-      if record[1] == 'waiting' then
+      -- A record of another type (written by hand) is no step's: passed over.
+      local record = redis.pcall('HMGET', step_key, 'state', 'waiters', 'result_ttl')
+      if not record.err and record[1] == 'waiting' then
         emit(feed, {'type', 'cancelled', 'task', step, 'state', 'cancelled', 'from', 'waiting',
           'flow', flow_id, 'upstream', upstream})
         redis.call('HSET', step_key, 'state', 'cancelled', 'cancelled_at', feed.now,
           'upstream', upstream, 'error_type', error_type, 'error_message', why,
           'last_error', why)
         redis.call('PEXPIRE', step_key, record[3] or ttl)
-        if record[2] then wake_waiters(prefix, step) end
+        -- A done list of another type wakes no one: the producer's wait ends at its
+        -- timeout, and it reads the record then.
+        local done_key = prefix .. 'done:' .. step
+        if record[2] and not failed(redis.pcall('RPUSH', done_key, '1')) then
+          redis.call('PEXPIRE', done_key, DONE_TTL_MS)
+        end
       end
     end
   end
@@ -194,9 +202,13 @@ end
 -- Adds to `places` (see _common's expect_types) the keys that the end of step `task_id`
 -- of flow `flow_id` may write through step_ended: the flow's record and, when this end
 -- (with the ends of its stage counted in `ends` before it, in the same call) ends its
--- stage, every later step's record, the ready list of each that waits and the done list
--- of each a producer waits for. So a script that ends a step checks them before its
--- first write, and a key of another type fails it before the step's own end is written.
+-- stage, the records and ready lists of the steps of the stage it starts, and of each
+-- stage after that one whose steps all ended while they waited (advance_flow goes on
+-- past those). So a script that ends a step checks them before its first write, and a
+-- key of another type fails it before the step's own end is written. Only the stages
+-- started are read: a chain of 2000 stages would otherwise read every later step at
+-- each stage's end. A stage that fails the flow instead skips its later steps, and
+-- skip_waiting passes over a record or a done list of another type.
 local function flow_types(places, ends, prefix, task_id, flow_id)
   local k, i = string.match(task_id, '%.(%d+)%.(%d+)$')
   local flow = flow_key(prefix, flow_id)
@@ -209,18 +221,19 @@ local function flow_types(places, ends, prefix, task_id, flow_id)
   ends[stage] = (ends[stage] or 0) + 1
   if (tonumber(f[5]) or 0) + ends[stage] < (tonumber(f[4]) or 0) then return end
   for later = tonumber(k) + 1, tonumber(f[3]) or 0 do
-    for j = 1, tonumber(redis.call('HGET', flow, 'size:' .. later)) or 0 do
-      local step = flow_step_id(flow_id, later, j)
-      local step_key = prefix .. 'task:' .. step
+    local g = redis.call('HMGET', flow, 'size:' .. later, 'ended:' .. later)
+    local size = tonumber(g[1]) or 0
+    for j = 1, size do
+      local step_key = prefix .. 'task:' .. flow_step_id(flow_id, later, j)
       places[#places + 1], places[#places + 2] = step_key, 'hash'
       if not wrong_type(step_key, 'hash') then
-        local r = redis.call('HMGET', step_key, 'state', 'priority', 'waiters')
+        local r = redis.call('HMGET', step_key, 'state', 'priority')
         if r[1] == 'waiting' then
           ready_types(places, prefix .. 'ready', tonumber(r[2]) or DEFAULT_PRIORITY)
         end
-        if r[3] then places[#places + 1], places[#places + 2] = prefix .. 'done:' .. step, 'list' end
       end
     end
+    if (tonumber(g[2]) or 0) < size then return end
   end
 end
 
