@@ -75,14 +75,18 @@ local function wrong_type_error(key, held, want, outcome)
     ': something else wrote it; ' .. outcome)
 end
 
+local function expect_type(key, want)
+  local held = wrong_type(key, want)
+  if held then wrong_type_error(key, held, want, 'nothing was changed') end
+end
+
 local function expect_types(expected)
   local checked = {}
   for i = 1, #expected, 2 do
-    local key, want = expected[i], expected[i + 1]
+    local key = expected[i]
     if not checked[key] then
       checked[key] = true
-      local held = wrong_type(key, want)
-      if held then wrong_type_error(key, held, want, 'nothing was changed') end
+      expect_type(key, expected[i + 1])
     end
   end
 end

@@ -103,7 +103,7 @@ local function stage_failure(prefix, flow, flow_id, k, size)
       if #lines < 5 then
         -- A record of another type (written by hand) says nothing of its error.
         local e = redis.pcall('HMGET', prefix .. 'task:' .. step, 'error_type', 'error_message')
-        if e.err then e = {} end
+        if failed(e) then e = {} end
         local said = how
         if e[1] and e[1] ~= '' then said = how .. ': ' .. e[1] .. ': ' .. (e[2] or '') end
         lines[#lines + 1] = step .. ' (' .. said .. ')'
@@ -129,7 +129,7 @@ local function skip_waiting(prefix, feed, flow, flow_id, from, upstream, error_t
       local step_key = prefix .. 'task:' .. step
       -- A record of another type (written by hand) is no step's: passed over.
       local record = redis.pcall('HMGET', step_key, 'state', 'waiters', 'result_ttl')
-      if not record.err and record[1] == 'waiting' then
+      if not failed(record) and record[1] == 'waiting' then
         emit(feed, {'type', 'cancelled', 'task', step, 'state', 'cancelled', 'from', 'waiting',
           'flow', flow_id, 'upstream', upstream})
         redis.call('HSET', step_key, 'state', 'cancelled', 'cancelled_at', feed.now,
@@ -199,8 +199,9 @@ local function advance_flow(prefix, feed, flow, flow_id)
   end
 end
 
--- Adds to `places` (see _common's expect_types) the keys that the end of step `task_id`
--- of flow `flow_id` may write through step_ended: the flow's record and, when this end
+-- Checks the records, and adds to `places` (see _common's expect_types) the ready lists,
+-- that the end of step `task_id` of flow `flow_id` may write through step_ended: the
+-- flow's record and, when this end
 -- (with the ends of its stage counted in `ends` before it, in the same call) ends its
 -- stage, the records and ready lists of the steps of the stage it starts, and of each
 -- stage after that one whose steps all ended while they waited (advance_flow goes on
@@ -212,8 +213,8 @@ end
 local function flow_types(places, ends, prefix, task_id, flow_id)
   local k, i = string.match(task_id, '%.(%d+)%.(%d+)$')
   local flow = flow_key(prefix, flow_id)
-  places[#places + 1], places[#places + 2] = flow, 'hash'
-  if not k or wrong_type(flow, 'hash') then return end
+  expect_type(flow, 'hash')
+  if not k then return end
   local f = redis.call('HMGET', flow, 'state', 'stage', 'stages', 'size:' .. k,
     'ended:' .. k, 'end:' .. k .. ':' .. i)
   if f[1] ~= 'running' or f[2] ~= k or f[6] then return end
@@ -225,12 +226,10 @@ local function flow_types(places, ends, prefix, task_id, flow_id)
     local size = tonumber(g[1]) or 0
     for j = 1, size do
       local step_key = prefix .. 'task:' .. flow_step_id(flow_id, later, j)
-      places[#places + 1], places[#places + 2] = step_key, 'hash'
-      if not wrong_type(step_key, 'hash') then
-        local r = redis.call('HMGET', step_key, 'state', 'priority')
-        if r[1] == 'waiting' then
-          ready_types(places, prefix .. 'ready', tonumber(r[2]) or DEFAULT_PRIORITY)
-        end
+      expect_type(step_key, 'hash')
+      local r = redis.call('HMGET', step_key, 'state', 'priority')
+      if r[1] == 'waiting' then
+        ready_types(places, prefix .. 'ready', tonumber(r[2]) or DEFAULT_PRIORITY)
       end
     end
     if (tonumber(g[2]) or 0) < size then return end

@@ -32,7 +32,8 @@ end
 -- earlier release made due (`released_at`), so that a line released over several calls
 -- is promoted in its order. A task keeps an earlier run-at it had (ZADD LT), one in two
 -- released lines is made due once, and an id whose record is gone, or of another type,
--- leaves delayed (as promote drops it). Each task made due gets a `rescheduled` event with its new run-at.
+-- leaves delayed (as promote drops it). Each task made due gets a `rescheduled` event
+-- with its new run-at.
 local function make_due(prefix, delayed_key, feed, due, now)
   if #due == 0 then return end
   local mark_key = prefix .. 'released_at'

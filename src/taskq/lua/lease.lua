@@ -155,7 +155,11 @@ if n_rates > 0 then
     expect(released_key(prefix, name), 'zset')
   end
 end
+-- The keys a concurrency group's slots and waiting tasks are kept in; `typed` holds the
+-- groups checked in this call.
+local typed = {}
 local function expect_group(group)
+  typed[group] = true
   expect(holding_key(prefix, group), 'set')
   expect(parked_key(prefix, group), 'list')
   expect(unparked_key(prefix, group), 'set')
@@ -353,7 +357,7 @@ local function unpark()
       local task_key = prefix .. 'task:' .. ids[i]
       -- A record of another type is no task's: its id is dropped, as one with none.
       local priority = redis.pcall('HGET', task_key, 'priority')
-      if type(priority) ~= 'table' then
+      if not failed(priority) then
         emit(feed, {'type', 'unparked', 'task', ids[i], 'state', 'pending'})
         redis.call('HSET', task_key, 'parked', 'back')
         redis.call('SADD', unparked_key(prefix, group), ids[i])
@@ -411,9 +415,9 @@ local function lease_from(list)
     local record = redis.pcall('HMGET', task_key, 'name', 'payload', 'retries',
       'max_retries', 'fencing_token', 'rate_slot', 'limit_key', 'parked', 'state', 'line')
     -- A record of another type is no task's: its id is dropped, as one with none.
-    if record.err then record = {} end
+    if failed(record) then record = {} end
     local group = record[1] and limit_group(record[1], record[7])
-    if group and group ~= record[1] and most[record[1]] then
+    if group and most[record[1]] and not typed[group] then
       places = {}
       expect_group(group)
       for i = 1, #places, 2 do

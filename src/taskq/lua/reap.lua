@@ -64,7 +64,7 @@ if #expired > 0 then
     local record = redis.pcall('HMGET', prefix .. 'task:' .. task_id, 'retries',
       'max_retries', 'worker', 'slot', 'fencing_token', unpack(CANCEL_FIELDS))
     -- A record of another type is no task's: the id is dropped, as one with none.
-    if record.err then record = {} end
+    if failed(record) then record = {} end
     records[n] = record
     local dies = (tonumber(record[1]) or 0) >= (tonumber(record[2]) or 0)
     if record[10] and (record[6] or dies) then
