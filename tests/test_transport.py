@@ -24,6 +24,7 @@ from taskq.keys import QueueKeys
 from taskq.results import LeaseBatch
 from taskq.scripts import source
 from taskq.transport import Cluster, SingleNode, Transport, transport_for
+from taskq.transport.direct import pack
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "taskq"
 TRANSPORT = SRC / "transport"
@@ -122,6 +123,47 @@ class TestWhatTheSingleNodeTransportNeedsOfRedisPy:
                   == text)
         relied_on("NoScriptError being a ResponseError",
                   issubclass(NoScriptError, redis.ResponseError))
+
+
+class TestPacking:
+    """What a direct connection sends is what redis-py would send, and a bad argument
+    fails as redis-py makes it fail."""
+
+    COMMANDS = (
+        ("EVALSHA", "a" * 40, 2, "taskq:{q}:ready", "taskq:{q}:events", "", "x" * 7000),
+        ("BLPOP", "taskq:{q}:wake", 0.25),
+        ("SET", "k", 0, -7, 2**64, 1e-05, 1.5, float("inf")),
+        ("SET", b"\x00\xff", "\u00e9\u4e2d\U0001f600", "a\r\nb"),
+        ("SCRIPT", "LOAD", "return 1"),
+    )
+
+    def test_hiredis_packs_taskq_s_commands_to_the_same_bytes_as_redis_py(self) -> None:
+        connection = Connection()
+        for command in self.COMMANDS:
+            assert b"".join(pack(connection, [command])) == b"".join(
+                connection.pack_commands([command]))
+        assert pack(connection, self.COMMANDS) == [b"".join(
+            connection.pack_commands(self.COMMANDS))]
+
+    @pytest.mark.parametrize("command", [
+        ("SET", "k", bytearray(b"v")), ("SET", "k", memoryview(b"v")),
+        ("CLIENT SETNAME", "taskq"), (b"CLIENT SETNAME", "taskq"),
+    ], ids=["bytearray", "memoryview", "two-words", "two-words-bytes"])
+    def test_what_hiredis_does_not_take_is_packed_by_redis_py(
+        self, command: tuple[Any, ...]
+    ) -> None:
+        connection = Connection()
+        assert b"".join(pack(connection, [command])) == b"".join(
+            connection.pack_commands([command]))
+
+    @pytest.mark.parametrize("bad", [True, None, object()], ids=["bool", "None", "object"])
+    def test_an_argument_redis_py_refuses_fails_with_its_data_error(self, bad: object) -> None:
+        with pytest.raises(redis.DataError):
+            pack(Connection(), [("SET", "k", bad)])
+
+    def test_a_lone_surrogate_fails_to_encode_as_in_redis_py(self) -> None:
+        with pytest.raises(UnicodeEncodeError):
+            pack(Connection(), [("SET", "k", "\ud800")])
 
 
 def test_only_the_transport_tells_a_cluster_client_from_a_single_node_one() -> None:
