@@ -85,11 +85,20 @@ def schedule_task_id(schedule: str, tick_ms: int) -> str:
 
 def check_held(held: object) -> list[tuple[str, int]]:
     """`held` as checked `(task_id, token)` pairs, or `InvalidTaskError` saying which is not."""
-    if isinstance(held, str | bytes) or not isinstance(held, Sequence):
+    if type(held) is not list and (isinstance(held, str | bytes)
+                                   or not isinstance(held, Sequence)):
         raise InvalidTaskError(f"held must be a sequence of (task_id, token) pairs, not "
                                f"{shown(held)}")
     pairs = []
     for pair in held:
+        # A worker's own pairs, a str and an int in a tuple, pass without the general
+        # checks below (abstract class tests, a call per value): a batch's acks are
+        # checked on the worker's loop thread, which every handler's GIL waits on.
+        if type(pair) is tuple and len(pair) == 2 and type(pair[1]) is int \
+                and TOKEN.low <= pair[1] <= TOKEN.high and type(pair[0]) is str \
+                and TASK_ID.fullmatch(pair[0]):
+            pairs.append(pair)
+            continue
         if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise InvalidTaskError(f"each held task must be a (task_id, token) pair, not "
                                    f"{shown(pair)}")
