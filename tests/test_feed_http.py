@@ -239,13 +239,21 @@ def test_a_client_that_stops_reading_is_cut_while_others_get_every_event(
     wait_until(lambda: metric(server, "taskq_feed_clients", queue) == 0, 20, "no clients left")
 
 
+def fd_target(fd: Path) -> str:
+    """What an open file descriptor points at; '' for one closed since it was listed."""
+    try:
+        return os.readlink(fd)
+    except FileNotFoundError:
+        return ""
+
+
 def connections_of(server: Server) -> int:
     """The client connections the server process holds open (its sockets on its port,
     the listening one aside; its Redis connections are on other ports)."""
     assert server.process is not None
-    held = {os.readlink(fd)[len("socket:["):-1]
-            for fd in Path(f"/proc/{server.process.pid}/fd").iterdir()
-            if os.readlink(fd).startswith("socket:[")}
+    held = {link[len("socket:["):-1]
+            for link in map(fd_target, Path(f"/proc/{server.process.pid}/fd").iterdir())
+            if link.startswith("socket:[")}
     port = f":{server.port:04X}"
     count = 0
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
