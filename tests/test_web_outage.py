@@ -4,6 +4,7 @@ streams ride out a restart. Each test has a Redis of its own, to stop and start.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_support import TIMEOUT, FeedStream, Server, enqueue, feed, server_env
+from serve_support import HEARTBEAT, TIMEOUT, FeedStream, Server, enqueue, feed, server_env
 from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.settings import Settings
@@ -126,6 +127,8 @@ def test_streams_ride_out_a_redis_restart(
         with feed(server, own_queue) as stream:
             assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1, 2]
             own_redis.stop()  # graceful: the log survives in the append-only file
+            # Down for several heartbeats: a stream with every row asks nothing of Redis.
+            time.sleep(3 * HEARTBEAT)
             own_redis.start()
             enqueue(own_queue, 1, "after")
             got = stream.until(lambda b: b.is_row)

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import redis
+
+from taskq.errors import BrokerError
 from taskq.feed.cursor import Cursor, Malformed
 from taskq.feed.frames import gap_frame
 from taskq.feed.hub import Hub
 from taskq.feed.log import Gap
 
+# What a read of the log raises when Redis cannot answer.
+REDIS_ERRORS = (redis.RedisError, BrokerError)
+
 
 @dataclass(frozen=True)
 class StreamSettings:
-    """Batch size of a read, and the longest silence before a comment heartbeat."""
+    """Batch size of a read, the longest silence before a comment heartbeat, and how
+    long a stream that has every row rides out Redis failing under it."""
 
     batch: int = 500
     heartbeat_seconds: float = 15.0
     retry_ms: int = 1000
+    # A restart takes moments; a longer outage ends the stream (its caller sends the
+    # client an `unavailable` event that says when to come back).
+    outage_grace_seconds: float = 5.0
 
 
 async def feed_frames(
@@ -40,6 +51,8 @@ async def feed_frames(
     else:
         cursor = start
     stalled = False
+    # When reads began to fail while this client had every row the hub had seen.
+    failing_since: float | None = None
     while True:
         rows = hub.rows_after(cursor, settings.batch)
         if rows is None:
@@ -48,8 +61,23 @@ async def feed_frames(
             # a thousand small reads, not a thousand replays of a batch each.
             count = settings.batch if cursor.epoch else 1
             seen = hub.tail
-            async with hub.catch_up:
-                result = await hub.log.read(cursor, count)
+            try:
+                async with hub.catch_up:
+                    result = await hub.log.read(cursor, count)
+            except REDIS_ERRORS:
+                # A client behind the hub cannot be served: it hears so at once. One at
+                # the hub's tail (its ring empty: nothing has come since the hub began)
+                # misses nothing while Redis restarts, so it waits, as one whose rows
+                # the ring holds does without reading, until the grace runs out.
+                now = asyncio.get_running_loop().time()
+                failing_since = now if failing_since is None else failing_since
+                if cursor != hub.tail or now - failing_since >= settings.outage_grace_seconds:
+                    raise
+                await hub.wait(cursor, min(settings.heartbeat_seconds,
+                                           settings.outage_grace_seconds), stalled=True)
+                yield ": keepalive\n\n"
+                continue
+            failing_since = None
             if isinstance(result, Gap) and result.resume_at != cursor:
                 yield gap_frame(cursor.wire_id if cursor.seq else "", result)
                 cursor = result.resume_at

@@ -5,16 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-import redis
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from taskq.errors import BrokerError
 from taskq.feed.cursor import parse_cursor
 from taskq.feed.frames import notice_frame
 from taskq.feed.readers import Refused
-from taskq.feed.stream import feed_frames
+from taskq.feed.stream import REDIS_ERRORS, feed_frames
 from taskq.web import api
 from taskq.web.sse import EventStreamResponse, aclose
 
@@ -24,7 +22,6 @@ log = logging.getLogger("taskq.feed")
 # per MISSING_RETRY_MS, short enough that it goes live soon after the first enqueue.
 MISSING_RETRY_MS = 10_000
 UNAVAILABLE_RETRY_MS = 5_000
-REDIS_ERRORS = (redis.RedisError, BrokerError)
 
 
 class EventsEndpoint:
