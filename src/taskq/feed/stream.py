@@ -64,6 +64,7 @@ async def feed_frames(
             try:
                 async with hub.catch_up:
                     result = await hub.log.read(cursor, count)
+                failing_since = None
             except REDIS_ERRORS:
                 # A client behind the hub cannot be served: it hears so at once. One at
                 # the hub's tail (its ring empty: nothing has come since the hub began)
@@ -73,11 +74,11 @@ async def feed_frames(
                 failing_since = now if failing_since is None else failing_since
                 if cursor != hub.tail or now - failing_since >= settings.outage_grace_seconds:
                     raise
+            if failing_since is not None:
                 await hub.wait(cursor, min(settings.heartbeat_seconds,
                                            settings.outage_grace_seconds), stalled=True)
                 yield ": keepalive\n\n"
                 continue
-            failing_since = None
             if isinstance(result, Gap) and result.resume_at != cursor:
                 yield gap_frame(cursor.wire_id if cursor.seq else "", result)
                 cursor = result.resume_at
