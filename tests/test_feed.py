@@ -39,6 +39,7 @@ from feed_support import (
     seen_then_gone,
 )
 from taskq.broker import Broker, NewTask
+from taskq.errors import BrokerError
 from taskq.feed.cursor import Cursor, parse_cursor
 from taskq.feed.hub import Hub
 from taskq.feed.log import FeedLog, Gap, Rows
@@ -607,5 +608,71 @@ def test_a_row_the_hub_sees_during_a_clients_empty_read_reaches_it_at_once(
                         break
             assert asyncio.get_running_loop().time() - started < 3
             await frames.aclose()
+
+    run_guarded(scenario())
+
+
+class FailingLog(FeedLog):
+    """The atomic read, made to fail as a Redis gone away would while `down` is set."""
+
+    down = False
+
+    async def read(self, cursor: Cursor, count: int) -> Rows | Gap:
+        if FailingLog.down:
+            raise redis.ConnectionError("Redis went away")
+        return await super().read(cursor, count)
+
+
+async def next_frames(frames: AsyncIterator[str], until: str, seconds: float) -> list[str]:
+    """Frames up to and including the first that starts with `until`."""
+    got: list[str] = []
+    async with asyncio.timeout(seconds):
+        async for frame in frames:
+            got.append(frame)
+            if frame.startswith(until):
+                return got
+    raise AssertionError(f"the stream ended first: {got}")
+
+
+@pytest.mark.parametrize("outage", ["brief", "past the grace"])
+def test_a_client_served_from_the_ring_ends_only_when_the_hubs_reads_fail_past_the_grace(
+    settings: Settings, client: redis.Redis, outage: str
+) -> None:
+    """A client whose rows the hub's ring holds reads nothing of Redis itself: the
+    hub's failing reads are how it learns of an outage. A brief one costs it nothing;
+    one that lasts the grace ends its stream, so its caller can say `unavailable`."""
+    producer = Producer(client, retention=1000)
+    producer.append(1)
+    FailingLog.down = False
+    grace = 0.6
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url,
+                               log=lambda c: FailingLog(c, KEYS)) as hub:
+            producer.append(1)
+            await hub_reaches(hub, client)
+            assert hub.ring and hub.failing_since is None
+            frames = feed_frames(hub, hub.tail, StreamSettings(
+                heartbeat_seconds=20.0, outage_grace_seconds=grace))
+            assert await next_frames(frames, "retry:", 1) == ["retry: 1000\n\n"]
+            loop = asyncio.get_running_loop()
+            FailingLog.down = True
+            producer.append(1)  # wakes the hub, whose read of it fails
+            while hub.failing_since is None:
+                await asyncio.sleep(0.01)
+            failed_at = hub.failing_since
+            if outage == "brief":
+                await asyncio.sleep(grace / 3)
+                FailingLog.down = False
+                got = await next_frames(frames, "id:", 5)
+                assert got[:-1] == [": keepalive\n\n"] * (len(got) - 1), got
+                assert "event: enqueued" in got[-1] and hub.failing_since is None
+            else:
+                with pytest.raises(BrokerError, match="Redis went away"):
+                    await next_frames(frames, "id:", 5)
+                assert loop.time() - failed_at >= grace
+                assert hub.failing_since == failed_at  # still down, since then
+            await frames.aclose()
+        FailingLog.down = False
 
     run_guarded(scenario())

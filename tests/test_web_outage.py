@@ -15,9 +15,11 @@ import pytest
 from serve_support import HEARTBEAT, TIMEOUT, FeedStream, Server, enqueue, feed, server_env
 from taskq.broker import Broker
 from taskq.connection import connect
+from taskq.feed.stream import StreamSettings
 from taskq.settings import Settings
 from taskq.tools.embedded import EmbeddedRedis
 
+GRACE = StreamSettings().outage_grace_seconds
 ROUTES = [("GET", "/api/queues"), ("GET", "/api/snapshot"), ("GET", "/api/tasks/t-0"),
           ("GET", "/api/dlq"), ("POST", "/api/dlq/t-0/retry"), ("GET", "/api/totals"),
           ("POST", "/api/tasks/t-0/cancel"), ("GET", "/metrics"), ("GET", "/healthz")]
@@ -100,6 +102,57 @@ def test_an_open_stream_ends_with_an_unavailable_event_when_redis_goes(
             own_redis.stop()
             last = stream.until(lambda b: b.event == "unavailable")[-1]
         assert last.retry == "5000" and not last.id
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log.read_text()
+
+
+def stream_served_from_memory(stream: FeedStream, queue: Broker) -> None:
+    """Bring `stream` to the tail through a row its server's reader holds in memory:
+    from then on the stream reads nothing of Redis itself."""
+    assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
+    enqueue(queue, 1, "held")
+    assert [b.seq for b in stream.until(lambda b: b.is_row) if b.is_row] == [2]
+
+
+def test_a_stream_served_from_memory_ends_with_unavailable_once_redis_stays_away(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
+) -> None:
+    enqueue(own_queue, 1)
+    server = serve(own_redis, tmp_path)
+    try:
+        with feed(server, own_queue) as stream:
+            stream_served_from_memory(stream, own_queue)
+            own_redis.stop()
+            stopped = time.monotonic()
+            got = stream.until(lambda b: b.event == "unavailable", seconds=3 * GRACE)
+            waited = time.monotonic() - stopped
+        assert [b.comment for b in got[:-1]] == ["keepalive"] * (len(got) - 1), got
+        assert got[-1].retry == "5000" and not got[-1].id
+        assert "Redis" in got[-1].body["error"]
+        # It rode out the grace first, as a restart would need (counted by the server
+        # from its first failed read, which a stopping Redis may cause a little early).
+        assert GRACE - HEARTBEAT <= waited < 2 * GRACE, waited
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_a_stream_served_from_memory_rides_out_a_redis_restart(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
+) -> None:
+    enqueue(own_queue, 1)
+    server = serve(own_redis, tmp_path)
+    try:
+        with feed(server, own_queue) as stream:
+            stream_served_from_memory(stream, own_queue)
+            own_redis.stop()
+            time.sleep(3 * HEARTBEAT)  # heartbeats go on, every one a keepalive
+            own_redis.start()
+            enqueue(own_queue, 1, "after")
+            got = stream.until(lambda b: b.is_row)
+        assert [b.event for b in got if b.event] == ["enqueued"], got
+        assert (got[-1].seq, got[-1].body["task"]) == (3, "after-0")
     finally:
         server.stop()
     assert "Traceback" not in server.log.read_text()

@@ -52,6 +52,11 @@ class Hub:
         self.waker = waker or Waker(feed_log.client)
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
+        # While the hub's own reads of its log fail: since when (the loop's clock) and
+        # the last error. A client whose rows the ring holds never reads Redis itself,
+        # so this is how it learns that nothing more will come.
+        self.failing_since: float | None = None
+        self.failure: Exception | None = None
 
     @property
     def client(self) -> AsyncClient:
@@ -142,12 +147,22 @@ class Hub:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
+                self._failed(e)
                 await backoff.failed(e)
                 continue
             backoff.succeeded()
 
+    def _failed(self, error: Exception) -> None:
+        if self.failing_since is None:
+            self.failing_since = asyncio.get_running_loop().time()
+            # Clients asleep at the tail wake to bound their wait by the outage.
+            self._notify()
+        self.failure = error
+
     async def _step(self) -> None:
         result = await self.log.read(self.tail, TAIL_BATCH)
+        # Cleared before the wait below, which may last seconds after Redis is back.
+        self.failing_since = self.failure = None
         if isinstance(result, Gap):
             # The log was reset or trimmed past us: restart the ring at the head.
             self.ring.clear()

@@ -22,7 +22,8 @@ REDIS_ERRORS = (redis.RedisError, BrokerError)
 @dataclass(frozen=True)
 class StreamSettings:
     """Batch size of a read, the longest silence before a comment heartbeat, and how
-    long a stream that has every row rides out Redis failing under it."""
+    long a stream that has every row rides out Redis failing under it (its own reads,
+    or the hub's while the ring serves it)."""
 
     batch: int = 500
     heartbeat_seconds: float = 15.0
@@ -103,6 +104,21 @@ async def feed_frames(
             yield frames
             continue
         before = hub.tail
-        await hub.wait(cursor, settings.heartbeat_seconds, stalled)
+        await hub.wait(cursor, outage_bound(hub, settings), stalled)
         if hub.tail == before and (stalled or hub.tail.seq <= cursor.seq):
             yield ": keepalive\n\n"
+
+
+def outage_bound(hub: Hub, settings: StreamSettings) -> float:
+    """How long a client with nothing to send may wait for the hub: a heartbeat, or
+    less while the hub's reads fail, so that the client hears `unavailable` (this
+    raises the hub's error) once they have failed for the grace, as it would from a
+    read of its own, instead of keeping alive a stream to which nothing will come.
+    Each client gets an error of its own: one object raised by hundreds of streams
+    would gather all their tracebacks."""
+    if hub.failing_since is None or not isinstance(hub.failure, REDIS_ERRORS):
+        return settings.heartbeat_seconds
+    down = asyncio.get_running_loop().time() - hub.failing_since
+    if down >= settings.outage_grace_seconds:
+        raise BrokerError(str(hub.failure))
+    return min(settings.heartbeat_seconds, settings.outage_grace_seconds - down)
