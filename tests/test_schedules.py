@@ -138,6 +138,21 @@ class TestErrors:
                                               "exactly one"):
             schedule(every=every)
 
+    @pytest.mark.parametrize("field", ["every", "grace"])
+    @pytest.mark.parametrize("span", [timedelta(microseconds=1500),
+                                      timedelta(seconds=1, microseconds=1)])
+    def test_a_span_with_a_fraction_of_a_millisecond_is_refused_not_rounded(
+        self, field: str, span: timedelta
+    ) -> None:
+        with pytest.raises(ConfigError, match=f"{field} {span} is not a whole number of "
+                                              "milliseconds"):
+            schedule(**{field: span})
+
+    def test_a_span_of_whole_milliseconds_is_kept_exactly(self) -> None:
+        declared = schedule(every=timedelta(seconds=1, milliseconds=1),
+                            grace=timedelta(milliseconds=1500))
+        assert (declared.every_ms, declared.grace_ms) == (1001, 1500)
+
     def test_an_interval_over_ten_years_is_refused(self) -> None:
         with pytest.raises(ConfigError, match="every 999999999 days, 0:00:00 is over 3650 days"):
             schedule(every=timedelta(days=999_999_999))

@@ -336,13 +336,19 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
 
 
 def _span_ms(name: str, what: str, value: object, most: timedelta) -> int:
-    """`value` in ms if it is a timedelta from 1 ms to `most`, else `ConfigError`."""
+    """`value` in ms if it is a timedelta of whole ms from 1 ms to `most`, else
+    `ConfigError`. A fraction is refused, not rounded: ticks are whole ms on Redis's
+    clock, and 1.5 ms taken as 1 would fire half as often again as declared."""
     if not isinstance(value, timedelta) or value < timedelta(milliseconds=1):
         raise ConfigError(f"schedule {name!r}: {what} must be a timedelta of at least "
                           f"1 ms, not {shown(value)}")
     if value > most:
         raise ConfigError(f"schedule {name!r}: {what} {value} is over {most.days} days")
-    return value // timedelta(milliseconds=1)
+    ms, rest = divmod(value, timedelta(milliseconds=1))
+    if rest:
+        raise ConfigError(f"schedule {name!r}: {what} {value} is not a whole number of "
+                          "milliseconds (schedules tick in ms)")
+    return ms
 
 
 def _instant(ms: int, tz: tzinfo) -> datetime:
