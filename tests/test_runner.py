@@ -130,6 +130,13 @@ class Handlers:
         async def raising_async(kind: str) -> None:
             raise HOSTILE[kind]()
 
+        @self.app.task("stopping_async")
+        async def stopping_async() -> str:
+            """Stops the loop it runs in, then carries on once it runs again."""
+            asyncio.get_running_loop().stop()
+            await asyncio.sleep(0)
+            return "went on"
+
         @self.app.task("fine_sync")
         def fine_sync() -> None:
             """Runs after a hostile one: the handler that ran it must still be there."""
@@ -300,3 +307,24 @@ def test_a_coroutine_closed_with_its_loop_reports_nothing_and_raises_nothing(
     wait_until(runner._loop.is_closed, HANDLER_LIMIT_SECONDS, "the loop to close")
     running.get_coro().close()  # what collecting the pending task does
     assert handlers.outcomes == []
+
+
+def test_an_async_handler_that_stops_its_loop_does_not_end_it(handlers: Handlers) -> None:
+    """Only the runner's close ends the loop of async handlers: a handler's own
+    `loop.stop()` would leave every later async run leased in a loop that never runs,
+    and the runner's next hand-off to it raising."""
+    runner = handlers.runner(concurrency=2)
+    try:
+        assert runner.submit([job("stopping_async", "stops")])
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the stopping handler to end")
+        assert runner.submit([job("fine_async", "after")])
+        wait_until(lambda: len(handlers.outcomes) == 2, HANDLER_LIMIT_SECONDS,
+                   "the next async run to end")
+        assert [(o.task.task_id, o.failure) for o in handlers.outcomes] == [
+            ("stops", None), ("after", None)]
+        assert not runner._loop.is_closed()
+    finally:
+        runner.close()
+    assert runner.join(HANDLER_LIMIT_SECONDS) == []
+    wait_until(runner._loop.is_closed, HANDLER_LIMIT_SECONDS, "close to end the loop")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ import redis
 from taskq import App, LeaseLostError, Ledger, Retry, current_task
 from taskq.broker import Broker
 from taskq.errors import ConfigError
+from taskq.settings import Settings
 from taskq.worker import Worker
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker
@@ -373,7 +376,36 @@ def expire_and_reap(broker: Broker, task_id: str) -> None:
     wait_until(reaped, 5, f"the lease of {task_id} to be reaped")
 
 
+# A program that runs a worker on its main thread, as `taskq worker` does, and goes on
+# after it: its Ctrl-C raises KeyboardInterrupt again, and SIGTERM has its default.
+RUN_THEN_GO_ON = """
+import signal, sys, threading
+from taskq import App
+from taskq.settings import Settings
+from taskq.worker import Worker
+settings = Settings.from_env({}, redis_url=sys.argv[1], redis_url_given=True,
+                             redis_cluster=sys.argv[2] == "True", poll_seconds=0.2,
+                             shutdown_grace_seconds=0)
+app = App(queue="runs-then-goes-on", settings=settings)
+worker = Worker(app, settings=settings)
+threading.Timer(0.5, worker.stop).start()
+status = worker.run()
+print(status, signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+      signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+"""
+
+
 class TestShutdown:
+    def test_a_worker_run_from_a_program_gives_its_signal_handlers_back(
+        self, settings: Settings
+    ) -> None:
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_THEN_GO_ON, settings.redis_url,
+             str(settings.redis_cluster)],
+            capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["0", "True", "True"], done.stderr[-2000:]
+
     def test_draining_worker_finishes_its_tasks_and_leases_no_more(
         self, app: App, start_worker: StartWorker, client: redis.Redis
     ) -> None:

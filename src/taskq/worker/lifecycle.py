@@ -7,12 +7,16 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from enum import Enum
 from types import FrameType
+from typing import Any
 
 from taskq.worker.inbox import Inbox
 
 log = logging.getLogger("taskq.worker")
+
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers
 
 # The signals that stop a worker by draining it. SIGHUP is a closed terminal or an ssh
 # session gone: left to its default, it would end the worker at once, its tasks in hand
@@ -24,6 +28,41 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # one besides the one the pool forwards, and two must not read as "exit now", which
 # would leave a task whose effect was applied to be reaped and run again.
 EXIT_NOW_SIGNAL = signal.SIGUSR2
+
+
+# The handlers a worker replaced, by signal, for a process it forks to put back: a
+# process a handler forks (multiprocessing's default start on Linux) would otherwise
+# drain a worker it does not run on SIGTERM instead of ending, and a Pool's terminate()
+# would wait for it for ever. Written by `Lifecycle` on the main thread alone.
+_REPLACED: dict[int, Handler] = {}
+
+
+# The forking thread's signal mask from before the fork. Those signals are blocked
+# across it: one that reached the child before its handlers were put back would run
+# none of them (Python drops a pending signal whose handler is now the default), and
+# a SIGTERM sent right after a start would be lost.
+_FORKING = threading.local()
+
+
+def _block_before_fork() -> None:
+    _FORKING.mask = (signal.pthread_sigmask(signal.SIG_BLOCK, _REPLACED) if _REPLACED
+                     else None)
+
+
+def _unblock_in_parent() -> None:
+    if getattr(_FORKING, "mask", None) is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _FORKING.mask)
+
+
+def _put_back_in_child() -> None:
+    for signum, previous in _REPLACED.items():
+        signal.signal(signum, previous)
+    _REPLACED.clear()
+    _unblock_in_parent()  # now a pending SIGTERM meets the default, and ends the child
+
+
+os.register_at_fork(before=_block_before_fork, after_in_parent=_unblock_in_parent,
+                    after_in_child=_put_back_in_child)
 
 
 class Phase(Enum):
@@ -79,10 +118,24 @@ class Lifecycle:
         pool's EXIT_NOW_SIGNAL exits at once."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_drain_signal if pool_copy else self._on_signal)
+        handlers: dict[int, Handler] = {
+            signum: self._on_drain_signal if pool_copy else self._on_signal
+            for signum in STOP_SIGNALS}
         if pool_copy:
-            signal.signal(EXIT_NOW_SIGNAL, self._on_exit_now)
+            handlers[EXIT_NOW_SIGNAL] = self._on_exit_now
+        for signum, handler in handlers.items():
+            previous = signal.signal(signum, handler)
+            # None: a handler not set from Python, which cannot be set back from it.
+            _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
+
+    def restore_signal_handlers(self) -> None:
+        """Put back the handlers `install_signal_handlers` replaced: a program that ran a
+        worker gets its own Ctrl-C back once the worker has stopped."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in _REPLACED.items():
+            signal.signal(signum, previous)
+        _REPLACED.clear()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1

@@ -225,6 +225,8 @@ class Worker:
             self.runner.close()
             self.lifecycle.stopped()
             log.info("worker %s done: %s", self.worker_id, self.stats)
+            if install_signal_handlers:
+                self.lifecycle.restore_signal_handlers()
         return 0
 
     def stop(self, reason: str = "stop requested") -> None:

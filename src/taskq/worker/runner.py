@@ -155,6 +155,8 @@ class Runner:
         self._gated: set[RunKey] = set()
         # False once the worker begins to stop: a task not started by then is not.
         self._starting = True
+        # The loop thread's alone: set by `close`'s stop, the only one that ends it.
+        self._closing = False
         # The loop thread's alone: each async run's asyncio task and job, by
         # `TaskContext.key`, and the runs already cancelled because their task was.
         self._running: dict[RunKey, tuple[asyncio.Task[None], Job]] = {}
@@ -184,8 +186,9 @@ class Runner:
     def _loop_main(self) -> None:
         try:
             # SystemExit or KeyboardInterrupt raised in a task the handlers started
-            # (asyncio re-raises them out of the loop) must not end the loop: every
-            # async run after it would wait, leased, in a loop that no longer runs.
+            # (asyncio re-raises them out of the loop), or a handler's own
+            # `loop.stop()`, must not end the loop: every async run after it would
+            # wait, leased, in a loop that no longer runs. Only `close` ends it.
             while True:
                 try:
                     self._loop.run_forever()
@@ -193,7 +196,10 @@ class Runner:
                     log.error("%s raised in the event loop of async handlers, by a task "
                               "a handler started; the loop goes on", type_name(e))
                     continue
-                break
+                if self._closing:
+                    break
+                log.error("a handler stopped the event loop of async handlers; the "
+                          "loop goes on")
         finally:
             # An unclosed loop leaks its self-pipe; close it once `close` has stopped it.
             self._loop.close()
@@ -508,7 +514,11 @@ class Runner:
             threads = len(self._threads)
         for _ in range(threads):
             self._jobs.put(None)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop.call_soon_threadsafe(self._stop_loop)
+
+    def _stop_loop(self) -> None:
+        self._closing = True  # on the loop's thread, so no handler's stop can pass for it
+        self._loop.stop()
 
     def join(self, timeout: float) -> list[str]:
         """After `close`, wait up to `timeout` seconds in all for the handler threads and
