@@ -492,6 +492,37 @@ def test_ids_missing_from_the_log_skip_no_row_and_stall_no_stream(
     run_guarded(scenario())
 
 
+def test_ids_missing_inside_the_hubs_ring_skip_no_row_and_end_no_stream(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """The same hole, met by a running hub: its ring holds rows on both sides of it, so
+    the ring is shorter than the span of its seqs, and a client at its tail must still
+    be served (from Redis) and hear of the next row, not fail reckoning by position."""
+    producer = Producer(client, retention=1000)
+    producer.append(1)
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url) as hub:
+            producer.append(2)  # rows 2, 3 in the ring
+            await hub_reaches(hub, client)
+            client.incrby(KEYS.seq, 3)
+            producer.append(3)  # rows 7..9: the ring holds 2, 3, 7, 8, 9
+            await hub_reaches(hub, client)
+            assert [row.cursor.seq for row in hub.ring] == [2, 3, 7, 8, 9]
+            for held, expected in ((2, [3, 7, 8, 9]), (3, [7, 8, 9]), (8, [9]), (9, [])):
+                reader = await resumed_until_quiet(hub, cursor_at(client, held).wire_id)
+                assert (reader.seqs(), reader.gaps) == (expected, []), held
+            live = Reader(hub, last_id=cursor_at(client, 9).wire_id)
+            live.connect()
+            await live.until_quiet()
+            producer.append(1)
+            await live.until_quiet()
+            await live.drop()
+            assert (live.seqs(), live.gaps) == ([10], [])
+
+    run_guarded(scenario())
+
+
 @pytest.mark.parametrize("edit", ["newest row deleted", "log and counter deleted"])
 def test_a_head_no_row_holds_is_waited_on_not_read_again_at_once(
     settings: Settings, client: redis.Redis, edit: str

@@ -95,9 +95,12 @@ class Hub:
             return None
         first = self.ring[0].cursor.seq
         last = self.ring[-1].cursor.seq
-        if cursor.seq < first or cursor.seq > last:
+        index = cursor.seq - first
+        # Bounded by the ring's length as well as its last seq: ids missing from the
+        # log make the ring shorter than the span of its seqs.
+        if cursor.seq < first or cursor.seq > last or index >= len(self.ring):
             return None
-        held = self.ring[cursor.seq - first]
+        held = self.ring[index]
         if held.cursor.seq != cursor.seq:
             # Ids missing from the log (a counter set ahead, a row deleted by hand) put
             # the cursor's row elsewhere in the ring: reckoned by position, the rows
@@ -105,7 +108,7 @@ class Hub:
             return None
         if cursor.ts and held.cursor.ts != cursor.ts:
             return None  # a rewritten row: only the atomic read may judge it
-        start = cursor.seq + 1 - first
+        start = index + 1
         return [self.ring[i] for i in range(start, min(len(self.ring), start + limit))]
 
     async def wait(self, cursor: Cursor, timeout: float, stalled: bool = False) -> None:
