@@ -66,7 +66,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
     routes = [
         Route("/", index),
         Route("/events", EventsEndpoint()),
-        Route("/api/queues", api.queues),
+        Route("/api/queues", heavy(api.queues)),
         Route("/api/snapshot", heavy(api.snapshot)),
         Route("/api/schedules", api.schedules),
         Route("/api/schedules/{name}/forget", api.forget, methods=["POST"]),
@@ -83,7 +83,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/dlq/retry-all", api.retry_all, methods=["POST"]),
         Route("/api/dlq/cancel-all", api.cancel_all, methods=["POST"]),
         Route("/api/dlq/{task_id}/retry", api.retry, methods=["POST"]),
-        Route("/metrics", metrics),
+        Route("/metrics", heavy(metrics)),
         Route("/healthz", api.healthz),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
