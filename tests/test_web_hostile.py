@@ -299,9 +299,11 @@ def test_no_query_string_or_task_id_gets_a_500(
 @pytest.fixture(scope="module")
 def impatient(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[Server]:
-    """A server that closes a connection whose request has not begun after 1 s."""
+    """A server that closes a connection whose request has not begun after 1 s (and
+    cuts one that takes nothing of its response only after 30)."""
     tmp = tmp_path_factory.mktemp("impatient")
-    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS="1"),
+    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS="1",
+                              TASKQ_FEED_SEND_TIMEOUT_SECONDS="30"),
                    tmp / "serve.log").start()
     yield serve
     serve.stop()
@@ -322,9 +324,9 @@ def test_a_connection_that_never_finishes_its_request_is_closed(impatient: Serve
         assert http.get("/healthz").status_code == 200
 
 
-def read_response(connection: socket.socket) -> tuple[bytes, bytes]:
-    """The head and body of one response read off `connection`, whole."""
-    received = b""
+def read_response(connection: socket.socket, received: bytes = b"") -> tuple[bytes, bytes]:
+    """The head and body of one response read off `connection` (after `received`),
+    whole."""
     while b"\r\n\r\n" not in received:
         received += connection.recv(65536)
     head, body = received.split(b"\r\n\r\n", 1)
@@ -367,6 +369,70 @@ def test_a_large_response_still_being_sent_at_the_deadline_is_sent_whole(
     assert json.loads(body)["result"] == ["y" * 1000] * 4000
 
 
+@pytest.fixture(scope="module")
+def stingy(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Server]:
+    """A server that cuts a client that takes nothing of its responses for 1 s."""
+    tmp = tmp_path_factory.mktemp("stingy")
+    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS="1",
+                              TASKQ_FEED_SEND_TIMEOUT_SECONDS="1"),
+                   tmp / "serve.log").start()
+    yield serve
+    serve.stop()
+
+
+def test_a_client_that_pipelines_requests_and_reads_nothing_is_cut(
+    stingy: Server, queue: Broker
+) -> None:
+    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
+    big.enqueue_many([NewTask("unread", name="x")])
+    token = big.lease_many("w", 30, 1).tasks[0].token
+    assert big.ack("unread", token, json.dumps(["y" * 1000] * 4000))  # shown: about 8 MB
+    request = (f"GET /api/tasks/unread?queue={queue.queue} HTTP/1.1\r\n"
+               "Host: 127.0.0.1\r\n\r\n").encode()
+    with socket.socket() as greedy:
+        greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        greedy.connect(("127.0.0.1", stingy.port))
+        greedy.sendall(request * 3)  # 24 MB asked for, none of it taken for 3 s
+        time.sleep(3)
+        greedy.settimeout(10)
+        received, cut = 0, False
+        try:
+            while chunk := greedy.recv(1 << 20):
+                received += len(chunk)
+            cut = True
+        except ConnectionResetError:
+            cut = True
+        except TimeoutError:
+            pass
+    # Cut while the first response was still in the kernel's buffers: the responses
+    # it asked for are not held for it for good, however long it stays connected.
+    assert cut and received < 8 * 2**20, received
+    assert "Traceback" not in stingy.log.read_text()
+
+
+def test_a_slow_reader_that_takes_bytes_gets_its_whole_response(
+    stingy: Server, queue: Broker
+) -> None:
+    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
+    big.enqueue_many([NewTask("sipped", name="x")])
+    token = big.lease_many("w", 30, 1).tasks[0].token
+    assert big.ack("sipped", token, json.dumps(["y" * 1000] * 2000))  # about 4 MB
+    with socket.socket() as slow:
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        slow.connect(("127.0.0.1", stingy.port))
+        slow.sendall(f"GET /api/tasks/sipped?queue={queue.queue} HTTP/1.1\r\n"
+                     "Host: 127.0.0.1\r\n\r\n".encode())
+        received = b""
+        began = time.monotonic()
+        while time.monotonic() - began < 3:  # a sip every 0.3 s for longer than the stall wait
+            time.sleep(0.3)
+            received += slow.recv(32768)
+        head, body = read_response(slow, received)
+    assert head.startswith(b"HTTP/1.1 200")
+    assert json.loads(body)["result"] == ["y" * 1000] * 2000
+
+
 @pytest.mark.parametrize("path", ["/api/history", "/api/queues", "/events", "/metrics"])
 def test_a_read_from_a_page_on_another_site_is_refused(server: Server, path: str) -> None:
     cross = {"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
@@ -388,3 +454,34 @@ def test_heavy_reads_queue_behind_a_few_at_a_time_and_all_are_answered(
             f"{server.url}/api/history", params={"queue": queue.queue, "name": "zzz"},
             timeout=TIMEOUT).status_code, range(48)))
     assert codes == [200] * 48
+
+
+@pytest.mark.parametrize("path", ["/api/queues", "/metrics"])
+def test_a_crowd_reading_every_queues_counts_leaves_healthz_its_thread(
+    server: Server, queue: Broker, path: str
+) -> None:
+    """Each of these reads every queue's counts, a Redis call or two a queue: a crowd of
+    them waits its turn a few at a time instead of taking every thread of the pool, so
+    `/healthz` (a load balancer's probe) answers at once meanwhile."""
+    many = [f"crowded-{n}" for n in range(400)]
+    queue.client.sadd(QUEUES_KEY, *many)
+    try:
+        with httpx.Client(base_url=server.url, timeout=httpx.Timeout(120.0)) as http:
+            def timed(path: str) -> float:
+                began = time.monotonic()
+                assert http.get(path).status_code == 200
+                return time.monotonic() - began
+
+            with ThreadPoolExecutor(41) as pool:
+                crowd = [pool.submit(timed, path) for _ in range(40)]
+                probes = []
+                while not all(call.done() for call in crowd):
+                    probes.append(timed("/healthz"))
+                    time.sleep(0.05)
+                reads = sorted(call.result() for call in crowd)
+    finally:
+        queue.client.srem(QUEUES_KEY, *many)
+    assert probes, "the crowd ended before a probe"
+    # Without the limit, the probe waits for a thread the crowd holds: about as long
+    # as one of its reads.
+    assert max(probes) < reads[len(reads) // 2] / 2, (max(probes), reads)

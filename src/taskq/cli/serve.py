@@ -74,7 +74,11 @@ def main(args: argparse.Namespace) -> int:
           f"(queue {settings.queue!r})", flush=True)
     config = uvicorn.Config(app, host=args.host, port=port, log_level="warning",
                             timeout_graceful_shutdown=2,
-                            http=aborting_protocol(settings.request_timeout_seconds))
+                            http=aborting_protocol(
+                                settings.request_timeout_seconds,
+                                # The feed cuts its own non-readers at its send timeout.
+                                max(settings.request_timeout_seconds,
+                                    settings.feed_send_timeout_seconds)))
     # uvicorn raises the stop signal again once it has shut down: a stop asked for is a
     # clean exit, as uvicorn.run makes it.
     with contextlib.suppress(KeyboardInterrupt):

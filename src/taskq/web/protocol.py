@@ -13,6 +13,10 @@ the connection to shut down, and the stream ends cleanly on it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import struct
+import termios
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -20,15 +24,22 @@ ABORT = "taskq.abort"
 CLOSING = "taskq.closing"
 
 
-def aborting_protocol(request_timeout: float) -> type[asyncio.Protocol]:
+def aborting_protocol(request_timeout: float,
+                      stall_timeout: float) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol class, with `scope[ABORT]` set to abort the connection
     and `scope[CLOSING]`, an asyncio.Event set when the server shuts down; a connection
     whose first request has not begun `request_timeout` seconds after it opened is
     closed (uvicorn times none out before its first request: a few hundred that send
     a header byte now and then would hold as many file descriptors for good). Each later
     request on a kept-alive connection has as long from the end of the response before
-    it: uvicorn's keep-alive timeout stops at the next request's first byte."""
-    return type("AbortingProtocol", (AbortingProtocol,), {"request_timeout": request_timeout})
+    it: uvicorn's keep-alive timeout stops at the next request's first byte.
+
+    A client that takes nothing of what it was sent for `stall_timeout` seconds is cut
+    too: uvicorn waits for ever for a response's bytes to drain, so a client that
+    pipelines requests and never reads would otherwise hold its connection, and the
+    responses it asked for, for good. A slow reader is not cut while it takes bytes."""
+    return type("AbortingProtocol", (AbortingProtocol,),
+                {"request_timeout": request_timeout, "stall_timeout": stall_timeout})
 
 
 def _uvicorn_protocol() -> type[Any]:
@@ -42,9 +53,10 @@ def _uvicorn_protocol() -> type[Any]:
 
 
 class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
-    """See aborting_protocol, which gives it its `request_timeout`."""
+    """See aborting_protocol, which gives it its timeouts."""
 
     request_timeout: float
+    stall_timeout: float
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -60,6 +72,9 @@ class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
         self.app = app_that_can_abort
         self.closing = closing
         self.deadline = Deadline(self.request_timeout, self.request_overdue)
+        # While bytes wait to be sent, the client must take some every `stall_timeout`.
+        self.stall = Deadline(self.stall_timeout, self.stalled)
+        self.unsent_at_stall = 0
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -72,8 +87,44 @@ class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
         if self.is_open():
             self.deadline.start()
 
+    def pause_writing(self) -> None:
+        """The transport holds more than its high-water mark: the app now waits until
+        the client takes some of it, however long, unless the stall wait cuts it."""
+        super().pause_writing()
+        self.watch_unsent()
+
+    def watch_unsent(self) -> None:
+        if self.stall.timer is None:
+            self.unsent_at_stall = self.unsent()
+            self.stall.start()
+
+    def unsent(self) -> int:
+        """Bytes written and not yet sent: the transport's, and the kernel's where it
+        says (a socket is writable again only once a good part of its buffer is free,
+        so a client that reads slowly takes bytes long before the transport's shrink)."""
+        if not self.is_open():
+            return 0
+        size: int = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        with contextlib.suppress(AttributeError, OSError):  # no such ioctl here
+            queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4)
+            size += struct.unpack("i", queued)[0]
+        return size
+
+    def stalled(self) -> None:
+        self.stall.stop()
+        unsent = self.unsent()
+        if not unsent:
+            return  # all taken: the request deadline (or the app) goes on from here
+        if unsent < self.unsent_at_stall:
+            self.unsent_at_stall = unsent
+            self.stall.start()
+        else:
+            self.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.deadline.stop()
+        self.stall.stop()
         super().connection_lost(exc)
 
     def shutdown(self) -> None:
@@ -83,8 +134,10 @@ class AbortingProtocol(_uvicorn_protocol()):  # type: ignore[misc]
     def request_overdue(self) -> None:
         """No request began in time: the connection is aborted, unless the response
         before is still being sent (a client reading a large one slowly), whose tail an
-        abort would drop: the wait starts over."""
+        abort would drop: the wait starts over, and the stall wait sees that the client
+        takes some of it."""
         if self.is_open() and self.transport.get_write_buffer_size() > 0:
+            self.watch_unsent()
             self.deadline.start()
         else:
             self.abort()
