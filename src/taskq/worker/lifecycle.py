@@ -54,10 +54,14 @@ def _unblock_in_parent() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _FORKING.mask)
 
 
-def _put_back_in_child() -> None:
+def _put_back() -> None:
     for signum, previous in _REPLACED.items():
         signal.signal(signum, previous)
     _REPLACED.clear()
+
+
+def _put_back_in_child() -> None:
+    _put_back()
     _unblock_in_parent()  # now a pending SIGTERM meets the default, and ends the child
 
 
@@ -131,11 +135,8 @@ class Lifecycle:
     def restore_signal_handlers(self) -> None:
         """Put back the handlers `install_signal_handlers` replaced: a program that ran a
         worker gets its own Ctrl-C back once the worker has stopped."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum, previous in _REPLACED.items():
-            signal.signal(signum, previous)
-        _REPLACED.clear()
+        if threading.current_thread() is threading.main_thread():
+            _put_back()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
