@@ -296,17 +296,29 @@ def test_no_query_string_or_task_id_gets_a_500(
         assert response.json()["error"]
 
 
+@contextlib.contextmanager
+def timed_server(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory,
+                 request: str, send: str) -> Iterator[Server]:
+    """A server of its own with TASKQ_REQUEST_TIMEOUT_SECONDS `request` and
+    TASKQ_FEED_SEND_TIMEOUT_SECONDS `send` (the longer of the two is how long a client
+    may take none of what it was sent)."""
+    tmp = tmp_path_factory.mktemp("timed")
+    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS=request,
+                              TASKQ_FEED_SEND_TIMEOUT_SECONDS=send),
+                   tmp / "serve.log").start()
+    try:
+        yield serve
+    finally:
+        serve.stop()
+
+
 @pytest.fixture(scope="module")
 def impatient(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[Server]:
     """A server that closes a connection whose request has not begun after 1 s (and
     cuts one that takes nothing of its response only after 30)."""
-    tmp = tmp_path_factory.mktemp("impatient")
-    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS="1",
-                              TASKQ_FEED_SEND_TIMEOUT_SECONDS="30"),
-                   tmp / "serve.log").start()
-    yield serve
-    serve.stop()
+    with timed_server(redis_server, tmp_path_factory, "1", "30") as serve:
+        yield serve
 
 
 def test_a_connection_that_never_finishes_its_request_is_closed(impatient: Server) -> None:
@@ -353,13 +365,19 @@ def test_a_kept_alive_connections_next_request_has_the_same_deadline(
         assert 0.9 < time.monotonic() - answered < 5
 
 
+def with_big_result(queue: Broker, task_id: str, items: int) -> None:
+    """A completed task `task_id` whose result is `items` strings of 1,000 bytes, as a
+    response to take slowly or not at all."""
+    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
+    big.enqueue_many([NewTask(task_id, name="x")])
+    token = big.lease_many("w", 30, 1).tasks[0].token
+    assert big.ack(task_id, token, json.dumps(["y" * 1000] * items))
+
+
 def test_a_large_response_still_being_sent_at_the_deadline_is_sent_whole(
     impatient: Server, queue: Broker
 ) -> None:
-    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
-    big.enqueue_many([NewTask("big", name="x")])
-    token = big.lease_many("w", 30, 1).tasks[0].token
-    assert big.ack("big", token, json.dumps(["y" * 1000] * 4000))  # shown: about 8 MB
+    with_big_result(queue, "big", 4000)  # shown: about 8 MB
     with socket.create_connection(("127.0.0.1", impatient.port), timeout=10) as slow:
         slow.sendall(f"GET /api/tasks/big?queue={queue.queue} HTTP/1.1\r\n"
                      "Host: 127.0.0.1\r\n\r\n".encode())
@@ -373,21 +391,14 @@ def test_a_large_response_still_being_sent_at_the_deadline_is_sent_whole(
 def stingy(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Server]:
     """A server that cuts a client that takes nothing of its responses for 1 s."""
-    tmp = tmp_path_factory.mktemp("stingy")
-    serve = Server(server_env(redis_server, tmp, TASKQ_REQUEST_TIMEOUT_SECONDS="1",
-                              TASKQ_FEED_SEND_TIMEOUT_SECONDS="1"),
-                   tmp / "serve.log").start()
-    yield serve
-    serve.stop()
+    with timed_server(redis_server, tmp_path_factory, "1", "1") as serve:
+        yield serve
 
 
 def test_a_client_that_pipelines_requests_and_reads_nothing_is_cut(
     stingy: Server, queue: Broker
 ) -> None:
-    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
-    big.enqueue_many([NewTask("unread", name="x")])
-    token = big.lease_many("w", 30, 1).tasks[0].token
-    assert big.ack("unread", token, json.dumps(["y" * 1000] * 4000))  # shown: about 8 MB
+    with_big_result(queue, "unread", 4000)  # shown: about 8 MB
     request = (f"GET /api/tasks/unread?queue={queue.queue} HTTP/1.1\r\n"
                "Host: 127.0.0.1\r\n\r\n").encode()
     with socket.socket() as greedy:
@@ -414,10 +425,7 @@ def test_a_client_that_pipelines_requests_and_reads_nothing_is_cut(
 def test_a_slow_reader_that_takes_bytes_gets_its_whole_response(
     stingy: Server, queue: Broker
 ) -> None:
-    big = Broker(queue.client, queue.queue, max_result_bytes=8 * 2**20)
-    big.enqueue_many([NewTask("sipped", name="x")])
-    token = big.lease_many("w", 30, 1).tasks[0].token
-    assert big.ack("sipped", token, json.dumps(["y" * 1000] * 2000))  # about 4 MB
+    with_big_result(queue, "sipped", 2000)  # about 4 MB
     with socket.socket() as slow:
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         slow.connect(("127.0.0.1", stingy.port))
