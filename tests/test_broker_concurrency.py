@@ -200,6 +200,22 @@ class TestParkedTasks:
         assert not limited.client.exists(limited.keys.parked_names)
         sound(limited)
 
+    def test_one_whose_record_is_gone_is_dropped_and_the_others_still_lease(
+        self, limited: Broker
+    ) -> None:
+        """Unparked, an id with no record must not get one made up, nor stop the lease
+        part way after it has popped the ready tasks of others."""
+        enqueue(limited, "a", "b", "c")
+        leases = lease_all(limited)
+        assert parked(limited) == ["c"]
+        limited.client.delete(limited.keys.task("c"))  # evicted, or deleted by hand
+        enqueue(limited, "x1", "x2", name="mod.other")
+        limited.ack("a", leases["a"])
+        assert lease_all(limited) == {"x1": 1, "x2": 1}
+        assert not limited.client.exists(limited.keys.task("c"))
+        assert parked(limited) == [] and limited.counts().ready == 0
+        sound(limited)
+
     def test_come_back_when_no_worker_limits_the_name_any_more(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")
         lease_all(limited)

@@ -355,13 +355,14 @@ local function unpark()
     -- Each goes to the front, the newest first, so the oldest ends at the very front.
     for i = #(ids or {}), 1, -1 do
       local task_key = prefix .. 'task:' .. ids[i]
-      -- A record of another type is no task's: its id is dropped, as one with none.
-      local priority = redis.pcall('HGET', task_key, 'priority')
-      if not failed(priority) then
+      -- An id with no record (evicted, deleted by hand) or one of another type is no
+      -- task's: it is dropped, as lease_from drops one, and no record is made up for it.
+      local fields = redis.pcall('HMGET', task_key, 'name', 'priority')
+      if not failed(fields) and fields[1] then
         emit(feed, {'type', 'unparked', 'task', ids[i], 'state', 'pending'})
         redis.call('HSET', task_key, 'parked', 'back')
         redis.call('SADD', unparked_key(prefix, group), ids[i])
-        push_ready(ready_key, ids[i], tonumber(priority), true)
+        push_ready(ready_key, ids[i], tonumber(fields[2]), true)
       end
     end
     if redis.call('LLEN', list) == 0 then
@@ -432,7 +433,8 @@ local function lease_from(list)
       end
     end
     -- An unparked task leaves the slots promised to its kind (see unpark) as it is popped.
-    local back = record[8] == 'back'
+    -- A record with no name has no group to give a promise back to: it is dropped below.
+    local back = group and record[8] == 'back'
     if back then
       redis.call('SREM', unparked_key(prefix, group), task_id)
       redis.call('HDEL', task_key, 'parked')
