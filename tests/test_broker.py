@@ -632,6 +632,14 @@ class TestReads:
             got = lease_one(broker, "w", 10)
             broker.fail(task_id, got[1], "x")
         assert broker.dead() == ["b", "a"]
+        assert broker.dead(1) == ["b"]
+
+    @pytest.mark.parametrize("limit", [0, -1, 1.5, True, 100_001])
+    def test_a_dead_listing_limit_out_of_range_is_refused_not_read_as_all(
+        self, broker: Broker, limit: object
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match="limit must be"):
+            broker.dead(limit)  # type: ignore[arg-type]  # the hostile case itself
 
     def test_counts_reflect_each_structure(self, broker: Broker) -> None:
         broker.enqueue("dies", max_retries=0)

@@ -658,9 +658,11 @@ class Broker:
         return decode_payload(text)
 
     def dead(self, limit: int | None = None) -> list[str]:
-        """Task ids in the DLQ, most recently dead first (the first `limit` of them)."""
+        """Task ids in the DLQ, most recently dead first (all, or the first `limit` of
+        them: 1 to 100,000, else InvalidTaskError)."""
+        last = -1 if limit is None else LIMIT.check(limit) - 1
         with redis_errors("list the dead letter queue"):
-            ids = self.client.lrange(self.keys.dlq, 0, -1 if limit is None else limit - 1)
+            ids = self.client.lrange(self.keys.dlq, 0, last)
         return [text(task_id) for task_id in ids]
 
     def task(self, task_id: str) -> TaskRecord | None:
