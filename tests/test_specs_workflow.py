@@ -1,8 +1,9 @@
 """Workflow, issue 20's chains of stages modelled before their code: its figures, the
 shortest trace that catches each mutant (a stale ack counted; the next stage
 triggered in a step after the ack; an ack settling its stage in a cancelled flow; a
-stage settled before it is reached), and a stage cancelled while waiting settled in
-the step that reaches it."""
+stage settled before it is reached; a step cut off after its effect counted
+completed), a stage cancelled while waiting settled in the step that reaches it, and
+a cut step failing its flow."""
 
 from __future__ import annotations
 
@@ -37,33 +38,33 @@ def run(c: Constants, *labels: str) -> State:
 
 
 class TestWorkflow:
-    def test_stages_trigger_once_in_order_and_the_flow_ends_in_all_11604_states(
+    def test_stages_trigger_once_in_order_and_the_flow_ends_in_all_15444_states(
         self,
     ) -> None:
         found = result("Workflow.tla", "Workflow.cfg")
         assert found.ok
         assert (found.distinct, found.generated, found.depth, found.queued) == (
-            11604, 45129, 23, 0)
+            15444, 60217, 23, 0)
 
     def test_the_same_holds_when_a_failed_member_passes_its_stage_on(self) -> None:
         found = result("Workflow.tla", "Workflow_Partial.cfg")
         assert found.ok
         assert (found.distinct, found.generated, found.depth, found.queued) == (
-            26816, 105217, 25, 0)
+            80184, 311977, 25, 0)
 
     def test_without_cancels_every_run_ends_with_the_flow_done(self) -> None:
         found = result("Workflow.tla", "Workflow_NoCancel.cfg")
         assert found.ok
         assert (found.distinct, found.generated, found.depth, found.queued) == (
-            2733, 10161, 23, 0)
+            3897, 14525, 23, 0)
 
 
 class TestAnInputOverThePayloadLimit:
-    def test_its_stage_never_runs_and_the_flow_ends_failed_in_all_4268_states(self) -> None:
+    def test_its_stage_never_runs_and_the_flow_ends_failed_in_all_5692_states(self) -> None:
         found = result("Workflow.tla", "Workflow_Oversized.cfg")
         assert found.ok
         assert (found.distinct, found.generated, found.depth, found.queued) == (
-            4268, 17137, 15, 0)
+            5692, 22897, 15, 0)
 
     def test_the_ack_that_ends_stage_1_fails_the_flow_and_cancels_stage_2(self) -> None:
         c = Constants(stages=2, members=2, workers=2, retries=1, policy="partial",
@@ -79,6 +80,30 @@ class TestAnInputOverThePayloadLimit:
         assert actions(found) == ["Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)", "Ack(w=1)",
                                   "Ack(w=2)"]
         assert found.violation.trace[-1].state.state[(2, 1)] == "pending"
+
+
+class TestAStepCutOffAfterItsEffect:
+    def test_it_fails_its_flow_and_stage_2_never_runs(self) -> None:
+        c = Constants(stages=2, members=2, workers=2, retries=1, policy="fail", cancels=True)
+        s = run(c, "Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)", "AckCut(w=1)", "Ack(w=2)")
+        assert (s.state[(1, 1)], s.failed[1], s.flow, s.triggered[2]) == (
+            "cut", 1, "failed", 0)
+        assert [s.state[(2, i)] for i in (1, 2)] == ["cancelled", "cancelled"]
+
+    def test_under_partial_it_is_handed_on_as_a_failed_member(self) -> None:
+        c = Constants(stages=2, members=1, workers=1, retries=0, policy="partial",
+                      cancels=True)
+        s = run(c, "Lease(w=1,k=1,i=1)", "AckCut(w=1)")
+        assert (s.failed[1], s.triggered[2], s.state[(2, 1)]) == (1, 1, "pending")
+
+    def test_counted_completed_the_flow_completes_on_its_null(self) -> None:
+        found = result("Workflow.tla", "WorkflowCutHandedOn.cfg")
+        assert found.violation is not None and found.violation.name == "OutcomeRight"
+        assert actions(found) == ["Lease(w=1,k=1,i=1)", "Lease(w=2,k=1,i=2)", "Ack(w=1)",
+                                  "Ack(w=2)", "Lease(w=1,k=2,i=1)", "Lease(w=2,k=2,i=2)",
+                                  "Ack(w=1)", "AckCut(w=2)"]
+        last = found.violation.trace[-1].state
+        assert last.flow == "completed" and last.state[(2, 2)] == "cut"
 
 
 class TestStageCancelledWhileWaiting:

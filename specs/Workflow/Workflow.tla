@@ -22,8 +22,13 @@
 (* ends them cancelled, never retried. The ends a flow's own cancelling    *)
 (* writes are not counted: nothing reads a stage's count once the flow     *)
 (* has stopped running.                                                    *)
+(* A run cut off at a worker's shutdown after its effect() block is acked  *)
+(* (running it again would apply the effect twice) with no result: ack.lua *)
+(* ends it `cut`, a completed task that its flow counts as failed, since   *)
+(* it has nothing to hand on (CUT_FAILS FALSE: the code before, which      *)
+(* counted it completed and handed on null in its place).                  *)
 (*                                                                         *)
-(*   state[s]     waiting | pending | running | completed | dead |         *)
+(*   state[s]     waiting | pending | running | completed | cut | dead |   *)
 (*                cancelled, for each step s = <<k, i>> (stage, member)    *)
 (*   token[s]     its fencing token; tries[s] its reaped attempts          *)
 (*   held[w]      <<s, t>>: the run worker w believes it holds; Idle       *)
@@ -47,7 +52,9 @@
 (* (the stage settled by a step after the ack), WorkflowIgnoresCancel      *)
 (* (ack.lua settles without reading the flow's state), WorkflowEarlyStage  *)
 (* (cancelling a waiting step settles its stage before it is reached),     *)
-(* WorkflowUncheckedInput.cfg (SIZE_CHECK FALSE: that stage runs).         *)
+(* WorkflowUncheckedInput.cfg (SIZE_CHECK FALSE: that stage runs),         *)
+(* WorkflowCutHandedOn.cfg (CUT_FAILS FALSE: a flow completes on a cut     *)
+(* step's null).                                                           *)
 (* Python transcription: workflow.py.                                      *)
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets
@@ -60,7 +67,8 @@ CONSTANTS
     POLICY,     \* "fail" | "partial": what a failed member does to its flow
     CANCELS,    \* whether a user cancels the flow or a waiting step
     OVERSIZED,  \* the stage whose input is over the payload limit; 0: none
-    SIZE_CHECK  \* whether settling checks it (FALSE: the code before, a mutant)
+    SIZE_CHECK, \* whether settling checks it (FALSE: the code before, a mutant)
+    CUT_FAILS   \* whether a cut step counts as failed (FALSE: the code before)
 
 Stages == 1..STAGES
 Members == 1..MEMBERS
@@ -68,7 +76,11 @@ Steps == Stages \X Members
 Workers == 1..WORKERS
 Idle == <<<<0, 0>>, 0>>
 MaxToken == RETRIES + 1
-Ended == {"completed", "dead", "cancelled"}
+Ended == {"completed", "cut", "dead", "cancelled"}
+
+\* Whether an end `to` counts as a failed member of its stage: all but a completed
+\* step's, a cut one's too (it completed with no result to hand on).
+Fails(to) == to # "completed" /\ (CUT_FAILS \/ to # "cut")
 
 VARIABLES state, token, tries, held, ended, counted, failed, triggered, flow, intent
 
@@ -133,7 +145,7 @@ EndIf(s, to, settles) ==
         st == [state EXCEPT ![s] = to]
         fresh == s \notin ended
         cnt == [counted EXCEPT ![k] = IF fresh THEN @ + 1 ELSE @]
-        fl == [failed EXCEPT ![k] = IF fresh /\ to # "completed" THEN @ + 1 ELSE @]
+        fl == [failed EXCEPT ![k] = IF fresh /\ Fails(to) THEN @ + 1 ELSE @]
         r == Settle(k, st, triggered, cnt, fl)
     IN /\ ended' = ended \cup {s}
        /\ counted' = cnt
@@ -165,6 +177,9 @@ AckWith(w, to, E(_, _)) ==
     /\ UNCHANGED <<token, tries, intent>>
 
 Ack(w) == AckWith(w, "completed", End)
+
+\* ack.lua for a run cut off at shutdown after its effect: completed, no result.
+AckCut(w) == AckWith(w, "cut", End)
 
 \* ack_cancelled.lua: the holder was told of the flow's cancel and stopped.
 AckCancelled(w) == flow = "cancelled" /\ AckWith(w, "cancelled", End)
@@ -214,6 +229,7 @@ CancelStep(s) ==
 Next ==
     \/ \E w \in Workers, k \in Stages, i \in Members : Lease(w, <<k, i>>)
     \/ \E w \in Workers : Ack(w)
+    \/ \E w \in Workers : AckCut(w)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : StaleAck(w)
     \/ \E k \in Stages, i \in Members : Expire(<<k, i>>)
@@ -233,12 +249,12 @@ NoEarlyRun ==
     \A s \in Steps : (state[s] \in {"pending", "running"} \/ token[s] > 0)
                         => triggered[s[1]] > 0
 
-\* Completed: every step completed under policy fail; under partial, a stage's failed
-\* members are handed on, the last stage's as its output, so it only needs every step
-\* ended (FlowEndsLast).
+\* Completed: every step completed (with a result to hand on) under policy fail;
+\* under partial, a stage's failed members are handed on, the last stage's as its
+\* output, so it only needs every step ended (FlowEndsLast).
 OutcomeRight ==
     /\ flow = "completed" => \A s \in Steps : POLICY = "fail" => state[s] = "completed"
-    /\ flow = "failed" => \E s \in Steps : state[s] \in {"dead", "cancelled"}
+    /\ flow = "failed" => \E s \in Steps : state[s] \in {"cut", "dead", "cancelled"}
 
 FlowEndsLast == flow \in {"completed", "failed"} => \A s \in Steps : state[s] \in Ended
 

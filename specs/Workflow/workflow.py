@@ -10,6 +10,8 @@ EndIf(s, to, settles), End        a script ending a step, recording it   end_if,
                                   and settling its stage after the last
 Lease(w, s)                       lease.lua                              lease(c, s)
 Ack(w), AckWith(w, to, E)         ack.lua                                ack(c, s)
+AckCut(w)                         ack.lua for a run cut off at shutdown  ack_cut(c, s)
+                                  after its effect (no result)
 AckCancelled(w)                   ack_cancelled.lua                      ack_cancelled(c, s)
 StaleAck(w)                       ack.lua refusing a stale token         stale_ack(c, s)
 Expire(s)                         reap.lua: cancelled, retried, or dead  expire(c, s)
@@ -27,10 +29,13 @@ WorkflowEarlyStage.tla            a waiting step's cancel settling its   early_c
                                   stage before it is reached
 WorkflowUncheckedInput.cfg        SIZE_CHECK FALSE: a stage triggered    size_check=False
                                   whatever its input's size
+WorkflowCutHandedOn.cfg           CUT_FAILS FALSE: a cut step counted    cut_fails=False
+                                  completed, null handed on
 
 A step s is the pair (k, i): stage k, member i. Each \E is a loop in ascending order
 (the first bound variable outermost) and Next's disjuncts are tried in the order
-written, which is TLC's order.
+written, which is TLC's order. The mutants' own Next leaves AckCut out, as their
+modules do.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from specs.tlacheck.model import Property
 
 Step = tuple[int, int]
 IDLE: tuple[Step, int] = ((0, 0), 0)
-ENDED = ("completed", "dead", "cancelled")
+ENDED = ("completed", "cut", "dead", "cancelled")
 FLOWS = ("running", "completed", "failed", "cancelled")
 
 
@@ -73,19 +78,21 @@ class Constants:
     cancels: bool
     oversized: int = 0
     size_check: bool = True
+    cut_fails: bool = True
 
     @classmethod
     def from_cfg(cls, cfg: cfgs.Config) -> Constants:
         policy, cancels = cfg.constants["POLICY"], cfg.constants["CANCELS"]
-        size_check = cfg.constants["SIZE_CHECK"]
+        size_check, cut_fails = cfg.constants["SIZE_CHECK"], cfg.constants["CUT_FAILS"]
         if policy not in ("fail", "partial") or not isinstance(cancels, bool) \
-                or not isinstance(size_check, bool):
+                or not isinstance(size_check, bool) or not isinstance(cut_fails, bool):
             raise cfgs.ConfigError(f"{cfg.source}: POLICY {policy!r}, CANCELS {cancels!r}, "
-                                   f"SIZE_CHECK {size_check!r}")
+                                   f"SIZE_CHECK {size_check!r}, CUT_FAILS {cut_fails!r}")
         return cls(stages=cfg.int_constant("STAGES"), members=cfg.int_constant("MEMBERS"),
                    workers=cfg.int_constant("WORKERS"), retries=cfg.int_constant("RETRIES"),
                    policy=str(policy), cancels=cancels,
-                   oversized=cfg.int_constant("OVERSIZED"), size_check=size_check)
+                   oversized=cfg.int_constant("OVERSIZED"), size_check=size_check,
+                   cut_fails=cut_fails)
 
     @property
     def all_stages(self) -> range:
@@ -163,7 +170,8 @@ def end_if(c: Constants, s: State, step: Step, to: str, settles: bool) -> State:
     st = s.state.except_(step, to)
     fresh = step not in s.ended
     cnt = s.counted.except_(k, s.counted[k] + 1) if fresh else s.counted
-    fl = s.failed.except_(k, s.failed[k] + 1) if fresh and to != "completed" else s.failed
+    fails = to != "completed" and (c.cut_fails or to != "cut")
+    fl = s.failed.except_(k, s.failed[k] + 1) if fresh and fails else s.failed
     t = s._replace(ended=s.ended | {step}, counted=cnt, failed=fl)
     if fresh and cnt[k] == c.members and settles:
         r = settle(c, s, k, st, s.triggered, cnt, fl)
@@ -204,6 +212,7 @@ def ack_with(name: str, to: str, ending: Ending) -> Action:
 
 
 ack = ack_with("Ack", "completed", end)
+ack_cut = ack_with("AckCut", "cut", end)
 _ack_cancelled = ack_with("AckCancelled", "cancelled", end)
 
 
@@ -307,13 +316,13 @@ def end_ignoring_cancel(c: Constants, s: State, step: Step, to: str) -> State:
 ignoring_ack = ack_with("IgnoringAck", "completed", end_ignoring_cancel)
 early_cancel_step = cancel_step_with("EarlyCancelStep", lambda s, k: s.flow == "running")
 
-NEXT: tuple[Action, ...] = (lease, ack, ack_cancelled, stale_ack, expire, crash, cancel_flow,
-                            cancel_step)
+NEXT: tuple[Action, ...] = (lease, ack, ack_cut, ack_cancelled, stale_ack, expire, crash,
+                            cancel_flow, cancel_step)
 
 
 def swap(old: Action, new: Action, *more: Action) -> tuple[Action, ...]:
-    """NEXT with `old` replaced by `new`, and `more` tried last."""
-    return (*(new if a is old else a for a in NEXT), *more)
+    """NEXT without AckCut, with `old` replaced by `new`, and `more` tried last."""
+    return (*(new if a is old else a for a in NEXT if a is not ack_cut), *more)
 
 
 ANY_ACK_NEXT = swap(stale_ack, any_ack_stale)
@@ -352,7 +361,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
         judged = c.all_steps if c.policy == "fail" else []
         return ((s.flow != "completed" or all(s.state[x] == "completed" for x in judged))
                 and (s.flow != "failed"
-                     or any(v in ("dead", "cancelled") for v in s.state.values())))
+                     or any(v in ("cut", "dead", "cancelled") for v in s.state.values())))
 
     def ends_last(s: State) -> bool:
         return s.flow not in ("completed", "failed") or all(
