@@ -233,3 +233,13 @@ class TestAResultIsOneJsonValue:
                 lambda: broker.ack("t1", token, result))
         assert broker.ack("t1", token, '{"total": 105}')
         assert broker.handle("t1").result() == {"total": 105}
+
+    def test_the_cut_marker_is_no_result_a_caller_can_pass(self, broker: Broker) -> None:
+        # The ack script reads a lone NUL as a run cut off after its effect (ack_cut).
+        broker.enqueue("t1")
+        _, token = lease_one(broker)
+        refused(broker, InvalidTaskError, "a result must be JSON text or None",
+                lambda: broker.ack("t1", token, "\x00"))
+        assert broker.ack_cut("t1", token)
+        record = broker.task("t1")
+        assert record is not None and record.state == "completed" and record.result is None

@@ -85,6 +85,45 @@ class TestStages:
         assert status is not None and status.state == "failed"
         assert view(client, queue.keys).violations() == []
 
+    def test_a_member_cut_off_after_its_effect_fails_the_flow_and_hands_on_nothing(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        flows = Flows(queue)
+        chord(flows, 2)
+        held = [lease_one(queue), lease_one(queue, "w2")]
+        cut = held[0][0]
+        assert queue.ack_cut(*held[0])
+        assert not queue.ack_cut(*held[0])  # its token is spent: stale, nothing changes
+        assert ack_result(queue, *held[1], 1)
+        status = flows.status("f")
+        assert status is not None and (status.state, status.upstream) == ("failed", cut)
+        assert status.error_type == "taskq.errors.NoResultError"
+        assert [s.state for s in status.steps] == ["completed", "completed", "cancelled"]
+        assert triggered(client, queue) == []
+        record = queue.task(cut)
+        assert record is not None and record.state == "completed" and record.result is None
+        ended = [e for e in events(client, queue.keys) if e.task == cut][-1]
+        assert (ended.type, ended.fields.get("cut")) == ("completed", "1")
+        assert view(client, queue.keys).violations() == []
+        report = validate(read_log(client, queue.keys.events), require_terminal=False)
+        assert report.ok, report.violations
+
+    def test_under_partial_a_cut_member_is_handed_on_as_a_failed_place(
+        self, queue: Broker
+    ) -> None:
+        flows = Flows(queue)
+        assert flows.start("p", [
+            StageSpec((step(), step()), group=True, policy="partial"),
+            StageSpec((step("callback"),), group=False, policy="fail")])
+        held = [lease_one(queue), lease_one(queue, "w2")]
+        by_id = dict(held)
+        assert queue.ack_cut("p.1.1", by_id["p.1.1"])
+        assert ack_result(queue, "p.1.2", by_id["p.1.2"], 7)
+        places = queue.payload("p.2.1")["args"][0]
+        assert places[1] == 7
+        assert places[0]["taskq_failed"]["state"] == "cut"
+        assert places[0]["taskq_failed"]["error_type"] == "taskq.errors.NoResultError"
+
     def test_a_revived_member_that_completes_is_not_counted_a_second_time(
         self, queue: Broker, client: redis.Redis
     ) -> None:

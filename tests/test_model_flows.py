@@ -61,6 +61,9 @@ MAX_FLOWS = 6
 # The queue's payload limit: three failure markers handed on go past it, two do not.
 MAX_PAYLOAD = 260
 TOO_LARGE = "taskq.errors.PayloadTooLargeError"
+# What ack.lua writes on the record of a run cut off after its effect.
+CUT = ("taskq.errors.NoResultError", "its handler was cut off at a worker's shutdown "
+       "after its effect: it completed with no result to hand on")
 BOOM = Failure("ValueError", "boom", "Traceback (most recent call last):\n  ...\nValueError: boom")
 # What the runs did, summed over every example, so a test can show it covered them.
 SEEN: Counter[str] = Counter()
@@ -72,7 +75,7 @@ PATHS = {
     "cancel of leased", "cancel of dlq", "cancel left alone", "flow cancel told a holder",
     "flow cancel left alone", "ack_cancelled", "ack after cancel requested",
     "fail to cancelled", "fail to retry", "fail to dead", "promoted",
-    "stale ack over a rerun", "start again", "input over the payload limit",
+    "stale ack over a rerun", "start again", "input over the payload limit", "ack cut",
 }  # fmt: skip
 
 
@@ -399,6 +402,24 @@ class FlowMachine(RuleBasedStateMachine):
         m.place, m.result = "completed", result
         self.events += 1
         self.step_ended(m, "completed", None if result is None else json.loads(result))
+
+    @precondition(lambda self: self.issued)
+    @rule(pick=st.integers(0, 10**6), who=st.sampled_from(WHO))
+    def ack_cut(self, pick: int, who: str) -> None:
+        """A run cut off at shutdown after its effect: acked with no result, and counted
+        by its stage as a step that did not complete (it has nothing to hand on)."""
+        task_id, token = self.holder(pick, who)
+        if not self.holds(task_id, token):
+            self.unchanged_by(lambda: self.broker.ack_cut(task_id, token), False,
+                              f"stale ack_cut of {task_id}")
+            return
+        m = self.steps[task_id]
+        assert self.broker.ack_cut(task_id, token)
+        SEEN["ack cut"] += 1
+        m.place, m.result = "completed", None
+        m.error_type, m.error_message = CUT
+        self.events += 1
+        self.step_ended(m, "cut")
 
     @precondition(lambda self: self.issued)
     @rule(pick=st.integers(0, 10**6), who=st.sampled_from(WHO), dead=st.booleans())
@@ -739,12 +760,15 @@ def a_flow_cancelled_while_a_step_runs(m: FlowMachine, step: Steps) -> None:
 
 
 def an_input_over_the_payload_limit(m: FlowMachine, step: Steps) -> None:
-    """f4: a partial group whose three steps all die hands three failure markers on,
-    which would take stage 2's step past the payload limit: stage 2 never starts, and
-    the flow fails at it, its last stage skipped too."""
+    """f4: a partial group whose first step is cut off after its effect and whose other
+    two die hands three failure markers on, which would take stage 2's step past the
+    payload limit: stage 2 never starts, and the flow fails at it, its last stage
+    skipped too."""
     step(m.start, [stage((0, 0, 0), policy="partial"), stage((0,), False, own=True),
                    stage((0,), False)])
-    for task_id in ("f4.1.1", "f4.1.2", "f4.1.3"):
+    step(m.lease, "w1", False)
+    step(m.ack_cut, holder(m, "f4.1.1"), "any")
+    for task_id in ("f4.1.2", "f4.1.3"):
         step(m.lease, "w1", False)
         step(m.fail, holder(m, task_id), "any", True)
     assert m.flows["f4"].upstream == "f4.2.1"

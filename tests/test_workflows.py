@@ -158,6 +158,37 @@ class TestChains:
                                                    "cancelled"]
 
 
+    def test_a_step_cut_off_at_shutdown_after_its_effect_fails_the_chain(
+        self, app: App, tasks: Tasks, start_worker: StartWorker
+    ) -> None:
+        """Acked, not run again (its effect would apply twice), but with no result to hand
+        on: the chain fails there rather than run its next step on a made-up None."""
+        applied, leave = threading.Event(), threading.Event()
+
+        @app.task("charge_then_linger")
+        def charge_then_linger(x: int) -> int:
+            with current_task().effect():
+                applied.set()
+            leave.wait(10)
+            return x * 10
+
+        running = start_worker(shutdown_grace_seconds=0.3)
+        flow = chain(charge_then_linger.s(3), tasks["add"].s(100)).enqueue()
+        assert applied.wait(5)
+        running.stop()
+        leave.set()
+        cut = f"{flow.flow_id}.1.1"
+        with pytest.raises(UpstreamFailed) as failed:
+            flow.result(timeout=10)
+        assert (failed.value.upstream, failed.value.error_type) == (
+            cut, "taskq.errors.NoResultError")
+        assert f"{cut} (cut: taskq.errors.NoResultError: its handler was cut off" in str(
+            failed.value)
+        assert [s.state for s in flow.status().steps] == ["completed", "cancelled"]
+        record = app.broker.task(cut)
+        assert record is not None and (record.state, record.fencing_token) == ("completed", 1)
+
+
 class TestGroups:
     def test_a_chords_callback_gets_every_result_in_the_order_given(
         self, tasks: Tasks, start_worker: StartWorker

@@ -101,6 +101,10 @@ __all__ = [
     "connect",
 ]
 
+# What the ack script takes, in a result's place, for a run cut off at a worker's
+# shutdown after its effect (see ack.lua): no JSON text is a lone NUL.
+CUT = "\x00"
+
 
 def _fail_mode(delay: float | None, dead: bool) -> str:
     """fail.lua's mode for `Broker.fail`'s options; both at once is a contradiction."""
@@ -317,6 +321,15 @@ class Broker:
         makes it) as its result; False means the token is stale and nothing changed."""
         return self.ack_many([(task_id, token)], [result])[0]
 
+    def ack_cut(self, task_id: str, token: int) -> bool:
+        """Mark the task completed with no result: its handler was cut off at a worker's
+        shutdown after its effect. A workflow step so ended fails its stage (`cut`), as
+        it has nothing to hand on; False means the token is stale and nothing changed."""
+        keys, args = self._ack_call([(task_id, token)], None, cut=True)
+        with redis_errors("mark a task completed"):
+            reply = self.scripts.ack(keys=keys, args=args)
+        return int(reply[0]) == 1
+
     def ack_many(self, held: Sequence[tuple[str, int]],
                  results: Sequence[str | None] | None = None) -> list[bool]:
         """Ack each `(task_id, token)` in one atomic step, keeping each task's result
@@ -358,10 +371,10 @@ class Broker:
             return broker_error("mark a task completed", acks), LeaseBatch.from_reply(leased)
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
 
-    def _ack_call(self, held: Sequence[tuple[str, int]],
-                  results: Sequence[str | None] | None) -> tuple[list[str], list[Any]]:
+    def _ack_call(self, held: Sequence[tuple[str, int]], results: Sequence[str | None] | None,
+                  cut: bool = False) -> tuple[list[str], list[Any]]:
         held = check_held(held)
-        kept = self._check_results(results, len(held))
+        kept = [CUT] * len(held) if cut else self._check_results(results, len(held))
         k = self.keys
         keys = [k.leased, k.events, k.seq, k.epoch]
         args = [k.prefix, self.events_retention, self.completed_ttl_ms, len(held),
@@ -382,7 +395,7 @@ class Broker:
             if result is None:
                 kept.append("")
                 continue
-            if not isinstance(result, str) or result == "":
+            if not isinstance(result, str) or result in ("", CUT):
                 raise InvalidTaskError(f"a result must be JSON text or None, not {shown(result)}")
             try:
                 # ASCII text (most JSON) is its own UTF-8: no copy to measure it.

@@ -236,8 +236,10 @@ local function flow_types(places, ends, prefix, task_id, flow_id)
   end
 end
 
--- Records that step `task_id` of flow `flow_id` ended `how` (completed, dead or
--- cancelled), with `result` (its result's JSON; '' or nil for none) when it completed,
+-- Records that step `task_id` of flow `flow_id` ended `how` (completed; cut: completed
+-- with no result, its handler cut off at shutdown after its effect, which its stage
+-- counts as failed; dead or cancelled), with `result` (its result's JSON; '' or nil for
+-- none) when it completed,
 -- and moves the flow on if that ended its stage. A step ends once: a second end of the
 -- same step (a revived dead step completing, a dead one cancelled) changes nothing, nor
 -- does the end of a step whose flow's record has expired.

@@ -13,13 +13,16 @@
   ARGV[4] count           tasks in this call; then three values per task:
   ARGV[5] task_id
   ARGV[6] token           fencing token from lease
-  ARGV[7] result          the handler's return value as JSON text; '' = none kept
+  ARGV[7] result          the handler's return value as JSON text; '' = none kept; a
+                          lone NUL (no JSON text) = none: the run was cut off at a
+                          worker's shutdown after its effect, and a workflow step so
+                          ended fails its stage (`cut`): it has nothing to hand on
   Returns: {1 | 0, ...} per task: 1 acked | 0 stale (nothing changed for it, and its
            result is not kept); an argument out of its range, or a key an accepted
            ack writes (the log, a done list, a concurrency slot's keys) holding another
            type, is an error, and nothing is written
   Emits:   completed, one per acked task, with the result when it is at most
-           FEED_RESULT_BYTES long (else its length as result_bytes)
+           FEED_RESULT_BYTES long (else its length as result_bytes), or cut 1
 
   The record keeps the result for its result_ttl (set at enqueue) or completed_ttl.
   A producer waiting for the task (see watch.lua) is woken through its done list.
@@ -40,6 +43,7 @@ count = whole_arg('count', count, 0, (#ARGV - 4) / 3)
 -- Larger results stay in the record only: the stream keeps `retention` events, and
 -- each one carrying a megabyte would hold that many megabytes of memory.
 local FEED_RESULT_BYTES = 1024
+local CUT = '\0'
 
 local now = server_now_ms()
 local now_text = integer_text(now)
@@ -75,6 +79,15 @@ local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local function ack_one(task_id, token, result, record)
   local task_key = prefix .. 'task:' .. task_id
   local event = {'type', 'completed', 'task', task_id, 'state', 'completed', 'token', token}
+  local cut = result == CUT
+  if cut then
+    result = ''
+    event[#event + 1], event[#event + 2] = 'cut', 1
+    -- Why it has no result, for its handle, its flow's failure and the dashboards.
+    redis.call('HSET', task_key, 'error_type', 'taskq.errors.NoResultError',
+      'error_message', "its handler was cut off at a worker's shutdown after its " ..
+      'effect: it completed with no result to hand on')
+  end
   if result ~= '' then
     if #result <= FEED_RESULT_BYTES then
       event[#event + 1], event[#event + 2] = 'result', result
@@ -93,7 +106,9 @@ local function ack_one(task_id, token, result, record)
   expire_ended(prefix, task_key, tonumber(record[3]) or completed_ttl, record[2])
   if record[4] then wake_waiters(prefix, task_id) end
   free_slot(prefix, task_id, record[5])
-  if record[6] then step_ended(prefix, feed, task_id, record[6], 'completed', result) end
+  if record[6] then
+    step_ended(prefix, feed, task_id, record[6], cut and 'cut' or 'completed', result)
+  end
 end
 
 for _, ack in ipairs(accepted) do ack_one(ack[1], ack[2], ack[3], ack[4]) end

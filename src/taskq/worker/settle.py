@@ -198,10 +198,11 @@ class Settler:
 
     def _ack_abandoned(self, context: TaskContext) -> None:
         broker = self._broker(context)
-        acked = self._outage(broker).retry(f"ack {context.task_id}",
-                                           lambda: broker.ack(context.task_id, context.token))
+        acked = self._outage(broker).retry(
+            f"ack {context.task_id}", lambda: broker.ack_cut(context.task_id, context.token))
         log.warning("task %s outlived the grace period after its effect was applied: %s",
-                    context.task_id, "acked, and the rest of its handler cut off" if acked
+                    context.task_id, "acked with no result (a workflow step fails its "
+                    "flow), and the rest of its handler cut off" if acked
                     else "its ack was refused or lost (another worker may run it)")
         if acked:
             self.slots.count("acked")
