@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -129,6 +130,16 @@ class Handlers:
         @self.app.task("raising_async")
         async def raising_async(kind: str) -> None:
             raise HOSTILE[kind]()
+
+        @self.app.task("overrun_sync", time_limit=0.01)
+        def overrun_sync() -> int:
+            time.sleep(0.05)
+            return 1
+
+        @self.app.task("overrun_async", time_limit=0.01)
+        async def overrun_async() -> int:
+            time.sleep(0.05)  # blocks its loop: no cancel can reach it before it returns
+            return 1
 
         @self.app.task("stopping_async")
         async def stopping_async() -> str:
@@ -328,3 +339,23 @@ def test_an_async_handler_that_stops_its_loop_does_not_end_it(handlers: Handlers
         runner.close()
     assert runner.join(HANDLER_LIMIT_SECONDS) == []
     wait_until(runner._loop.is_closed, HANDLER_LIMIT_SECONDS, "close to end the loop")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_run_that_returns_past_its_time_limit_fails_though_nothing_timed_it_out(
+    handlers: Handlers, flavour: str
+) -> None:
+    """No time-limit thread runs here, as none looks between its ticks: a handler that
+    returns past its limit before the next look has its attempt failed all the same,
+    its result not kept."""
+    runner = handlers.runner(concurrency=1)
+    try:
+        assert runner.submit([job(f"overrun_{flavour}")])
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the run to end")
+        (outcome,) = handlers.outcomes
+        assert outcome.failure is not None and outcome.result is None
+        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+        assert outcome.decision is not None and outcome.decision.mode == "backoff"
+    finally:
+        runner.close()

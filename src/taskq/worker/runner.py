@@ -313,11 +313,12 @@ class Runner:
             else:
                 context.begin()
                 value = await fn(*args, **kwargs)
-                # Returned after its time limit's cancel (it caught the CancelledError):
-                # the attempt failed all the same (TaskQueue's TimedOutNeverAcks).
+                # Returned after its time limit's cancel (it caught the CancelledError),
+                # or past the limit before the time-limit thread looked: the attempt
+                # failed all the same (TaskQueue's TimedOutNeverAcks).
                 outcome = time_limit_outcome(task, context, policy, None) \
-                    if context.timed_out else self._returned(task, context, policy, value,
-                                                             keep)
+                    if past_limit(context) else self._returned(task, context, policy,
+                                                               value, keep)
         except asyncio.CancelledError as e:
             # One cancelled while it waited for the gate never began: handed back as
             # unstarted (settled cancelled if its task was). A cancelled task's run
@@ -359,7 +360,11 @@ class Runner:
             token = bind(context)
             context.begin()
             try:
-                outcome = self._returned(task, context, policy, fn(*args, **kwargs), keep)
+                value = fn(*args, **kwargs)
+                # Past its limit before the time-limit thread looked: failed all the same.
+                outcome = time_limit_outcome(task, context, policy, None) \
+                    if past_limit(context) else self._returned(task, context, policy,
+                                                               value, keep)
             # Whatever the handler raised (KeyboardInterrupt, SystemExit, a class of its
             # own) ends its run as a failure: escaping, it would end this thread with the
             # task still leased and renewed, and the worker one handler short.
@@ -530,6 +535,12 @@ class Runner:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return [t.name for t in threads if t.is_alive()]
+
+
+def past_limit(context: TaskContext) -> bool:
+    """Whether a run that has just returned ran past its time limit: timed out by the
+    time-limit thread, or past its deadline before that thread's next look."""
+    return context.timed_out or context.overdue(time.monotonic())
 
 
 def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
