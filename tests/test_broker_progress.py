@@ -1,6 +1,7 @@
 """A running task's progress on the real broker: recorded with an event for the current
 run only, shown by the snapshot only while that run holds the lease, refused when out
-of range; and `current_task().progress` from a handler on a real worker, rate-limited."""
+of range; and `current_task().progress` from a handler on a real worker, rate-limited,
+holding a fraction a little off to 0..1 and never failing its task."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from helpers import assert_refused_unchanged, events, lease_one, leased, overwrite, wait_past
 from taskq import App, current_task
 from taskq.broker import Broker
+from taskq.context import TaskContext
 from taskq.errors import InvalidTaskError
 from taskq.snapshot import take_snapshot
+from taskq.worker.heartbeat import LeaseCheck
 from waiting import wait_for_state, wait_until
 from worker_support import StartWorker
 
@@ -111,3 +114,44 @@ class TestFromAHandler:
 
         context = TaskContext("t1", "shop.x", app.queue, "w", 1, 1, 3)
         assert context.progress(0.5) is False
+
+
+class TestFromAHandlersContext:
+    """The handler's own call holds what it can and records nothing it cannot: a bad
+    value there must not fail a task whose work is done."""
+
+    @staticmethod
+    def context(broker: Broker) -> TaskContext:
+        return TaskContext("t1", "n", broker.queue, "w1", leased(broker), 1, 3,
+                           lease=LeaseCheck(broker, 30.0))
+
+    @pytest.mark.parametrize(("fraction", "kept"), [
+        (1.1, 1.0), (-0.5, 0.0), (10**400, 1.0), (1, 1.0),
+    ])  # fmt: skip
+    def test_a_fraction_past_its_bounds_is_held_to_them_and_a_message_cut(
+        self, broker: Broker, fraction: float, kept: float
+    ) -> None:
+        context = self.context(broker)
+        assert context.progress(fraction, "x" * 500)
+        assert shown(broker, "t1") == (kept, "x" * 200)
+
+    def test_a_lone_surrogate_in_its_message_is_replaced(self, broker: Broker) -> None:
+        context = self.context(broker)
+        assert context.progress(0.5, "row \ud800")
+        assert shown(broker, "t1") == (0.5, "row ?")
+
+    @pytest.mark.parametrize(("fraction", "message"), [
+        (float("nan"), ""), (float("inf"), ""), (True, ""), ("0.5", ""), (None, ""),
+        (0.5, b"bytes"),
+    ])  # fmt: skip
+    def test_what_it_cannot_hold_is_not_recorded_and_said_once(
+        self, broker: Broker, caplog: pytest.LogCaptureFixture, fraction: object,
+        message: object
+    ) -> None:
+        context = self.context(broker)
+        assert context.progress(fraction, message) is False  # type: ignore[arg-type]
+        assert context.progress(fraction, message) is False  # type: ignore[arg-type]
+        assert shown(broker, "t1") == (None, "")
+        said = [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()]
+        assert len(said) == 1 and "must be" in said[0], said
+        assert context.progress(0.25)  # a good one after it is recorded

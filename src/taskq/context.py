@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from taskq.errors import BrokerError, TaskqError
-from taskq.limits import MAX_PROGRESS_MESSAGE_CHARS, PROGRESS, check_text
+from taskq.limits import MAX_PROGRESS_MESSAGE_CHARS, shown
 from taskq.results import Renewal
 
 log = logging.getLogger("taskq.worker")
@@ -48,6 +49,23 @@ class LeaseConfirmer(Protocol):
         ...
 
 
+
+def held_progress(fraction: object, message: object) -> tuple[float, str] | str:
+    """`fraction` held to 0..1 and `message` cut to MAX_PROGRESS_MESSAGE_CHARS (a lone
+    surrogate replaced, as Redis takes UTF-8), or why they cannot be recorded."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        return f"progress must be a number from 0 to 1, not {shown(fraction)}"
+    try:
+        value = float(fraction)
+    except OverflowError:  # an int past a float's range
+        value = 1.0 if fraction > 0 else 0.0
+    if not math.isfinite(value):
+        return f"progress must be a number from 0 to 1, not {shown(fraction)}"
+    if not isinstance(message, str):
+        return f"a progress message must be text, not {shown(message)}"
+    text = message[:MAX_PROGRESS_MESSAGE_CHARS].encode("utf-8", "replace").decode("utf-8")
+    return min(1.0, max(0.0, value)), text
+
 @dataclass
 class TaskContext:
     """The task a handler is running: its id, attempt and fencing token, and its lease.
@@ -80,6 +98,7 @@ class TaskContext:
     ended_at: float = field(default=0.0, repr=False)
     # When (monotonic) its last progress was sent; the handler's alone.
     _progress_sent: float = field(default=float("-inf"), repr=False)
+    _progress_refused: bool = field(default=False, repr=False)
     # Re-entrant: an effect may call code that guards an effect of its own.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     # Held only for a moment, never around user code: `claim_report` must not wait.
@@ -137,10 +156,19 @@ class TaskContext:
         one call to Redis from the handler's thread (on an async handler's event loop,
         a round trip's block). Returns whether it was recorded: False when dropped,
         when the run lost its lease, timed out or was cancelled, or when Redis cannot
-        be reached (progress never fails a task); outside a worker, always False."""
-        PROGRESS.check(fraction)
-        if message:
-            check_text(message, "message", MAX_PROGRESS_MESSAGE_CHARS)
+        be reached (progress never fails a task); outside a worker, always False.
+
+        A fraction past 0 or 1 (an estimate a little off: done / total past 1) is held
+        to it, and a message is cut to its length; one that is no finite number, or a
+        message that is no text, is not recorded (False), and the log says why once a
+        run."""
+        held = held_progress(fraction, message)
+        if isinstance(held, str):
+            if not self._progress_refused:
+                self._progress_refused = True
+                log.warning("task %s: progress not recorded: %s", self.task_id, held)
+            return False
+        fraction, message = held
         if self.lease is None or self._lost or self._timed_out or self._cancelled \
                 or self.finished:
             return False
