@@ -625,7 +625,7 @@ class TestStrayStates:
     (["--fault-interval", "nan"], "--fault-interval must be a number of seconds above 0"),
     (["--drain-timeout", "nan"], "--drain-timeout must be a number of seconds above 0"),
     (["--max-seconds", "-1"], "--max-seconds must be a number of seconds above 0"),
-    (["--lease-seconds", "0"], "--lease-seconds must be a number of seconds above 0"),
+    (["--lease-seconds", "0"], "--lease-seconds must be a number of seconds between 0.25 and"),
     (["--work-seconds", "inf"], "--work-seconds must be a number of seconds between 0"),
     (["--resend-every", "-1"], "--resend-every must be >= 0, not -1"),
     (["--shards", "0"], "--shards must be >= 1, not 0"),

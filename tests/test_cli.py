@@ -179,6 +179,29 @@ class TestDlq:
         assert main(["dlq", "retry", "--all", "--yes"]) == 0  # no question asked
         assert "moved 1 task(s) back to ready" in capsys.readouterr().out
 
+    def test_ctrl_d_at_the_question_is_no(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+
+        def ctrl_d(prompt: str) -> str:
+            raise EOFError
+
+        monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+        monkeypatch.setattr("builtins.input", ctrl_d)
+        assert main(["dlq", "retry", "--all"]) == 1
+        assert "nothing done" in capsys.readouterr().out and queue.counts().dead == 1
+
+    def test_an_output_that_cannot_hold_an_error_s_characters_gets_them_escaped(
+        self, queue: Broker, settings: Settings
+    ) -> None:
+        make_dead(queue, "d1", "échec — ✗")
+        env = command_env(REDIS_URL=settings.redis_url, PYTHONIOENCODING="ascii")
+        done = taskq("dlq", env=env)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        assert "\\xe9chec \\u2014 \\u2717" in done.stdout, done.stdout
+
     def test_retrying_an_unknown_id_exits_1_saying_it_is_not_in_the_dlq(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
     ) -> None:
@@ -749,6 +772,29 @@ class TestRealProcesses:
         server.communicate(timeout=15)
         assert server.returncode == 0
         assert (data / "redis.conf").exists()
+        assert processes_of(data, marker) == []
+
+
+    def test_a_socket_directory_of_its_own_goes_with_the_redis_command(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        """A --dir too long for a socket path gets its socket in a directory of its own,
+        which must not be left behind, one more at every run."""
+        data = tmp_path / ("d" * 110)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "taskq", "redis", "--port", "0", "--dir", str(data)],
+            env=command_env(TASKQ_TEST_MARKER=marker), stdout=subprocess.PIPE,
+        )  # fmt: skip
+        started.append(server)
+        assert server.stdout is not None
+        server.stdout.readline()
+        url = server.stdout.readline().decode().split("REDIS_URL=")[1].strip()
+        socket_dir = Path(url.removeprefix("unix://")).parent
+        assert socket_dir.is_dir() and not socket_dir.is_relative_to(data)
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=15)
+        assert server.returncode == 0
+        assert not socket_dir.exists()
         assert processes_of(data, marker) == []
 
 

@@ -143,8 +143,17 @@ class TestOutOfRangeOptions:
          "--port must be a whole number between 0 and 65535, not 99999"),
         (["worker", "--queue", "a:" + "9" * 5000],
          "--queue 'a:9999"),
+        (["worker", "--concurrency", "0"],
+         "--concurrency must be a whole number of handlers between 1 and 10000, not 0"),
+        (["worker", "--processes", "0"],
+         "--processes must be a whole number of processes between 1 and 256, not 0"),
+        (["worker", "--prefetch", "-1"],
+         "--prefetch must be a whole number of tasks between 0 and 9999, not -1"),
+        (["chaos", "--tasks", "1", "--lease-seconds", "0.1"],
+         "--lease-seconds must be a number of seconds between 0.25 and 604800, not 0.1"),
     ], ids=["enqueue-count", "dashboard-interval", "dashboard-rows", "serve-port",
-            "worker-queue-weight"])
+            "worker-queue-weight", "worker-concurrency", "worker-processes",
+            "worker-prefetch", "chaos-lease"])
     def test_the_command_says_which_option_and_exits_2(
         self, argv: list[str], said: str, nowhere: str, tmp_path: Path
     ) -> None:
@@ -181,3 +190,9 @@ def test_serve_on_a_port_in_use_says_so_in_one_line_before_any_url(tmp_path: Pat
                             tmp_path))
     assert line == (f"taskq serve: cannot listen on 127.0.0.1 port {port}: Address already "
                     "in use; pick another --port, or stop what holds it")
+
+
+def test_a_redis_data_dir_it_cannot_write_is_named_in_one_line(tmp_path: Path) -> None:
+    """/proc/1 exists and takes no lock file, as a read-only or full disk would not."""
+    line = one_line(run(["redis", "--port", "0", "--dir", "/proc/1"], "", tmp_path))
+    assert line.startswith("taskq redis: --dir '/proc/1': cannot run Redis there: "), line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -102,4 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
+    escape_what_output_cannot_hold()
     sys.exit(main())
+
+
+def escape_what_output_cannot_hold() -> None:
+    """An output whose encoding cannot hold a character of a task's name or error
+    (PYTHONIOENCODING=ascii, a POSIX locale without UTF-8 mode) gets it escaped, as the
+    log does, rather than a traceback part way through a listing."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")

@@ -151,7 +151,12 @@ def confirmed(brokers: list[Broker], what: str, yes: bool) -> bool:
     if yes or not sys.stdin.isatty():
         return True
     count = sum(broker.counts().dead for broker in brokers)
-    answer = input(f"{what}: all {count} dead task(s) of queue {brokers[0].queue!r}? [y/N] ")
+    try:
+        answer = input(f"{what}: all {count} dead task(s) of queue {brokers[0].queue!r}? "
+                       "[y/N] ")
+    except EOFError:  # Ctrl-D: no answer, so no
+        answer = ""
+        print()
     if answer.strip().lower() in ("y", "yes"):
         return True
     print("nothing done")

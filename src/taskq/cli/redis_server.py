@@ -32,7 +32,12 @@ def main(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    server.start()
+    try:
+        server.start()
+    except OSError as e:  # its lock or config cannot be written there (read-only, full)
+        server.cleanup()
+        raise ConfigError(f"--dir {args.dir!r}: cannot run Redis there: "
+                          f"{e.strerror or e}") from e
     print(f"redis-server {server.binary} listening on {server.url} (data in {args.dir}); "
           "Ctrl-C stops it", flush=True)
     print(f"  export REDIS_URL={server.url}", flush=True)
@@ -42,5 +47,5 @@ def main(args: argparse.Namespace) -> int:
                 print(f"redis-server exited: {server.log_tail()}")
                 return 1
     finally:
-        server.stop()
+        server.cleanup()  # a socket directory of its own (a long --dir) goes too
     return 0

@@ -7,6 +7,7 @@ import argparse
 from taskq.broker import Broker
 from taskq.cli.common import load_app
 from taskq.errors import ConfigError
+from taskq.limits import SETTINGS
 from taskq.processes import taskq_command
 from taskq.safety import check_server
 from taskq.settings import Settings
@@ -49,12 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
-    if args.concurrency is not None:
-        overrides["concurrency"] = args.concurrency
-    if args.prefetch is not None:
-        overrides["prefetch"] = args.prefetch
-    if args.processes is not None:
-        overrides["worker_processes"] = args.processes
+    # Checked here, so an error names the option given, not the variable it overrides.
+    for field, flag, value in (("concurrency", "--concurrency", args.concurrency),
+                               ("prefetch", "--prefetch", args.prefetch),
+                               ("worker_processes", "--processes", args.processes)):
+        if value is not None:
+            overrides[field] = SETTINGS[field].check(value, flag, ConfigError)
     if args.no_task_log:
         overrides["task_log"] = False
     queues = parse_queues(args.queue) if args.queue else None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taskq.errors import ConfigError
-from taskq.limits import DAY, LEASE_SECONDS, WORK_SECONDS, Range
+from taskq.limits import DAY, WORK_SECONDS, WORKER_LEASE_SECONDS, Range
 from taskq.settings import LedgerGuard, Settings, Simulation
 
 WORKER_FAULTS = ("kill", "stop", "term")
@@ -21,8 +21,9 @@ TIMINGS = {
     "drain_timeout": Range("--drain-timeout", 0.0, float(DAY), 120.0, "seconds", above=True),
     "work_seconds": Range("--work-seconds", WORK_SECONDS.low, WORK_SECONDS.high, 0.01,
                           "seconds"),
-    "lease_seconds": Range("--lease-seconds", LEASE_SECONDS.low, LEASE_SECONDS.high, 2.0,
-                           "seconds", above=True),
+    # A worker's own range: a lease it cannot renew in time (under 0.25 s) is refused.
+    "lease_seconds": Range("--lease-seconds", WORKER_LEASE_SECONDS.low,
+                           WORKER_LEASE_SECONDS.high, 2.0, "seconds"),
 }
 
 
