@@ -49,7 +49,6 @@ class LeaseConfirmer(Protocol):
         ...
 
 
-
 def held_progress(fraction: object, message: object) -> tuple[float, str] | str:
     """`fraction` held to 0..1 and `message` cut to MAX_PROGRESS_MESSAGE_CHARS (a lone
     surrogate replaced, as Redis takes UTF-8), or why they cannot be recorded."""
@@ -65,6 +64,7 @@ def held_progress(fraction: object, message: object) -> tuple[float, str] | str:
         return f"a progress message must be text, not {shown(message)}"
     text = message[:MAX_PROGRESS_MESSAGE_CHARS].encode("utf-8", "replace").decode("utf-8")
     return min(1.0, max(0.0, value)), text
+
 
 @dataclass
 class TaskContext:
