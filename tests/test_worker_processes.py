@@ -309,9 +309,11 @@ def test_a_pool_starts_a_killed_process_again_and_the_task_is_rerun(
 def test_a_pool_size_out_of_range_is_refused_with_the_reason(
     redis_server: EmbeddedRedis,
 ) -> None:
+    # Set in the environment, the error names the variable (given as --processes, the
+    # option: see test_cli_errors).
     done = subprocess.run(
-        taskq_command("worker", "--processes", "0"), capture_output=True, text=True,
-        env={**os.environ, "REDIS_URL": redis_server.url}, timeout=60, check=False,
+        taskq_command("worker"), capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "REDIS_URL": redis_server.url, "TASKQ_WORKER_PROCESSES": "0"},
     )
     assert done.returncode == 2
     assert "TASKQ_WORKER_PROCESSES" in done.stderr and "between 1 and 256" in done.stderr
