@@ -325,16 +325,17 @@ class Broker:
         """Mark the task completed with no result: its handler was cut off at a worker's
         shutdown after its effect. A workflow step so ended fails its stage (`cut`), as
         it has nothing to hand on; False means the token is stale and nothing changed."""
-        keys, args = self._ack_call([(task_id, token)], None, cut=True)
-        with redis_errors("mark a task completed"):
-            reply = self.scripts.ack(keys=keys, args=args)
-        return int(reply[0]) == 1
+        return self._acked([(task_id, token)], None, cut=True)[0]
 
     def ack_many(self, held: Sequence[tuple[str, int]],
                  results: Sequence[str | None] | None = None) -> list[bool]:
         """Ack each `(task_id, token)` in one atomic step, keeping each task's result
         (JSON text; None keeps none) only if its ack is taken; False for each stale one."""
-        keys, args = self._ack_call(held, results)
+        return self._acked(held, results)
+
+    def _acked(self, held: Sequence[tuple[str, int]], results: Sequence[str | None] | None,
+               cut: bool = False) -> list[bool]:
+        keys, args = self._ack_call(held, results, cut)
         if not held:
             return []
         with redis_errors("mark a task completed"):
