@@ -20,6 +20,7 @@ from taskq.codec import (
     depth,
     encode_payload,
     encode_result,
+    read_json,
     result_problem,
 )
 from taskq.errors import InvalidTaskError, PayloadError, PayloadTooLargeError, ResultError
@@ -179,6 +180,23 @@ class TestDecoding:
             decode_payload('{"args": ' + deep + "}")
         with pytest.raises(ResultError, match="cannot be decoded: it nests too deeply"):
             decode_result(deep)
+
+    def test_json_one_level_past_the_limit_is_refused_before_it_is_read(self) -> None:
+        # Python could read it; refusing it unread keeps the reader's recursion, and any
+        # finalizer the collector runs meanwhile, far from the stack's limit.
+        past = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+        with pytest.raises(RecursionError, match="it nests too deeply"):
+            read_json(past)
+        with pytest.raises(PayloadError, match="it nests too deeply"):
+            decode_payload(('{"args": ' + past[1:-1] + "}").encode())
+        with pytest.raises(ResultError, match="it nests too deeply"):
+            decode_result(past)
+        assert result_problem(past) == "it nests too deeply"
+        at_limit = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+        innermost = read_json(at_limit)
+        for _ in range(MAX_DEPTH - 1):
+            innermost = innermost[0]
+        assert innermost == []
 
     @pytest.mark.parametrize("text", ["{not json", "{'single': 1}", b"\xff\xfe{"])
     def test_invalid_json_raises_payload_error(self, text: str | bytes) -> None:

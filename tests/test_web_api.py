@@ -209,9 +209,9 @@ def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: 
 def test_a_deeply_nested_result_is_given_as_stored_not_indented_a_thousandfold(
     server: Server, queue: Broker
 ) -> None:
-    """Indentation grows with depth on every line: 2,000 zeros 300 lists deep, 4 kB as
-    stored, would indent to over a megabyte."""
-    stored = "[" * 300 + ",".join(["0"] * 2000) + "]" * 300
+    """Indentation grows with depth on every line: 2,000 zeros 200 lists deep (as deep
+    as a result may nest), 4 kB as stored, would indent to over 800 kB."""
+    stored = "[" * 200 + ",".join(["0"] * 2000) + "]" * 200
     queue.enqueue("deep")
     leased = queue.lease("w-1", 30)
     assert leased is not None

@@ -23,6 +23,7 @@ MAX_DEPTH = 200
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"\\')
 _LEAF_PAIR = re.compile(rb"\[\]|\{\}")
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+TOO_DEEP = "it nests too deeply"
 
 
 def depth(text: str) -> int:
@@ -44,6 +45,18 @@ def depth(text: str) -> int:
         levels += 1
         brackets = _LEAF_PAIR.sub(b"", brackets)
     return levels
+
+
+def read_json(text: str | bytes, **options: Any) -> Any:
+    """`text` decoded by `json.loads` with `options`. Text nesting past MAX_DEPTH raises
+    the RecursionError reading it could, found before reading: the reader recurses once
+    per level, and near the stack's limit whatever the collector finalizes meanwhile (a
+    dropped connection's close) fails too, printed as an unraisable exception."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")  # a UnicodeDecodeError is a ValueError, as from json
+    if depth(text) > MAX_DEPTH:
+        raise RecursionError(TOO_DEEP)
+    return json.loads(text, **options)
 
 
 def _scanned_depth(text: str) -> int:
@@ -124,7 +137,7 @@ def encode_result(value: Any, max_bytes: int) -> EncodedResult:
 def decode_result(text: str) -> Any:
     """The value stored as JSON `text` by `encode_result`."""
     try:
-        return json.loads(text)
+        return read_json(text)
     except (ValueError, RecursionError) as e:
         raise ResultError(f"stored result cannot be decoded: {_read_error(e)}") from e
 
@@ -139,7 +152,7 @@ def result_problem(text: str) -> str | None:
     if type(text) is EncodedResult or text == "null":
         return None
     try:
-        json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        read_json(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as e:
         return _read_error(e)
     return None
@@ -161,7 +174,7 @@ def decode_payload(text: str | bytes | None) -> Payload:
     if text is None or text in ("", b""):
         return {}
     try:
-        value = json.loads(text)
+        value = read_json(text)
     except (ValueError, RecursionError) as e:
         # The worker decodes deeper in its stack than the producer encoded, so a payload
         # nested nearly as deep as Python allows can be encoded and not decoded.
@@ -173,7 +186,7 @@ def decode_payload(text: str | bytes | None) -> Payload:
 
 def _read_error(error: Exception) -> str:
     if isinstance(error, RecursionError):
-        return "it nests too deeply"
+        return TOO_DEEP
     return f"not valid JSON: {error}"
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from taskq.boundary import redis_errors, text
 from taskq.broker import Broker
+from taskq.codec import read_json
 from taskq.errors import ResultError
 from taskq.keys import check_task_id
 from taskq.limits import HISTORY_SCAN
@@ -221,7 +222,7 @@ def _strict_json(value: str) -> Any:
         raise ValueError(f"{constant} is not JSON")
 
     try:
-        return json.loads(value, parse_constant=refuse)
+        return read_json(value, parse_constant=refuse)
     except (ValueError, RecursionError) as e:
         reason = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
         raise ResultError(f"stored result is not valid JSON: {reason}") from e

@@ -5,7 +5,6 @@ that no worker declares any more (`taskq schedules --forget`, the dashboard's bu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,6 +12,7 @@ from typing import Any, Literal
 
 from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
+from taskq.codec import read_json
 from taskq.results import ForgetOutcome
 from taskq.schedules import Timing, check_schedule_name, timing_of
 
@@ -180,7 +180,7 @@ def _described(raw: str | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        described = json.loads(raw)
+        described = read_json(raw)
     except (ValueError, RecursionError):
         return None
     return described if isinstance(described, dict) else None

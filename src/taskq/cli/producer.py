@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import sys
 
 from taskq.app import App
 from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
+from taskq.codec import read_json
 from taskq.errors import ConfigError
 from taskq.limits import ENQUEUE_COUNT, PRIORITY, shown
 from taskq.registry import read_workers
@@ -42,7 +42,7 @@ def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
     kwargs: dict[str, object] = {}
     if args.kwargs:
         try:
-            kwargs = json.loads(args.kwargs)
+            kwargs = read_json(args.kwargs)
         except (ValueError, RecursionError) as e:
             why = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
             raise ConfigError(f"--kwargs is not valid JSON: {why}") from e
