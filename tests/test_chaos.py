@@ -627,8 +627,13 @@ class TestStrayStates:
     (["--max-seconds", "-1"], "--max-seconds must be a number of seconds above 0"),
     (["--lease-seconds", "0"], "--lease-seconds must be a number of seconds between 0.25 and"),
     (["--work-seconds", "inf"], "--work-seconds must be a number of seconds between 0"),
-    (["--resend-every", "-1"], "--resend-every must be >= 0, not -1"),
-    (["--shards", "0"], "--shards must be >= 1, not 0"),
+    (["--resend-every", "-1"], "--resend-every must be a whole number of tasks between 0"),
+    (["--shards", "0"], "--shards must be a whole number between 1 and 64, not 0"),
+    (["--shards", "65"], "--shards must be a whole number between 1 and 64, not 65"),
+    (["--tasks", "10000000000"], "--tasks must be a whole number of tasks between 1 and"),
+    (["--workers", "0"], "--workers must be a whole number of processes between 1 and 64"),
+    (["--workers", "1000"], "--workers must be a whole number of processes between 1 and 64"),
+    (["--concurrency", "100000"], "--concurrency must be a whole number of handlers between"),
 ])  # fmt: skip
 def test_a_timing_or_count_a_run_cannot_take_is_refused_before_it_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], said: str

@@ -59,12 +59,18 @@ class TestDemo:
         assert demo.wait(timeout=15) in (0, 130)
         assert processes_of(workdir, marker) == []
 
-    def test_a_port_or_linger_taskq_cannot_use_is_refused(self, tmp_path: Path) -> None:
-        for option, value, message in (("--port", "70000", "--port must be 0"),
-                                       ("--linger", "-1", "--linger must be seconds")):
+    def test_a_size_port_or_linger_taskq_cannot_use_is_refused(self, tmp_path: Path) -> None:
+        for option, value, message in (
+                ("--port", "70000", "--port must be a whole number between 0 and 65535"),
+                ("--linger", "-1", "--linger must be a number of seconds between 0 and"),
+                ("--linger", "nan", "--linger must be a number of seconds between 0 and"),
+                ("--tasks", "0", "--tasks must be a whole number of tasks between 1 and"),
+                ("--tasks", "10000000000", "--tasks must be a whole number of tasks"),
+                ("--workers", "65", "--workers must be a whole number of processes")):
             result = taskq("demo", option, value, "--dir", str(tmp_path / "demo"),
                            env=command_env())
             assert result.returncode == 2 and message in result.stderr
+            assert not (tmp_path / "demo").exists()
 
     @pytest.mark.parametrize("command", [["demo"], ["chaos", "--tasks", "1"]], ids=" ".join)
     def test_a_dir_holding_the_users_files_is_refused_not_wiped(

@@ -50,13 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.tasks < 1 or args.workers < 1 or args.concurrency < 1:
-        raise ConfigError("--tasks, --workers and --concurrency must be >= 1")
-    for option, value, least in (("--prefetch", args.prefetch, 0),
-                                 ("--resend-every", args.resend_every, 0),
-                                 ("--shards", args.shards, 1)):
-        if value < least:
-            raise ConfigError(f"{option} must be >= {least}, not {value}")
     if args.redis_faults and args.redis_url:
         raise ConfigError("--redis-faults needs the run's own Redis: drop --redis-url")
     if args.redis_url:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from taskq.cli.common import settings_from
-from taskq.errors import ConfigError
 from taskq.tools.demo import DemoPlan, default_say, report, run_demo
 
 HELP = "run a whole demo on an embedded Redis; exits 0 only if the guarantees held"
@@ -26,12 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.tasks < 1 or args.workers < 1:
-        raise ConfigError(f"--tasks and --workers must be >= 1, not {args.tasks}, {args.workers}")
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0 (a free one) to 65535, not {args.port}")
-    if not math.isfinite(args.linger) or args.linger < 0:
-        raise ConfigError(f"--linger must be seconds >= 0, not {args.linger}")
     # A small run delays and resends at most every task it has.
     sizes = {"tasks": args.tasks, "workers": args.workers,
              "delayed": min(DemoPlan.delayed, args.tasks),

@@ -17,6 +17,8 @@ from pathlib import Path
 from types import FrameType
 
 from taskq.broker import Broker, NewTask
+from taskq.errors import ConfigError
+from taskq.limits import DAY, PORT, Range
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.terminal import Tracker, tracking
@@ -25,6 +27,14 @@ from taskq.tools.ledger import Ledger
 from taskq.tools.workdir import fresh_workdir
 
 UNKNOWN_TASK = "demo.no_such_task"
+# The sizes a run takes, by their command-line options: every task is tracked in memory
+# by the checks, and every worker is a process of its own.
+SIZES: dict[str, Range[int] | Range[float]] = {
+    "tasks": Range("--tasks", 1, 1_000_000, 300, "tasks", whole=True),
+    "workers": Range("--workers", 1, 64, 3, "processes", whole=True),
+    "linger": Range("--linger", 0.0, float(DAY), 0.0, "seconds"),
+    "port": Range("--port", PORT.low, PORT.high, 0, whole=True),
+}
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,10 @@ class DemoPlan:
     linger: float = 0.0
     # The dashboard's port; 0: a free one.
     port: int = 0
+
+    def __post_init__(self) -> None:
+        for name, rule in SIZES.items():
+            rule.check(getattr(self, name), error=ConfigError)
 
 
 @dataclass

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taskq.errors import ConfigError
-from taskq.limits import DAY, WORK_SECONDS, WORKER_LEASE_SECONDS, Range
+from taskq.limits import (
+    CONCURRENCY,
+    DAY,
+    PREFETCH,
+    SHARDS,
+    WORK_SECONDS,
+    WORKER_LEASE_SECONDS,
+    Range,
+)
 from taskq.settings import LedgerGuard, Settings, Simulation
 
 WORKER_FAULTS = ("kill", "stop", "term")
@@ -24,6 +32,16 @@ TIMINGS = {
     # A worker's own range: a lease it cannot renew in time (under 0.25 s) is refused.
     "lease_seconds": Range("--lease-seconds", WORKER_LEASE_SECONDS.low,
                            WORKER_LEASE_SECONDS.high, 2.0, "seconds"),
+}
+# Its counts: every task is tracked in memory by the run's checks, and every worker is
+# a process of its own.
+COUNTS = {
+    "tasks": Range("--tasks", 1, 10_000_000, 100_000, "tasks", whole=True),
+    "workers": Range("--workers", 1, 64, 8, "processes", whole=True),
+    "concurrency": Range("--concurrency", 1, CONCURRENCY.high, 8, "handlers", whole=True),
+    "prefetch": Range("--prefetch", 0, PREFETCH.high, 0, "tasks", whole=True),
+    "resend_every": Range("--resend-every", 0, 10_000_000, 20, "tasks", whole=True),
+    "shards": Range("--shards", 1, SHARDS.high, 1, whole=True),
 }
 
 
@@ -57,7 +75,7 @@ class ChaosOptions:
     shards: int = 1
 
     def __post_init__(self) -> None:
-        for name, rule in TIMINGS.items():
+        for name, rule in (TIMINGS | COUNTS).items():
             rule.check(getattr(self, name), error=ConfigError)
 
     @property
