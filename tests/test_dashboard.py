@@ -459,6 +459,21 @@ def test_a_queue_with_no_tasks_yet_says_so_until_its_first_task_then_goes_live(
     expect(by_id(page, "count-ready")).to_have_text("1")
 
 
+def test_a_name_no_queue_can_have_is_said_once_and_the_feed_stays_closed(
+    page: Page, server: Server
+) -> None:
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/events?" in r.url else None)
+    page.goto(f"{server.url}/?queue=no%20such%20queue")
+    badge = by_id(page, "conn-state")
+    expect(badge).to_have_attribute("data-state", "invalid")
+    expect(badge).to_have_text("no such queue name")
+    expect(badge).to_have_attribute("title", re.compile("queue='no such queue' is not accepted"))
+    page.wait_for_timeout(3000)  # the page reopened a failed stream every 2 s
+    assert len(asked) == 1, asked
+    expect(badge).to_have_attribute("data-state", "invalid")
+
+
 def focused(page: Page) -> str:
     """The focused element as `<tag> <its row's task id>`, or BODY."""
     return str(page.evaluate("""() => { const a = document.activeElement;

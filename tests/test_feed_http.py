@@ -152,7 +152,10 @@ def test_a_barrage_of_hostile_ids_does_not_disturb_other_clients(
                 assert stream.next().event == "gap"
             response = httpx.get(f"{server.url}/events", timeout=TIMEOUT,
                                  params={"queue": "no such queue!"})
-            assert response.status_code == 400  # a bad queue name is a plain error
+            # An event, not an error status, after which EventSource would retry at once.
+            assert response.status_code == 200
+            assert response.text.startswith("retry: 60000\nevent: invalid\ndata: ")
+            assert "queue='no such queue!' is not accepted" in response.text
         enqueue(queue, 1, "after")
         after = bystander.until(lambda b: b.is_row)[-1]
     assert (after.seq, after.body["task"]) == (3, "after-0")

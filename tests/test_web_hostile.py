@@ -185,12 +185,16 @@ def test_a_snapshot_limit_bounds_each_list(server: Server, queue: Broker) -> Non
 
 def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
     for method, path in (("GET", "/api/snapshot"), ("GET", "/api/dlq"), ("GET", "/api/tasks/x"),
-                         ("GET", "/api/schedules"), ("GET", "/api/totals"), ("GET", "/events"),
+                         ("GET", "/api/schedules"), ("GET", "/api/totals"),
                          ("POST", "/api/tasks/x/cancel")):
         response = httpx.request(method, f"{server.url}{path}", params={"queue": "../etc"},
                                  headers={"x-taskq-request": "1"}, timeout=TIMEOUT)
         assert response.status_code == 400, (path, response.text)
         assert (response.json()["parameter"], response.json()["value"]) == ("queue", "../etc")
+    # The feed says so in an event instead: EventSource would retry an error status.
+    feed = httpx.get(f"{server.url}/events", params={"queue": "../etc"}, timeout=TIMEOUT)
+    assert feed.status_code == 200 and "event: invalid" in feed.text
+    assert '"queue":"../etc"' in feed.text
 
 
 @pytest.mark.parametrize("value", ["-1", "10001", "1e3", "", "x"])

@@ -14,6 +14,7 @@ from taskq.feed.frames import notice_frame
 from taskq.feed.readers import Refused
 from taskq.feed.stream import REDIS_ERRORS, feed_frames
 from taskq.web import api
+from taskq.web.params import BadParameter
 from taskq.web.sse import EventStreamResponse, aclose
 
 log = logging.getLogger("taskq.feed")
@@ -22,6 +23,9 @@ log = logging.getLogger("taskq.feed")
 # per MISSING_RETRY_MS, short enough that it goes live soon after the first enqueue.
 MISSING_RETRY_MS = 10_000
 UNAVAILABLE_RETRY_MS = 5_000
+# A name no queue can have stays wrong: a client that is no page (which stops there)
+# comes back seldom.
+INVALID_RETRY_MS = 60_000
 
 
 class EventsEndpoint:
@@ -30,7 +34,8 @@ class EventsEndpoint:
     status, because a browser's EventSource stops reconnecting after one. For the same
     reason a queue that does not exist (yet), and Redis being unavailable, get one
     event (`missing`, `unavailable`) whose `retry:` says when to come back, and the
-    stream ends; the client keeps its last id and resumes from it."""
+    stream ends; the client keeps its last id and resumes from it. A name no queue can
+    have gets an `invalid` event, which the page takes as final."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -40,7 +45,12 @@ class EventsEndpoint:
             await response(scope, receive, send)
             return
         state = api.state_of(request)
-        queue = api.queue_of(request)
+        try:
+            queue = api.queue_of(request)
+        except BadParameter as e:
+            await notice(notice_frame("invalid", {"queue": e.value, "error": str(e)},
+                                      INVALID_RETRY_MS))(scope, receive, send)
+            return
         raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
         try:
             hub = await state.readers.acquire(queue)

@@ -151,6 +151,8 @@ function openStream(lastId) {
     source.addEventListener(notice, (message) => {
       if (message.target !== feed.source) return;
       const body = JSON.parse(message.data);
+      // Coming back cannot mend a name the server refused: the stream stays closed.
+      if (notice === 'invalid') closeStream();
       setConn(notice, body.error || body.message || notice);
     });
   }

@@ -383,9 +383,12 @@ export function tick() {
 }
 
 // Notices that end a feed stream until the retry they carry (a queue with no tasks yet,
-// Redis unavailable), and how a badge says each; any other state is said by its name.
-export const NOTICES = ['missing', 'unavailable'];
-export const NOTICE_LABELS = { missing: 'no tasks yet', unavailable: 'Redis unavailable' };
+// Redis unavailable) or for good (a name no queue can have), and how a badge says each;
+// any other state is said by its name.
+export const NOTICES = ['missing', 'unavailable', 'invalid'];
+export const NOTICE_LABELS = {
+  missing: 'no tasks yet', unavailable: 'Redis unavailable', invalid: 'no such queue name',
+};
 
 export function setConn(state, title = 'live event feed') {
   const node = $('conn');
