@@ -154,6 +154,15 @@ def test_api_queues_counts_each_structure(server: Server, queue: Broker) -> None
     assert reply["default"] == "default"  # the server's own (TASKQ_QUEUE), for the page
 
 
+def test_api_queues_lists_names_alone_when_asked(server: Server, queue: Broker) -> None:
+    fill(queue)
+    reply = httpx.get(f"{server.url}/api/queues?names=1", timeout=TIMEOUT).json()
+    assert {"name": queue.queue} in reply["queues"]
+    assert all(list(q) == ["name"] for q in reply["queues"])
+    bad = httpx.get(f"{server.url}/api/queues?names=yes", timeout=TIMEOUT)
+    assert bad.status_code == 400 and bad.json()["parameter"] == "names"
+
+
 def test_a_member_of_the_queue_registry_that_is_no_queue_name_fails_no_listing(
     server: Server, queue: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -64,7 +64,7 @@ async function loadQueues() {
   const select = $('queue');
   let names = [];
   try {
-    const listed = await getJSON('api/queues');
+    const listed = await getJSON('api/queues?names=1');
     names = listed.queues.map((item) => item.name);
     serverQueue = listed.default || serverQueue;
   } catch (err) {
