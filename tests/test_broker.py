@@ -371,6 +371,19 @@ class TestReap:
         assert record.state == "dead" and broker.dead() == ["t1"]
         assert "no retries left" in record.last_error
 
+    @pytest.mark.parametrize("max_retries", [0, 1])
+    def test_the_reaped_event_names_the_error_type_the_record_holds(
+        self, broker: Broker, max_retries: int
+    ) -> None:
+        # So a live dead-letter row shows what the snapshot would, without a reload.
+        broker.enqueue("t1", max_retries=max_retries)
+        broker.lease("w1", 0.05)
+        wait_past(0.05)
+        broker.reap()
+        reaped = [e for e in events(broker.client, broker.keys) if e.type == "reaped"]
+        assert [e.fields.get("error_type") for e in reaped] == ["taskq.LeaseExpired"]
+        assert record_of(broker, "t1").error_type == "taskq.LeaseExpired"
+
     def test_leases_reaped_together_retry_at_spread_out_times(self, broker: Broker) -> None:
         for i in range(10):
             broker.enqueue(f"t{i}")

@@ -20,7 +20,7 @@
            nothing else is written); an argument out of its range, or a key of another
            type where a reaped task or a workflow it ends moves, is an error, and
            nothing is written
-  Emits:   reaped (state delayed, dead or cancelled)
+  Emits:   reaped (state delayed, dead or cancelled); delayed and dead with error_type
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
   producer waiting for a task that dies here is woken (see watch.lua). A reaped run's
@@ -99,7 +99,7 @@ for n, task_id in ipairs(expired) do
   elseif retries >= max_retries then
     error_text = error_text .. '; no retries left, so the handler may be what kills it'
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'dead', 'token', token,
-      'retries', retries, 'error', error_text})
+      'retries', retries, 'error', error_text, 'error_type', 'taskq.LeaseExpired'})
     redis.call('HSET', task_key, 'state', 'dead', 'last_error', error_text, 'dead_at', now,
       'error_type', 'taskq.LeaseExpired', 'error_message', error_text, 'traceback', '')
     redis.call('LPUSH', dlq_key, task_id)
@@ -110,7 +110,8 @@ for n, task_id in ipairs(expired) do
     retries = retries + 1
     local run_at = now + backoff_ms(retries, base_ms, max_ms, next_jitter())
     emit(feed, {'type', 'reaped', 'task', task_id, 'state', 'delayed', 'token', token,
-      'retries', retries, 'error', error_text, 'at', run_at})
+      'retries', retries, 'error', error_text, 'error_type', 'taskq.LeaseExpired',
+      'at', run_at})
     redis.call('HSET', task_key, 'state', 'delayed', 'retries', retries,
       'last_error', error_text, 'run_at', run_at, 'error_type', 'taskq.LeaseExpired',
       'error_message', error_text, 'traceback', '')
