@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -119,6 +120,26 @@ class TestEncodingRefusesWhatJsonCannotCarry:
 
     def test_no_payload_encodes_as_an_empty_object(self) -> None:
         assert encode(None) == "{}"
+
+
+class TestKeysJsonWouldMerge:
+    @pytest.mark.parametrize(("keys", "merged"), [
+        ((1, "1"), "1"), ((None, "null"), "null"), ((True, "true"), "true"),
+        ((1.5, "1.5"), "1.5"), (("x", -3, "-3"), "-3"),
+    ])  # fmt: skip
+    def test_two_keys_that_become_one_are_refused_naming_it(
+        self, keys: tuple[Any, ...], merged: str
+    ) -> None:
+        value = dict.fromkeys(keys, "v")
+        said = f"two keys of one dict would both be {merged!r} in it, and one would be lost"
+        with pytest.raises(PayloadError, match=re.escape(said)):
+            encode({"deep": [{"inner": value}]})
+        with pytest.raises(ResultError, match=re.escape(said)):
+            encode_result(("x", value), LIMIT)
+
+    def test_keys_that_stay_apart_as_text_are_kept(self) -> None:
+        assert json.loads(encode({"m": {1: "a", 2: "b", None: "c", "x": "d"}})) == {
+            "m": {"1": "a", "2": "b", "null": "c", "x": "d"}}
 
 
 class TestSizeLimit:

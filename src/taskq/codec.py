@@ -24,6 +24,8 @@ _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"\\')
 _LEAF_PAIR = re.compile(rb"\[\]|\{\}")
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 TOO_DEEP = "it nests too deeply"
+_TEXT = {str}
+_SCALARS = {str, int, float, bool, type(None)}
 
 
 def depth(text: str) -> int:
@@ -70,6 +72,32 @@ def _scanned_depth(text: str) -> int:
     return deepest
 
 
+def colliding_key(value: Any) -> str | None:
+    """A key JSON gives two keys of one dict in `value` (`1` and `"1"` both become
+    "1"; a reader keeps the last and the other is lost), or None. `value` is one the
+    encoder took, so it holds no cycle."""
+    stack = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if kind is dict or isinstance(item, dict):
+            if set(map(type, item)) - _TEXT and (key := _repeated_key(item)) is not None:
+                return key
+            push(item.values())
+        elif kind is list or isinstance(item, (list, tuple)):
+            push(item)
+    return None
+
+
+def _repeated_key(item: dict[Any, Any]) -> str | None:
+    pairs = json.loads(_encoder.encode(dict.fromkeys(item, 0)), object_pairs_hook=list)
+    keys = [k for k, _ in pairs]
+    return next((k for k in keys if keys.count(k) > 1), None)
+
+
 def encode_payload(payload: Payload | None, max_bytes: int) -> str:
     """JSON text of `payload` (an object), or raise `PayloadError` saying why it can't be."""
     if payload is None:
@@ -82,6 +110,9 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
         text = _encoder.encode(payload)
     except (TypeError, ValueError, RecursionError) as e:
         raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}") from e
+    if (key := colliding_key(payload)) is not None:
+        raise PayloadError(f"payload cannot be encoded as JSON: two keys of one dict would "
+                           f"both be {key!r} in it, and one would be lost")
     if (levels := depth(text)) > MAX_DEPTH:
         raise PayloadError(f"payload nests {levels} levels deep, over the limit of "
                            f"{MAX_DEPTH}")
@@ -120,6 +151,9 @@ def encode_result(value: Any, max_bytes: int) -> EncodedResult:
     except (TypeError, ValueError, RecursionError) as e:
         raise ResultError(f"the return value cannot be encoded as JSON: {_describe(e)}; "
                           "return JSON values (dict, list, str, int, float, bool, None)") from e
+    if (key := colliding_key(value)) is not None:
+        raise ResultError(f"the return value cannot be encoded as JSON: two keys of one dict "
+                          f"would both be {key!r} in it, and one would be lost")
     if (levels := depth(text)) > MAX_DEPTH:
         raise ResultError(f"the return value nests {levels} levels deep, over the limit of "
                           f"{MAX_DEPTH}")
