@@ -71,6 +71,16 @@ class TestEncodingRefusesWhatJsonCannotCarry:
         assert message_of({"d": deep}) == (f"payload nests {MAX_DEPTH + 1} levels deep, over "
                                            f"the limit of {MAX_DEPTH}")
 
+    def test_the_depth_is_counted_whole_however_deep_and_wide(self) -> None:
+        # 2,500 lists 1,000 deep: counted in one walk, not a pass per level.
+        deep = "[" + ",".join(["[" * 999 + "0" + "]" * 999] * 2500) + "]"
+        assert depth(deep) == 1000
+        nested: Any = 0
+        for _ in range(499):
+            nested = [nested]
+        assert message_of({"d": nested}) == (
+            f"payload nests 500 levels deep, over the limit of {MAX_DEPTH}")
+
     def test_brackets_inside_strings_are_no_nesting(self) -> None:
         text = '{"a":"' + "[{\\\"[" * 500 + '","b":[[1]]}'
         assert depth(text) == 3
