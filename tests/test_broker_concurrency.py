@@ -113,6 +113,33 @@ class TestASlotComesBack:
         assert holding(limited) == set()
         sound(limited)
 
+    @pytest.mark.parametrize("written", ["holding", "parked", "groups"])
+    @pytest.mark.parametrize("end", ["reap", "fail", "release"])
+    def test_nor_when_a_run_ends_otherwise_and_then_nothing_moves(
+        self, limited: Broker, written: str, end: str
+    ) -> None:
+        """Refused at its slot's keys part way, a reap would leave the task in no place
+        and the tasks reaped before it without their events."""
+        limited.enqueue("plain", name="other")
+        plain = lease_all(limited, seconds=0.05)
+        enqueue(limited, "a")
+        token = lease_all(limited, seconds=0.05)["a"]
+        wait_past(0.05)
+        key = getattr(limited.keys, written)(NAME)
+        limited.client.delete(key)
+        limited.client.set(key, "not taskq's")
+        calls: dict[str, Callable[[], object]] = {
+            "reap": limited.reap, "fail": lambda: limited.fail("a", token, "x"),
+            "release": lambda: limited.release("a", token)}
+        assert_refused_unchanged(limited.client, key, calls[end])
+        limited.client.delete(key)
+        assert calls[end]()
+        assert holding(limited) == set()
+        if end == "reap":
+            reaped = {e.task for e in events(limited.client, limited.keys) if e.type == "reaped"}
+            assert reaped == {"a", *plain}
+        sound(limited)
+
     def test_when_a_run_fails_is_released_or_is_cancelled(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c", "d", "e")
         leases = lease_all(limited)
@@ -231,6 +258,35 @@ class TestParkedTasks:
         limited.ack("a", leases["a"])
         # The third start of a burst of three: c was parked, not throttled, before.
         assert lease_all(limited) == {"c": 1}
+
+    @pytest.mark.parametrize("written", ["parked_names", "parked", "unparked"])
+    def test_a_cancel_its_groups_keys_would_refuse_part_way_moves_nothing(
+        self, broker: Broker, written: str
+    ) -> None:
+        """Parked (or sent back from there, promised a slot), a task cancelled while a
+        key of its group is of another type is refused whole, not taken out of its
+        place and left in none."""
+        broker.concurrency_limits = (ConcurrencyLimit(NAME, 1),)
+        enqueue(broker, "a", "b")
+        enqueue(broker, "first", name="mod.first", priority=9)
+        leases = lease_all(broker)
+        assert set(leases) == {"first", "a"}  # b parked
+        if written == "unparked":  # a's slot freed, b sent back; higher work leased first
+            broker.ack("a", leases["a"])
+            enqueue(broker, "next", name="mod.first", priority=9)
+            assert [t.task_id for t in broker.lease_many("w", 30, 1).tasks] == ["next"]
+            assert broker.client.hget(broker.keys.task("b"), "parked") == "back"
+        key = (broker.keys.parked_names if written == "parked_names"
+               else getattr(broker.keys, written)(NAME))
+        saved = broker.client.dump(key)
+        broker.client.delete(key)
+        broker.client.set(key, "not taskq's")
+        assert_refused_unchanged(broker.client, key, lambda: broker.cancel("b"))
+        broker.client.delete(key)
+        if saved is not None:
+            broker.client.restore(key, 0, saved)
+        assert broker.cancel("b").outcome == "cancelled"
+        sound(broker)
 
     @pytest.mark.parametrize("written", ["parked", "holding", "unparked", "groups"])
     def test_a_limit_key_of_another_type_refuses_the_lease_before_any_task_moves(

@@ -487,6 +487,45 @@ def hours_away(broker: Broker, task_id: str) -> float:
 class TestGiveBack:
     """A throttled task that leaves the line gives its slot back (lua/_rates.lua)."""
 
+    @pytest.mark.parametrize("written", ["reserved", "released", "rates"])
+    def test_a_cancel_a_limit_key_of_another_type_would_refuse_part_way_moves_nothing(
+        self, broker: Broker, written: str
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask("s0", name="slow"), NewTask("s1", name="slow")])
+        assert leased(broker) == ["s0"]  # s1 throttled, on delayed
+        key = {"reserved": broker.keys.reserved("slow"), "rates": broker.keys.rates,
+               "released": f"{broker.keys.prefix}released:slow"}[written]
+        saved = broker.client.dump(key)
+        broker.client.delete(key)
+        broker.client.set(key, "not taskq's")
+        assert_refused_unchanged(broker.client, key, lambda: broker.cancel("s1"))
+        broker.client.delete(key)
+        if saved is not None:
+            broker.client.restore(key, 0, saved)
+        assert broker.cancel("s1").outcome == "cancelled"
+        assert reserved(broker) == {}
+
+    def test_a_lease_that_applies_no_limit_finds_its_line_of_another_type_and_loses_nothing(
+        self, broker: Broker
+    ) -> None:
+        """Redeployed without the limit, a lease gives the slot a once throttled task
+        waited for back to a line it never checked: refused there, the tasks it popped
+        go back to ready, in their order."""
+        throttled_then_undeclared(broker, "sz")
+        broker.client.zadd(broker.keys.delayed, {"z": 0})  # its hour passes
+        assert broker.promote() == ["z"]
+        broker.enqueue_many([NewTask(f"p{i}", name="plain") for i in range(3)])
+        before = broker.client.lrange(broker.keys.ready, 0, -1)
+        key = broker.keys.reserved("slow")
+        broker.client.delete(key)
+        broker.client.set(key, "not taskq's")
+        with pytest.raises(BrokerError, match=f"WRONGTYPE {key} holds a string"):
+            leased(broker)
+        assert broker.client.lrange(broker.keys.ready, 0, -1) == before
+        broker.client.delete(key)
+        assert sorted(leased(broker)) == ["p0", "p1", "p2", "z"]
+
     def test_cancelled_tasks_at_the_end_of_the_line_leave_no_slot_to_wait_behind(
         self, broker: Broker
     ) -> None:

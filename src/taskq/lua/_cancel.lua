@@ -1,5 +1,38 @@
 -- Cancelling one task (cancel.lua, and cancel_flow.lua for each step of a flow).
 
+-- Adds to `places` (see expect_types) the keys cancel_task may write for `task_id`
+-- besides its record and the log: the place it is taken from, and a concurrency
+-- group's or rate limit's keys it gives back. Checked before a cancel's first write, so
+-- that no task leaves its place for a write Redis then refuses.
+local function cancel_types(places, prefix, queue, task_id)
+  local function expect(key, type_name)
+    places[#places + 1], places[#places + 2] = key, type_name
+  end
+  local record = redis.pcall('HMGET', prefix .. 'task:' .. task_id, 'state', 'priority',
+    'name', 'parked', 'limit_key', 'rate_slot')
+  if failed(record) or not record[1] then return places end
+  local state, group = record[1], record[3] and limit_group(record[3], record[5])
+  if state == 'pending' and record[4] and group then
+    expect(unparked_key(prefix, group), 'set')
+    expect(parked_key(prefix, group), 'list')
+    expect(parked_names_key(prefix), 'set')
+    expect(holding_key(prefix, group), 'set')
+    expect(groups_key(prefix, record[3]), 'set')
+  end
+  -- (Not the levels set: forget_if_empty's write to it may fail.)
+  if state == 'pending' then expect(ready_list(queue.ready, tonumber(record[2])), 'list') end
+  if state == 'delayed' then expect(queue.delayed, 'zset') end
+  if state == 'dead' then expect(queue.dlq, 'list') end
+  if record[6] and record[3] then
+    expect(prefix .. 'rates', 'hash')
+    for _, limit in ipairs({record[3], QUEUE_LIMIT}) do
+      expect(reserved_key(prefix, limit), 'zset')
+      expect(released_key(prefix, limit), 'zset')
+    end
+  end
+  return places
+end
+
 -- Cancels `task_id` (in `only_state` only, unless it is ''), on the queue whose keys
 -- `queue` holds (ready, delayed, leased, dlq), with its events on `feed`: a pending,
 -- delayed, dead or waiting task ends cancelled now; a running one is flagged for its

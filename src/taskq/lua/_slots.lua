@@ -80,14 +80,19 @@ local function free_slot(prefix, task_id, slot)
 end
 
 -- The group whose slot `task_id` holds, when its record cannot say (deleted or evicted:
--- rare, so every limited name's groups are looked through); nil if it holds none.
+-- rare, so every limited name's groups are looked through); nil if it holds none. Only
+-- reads, each through pcall: a key of another type holds no slot of ours, and must not
+-- fail the call that ends the run.
 local function lost_slot(prefix, task_id)
-  for _, name in ipairs(redis.call('HKEYS', prefix .. 'limits')) do
-    if redis.call('SISMEMBER', holding_key(prefix, name), task_id) == 1 then return name end
-    for _, group in ipairs(redis.call('SMEMBERS', groups_key(prefix, name))) do
-      if redis.call('SISMEMBER', holding_key(prefix, group), task_id) == 1 then
-        return group
-      end
+  local function holds(group)
+    return redis.pcall('SISMEMBER', holding_key(prefix, group), task_id) == 1
+  end
+  local names = redis.pcall('HKEYS', prefix .. 'limits')
+  for _, name in ipairs(failed(names) and {} or names) do
+    if holds(name) then return name end
+    local groups = redis.pcall('SMEMBERS', groups_key(prefix, name))
+    for _, group in ipairs(failed(groups) and {} or groups) do
+      if holds(group) then return group end
     end
   end
   return nil

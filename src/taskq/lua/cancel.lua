@@ -24,8 +24,9 @@
   Returns: {outcome, state before}: outcome 'cancelled' (it ended now) | 'requested'
            (running: its worker is told) | 'unchanged' (it had ended, its cancel was
            requested already, or it is not in only_state: nothing changed) | 'unknown'
-           (no record); an argument out of its range is an error, and nothing is
-           written
+           (no record); an argument out of its range, or a key of another type
+           where the task is taken from, gives a slot back or sends its event, is an
+           error, and nothing is written
   Emits:   cancelled (state cancelled, with `from`: the state it left) |
            cancel_requested (state running)
 
@@ -57,7 +58,7 @@ local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dl
 -- A cancel takes the task out of its place (a refused LREM is the first write) and
 -- appends its event: the log must take it, and so must the places a workflow's step
 -- that ends here moves its flow on to.
-local places = {events_key, 'stream'}
+local places = cancel_types({events_key, 'stream'}, prefix, queue, task_id)
 local flow_id = redis.call('HGET', prefix .. 'task:' .. task_id, 'flow')
 if flow_id then flow_types(places, {}, prefix, task_id, flow_id) end
 expect_types(places)

@@ -18,8 +18,9 @@
                           to 315360000000)
   Returns: {outcome, state before, steps ended now, steps told to stop}: outcome
            'cancelled' (it was running) | 'unchanged' (it had ended: nothing changed) |
-           'unknown' (no such flow); an argument out of its range is an error, and
-           nothing is written
+           'unknown' (no such flow); an argument out of its range, or a key of
+           another type where a step is taken from, gives a slot back or sends its
+           event, is an error, and nothing is written
   Emits:   cancelled (state cancelled, with `from`) per step ended now |
            cancel_requested (state running) per running step
 ]]
@@ -41,10 +42,16 @@ local f = redis.call('HMGET', flow, 'state', 'stages')
 if not f[1] then return {'unknown', '', 0, 0} end
 if f[1] ~= 'running' then return {'unchanged', f[1], 0, 0} end
 
--- Checked before the first write, as cancel.lua does: refused in close_feed, every
--- step's cancel would be kept without its event.
-expect_types({events_key, 'stream'})
+-- Checked before the first write, as cancel.lua does: refused in close_feed, or at a
+-- step, every step's cancel before it would be kept without its event.
 local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
+local places = {events_key, 'stream'}
+for k = 1, tonumber(f[2]) do
+  for i = 1, tonumber(redis.call('HGET', flow, 'size:' .. k)) do
+    cancel_types(places, prefix, queue, flow_step_id(flow_id, k, i))
+  end
+end
+expect_types(places)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
 -- First, so that no step's end below starts a stage (advance_flow needs 'running').
 finish_flow(flow, 'cancelled', feed.now)

@@ -83,6 +83,7 @@ end
 if cancel[5] and (cancel[1] or dies) then
   flow_types(places, {}, prefix, task_id, cancel[5])
 end
+slot_types(places, prefix, record[4])  -- the slot it gives back
 expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

@@ -39,9 +39,10 @@
            when nothing is scheduled); an argument out of its range, or a key of
            another type where a leased, parked or throttled task would go, is an error,
            and nothing is written; but a task's keyed concurrency group is known only
-           once the task is popped: of another type, that task and those popped after
-           it go back to their ready list in their order, the call ends there (wait_ms
-           0), and it is an error if the call had leased none
+           once the task is popped, as are the places a task whose limit this call
+           does not apply gives its slot back to: of another type, that task and those
+           popped after it go back to their ready list in their order, the call ends
+           there (wait_ms 0), and it is an error if the call had leased none
   Emits:   leased (one per task); throttled (state delayed, `limit` task, queue or
            both: which refused) for each rate-limited task that may not start yet: it
            waits on delayed for a slot (the record's rate_slot), and is not counted
@@ -404,7 +405,7 @@ local function hold_slot(task_id, task_key, name, group)
   end
 end
 
--- A keyed group of another type that lease_from met: {key, type held, type wanted}.
+-- A key of another type that lease_from met: {key, type held, type wanted}.
 local refused
 
 local function lease_from(list)
@@ -418,9 +419,24 @@ local function lease_from(list)
     -- A record of another type is no task's: its id is dropped, as one with none.
     if failed(record) then record = {} end
     local group = record[1] and limit_group(record[1], record[7])
-    if group and most[record[1]] and not typed[group] then
-      places = {}
-      expect_group(group)
+    -- Where this task may write that the checks above did not look: its keyed group, a
+    -- promise of a group no limit of this call names, a rate slot of a limit it does not
+    -- apply (a limit removed while tasks waited).
+    places = {}
+    if group and most[record[1]] and not typed[group] then expect_group(group) end
+    if group and record[8] == 'back' and not typed[group] then
+      expect(unparked_key(prefix, group), 'set')
+    end
+    if record[6] then
+      for _, key in ipairs({record[1], QUEUE_LIMIT}) do
+        if not limits[key] then
+          expect(rates_key, 'hash')
+          expect(reserved_key(prefix, key), 'zset')
+          expect(released_key(prefix, key), 'zset')
+        end
+      end
+    end
+    if #places > 0 then
       for i = 1, #places, 2 do
         local held = wrong_type(places[i], places[i + 1])
         if held then

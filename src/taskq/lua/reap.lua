@@ -18,8 +18,8 @@
            lease (a task whose cancel was requested ends cancelled; an id whose record
            is gone, deleted or evicted, or of another type, is dropped from leased and
            nothing else is written); an argument out of its range, or a key of another
-           type where a reaped task or a workflow it ends moves, is an error, and
-           nothing is written
+           type where a reaped task or a workflow it ends moves, or where its run's
+           concurrency slot is given back, is an error, and nothing is written
   Emits:   reaped (state delayed, dead or cancelled); delayed and dead with error_type
 
   The record's error fields say the lease expired (error_type taskq.LeaseExpired); a
@@ -57,7 +57,7 @@ local expired = redis.call('ZRANGEBYSCORE', leased_key, '-inf', now, 'LIMIT', 0,
 -- Each expired task goes to delayed or the DLQ: both, and the log, must take it.
 -- A workflow's step that ends here (cancelled or dead) may move its flow on: the places
 -- that writes must take it too.
-local records = {}
+local records, slots = {}, {}
 if #expired > 0 then
   local places, ends = {events_key, 'stream', delayed_key, 'zset', dlq_key, 'list'}, {}
   for n, task_id in ipairs(expired) do
@@ -66,6 +66,11 @@ if #expired > 0 then
     -- A record of another type is no task's: the id is dropped, as one with none.
     if failed(record) then record = {} end
     records[n] = record
+    -- The slot the run held, whose group's keys free_slot writes: a gone record's is
+    -- looked for (lost_slot) now, before any write.
+    local gone = not (record[1] or record[3] or record[5])
+    slots[n] = record[4] or (gone and lost_slot(prefix, task_id)) or nil
+    slot_types(places, prefix, slots[n])
     local dies = (tonumber(record[1]) or 0) >= (tonumber(record[2]) or 0)
     if record[10] and (record[6] or dies) then
       flow_types(places, ends, prefix, task_id, record[10])
@@ -87,7 +92,7 @@ for n, task_id in ipairs(expired) do
   -- A record that is gone (deleted by hand, or evicted) is not made up: the id is dropped,
   -- and the slot it held found without it, lest its group stay full for ever.
   local gone = not (record[1] or record[3] or record[5])
-  free_slot(prefix, task_id, record[4] or (gone and lost_slot(prefix, task_id)) or nil)
+  free_slot(prefix, task_id, slots[n])
   if not gone then redis.call('HSET', task_key, 'fencing_token', token) end
   if gone then
     reply[#reply + 1], reply[#reply + 2] = task_id, 'gone'

@@ -37,6 +37,7 @@ local cancel = {record[4], record[5], record[6], record[7], record[8]}
 -- The task goes back to its ready list: that list, and the log, must take it.
 local places = ready_types({events_key, 'stream'}, ready_key, tonumber(record[2]))
 if cancel[1] and cancel[5] then flow_types(places, {}, prefix, task_id, cancel[5]) end
+slot_types(places, prefix, record[3])  -- the slot it gives back
 expect_types(places)
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
