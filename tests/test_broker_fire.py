@@ -423,3 +423,20 @@ def test_a_place_of_another_type_fires_nothing_and_a_later_call_fires_the_tick(
     assert_refused_unchanged(broker.client, key, lambda: broker.fire(schedule, tick))
     broker.client.delete(key)
     assert len(broker.fire(schedule, tick).task_ids) == 1
+
+
+def test_a_schedules_hash_of_another_type_fires_nothing_and_once_mended_the_tick_fires(
+    broker: Broker,
+) -> None:
+    """Refused by taskq, naming the key, not by Redis part way: a worker then holds the
+    schedule back and asks again, where a raw WRONGTYPE stopped its whole upkeep."""
+    schedule = every_second()
+    tick = [started(broker, schedule, seconds_ago=2) + SECOND]
+    key = broker.keys.schedules
+    saved = broker.client.dump(key)
+    assert saved is not None
+    overwrite(broker.client, broker.keys, "schedules")
+    assert_refused_unchanged(broker.client, key, lambda: broker.fire(schedule, tick))
+    broker.client.delete(key)
+    broker.client.restore(key, 0, saved)
+    assert len(broker.fire(schedule, tick).task_ids) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from datetime import timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from taskq.errors import BrokerError
 from taskq.keys import schedule_task_id
 from taskq.schedules import DEFAULT_GRACE, Schedule, make_schedule
 from taskq.shards import SHARDS_KEY
+from taskq.worker import periodic as periodic_module
 from taskq.worker.periodic import Periodic
 from waiting import wait_until
 from worker_support import StartWorker
@@ -98,6 +100,30 @@ def test_a_schedule_redis_refuses_to_fire_is_logged_once_and_left_out(
     assert "max_retries must be" in logged
     assert queue.schedule_state("tidy") is not None
     assert queue.schedule_state("refused") is None
+
+
+def test_a_schedule_a_key_of_another_type_stops_is_held_back_then_fires_its_tick(
+    queue: Broker, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis state, not the declaration: once the key is mended the tick fires, and
+    meanwhile the wait is the hold's, not 0 (which spun the worker's upkeep)."""
+    monkeypatch.setattr(periodic_module, "REFRESH_SECONDS", 0.3)
+    periodic = Periodic(queue, [tidy_every(PERIOD)])
+    periodic.run()  # new: it starts now
+    key = queue.keys.ready
+    queue.client.set(key, "not taskq's")
+    time.sleep(PERIOD.total_seconds())
+    caplog.set_level(logging.WARNING, logger="taskq.worker")
+    assert periodic.run() == 0 and periodic.run() == 0
+    (held,) = [r.getMessage() for r in caplog.records]
+    assert held.startswith("schedule 'tidy' (every 0:00:00.700000): not fired until Redis "
+                           "takes it, asking every 0.3 s: Redis could not fire")
+    assert f"WRONGTYPE {key} holds a string" in held
+    wait = periodic.wait_seconds()
+    assert wait is not None and 0 < wait <= 0.3
+    queue.client.delete(key)
+    wait_until(lambda: periodic.run() == 1, 5, "the held tick fired")
+    assert caplog.records[-1].getMessage() == "schedule 'tidy' (every 0:00:00.700000): fires again"
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="CONFIG SET reaches one node of a cluster")

@@ -66,6 +66,17 @@ def refused_by_script(error: BaseException) -> bool:
     return type(cause) is redis.ResponseError and SCRIPT_ERROR.match(str(cause)) is not None
 
 
+def refused_for_a_key(error: BaseException) -> bool:
+    """Whether `error` is a script refusing because a key it would write holds another
+    type (something else wrote it): Redis state an operator can mend, so the same call
+    may go through later, unlike an argument refused."""
+    cause = error.__cause__
+    if not refused_by_script(error):
+        return False
+    match = SCRIPT_ERROR.match(str(cause))
+    return match is not None and str(cause)[match.end():].startswith("WRONGTYPE ")
+
+
 def text(value: Any) -> str:
     """A reply value as text, whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)

@@ -36,7 +36,8 @@
            the stored version compared (a new schedule starts at the server's now and
            fires nothing), the last handled tick after the call (propose from it next),
            and each task created;
-           an argument out of its range is an error, and nothing is written
+           an argument out of its range, or a key of another type where the
+           schedule's state or its tick's task goes, is an error, and nothing is written
   Emits:   enqueued (state pending), one per created task
 ]]
 --- @include "_common"
@@ -78,8 +79,10 @@ for i = 1, count do
 end
 
 -- A tick's task goes to its ready list: that list and the log must take it, or the
--- tick would be marked handled with its task in no place.
-expect_types(ready_types({events_key, 'stream'}, ready_key, priority))
+-- tick would be marked handled with its task in no place; and the schedules hash its
+-- state is read from and kept in.
+expect_types(ready_types({events_key, 'stream', schedules_key, 'hash'}, ready_key,
+  priority))
 local now = server_now_ms()
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from taskq.boundary import refused_by_script
+from taskq.boundary import refused_by_script, refused_for_a_key
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError
 from taskq.schedules import MAX_CATCH_UP, Schedule
@@ -44,31 +44,51 @@ class Periodic:
         # Schedules whose ticks could not be computed: named in the log once, then left
         # out, so one bad declaration never stops a worker's maintenance.
         self._broken: set[str] = set()
+        # Schedules a key of another type keeps from firing, and until when (monotonic)
+        # they are left alone: the key may be mended, and then the tick still fires.
+        self._held: dict[str, float] = {}
 
     def run(self) -> int:
         """Fire every schedule that may have a due tick; returns how many tasks were
         made. Raises BrokerError."""
         made = 0
         for schedule in self.schedules:
-            if schedule.name in self._broken:
+            name = schedule.name
+            if name in self._broken or time.monotonic() < self._held.get(name, 0.0):
                 continue
             try:
                 made += self._run_one(schedule)
             except BrokerError as e:
+                if refused_for_a_key(e):
+                    self._hold(schedule, e)
+                    continue
                 if not refused_by_script(e):
                     raise
-                self._broken.add(schedule.name)
+                self._leave_out(schedule)
                 log.error("schedule %r (%s): Redis refuses to fire it, so this worker no "
-                          "longer fires it: %s", schedule.name, schedule.when, e)
+                          "longer fires it: %s", name, schedule.when, e)
             except ConfigError as e:  # the queue cannot take it as this app sees it
-                self._broken.add(schedule.name)
+                self._leave_out(schedule)
                 log.error("schedule %r (%s): this worker no longer fires it: %s",
-                          schedule.name, schedule.when, e)
+                          name, schedule.when, e)
             except Exception:
-                self._broken.add(schedule.name)
+                self._leave_out(schedule)
                 log.exception("schedule %r (%s): its ticks cannot be computed, so this "
-                              "worker no longer fires it", schedule.name, schedule.when)
+                              "worker no longer fires it", name, schedule.when)
+            else:
+                if self._held.pop(name, None) is not None:
+                    log.warning("schedule %r (%s): fires again", name, schedule.when)
         return made
+
+    def _hold(self, schedule: Schedule, error: BrokerError) -> None:
+        if schedule.name not in self._held:
+            log.warning("schedule %r (%s): not fired until Redis takes it, asking every "
+                        "%g s: %s", schedule.name, schedule.when, REFRESH_SECONDS, error)
+        self._held[schedule.name] = time.monotonic() + REFRESH_SECONDS
+
+    def _leave_out(self, schedule: Schedule) -> None:
+        self._broken.add(schedule.name)
+        self._seen.pop(schedule.name, None)  # its last due tick must not hurry the wait
 
     def _run_one(self, schedule: Schedule) -> int:
         now = time.monotonic()
@@ -87,8 +107,10 @@ class Periodic:
         clock as the last replies carried it (0 if one is overdue); None before the
         first firing, or with no schedules."""
         now = time.monotonic()
-        waits = [(seen.next_tick_ms - seen.server_ms) / 1000 - (now - seen.at)
-                 for seen in self._seen.values()]
+        waits = [self._held[name] - now if name in self._held
+                 else (seen.next_tick_ms - seen.server_ms) / 1000 - (now - seen.at)
+                 for name, seen in self._seen.items()]
+        waits += [until - now for name, until in self._held.items() if name not in self._seen]
         return max(0.0, min(waits)) if waits else None
 
     def _fire(self, schedule: Schedule, ticks: list[int], after_ms: int = 0) -> int:
