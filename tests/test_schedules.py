@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import TZPATH, ZoneInfo
 
 import pytest
 
@@ -160,6 +161,18 @@ class TestErrors:
     def test_an_unknown_zone_is_named(self) -> None:
         with pytest.raises(ConfigError, match="unknown time zone 'Mars/Olympus'"):
             schedule(cron="* * * * *", every=None, tz="Mars/Olympus")
+
+    @pytest.mark.parametrize("tz", ["localtime", "posixrules"])
+    def test_the_hosts_own_zone_is_refused_by_name_or_as_a_zoneinfo(self, tz: str) -> None:
+        # Under one version, each worker would fire at its own host's 09:00.
+        said = f"tz {tz!r} is the host's own zone, which may differ between workers"
+        with pytest.raises(ConfigError, match=said):
+            schedule(cron="0 9 * * *", every=None, tz=tz)
+        # The zone read from a file of the system's database, under that key, as
+        # ZoneInfo(tz) reads it where the host has one.
+        found = next(Path(d, "Etc/UTC") for d in TZPATH if Path(d, "Etc/UTC").is_file())
+        with found.open("rb") as data, pytest.raises(ConfigError, match=said):
+            schedule(cron="0 9 * * *", every=None, tz=ZoneInfo.from_file(data, key=tz))
 
     def test_a_tzinfo_that_is_not_a_zone_is_refused(self) -> None:
         class Naive(tzinfo):

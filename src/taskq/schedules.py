@@ -307,9 +307,18 @@ def drawn(cron: str) -> bool:
                for field in cron.split() for value in field.split(","))
 
 
+# Zone keys that name whatever zone the host is set to: every worker would fire its own
+# host's 09:00 under one version, so a daily schedule could fire twice a day.
+HOST_ZONES = frozenset({"localtime", "posixrules"})
+
+
 def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     if tz is None:
         return UTC
+    key = tz if isinstance(tz, str) else getattr(tz, "key", None)
+    if isinstance(key, str) and key in HOST_ZONES:
+        raise ConfigError(f"schedule {name!r}: tz {key!r} is the host's own zone, which "
+                          "may differ between workers; name it (e.g. 'Europe/Paris')")
     if isinstance(tz, str):
         try:
             return ZoneInfo(tz)
