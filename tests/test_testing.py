@@ -12,9 +12,15 @@ from dataclasses import dataclass, field
 import pytest
 import redis
 
-from taskq import App, Settings, TaskqError, current_task
+from taskq import App, Settings, TaskqError, chain, current_task
 from taskq.broker import Broker
-from taskq.errors import ConfigError, IdleTimeoutError, TaskCancelledError, TaskFailed
+from taskq.errors import (
+    ConfigError,
+    IdleTimeoutError,
+    TaskCancelledError,
+    TaskFailed,
+    UpstreamFailed,
+)
 from taskq.testing import TEST_SETTINGS, TaskRunner
 
 
@@ -155,6 +161,20 @@ class TestResults:
         assert report.names[dropped.task_id] == "shop.charge"
         with pytest.raises(TaskCancelledError, match="was cancelled"):
             report.result(dropped)
+
+    def test_the_steps_a_dead_step_skipped_are_reported_cancelled_not_dead(
+        self, shop: Shop, tasks: TaskRunner
+    ) -> None:
+        add = shop.app.tasks["shop.add"]
+        broken = shop.app.tasks["shop.broken"]
+        flow = chain(broken.s("o-5"), add.s(2), add.s(3)).enqueue()
+        report = tasks.run_until_idle()
+        first, *skipped = [step.task_id for step in flow.status().steps]
+        assert report.dead == [first]
+        assert sorted(report.cancelled) == sorted(skipped)
+        for step in skipped:
+            with pytest.raises(UpstreamFailed, match=first):
+                report.result(step)
 
     def test_tasks_enqueued_by_the_code_under_test_are_reported_by_task(
         self, shop: Shop, tasks: TaskRunner

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from types import TracebackType
 from typing import Any
 
@@ -46,6 +46,7 @@ from taskq.errors import (
     TaskCancelledError,
     TaskFailed,
     TaskqError,
+    UpstreamFailed,
 )
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import Gap, Row, decode
@@ -89,12 +90,15 @@ class RunReport:
     task registered with `store_result=False`); `failed` maps the id of each task that
     died (used up its retries) to its `TaskFailed`: error type, message, the worker's
     traceback and the number of attempts; `cancelled` lists the ids of the tasks that
-    ended cancelled; `names` maps every id of all three to its task's name."""
+    ended cancelled, a workflow's steps its failure skipped among them (`upstream` maps
+    each to its `UpstreamFailed`); `names` maps every id of all three to its task's
+    name."""
 
     results: Mapping[str, Any]
     failed: Mapping[str, TaskFailed]
     names: Mapping[str, str]
     cancelled: Sequence[str] = ()
+    upstream: Mapping[str, UpstreamFailed] = field(default_factory=dict)
 
     @property
     def dead(self) -> list[str]:
@@ -108,6 +112,8 @@ class RunReport:
         task_id = task.task_id if isinstance(task, Enqueued) else task
         if task_id in self.failed:
             raise self.failed[task_id]
+        if task_id in self.upstream:
+            raise self.upstream[task_id]
         if task_id in self.cancelled:
             raise TaskCancelledError(task_id)
         if task_id not in self.results:
@@ -310,6 +316,7 @@ class TaskRunner:
         results: dict[str, Any] = {}
         failed: dict[str, TaskFailed] = {}
         cancelled: list[str] = []
+        upstream: dict[str, UpstreamFailed] = {}
         names: dict[str, str] = {}
         for task_id in ended:
             watched = self.broker.watch(task_id, mark=False)
@@ -319,13 +326,16 @@ class TaskRunner:
             names[task_id] = record.name
             try:
                 results[task_id] = outcome(task_id, watched)
+            except UpstreamFailed as e:  # a TaskFailed, but the step never ran: cancelled
+                upstream[task_id] = e
+                cancelled.append(task_id)
             except TaskFailed as e:
                 failed[task_id] = e
             except TaskCancelledError:
                 cancelled.append(task_id)
             except NoResultError:
                 results[task_id] = None
-        return RunReport(results, failed, names, cancelled)
+        return RunReport(results, failed, names, cancelled, upstream)
 
     def _rows(self, last: int) -> Iterator[Row]:
         """The event log's rows after the runner's cursor, up to sequence number `last`,
