@@ -147,6 +147,8 @@ class TestChains:
         dead = f"{flow.flow_id}.2.1"
         assert failed.value.upstream == dead
         assert failed.value.error_type == "ValueError"
+        assert failed.value.task_id == flow.flow_id
+        assert str(failed.value).startswith(f"workflow {flow.flow_id} failed: ")
         assert f"{dead} (dead: ValueError: no 2)" in str(failed.value)
         for stage in (3, 4):
             with pytest.raises(UpstreamFailed, match="no 2") as skipped:
@@ -487,8 +489,11 @@ class TestCancel:
         wait_until(lambda: flow.status().steps[0].state == "running")
         done = flow.cancel()
         assert (done.outcome, done.ended, done.told) == ("cancelled", 2, 1)
-        with pytest.raises(TaskCancelledError):
+        with pytest.raises(TaskCancelledError) as cancelled:
             flow.result(timeout=5)
+        assert cancelled.value.task_id == flow.flow_id
+        assert str(cancelled.value) == (f"workflow {flow.flow_id} was cancelled, so it has "
+                                        "no result")
         wait_until(lambda: flow.step(1).status() == "cancelled", what="the run to stop")
         assert [s.state for s in flow.status().steps] == ["cancelled"] * 3
         assert flow.cancel().outcome == "unchanged"

@@ -53,10 +53,11 @@ class UpstreamFailed(TaskFailed):
     `upstream` names the first such step, and the message says what each one did."""
 
     def __init__(self, task_id: str, upstream: str, error_type: str, message: str,
-                 verb: str = "did not run") -> None:
+                 verb: str = "did not run", subject: str = "") -> None:
         self.upstream = upstream
         super().__init__(task_id, error_type, message, "", 0)
-        self.args = (f"{task_id} {verb}: {message}",)
+        named = f"{subject} {task_id}" if subject else task_id
+        self.args = (f"{named} {verb}: {message}",)
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -65,11 +66,12 @@ class UpstreamFailed(TaskFailed):
 class TaskCancelledError(TaskqError):
     """Raised when a task handle's `result()` finds the task cancelled: it was cancelled
     before it ran, out of the DLQ, or while it ran (its handler stopped, its effects
-    refused from the moment its worker learned of the cancel)."""
+    refused from the moment its worker learned of the cancel); and by a workflow's
+    `result()`, `task_id` then holding the workflow's id."""
 
-    def __init__(self, task_id: str) -> None:
+    def __init__(self, task_id: str, subject: str = "task") -> None:
         self.task_id = task_id
-        super().__init__(f"task {task_id} was cancelled, so it has no result")
+        super().__init__(f"{subject} {task_id} was cancelled, so it has no result")
 
 
 class ResultTimeoutError(TaskqError, TimeoutError):

@@ -182,9 +182,9 @@ class WorkflowHandle:
     def _failure(self, status: FlowStatus) -> TaskqError:
         """Why a workflow that ended other than completed has no result."""
         if status.state == "failed":
-            return UpstreamFailed(f"workflow {self.flow_id}", status.upstream,
-                                  status.error_type, status.error_message, "failed")
-        return TaskCancelledError(f"workflow {self.flow_id}")
+            return UpstreamFailed(self.flow_id, status.upstream, status.error_type,
+                                  status.error_message, "failed", subject="workflow")
+        return TaskCancelledError(self.flow_id, subject="workflow")
 
 
 def _stage_sizes(status: FlowStatus) -> Counter[int]:
