@@ -122,6 +122,11 @@ FLOW_STEPS = Range("steps", 1, 10_000, 1, "steps", whole=True)
 # A stage or a step within one, counted from 1 (the most steps a workflow has).
 STEP_NUMBER = Range("stage", 1, 10_000, 1, whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
+# What one snapshot lists of each section, and of the concurrency groups (0: counts):
+# a limit kept per account may have thousands of groups, and the reply (and a
+# dashboard's table) must stay bounded.
+SNAPSHOT_ROWS = Range("limit", 0, LIMIT.high, 20, "tasks", whole=True)
+SNAPSHOT_GROUPS = Range("groups", 0, LIMIT.high, 1000, "groups", whole=True)
 TOKEN = Range("token", 0, 2**53, 0, whole=True)
 # Log entries one read of a task's events scans at most, newest first: a long log cannot
 # make one look at a task slow. 0 reads none (the record alone is wanted).

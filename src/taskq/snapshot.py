@@ -11,6 +11,7 @@ from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.feed.cursor import Cursor, fingerprint
 from taskq.keys import QUEUES_KEY, check_queue_name
+from taskq.limits import SNAPSHOT_GROUPS, SNAPSHOT_ROWS
 from taskq.results import QueueCounts
 
 log = logging.getLogger("taskq")
@@ -111,14 +112,12 @@ def queue_names(broker: Broker) -> list[str]:
 _skipped: set[str] = set()
 
 
-# Concurrency groups a snapshot lists unless told otherwise: a limit kept per account
-# may have thousands, and the reply (and a dashboard's table) must stay bounded.
-GROUPS_SHOWN = 1000
-
-
-def take_snapshot(broker: Broker, limit: int = 20, groups: int = GROUPS_SHOWN) -> QueueSnapshot:
+def take_snapshot(broker: Broker, limit: int = SNAPSHOT_ROWS.default,
+                  groups: int = SNAPSHOT_GROUPS.default) -> QueueSnapshot:
     """The queue and the feed position it reflects, read by one atomic script: up to
-    `limit` tasks of each section and the first `groups` concurrency groups by name."""
+    `limit` tasks of each section and the first `groups` concurrency groups by name;
+    InvalidTaskError for a count outside its range."""
+    limit, groups = SNAPSHOT_ROWS.check(limit), SNAPSHOT_GROUPS.check(groups)
     k = broker.keys
     with redis_errors("read the queue's state"):
         reply = broker.scripts.snapshot(
