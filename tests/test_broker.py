@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+import taskq.broker
 from helpers import (
     assert_refused_unchanged,
     dump,
@@ -106,6 +107,18 @@ class TestEnqueue:
         broker.enqueue("t1")
         assert client.smembers(QUEUES_KEY) == {"test"}
         assert client.llen(broker.keys.wake) >= 1
+
+    def test_a_producer_names_its_queue_again_once_its_registration_is_old(
+        self, broker: Broker, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """So a queue comes back to the dashboards after Redis lost its data."""
+        broker.enqueue("t1")
+        client.delete(QUEUES_KEY)  # as a restart with no data, or a FLUSHALL, leaves it
+        broker.enqueue("t2")
+        assert client.smembers(QUEUES_KEY) == set()  # once per REGISTER_AGAIN_SECONDS
+        monkeypatch.setattr(taskq.broker, "REGISTER_AGAIN_SECONDS", 0.0)
+        broker.enqueue("t3")
+        assert client.smembers(QUEUES_KEY) == {"test"}
 
     @pytest.mark.parametrize("task_id", ["", "a b", "x" * 129, "caf\u00e9", "a/b", "a{b}", 7,
                                          ".", ".."])

@@ -8,7 +8,10 @@ import redis
 import redis.asyncio as aioredis
 
 from feed_support import run
+from taskq.broker import Broker
+from taskq.feed.hub import Hub
 from taskq.feed.readers import EXISTENCE_CHECKS, Readers, Refused
+from taskq.keys import QUEUES_KEY
 from taskq.tools.embedded import EmbeddedRedis
 
 NAME = "feed-readers-test"
@@ -36,3 +39,29 @@ def test_a_barrage_of_streams_for_made_up_queues_asks_redis_a_few_at_a_time(
     # Each check held a connection of its own only while it ran: the pool made no more
     # than ran at once.
     assert 1 <= held <= EXISTENCE_CHECKS
+
+
+def test_a_queue_whose_log_outlived_its_registration_is_followed(
+    redis_server: EmbeddedRedis, client: redis.Redis
+) -> None:
+    """After Redis lost its data, a producer names its queue again only within
+    REGISTER_AGAIN_SECONDS; its first enqueue's events are there at once."""
+    queue = Broker(client, "relisted")
+    queue.enqueue("t1")
+    client.srem(QUEUES_KEY, "relisted")
+
+    async def scenario() -> tuple[object, object]:
+        aclient = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+        readers = Readers(aclient, ring_size=10)
+        try:
+            followed = await readers.acquire("relisted")
+            if isinstance(followed, Hub):
+                await readers.release("relisted", followed)
+            return followed, await readers.acquire("never-used")
+        finally:
+            await readers.close()
+            await aclient.aclose()
+
+    followed, unknown = run(scenario())
+    assert isinstance(followed, Hub)
+    assert unknown == Refused("missing", "never-used")

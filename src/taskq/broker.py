@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -32,6 +34,7 @@ from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import (
     QUEUES_KEY,
+    REGISTER_AGAIN_SECONDS,
     QueueKeys,
     check_held,
     check_task_id,
@@ -141,7 +144,7 @@ class Broker:
         self._block_limit = block_limit(client)
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
-        self._registered = False
+        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
         # The rate and concurrency limits every lease of this broker applies (a worker
         # sets its app's).
         self.rate_limits: tuple[RateLimit, ...] = ()
@@ -213,15 +216,16 @@ class Broker:
         return results
 
     def register_queue(self) -> None:
-        """Name the queue in the registry of queues (once per broker), so dashboards find
-        it; `ConfigError` if Redis holds it as a sharded queue (see refuse_sharded)."""
-        if not self._registered:
+        """Name the queue in the registry of queues (again each REGISTER_AGAIN_SECONDS),
+        so dashboards find it; `ConfigError` if Redis holds it as a sharded queue (see
+        refuse_sharded)."""
+        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
             with redis_errors("register the queue"):
                 stored = self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
-            self._registered = True
+            self._registered_at = time.monotonic()
 
     # -- workers -----------------------------------------------------------------------
 

@@ -31,6 +31,10 @@ MAX_LIMIT_KEY_BYTES = 512
 
 # Every queue's name, so dashboards can find queues without scanning the keyspace.
 QUEUES_KEY = "taskq:queues"
+# How long a producer trusts that it named its queue there (and its shards' layout):
+# a Redis that lost its data (restarted with none, flushed) lists the queue again,
+# and its feed serves it, within this long of the next enqueue.
+REGISTER_AGAIN_SECONDS = 60.0
 
 
 def new_id() -> str:

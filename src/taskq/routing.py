@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +14,7 @@ from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.fields import new_task_fields
 from taskq.handle import TaskHandle
-from taskq.keys import check_idempotency_key, check_task_id
+from taskq.keys import REGISTER_AGAIN_SECONDS, check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
 from taskq.results import NewTask
 from taskq.shards import (
@@ -79,7 +81,7 @@ class ShardedBroker:
     def __init__(self, layout: Layout, brokers: Sequence[Broker]) -> None:
         self.layout = layout
         self.brokers = tuple(brokers)
-        self._registered = False
+        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
 
     def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                      ) -> list[TaskHandle]:
@@ -96,9 +98,9 @@ class ShardedBroker:
                             ].handle(task_id)
 
     def _register(self) -> None:
-        if not self._registered:
+        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
             register(self.brokers[0].client, self.layout)
-            self._registered = True
+            self._registered_at = time.monotonic()
 
 
 class AsyncShardedBroker:
@@ -107,7 +109,7 @@ class AsyncShardedBroker:
     def __init__(self, layout: Layout, brokers: Sequence[AsyncBroker]) -> None:
         self.layout = layout
         self.brokers = tuple(brokers)
-        self._registered = False
+        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
 
     async def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                            ) -> list[TaskHandle]:
@@ -127,7 +129,7 @@ class AsyncShardedBroker:
         await self.brokers[0].aclose()
 
     async def _register(self) -> None:
-        if not self._registered:
+        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
             client: Any = self.brokers[0].client
             with redis_errors(f"register the shards of queue {self.layout.queue!r}"):
                 stored = await client.hget(SHARDS_KEY, self.layout.queue)
@@ -138,4 +140,4 @@ class AsyncShardedBroker:
                     await client.hsetnx(SHARDS_KEY, self.layout.queue, self.layout.stored)
                     stored = await client.hget(SHARDS_KEY, self.layout.queue)
             check_stored(self.layout, stored)
-            self._registered = True
+            self._registered_at = time.monotonic()

@@ -76,7 +76,10 @@ class Readers:
             if len(self.hubs) >= self.limit:  # no round trip for a client turned away
                 return Refused("busy", queue)
             async with self.checks:
-                exists = await self.client.sismember(QUEUES_KEY, queue)
+                # Or its log, for a queue whose producers have not named it again
+                # since Redis lost its data (see REGISTER_AGAIN_SECONDS).
+                exists = (await self.client.sismember(QUEUES_KEY, queue)
+                          or await self.client.exists(QueueKeys(queue).events))
             if not exists:
                 return Refused("missing", queue)
             hub = self.hubs.get(queue)  # another client may have started it meanwhile
