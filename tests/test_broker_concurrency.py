@@ -414,6 +414,41 @@ class TestOneCallIsBounded:
         sound(limited)
 
 
+    def test_a_lease_looks_at_freed_groups_and_a_turn_of_the_rest_not_at_every_group(
+        self, broker: Broker
+    ) -> None:
+        """One run holds each of 1,000 accounts' slot and one task of each waits: an
+        idle lease costs Redis about as much as with one account, a freed slot's group
+        is looked at in the next lease wherever it is, and a removed limit reaches every
+        account's waiting task within 1,000 / 100 leases."""
+        broker.concurrency_limits = (ConcurrencyLimit(NAME, 1),)
+        accounts = 1000
+        broker.enqueue_many([NewTask(f"{a}-{n}", name=NAME, limit_key=f"acct{a}")
+                             for a in range(accounts) for n in (1, 2)])
+        leases: dict[str, int] = {}
+        while broker.client.llen(broker.keys.ready):
+            leases |= lease_all(broker, seconds=600)
+        assert len(leases) == accounts
+        assert broker.client.scard(broker.keys.parked_names) == accounts
+        broker.client.config_resetstat()
+        broker.lease_many("w", 30, 1)
+        stats = broker.client.info("commandstats")
+        # 4 type checks a group looked at: about 100 of them (a cursor's turn), not 1,000.
+        assert stats["cmdstat_type"]["calls"] < 1000, stats["cmdstat_type"]
+        last = f"{accounts - 1}-1"
+        assert broker.ack(last, leases[last])
+        assert [t.task_id for t in broker.lease_many("w", 30, 5).tasks] == [
+            f"{accounts - 1}-2"]
+        broker.concurrency_limits = ()
+        sent_back, calls = 0, 0
+        while sent_back < accounts - 1 and calls < 50:
+            sent_back += len(broker.lease_many("w", 30, 10_000).tasks)
+            calls += 1
+        assert sent_back == accounts - 1
+        assert 5 <= calls <= 20, calls
+        sound(broker)
+
+
 class TestAKeyedLimit:
     """A limit kept per key (the record's limit_key, an account say): each key has its
     own slots and parked tasks, under the name's limit."""

@@ -175,6 +175,18 @@ class QueueKeys:
         return self.prefix + "parked"
 
     @property
+    def slots_freed(self) -> str:
+        """The concurrency groups with parked tasks whose slot came free since a lease
+        last looked at them (a SET): see lua/lease.lua."""
+        return self.prefix + "slots_freed"
+
+    @property
+    def parked_sweep(self) -> str:
+        """Where a lease's turn over every group with parked tasks stands (an SSCAN
+        cursor, a STRING): see lua/lease.lua."""
+        return self.prefix + "parked_sweep"
+
+    @property
     def parked_line(self) -> str:
         """The counter that gives each parked task its place in its line (a STRING)."""
         return self.prefix + "parked_line"

@@ -14,6 +14,7 @@ local function cancel_types(places, prefix, queue, task_id)
   local state, group = record[1], record[3] and limit_group(record[3], record[5])
   if state == 'pending' and record[4] and group then
     expect(unparked_key(prefix, group), 'set')
+    expect(freed_key(prefix), 'set')
     expect(parked_key(prefix, group), 'list')
     expect(parked_names_key(prefix), 'set')
     expect(holding_key(prefix, group), 'set')
@@ -69,7 +70,10 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
     local priority = tonumber(record[4])
     removed = redis.call('LREM', ready_list(queue.ready, priority), -1, task_id)
     forget_if_empty(queue.ready, priority)
-    redis.call('SREM', unparked_key(prefix, limit_group(record[5], record[7])), task_id)
+    -- Its promised slot is free again: a lease looks at its group next.
+    local group = limit_group(record[5], record[7])
+    redis.call('SREM', unparked_key(prefix, group), task_id)
+    mark_freed(prefix, group)
   elseif state == 'pending' and record[6] then
     -- Parked for a concurrency slot (see _common).
     local group = limit_group(record[5], record[7])

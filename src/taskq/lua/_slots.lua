@@ -47,6 +47,22 @@ local function parked_names_key(prefix)
   return prefix .. 'parked'
 end
 
+-- The groups with waiting tasks whose slot a run gave back (or whose promise a cancel
+-- dropped) since a lease last looked (a SET): the next lease looks at these, and at a
+-- few others in turn (see lease.lua's unpark), never at every group.
+local function freed_key(prefix)
+  return prefix .. 'slots_freed'
+end
+
+-- Marks `group` for the next lease to look at, when it has tasks waiting.
+local function mark_freed(prefix, group)
+  if redis.call('LLEN', parked_key(prefix, group)) > 0 then
+    redis.call('SADD', freed_key(prefix), group)
+    return true
+  end
+  return false
+end
+
 -- Gives back the slot a run held (`slot`: the record's slot field, nil if it held
 -- none) and wakes a worker if a task waits for it. Only a script that ends the current
 -- token's lease calls this, so a stale holder never frees a slot a newer run holds.
@@ -66,13 +82,14 @@ local function slot_types(places, prefix, slot)
   places[n + 1], places[n + 2] = holding_key(prefix, slot), 'set'
   places[n + 3], places[n + 4] = parked_key(prefix, slot), 'list'
   places[n + 5], places[n + 6] = groups_key(prefix, group_name(slot)), 'set'
+  places[n + 7], places[n + 8] = freed_key(prefix), 'set'
 end
 
 local function free_slot(prefix, task_id, slot)
   if not slot then return end
   redis.call('SREM', holding_key(prefix, slot), task_id)
   redis.call('HDEL', prefix .. 'task:' .. task_id, 'slot')
-  if redis.call('LLEN', parked_key(prefix, slot)) > 0 then
+  if mark_freed(prefix, slot) then
     wake_workers(prefix .. 'wake', 1)
   else
     forget_group(prefix, slot)

@@ -68,7 +68,10 @@
 
   Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
   parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
-  slot while it waits.
+  slot while it waits. A call looks at the groups with parked tasks whose slot came
+  free since the last call, and at 100 more in turn (a cursor over them all), so its
+  work is bounded however many groups wait; every group is looked at within (groups /
+  100) calls, which is how a raised or removed limit reaches its waiting tasks.
 ]]
 --- @include "_common"
 --- @include "_slots"
@@ -143,7 +146,9 @@ refuse_when_out_of_memory(prefix)
 -- group with parked tasks, writes is checked too, so that no task leaves a list for a
 -- place Redis then refuses. (A task's keyed group, known once it is popped, is checked
 -- then: see lease_from.)
-local places = {leased_key, 'zset', events_key, 'stream', parked_names_key(prefix), 'set'}
+local sweep_key = prefix .. 'parked_sweep'
+local places = {leased_key, 'zset', events_key, 'stream', parked_names_key(prefix), 'set',
+                freed_key(prefix), 'set', sweep_key, 'string'}
 local function expect(key, type_name)
   places[#places + 1], places[#places + 2] = key, type_name
 end
@@ -172,7 +177,27 @@ if n_conc > 0 then
   for name in pairs(most) do expect_group(name) end
 end
 expect_types(places)
-local parked_groups = redis.call('SMEMBERS', parked_names_key(prefix))
+-- The groups with waiting tasks this call looks at: those whose slot a run gave back
+-- since (marked by free_slot, or by a cancel that dropped a promise), and the next
+-- SWEEP of all of them in turn, whose slots may have come free another way (a limit
+-- raised or removed, a promise whose task was deleted). A limit kept per account may
+-- have a group for each of thousands: looking at every one in every call would cost
+-- Redis milliseconds per call, and block it meanwhile.
+local SWEEP = 100
+local parked_groups, marked, looked = {}, {}, {}
+local function look_at(group)
+  if not looked[group] then
+    looked[group] = true
+    parked_groups[#parked_groups + 1] = group
+  end
+end
+for _, group in ipairs(redis.call('SMEMBERS', freed_key(prefix))) do
+  marked[group] = true
+  look_at(group)
+end
+local swept_from = redis.call('GET', sweep_key) or '0'
+local swept = redis.call('SSCAN', parked_names_key(prefix), swept_from, 'COUNT', SWEEP)
+for _, group in ipairs(swept[2]) do look_at(group) end
 if #parked_groups > 0 then
   places = {}
   for _, group in ipairs(parked_groups) do expect_group(group) end
@@ -332,10 +357,12 @@ local function admitted(task_id, task_key, name, slot)
   return false
 end
 
--- Parked tasks whose name has slots free (or no limit in this call) go back to the front
--- of their ready lists, oldest first, at most one per free slot.
+-- Parked tasks of the groups this call looks at whose name has slots free (or no limit
+-- in this call) go back to the front of their ready lists, oldest first, at most one
+-- per free slot.
 local function unpark()
   local names_key = parked_names_key(prefix)
+  if swept[1] ~= swept_from then redis.call('SET', sweep_key, swept[1]) end
   for _, group in ipairs(parked_groups) do
     local list = parked_key(prefix, group)
     local free = LIMITS.count
@@ -366,6 +393,7 @@ local function unpark()
         push_ready(ready_key, ids[i], tonumber(fields[2]), true)
       end
     end
+    if marked[group] then redis.call('SREM', freed_key(prefix), group) end
     if redis.call('LLEN', list) == 0 then
       redis.call('SREM', names_key, group)
       forget_group(prefix, group)
