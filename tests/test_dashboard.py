@@ -1947,6 +1947,19 @@ def test_the_view_of_a_workflow_of_thousands_of_steps_keeps_up_and_the_page_answ
         stop_all([worker])
 
 
+def test_a_link_to_a_workflow_that_is_not_there_is_not_listed_once_its_view_closes(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    queue.enqueue("t1")  # the queue exists; the workflow never did (a typo, or expired)
+    page.goto(f"{server.url}/?queue={QUEUE}#flow=no-such-flow")
+    expect(by_id(page, "flow-view")).to_be_visible()
+    expect(page.locator("[data-testid=flow-row][data-flow-id=no-such-flow]")).to_have_count(1)
+    by_id(page, "flow-close").click()
+    expect(by_id(page, "flow-view")).to_be_hidden()
+    # Listed no more, so no resync asks for it again.
+    expect(rows(page, "flow-row")).to_have_count(0)
+
+
 def test_a_step_that_dies_fails_its_workflow_and_the_later_steps_show_skipped(
     page: Page, server: Server, queue: Broker, env: dict[str, str], tmp_path: Path,
     redis_server: EmbeddedRedis

@@ -3,7 +3,9 @@
 // steps it skipped said so), each box a link to its task's view. A #flow=<id> link
 // opens it; flows.js keeps what it shows current from the feed.
 
-import { ENDED, flowHooks, progressBar, progressOf, watchFlow } from './flows.js';
+import {
+  ENDED, flowHooks, progressBar, progressOf, unwatchFlow, watchFlow,
+} from './flows.js';
 import { el, focusBackTo } from './render.js';
 import { shown } from './shown.js';
 
@@ -47,6 +49,7 @@ export function closeFlow() {
 
 function hide() {
   const wasOpen = Boolean(open.id);
+  if (wasOpen) unwatchFlow(open.id);
   open.id = '';
   clearTimeout(redraw.timer);
   Object.assign(redraw, { entry: null, timer: 0 });

@@ -58,6 +58,18 @@ export function watchFlow(id) {
   return entry;
 }
 
+// The view of workflow `id` closed: it is followed no more for the view's sake, and
+// one that could not be read (a link to a workflow that does not exist, or no longer
+// does) leaves the list rather than be asked for again at every resync.
+export function unwatchFlow(id) {
+  if (seen.pinned === id) seen.pinned = '';
+  const entry = seen.flows.get(id);
+  if (entry && !entry.status && !entry.named) {
+    seen.flows.delete(id);
+    drawSoon();
+  }
+}
+
 // Events listed at load, from before it: they name workflows to list, which their
 // status (read after them) already reflects.
 export function flowsFromRecent(rows) {
@@ -82,11 +94,13 @@ export function reloadFlows() {
   for (const entry of seen.flows.values()) reloadSoon(entry);
 }
 
+// `ts`: the time of the event that names it (0: the view asked for it, from a link).
 function track(id, ts) {
   let entry = seen.flows.get(id);
+  if (entry && ts) entry.named = true;
   if (!entry) {
     entry = { id, firstTs: ts || Date.now(), status: null, steps: new Map(), error: '',
-      busy: false, again: false, buffer: [], soon: 0 };
+      busy: false, again: false, buffer: [], soon: 0, named: Boolean(ts) };
     seen.flows.set(id, entry);
     forgetOldest();
     loadNewSoon();
