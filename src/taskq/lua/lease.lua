@@ -146,9 +146,7 @@ refuse_when_out_of_memory(prefix)
 -- group with parked tasks, writes is checked too, so that no task leaves a list for a
 -- place Redis then refuses. (A task's keyed group, known once it is popped, is checked
 -- then: see lease_from.)
-local sweep_key = prefix .. 'parked_sweep'
-local places = {leased_key, 'zset', events_key, 'stream', parked_names_key(prefix), 'set',
-                freed_key(prefix), 'set', sweep_key, 'string'}
+local places = {leased_key, 'zset', events_key, 'stream', parked_names_key(prefix), 'set'}
 local function expect(key, type_name)
   places[#places + 1], places[#places + 2] = key, type_name
 end
@@ -183,22 +181,26 @@ expect_types(places)
 -- raised or removed, a promise whose task was deleted). A limit kept per account may
 -- have a group for each of thousands: looking at every one in every call would cost
 -- Redis milliseconds per call, and block it meanwhile.
+-- (With no group waiting, as on most queues, all this costs one SCARD.)
 local SWEEP = 100
-local parked_groups, marked, looked = {}, {}, {}
+local sweep_key = prefix .. 'parked_sweep'
+local parked_groups, marked, looked, swept_from, swept = {}, {}, {}, nil, nil
 local function look_at(group)
   if not looked[group] then
     looked[group] = true
     parked_groups[#parked_groups + 1] = group
   end
 end
-for _, group in ipairs(redis.call('SMEMBERS', freed_key(prefix))) do
-  marked[group] = true
-  look_at(group)
-end
-local swept_from = redis.call('GET', sweep_key) or '0'
-local swept = redis.call('SSCAN', parked_names_key(prefix), swept_from, 'COUNT', SWEEP)
-for _, group in ipairs(swept[2]) do look_at(group) end
-if #parked_groups > 0 then
+if redis.call('SCARD', parked_names_key(prefix)) > 0 then
+  places = {freed_key(prefix), 'set', sweep_key, 'string'}
+  expect_types(places)
+  for _, group in ipairs(redis.call('SMEMBERS', freed_key(prefix))) do
+    marked[group] = true
+    look_at(group)
+  end
+  swept_from = redis.call('GET', sweep_key) or '0'
+  swept = redis.call('SSCAN', parked_names_key(prefix), swept_from, 'COUNT', SWEEP)
+  for _, group in ipairs(swept[2]) do look_at(group) end
   places = {}
   for _, group in ipairs(parked_groups) do expect_group(group) end
   expect_types(places)
@@ -362,7 +364,7 @@ end
 -- per free slot.
 local function unpark()
   local names_key = parked_names_key(prefix)
-  if swept[1] ~= swept_from then redis.call('SET', sweep_key, swept[1]) end
+  if swept and swept[1] ~= swept_from then redis.call('SET', sweep_key, swept[1]) end
   for _, group in ipairs(parked_groups) do
     local list = parked_key(prefix, group)
     local free = LIMITS.count
