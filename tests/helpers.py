@@ -379,3 +379,17 @@ def assert_refused_unchanged(client: redis.Redis, key: str, call: Callable[[], o
     with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a string"):
         call()
     assert dump(client) == before
+
+
+def assert_refused_while_overwritten(
+    client: redis.Redis, key: str, call: Callable[[], object]
+) -> None:
+    """`call` is refused, changing nothing, while `key` holds a string where taskq keeps
+    something else (see assert_refused_unchanged); then the key is put back as it was."""
+    saved = client.dump(key)
+    client.delete(key)
+    client.set(key, "not taskq's")
+    assert_refused_unchanged(client, key, call)
+    client.delete(key)
+    if saved is not None:
+        client.restore(key, 0, saved)

@@ -8,7 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
-from helpers import assert_refused_unchanged, events, view, wait_past
+from helpers import (
+    assert_refused_unchanged,
+    assert_refused_while_overwritten,
+    events,
+    view,
+    wait_past,
+)
 from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit, check_concurrency
 from taskq.errors import ConfigError
@@ -278,13 +284,7 @@ class TestParkedTasks:
             assert broker.client.hget(broker.keys.task("b"), "parked") == "back"
         key = (broker.keys.parked_names if written == "parked_names"
                else getattr(broker.keys, written)(NAME))
-        saved = broker.client.dump(key)
-        broker.client.delete(key)
-        broker.client.set(key, "not taskq's")
-        assert_refused_unchanged(broker.client, key, lambda: broker.cancel("b"))
-        broker.client.delete(key)
-        if saved is not None:
-            broker.client.restore(key, 0, saved)
+        assert_refused_while_overwritten(broker.client, key, lambda: broker.cancel("b"))
         assert broker.cancel("b").outcome == "cancelled"
         sound(broker)
 

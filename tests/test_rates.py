@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assert_refused_unchanged, events, no_ghost_slots, record_of, wait_past
+from helpers import (
+    assert_refused_unchanged,
+    assert_refused_while_overwritten,
+    events,
+    no_ghost_slots,
+    record_of,
+    wait_past,
+)
 from taskq import App
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
@@ -496,13 +503,7 @@ class TestGiveBack:
         assert leased(broker) == ["s0"]  # s1 throttled, on delayed
         key = {"reserved": broker.keys.reserved("slow"), "rates": broker.keys.rates,
                "released": f"{broker.keys.prefix}released:slow"}[written]
-        saved = broker.client.dump(key)
-        broker.client.delete(key)
-        broker.client.set(key, "not taskq's")
-        assert_refused_unchanged(broker.client, key, lambda: broker.cancel("s1"))
-        broker.client.delete(key)
-        if saved is not None:
-            broker.client.restore(key, 0, saved)
+        assert_refused_while_overwritten(broker.client, key, lambda: broker.cancel("s1"))
         assert broker.cancel("s1").outcome == "cancelled"
         assert reserved(broker) == {}
 
