@@ -187,6 +187,16 @@ class TestResult:
 
         asyncio.run(wait())
 
+    def test_a_timeout_of_zero_reads_the_outcome_once_and_waits_for_nothing(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        done = tasks["add"].enqueue(2, 3)
+        assert done.result(timeout=5) == 5
+        assert done.result(timeout=0) == 5
+        waiting = tasks["add"].enqueue(1, 1, delay=60)
+        with pytest.raises(ResultTimeoutError, match="has not ended within 0s: it is delayed"):
+            waiting.result(timeout=0)
+
     def test_a_bad_timeout_is_refused(self, tasks: dict[str, Any]) -> None:
         handle = tasks["add"].enqueue(1, 2)
         with pytest.raises(InvalidTaskError, match="timeout must be"):

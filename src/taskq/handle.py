@@ -19,7 +19,7 @@ from taskq.errors import (
     TaskqError,
     UpstreamFailed,
 )
-from taskq.limits import TIMEOUT, shown
+from taskq.limits import RESULT_TIMEOUT, shown
 from taskq.results import Cancellation, Enqueued, TaskRecord, TaskState, Watched
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class ResultWait:
     def __init__(self, task_id: str, queue: str, timeout: float | None,
                  what: str = "") -> None:
         if timeout is not None:
-            timeout = TIMEOUT.check(timeout)
+            timeout = RESULT_TIMEOUT.check(timeout)
         self.task_id, self.queue, self.timeout = task_id, queue, timeout
         # What the timeout's message says has not ended (default: the task).
         self.what = what or f"task {task_id}"

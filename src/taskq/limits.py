@@ -137,6 +137,8 @@ RUN_AT_MS_MAX = 10**13
 TICK_MS = Range("last_tick_ms", 0, RUN_AT_MS_MAX, 0, "ms", whole=True)
 # A BLPOP timeout of 0 waits forever: a wait for work must end.
 TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds", above=True)
+# A result's wait: 0 reads the outcome once and waits for nothing, as a Future's.
+RESULT_TIMEOUT = Range("timeout", 0.0, float(DAY), 1.0, "seconds")
 
 # Settings only (and Simulation's, the seed's simulated task).
 REDIS_TIMEOUT = Range("redis_timeout_seconds", 0.0, 3600.0, 5.0, "seconds", above=True)
