@@ -391,6 +391,19 @@ class TestWorkers:
         with pytest.raises(ConfigError, match="has 3 shards in Redis"):
             WorkerThread(other, settings, concurrency=1)
 
+    def test_a_worker_that_gives_a_sharded_queue_no_shards_is_refused(
+        self, sharded: App, settings: Settings
+    ) -> None:
+        """Alone or among other queues: it would lease from the queue itself, where none
+        of the shards' tasks are, and run none of them."""
+        sharded.task("noop")(lambda: None).enqueue()
+        plain = App(queue=sharded.queue, settings=settings)
+        said = r"has 3 shards in Redis, but this worker gives it none.*TASKQ_SHARDS=3"
+        with pytest.raises(ConfigError, match=said):
+            WorkerThread(plain, settings, concurrency=1)
+        with pytest.raises(ConfigError, match=said):
+            WorkerThread(plain, settings, 1, queues=["other", sharded.queue])
+
     def test_a_sharded_queue_among_several_needs_weights(
         self, sharded: App, settings: Settings
     ) -> None:

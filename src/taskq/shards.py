@@ -8,7 +8,8 @@ event log, so every guarantee holds on each shard as on any queue. A task never 
 between shards: the shard is a function of its task id, so a handle finds the task
 from the id alone; a task with an idempotency key goes to the key's shard, which its
 id must route to as well (taskq draws ids so), so a key names at most one task and an
-id one task, whatever the shard count.
+id one task, whatever the shard count, while the layout stands (a layout changed by
+hand routes a key sent again to its new shard).
 
 Each shard's name is picked so that its slot falls in its own N-th of the slot space,
 which spreads the shards over the primaries of a cluster whose slots are split evenly
@@ -179,16 +180,19 @@ def check_stored(layout: Layout, stored: object) -> None:
             f"remove its layout: HDEL {SHARDS_KEY} {layout.queue}")
 
 
-def refuse_sharded(queue: str, stored: object) -> None:
+def refuse_sharded(queue: str, stored: object, worker: bool = False) -> None:
     """Raise `ConfigError` when `stored` (what `SHARDS_KEY` holds for `queue`) is a
     layout: a producer that gives the queue no shards would leave its tasks on `queue`
     itself, where no worker of the sharded queue leases, and its idempotency keys on
-    another shard than theirs."""
+    another shard than theirs; a `worker` would lease from `queue` itself, where none
+    of the sharded queue's tasks are."""
     if stored is not None:
         count = len(str(stored).split(","))
+        why = ("it would wait for tasks where none of the sharded queue's are" if worker
+               else "its tasks would wait where no worker of the sharded queue looks")
         raise ConfigError(
-            f"queue {queue!r} has {count} shards in Redis, but this producer gives it "
-            f"none: its tasks would wait where no worker of the sharded queue looks. Give "
+            f"queue {queue!r} has {count} shards in Redis, but this "
+            f"{'worker' if worker else 'producer'} gives it none: {why}. Give "
             f"App(shards={count}) or set TASKQ_SHARDS={count}: every producer and worker "
             "of a queue must count its shards alike")
 

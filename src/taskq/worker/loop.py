@@ -17,14 +17,17 @@ import socket
 import time
 import uuid
 
+import redis
+
 from taskq.app import App
 from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
+from taskq.keys import SHARD_MARK
 from taskq.limits import CONCURRENCY, LEASE_COUNT, MAX_WORKER_ID_CHARS, check_text
 from taskq.registry import Presence
 from taskq.settings import Settings
-from taskq.shards import register
+from taskq.shards import SHARDS_KEY, refuse_sharded, register
 from taskq.version import __version__
 from taskq.worker.dispatch import Dispatcher
 from taskq.worker.due import Due
@@ -53,6 +56,21 @@ log = logging.getLogger("taskq.worker")
 
 def make_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def refuse_unknown_shards(queues: Queues) -> Queues:
+    """`queues`, or ConfigError when Redis holds one served whole as sharded (a worker
+    without the app's shards, or with TASKQ_SHARDS unset): it would lease from the
+    queue itself, where none of the shards' tasks are. Checked when Redis answers; one
+    that does not yet is waited out by the loop, as any outage."""
+    plain = [name for name in queues.names if SHARD_MARK not in name]
+    try:
+        stored = queues.first.client.hmget(SHARDS_KEY, plain)
+    except redis.RedisError:
+        return queues
+    for name, layout in zip(plain, stored, strict=True):
+        refuse_sharded(name, layout, worker=True)
+    return queues
 
 
 def checked_worker_id(worker_id: object) -> str:
@@ -149,15 +167,16 @@ class Worker:
         app's queue stands for its shards, which take turns (equal weights)."""
         layout = self.app.layout
         if queues is None and layout is None:
-            return Queues.of(broker or self.app.make_broker())
+            return refuse_unknown_shards(Queues.of(broker or self.app.make_broker()))
         names, weights = queue_choice([self.app.queue] if queues is None else queues)
         client = connect(self.settings) if broker is None else broker.client
         if layout is not None and layout.queue in names:
             register(client, layout)
             names, weights = with_shards(layout, names, weights)
-        return Queues([broker if broker is not None and name == broker.queue else
-                       Broker.from_settings(self.settings, name, client=client)
-                       for name in names], weights)
+        return refuse_unknown_shards(Queues(
+            [broker if broker is not None and name == broker.queue else
+             Broker.from_settings(self.settings, name, client=client) for name in names],
+            weights))
 
     def _wakers(self) -> tuple[Waker, ...]:
         """One waker for one queue, leasing what wakes it; for several, wakers that only
