@@ -25,7 +25,7 @@ from taskq.rates import RateLimit
 from taskq.results import Failure
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings
-from taskq.shards import Layout, register, slot_of
+from taskq.shards import SHARDS_KEY, Layout, register, slot_of
 from taskq.snapshot import queue_names
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
@@ -152,6 +152,20 @@ def test_api_queues_counts_each_structure(server: Server, queue: Broker) -> None
     mine = [q for q in reply["queues"] if q["name"] == queue.queue]
     assert mine == [{"name": queue.queue, "ready": 2, "leased": 1, "delayed": 1, "dead": 1}]
     assert reply["default"] == "default"  # the server's own (TASKQ_QUEUE), for the page
+
+
+def test_a_layout_written_by_hand_that_names_no_shard_is_a_409_saying_how_to_mend_it(
+    server: Server, queue: Broker
+) -> None:
+    queue.client.hset(SHARDS_KEY, "emails", "emails~1,emails~x,emails~2")
+    try:
+        for asked in ("emails", "emails~1"):
+            reply = httpx.get(f"{server.url}/api/shards", params={"queue": asked},
+                              timeout=TIMEOUT)
+            assert reply.status_code == 409, reply.text
+            assert f"HDEL {SHARDS_KEY} emails" in reply.json()["error"]
+    finally:
+        queue.client.hdel(SHARDS_KEY, "emails")
 
 
 def test_api_queues_lists_names_alone_when_asked(server: Server, queue: Broker) -> None:

@@ -14,7 +14,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from taskq.errors import BrokerError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.settings import Settings
 from taskq.web import api
 from taskq.web.auth import AccessControl
@@ -43,6 +43,12 @@ async def invalid_task(request: Request, exc: Exception) -> Response:
 async def bad_parameter(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BadParameter)
     return JSONResponse(exc.body, status_code=400)
+
+
+async def unusable_state(request: Request, exc: Exception) -> Response:
+    """What Redis holds cannot be used as it is (a sharded queue's layout written by
+    hand): a 409 that says what to mend, not a 500."""
+    return JSONResponse({"error": str(exc)}, status_code=409)
 
 
 async def redis_unavailable(request: Request, exc: Exception) -> Response:
@@ -90,6 +96,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={InvalidTaskError: invalid_task,
                                         BadParameter: bad_parameter,
+                                        ConfigError: unusable_state,
                                         BrokerError: redis_unavailable,
                                         redis.RedisError: redis_unavailable})
     app.add_middleware(AccessControl, token=settings.api_token)
