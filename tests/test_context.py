@@ -86,6 +86,26 @@ def test_an_effect_runs_when_redis_held_the_lease_through_a_stall_longer_than_it
     assert context.effect_applied and not context.lease_lost
 
 
+@pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
+def test_an_effect_whose_confirmation_came_back_past_the_time_limit_is_refused(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """The run has been failed for its limit meanwhile, and its retry may apply the
+    effect: a lease Redis says is still held does not let the block in."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    context.limit(0.3)
+    context.begin()
+    stall = stalling(client, 0.8)
+    time.sleep(0.1)  # asked well inside the limit; answered past it
+    try:
+        with pytest.raises(LeaseLostError, match="ran past its time limit"), context.effect():
+            pytest.fail("the effect ran")
+    finally:
+        stall.join(5)
+    assert not context.effect_applied
+
+
 def test_an_effect_that_raises_is_not_counted_as_applied(broker: Broker) -> None:
     (task_id, token), = hold(broker, "a", seconds=LEASE)
     context = context_on(broker, task_id, token)

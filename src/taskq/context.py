@@ -273,16 +273,15 @@ class TaskContext:
 
     def _confirm_lease(self) -> None:
         self._refuse_if_cancelled()
-        if self._timed_out or self.overdue(time.monotonic()):
-            raise LeaseLostError(
-                f"task {self.task_id} ran past its time limit ({self.time_limit:g}s); "
-                "its effect is skipped"
-            )
+        self._refuse_if_timed_out()
         # A renewal Redis held that took a lease or more to come back (Redis stalled)
         # says the lease is held but not since when: asked once more, it says so afresh.
         for _ in range(2):
             held = not self._lost and self.lease is not None and self._renew(self.lease)
             self._refuse_if_cancelled()
+            # The limit may have passed while the renewal was on its way: the run has
+            # been failed meanwhile, and its retry may apply the effect too.
+            self._refuse_if_timed_out()
             if self._lost:
                 raise LeaseLostError(f"task {self.task_id} lost its lease (token "
                                      f"{self.token}); its effect is skipped")
@@ -294,6 +293,13 @@ class TaskContext:
                 f"task {self.task_id}: {since:.1f}s since its lease was last renewed, "
                 f"longer than the lease ({self.lease.lease_seconds:g}s); another worker "
                 "may hold it, so its effect is skipped"
+            )
+
+    def _refuse_if_timed_out(self) -> None:
+        if self._timed_out or self.overdue(time.monotonic()):
+            raise LeaseLostError(
+                f"task {self.task_id} ran past its time limit ({self.time_limit:g}s); "
+                "its effect is skipped"
             )
 
     def _refuse_if_cancelled(self) -> None:
