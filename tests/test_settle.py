@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -145,6 +147,35 @@ def test_one_queue_that_keeps_failing_holds_back_no_other_queues_acks(
     assert settler.settle([outcome(broken, lost)]).acks == []  # a lease of refusals
     assert settler.settle([outcome(broker, kept)]).acks == [True]
     assert record_of(broker, "kept").state == "completed"
+
+
+def test_a_queue_in_an_outage_keeps_no_other_queues_lease_from_its_heartbeats(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """A fail retried through its queue's outage holds the acks behind it up for as
+    long as a lease: their leases must be renewed meanwhile, or another worker reaps
+    a run that completed and runs it again."""
+    broken = Broker(client, broker.queue + "-broken")
+    broken.enqueue("failing")
+    broker.enqueue("done")
+    (failing,) = broken.lease_many("w", 10, 1).tasks
+    (done,) = broker.lease_many("w", 10, 1).tasks
+    client.delete(broken.keys.delayed)
+    client.set(broken.keys.delayed, "not a sorted set")  # the fail is refused, retried
+    slots = Slots(8)
+    settler = Settler(Queues([broken, broker]),
+                      Settings.from_env({}, lease_seconds=1.0), slots, "w")
+    failed, acked = outcome(broken, failing, "boom"), outcome(broker, done)
+    for held in (failed, acked):
+        slots.hold(held.context)
+    settled: list[Any] = []
+    settling = threading.Thread(target=lambda: settled.append(settler.settle([failed, acked])))
+    settling.start()
+    time.sleep(0.3)  # the fail is being retried
+    assert failed.context.finished and not acked.context.finished  # heartbeats go on
+    settling.join(10)
+    assert settled[0].acks == [True]
+    assert record_of(broker, "done").state == "completed"
 
 
 def test_a_failure_redis_never_took_is_logged_as_such_not_as_a_stale_token(

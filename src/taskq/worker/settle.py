@@ -58,23 +58,35 @@ class Settler:
         """Report `outcomes` and let them go. With `refill` > 0 the acks of `lease_from`'s
         queue (default: the first queue) carry a lease of that many tasks from it in the
         same round trip, sent after the other queues' acks."""
+        # How each ends is read once, before any call: a heartbeat may yet say one was
+        # cancelled. Each lease is renewed until its own call goes (`finished` stops its
+        # heartbeats then), since a fail retried through one queue's outage may hold the
+        # others' calls up for as long as a lease.
+        # A run that learned of its task's cancel ends it cancelled, however the handler
+        # ended (returned, raised, cut off at its time limit).
+        cancelled: list[Outcome] = []
+        unstarted: list[Outcome] = []
+        failed: list[Outcome] = []
+        done: list[Outcome] = []
         for outcome in outcomes:
+            (cancelled if outcome.context.cancelled else unstarted if not outcome.started
+             else failed if outcome.failure is not None else done).append(outcome)
+        for outcome in cancelled:
             outcome.context.finished = True  # no more heartbeats for it
-        for outcome in outcomes:
-            # A run that learned of its task's cancel ends it cancelled, however the
-            # handler ended (returned, raised, cut off at its time limit).
-            if outcome.context.cancelled:
-                self._ack_cancelled(outcome.context)
-            elif not outcome.started:
-                self._release(outcome.context, "had not started when the worker began to "
-                              "stop or its lease was lost, and is")
-            elif outcome.failure is not None:
-                self._fail(self.queues.broker(outcome.context.queue), outcome.task,
-                           outcome.context, outcome.failure, outcome.decision)
+            self._ack_cancelled(outcome.context)
+        for outcome in unstarted:
+            outcome.context.finished = True
+            self._release(outcome.context, "had not started when the worker began to "
+                          "stop or its lease was lost, and is")
+        for outcome in failed:
+            outcome.context.finished = True
+            assert outcome.failure is not None
+            self._fail(self.queues.broker(outcome.context.queue), outcome.task,
+                       outcome.context, outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
-        done = [o for o in outcomes
-                if o.started and o.failure is None and not o.context.cancelled]
+        for outcome in done:
+            outcome.context.finished = True
         settled = self._ack(done, refill, lease_from or self.queues.first) if done \
             else Settled()
         self.slots.let_go(*(o.context for o in outcomes))
