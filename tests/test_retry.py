@@ -26,6 +26,7 @@ from taskq import (
 )
 from taskq.errors import ConfigError
 from taskq.results import TaskRecord
+from taskq.retry import Decision
 from taskq.settings import Settings
 from waiting import wait_for_state, wait_until
 from worker_support import StartWorker
@@ -114,6 +115,36 @@ class TestPoliciesOnAWorker:
         assert (attempts, record.retries) == ([1], 0)
         assert record.error_type.endswith("CardDeclined")
         assert record.last_error.startswith("CardDeclined: insufficient funds")
+
+    @pytest.mark.parametrize("decided", [
+        None, Decision("delay", -5.0), Decision("delay", float("nan")),
+        Decision("later"),  # type: ignore[arg-type]
+        Decision("backoff", None, 5.0, 1.0),
+    ], ids=["none", "negative", "nan", "mode", "cap-below-base"])  # fmt: skip
+    def test_a_policy_whose_decision_no_attempt_can_be_settled_by_is_retried_by_backoff(
+        self, app: App, start_worker: StartWorker, decided: object,
+        caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A subclass's own decide(): whatever it gives, the worker goes on, and the task
+        is retried after its backoff rather than released to stop the next worker."""
+        class Odd(RetryPolicy):
+            def decide(self, error: BaseException) -> Decision:
+                return decided  # type: ignore[return-value]
+
+        attempts: list[int] = []
+
+        @app.task("odd", max_retries=1, retry=Odd(backoff_base=0.0, backoff_max=0.0))
+        def odd() -> None:
+            attempts.append(current_task().attempt)
+            raise ValueError("no")
+
+        task_id = odd.enqueue().task_id
+        caplog.set_level(logging.WARNING, logger="taskq.worker")
+        start_worker()
+        record = ended(app, task_id, "dead")
+        assert (attempts, record.retries) == ([1, 2], 1)
+        assert any("its retry policy's decision for its ValueError" in r.getMessage()
+                   for r in caplog.records)
 
     def test_only_exceptions_in_retry_on_are_retried(
         self, app: App, start_worker: StartWorker

@@ -89,6 +89,25 @@ class RetryPolicy:
         return Decision("backoff", None, self.backoff_base, self.backoff_max)
 
 
+def decision_problem(decision: object) -> str | None:
+    """Why `decision`, what a policy's `decide()` returned (a subclass's own), is none a
+    failed attempt can be settled by; None if it is one."""
+    if not isinstance(decision, Decision):
+        return f"is {shown(decision)}, not a Decision"
+    if decision.mode not in ("backoff", "delay", "dead"):
+        return f"has mode {shown(decision.mode)}, not 'backoff', 'delay' or 'dead'"
+    if decision.mode == "delay" and not DELAY.holds(decision.delay):
+        return f"has delay {shown(decision.delay)}, not {DELAY.rule}"
+    for name, rule in (("backoff_base", BACKOFF_BASE), ("backoff_max", BACKOFF_MAX)):
+        value = getattr(decision, name)
+        if value is not None and not rule.holds(value):
+            return f"has {name} {shown(value)}, not {rule.rule}"
+    base, cap = decision.backoff_base, decision.backoff_max
+    if base is not None and cap is not None and cap < base:
+        return f"has backoff_max {shown(cap)} below its backoff_base {shown(base)}"
+    return None
+
+
 DEFAULT = RetryPolicy()
 # A failure retried after the worker's own backoff settings.
 BACKOFF = Decision("backoff")

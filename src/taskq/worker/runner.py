@@ -23,7 +23,7 @@ from taskq.errors import (
 )
 from taskq.limits import LEASE_SECONDS
 from taskq.results import Failure, LeasedTask
-from taskq.retry import NEVER, Decision, RetryPolicy
+from taskq.retry import BACKOFF, NEVER, Decision, RetryPolicy, decision_problem
 from taskq.worker.inbox import Inbox, Outcome
 
 log = logging.getLogger("taskq.worker")
@@ -551,15 +551,31 @@ def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
 def decision(task: LeasedTask, policy: RetryPolicy, error: BaseException) -> Decision:
     """What the task's policy says of `error`. A `Retry` whose `delay` cannot be read,
     or is one a retry cannot wait (set after its check in `Retry.__init__`, or that
-    never ran), is retried after the backoff."""
+    never ran), is retried after the backoff; so is an attempt whose policy (a subclass
+    of its own) raised or gave no decision an attempt can be settled by, which would
+    stop the worker at the settle, and every worker that leased the task after it."""
     try:
-        return policy.decide(error)
+        decided = policy.decide(error)
     # Even SystemExit from a `delay` property: escaping, it would end the handler's run
     # with its task still leased and renewed.
     except BaseException as e:
         log.warning("task %s: its %s: %s; retried after its backoff instead",
                     task.task_id, type_name(error), message_of(e))
-        return policy.backoff()
+        return backoff(policy)
+    if (problem := decision_problem(decided)) is not None:
+        log.warning("task %s: its retry policy's decision for its %s %s; retried after "
+                    "its backoff instead", task.task_id, type_name(error), problem)
+        return backoff(policy)
+    return decided
+
+
+def backoff(policy: RetryPolicy) -> Decision:
+    """The policy's backoff, or the worker's settings' when the policy cannot say."""
+    try:
+        decided = policy.backoff()
+    except BaseException:
+        return BACKOFF
+    return BACKOFF if decision_problem(decided) is not None else decided
 
 
 def failed(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
