@@ -359,3 +359,29 @@ def test_a_run_that_returns_past_its_time_limit_fails_though_nothing_timed_it_ou
         assert outcome.decision is not None and outcome.decision.mode == "backoff"
     finally:
         runner.close()
+
+
+def test_threads_of_handlers_given_up_on_are_let_go_once_they_return(
+    handlers: Handlers,
+) -> None:
+    """A worker whose handlers keep timing out keeps only the threads still running."""
+    @handlers.app.task("slow_sync", time_limit=60)
+    def slow_sync() -> None:
+        """Given up on at its limit (by the test), it returns a little later."""
+        handlers.started.set()
+        time.sleep(0.1)
+
+    runner = handlers.runner(concurrency=1)
+    try:
+        for n in range(6):
+            handlers.started.clear()
+            task, context = job("slow_sync", task_id=f"t{n}")
+            assert runner.submit([(task, context)])
+            assert handlers.started.wait(HANDLER_LIMIT_SECONDS)
+            context.time_out()
+            runner.time_out(context)  # as the time-limit thread does: a thread replaces it
+            time.sleep(0.15)  # the one given up on returns, and ends
+        assert len(runner._threads) <= 2, [t.name for t in runner._threads]
+        assert len(handlers.outcomes) == 6
+    finally:
+        runner.close()

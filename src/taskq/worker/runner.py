@@ -142,6 +142,7 @@ class Runner:
         # both touched by the time-limit thread as well; never held around user code.
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._made = 0  # handler threads made, for their names
         for _ in range(concurrency):
             self._new_thread()
         self._limited: dict[RunKey, Limited] = {}
@@ -173,8 +174,12 @@ class Runner:
         self._low_water = max(concurrency, backlog // 2)
 
     def _new_thread(self) -> threading.Thread:
+        # Those a timed-out handler held until it returned are let go, or a worker whose
+        # handlers keep timing out would keep every one it ever made.
+        self._threads = [t for t in self._threads if t.ident is None or t.is_alive()]
         thread = threading.Thread(target=self._thread_main, daemon=True,
-                                  name=f"taskq-handler-{len(self._threads)}")
+                                  name=f"taskq-handler-{self._made}")
+        self._made += 1
         self._threads.append(thread)
         return thread
 
