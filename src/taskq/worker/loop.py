@@ -64,6 +64,8 @@ def refuse_unknown_shards(queues: Queues) -> Queues:
     queue itself, where none of the shards' tasks are. Checked when Redis answers; one
     that does not yet is waited out by the loop, as any outage."""
     plain = [name for name in queues.names if SHARD_MARK not in name]
+    if not plain:  # a sharded app's shards alone: its layout is checked by register
+        return queues
     try:
         stored = queues.first.client.hmget(SHARDS_KEY, plain)
     except redis.RedisError:
