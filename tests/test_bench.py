@@ -35,7 +35,7 @@ class TestBench:
     def test_a_tiny_ceiling_run_times_the_scripts_below_and_at_the_log_s_retention(
         self, tmp_path: Path
     ) -> None:
-        report = run_bench("--only", "ceiling", "--n", "400", out=tmp_path / "bench.md")
+        report = run_bench("--only", "ceiling", "--n", "4000", out=tmp_path / "bench.md")
         assert "## The Redis ceiling, and taskq's Redis work per task" in report
         for where in ("below its retention", "at its retention (1,000 events kept)"):
             row = next(line for line in report.splitlines()

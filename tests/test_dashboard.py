@@ -2028,9 +2028,22 @@ def test_a_burst_of_workflows_reads_only_the_listed_ones(
     burst = 200
     # The page's scripts are held while the workflows start, so their events reach it
     # as one burst however slowly a loaded machine enqueues them.
+    # A pause takes hold at the page's next statement, so a timer gives it one at once
+    # rather than whenever the first event happens to land.
+    page.evaluate("window.setInterval(() => {}, 5)")
     devtools = page.context.new_cdp_session(page)
+    paused: list[object] = []
+
+    def on_paused(event: object) -> None:  # Playwright tags its listeners: no builtins
+        paused.append(event)
+
+    devtools.on("Debugger.paused", on_paused)
     devtools.send("Debugger.enable")
     devtools.send("Debugger.pause")
+    deadline = time.monotonic() + 10
+    while not paused and time.monotonic() < deadline:
+        devtools.send("Runtime.getIsolateId")  # a round trip lets the event be delivered
+    assert paused, "the page never paused"
     for n in range(burst):
         chain(tasks["add"].s(n)).enqueue(flow_id=f"burst-{n:03}")
     devtools.send("Debugger.resume")
