@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-import taskq.broker
+import taskq.keys
 from helpers import (
     assert_refused_unchanged,
     dump,
@@ -116,7 +116,7 @@ class TestEnqueue:
         client.delete(QUEUES_KEY)  # as a restart with no data, or a FLUSHALL, leaves it
         broker.enqueue("t2")
         assert client.smembers(QUEUES_KEY) == set()  # once per REGISTER_AGAIN_SECONDS
-        monkeypatch.setattr(taskq.broker, "REGISTER_AGAIN_SECONDS", 0.0)
+        monkeypatch.setattr(taskq.keys, "REGISTER_AGAIN_SECONDS", 0.0)
         broker.enqueue("t3")
         assert client.smembers(QUEUES_KEY) == {"test"}
 

@@ -8,8 +8,6 @@ producer needs (enqueue, read, wait), not what a worker does.
 from __future__ import annotations
 
 import asyncio
-import math
-import time
 import weakref
 from collections.abc import Sequence
 from datetime import datetime
@@ -31,7 +29,7 @@ from taskq.connection import MAX_CONNECTIONS, AsyncClient, async_client
 from taskq.errors import ConfigError
 from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
-from taskq.keys import QUEUES_KEY, REGISTER_AGAIN_SECONDS, QueueKeys, check_task_id
+from taskq.keys import QUEUES_KEY, QueueKeys, Registration, check_task_id
 from taskq.limits import (
     BATCH_SIZE,
     COMPLETED_TTL,
@@ -96,7 +94,7 @@ class AsyncBroker:
         self._watch = self._script("watch")
         self._cancel = self._script("cancel")
         self._snapshot = self._script("snapshot")
-        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
+        self._registration = Registration()
 
     def _script(self, name: str) -> AsyncScript:
         return self.client.register_script(source(name))
@@ -165,13 +163,13 @@ class AsyncBroker:
     async def register_queue(self) -> None:
         """`Broker.register_queue`, awaited: name the queue in the registry of queues
         (again each REGISTER_AGAIN_SECONDS), so dashboards find it."""
-        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
+        if self._registration.due():
             with redis_errors("register the queue"):
                 stored = await self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
             with redis_errors("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
-            self._registered_at = time.monotonic()
+            self._registration.done()
 
     async def cancel(self, task_id: str, only: str | None = None) -> Cancellation:
         """`Broker.cancel`, awaited: a task not running ends cancelled now; a running one

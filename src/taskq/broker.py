@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import random
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -34,8 +32,8 @@ from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import (
     QUEUES_KEY,
-    REGISTER_AGAIN_SECONDS,
     QueueKeys,
+    Registration,
     check_held,
     check_task_id,
     check_task_name,
@@ -144,7 +142,7 @@ class Broker:
         self._block_limit = block_limit(client)
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
-        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
+        self._registration = Registration()
         # The rate and concurrency limits every lease of this broker applies (a worker
         # sets its app's).
         self.rate_limits: tuple[RateLimit, ...] = ()
@@ -219,13 +217,13 @@ class Broker:
         """Name the queue in the registry of queues (again each REGISTER_AGAIN_SECONDS),
         so dashboards find it; `ConfigError` if Redis holds it as a sharded queue (see
         refuse_sharded)."""
-        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
+        if self._registration.due():
             with redis_errors("register the queue"):
                 stored = self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
-            self._registered_at = time.monotonic()
+            self._registration.done()
 
     # -- workers -----------------------------------------------------------------------
 

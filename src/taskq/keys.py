@@ -7,8 +7,10 @@ Redis Cluster slot and its scripts never cross slots; different queues spread ou
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,6 +37,22 @@ QUEUES_KEY = "taskq:queues"
 # a Redis that lost its data (restarted with none, flushed) lists the queue again,
 # and its feed serves it, within this long of the next enqueue.
 REGISTER_AGAIN_SECONDS = 60.0
+
+
+class Registration:
+    """When a producer last named its queue (or its shards' layout) in Redis: `due`
+    once REGISTER_AGAIN_SECONDS have passed on the monotonic clock, and at first."""
+
+    __slots__ = ("_at",)
+
+    def __init__(self) -> None:
+        self._at = -math.inf
+
+    def due(self) -> bool:
+        return time.monotonic() - self._at >= REGISTER_AGAIN_SECONDS
+
+    def done(self) -> None:
+        self._at = time.monotonic()
 
 
 def new_id() -> str:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +12,7 @@ from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.fields import new_task_fields
 from taskq.handle import TaskHandle
-from taskq.keys import REGISTER_AGAIN_SECONDS, check_idempotency_key, check_task_id
+from taskq.keys import Registration, check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
 from taskq.results import NewTask
 from taskq.shards import (
@@ -81,7 +79,7 @@ class ShardedBroker:
     def __init__(self, layout: Layout, brokers: Sequence[Broker]) -> None:
         self.layout = layout
         self.brokers = tuple(brokers)
-        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
+        self._registration = Registration()
 
     def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                      ) -> list[TaskHandle]:
@@ -98,9 +96,9 @@ class ShardedBroker:
                             ].handle(task_id)
 
     def _register(self) -> None:
-        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
+        if self._registration.due():
             register(self.brokers[0].client, self.layout)
-            self._registered_at = time.monotonic()
+            self._registration.done()
 
 
 class AsyncShardedBroker:
@@ -109,7 +107,7 @@ class AsyncShardedBroker:
     def __init__(self, layout: Layout, brokers: Sequence[AsyncBroker]) -> None:
         self.layout = layout
         self.brokers = tuple(brokers)
-        self._registered_at = -math.inf  # monotonic; see REGISTER_AGAIN_SECONDS
+        self._registration = Registration()
 
     async def enqueue_many(self, tasks: Sequence[NewTask], batch_size: int = 1000
                            ) -> list[TaskHandle]:
@@ -129,7 +127,7 @@ class AsyncShardedBroker:
         await self.brokers[0].aclose()
 
     async def _register(self) -> None:
-        if time.monotonic() - self._registered_at >= REGISTER_AGAIN_SECONDS:
+        if self._registration.due():
             client: Any = self.brokers[0].client
             with redis_errors(f"register the shards of queue {self.layout.queue!r}"):
                 stored = await client.hget(SHARDS_KEY, self.layout.queue)
@@ -140,4 +138,4 @@ class AsyncShardedBroker:
                     await client.hsetnx(SHARDS_KEY, self.layout.queue, self.layout.stored)
                     stored = await client.hget(SHARDS_KEY, self.layout.queue)
             check_stored(self.layout, stored)
-            self._registered_at = time.monotonic()
+            self._registration.done()
