@@ -7,6 +7,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -196,6 +197,27 @@ class TestResult:
         waiting = tasks["add"].enqueue(1, 1, delay=60)
         with pytest.raises(ResultTimeoutError, match="has not ended within 0s: it is delayed"):
             waiting.result(timeout=0)
+
+    def test_a_blocking_handle_awaited_counts_its_timeout_from_the_call(
+        self, tasks: dict[str, Any]
+    ) -> None:
+        """`result_async` on a `Broker` handle waits on the loop's threads: a wait that
+        finds them all busy does not start its timeout only once one comes free."""
+        first, second = tasks["add"].enqueue(1, 2), tasks["add"].enqueue(3, 4)
+
+        async def both() -> float:
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+            started = time.monotonic()
+            ends = await asyncio.gather(first.result_async(timeout=2),
+                                        second.result_async(timeout=2),
+                                        return_exceptions=True)
+            assert [type(end) for end in ends] == [ResultTimeoutError] * 2, ends
+            assert all("within 2s: it is pending" in str(end) for end in ends), ends
+            return time.monotonic() - started
+
+        # The second wait gets the thread once the first times out, 2 s in, and reads
+        # the task once: not a 2 s wait of its own on top.
+        assert asyncio.run(both()) < 3.5
 
     def test_a_bad_timeout_is_refused(self, tasks: dict[str, Any]) -> None:
         handle = tasks["add"].enqueue(1, 2)

@@ -386,6 +386,25 @@ class TestHandles:
             with pytest.raises(InvalidTaskError, match=r"(stage|index) must be"):
                 flow.step(stage, index)  # type: ignore[arg-type]
 
+    def test_a_blocking_handle_awaited_counts_its_timeout_from_the_call(
+        self, tasks: Tasks
+    ) -> None:
+        """As a task handle's: a wait that finds the loop's threads busy does not start
+        its timeout only once one comes free."""
+        first, second = (chain(tasks["add"].s(n)).enqueue() for n in (1, 2))
+
+        async def both() -> float:
+            asyncio.get_running_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(1))
+            started = time.monotonic()
+            ends = await asyncio.gather(first.result_async(timeout=2),
+                                        second.result_async(timeout=2),
+                                        return_exceptions=True)
+            assert [type(end) for end in ends] == [ResultTimeoutError] * 2, ends
+            return time.monotonic() - started
+
+        assert asyncio.run(both()) < 3.5  # not 2 s for the first, then 2 s more
+
     def test_a_step_whose_record_expired_leaves_the_wait_to_the_others(
         self, app: App, start_worker: StartWorker
     ) -> None:

@@ -63,7 +63,9 @@ class WorkflowHandle:
         stage seems not to move on: in between, one step is read at a time, and the
         stage the workflow is on, so a chain of thousands of stages costs thousands of
         reads, not millions."""
-        wait = self._wait(timeout)
+        return self._result(self._wait(timeout))
+
+    def _result(self, wait: ResultWait) -> Any:
         status = self.status()
         sizes = _stage_sizes(status)
         while not status.ended:
@@ -95,10 +97,11 @@ class WorkflowHandle:
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """`result()` for coroutines, raising the same errors; the event loop runs other
-        coroutines while Redis holds the wait."""
+        coroutines while Redis holds the wait. A handle from `Flows` waits on a thread,
+        its timeout counted from this call however long a thread takes to come free."""
         flows = self.async_flows
         if flows is None:
-            return await asyncio.to_thread(self.result, timeout)
+            return await asyncio.to_thread(self._result, self._wait(timeout))
         wait = self._wait(timeout)
         async with wait.bounded():
             status = await self.status_async()

@@ -75,8 +75,10 @@ class TaskHandle(Enqueued):
         `ResultTimeoutError` when the timeout passes first. Of a task that ran more than
         once, the result is the one of the run whose ack Redis accepted: an ack with a
         stale token keeps nothing."""
+        return self._result(ResultWait(self.task_id, self._blocking("result").queue, timeout))
+
+    def _result(self, wait: ResultWait) -> Any:
         broker = self._blocking("result")
-        wait = ResultWait(self.task_id, broker.queue, timeout)
         while True:
             watched = broker.watch(self.task_id)
             if watched is not None and watched.ended:
@@ -107,10 +109,13 @@ class TaskHandle(Enqueued):
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """`result()` for coroutines, raising the same errors: the event loop runs other
-        coroutines while Redis holds the wait. A handle from `Broker` waits on a thread."""
+        coroutines while Redis holds the wait. A handle from `Broker` waits on a thread,
+        its timeout counted from this call however long a thread takes to come free."""
         broker = self.async_broker
         if broker is None:
-            return await asyncio.to_thread(self.result, timeout)
+            blocking = self._blocking("result")
+            wait = ResultWait(self.task_id, blocking.queue, timeout)
+            return await asyncio.to_thread(self._result, wait)
         wait = ResultWait(self.task_id, broker.queue, timeout)
         async with wait.bounded():
             while True:
