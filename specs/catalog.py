@@ -681,6 +681,15 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=24, generated=25, depth=3, left=20),
     ),
     Check(
+        spec="Shards/ShardsKeyLeftUnbound.tla",
+        config="Shards/ShardsKeyLeftUnbound.cfg",
+        build=shards.key_left_unbound_model,
+        # Id 1 sent bare, then with key 1 (answered 1, the key left free), then id 2
+        # with key 1: a second task, a second answer for the one key.
+        expect=Expect.violated("KeyAnsweredOneTask", depth=4),
+        tlc=TLC(distinct=53, generated=77, depth=4, left=42),
+    ),
+    Check(
         spec="Shards/ShardsFixedOrder.tla",
         config="Shards/ShardsFixedOrder.cfg",
         build=shards.fixed_order_model,

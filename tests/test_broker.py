@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from helpers import (
 )
 from taskq.broker import Broker, NewTask
 from taskq.errors import (
+    BrokerError,
     InvalidTaskError,
     PayloadError,
     PayloadTooLargeError,
@@ -92,6 +94,41 @@ class TestEnqueue:
         assert 0 < client.pttl(broker.keys.idem("k")) <= 1000
         wait_past(1.0)
         assert broker.enqueue("second", idempotency_key="k").created
+
+    def test_a_key_first_sent_with_an_existing_id_names_that_task_from_then_on(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        """The send was answered with the task its id named, so every later send with
+        the key gets that answer too, whatever id it carries (T5)."""
+        broker.enqueue("sum-1")
+        answered = broker.enqueue("sum-1", idempotency_key="k")
+        assert (answered.task_id, answered.created) == ("sum-1", False)
+        for again in (broker.enqueue("other", idempotency_key="k"),
+                      broker.enqueue_many([NewTask("third", idempotency_key="k")])[0]):
+            assert (again.task_id, again.created) == ("sum-1", False)
+        assert broker.task("sum-1").idempotency_key == "k"  # purge and expiry keep it
+        assert client.exists(broker.keys.task("other"), broker.keys.task("third")) == 0
+        assert [f["task"] for _, f in client.xrange(broker.keys.events)] == ["sum-1"]
+
+    def test_a_task_keeps_the_longer_lived_of_the_keys_that_name_it(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("a", idempotency_key="short", idempotency_ttl=60)
+        broker.enqueue("a", idempotency_key="long", idempotency_ttl=3600)
+        assert broker.task("a").idempotency_key == "long"
+        broker.enqueue("a", idempotency_key="shorter", idempotency_ttl=10)
+        assert broker.task("a").idempotency_key == "long"
+        assert {client.get(broker.keys.idem(k)) for k in ("short", "long", "shorter")} == {"a"}
+
+    def test_an_ended_record_is_kept_as_long_as_a_key_bound_to_it_later(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t1")
+        assert broker.ack("t1", lease_one(broker)[1])
+        kept = client.pttl(broker.keys.task("t1"))
+        assert 0 < kept <= 86_400_000
+        broker.enqueue("t1", idempotency_key="k", idempotency_ttl=10 * 86_400)
+        assert client.pttl(broker.keys.task("t1")) > 9 * 86_400_000
 
     def test_reused_task_id_creates_nothing_and_keeps_the_original(
         self, broker: Broker, client: redis.Redis
@@ -484,6 +521,28 @@ class TestHandChangedState:
             "t1", delay=delay, priority=priority, idempotency_key="k"))
         client.delete(key)
         assert broker.enqueue("t1", delay=delay, priority=priority, idempotency_key="k").created
+
+    def test_an_enqueue_whose_key_or_record_holds_another_type_writes_nothing(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        """Checked before the first write: the tasks before it in the batch are not left
+        created without their events."""
+        broker.enqueue("before")
+        batch = [NewTask("t1", idempotency_key="k1"), NewTask("t2", idempotency_key="k2")]
+        for key in (broker.keys.idem("k2"), broker.keys.task("t2")):
+            client.rpush(key, "not taskq's")
+            snapshot = dump(client)
+            with pytest.raises(BrokerError, match=f"WRONGTYPE {re.escape(key)} holds a list"):
+                broker.enqueue_many(batch)
+            assert dump(client) == snapshot
+            client.delete(key)
+        client.set(broker.keys.idem("k2"), "not a/task id")
+        snapshot = dump(client)
+        with pytest.raises(BrokerError, match=r"holds \"not a/task id\", not a task id"):
+            broker.enqueue_many(batch)
+        assert dump(client) == snapshot
+        client.delete(broker.keys.idem("k2"))
+        assert [handle.created for handle in broker.enqueue_many(batch)] == [True, True]
 
     @pytest.mark.parametrize(("written", "dead"), [
         ("delayed", False), ("dlq", True), ("events", False), ("events", True)])

@@ -60,6 +60,7 @@ PATHS = {
     "cancel left alone", "cancel of unknown", "heartbeat told cancel", "ack_cancelled",
     "stale ack_cancelled", "fail to cancelled", "release to cancelled",
     "reaped to cancelled", "ack after cancel requested", "leased over a lower priority",
+    "key bound to a known id",
 }  # fmt: skip
 CANCEL_PICKS = ("ready", "delayed", "leased", "dlq", "completed", "cancelled", "unknown")
 FAIL_MODES = ("backoff", "delay", "dead")
@@ -207,12 +208,20 @@ class BrokerMachine(RuleBasedStateMachine):
         self.events += 1
 
     @precondition(lambda self: self.tasks)
-    @rule(pick=st.integers(0, 10**6))
-    def enqueue_an_existing_id_again(self, pick: int) -> None:
+    @rule(pick=st.integers(0, 10**6), key=st.sampled_from([None, None, "k1", "k2"]))
+    def enqueue_an_existing_id_again(self, pick: int, key: str | None) -> None:
         task_id = sorted(self.tasks)[pick % len(self.tasks)]
         before = self.snapshot()
-        assert self.broker.enqueue(task_id) == Enqueued(task_id, False)
-        assert self.snapshot() == before
+        got = self.broker.enqueue(task_id, idempotency_key=key)
+        if key is None or key in self.keys:  # T5: the task the id or key names
+            assert got == Enqueued(self.keys.get(key or "", task_id), False)
+            assert self.snapshot() == before
+            return
+        # A key that named no task now names the one the send was answered with.
+        assert got == Enqueued(task_id, False)
+        self.keys[key] = task_id
+        assert self.client.get(self.broker.keys.idem(key)) == task_id
+        SEEN["key bound to a known id"] += 1
 
     # -- workers ----------------------------------------------------------------------
 
@@ -494,7 +503,9 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
     step(m.enqueue, "k1", 0.0, 2)
     step(m.enqueue, None, SHORT_DELAY, 1)
     step(m.enqueue, None, LONG, 0)
-    step(m.enqueue_an_existing_id_again, 0)
+    step(m.enqueue_an_existing_id_again, 0, None)
+    step(m.enqueue_an_existing_id_again, 0, "k2")
+    step(m.enqueue_an_existing_id_again, 1, "k2")
     for i in range(30):  # lease, act and let time pass until every outcome was seen
         if set(+SEEN) >= PATHS:
             break

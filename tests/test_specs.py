@@ -125,7 +125,8 @@ class TestCatalogue:
             "RateLimitGhostSlot", "RateLimitReleaseKeepsNext", "QueueRateLimitRetake",
             "QueueRateLimitKeepLine",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
-            "ShardsRouteById", "ShardsFixedOrder", "ProgressNoFence", "ProgressTokenless",
+            "ShardsRouteById", "ShardsFixedOrder", "ShardsKeyLeftUnbound", "ProgressNoFence",
+            "ProgressTokenless",
             "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",
             "WorkflowIgnoresCancel", "WorkflowEarlyStage", "Workflow",
         }  # fmt: skip

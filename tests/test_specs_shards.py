@@ -202,12 +202,26 @@ class TestExplicitIds:
         assert (found.distinct, found.generated, found.depth, found.queued) == (
             14620, 124993, 14, 0)
 
+    def test_a_key_first_sent_with_a_known_id_answers_that_task_from_then_on(self) -> None:
+        """Left unbound (the mutant, the code before bind_key), the key's next send with
+        another id made a second task: two answers for one key."""
+        model = build("Shards_ExplicitIds.cfg")
+        states = replay(model, ["Send(i=1,k=0)/created", "Send(i=1,k=1)/bound",
+                                "Send(i=2,k=1)/duplicate"])
+        assert (states[-1].keyed[1][1], states[-1].answered[1], states[-1].created) == (
+            1, frozenset({1}), frozenset({1}))
+        c = catalogued("ShardsKeyLeftUnbound.tla", "ShardsKeyLeftUnbound.cfg")
+        mutant = c.build(cfgs.load(ROOT / c.config))
+        states = replay(mutant, ["UnboundSend(i=1,k=0)/created", "UnboundSend(i=1,k=1)/unbound",
+                                 "UnboundSend(i=2,k=1)/created"])
+        assert states[-1].answered[1] == frozenset({1, 2})
+
     def test_an_id_with_a_key_of_another_shard_is_never_sent(self) -> None:
         """Without the refusal (routing.by_shard, the model's Fits) the second send here
         made a second task 1 on the key's shard, and the handle found the first."""
         model = build("Shards_ExplicitIds.cfg")
         states = replay(model, ["Send(i=1,k=0)/created"])
         sends = {name for name, _ in model.next(states[-1]) if name.startswith("Send(i=1")}
-        assert "Send(i=1,k=1)/duplicate" in sends  # key 1 routes with id 1: sent
+        assert "Send(i=1,k=1)/bound" in sends  # key 1 routes with id 1: sent
         assert not any(name.startswith("Send(i=1,k=2)") for name in sends)
         assert replay(model, ["Send(i=3,k=2)/created"])[-1].keyed[2][2] == 3

@@ -18,7 +18,9 @@
 (* The actions:                                                            *)
 (*   Send(i, k)  a producer's enqueue of id i with key k (NoKey: none):    *)
 (*               sent to shard Home(i, k), whose enqueue.lua creates       *)
-(*               nothing if i or k already names a task on that shard.     *)
+(*               nothing if i or k already names a task on that shard;     *)
+(*               a key that names none, sent with an id that names one,    *)
+(*               is bound to that task (bind_key), the send's answer.      *)
 (*               The id is Layout.new_id's: one that names no task, and    *)
 (*               routes to the key's shard; with EXPLICIT_IDS the caller   *)
 (*               gives any id (`task_id=`).                                *)
@@ -40,16 +42,20 @@
 (* shards, and the layout check (producers that count the shards           *)
 (* differently are refused, so the route is one function here).            *)
 (*                                                                         *)
-(* `created` and `skipped` are ghosts. `created`: the ids whose send       *)
-(* created a task. skipped[w][s]: w's turns in a row that leased from      *)
+(* `created`, `answered` and `skipped` are ghosts. `created`: the ids      *)
+(* whose send created a task. answered[k]: the ids the sends with key k    *)
+(* were answered with. skipped[w][s]: w's turns in a row that leased from  *)
 (* another shard while s had a ready task.                                 *)
 (*                                                                         *)
 (* Checks: KeyNamesOneTask (a key names at most one task, across all       *)
-(* shards), FoundById (the handle made from a task's id alone finds it),   *)
+(* shards), KeyAnsweredOneTask (every send with a key is answered with the *)
+(* same task: TaskQueue's T5), FoundById (the handle made from a task's id *)
+(* alone finds it),                                                        *)
 (* NothingLost (each created task in one place of one shard), and          *)
 (* NoShardStarves (no worker passes over a shard with a ready task for     *)
 (* SHARDS turns in a row). Mutants: ShardsRouteById (every task routed by  *)
-(* its id), ShardsFixedOrder (every turn tries shard 1 first).             *)
+(* its id), ShardsFixedOrder (every turn tries shard 1 first),             *)
+(* ShardsKeyLeftUnbound (a key sent with a known id is left unbound).      *)
 (* Python transcription: shards.py.                                        *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets
@@ -89,9 +95,10 @@ VARIABLES
     held,       \* each worker's run: <<shard, id, token>>, or Idle
     first,      \* the shard each worker tries first in its next turn
     skipped,    \* ghost: each worker's turns in a row that passed over each shard
-    created     \* ghost: the ids whose send created a task
+    created,    \* ghost: the ids whose send created a task
+    answered    \* ghost: each key's answers, the ids its sends were answered with
 
-vars == <<ready, leased, ended, keyed, token, tries, held, first, skipped, created>>
+vars == <<ready, leased, ended, keyed, token, tries, held, first, skipped, created, answered>>
 
 TypeOK ==
     /\ ready \in [Shards -> Seq(Ids)]
@@ -104,6 +111,7 @@ TypeOK ==
     /\ first \in [Workers -> Shards]
     /\ skipped \in [Workers -> [Shards -> 0..SHARDS]]
     /\ created \subseteq Ids
+    /\ answered \in [Keys -> SUBSET Ids]
 
 Init ==
     /\ ready = [s \in Shards |-> <<>>]
@@ -116,6 +124,7 @@ Init ==
     /\ first = [w \in Workers |-> 1]
     /\ skipped = [w \in Workers |-> [s \in Shards |-> 0]]
     /\ created = {}
+    /\ answered = [k \in Keys |-> {}]
 
 Range(q) == {q[n] : n \in DOMAIN q}
 Min(S) == CHOOSE x \in S : \A y \in S : x <= y
@@ -127,13 +136,23 @@ Named == UNION {Records(s) : s \in Shards}
 ---------------------------------------------------------------------------
 \* producers
 
-\* enqueue.lua on shard s: i is created unless i or k already names a task there.
+\* The send's answer, i, recorded as one of key k's (none without a key).
+Answer(k, i) == answered' = IF k = NoKey THEN answered ELSE [answered EXCEPT ![k] = @ \cup {i}]
+
+\* enqueue.lua on shard s: i is created unless i or k already names a task there;
+\* a key that names none, sent with an id that names one, is bound to it.
 EnqueueOn(s, i, k) ==
-    IF i \in Records(s) \/ (k # NoKey /\ keyed[s][k] # None)
-    THEN UNCHANGED vars
+    IF k # NoKey /\ keyed[s][k] # None
+    THEN /\ Answer(k, keyed[s][k])
+         /\ UNCHANGED <<ready, leased, ended, keyed, token, tries, held, first, skipped, created>>
+    ELSE IF i \in Records(s)
+    THEN /\ keyed' = IF k = NoKey THEN keyed ELSE [keyed EXCEPT ![s][k] = i]
+         /\ Answer(k, i)
+         /\ UNCHANGED <<ready, leased, ended, token, tries, held, first, skipped, created>>
     ELSE /\ ready' = [ready EXCEPT ![s] = Append(@, i)]
          /\ keyed' = IF k = NoKey THEN keyed ELSE [keyed EXCEPT ![s][k] = i]
          /\ created' = created \cup {i}
+         /\ Answer(k, i)
          /\ UNCHANGED <<leased, ended, token, tries, held, first, skipped>>
 
 \* The id of a send that goes to shard s: Layout.new_id's (a random id, so one
@@ -175,7 +194,7 @@ TurnFrom(w, f) ==
             /\ leased' = [leased EXCEPT ![s] = @ \cup {i}]
             /\ token' = [token EXCEPT ![s][i] = @ + 1]
             /\ held' = [held EXCEPT ![w] = <<s, i, token[s][i] + 1>>]
-    /\ UNCHANGED <<ended, keyed, tries, created>>
+    /\ UNCHANGED <<ended, keyed, tries, created, answered>>
 
 \* As built: the shard tried first rotates, turn by turn.
 Turn(w) ==
@@ -197,7 +216,7 @@ Ack(w) ==
                /\ ended' = [ended EXCEPT ![s] = @ \cup {i}]
           ELSE UNCHANGED <<leased, ended>>
        /\ held' = [held EXCEPT ![w] = Idle]
-       /\ UNCHANGED <<ready, keyed, token, tries, first, skipped, created>>
+       /\ UNCHANGED <<ready, keyed, token, tries, first, skipped, created, answered>>
 
 Reap(s, i) ==
     /\ i \in leased[s]
@@ -209,7 +228,7 @@ Reap(s, i) ==
             /\ UNCHANGED ended
        ELSE /\ ended' = [ended EXCEPT ![s] = @ \cup {i}]
             /\ UNCHANGED ready
-    /\ UNCHANGED <<keyed, held, first, skipped, created>>
+    /\ UNCHANGED <<keyed, held, first, skipped, created, answered>>
 
 Next ==
     \/ \E i \in Ids : \E k \in KeyOrNone : Send(i, k)
@@ -226,6 +245,9 @@ Spec == Init /\ [][Next]_vars
 \* enqueue dedupes keys only within its shard, so this rests on the routing.
 KeyNamesOneTask ==
     \A k \in Keys : Cardinality({s \in Shards : keyed[s][k] # None}) <= 1
+
+\* T5: every send with key k is answered with one task, whichever id it carries.
+KeyAnsweredOneTask == \A k \in Keys : Cardinality(answered[k]) <= 1
 
 \* ShardedBroker.handle: the shard the id routes to, and no other.
 Lookup(i) == IdShard(i)

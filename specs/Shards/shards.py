@@ -16,13 +16,15 @@ Current(w), Ack(w)                ack.lua, fenced by the token          current,
 Reap(s, i)                        reap.lua: a new token, retry or die   reap: /retried, /dead
 Next                              NEXT, tried in that order
 TypeOK, KeyNamesOneTask,          the INVARIANTS table, under the TLA+ names
-FoundById, NothingLost,
-NoShardStarves
+KeyAnsweredOneTask, FoundById,
+NothingLost, NoShardStarves
 
 ShardsRouteById.tla               every task routed by its id           by_id_send,
                                                                         ROUTE_BY_ID_NEXT
 ShardsFixedOrder.tla              every turn tries shard 1 first        fixed_turn,
                                                                         FIXED_ORDER_NEXT
+ShardsKeyLeftUnbound.tla          a key sent with a known id is left    unbound_send,
+                                  unbound                               UNBOUND_NEXT
 
 Each \E is a loop in ascending order, nested as written (Send's ids outside its key
 choices, Reap's shards outside its ids), and Next's disjuncts are tried in the order
@@ -59,6 +61,7 @@ class State(NamedTuple):
     first: Fn[int, int]
     skipped: Fn[int, Fn[int, int]]
     created: Ids
+    answered: Fn[int, Ids]
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def initial(c: Constants) -> State:
         first=Fn.const(c.all_workers, 1),
         skipped=Fn.const(c.all_workers, Fn.const(c.all_shards, 0)),
         created=frozenset(),
+        answered=Fn.const(c.all_keys, frozenset()),
     )
 
 
@@ -154,15 +158,32 @@ def set_in(f: PerShard, shard: int, x: int, value: int) -> PerShard:
     return f.except_(shard, f[shard].except_(x, value))
 
 
+def answer(s: State, k: int, i: int) -> Fn[int, Ids]:
+    """Answer(k, i): the send's answer, recorded as one of the key's (none without one)."""
+    return s.answered if k == NO_KEY else s.answered.except_(k, s.answered[k] | {i})
+
+
 def enqueue_on(s: State, shard: int, i: int, k: int) -> tuple[str, State]:
     """EnqueueOn(s, i, k): enqueue.lua on the shard, as (branch, successor)."""
-    if i in records(s, shard) or (k != NO_KEY and s.keyed[shard][k] != NONE):
-        return "duplicate", s
+    if k != NO_KEY and s.keyed[shard][k] != NONE:
+        return "duplicate", s._replace(answered=answer(s, k, s.keyed[shard][k]))
+    if i in records(s, shard):
+        return "duplicate" if k == NO_KEY else "bound", s._replace(
+            keyed=s.keyed if k == NO_KEY else set_in(s.keyed, shard, k, i),
+            answered=answer(s, k, i))
     return "created", s._replace(
         ready=s.ready.except_(shard, (*s.ready[shard], i)),
         keyed=s.keyed if k == NO_KEY else set_in(s.keyed, shard, k, i),
         created=s.created | {i},
+        answered=answer(s, k, i),
     )
+
+
+def unbound_enqueue_on(s: State, shard: int, i: int, k: int) -> tuple[str, State]:
+    """UnboundEnqueueOn(s, i, k): a known id's send leaves its key unbound."""
+    if i in records(s, shard) and not (k != NO_KEY and s.keyed[shard][k] != NONE):
+        return "unbound", s._replace(answered=answer(s, k, i))
+    return enqueue_on(s, shard, i, k)
 
 
 def id_for(c: Constants, s: State, i: int, shard: int) -> bool:
@@ -185,6 +206,16 @@ def send(c: Constants, s: State) -> Iterator[Transition[State]]:
             if id_for(c, s, i, shard) and fits(c, i, k):
                 branch, t = enqueue_on(s, shard, i, k)
                 yield f"Send(i={i},k={k})/{branch}", t
+
+
+def unbound_send(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """UnboundSend(i, k): Send with UnboundEnqueueOn."""
+    for i in c.all_ids:
+        for k in c.key_or_none:
+            shard = home(c, i, k)
+            if id_for(c, s, i, shard) and fits(c, i, k):
+                branch, t = unbound_enqueue_on(s, shard, i, k)
+                yield f"UnboundSend(i={i},k={k})/{branch}", t
 
 
 def by_id_send(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -278,6 +309,7 @@ def reap(c: Constants, s: State) -> Iterator[Transition[State]]:
 NEXT: tuple[Action, ...] = (send, turn, ack, reap)
 ROUTE_BY_ID_NEXT: tuple[Action, ...] = (by_id_send, turn, ack, reap)
 FIXED_ORDER_NEXT: tuple[Action, ...] = (send, fixed_turn, ack, reap)
+UNBOUND_NEXT: tuple[Action, ...] = (unbound_send, turn, ack, reap)
 
 
 def type_ok(c: Constants, s: State) -> bool:
@@ -300,11 +332,16 @@ def type_ok(c: Constants, s: State) -> bool:
         and all(set(row) == shards and all(0 <= v <= c.shards for v in row.values())
                 for row in s.skipped.values())
         and s.created <= ids
+        and set(s.answered) == set(c.all_keys) and all(v <= ids for v in s.answered.values())
     )  # fmt: skip
 
 
 def key_names_one_task(c: Constants, s: State) -> bool:
     return all(sum(s.keyed[x][k] != NONE for x in c.all_shards) <= 1 for k in c.all_keys)
+
+
+def key_answered_one_task(c: Constants, s: State) -> bool:
+    return all(len(s.answered[k]) <= 1 for k in c.all_keys)
 
 
 def lookup(c: Constants, s: State, i: int) -> int:
@@ -338,6 +375,7 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
     return {
         "TypeOK": lambda s: type_ok(c, s),
         "KeyNamesOneTask": lambda s: key_names_one_task(c, s),
+        "KeyAnsweredOneTask": lambda s: key_answered_one_task(c, s),
         "FoundById": lambda s: found_by_id(c, s),
         "NothingLost": lambda s: nothing_lost(c, s),
         "NoShardStarves": lambda s: no_shard_starves(c, s),
@@ -354,6 +392,10 @@ def route_by_id_model(cfg: cfgs.Config) -> Model[State]:
 
 def fixed_order_model(cfg: cfgs.Config) -> Model[State]:
     return _model("ShardsFixedOrder", FIXED_ORDER_NEXT, cfg)
+
+
+def key_left_unbound_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("ShardsKeyLeftUnbound", UNBOUND_NEXT, cfg)
 
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:

@@ -28,8 +28,10 @@
   ARGV[14] limit_key      '' = none; else the value its concurrency limit is kept per
                           (the limit's slots are per name and key: see _common)
   Returns: {task_id, 1 | 0, ...} per task: 1 created | 0 duplicate, with the original
-           task's id (nothing written for a duplicate); an argument out of its range,
-           or events or a list or set it puts a task on holding another type, is an
+           task's id (nothing written for a duplicate, but for a key that named no
+           task and now names the task its given id named: see bind_key); an argument
+           out of its range, a record, an idempotency key, or events or a list or set
+           it puts a task on holding another type (or a key holding no task id), is an
            error, and nothing is written
   Emits:   enqueued (state pending or delayed, with priority when not the default and
            limit_key when it has one), one per created task
@@ -83,25 +85,83 @@ for i = 0, count - 1 do
 end
 expect_types(places)
 
+-- So are the records and idempotency keys the tasks name, read once here: `held` is
+-- whether a task id names a record, `named` the id an idempotency key names (false:
+-- none), both kept up to date as this call creates tasks and binds keys.
+local held, named = {}, {}
+for i = 0, count - 1 do
+  local base = 4 + i * WIDTH
+  local task_id, idem_key = ARGV[base], ARGV[base + 6]
+  if held[task_id] == nil then
+    local task_key = prefix .. 'task:' .. task_id
+    local kind = redis.call('TYPE', task_key)['ok']
+    if kind ~= 'none' and kind ~= 'hash' then
+      wrong_type_error(task_key, kind, 'hash', 'nothing was changed')
+    end
+    held[task_id] = kind == 'hash'
+  end
+  if idem_key ~= '' and named[idem_key] == nil then
+    local idem_record = prefix .. 'idem:' .. idem_key
+    local original = redis.pcall('GET', idem_record)
+    if failed(original) then
+      wrong_type_error(idem_record, redis.call('TYPE', idem_record)['ok'], 'string',
+        'nothing was changed')
+    end
+    if original and not (#original <= 128 and string.find(original, '^[%w_.:%-]+$')
+                         and original ~= '.' and original ~= '..') then
+      error('idempotency key ' .. idem_record .. ' holds ' .. string.format('%q',
+        string.sub(original, 1, 64)) .. ', not a task id: something else wrote it; ' ..
+        'nothing was changed')
+    end
+    named[idem_key] = original
+  end
+end
+
 local now_text = integer_text(now)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local reply = {}
 local woken = 0
 
+-- A send whose key names no task, but whose given id names one, is answered with that
+-- task: the key then names it, so every later send with the key gets the same answer
+-- rather than a new task (T5). The record keeps the longer-lived of its keys, the one
+-- that holds it (expire_ended, purge), and lives at least as long as this one.
+local function bind_key(idem_record, idem_key, idem_ttl, task_key, task_id)
+  redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
+  named[idem_key] = task_id
+  local kept = redis.call('HGET', task_key, 'idempotency_key')
+  if kept and kept ~= '' and kept ~= idem_key then
+    local kept_record = prefix .. 'idem:' .. kept
+    local left = redis.call('TTL', kept_record)
+    if (left == -1 or left >= tonumber(idem_ttl))
+        and redis.pcall('GET', kept_record) == task_id then
+      return
+    end
+  end
+  redis.call('HSET', task_key, 'idempotency_key', idem_key)
+  local idem_ms = tonumber(idem_ttl) * 1000
+  local left = redis.call('PTTL', task_key)
+  if left >= 0 and left < idem_ms then
+    redis.call('PEXPIRE', task_key, integer_text(idem_ms))
+  end
+end
+
 local function enqueue_one(task_id, name, payload, delay_ms, max_retries, idem_key, idem_ttl,
                            result_ttl, priority, limit_key)
   local idem_record = prefix .. 'idem:' .. idem_key
-  if idem_key ~= '' then
-    local original = redis.call('GET', idem_record)
-    if original then return original, 0 end
-  end
+  if idem_key ~= '' and named[idem_key] then return named[idem_key], 0 end
   local task_key = prefix .. 'task:' .. task_id
-  if redis.call('EXISTS', task_key) == 1 then return task_id, 0 end
+  if held[task_id] then
+    if idem_key ~= '' then bind_key(idem_record, idem_key, idem_ttl, task_key, task_id) end
+    return task_id, 0
+  end
+  held[task_id] = true
   local run_at, state = now_text, 'pending'
   if delay_ms > 0 then run_at, state = integer_text(now + delay_ms), 'delayed' end
   -- The SET goes first: it is the one write an argument could make fail (checked above).
   if idem_key ~= '' then
     redis.call('SET', idem_record, task_id, 'EX', idem_ttl)
+    named[idem_key] = task_id
   end
   local event = {'type', 'enqueued', 'task', task_id, 'state', state, 'name', name,
    'at', run_at}
