@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import redis
 
 from taskq.connection import TextArgsPacker, connect
@@ -17,7 +18,12 @@ from taskq.settings import Settings
 INTERRUPTED = """
 import random, signal
 from taskq.connection import TextArgsPacker
-packer = TextArgsPacker()
+from taskq.transport import direct
+PACKERS = {
+    "connections": TextArgsPacker().pack,
+    "direct": lambda *command: direct.pack(None, [command]),  # the hot path's own
+}
+pack = PACKERS[%r]
 def interrupt(*_): raise KeyboardInterrupt
 signal.signal(signal.SIGALRM, interrupt)
 interrupted = 0
@@ -25,7 +31,7 @@ for _ in range(100_000):
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, random.uniform(0.00001, 0.0003))
-            packer.pack("EVALSHA", "abc", 2, "k1", "k2", 5, 0.5, "x")
+            pack("EVALSHA", "abc", 2, "k1", "k2", 5, 0.5, "x")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except KeyboardInterrupt:
@@ -34,9 +40,10 @@ print(interrupted)
 """
 
 
-def test_interrupts_while_packing_raise_and_never_crash() -> None:
-    done = subprocess.run([sys.executable, "-c", INTERRUPTED], check=False, capture_output=True,
-                          text=True, timeout=120)
+@pytest.mark.parametrize("packer", ["connections", "direct"])
+def test_interrupts_while_packing_raise_and_never_crash(packer: str) -> None:
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED % packer], check=False,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert int(done.stdout) > 100  # the handler did land, and raised, that often
 

@@ -116,6 +116,10 @@ class DirectConnections:
             self._pool.release(connection)
 
 
+def _numbers_as_text(command: Command) -> tuple[Any, ...]:
+    return tuple([str(a) if type(a) is int or type(a) is float else a for a in command])
+
+
 def pack(connection: Connection, commands: Sequence[Command]) -> list[bytes]:
     """`commands` in the wire protocol. hiredis packs them in C, several times faster
     than redis-py's packer, which encodes each argument in Python: for a batch of acks
@@ -123,10 +127,13 @@ def pack(connection: Connection, commands: Sequence[Command]) -> list[bytes]:
     command hiredis refuses (an argument of another type: a bool, a bytearray, an
     IntEnum) or would send otherwise (a first argument of several words, which
     redis-py splits), so what reaches the wire, and the error a bad argument raises,
-    are redis-py's own; tests/test_transport.py holds the two to the same bytes."""
+    are redis-py's own; tests/test_transport.py holds the two to the same bytes.
+    Numbers go to hiredis as text, as TextArgsPacker hands them: its own conversion
+    crashes the process when a Ctrl-C lands in it."""
     if not any(" " in str(command[0]) for command in commands):
         try:
-            return [b"".join([hiredis.pack_command(tuple(command)) for command in commands])]
+            return [b"".join([hiredis.pack_command(_numbers_as_text(command))
+                              for command in commands])]
         except TypeError:
             pass
     packed: list[bytes] = connection.pack_commands(commands)  # type: ignore[no-untyped-call]
