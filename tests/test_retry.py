@@ -85,6 +85,14 @@ class TestRetryPolicy:
         with pytest.raises(InvalidTaskError, match="Retry delay must be"):
             Retry(delay=-1)
 
+    def test_a_retry_says_the_delay_it_checked(self) -> None:
+        class Seconds(float):
+            def __format__(self, spec: str) -> str:
+                return "nan"
+
+        assert str(Retry(Seconds(2.0))) == "retry asked for in 2s"
+        assert str(Retry(-0.0, "busy")) == "retry asked for in 0s: busy"
+
     def test_app_task_refuses_a_retry_that_is_not_a_policy_and_a_bad_time_limit(
         self, app: App
     ) -> None:
@@ -120,7 +128,9 @@ class TestPoliciesOnAWorker:
         None, Decision("delay", -5.0), Decision("delay", float("nan")),
         Decision("later"),  # type: ignore[arg-type]
         Decision("backoff", None, 5.0, 1.0),
-    ], ids=["none", "negative", "nan", "mode", "cap-below-base"])  # fmt: skip
+        Decision("dead", 1.0), Decision("backoff", -1.0), Decision("backoff", 5.0),
+    ], ids=["none", "negative", "nan", "mode", "cap-below-base", "dead-with-delay",
+            "backoff-with-bad-delay", "backoff-with-delay"])  # fmt: skip
     def test_a_policy_whose_decision_no_attempt_can_be_settled_by_is_retried_by_backoff(
         self, app: App, start_worker: StartWorker, decided: object,
         caplog: pytest.LogCaptureFixture

@@ -107,7 +107,7 @@ class Retry(TaskqError):
 
         self.delay = None if delay is None else DELAY.check(delay, "Retry delay")
         self.reason = reason
-        after = "after its backoff" if delay is None else f"in {delay:g}s"
+        after = "after its backoff" if self.delay is None else f"in {self.delay + 0.0:g}s"
         super().__init__(f"retry asked for {after}" + (f": {reason}" if reason else ""))
 
 

@@ -98,6 +98,9 @@ def decision_problem(decision: object) -> str | None:
         return f"has mode {shown(decision.mode)}, not 'backoff', 'delay' or 'dead'"
     if decision.mode == "delay" and not DELAY.holds(decision.delay):
         return f"has delay {shown(decision.delay)}, not {DELAY.rule}"
+    if decision.mode != "delay" and decision.delay is not None:
+        return (f"has mode {shown(decision.mode)} and delay {shown(decision.delay)}: "
+                "only mode 'delay' takes one")
     for name, rule in (("backoff_base", BACKOFF_BASE), ("backoff_max", BACKOFF_MAX)):
         value = getattr(decision, name)
         if value is not None and not rule.holds(value):

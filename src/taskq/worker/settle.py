@@ -172,9 +172,9 @@ class Settler:
         s = self.settings
         base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
         cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
-        dead = decision.mode == "dead"
+        dead, delay = decision.mode == "dead", decision.delay if decision.mode == "delay" else None
         result = self._outage(broker).retry(f"fail {task.task_id}", lambda: broker.fail(
-            task.task_id, task.token, error, base, cap, delay=decision.delay, dead=dead))
+            task.task_id, task.token, error, base, cap, delay=delay, dead=dead))
         if result is None:
             log.warning("fail of task %s not recorded: Redis stayed away (its lease runs out "
                         "and it is reaped as a failed attempt); its run failed with %s",
