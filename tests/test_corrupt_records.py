@@ -4,9 +4,10 @@ nothing but itself."""
 
 from __future__ import annotations
 
+import pytest
 import redis
 
-from helpers import lease_one, leased, record_of, state, text, wait_past
+from helpers import lease_one, leased, record_of, state, text, wait_past, where
 from taskq.app import App
 from taskq.broker import Broker
 from waiting import wait_for_state
@@ -60,6 +61,33 @@ class TestScripts:
         wait_past(0.05)
         assert sorted(broker.reap()) == [("bad", "dead"), ("good", "delayed")]
         assert record_of(broker, "bad").fencing_token == 1
+
+    @pytest.mark.parametrize("written", ["nan", "inf", "1e400", "-3", "2.5"])
+    def test_counts_tonumber_would_read_as_numbers_read_as_zero_too(
+        self, broker: Broker, client: redis.Redis, written: str
+    ) -> None:
+        """Lua's tonumber reads 'nan' and 'inf' as numbers: a NaN run-at then failed the
+        ZADD after the task had left leased, so it was in no place and had no event."""
+        for task_id, how in (("failed", "fail"), ("reaped", "reap")):
+            broker.enqueue(task_id, max_retries=3)
+            token = lease_one(broker, "w1", 0.05)[1]
+            client.hset(broker.keys.task(task_id), mapping={
+                "retries": written, "result_ttl": written, "fencing_token": str(token)})
+            if how == "fail":
+                assert broker.fail(task_id, token, "boom", backoff_base=0,
+                                   backoff_max=0).status == "retry"
+            else:
+                wait_past(0.05)
+                assert broker.reap(backoff_base=0, backoff_max=0) == [(task_id, "delayed")]
+            assert where(client, broker.keys, task_id) == ["delayed"]
+            assert record_of(broker, task_id).retries == 1
+        client.hset(broker.keys.task("failed"), "max_retries", written)
+        wait_past(0.01)
+        broker.promote()
+        token = lease_one(broker, "w1", 10)[1]
+        assert broker.fail("failed", token, "boom").status == "dead"  # no retries: 0
+        events = [f["type"] for _, f in client.xrange(broker.keys.events)]
+        assert events.count("failed") == 2 and events.count("reaped") == 1
 
     def test_a_failure_is_recorded_though_the_counts_are_not_numbers(
         self, broker: Broker, client: redis.Redis

@@ -48,7 +48,7 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
   if only_state ~= '' and state ~= only_state then return 'unchanged', state end
   local cancel = {record[9], record[10], record[11], record[12], record[13]}
   -- The record outlives the task's end as a completed one would.
-  local ttl = tonumber(record[3]) or completed_ttl
+  local ttl = stored_whole(record[3], completed_ttl)
 
   if state == 'running' and redis.call('ZSCORE', queue.leased, task_id) then
     if cancel[1] then return 'unchanged', state end

@@ -57,6 +57,16 @@ local function whole_arg(name, value, low, high)
   return n
 end
 
+-- A whole number a record holds (a count, a token, a TTL, a time), from 0 to 2^53, or
+-- `default` when the field holds anything else: written by hand, and tonumber alone
+-- reads 'nan', 'inf' and '1e400' as numbers that a ZADD or PEXPIRE then refuses, or
+-- a comparison never settles, part way through a script.
+local function stored_whole(value, default)
+  local n = value and string.match(value, '^%d+$') and tonumber(value)
+  if n and n <= 9007199254740992 then return n end
+  return default
+end
+
 -- taskq's keys may have been written by something else, as another type. Redis refuses
 -- a write to such a key, and a script refused part way keeps what it wrote before (a
 -- task taken off leased and never put on delayed is in no place at all). A script checks
@@ -309,6 +319,6 @@ end
 -- and the wait is between half of it and all of it so failed tasks spread out.
 local function backoff_ms(retries, base_ms, max_ms, jitter)
   local full = base_ms * (2 ^ (retries - 1))
-  if full > max_ms then full = max_ms end
+  if base_ms == 0 then full = 0 elseif full > max_ms then full = max_ms end
   return math.floor(full / 2 + (full / 2) * jitter)
 end

@@ -41,7 +41,7 @@ local CANCEL_FIELDS = {'cancel_requested', 'cancel_ttl', 'idempotency_key', 'wai
 local function end_cancelled(prefix, feed, task_id, cancel, ttl_ms)
   local task_key = prefix .. 'task:' .. task_id
   redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', feed.now)
-  local ttl = tonumber(cancel[2]) or ttl_ms
+  local ttl = stored_whole(cancel[2], ttl_ms)
   if ttl then expire_ended(prefix, task_key, ttl, cancel[3]) end
   if cancel[4] then wake_waiters(prefix, task_id) end
   if cancel[5] then step_ended(prefix, feed, task_id, cancel[5], 'cancelled', nil) end

@@ -103,7 +103,7 @@ local function ack_one(task_id, token, result, record)
   else
     redis.call('HSET', task_key, 'state', 'completed', 'completed_at', now_text)
   end
-  expire_ended(prefix, task_key, tonumber(record[3]) or completed_ttl, record[2])
+  expire_ended(prefix, task_key, stored_whole(record[3], completed_ttl), record[2])
   if record[4] then wake_waiters(prefix, task_id) end
   free_slot(prefix, task_id, record[5])
   if record[6] then

@@ -69,7 +69,7 @@ if record[1] ~= token then return {'stale', 0, '0'} end
 local cancel = {record[5], record[6], record[7], record[8], record[9]}
 
 -- A count that is not a number (written by hand) reads as 0, as reap reads it.
-local retries, max_retries = tonumber(record[2]) or 0, tonumber(record[3]) or 0
+local retries, max_retries = stored_whole(record[2], 0), stored_whole(record[3], 0)
 local dies = mode == 'dead' or retries >= max_retries
 -- The task leaves leased for delayed or the DLQ (unless it is cancelled): that place
 -- must take it.

@@ -498,7 +498,7 @@ local function lease_from(list)
         give_back_slots(prefix, task_id, record[1])
       end
       if record[10] then redis.call('HDEL', task_key, 'line') end
-      local token = integer_text((tonumber(record[5]) or 0) + 1)
+      local token = integer_text(stored_whole(record[5], 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', record[3] or '0', 'at', expires_text})
       redis.call('HSET', task_key, 'fencing_token', token, 'state', 'running',

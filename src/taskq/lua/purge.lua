@@ -40,7 +40,7 @@ while #purged < limit and budget > 0 do
   if not task_id then break end
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.call('HMGET', task_key, 'dead_at', 'idempotency_key')
-  local dead_at = tonumber(record[1] or '0') or 0
+  local dead_at = stored_whole(record[1], 0)
   if dead_at > now - dead_ttl then break end
   local idem_key = record[2] and record[2] ~= '' and prefix .. 'idem:' .. record[2]
   -- An idempotency key of another type (written by hand) names no task: read with

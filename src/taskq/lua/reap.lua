@@ -71,7 +71,7 @@ if #expired > 0 then
     local gone = not (record[1] or record[3] or record[5])
     slots[n] = record[4] or (gone and lost_slot(prefix, task_id)) or nil
     slot_types(places, prefix, slots[n])
-    local dies = (tonumber(record[1]) or 0) >= (tonumber(record[2]) or 0)
+    local dies = stored_whole(record[1], 0) >= stored_whole(record[2], 0)
     if record[10] and (record[6] or dies) then
       flow_types(places, ends, prefix, task_id, record[10])
     end
@@ -84,8 +84,8 @@ for n, task_id in ipairs(expired) do
   local cancel = {record[6], record[7], record[8], record[9], record[10]}
   -- A field that is not a number (written by hand) reads as 0 rather than failing the
   -- reap of every expired lease after it.
-  local retries, max_retries = tonumber(record[1]) or 0, tonumber(record[2]) or 0
-  local token = integer_text((tonumber(record[5]) or 0) + 1)
+  local retries, max_retries = stored_whole(record[1], 0), stored_whole(record[2], 0)
+  local token = integer_text(stored_whole(record[5], 0) + 1)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)
