@@ -122,6 +122,35 @@ class TestLeaseRetry:
         types = [(f or {}).get("type") for _, f in broker.client.xrange(broker.keys.events)]
         assert types.count("completed") == 1
 
+    @pytest.mark.parametrize("call", ["lease_many", "wait_and_lease", "ack_and_lease"])
+    def test_the_next_lease_gives_back_what_a_call_that_got_no_reply_took(
+        self, proxy: ReplyDroppingProxy, broker: Broker, call: str
+    ) -> None:
+        """Every retry of the call failed too (here: none allowed), so the worker moved
+        on with a new request; Redis had run the call. Without the give-back its tasks
+        sat leased by no one, and were reaped as an attempt they never made."""
+        no_retries = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
+                                                 retry=Retry(NoBackoff(), 0)), "test")
+        for n in range(4):
+            broker.enqueue(f"t{n}")
+        (held,) = broker.lease_many("w1", 30, 1).tasks  # t0, for the ack to carry
+        no_retries.counts()
+        proxy.drop_next_reply()
+        with pytest.raises(BrokerError, match="cannot reach Redis"):
+            if call == "lease_many":
+                no_retries.lease_many("w1", 30, 2)
+            elif call == "wait_and_lease":
+                no_retries.wait_and_lease("w1", 30, 2, timeout=1)
+            else:
+                no_retries.ack_and_lease([(held.task_id, held.token)], "w1", 30, 2)
+        assert broker.counts().leased == (3 if call != "ack_and_lease" else 2)
+        batch = no_retries.lease_many("w1", 30, 3)
+        assert [t.task_id for t in batch.tasks] == ["t1", "t2", "t3"]  # none passed over
+        assert all(broker.task(t.task_id).retries == 0 for t in batch.tasks)
+        types = [f["type"] for _, f in broker.client.xrange(broker.keys.events)]
+        assert types.count("released") == 2
+        no_retries.client.close()
+
     def test_a_lease_retried_with_a_new_request_would_orphan_a_task(
         self, broker: Broker
     ) -> None:

@@ -238,7 +238,7 @@ class TestBothTransports:
     def test_a_scripts_error_reply_raises(
         self, transport: Transport, lease: Script, queued: Broker
     ) -> None:
-        keys, args = lease_call(count=0)
+        keys, args = lease_call(count=-1)
         with pytest.raises(redis.ResponseError, match="count must be"):
             transport.run(lease, keys, args)
         assert queued.counts().ready == 2
@@ -247,7 +247,7 @@ class TestBothTransports:
         self, transport: Transport, lease: Script, queued: Broker
     ) -> None:
         refused, first, second = transport.run_many(
-            [(lease, *lease_call(count=0)), (lease, *lease_call()), (lease, *lease_call())])
+            [(lease, *lease_call(count=-1)), (lease, *lease_call()), (lease, *lease_call())])
         assert isinstance(refused, redis.ResponseError) and "count must be" in str(refused)
         assert (leased(first), leased(second)) == ([("t1", 1)], [("t2", 1)])
 

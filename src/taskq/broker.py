@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from datetime import datetime
@@ -88,6 +89,7 @@ from taskq.scripts import Scripts
 from taskq.settings import Settings
 from taskq.shards import SHARDS_KEY, refuse_sharded
 from taskq.transport import Client, transport_for
+from taskq.unanswered import Unanswered, unanswered
 
 __all__ = [
     "Broker",
@@ -101,6 +103,8 @@ __all__ = [
     "TaskRecord",
     "connect",
 ]
+
+log = logging.getLogger("taskq.broker")
 
 # What the ack script takes, in a result's place, for a run cut off at a worker's
 # shutdown after its effect (see ack.lua): no JSON text is a lone NUL.
@@ -143,6 +147,7 @@ class Broker:
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
         self._registration = Registration()
+        self._unanswered = Unanswered()
         # The rate and concurrency limits every lease of this broker applies (a worker
         # sets its app's).
         self.rate_limits: tuple[RateLimit, ...] = ()
@@ -241,8 +246,13 @@ class Broker:
         retries after a lost reply returns the tasks it already leased, not more.
         """
         keys, args = self._lease_call(worker_id, lease_seconds, count, request_id)
-        with redis_errors("lease tasks"):
-            reply = self.scripts.lease(keys=keys, args=args)
+        self._give_back_unanswered()
+        try:
+            with redis_errors("lease tasks"):
+                reply = self.scripts.lease(keys=keys, args=args)
+        except BrokerError as e:
+            self._unanswered.note(e, worker_id, args[5], lease_seconds)
+            raise
         return LeaseBatch.from_reply(reply)
 
     def wait_and_lease(
@@ -256,10 +266,37 @@ class Broker:
         `wait_for_work` and then `lease_many`."""
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
         timeout = block_seconds(TIMEOUT.check(timeout), self._block_limit)
-        with redis_errors("lease tasks"):
-            reply = self.transport.wait_then_run(self.keys.wake, timeout,
-                                                 self.scripts.lease.script, keys, args)
+        self._give_back_unanswered()
+        try:
+            with redis_errors("lease tasks"):
+                reply = self.transport.wait_then_run(self.keys.wake, timeout,
+                                                     self.scripts.lease.script, keys, args)
+        except BrokerError as e:
+            self._unanswered.note(e, worker_id, args[5], lease_seconds)
+            raise
         return None if reply is None else LeaseBatch.from_reply(reply)
+
+    def _give_back_unanswered(self) -> None:
+        """Replay each lease call of this broker that may have run unanswered, and
+        release what it leased, unstarted, to the front of ready (see unanswered.py)."""
+        if not self._unanswered:
+            return
+        for call in self._unanswered.take():
+            keys, args = self._lease_call(call.worker_id, 1, 1, call.request_id)
+            args[3] = 0  # only the replay: lease.lua leases nothing new
+            try:
+                with redis_errors("take back the tasks of a lease whose reply was lost"):
+                    batch = LeaseBatch.from_reply(self.scripts.lease(keys=keys, args=args))
+                for task in reversed(batch.tasks):  # each to the front: first goes last
+                    self.release(task.task_id, task.token)
+            except BrokerError as e:
+                if unanswered(e):
+                    self._unanswered.keep(call)
+                raise
+            if batch.tasks:
+                log.warning("gave back %d task(s) of queue %r leased by a call whose reply "
+                            "was lost: %s", len(batch.tasks), self.queue,
+                            ", ".join(task.task_id for task in batch.tasks))
 
     def _lease_call(self, worker_id: str, lease_seconds: float, count: int,
                     request_id: str | None) -> tuple[list[str], list[Any]]:
@@ -359,17 +396,20 @@ class Broker:
         lost lease took come back when their leases expire."""
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         if not held:
-            acks = self.ack_many(held, results)
-            with redis_errors("lease tasks"):
-                return acks, LeaseBatch.from_reply(self.scripts.lease(keys=lease_keys,
-                                                                      args=lease_args))
+            return self.ack_many(held, results), self.lease_many(
+                worker_id, lease_seconds, count, lease_args[5])
         ack_keys, ack_args = self._ack_call(held, results)
-        with redis_errors("mark tasks completed and lease more"):
-            acks, leased = self.transport.run_many(
-                [(self.scripts.ack.script, ack_keys, ack_args),
-                 (self.scripts.lease.script, lease_keys, lease_args)])
-            if isinstance(leased, Exception):
-                raise leased
+        self._give_back_unanswered()
+        try:
+            with redis_errors("mark tasks completed and lease more"):
+                acks, leased = self.transport.run_many(
+                    [(self.scripts.ack.script, ack_keys, ack_args),
+                     (self.scripts.lease.script, lease_keys, lease_args)])
+                if isinstance(leased, Exception):
+                    raise leased
+        except BrokerError as e:
+            self._unanswered.note(e, worker_id, lease_args[5], lease_seconds)
+            raise
         if isinstance(acks, Exception):
             return broker_error("mark a task completed", acks), LeaseBatch.from_reply(leased)
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)

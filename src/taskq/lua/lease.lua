@@ -21,7 +21,8 @@
                           (holding:, parked:, reserved:, released:...), derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
-  ARGV[4] count           most tasks to lease (1 to 10000)
+  ARGV[4] count           most tasks to lease (1 to 10000), or 0: only replay the
+                          request, leasing nothing new
   ARGV[5] retention       events kept in the stream (1 to 10^9)
   ARGV[6] request_id      '' = none; else remembered for lease_ms
   ARGV[7] limits          limited task names in this call (0 to 10000); then four
@@ -86,7 +87,7 @@ local request_id = ARGV[6]
 
 -- Checked before the first write (see whole_arg); retention by open_feed.
 lease_ms = whole_arg('lease_ms', lease_ms, 1, LIMITS.lease_ms)
-count = whole_arg('count', count, 1, LIMITS.count)
+count = whole_arg('count', count, 0, LIMITS.count)
 local n_limits = whole_arg('limits', ARGV[7], 0, LIMITS.count)
 if #ARGV ~= 7 + n_limits * 4 then
   error('limits ' .. n_limits .. ' needs ' .. (7 + n_limits * 4) .. ' ARGV values, not ' .. #ARGV)
@@ -139,6 +140,9 @@ if request_id ~= '' then
     return reply
   end
 end
+-- A count of 0 only replays a request (a call whose reply was lost, asked again to
+-- give back what it leased): with no memo of it, nothing is leased.
+if count == 0 then return reply end
 
 refuse_when_out_of_memory(prefix)
 -- A leased task must be on leased, with its event; a rate limit's may go to delayed, and
