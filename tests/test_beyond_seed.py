@@ -112,6 +112,25 @@ class TestRecordsExpire:
         assert broker.purge(dead_ttl=0.2) == ["keyed"]
         assert broker.dead() == [] and broker.task("keyed") is None
 
+    def test_more_kept_dead_tasks_than_a_purge_looks_at_hold_up_no_other(
+        self, broker: Broker
+    ) -> None:
+        """Each call looks at ten times its limit. It began at the oldest end every
+        time, so 1,000 tasks kept for their keys there stopped every later purge."""
+        kept = [NewTask(f"kept{n}", max_retries=0, idempotency_key=f"k{n}")
+                for n in range(1005)]
+        broker.enqueue_many(kept)
+        broker.enqueue_many([NewTask(f"plain{n}", max_retries=0) for n in range(50)])
+        batch = broker.lease_many("w", 30, 2000).tasks
+        for task in batch:
+            assert broker.fail(task.task_id, task.token, "boom").status == "dead"
+        time.sleep(0.01)
+        purged = [broker.purge(dead_ttl=0.001, limit=100) for _ in range(3)]
+        assert sorted(task_id for call in purged for task_id in call) == sorted(
+            f"plain{n}" for n in range(50))
+        assert purged[0] == []  # the first call's budget went on 1,000 kept ones
+        assert sorted(broker.dead(limit=2000)) == sorted(task.task_id for task in kept)
+
     def test_redis_memory_stays_flat_over_many_tasks(self, client: redis.Redis) -> None:
         broker = Broker(client, "test", events_retention=2000, completed_ttl=0.3)
 

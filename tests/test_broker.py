@@ -690,6 +690,21 @@ class TestHandChangedState:
         purged = [e.task for e in events(client, broker.keys) if e.type == "purged"]
         assert sorted(purged) == ["old1", "old2"]
 
+    def test_a_dlq_entry_whose_record_holds_another_type_is_purged_not_failed_on(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        """HMGET of it failed every purge for good (and, in a worker, looked like Redis
+        being away at each maintenance turn)."""
+        for task_id in ("old1", "odd", "old2"):
+            self.dead(broker, task_id)
+        client.delete(broker.keys.task("odd"))
+        client.rpush(broker.keys.task("odd"), "not taskq's")
+        wait_past(0.01)
+        assert broker.purge(0.001, 10) == ["old1", "odd", "old2"]
+        assert client.lrange(broker.keys.task("odd"), 0, -1) == ["not taskq's"]  # not ours
+        purged = [e.task for e in events(client, broker.keys) if e.type == "purged"]
+        assert purged == ["old1", "odd", "old2"]
+
     def test_a_purge_with_a_log_of_another_type_deletes_nothing(
         self, broker: Broker, client: redis.Redis
     ) -> None:

@@ -270,8 +270,24 @@ class TestRecordsChangedByHand:
         assert main(["dlq", "retry", "--all", "--yes"]) == 0
         out = capsys.readouterr().out
         assert "moved 2 task(s) back to ready" in out
-        assert "1 entry is no task id, left as they are: 'weird{id}'" in out
+        assert ("1 entry no task's (no task id, or a record of another type), left as it "
+                "is: 'weird{id}'") in out
         assert queue.dead() == ["weird{id}"]
+
+    def test_an_entry_whose_record_holds_another_type_stops_no_listing_or_bulk_retry(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        for task_id in ("ok1", "odd", "ok2"):
+            make_dead(queue, task_id, "boom")
+        client.delete(queue.keys.task("odd"))
+        client.rpush(queue.keys.task("odd"), "not taskq's")
+        assert main(["dlq"]) == 0
+        out = capsys.readouterr().out
+        assert "ok1" in out and "ok2" in out and "odd  (its record's key holds another" in out
+        assert main(["dlq", "retry", "--all", "--yes"]) == 0
+        out = capsys.readouterr().out
+        assert "moved 2 task(s) back to ready" in out and "left as it is: 'odd'" in out
+        assert queue.dead() == ["odd"]
 
 
 class TestShardedQueue:

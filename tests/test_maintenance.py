@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from taskq.broker import Broker, NewTask
+from taskq.errors import BrokerError
 from taskq.rates import RateLimit
 from taskq.settings import Settings
 from taskq.worker import maintenance as module
@@ -85,3 +86,15 @@ def test_a_lift_that_fails_holds_up_no_other_maintenance(
     finally:
         client.config_set("maxmemory", 0)
     assert maintenance.run(backlog=False, due=True) == 1  # tried again: b
+
+
+def test_a_purge_redis_refuses_waits_its_own_interval_not_every_turn(
+    broker: Broker, settings: Settings, client: redis.Redis
+) -> None:
+    maintenance = Maintenance(broker, settings)
+    client.set(broker.keys.dlq, "not taskq's")  # every purge is refused
+    with pytest.raises(BrokerError, match="WRONGTYPE"):
+        maintenance.run(backlog=False)
+    broker.enqueue("soon", delay=0.002)
+    time.sleep(0.005)
+    assert maintenance.run(backlog=False, due=True) == 1  # no purge until its next turn

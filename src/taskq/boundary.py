@@ -77,6 +77,14 @@ def refused_for_a_key(error: BaseException) -> bool:
     return match is not None and str(cause)[match.end():].startswith("WRONGTYPE ")
 
 
+def held_by_another_type(error: BaseException) -> bool:
+    """Whether `error` (a BrokerError) is Redis refusing a read or a script because a key
+    holds another type than taskq keeps there: written by something else, and the same
+    for every call until it is mended, so no outage."""
+    cause = error.__cause__
+    return isinstance(cause, redis.ResponseError) and "WRONGTYPE" in str(cause)
+
+
 def text(value: Any) -> str:
     """A reply value as text, whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)

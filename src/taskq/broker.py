@@ -714,8 +714,9 @@ class Broker:
         return decode_payload(text)
 
     def dead(self, limit: int | None = None) -> list[str]:
-        """Task ids in the DLQ, most recently dead first (all, or the first `limit` of
-        them: 1 to 100,000, else InvalidTaskError)."""
+        """Task ids in the DLQ, most recently dead first, but for a task a purge kept
+        for its idempotency key, which it moves to the front (all, or the first `limit`
+        of them: 1 to 100,000, else InvalidTaskError)."""
         last = -1 if limit is None else LIMIT.check(limit) - 1
         with redis_errors("list the dead letter queue"):
             ids = self.client.lrange(self.keys.dlq, 0, last)

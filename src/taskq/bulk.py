@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from taskq.boundary import held_by_another_type
 from taskq.broker import Broker
-from taskq.errors import InvalidTaskError
+from taskq.errors import BrokerError, InvalidTaskError
 from taskq.limits import Range
 
 BULK_LIMIT = Range("limit", 1, 10_000, 1000, "tasks", whole=True)
@@ -48,5 +49,9 @@ def _each(broker: Broker, limit: int, act: Callable[[str], bool]) -> Bulk:
         try:
             (done if act(task_id) else missed).append(task_id)
         except InvalidTaskError:  # one bad entry must not stop the rest
+            unusable.append(task_id)
+        except BrokerError as e:
+            if not held_by_another_type(e):
+                raise
             unusable.append(task_id)
     return Bulk(done, missed, broker.counts().dead - len(unusable), unusable)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from taskq.boundary import held_by_another_type
 from taskq.broker import Broker
 from taskq.bulk import BULK_LIMIT, Bulk, cancel_all, retry_all
 from taskq.cli.common import (
@@ -16,7 +17,7 @@ from taskq.cli.common import (
     settings_from,
     task_router,
 )
-from taskq.errors import ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.limits import Range
 from taskq.limits import shown as shown_value
 from taskq.results import TaskRecord
@@ -69,8 +70,11 @@ def main(args: argparse.Namespace) -> int:
         if record == "no id":
             print(f"  {one_line(shown_value(task_id))}  (no task id: an entry taskq did not "
                   "write; LREM it by hand)")
+        elif record == "other type":
+            print(f"  {task_id}  (its record's key holds another type: something else "
+                  "wrote it; the next purge drops the entry)")
         elif record is None:
-            print(f"  {task_id}  (record missing)")
+            print(f"  {task_id}  (record missing: the next purge drops the entry)")
         else:
             assert isinstance(record, TaskRecord)
             print(one_line(f"  {task_id}  {record.name}  retries={record.retries}  "
@@ -79,13 +83,15 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-# A DLQ entry and its record: None when it has none, "no id" when it is no task id.
+# A DLQ entry and its record: None when it has none, "no id" when it is no task id,
+# "other type" when its record's key holds another type.
 Entry = tuple[str, TaskRecord | str | None]
 
 
 def listed(brokers: list[Broker], limit: int) -> list[Entry]:
     """The `limit` most recent DLQ entries of the queue (of all its shards), each with its
-    record: None when it has none, "no id" for an entry that is no task id."""
+    record: None when it has none, "no id" for an entry that is no task id, "other
+    type" for one whose record's key something else wrote as another type."""
     entries: list[tuple[int, Entry]] = []
     for broker in brokers:
         for task_id in broker.dead(limit):
@@ -93,6 +99,11 @@ def listed(brokers: list[Broker], limit: int) -> list[Entry]:
                 record = broker.task(task_id)
             except InvalidTaskError:
                 entries.append((0, (task_id, "no id")))
+                continue
+            except BrokerError as e:
+                if not held_by_another_type(e):
+                    raise
+                entries.append((0, (task_id, "other type")))
                 continue
             entries.append((record.dead_at if record else 0, (task_id, record)))
     if len(brokers) > 1:  # one DLQ is in order already; shards' are merged by death
@@ -166,8 +177,10 @@ def confirmed(brokers: list[Broker], what: str, yes: bool) -> bool:
 def left_note(done: Bulk) -> str:
     gone = f"; {len(done.missed)} had left the DLQ meanwhile" if done.missed else ""
     if done.unusable:
-        gone += (f"; {len(done.unusable)} entr{'y is' if len(done.unusable) == 1 else 'ies are'}"
-                 f" no task id, left as they are: {', '.join(map(shown_value, done.unusable))}")
+        n = len(done.unusable)
+        gone += (f"; {n} entr{'y' if n == 1 else 'ies'} no task's (no task id, or a record "
+                 f"of another type), left as {'it is' if n == 1 else 'they are'}: "
+                 f"{', '.join(map(shown_value, done.unusable))}")
     more = f"; {done.left} still dead (run it again for the next {BULK_LIMIT.default})" \
         if done.left else ""
     return gone + more

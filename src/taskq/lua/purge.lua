@@ -1,9 +1,10 @@
 --[[
   purge: delete dead tasks that have sat in the DLQ longer than its retention, oldest
   first, record and DLQ entry together, so no id is ever left pointing at nothing; a
-  task whose idempotency key still names it is kept (stepped over) until the key
-  expires, as an ended record is (see _ended's expire_ended), so the key never names a
-  missing record.
+  task whose idempotency key still names it is kept until the key expires, as an ended
+  record is (see _ended's expire_ended), so the key never names a missing record. A
+  record of another type (written by hand) is no task's: its entry is purged, and the
+  key left alone.
   KEYS[1] dlq     LIST    dead task ids, most recent at the left (oldest at the right)
   KEYS[2] events  STREAM  change feed
   KEYS[3] seq     STRING  last event sequence number
@@ -26,32 +27,35 @@ limit = whole_arg('limit', limit, 1, LIMITS.limit)
 dead_ttl = whole_arg('dead_ttl', dead_ttl, 1, LIMITS.ttl_ms)
 
 -- Refused in close_feed, after the purges, the log would miss them.
-expect_types({events_key, 'stream'})
+expect_types({events_key, 'stream', dlq_key, 'list'})
 local now = server_now_ms()
 local feed = open_feed(events_key, seq_key, epoch_key, retention, now)
 local purged = {}
--- Oldest first, from the right: a task kept for its key is stepped over (the index moves
--- past it), one purged leaves the list (the next is at the same index). Tasks stepped
--- over count against a budget, so a DLQ full of them costs one call a bounded scan.
-local index, budget = -1, math.min(limit * 10, LIMITS.limit)
+-- Oldest first, from the right. A task kept for its key moves to the left end, where a
+-- task that has just died goes, so the next call does not meet it first again: however
+-- many are kept, the ones behind them get their turn (a kept task's own purge waits at
+-- most another retention after its key expires). Every task looked at counts against
+-- a budget, so a DLQ full of kept tasks costs one call a bounded scan.
+local budget = math.min(limit * 10, LIMITS.limit)
 while #purged < limit and budget > 0 do
   budget = budget - 1
-  local task_id = redis.call('LINDEX', dlq_key, index)
+  local task_id = redis.call('LINDEX', dlq_key, -1)
   if not task_id then break end
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'dead_at', 'idempotency_key')
-  local dead_at = stored_whole(record[1], 0)
-  if dead_at > now - dead_ttl then break end
+  local record = redis.pcall('HMGET', task_key, 'dead_at', 'idempotency_key')
+  local foreign = failed(record)
+  if foreign then record = {} end
+  if not foreign and stored_whole(record[1], 0) > now - dead_ttl then break end
   local idem_key = record[2] and record[2] ~= '' and prefix .. 'idem:' .. record[2]
   -- An idempotency key of another type (written by hand) names no task: read with
   -- pcall, its error would otherwise fail the call after the purges before it, and
   -- every later purge at the same task.
   if idem_key and redis.pcall('GET', idem_key) == task_id then
-    index = index - 1
+    redis.call('LMOVE', dlq_key, dlq_key, 'RIGHT', 'LEFT')
   else
     emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})
-    redis.call('LREM', dlq_key, -1, task_id)  -- an id is in the DLQ once (T1)
-    redis.call('DEL', task_key)
+    redis.call('RPOP', dlq_key)  -- the entry just read; an id is in the DLQ once (T1)
+    if not foreign then redis.call('DEL', task_key) end
     purged[#purged + 1] = task_id
   end
 end

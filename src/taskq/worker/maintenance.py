@@ -67,8 +67,9 @@ class Maintenance:
         promoted = len(self.broker.promote(LIMIT))
         self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
         if now >= self._next_purge:
-            self.broker.purge(s.dead_ttl_seconds, LIMIT)
+            # Set first: a purge Redis refuses waits its turn again, not every turn.
             self._next_purge = now + PURGE_EVERY_SECONDS
+            self.broker.purge(s.dead_ttl_seconds, LIMIT)
         return fired + promoted
 
     def _fire(self) -> int:
