@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -12,9 +13,11 @@ from redis.retry import Retry
 
 from proxy import ReplyDroppingProxy
 from taskq.app import App
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
+from taskq.calls import enqueue_calls
 from taskq.connection import connect
 from taskq.errors import BrokerError
+from taskq.keys import QueueKeys
 from taskq.settings import Settings
 
 
@@ -69,6 +72,49 @@ class TestEnqueueWithoutAKey:
         naive.enqueue(uuid.uuid4().hex)
         assert broker.counts().ready == 3
         naive.client.close()
+
+
+    def test_an_enqueue_that_got_no_reply_says_it_may_have_run_and_a_resend_tells(
+        self, proxy: ReplyDroppingProxy, broker: Broker
+    ) -> None:
+        no_retries = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
+                                                 retry=Retry(NoBackoff(), 0)), "test")
+        no_retries.enqueue("warm-up")
+        tasks = [NewTask(f"t{n}") for n in range(3)]
+        proxy.drop_next_reply()
+        with pytest.raises(BrokerError, match=r"cannot reach Redis to enqueue tasks: .*; "
+                           "Redis may have run the call all the same"):
+            no_retries.enqueue_many(tasks)
+        assert [h.created for h in no_retries.enqueue_many(tasks)] == [False] * 3
+        assert broker.counts().ready == 4
+        no_retries.client.close()
+
+
+class TestBatches:
+    def test_payloads_past_a_calls_bytes_go_in_calls_of_their_own(self) -> None:
+        def task(n: int, size: int) -> list[Any]:
+            return [f"t{n}", "n", "x" * size, 0, 0, 3, "", 86400, "", 5, ""]
+
+        def sizes(fields: list[list[Any]], batch_size: int = 1000) -> list[int]:
+            return [args[2] for _, args in enqueue_calls(QueueKeys("q"), 100, fields,
+                                                         batch_size)]
+
+        mib = 1024 * 1024
+        assert sizes([task(n, 200) for n in range(2500)]) == [1000, 1000, 500]
+        assert sizes([task(n, mib) for n in range(10)]) == [4, 4, 2]
+        assert sizes([task(0, 5 * mib), task(1, mib), task(2, mib)]) == [1, 2]
+        assert sizes([task(n, mib) for n in range(3)], batch_size=2) == [2, 1]
+        assert sizes([]) == []
+
+    def test_a_batch_of_large_payloads_is_enqueued_whole_over_several_calls(
+        self, broker: Broker
+    ) -> None:
+        payload = {"blob": "x" * 1_000_000}
+        handles = broker.enqueue_many([NewTask(f"t{n}", payload=payload) for n in range(9)])
+        assert [h.created for h in handles] == [True] * 9
+        stats = broker.client.info("commandstats")
+        assert stats["cmdstat_evalsha"]["calls"] >= 3
+        assert broker.counts().ready == 9
 
 
 class TestLeaseRetry:
@@ -134,7 +180,7 @@ class TestLeaseRetry:
         for n in range(4):
             broker.enqueue(f"t{n}")
         (held,) = broker.lease_many("w1", 30, 1).tasks  # t0, for the ack to carry
-        no_retries.counts()
+        assert not no_retries.ack("t3", 99)  # the server has the ack script (see above)
         proxy.drop_next_reply()
         with pytest.raises(BrokerError, match="cannot reach Redis"):
             if call == "lease_many":

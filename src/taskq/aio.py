@@ -21,6 +21,7 @@ from taskq.calls import (
     counts_call,
     counts_from,
     enqueue_calls,
+    enqueue_errors,
     enqueued,
     record_from,
     watch_call,
@@ -154,7 +155,7 @@ class AsyncBroker:
         await self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            with redis_errors("enqueue tasks"):
+            with enqueue_errors():
                 reply = await self._enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))

@@ -21,6 +21,7 @@ from taskq.calls import (
     counts_call,
     counts_from,
     enqueue_calls,
+    enqueue_errors,
     enqueued,
     record_from,
     watch_call,
@@ -212,7 +213,7 @@ class Broker:
         self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            with redis_errors("enqueue tasks"):
+            with enqueue_errors():
                 reply = self.scripts.enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))

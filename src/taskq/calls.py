@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from taskq.boundary import text
-from taskq.errors import InvalidTaskError
+import redis
+
+from taskq.boundary import broker_error, redis_errors, text
+from taskq.errors import BrokerError, InvalidTaskError
 from taskq.keys import QueueKeys, check_task_id
 from taskq.limits import shown
 from taskq.results import QueueCounts, TaskRecord
@@ -19,16 +21,53 @@ from taskq.results import QueueCounts, TaskRecord
 Call = tuple[list[str], list[Any]]
 """A script call's KEYS and ARGV."""
 
+# The most payload text one enqueue call carries (a task larger than this goes alone).
+# Redis runs a script whole, every other client waiting, at about 3 ms per MiB of
+# payloads here: a thousand 1 MiB payloads in one call held it 2.8 s, and past the
+# client's timeout the call is sent again.
+BATCH_BYTES = 4 * 1024 * 1024
+PAYLOAD = 2  # a task's payload among its fields (taskq.fields.enqueue_fields)
+
 
 def enqueue_calls(keys: QueueKeys, retention: int, fields: list[list[Any]],
                   batch_size: int) -> Iterator[Call]:
     """One enqueue.lua call per `batch_size` tasks of `fields` (each task's checked
-    values, from `taskq.fields`), in order."""
+    values, from `taskq.fields`), in order, fewer where their payloads come to more
+    than BATCH_BYTES."""
     queue_keys = [keys.ready, keys.delayed, keys.events, keys.seq, keys.epoch, keys.wake]
-    for start in range(0, len(fields), batch_size):
-        batch = fields[start : start + batch_size]
+    start = 0
+    while start < len(fields):
+        end, carried = start, 0
+        while end < len(fields) and end - start < batch_size:
+            carried += len(fields[end][PAYLOAD])
+            if carried > BATCH_BYTES and end > start:
+                break
+            end += 1
+        batch = fields[start:end]
         yield queue_keys, [keys.prefix, retention, len(batch),
                            *(value for task in batch for value in task)]
+        start = end
+
+
+class enqueue_errors(redis_errors):  # lower case, as redis_errors
+    """redis_errors for an enqueue call: one whose round trip failed may have run, and
+    the error says so, and how to find out without making a task twice."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__("enqueue tasks")
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
+        if isinstance(error, redis.ConnectionError | redis.TimeoutError):
+            raise BrokerError(
+                f"{broker_error(self.operation, error)}; Redis may have run the call all "
+                "the same: an id that names a task is not enqueued again, so sending the "
+                "same task ids (or idempotency keys) again enqueues only what is missing"
+            ) from error
+        super().__exit__(kind, error, _tb)
 
 
 def enqueued(reply: list[Any]) -> Iterator[tuple[str, bool]]:
