@@ -94,6 +94,18 @@ class TestIllegalTracesAreReported:
         cancelled_there = log(*parked, event("cancelled", "cancelled", **{"from": "pending"}))
         assert validate(cancelled_there).ok
 
+    def test_a_hole_or_a_repeat_in_the_event_numbers_is_reported(self) -> None:
+        """A lost heartbeat leaves every task's path whole: only its number shows it."""
+        whole = log(enqueued(), event("leased", "running", 1), event("heartbeat", "running", 1),
+                    event("completed", "completed", 1))
+        assert validate(whole).ok
+        holed = whole[:2] + whole[3:]
+        assert problems(validate(holed)) == ["E1: event 4 follows event 2: a hole"]
+        repeated = [*whole[:3], (3, whole[2][1]), whole[3]]
+        assert "E1: event 3 follows event 3: out of order" in problems(validate(repeated))
+        trimmed = validate(whole[1:], require_terminal=False).violations
+        assert not any("E1" in message for _, _, message in trimmed)  # its start, no hole
+
     def test_an_ack_without_a_lease_is_reported(self) -> None:
         report = validate(log(enqueued(), event("completed", "completed", 0)))
         assert problems(report) == ["completed from state 'pending'"]

@@ -6,6 +6,7 @@ chaos run."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -221,12 +222,26 @@ def validate(
         task = tasks.setdefault(task_id, TaskTrace())
         report.violations.extend((task_id, seq, p) for p in check_event(task, seq, fields))
     report.tasks = len(tasks)
+    report.violations.extend(check_sequence(rows))
     report.violations.extend(check_stages(rows))
     report.priority = check_order(rows)
     report.violations.extend(report.priority.violations)
     if require_terminal:
         report.unfinished = sorted(t for t, trace in tasks.items() if trace.state not in TERMINAL)
     return report
+
+
+def check_sequence(rows: list[tuple[int, Mapping[str, str]]]) -> list[tuple[str, int, str]]:
+    """E1's evidence in the log itself: each event's number is the last one's plus one
+    (trimming takes the oldest, so a log may start past 1, never skip). A hole is an
+    event lost, a repeat one appended twice; either can leave each task's path whole
+    (a heartbeat, a progress report), so the numbers are what shows it."""
+    found: list[tuple[str, int, str]] = []
+    for (before, _), (seq, fields) in itertools.pairwise(rows):
+        if seq != before + 1:
+            found.append((fields.get("task", ""), seq, f"E1: event {seq} follows event "
+                          f"{before}: {'a hole' if seq > before + 1 else 'out of order'}"))
+    return found
 
 
 def validate_each(logs: Iterable[Iterable[tuple[int, Mapping[str, str]]]]) -> TraceReport:

@@ -184,7 +184,7 @@ def _run(options: ChaosOptions, url: str, server: EmbeddedRedis | None,
         stop_all(injector.workers + firing.retired)
         waiter.join(5)
         canceller.join(5)
-    crashes = sum(f.kind == "redis-crash" for f in injector.faults)
+    crashes = [injector.started + f.at for f in injector.faults if f.kind == "redis-crash"]
     result.findings = run_checks(client, queue, produced, ledger, options.guard,
                                  options.appendfsync, crashes, waited, result.cancels,
                                  same_clock=server is not None,
