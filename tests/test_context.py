@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 import pytest
 import redis
 
+import taskq.context
 from conftest import ON_CLUSTER
 from helpers import events, stalling
 from taskq.broker import Broker
@@ -125,3 +128,28 @@ def test_after_abandon_no_effect_starts_and_abandon_tells_whether_one_was_applie
     assert context.abandon() is True
     with pytest.raises(LeaseLostError, match="released at shutdown"), context.effect():
         pytest.fail("the effect ran")
+
+
+def test_a_block_on_another_thread_waits_for_the_one_under_way_and_says_so(
+    broker: Broker, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks nest on one thread only: a block that hands its writes to a pool and waits
+    for them waits for ever. The wait is loud, not silent."""
+    monkeypatch.setattr(taskq.context, "ABANDON_WARN_SECONDS", 0.05)
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    done: list[str] = []
+
+    def helper() -> None:
+        with context.effect():
+            done.append("helper")
+
+    caplog.set_level(logging.WARNING, logger="taskq")
+    with context.effect():
+        thread = threading.Thread(target=helper)
+        thread.start()
+        thread.join(0.5)
+        assert done == []  # still waiting for this block
+        assert "blocks nest on one thread only" in caplog.text
+    thread.join(5)
+    assert done == ["helper"]

@@ -256,9 +256,16 @@ class TaskContext:
         (the ledger's dedupe) where that must not apply twice.
 
         The worker takes the same lock before it gives the task back at shutdown, so an
-        effect is either finished before the release or never started after it.
+        effect is either finished before the release or never started after it. Blocks
+        nest on one thread; a block on another thread of the run waits for the one
+        under way to end (a block that waits for it, in turn, waits for ever: the wait
+        says so every ABANDON_WARN_SECONDS).
         """
-        with self._lock:
+        while not self._lock.acquire(timeout=ABANDON_WARN_SECONDS):
+            log.warning("task %s: an effect() block waits for another of its run, on another "
+                        "thread, to end; if that block waits for this one (blocks nest on "
+                        "one thread only), neither ever will", self.task_id)
+        try:
             if self._abandoned:
                 raise LeaseLostError(
                     f"task {self.task_id} was released at shutdown; its effect is skipped"
@@ -270,6 +277,8 @@ class TaskContext:
             finally:
                 self._effects -= 1
             self._applied = True
+        finally:
+            self._lock.release()
 
     def _confirm_lease(self) -> None:
         self._refuse_if_cancelled()
