@@ -113,6 +113,13 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_RateLimits.cfg",
+        build=task_queue_checks.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=33160, generated=264535, depth=24, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_GuardNone.cfg",
         build=task_queue_checks.model,
         # Mutant (c): effect, the handler raises, retried, effect again.
