@@ -16,6 +16,7 @@ from conftest import ON_CLUSTER
 from helpers import record_of
 from proxy import ReplyDroppingProxy
 from taskq.broker import Broker
+from taskq.connection import connect
 from taskq.context import TaskContext
 from taskq.results import Failure, LeasedTask
 from taskq.settings import Settings
@@ -197,3 +198,29 @@ def test_a_failure_redis_never_took_is_logged_as_such_not_as_a_stale_token(
                and "card declined" in line for line in lines), lines
     assert not any("is stale" in line for line in lines), lines
     assert slots.stats().stale == 0
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="the reply-dropping proxy fronts one node")
+@pytest.mark.parametrize("max_retries", [1, 0])
+def test_a_fail_whose_reply_was_lost_counts_as_what_it_did_not_as_stale(
+    proxy: ReplyDroppingProxy, broker: Broker, max_retries: int,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client's resend of the fail finds the task out of leased (the first send did
+    that) and is refused; the record, still at our token, says it was our own fail."""
+    proxied = Broker(connect(Settings.from_env({}, redis_url=proxy.url)), broker.queue)
+    broker.enqueue("t0", max_retries=max_retries)
+    (task,) = broker.lease_many("w", 10, 1).tasks
+    settling = Settling(proxied)
+    # Connected, and the server has the fail script: a first fail answered NOSCRIPT
+    # would have run nothing. The next reply is the fail's.
+    assert proxied.fail("t9", 1, "x").status == "stale"
+    caplog.set_level(logging.WARNING, logger="taskq")
+    proxy.drop_next_reply()
+    settling.settler.settle([settling.held(outcome(broker, task, "card declined"))])
+    assert proxy.dropped == 1
+    stats = settling.slots.stats()
+    assert (stats.retried, stats.dead, stats.stale) == (max_retries, 1 - max_retries, 0)
+    assert not any("is stale" in r.getMessage() for r in caplog.records)
+    assert record_of(broker, "t0").state == ("delayed" if max_retries else "dead")
+    proxied.client.close()

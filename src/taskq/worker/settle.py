@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.errors import BrokerError
-from taskq.results import Failure, LeaseBatch, LeasedTask, Released
+from taskq.results import FailResult, Failure, LeaseBatch, LeasedTask, Released, TaskRecord
 from taskq.retry import Decision
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
@@ -157,8 +157,8 @@ class Settler:
 
     def _count_acks(self, broker: Broker, tasks: list[LeasedTask],
                     contexts: list[TaskContext], acked: list[bool]) -> list[bool]:
-        taken = [ok or self._acked_before(broker, task)
-                 for task, ok in zip(tasks, acked, strict=True)]
+        taken = [ok or self._ended_before(broker, task.task_id, task.token, "completed")
+                 is not None for task, ok in zip(tasks, acked, strict=True)]
         self.slots.count("acked", sum(taken))
         for task, context, ok in zip(tasks, contexts, taken, strict=True):
             if ok:
@@ -179,9 +179,22 @@ class Settler:
             log.warning("fail of task %s not recorded: Redis stayed away (its lease runs out "
                         "and it is reaped as a failed attempt); its run failed with %s",
                         task.task_id, error.line)
+        elif result.status == "stale" and (landed := self._ended_before(
+                broker, task.task_id, task.token, "delayed", "pending", "dead",
+                "cancelled")) is not None:
+            # Our own fail went through and its reply was lost: the client's resend found
+            # the task already out of leased. Reported as what it did.
+            self._failed(context, error, dead, FailResult(
+                "dead" if landed.state == "dead" else "cancelled"
+                if landed.state == "cancelled" else "retry", landed.retries, 0.0))
         elif result.status == "stale":
             self._stale(task.task_id, task.token, "fail", error.line)
-        elif result.status == "cancelled":
+        else:
+            self._failed(context, error, dead, result)
+
+    def _failed(self, context: TaskContext, error: Failure, dead: bool,
+                result: FailResult) -> None:
+        if result.status == "cancelled":
             self.slots.count("cancelled")
             self.task_log.ended(context, "cancelled", "its cancel came before its failure "
                                 f"was recorded ({error.line})")
@@ -199,7 +212,8 @@ class Settler:
         ended = self._outage(broker).retry(
             f"cancel {context.task_id}",
             lambda: broker.ack_cancelled(context.task_id, context.token))
-        if ended:
+        if ended or (ended is False and self._ended_before(
+                broker, context.task_id, context.token, "cancelled") is not None):
             self.slots.count("cancelled")
             self.task_log.ended(context, "cancelled")
         elif ended is None:
@@ -224,6 +238,9 @@ class Settler:
         broker = self._broker(context)
         released = self._outage(broker).retry(
             f"release {context.task_id}", lambda: broker.release(context.task_id, context.token))
+        if released == Released.STALE and (landed := self._ended_before(
+                broker, context.task_id, context.token, "pending", "cancelled")) is not None:
+            released = Released.CANCELLED if landed.state == "cancelled" else Released.RELEASED
         if released == Released.CANCELLED:
             log.warning("task %s %s and ended cancelled (its cancel had been requested)",
                         context.task_id, why)
@@ -244,15 +261,19 @@ class Settler:
             outage = self._outages[broker.queue] = Outage(self.settings.lease_seconds)
         return outage
 
-    def _acked_before(self, broker: Broker, task: LeasedTask) -> bool:
-        """Whether a refused ack was our own earlier one, whose reply the client lost and
-        whose retry then found the task already completed with our token."""
+    def _ended_before(self, broker: Broker, task_id: str, token: int,
+                      *states: str) -> TaskRecord | None:
+        """The record, if a call refused as stale was our own earlier one, whose reply
+        the client lost and whose resend then found the task already moved on with our
+        token: in one of `states`, its token still ours (a reap or a new lease would
+        have bumped it)."""
         try:
-            record = broker.task(task.task_id)
+            record = broker.task(task_id)
         except BrokerError:
-            return False
-        return record is not None and record.state == "completed" \
-            and record.fencing_token == task.token
+            return None
+        if record is None or record.state not in states or record.fencing_token != token:
+            return None
+        return record
 
     def _stale(self, task_id: str, token: int, operation: str, error: str = "") -> None:
         self.slots.count("stale")
