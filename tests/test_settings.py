@@ -183,6 +183,20 @@ class TestRedisUrl:
             with_env(REDIS_URL=f"redis://h:6379/0?{query}")
         assert with_env(REDIS_URL="redis://h/0?socket_timeout=2.5").redis_url.endswith("2.5")
 
+    @pytest.mark.parametrize("url", ["redis://h/99999999999999999999",
+                                     "redis://h/0?db=2147483648"])
+    def test_a_database_past_what_redis_counts_is_refused(self, url: str) -> None:
+        # Else every command failed with Redis's "value is not an integer or out of range".
+        with pytest.raises(ConfigError, match="Redis counts its databases from 0"):
+            with_env(REDIS_URL=url)
+        assert with_env(REDIS_URL="redis://h/2147483647").redis_url.endswith("/2147483647")
+
+    def test_a_negative_health_check_interval_is_refused(self) -> None:
+        # Else every command failed with an error about a MAINT_NOTIFICATIONS subcommand.
+        with pytest.raises(ConfigError, match="has health_check_interval=-1: give a number"):
+            with_env(REDIS_URL="redis://h/0?health_check_interval=-1")
+        assert with_env(REDIS_URL="redis://h/0?health_check_interval=0").redis_url
+
     def test_a_url_parameter_a_connection_refuses_is_refused_naming_the_url(self) -> None:
         with pytest.raises(ConfigError, match=r"REDIS_URL=.* is not a Redis URL redis-py can "
                                               r"use: protocol must be either 2 or 3"):

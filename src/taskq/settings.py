@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import redis
@@ -286,6 +286,12 @@ def _check_redis_url(url: str) -> None:
     except (ValueError, redis.RedisError) as e:
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} is not a Redis URL redis-py "
                           f"can use: {e}") from None
+    _check_url_values(url, pool.connection_kwargs)
+
+
+def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
+    """Refuse a URL whose values (parsed into `kwargs`) redis-py takes but Redis or a
+    socket would refuse only at the first command, with a message naming no URL."""
     # redis-py reads a path that is no database number ("/analytics", "/0/x") as no
     # database at all, and the client would use database 0 without a word.
     if not url.startswith("unix://"):
@@ -293,10 +299,22 @@ def _check_redis_url(url: str) -> None:
         if path and not (path.isascii() and path.isdigit()):
             raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names the database "
                               f"{path!r}: Redis databases are numbers (redis://host:6379/0)")
+    # Redis reads a database number past its int range as "not an integer", which
+    # would say nothing of the URL.
+    db = kwargs.get("db", 0)
+    if isinstance(db, int) and not 0 <= db < 2**31:
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names database {db}: Redis "
+                          "counts its databases from 0, as many as its `databases` setting")
+    # A negative interval fails every command with an error about a MAINT_NOTIFICATIONS
+    # subcommand (redis-py 8), which would say nothing of the URL either.
+    interval = kwargs.get("health_check_interval")
+    if interval is not None and not (math.isfinite(interval) and interval >= 0):
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has health_check_interval="
+                          f"{interval}: give a number of seconds, 0 or more, or leave it out")
     # The URL's own timeouts win over TASKQ_REDIS_TIMEOUT_SECONDS, and a socket refuses
     # a negative or NaN one only when the first connection is made.
     for name in URL_TIMEOUTS:
-        value = pool.connection_kwargs.get(name)
+        value = kwargs.get(name)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has {name}={value}: give a "
                               "number of seconds above 0, or leave it out")
