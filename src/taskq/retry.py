@@ -31,7 +31,9 @@ class RetryPolicy:
     of none of `dont_retry_on`; any other goes to the DLQ at once, whatever retries are
     left.
     `backoff_base` and `backoff_max` (seconds) replace BACKOFF_BASE_SECONDS and
-    BACKOFF_MAX_SECONDS for this task; None keeps the settings. How many retries a task
+    BACKOFF_MAX_SECONDS for this task's failures; None keeps the settings. (An attempt
+    whose lease ran out is retried by the worker that reaps it, after that worker's
+    settings: Redis keeps no policy.) How many retries a task
     gets stays `max_retries`. A handler that raises `taskq.Retry` is always retried
     (while retries are left)."""
 
