@@ -60,7 +60,7 @@ PATHS = {
     "cancel left alone", "cancel of unknown", "heartbeat told cancel", "ack_cancelled",
     "stale ack_cancelled", "fail to cancelled", "release to cancelled",
     "reaped to cancelled", "ack after cancel requested", "leased over a lower priority",
-    "key bound to a known id",
+    "key bound to a known id", "purged",
 }  # fmt: skip
 CANCEL_PICKS = ("ready", "delayed", "leased", "dlq", "completed", "cancelled", "unknown")
 FAIL_MODES = ("backoff", "delay", "dead")
@@ -425,6 +425,21 @@ class BrokerMachine(RuleBasedStateMachine):
             SEEN["revived"] += 1
             self.events += 1
 
+    @rule()
+    def purge_the_dlq(self) -> None:
+        """purge.lua with a retention of a millisecond: every dead task leaves the DLQ
+        with its record, but one an idempotency key still names (T5 keeps answering it)."""
+        time.sleep(0.002)
+        named = set(self.keys.values())
+        expected = [t for t in self.in_place("dlq") if t not in named]
+        assert sorted(self.broker.purge(dead_ttl=0.001, limit=100)) == expected
+        for task_id in expected:
+            del self.tasks[task_id]
+        self.issued = [(t, token) for t, token in self.issued if t not in expected]
+        SEEN["purged"] += len(expected)
+        SEEN["kept for its key"] += len(self.in_place("dlq"))
+        self.events += len(expected)
+
     # -- producers waiting for results --------------------------------------------------
 
     @precondition(lambda self: self.tasks)
@@ -507,7 +522,7 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
     step(m.enqueue_an_existing_id_again, 0, "k2")
     step(m.enqueue_an_existing_id_again, 1, "k2")
     for i in range(30):  # lease, act and let time pass until every outcome was seen
-        if set(+SEEN) >= PATHS:
+        if set(+SEEN) >= PATHS - {"purged"}:  # the purge comes last, below
             break
         step(m.enqueue, None, 0.0, i % 3, (5, 9, 0)[i % 3])
         step(m.watch, i, True)
@@ -524,6 +539,7 @@ def test_every_path_of_the_protocol_is_compared_with_the_model(client: redis.Red
         step(m.promote_once_short_delays_are_due)
         step(m.watch, i, False)
     cancel_each_way(m, step)
+    step(m.purge_the_dlq)
     m.teardown()
     assert set(+SEEN) >= PATHS, PATHS - set(+SEEN)
 
