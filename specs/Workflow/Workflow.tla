@@ -16,7 +16,7 @@
 (* that stage in a run; SIZE_CHECK FALSE is the code before the check).    *)
 (* Nothing is settled once the flow is not running (cancelled), nor for a  *)
 (* stage not yet reached: its turn comes when the stage before settles.    *)
-(* cancel_flow.lua is one step: waiting and pending steps cancelled, and   *)
+(* cancel_flow.lua is one step: waiting, pending and dead steps cancelled, *)
 (* running ones have their cancel requested (here: running in a cancelled  *)
 (* flow), so their holder acks them completed or cancelled and a reap     *)
 (* ends them cancelled, never retried. The ends a flow's own cancelling    *)
@@ -212,19 +212,27 @@ Crash(w) ==
     /\ intent' = [intent EXCEPT ![w] = 0]
     /\ UNCHANGED <<state, token, tries, ended, counted, failed, triggered, flow>>
 
-\* cancel_flow.lua: one script.
+\* cancel_flow.lua: one script. A dead step ends cancelled too, as cancel.lua ends a
+\* task in the DLQ.
 CancelFlow ==
     /\ CANCELS /\ flow = "running"
     /\ flow' = "cancelled"
-    /\ state' = [s \in Steps |-> IF state[s] \in {"waiting", "pending"}
+    /\ state' = [s \in Steps |-> IF state[s] \in {"waiting", "pending", "dead"}
                                  THEN "cancelled" ELSE state[s]]
     /\ UNCHANGED <<token, tries, held, ended, counted, failed, triggered, intent>>
 
-\* cancel.lua on one waiting step: it ends, and is counted, before its stage runs.
+\* cancel.lua on one step not running: a waiting one ends, and is counted, before its
+\* stage runs; a pending one ends as a failed member of its stage, settling it when it
+\* is the last; a dead one, counted when it died, only changes its state.
 CancelStep(s) ==
-    /\ CANCELS /\ state[s] = "waiting"
+    /\ CANCELS /\ state[s] \in {"waiting", "pending", "dead"}
     /\ End(s, "cancelled")
     /\ UNCHANGED <<token, tries, held, intent>>
+
+\* The cancel of a waiting step alone, as the mutants of other scripts take it: their
+\* bugs show without the cancels of pending and dead steps, which only shorten their
+\* traces through another path.
+CancelWaitingStep(s) == state[s] = "waiting" /\ CancelStep(s)
 
 Next ==
     \/ \E w \in Workers, k \in Stages, i \in Members : Lease(w, <<k, i>>)

@@ -31,7 +31,7 @@ AnyAckNext ==
     \/ \E k \in Stages, i \in Members : Expire(<<k, i>>)
     \/ \E w \in Workers : Crash(w)
     \/ CancelFlow
-    \/ \E k \in Stages, i \in Members : CancelStep(<<k, i>>)
+    \/ \E k \in Stages, i \in Members : CancelWaitingStep(<<k, i>>)
 
 AnyAckSpec == Init /\ [][AnyAckNext]_vars
 

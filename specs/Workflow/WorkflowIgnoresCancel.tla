@@ -20,7 +20,7 @@ IgnoringNext ==
     \/ \E k \in Stages, i \in Members : Expire(<<k, i>>)
     \/ \E w \in Workers : Crash(w)
     \/ CancelFlow
-    \/ \E k \in Stages, i \in Members : CancelStep(<<k, i>>)
+    \/ \E k \in Stages, i \in Members : CancelWaitingStep(<<k, i>>)
 
 IgnoringSpec == Init /\ [][IgnoringNext]_vars
 

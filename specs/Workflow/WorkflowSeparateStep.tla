@@ -42,7 +42,7 @@ SeparateNext ==
     \/ \E k \in Stages, i \in Members : Expire(<<k, i>>)
     \/ \E w \in Workers : Crash(w)
     \/ CancelFlow
-    \/ \E k \in Stages, i \in Members : CancelStep(<<k, i>>)
+    \/ \E k \in Stages, i \in Members : CancelWaitingStep(<<k, i>>)
     \/ \E w \in Workers : SettleLater(w)
 
 SeparateSpec == Init /\ [][SeparateNext]_vars

@@ -17,7 +17,9 @@ StaleAck(w)                       ack.lua refusing a stale token         stale_a
 Expire(s)                         reap.lua: cancelled, retried, or dead  expire(c, s)
 Crash(w)                          a worker dies                          crash(c, s)
 CancelFlow                        cancel_flow.lua                        cancel_flow(c, s)
-CancelStep(s)                     cancel.lua on a waiting step           cancel_step(c, s)
+CancelStep(s)                     cancel.lua on a step not running       cancel_step(c, s)
+CancelWaitingStep(s)              cancel.lua on a waiting step (the      cancel_waiting_step
+                                  mutants of other scripts)
 TriggeredOnce, ...                the INVARIANTS table, TLA+ names
 CancelStops                       a StepProperty
 FlowEnds                          an EndProperty
@@ -33,7 +35,8 @@ WorkflowCutHandedOn.cfg           CUT_FAILS FALSE: a cut step counted    cut_fai
                                   completed, null handed on
 
 A step s is the pair (k, i): stage k, member i. Each \E is a loop in ascending order
-(the first bound variable outermost) and Next's disjuncts are tried in the order
+(the first bound variable outermost; CancelStep's as TLC enumerates it, the first
+varying fastest, which a violation's figures show) and Next's disjuncts are tried in the order
 written, which is TLC's order. The mutants' own Next leaves AckCut out, as their
 modules do.
 """
@@ -252,16 +255,19 @@ def crash(c: Constants, s: State) -> Iterator[Transition[State]]:
 def cancel_flow(c: Constants, s: State) -> Iterator[Transition[State]]:
     if c.cancels and s.flow == "running":
         yield "CancelFlow", s._replace(flow="cancelled", state=Fn(
-            (step, "cancelled" if v in ("waiting", "pending") else v)
+            (step, "cancelled" if v in ("waiting", "pending", "dead") else v)
             for step, v in s.state.items()))
 
 
-def cancel_step_with(name: str, settles: Callable[[State, int], bool]) -> Action:
-    """CancelStep(s) with the script's test for settling the stage it ends."""
+def cancel_step_with(name: str, settles: Callable[[State, int], bool],
+                     states: tuple[str, ...]) -> Action:
+    """CancelStep(s) with the script's test for settling the stage it ends, on a step
+    in one of `states`."""
 
     def action(c: Constants, s: State) -> Iterator[Transition[State]]:
-        for step in c.all_steps:
-            if c.cancels and s.state[step] == "waiting":
+        # TLC enumerates `\E k \in Stages, i \in Members` with k varying fastest.
+        for step in sorted(c.all_steps, key=lambda step: (step[1], step[0])):
+            if c.cancels and s.state[step] in states:
                 k, i = step
                 yield f"{name}(k={k},i={i})", end_if(c, s, step, "cancelled",
                                                       settles(s, k))
@@ -269,7 +275,8 @@ def cancel_step_with(name: str, settles: Callable[[State, int], bool]) -> Action
     return action
 
 
-cancel_step = cancel_step_with("CancelStep", handles)
+cancel_step = cancel_step_with("CancelStep", handles, ("waiting", "pending", "dead"))
+cancel_waiting_step = cancel_step_with("CancelWaitingStep", handles, ("waiting",))
 
 
 def any_ack_stale(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -314,20 +321,23 @@ def end_ignoring_cancel(c: Constants, s: State, step: Step, to: str) -> State:
 
 
 ignoring_ack = ack_with("IgnoringAck", "completed", end_ignoring_cancel)
-early_cancel_step = cancel_step_with("EarlyCancelStep", lambda s, k: s.flow == "running")
+early_cancel_step = cancel_step_with("EarlyCancelStep", lambda s, k: s.flow == "running",
+                                     ("waiting",))
 
 NEXT: tuple[Action, ...] = (lease, ack, ack_cut, ack_cancelled, stale_ack, expire, crash,
                             cancel_flow, cancel_step)
 
 
-def swap(old: Action, new: Action, *more: Action) -> tuple[Action, ...]:
-    """NEXT without AckCut, with `old` replaced by `new`, and `more` tried last."""
-    return (*(new if a is old else a for a in NEXT if a is not ack_cut), *more)
+def swap(*pairs: Action) -> tuple[Action, ...]:
+    """NEXT without AckCut, each old action of `pairs` (old, new, old, new...) replaced
+    by its new one."""
+    swaps = dict(zip(pairs[::2], pairs[1::2], strict=True))
+    return tuple(swaps.get(a, a) for a in NEXT if a is not ack_cut)
 
 
-ANY_ACK_NEXT = swap(stale_ack, any_ack_stale)
-SEPARATE_NEXT = (*swap(ack, separate_ack), settle_later)
-IGNORES_CANCEL_NEXT = swap(ack, ignoring_ack)
+ANY_ACK_NEXT = swap(cancel_step, cancel_waiting_step, stale_ack, any_ack_stale)
+SEPARATE_NEXT = (*swap(cancel_step, cancel_waiting_step, ack, separate_ack), settle_later)
+IGNORES_CANCEL_NEXT = swap(cancel_step, cancel_waiting_step, ack, ignoring_ack)
 EARLY_STAGE_NEXT = swap(cancel_step, early_cancel_step)
 
 
