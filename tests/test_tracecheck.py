@@ -265,6 +265,17 @@ class TestCancellation:
         assert report.ok, (report.violations, report.unfinished)
         assert report.tasks == len(CANCEL_PATHS)
 
+    def test_an_entry_taskq_did_not_number_is_reported_where_it_stands(
+        self, queue: Broker
+    ) -> None:
+        queue.enqueue("t1")
+        (seq, _), = read_log(queue.client, queue.keys.events)
+        queue.client.xadd(queue.keys.events, {"type": "enqueued", "task": "t2",
+                                              "state": "pending"}, id=f"{seq}-1")
+        queue.enqueue("t3")  # numbered past the hand-made entry
+        report = validate(read_log(queue.client, queue.keys.events), require_terminal=False)
+        assert "E1: event -1 follows event 1: out of order" in problems(report)
+
 
 # -- P1: the order of leases ---------------------------------------------------------------
 

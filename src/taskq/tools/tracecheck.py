@@ -269,6 +269,9 @@ def read_log(
         if not chunk:
             return rows
         for row_id, fields in chunk:
-            seq = int(str(row_id).split("-")[0])
+            number, _, part = str(row_id).partition("-")
+            # taskq numbers its entries <seq>-0; any other id was written by something
+            # else, and reads as -1, out of order wherever it stands (check_sequence).
+            seq = int(number) if part == "0" else -1
             rows.append((seq, {str(k): str(v) for k, v in (fields or {}).items()}))
         start = "(" + str(chunk[-1][0])
