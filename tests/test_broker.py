@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,15 @@ class TestEnqueue:
         broker.enqueue("a", idempotency_key="shorter", idempotency_ttl=10)
         assert broker.task("a").idempotency_key == "long"
         assert {client.get(broker.keys.idem(k)) for k in ("short", "long", "shorter")} == {"a"}
+
+    def test_a_key_whose_ttl_rounds_up_to_the_new_ones_is_not_taken_to_outlive_it(
+        self, broker: Broker
+    ) -> None:
+        """TTL rounds to the second: 1.7 s left read as 2, as long as the new key's."""
+        broker.enqueue("a", idempotency_key="k1", idempotency_ttl=2)
+        time.sleep(0.3)
+        broker.enqueue("a", idempotency_key="k2", idempotency_ttl=2)
+        assert broker.task("a").idempotency_key == "k2"
 
     def test_an_ended_record_is_kept_as_long_as_a_key_bound_to_it_later(
         self, broker: Broker, client: redis.Redis

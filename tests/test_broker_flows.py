@@ -165,6 +165,25 @@ class TestStages:
         assert queue.counts().ready == 2
 
 
+class TestKeys:
+    def test_a_waiting_step_a_key_was_bound_to_outlives_the_key_once_cancelled(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        """skip_waiting expired a cancelled step by its result TTL alone, so a key bound
+        to it (a send with the step's id) named a missing record: the next send with
+        the key was answered with a task that no longer existed."""
+        flows = Flows(queue)
+        kept_briefly = ("b", EMPTY, 0, 100, 5, "")  # its result kept 100 ms
+        assert flows.start("f", [StageSpec((step("a"),), group=False, policy="fail"),
+                                 StageSpec((kept_briefly,), group=False, policy="fail")])
+        bound = queue.enqueue("f.2.1", idempotency_key="K", idempotency_ttl=3600)
+        assert (bound.task_id, bound.created) == ("f.2.1", False)
+        task_id, token = lease_one(queue)
+        assert queue.fail(task_id, token, "boom", dead=True).status == "dead"
+        assert queue.task("f.2.1").state == "cancelled"
+        assert client.pttl(queue.keys.task("f.2.1")) >= client.pttl(queue.keys.idem("K"))
+
+
 class TestRefused:
     @pytest.mark.parametrize(("stages", "error"), [
         ([StageSpec((step(),), group=False, policy="ignore")], "policy must be"),

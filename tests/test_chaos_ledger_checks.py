@@ -69,5 +69,6 @@ def test_a_crash_loses_only_what_was_acknowledged_just_before_it() -> None:
     assert lost_to_a_crash(99.0, crashes)
     assert lost_to_a_crash(200.0 - LOSS_WINDOW_SECONDS, crashes)
     assert not lost_to_a_crash(150.0, crashes)  # long before the second, after the first
-    assert not lost_to_a_crash(100.5, crashes)  # after it: nothing to lose
+    assert lost_to_a_crash(100.3, crashes)  # answered before it, the clock read after
+    assert not lost_to_a_crash(101.0, crashes)  # after it: nothing to lose
     assert not lost_to_a_crash(99.0, [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from conftest import ON_CLUSTER
+from helpers import stalling
 from proxy import ReplyDroppingProxy
 from taskq.app import App
 from taskq.broker import Broker, NewTask
@@ -19,6 +22,7 @@ from taskq.connection import connect
 from taskq.errors import BrokerError
 from taskq.keys import QueueKeys
 from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
 
 
 @pytest.fixture
@@ -105,6 +109,9 @@ class TestBatches:
         assert sizes([task(0, 5 * mib), task(1, mib), task(2, mib)]) == [1, 2]
         assert sizes([task(n, mib) for n in range(3)], batch_size=2) == [2, 1]
         assert sizes([]) == []
+        # Bytes, not characters: a third of a MiB of three-byte characters is 1 MiB.
+        wide = [[*task(n, 0)[:2], "\u4e2d" * (mib // 3), *task(n, 0)[3:]] for n in range(10)]
+        assert sizes(wide) == [4, 4, 2]
 
     def test_a_batch_of_large_payloads_is_enqueued_whole_over_several_calls(
         self, broker: Broker
@@ -195,6 +202,46 @@ class TestLeaseRetry:
         assert all(broker.task(t.task_id).retries == 0 for t in batch.tasks)
         types = [f["type"] for _, f in broker.client.xrange(broker.keys.events)]
         assert types.count("released") == 2
+        no_retries.client.close()
+
+    @pytest.mark.skipif(ON_CLUSTER, reason="one node stalled by a script")
+    def test_a_lease_redis_ran_after_a_stall_longer_than_the_lease_is_given_back(
+        self, broker: Broker, client: redis.Redis, redis_server: EmbeddedRedis
+    ) -> None:
+        """The call was sent into the stall and given up on after 0.3 s; Redis ran it
+        when the stall ended, 2.5 s later, a lease and more after the client gave up."""
+        impatient = Broker(redis.Redis.from_url(redis_server.url, decode_responses=True,
+                                                socket_timeout=0.3,
+                                                retry=Retry(NoBackoff(), 0)), "test")
+        assert impatient.lease_many("w1", 1, 1).tasks == []  # connected, script loaded
+        broker.enqueue("t0", max_retries=0)
+        stall = stalling(client, 2.5)
+        time.sleep(0.1)
+        with pytest.raises(BrokerError, match="cannot reach Redis to lease tasks"):
+            impatient.lease_many("w1", 1, 1)
+        stall.join()
+        batch = impatient.lease_many("w1", 30, 1)
+        assert [(t.task_id, t.token) for t in batch.tasks] == [("t0", 2)]
+        assert broker.task("t0").retries == 0
+        types = [f["type"] for _, f in broker.client.xrange(broker.keys.events)]
+        assert types == ["enqueued", "leased", "released", "leased"]
+        impatient.client.close()
+
+    def test_a_lease_with_a_request_id_given_is_left_to_its_caller_to_send_again(
+        self, proxy: ReplyDroppingProxy, broker: Broker
+    ) -> None:
+        no_retries = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
+                                                 retry=Retry(NoBackoff(), 0)), "test")
+        assert no_retries.lease_many("w0", 30, 1).tasks == []  # the server has the script
+        for n in range(3):
+            broker.enqueue(f"t{n}")
+        proxy.drop_next_reply()
+        with pytest.raises(BrokerError):
+            no_retries.lease_many("w1", 30, 2, request_id="req-1")
+        assert broker.counts().leased == 2  # it ran
+        again = no_retries.lease_many("w1", 30, 2, request_id="req-1")
+        assert [t.task_id for t in again.tasks] == ["t0", "t1"]  # README: what it leased
+        assert broker.counts().leased == 2
         no_retries.client.close()
 
     def test_a_lease_retried_with_a_new_request_would_orphan_a_task(

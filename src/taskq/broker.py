@@ -244,15 +244,19 @@ class Broker:
         """Lease up to `count` ready tasks in one atomic step.
 
         Every call carries a request id (made here unless given), so a call the client
-        retries after a lost reply returns the tasks it already leased, not more.
+        retries after a lost reply returns the tasks it already leased, not more. A call
+        whose round trip failed altogether, with an id made here, is replayed by this
+        broker's next lease (see give_back_unanswered); one with an id given is the
+        caller's to send again.
         """
         keys, args = self._lease_call(worker_id, lease_seconds, count, request_id)
-        self._give_back_unanswered()
+        self.give_back_unanswered()
         try:
             with redis_errors("lease tasks"):
                 reply = self.scripts.lease(keys=keys, args=args)
         except BrokerError as e:
-            self._unanswered.note(e, worker_id, args[5], lease_seconds)
+            if request_id is None:
+                self._unanswered.note(e, worker_id, args[5], lease_seconds)
             raise
         return LeaseBatch.from_reply(reply)
 
@@ -267,7 +271,7 @@ class Broker:
         `wait_for_work` and then `lease_many`."""
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
         timeout = block_seconds(TIMEOUT.check(timeout), self._block_limit)
-        self._give_back_unanswered()
+        self.give_back_unanswered()
         try:
             with redis_errors("lease tasks"):
                 reply = self.transport.wait_then_run(self.keys.wake, timeout,
@@ -277,9 +281,11 @@ class Broker:
             raise
         return None if reply is None else LeaseBatch.from_reply(reply)
 
-    def _give_back_unanswered(self) -> None:
+    def give_back_unanswered(self) -> None:
         """Replay each lease call of this broker that may have run unanswered, and
-        release what it leased, unstarted, to the front of ready (see unanswered.py)."""
+        release what it leased, unstarted, to the front of ready (see unanswered.py).
+        Every lease call does this first, and a worker's maintenance each turn, so a
+        queue it leases nothing from gets its tasks back too. Raises BrokerError."""
         if not self._unanswered:
             return
         for call in self._unanswered.take():
@@ -294,6 +300,8 @@ class Broker:
                 if unanswered(e):
                     self._unanswered.keep(call)
                 raise
+            if not batch.tasks and not Unanswered.answered_empty(call):
+                self._unanswered.keep(call)
             if batch.tasks:
                 log.warning("gave back %d task(s) of queue %r leased by a call whose reply "
                             "was lost: %s", len(batch.tasks), self.queue,
@@ -398,9 +406,9 @@ class Broker:
         lease_keys, lease_args = self._lease_call(worker_id, lease_seconds, count, None)
         if not held:
             return self.ack_many(held, results), self.lease_many(
-                worker_id, lease_seconds, count, lease_args[5])
+                worker_id, lease_seconds, count)
         ack_keys, ack_args = self._ack_call(held, results)
-        self._give_back_unanswered()
+        self.give_back_unanswered()
         try:
             with redis_errors("mark tasks completed and lease more"):
                 acks, leased = self.transport.run_many(

@@ -21,7 +21,7 @@ from taskq.results import QueueCounts, TaskRecord
 Call = tuple[list[str], list[Any]]
 """A script call's KEYS and ARGV."""
 
-# The most payload text one enqueue call carries (a task larger than this goes alone).
+# The most payload bytes one enqueue call carries (a task larger than this goes alone).
 # Redis runs a script whole, every other client waiting, at about 3 ms per MiB of
 # payloads here: a thousand 1 MiB payloads in one call held it 2.8 s, and past the
 # client's timeout the call is sent again.
@@ -39,7 +39,8 @@ def enqueue_calls(keys: QueueKeys, retention: int, fields: list[list[Any]],
     while start < len(fields):
         end, carried = start, 0
         while end < len(fields) and end - start < batch_size:
-            carried += len(fields[end][PAYLOAD])
+            payload = fields[end][PAYLOAD]
+            carried += len(payload) if payload.isascii() else len(payload.encode())
             if carried > BATCH_BYTES and end > start:
                 break
             end += 1

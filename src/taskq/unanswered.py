@@ -1,28 +1,35 @@
 """Lease calls whose reply never came: Redis may have run them (a command sent before
-the connection failed still runs once the server reads it), leasing tasks that no
-worker holds. Unless they are taken back, those tasks wait out their lease and are
-reaped as a failed attempt they never made, or sent to the DLQ without ever running.
+the connection failed still runs once the server reads it, however long it was
+paused), leasing tasks that no worker holds. Unless they are taken back, those tasks
+wait out their lease and are reaped as a failed attempt they never made, or sent to
+the DLQ without ever running.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import redis
 
 from taskq.errors import BrokerError
 
-# Calls kept per broker at most: through a long outage a worker's every lease fails,
-# and only those within a lease of now can still have tasks to give back.
+# Calls kept per broker at most: through a long outage a worker's every lease fails.
 KEPT = 64
 
 
-class Call(NamedTuple):
+@dataclass
+class Call:
+    """A lease call that may have run unanswered. `quiet_until` (monotonic) is set once
+    a replay found no memo of it: Redis may still be about to run it (a paused server
+    reads the closed connection's command when it wakes), so it is asked again until a
+    lease after that answer, by when a run of it would have left its memo to replay."""
+
     worker_id: str
     request_id: str
-    until: float  # monotonic: when its lease, and lease.lua's memo of it, run out
+    lease_seconds: float
+    quiet_until: float | None = None
 
 
 def unanswered(error: BrokerError) -> bool:
@@ -32,10 +39,11 @@ def unanswered(error: BrokerError) -> bool:
 
 
 class Unanswered:
-    """One broker's lease calls that may have run unanswered, for the next lease call to
-    replay by request id (lease.lua hands the same worker what that call leased) and
-    give back unstarted. The broker's threads share it: list appends and pops are
-    atomic, so each call is replayed by one thread only."""
+    """One broker's lease calls that may have run unanswered, for the next lease call
+    (or maintenance turn) to replay by request id (lease.lua hands the same worker what
+    that call leased) and give back unstarted. Only request ids taskq drew are kept: a
+    caller who gives its own retries the call itself. The broker's threads share it:
+    list appends and pops are atomic, so each call is replayed by one thread at once."""
 
     __slots__ = ("_calls",)
 
@@ -45,7 +53,7 @@ class Unanswered:
     def note(self, error: BrokerError, worker_id: str, request_id: str,
              lease_seconds: float) -> None:
         if unanswered(error):
-            self.keep(Call(worker_id, request_id, time.monotonic() + lease_seconds))
+            self.keep(Call(worker_id, request_id, lease_seconds))
 
     def keep(self, call: Call) -> None:
         self._calls.append(call)
@@ -55,11 +63,19 @@ class Unanswered:
         return bool(self._calls)
 
     def take(self) -> Iterator[Call]:
-        """Each call still within its lease, removed as it is handed out."""
-        while True:
+        """Each call kept, removed as it is handed out (`keep` puts one back)."""
+        for _ in range(len(self._calls)):
             try:
-                call = self._calls.pop()
-            except IndexError:  # none left, or another thread took the last
+                yield self._calls.pop(0)
+            except IndexError:  # another thread took the last
                 return
-            if call.until > time.monotonic():
-                yield call
+
+    @staticmethod
+    def answered_empty(call: Call) -> bool:
+        """Whether `call`, replayed and found to have leased nothing, is done with: its
+        memo was looked for at least a lease after the first such answer."""
+        now = time.monotonic()
+        if call.quiet_until is None:
+            call.quiet_until = now + call.lease_seconds
+            return False
+        return now >= call.quiet_until

@@ -128,14 +128,17 @@ local function skip_waiting(prefix, feed, flow, flow_id, from, upstream, error_t
       local step = flow_step_id(flow_id, k, i)
       local step_key = prefix .. 'task:' .. step
       -- A record of another type (written by hand) is no step's: passed over.
-      local record = redis.pcall('HMGET', step_key, 'state', 'waiters', 'result_ttl')
+      local record = redis.pcall('HMGET', step_key, 'state', 'waiters', 'result_ttl',
+        'idempotency_key')
       if not failed(record) and record[1] == 'waiting' then
         emit(feed, {'type', 'cancelled', 'task', step, 'state', 'cancelled', 'from', 'waiting',
           'flow', flow_id, 'upstream', upstream})
         redis.call('HSET', step_key, 'state', 'cancelled', 'cancelled_at', feed.now,
           'upstream', upstream, 'error_type', error_type, 'error_message', why,
           'last_error', why)
-        redis.call('PEXPIRE', step_key, record[3] or ttl)
+        -- As long as an idempotency key names it too, as every ended record is kept.
+        expire_ended(prefix, step_key, stored_whole(record[3], tonumber(ttl) or 1),
+          record[4])
         -- A done list of another type wakes no one: the producer's wait ends at its
         -- timeout, and it reads the record then.
         local done_key = prefix .. 'done:' .. step

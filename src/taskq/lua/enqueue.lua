@@ -132,8 +132,10 @@ local function bind_key(idem_record, idem_key, idem_ttl, task_key, task_id)
   local kept = redis.call('HGET', task_key, 'idempotency_key')
   if kept and kept ~= '' and kept ~= idem_key then
     local kept_record = prefix .. 'idem:' .. kept
-    local left = redis.call('TTL', kept_record)
-    if (left == -1 or left >= tonumber(idem_ttl))
+    -- PTTL: TTL rounds to the second, and a key rounded up would be kept in place
+    -- of one that outlives it.
+    local left = redis.call('PTTL', kept_record)
+    if (left == -1 or left >= tonumber(idem_ttl) * 1000)
         and redis.pcall('GET', kept_record) == task_id then
       return
     end

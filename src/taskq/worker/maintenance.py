@@ -55,6 +55,9 @@ class Maintenance:
         """Fire due schedules, promote and reap if it is time (less often while ready has
         a `backlog`; at once when a lease said something is `due`), and purge now and
         then; returns how many tasks became ready. Raises BrokerError."""
+        # Each turn, not on the intervals: a queue that strict order or a busy other
+        # queue keeps this worker from leasing must get such tasks back all the same.
+        self.broker.give_back_unanswered()
         now = time.monotonic()
         if not due and now < self._last + (EVERY_SECONDS_WITH_BACKLOG if backlog
                                            else EVERY_SECONDS):
