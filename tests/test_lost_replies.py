@@ -25,6 +25,12 @@ from taskq.settings import Settings
 from taskq.tools.embedded import EmbeddedRedis
 
 
+def unretried(url: str, **options: Any) -> Broker:
+    """A broker on a client that sends each call once: a failed round trip raises."""
+    return Broker(redis.Redis.from_url(url, decode_responses=True,
+                                       retry=Retry(NoBackoff(), 0), **options), "test")
+
+
 @pytest.fixture
 def proxied(proxy: ReplyDroppingProxy) -> Iterator[Broker]:
     """A broker whose connection (with taskq's usual client retries) runs through the proxy."""
@@ -67,8 +73,7 @@ class TestEnqueueWithoutAKey:
         self, proxy: ReplyDroppingProxy, broker: Broker
     ) -> None:
         # The seed's failure mode, shown so the test above has something to beat.
-        naive = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
-                                            retry=Retry(NoBackoff(), 0)), "test")
+        naive = unretried(proxy.url)
         naive.enqueue("warm-up")
         proxy.drop_next_reply()
         with pytest.raises(BrokerError):
@@ -81,8 +86,7 @@ class TestEnqueueWithoutAKey:
     def test_an_enqueue_that_got_no_reply_says_it_may_have_run_and_a_resend_tells(
         self, proxy: ReplyDroppingProxy, broker: Broker
     ) -> None:
-        no_retries = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
-                                                 retry=Retry(NoBackoff(), 0)), "test")
+        no_retries = unretried(proxy.url)
         no_retries.enqueue("warm-up")
         tasks = [NewTask(f"t{n}") for n in range(3)]
         proxy.drop_next_reply()
@@ -182,8 +186,7 @@ class TestLeaseRetry:
         """Every retry of the call failed too (here: none allowed), so the worker moved
         on with a new request; Redis had run the call. Without the give-back its tasks
         sat leased by no one, and were reaped as an attempt they never made."""
-        no_retries = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
-                                                 retry=Retry(NoBackoff(), 0)), "test")
+        no_retries = unretried(proxy.url)
         for n in range(4):
             broker.enqueue(f"t{n}")
         (held,) = broker.lease_many("w1", 30, 1).tasks  # t0, for the ack to carry
@@ -210,9 +213,7 @@ class TestLeaseRetry:
     ) -> None:
         """The call was sent into the stall and given up on after 0.3 s; Redis ran it
         when the stall ended, 2.5 s later, a lease and more after the client gave up."""
-        impatient = Broker(redis.Redis.from_url(redis_server.url, decode_responses=True,
-                                                socket_timeout=0.3,
-                                                retry=Retry(NoBackoff(), 0)), "test")
+        impatient = unretried(redis_server.url, socket_timeout=0.3)
         assert impatient.lease_many("w1", 1, 1).tasks == []  # connected, script loaded
         broker.enqueue("t0", max_retries=0)
         stall = stalling(client, 2.5)
@@ -230,8 +231,7 @@ class TestLeaseRetry:
     def test_a_lease_with_a_request_id_given_is_left_to_its_caller_to_send_again(
         self, proxy: ReplyDroppingProxy, broker: Broker
     ) -> None:
-        no_retries = Broker(redis.Redis.from_url(proxy.url, decode_responses=True,
-                                                 retry=Retry(NoBackoff(), 0)), "test")
+        no_retries = unretried(proxy.url)
         assert no_retries.lease_many("w0", 30, 1).tasks == []  # the server has the script
         for n in range(3):
             broker.enqueue(f"t{n}")

@@ -199,23 +199,23 @@ def fits(c: Constants, i: int, k: int) -> bool:
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
 
 
-def send(c: Constants, s: State) -> Iterator[Transition[State]]:
-    for i in c.all_ids:
-        for k in c.key_or_none:
-            shard = home(c, i, k)
-            if id_for(c, s, i, shard) and fits(c, i, k):
-                branch, t = enqueue_on(s, shard, i, k)
-                yield f"Send(i={i},k={k})/{branch}", t
+def send_with(name: str, enqueue: Callable[[State, int, int, int], tuple[str, State]]
+              ) -> Action:
+    """Send(i, k) (or a mutant's, named `name`) with `enqueue` as its EnqueueOn."""
+
+    def action(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for i in c.all_ids:
+            for k in c.key_or_none:
+                shard = home(c, i, k)
+                if id_for(c, s, i, shard) and fits(c, i, k):
+                    branch, t = enqueue(s, shard, i, k)
+                    yield f"{name}(i={i},k={k})/{branch}", t
+
+    return action
 
 
-def unbound_send(c: Constants, s: State) -> Iterator[Transition[State]]:
-    """UnboundSend(i, k): Send with UnboundEnqueueOn."""
-    for i in c.all_ids:
-        for k in c.key_or_none:
-            shard = home(c, i, k)
-            if id_for(c, s, i, shard) and fits(c, i, k):
-                branch, t = unbound_enqueue_on(s, shard, i, k)
-                yield f"UnboundSend(i={i},k={k})/{branch}", t
+send = send_with("Send", enqueue_on)
+unbound_send = send_with("UnboundSend", unbound_enqueue_on)  # UnboundEnqueueOn
 
 
 def by_id_send(c: Constants, s: State) -> Iterator[Transition[State]]:
