@@ -12,8 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import redis
 
 from cli_support import command_env, processes_of, taskq
+from taskq.broker import Broker
+from taskq.tools.demo import dashboard_problem, stall_reason
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
 from waiting import wait_until
@@ -55,9 +58,42 @@ class TestDemo:
         # After the run, the dashboard still answers on the port given.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
             assert json.loads(reply.read()) == {"ok": True, "redis": "up"}
-        demo.send_signal(signal.SIGINT)
-        assert demo.wait(timeout=15) in (0, 130)
+        demo.send_signal(signal.SIGINT)  # the end the linger offers: the summary follows
+        assert demo.wait(timeout=30) == 0, out.read_text()[-2000:]
+        assert "the guarantees held" in out.read_text()
         assert processes_of(workdir, marker) == []
+
+    def test_a_dashboard_that_does_not_come_up_is_said_not_announced(
+        self, tmp_path: Path
+    ) -> None:
+        log = tmp_path / "serve.log"
+        with open(log, "wb") as out:
+            gone = subprocess.Popen([sys.executable, "-c", "print('[Errno 98] error while "
+                                     "attempting to bind: address already in use')"],
+                                    stdout=out)
+        assert dashboard_problem(gone, free_port(), log) == (
+            "[Errno 98] error while attempting to bind: address already in use")
+        silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            assert "did not answer on port" in (
+                dashboard_problem(silent, free_port(), log, timeout=0.5) or "")
+        finally:
+            silent.kill()
+            silent.wait()
+
+    def test_a_stalled_run_says_redis_refuses_writes(
+        self, tmp_path: Path, client: redis.Redis
+    ) -> None:
+        broker = Broker(client, "demo")
+        client.config_set("maxmemory", 1)
+        try:
+            reason = stall_reason(broker, [], tmp_path)
+        finally:
+            client.config_set("maxmemory", 0)
+        assert reason.startswith("Redis refuses writes: ") and "maxmemory" in reason
+        (tmp_path / "worker-0.log").write_text("started\nERROR cannot import mytasks\n")
+        assert stall_reason(broker, [], tmp_path) == (
+            "every worker has exited; the last logged: ERROR cannot import mytasks")
 
     def test_a_size_port_or_linger_taskq_cannot_use_is_refused(self, tmp_path: Path) -> None:
         for option, value, message in (

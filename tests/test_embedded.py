@@ -18,7 +18,7 @@ import redis
 
 import taskq
 from taskq.errors import EmbeddedRedisError, UnsafeRedisError
-from taskq.safety import check_server
+from taskq.safety import check_server, check_version, redis_version, too_old
 from taskq.settings import Settings
 from taskq.tools.embedded import MAX_SOCKET_PATH, EmbeddedRedis, free_port
 
@@ -213,7 +213,53 @@ class TestBadBinaries:
         server.cleanup()
 
 
+    def test_a_server_older_than_6_2_is_refused_before_it_starts(self, tmp_path: Path) -> None:
+        binary = tmp_path / "old-redis"
+        binary.write_text("#!/bin/sh\necho 'Redis server v=5.0.6 sha=00000000:0 malloc=libc'\n")
+        binary.chmod(0o755)
+        server = EmbeddedRedis(binary=str(binary), data_dir=tmp_path / "old")
+        with pytest.raises(EmbeddedRedisError, match=r"Redis 5\.0\.6 is older than taskq "
+                           r"needs: .* run Redis 6\.2 or newer \(set REDIS_SERVER"):
+            server.start()
+        assert server.process is None  # never launched
+        server.cleanup()
+
+    def test_a_redis_6_is_refused_the_files_of_a_redis_7_it_would_start_without(
+        self, tmp_path: Path
+    ) -> None:
+        """Redis 6.2 does not read appendonlydir/: it started empty, and the tasks kept
+        there were lost once a Redis 7 came back."""
+        binary = tmp_path / "redis-6"
+        binary.write_text("#!/bin/sh\necho 'Redis server v=6.2.14 sha=00000000:0'\nexit 3\n")
+        binary.chmod(0o755)
+        data = tmp_path / "data"
+        (data / "appendonlydir").mkdir(parents=True)
+        server = EmbeddedRedis(binary=str(binary), data_dir=data)
+        with pytest.raises(EmbeddedRedisError, match="holds the data of a Redis 7"):
+            server.start()
+        server.cleanup()
+        (data / "appendonlydir").rmdir()
+        with pytest.raises(EmbeddedRedisError, match="exited with status 3"):
+            EmbeddedRedis(binary=str(binary), data_dir=data).start()  # no such files: tried
+
+
 class TestItsDirectory:
+    def test_a_directory_the_locale_cannot_spell_is_served(self, tmp_path: Path) -> None:
+        """Under LANG=C without UTF-8 mode, writing redis.conf as text raised
+        UnicodeEncodeError for a directory named 'dé mo'."""
+        data = tmp_path / "dé mo"
+        code = ("import sys; from pathlib import Path; "
+                "from taskq.tools.embedded import EmbeddedRedis; "
+                "import redis; "
+                "s = EmbeddedRedis(data_dir=Path(sys.argv[1])).start(); "
+                "print(redis.Redis.from_url(s.url).ping()); s.stop()")
+        done = subprocess.run([sys.executable, "-c", code, os.fsencode(data)],
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "PYTHONUTF8": "0", "LC_ALL": "C",
+                                   "PYTHONCOERCECLOCALE": "0"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == "True"
+
     def test_a_path_with_spaces_quotes_and_a_newline_is_served(self) -> None:
         # Short enough that the socket is made inside it (see MAX_SOCKET_PATH).
         base = Path(tempfile.mkdtemp(prefix="q ", dir="/tmp"))
@@ -307,6 +353,17 @@ class TestCheckServer:
         with hidden, client_for(hidden) as client, caplog.at_level(logging.WARNING, "taskq"):
             check_server(client)
         assert any("cannot read the server's CONFIG" in r.getMessage() for r in caplog.records)
+
+    def test_a_server_older_than_6_2_is_refused_by_its_version(
+        self, private_client: redis.Redis
+    ) -> None:
+        assert redis_version("7.0.15") == (7, 0, 15)
+        assert redis_version("Redis server v=6.2.14 sha=00000000:0") == (6, 2, 14)
+        assert redis_version("no version here") is None
+        assert too_old((6, 2, 0)) is None and too_old((7, 4, 1)) is None
+        assert "Redis 6.0.9 is older than taskq needs" in (too_old((6, 0, 9)) or "")
+        check_version(private_client)  # this one is new enough
+        check_version(redis.Redis(connection_pool=private_client.connection_pool))
 
     def test_unsafe_redis_error_is_a_broker_error(self) -> None:
         assert issubclass(UnsafeRedisError, taskq.BrokerError)

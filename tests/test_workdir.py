@@ -6,10 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from taskq.errors import ConfigError
+from taskq.tools import workdir
 from taskq.tools.workdir import MARK, fresh_workdir
 
 
@@ -71,3 +73,24 @@ def test_a_directory_a_run_in_another_process_still_uses_is_refused_and_kept(
         holder.kill()
         holder.communicate()
     assert [p.name for p in fresh_workdir(run).iterdir()] == [MARK]  # its run has ended
+
+
+def test_a_mark_replaced_between_its_open_and_its_lock_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run that emptied the directory in between left this one locking a file no
+    one else could see: both took the directory."""
+    mark = tmp_path / "mark"
+    real_flock = workdir.fcntl.flock
+
+    def replaced_first(handle: Any, operation: int) -> None:
+        mark.unlink()
+        mark.write_text("the other run's")
+        real_flock(handle, operation)
+
+    monkeypatch.setattr(workdir.fcntl, "flock", replaced_first)
+    assert workdir.try_lock(mark) is None
+    monkeypatch.setattr(workdir.fcntl, "flock", real_flock)
+    held = workdir.try_lock(mark)
+    assert held is not None
+    held.close()

@@ -3,14 +3,57 @@
 from __future__ import annotations
 
 import logging
+import re
+from typing import Any
 
 import redis
 
 from taskq.boundary import redis_errors, text
-from taskq.errors import UnsafeRedisError
+from taskq.errors import ConfigError, UnsafeRedisError
 from taskq.transport import Client
 
 log = logging.getLogger("taskq")
+
+# The oldest Redis taskq's scripts run on: they use LMOVE and BLMOVE, RPOP with a
+# count and ZADD's LT, all new in 6.2. On an older server a script fails part way.
+MIN_REDIS = (6, 2)
+
+
+def redis_version(text_: str) -> tuple[int, ...] | None:
+    """The version in `text_` ("7.0.15", or redis-server --version's "v=7.0.15"), or
+    None where it holds none."""
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text_)
+    return None if found is None else tuple(int(part) for part in found.groups())
+
+
+def too_old(version: tuple[int, ...]) -> str | None:
+    """Why a server of `version` cannot run taskq, or None if it can."""
+    if version[:2] >= MIN_REDIS:
+        return None
+    return (f"Redis {'.'.join(map(str, version))} is older than taskq needs: its scripts "
+            "use commands new in Redis 6.2 (LMOVE, BLMOVE, RPOP with a count), so run "
+            "Redis 6.2 or newer")
+
+
+def check_version(client: Client) -> None:
+    """Raise ConfigError if the server (every node of a cluster) is older than 6.2."""
+    with redis_errors("read the server's version"):
+        info: Any = client.info("server")
+    versions = [redis_version(str(v)) for k, v in _flat(info) if k == "redis_version"]
+    for version in versions:
+        problem = None if version is None else too_old(version)
+        if problem:
+            raise ConfigError(problem)
+
+
+def _flat(info: Any) -> list[tuple[str, Any]]:
+    """INFO's fields, from one node's dict or a cluster's dict of them."""
+    if not isinstance(info, dict):
+        return []
+    pairs: list[tuple[str, Any]] = []
+    for key, value in info.items():
+        pairs += _flat(value) if isinstance(value, dict) else [(str(key), value)]
+    return pairs
 
 
 def check_server(client: Client) -> None:
@@ -20,7 +63,9 @@ def check_server(client: Client) -> None:
     Any policy but `noeviction` can drop keys under memory pressure: `allkeys-*` takes
     task records and queues, `volatile-*` takes idempotency keys, and then a resent
     task is created twice. Servers that hide CONFIG (managed Redis) get a warning.
+    A server older than Redis 6.2 raises ConfigError (see MIN_REDIS).
     """
+    check_version(client)
     with redis_errors("check the server's settings"):
         try:
             policy = _config(client, "maxmemory-policy")

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from taskq.cli.common import settings_from
-from taskq.errors import ConfigError
+from taskq.errors import ConfigError, EmbeddedRedisError
 from taskq.tools.embedded import EmbeddedRedis
 
 HELP = "run a private redis-server in the foreground (AOF on) until Ctrl-C"
@@ -38,6 +38,13 @@ def main(args: argparse.Namespace) -> int:
         server.cleanup()
         raise ConfigError(f"--dir {args.dir!r}: cannot run Redis there: "
                           f"{e.strerror or e}") from e
+    except EmbeddedRedisError as e:
+        server.cleanup()
+        if "Address already in use" in str(e):
+            raise EmbeddedRedisError(f"port {args.port} is taken (a Redis already running "
+                                     "there?): pick another --port, or stop what holds it; "
+                                     f"{e}") from None
+        raise
     print(f"redis-server {server.binary} listening on {server.url} (data in {args.dir}); "
           "Ctrl-C stops it", flush=True)
     print(f"  export REDIS_URL={server.url}", flush=True)

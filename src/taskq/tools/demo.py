@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -9,12 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+
+import redis
 
 from taskq.broker import Broker, NewTask
 from taskq.errors import ConfigError
@@ -27,6 +32,9 @@ from taskq.tools.ledger import Ledger
 from taskq.tools.workdir import fresh_workdir
 
 UNKNOWN_TASK = "demo.no_such_task"
+# How long a run may go with no task ending before it stops and says why: a healthy
+# one ends tasks every second, through its worker's kill and the reap that follows.
+STALL_SECONDS = 20.0
 # The sizes a run takes, by their command-line options: every task is tracked in memory
 # by the checks, and every worker is a process of its own.
 SIZES: dict[str, Range[int] | Range[float]] = {
@@ -122,20 +130,43 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
                                   str(workdir / "serve.log")))
             kept = (f"kept {plan.linger:g}s after it" if plan.linger > 0
                     else "add --linger 600 to keep it 10 minutes after")
+            problem = dashboard_problem(services[-1], port, workdir / "serve.log")
             say(f"live dashboard: http://127.0.0.1:{port}/?queue={queue} (up while the demo "
-                f"runs; {kept})")
+                f"runs; {kept})" if problem is None else
+                f"no live dashboard: {problem} (the demo runs on without it)")
             for n in range(plan.workers):
                 start_worker(n)
             charged, unknown = send(broker, plan, rng, say)
             with tracking(len(charged + unknown), "tasks ended") as tracker:
-                watch(broker, plan, charged + unknown, workers, start_worker, rng, tracker)
+                watch(broker, plan, charged + unknown, workers, start_worker, rng, tracker,
+                      workdir)
             if plan.linger > 0:
                 say(f"done; the dashboard stays up for {plan.linger:.0f}s (Ctrl-C ends it)")
-                time.sleep(plan.linger)
+                with contextlib.suppress(KeyboardInterrupt):  # the end it offers: a summary
+                    time.sleep(plan.linger)
         finally:
             stop_all(workers + services)
         return DemoResult(summarize(broker, ledger_path, plan, charged, unknown, say),
                           time.monotonic() - started)
+
+
+def dashboard_problem(serve: subprocess.Popen[bytes], port: int, log: Path,
+                      timeout: float = 10.0) -> str | None:
+    """Why `taskq serve` is not answering on `port` within `timeout` seconds (the last
+    line of its log, where it exited), or None once /healthz answers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if serve.poll() is not None:
+            lines = log.read_text(errors="replace").strip().splitlines()
+            return lines[-1] if lines else f"taskq serve exited with {serve.returncode}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return None
+        except urllib.error.HTTPError:
+            return None  # it answers (a 503 while Redis is away is an answer)
+        except OSError:
+            time.sleep(0.1)
+    return f"taskq serve did not answer on port {port} within {timeout:g}s (see {log})"
 
 
 def send(broker: Broker, plan: DemoPlan, rng: random.Random,
@@ -164,16 +195,25 @@ def send(broker: Broker, plan: DemoPlan, rng: random.Random,
 
 def watch(broker: Broker, plan: DemoPlan, task_ids: list[str],
           workers: list[subprocess.Popen[bytes]], start_worker: Callable[[int], None],
-          rng: random.Random, tracker: Tracker, timeout: float = 180.0) -> None:
-    """Show progress until every task is completed or dead; kill one worker on the way."""
+          rng: random.Random, tracker: Tracker, workdir: Path, timeout: float = 180.0
+          ) -> None:
+    """Show progress until every task is completed or dead; kill one worker on the way.
+    A run where no task ends for STALL_SECONDS stops, saying what it found wrong."""
     deadline = time.monotonic() + timeout
     killed = False
+    ended, progressed = -1, time.monotonic()
     while time.monotonic() < deadline:
         done, dead = terminal_counts(broker, task_ids)
         c = broker.counts()
         tracker.update(done + dead, f"  completed {done:4d}/{len(task_ids)}  dead {dead:3d}  "
                        f"ready {c.ready:4d}  running {c.leased:3d}  waiting {c.delayed:3d}")
         if done + dead == len(task_ids):
+            return
+        if done + dead != ended:
+            ended, progressed = done + dead, time.monotonic()
+        elif time.monotonic() - progressed > STALL_SECONDS:
+            tracker.note(f"  no task ended for {STALL_SECONDS:.0f}s: "
+                         f"{stall_reason(broker, workers, workdir)}")
             return
         if not killed and done > len(task_ids) // 3:
             victim = rng.randrange(len(workers))
@@ -184,6 +224,24 @@ def watch(broker: Broker, plan: DemoPlan, task_ids: list[str],
             killed = True
         time.sleep(0.5)
     tracker.note(f"  gave up waiting after {timeout:.0f}s")
+
+
+def stall_reason(broker: Broker, workers: list[subprocess.Popen[bytes]],
+                 workdir: Path) -> str:
+    """What keeps the run's tasks from ending, as far as the demo can tell: Redis
+    refusing writes (a full disk, out of memory), every worker gone, or the last line a
+    worker logged."""
+    try:
+        broker.client.set(f"{broker.keys.prefix}demo:probe", "1")
+    except redis.RedisError as e:
+        return f"Redis refuses writes: {e}"
+    logs = sorted(workdir.glob("worker-*.log"), key=lambda p: p.stat().st_mtime)
+    last = next((line for log in reversed(logs)
+                 for line in reversed(log.read_text(errors="replace").splitlines())
+                 if line.strip()), "")
+    if all(w.poll() is not None for w in workers):
+        return f"every worker has exited; the last logged: {last}"
+    return f"the workers' last word: {last}" if last else "the workers logged nothing"
 
 
 def terminal_counts(broker: Broker, task_ids: list[str]) -> tuple[int, int]:

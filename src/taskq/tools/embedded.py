@@ -20,6 +20,7 @@ import redis
 
 from taskq.errors import EmbeddedRedisError
 from taskq.processes import die_with_parent
+from taskq.safety import redis_version, too_old
 from taskq.tools.workdir import try_lock
 
 # sun_path holds 108 bytes on Linux; a longer socket path fails to bind.
@@ -84,7 +85,10 @@ class EmbeddedRedis:
         self.data_dir = self.data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.socket_path = self.data_dir / "redis.sock"
-        if len(str(self.socket_path)) > MAX_SOCKET_PATH:
+        # A socket path must fit sun_path, and go through a URL and back: one the
+        # locale's encoding cannot spell (a non-ASCII directory under LANG=C) would not.
+        if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH \
+                or not str(self.socket_path).isascii():
             self._socket_dir = Path(tempfile.mkdtemp(prefix="tq-"))
             self.socket_path = self._socket_dir / "redis.sock"
 
@@ -129,10 +133,13 @@ class EmbeddedRedis:
             if self._lock is None:
                 raise EmbeddedRedisError(
                     f"a redis-server taskq started still runs in {self.data_dir}: stop it, "
-                    "or give another directory")
+                    "or give another directory (--dir)")
         try:
+            self._refuse_a_server_it_cannot_use()
             conf = self.data_dir / "redis.conf"
-            conf.write_text("\n".join(self.config_lines()) + "\n")
+            # Bytes: a directory whose name the locale's encoding cannot spell (LANG=C)
+            # gets its own bytes back, not a UnicodeEncodeError.
+            conf.write_bytes(os.fsencode("\n".join(self.config_lines()) + "\n"))
             try:
                 self._launch(conf, timeout)
             except EmbeddedRedisError:
@@ -144,6 +151,27 @@ class EmbeddedRedis:
                 self._unlock()  # nothing runs in the directory: the next start may
             raise
         return self
+
+    def _refuse_a_server_it_cannot_use(self) -> None:
+        """Refuse a binary older than Redis 6.2 (taskq's scripts would fail part way), and
+        one older than 7.0 where the directory holds Redis 7's append-only files, which
+        it cannot read: it would start empty, and the tasks written there would be lost
+        once a Redis 7 wrote over them."""
+        assert self.data_dir is not None
+        said = subprocess.run([self.binary, "--version"], capture_output=True, text=True,
+                              errors="replace", timeout=30, check=False).stdout
+        version = redis_version(said)
+        if version is None:
+            return  # not one that says: left to the server itself
+        problem = too_old(version)
+        if problem:
+            raise EmbeddedRedisError(f"{self.binary}: {problem} (set REDIS_SERVER to one)")
+        if version[0] < 7 and (self.data_dir / "appendonlydir").is_dir():
+            raise EmbeddedRedisError(
+                f"{self.data_dir} holds the data of a Redis 7 (appendonlydir/), which "
+                f"{self.binary} (Redis {'.'.join(map(str, version))}) cannot read: it would "
+                "start empty. Set REDIS_SERVER to a Redis 7 server, or give another "
+                "directory")
 
     def _launch(self, conf: Path, timeout: float) -> None:
         assert self.data_dir is not None
@@ -177,6 +205,8 @@ class EmbeddedRedis:
         return b"Successfully truncated" in fixed.stdout
 
     def _wait_until_up(self, timeout: float) -> None:
+        """Wait until the server answers: `timeout` seconds for it to start answering,
+        and as long as it says it is loading its data (a large AOF takes its time)."""
         deadline = time.monotonic() + timeout
         client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
         try:
@@ -190,14 +220,15 @@ class EmbeddedRedis:
                     if client.ping():
                         return
                 except redis.BusyLoadingError:
-                    pass
-                except redis.ConnectionError:
+                    deadline = time.monotonic() + timeout  # loading: it is up, and busy
+                except (redis.ConnectionError, redis.TimeoutError):
                     pass
                 time.sleep(0.02)
         finally:
             client.close()
+        tail = self.log_tail()
         self.kill()
-        raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s")
+        raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s: {tail}")
 
     def log_tail(self, lines: int = 5) -> str:
         """The last lines of the server's log, or of what it wrote to stderr when that

@@ -5,6 +5,7 @@ a run is still using."""
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 from pathlib import Path
 from typing import BinaryIO
@@ -22,12 +23,17 @@ _HELD: dict[Path, BinaryIO] = {}
 
 def try_lock(path: Path) -> BinaryIO | None:
     """`path` (made if missing) opened and locked (flock, exclusive) for as long as the
-    returned file stays open; None if another process holds it. The lock goes with the
-    process however it ends."""
+    returned file stays open; None if another process holds it, or if the file was
+    removed or replaced between the open and the lock (another run that emptied the
+    directory meanwhile: the lock would be on a file no one else can see). The lock goes
+    with the process however it ends."""
     handle = path.open("ab")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        if os.fstat(handle.fileno()).st_ino != os.stat(path).st_ino:
+            handle.close()
+            return None
+    except (BlockingIOError, FileNotFoundError):
         handle.close()
         return None
     return handle
