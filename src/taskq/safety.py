@@ -37,7 +37,7 @@ def too_old(version: tuple[int, ...]) -> str | None:
 
 def check_version(client: Client) -> None:
     """Raise ConfigError if the server (every node of a cluster) is older than 6.2."""
-    with redis_errors("read the server's version"):
+    with redis_errors("check the server's settings"):
         info: Any = client.info("server")
     versions = [redis_version(str(v)) for k, v in _flat(info) if k == "redis_version"]
     for version in versions:

