@@ -33,6 +33,13 @@ class redis_errors:  # lower case: it reads as a function at every `with`
             raise broker_error(self.operation, error) from error
 
 
+def lost_in_transit(error: BaseException | None) -> bool:
+    """Whether `error` (a Redis error, or the BrokerError made of one) is a round trip
+    that failed, rather than Redis answering with an error: the call may have run."""
+    cause = error.__cause__ if isinstance(error, BrokerError) else error
+    return isinstance(cause, redis.ConnectionError | redis.TimeoutError)
+
+
 def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
     user's words ("list the dead letter queue"), not the name of an internal step."""
@@ -40,7 +47,7 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
     if detail in ("No connection available", "Too many connections"):
         return BrokerError(f"could not {words}: every connection of this client to Redis "
                            f"was in use for as long as a call may wait ({detail})")
-    if isinstance(error, redis.ConnectionError | redis.TimeoutError):
+    if lost_in_transit(error):
         return BrokerError(f"cannot reach Redis to {words}: {detail}")
     if detail == "DB index is out of range":
         return BrokerError(f"could not {words}: this Redis has no database of the number "

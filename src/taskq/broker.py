@@ -12,6 +12,7 @@ from taskq.boundary import (
     block_limit,
     block_seconds,
     broker_error,
+    lost_in_transit,
     redis_errors,
     text,
     whole_text,
@@ -90,7 +91,7 @@ from taskq.scripts import Scripts
 from taskq.settings import Settings
 from taskq.shards import SHARDS_KEY, refuse_sharded
 from taskq.transport import Client, transport_for
-from taskq.unanswered import Unanswered, unanswered
+from taskq.unanswered import Unanswered
 
 __all__ = [
     "Broker",
@@ -251,13 +252,9 @@ class Broker:
         """
         keys, args = self._lease_call(worker_id, lease_seconds, count, request_id)
         self.give_back_unanswered()
-        try:
-            with redis_errors("lease tasks"):
-                reply = self.scripts.lease(keys=keys, args=args)
-        except BrokerError as e:
-            if request_id is None:
-                self._unanswered.note(e, worker_id, args[5], lease_seconds)
-            raise
+        with (self._unanswered.errors("lease tasks", worker_id, args[5], lease_seconds)
+              if request_id is None else redis_errors("lease tasks")):
+            reply = self.scripts.lease(keys=keys, args=args)
         return LeaseBatch.from_reply(reply)
 
     def wait_and_lease(
@@ -272,13 +269,9 @@ class Broker:
         keys, args = self._lease_call(worker_id, lease_seconds, count, None)
         timeout = block_seconds(TIMEOUT.check(timeout), self._block_limit)
         self.give_back_unanswered()
-        try:
-            with redis_errors("lease tasks"):
-                reply = self.transport.wait_then_run(self.keys.wake, timeout,
-                                                     self.scripts.lease.script, keys, args)
-        except BrokerError as e:
-            self._unanswered.note(e, worker_id, args[5], lease_seconds)
-            raise
+        with self._unanswered.errors("lease tasks", worker_id, args[5], lease_seconds):
+            reply = self.transport.wait_then_run(self.keys.wake, timeout,
+                                                 self.scripts.lease.script, keys, args)
         return None if reply is None else LeaseBatch.from_reply(reply)
 
     def give_back_unanswered(self) -> None:
@@ -297,11 +290,10 @@ class Broker:
                 for task in reversed(batch.tasks):  # each to the front: first goes last
                     self.release(task.task_id, task.token)
             except BrokerError as e:
-                if unanswered(e):
+                if lost_in_transit(e):
                     self._unanswered.keep(call)
                 raise
-            if not batch.tasks and not Unanswered.answered_empty(call):
-                self._unanswered.keep(call)
+            self._unanswered.replayed(call, bool(batch.tasks))
             if batch.tasks:
                 log.warning("gave back %d task(s) of queue %r leased by a call whose reply "
                             "was lost: %s", len(batch.tasks), self.queue,
@@ -409,16 +401,13 @@ class Broker:
                 worker_id, lease_seconds, count)
         ack_keys, ack_args = self._ack_call(held, results)
         self.give_back_unanswered()
-        try:
-            with redis_errors("mark tasks completed and lease more"):
-                acks, leased = self.transport.run_many(
-                    [(self.scripts.ack.script, ack_keys, ack_args),
-                     (self.scripts.lease.script, lease_keys, lease_args)])
-                if isinstance(leased, Exception):
-                    raise leased
-        except BrokerError as e:
-            self._unanswered.note(e, worker_id, lease_args[5], lease_seconds)
-            raise
+        with self._unanswered.errors("mark tasks completed and lease more", worker_id,
+                                     lease_args[5], lease_seconds):
+            acks, leased = self.transport.run_many(
+                [(self.scripts.ack.script, ack_keys, ack_args),
+                 (self.scripts.lease.script, lease_keys, lease_args)])
+            if isinstance(leased, Exception):
+                raise leased
         if isinstance(acks, Exception):
             return broker_error("mark a task completed", acks), LeaseBatch.from_reply(leased)
         return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)

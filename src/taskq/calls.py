@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import redis
-
-from taskq.boundary import broker_error, redis_errors, text
+from taskq.boundary import broker_error, lost_in_transit, redis_errors, text
 from taskq.errors import BrokerError, InvalidTaskError
 from taskq.keys import QueueKeys, check_task_id
 from taskq.limits import shown
@@ -62,7 +60,7 @@ class enqueue_errors(redis_errors):  # lower case, as redis_errors
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
-        if isinstance(error, redis.ConnectionError | redis.TimeoutError):
+        if error is not None and lost_in_transit(error):
             raise BrokerError(
                 f"{broker_error(self.operation, error)}; Redis may have run the call all "
                 "the same: an id that names a task is not enqueued again, so sending the "

@@ -11,9 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import redis
-
-from taskq.errors import BrokerError
+from taskq.boundary import lost_in_transit, redis_errors
 
 # Calls kept per broker at most: through a long outage a worker's every lease fails.
 KEPT = 64
@@ -32,12 +30,6 @@ class Call:
     quiet_until: float | None = None
 
 
-def unanswered(error: BrokerError) -> bool:
-    """Whether the call that raised `error` may have run: its round trip failed, rather
-    than Redis answering it with an error."""
-    return isinstance(error.__cause__, redis.ConnectionError | redis.TimeoutError)
-
-
 class Unanswered:
     """One broker's lease calls that may have run unanswered, for the next lease call
     (or maintenance turn) to replay by request id (lease.lua hands the same worker what
@@ -50,10 +42,11 @@ class Unanswered:
     def __init__(self) -> None:
         self._calls: list[Call] = []
 
-    def note(self, error: BrokerError, worker_id: str, request_id: str,
-             lease_seconds: float) -> None:
-        if unanswered(error):
-            self.keep(Call(worker_id, request_id, lease_seconds))
+    def errors(self, operation: str, worker_id: str, request_id: str,
+               lease_seconds: float) -> lease_errors:
+        """redis_errors for a lease call made with `request_id`, keeping the call here
+        if its round trip fails."""
+        return lease_errors(operation, self, worker_id, request_id, lease_seconds)
 
     def keep(self, call: Call) -> None:
         self._calls.append(call)
@@ -70,12 +63,34 @@ class Unanswered:
             except IndexError:  # another thread took the last
                 return
 
-    @staticmethod
-    def answered_empty(call: Call) -> bool:
-        """Whether `call`, replayed and found to have leased nothing, is done with: its
-        memo was looked for at least a lease after the first such answer."""
+    def replayed(self, call: Call, leased: bool) -> None:
+        """`call` was replayed: done with if it had leased tasks (now given back), or if
+        its memo was looked for in vain a lease after the first such answer; else kept
+        to be asked again."""
+        if leased:
+            return
         now = time.monotonic()
         if call.quiet_until is None:
             call.quiet_until = now + call.lease_seconds
-            return False
-        return now >= call.quiet_until
+        if now < call.quiet_until:
+            self.keep(call)
+
+
+class lease_errors(redis_errors):  # lower case, as redis_errors
+    """redis_errors for a lease call: one whose round trip failed may have run, and is
+    kept in its broker's Unanswered to be replayed."""
+
+    __slots__ = ("calls", "lease_seconds", "request_id", "worker_id")
+
+    def __init__(self, operation: str, calls: Unanswered, worker_id: str, request_id: str,
+                 lease_seconds: float) -> None:
+        super().__init__(operation)
+        self.calls, self.worker_id = calls, worker_id
+        self.request_id, self.lease_seconds = request_id, lease_seconds
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
+        if lost_in_transit(error):
+            self.calls.keep(Call(self.worker_id, self.request_id, self.lease_seconds))
+        super().__exit__(kind, error, _tb)
