@@ -2,7 +2,9 @@
 against the ConcurrencyLimit model: enqueues of a limited and an unlimited task at any
 priority, leases of any size by three workers (some leases brief enough to run out),
 settles by current and stale holders (ack, fail, release, a cancel heard and settled),
-reaps, promotions and cancels of any task. After every step: T1 (parked tasks are
+reaps, promotions, cancels of any task, and a redeploy that raises the limit (which
+frees slots and marks no group: the ConcurrencyGroups model's sweep finds them). After
+every step: T1 (parked tasks are
 pending and nowhere else), SlotsAreLeases (the slots Redis counts are exactly the
 current leases of the limited name) and NeverOverLimit (L1); after a lease that emptied
 ready, no task waits parked while a slot is free. In the end every task has ended and
@@ -104,6 +106,12 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         self.broker.reap(**FAST)
         time.sleep(0.005)  # past the retry's backoff, so a reaped task is ready again
         self.broker.promote()
+
+    @precondition(lambda self: self.most < 4)
+    @rule()
+    def a_redeploy_raises_the_limit(self) -> None:
+        self.most += 1
+        self.broker.concurrency_limits = (ConcurrencyLimit(LIMITED, self.most),)
 
     @precondition(lambda self: self.sent)
     @rule(pick=st.integers(0, 1000))

@@ -125,6 +125,7 @@ class TestCatalogue:
             "RateLimitGhostSlot", "RateLimitReleaseKeepsNext", "QueueRateLimitRetake",
             "QueueRateLimitKeepLine",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
+            "ConcurrencyGroupsNoSweep",
             "ShardsRouteById", "ShardsFixedOrder", "ShardsKeyLeftUnbound", "ProgressNoFence",
             "ProgressTokenless",
             "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",
