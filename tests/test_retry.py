@@ -222,6 +222,21 @@ class TestPoliciesOnAWorker:
         ended(app, task_id, "dead")
         assert started[1] - started[0] >= 0.3  # equal jitter: from half the backoff
 
+    def test_a_task_backoff_base_above_the_settings_cap_is_not_cut_down_to_it(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        started: list[float] = []
+
+        @app.task("slow_base", max_retries=1, retry=RetryPolicy(backoff_base=0.6))
+        def slow_base() -> None:
+            started.append(time.monotonic())
+            raise ValueError("x")
+
+        task_id = slow_base.enqueue().task_id
+        start_worker()  # its settings back off at most 0.05 s
+        ended(app, task_id, "dead")
+        assert started[1] - started[0] >= 0.3  # equal jitter: from half the base
+
     def test_an_unknown_task_goes_dead_at_once_with_retries_left(
         self, app: App, start_worker: StartWorker
     ) -> None:
@@ -526,14 +541,15 @@ class TestTimeLimits:
 
 
 class TestUnusualEndings:
-    def test_a_result_that_cannot_be_kept_is_settled_by_the_tasks_policy(
+    def test_a_result_that_cannot_be_kept_sends_the_task_to_the_dlq_with_its_effect_once(
         self, app: App, start_worker: StartWorker
     ) -> None:
         attempts: list[int] = []
 
-        @app.task("unkept", max_retries=3, retry=RetryPolicy(retry_on=(ConnectionError,)))
+        @app.task("unkept", max_retries=3)  # the default policy retries any exception
         def unkept() -> set[int]:
-            attempts.append(current_task().attempt)
+            with current_task().effect():
+                attempts.append(current_task().attempt)
             return {1, 2}
 
         task_id = unkept.enqueue().task_id

@@ -506,7 +506,8 @@ class Runner:
                   value: Any, keep: bool) -> Outcome:
         """The outcome of a handler that returned `value`: encoded on the handler's own
         thread, so the loop thread only sends it. A value that cannot be kept fails the
-        attempt, saying why, settled as the task's policy says of a ResultError."""
+        attempt, saying why, and sends the task to the DLQ at once: another attempt would
+        run the handler, and its effects, again to return the same kind of value."""
         if not keep:
             return Outcome(task, context, None)
         try:
@@ -515,7 +516,7 @@ class Runner:
         except ResultError as e:  # the handler must change
             return Outcome(task, context, Failure(
                 "taskq.ResultError", str(e), summary=f"ResultError: {e}"[:MAX_SUMMARY_CHARS]),
-                decision=decision(task, policy, e))
+                decision=NEVER)
 
     def close(self) -> None:
         """Stop taking jobs. Handlers still running are daemon threads: they end with the

@@ -171,7 +171,10 @@ class Settler:
               decision: Decision) -> None:
         s = self.settings
         base = s.backoff_base_seconds if decision.backoff_base is None else decision.backoff_base
-        cap = s.backoff_max_seconds if decision.backoff_max is None else decision.backoff_max
+        # A policy's own base above the settings' cap raises the cap to it: the policy's
+        # base replaces the setting, and is never cut down by a cap it did not choose.
+        cap = max(s.backoff_max_seconds, base) if decision.backoff_max is None \
+            else decision.backoff_max
         dead, delay = decision.mode == "dead", decision.delay if decision.mode == "delay" else None
         result = self._outage(broker).retry(f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=delay, dead=dead))
