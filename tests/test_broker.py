@@ -619,23 +619,47 @@ class TestHandChangedState:
         assert client.lrange(broker.keys.ready + ":9", 0, -1) == []
         assert state(client, broker.keys, "t1") == "cancelled"
 
-    @pytest.mark.parametrize("written", ["done", "events"])
     def test_an_ack_batch_a_key_of_another_type_would_refuse_part_way_writes_nothing(
-        self, broker: Broker, client: redis.Redis, written: str
+        self, broker: Broker, client: redis.Redis
     ) -> None:
         """Acks leave leased together, last: refused half way, completed tasks would
         stay leased, to be reaped and run again."""
         broker.enqueue("t1")
         broker.enqueue("t2")
         tokens = [lease_one(broker, "w", 10), lease_one(broker, "w", 10)]
-        broker.watch("t2")
-        key = broker.keys.done("t2") if written == "done" else broker.keys.events
-        client.delete(key)
-        client.set(key, "not taskq's")
+        key = overwrite(client, broker.keys, "events")
         assert_refused_unchanged(client, key, lambda: broker.ack_many(tokens))
         client.delete(key)
         assert broker.ack_many(tokens) == [True, True]
         assert where(client, broker.keys, "t1") == where(client, broker.keys, "t2") == []
+
+    @pytest.mark.parametrize("end", ["ack", "ack_cancelled", "fail", "reap", "cancel"])
+    def test_a_watched_task_whose_done_list_is_of_another_type_still_ends_with_its_event(
+        self, broker: Broker, client: redis.Redis, end: str
+    ) -> None:
+        """The done list only wakes producers: one written by hand must not leave the
+        task half ended, out of leased with no event and its workflow never moved on."""
+        broker.enqueue("t1", max_retries=0)
+        token = 0 if end == "cancel" else lease_one(broker, "w", 0.05 if end == "reap" else 10)[1]
+        broker.watch("t1")
+        client.set(broker.keys.done("t1"), "not taskq's")
+        if end == "ack":
+            assert broker.ack("t1", token)
+        elif end == "ack_cancelled":
+            assert broker.cancel("t1").outcome == "requested"
+            assert broker.ack_cancelled("t1", token)
+        elif end == "fail":
+            assert broker.fail("t1", token, "boom").status == "dead"
+        elif end == "reap":
+            wait_past(0.05)
+            assert broker.reap() == [("t1", "dead")]
+        else:
+            assert broker.cancel("t1").outcome == "cancelled"
+        ended = {"ack": "completed", "fail": "dead", "reap": "dead"}.get(end, "cancelled")
+        assert state(client, broker.keys, "t1") == ended
+        last = client.xrevrange(broker.keys.events, count=1)[0][1]
+        assert last["task"] == "t1" and last["state"] == ended
+        assert client.get(broker.keys.done("t1")) == "not taskq's"
 
     def test_a_due_task_whose_record_is_of_another_type_is_dropped_and_the_rest_promoted(
         self, broker: Broker, client: redis.Redis

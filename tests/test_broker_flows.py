@@ -231,6 +231,30 @@ class TestRefused:
         client.delete(key)
         assert Flows(queue).cancel("t").outcome == "cancelled"
 
+    def test_a_cancel_passes_over_a_step_whose_record_is_of_another_type(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        chord(Flows(queue), 2, flow_id="t")
+        client.delete(queue.keys.task("t.2.1"))
+        client.set(queue.keys.task("t.2.1"), "not taskq's")
+        cancelled = Flows(queue).cancel("t")
+        assert (cancelled.outcome, cancelled.ended) == ("cancelled", 2)
+        assert [e.task for e in events(client, queue.keys) if e.type == "cancelled"] == [
+            "t.1.2", "t.1.1"]
+        assert client.get(queue.keys.task("t.2.1")) == "not taskq's"
+        assert Flows(queue).status("t").state == "cancelled"
+
+    def test_a_cancel_takes_a_groups_steps_newest_first_each_from_the_head_of_ready(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        """Each LREM then stops at the list's first element: oldest first, cancelling
+        a group of 10,000 walked 50 million list elements in one script."""
+        chord(Flows(queue), 5, flow_id="t")
+        assert client.lrange(queue.keys.ready, 0, 0) == ["t.1.5"]
+        Flows(queue).cancel("t")
+        assert [e.task for e in events(client, queue.keys) if e.type == "cancelled"] == [
+            "t.1.5", "t.1.4", "t.1.3", "t.1.2", "t.1.1", "t.2.1"]
+
     @pytest.mark.parametrize(("written", "priority"), [
         ("ready", 5), ("ready:9", 9), ("ready:levels", 9)])
     def test_the_last_ack_of_a_stage_whose_next_place_is_of_another_type_writes_nothing(

@@ -41,10 +41,12 @@ end
 -- and the state it found.
 local function cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
   local task_key = prefix .. 'task:' .. task_id
-  local record = redis.call('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
+  local record = redis.pcall('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
     'priority', 'name', 'parked', 'limit_key', 'rate_slot', unpack(CANCEL_FIELDS))
+  -- A record of another type is no task's, as cancel_types passed it over: a flow's
+  -- cancel goes on to its other steps rather than failing after its first writes.
+  if failed(record) or not record[1] then return 'unknown', '' end
   local state = record[1]
-  if not state then return 'unknown', '' end
   if only_state ~= '' and state ~= only_state then return 'unchanged', state end
   local cancel = {record[9], record[10], record[11], record[12], record[13]}
   -- The record outlives the task's end as a completed one would.

@@ -8,12 +8,15 @@
 -- task's done list, rotating it onto itself (BLMOVE done done), so one element wakes
 -- every waiter. It need only outlive the waiters already blocked: one arriving later
 -- reads the ended record and does not block. retry_dead deletes it, since a list left
--- in place would wake the waiters of the next run at once.
+-- in place would wake the waiters of the next run at once. A done list of another type
+-- (written by hand) wakes no one, and must not stop the end it would announce: the
+-- producer's own wait on it fails, naming the key.
 local DONE_TTL_MS = '60000'
 local function wake_waiters(prefix, task_id)
   local done_key = prefix .. 'done:' .. task_id
-  redis.call('RPUSH', done_key, '1')
-  redis.call('PEXPIRE', done_key, DONE_TTL_MS)
+  if not failed(redis.pcall('RPUSH', done_key, '1')) then
+    redis.call('PEXPIRE', done_key, DONE_TTL_MS)
+  end
 end
 
 -- Keeps an ended (completed or cancelled) record `ttl_ms`, or longer if its idempotency

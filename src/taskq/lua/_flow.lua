@@ -139,12 +139,7 @@ local function skip_waiting(prefix, feed, flow, flow_id, from, upstream, error_t
         -- As long as an idempotency key names it too, as every ended record is kept.
         expire_ended(prefix, step_key, stored_whole(record[3], tonumber(ttl) or 1),
           record[4])
-        -- A done list of another type wakes no one: the producer's wait ends at its
-        -- timeout, and it reads the record then.
-        local done_key = prefix .. 'done:' .. step
-        if record[2] and not failed(redis.pcall('RPUSH', done_key, '1')) then
-          redis.call('PEXPIRE', done_key, DONE_TTL_MS)
-        end
+        if record[2] then wake_waiters(prefix, step) end
       end
     end
   end

@@ -19,8 +19,8 @@
                           ended fails its stage (`cut`): it has nothing to hand on
   Returns: {1 | 0, ...} per task: 1 acked | 0 stale (nothing changed for it, and its
            result is not kept); an argument out of its range, or a key an accepted
-           ack writes (the log, a done list, a concurrency slot's keys) holding another
-           type, is an error, and nothing is written
+           ack writes (the log, a concurrency slot's keys) holding another type, is an
+           error, and nothing is written (a done list of another type wakes no one)
   Emits:   completed, one per acked task, with the result when it is at most
            FEED_RESULT_BYTES long (else its length as result_bytes), or cut 1
 
@@ -65,9 +65,6 @@ for i = 0, count - 1 do
     if record[1] == token then
       acked[task_id], reply[i + 1] = true, 1
       accepted[#accepted + 1] = {task_id, token, ARGV[base + 2], record}
-      if record[4] then
-        places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
-      end
       slot_types(places, prefix, record[5])
       if record[6] then flow_types(places, ends, prefix, task_id, record[6]) end
     end

@@ -31,9 +31,6 @@ if record[1] ~= token or not record[3] then return 0 end
 -- its record still running.
 local places = {events_key, 'stream'}
 slot_types(places, prefix, record[2])
-if record[6] then
-  places[#places + 1], places[#places + 2] = prefix .. 'done:' .. task_id, 'list'
-end
 if record[7] then flow_types(places, {}, prefix, task_id, record[7]) end
 expect_types(places)
 local now = server_now_ms()

@@ -7,7 +7,8 @@
   Returns: {} if there is no such flow; else {state, stage, created_at, ended_at,
            upstream, error_type, error_message, stages, then per stage: size, group,
            policy, then per step, stage by stage: state, name, retries, upstream} (a
-           field the record lacks as ''; a step whose record has expired as state '';
+           field the record lacks as ''; a step whose record has expired, or is of another
+           type, as state '';
            upstream names the step whose failure ended a skipped step); a record
            whose stage counts no script wrote (more than 10000 steps in all, or not
            whole numbers) is an error, and nothing else is read
@@ -43,8 +44,10 @@ for k = 1, stages do
 end
 for k = 1, stages do
   for i = 1, sizes[k] do
-    local step = redis.call('HMGET', prefix .. 'task:' .. flow_step_id(flow_id, k, i),
+    local step = redis.pcall('HMGET', prefix .. 'task:' .. flow_step_id(flow_id, k, i),
       'state', 'name', 'retries', 'upstream')
+    -- A record of another type is no step's: read as one that has expired.
+    if failed(step) then step = {} end
     reply[#reply + 1], reply[#reply + 2] = step[1] or '', step[2] or ''
     reply[#reply + 1], reply[#reply + 2] = step[3] or '0', step[4] or ''
   end
