@@ -10,6 +10,7 @@ stream reaches the head. The oracle is Redis itself, read between the client's s
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import threading
 import tracemalloc
@@ -42,7 +43,7 @@ from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
 from taskq.feed.cursor import Cursor, parse_cursor
 from taskq.feed.hub import Hub
-from taskq.feed.log import FeedLog, Gap, Rows
+from taskq.feed.log import FeedLog, Gap, Row, Rows
 from taskq.feed.stream import StreamSettings, feed_frames
 from taskq.settings import Settings
 
@@ -56,6 +57,15 @@ def test_every_id_the_feed_hands_out_parses_back_to_its_position(cursor: Cursor)
 
 
 # -- the atomic read step ----------------------------------------------------------------
+
+
+def test_a_row_whose_number_fields_are_not_ascii_digits_still_makes_its_frame() -> None:
+    """'²'.isdigit() holds and int('²') raises: one such row ended every stream that
+    reached it, and every resume after it, until retention trimmed it."""
+    row = Row(Cursor("1795956998499247", 2, "17959569"),
+              {"type": "leased", "ts": "17959569", "retries": "²", "token": "\u0661"})
+    data = json.loads(row.frame.split("data: ", 1)[1])
+    assert (data["ts"], data["retries"], data["token"]) == (17959569, "²", "\u0661")
 
 
 class TestAtomicRead:

@@ -10,7 +10,7 @@ import redis
 
 from taskq.broker import Broker, NewTask
 from taskq.errors import InvalidTaskError
-from taskq.history import CHUNK, read_task, task_events
+from taskq.history import CHUNK, TaskEvent, read_task, task_events
 from taskq.results import Failure
 
 TRACEBACK = 'Traceback (most recent call last):\n  File "jobs.py", line 3\nValueError: bad\n'
@@ -197,3 +197,22 @@ class TestReadTask:
     def test_a_task_with_no_record_has_no_view(self, broker: Broker) -> None:
         broker.enqueue("other")
         assert read_task(broker, "missing") is None
+
+
+class TestHandWrittenNumbers:
+    def test_a_count_in_digits_that_are_not_ascii_is_kept_as_text_not_a_crash(self) -> None:
+        event = TaskEvent.from_entry("7-0", {"type": "leased", "state": "running",
+                                             "ts": "²", "retries": "²", "token": "3"})
+        assert event.ts == 0
+        assert event.to_json() | {"retries": "²", "token": 3} == event.to_json()
+
+    def test_a_lease_of_a_record_whose_retries_are_not_digits_writes_a_number(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("odd")
+        broker.client.hset(broker.keys.task("odd"), "retries", "²")
+        assert broker.lease("w-1", 30) is not None
+        view = read_task(broker, "odd")
+        assert view is not None
+        leased = [e for e in view.events.events if e.type == "leased"]
+        assert [e.to_json()["retries"] for e in leased] == [0]

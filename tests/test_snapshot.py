@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
-from taskq.snapshot import take_snapshot
+from taskq.settings import Settings
+from taskq.snapshot import queue_names, take_snapshot
+from taskq.web.totals import read_totals
 
 
 @pytest.mark.parametrize(("limit", "groups", "said"), [
@@ -28,3 +31,24 @@ def test_a_limit_of_zero_counts_and_lists_nothing(broker: Broker) -> None:
     broker.enqueue("t1", delay=60)
     snap = take_snapshot(broker, limit=0, groups=0)
     assert snap.counts.delayed == 1 and snap.delayed == []
+
+
+def test_a_broker_on_a_client_that_does_not_decode_reads_the_same_state(
+    client: redis.Redis, settings: Settings
+) -> None:
+    """`Broker(redis.Redis(...))` is the README's own call, and redis-py does not decode
+    by default: the readers of snapshots, totals and the queue list must not read
+    b'...' as text."""
+    made = redis.RedisCluster if settings.redis_cluster else redis.Redis
+    raw_client: Any = made.from_url(settings.redis_url)
+    try:
+        raw = Broker(raw_client, "bytes")
+        raw.enqueue("t1")
+        raw.enqueue("t2", delay=60)
+        snapshot = take_snapshot(raw)
+        assert [d.task_id for d in snapshot.delayed] == ["t2"]
+        assert (snapshot.epoch, snapshot.seq) == (client.get(raw.keys.epoch), 2)
+        assert read_totals(raw)["enqueued"] == 2
+        assert queue_names(raw) == ["bytes"]
+    finally:
+        raw_client.close()

@@ -217,6 +217,37 @@ def test_one_record_holding_what_is_no_number_fails_no_listing(
             assert http.get(path).status_code == 200, path
 
 
+def test_a_leased_task_whose_cancel_request_is_no_finite_number_fails_no_snapshot(
+    server: Server, queue: Broker
+) -> None:
+    queue.enqueue("t1")
+    assert queue.lease("w", 30) is not None
+    for value in ("nan", "inf", "1e400", "?"):
+        queue.client.hset(queue.keys.task("t1"), "cancel_requested", value)
+        got = httpx.get(f"{server.url}/api/snapshot", params={"queue": queue.queue},
+                        timeout=TIMEOUT)
+        assert got.status_code == 200, value
+
+
+def test_totals_of_another_type_leave_that_queues_counters_out_of_metrics_alone(
+    server: Server, queue: Broker
+) -> None:
+    other = Broker(queue.client, f"{queue.queue}-other")
+    fill(queue)
+    other.enqueue("o1")
+    queue.client.delete(queue.keys.stats)
+    queue.client.set(queue.keys.stats, "not taskq's")
+    metrics = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT)
+    assert metrics.status_code == 200
+    assert f'taskq_enqueued_total{{queue="{other.queue}"}} 1' in metrics.text
+    assert f'taskq_enqueued_total{{queue="{queue.queue}"}}' not in metrics.text
+    assert f"# queue {queue.queue}'s totals are left out: " in metrics.text
+    assert f'taskq_tasks{{queue="{queue.queue}",structure="ready"}}' in metrics.text
+    totals = httpx.get(f"{server.url}/api/totals", params={"queue": queue.queue},
+                       timeout=TIMEOUT)
+    assert totals.status_code == 409 and "WRONGTYPE" in totals.json()["error"]
+
+
 def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: Broker) -> None:
     fill(queue)
     with httpx.Client(base_url=server.url, params={"queue": queue.queue},

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from taskq.boundary import redis_errors, text
+from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
 from taskq.codec import read_json
 from taskq.errors import ResultError
@@ -56,7 +56,8 @@ class TaskEvent:
         data: dict[str, Any] = {"seq": self.seq, "type": self.type, "state": self.state,
                                 "ts": self.ts}
         for key, value in self.fields.items():
-            data[key] = int(value) if key in NUMERIC_FIELDS and value.isdigit() else value
+            number = whole_text(value) if key in NUMERIC_FIELDS else None
+            data[key] = value if number is None else number
         return data
 
 
@@ -229,4 +230,4 @@ def _strict_json(value: str) -> Any:
 
 
 def _whole(value: str) -> int:
-    return int(value) if value.isdigit() else 0
+    return whole_text(value) or 0

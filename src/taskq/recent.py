@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors, stored_int
+from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.limits import HISTORY_SCAN, Range, shown, utf8
@@ -60,7 +60,7 @@ def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
         reply = broker.scripts.recent(keys=[broker.keys.events],
                                       args=[broker.keys.prefix, ",".join(states), id_prefix,
                                             name, limit, scan])
-    values = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
+    values = [text(v) for v in reply]
     scanned, start, n = int(values[0]), values[1] == "1", int(values[2])
     rows = [values[3 + i * 6: 9 + i * 6] for i in range(n)]
     return Recent([Ended(r[0], r[1], r[2], stored_int(r[3]), stored_int(r[4]), r[5])

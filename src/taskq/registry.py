@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors, stored_int
+from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 from taskq.limits import to_ms
 
@@ -91,5 +91,5 @@ def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[Wor
 
 
 def _pairs(flat: Sequence[object]) -> dict[str, str]:
-    items = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+    items = [text(v) for v in flat]
     return dict(zip(items[::2], items[1::2], strict=True))

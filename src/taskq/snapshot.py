@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors, stored_int
+from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.feed.cursor import Cursor, fingerprint
@@ -98,7 +98,7 @@ def queue_names(broker: Broker) -> list[str]:
     with redis_errors("list the queues"):
         members = broker.client.smembers(QUEUES_KEY)
     names = []
-    for member in sorted(str(m) for m in members):
+    for member in sorted(text(m) for m in members):
         try:
             names.append(check_queue_name(member))
         except InvalidTaskError as e:
@@ -124,7 +124,7 @@ def take_snapshot(broker: Broker, limit: int = SNAPSHOT_ROWS.default,
             keys=[k.ready, k.leased, k.delayed, k.dlq, k.events, k.epoch],
             args=[k.prefix, limit, groups],
         )
-    values = [str(v) for v in reply]
+    values = [text(v) for v in reply]
     head, rest = values[:8], values[8:]
     leased, rest = _section(rest, 9)
     delayed, rest = _section(rest, 7)

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from taskq.boundary import whole_text
 from taskq.cli.common import add_queue_argument, queue_brokers, task_router
 from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
@@ -122,7 +123,8 @@ def details(event: TaskEvent) -> str:
     """The event's other fields as `key=value`, each on the one line."""
     parts = []
     for key, value in event.fields.items():
-        shown = iso(int(value)) if key in EVENT_TIMES and value.isdigit() else value
+        at = whole_text(value) if key in EVENT_TIMES else None
+        shown = value if at is None else iso(at)
         parts.append(f"{key}={clean(shown)}".replace("\n", " "))
     return "  ".join(parts)
 

@@ -6,6 +6,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from taskq.boundary import whole_text
+
 if TYPE_CHECKING:
     from taskq.feed.log import Gap, Row
 
@@ -26,7 +28,8 @@ def row_data(row: Row) -> dict[str, object]:
     whole numbers among them as numbers."""
     data: dict[str, object] = {"seq": row.cursor.seq, "id": row.cursor.wire_id}
     for key, value in row.fields.items():
-        data[key] = int(value) if key in NUMERIC_FIELDS and value.isdigit() else value
+        number = whole_text(value) if key in NUMERIC_FIELDS else None
+        data[key] = value if number is None else number
     return data
 
 

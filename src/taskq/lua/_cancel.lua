@@ -55,7 +55,7 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
   if state == 'running' and redis.call('ZSCORE', queue.leased, task_id) then
     if cancel[1] then return 'unchanged', state end
     emit(feed, {'type', 'cancel_requested', 'task', task_id, 'state', 'running',
-      'token', record[2]})
+      'token', integer_text(stored_whole(record[2], 0))})
     redis.call('HSET', task_key, 'cancel_requested', feed.now, 'cancel_ttl',
       integer_text(ttl))
     return 'requested', state

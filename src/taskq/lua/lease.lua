@@ -504,7 +504,8 @@ local function lease_from(list)
       if record[10] then redis.call('HDEL', task_key, 'line') end
       local token = integer_text(stored_whole(record[5], 0) + 1)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
-       'worker', worker, 'retries', record[3] or '0', 'at', expires_text})
+       'worker', worker, 'retries', integer_text(stored_whole(record[3], 0)),
+       'at', expires_text})
       redis.call('HSET', task_key, 'fencing_token', token, 'state', 'running',
         'worker', worker, 'leased_at', now_text, 'heartbeat_at', now_text)
       scores[#scores + 1], scores[#scores + 2] = expires_text, task_id

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from taskq import bulk
-from taskq.boundary import redis_errors
+from taskq.boundary import redis_errors, stored_int
 from taskq.broker import Broker
 from taskq.feed.frames import row_data
 from taskq.feed.recent import MAX_RECENT, recent_rows
@@ -97,7 +97,7 @@ def cancel_requests(broker: Broker, leased: list[LeaseView]) -> list[int]:
         for lease in leased:
             pipe.hget(broker.keys.task(lease.task_id), "cancel_requested")
         found = pipe.execute()
-    return [int(float(value or 0)) for value in found]
+    return [stored_int(value) for value in found]
 
 
 def task(request: Request) -> JSONResponse:

@@ -3,7 +3,7 @@ summed from the counters every script keeps per event `type:state` (see close_fe
 
 from __future__ import annotations
 
-from taskq.boundary import redis_errors, stored_int
+from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 
 # Each total: what it counts, and the `type:state` counters it sums. The event log is
@@ -32,5 +32,5 @@ def read_totals(broker: Broker) -> dict[str, int]:
     """Every total of TOTALS for the queue, from one read of its counters."""
     with redis_errors("read the queue's totals"):
         raw = broker.client.hgetall(broker.keys.stats)
-    counters = {str(k): stored_int(v) for k, v in raw.items()}
+    counters = {text(k): stored_int(v) for k, v in raw.items()}
     return {name: sum(counters.get(k, 0) for k in keys) for name, (_, keys) in TOTALS.items()}
