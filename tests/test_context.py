@@ -71,6 +71,23 @@ def test_an_effect_is_refused_a_lease_after_the_last_renewal_redis_accepted() ->
         pytest.fail("the effect ran")
 
 
+def test_an_effect_after_its_run_was_settled_is_refused_while_redis_cannot_be_asked(
+) -> None:
+    """A thread the handler left behind: the worker failed or acked the run and gave its
+    lease up, so the last renewal vouches for nothing (a retry may be running)."""
+    context = context_on(unreachable(), "a", 1, lease=60)
+    context.finished = True
+    with pytest.raises(LeaseLostError, match="its run was settled"), context.effect():
+        pytest.fail("the effect ran")
+
+
+def test_a_context_counts_its_lease_lapsed_a_lease_after_its_last_renewal() -> None:
+    context = context_on(unreachable(), "a", 1, lease=60)
+    assert not context.lease_lapsed()
+    context.confirmed_at = time.monotonic() - 60.1
+    assert context.lease_lapsed()
+
+
 @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
 def test_an_effect_runs_when_redis_held_the_lease_through_a_stall_longer_than_it(
     broker: Broker, client: redis.Redis

@@ -179,6 +179,34 @@ def test_a_queue_in_an_outage_keeps_no_other_queues_lease_from_its_heartbeats(
     assert record_of(broker, "done").state == "completed"
 
 
+def test_an_ack_held_up_by_its_queues_outage_keeps_the_other_queues_leases_renewed(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """Acks go queue by queue, each retried through its own queue's outage for up to
+    a lease: a run of another queue waiting its turn must keep its heartbeats, or it is
+    reaped, run again or sent to the DLQ though it completed."""
+    broken = Broker(client, broker.queue + "-broken")
+    broken.enqueue("held-up")
+    broker.enqueue("waits")
+    (held_up,) = broken.lease_many("w", 10, 1).tasks
+    (waits,) = broker.lease_many("w", 10, 1).tasks
+    client.delete(broken.keys.leased)
+    client.set(broken.keys.leased, "not a sorted set")  # the ack is refused, retried
+    slots = Slots(8)
+    settler = Settler(Queues([broken, broker]),
+                      Settings.from_env({}, lease_seconds=1.0), slots, "w")
+    first, second = outcome(broken, held_up), outcome(broker, waits)
+    for held in (first, second):
+        slots.hold(held.context)
+    settled: list[Any] = []
+    settling = threading.Thread(target=lambda: settled.append(settler.settle([first, second])))
+    settling.start()
+    time.sleep(0.3)  # the first queue's ack is being retried
+    assert first.context.finished and not second.context.finished
+    settling.join(10)
+    assert record_of(broker, "waits").state == "completed"
+
+
 def test_a_failure_redis_never_took_is_logged_as_such_not_as_a_stale_token(
     broker: Broker, client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

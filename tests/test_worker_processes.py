@@ -339,6 +339,32 @@ def test_a_worker_woken_past_its_lease_refuses_its_effect_before_the_heartbeat_n
     assert charge_tokens(ledger_path, task_id) == [done.fencing_token]
 
 
+def test_a_worker_woken_past_its_lease_starts_none_of_the_tasks_it_prefetched(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    # Paused holding one run and two prefetched tasks, all taken over meanwhile: when it
+    # wakes, its handler thread is free before its heartbeat has asked Redis anything.
+    paused = workers.start("--concurrency", "1", "--prefetch", "2",
+                           LEDGER_GUARD="none", WORK_SECONDS="0.5")
+    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(3)]
+    wait_until(lambda: queue.counts().leased == 3, 10, "one run and two prefetched")
+    paused.send_signal(signal.SIGSTOP)
+    workers.start("--concurrency", "3", LEDGER_GUARD="none", WORK_SECONDS="0.5")
+    for task_id in task_ids:
+        wait_for_state(queue, task_id, "completed")
+    paused.send_signal(signal.SIGCONT)
+
+    def given_up() -> tuple[list[str], list[str]]:
+        log = workers.log(paused)
+        return ([t for t in task_ids if re.search(f"(ack|fail) of task {t} refused", log)],
+                [t for t in task_ids if f"task {t} had not started" in log])
+
+    wait_until(lambda: sum(map(len, given_up())) == 3, 10, "each task given up")
+    ran, unstarted = given_up()
+    assert (len(ran), len(unstarted)) == (1, 2), workers.log(paused)
+    assert all(len(charge_tokens(ledger_path, t)) == 1 for t in task_ids)
+
+
 def stopped(pid: int) -> bool:
     """Whether process `pid` is stopped by a signal (state T in /proc)."""
     stat = Path(f"/proc/{pid}/stat").read_text()

@@ -210,6 +210,13 @@ class TaskContext:
             first, self._reported = not self._reported, True
             return first
 
+    def lease_lapsed(self) -> bool:
+        """Whether more than a lease has passed since the last renewal Redis accepted:
+        another worker may hold the task by now, whether or not the heartbeat has
+        heard so (a process paused past its lease has not)."""
+        return self.lease is not None and \
+            time.monotonic() - self.confirmed_at >= self.lease.lease_seconds
+
     @property
     def effect_applied(self) -> bool:
         """Whether an `effect()` block of this run has completed without raising."""
@@ -250,8 +257,9 @@ class TaskContext:
         Before the block runs, the lease is confirmed with Redis (one renewal with this
         run's token), so a worker that was paused past its lease and taken over finds
         out here, not after its effect. The block is refused when the lease was lost,
-        the task was cancelled or released at shutdown, or more than a lease has passed since the
-        last renewal Redis accepted. What no check can cover: a process paused inside
+        the task was cancelled or released at shutdown, its run was settled (a thread
+        the handler left behind), or more than a lease has passed since the last
+        renewal Redis accepted. What no check can cover: a process paused inside
         the block, after the check, for longer than a lease. Guard the effect itself
         (the ledger's dedupe) where that must not apply twice.
 
@@ -281,6 +289,11 @@ class TaskContext:
             self._lock.release()
 
     def _confirm_lease(self) -> None:
+        if self.finished:
+            # Settled by this worker (a thread or task the handler left behind): its
+            # lease is given up, and a retry may be running, whatever Redis can say.
+            raise LeaseLostError(f"task {self.task_id}: its run was settled; an effect "
+                                 "after that is skipped")
         self._refuse_if_cancelled()
         self._refuse_if_timed_out()
         # A renewal Redis held that took a lease or more to come back (Redis stalled)

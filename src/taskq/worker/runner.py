@@ -302,8 +302,10 @@ class Runner:
                 self._cancel_run(key)
 
     def _may_start(self, context: TaskContext) -> bool:
+        # A lapsed lease: a prefetched task waited through a pause of this process, and
+        # another worker may be running it now.
         return self._starting and not (context.cancelled or context.lease_lost
-                                       or context.abandoned)
+                                       or context.abandoned or context.lease_lapsed())
 
     async def _run_async(self, job: Job) -> None:
         (fn, args, kwargs, keep), task, context, policy = job

@@ -85,8 +85,6 @@ class Settler:
                        outcome.context, outcome.failure, outcome.decision)
         # Acks last: a lease they carry goes straight back to the loop to be put in
         # hand, not held up by fails retried through an outage while its clock runs.
-        for outcome in done:
-            outcome.context.finished = True
         settled = self._ack(done, refill, lease_from or self.queues.first) if done \
             else Settled()
         self.slots.let_go(*(o.context for o in outcomes))
@@ -131,6 +129,8 @@ class Settler:
         a lease of that many from the same queue."""
         tasks = [o.task for o in done]
         contexts = [o.context for o in done]
+        for context in contexts:
+            context.finished = True  # as its own call goes: no more heartbeats for it
         held = [(t.task_id, t.token) for t in tasks]
         results = [o.result for o in done]
         error: BrokerError | None = None
@@ -251,7 +251,8 @@ class Settler:
             self.task_log.ended(context, "cancelled")
             return
         log.warning("task %s %s %s", context.task_id, why,
-                    "released" if released else "left to be reaped")
+                    "released" if released else "left to be reaped" if released is None
+                    else "not released: this worker no longer holds it")
         if released:
             self.slots.count("released")
 
