@@ -58,3 +58,19 @@ def test_a_pool_whose_copies_drain_and_end_cleanly_exits_zero(tmp_path: Path) ->
     pool.stop()
     runner.join(20)
     assert ended == [0]
+
+
+def test_a_pool_whose_copy_refuses_its_settings_at_its_first_start_stops_with_status_2(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every copy would refuse the same settings: started again for ever, the pool would
+    look healthy to its supervisor and run nothing."""
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    refusing = [sys.executable, "-c", "import sys; sys.exit(2)"]
+    pool = WorkerPool(refusing, processes=2)
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    runner.start()
+    runner.join(20)
+    assert ended == [2]
+    assert "refused to start (status 2" in caplog.text and delays_said(caplog) == []

@@ -24,6 +24,7 @@ from taskq.worker.inbox import Outcome
 from taskq.worker.queues import Queues
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots
+from waiting import wait_until
 
 
 def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outcome:
@@ -205,6 +206,38 @@ def test_an_ack_held_up_by_its_queues_outage_keeps_the_other_queues_leases_renew
     assert first.context.finished and not second.context.finished
     settling.join(10)
     assert record_of(broker, "waits").state == "completed"
+
+
+def test_a_handler_that_returns_while_a_shutdown_gives_tasks_back_keeps_its_result(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """Each give-back is a Redis call: a handler that returns during them is settled
+    with what it returned, not acked as cut off (a workflow step would fail its flow
+    for want of the result) or released to run again."""
+    broker.enqueue("returned")
+    (task,) = broker.lease_many("w", 10, 1).tasks
+    settling = Settling(broker)
+    done = settling.held(outcome(broker, task))
+    done = Outcome(done.task, done.context, None, '"the value"')
+    inbox: list[Outcome] = []
+
+    def arrived() -> list[Outcome]:
+        taken, inbox[:] = list(inbox), []
+        return taken
+
+    def handler_returns() -> None:
+        done.context.ended_at = time.monotonic()
+        time.sleep(0.05)  # its thread sends the outcome a moment after marking the end
+        inbox.append(done)
+
+    returning = threading.Thread(target=handler_returns)
+    returning.start()
+    wait_until(lambda: done.context.ended_at, 5, "the handler to return")
+    settling.settler.abandon([done.context], arrived)
+    returning.join(5)
+    record = record_of(broker, "returned")
+    assert (record.state, record.result) == ("completed", '"the value"')
+    assert settling.in_hand() == []
 
 
 def test_a_failure_redis_never_took_is_logged_as_such_not_as_a_stale_token(

@@ -18,6 +18,7 @@ import pytest
 from helpers import record_of
 from taskq.broker import Broker
 from taskq.processes import taskq_command
+from taskq.shards import Layout, register
 from taskq.tools.embedded import EmbeddedRedis
 from taskq.tools.ledger import Ledger, LedgerSummary
 from waiting import WorkerProcesses, event_types, pid_of, wait_for_state, wait_until, worker_env
@@ -317,6 +318,19 @@ def test_a_pool_size_out_of_range_is_refused_with_the_reason(
     )
     assert done.returncode == 2
     assert "TASKQ_WORKER_PROCESSES" in done.stderr and "between 1 and 256" in done.stderr
+
+
+def test_a_pool_refused_by_the_queues_shard_layout_exits_2_saying_why(
+    redis_server: EmbeddedRedis, queue: Broker
+) -> None:
+    register(queue.client, Layout.of(queue.queue, 4))  # as a sharded producer did
+    done = subprocess.run(
+        taskq_command("worker", "--processes", "2"), capture_output=True, text=True,
+        timeout=60, check=False,
+        env={**os.environ, "REDIS_URL": redis_server.url, "TASKQ_QUEUE": queue.queue},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "has 4 shards in Redis" in done.stderr and "the pool stops" in done.stderr
 
 
 # -- effects at the edges of a lease and of the grace period ---------------------------

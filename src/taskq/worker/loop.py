@@ -237,7 +237,7 @@ class Worker:
             self.slots.close(max(w.timeout for w in self.wakers)
                              + self.settings.redis_timeout_seconds)
             self.settler.settle(self.inbox.take())
-            self.settler.abandon(self.slots.in_hand())
+            self.settler.abandon(self.slots.in_hand(), self.inbox.take)
             self.time_limits.stop()
             self.heartbeat.stop()
             # It leaves the registry on its way out: wait for that, at most a Redis call.

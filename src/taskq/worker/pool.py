@@ -32,6 +32,10 @@ POLL_SECONDS = 0.2
 STEADY_SECONDS = 10.0
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
+# What `taskq worker` exits with when it refuses its settings, arguments or the queue's
+# layout in Redis: every copy would refuse the same, so the pool stops rather than
+# start them again for ever.
+REFUSED_STATUS = 2
 # How long a copy told to exit at once has before it is killed.
 KILL_AFTER_SECONDS = 5.0
 
@@ -46,6 +50,7 @@ class _Copy:
         self.restart_delay = FIRST_RESTART_DELAY
         self.restart_at = 0.0
         self.signalled = 0
+        self.starts = 0
         # How its last process exited, kept while it waits to be started again.
         self.last_status = 0
 
@@ -113,6 +118,7 @@ class WorkerPool:
 
     def _start(self, copy: _Copy) -> None:
         copy.signalled = 0
+        copy.starts += 1
         # A session of its own: a Ctrl-C reaches only the pool, which stops its copies
         # in order.
         copy.process = subprocess.Popen(
@@ -130,6 +136,13 @@ class WorkerPool:
             if status is None:
                 return
             lived = time.monotonic() - copy.started_at
+            if status == REFUSED_STATUS and copy.starts == 1 and lived < STEADY_SECONDS:
+                copy.process, copy.last_status = None, status
+                log.error("worker pool: process %d (pid %d) refused to start (status %d; "
+                          "its reason is in its lines above): the pool stops", copy.index,
+                          process.pid, status)
+                self.stop()
+                return
             if lived >= STEADY_SECONDS:
                 copy.restart_delay = FIRST_RESTART_DELAY
             delay = copy.restart_delay

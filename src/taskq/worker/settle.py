@@ -5,7 +5,8 @@ one); at shutdown, the tasks left over. Each task is settled on its own queue.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from taskq.broker import Broker
@@ -21,6 +22,9 @@ from taskq.worker.slots import Slots
 from taskq.worker.tasklog import TaskLog
 
 log = logging.getLogger("taskq.worker")
+
+# How long a shutdown waits for the outcome of a handler it saw return (see _reported).
+REPORT_WAIT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,18 +94,25 @@ class Settler:
         self.slots.let_go(*(o.context for o in outcomes))
         return settled
 
-    def abandon(self, contexts: Sequence[TaskContext]) -> None:
+    def abandon(self, contexts: Sequence[TaskContext],
+                arrived: Callable[[], list[Outcome]]) -> None:
         """Settle tasks whose handlers outlived the shutdown grace. Each is fenced first
         (waiting for an effect under way), so a handler that goes on cannot apply an
         effect afterwards. A task whose effect was applied is acked: run again, it
         would apply its effect twice wherever the effect is not guarded; the rest of
         its handler is cut off, unless it ran past its time limit (its attempt counts
         as failed: TaskQueue's TimedOutNeverAcks). Any other is released for another
-        worker, and one whose task was cancelled ends cancelled."""
+        worker, and one whose task was cancelled ends cancelled. A handler that returned
+        meanwhile (each give-back is a Redis call) is settled with the outcome it
+        reported, which `arrived` takes from the inbox."""
         # Those inside no effect() block first: none of them waits behind a block that
         # takes long (or never ends) to be given back.
         for context in sorted(contexts, key=lambda c: c.in_effect):
             applied = context.abandon()
+            if context.ended_at:
+                self.settle(self._reported(context, arrived))
+                if context.finished:
+                    continue
             context.finished = True  # settled here: its lease ends by design
             if context.cancelled:
                 self._ack_cancelled(context)
@@ -110,6 +121,17 @@ class Settler:
             else:
                 self._release(context, "abandoned at shutdown and")
             self.slots.let_go(context)
+
+    @staticmethod
+    def _reported(context: TaskContext, arrived: Callable[[], list[Outcome]]) -> list[Outcome]:
+        """The outcomes in the inbox once `context`'s, which its handler is sending, is
+        among them (its thread marks the run ended just before it sends); at most a
+        second, as one given up on at its time limit sends none."""
+        outcomes, deadline = arrived(), time.monotonic() + REPORT_WAIT_SECONDS
+        while not any(o.context is context for o in outcomes) and time.monotonic() < deadline:
+            time.sleep(0.001)
+            outcomes += arrived()
+        return outcomes
 
     def _ack(self, done: list[Outcome], refill: int, lease_from: Broker) -> Settled:
         if len(self.queues) == 1:
