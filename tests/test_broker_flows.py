@@ -11,7 +11,7 @@ import redis
 
 from helpers import assert_refused_unchanged, events, lease_one, overwrite, view, wait_past
 from taskq.broker import Broker
-from taskq.errors import BrokerError, InvalidTaskError
+from taskq.errors import BrokerError, InvalidTaskError, TaskNotFoundError
 from taskq.flows import Flows, StageSpec
 from taskq.tools.tracecheck import read_log, validate
 
@@ -254,6 +254,30 @@ class TestRefused:
         Flows(queue).cancel("t")
         assert [e.task for e in events(client, queue.keys) if e.type == "cancelled"] == [
             "t.1.5", "t.1.4", "t.1.3", "t.1.2", "t.1.1", "t.2.1"]
+
+    def test_a_result_read_after_the_record_expired_is_not_found_rather_than_none(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        """The handle reads the workflow's state, then its result: the record may expire
+        in between, and every result would read as None."""
+        chord(Flows(queue), 1, flow_id="t")
+        client.delete(queue.keys.flow("t"))
+        with pytest.raises(TaskNotFoundError, match=r"no workflow 't' on queue .*expired"):
+            Flows(queue).output("t", 2, 1, False)
+
+    def test_a_step_failed_with_plain_text_fails_its_flow_as_failed_with_that_text(
+        self, queue: Broker
+    ) -> None:
+        """Broker.fail takes a str: no error type is stored, and the flow must not be
+        said cancelled nor lose the text."""
+        flows = Flows(queue)
+        assert flows.start("t", [StageSpec((step(),), group=False, policy="fail"),
+                                 StageSpec((step("callback"),), group=False, policy="fail")])
+        assert queue.fail(*lease_one(queue), "disk full").status == "dead"
+        status = flows.status("t")
+        assert status is not None
+        assert (status.state, status.error_type) == ("failed", "taskq.TaskFailed")
+        assert status.error_message.endswith("t.1.1 (dead: disk full)")
 
     @pytest.mark.parametrize(("written", "priority"), [
         ("ready", 5), ("ready:9", 9), ("ready:levels", 9)])

@@ -30,6 +30,7 @@ from taskq import (
     group,
 )
 from taskq.broker import Broker
+from taskq.codec import MAX_DEPTH
 from taskq.errors import ConfigError, ResultTimeoutError, TaskNotFoundError
 from taskq.flows import Flows, FlowStatus
 from taskq.settings import Settings, Simulation
@@ -127,6 +128,29 @@ class TestChains:
         assert [len(status.stage_steps(k)) for k in (1, 2, 3)] == [1, 2, 1]
         assert status.groups == (False, True, False)
         assert flow.result(timeout=10) == (2 + 1) + (2 + 5)
+
+    def test_a_result_nested_as_deep_as_a_result_may_be_is_handed_on_through_a_group(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """Handed on, it sits in the next step's payload and a group's list: three
+        levels deeper than any result may be written, and still read."""
+        @app.task("nest")
+        def nest(levels: int) -> list[Any]:
+            value: list[Any] = [0]
+            for _ in range(levels - 1):
+                value = [value]
+            return value
+
+        @app.task("depth")
+        def depth(values: list[Any]) -> int:
+            levels = 0
+            while isinstance(values, list) and values:
+                values, levels = values[0], levels + 1
+            return levels
+
+        start_worker(concurrency=2)
+        flow = chain(group(nest.s(MAX_DEPTH), nest.s(2)), depth.s()).enqueue()
+        assert flow.result(timeout=10) == MAX_DEPTH + 1
 
     def test_a_retried_step_hands_on_the_result_of_its_accepted_run(
         self, tasks: Tasks, start_worker: StartWorker

@@ -19,6 +19,10 @@ _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 # the writer wrote: near Python's own limit, a payload written could not be read back,
 # and its task went to the DLQ.
 MAX_DEPTH = 200
+# What a reader takes: a workflow hands a step's result on inside the next step's
+# payload (its object and `args` list), and a group's results inside one more list, so
+# a value written at MAX_DEPTH is read back three levels deeper.
+MAX_READ_DEPTH = MAX_DEPTH + 3
 # What the depth is read from: brackets, and the quotes and backslashes that say which
 # brackets are inside strings (so no bracket there counts).
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"\\')
@@ -49,13 +53,13 @@ def depth(text: str) -> int:
 
 
 def read_json(text: str | bytes, **options: Any) -> Any:
-    """`text` decoded by `json.loads` with `options`. Text nesting past MAX_DEPTH raises
+    """`text` decoded by `json.loads` with `options`. Text nesting past MAX_READ_DEPTH raises
     the RecursionError reading it could, found before reading: the reader recurses once
     per level, and near the stack's limit whatever the collector finalizes meanwhile (a
     dropped connection's close) fails too, printed as an unraisable exception."""
     if isinstance(text, bytes):
         text = text.decode("utf-8")  # a UnicodeDecodeError is a ValueError, as from json
-    if depth(text) > MAX_DEPTH:
+    if depth(text) > MAX_READ_DEPTH:
         raise RecursionError(TOO_DEEP)
     return json.loads(text, **options)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.calls import Call
 from taskq.codec import decode_result
-from taskq.errors import InvalidTaskError
+from taskq.errors import InvalidTaskError, TaskNotFoundError
 from taskq.keys import QueueKeys, check_flow_id, flow_step_id
 from taskq.scripts import source
 
@@ -172,10 +172,16 @@ def position_from(values: Sequence[Any]) -> tuple[str, int] | None:
     return text(state), stored_int(None if stage is None else text(stage)) or 1
 
 
-def output_from(values: Sequence[Any], group: bool) -> Any:
-    """A stage's output, decoded from the values of its `output_fields`: its one
-    result, or the list of them."""
-    decoded = [None if v is None else decode_result(text(v)) for v in values]
+def output_from(flow_id: str, queue: str, values: Sequence[Any], group: bool) -> Any:
+    """A stage's output, decoded from the values of the record's `state` and its
+    `output_fields`: its one result, or the list of them. TaskNotFoundError when the
+    record has gone (it expired after its state was read), rather than None for every
+    result."""
+    if values[0] is None:
+        raise TaskNotFoundError(f"no workflow {flow_id!r} on queue {queue!r}: its record "
+                                "expired (kept TASKQ_COMPLETED_TTL_SECONDS) as its result "
+                                "was read")
+    decoded = [None if v is None else decode_result(text(v)) for v in values[1:]]
     return decoded if group else decoded[0]
 
 
@@ -241,8 +247,8 @@ class Flows:
         complete, under the "partial" policy)."""
         with redis_errors("read a workflow's result"):
             values = self.broker.client.hmget(self.broker.keys.flow(check_flow_id(flow_id)),
-                                              output_fields(stage, size))
-        return output_from(values, group)
+                                              ["state", *output_fields(stage, size)])
+        return output_from(flow_id, self.broker.queue, values, group)
 
     def cancel(self, flow_id: str) -> FlowCancellation:
         """Cancel the workflow: it starts no further stage; waiting, pending, delayed and
@@ -300,8 +306,9 @@ class AsyncFlows:
         """`Flows.output`, awaited."""
         with redis_errors("read a workflow's result"):
             values = await self.broker.client.hmget(
-                self.broker.keys.flow(check_flow_id(flow_id)), output_fields(stage, size))
-        return output_from(values, group)
+                self.broker.keys.flow(check_flow_id(flow_id)),
+                ["state", *output_fields(stage, size)])
+        return output_from(flow_id, self.broker.queue, values, group)
 
     async def cancel(self, flow_id: str) -> FlowCancellation:
         """`Flows.cancel`, awaited."""

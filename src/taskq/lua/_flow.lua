@@ -93,19 +93,26 @@ end
 -- step's error type, and "<n> of <size> steps of stage <k> did not complete: <id>
 -- (<how>: <type>: <message>); ..." (five at most).
 local function stage_failure(prefix, flow, flow_id, k, size)
-  local lines, first, count = {}, nil, 0
+  local lines, first, first_how, count = {}, nil, nil, 0
   for i = 1, size do
     local how = redis.call('HGET', flow, 'end:' .. k .. ':' .. i)
     if how and how ~= 'completed' then
       local step = flow_step_id(flow_id, k, i)
       count = count + 1
-      first = first or step
+      first, first_how = first or step, first_how or how
       if #lines < 5 then
-        -- A record of another type (written by hand) says nothing of its error.
-        local e = redis.pcall('HMGET', prefix .. 'task:' .. step, 'error_type', 'error_message')
+        -- A record of another type (written by hand) says nothing of its error. A
+        -- failure given as plain text (Broker.fail's str) has a line and no type.
+        local e = redis.pcall('HMGET', prefix .. 'task:' .. step, 'error_type',
+          'error_message', 'last_error')
         if failed(e) then e = {} end
+        local message = (e[2] and e[2] ~= '') and e[2] or e[3]
         local said = how
-        if e[1] and e[1] ~= '' then said = how .. ': ' .. e[1] .. ': ' .. (e[2] or '') end
+        if e[1] and e[1] ~= '' then
+          said = how .. ': ' .. e[1] .. ': ' .. (message or '')
+        elseif message and message ~= '' then
+          said = how .. ': ' .. message
+        end
         lines[#lines + 1] = step .. ' (' .. said .. ')'
       end
     end
@@ -113,7 +120,9 @@ local function stage_failure(prefix, flow, flow_id, k, size)
   local more = ''
   if count > #lines then more = '; and ' .. (count - #lines) .. ' more' end
   local error_type = redis.pcall('HGET', prefix .. 'task:' .. first, 'error_type')
-  if type(error_type) ~= 'string' or error_type == '' then error_type = 'taskq.Cancelled' end
+  if type(error_type) ~= 'string' or error_type == '' then
+    error_type = first_how == 'cancelled' and 'taskq.Cancelled' or 'taskq.TaskFailed'
+  end
   return first, error_type, count .. ' of ' .. size .. ' steps of stage ' .. k ..
     ' did not complete: ' .. table.concat(lines, '; ') .. more
 end
