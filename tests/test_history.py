@@ -216,3 +216,31 @@ class TestHandWrittenNumbers:
         assert view is not None
         leased = [e for e in view.events.events if e.type == "leased"]
         assert [e.to_json()["retries"] for e in leased] == [0]
+
+
+class TestAttempts:
+    def test_a_task_cancelled_as_it_ran_or_out_of_the_dlq_counts_its_last_attempt(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("ran", max_retries=0)
+        task_id, token = broker.lease("w-1", 30) or ("", 0)
+        assert broker.cancel("ran").outcome == "requested"
+        assert broker.ack_cancelled(task_id, token)
+        broker.enqueue("died", max_retries=0)
+        task_id, token = broker.lease("w-1", 30) or ("", 0)
+        assert broker.fail(task_id, token, "boom").status == "dead"
+        assert broker.cancel("died").outcome == "cancelled"
+        attempts = {t: view.attempts for t in ("ran", "died")
+                    if (view := read_task(broker, t)) is not None}
+        assert attempts == {"ran": 1, "died": 1}
+
+    def test_a_task_revived_from_the_dlq_and_cancelled_before_it_ran_counts_none(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("revived", max_retries=0)
+        task_id, token = broker.lease("w-1", 30) or ("", 0)
+        assert broker.fail(task_id, token, "boom").status == "dead"
+        assert broker.retry_dead("revived")
+        assert broker.cancel("revived").outcome == "cancelled"
+        view = read_task(broker, "revived")
+        assert view is not None and (view.record.state, view.attempts) == ("cancelled", 0)

@@ -135,7 +135,12 @@ class TaskView:
     @property
     def attempts(self) -> int:
         """Attempts made so far, counting the one running."""
-        return self.record.retries + (1 if self.record.state in ATTEMPTED else 0)
+        r = self.record
+        # Cancelled as it ran (its run was told), or out of the DLQ: its last attempt
+        # was made.
+        ran = r.state in ATTEMPTED or (r.state == "cancelled" and (
+            r.cancel_requested_at > 0 or r.cancelled_from == "dead"))
+        return r.retries + (1 if ran else 0)
 
     @property
     def result_bytes(self) -> int | None:

@@ -296,6 +296,8 @@ class TaskRecord:
     # When it ended cancelled, and when its cancel was asked for while it ran (0: never).
     cancelled_at: int = 0
     cancel_requested_at: int = 0
+    # The state a cancel that ended it at once found it in ('' when its run ended it).
+    cancelled_from: str = ""
     # Fixed at enqueue: 0 (lowest) to 9 (highest); the record holds it unless it is the
     # default.
     priority: int = PRIORITY.default
@@ -317,7 +319,7 @@ class TaskRecord:
             "idempotency_key", "last_error", "created_at", "run_at", "leased_at",
             "heartbeat_at", "completed_at", "dead_at", "result", "error_type",
             "error_message", "traceback", "result_ttl", "waiters", "cancelled_at",
-            "cancel_requested", "cancel_ttl", "priority", "limit_key", "progress",
+            "cancel_requested", "cancelled_from", "cancel_ttl", "priority", "limit_key", "progress",
             "progress_message", "progress_token", "progress_at",
         }  # fmt: skip
         current = bool(raw.get("progress")) and raw.get("progress_token") == raw.get(
@@ -346,6 +348,7 @@ class TaskRecord:
             result_ttl=number("result_ttl"),
             cancelled_at=number("cancelled_at"),
             cancel_requested_at=number("cancel_requested"),
+            cancelled_from=raw.get("cancelled_from", ""),
             priority=number("priority") if raw.get("priority") else PRIORITY.default,
             limit_key=raw.get("limit_key", ""),
             progress=number("progress") / 1000 if current else None,
