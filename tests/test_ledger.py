@@ -14,7 +14,7 @@ import pytest
 
 from taskq.errors import LedgerError
 from taskq.settings import LedgerGuard
-from taskq.tools.ledger import ChargeOutcome, Ledger
+from taskq.tools.ledger import MAX_AMOUNT, ChargeOutcome, Ledger
 
 TASKS = 25
 
@@ -207,6 +207,60 @@ class TestErrors:
     def test_a_reader_reads_a_ledger_as_it_is(self, path: Path) -> None:
         Ledger(path).charge("t1", 1, "alice", 5)
         assert Ledger(path, create=False).summary().charges == 1
+
+    def test_charges_that_add_up_past_64_bits_are_summed_not_an_error(
+        self, path: Path
+    ) -> None:
+        ledger = Ledger(path, "none")
+        ledger.charge("t1", 1, "alice", MAX_AMOUNT)
+        ledger.charge("t2", 1, "alice", MAX_AMOUNT)
+        assert ledger.summary().amount == 2 * MAX_AMOUNT
+
+    def test_a_damaged_ledger_is_a_ledger_error_and_exit_2_not_a_double_charge(
+        self, path: Path
+    ) -> None:
+        ledger = Ledger(path, "none")
+        for n in range(2000):
+            ledger.charge(f"t{n}", 1, "alice", 1)
+        ledger.close()
+        data = bytearray(path.read_bytes())
+        data[8192:16384] = b"\xff" * 8192  # pages in the middle garbled
+        path.write_bytes(bytes(data))
+        with pytest.raises(LedgerError, match="cannot read the ledger"):
+            Ledger(path, create=False).summary()
+        done = subprocess.run([sys.executable, "-m", "taskq", "ledger", "--path", str(path)],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "cannot read the ledger" in done.stderr
+
+    @pytest.mark.parametrize(("task_id", "token", "amount", "said"), [
+        ("\ud800", 1, 1, "task id cannot be stored"),
+        ("t1", 2**63, 1, "token must be a whole number"),
+        ("t1", "10", 1, "token must be a whole number"),
+        ("t1", 1, 10**19, "amount must be a whole number"),
+        ("t1", True, 1, "token must be a whole number"),
+    ])
+    def test_a_charge_the_ledger_cannot_keep_is_a_ledger_error_writing_nothing(
+        self, path: Path, task_id: str, token: int, amount: int, said: str
+    ) -> None:
+        ledger = Ledger(path, "fence")
+        with pytest.raises(LedgerError, match=said):
+            ledger.charge(task_id, token, "alice", amount)
+        assert ledger.summary().charges == 0
+
+    def test_a_reader_writes_nothing_so_a_read_only_copy_can_be_audited(
+        self, path: Path
+    ) -> None:
+        Ledger(path).charge("t1", 1, "alice", 5)
+        copy = path.with_name("copy.db")
+        with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")  # as an archived copy would be
+        source.close()
+        target.close()
+        before = copy.read_bytes()
+        assert Ledger(copy, create=False).summary().charges == 1
+        assert copy.read_bytes() == before  # not switched to WAL, as a writer's open does
 
     def test_the_default_guard_is_dedupe(self, path: Path) -> None:
         assert Ledger(path).guard == "dedupe"

@@ -82,6 +82,7 @@ class Ledger:
             raise LedgerError(f"no ledger at {self.path}: check --path (or LEDGER_PATH) "
                               "and the directory it is run from")
         self.guard = guard
+        self._reader = not create
         self._local = threading.local()
         try:
             if create:
@@ -97,9 +98,13 @@ class Ledger:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             try:
-                db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
+                if self._reader:  # it writes nothing: a read-only copy can be audited
+                    uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+                    db = sqlite3.connect(uri, timeout=60, isolation_level=None, uri=True)
+                else:
+                    db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error as e:
                 raise LedgerError(f"cannot open ledger {self.path}: {e}") from e
             self._local.db = db
@@ -109,7 +114,9 @@ class Ledger:
         return _Transaction(self._db())
 
     def charge(self, task_id: str, token: int, account: str, amount: int) -> ChargeOutcome:
-        """Charge `amount` to `account` on behalf of `task_id` holding `token`."""
+        """Charge `amount` to `account` on behalf of `task_id` holding `token`; a
+        LedgerError, with nothing written, for a value the ledger cannot keep."""
+        _check_charge(task_id, token, account, amount)
         with self._transaction() as db:
             if self.guard == "dedupe":
                 seen = db.execute("SELECT 1 FROM applied WHERE task_id = ?", (task_id,))
@@ -129,14 +136,19 @@ class Ledger:
         return "applied"
 
     def summary(self) -> LedgerSummary:
-        db = self._db()
-        charges, tasks, amount = db.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT task_id), COALESCE(SUM(amount), 0) FROM charges"
-        ).fetchone()
-        twice = db.execute(
-            "SELECT task_id, COUNT(*) FROM charges GROUP BY task_id HAVING COUNT(*) > 1 "
-            "ORDER BY COUNT(*) DESC, task_id"
-        ).fetchall()
+        """The ledger's totals; a LedgerError when the file cannot be read as one (a
+        damaged ledger must not read as tasks charged twice)."""
+        with _reading(self.path):
+            db = self._db()
+            charges, tasks = db.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT task_id) FROM charges").fetchone()
+            # Summed here: charges each within 64 bits may add up past them, where
+            # SQLite's SUM fails.
+            amount = sum(a for (a,) in db.execute("SELECT amount FROM charges"))
+            twice = db.execute(
+                "SELECT task_id, COUNT(*) FROM charges GROUP BY task_id HAVING COUNT(*) > 1 "
+                "ORDER BY COUNT(*) DESC, task_id"
+            ).fetchall()
         return LedgerSummary(charges, tasks, amount, [(t, n) for t, n in twice])
 
     def charges_by_task(self, prefix: str) -> dict[str, int]:
@@ -167,6 +179,35 @@ class Ledger:
         if db is not None:
             db.close()
             self._local.db = None
+
+
+def _check_charge(task_id: object, token: object, account: object, amount: object) -> None:
+    for name, text in (("task id", task_id), ("account", account)):
+        if not isinstance(text, str):
+            raise LedgerError(f"a charge's {name} must be text, not {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise LedgerError(f"a charge's {name} cannot be stored: {e.reason}") from e
+    for name, number, low in (("token", token, 0), ("amount", amount, -MAX_AMOUNT)):
+        if isinstance(number, bool) or not isinstance(number, int) \
+                or not low <= number <= MAX_AMOUNT:
+            raise LedgerError(f"a charge's {name} must be a whole number from {low} to "
+                              f"{MAX_AMOUNT}, not {number!r:.40}")
+
+
+class _reading:  # lower case: it reads as a function at every `with`
+    """Turns SQLite's errors while reading the ledger at `path` into LedgerError."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(f"cannot read the ledger {self.path}: {exc}") from exc
 
 
 class _Transaction:
