@@ -534,6 +534,21 @@ class TestAKeyedLimit:
         sound(limited)
 
 
+    def test_a_run_ending_then_its_groups_parked_task_cancelled_leaves_no_mark_behind(
+        self, limited: Broker
+    ) -> None:
+        """Kept per account until some group parks again, such marks grew with every
+        account whose waiting task was cancelled before a lease came."""
+        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))
+        held = lease_all(limited)
+        assert limited.ack("a1", held["a1"])  # marks acct-a: a3 waits for that slot
+        assert limited.client.sismember(limited.keys.slots_freed,
+                                        f"{NAME}|acct-a")
+        assert limited.cancel("a3").outcome == "cancelled"
+        assert not limited.client.exists(limited.keys.slots_freed)
+        sound(limited)
+
+
 class TestLimitArguments:
     @pytest.mark.parametrize("most", [0, -1, 10_001, 2.5, True, "5", None])
     def test_a_bad_limit_is_refused_saying_what_is_wrong(self, most: object) -> None:

@@ -98,3 +98,21 @@ def test_a_purge_redis_refuses_waits_its_own_interval_not_every_turn(
     broker.enqueue("soon", delay=0.002)
     time.sleep(0.005)
     assert maintenance.run(backlog=False, due=True) == 1  # no purge until its next turn
+
+
+def test_a_full_purge_batch_is_followed_by_another_the_next_turn(
+    broker: Broker, settings: Settings
+) -> None:
+    """Tasks dying faster than a batch a purge interval must not fill the DLQ for good."""
+    broker.enqueue_many([NewTask(f"t{n}", max_retries=0) for n in range(2 * module.LIMIT + 50)])
+    for leased in broker.lease_many("w", 30, 1000).tasks:
+        broker.fail(leased.task_id, leased.token, "boom")
+    time.sleep(0.01)
+    maintenance = Maintenance(broker, Settings.from_env({}, redis_url=settings.redis_url,
+                                                        dead_ttl_seconds=0.001))
+    dead = []
+    for _ in range(3):
+        time.sleep(EVERY_SECONDS + 0.005)
+        maintenance.run(backlog=False)
+        dead.append(broker.counts().dead)
+    assert dead == [module.LIMIT + 50, 50, 0]

@@ -82,7 +82,10 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
     local list = parked_key(prefix, group)
     removed = redis.call('LREM', list, -1, task_id)  -- parked at the tail (lease.lua)
     if redis.call('LLEN', list) == 0 then
+      -- Nothing of it waits now: no lease must look at it (a mark left here would be
+      -- read only once some group parks again, and kept per account until then).
       redis.call('SREM', parked_names_key(prefix), group)
+      redis.call('SREM', freed_key(prefix), group)
       forget_group(prefix, group)
     end
   elseif state == 'pending' then

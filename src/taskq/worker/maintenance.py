@@ -72,7 +72,10 @@ class Maintenance:
         if now >= self._next_purge:
             # Set first: a purge Redis refuses waits its turn again, not every turn.
             self._next_purge = now + PURGE_EVERY_SECONDS
-            self.broker.purge(s.dead_ttl_seconds, LIMIT)
+            if len(self.broker.purge(s.dead_ttl_seconds, LIMIT)) == LIMIT:
+                # A full batch: more may be due, and tasks that die faster than a batch
+                # a turn would fill the DLQ for good. The next turn purges again.
+                self._next_purge = now
         return fired + promoted
 
     def _fire(self) -> int:
