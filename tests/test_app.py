@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -93,6 +94,23 @@ class TestRegistration:
         with pytest.raises(InvalidTaskError, match="already registered as 'shared'"):
             app.task("shared")(greet)
         assert app.tasks["shared"].fn is add
+
+    def test_the_same_function_under_its_name_with_other_options_is_refused(
+        self, app: App
+    ) -> None:
+        """Taken, the first Task would enqueue with max_retries=1 while the worker ran
+        the task with 9."""
+        first = app.task("same", max_retries=1)(add)
+        with pytest.raises(InvalidTaskError, match="'same' is already registered with other"):
+            app.task("same", max_retries=9)(add)
+        assert app.tasks["same"] is first
+
+    def test_a_callable_with_no_name_of_its_own_is_refused_asking_for_one(
+        self, app: App
+    ) -> None:
+        with pytest.raises(InvalidTaskError, match="has no name of its own"):
+            app.task()(functools.partial(add, 1))
+        assert app.task("add_one")(functools.partial(add, 1)).name == "add_one"
 
     def test_registering_the_same_function_again_is_harmless(self, app: App) -> None:
         first = app.task("same")(add)

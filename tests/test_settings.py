@@ -124,6 +124,17 @@ class TestFlags:
         with pytest.raises(ConfigError, match=f"{variable}='-1'"):
             with_env(**{variable: "-1"})
 
+    @pytest.mark.parametrize(("variable", "raw"), [
+        ("TASKQ_CONCURRENCY", "\u0661\u0662"), ("TASKQ_CONCURRENCY", "\uff11\uff12"),
+        ("TASKQ_CONCURRENCY", "1_0"), ("LEASE_SECONDS", "\u0663\u0660"),
+        ("LEASE_SECONDS", "1_0.5"),
+    ])
+    def test_a_number_not_in_plain_ascii_digits_is_refused_by_name(
+        self, variable: str, raw: str
+    ) -> None:
+        with pytest.raises(ConfigError, match=f"{variable}=.*ASCII digits"):
+            with_env(**{variable: raw})
+
     def test_the_task_log_is_on_unless_turned_off(self) -> None:
         assert with_env().task_log and not with_env(TASKQ_TASK_LOG="0").task_log
 
@@ -144,6 +155,13 @@ class TestRedisUrl:
     )
     def test_a_url_with_a_scheme_redis_py_knows_is_kept_as_given(self, url: str) -> None:
         assert with_env(REDIS_URL=url).redis_url == url
+
+    def test_a_url_naming_two_databases_is_refused_and_one_named_twice_alike_is_not(
+        self,
+    ) -> None:
+        with pytest.raises(ConfigError, match="names database 1 in its path and 5 in"):
+            with_env(REDIS_URL="redis://h:6379/1?db=5")
+        assert with_env(REDIS_URL="redis://h:6379/1?db=1").redis_url.endswith("db=1")
 
     @pytest.mark.parametrize("url", ["redis://h:6379/analytics", "redis://h:6379/0/x",
                                      "redis://h:6379/-1"])

@@ -38,10 +38,20 @@ from taskq.shards import Layout, refuse_shard_name
 
 log = logging.getLogger("taskq")
 
+def _options(task: Task[..., Any]) -> tuple[object, ...]:
+    return (task.max_retries, task.store_result, task.retry, task.time_limit, task.priority,
+            task.rate_limit, task.concurrency_limit)
+
+
 def default_name(fn: Callable[..., Any]) -> str:
     """A task's name when none is given: its function's module and qualified name. One
     defined in a script run as `python job.py` gets a warning: its module is then
     `__main__`, which a worker that imports `job` knows by another name."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise InvalidTaskError(f"{fn!r:.80} has no name of its own (a functools.partial or "
+                               "a callable object?): name the task, "
+                               "@app.task(\"module.name\")")
     if fn.__module__ == "__main__":
         log.warning("task %s is named after a script run as __main__: a worker that imports "
                     "its module knows it by another name and sends it to the DLQ as "
@@ -255,6 +265,20 @@ class App:
         serves: its own, or for a sharded app its first shard."""
         return self.queue if self.layout is None else self.layout.shards[0]
 
+    def _check_unique(self, task: Task[..., Any]) -> None:
+        """Refuse a second task under `task`'s name: another function, or the same one
+        (a module imported twice) with other options, which a Task made before would
+        enqueue with while the worker ran the new ones."""
+        before = self.tasks.get(task.name)
+        if before is None:
+            return
+        if before.fn is not task.fn:
+            raise InvalidTaskError(f"a different function is already registered as "
+                                   f"{task.name!r}")
+        if _options(before) != _options(task):
+            raise InvalidTaskError(f"{task.name!r} is already registered with other "
+                                   "options; register it once")
+
     def task(
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
         retry: RetryPolicy | None = None, time_limit: float | None = None,
@@ -295,10 +319,6 @@ class App:
                     f"{task_name}: parameter(s) {', '.join(clashing)} clash with the options "
                     f"of .enqueue ({', '.join(RESERVED)}); rename them"
                 )
-            if task_name in self.tasks and self.tasks[task_name].fn is not fn:
-                raise InvalidTaskError(
-                    f"a different function is already registered as {task_name!r}"
-                )
             if self.layout is not None and (rate_limit or max_concurrency) is not None:
                 raise ConfigError(self._unshareable(f"task {task_name!r} has a "
                     + ("rate limit" if rate_limit is not None else "concurrency limit")))
@@ -314,6 +334,7 @@ class App:
             task = Task(self, fn, task_name, MAX_RETRIES.check(max_retries),
                         store_result, retry or DEFAULT, time_limit, priority, limit,
                         slots)
+            self._check_unique(task)
             self.tasks[task_name] = task
             return task
 

@@ -289,13 +289,13 @@ class TaskContext:
             self._lock.release()
 
     def _confirm_lease(self) -> None:
+        self._refuse_if_cancelled()
+        self._refuse_if_timed_out()
         if self.finished:
             # Settled by this worker (a thread or task the handler left behind): its
             # lease is given up, and a retry may be running, whatever Redis can say.
             raise LeaseLostError(f"task {self.task_id}: its run was settled; an effect "
                                  "after that is skipped")
-        self._refuse_if_cancelled()
-        self._refuse_if_timed_out()
         # A renewal Redis held that took a lease or more to come back (Redis stalled)
         # says the lease is held but not since when: asked once more, it says so afresh.
         for _ in range(2):

@@ -156,9 +156,10 @@ class TaskView:
 
     @property
     def failure(self) -> Failure | None:
-        """How the last failed attempt failed, or None if no attempt has failed. A retried
-        failure keeps only its one-line summary (`last_error`): the exception's type,
-        message and traceback are kept when the task dies or its lease expires."""
+        """How the last failed attempt failed, or None if no attempt has failed: every
+        failed attempt, retried or not, keeps its exception's type, message and
+        traceback beside its one-line summary (`last_error`); an expired lease has no
+        traceback."""
         r = self.record
         if not (r.error_type or r.error_message or r.last_error):
             return None

@@ -228,8 +228,20 @@ def _flag(raw: str) -> bool:
     raise ValueError("expected 1/true/yes/on or 0/false/no/off")
 
 
+def _plain(raw: str) -> str:
+    """`raw` if it is written as a reviewer of a config reads a number: Python also
+    takes '١٢' and '1_0', which no one would take for 12 and 10 at a glance."""
+    if not raw.isascii() or "_" in raw:
+        raise ValueError("expected a number in ASCII digits, with no '_'")
+    return raw
+
+
+def _whole(raw: str) -> int:
+    return int(_plain(raw))
+
+
 def _finite(raw: str) -> float:
-    value = float(raw)
+    value = float(_plain(raw))
     if not math.isfinite(value):
         raise ValueError("expected a finite number")
     return value
@@ -305,6 +317,12 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     if isinstance(db, int) and not 0 <= db < 2**31:
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names database {db}: Redis "
                           "counts its databases from 0, as many as its `databases` setting")
+    # redis-py takes ?db= over the path without a word: two databases named is one too
+    # many to guess which was meant.
+    path = "" if url.startswith("unix://") else urlsplit(url).path.strip("/")
+    if path and db != int(path):
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names database {path} in its "
+                          f"path and {db} in ?db=: name it once")
     # A negative interval fails every command with an error about a MAINT_NOTIFICATIONS
     # subcommand (redis-py 8), which would say nothing of the URL either.
     interval = kwargs.get("health_check_interval")
@@ -345,14 +363,14 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "poll_seconds": ("POLL_SECONDS", _finite),
     "shutdown_grace_seconds": ("SHUTDOWN_GRACE_SECONDS", _finite),
     "time_limit_seconds": ("TASKQ_TIME_LIMIT_SECONDS", _finite),
-    "concurrency": ("TASKQ_CONCURRENCY", int),
-    "prefetch": ("TASKQ_PREFETCH", int),
-    "worker_processes": ("TASKQ_WORKER_PROCESSES", int),
-    "shards": ("TASKQ_SHARDS", int),
-    "events_retention": ("TASKQ_EVENTS_RETENTION", int),
-    "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", int),
-    "max_result_bytes": ("TASKQ_MAX_RESULT_BYTES", int),
-    "idempotency_ttl_seconds": ("TASKQ_IDEMPOTENCY_TTL_SECONDS", int),
+    "concurrency": ("TASKQ_CONCURRENCY", _whole),
+    "prefetch": ("TASKQ_PREFETCH", _whole),
+    "worker_processes": ("TASKQ_WORKER_PROCESSES", _whole),
+    "shards": ("TASKQ_SHARDS", _whole),
+    "events_retention": ("TASKQ_EVENTS_RETENTION", _whole),
+    "max_payload_bytes": ("TASKQ_MAX_PAYLOAD_BYTES", _whole),
+    "max_result_bytes": ("TASKQ_MAX_RESULT_BYTES", _whole),
+    "idempotency_ttl_seconds": ("TASKQ_IDEMPOTENCY_TTL_SECONDS", _whole),
     "completed_ttl_seconds": ("TASKQ_COMPLETED_TTL_SECONDS", _finite),
     "dead_ttl_seconds": ("TASKQ_DEAD_TTL_SECONDS", _finite),
     "redis_server": ("REDIS_SERVER", str),
@@ -362,7 +380,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "allowed_hosts": ("TASKQ_ALLOWED_HOSTS", str),
     "feed_heartbeat_seconds": ("TASKQ_FEED_HEARTBEAT_SECONDS", _finite),
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
-    "feed_max_queues": ("TASKQ_FEED_MAX_QUEUES", int),
+    "feed_max_queues": ("TASKQ_FEED_MAX_QUEUES", _whole),
     "request_timeout_seconds": ("TASKQ_REQUEST_TIMEOUT_SECONDS", _finite),
 }
 
