@@ -2016,6 +2016,22 @@ def test_a_step_that_dies_fails_its_workflow_and_the_later_steps_show_skipped(
     expect(history.get_by_test_id("history-state")).to_have_text("cancelled")
 
 
+def test_a_workflow_cancelled_while_each_of_its_steps_runs_shows_cancelled_at_once(
+    page: Page, server: Server, queue: Broker, redis_server: EmbeddedRedis
+) -> None:
+    """Its cancel ends no step yet (each is told at its next heartbeat): the events are
+    cancel requests, and the row must not wait for a step's end or the 30 s resync."""
+    app, tasks = flow_app(redis_server.url)
+    group(tasks["add"].s(1), tasks["add"].s(2)).enqueue(flow_id="bill-3")  # no step waits
+    assert len(queue.lease_many("w-held", 60, 2).tasks) == 2  # both steps running
+    page.goto(f"{server.url}/?queue={QUEUE}")
+    expect(by_id(page, "conn-state")).to_have_attribute("data-state", "live")
+    row = page.locator("[data-testid=flow-row][data-flow-id=bill-3]")
+    expect(row).to_have_attribute("data-state", "running")
+    assert app.workflow("bill-3").cancel().told == 2
+    expect(row).to_have_attribute("data-state", "cancelled", timeout=10_000)
+
+
 def test_a_burst_of_workflows_reads_only_the_listed_ones(
     page: Page, server: Server, queue: Broker, redis_server: EmbeddedRedis
 ) -> None:

@@ -84,7 +84,9 @@ export function flowEvent(d) {
   if (entry.busy) entry.buffer.push(d);
   if (entry.status) {
     applyStep(entry, d);
-    if (ENDED.has(d.state)) reloadSoon(entry);
+    // A cancel request may be the whole workflow's, whose running steps end only as
+    // their workers hear it: the workflow's own state has changed meanwhile.
+    if (ENDED.has(d.state) || d.type === 'cancel_requested') reloadSoon(entry);
     changed(entry);
   }
 }
