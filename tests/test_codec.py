@@ -14,6 +14,7 @@ import redis
 from taskq.broker import Broker
 from taskq.codec import (
     MAX_DEPTH,
+    MAX_READ_DEPTH,
     EncodedResult,
     args_payload,
     decode_payload,
@@ -212,10 +213,15 @@ class TestDecoding:
         with pytest.raises(ResultError, match="cannot be decoded: it nests too deeply"):
             decode_result(deep)
 
-    def test_json_one_level_past_the_limit_is_refused_before_it_is_read(self) -> None:
+    def test_json_one_level_past_the_readers_limit_is_refused_before_it_is_read(
+        self,
+    ) -> None:
         # Python could read it; refusing it unread keeps the reader's recursion, and any
-        # finalizer the collector runs meanwhile, far from the stack's limit.
-        past = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+        # finalizer the collector runs meanwhile, far from the stack's limit. Readers
+        # take three levels more than writers write: a handed-on result's wrapping.
+        at = "[" * MAX_READ_DEPTH + "]" * MAX_READ_DEPTH
+        assert read_json(at) is not None
+        past = "[" * (MAX_READ_DEPTH + 1) + "]" * (MAX_READ_DEPTH + 1)
         with pytest.raises(RecursionError, match="it nests too deeply"):
             read_json(past)
         with pytest.raises(PayloadError, match="it nests too deeply"):
