@@ -24,7 +24,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
 FLAGS = [v for v, parse in ENVIRONMENT.values() if parse.__name__ == "_flag"]
 NUMBERS = [v for v, parse in ENVIRONMENT.values()
            if parse is not str and v not in ("LEDGER_GUARD", "REDIS_URL") and v not in FLAGS]
-INTEGERS = [variable for variable, parse in ENVIRONMENT.values() if parse is int]
+INTEGERS = [variable for variable, parse in ENVIRONMENT.values() if parse.__name__ == "_whole"]
+assert INTEGERS, "no whole-number setting found: the tests over them would all be skipped"
 
 
 def readme_configuration() -> dict[str, str]:

@@ -151,59 +151,33 @@ def test_one_queue_that_keeps_failing_holds_back_no_other_queues_acks(
     assert record_of(broker, "kept").state == "completed"
 
 
+@pytest.mark.parametrize(("held_up", "refusing"), [("fail", "delayed"), ("ack", "leased")])
 def test_a_queue_in_an_outage_keeps_no_other_queues_lease_from_its_heartbeats(
-    broker: Broker, client: redis.Redis
+    broker: Broker, client: redis.Redis, held_up: str, refusing: str
 ) -> None:
-    """A fail retried through its queue's outage holds the acks behind it up for as
-    long as a lease: their leases must be renewed meanwhile, or another worker reaps
-    a run that completed and runs it again."""
-    broken = Broker(client, broker.queue + "-broken")
-    broken.enqueue("failing")
-    broker.enqueue("done")
-    (failing,) = broken.lease_many("w", 10, 1).tasks
-    (done,) = broker.lease_many("w", 10, 1).tasks
-    client.delete(broken.keys.delayed)
-    client.set(broken.keys.delayed, "not a sorted set")  # the fail is refused, retried
-    slots = Slots(8)
-    settler = Settler(Queues([broken, broker]),
-                      Settings.from_env({}, lease_seconds=1.0), slots, "w")
-    failed, acked = outcome(broken, failing, "boom"), outcome(broker, done)
-    for held in (failed, acked):
-        slots.hold(held.context)
-    settled: list[Any] = []
-    settling = threading.Thread(target=lambda: settled.append(settler.settle([failed, acked])))
-    settling.start()
-    time.sleep(0.3)  # the fail is being retried
-    assert failed.context.finished and not acked.context.finished  # heartbeats go on
-    settling.join(10)
-    assert settled[0].acks == [True]
-    assert record_of(broker, "done").state == "completed"
-
-
-def test_an_ack_held_up_by_its_queues_outage_keeps_the_other_queues_leases_renewed(
-    broker: Broker, client: redis.Redis
-) -> None:
-    """Acks go queue by queue, each retried through its own queue's outage for up to
-    a lease: a run of another queue waiting its turn must keep its heartbeats, or it is
-    reaped, run again or sent to the DLQ though it completed."""
+    """A fail or an ack retried through its queue's outage (here a key of another type:
+    every call refused before it writes) holds the calls of the other queues behind it
+    up for as long as a lease: their leases must be renewed meanwhile, or another
+    worker reaps a run that completed and runs it again or sends it to the DLQ."""
     broken = Broker(client, broker.queue + "-broken")
     broken.enqueue("held-up")
     broker.enqueue("waits")
-    (held_up,) = broken.lease_many("w", 10, 1).tasks
-    (waits,) = broker.lease_many("w", 10, 1).tasks
-    client.delete(broken.keys.leased)
-    client.set(broken.keys.leased, "not a sorted set")  # the ack is refused, retried
+    (first_task,) = broken.lease_many("w", 10, 1).tasks
+    (waiting,) = broker.lease_many("w", 10, 1).tasks
+    client.delete(getattr(broken.keys, refusing))
+    client.set(getattr(broken.keys, refusing), "not taskq's")
     slots = Slots(8)
     settler = Settler(Queues([broken, broker]),
                       Settings.from_env({}, lease_seconds=1.0), slots, "w")
-    first, second = outcome(broken, held_up), outcome(broker, waits)
+    first = outcome(broken, first_task, "boom" if held_up == "fail" else None)
+    second = outcome(broker, waiting)
     for held in (first, second):
         slots.hold(held.context)
     settled: list[Any] = []
     settling = threading.Thread(target=lambda: settled.append(settler.settle([first, second])))
     settling.start()
-    time.sleep(0.3)  # the first queue's ack is being retried
-    assert first.context.finished and not second.context.finished
+    time.sleep(0.3)  # the first queue's call is being retried
+    assert first.context.finished and not second.context.finished  # heartbeats go on
     settling.join(10)
     assert record_of(broker, "waits").state == "completed"
 
