@@ -442,10 +442,12 @@ class TestPriorities:
         assert check.detail.startswith("2 of 2 leases checked (1 at 9, 1 at 5); 1 violations, "
                                        "first: ('b', 3, \"P1: leased at priority 5 while 'a'")
 
-    def test_leases_the_log_cannot_check_are_counted_with_their_reason(self) -> None:
+    def test_leases_the_log_cannot_check_are_counted_and_none_checked_is_no_pass(
+        self,
+    ) -> None:
         trimmed = priority_log("a", "b")[2:]
         check = priority_check(validate(trimmed, require_terminal=False).priority)
-        assert check.ok
+        assert not check.ok
         assert check.detail == ("0 of 2 leases checked (none); not checked: 2 its enqueued "
                                 "event is not in the log; 0 violations")
 

@@ -242,12 +242,14 @@ def flows_check(c: FlowCount, may_lose: bool) -> Check:
 
 def priority_check(p: PriorityReport) -> Check:
     """P1 on the real run, from the trace validation's replay of the ready lists: every
-    lease took the front of the highest priority that held a task."""
+    lease took the front of the highest priority that held a task. A run in which no
+    lease could be checked has shown nothing, and fails."""
     levels = ", ".join(f"{n} at {level}" for level, n in sorted(p.by_priority.items(),
                                                                  reverse=True))
     skipped = "; ".join(f"{n} {reason}" for reason, n in p.unchecked.items())
     return Check(
-        "P1: every lease took the front of the highest priority ready", p.ok,
+        "P1: every lease took the front of the highest priority ready",
+        p.ok and p.checked > 0,
         f"{p.checked} of {p.leases} leases checked ({levels or 'none'})"
         + (f"; not checked: {skipped}" if skipped else "")
         + (f"; {len(p.passed_over)} tasks passed over and never seen again"
