@@ -81,11 +81,23 @@ def test_an_effect_after_its_run_was_settled_is_refused_while_redis_cannot_be_as
         pytest.fail("the effect ran")
 
 
-def test_a_context_counts_its_lease_lapsed_a_lease_after_its_last_renewal() -> None:
-    context = context_on(unreachable(), "a", 1, lease=60)
+def test_a_lease_a_lease_past_its_last_renewal_has_lapsed_unless_redis_holds_it(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """A grant that came back late (Redis stalled) is dated from its sending: one
+    renewal tells it from a lease another worker has taken."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
     assert not context.lease_lapsed()
-    context.confirmed_at = time.monotonic() - 60.1
-    assert context.lease_lapsed()
+    context.confirmed_at = time.monotonic() - LEASE - 0.1
+    assert not context.lease_lapsed()  # renewed: Redis still held it
+    assert time.monotonic() - context.confirmed_at < 1
+    context.confirmed_at = time.monotonic() - LEASE - 0.1
+    client.hincrby(broker.keys.task(task_id), "fencing_token", 2)  # reaped, leased again
+    assert context.lease_lapsed() and context.lease_lost
+    out_of_reach = context_on(unreachable(), "b", 1, lease=60)
+    out_of_reach.confirmed_at = time.monotonic() - 60.1
+    assert out_of_reach.lease_lapsed()  # no renewal to vouch for it
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from taskq.processes import REFUSED_STATUS
 from taskq.worker.pool import FIRST_RESTART_DELAY, WorkerPool
 from waiting import wait_until
 
@@ -66,11 +67,29 @@ def test_a_pool_whose_copy_refuses_its_settings_at_its_first_start_stops_with_st
     """Every copy would refuse the same settings: started again for ever, the pool would
     look healthy to its supervisor and run nothing."""
     caplog.set_level(logging.INFO, logger="taskq.worker")
-    refusing = [sys.executable, "-c", "import sys; sys.exit(2)"]
+    refusing = [sys.executable, "-c", f"import sys; sys.exit({REFUSED_STATUS})"]
     pool = WorkerPool(refusing, processes=2)
     ended: list[int] = []
     runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
     runner.start()
     runner.join(20)
-    assert ended == [2]
-    assert "refused to start (status 2" in caplog.text and delays_said(caplog) == []
+    assert ended == [2]  # as one `taskq worker` refusing its settings exits
+    assert "refused to start" in caplog.text and delays_said(caplog) == []
+
+
+def test_a_copy_that_meets_a_passing_fault_at_its_first_start_is_started_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Exit 2 is also a Redis out of reach or still loading: a restart or failover as the
+    pool starts must not stop it for good."""
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    pool = WorkerPool([sys.executable, "-c", "import sys; sys.exit(2)"], processes=1)
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    runner.start()
+    try:
+        wait_until(lambda: len(delays_said(caplog)) >= 2, 20, "two restarts")
+    finally:
+        pool.stop()
+        runner.join(20)
+    assert ended == [2] and "refused to start" not in caplog.text

@@ -15,7 +15,7 @@ from redis.retry import Retry
 from conftest import ON_CLUSTER
 from helpers import record_of
 from proxy import ReplyDroppingProxy
-from taskq.broker import Broker
+from taskq.broker import Broker, NewTask
 from taskq.connection import connect
 from taskq.context import TaskContext
 from taskq.results import Failure, LeasedTask
@@ -212,6 +212,30 @@ def test_a_handler_that_returns_while_a_shutdown_gives_tasks_back_keeps_its_resu
     record = record_of(broker, "returned")
     assert (record.state, record.result) == ("completed", '"the value"')
     assert settling.in_hand() == []
+
+
+def test_a_run_given_back_at_shutdown_whose_outcome_comes_later_is_not_settled_again(
+    broker: Broker,
+) -> None:
+    """Its outcome arrives while another run's is waited for: the task was acked as cut
+    off (its effect applied), and settling the outcome too counted it twice."""
+    broker.enqueue_many([NewTask("cut"), NewTask("returned")])
+    cut_task, returned_task = broker.lease_many("w", 10, 2).tasks
+    settling = Settling(broker)
+    cut, returned = (settling.held(outcome(broker, t)) for t in (cut_task, returned_task))
+    with cut.context.effect():
+        pass
+    returned.context.ended_at = time.monotonic()
+    late = [Outcome(cut.task, cut.context, None, '"late"'), returned]
+
+    def arrived() -> list[Outcome]:
+        taken, late[:] = list(late), []
+        return taken
+
+    settling.settler.abandon([cut.context, returned.context], arrived)
+    assert settling.slots.stats().acked == 2
+    assert record_of(broker, "cut").result is None  # acked as cut off, once
+    assert record_of(broker, "returned").state == "completed"
 
 
 def test_a_failure_redis_never_took_is_logged_as_such_not_as_a_stale_token(

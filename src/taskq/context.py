@@ -211,11 +211,14 @@ class TaskContext:
             return first
 
     def lease_lapsed(self) -> bool:
-        """Whether more than a lease has passed since the last renewal Redis accepted:
-        another worker may hold the task by now, whether or not the heartbeat has
-        heard so (a process paused past its lease has not)."""
-        return self.lease is not None and \
-            time.monotonic() - self.confirmed_at >= self.lease.lease_seconds
+        """Whether more than a lease has passed since the last renewal Redis accepted
+        and a renewal asked now does not hold it: another worker may hold the task by
+        now, whether or not the heartbeat has heard so (a process paused past its lease
+        has not). A lease whose grant came back late (Redis stalled) is dated from its
+        sending, and is still held: the renewal tells them apart."""
+        if self.lease is None or time.monotonic() - self.confirmed_at < self.lease.lease_seconds:
+            return False
+        return not self._renew(self.lease)
 
     @property
     def effect_applied(self) -> bool:
@@ -336,8 +339,7 @@ class TaskContext:
         try:
             held = lease.confirm(self.task_id, self.token)
         except BrokerError as e:
-            log.warning("task %s: could not confirm its lease before an effect: %s",
-                        self.task_id, e)
+            log.warning("task %s: could not confirm its lease: %s", self.task_id, e)
             return False
         if held:
             self.renewed(sent)

@@ -14,6 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 
 PR_SET_PDEATHSIG = 1
+# What a worker pool's copy exits with when it refuses what every copy would refuse (its
+# settings, its app, the server's safety settings, the queue's layout in Redis): its
+# pool then stops, where it starts again a copy that met a passing fault (a Redis out of
+# reach, still loading). EX_CONFIG of sysexits.h.
+REFUSED_STATUS = 78
 
 
 @functools.cache

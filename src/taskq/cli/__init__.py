@@ -30,7 +30,8 @@ from taskq.cli import (
 )
 from taskq.cli.common import error_line
 from taskq.cli.logs import FORMATS, configure
-from taskq.errors import TaskqError
+from taskq.errors import ConfigError, InvalidTaskError, TaskqError, UnsafeRedisError
+from taskq.processes import REFUSED_STATUS
 from taskq.version import __version__
 
 COMMANDS = {
@@ -91,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # reported like the broker's own: one line, no traceback.
     except (TaskqError, redis.RedisError, RedisClusterException) as e:
         print(f"taskq {args.command}: {error_line(e, args)}", file=sys.stderr)
-        return 2
+        refused = isinstance(e, ConfigError | InvalidTaskError | UnsafeRedisError)
+        return REFUSED_STATUS if refused and getattr(args, "pool_copy", False) else 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from taskq.processes import die_with_parent
+from taskq.processes import REFUSED_STATUS, die_with_parent
 from taskq.worker.lifecycle import EXIT_NOW_SIGNAL, STOP_SIGNALS
 
 log = logging.getLogger("taskq.worker")
@@ -32,10 +32,8 @@ POLL_SECONDS = 0.2
 STEADY_SECONDS = 10.0
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
-# What `taskq worker` exits with when it refuses its settings, arguments or the queue's
-# layout in Redis: every copy would refuse the same, so the pool stops rather than
-# start them again for ever.
-REFUSED_STATUS = 2
+# What the pool exits with when a copy refused to start, as one `taskq worker` would.
+REFUSED_EXIT = 2
 # How long a copy told to exit at once has before it is killed.
 KILL_AFTER_SECONDS = 5.0
 
@@ -136,11 +134,11 @@ class WorkerPool:
             if status is None:
                 return
             lived = time.monotonic() - copy.started_at
+            # Every copy would refuse the same: started again, for ever.
             if status == REFUSED_STATUS and copy.starts == 1 and lived < STEADY_SECONDS:
-                copy.process, copy.last_status = None, status
-                log.error("worker pool: process %d (pid %d) refused to start (status %d; "
-                          "its reason is in its lines above): the pool stops", copy.index,
-                          process.pid, status)
+                copy.process, copy.last_status = None, REFUSED_EXIT
+                log.error("worker pool: process %d (pid %d) refused to start (its reason is "
+                          "in its lines above): the pool stops", copy.index, process.pid)
                 self.stop()
                 return
             if lived >= STEADY_SECONDS:

@@ -303,9 +303,11 @@ class Runner:
 
     def _may_start(self, context: TaskContext) -> bool:
         # A lapsed lease: a prefetched task waited through a pause of this process, and
-        # another worker may be running it now.
-        return self._starting and not (context.cancelled or context.lease_lost
-                                       or context.abandoned or context.lease_lapsed())
+        # another worker may be running it now. Asked first: the renewal it may make can
+        # say the task was cancelled.
+        lapsed = self._starting and context.lease_lapsed()
+        return self._starting and not (lapsed or context.cancelled or context.lease_lost
+                                       or context.abandoned)
 
     async def _run_async(self, job: Job) -> None:
         (fn, args, kwargs, keep), task, context, policy = job

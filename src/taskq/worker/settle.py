@@ -72,6 +72,9 @@ class Settler:
         unstarted: list[Outcome] = []
         failed: list[Outcome] = []
         done: list[Outcome] = []
+        # A run already settled (given back at the end of the grace) whose handler
+        # reported afterwards: its task is no longer this worker's to settle.
+        outcomes = [o for o in outcomes if not o.context.finished]
         for outcome in outcomes:
             (cancelled if outcome.context.cancelled else unstarted if not outcome.started
              else failed if outcome.failure is not None else done).append(outcome)
@@ -108,6 +111,8 @@ class Settler:
         # Those inside no effect() block first: none of them waits behind a block that
         # takes long (or never ends) to be given back.
         for context in sorted(contexts, key=lambda c: c.in_effect):
+            if context.finished:
+                continue  # settled meanwhile, with an outcome taken for another
             applied = context.abandon()
             if context.ended_at:
                 self.settle(self._reported(context, arrived))
