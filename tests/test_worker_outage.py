@@ -77,3 +77,26 @@ def test_a_call_that_redis_answers_after_a_refusal_returns_its_result() -> None:
 
     assert outage.retry("fail t1", flaky) == "ok"
     assert redis.calls == 3 and outage.deadline is None
+
+
+def test_a_call_whose_leases_were_renewed_since_a_spent_outage_is_retried_till_they_end(
+) -> None:
+    """Between two stalls the heartbeats renewed the leases: the second stall's ack must
+    be retried while they last, not dropped unsent because the first stall gave up."""
+    redis, outage = Redis(), Outage(LEASE, probe_seconds=60)
+    assert outage.retry("ack t1", redis.call) is None  # the first stall: spent
+    answers = iter([False, False, True])
+
+    def second_stall() -> str:
+        redis.up = next(answers)
+        return redis.call()
+
+    held_until = time.monotonic() + LEASE  # a renewal just accepted
+    assert outage.retry("ack t2", second_stall, held_until) == "ok"
+
+
+def test_a_call_is_tried_once_more_as_its_leases_end_then_given_up() -> None:
+    redis, outage = Redis(), Outage(60)
+    held_until = time.monotonic() + LEASE
+    assert outage.retry("ack t1", redis.call, held_until) is None
+    assert time.monotonic() >= held_until  # not a backoff's pause before it

@@ -24,7 +24,7 @@ AsyncClient: TypeAlias = redis.asyncio.Redis | AsyncRedisCluster
 RETRIES = 3
 # Connections one client keeps open at most. A call that finds every one in use (a
 # worker of many handler threads each asking for its effect, a web app with many
-# result() waits) waits up to TASKQ_REDIS_TIMEOUT_SECONDS for one to come free, rather
+# result() waits) waits up to REDIS_TIMEOUT_SECONDS for one to come free, rather
 # than failing at once as redis-py's default pool of 100 does.
 MAX_CONNECTIONS = 1000
 

@@ -329,7 +329,7 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     if interval is not None and not (math.isfinite(interval) and interval >= 0):
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has health_check_interval="
                           f"{interval}: give a number of seconds, 0 or more, or leave it out")
-    # The URL's own timeouts win over TASKQ_REDIS_TIMEOUT_SECONDS, and a socket refuses
+    # The URL's own timeouts win over REDIS_TIMEOUT_SECONDS, and a socket refuses
     # a negative or NaN one only when the first connection is made.
     for name in URL_TIMEOUTS:
         value = kwargs.get(name)

@@ -275,12 +275,17 @@ class Worker:
         if leases is not None:
             self.due.note(leases.wait_seconds)
         due = self.due.take()
+        asked_from = time.monotonic()
         try:
             promoted = self._maintain(backlog=leases is not None and leases.count == free,
                                       due=due)
         except BrokerError as e:
             return self._backoff.failed(e)
-        self._backoff.succeeded()
+        # Only a turn Redis answered ends an outage: one that asked it nothing (no slot
+        # free, maintenance not due) says nothing of it, and would log it back, and
+        # away again at the next refusal, a few times a second.
+        if leases is not None or any(m.ran_at >= asked_from for m in self.maintenance):
+            self._backoff.succeeded()
         return self._idle_wait(leases, free, promoted)
 
     def _maintain(self, backlog: bool, due: bool) -> int:

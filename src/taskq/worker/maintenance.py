@@ -78,6 +78,12 @@ class Maintenance:
                 self._next_purge = now
         return fired + promoted
 
+    @property
+    def ran_at(self) -> float:
+        """When (monotonic) a run last promoted and reaped: asked Redis, not only
+        looked at its clock."""
+        return self._last
+
     def _fire(self) -> int:
         """Fire due schedules; how many tasks became ready on this queue. Fired on a
         queue this worker does not serve, they are none of its own, and its failing

@@ -41,14 +41,18 @@ class Backoff:
 
 
 class Outage:
-    """Bounded retries through an outage for ack, fail and release, with one deadline
-    for every call that meets the same outage: a lease from its first failed call.
+    """Bounded retries through an outage for ack, fail and release: a call is retried
+    until the leases it settles run out (`held_until`, from their last renewals Redis
+    accepted), or, for a call given none, until a lease from the outage's first
+    refused call.
 
-    A lost ack means the task runs again, so it is worth waiting a whole lease for. No
-    longer: heartbeats cannot reach Redis either, so by then every lease the worker held
-    has run out and its tasks are another worker's to reap. Calls made one after another
-    in the same outage (a shutdown releasing each task it holds) share that lease
-    instead of waiting one each.
+    A lost ack means the task runs again, so it is worth waiting for as long as its
+    lease lasts. No longer: its task is then another worker's to reap. The lease is
+    judged by its own renewals, not by the outage: between two stalls of Redis the
+    heartbeats may have renewed it (a call that gave up in the first stall must not make
+    the second one's calls give up at once). Calls made one after another in the same
+    outage (a shutdown releasing each task it holds) wait for the same leases, renewed
+    together, rather than a lease each.
 
     Once the lease is spent, even one try a call is costly: the client's own retries
     take most of a second against a closed port, and a timeout each against a host that
@@ -65,13 +69,18 @@ class Outage:
         self.lease_seconds = lease_seconds
         self.probe_seconds = probe_seconds
         self.deadline: float | None = None
+        self.began = 0.0
         self.refused_at = 0.0
 
-    def retry(self, what: str, call: Callable[[], T]) -> T | None:
-        """`call`, retried while Redis is away until the outage's deadline; None if it
-        stayed away that long, or if the outage is spent and the last refusal was
-        under `probe_seconds` ago (the call is then not sent at all)."""
-        if self._spent() and time.monotonic() - self.refused_at < self.probe_seconds:
+    def retry(self, what: str, call: Callable[[], T],
+              held_until: float | None = None) -> T | None:
+        """`call`, retried while Redis is away until `held_until` (monotonic time) or,
+        without it, the outage's deadline; None if Redis stayed away that long, or if
+        the leases have run out, the outage is spent and the last refusal was under
+        `probe_seconds` ago (the call is then not sent at all)."""
+        now = time.monotonic()
+        if (held_until is None or now >= held_until) and self._spent() \
+                and now - self.refused_at < self.probe_seconds:
             return None  # the caller logs what is left to be reaped or rerun
         backoff = Backoff(base=0.05, cap=1.0)
         while True:
@@ -80,15 +89,15 @@ class Outage:
             except BrokerError as e:
                 self.refused_at = now = time.monotonic()
                 if self.deadline is None:
-                    self.deadline = now + self.lease_seconds
-                pause = backoff.failed(e)
-                if now + pause > self.deadline:
-                    self.deadline = now  # spent: later calls probe, at most one a second
-                    log.error("%s gave up: Redis has been away %.1fs, a whole lease, since "
-                              "the first call this outage refused: %s", what,
-                              self.lease_seconds, e)
+                    self.deadline, self.began = now + self.lease_seconds, now
+                limit = self.deadline if held_until is None else held_until
+                if now >= limit:
+                    self.deadline = min(self.deadline, now)  # spent: later calls probe
+                    log.error("%s gave up: Redis has been away %.1fs, and the leases it "
+                              "would settle have run out: %s", what, now - self.began, e)
                     return None
-                time.sleep(pause)
+                # The last try comes as the leases end, not a backoff's pause before.
+                time.sleep(min(backoff.failed(e), limit - now))
                 continue
             self.deadline = None
             backoff.succeeded()

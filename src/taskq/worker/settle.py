@@ -175,7 +175,8 @@ class Settler:
             else:
                 return Settled(self._count_acks(broker, tasks, contexts, acks), None, batch)
         acked = self._outage(broker).retry(f"ack of {len(tasks)} task(s)",
-                                  lambda: broker.ack_many(held, results))
+                                           lambda: broker.ack_many(held, results),
+                                           self._held_until(*contexts))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
@@ -204,7 +205,8 @@ class Settler:
             else decision.backoff_max
         dead, delay = decision.mode == "dead", decision.delay if decision.mode == "delay" else None
         result = self._outage(broker).retry(f"fail {task.task_id}", lambda: broker.fail(
-            task.task_id, task.token, error, base, cap, delay=delay, dead=dead))
+            task.task_id, task.token, error, base, cap, delay=delay, dead=dead),
+            self._held_until(context))
         if result is None:
             log.warning("fail of task %s not recorded: Redis stayed away (its lease runs out "
                         "and it is reaped as a failed attempt); its run failed with %s",
@@ -241,7 +243,8 @@ class Settler:
         broker = self._broker(context)
         ended = self._outage(broker).retry(
             f"cancel {context.task_id}",
-            lambda: broker.ack_cancelled(context.task_id, context.token))
+            lambda: broker.ack_cancelled(context.task_id, context.token),
+            self._held_until(context))
         if ended or (ended is False and self._ended_before(
                 broker, context.task_id, context.token, "cancelled") is not None):
             self.slots.count("cancelled")
@@ -255,7 +258,8 @@ class Settler:
     def _ack_abandoned(self, context: TaskContext) -> None:
         broker = self._broker(context)
         acked = self._outage(broker).retry(
-            f"ack {context.task_id}", lambda: broker.ack_cut(context.task_id, context.token))
+            f"ack {context.task_id}", lambda: broker.ack_cut(context.task_id, context.token),
+            self._held_until(context))
         log.warning("task %s outlived the grace period after its effect was applied: %s",
                     context.task_id, "acked with no result (a workflow step fails its "
                     "flow), and the rest of its handler cut off" if acked
@@ -267,7 +271,8 @@ class Settler:
         """Hand a task back to ready for another worker, saying `why` in the log."""
         broker = self._broker(context)
         released = self._outage(broker).retry(
-            f"release {context.task_id}", lambda: broker.release(context.task_id, context.token))
+            f"release {context.task_id}",
+            lambda: broker.release(context.task_id, context.token), self._held_until(context))
         if released == Released.STALE and (landed := self._ended_before(
                 broker, context.task_id, context.token, "pending", "cancelled")) is not None:
             released = Released.CANCELLED if landed.state == "cancelled" else Released.RELEASED
@@ -282,6 +287,11 @@ class Settler:
                     else "not released: this worker no longer holds it")
         if released:
             self.slots.count("released")
+
+    def _held_until(self, *contexts: TaskContext) -> float:
+        """When the last of these runs' leases ends, by the renewals Redis accepted (the
+        time each was sent: Redis counts from no earlier)."""
+        return max(c.confirmed_at for c in contexts) + self.settings.lease_seconds
 
     def _broker(self, context: TaskContext) -> Broker:
         return self.queues.broker(context.queue)
