@@ -100,3 +100,16 @@ def test_a_call_is_tried_once_more_as_its_leases_end_then_given_up() -> None:
     held_until = time.monotonic() + LEASE
     assert outage.retry("ack t1", redis.call, held_until) is None
     assert time.monotonic() >= held_until  # not a backoff's pause before it
+
+
+def test_a_call_whose_leases_have_run_out_still_outlasts_a_passing_fault() -> None:
+    """A worker resumed after a pause settles runs whose leases are over: a connection
+    the pause left broken must not turn its stale fail into an unrecorded one."""
+    redis, outage = Redis(), Outage(60, probe_seconds=0.5)
+    answers = iter([False, True])
+
+    def after_a_pause() -> str:
+        redis.up = next(answers)
+        return redis.call()
+
+    assert outage.retry("fail t1", after_a_pause, time.monotonic() - 1) == "ok"

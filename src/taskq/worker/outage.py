@@ -83,6 +83,10 @@ class Outage:
                 and now - self.refused_at < self.probe_seconds:
             return None  # the caller logs what is left to be reaped or rerun
         backoff = Backoff(base=0.05, cap=1.0)
+        # However late (its leases run out, as after a pause of the process), a call is
+        # given a probe's while against a passing fault, such as a connection the pause
+        # left broken: recorded, its outcome beats a reap's.
+        least = now + self.probe_seconds
         while True:
             try:
                 result = call()
@@ -90,7 +94,7 @@ class Outage:
                 self.refused_at = now = time.monotonic()
                 if self.deadline is None:
                     self.deadline, self.began = now + self.lease_seconds, now
-                limit = self.deadline if held_until is None else held_until
+                limit = self.deadline if held_until is None else max(held_until, least)
                 if now >= limit:
                     self.deadline = min(self.deadline, now)  # spent: later calls probe
                     log.error("%s gave up: Redis has been away %.1fs, and the leases it "
