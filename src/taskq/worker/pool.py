@@ -167,7 +167,9 @@ class WorkerPool:
             # One waiting to start again is as its last process exited: a pool stopped
             # while its copies crash exits failing, not 0.
             code = copy.last_status if copy.process is None else self._wait(copy)
-            if code == -signal.SIGTERM and copy.signalled:
+            if code == REFUSED_STATUS:
+                code = REFUSED_EXIT  # each copy may refuse before the pool stops them
+            elif code == -signal.SIGTERM and copy.signalled:
                 code = 0  # ended by the pool's SIGTERM before it set its handlers
             elif code in told_to_exit and self.second_signal:
                 code = 128 + self.second_signal  # as one worker told twice exits
