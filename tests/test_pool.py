@@ -25,20 +25,25 @@ def delays_said(caplog: pytest.LogCaptureFixture) -> list[float]:
             if (m := re.search(r"starting it again in ([\d.]+)s", r.getMessage()))]
 
 
-def test_a_pool_stopped_while_its_copy_crashes_exits_with_the_copy_s_status(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def restarted(pool: WorkerPool, caplog: pytest.LogCaptureFixture, times: int) -> list[int]:
+    """Run `pool` until it has said `times` times that it starts a copy again, then stop
+    it; its exit status, in a list (empty if it did not end)."""
     caplog.set_level(logging.INFO, logger="taskq.worker")
-    pool = WorkerPool(CRASHING, processes=1)
     ended: list[int] = []
     runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
     runner.start()
     try:
-        wait_until(lambda: len(delays_said(caplog)) >= 3, 20, "three restarts")
+        wait_until(lambda: len(delays_said(caplog)) >= times, 20, f"{times} restarts")
     finally:
         pool.stop()
         runner.join(20)
-    assert ended == [3]
+    return ended
+
+
+def test_a_pool_stopped_while_its_copy_crashes_exits_with_the_copy_s_status(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert restarted(WorkerPool(CRASHING, processes=1), caplog, 3) == [3]
     # The first crash waits the first delay, and each quick one after it twice as long.
     first, second, third = delays_said(caplog)[:3]
     assert (first, second, third) == (FIRST_RESTART_DELAY, 2 * FIRST_RESTART_DELAY,
@@ -82,14 +87,6 @@ def test_a_copy_that_meets_a_passing_fault_at_its_first_start_is_started_again(
 ) -> None:
     """Exit 2 is also a Redis out of reach or still loading: a restart or failover as the
     pool starts must not stop it for good."""
-    caplog.set_level(logging.INFO, logger="taskq.worker")
-    pool = WorkerPool([sys.executable, "-c", "import sys; sys.exit(2)"], processes=1)
-    ended: list[int] = []
-    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
-    runner.start()
-    try:
-        wait_until(lambda: len(delays_said(caplog)) >= 2, 20, "two restarts")
-    finally:
-        pool.stop()
-        runner.join(20)
-    assert ended == [2] and "refused to start" not in caplog.text
+    failing = WorkerPool([sys.executable, "-c", "import sys; sys.exit(2)"], processes=1)
+    assert restarted(failing, caplog, 2) == [2]
+    assert "refused to start" not in caplog.text

@@ -306,11 +306,10 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     socket would refuse only at the first command, with a message naming no URL."""
     # redis-py reads a path that is no database number ("/analytics", "/0/x") as no
     # database at all, and the client would use database 0 without a word.
-    if not url.startswith("unix://"):
-        path = urlsplit(url).path.strip("/")
-        if path and not (path.isascii() and path.isdigit()):
-            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names the database "
-                              f"{path!r}: Redis databases are numbers (redis://host:6379/0)")
+    path = "" if url.startswith("unix://") else urlsplit(url).path.strip("/")
+    if path and not (path.isascii() and path.isdigit()):
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names the database "
+                          f"{path!r}: Redis databases are numbers (redis://host:6379/0)")
     # Redis reads a database number past its int range as "not an integer", which
     # would say nothing of the URL.
     db = kwargs.get("db", 0)
@@ -319,7 +318,6 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
                           "counts its databases from 0, as many as its `databases` setting")
     # redis-py takes ?db= over the path without a word: two databases named is one too
     # many to guess which was meant.
-    path = "" if url.startswith("unix://") else urlsplit(url).path.strip("/")
     if path and db != int(path):
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} names database {path} in its "
                           f"path and {db} in ?db=: name it once")

@@ -109,7 +109,6 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
   local event = {'type', 'cancelled', 'task', task_id, 'state', 'cancelled', 'from', state}
   if cancel[5] then event[#event + 1], event[#event + 2] = 'flow', cancel[5] end
   emit(feed, event)
-  redis.call('HSET', task_key, 'cancelled_from', state)
-  end_cancelled(prefix, feed, task_id, cancel, ttl)
+  end_cancelled(prefix, feed, task_id, cancel, ttl, state)
   return 'cancelled', state
 end

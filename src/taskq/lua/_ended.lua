@@ -39,11 +39,18 @@ local CANCEL_FIELDS = {'cancel_requested', 'cancel_ttl', 'idempotency_key', 'wai
 -- or took it out of one): the record keeps `cancel_ttl` (the task's result TTL or the
 -- queue's completed TTL when the cancel came), and a waiting producer is woken.
 -- `cancel` holds the CANCEL_FIELDS values; `ttl_ms` stands in for a missing cancel_ttl
--- (nil: the record is kept with no expiry rather than dropped). A workflow's step
--- that ends here counts as ended for its stage (see _flow).
-local function end_cancelled(prefix, feed, task_id, cancel, ttl_ms)
+-- (nil: the record is kept with no expiry rather than dropped). `from`: the state a
+-- cancel that ends it at once found it in (nil when its run ends it), kept on the
+-- record as `cancelled_from`. A workflow's step that ends here counts as ended for its
+-- stage (see _flow).
+local function end_cancelled(prefix, feed, task_id, cancel, ttl_ms, from)
   local task_key = prefix .. 'task:' .. task_id
-  redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', feed.now)
+  if from then
+    redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', feed.now,
+      'cancelled_from', from)
+  else
+    redis.call('HSET', task_key, 'state', 'cancelled', 'cancelled_at', feed.now)
+  end
   local ttl = stored_whole(cancel[2], ttl_ms)
   if ttl then expire_ended(prefix, task_key, ttl, cancel[3]) end
   if cancel[4] then wake_waiters(prefix, task_id) end

@@ -7,11 +7,11 @@
   Returns: {} if there is no such flow; else {state, stage, created_at, ended_at,
            upstream, error_type, error_message, stages, then per stage: size, group,
            policy, then per step, stage by stage: state, name, retries, upstream} (a
-           field the record lacks as ''; a step whose record has expired, or is of another
-           type, as state '';
-           upstream names the step whose failure ended a skipped step); a record
-           whose stage counts no script wrote (more than 10000 steps in all, or not
-           whole numbers) is an error, and nothing else is read
+           field the record lacks as ''; a step whose record has expired, or is of
+           another type, as state ''; upstream names the step whose failure ended a
+           skipped step); a record whose stage counts no script wrote (more than
+           10000 steps in all, or not whole numbers) is an error, and nothing else is
+           read
   Emits:   nothing (no task changes state)
 ]]
 --- @include "_common"

@@ -136,7 +136,7 @@ class WorkerPool:
             lived = time.monotonic() - copy.started_at
             # Every copy would refuse the same: started again, for ever.
             if status == REFUSED_STATUS and copy.starts == 1 and lived < STEADY_SECONDS:
-                copy.process, copy.last_status = None, REFUSED_EXIT
+                copy.process, copy.last_status = None, status
                 log.error("worker pool: process %d (pid %d) refused to start (its reason is "
                           "in its lines above): the pool stops", copy.index, process.pid)
                 self.stop()
@@ -168,7 +168,7 @@ class WorkerPool:
             # while its copies crash exits failing, not 0.
             code = copy.last_status if copy.process is None else self._wait(copy)
             if code == REFUSED_STATUS:
-                code = REFUSED_EXIT  # each copy may refuse before the pool stops them
+                code = REFUSED_EXIT  # as one worker refusing exits; any copy may have
             elif code == -signal.SIGTERM and copy.signalled:
                 code = 0  # ended by the pool's SIGTERM before it set its handlers
             elif code in told_to_exit and self.second_signal:

@@ -302,12 +302,13 @@ class Runner:
                 self._cancel_run(key)
 
     def _may_start(self, context: TaskContext) -> bool:
+        if not self._starting:
+            return False
         # A lapsed lease: a prefetched task waited through a pause of this process, and
         # another worker may be running it now. Asked first: the renewal it may make can
         # say the task was cancelled.
-        lapsed = self._starting and context.lease_lapsed()
-        return self._starting and not (lapsed or context.cancelled or context.lease_lost
-                                       or context.abandoned)
+        lapsed = context.lease_lapsed()
+        return not (lapsed or context.cancelled or context.lease_lost or context.abandoned)
 
     async def _run_async(self, job: Job) -> None:
         (fn, args, kwargs, keep), task, context, policy = job

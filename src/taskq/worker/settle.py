@@ -299,7 +299,7 @@ class Settler:
     def _outage(self, broker: Broker) -> Outage:
         outage = self._outages.get(broker.queue)
         if outage is None:
-            outage = self._outages[broker.queue] = Outage(self.settings.lease_seconds)
+            outage = self._outages[broker.queue] = Outage()
         return outage
 
     def _ended_before(self, broker: Broker, task_id: str, token: int,
