@@ -128,6 +128,8 @@ class WorkerPool:
 
     def _watch(self, copy: _Copy) -> None:
         """Start again a copy that died while the pool runs, after its restart delay."""
+        if self.signals_received:
+            return  # a copy that ends now was told to by the pool: _wait_all judges it
         process = copy.process
         if process is not None:
             status = process.poll()
