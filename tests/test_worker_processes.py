@@ -97,8 +97,11 @@ def test_paused_worker_is_fenced_after_takeover_even_with_no_ledger_guard(
     log = wait_until(lambda: (log := workers.log(paused)) and (
         "fail of task t1 refused: token 1 is stale" in log
         or "task t1 had not started" in log) and log, 10, "the paused worker to give t1 up")
-    assert "lost its lease (token 1)" in log
-    assert "LeaseLostError" in log or "this worker no longer holds it" in log
+    if "had not started" in log:
+        assert "this worker no longer holds it" in log
+    else:  # it ran: its heartbeat or its effect() found the lease lost
+        assert "lost its lease (token 1)" in log
+        assert "LeaseLostError" in log or "this worker no longer holds it" in log
     assert charge_tokens(ledger_path, task_id) == [3]
     assert paused.poll() is None  # a refused report is routine: the worker goes on
 
