@@ -11,6 +11,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -570,6 +571,51 @@ class TestTask:
         assert main(["task", "odd"]) == 0
         out = capsys.readouterr().out
         assert "w-\\x1b[2J" in out and "\x1b" not in out
+
+    def test_a_value_cannot_start_a_line_of_its_own(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        # Any text is a valid idempotency key: read line by line, this one would say
+        # the task waiting for its retry had completed.
+        queue.enqueue("odd", idempotency_key="order-7\n  state            completed")
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        queue.fail("odd", leased[1], Failure("x.Boom", "no\n  state            dead"))
+        assert main(["task", "odd"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line for line in lines if line.lstrip().startswith("state")] == [
+            "  state            delayed"]
+        assert "  idempotency key  order-7\\n  state            completed" in lines
+
+    def test_a_result_keeps_to_its_lines_however_its_text_splits(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        queue.enqueue("odd")
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        queue.ack("odd", leased[1], json.dumps(["a\u2028b \u202efdp.exe"], ensure_ascii=False))
+        for argv in (["task", "odd"], ["task", "odd", "--json"]):
+            assert main(argv) == 0
+            out = capsys.readouterr().out
+            assert "\u2028" not in out and "\u202e" not in out, argv
+        assert json.loads(out)["result"] == ["a\u2028b \u202efdp.exe"]
+
+    def test_a_deeply_nested_result_is_shown_as_stored_not_indented_past_it(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        # Indented, each level adds two spaces to every line under it: 190 levels of
+        # a list of 40 numbers would print about 200 times the stored text.
+        value: Any = list(range(40))
+        for _ in range(190):
+            value = [value, list(range(40))]
+        stored = json.dumps(value)
+        queue.enqueue("deep")
+        leased = queue.lease("w-1", 30)
+        assert leased is not None
+        queue.ack("deep", leased[1], stored)
+        for argv in (["task", "deep"], ["task", "deep", "--json"]):
+            assert main(argv) == 0
+            assert len(capsys.readouterr().out) < 3 * len(stored), argv
 
     def test_a_missing_task_exits_1_with_one_line(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]

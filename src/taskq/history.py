@@ -206,15 +206,15 @@ def read_task(broker: Broker, task_id: str, scan: int = HISTORY_SCAN.default) ->
     return TaskView(record, task_events(broker, task_id, scan))
 
 
-def indented(value: Any, stored: str) -> str:
+def indented(value: Any, stored: str, ascii: bool = False) -> str:
     """`value` (decoded from `stored`, its JSON text) as indented JSON, for a page to
     show: indented here, where every number is exact (a browser's JSON.parse rounds
     integers past 2^53). Indentation grows with depth on every line, so deep nesting
     can make it many times the stored text: past twice that, or INDENTED_CHARS when
-    more, the stored text is given as it is."""
+    more, the stored text is given as it is. `ascii` escapes every other character."""
     most = max(INDENTED_CHARS, 2 * len(stored))
     parts, size = [], 0
-    for part in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(value):
+    for part in json.JSONEncoder(indent=2, ensure_ascii=ascii).iterencode(value):
         size += len(part)
         if size > most:
             return stored

@@ -28,8 +28,10 @@ from rich.text import Text
 # characters other than tab and newline would be run by the terminal as escape sequences
 # (clear the screen, retitle the window, hide what follows), and Unicode's bidirectional
 # controls would show other text than Redis holds ("report\u202efdp.exe" read as
-# "reportexe.pdf"). Each is printed as its Python escape.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# "reportexe.pdf"). Unicode's line and paragraph separators would split a value in
+# two for a reader that splits lines as Python does. Each is printed as its escape.
+CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def clean(text: str) -> str:

@@ -11,11 +11,29 @@ import datetime
 import json
 import logging
 import sys
+from typing import Any
 
+from taskq.terminal import clean, one_line
 from taskq.worker.tasklog import FIELDS
 
 FORMATS = ("text", "json")
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class TextFormatter(logging.Formatter):
+    """TEXT, with what a log line quotes made safe for a terminal: a handler's error
+    text is chosen by its task's input, and a newline or an escape in it could forge a
+    line of its own ("... completed") or drive the operator's terminal. The message
+    keeps to its line; a traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return one_line(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        return clean(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return clean(super().formatStack(stack_info))
 
 
 class JsonFormatter(logging.Formatter):
@@ -41,5 +59,5 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str, log_format: str) -> None:
     """Log to stderr at `level`, as `log_format` ("text" or "json") says."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter(TEXT))
     logging.basicConfig(level=level, handlers=[handler])

@@ -10,9 +10,9 @@ from taskq.boundary import whole_text
 from taskq.cli.common import add_queue_argument, queue_brokers, task_router
 from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
-from taskq.history import TaskEvent, TaskView, read_task
+from taskq.history import TaskEvent, TaskView, indented, read_task
 from taskq.limits import HISTORY_SCAN, PRIORITY
-from taskq.terminal import clean, utc_time
+from taskq.terminal import clean, one_line, utc_time
 
 HELP = "show one task: its record, its result or error with traceback, and its events"
 
@@ -43,10 +43,18 @@ def main(args: argparse.Namespace) -> int:
         print(f"taskq task: {missing(args.task_id, broker.queue)}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(view.to_json(), indent=2, ensure_ascii=False))
+        print(as_json(view))
     else:
         print("\n".join(describe(view, broker.queue)))
     return 0
+
+
+def as_json(view: TaskView) -> str:
+    """The view's JSON, indented unless deep nesting would make that many times its
+    size; every character past ASCII escaped, so a bidi control or a C1 escape in a
+    value reaches the terminal as `\\u202e`, not as itself."""
+    data = view.to_json()
+    return indented(data, json.dumps(data, ensure_ascii=True), ascii=True)
 
 
 def describe(view: TaskView, queue: str) -> list[str]:
@@ -65,7 +73,7 @@ def record_lines(view: TaskView, queue: str) -> list[str]:
             ("idempotency key", r.idempotency_key), ("payload", payload(r.payload))]
     rows += [(label, iso(getattr(r, field))) for label, field in TIMES]
     lines = [f"task {r.task_id} on queue {queue!r}"]
-    lines += [f"  {label:<17}{clean(value)}" for label, value in rows if value]
+    lines += [f"  {label:<17}{one_line(value)}" for label, value in rows if value]
     return lines
 
 
@@ -85,21 +93,22 @@ def payload(text: str) -> str:
 
 def outcome_lines(view: TaskView) -> list[str]:
     lines = []
-    if view.result_bytes is not None:
+    stored = view.record.result
+    if stored is not None:
         try:
-            shown = json.dumps(view.result(), indent=2, ensure_ascii=False)
+            shown = indented(view.result(), stored)
         except ResultError as e:
-            shown = f"{view.record.result}\n({e})"
-        lines += [f"result ({view.result_bytes} bytes):", indented(shown)]
+            shown = f"{stored}\n({e})"
+        lines += [f"result ({view.result_bytes} bytes):", block(shown)]
     elif view.record.state == "completed":
         lines.append("result: none kept")
     failure = view.failure
     if failure is not None:
         summary = f"{failure.error_type}: {failure.message}" if failure.error_type \
             else failure.message
-        lines.append(f"error of the last failed attempt: {clean(summary)}")
+        lines.append(f"error of the last failed attempt: {one_line(summary)}")
         if failure.traceback:
-            lines.append(indented(failure.traceback.rstrip()))
+            lines.append(block(failure.traceback.rstrip()))
     return lines
 
 
@@ -134,6 +143,7 @@ def iso(ms: int) -> str:
     return utc_time(ms, milliseconds=True) if ms else ""
 
 
-def indented(text: str) -> str:
-    return "\n".join(f"  {line}" for line in clean(text).splitlines())
+def block(text: str) -> str:
+    """`text` cleaned, each of its lines indented under the line that names it."""
+    return "\n".join(f"  {line}" for line in clean(text).split("\n"))
 
