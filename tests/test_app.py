@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -111,6 +112,22 @@ class TestRegistration:
         with pytest.raises(InvalidTaskError, match="has no name of its own"):
             app.task()(functools.partial(add, 1))
         assert app.task("add_one")(functools.partial(add, 1)).name == "add_one"
+
+    def test_a_generator_function_is_refused_its_body_would_never_run(self, app: App) -> None:
+        def rows() -> Iterator[int]:
+            yield 1
+
+        async def pages() -> AsyncIterator[int]:
+            yield 1
+
+        class Rows:
+            def __call__(self) -> Iterator[int]:
+                yield 1
+
+        for fn, name in ((rows, "rows"), (pages, "pages"), (Rows(), "Rows")):
+            with pytest.raises(InvalidTaskError, match=f"'{name}' is a generator function"):
+                app.task(name)(fn)
+        assert not {"rows", "pages", "Rows"} & app.tasks.keys()
 
     def test_registering_the_same_function_again_is_harmless(self, app: App) -> None:
         first = app.task("same")(add)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -546,6 +548,39 @@ class TestUnusualEndings:
         record = ended(app, task_id, "dead")
         assert (attempts, record.retries) == ([1], 0)
         assert record.last_error.startswith("ResultError")
+
+    @pytest.mark.parametrize("keep", [False, True])
+    def test_a_handler_that_returns_its_body_unrun_sends_its_task_to_the_dlq_saying_so(
+        self, app: App, start_worker: StartWorker, keep: bool
+    ) -> None:
+        ran: list[str] = []
+
+        async def charge(who: str) -> None:
+            ran.append(who)
+
+        def plain_wrapper(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+            @functools.wraps(fn)  # a plain def: the worker runs it on a thread
+            def wrapper(who: str) -> Any:
+                return fn(who)
+            return wrapper
+
+        @app.task("wrapped", store_result=keep)
+        @plain_wrapper
+        async def wrapped(who: str) -> None:
+            ran.append(who)
+
+        @app.task("unawaited", store_result=keep)
+        async def unawaited(who: str) -> Any:
+            return charge(who)  # the coroutine made, never awaited
+
+        ids = [wrapped.enqueue("a").task_id, unawaited.enqueue("b").task_id]
+        start_worker()
+        for task_id in ids:
+            record = ended(app, task_id, "dead")  # acked, it would read completed
+            assert record.retries == 0 and record.error_type == "taskq.InvalidTaskError"
+            assert "the handler returned a coroutine instead of running it" in \
+                record.last_error
+        assert ran == []
 
     def test_system_exit_in_a_task_a_handler_started_leaves_the_loop_running(
         self, app: App, start_worker: StartWorker

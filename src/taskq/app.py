@@ -98,6 +98,11 @@ class Task(Generic[P, R]):
         # call would only make a coroutine, never run.
         self.is_async = inspect.iscoroutinefunction(fn) or \
             inspect.iscoroutinefunction(type(fn).__call__)
+        if any(inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f)
+               for f in (fn, type(fn).__call__)):
+            raise InvalidTaskError(f"task {name!r} is a generator function: a call only "
+                                   "makes a generator and never runs its body; return a "
+                                   "value (a list) instead of yielding")
         # Read once: building a signature costs more than the rest of a Python-side enqueue.
         self.signature = inspect.signature(fn)
         # Whether arguments bind depends only on their count and keyword names, never on

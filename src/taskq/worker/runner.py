@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import queue
 import threading
@@ -513,6 +514,15 @@ class Runner:
         thread, so the loop thread only sends it. A value that cannot be kept fails the
         attempt, saying why, and sends the task to the DLQ at once: another attempt would
         run the handler, and its effects, again to return the same kind of value."""
+        unrun = unrun_body(value)
+        if unrun:
+            # Acked, the task would be completed though its body never ran.
+            message = (f"the handler returned {unrun} instead of running it: its body "
+                       "never ran (an async def wrapped by a plain def, or a call it "
+                       "returned unawaited?); make the task's function run its work")
+            return Outcome(task, context, Failure(
+                "taskq.InvalidTaskError", message,
+                summary=f"InvalidTaskError: {message}"[:MAX_SUMMARY_CHARS]), decision=NEVER)
         if not keep:
             return Outcome(task, context, None)
         try:
@@ -552,6 +562,20 @@ def past_limit(context: TaskContext) -> bool:
     """Whether a run that has just returned ran past its time limit: timed out by the
     time-limit thread, or past its deadline before that thread's next look."""
     return context.timed_out or context.overdue(time.monotonic())
+
+
+def unrun_body(value: Any) -> str:
+    """What `value` is when it is a body a handler made and did not run (a coroutine, an
+    awaitable, a generator, sync or async), closed so that Python does not warn it was
+    never awaited; '' for any other value."""
+    if inspect.iscoroutine(value) or inspect.isgenerator(value):
+        value.close()
+        return f"a {type(value).__name__}"
+    if inspect.isasyncgen(value):
+        return "an async generator"
+    if inspect.isawaitable(value):
+        return f"an awaitable ({type(value).__name__})"
+    return ""
 
 
 def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
