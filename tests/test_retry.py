@@ -30,7 +30,7 @@ from taskq.errors import ConfigError
 from taskq.results import TaskRecord
 from taskq.retry import Decision
 from taskq.settings import Settings
-from waiting import wait_for_state, wait_until
+from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker
 
 TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"
@@ -529,6 +529,28 @@ class TestTimeLimits:
                     if r.levelno == logging.WARNING and "passed its time limit" in r.message]
         assert len(warnings) == 1 and stuck in warnings[0].message
         assert running.worker.stats.dead == 1 and running.worker.stats.acked == 1
+
+    def test_a_sync_handler_past_its_limit_inside_an_effect_is_failed_after_the_block(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """Failed at once, its retry (a 0.01 s backoff) would apply the effect beside the
+        block still under way; the block outlasts the 1 s lease, which holds meanwhile."""
+        blocks: list[tuple[int, str]] = []
+
+        @app.task("slow_charge", max_retries=1, time_limit=0.3)
+        def slow_charge() -> None:
+            attempt = current_task().attempt
+            with current_task().effect():
+                blocks.append((attempt, "begins"))
+                time.sleep(1.5 if attempt == 1 else 0)
+                blocks.append((attempt, "ends"))
+
+        task_id = slow_charge.enqueue().task_id
+        start_worker(concurrency=2)
+        record = ended(app, task_id, "completed")
+        assert blocks == [(1, "begins"), (1, "ends"), (2, "begins"), (2, "ends")]
+        assert record.retries == 1 and record.fencing_token == 2
+        assert "reaped" not in event_types(app.broker.client, app.broker.keys, task_id)
 
 
 class TestUnusualEndings:

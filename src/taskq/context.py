@@ -253,6 +253,23 @@ class TaskContext:
         finally:
             self._lock.release()
 
+    def effect_idle(self) -> bool:
+        """Whether no `effect()` block of this run is under way, judged under its lock
+        (a block past its checks but not yet counted is under way)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        self._lock.release()
+        return True
+
+    def wait_for_effect(self, warn_every: float = ABANDON_WARN_SECONDS) -> None:
+        """Wait for an `effect()` block under way to end, saying so every `warn_every`
+        seconds; the run is timed out, so no block starts after it."""
+        while not self._lock.acquire(timeout=warn_every):
+            log.warning("task %s: its handler passed its time limit inside an effect() "
+                        "block; the worker waits for the block to end before it fails the "
+                        "attempt (its retry could apply the effect meanwhile)", self.task_id)
+        self._lock.release()
+
     @contextmanager
     def effect(self) -> Iterator[None]:
         """Run a side effect only while this worker still holds the task's lease.

@@ -411,8 +411,9 @@ class Runner:
 
     def time_out(self, context: TaskContext) -> None:
         """End a run past its time limit, its context already timed out (called on the
-        time-limit thread): cancel an async handler; fail a sync one's attempt now and
-        replace its thread, since the thread cannot be stopped."""
+        time-limit thread): cancel an async handler; fail a sync one's attempt (now, or
+        when an effect() block under way ends) and replace its thread, since the thread
+        cannot be stopped."""
         key = context.key
         with self._lock:
             run = self._limited.get(key)
@@ -430,6 +431,23 @@ class Runner:
             give_up.daemon = True
             give_up.start()
             return
+        if context.effect_idle():
+            self._time_out_sync(task, context, registered)
+            return
+        # Failed now, its retry could apply the effect while this block still does. Its
+        # lease is renewed until the block ends (see Heartbeat.beat); the wait has a
+        # thread of its own, so that other runs' limits are not held up.
+        threading.Thread(target=self._time_out_after_effect, name="taskq-effect-wait",
+                         args=(task, context, registered), daemon=True).start()
+
+    def _time_out_after_effect(self, task: LeasedTask, context: TaskContext,
+                               registered: Task[..., Any]) -> None:
+        context.wait_for_effect()
+        self._time_out_sync(task, context, registered)
+
+    def _time_out_sync(self, task: LeasedTask, context: TaskContext,
+                       registered: Task[..., Any]) -> None:
+        key = context.key
         if not context.claim_report():
             return  # its handler has just returned
         with self._lock:
