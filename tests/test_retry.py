@@ -571,6 +571,27 @@ class TestUnusualEndings:
         assert (attempts, record.retries) == ([1], 0)
         assert record.last_error.startswith("ResultError")
 
+    def test_a_result_is_judged_by_the_worker_s_limit_not_the_app_s(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """The worker's brokers check the ack against its own settings: a result the app's
+        larger limit let through was refused there, after the effect, and run again."""
+        attempts: list[int] = []
+
+        @app.task("big", max_retries=3)
+        def big() -> str:
+            with current_task().effect():
+                attempts.append(current_task().attempt)
+            return "x" * 1000
+
+        assert app.settings.max_result_bytes > 1000
+        task_id = big.enqueue().task_id
+        running = start_worker(max_result_bytes=512)
+        record = ended(app, task_id, "dead")
+        assert (attempts, record.retries) == ([1], 0)
+        assert record.last_error.startswith("ResultError") and "512" in record.last_error
+        assert running.thread.is_alive()
+
     @pytest.mark.parametrize("keep", [False, True])
     def test_a_handler_that_returns_its_body_unrun_sends_its_task_to_the_dlq_saying_so(
         self, app: App, start_worker: StartWorker, keep: bool

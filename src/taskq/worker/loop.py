@@ -124,8 +124,12 @@ class Worker:
         self.slots = Slots(self.concurrency + s.prefetch)
         self.inbox = Inbox()
         self.lifecycle = Lifecycle(s.shutdown_grace_seconds, self.inbox)
+        # A result is encoded against the limit the brokers will check it against at
+        # the ack (the worker's settings, not the app's): over it there, the ack would
+        # be refused after the handler's effects, and the task run again.
         self.runner = Runner(app, self.concurrency, self.inbox, s.time_limit_seconds,
-                             backlog=s.prefetch, lease_seconds=s.lease_seconds)
+                             backlog=s.prefetch, lease_seconds=s.lease_seconds,
+                             max_result_bytes=min(q.max_result_bytes for q in self.queues))
         self.dispatcher = Dispatcher(self.worker_id, self.slots, self.runner,
                                      {q.queue: LeaseCheck(q, s.lease_seconds)
                                       for q in self.queues})

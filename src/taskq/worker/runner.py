@@ -22,7 +22,7 @@ from taskq.errors import (
     TimeLimitExceeded,
     UnknownTaskError,
 )
-from taskq.limits import LEASE_SECONDS
+from taskq.limits import LEASE_SECONDS, MAX_RESULT_BYTES
 from taskq.results import Failure, LeasedTask
 from taskq.retry import BACKOFF, NEVER, Decision, RetryPolicy, decision_problem
 from taskq.worker.inbox import Inbox, Outcome
@@ -132,8 +132,10 @@ class Runner:
 
     def __init__(self, app: App, concurrency: int, inbox: Inbox,
                  time_limit: float = 0.0, backlog: int = 0,
-                 lease_seconds: float = LEASE_SECONDS.default) -> None:
+                 lease_seconds: float = LEASE_SECONDS.default,
+                 max_result_bytes: int = MAX_RESULT_BYTES.default) -> None:
         self.app = app
+        self.max_result_bytes = max_result_bytes
         self.inbox = inbox
         self._cancel_grace = min(CANCEL_GRACE_SECONDS, lease_seconds / 4)
         # The limit of a task registered without one (TASKQ_TIME_LIMIT_SECONDS; 0: none).
@@ -545,7 +547,7 @@ class Runner:
             return Outcome(task, context, None)
         try:
             return Outcome(task, context, None,
-                           encode_result(value, self.app.settings.max_result_bytes))
+                           encode_result(value, self.max_result_bytes))
         except ResultError as e:  # the handler must change
             return Outcome(task, context, Failure(
                 "taskq.ResultError", str(e), summary=f"ResultError: {e}"[:MAX_SUMMARY_CHARS]),
