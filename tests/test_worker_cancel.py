@@ -134,6 +134,28 @@ class TestAnAsyncHandler:
         handle.cancel()
         ended_cancelled(app, handle.task_id)
 
+    def test_that_cancels_itself_again_and_returns_is_settled_once(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """Its asyncio task then ends cancelled, as one cancelled before it began."""
+        @app.task("recancels")
+        async def recancels() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()
+
+        handle = recancels.enqueue()
+        worker = start_worker()
+        running(app, handle.task_id)
+        handle.cancel()
+        ended_cancelled(app, handle.task_id)
+        quick = app.task("after")(lambda: None).enqueue().task_id
+        wait_for_state(app.broker, quick, "completed")
+        assert (worker.worker.stats.cancelled, worker.worker.stats.acked) == (1, 1)
+
 
 class TestATaskNotYetRunning:
     def test_is_never_run_once_cancelled(

@@ -481,8 +481,10 @@ class Runner:
 
     def _report_unstarted(self, done: asyncio.Task[None], key: RunKey,
                           job: Job) -> None:
-        if not done.cancelled():
-            return  # it ran, caught the CancelledError and reported
+        if not done.cancelled() or job[2].ended_at:
+            # It ran and reported: one that caught the CancelledError, then cancelled
+            # its own task again before it returned, ends cancelled all the same.
+            return
         self._running.pop(key, None)
         self._cancelled.discard(key)
         self._report(unstarted(job[1], job[2]))
