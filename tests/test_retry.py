@@ -9,7 +9,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -529,6 +529,24 @@ class TestTimeLimits:
                     if r.levelno == logging.WARNING and "passed its time limit" in r.message]
         assert len(warnings) == 1 and stuck in warnings[0].message
         assert running.worker.stats.dead == 1 and running.worker.stats.acked == 1
+
+    def test_a_sync_handler_that_returned_in_time_is_not_failed_while_its_result_encodes(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        class SlowToRead(dict[str, int]):
+            """Read by the encoder's key check for 0.5 s: the 0.3 s limit passes meanwhile."""
+
+            def __iter__(self) -> Iterator[str]:
+                time.sleep(0.5)
+                return super().__iter__()
+
+        @app.task("prompt", max_retries=0, time_limit=0.3)
+        def prompt() -> dict[str, int]:
+            return SlowToRead({"rows": 7})
+
+        task_id = prompt.enqueue().task_id
+        start_worker()
+        assert ended(app, task_id, "completed").result == '{"rows":7}'
 
     def test_a_sync_handler_past_its_limit_inside_an_effect_is_failed_after_the_block(
         self, app: App, start_worker: StartWorker

@@ -372,12 +372,21 @@ class Runner:
                 continue
             token = bind(context)
             context.begin()
+            claimed = False
             try:
                 value = fn(*args, **kwargs)
                 # Past its limit before the time-limit thread looked: failed all the same.
-                outcome = time_limit_outcome(task, context, policy, None) \
-                    if past_limit(context) else self._returned(task, context, policy,
-                                                               value, keep)
+                if past_limit(context):
+                    outcome = time_limit_outcome(task, context, policy, None)
+                else:
+                    # Returned within its limit: claimed now, so that the limit passing
+                    # while its result is encoded does not fail it.
+                    claimed = bool(context.time_limit)
+                    if claimed and not context.claim_report():
+                        log.info("task %s: a handler given up on at its time limit "
+                                 "returned; its outcome is ignored", context.task_id)
+                        return  # a new thread has taken this one's place
+                    outcome = self._returned(task, context, policy, value, keep)
             # Whatever the handler raised (KeyboardInterrupt, SystemExit, a class of its
             # own) ends its run as a failure: escaping, it would end this thread with the
             # task still leased and renewed, and the worker one handler short.
@@ -385,18 +394,19 @@ class Runner:
                 outcome = failed(task, context, policy, e)
             finally:
                 unbind(token)
-            if not self._report(outcome):
+            if not self._report(outcome, claimed):
                 return  # given up on at its time limit: a new thread has taken its place
 
-    def _report(self, outcome: Outcome) -> bool:
+    def _report(self, outcome: Outcome, claimed: bool = False) -> bool:
         """Put `outcome` in the inbox, unless the run was given up on at its time limit
-        (its attempt was reported failed then); returns whether it was put."""
+        (its attempt was reported failed then); returns whether it was put. `claimed`:
+        the caller has claimed the report already."""
         context = outcome.context
         context.ended_at = time.monotonic()
         if not context.time_limit:
             self._send(outcome)
             return True
-        if not context.claim_report():
+        if not claimed and not context.claim_report():
             log.info("task %s: a handler given up on at its time limit returned; its "
                      "outcome is ignored", context.task_id)
             return False
