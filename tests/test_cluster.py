@@ -159,6 +159,25 @@ def test_killing_a_primary_loses_nothing_and_charges_nothing_twice(
     assert summary.tasks == 600
 
 
+def test_a_plain_client_on_a_cluster_node_is_told_to_turn_cluster_mode_on(
+    cluster: EmbeddedCluster, cluster_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Answered MOVED for every queue another node serves, a worker would wait it out as
+    an outage for ever; a producer would be told only MovedError."""
+    queue = "elsewhere"
+    owner = cluster.primary_of(QueueKeys(queue).ready)
+    other = next(n for n in cluster.nodes[:3] if n is not owner)
+    url = f"redis://127.0.0.1:{other.port}/0"
+    with pytest.raises(BrokerError, match="a node of a Redis Cluster; set TASKQ_REDIS_CLUSTER=1"):
+        Broker(cluster.node_client(other), queue).enqueue("t1")
+    env = worker_env(url, queue, tmp_path / "ledger.db", TASKQ_REDIS_CLUSTER="0")
+    worker = subprocess.run(taskq_command("worker"), env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert worker.returncode == 2
+    assert "a node of a Redis Cluster (cluster_enabled:1): set TASKQ_REDIS_CLUSTER=1" in \
+        worker.stderr
+
+
 def test_node_ports_leave_room_for_the_cluster_bus_above_them() -> None:
     # The kernel's ephemeral range reaches 60999; a node on a port above 55535 has no bus
     # port and exits at once.

@@ -53,6 +53,10 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
         return BrokerError(f"could not {words}: this Redis has no database of the number "
                            "REDIS_URL names (after the port, or as db=): it has as many as "
                            "its `databases` setting, counted from 0")
+    if isinstance(error, redis.exceptions.MovedError):
+        # Only a plain client meets one: a cluster client follows it.
+        return BrokerError(f"Redis could not {words}: {detail}: this Redis is a node of a "
+                           "Redis Cluster; set TASKQ_REDIS_CLUSTER=1")
     return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}")
 
 

@@ -56,9 +56,26 @@ def _flat(info: Any) -> list[tuple[str, Any]]:
     return pairs
 
 
+CLUSTER_NODE = ("this Redis is a node of a Redis Cluster (cluster_enabled:1): set "
+                "TASKQ_REDIS_CLUSTER=1, so that taskq follows the cluster's slots")
+
+
+def check_not_a_cluster_node(client: Client) -> None:
+    """Raise ConfigError if a plain client talks to a cluster node: every call on a
+    queue whose slot another node serves is answered MOVED, which would read as an
+    outage waited out for ever."""
+    if isinstance(client, redis.RedisCluster):
+        return
+    with redis_errors("check the server's settings"):
+        info: Any = client.info("cluster")
+    if isinstance(info, dict) and str(info.get("cluster_enabled", "0")) == "1":
+        raise ConfigError(CLUSTER_NODE)
+
+
 def check_server(client: Client) -> None:
     """Raise `UnsafeRedisError` if eviction could drop queue keys; warn if AOF is off;
-    raise `BrokerError` if Redis cannot be reached.
+    raise `BrokerError` if Redis cannot be reached; raise ConfigError if a plain client
+    reaches a cluster node (see `check_not_a_cluster_node`).
 
     Any policy but `noeviction` can drop keys under memory pressure: `allkeys-*` takes
     task records and queues, `volatile-*` takes idempotency keys, and then a resent
@@ -66,6 +83,7 @@ def check_server(client: Client) -> None:
     A server older than Redis 6.2 raises ConfigError (see MIN_REDIS).
     """
     check_version(client)
+    check_not_a_cluster_node(client)
     with redis_errors("check the server's settings"):
         try:
             policy = _config(client, "maxmemory-policy")
