@@ -407,6 +407,23 @@ class TestResultAsync:
             handle.result(timeout=1)
         with pytest.raises(TaskqError, match=r"use `await handle.status_async\(\)`"):
             handle.status()
+        with pytest.raises(TaskqError, match=r"use `await handle.record_async\(\)`"):
+            handle.record()
+
+    def test_an_async_handle_reads_its_record_as_the_method_its_refusal_names(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        app = tasks["add"].app
+
+        async def main() -> tuple[Any, Any, Any]:
+            handle = app.handle_async(tasks["add"].enqueue(4, 5).task_id)
+            await handle.result_async(timeout=10)
+            return (await handle.record_async(), await app.handle_async("nope").record_async(),
+                    await tasks["add"].enqueue(1, 1).record_async())
+
+        record, missing, blocking = run(app, main)
+        assert (record.state, record.result, missing) == ("completed", "9", None)
+        assert blocking is not None and blocking.name == tasks["add"].name
 
     def test_a_blocking_handle_still_answers_result_async_on_a_thread(
         self, tasks: dict[str, Any], worker: WorkerThread

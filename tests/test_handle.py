@@ -195,8 +195,10 @@ class TestResult:
         assert done.result(timeout=5) == 5
         assert done.result(timeout=0) == 5
         waiting = tasks["add"].enqueue(1, 1, delay=60)
-        with pytest.raises(ResultTimeoutError, match="has not ended within 0s: it is delayed"):
-            waiting.result(timeout=0)
+        for zero in (0, 0.0, -0.0):
+            with pytest.raises(ResultTimeoutError,
+                               match="has not ended within 0s: it is delayed"):
+                waiting.result(timeout=zero)
 
     def test_a_blocking_handle_awaited_counts_its_timeout_from_the_call(
         self, tasks: dict[str, Any]

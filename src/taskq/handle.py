@@ -100,6 +100,13 @@ class TaskHandle(Enqueued):
             return await asyncio.to_thread(self.cancel)
         return await broker.cancel(self.task_id)
 
+    async def record_async(self) -> TaskRecord | None:
+        """`record()` for coroutines."""
+        broker = self.async_broker
+        if broker is None:
+            return await asyncio.to_thread(self.record)
+        return await broker.task(self.task_id)
+
     async def status_async(self) -> str:
         """`status()` for coroutines."""
         broker = self.async_broker

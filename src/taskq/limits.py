@@ -61,7 +61,8 @@ class Range(Generic[N]):
         # 10**400 no test overflows.
         plain = plain_number(value)
         if (plain > self.low if self.above else plain >= self.low) and plain <= self.high:
-            return plain  # type: ignore[return-value]
+            # A float's zero with its sign as plain zero: a message would say "-0s".
+            return abs(plain) if plain == 0 else plain  # type: ignore[return-value]
         return None
 
     @property
