@@ -410,6 +410,34 @@ class TestResultAsync:
         with pytest.raises(TaskqError, match=r"use `await handle.record_async\(\)`"):
             handle.record()
 
+    def test_waits_under_way_when_the_app_closes_end_saying_so_and_leave_no_connection(
+        self, tasks: dict[str, Any], client: redis.Redis
+    ) -> None:
+        """Their client's retry connected again; the app had dropped that client, so its
+        connections stayed open for the life of the process."""
+        app = tasks["add"].app
+        client.client_setname("observer")
+
+        def connections() -> int:
+            return sum(1 for c in client.client_list() if c["name"] != "observer")
+
+        async def main() -> tuple[int, set[str], int]:
+            handle = await tasks["add"].enqueue_async(1, 2)  # no worker: it never ends
+            waits = [asyncio.create_task(handle.result_async(timeout=10)) for _ in range(3)]
+            await asyncio.sleep(0.5)
+            waiting = connections()
+            await app.aclose()
+            ended = await asyncio.gather(*waits, return_exceptions=True)
+            with pytest.raises(TaskqError, match="this asyncio client was closed"):
+                await handle.status_async()
+            return waiting, {str(e) for e in ended}, connections()
+
+        waiting, errors, left = run(app, main)
+        assert waiting >= 3 and left == 0
+        assert errors == {"cannot read a task's result: this asyncio client was closed "
+                          "(app.aclose()); the app makes a new one: app.handle_async(task_id) "
+                          "for a new handle"}
+
     def test_an_async_handle_reads_its_record_as_the_method_its_refusal_names(
         self, tasks: dict[str, Any], worker: WorkerThread
     ) -> None:

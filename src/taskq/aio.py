@@ -8,8 +8,9 @@ producer needs (enqueue, read, wait), not what a worker does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from taskq.calls import (
     watch_call,
 )
 from taskq.connection import MAX_CONNECTIONS, AsyncClient, async_client
-from taskq.errors import ConfigError
+from taskq.errors import ConfigError, TaskqError
 from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import QUEUES_KEY, QueueKeys, Registration, check_task_id
@@ -55,6 +56,9 @@ __all__ = ["AsyncBroker"]
 # waits over its size had the later ones fail "every connection in use" while the
 # first ones kept theirs.
 _GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+# The clients an AsyncBroker has closed (brokers of one sharded queue share one).
+_CLOSED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _blocking_gate(client: AsyncClient) -> asyncio.Semaphore:
@@ -115,8 +119,25 @@ class AsyncBroker:
         )
 
     async def aclose(self) -> None:
-        """Close the client and its connections."""
+        """Close the client and its connections: calls after it are refused, and a call
+        under way closes what it connected again when it ends."""
+        _CLOSED.add(self.client)
         await self.client.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _open(self, words: str) -> AsyncIterator[None]:
+        """Around a call on the client, to `words`: refused once the client is closed.
+        A call under way as it closed (a result wait) reconnects by its retry; closed
+        again as it ends, that connection is not left open for good."""
+        if self.client in _CLOSED:
+            raise TaskqError(f"cannot {words}: this asyncio client was closed (app.aclose()); "
+                             "the app makes a new one: app.handle_async(task_id) for a new "
+                             "handle")
+        try:
+            yield
+        finally:
+            if self.client in _CLOSED:
+                await self.client.aclose()
 
     # -- producers ---------------------------------------------------------------------
 
@@ -155,8 +176,9 @@ class AsyncBroker:
         await self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            with enqueue_errors():
-                reply = await self._enqueue(keys=keys, args=args)
+            async with self._open("enqueue a task"):
+                with enqueue_errors():
+                    reply = await self._enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -165,8 +187,9 @@ class AsyncBroker:
         """`Broker.register_queue`, awaited: name the queue in the registry of queues
         (again each REGISTER_AGAIN_SECONDS), so dashboards find it."""
         if self._registration.due():
-            with redis_errors("register the queue"):
-                stored = await self.client.hget(SHARDS_KEY, self.queue)
+            async with self._open("register the queue"):
+                with redis_errors("register the queue"):
+                    stored = await self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
             with redis_errors("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
@@ -177,8 +200,9 @@ class AsyncBroker:
         is stopped by its worker, told at its next heartbeat."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
-        with redis_errors("cancel a task"):
-            reply = await self._cancel(keys=keys, args=args)
+        async with self._open("cancel a task"):
+            with redis_errors("cancel a task"):
+                reply = await self._cancel(keys=keys, args=args)
         return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:
@@ -190,23 +214,27 @@ class AsyncBroker:
 
     async def task(self, task_id: str) -> TaskRecord | None:
         """The task's stored record, or None if there is none."""
-        with redis_errors("read a task's record"):
-            raw = await self.client.hgetall(self.keys.task(check_task_id(task_id)))
+        key = self.keys.task(check_task_id(task_id))
+        async with self._open("read a task's record"):
+            with redis_errors("read a task's record"):
+                raw = await self.client.hgetall(key)
         return record_from(task_id, raw)
 
     async def counts(self) -> QueueCounts:
         """How many ids are ready, leased, delayed and dead, read in one atomic step."""
         keys, args = counts_call(self.keys)
-        with redis_errors("count the queue's tasks"):
-            reply = await self._snapshot(keys=keys, args=args)
+        async with self._open("count the queue's tasks"):
+            with redis_errors("count the queue's tasks"):
+                reply = await self._snapshot(keys=keys, args=args)
         return counts_from(reply)
 
     async def watch(self, task_id: str, mark: bool = True) -> Watched | None:
         """`Broker.watch`, awaited: how the task stands, None if it has no record; with
         `mark`, a task that has not ended will wake `wait_done` when it ends."""
         keys, args = watch_call(self.keys, task_id, mark)
-        with redis_errors("read a task's result"):
-            reply = await self._watch(keys=keys, args=args)
+        async with self._open("read a task's result"):
+            with redis_errors("read a task's result"):
+                reply = await self._watch(keys=keys, args=args)
         return Watched.from_reply(reply)
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
@@ -225,10 +253,12 @@ class AsyncBroker:
             return False
         try:
             left = block_seconds(timeout - (clock() - began), self._block_limit)
-            with redis_errors("wait for a task to end"):
-                # Redis takes a fractional timeout; redis-py's hint says int but passes it.
-                moved = await self.client.blmove(done, done, left,  # type: ignore[arg-type]
-                                                 "RIGHT", "LEFT")
+            async with self._open("wait for a task to end"):
+                with redis_errors("wait for a task to end"):
+                    # Redis takes a fractional timeout; redis-py's hint says int but
+                    # passes it.
+                    moved = await self.client.blmove(
+                        done, done, left, "RIGHT", "LEFT")  # type: ignore[arg-type]
         finally:
             gate.release()
         return moved is not None
