@@ -17,10 +17,12 @@ from taskq.broker import Broker
 from taskq.errors import (
     ConfigError,
     IdleTimeoutError,
+    InvalidTaskError,
     TaskCancelledError,
     TaskFailed,
     UpstreamFailed,
 )
+from taskq.shards import route
 from taskq.testing import TEST_SETTINGS, TaskRunner
 
 
@@ -100,6 +102,29 @@ class TestResults:
             handle = add.enqueue(2, 3)
             assert runner.run_until_idle().results == {handle.task_id: 5}
         assert app.layout is layout is not None
+
+    def test_a_sharded_app_refuses_in_a_test_what_its_shards_refuse_in_production(
+        self
+    ) -> None:
+        """One queue in the test, it would run a workflow or send a task whose id and key
+        route to two shards, which production refuses."""
+        app = App(queue="shop", settings=Settings(redis_url="redis://nowhere.invalid:6379/0"),
+                  shards=3)
+        add = app.task("shop.add")(lambda a, b: a + b)
+        layout = app.layout
+        assert layout is not None
+        key = "order-7"
+        other = next(f"id-{i}" for i in range(100)
+                     if route(f"id-{i}", 3) != route(key, 3))
+        with TaskRunner(app) as runner:
+            with pytest.raises(ConfigError, match="has 3 shards: a workflow runs in one queue"):
+                chain(add.s(1, 2), add.s(3)).enqueue()
+            with pytest.raises(InvalidTaskError, match="route to different shards"):
+                add.enqueue(1, 2, task_id=other, idempotency_key=key)
+            keyed = add.enqueue(1, 2, idempotency_key=key)
+            assert route(keyed.task_id, 3) == route(key, 3)
+            assert runner.run_until_idle().results == {keyed.task_id: 3}
+        assert app.shard_rules is None and app.layout is layout
 
     def test_a_plain_and_an_async_task_run_on_the_worker_and_their_values_come_back(
         self, shop: Shop, tasks: TaskRunner

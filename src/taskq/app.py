@@ -25,7 +25,7 @@ from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, 
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
-from taskq.routing import AsyncShardedBroker, ShardedBroker
+from taskq.routing import AsyncShardedBroker, ShardedBroker, by_shard
 from taskq.schedules import (
     DEFAULT_GRACE,
     DEFAULT_POLICY,
@@ -138,7 +138,7 @@ class Task(Generic[P, R]):
         task_id = options.get("task_id")
         max_retries = options.get("max_retries", self.max_retries)
         key = options.get("idempotency_key")
-        return NewTask(
+        task = NewTask(
             task_id=self.app.new_task_id(key) if task_id is None else check_task_id(task_id),
             delay=options.get("delay", 0),
             max_retries=MAX_RETRIES.check(max_retries),
@@ -152,6 +152,9 @@ class Task(Generic[P, R]):
             limit_key=None if self.concurrency_limit is None else limit_key_of(
                 self.concurrency_limit, self.signature, args, kwargs),
         )
+        if self.app.shard_rules is not None:
+            by_shard(self.app.shard_rules, [task])  # as the sharded producer refuses
+        return task
 
     def s(self, *args: Any, **kwargs: Any) -> Step:
         """A step of a workflow: this task called with `args` and `kwargs` (and the
@@ -253,6 +256,9 @@ class App:
         SHARDS.check(count, f"the shards of queue {self.queue!r}", error=ConfigError)
         # The queue's shards; None for a plain queue.
         self.layout = Layout.of(self.queue, count) if count > 1 else None
+        # The layout whose rules hold while `taskq.testing.pointed_at` keeps a sharded
+        # app's tasks in one queue: a test refuses what production would.
+        self.shard_rules: Layout | None = None
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         # Each queue's own rate limit, by queue name (see queue_rate_limit).
@@ -431,13 +437,15 @@ class App:
     def _unsharded(self, why: str) -> None:
         """Refuse what needs one queue on one Redis slot: ConfigError saying `why` after
         "queue Q has N shards"."""
-        if self.layout is not None:
-            raise ConfigError(f"queue {self.queue!r} has {self.layout.count} shards{why}")
+        layout = self.layout or self.shard_rules
+        if layout is not None:
+            raise ConfigError(f"queue {self.queue!r} has {layout.count} shards{why}")
 
     def new_task_id(self, idempotency_key: str | None = None) -> str:
         """A new random task id; on a sharded queue, one that routes to the shard of
         `idempotency_key` (when given), so the id alone finds the task."""
-        return new_id() if self.layout is None else self.layout.new_id(idempotency_key)
+        layout = self.layout or self.shard_rules
+        return new_id() if layout is None else layout.new_id(idempotency_key)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on the task `task_id` of this app's queue (on a sharded queue, on

@@ -383,17 +383,22 @@ class TaskRunner:
 @contextmanager
 def pointed_at(app: App, settings: Settings, broker: Broker) -> Iterator[App]:
     """`app` with `settings` and `broker` (one queue, even for a sharded app) for the
-    block; its own are put back after. `enqueue_async` in the block makes asyncio
-    clients of its own (`await app.aclose()` in the block closes the running loop's)."""
+    block; its own are put back after. A sharded app still refuses what its shards
+    would (workflows, an id and a key on two shards). `enqueue_async` in the block
+    makes asyncio clients of its own (`await app.aclose()` in the block closes the
+    running loop's)."""
     saved_settings, saved_layout, saved_sharded = app.settings, app.layout, app._sharded
+    saved_rules = app.shard_rules
     saved_async = app._async  # the asyncio brokers `enqueue_async` made before, per loop
     saved_broker = app.use_broker(broker)
     app.settings, app.layout, app._sharded = settings, None, None
+    app.shard_rules = saved_layout or saved_rules  # refused in one queue as across shards
     app._async = _LoopBroker()
     try:
         yield app
     finally:
         app.settings, app.layout, app._sharded = saved_settings, saved_layout, saved_sharded
+        app.shard_rules = saved_rules
         app._async = saved_async
         app.use_broker(saved_broker)
 
