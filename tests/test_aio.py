@@ -425,11 +425,14 @@ class TestResultAsync:
             handle = await tasks["add"].enqueue_async(1, 2)  # no worker: it never ends
             waits = [asyncio.create_task(handle.result_async(timeout=10)) for _ in range(3)]
             await asyncio.sleep(0.5)
+            flow = app.workflow_async("wf-1")
             waiting = connections()
             await app.aclose()
             ended = await asyncio.gather(*waits, return_exceptions=True)
             with pytest.raises(TaskqError, match="this asyncio client was closed"):
                 await handle.status_async()
+            with pytest.raises(TaskqError, match="cannot cancel a workflow: this asyncio"):
+                await flow.cancel_async()
             return waiting, {str(e) for e in ended}, connections()
 
         waiting, errors, left = run(app, main)

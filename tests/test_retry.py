@@ -530,32 +530,61 @@ class TestTimeLimits:
         assert len(warnings) == 1 and stuck in warnings[0].message
         assert running.worker.stats.dead == 1 and running.worker.stats.acked == 1
 
-    def test_a_sync_handler_that_returned_in_time_is_not_failed_while_its_result_encodes(
-        self, app: App, start_worker: StartWorker
+    @pytest.mark.parametrize("kind", ["def", "async def"])
+    def test_a_handler_that_returned_in_time_keeps_its_lease_while_its_result_encodes(
+        self, app: App, start_worker: StartWorker, kind: str
     ) -> None:
+        """The limit (0.3 s) passes while the result encodes (1.5 s, past the 1 s lease):
+        failed then, or its lease left to lapse, the task would run again."""
+        runs: list[int] = []
+
         class SlowToRead(dict[str, int]):
-            """Read by the encoder's key check for 0.5 s: the 0.3 s limit passes meanwhile."""
+            """Read by the encoder's key check for 1.5 s."""
 
             def __iter__(self) -> Iterator[str]:
-                time.sleep(0.5)
+                time.sleep(1.5)
                 return super().__iter__()
 
-        @app.task("prompt", max_retries=0, time_limit=0.3)
         def prompt() -> dict[str, int]:
+            with current_task().effect():
+                runs.append(current_task().attempt)
             return SlowToRead({"rows": 7})
 
-        task_id = prompt.enqueue().task_id
-        start_worker()
-        assert ended(app, task_id, "completed").result == '{"rows":7}'
+        async def prompt_async() -> dict[str, int]:
+            return prompt()
 
-    def test_a_sync_handler_past_its_limit_inside_an_effect_is_failed_after_the_block(
+        app.task("prompt", max_retries=1, time_limit=0.3)(
+            prompt if kind == "def" else prompt_async)
+        task_id = app.tasks["prompt"].enqueue().task_id
+        start_worker()
+        record = ended(app, task_id, "completed")
+        assert (record.result, record.retries, runs) == ('{"rows":7}', 0, [1])
+        assert "reaped" not in event_types(app.broker.client, app.broker.keys, task_id)
+
+    def test_a_handler_that_returns_a_future_of_work_under_way_is_acked(
         self, app: App, start_worker: StartWorker
     ) -> None:
+        """A client's send that returns a delivery Future (aiokafka's) did its work: only
+        a coroutine or generator returned is a body that never ran."""
+        @app.task("send", store_result=False)
+        async def send() -> Any:
+            delivered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            delivered.set_result(None)
+            return delivered
+
+        task_id = send.enqueue().task_id
+        start_worker()
+        assert ended(app, task_id, "completed").retries == 0
+
+    @pytest.mark.parametrize("kind", ["def", "async def"])
+    def test_a_handler_past_its_limit_inside_an_effect_is_failed_after_the_block(
+        self, app: App, start_worker: StartWorker, kind: str
+    ) -> None:
         """Failed at once, its retry (a 0.01 s backoff) would apply the effect beside the
-        block still under way; the block outlasts the 1 s lease, which holds meanwhile."""
+        block still under way; the block outlasts the 1 s lease, which holds meanwhile.
+        An `async def` one blocks its loop inside the block, so no cancel reaches it."""
         blocks: list[tuple[int, str]] = []
 
-        @app.task("slow_charge", max_retries=1, time_limit=0.3)
         def slow_charge() -> None:
             attempt = current_task().attempt
             with current_task().effect():
@@ -563,8 +592,15 @@ class TestTimeLimits:
                 time.sleep(1.5 if attempt == 1 else 0)
                 blocks.append((attempt, "ends"))
 
-        task_id = slow_charge.enqueue().task_id
-        start_worker(concurrency=2)
+        async def slow_charge_async() -> None:
+            slow_charge()
+
+        app.task("slow_charge", max_retries=1, time_limit=0.3)(
+            slow_charge if kind == "def" else slow_charge_async)
+        task_id = app.tasks["slow_charge"].enqueue().task_id
+        start_worker()
+        time.sleep(0.1)  # the first takes it; the retry of an async one, on the other
+        start_worker()
         record = ended(app, task_id, "completed")
         assert blocks == [(1, "begins"), (1, "ends"), (2, "begins"), (2, "ends")]
         assert record.retries == 1 and record.fencing_token == 2

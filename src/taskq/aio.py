@@ -139,6 +139,14 @@ class AsyncBroker:
             if self.client in _CLOSED:
                 await self.client.aclose()
 
+    @contextlib.asynccontextmanager
+    async def calling(self, words: str) -> AsyncIterator[None]:
+        """Around a call on the client, to `words`: refused once the client is closed
+        (see `_open`), its Redis errors as `redis_errors(words)` gives them."""
+        async with self._open(words):
+            with redis_errors(words):
+                yield
+
     # -- producers ---------------------------------------------------------------------
 
     async def enqueue(
@@ -187,11 +195,10 @@ class AsyncBroker:
         """`Broker.register_queue`, awaited: name the queue in the registry of queues
         (again each REGISTER_AGAIN_SECONDS), so dashboards find it."""
         if self._registration.due():
-            async with self._open("register the queue"):
-                with redis_errors("register the queue"):
-                    stored = await self.client.hget(SHARDS_KEY, self.queue)
+            async with self.calling("register the queue"):
+                stored = await self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
-            with redis_errors("register the queue"):
+            async with self.calling("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()
 
@@ -200,9 +207,8 @@ class AsyncBroker:
         is stopped by its worker, told at its next heartbeat."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
-        async with self._open("cancel a task"):
-            with redis_errors("cancel a task"):
-                reply = await self._cancel(keys=keys, args=args)
+        async with self.calling("cancel a task"):
+            reply = await self._cancel(keys=keys, args=args)
         return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:
@@ -215,26 +221,23 @@ class AsyncBroker:
     async def task(self, task_id: str) -> TaskRecord | None:
         """The task's stored record, or None if there is none."""
         key = self.keys.task(check_task_id(task_id))
-        async with self._open("read a task's record"):
-            with redis_errors("read a task's record"):
-                raw = await self.client.hgetall(key)
+        async with self.calling("read a task's record"):
+            raw = await self.client.hgetall(key)
         return record_from(task_id, raw)
 
     async def counts(self) -> QueueCounts:
         """How many ids are ready, leased, delayed and dead, read in one atomic step."""
         keys, args = counts_call(self.keys)
-        async with self._open("count the queue's tasks"):
-            with redis_errors("count the queue's tasks"):
-                reply = await self._snapshot(keys=keys, args=args)
+        async with self.calling("count the queue's tasks"):
+            reply = await self._snapshot(keys=keys, args=args)
         return counts_from(reply)
 
     async def watch(self, task_id: str, mark: bool = True) -> Watched | None:
         """`Broker.watch`, awaited: how the task stands, None if it has no record; with
         `mark`, a task that has not ended will wake `wait_done` when it ends."""
         keys, args = watch_call(self.keys, task_id, mark)
-        async with self._open("read a task's result"):
-            with redis_errors("read a task's result"):
-                reply = await self._watch(keys=keys, args=args)
+        async with self.calling("read a task's result"):
+            reply = await self._watch(keys=keys, args=args)
         return Watched.from_reply(reply)
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
@@ -253,12 +256,11 @@ class AsyncBroker:
             return False
         try:
             left = block_seconds(timeout - (clock() - began), self._block_limit)
-            async with self._open("wait for a task to end"):
-                with redis_errors("wait for a task to end"):
-                    # Redis takes a fractional timeout; redis-py's hint says int but
-                    # passes it.
-                    moved = await self.client.blmove(
-                        done, done, left, "RIGHT", "LEFT")  # type: ignore[arg-type]
+            async with self.calling("wait for a task to end"):
+                # Redis takes a fractional timeout; redis-py's hint says int but
+                # passes it.
+                moved = await self.client.blmove(
+                    done, done, left, "RIGHT", "LEFT")  # type: ignore[arg-type]
         finally:
             gate.release()
         return moved is not None

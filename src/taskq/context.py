@@ -198,10 +198,16 @@ class TaskContext:
         """Whether monotonic time `now` is past this run's time limit."""
         return self.deadline is not None and now >= self.deadline
 
-    def time_out(self) -> None:
-        """Fence later effects of a run past its time limit. Takes no lock, as
-        `mark_lost`."""
-        self._timed_out = True
+    def time_out(self) -> bool:
+        """Fence later effects of a run past its time limit, unless its report was
+        claimed (its handler returned within the limit: it must keep its lease while
+        its result is encoded and sent). Returns whether it timed out. Takes only the
+        report's lock, never the effect lock."""
+        with self._report_lock:
+            if self._reported:
+                return False
+            self._timed_out = True
+            return True
 
     def claim_report(self) -> bool:
         """True for the first caller only: the one that reports how this run ended (the

@@ -278,33 +278,33 @@ class AsyncFlows:
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
         await b.register_queue()
-        with redis_errors("start a workflow"):
+        async with b.calling("start a workflow"):
             return started(flow_id, await self._start(keys=keys, args=args))
 
     async def status(self, flow_id: str) -> FlowStatus | None:
         """`Flows.status`, awaited."""
         keys, args = status_call(self.broker.keys, flow_id)
-        with redis_errors("read a workflow"):
+        async with self.broker.calling("read a workflow"):
             reply = await self._status(keys=keys, args=args)
         return FlowStatus.from_reply(flow_id, reply)
 
     async def state(self, flow_id: str) -> str | None:
         """`Flows.state`, awaited."""
-        with redis_errors("read a workflow"):
+        async with self.broker.calling("read a workflow"):
             value = await self.broker.client.hget(
                 self.broker.keys.flow(check_flow_id(flow_id)), "state")
         return None if value is None else text(value)
 
     async def position(self, flow_id: str) -> tuple[str, int] | None:
         """`Flows.position`, awaited."""
-        with redis_errors("read a workflow"):
+        async with self.broker.calling("read a workflow"):
             values = await self.broker.client.hmget(
                 self.broker.keys.flow(check_flow_id(flow_id)), ["state", "stage"])
         return position_from(values)
 
     async def output(self, flow_id: str, stage: int, size: int, group: bool) -> Any:
         """`Flows.output`, awaited."""
-        with redis_errors("read a workflow's result"):
+        async with self.broker.calling("read a workflow's result"):
             values = await self.broker.client.hmget(
                 self.broker.keys.flow(check_flow_id(flow_id)),
                 ["state", *output_fields(stage, size)])
@@ -315,5 +315,5 @@ class AsyncFlows:
         b = self.broker
         keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
                                       b.completed_ttl_ms)
-        with redis_errors("cancel a workflow"):
+        async with b.calling("cancel a workflow"):
             return cancellation_from(flow_id, await self._cancel(keys=keys, args=args))

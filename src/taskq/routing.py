@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from taskq.aio import AsyncBroker
-from taskq.boundary import redis_errors
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
 from taskq.fields import new_task_fields
@@ -129,7 +128,8 @@ class AsyncShardedBroker:
     async def _register(self) -> None:
         if self._registration.due():
             client: Any = self.brokers[0].client
-            with redis_errors(f"register the shards of queue {self.layout.queue!r}"):
+            async with self.brokers[0].calling(
+                    f"register the shards of queue {self.layout.queue!r}"):
                 stored = await client.hget(SHARDS_KEY, self.layout.queue)
                 if stored is None:
                     refuse_if_holding(self.layout.queue, [

@@ -317,6 +317,7 @@ class Runner:
         (fn, args, kwargs, keep), task, context, policy = job
         self._mark_taken()
         token = bind(context)
+        claimed = False
         try:
             if self._gate is not None:
                 await self._gate.acquire()
@@ -325,13 +326,10 @@ class Runner:
                 outcome = unstarted(task, context)
             else:
                 context.begin()
-                value = await fn(*args, **kwargs)
-                # Returned after its time limit's cancel (it caught the CancelledError),
-                # or past the limit before the time-limit thread looked: the attempt
-                # failed all the same (TaskQueue's TimedOutNeverAcks).
-                outcome = time_limit_outcome(task, context, policy, None) \
-                    if past_limit(context) else self._returned(task, context, policy,
-                                                               value, keep)
+                ended = self._ended(task, context, policy, await fn(*args, **kwargs), keep)
+                if ended is None:
+                    return  # given up on at its time limit meanwhile, and reported
+                outcome, claimed = ended, True
         except asyncio.CancelledError as e:
             # One cancelled while it waited for the gate never began: handed back as
             # unstarted (settled cancelled if its task was). A cancelled task's run
@@ -355,7 +353,7 @@ class Runner:
             self._leave_gate(key)
             self._running.pop(key, None)
             self._cancelled.discard(key)
-        self._report(outcome)
+        self._report(outcome, claimed)
 
     def _leave_gate(self, key: RunKey) -> None:
         if key in self._gated:
@@ -374,19 +372,12 @@ class Runner:
             context.begin()
             claimed = False
             try:
-                value = fn(*args, **kwargs)
-                # Past its limit before the time-limit thread looked: failed all the same.
-                if past_limit(context):
-                    outcome = time_limit_outcome(task, context, policy, None)
-                else:
-                    # Returned within its limit: claimed now, so that the limit passing
-                    # while its result is encoded does not fail it.
-                    claimed = bool(context.time_limit)
-                    if claimed and not context.claim_report():
-                        log.info("task %s: a handler given up on at its time limit "
-                                 "returned; its outcome is ignored", context.task_id)
-                        return  # a new thread has taken this one's place
-                    outcome = self._returned(task, context, policy, value, keep)
+                ended = self._ended(task, context, policy, fn(*args, **kwargs), keep)
+                if ended is None:
+                    log.info("task %s: a handler given up on at its time limit returned; "
+                             "its outcome is ignored", context.task_id)
+                    return  # a new thread has taken this one's place
+                outcome, claimed = ended, True
             # Whatever the handler raised (KeyboardInterrupt, SystemExit, a class of its
             # own) ends its run as a failure: escaping, it would end this thread with the
             # task still leased and renewed, and the worker one handler short.
@@ -515,7 +506,10 @@ class Runner:
     def _give_up(self, key: RunKey, task: LeasedTask, context: TaskContext,
                  policy: RetryPolicy) -> None:
         """Fail the attempt of an async run that has not ended a grace after its time
-        limit's cancel (on a timer's thread, see `time_out`)."""
+        limit's cancel (on a timer's thread, see `time_out`): once an effect() block
+        under way has ended (a blocking call inside one holds the loop), so that its
+        retry cannot apply the effect beside it."""
+        context.wait_for_effect()
         if not context.claim_report():
             return  # it ended, and reported
         with self._lock:
@@ -539,6 +533,22 @@ class Runner:
             with self._lock:
                 self._limited.pop(key, None)
             self.inbox.put(time_limit_outcome(task, context, policy, None))
+
+    def _ended(self, task: LeasedTask, context: TaskContext, policy: RetryPolicy,
+               value: Any, keep: bool) -> Outcome | None:
+        """The outcome of a handler that has just returned `value`, its report claimed
+        (the time-limit thread then leaves it, lease and all, while its result is
+        encoded); None when it was given up on at its limit first. Past its limit
+        before the time-limit thread looked (or, async, after its cancel, which it
+        caught), the attempt fails all the same (TaskQueue's TimedOutNeverAcks)."""
+        if context.time_limit and not context.claim_report():
+            return None
+        if past_limit(context):
+            return time_limit_outcome(task, context, policy, None)
+        try:
+            return self._returned(task, context, policy, value, keep)
+        except Exception as e:  # a value's own code (a dict's __iter__) raised: claimed,
+            return failed(task, context, policy, e)  # it is reported here or never
 
     def _returned(self, task: LeasedTask, context: TaskContext, policy: RetryPolicy,
                   value: Any, keep: bool) -> Outcome:
@@ -597,17 +607,15 @@ def past_limit(context: TaskContext) -> bool:
 
 
 def unrun_body(value: Any) -> str:
-    """What `value` is when it is a body a handler made and did not run (a coroutine, an
-    awaitable, a generator, sync or async), closed so that Python does not warn it was
-    never awaited; '' for any other value."""
+    """What `value` is when it is a body a handler made and did not run (a coroutine, a
+    generator, sync or async), closed so that Python does not warn it was never
+    awaited; '' for any other value."""
     if inspect.iscoroutine(value) or inspect.isgenerator(value):
         value.close()
         return f"a {type(value).__name__}"
     if inspect.isasyncgen(value):
         return "an async generator"
-    if inspect.isawaitable(value):
-        return f"an awaitable ({type(value).__name__})"
-    return ""
+    return ""  # another awaitable (a Future a send returned) is work already under way
 
 
 def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:

@@ -42,8 +42,8 @@ class TimeLimits(threading.Thread):
         """Time out every run in hand past its time limit, and end it."""
         now = time.monotonic()
         for context in self.slots.in_hand():
-            if not (context.finished or context.timed_out) and context.overdue(now):
-                context.time_out()
+            if not (context.finished or context.timed_out) and context.overdue(now) \
+                    and context.time_out():
                 self.end(context)
 
     def stop(self) -> None:
