@@ -389,6 +389,14 @@ class TestEnqueueOptions:
         assert record.state == "delayed"
         assert abs(record.run_at - at.timestamp() * 1000) <= 1
 
+    def test_a_run_at_between_two_milliseconds_is_due_at_the_later(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        at = datetime.now(UTC).replace(microsecond=900) + timedelta(seconds=30)
+        handle = tasks["add"].enqueue(1, 2, run_at=at)
+        whole_ms = (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+        assert record_of(app.broker, handle.task_id).run_at == whole_ms + 1
+
     def test_run_at_in_the_past_is_ready_now(self, tasks: dict[str, Any], app: App) -> None:
         handle = tasks["add"].enqueue(1, 2, run_at=datetime.now(UTC) - timedelta(hours=1))
         assert record_of(app.broker, handle.task_id).state == "pending"
@@ -398,6 +406,9 @@ class TestEnqueueOptions:
         ({"run_at": "2030-01-01"}, "run_at must be a datetime"),
         ({"run_at": datetime(2300, 1, 1, tzinfo=UTC)}, "before 2286"),
         ({"run_at": datetime.now(UTC) + timedelta(days=3660)}, "more than ten years ahead"),
+        # Within a day of the bound, the server's clock judges, not this host's.
+        ({"run_at": datetime.now(UTC) + timedelta(days=3650, hours=12)},
+         "more than ten years ahead of the Redis server.s time"),
         ({"run_at": datetime.now(UTC), "delay": 5}, "either delay or run_at"),
         ({"result_ttl": 0}, "result_ttl must be"),
         ({"max_retries": -1}, "max_retries must be"),

@@ -7,8 +7,11 @@ wait for Redis.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
+
+import redis
 
 from taskq.boundary import broker_error, lost_in_transit, redis_errors, text
 from taskq.errors import BrokerError, InvalidTaskError
@@ -66,7 +69,18 @@ class enqueue_errors(redis_errors):  # lower case, as redis_errors
                 "the same: an id that names a task is not enqueued again, so sending the "
                 "same task ids (or idempotency keys) again enqueues only what is missing"
             ) from error
+        if type(error) is redis.ResponseError and (
+                found := FAR_RUN_AT.search(str(error))) is not None:
+            # Judged by the server's clock, which this host's only approximates.
+            raise InvalidTaskError(
+                f"run_at (Unix ms {found[1]}) is more than ten years ahead of the Redis "
+                f"server's time ({found[2]} ms); a task may wait at most ten years (its "
+                "batch was refused whole)") from error
         super().__exit__(kind, error, _tb)
+
+
+# enqueue.lua's refusal of a run_at past its bound, before it writes anything.
+FAR_RUN_AT = re.compile(r"run_at_ms (\d+) is more than ten years after the server time (\d+)")
 
 
 def enqueued(reply: list[Any]) -> Iterator[tuple[str, bool]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from taskq.codec import encode_payload
@@ -17,6 +17,7 @@ from taskq.keys import (
     check_task_name,
 )
 from taskq.limits import (
+    DAY,
     IDEMPOTENCY_TTL,
     MAX_RETRIES,
     PRIORITY,
@@ -79,6 +80,9 @@ def new_task_fields(tasks: Sequence[NewTask], max_payload_bytes: int) -> list[li
     return fields
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def run_at_milliseconds(run_at: datetime | None) -> int:
     """`run_at` as Unix milliseconds (0 for None), compared with Redis server time by the
     script; `InvalidTaskError` unless it is an aware datetime before the year 2286."""
@@ -91,13 +95,17 @@ def run_at_milliseconds(run_at: datetime | None) -> int:
             f"run_at must be timezone-aware, not the naive {run_at.isoformat()}: a naive "
             "time could mean any zone (use datetime.now(timezone.utc) + timedelta(...))"
         )
-    ms = int(run_at.timestamp() * 1000)
+    # Whole microseconds, rounded up to the millisecond: a task is never due before the
+    # time it was given (float seconds would round a microsecond either way).
+    ms = -(-((run_at - EPOCH) // timedelta(microseconds=1)) // 1000)
     if not 0 < ms <= RUN_AT_MS_MAX:
         raise InvalidTaskError(f"run_at must be after 1970 and before 2286, not "
                                f"{run_at.isoformat()}")
-    # The script measures this against the server's clock; this host's catches all but
-    # a value within their difference of the bound, with the same words.
-    if ms - time.time() * 1000 > TEN_YEARS * 1000:
+    # The script measures this against the server's clock. This host's refuses before
+    # anything is sent (a batch to several shards is refused whole) what is past the
+    # bound by more than a day, so a host clock up to a day behind refuses nothing the
+    # server would take.
+    if ms - time.time() * 1000 > (TEN_YEARS + DAY) * 1000:
         raise InvalidTaskError(f"run_at {run_at.isoformat()} is more than ten years ahead; "
                                "a task may wait at most ten years")
     return ms

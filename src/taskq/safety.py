@@ -10,7 +10,7 @@ import redis
 
 from taskq.boundary import redis_errors, text
 from taskq.errors import ConfigError, UnsafeRedisError
-from taskq.transport import Client
+from taskq.transport import Client, transport_for
 
 log = logging.getLogger("taskq")
 
@@ -64,8 +64,8 @@ def check_not_a_cluster_node(client: Client) -> None:
     """Raise ConfigError if a plain client talks to a cluster node: every call on a
     queue whose slot another node serves is answered MOVED, which would read as an
     outage waited out for ever."""
-    if isinstance(client, redis.RedisCluster):
-        return
+    if not transport_for(client).spans_slots:
+        return  # a cluster client, which follows the slots
     with redis_errors("check the server's settings"):
         info: Any = client.info("cluster")
     if isinstance(info, dict) and str(info.get("cluster_enabled", "0")) == "1":
