@@ -20,6 +20,7 @@ import taskq
 from taskq.errors import EmbeddedRedisError, UnsafeRedisError
 from taskq.safety import check_server, check_version, redis_version, too_old
 from taskq.settings import Settings
+from taskq.tools import embedded
 from taskq.tools.embedded import MAX_SOCKET_PATH, EmbeddedRedis, free_port
 
 BINARY = os.environ.get("REDIS_SERVER", "")
@@ -89,6 +90,23 @@ class TestStarting:
         finally:
             server.cleanup()
         assert not socket_dir.exists()
+
+    def test_a_long_tmpdir_too_falls_back_to_a_socket_under_tmp(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        long_tmp = tmp_path / ("t" * 60) / ("u" * 60)
+        long_tmp.mkdir(parents=True)
+        monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+        server = EmbeddedRedis(binary=BINARY, data_dir=tmp_path / ("d" * 60) / ("e" * 60))
+        try:
+            server.start()
+            assert len(os.fsencode(server.socket_path)) <= MAX_SOCKET_PATH
+            assert server.socket_path.parent.parent == Path("/tmp")
+            with client_for(server) as client:
+                assert client.ping()
+        finally:
+            server.cleanup()
+        assert list(long_tmp.iterdir()) == []
 
     def test_a_tcp_port_is_served_on_loopback(self, tmp_path: Path) -> None:
         with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "tcp", port=free_port()) as s:
@@ -212,6 +230,24 @@ class TestBadBinaries:
             server.start()
         server.cleanup()
 
+
+    @pytest.mark.parametrize(("script", "error"), [
+        ("sleep 100", r"did not answer --version within 1s: is it redis-server\?"),
+        ("echo 'Python 3.11.7'", r"does not look like redis-server: its --version says "
+                                 r"'Python 3\.11\.7'"),
+    ], ids=["silent", "another-program"])
+    def test_a_binary_that_is_not_redis_server_is_refused_saying_so(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, error: str
+    ) -> None:
+        monkeypatch.setattr(embedded, "VERSION_SECONDS", 1.0)
+        binary = tmp_path / "not-redis"
+        binary.write_text(f"#!/bin/sh\nexec {script}\n")
+        binary.chmod(0o755)
+        server = EmbeddedRedis(binary=str(binary), data_dir=tmp_path / "data")
+        with pytest.raises(EmbeddedRedisError, match=error):
+            server.start()
+        assert server.process is None
+        server.cleanup()
 
     def test_a_server_older_than_6_2_is_refused_before_it_starts(self, tmp_path: Path) -> None:
         binary = tmp_path / "old-redis"

@@ -12,7 +12,7 @@ import pytest
 
 from taskq.errors import ConfigError
 from taskq.tools import workdir
-from taskq.tools.workdir import MARK, fresh_workdir
+from taskq.tools.workdir import MARK, SERVER_LOCK, fresh_workdir, try_lock
 
 
 def test_a_missing_directory_is_made_and_marked(tmp_path: Path) -> None:
@@ -73,6 +73,23 @@ def test_a_directory_a_run_in_another_process_still_uses_is_refused_and_kept(
         holder.kill()
         holder.communicate()
     assert [p.name for p in fresh_workdir(run).iterdir()] == [MARK]  # its run has ended
+
+
+def test_a_directory_holding_a_running_redis_server_s_data_is_refused_and_kept(
+    tmp_path: Path
+) -> None:
+    """`taskq redis --dir` inside a demo's directory: emptied, its AOF would be lost."""
+    run = fresh_workdir(tmp_path / "run")
+    data = run / "redis"
+    data.mkdir()
+    (data / "appendonly.aof").write_text("a live server's")
+    server = try_lock(data / SERVER_LOCK)  # as a running EmbeddedRedis holds it
+    assert server is not None
+    with pytest.raises(ConfigError, match="holds the data of a redis-server that still runs"):
+        fresh_workdir(run)
+    assert (data / "appendonly.aof").read_text() == "a live server's"
+    server.close()
+    assert [p.name for p in fresh_workdir(run).iterdir()] == [MARK]  # once it has stopped
 
 
 def test_a_mark_replaced_between_its_open_and_its_lock_is_not_taken(

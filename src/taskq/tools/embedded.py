@@ -18,11 +18,13 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from taskq.errors import EmbeddedRedisError
 from taskq.processes import die_with_parent
 from taskq.safety import redis_version, too_old
-from taskq.tools.workdir import try_lock
+from taskq.tools.workdir import SERVER_LOCK, try_lock
 
 # sun_path holds 108 bytes on Linux; a longer socket path fails to bind.
 MAX_SOCKET_PATH = 100
@@ -50,13 +52,28 @@ def find_redis_server(configured: str = "") -> str:
     return str(shipped)
 
 
+# How long `redis-server --version` may take: it prints and exits at once.
+VERSION_SECONDS = 10.0
+
+
 @functools.cache
 def binary_version(binary: str) -> tuple[int, ...] | None:
-    """What `binary --version` says its version is (None if it says none), asked once
-    per binary: a cluster starts several servers of one."""
-    said = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                          errors="replace", timeout=30, check=False).stdout
-    return redis_version(said)
+    """What `binary --version` says its Redis version is (None if it says none), asked
+    once per binary: a cluster starts several servers of one. `EmbeddedRedisError` if
+    it does not answer, or answers as another program ("Python 3.11.7")."""
+    try:
+        said = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              errors="replace", timeout=VERSION_SECONDS, check=False).stdout
+    except subprocess.TimeoutExpired:
+        raise EmbeddedRedisError(f"{binary} did not answer --version within "
+                                 f"{VERSION_SECONDS:g}s: is it redis-server?") from None
+    except OSError as e:
+        raise EmbeddedRedisError(f"{binary} cannot be run: {e.strerror or e}") from e
+    version = redis_version(said)
+    if version is not None and not any(name in said.lower() for name in ("redis", "valkey")):
+        raise EmbeddedRedisError(f"{binary} does not look like redis-server: its --version "
+                                 f"says {said.strip()[:80]!r}")
+    return version
 
 
 def free_port() -> int:
@@ -65,6 +82,12 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def fits_a_socket(path: Path) -> bool:
+    """Whether `path` can be a unix socket's: short enough for sun_path, and ASCII, so
+    that it goes through a URL and back whatever the locale's encoding."""
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH and str(path).isascii()
 
 
 @dataclass
@@ -86,6 +109,8 @@ class EmbeddedRedis:
     _own_dir: bool = False
     _socket_dir: Path | None = None
     _lock: BinaryIO | None = None
+    # Where this launch's lines begin in redis.log, which a reused directory keeps.
+    _log_from: int = 0
 
     def __post_init__(self) -> None:
         self.binary = find_redis_server(self.binary)
@@ -97,10 +122,13 @@ class EmbeddedRedis:
         self.socket_path = self.data_dir / "redis.sock"
         # A socket path must fit sun_path, and go through a URL and back: one the
         # locale's encoding cannot spell (a non-ASCII directory under LANG=C) would not.
-        if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH \
-                or not str(self.socket_path).isascii():
+        if not fits_a_socket(self.socket_path):
             self._socket_dir = Path(tempfile.mkdtemp(prefix="tq-"))
             self.socket_path = self._socket_dir / "redis.sock"
+            if not fits_a_socket(self.socket_path):  # a long TMPDIR: /tmp, whatever it says
+                self._socket_dir.rmdir()
+                self._socket_dir = Path(tempfile.mkdtemp(prefix="tq-", dir="/tmp"))
+                self.socket_path = self._socket_dir / "redis.sock"
 
     @property
     def url(self) -> str:
@@ -139,7 +167,7 @@ class EmbeddedRedis:
         locked while it runs: a second server there would share its files."""
         assert self.data_dir is not None
         if self._lock is None:
-            self._lock = try_lock(self.data_dir / "redis.lock")
+            self._lock = try_lock(self.data_dir / SERVER_LOCK)
             if self._lock is None:
                 raise EmbeddedRedisError(
                     f"a redis-server taskq started still runs in {self.data_dir}: stop it, "
@@ -184,6 +212,8 @@ class EmbeddedRedis:
     def _launch(self, conf: Path, timeout: float) -> None:
         assert self.data_dir is not None
         self.socket_path.unlink(missing_ok=True)
+        log = self.data_dir / "redis.log"
+        self._log_from = log.stat().st_size if log.exists() else 0
         # What the server says before its log is open (a config it refuses) goes here.
         with (self.data_dir / "redis.stderr").open("wb") as stderr:
             self.process = subprocess.Popen(
@@ -216,7 +246,10 @@ class EmbeddedRedis:
         """Wait until the server answers: `timeout` seconds for it to start answering,
         and as long as it says it is loading its data (a large AOF takes its time)."""
         deadline = time.monotonic() + timeout
-        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
+        # No retries of its own: each ping here is one look, and a server that exits
+        # is seen at once rather than after redis-py's backoff.
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1,
+                             retry=Retry(NoBackoff(), 0))
         try:
             while time.monotonic() < deadline:
                 if self.process is not None and self.process.poll() is not None:
@@ -243,10 +276,12 @@ class EmbeddedRedis:
         says more (a refused config stops it before its log opens)."""
         assert self.data_dir is not None
         said = []
-        for name in ("redis.log", "redis.stderr"):
+        for name, start in (("redis.log", self._log_from), ("redis.stderr", 0)):
             path = self.data_dir / name
             if path.exists():
-                said += path.read_text(errors="replace").splitlines()[-lines:]
+                with path.open("rb") as written:
+                    written.seek(start)
+                    said += written.read().decode(errors="replace").splitlines()[-lines:]
         return " | ".join(line for line in said if line.strip())[-2000:] or "(no log)"
 
     @property

@@ -17,6 +17,10 @@ from taskq.errors import ConfigError
 MARK = ".taskq-workdir"
 MARK_TEXT = "made by taskq for a demo or chaos run; emptied by the next one\n"
 
+# The file a redis-server's data directory holds locked while it runs (see
+# taskq.tools.embedded): one below a work directory keeps it from being emptied.
+SERVER_LOCK = "redis.lock"
+
 # The marks this process's runs hold locked, by directory, for as long as it lives.
 _HELD: dict[Path, BinaryIO] = {}
 
@@ -55,8 +59,10 @@ def fresh_workdir(path: Path, option: str = "--dir") -> Path:
                 if held is None:
                     raise ConfigError(f"{option} {str(path)!r} is in use by a run that is "
                                       "still going: wait for it, or give another directory")
+                servers = _servers_stopped(path, option, held)
                 shutil.rmtree(path)
-                held.close()
+                for taken in (*servers, held):
+                    taken.close()
             elif any(path.iterdir()):
                 raise ConfigError(
                     f"{option} {str(path)!r} holds files a taskq run did not write (it "
@@ -73,3 +79,21 @@ def fresh_workdir(path: Path, option: str = "--dir") -> Path:
         raise ConfigError(f"{option} {str(path)!r}: cannot make it the run's work "
                           f"directory: {e.strerror or e}") from e
     return path
+
+
+def _servers_stopped(path: Path, option: str, held: BinaryIO) -> list[BinaryIO]:
+    """The locks of every redis-server data directory below `path`, taken (and `held`
+    let go) so that none starts while the directory is emptied; `ConfigError` if a
+    server still runs in one (`taskq redis --dir` inside it): emptied, its data would
+    be lost."""
+    locks: list[BinaryIO] = []
+    for found in sorted(path.rglob(SERVER_LOCK)):
+        lock = try_lock(found)
+        if lock is None:
+            for taken in (*locks, held):
+                taken.close()
+            raise ConfigError(
+                f"{option} {str(path)!r} holds the data of a redis-server that still runs "
+                f"(in {str(found.parent)!r}): stop it, or give another directory")
+        locks.append(lock)
+    return locks
