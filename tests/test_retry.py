@@ -561,20 +561,55 @@ class TestTimeLimits:
         assert (record.result, record.retries, runs) == ('{"rows":7}', 0, [1])
         assert "reaped" not in event_types(app.broker.client, app.broker.keys, task_id)
 
-    def test_a_handler_that_returns_a_future_of_work_under_way_is_acked(
+    @pytest.mark.parametrize("kind", ["def", "async def"])
+    def test_a_claimed_run_whose_result_raises_a_base_exception_as_it_encodes_dies(
+        self, app: App, start_worker: StartWorker, kind: str
+    ) -> None:
+        """Its report claimed as it returned, and the outcome dropped, it would stay
+        running, renewed, for ever, and its handler thread with it."""
+        class Interrupting(dict[str, int]):
+            def __iter__(self) -> Iterator[str]:
+                raise KeyboardInterrupt
+
+        def odd() -> dict[str, int]:
+            return Interrupting({"rows": 7})
+
+        async def odd_async() -> dict[str, int]:
+            return odd()
+
+        app.task("odd", max_retries=0, time_limit=5)(odd if kind == "def" else odd_async)
+        after = app.task("after")(lambda: "ok")
+        task_id = app.tasks["odd"].enqueue().task_id
+        start_worker()
+        assert ended(app, task_id, "dead").error_type == "KeyboardInterrupt"
+        assert ended(app, after.enqueue().task_id, "completed").result == '"ok"'
+
+    def test_a_returned_future_is_work_under_way_but_another_awaitable_is_work_not_done(
         self, app: App, start_worker: StartWorker
     ) -> None:
-        """A client's send that returns a delivery Future (aiokafka's) did its work: only
-        a coroutine or generator returned is a body that never ran."""
+        """A client's send that returns a delivery Future (aiokafka's) did its work; an
+        awaitable that does nothing until awaited did not."""
         @app.task("send", store_result=False)
         async def send() -> Any:
             delivered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             delivered.set_result(None)
             return delivered
 
-        task_id = send.enqueue().task_id
+        class Lazy:
+            """An HTTP client's request: it does nothing until awaited."""
+
+            def __await__(self) -> Iterator[None]:
+                yield None
+
+        @app.task("lazy", store_result=False)
+        async def lazy() -> Any:
+            return Lazy()
+
+        task_id, unrun = send.enqueue().task_id, lazy.enqueue().task_id
         start_worker()
         assert ended(app, task_id, "completed").retries == 0
+        assert "the handler returned an awaitable (Lazy) instead of running it" in \
+            ended(app, unrun, "dead").last_error
 
     @pytest.mark.parametrize("kind", ["def", "async def"])
     def test_a_handler_past_its_limit_inside_an_effect_is_failed_after_the_block(

@@ -3,6 +3,7 @@ earlier run made it, and never a directory that holds anything else."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,12 @@ def test_a_directory_holding_a_running_redis_server_s_data_is_refused_and_kept(
     assert (data / "appendonly.aof").read_text() == "a live server's"
     server.close()
     assert [p.name for p in fresh_workdir(run).iterdir()] == [MARK]  # once it has stopped
+
+
+def test_a_fifo_named_as_a_server_s_lock_does_not_hold_the_run_up(tmp_path: Path) -> None:
+    run = fresh_workdir(tmp_path / "run")
+    os.mkfifo(run / SERVER_LOCK)  # opened to write, it would wait for a reader for ever
+    assert [p.name for p in fresh_workdir(run).iterdir()] == [MARK]
 
 
 def test_a_mark_replaced_between_its_open_and_its_lock_is_not_taken(

@@ -71,11 +71,12 @@ class enqueue_errors(redis_errors):  # lower case, as redis_errors
             ) from error
         if type(error) is redis.ResponseError and (
                 found := FAR_RUN_AT.search(str(error))) is not None:
-            # Judged by the server's clock, which this host's only approximates.
+            # The server's clock is behind this host's, which let it through.
             raise InvalidTaskError(
                 f"run_at (Unix ms {found[1]}) is more than ten years ahead of the Redis "
-                f"server's time ({found[2]} ms); a task may wait at most ten years (its "
-                "batch was refused whole)") from error
+                f"server's time ({found[2]} ms); a task may wait at most ten years. The "
+                "batch holding it was refused; batches sent before it were enqueued"
+            ) from error
         super().__exit__(kind, error, _tb)
 
 

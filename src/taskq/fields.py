@@ -17,7 +17,6 @@ from taskq.keys import (
     check_task_name,
 )
 from taskq.limits import (
-    DAY,
     IDEMPOTENCY_TTL,
     MAX_RETRIES,
     PRIORITY,
@@ -101,11 +100,10 @@ def run_at_milliseconds(run_at: datetime | None) -> int:
     if not 0 < ms <= RUN_AT_MS_MAX:
         raise InvalidTaskError(f"run_at must be after 1970 and before 2286, not "
                                f"{run_at.isoformat()}")
-    # The script measures this against the server's clock. This host's refuses before
-    # anything is sent (a batch to several shards is refused whole) what is past the
-    # bound by more than a day, so a host clock up to a day behind refuses nothing the
-    # server would take.
-    if ms - time.time() * 1000 > (TEN_YEARS + DAY) * 1000:
+    # The script measures this against the server's clock too; this host's refuses it
+    # before anything is sent, so that calls to several shards or batches are refused
+    # whole rather than half enqueued.
+    if ms - time.time() * 1000 > TEN_YEARS * 1000:
         raise InvalidTaskError(f"run_at {run_at.isoformat()} is more than ten years ahead; "
                                "a task may wait at most ten years")
     return ms

@@ -88,6 +88,8 @@ def _servers_stopped(path: Path, option: str, held: BinaryIO) -> list[BinaryIO]:
     be lost."""
     locks: list[BinaryIO] = []
     for found in sorted(path.rglob(SERVER_LOCK)):
+        if found.is_symlink() or not found.is_file():
+            continue  # no server's lock (a FIFO would block the open for ever)
         lock = try_lock(found)
         if lock is None:
             for taken in (*locks, held):

@@ -11,6 +11,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from taskq.app import App, Task
@@ -547,8 +548,10 @@ class Runner:
             return time_limit_outcome(task, context, policy, None)
         try:
             return self._returned(task, context, policy, value, keep)
-        except Exception as e:  # a value's own code (a dict's __iter__) raised: claimed,
-            return failed(task, context, policy, e)  # it is reported here or never
+        # A value's own code (a dict's __iter__) raised, even a KeyboardInterrupt:
+        # claimed, the run is reported here or never.
+        except BaseException as e:
+            return failed(task, context, policy, e)
 
     def _returned(self, task: LeasedTask, context: TaskContext, policy: RetryPolicy,
                   value: Any, keep: bool) -> Outcome:
@@ -607,15 +610,20 @@ def past_limit(context: TaskContext) -> bool:
 
 
 def unrun_body(value: Any) -> str:
-    """What `value` is when it is a body a handler made and did not run (a coroutine, a
-    generator, sync or async), closed so that Python does not warn it was never
-    awaited; '' for any other value."""
+    """What `value` is when it is work a handler made and did not run (a coroutine, a
+    generator, sync or async, an awaitable other than a future), a coroutine or
+    generator closed so that Python does not warn it was never awaited; '' for any
+    other value."""
     if inspect.iscoroutine(value) or inspect.isgenerator(value):
         value.close()
         return f"a {type(value).__name__}"
     if inspect.isasyncgen(value):
         return "an async generator"
-    return ""  # another awaitable (a Future a send returned) is work already under way
+    # A future is work already under way (a client's send returned it); any other
+    # awaitable (an HTTP client's request, a query) does nothing until awaited.
+    if inspect.isawaitable(value) and not isinstance(value, asyncio.Future | Future):
+        return f"an awaitable ({type(value).__name__})"
+    return ""
 
 
 def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
