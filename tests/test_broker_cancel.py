@@ -79,6 +79,8 @@ class TestATaskThatIsNotRunning:
         assert broker.cancel("t1").outcome == "unchanged"
         assert broker.cancel("t2").outcome == "unchanged"
         assert broker.cancel("nosuch").outcome == "unknown"
+        broker.client.set(broker.keys.task("hand-made"), "not a record")
+        assert broker.cancel("hand-made").outcome == "unknown"  # not a WRONGTYPE error
         assert record_of(broker, "t1").state == "completed"
         assert len(events(broker.client, broker.keys)) == seen
 

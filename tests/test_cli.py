@@ -18,6 +18,7 @@ import redis
 
 import taskq as taskq_package
 from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
+from helpers import record_of
 from taskq import registry
 from taskq.broker import Broker
 from taskq.cli import main, parser
@@ -433,6 +434,20 @@ class TestCancel:
         out = capsys.readouterr().out
         assert "waiting: unchanged: it has ended (cancelled)" in out
         assert "held: unchanged: its cancel was requested already" in out
+
+    def test_the_tasks_cancelled_before_one_that_fails_are_said(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        for task_id in ("c-0", "c-1", "c-2"):
+            queue.enqueue(task_id)
+        # c-1 names a workflow whose key holds another type: its cancel is refused.
+        client.hset(queue.keys.task("c-1"), "flow", "f1")
+        client.set(queue.keys.flow("f1"), "not a workflow")
+        assert main(["cancel", "c-0", "c-1", "c-2"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "c-0: cancelled (it was pending)\n"
+        assert "Redis could not cancel a task" in captured.err
+        assert record_of(queue, "c-2").state == "pending"
 
     def test_a_task_not_where_its_state_says_is_told_so_not_called_ended(
         self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]

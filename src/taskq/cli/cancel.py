@@ -22,16 +22,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """One line per task as each is cancelled, so that a failure part way (Redis gone,
+    Ctrl-C) leaves the ones done said; 1 if any task was unknown, else 0."""
     route = task_router(queue_brokers(args))
-    cancellations = [route(task_id).cancel(task_id) for task_id in args.task_ids]
-    return report(settings_from(args).queue, cancellations)
-
-
-def report(queue: str, cancellations: list[Cancellation]) -> int:
-    """Print one line per task; 1 if any task was unknown, else 0."""
-    for c in cancellations:
-        print(f"{c.task_id}: {line(c, queue)}")
-    return 1 if any(c.outcome == "unknown" for c in cancellations) else 0
+    queue = settings_from(args).queue
+    unknown = False
+    for task_id in args.task_ids:
+        c = route(task_id).cancel(task_id)
+        print(f"{c.task_id}: {line(c, queue)}", flush=True)
+        unknown = unknown or c.outcome == "unknown"
+    return 1 if unknown else 0
 
 
 def line(c: Cancellation, queue: str) -> str:

@@ -59,8 +59,10 @@ local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dl
 -- appends its event: the log must take it, and so must the places a workflow's step
 -- that ends here moves its flow on to.
 local places = cancel_types({events_key, 'stream'}, prefix, queue, task_id)
-local flow_id = redis.call('HGET', prefix .. 'task:' .. task_id, 'flow')
-if flow_id then flow_types(places, {}, prefix, task_id, flow_id) end
+-- A record of another type is no task's (cancel_task answers 'unknown'): read with
+-- pcall, so that it does not fail the call.
+local flow_id = redis.pcall('HGET', prefix .. 'task:' .. task_id, 'flow')
+if type(flow_id) == 'string' then flow_types(places, {}, prefix, task_id, flow_id) end
 expect_types(places)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
 local outcome, state = cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
