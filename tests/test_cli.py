@@ -272,8 +272,8 @@ class TestRecordsChangedByHand:
         assert main(["dlq", "retry", "--all", "--yes"]) == 0
         out = capsys.readouterr().out
         assert "moved 2 task(s) back to ready" in out
-        assert ("1 entry no task's (no task id, or a record of another type), left as it "
-                "is: 'weird{id}'") in out
+        assert ("1 entry no task's (no task id, a record of another type, or none), left "
+                "as it is: 'weird{id}'") in out
         assert queue.dead() == ["weird{id}"]
 
     def test_an_entry_whose_record_holds_another_type_stops_no_listing_or_bulk_retry(
@@ -290,6 +290,20 @@ class TestRecordsChangedByHand:
         out = capsys.readouterr().out
         assert "moved 2 task(s) back to ready" in out and "left as it is: 'odd'" in out
         assert queue.dead() == ["odd"]
+
+    def test_a_block_of_entries_with_no_record_at_the_newest_end_is_stepped_past(
+        self, queue: Broker, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Read again from the newest end, 1,000 of them would stop every bulk run."""
+        for task_id in ("ok1", "ok2"):
+            make_dead(queue, task_id, "boom")
+        client.lpush(queue.keys.dlq, *(f"gone-{i}" for i in range(1500)))
+        assert main(["dlq", "retry", "--all", "--yes"]) == 0
+        out = capsys.readouterr().out
+        assert "moved 2 task(s) back to ready" in out and "had left" not in out
+        assert "1500 entries no task's (no task id, a record of another type, or none)" in out
+        assert out.rstrip().endswith("'gone-1490' and 1490 more")
+        assert len(queue.dead()) == 1500 and queue.counts().ready == 2
 
 
 class TestShardedQueue:

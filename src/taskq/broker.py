@@ -45,6 +45,7 @@ from taskq.keys import (
 from taskq.limits import (
     BATCH_SIZE,
     COMPLETED_TTL,
+    DLQ_START,
     EVENTS_RETENTION,
     IDEMPOTENCY_TTL,
     LEASE_COUNT,
@@ -711,13 +712,14 @@ class Broker:
             text = self.client.hget(self.keys.task(check_task_id(task_id)), "payload")
         return decode_payload(text)
 
-    def dead(self, limit: int | None = None) -> list[str]:
+    def dead(self, limit: int | None = None, start: int = 0) -> list[str]:
         """Task ids in the DLQ, most recently dead first, but for a task a purge kept
         for its idempotency key, which it moves to the front (all, or the first `limit`
-        of them: 1 to 100,000, else InvalidTaskError)."""
-        last = -1 if limit is None else LIMIT.check(limit) - 1
+        of them: 1 to 100,000, else InvalidTaskError), from the `start`th on."""
+        start = DLQ_START.check(start)
+        last = -1 if limit is None else start + LIMIT.check(limit) - 1
         with redis_errors("list the dead letter queue"):
-            ids = self.client.lrange(self.keys.dlq, 0, last)
+            ids = self.client.lrange(self.keys.dlq, start, last)
         return [text(task_id) for task_id in ids]
 
     def task(self, task_id: str) -> TaskRecord | None:

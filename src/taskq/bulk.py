@@ -20,7 +20,8 @@ BULK_LIMIT = Range("limit", 1, 10_000, 1000, "tasks", whole=True)
 class Bulk:
     """What a bulk action did: the ids it acted on, the ids that had left the DLQ by
     the time it reached them, the dead tasks left after it, and the DLQ entries that are
-    no task id (pushed by hand or by another tool: left as they are, for an operator)."""
+    no task's (no task id, a record of another type or none, pushed by hand or by another
+    tool: left as they are, for an operator)."""
 
     done: list[str]
     missed: list[str]
@@ -41,17 +42,49 @@ def cancel_all(broker: Broker, limit: int = BULK_LIMIT.default) -> Bulk:
 
 
 def _each(broker: Broker, limit: int, act: Callable[[str], bool]) -> Bulk:
+    """Act on up to `limit` dead tasks, newest first. Entries left in the DLQ (no task's,
+    or one whose task left it meanwhile and died again) are stepped past, not read
+    again: a block of them at the newest end would stop every later call. At most
+    EXAMINED times `limit` entries are looked at."""
     BULK_LIMIT.check(limit)
     done: list[str] = []
     missed: list[str] = []
     unusable: list[str] = []
-    for task_id in broker.dead(limit):
-        try:
-            (done if act(task_id) else missed).append(task_id)
-        except InvalidTaskError:  # one bad entry must not stop the rest
-            unusable.append(task_id)
-        except BrokerError as e:
-            if not held_by_another_type(e):
-                raise
-            unusable.append(task_id)
+    seen: set[str] = set()
+    kept = 0  # entries looked at and still in the DLQ: the next page starts past them
+    while len(done) < limit and len(seen) < EXAMINED * limit:
+        page = broker.dead(limit - len(done), start=kept)
+        if not page:
+            break
+        for task_id in page:
+            if task_id in seen:
+                kept += 1  # it came round again (another operator's moves shift the list)
+                continue
+            seen.add(task_id)
+            if _act_on(broker, task_id, act, missed, unusable):
+                done.append(task_id)
+            else:
+                kept += 1
     return Bulk(done, missed, broker.counts().dead - len(unusable), unusable)
+
+
+# How many DLQ entries a bulk call looks at, at most, for each task it may act on.
+EXAMINED = 10
+
+
+def _act_on(broker: Broker, task_id: str, act: Callable[[str], bool], missed: list[str],
+            unusable: list[str]) -> bool:
+    """Whether `act` moved the task out of the DLQ; else `task_id` is added to `missed`
+    (it left the DLQ meanwhile) or `unusable` (no task's: no task id, a record of another
+    type, or none at all), the entry left as it is."""
+    try:
+        if act(task_id):
+            return True
+        (missed if broker.task(task_id) is not None else unusable).append(task_id)
+    except InvalidTaskError:  # one bad entry must not stop the rest
+        unusable.append(task_id)
+    except BrokerError as e:
+        if not held_by_another_type(e):
+            raise
+        unusable.append(task_id)
+    return False

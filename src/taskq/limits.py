@@ -123,6 +123,8 @@ FLOW_STEPS = Range("steps", 1, 10_000, 1, "steps", whole=True)
 # A stage or a step within one, counted from 1 (the most steps a workflow has).
 STEP_NUMBER = Range("stage", 1, 10_000, 1, whole=True)
 LIMIT = Range("limit", 1, 100_000, 100, "tasks", whole=True)
+# Where a listing of the DLQ starts, counted from its newest end.
+DLQ_START = Range("start", 0, 2**40, 0, "entries", whole=True)
 # What one snapshot lists of each section, and of the concurrency groups (0: counts):
 # a limit kept per account may have thousands of groups, and the reply (and a
 # dashboard's table) must stay bounded.

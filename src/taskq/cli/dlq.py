@@ -174,13 +174,18 @@ def confirmed(brokers: list[Broker], what: str, yes: bool) -> bool:
     return False
 
 
+# How many of a bulk call's unusable entries its line names.
+SHOWN = 10
+
+
 def left_note(done: Bulk) -> str:
     gone = f"; {len(done.missed)} had left the DLQ meanwhile" if done.missed else ""
     if done.unusable:
         n = len(done.unusable)
-        gone += (f"; {n} entr{'y' if n == 1 else 'ies'} no task's (no task id, or a record "
-                 f"of another type), left as {'it is' if n == 1 else 'they are'}: "
-                 f"{', '.join(map(shown_value, done.unusable))}")
+        gone += (f"; {n} entr{'y' if n == 1 else 'ies'} no task's (no task id, a record "
+                 f"of another type, or none), left as {'it is' if n == 1 else 'they are'}: "
+                 f"{', '.join(map(shown_value, done.unusable[:SHOWN]))}"
+                 + (f" and {n - SHOWN} more" if n > SHOWN else ""))
     more = f"; {done.left} still dead (run it again for the next {BULK_LIMIT.default})" \
         if done.left else ""
     return gone + more
