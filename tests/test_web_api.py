@@ -774,6 +774,40 @@ def test_api_shards_follow_from_each_position_exactly(
     assert [(b.seq, b.body["task"]) for b in after if b.id] == [(3, "new-0")]
 
 
+def test_writes_on_a_sharded_queue_reach_each_task_s_shard_or_say_to_ask_each(
+    server: Server, client: redis.Redis
+) -> None:
+    """Its whole name is a plain queue holding none of its tasks: answered 'done' or
+    404 there, as before, a write would say it acted when it did nothing."""
+    layout = Layout.of(f"s-{uuid.uuid4().hex[:8]}", 3)
+    register(client, layout)
+    dead = []
+    for n in range(6):
+        task_id = f"d{n}"
+        shard = Broker(client, layout.shard_of(task_id))
+        shard.enqueue(task_id, max_retries=0)
+        (task,) = shard.lease_many("w", 30, 1).tasks
+        shard.fail(task.task_id, task.token, "broke")
+        dead.append(task_id)
+    with httpx.Client(base_url=server.url, params={"queue": layout.queue},
+                      timeout=TIMEOUT) as http:
+        assert http.get("/api/tasks/d0").json()["state"] == "dead"
+        assert http.post("/api/dlq/d0/retry", headers=WRITE).json() == {"retried": "d0"}
+        assert http.post("/api/tasks/d1/cancel", headers=WRITE).json()["outcome"] == \
+            "cancelled"
+        for path in ("/api/dlq/retry-all", "/api/dlq/cancel-all"):
+            refused = http.post(path, headers=WRITE)
+            assert refused.status_code == 409, path
+            assert f"has 3 shards: ask each by its own name ({', '.join(layout.shards)})" \
+                in refused.json()["error"]
+        assert http.get("/api/history").status_code == 409
+    states = {t: Broker(client, layout.shard_of(t)).task(t) for t in dead}
+    assert [(t, r.state if r else None) for t, r in states.items()][:2] == [
+        ("d0", "pending"), ("d1", "cancelled")]
+    assert all(r is not None and r.state == "dead" for t, r in states.items()
+               if t not in ("d0", "d1"))
+
+
 def test_api_shards_of_a_plain_queue_is_an_empty_list(server: Server, queue: Broker) -> None:
     enqueue(queue, 1)
     for asked in (queue.queue, f"{queue.queue}~3"):

@@ -105,7 +105,8 @@ def task(request: Request) -> JSONResponse:
     `TaskView.to_json`), found in at most `scan` log entries (0: the record alone)."""
     task_id = task_id_param(request)
     scan = int_param(request, "scan", HISTORY_SCAN.default, TASK_SCAN)
-    view = read_task(state_of(request).broker(queue_of(request)), task_id, scan)
+    view = read_task(state_of(request).broker_holding(queue_of(request), task_id), task_id,
+                     scan)
     if view is None:
         return not_found(f"no task {task_id!r} on this queue")
     return JSONResponse(view.to_json())
@@ -150,7 +151,7 @@ def history(request: Request) -> JSONResponse:
     `name`, `limit` (1-1000, default 50); with how many log entries were read and
     whether that reached the log's start."""
     queue = queue_of(request)
-    found = recent(state_of(request).broker(queue),
+    found = recent(state_of(request).broker_holding(queue),
                    states=choice_param(request, "state", ENDS),
                    id_prefix=text_param(request, "prefix", MAX_SEARCH_CHARS),
                    name=text_param(request, "name", MAX_SEARCH_CHARS),
@@ -211,7 +212,7 @@ def throughput(request: Request) -> JSONResponse:
 
 def retry(request: Request) -> JSONResponse:
     task_id = request.path_params["task_id"]
-    if not state_of(request).broker(queue_of(request)).retry_dead(task_id):
+    if not state_of(request).broker_holding(queue_of(request), task_id).retry_dead(task_id):
         return not_found(f"task {task_id!r} is not in the DLQ")
     return JSONResponse({"retried": task_id})
 
@@ -220,13 +221,15 @@ def retry_all(request: Request) -> JSONResponse:
     """Send every dead task back to ready (at most 1,000 a call; see `taskq.bulk`):
     `done` the ids sent back, `missed` those that had left the DLQ, `left` the dead
     tasks still there. Each one's `revived` event moves it on the page."""
-    return JSONResponse(asdict(bulk.retry_all(state_of(request).broker(queue_of(request)))))
+    return JSONResponse(asdict(bulk.retry_all(
+        state_of(request).broker_holding(queue_of(request)))))
 
 
 def cancel_all(request: Request) -> JSONResponse:
     """Take every dead task out of the DLQ for good (at most 1,000 a call): each ends
     cancelled, with its `cancelled` event; the same reply as `retry_all`."""
-    return JSONResponse(asdict(bulk.cancel_all(state_of(request).broker(queue_of(request)))))
+    return JSONResponse(asdict(bulk.cancel_all(
+        state_of(request).broker_holding(queue_of(request)))))
 
 
 def cancel(request: Request) -> JSONResponse:
@@ -234,7 +237,7 @@ def cancel(request: Request) -> JSONResponse:
     `requested` (running: its worker is told at its next heartbeat) or `unchanged` (it
     had ended, or its cancel was requested already), with the `state` it was in."""
     task_id = task_id_param(request)
-    done = state_of(request).broker(queue_of(request)).cancel(task_id)
+    done = state_of(request).broker_holding(queue_of(request), task_id).cancel(task_id)
     if done.outcome == "unknown":
         return not_found(f"no task {task_id!r} on this queue")
     return JSONResponse(asdict(done))

@@ -14,10 +14,12 @@ from redis.backoff import NoBackoff
 
 from taskq.broker import Broker
 from taskq.connection import AsyncClient, async_client, connect
+from taskq.errors import ConfigError
 from taskq.feed.readers import FEED_CONNECTIONS, Readers, connections_needed
 from taskq.feed.stream import StreamSettings
-from taskq.keys import check_queue_name
+from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings
+from taskq.shards import layout_holding
 from taskq.transport import Client
 
 # Brokers kept for the queues the JSON API was last asked about. Any valid name is
@@ -81,6 +83,18 @@ class WebState:
             else:
                 self.brokers.move_to_end(queue)
             return broker
+
+    def broker_holding(self, queue: str, task_id: str | None = None) -> Broker:
+        """`broker(queue)`, but for a sharded queue named as a whole: the shard holding
+        `task_id`, or with no id `ConfigError` (a 409) naming the shards, since the plain
+        queue of its name holds none of its tasks."""
+        layout = layout_holding(self.client, queue)
+        if layout is None or layout.queue != queue:
+            return self.broker(queue)
+        if task_id is not None:
+            return self.broker(layout.shard_of(check_task_id(task_id)))
+        raise ConfigError(f"queue {queue!r} has {layout.count} shards: ask each by its own "
+                          f"name ({', '.join(layout.shards)})")
 
     async def close(self) -> None:
         await self.readers.close()
