@@ -21,7 +21,9 @@ from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, tas
 from helpers import record_of
 from taskq import registry
 from taskq.broker import Broker
+from taskq.bulk import Bulk
 from taskq.cli import main, parser
+from taskq.cli.dlq import left_note
 from taskq.cli.serve import listen
 from taskq.errors import ConfigError
 from taskq.results import Failure
@@ -172,7 +174,8 @@ class TestDlq:
         monkeypatch.setattr("builtins.input", lambda prompt: (print(prompt), next(answers))[1])
         assert main(["dlq", "retry", "--all"]) == 1
         out = capsys.readouterr().out
-        assert "send back to ready: all 2 dead task(s) of queue 'default'? [y/N]" in out
+        assert ("send back to ready: up to 1000 of the 2 dead task(s) of queue 'default'? "
+                "[y/N]") in out
         assert "nothing done" in out and queue.counts().dead == 2
         assert main(["dlq", "cancel", "--all"]) == 0
         assert "cancelled 2 dead task(s)" in capsys.readouterr().out
@@ -304,6 +307,14 @@ class TestRecordsChangedByHand:
         assert "1500 entries no task's (no task id, a record of another type, or none)" in out
         assert out.rstrip().endswith("'gone-1490' and 1490 more")
         assert len(queue.dead()) == 1500 and queue.counts().ready == 2
+
+    def test_a_run_that_leaves_dead_tasks_says_how_many_the_next_takes_from_each_shard(
+        self
+    ) -> None:
+        left = Bulk(done=[], missed=[], left=1500)
+        assert left_note(left) == "; 1500 still dead (run it again for up to 1000)"
+        assert left_note(left, shards=3) == (
+            "; 1500 still dead (run it again for up to 1000 from each of 3 shards)")
 
 
 class TestShardedQueue:

@@ -120,7 +120,7 @@ def retry(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[
         if not confirmed(brokers, "send back to ready", yes):
             return 1
         done = each_shard(brokers, retry_all)
-        print(f"moved {len(done.done)} task(s) back to ready" + left_note(done))
+        print(f"moved {len(done.done)} task(s) back to ready" + left_note(done, len(brokers)))
         return 0
     missing = [task_id for task_id in task_ids if not route(task_id).retry_dead(task_id)]
     print(f"moved {len(task_ids) - len(missing)} task(s) back to ready")
@@ -138,7 +138,7 @@ def cancel(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list
         if not confirmed(brokers, "take out of the DLQ for good (they end cancelled)", yes):
             return 1
         done = each_shard(brokers, cancel_all)
-        print(f"cancelled {len(done.done)} dead task(s)" + left_note(done))
+        print(f"cancelled {len(done.done)} dead task(s)" + left_note(done, len(brokers)))
         return 0
     # Only dead tasks: an id given here that runs or waits is not this command's to end.
     missing = [task_id for task_id in task_ids
@@ -163,8 +163,8 @@ def confirmed(brokers: list[Broker], what: str, yes: bool) -> bool:
         return True
     count = sum(broker.counts().dead for broker in brokers)
     try:
-        answer = input(f"{what}: all {count} dead task(s) of queue {brokers[0].queue!r}? "
-                       "[y/N] ")
+        answer = input(f"{what}: {each_run(len(brokers))} of the {count} dead task(s) of "
+                       f"queue {brokers[0].queue!r}? [y/N] ")
     except EOFError:  # Ctrl-D: no answer, so no
         answer = ""
         print()
@@ -178,7 +178,13 @@ def confirmed(brokers: list[Broker], what: str, yes: bool) -> bool:
 SHOWN = 10
 
 
-def left_note(done: Bulk) -> str:
+def each_run(shards: int) -> str:
+    """How many dead tasks a bulk run takes: BULK_LIMIT from each shard's DLQ."""
+    return f"up to {BULK_LIMIT.default}" + (f" from each of {shards} shards" if shards > 1
+                                            else "")
+
+
+def left_note(done: Bulk, shards: int = 1) -> str:
     gone = f"; {len(done.missed)} had left the DLQ meanwhile" if done.missed else ""
     if done.unusable:
         n = len(done.unusable)
@@ -186,6 +192,6 @@ def left_note(done: Bulk) -> str:
                  f"of another type, or none), left as {'it is' if n == 1 else 'they are'}: "
                  f"{', '.join(map(shown_value, done.unusable[:SHOWN]))}"
                  + (f" and {n - SHOWN} more" if n > SHOWN else ""))
-    more = f"; {done.left} still dead (run it again for the next {BULK_LIMIT.default})" \
+    more = f"; {done.left} still dead (run it again for {each_run(shards)})" \
         if done.left else ""
     return gone + more
