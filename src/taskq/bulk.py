@@ -29,31 +29,38 @@ class Bulk:
     unusable: list[str] = field(default_factory=list)
 
 
-def retry_all(broker: Broker, limit: int = BULK_LIMIT.default) -> Bulk:
-    """Send up to `limit` dead tasks back to ready, retries reset (`revived` events)."""
-    return _each(broker, limit, broker.retry_dead)
+def retry_all(broker: Broker, limit: int = BULK_LIMIT.default,
+              done: list[str] | None = None) -> Bulk:
+    """Send up to `limit` dead tasks back to ready, retries reset (`revived` events).
+    Each id sent is added to `done` (the Bulk's own list) as it goes, so a caller cut
+    short can say what was."""
+    return _each(broker, limit, broker.retry_dead, done)
 
 
-def cancel_all(broker: Broker, limit: int = BULK_LIMIT.default) -> Bulk:
+def cancel_all(broker: Broker, limit: int = BULK_LIMIT.default,
+               done: list[str] | None = None) -> Bulk:
     """End up to `limit` dead tasks cancelled, out of the DLQ for good (`cancelled`
-    events; their records kept as completed ones are)."""
+    events; their records kept as completed ones are); `done` as for `retry_all`."""
     return _each(broker, limit,
-                 lambda task_id: broker.cancel(task_id, only="dead").outcome == "cancelled")
+                 lambda task_id: broker.cancel(task_id, only="dead").outcome == "cancelled",
+                 done)
 
 
-def _each(broker: Broker, limit: int, act: Callable[[str], bool]) -> Bulk:
+def _each(broker: Broker, limit: int, act: Callable[[str], bool],
+          done: list[str] | None) -> Bulk:
     """Act on up to `limit` dead tasks, newest first. Entries left in the DLQ (no task's,
     or one whose task left it meanwhile and died again) are stepped past, not read
     again: a block of them at the newest end would stop every later call. At most
     EXAMINED times `limit` entries are looked at."""
     BULK_LIMIT.check(limit)
-    done: list[str] = []
+    done = [] if done is None else done
+    acted = len(done)  # the caller's list may hold other shards' already
     missed: list[str] = []
     unusable: list[str] = []
     seen: set[str] = set()
     kept = 0  # entries looked at and still in the DLQ: the next page starts past them
-    while len(done) < limit and len(seen) < EXAMINED * limit:
-        page = broker.dead(limit - len(done), start=kept)
+    while len(done) - acted < limit and len(seen) < EXAMINED * limit:
+        page = broker.dead(limit - (len(done) - acted), start=kept)
         if not page:
             break
         for task_id in page:

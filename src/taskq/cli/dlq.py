@@ -17,7 +17,7 @@ from taskq.cli.common import (
     settings_from,
     task_router,
 )
-from taskq.errors import BrokerError, ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
 from taskq.limits import Range
 from taskq.limits import shown as shown_value
 from taskq.results import TaskRecord
@@ -119,7 +119,7 @@ def retry(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[
     if everything:
         if not confirmed(brokers, "send back to ready", yes):
             return 1
-        done = each_shard(brokers, retry_all)
+        done = each_shard(brokers, retry_all, "moved {} task(s) back to ready")
         print(f"moved {len(done.done)} task(s) back to ready" + left_note(done, len(brokers)))
         return 0
     missing = [task_id for task_id in task_ids if not route(task_id).retry_dead(task_id)]
@@ -137,7 +137,7 @@ def cancel(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list
     if everything:
         if not confirmed(brokers, "take out of the DLQ for good (they end cancelled)", yes):
             return 1
-        done = each_shard(brokers, cancel_all)
+        done = each_shard(brokers, cancel_all, "cancelled {} dead task(s)")
         print(f"cancelled {len(done.done)} dead task(s)" + left_note(done, len(brokers)))
         return 0
     # Only dead tasks: an id given here that runs or waits is not this command's to end.
@@ -149,10 +149,18 @@ def cancel(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list
     return 1 if missing else 0
 
 
-def each_shard(brokers: list[Broker], act: Callable[[Broker], Bulk]) -> Bulk:
-    """`act` on every shard's DLQ, its results added up."""
-    results = [act(broker) for broker in brokers]
-    return Bulk([i for r in results for i in r.done], [i for r in results for i in r.missed],
+def each_shard(brokers: list[Broker], act: Callable[[Broker, int, list[str]], Bulk],
+               said: str) -> Bulk:
+    """`act` on every shard's DLQ, its results added up. Cut short (Ctrl-C, Redis gone),
+    it says first what was done, `said` with the count: each task was its own step."""
+    done: list[str] = []
+    try:
+        results = [act(broker, BULK_LIMIT.default, done) for broker in brokers]
+    except (KeyboardInterrupt, TaskqError):
+        print(f"stopped part way: {said.format(len(done))} before it stopped",
+              file=sys.stderr, flush=True)
+        raise
+    return Bulk(done, [i for r in results for i in r.missed],
                 sum(r.left for r in results), [i for r in results for i in r.unusable])
 
 

@@ -10,7 +10,8 @@ from taskq.app import App
 from taskq.broker import Broker, NewTask
 from taskq.cli.common import add_queue_argument, settings_from
 from taskq.codec import read_json
-from taskq.errors import ConfigError
+from taskq.errors import ConfigError, TaskqError
+from taskq.handle import TaskHandle
 from taskq.limits import ENQUEUE_COUNT, PRIORITY, shown
 from taskq.registry import read_workers
 from taskq.results import SIMULATE_TASK
@@ -95,9 +96,26 @@ def unknown_name(app: App, name: str) -> str | None:
             "it sends it to the DLQ when it leases it.")
 
 
+# Tasks sent per enqueue_many call: what a run cut short can say it had sent.
+CHUNK = 10_000
+
+
 def main(args: argparse.Namespace) -> int:
     app = App(settings=settings_from(args))
-    results = app.producer.enqueue_many(build_tasks(args, app))
+    tasks = build_tasks(args, app)
+    results: list[TaskHandle] = []
+    try:
+        for start in range(0, len(tasks), CHUNK):
+            results += app.producer.enqueue_many(tasks[start:start + CHUNK])
+    except (KeyboardInterrupt, TaskqError):
+        if not results:
+            raise  # nothing sent, or the first chunk's own error says what may have been
+        again = ("sending the same --idempotency-prefix again sends only the rest"
+                 if args.idempotency_prefix else "sending them again makes new tasks: give "
+                 "--idempotency-prefix to resend safely")
+        print(f"taskq enqueue: stopped after {len(results)} of {len(tasks)} task(s) were "
+              f"sent (and maybe some of the {CHUNK:,} under way); {again}", file=sys.stderr)
+        raise
     created = sum(r.created for r in results)
     duplicates = len(results) - created
     note = f", {duplicates} duplicate(s) created nothing" if duplicates else ""
