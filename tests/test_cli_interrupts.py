@@ -34,10 +34,10 @@ def test_an_enqueue_cut_short_says_how_many_it_had_sent(
         enqueue.kill()
     assert enqueue.returncode == 130, err
     said = re.search(r"stopped after (\d+) of 200000 task\(s\) were sent \(and maybe some "
-                     r"of the 10,000 under way\); sending them again makes new tasks: give "
+                     r"of the 1,000 under way\); sending them again makes new tasks: give "
                      r"--idempotency-prefix to resend safely", err)
     assert said is not None, err
-    assert 10_000 <= int(said[1]) <= queue.counts().ready <= int(said[1]) + 10_000
+    assert 10_000 <= int(said[1]) <= queue.counts().ready <= int(said[1]) + 1000
 
 
 def test_a_bulk_retry_cut_short_says_how_many_it_had_moved(

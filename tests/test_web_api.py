@@ -801,6 +801,18 @@ def test_writes_on_a_sharded_queue_reach_each_task_s_shard_or_say_to_ask_each(
             assert f"has 3 shards: ask each by its own name ({', '.join(layout.shards)})" \
                 in refused.json()["error"]
         assert http.get("/api/history").status_code == 409
+        # A schedule's ticks are on the first shard, whatever their ids route to.
+        first = Broker(client, layout.shards[0])
+        tidy = make_schedule(name="tidy", task="jobs.tidy", cron=None,
+                             every=timedelta(milliseconds=200), tz=None, args=(), kwargs={},
+                             policy="all", grace=timedelta(minutes=1), max_retries=3)
+        start = first.fire(tidy)
+        due = tidy.ticks(start.last_tick_ms, start.last_tick_ms + 1000, 10)
+        wait_until(lambda: first.server_time_ms() >= due[-1], 10, "the ticks to fall due")
+        ticks = first.fire(tidy, due, start.last_tick_ms).task_ids
+        assert len(ticks) == 5  # each routes elsewhere with chance 2/3
+        for tick in ticks:
+            assert http.get(f"/api/tasks/{tick}").json()["state"] == "pending", tick
     states = {t: Broker(client, layout.shard_of(t)).task(t) for t in dead}
     assert [(t, r.state if r else None) for t, r in states.items()][:2] == [
         ("d0", "pending"), ("d1", "cancelled")]

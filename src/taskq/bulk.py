@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from taskq.boundary import held_by_another_type
 from taskq.broker import Broker
@@ -48,10 +49,10 @@ def cancel_all(broker: Broker, limit: int = BULK_LIMIT.default,
 
 def _each(broker: Broker, limit: int, act: Callable[[str], bool],
           done: list[str] | None) -> Bulk:
-    """Act on up to `limit` dead tasks, newest first. Entries left in the DLQ (no task's,
-    or one whose task left it meanwhile and died again) are stepped past, not read
-    again: a block of them at the newest end would stop every later call. At most
-    EXAMINED times `limit` entries are looked at."""
+    """Act on up to `limit` dead tasks, newest first. Entries left in the DLQ (no task's)
+    are stepped past, not read again: a block of them at the newest end would stop
+    every later call. An entry whose task left the DLQ meanwhile (another operator) is
+    gone from it, so the next page starts no further for it."""
     BULK_LIMIT.check(limit)
     done = [] if done is None else done
     acted = len(done)  # the caller's list may hold other shards' already
@@ -59,39 +60,43 @@ def _each(broker: Broker, limit: int, act: Callable[[str], bool],
     unusable: list[str] = []
     seen: set[str] = set()
     kept = 0  # entries looked at and still in the DLQ: the next page starts past them
-    while len(done) - acted < limit and len(seen) < EXAMINED * limit:
+    unusable_entries = 0  # copies too: each is one entry of the DLQ's length
+    while len(done) - acted < limit:
         page = broker.dead(limit - (len(done) - acted), start=kept)
         if not page:
             break
         for task_id in page:
             if task_id in seen:
-                kept += 1  # it came round again (another operator's moves shift the list)
+                # Come round again: a second copy, or the list shifted under it (new
+                # deaths at the newest end). Still there either way.
+                kept += 1
+                unusable_entries += task_id in unusable
                 continue
             seen.add(task_id)
-            if _act_on(broker, task_id, act, missed, unusable):
+            outcome = _act_on(broker, task_id, act)
+            if outcome == "done":
                 done.append(task_id)
+            elif outcome == "missed":
+                missed.append(task_id)
             else:
+                unusable.append(task_id)
+                unusable_entries += 1
                 kept += 1
-    return Bulk(done, missed, broker.counts().dead - len(unusable), unusable)
+    return Bulk(done, missed, broker.counts().dead - unusable_entries, unusable)
 
 
-# How many DLQ entries a bulk call looks at, at most, for each task it may act on.
-EXAMINED = 10
-
-
-def _act_on(broker: Broker, task_id: str, act: Callable[[str], bool], missed: list[str],
-            unusable: list[str]) -> bool:
-    """Whether `act` moved the task out of the DLQ; else `task_id` is added to `missed`
-    (it left the DLQ meanwhile) or `unusable` (no task's: no task id, a record of another
-    type, or none at all), the entry left as it is."""
+def _act_on(broker: Broker, task_id: str,
+            act: Callable[[str], bool]) -> Literal["done", "missed", "unusable"]:
+    """What became of the entry: `act` moved its task out of the DLQ ("done"); the task
+    had left it meanwhile ("missed"); or it is no task's (no task id, a record of another
+    type, or none at all), left as it is ("unusable")."""
     try:
         if act(task_id):
-            return True
-        (missed if broker.task(task_id) is not None else unusable).append(task_id)
+            return "done"
+        return "missed" if broker.task(task_id) is not None else "unusable"
     except InvalidTaskError:  # one bad entry must not stop the rest
-        unusable.append(task_id)
+        return "unusable"
     except BrokerError as e:
         if not held_by_another_type(e):
             raise
-        unusable.append(task_id)
-    return False
+        return "unusable"

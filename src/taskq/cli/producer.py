@@ -96,25 +96,29 @@ def unknown_name(app: App, name: str) -> str | None:
             "it sends it to the DLQ when it leases it.")
 
 
-# Tasks sent per enqueue_many call: what a run cut short can say it had sent.
-CHUNK = 10_000
+# Tasks sent per enqueue_many call (a batch of each shard): what a run cut short can say
+# it had sent, within one batch.
+CHUNK = 1000
 
 
 def main(args: argparse.Namespace) -> int:
     app = App(settings=settings_from(args))
     tasks = build_tasks(args, app)
     results: list[TaskHandle] = []
+    chunk = CHUNK * (1 if app.layout is None else app.layout.count)
     try:
-        for start in range(0, len(tasks), CHUNK):
-            results += app.producer.enqueue_many(tasks[start:start + CHUNK])
-    except (KeyboardInterrupt, TaskqError):
-        if not results:
-            raise  # nothing sent, or the first chunk's own error says what may have been
+        for start in range(0, len(tasks), chunk):
+            results += app.producer.enqueue_many(tasks[start:start + chunk], CHUNK)
+    except (KeyboardInterrupt, TaskqError) as e:
+        if not results and not isinstance(e, KeyboardInterrupt):
+            raise  # nothing sent, or the first batch's own error says what may have been
+        under_way = min(chunk, len(tasks) - len(results))
         again = ("sending the same --idempotency-prefix again sends only the rest"
                  if args.idempotency_prefix else "sending them again makes new tasks: give "
                  "--idempotency-prefix to resend safely")
         print(f"taskq enqueue: stopped after {len(results)} of {len(tasks)} task(s) were "
-              f"sent (and maybe some of the {CHUNK:,} under way); {again}", file=sys.stderr)
+              f"sent (and maybe some of the {under_way:,} under way); {again}",
+              file=sys.stderr)
         raise
     created = sum(r.created for r in results)
     duplicates = len(results) - created

@@ -19,7 +19,7 @@ from taskq.feed.readers import FEED_CONNECTIONS, Readers, connections_needed
 from taskq.feed.stream import StreamSettings
 from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings
-from taskq.shards import layout_holding
+from taskq.shards import layout_holding, shard_holding
 from taskq.transport import Client
 
 # Brokers kept for the queues the JSON API was last asked about. Any valid name is
@@ -92,7 +92,8 @@ class WebState:
         if layout is None or layout.queue != queue:
             return self.broker(queue)
         if task_id is not None:
-            return self.broker(layout.shard_of(check_task_id(task_id)))
+            return self.broker(layout.shards[shard_holding(check_task_id(task_id),
+                                                           layout.count)])
         raise ConfigError(f"queue {queue!r} has {layout.count} shards: ask each by its own "
                           f"name ({', '.join(layout.shards)})")
 
