@@ -27,7 +27,7 @@ def test_an_enqueue_cut_short_says_how_many_it_had_sent(
     enqueue = subprocess.Popen([sys.executable, "-m", "taskq", "enqueue", "200000"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: queue.counts().ready >= 10_000, 60, "the first chunk to be sent")
+        wait_until(lambda: queue.counts().ready >= 10_000, 60, "10,000 to be sent")
         enqueue.send_signal(signal.SIGINT)
         _, err = enqueue.communicate(timeout=30)
     finally:
@@ -37,7 +37,9 @@ def test_an_enqueue_cut_short_says_how_many_it_had_sent(
                      r"of the 1,000 under way\); sending them again makes new tasks: give "
                      r"--idempotency-prefix to resend safely", err)
     assert said is not None, err
-    assert 10_000 <= int(said[1]) <= queue.counts().ready <= int(said[1]) + 1000
+    # The batch under way when it stopped may be in Redis, its reply not yet read.
+    sent = int(said[1])
+    assert 10_000 - 1000 <= sent <= queue.counts().ready <= sent + 1000
 
 
 def test_a_bulk_retry_cut_short_says_how_many_it_had_moved(

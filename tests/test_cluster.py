@@ -193,7 +193,8 @@ def test_a_cluster_that_cannot_form_names_why_and_leaves_no_node_running(
     wrapper = tmp_path / "redis-server"
     wrapper.write_text(
         "#!/bin/sh\n"
-        'case "$1" in */node-1/*) echo >&2 refused; exit 3;; --version) echo v=7.0.0; exit;; esac\n'
+        'case "$1" in */node-1/*) echo >&2 refused; exit 3;;\n'
+        '  --version) echo Redis server v=7.0.0; exit;; esac\n'
         f'echo $$ >> {pids}\nexec {find_redis_server(os.environ.get("REDIS_SERVER", ""))} "$@"\n'
     )
     wrapper.chmod(0o755)
