@@ -60,6 +60,7 @@ def _each(broker: Broker, limit: int, act: Callable[[str], bool],
     unusable: list[str] = []
     seen: set[str] = set()
     kept = 0  # entries looked at and still in the DLQ: the next page starts past them
+    unusable_ids: set[str] = set()  # as `unusable`, looked up once per entry read again
     unusable_entries = 0  # copies too: each is one entry of the DLQ's length
     while len(done) - acted < limit:
         page = broker.dead(limit - (len(done) - acted), start=kept)
@@ -70,7 +71,7 @@ def _each(broker: Broker, limit: int, act: Callable[[str], bool],
                 # Come round again: a second copy, or the list shifted under it (new
                 # deaths at the newest end). Still there either way.
                 kept += 1
-                unusable_entries += task_id in unusable
+                unusable_entries += task_id in unusable_ids
                 continue
             seen.add(task_id)
             outcome = _act_on(broker, task_id, act)
@@ -80,6 +81,7 @@ def _each(broker: Broker, limit: int, act: Callable[[str], bool],
                 missed.append(task_id)
             else:
                 unusable.append(task_id)
+                unusable_ids.add(task_id)
                 unusable_entries += 1
                 kept += 1
     return Bulk(done, missed, broker.counts().dead - unusable_entries, unusable)
