@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 import re
 import signal
 import subprocess
@@ -16,7 +18,8 @@ import redis
 
 from cli_support import command_env, processes_of, taskq
 from taskq.broker import Broker
-from taskq.tools.demo import dashboard_problem, stall_reason
+from taskq.registry import Presence, register
+from taskq.tools.demo import busiest, dashboard_problem, stall_reason
 from taskq.tools.embedded import free_port
 from taskq.tools.ledger import Ledger
 from waiting import wait_until
@@ -35,6 +38,7 @@ class TestDemo:
         assert "summary: completed 60, dead 10" in result.stdout
         assert "charged twice 0, duplicates that created a task 0" in result.stdout
         assert result.stdout.count("[ok]") == 5
+        assert re.search(r"killed worker \d \(SIGKILL\) mid-run, holding ", result.stdout)
         assert "the guarantees held" in result.stdout
         assert processes_of(workdir, marker) == []
         assert Ledger(workdir / "ledger.db").summary().charges == 60
@@ -119,8 +123,11 @@ class TestDemo:
                "write" in result.stderr
         assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
-    def test_sigint_stops_the_demo_promptly_and_leaves_nothing_running(
-        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    @pytest.mark.parametrize(("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                             ids=["SIGINT", "SIGTERM"])
+    def test_a_stop_signal_ends_the_demo_promptly_as_that_signal_and_leaves_nothing_running(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]],
+        sent: signal.Signals, status: int,
     ) -> None:
         workdir, out = tmp_path / "demo", tmp_path / "demo.out"
         with open(out, "wb") as log:
@@ -133,10 +140,37 @@ class TestDemo:
         wait_until(lambda: bool(under_way.search(out.read_bytes())), 30, "tasks to complete")
         assert len(processes_of(workdir, marker)) >= 4  # demo, redis-server, 3 workers
 
-        demo.send_signal(signal.SIGINT)
+        demo.send_signal(sent)
         interrupted = time.monotonic()
-        assert demo.wait(timeout=15) == 130, out.read_text()
+        assert demo.wait(timeout=15) == status, out.read_text()
         assert time.monotonic() - interrupted < 10
         assert "Traceback" not in out.read_text()
         assert "the guarantees" not in out.read_text()
         assert processes_of(workdir, marker) == []
+
+
+class TestTheKilledWorker:
+    def test_is_the_one_that_held_the_most_tasks_and_the_note_says_how_many(
+        self, broker: Broker, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                   for _ in range(3)]
+        started.extend(workers)
+        presence = Presence(worker_id="w", host="h", pid=0, queues=[broker.queue],
+                            concurrency=8, tasks=[], version="0")
+        for i, in_hand in enumerate([1, 5, 2]):
+            register(broker, dataclasses.replace(presence, worker_id=f"w{i}",
+                                                 pid=workers[i].pid), in_hand=in_hand, ttl=30)
+        victim, held = busiest(broker, workers, random.Random(7))
+        assert victim == 1
+        assert held.startswith("holding 5 task(s) at its last heartbeat: their leases")
+
+    def test_that_held_none_is_said_to_hold_none(
+        self, broker: Broker, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                   for _ in range(2)]
+        started.extend(workers)
+        victim, held = busiest(broker, workers, random.Random(7))
+        assert victim in (0, 1)
+        assert held == "holding no task at its last heartbeat"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from taskq.cli.common import settings_from
-from taskq.tools.demo import DemoPlan, default_say, report, run_demo
+from taskq.tools.demo import DemoPlan, Terminated, default_say, report, run_demo
 
 HELP = "run a whole demo on an embedded Redis; exits 0 only if the guarantees held"
 
@@ -31,5 +32,8 @@ def main(args: argparse.Namespace) -> int:
              "port": args.port}
     plan = DemoPlan(**sizes) if args.seed is None else DemoPlan(**sizes, seed=args.seed)
     default_say(f"taskq demo (seed {plan.seed})")
-    result = run_demo(settings_from(args), plan, Path(args.dir), default_say)
+    try:
+        result = run_demo(settings_from(args), plan, Path(args.dir), default_say)
+    except Terminated:
+        return 128 + signal.SIGTERM
     return report(result, default_say)

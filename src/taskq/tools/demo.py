@@ -22,9 +22,10 @@ from types import FrameType
 import redis
 
 from taskq.broker import Broker, NewTask
-from taskq.errors import ConfigError
+from taskq.errors import BrokerError, ConfigError
 from taskq.limits import DAY, PORT, Range
 from taskq.processes import spawn, stop_all, taskq_command
+from taskq.registry import read_workers
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.terminal import Tracker, tracking
 from taskq.tools.embedded import free_port, given_or_embedded
@@ -89,11 +90,16 @@ def worker_env(
         work_seconds=0.05, fail_rate=plan.fail_rate, ledger_path=str(ledger)))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the run unwinds as for Ctrl-C, and exits as a command killed by
+    SIGTERM would (143), so a supervisor tells the two apart."""
+
+
 @contextmanager
 def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so every child is stopped on the way out."""
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
@@ -215,13 +221,31 @@ def watch(broker: Broker, plan: DemoPlan, task_ids: list[str],
                          f"{stall_reason(broker, workers, workdir)}")
             return
         if not killed and done > len(task_ids) // 3:
-            victim = rng.randrange(len(workers))
+            victim, held = busiest(broker, workers, rng)
             os.kill(workers[victim].pid, signal.SIGKILL)
-            tracker.note(f"  killed worker {victim} (SIGKILL) mid-run; its leases will be "
-                         "reaped and retried elsewhere; starting a replacement")
+            tracker.note(f"  killed worker {victim} (SIGKILL) mid-run, {held}; "
+                         "starting a replacement")
             start_worker(len(workers))
             killed = True
         time.sleep(0.5)
+
+
+def busiest(broker: Broker, workers: list[subprocess.Popen[bytes]],
+            rng: random.Random) -> tuple[int, str]:
+    """The worker to kill: the one that held the most tasks at its last heartbeat (any,
+    when none is known to hold one), and what the kill does to them, in words."""
+    try:
+        in_hand = {w.pid: w.in_hand for w in read_workers(broker)[1]}
+    except BrokerError:
+        in_hand = {}
+    order = list(range(len(workers)))
+    rng.shuffle(order)
+    victim = max(order, key=lambda i: in_hand.get(workers[i].pid, 0))
+    held = in_hand.get(workers[victim].pid, 0)
+    if held == 0:
+        return victim, "holding no task at its last heartbeat"
+    return victim, (f"holding {held} task(s) at its last heartbeat: their leases will "
+                    "run out, and the tasks be reaped and retried elsewhere")
 
 
 def stall_reason(broker: Broker, workers: list[subprocess.Popen[bytes]],
