@@ -183,6 +183,20 @@ def test_a_snapshot_limit_bounds_each_list(server: Server, queue: Broker) -> Non
     assert one["counts"]["delayed"] == 3
 
 
+def test_a_parameter_given_twice_is_a_400_naming_both_values(
+    server: Server, queue: Broker
+) -> None:
+    for path, name, values in (("/api/snapshot", "limit", ["5", "1000"]),
+                               ("/api/snapshot", "queue", [queue.queue, "other"]),
+                               ("/api/dlq", "queue", [queue.queue, queue.queue])):
+        query = [(name, v) for v in values] + ([] if name == "queue" else [("queue", queue.queue)])
+        response = httpx.get(f"{server.url}{path}", params=query, timeout=TIMEOUT)
+        assert response.status_code == 400, (path, response.text)
+        assert response.json() == {
+            "error": f"{name}={', '.join(values)!r} is not accepted: expected one value, not 2",
+            "parameter": name, "value": ", ".join(values), "accepted": "one value, not 2"}
+
+
 def test_a_bad_queue_name_is_a_400_naming_the_parameter(server: Server) -> None:
     for method, path in (("GET", "/api/snapshot"), ("GET", "/api/dlq"), ("GET", "/api/tasks/x"),
                          ("GET", "/api/schedules"), ("GET", "/api/totals"),

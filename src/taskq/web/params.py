@@ -34,8 +34,17 @@ class BadParameter(TaskqError):
                 "accepted": self.accepted}
 
 
+def one_value(request: Request, name: str) -> str | None:
+    """The query parameter `name` (None when not given); given twice or more, it is a
+    400: which of them a route took would otherwise be Starlette's choice, unseen."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise BadParameter(name, ", ".join(values), f"one value, not {len(values)}")
+    return values[0] if values else None
+
+
 def queue_param(request: Request, default: str) -> str:
-    raw = request.query_params.get("queue")
+    raw = one_value(request, "queue")
     if raw is None or raw == "":
         return default
     if not QUEUE_NAME.fullmatch(raw):
@@ -70,7 +79,8 @@ def schedule_name_param(request: Request) -> str:
 
 def flag_param(request: Request, name: str) -> bool:
     """The flag `name`: `1` sets it, `0` or leaving it out does not."""
-    raw = request.query_params.get(name, "0")
+    given = one_value(request, name)
+    raw = "0" if given is None else given
     if raw not in ("0", "1"):
         raise BadParameter(name, raw, "1 or 0")
     return raw == "1"
@@ -78,7 +88,8 @@ def flag_param(request: Request, name: str) -> bool:
 
 def text_param(request: Request, name: str, most: int) -> str:
     """The text `name` ('' when not given), at most `most` characters."""
-    raw = request.query_params.get(name, "")
+    given = one_value(request, name)
+    raw = "" if given is None else given
     if len(raw) > most:
         raise BadParameter(name, raw, f"text of at most {most} characters")
     return raw
@@ -86,7 +97,7 @@ def text_param(request: Request, name: str, most: int) -> str:
 
 def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> list[str]:
     """The comma-separated `name`, each one of `choices` (all of them when not given)."""
-    raw = request.query_params.get(name)
+    raw = one_value(request, name)
     if raw is None or raw == "":
         return list(choices)
     picked = raw.split(",")
@@ -97,7 +108,7 @@ def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> list[
 
 def int_param(request: Request, name: str, default: int, bounds: tuple[int, int]) -> int:
     """The whole number `name` in `bounds` (inclusive), written in plain ASCII digits."""
-    raw = request.query_params.get(name)
+    raw = one_value(request, name)
     if raw is None:
         return default
     low, high = bounds
