@@ -109,14 +109,23 @@ CHECKS: tuple[Check, ...] = (
         config="TaskQueue/TaskQueue_TimeLimit.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=32782, generated=262192, depth=24, left=0),
+        tlc=TLC(distinct=32782, generated=267556, depth=24, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueue.tla",
+        config="TaskQueue/TaskQueue_TimeLimitHeld.cfg",
+        build=task_queue_checks.model,
+        # No pauses: a run timed out inside its effect() block keeps its lease until the
+        # block ends, and is failed only then, so its effect is written while held.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=2763, generated=13919, depth=20, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_RateLimits.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=33160, generated=264535, depth=24, left=0),
+        tlc=TLC(distinct=33160, generated=269935, depth=24, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -234,6 +243,32 @@ CHECKS: tuple[Check, ...] = (
         # The same retry, followed until the task is leased again.
         expect=Expect.property_violated("CancelledNeverLeased", depth=9),
         tlc=TLC(distinct=672, generated=2218, depth=9, left=272),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueTimeOutMidEffect.tla",
+        config="TaskQueue/TaskQueueTimeOutMidEffect.cfg",
+        build=task_queue_mutants.time_out_mid_effect_model,
+        # Time-limit mutant (a): failed inside its block, the run goes on with a current
+        # token and no lease.
+        expect=Expect.violated("T3_StaleAtOnce", depth=6),
+        tlc=TLC(distinct=84, generated=173, depth=6, left=47),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueTimeOutMidEffect.tla",
+        config="TaskQueue/TaskQueueTimeOutMidEffect_NoStaleAtOnce.cfg",
+        build=task_queue_mutants.time_out_mid_effect_model,
+        # The same run followed on: its block writes the effect after the lease ended.
+        expect=Expect.property_violated("EffectWhileHeld", depth=7),
+        tlc=TLC(distinct=150, generated=383, depth=7, left=65),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueTimeOutUnrenewed.tla",
+        config="TaskQueue/TaskQueueTimeOutUnrenewed.cfg",
+        build=task_queue_mutants.time_out_unrenewed_model,
+        # Time-limit mutant (b): not renewed inside its block, the lease runs out, the
+        # task is reaped, then the block writes its effect.
+        expect=Expect.property_violated("EffectWhileHeld", depth=8),
+        tlc=TLC(distinct=240, generated=668, depth=8, left=91),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",

@@ -228,6 +228,64 @@ class TestTaskQueueCancellation:
         ]  # fmt: skip
 
 
+class TestTaskQueueTimeLimits:
+    def test_a_run_timed_out_inside_its_effect_keeps_every_promise_in_all_2763_states(
+        self,
+    ) -> None:
+        found = result("TaskQueue.tla", "TaskQueue_TimeLimitHeld.cfg")
+        assert found.ok
+        assert figures(found) == (2763, 13919, 20, 0)
+
+    def test_a_run_timed_out_inside_its_effect_is_renewed_until_the_block_ends(self) -> None:
+        c = tq.Constants(
+            workers=1, max_sends=1, n_keys=0, max_retries=1, max_restarts=0,
+            max_revivals=0, guard="dedupe", pauses=False, kills=False, late_fails=False,
+            final_fails=False, cancels=False, time_limits=True, rate_limits=False,
+        )  # fmt: skip
+        s = tq.initial(c)
+        # Leased, confirmed, past its limit, its effect not yet written.
+        inside = tq.Holding(1, 1, False, False, True, False, True)
+        s = s._replace(leased=frozenset({1}), token=s.token.except_(1, 1),
+                       state=s.state.except_(1, "running"), due=s.due.except_(1, True),
+                       held=s.held.except_(1, inside))
+        assert [label for label, _ in tq.heartbeat(c, s)] == ["Heartbeat(w=1)/extended"]
+        assert list(tq.expire(c, s)) == []
+        written = s._replace(held=s.held.except_(1, inside._replace(ran=True)))
+        assert list(tq.heartbeat(c, written)) == []
+        assert [label for label, _ in tq.expire(c, written)] == ["Expire(t=1)"]
+
+    def test_a_failure_reported_inside_the_block_leaves_a_current_token_unleased(
+        self,
+    ) -> None:
+        found = result("TaskQueueTimeOutMidEffect.tla", "TaskQueueTimeOutMidEffect.cfg")
+        assert found.violation is not None
+        assert (found.violation.name, found.violation.depth) == ("T3_StaleAtOnce", 6)
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "TimeOut(w=1)", "FailMidEffect(w=1)/delayed",
+        ]  # fmt: skip
+
+    def test_a_failure_reported_inside_the_block_lets_its_effect_land_unheld(self) -> None:
+        found = result("TaskQueueTimeOutMidEffect.tla",
+                       "TaskQueueTimeOutMidEffect_NoStaleAtOnce.cfg")
+        assert found.violation is not None
+        assert (found.violation.kind, found.violation.name, found.violation.depth) == (
+            "property", "EffectWhileHeld", 7,
+        )
+        assert actions(found)[-2:] == ["FailMidEffect(w=1)/delayed", "Effect(w=1)/applied"]
+
+    def test_a_block_not_renewed_past_the_limit_outlives_its_lease(self) -> None:
+        found = result("TaskQueueTimeOutUnrenewed.tla", "TaskQueueTimeOutUnrenewed.cfg")
+        assert found.violation is not None
+        assert (found.violation.kind, found.violation.name, found.violation.depth) == (
+            "property", "EffectWhileHeld", 8,
+        )
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "TimeOut(w=1)", "ExpireUnrenewed(t=1)", "Reap(t=1)/delayed", "Effect(w=1)/applied",
+        ]  # fmt: skip
+
+
 class TestTaskQueueMutants:
     def test_ack_without_fencing_lets_a_reaped_holder_complete_the_new_lease(self) -> None:
         found = result("TaskQueueAckNoFence.tla", "TaskQueueAckNoFence.cfg")

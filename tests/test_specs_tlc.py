@@ -56,6 +56,18 @@ def test_tlc_checks_the_newest_models_and_their_mutants_as_tlacheck_does(check: 
     assert tlc.mismatches(check, run, result(Path(check.spec).name, check.config_name)) == []
 
 
+@pytest.mark.parametrize("check", [c for c in CHECKS
+                                   if c.spec.startswith("TaskQueue/")
+                                   and ("TimeLimit" in c.config_name
+                                        or "TimeOut" in c.config_name)],
+                         ids=lambda c: f"{c.name}:{c.config_name}")
+def test_tlc_checks_the_time_limit_orderings_and_their_mutants_as_tlacheck_does(
+    check: Check,
+) -> None:
+    run = tlc.run(check, ROOT)
+    assert tlc.mismatches(check, run, result(Path(check.spec).name, check.config_name)) == []
+
+
 def test_tlc_runs_a_cfg_with_check_deadlock_false_through_the_deadlock_flag() -> None:
     check = catalogued("CeleryETA_idempotent.tla", "CeleryETA_NoDeadlock.cfg")
     run = tlc.run(check, ROOT)

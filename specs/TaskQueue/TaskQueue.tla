@@ -51,7 +51,8 @@
 (*                                                                         *)
 (* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken,    *)
 (* TaskQueueShutdownRelease, TaskQueueResultNoFence, TaskQueueCancelNoFence,*)
-(* TaskQueueCancelRetried; a variant,                                      *)
+(* TaskQueueCancelRetried, TaskQueueTimeOutMidEffect,                      *)
+(* TaskQueueTimeOutUnrenewed; a variant,                                   *)
 (* TaskQueueConfirmAtomic;                                                 *)
 (* the `none` and `fence` ledger guards are .cfg settings (GUARD).         *)
 (* Python: task_queue.py (steps), task_queue_checks.py (properties).       *)
@@ -176,6 +177,9 @@ Holds(w) == held[w].task \in leased /\ token[held[w].task] = held[w].token
 
 Drop(w) == held' = [held EXCEPT ![w] = NoTask]
 
+\* Its effect() block is under way: confirmed, its effect not yet written.
+InEffect(w) == held[w].confirmed /\ ~held[w].ran
+
 \* The task leaves leased; its expiry means nothing any more.
 EndLease(t) ==
     /\ leased' = leased \ {t}
@@ -235,13 +239,22 @@ RetryOrDie(t) ==
 \*
 \* Time limits (TIME_LIMITS TRUE), as worker/heartbeat.py and runner.py build
 \* them: a run passes its time limit at any moment it holds a task
-\* (TimeOut). From then on its heartbeat no longer renews the lease (so the
-\* lease may run out with its holder alive, PAUSES or not), effect() refuses
-\* without asking Redis, and the run's outcome is a failed attempt
-\* (TimeLimitExceeded, retried or final as the task's retry policy says)
-\* whatever its handler does later: it never acks. The failure may come
-\* after the run's effect was applied (a handler that hung after it), like a
-\* late failure. A run that saw its task's cancel still ends it cancelled.
+\* (TimeOut). From then on effect() refuses without asking Redis, and the
+\* run's outcome is a failed attempt (TimeLimitExceeded, retried or final as
+\* the task's retry policy says) whatever its handler does later: it never
+\* acks. A handler's thread cannot be stopped: a run timed out inside its
+\* effect() block (InEffect) goes on until the block ends, its effect may
+\* still be written (Effect), and its failure is reported only after that
+\* (Fail is then the block's end: written, or raised with nothing written,
+\* and the failure after it, one step since nothing can come between them
+\* that tells them apart). Meanwhile its heartbeat renews its lease, so no
+\* other worker can take the task while the block runs; otherwise a timed-
+\* out run is not renewed (its lease may run out with its holder alive,
+\* PAUSES or not). The failure may come after the run's effect was applied
+\* (a handler that hung after it), like a late failure. A run that saw its
+\* task's cancel still ends it cancelled. The two older orderings, the
+\* failure reported while the block is under way and no renewal during it,
+\* are the mutants TaskQueueTimeOutMidEffect and TaskQueueTimeOutUnrenewed.
 
 ---------------------------------------------------------------------------
 \* steps
@@ -303,11 +316,13 @@ Cancel(t) ==
 \* heartbeat.lua guarded by Check: extend the lease, or tell the worker it is
 \* lost, after which TaskContext.effect() refuses the handler's effect. An
 \* extended lease whose task's cancel was requested answers "cancel": the
-\* holder has seen the cancel. A run past its time limit is not renewed.
-HeartbeatIf(w, Check(_)) ==
+\* holder has seen the cancel. A run past its time limit is renewed only
+\* while its effect() block is under way, and with inEffect FALSE never (the
+\* mutant TaskQueueTimeOutUnrenewed).
+HeartbeatWhile(w, Check(_), inEffect) ==
     /\ held[w].task # 0
     /\ ~held[w].lost
-    /\ ~held[w].timedOut
+    /\ IF held[w].timedOut THEN inEffect /\ InEffect(w) ELSE TRUE
     /\ IF Check(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
             /\ IF cancelReq[held[w].task]
@@ -318,6 +333,8 @@ HeartbeatIf(w, Check(_)) ==
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, due, restarts, revivals, charges, applied, fenceTok, result,
                    cancelReq>>
+
+HeartbeatIf(w, Check(_)) == HeartbeatWhile(w, Check, TRUE)
 
 \* effect() first confirms the lease: heartbeat.lua guarded by Check, with the
 \* run's token. Renewed, the effect may start; refused, the run is lost and its
@@ -442,7 +459,8 @@ AckCancelledIf(w, Check(_)) ==
 \* once; with FINAL_FAILS FALSE none is. Mode 'delay' is a backoff of
 \* another length, which this model does not tell apart. A task whose cancel
 \* was requested ends cancelled instead, final or not. A run past its time
-\* limit fails (TimeLimitExceeded) whether or not its effect ran.
+\* limit fails (TimeLimitExceeded) whether or not its effect ran; inside its
+\* effect() block, this step is the block's end too (see "Time limits").
 FailIf(w, Check(_)) ==
     LET t == held[w].task IN
     /\ t # 0
@@ -511,15 +529,20 @@ Die(w) ==
 
 \* Server time passes the lease's expiry with no heartbeat in between: its
 \* holder is paused or cut off (PAUSES), gone (killed, or shut down with a
-\* stale token), or past its time limit (no longer renewing).
-Expire(t) ==
+\* stale token), or past its time limit and outside its effect() block (no
+\* longer renewing; with inEffect FALSE, inside it too: the mutant
+\* TaskQueueTimeOutUnrenewed).
+ExpireWhile(t, inEffect) ==
     /\ t \in leased
     /\ ~expired[t]
-    /\ PAUSES \/ \A w \in Workers : held[w].task = t => held[w].timedOut
+    /\ PAUSES \/ \A w \in Workers :
+                   held[w].task = t => held[w].timedOut /\ ~(inEffect /\ InEffect(w))
     /\ expired' = [expired EXCEPT ![t] = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, ready, leased, delayed, dlq, state, retries,
                    token, due, held, restarts, revivals, charges, applied, fenceTok,
                    result, cancelReq>>
+
+Expire(t) == ExpireWhile(t, TRUE)
 
 \* reap.lua: an expired lease counts as a failed attempt; HINCRBY raises the
 \* token by `bump` (1 as built) so the lost holder's token is stale at once.

@@ -4,12 +4,15 @@ TLA+                       taskq                               Python
 -------------------------  ----------------------------------  ------------------------
 Init                       an empty queue, idle workers        initial(c)
 Current, Holds, InLease    the holder scripts' two checks      current, holds, in_lease
+InEffect(w)                an effect() block under way         in_effect
 EndLease, ToDLQ,           shared by ack/fail/release/reap     end_lease, to_dlq,
 ToCancelled, RetryOrDie                                        to_cancelled, retry_or_die
 Enqueue(k, d)              lua/enqueue.lua                     enqueue
 Lease(w)                   lua/lease.lua (count 1)             lease
 Cancel(t)                  lua/cancel.lua                      cancel
-HeartbeatIf(w, Check)      lua/heartbeat.lua, worker/heartbeat heartbeat_if(name, check)
+HeartbeatWhile(w, Check,   lua/heartbeat.lua, worker/heartbeat heartbeat_while(name,
+  inEffect)                                                      check, in_effect)
+HeartbeatIf(w, Check)      HeartbeatWhile(w, Check, TRUE)      heartbeat_if(name, check)
 ConfirmFencing(w, Check,   context.py effect(): heartbeat.lua  confirm_fencing(name,
   fenced)                                                        check, fenced)
 ConfirmIf(w, Check)        ConfirmFencing(w, Check, TRUE)      confirm_if(name, check)
@@ -25,7 +28,8 @@ ShutdownIf(w, Check, ack)  worker/settle.py abandon: ack.lua   shutdown_if(name,
 Heartbeat .. Shutdown      the six above with Holds            heartbeat, confirm, ack,
                                                                ack_cancelled, fail, shutdown
 Die(w)                     SIGKILL of a worker                 die
-Expire(t)                  time passes a lease's expiry        expire
+ExpireWhile(t, inEffect)   time passes a lease's expiry        expire_while(name, in_effect)
+Expire(t)                  ExpireWhile(t, TRUE)                expire
 ReapWith(t, bump, honoured) lua/reap.lua                       reap_with(name, bump,
                                                                          honoured)
 ReapBy(t, bump)            ReapWith(t, bump, TRUE)             reap_by(name, bump)
@@ -192,6 +196,11 @@ def in_lease(s: State, w: int) -> bool:
     return s.held[w].task in s.leased
 
 
+def in_effect(s: State, w: int) -> bool:
+    h = s.held[w]
+    return h.confirmed and not h.ran
+
+
 def drop(s: State, w: int) -> Fn[int, Holding]:
     return s.held.except_(w, NO_TASK)
 
@@ -282,11 +291,16 @@ def cancel(c: Constants, s: State) -> Iterator[Transition[State]]:
             )
 
 
-def heartbeat_if(name: str, check: Check) -> Action:
+def heartbeat_while(name: str, check: Check, renews_in_effect: bool) -> Action:
+    """`renews_in_effect`: a run past its time limit is renewed while its effect() block
+    is under way (as built); otherwise never."""
+
     def heartbeat(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or h.lost or h.timedOut:
+            if h.task == 0 or h.lost or (
+                h.timedOut and not (renews_in_effect and in_effect(s, w))
+            ):
                 continue
             if check(s, w):
                 extended = s._replace(expired=s.expired.except_(h.task, False))
@@ -300,6 +314,10 @@ def heartbeat_if(name: str, check: Check) -> Action:
                 yield f"{name}(w={w})/stale", s._replace(held=lost)
 
     return heartbeat
+
+
+def heartbeat_if(name: str, check: Check) -> Action:
+    return heartbeat_while(name, check, True)
 
 
 def confirm_fencing(name: str, check: Check, fenced: bool) -> Action:
@@ -485,15 +503,25 @@ def die(c: Constants, s: State) -> Iterator[Transition[State]]:
             yield f"Die(w={w})", s._replace(held=drop(s, w), restarts=s.restarts + 1)
 
 
-def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
-    for t in c.ids:
-        if t not in s.leased or s.expired[t]:
-            continue
-        # `PAUSES \/ \A w : held[w].task = t => held[w].timedOut`: TLC takes each true
-        # disjunct in turn.
-        unheld = all(s.held[w].task != t or s.held[w].timedOut for w in c.worker_ids)
-        for _ in range(c.pauses + unheld):
-            yield f"Expire(t={t})", s._replace(expired=s.expired.except_(t, True))
+def expire_while(name: str, renews_in_effect: bool) -> Action:
+    def expire(c: Constants, s: State) -> Iterator[Transition[State]]:
+        for t in c.ids:
+            if t not in s.leased or s.expired[t]:
+                continue
+            # `PAUSES \/ \A w : held[w].task = t => held[w].timedOut /\ ~(inEffect /\
+            # InEffect(w))`: TLC takes each true disjunct in turn.
+            unheld = all(
+                s.held[w].task != t
+                or (s.held[w].timedOut and not (renews_in_effect and in_effect(s, w)))
+                for w in c.worker_ids
+            )
+            for _ in range(c.pauses + unheld):
+                yield f"{name}(t={t})", s._replace(expired=s.expired.except_(t, True))
+
+    return expire
+
+
+expire = expire_while("Expire", True)
 
 
 def reap_with(name: str, bump: int, honoured: bool) -> Action:

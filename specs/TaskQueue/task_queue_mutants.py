@@ -33,12 +33,23 @@ TaskQueueCancelRetried.tla
   ReapIgnoringCancel(t) ==
       ReapWith(t, 1, FALSE)              reap_ignoring_cancel
   CancelRetriedNext, ...NothingLost      CANCEL_RETRIED_NEXT (Reap swapped), its T2
+TaskQueueTimeOutMidEffect.tla
+  FailMidEffect(w)                       fail_mid_effect
+  MidEffectNext, MidEffectNothingLost    MID_EFFECT_NEXT (FailMidEffect after Fail), its T2
+TaskQueueTimeOutUnrenewed.tla
+  HeartbeatUnrenewed(w) ==
+      HeartbeatWhile(w, Holds, FALSE)    heartbeat_unrenewed
+  ExpireUnrenewed(t) ==
+      ExpireWhile(t, FALSE)              expire_unrenewed
+  UnrenewedNext, UnrenewedNothingLost    UNRENEWED_NEXT (Heartbeat, Expire swapped), its T2
 everything else                          task_queue.py, unchanged
 """
 
 from __future__ import annotations
 
-from specs.tlacheck import Model
+from collections.abc import Iterator
+
+from specs.tlacheck import Model, Transition
 from specs.tlacheck import cfg as cfgs
 
 from . import task_queue as tq
@@ -56,6 +67,23 @@ shutdown_releasing = tq.shutdown_if("ShutdownReleasing", tq.holds, False)
 ack_result_no_fence = tq.ack_storing("AckResultNoFence", tq.holds, False)
 confirm_no_cancel_fence = tq.confirm_fencing("ConfirmNoCancelFence", tq.holds, False)
 reap_ignoring_cancel = tq.reap_with("ReapIgnoringCancel", 1, False)
+heartbeat_unrenewed = tq.heartbeat_while("HeartbeatUnrenewed", tq.holds, False)
+expire_unrenewed = tq.expire_while("ExpireUnrenewed", False)
+
+
+def fail_mid_effect(c: tq.Constants, s: tq.State) -> Iterator[Transition[tq.State]]:
+    """fail.lua for a run timed out inside its effect() block, its holding kept."""
+    for w in c.worker_ids:
+        h = s.held[w]
+        if h.task == 0 or not h.timedOut or not tq.in_effect(s, w) or h.cancelSeen \
+                or not tq.holds(s, w):
+            continue
+        ended = tq.end_lease(s, h.task)
+        if s.cancelReq[h.task]:
+            branch, after = "cancelled", tq.to_cancelled(ended, h.task)
+        else:
+            branch, after = tq.retry_or_die(c, ended, h.task)
+        yield f"FailMidEffect(w={w})/{branch}", after
 
 NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_no_fence))
 NO_BUMP_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_no_bump))
@@ -73,6 +101,12 @@ RELEASING_NEXT = tq.swap(tq.NEXT, (tq.shutdown, shutdown_releasing))
 RESULT_NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_result_no_fence))
 CANCEL_NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.confirm, confirm_no_cancel_fence))
 CANCEL_RETRIED_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_ignoring_cancel))
+MID_EFFECT_NEXT = tuple(
+    b for a in tq.NEXT for b in ((a, fail_mid_effect) if a is tq.fail else (a,))
+)
+UNRENEWED_NEXT = tq.swap(
+    tq.NEXT, (tq.heartbeat, heartbeat_unrenewed), (tq.expire, expire_unrenewed)
+)
 ATOMIC_NEXT = tuple(
     a for a in tq.swap(tq.NEXT, (tq.confirm, tq.confirm_and_apply)) if a is not tq.effect
 )
@@ -111,3 +145,11 @@ def cancel_no_fence_model(cfg: cfgs.Config) -> Model[tq.State]:
 
 def cancel_retried_model(cfg: cfgs.Config) -> Model[tq.State]:
     return build("TaskQueueCancelRetried", CANCEL_RETRIED_NEXT, cfg, "CancelRetriedNothingLost")
+
+
+def time_out_mid_effect_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueTimeOutMidEffect", MID_EFFECT_NEXT, cfg, "MidEffectNothingLost")
+
+
+def time_out_unrenewed_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueTimeOutUnrenewed", UNRENEWED_NEXT, cfg, "UnrenewedNothingLost")
