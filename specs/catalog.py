@@ -109,7 +109,7 @@ CHECKS: tuple[Check, ...] = (
         config="TaskQueue/TaskQueue_TimeLimit.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=32782, generated=267556, depth=24, left=0),
+        tlc=TLC(distinct=40306, generated=327346, depth=24, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -118,14 +118,14 @@ CHECKS: tuple[Check, ...] = (
         # No pauses: a run timed out inside its effect() block keeps its lease until the
         # block ends, and is failed only then, so its effect is written while held.
         expect=Expect.holds(),
-        tlc=TLC(distinct=2763, generated=13919, depth=20, left=0),
+        tlc=TLC(distinct=2907, generated=14699, depth=20, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_RateLimits.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=33160, generated=269935, depth=24, left=0),
+        tlc=TLC(distinct=40720, generated=329923, depth=24, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -259,7 +259,7 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.time_out_mid_effect_model,
         # The same run followed on: its block writes the effect after the lease ended.
         expect=Expect.property_violated("EffectWhileHeld", depth=7),
-        tlc=TLC(distinct=150, generated=383, depth=7, left=65),
+        tlc=TLC(distinct=153, generated=389, depth=7, left=68),
     ),
     Check(
         spec="TaskQueue/TaskQueueTimeOutUnrenewed.tla",
@@ -268,7 +268,15 @@ CHECKS: tuple[Check, ...] = (
         # Time-limit mutant (b): not renewed inside its block, the lease runs out, the
         # task is reaped, then the block writes its effect.
         expect=Expect.property_violated("EffectWhileHeld", depth=8),
-        tlc=TLC(distinct=240, generated=668, depth=8, left=91),
+        tlc=TLC(distinct=248, generated=697, depth=8, left=96),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueTimeOutReturned.tla",
+        config="TaskQueue/TaskQueueTimeOutReturned.cfg",
+        build=task_queue_mutants.time_out_returned_model,
+        # Time-limit mutant (c): a run that returned in time is timed out after its effect.
+        expect=Expect.property_violated("ReturnedNeverTimesOut", depth=7),
+        tlc=TLC(distinct=146, generated=370, depth=7, left=64),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",

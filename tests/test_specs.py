@@ -118,7 +118,7 @@ class TestCatalogue:
             "TaskQueueReapNoBump", "TaskQueueByToken", "TaskQueueShutdownRelease",
             "TaskQueueConfirmAtomic", "TaskQueueResultNoFence", "TaskQueueCancelNoFence",
             "TaskQueueCancelRetried", "TaskQueueTimeOutMidEffect", "TaskQueueTimeOutUnrenewed",
-            "TaskFeed", "TaskFeedSplitAttach",
+            "TaskQueueTimeOutReturned", "TaskFeed", "TaskFeedSplitAttach",
             "ResultWait", "ResultWaitSplitWatch", "ResultWaitKeepDone", "PeriodicTick",
             "PeriodicTickCheckThenEnqueue",
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",

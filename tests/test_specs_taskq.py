@@ -229,12 +229,12 @@ class TestTaskQueueCancellation:
 
 
 class TestTaskQueueTimeLimits:
-    def test_a_run_timed_out_inside_its_effect_keeps_every_promise_in_all_2763_states(
+    def test_a_run_timed_out_inside_its_effect_keeps_every_promise_in_all_2907_states(
         self,
     ) -> None:
         found = result("TaskQueue.tla", "TaskQueue_TimeLimitHeld.cfg")
         assert found.ok
-        assert figures(found) == (2763, 13919, 20, 0)
+        assert figures(found) == (2907, 14699, 20, 0)
 
     def test_a_run_timed_out_inside_its_effect_is_renewed_until_the_block_ends(self) -> None:
         c = tq.Constants(
@@ -244,7 +244,7 @@ class TestTaskQueueTimeLimits:
         )  # fmt: skip
         s = tq.initial(c)
         # Leased, confirmed, past its limit, its effect not yet written.
-        inside = tq.Holding(1, 1, False, False, True, False, True)
+        inside = tq.Holding(1, 1, False, False, True, False, True, False)
         s = s._replace(leased=frozenset({1}), token=s.token.except_(1, 1),
                        state=s.state.except_(1, "running"), due=s.due.except_(1, True),
                        held=s.held.except_(1, inside))
@@ -284,6 +284,35 @@ class TestTaskQueueTimeLimits:
             "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
             "TimeOut(w=1)", "ExpireUnrenewed(t=1)", "Reap(t=1)/delayed", "Effect(w=1)/applied",
         ]  # fmt: skip
+
+    def test_a_time_out_that_ignores_the_claim_fails_a_run_that_returned_in_time(
+        self,
+    ) -> None:
+        found = result("TaskQueueTimeOutReturned.tla", "TaskQueueTimeOutReturned.cfg")
+        assert found.violation is not None
+        assert (found.violation.kind, found.violation.name, found.violation.depth) == (
+            "property", "ReturnedNeverTimesOut", 7,
+        )
+        assert actions(found) == [
+            "Enqueue(k=0,d=FALSE)/created", "Lease(w=1,t=1)", "Confirm(w=1)/renewed",
+            "Effect(w=1)/applied", "Return(w=1)", "TimeOutUnclaimed(w=1)",
+        ]  # fmt: skip
+
+    def test_a_run_whose_handler_returned_is_not_timed_out_but_acked(self) -> None:
+        c = tq.Constants(
+            workers=1, max_sends=1, n_keys=0, max_retries=1, max_restarts=0,
+            max_revivals=0, guard="dedupe", pauses=False, kills=False, late_fails=False,
+            final_fails=False, cancels=False, time_limits=True, rate_limits=False,
+        )  # fmt: skip
+        s = tq.initial(c)
+        returned = tq.Holding(1, 1, True, False, True, False, False, True)
+        s = s._replace(leased=frozenset({1}), token=s.token.except_(1, 1),
+                       state=s.state.except_(1, "running"), due=s.due.except_(1, True),
+                       held=s.held.except_(1, returned))
+        assert list(tq.time_out(c, s)) == []
+        assert [label for label, _ in tq.ack(c, s)] == ["Ack(w=1)/acked"]
+        unreturned = s._replace(held=s.held.except_(1, returned._replace(returned=False)))
+        assert list(tq.ack(c, unreturned)) == []
 
 
 class TestTaskQueueMutants:

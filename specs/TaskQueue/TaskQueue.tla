@@ -52,7 +52,7 @@
 (* Mutants: TaskQueueAckNoFence, TaskQueueReapNoBump, TaskQueueByToken,    *)
 (* TaskQueueShutdownRelease, TaskQueueResultNoFence, TaskQueueCancelNoFence,*)
 (* TaskQueueCancelRetried, TaskQueueTimeOutMidEffect,                      *)
-(* TaskQueueTimeOutUnrenewed; a variant,                                   *)
+(* TaskQueueTimeOutUnrenewed, TaskQueueTimeOutReturned; a variant,         *)
 (* TaskQueueConfirmAtomic;                                                 *)
 (* the `none` and `fence` ledger guards are .cfg settings (GUARD).         *)
 (* Python: task_queue.py (steps), task_queue_checks.py (properties).       *)
@@ -88,7 +88,7 @@ PlaceOf == "pending" :> "ready" @@ "running" :> "leased" @@ "delayed" :> "delaye
 \* from the current run's. Tokens start at 1, so 0 is free to mean "no result".
 NoResult == 0
 NoTask == [task |-> 0, token |-> 0, ran |-> FALSE, lost |-> FALSE, confirmed |-> FALSE,
-           cancelSeen |-> FALSE, timedOut |-> FALSE]
+           cancelSeen |-> FALSE, timedOut |-> FALSE, returned |-> FALSE]
 
 VARIABLES
     sent,       \* producer: sends made so far
@@ -107,7 +107,8 @@ VARIABLES
     held,       \* worker w holds [task, token, ran: effect done, lost: a renewal was
                 \* refused, confirmed: effect() renewed the lease for the effect,
                 \* cancelSeen: a renewal's reply said the task's cancel was requested,
-                \* timedOut: the run passed its time limit]
+                \* timedOut: the run passed its time limit, returned: its handler
+                \* returned and claimed the run's report (Return)]
     restarts,   \* worker exits so far
     revivals,   \* retry_dead calls so far
     charges,    \* ledger: charges applied per task (the effect)
@@ -255,6 +256,10 @@ RetryOrDie(t) ==
 \* task's cancel still ends it cancelled. The two older orderings, the
 \* failure reported while the block is under way and no renewal during it,
 \* are the mutants TaskQueueTimeOutMidEffect and TaskQueueTimeOutUnrenewed.
+\* A handler that returns within its limit claims its run's report at once
+\* (Return), and the time-limit check then declines the run: it is acked, or
+\* fails for a reason of its own, never as timed out after its effect
+\* (ReturnedNeverTimesOut; the mutant TaskQueueTimeOutReturned).
 
 ---------------------------------------------------------------------------
 \* steps
@@ -293,7 +298,7 @@ Lease(w) ==
         /\ held' = [held EXCEPT ![w] = [task |-> t, token |-> token[t] + 1,
                                          ran |-> FALSE, lost |-> FALSE,
                                          confirmed |-> FALSE, cancelSeen |-> FALSE,
-                                         timedOut |-> FALSE]]
+                                         timedOut |-> FALSE, returned |-> FALSE]]
     /\ UNCHANGED <<sent, keyOf, answer, idem, delayed, dlq, retries, due, restarts,
                    revivals, charges, applied, fenceTok, result, cancelReq>>
 
@@ -419,13 +424,15 @@ ConfirmAndApply(w) ==
 \* fenced FALSE a refused ack stores it all the same (the mutant
 \* TaskQueueResultNoFence: the result written outside the fencing check).
 \* A holder that has seen its task's cancel settles by AckCancelled instead,
-\* and one past its time limit by Fail.
+\* and one past its time limit by Fail. With time limits the handler's return
+\* is a step of its own (Return), so this is ack.lua alone.
 AckStoring(w, Check(_), fenced) ==
     LET t == held[w].task
         Store == result' = [result EXCEPT ![t] = held[w].token]
     IN
     /\ t # 0
     /\ held[w].ran
+    /\ IF TIME_LIMITS THEN held[w].returned ELSE TRUE
     /\ ~held[w].cancelSeen
     /\ ~held[w].timedOut
     /\ Drop(w)
@@ -562,12 +569,35 @@ ReapBy(t, bump) == ReapWith(t, bump, TRUE)
 
 Reap(t) == ReapBy(t, 1)
 
-\* The run passes its task's time limit (the heartbeat thread's check).
-TimeOut(w) ==
+\* The run passes its task's time limit (the time-limit thread's check). With
+\* claimed (as built) TaskContext.time_out() declines a run whose handler has
+\* returned (its report claimed); with claimed FALSE it does not (the mutant
+\* TaskQueueTimeOutReturned).
+TimeOutIf(w, claimed) ==
     /\ TIME_LIMITS
     /\ held[w].task # 0
     /\ ~held[w].timedOut
+    /\ IF claimed THEN ~held[w].returned ELSE TRUE
     /\ held' = [held EXCEPT ![w].timedOut = TRUE]
+    /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals, charges,
+                   applied, fenceTok, result>>
+
+TimeOut(w) == TimeOutIf(w, TRUE)
+
+\* With time limits: the handler returns within its limit, after its effect,
+\* and Runner._ended claims the run's report at once, before its value is
+\* encoded; ack.lua (Ack) follows. A run past its limit, or that has seen its
+\* task's cancel, is settled otherwise (Fail, AckCancelled). Without time
+\* limits nothing can come between the return and the ack that tells them
+\* apart, and Ack is both.
+Return(w) ==
+    /\ TIME_LIMITS
+    /\ held[w].task # 0
+    /\ held[w].ran
+    /\ ~held[w].returned
+    /\ ~held[w].timedOut
+    /\ ~held[w].cancelSeen
+    /\ held' = [held EXCEPT ![w].returned = TRUE]
     /\ UNCHANGED <<sent, keyOf, answer, idem, queueVars, restarts, revivals, charges,
                    applied, fenceTok, result>>
 
@@ -634,6 +664,7 @@ Next ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 Spec == Init /\ [][Next]_vars
@@ -721,6 +752,11 @@ TimedOutNeverAcks ==
           LET t == held[w].task IN
           (t # 0 /\ held[w].timedOut /\ state[t] # "completed") =>
               (state'[t] = "completed" => held'[w] = held[w])]_vars
+
+\* A run whose handler returned within its limit is never timed out after:
+\* it is acked, or fails for a reason of its own (its value cannot be kept).
+ReturnedNeverTimesOut ==
+    [][\A w \in Workers : held[w].returned => ~held'[w].timedOut]_vars
 
 \* R1 (results): a result is stored only by the accepted ack of the current
 \* token, at most once per task, and a stale holder's value is never visible.

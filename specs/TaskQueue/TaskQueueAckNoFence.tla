@@ -37,6 +37,7 @@ NoFenceNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 NoFenceSpec == Init /\ [][NoFenceNext]_vars

@@ -44,6 +44,7 @@ ByTokenNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelledByToken(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 ByTokenNoBumpNext ==
@@ -64,6 +65,7 @@ ByTokenNoBumpNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelledByToken(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 ByTokenSpec == Init /\ [][ByTokenNext]_vars

@@ -34,6 +34,7 @@ CancelNoFenceNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 CancelNoFenceSpec == Init /\ [][CancelNoFenceNext]_vars

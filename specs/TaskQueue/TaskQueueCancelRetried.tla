@@ -34,6 +34,7 @@ CancelRetriedNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 CancelRetriedSpec == Init /\ [][CancelRetriedNext]_vars

@@ -32,6 +32,7 @@ AtomicNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 AtomicSpec == Init /\ [][AtomicNext]_vars

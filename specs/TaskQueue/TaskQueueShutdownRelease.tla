@@ -33,6 +33,7 @@ ReleasingNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 ReleasingSpec == Init /\ [][ReleasingNext]_vars

@@ -50,6 +50,7 @@ MidEffectNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 MidEffectSpec == Init /\ [][MidEffectNext]_vars

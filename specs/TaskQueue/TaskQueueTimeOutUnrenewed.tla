@@ -35,6 +35,7 @@ UnrenewedNext ==
     \/ \E t \in Ids : Cancel(t)
     \/ \E w \in Workers : AckCancelled(w)
     \/ \E w \in Workers : TimeOut(w)
+    \/ \E w \in Workers : Return(w)
     \/ \E t \in Ids : Throttle(t)
 
 UnrenewedSpec == Init /\ [][UnrenewedNext]_vars

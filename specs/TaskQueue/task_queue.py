@@ -34,14 +34,16 @@ ReapWith(t, bump, honoured) lua/reap.lua                       reap_with(name, b
                                                                          honoured)
 ReapBy(t, bump)            ReapWith(t, bump, TRUE)             reap_by(name, bump)
 Reap(t) == ReapBy(t, 1)                                        reap
-TimeOut(w)                 worker/heartbeat.py time limits     time_out
+TimeOutIf(w, claimed)      worker/time_limits.py, runner.py    time_out_if(name, claimed)
+TimeOut(w)                 TimeOutIf(w, TRUE)                  time_out
+Return(w)                  runner.py _ended: the report claimed handler_return
 Throttle(t)                lua/lease.lua under a rate limit    throttle
 Tick(t)                    time passes a run_at                tick
 Promote(t)                 lua/promote.lua                     promote
 RetryDead(t)               lua/retry_dead.lua                  retry_dead
 Next                       NEXT, tried in that order
 TypeOK, T1 .. T6, EffectWhileHeld, R1_*, Cancel*, No*AfterCancelSeen,
-NoEffectPastTimeLimit, TimedOutNeverAcks
+NoEffectPastTimeLimit, TimedOutNeverAcks, ReturnedNeverTimesOut
                            task_queue_checks.py, under the TLA+ names
 
 Each \E is a loop in ascending order, Next's disjuncts are tried in the order written,
@@ -74,9 +76,10 @@ class Holding(NamedTuple):
     confirmed: bool  # effect() renewed the lease for the effect
     cancelSeen: bool  # a renewal said the task's cancel was requested
     timedOut: bool  # the run passed its time limit
+    returned: bool  # its handler returned and claimed the run's report (time limits only)
 
 
-NO_TASK = Holding(0, 0, False, False, False, False, False)
+NO_TASK = Holding(0, 0, False, False, False, False, False, False)
 # A run's return value is its token (tokens start at 1), so 0 means "no result".
 NO_RESULT = 0
 
@@ -271,7 +274,7 @@ def lease(c: Constants, s: State) -> Iterator[Transition[State]]:
                     state=s.state.except_(t, "running"),
                     expired=s.expired.except_(t, False),
                     held=s.held.except_(w, Holding(t, token, False, False, False, False,
-                                                   False)),
+                                                   False, False)),
                 ),
             )
 
@@ -399,7 +402,9 @@ def ack_storing(name: str, check: Check, fenced: bool) -> Action:
     def ack(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or not h.ran or h.cancelSeen or h.timedOut:
+            if h.task == 0 or not h.ran or h.cancelSeen or h.timedOut or (
+                c.time_limits and not h.returned
+            ):
                 continue
             stored = s.result.except_(h.task, h.token)
             if check(s, w):
@@ -545,13 +550,31 @@ def reap_by(name: str, bump: int) -> Action:
 reap = reap_by("Reap", 1)
 
 
-def time_out(c: Constants, s: State) -> Iterator[Transition[State]]:
+def time_out_if(name: str, claimed: bool) -> Action:
+    """`claimed`: a run whose handler has returned is declined (as built)."""
+
+    def time_out(c: Constants, s: State) -> Iterator[Transition[State]]:
+        if not c.time_limits:
+            return
+        for w in c.worker_ids:
+            h = s.held[w]
+            if h.task != 0 and not h.timedOut and not (claimed and h.returned):
+                timed_out = s.held.except_(w, h._replace(timedOut=True))
+                yield f"{name}(w={w})", s._replace(held=timed_out)
+
+    return time_out
+
+
+time_out = time_out_if("TimeOut", True)
+
+
+def handler_return(c: Constants, s: State) -> Iterator[Transition[State]]:
     if not c.time_limits:
         return
     for w in c.worker_ids:
         h = s.held[w]
-        if h.task != 0 and not h.timedOut:
-            yield f"TimeOut(w={w})", s._replace(held=s.held.except_(w, h._replace(timedOut=True)))
+        if h.task != 0 and h.ran and not h.returned and not h.timedOut and not h.cancelSeen:
+            yield f"Return(w={w})", s._replace(held=s.held.except_(w, h._replace(returned=True)))
 
 
 def throttle(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -601,7 +624,8 @@ def retry_dead(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 NEXT: tuple[Action, ...] = (
     enqueue, lease, heartbeat, confirm, effect, ack, fail, shutdown, die,
-    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled, time_out, throttle,
+    expire, reap, tick, promote, retry_dead, cancel, ack_cancelled, time_out, handler_return,
+    throttle,
 )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ NoEffectAfterCancelSeen   no_effect_after_cancel_seen(c, s, t), a StepProperty
 NoChargeAfterCancelSeen   no_charge_after_cancel_seen(c, s, t), a StepProperty
 NoEffectPastTimeLimit     no_effect_past_time_limit(c, s, t), a StepProperty
 TimedOutNeverAcks         timed_out_never_acks(c, s, t), a StepProperty
+ReturnedNeverTimesOut     returned_never_times_out(c, s, t), a StepProperty
 Settled, T2_NothingLost   settled(c, s), an EndProperty under the name the module
                           gives T2 for its own Next (NoFenceNothingLost, ...)
 """
@@ -184,6 +185,10 @@ def timed_out_never_acks(c: Constants, s: State, t: State) -> bool:
     return True
 
 
+def returned_never_times_out(c: Constants, s: State, t: State) -> bool:
+    return all(not t.held[w].timedOut for w in c.worker_ids if s.held[w].returned)
+
+
 def no_charge_after_cancel_seen(c: Constants, s: State, t: State) -> bool:
     return all(
         not s.held[w].cancelSeen for w in c.worker_ids if t.held[w].ran and not s.held[w].ran
@@ -221,6 +226,9 @@ def properties(c: Constants, nothing_lost: str) -> dict[str, Property[State]]:
         ),
         "TimedOutNeverAcks": StepProperty(
             "TimedOutNeverAcks", lambda s, _, t: timed_out_never_acks(c, s, t)
+        ),
+        "ReturnedNeverTimesOut": StepProperty(
+            "ReturnedNeverTimesOut", lambda s, _, t: returned_never_times_out(c, s, t)
         ),
         nothing_lost: EndProperty(nothing_lost, lambda s: settled(c, s)),
     }

@@ -42,6 +42,10 @@ TaskQueueTimeOutUnrenewed.tla
   ExpireUnrenewed(t) ==
       ExpireWhile(t, FALSE)              expire_unrenewed
   UnrenewedNext, UnrenewedNothingLost    UNRENEWED_NEXT (Heartbeat, Expire swapped), its T2
+TaskQueueTimeOutReturned.tla
+  TimeOutUnclaimed(w) ==
+      TimeOutIf(w, FALSE)                time_out_unclaimed
+  ReturnedNext, ReturnedNothingLost      RETURNED_NEXT (TimeOut swapped), its T2
 everything else                          task_queue.py, unchanged
 """
 
@@ -69,6 +73,7 @@ confirm_no_cancel_fence = tq.confirm_fencing("ConfirmNoCancelFence", tq.holds, F
 reap_ignoring_cancel = tq.reap_with("ReapIgnoringCancel", 1, False)
 heartbeat_unrenewed = tq.heartbeat_while("HeartbeatUnrenewed", tq.holds, False)
 expire_unrenewed = tq.expire_while("ExpireUnrenewed", False)
+time_out_unclaimed = tq.time_out_if("TimeOutUnclaimed", False)
 
 
 def fail_mid_effect(c: tq.Constants, s: tq.State) -> Iterator[Transition[tq.State]]:
@@ -107,6 +112,7 @@ MID_EFFECT_NEXT = tuple(
 UNRENEWED_NEXT = tq.swap(
     tq.NEXT, (tq.heartbeat, heartbeat_unrenewed), (tq.expire, expire_unrenewed)
 )
+RETURNED_NEXT = tq.swap(tq.NEXT, (tq.time_out, time_out_unclaimed))
 ATOMIC_NEXT = tuple(
     a for a in tq.swap(tq.NEXT, (tq.confirm, tq.confirm_and_apply)) if a is not tq.effect
 )
@@ -153,3 +159,7 @@ def time_out_mid_effect_model(cfg: cfgs.Config) -> Model[tq.State]:
 
 def time_out_unrenewed_model(cfg: cfgs.Config) -> Model[tq.State]:
     return build("TaskQueueTimeOutUnrenewed", UNRENEWED_NEXT, cfg, "UnrenewedNothingLost")
+
+
+def time_out_returned_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueTimeOutReturned", RETURNED_NEXT, cfg, "ReturnedNothingLost")
