@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from taskq import App, Retry
+from taskq import App, Retry, current_task
 from taskq.context import TaskContext
 from taskq.results import LeasedTask
 from taskq.settings import Settings
@@ -383,5 +383,41 @@ def test_threads_of_handlers_given_up_on_are_let_go_once_they_return(
             time.sleep(0.15)  # the one given up on returns, and ends
         assert len(runner._threads) <= 2, [t.name for t in runner._threads]
         assert len(handlers.outcomes) == 6
+    finally:
+        runner.close()
+
+
+def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_block_ends(
+    handlers: Handlers,
+) -> None:
+    """Its cancel ends the await at once, but not the block on the thread: failed then,
+    its retry could apply the effect beside the block still under way."""
+    in_block = threading.Event()
+
+    def charge() -> None:
+        with current_task().effect():
+            in_block.set()
+            handlers.release.wait(HANDLER_LIMIT_SECONDS)
+
+    @handlers.app.task("charging_async", time_limit=60)
+    async def charging_async() -> None:
+        await asyncio.to_thread(charge)
+
+    runner = handlers.runner(concurrency=1)
+    try:
+        task, context = job("charging_async")
+        assert runner.submit([(task, context)])
+        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+        context.time_out()
+        runner.time_out(context)  # as the time-limit thread does
+        time.sleep(0.6)  # past the cancel's grace: the give-up waits for the block
+        assert handlers.outcomes == [] and context.in_effect
+        handlers.release.set()
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the attempt to be failed")
+        (outcome,) = handlers.outcomes
+        assert outcome.failure is not None
+        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+        assert not context.in_effect
     finally:
         runner.close()

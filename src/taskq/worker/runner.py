@@ -354,6 +354,16 @@ class Runner:
             self._leave_gate(key)
             self._running.pop(key, None)
             self._cancelled.discard(key)
+        self._report_unless_in_effect(outcome, claimed)
+
+    def _report_unless_in_effect(self, outcome: Outcome, claimed: bool) -> None:
+        """Report an async run's outcome, unless it was cancelled at its limit while an
+        effect() block of its own goes on on another thread (asyncio.to_thread): failed
+        now, its retry could apply the effect beside that block. The give-up reports it
+        once the block has ended."""
+        context = outcome.context
+        if context.timed_out and not context.effect_idle():
+            return
         self._report(outcome, claimed)
 
     def _leave_gate(self, key: RunKey) -> None:
@@ -530,6 +540,8 @@ class Runner:
     def _report_cancelled(self, key: RunKey, task: LeasedTask,
                           context: TaskContext, policy: RetryPolicy) -> None:
         self._running.pop(key, None)
+        if not context.effect_idle():
+            return  # a block on another thread goes on: the give-up reports after it
         if context.claim_report():
             with self._lock:
                 self._limited.pop(key, None)
