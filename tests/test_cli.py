@@ -18,7 +18,7 @@ import redis
 
 import taskq as taskq_package
 from cli_support import CONFIG_VARIABLES, command_env, processes_of, states, taskq
-from helpers import record_of
+from helpers import lease_one, record_of
 from taskq import registry
 from taskq.broker import Broker
 from taskq.bulk import Bulk
@@ -26,6 +26,7 @@ from taskq.cli import main, parser
 from taskq.cli.dlq import left_note
 from taskq.cli.serve import listen
 from taskq.errors import ConfigError
+from taskq.flows import Flows, StageSpec
 from taskq.results import Failure
 from taskq.schedules import make_schedule
 from taskq.settings import Settings, Simulation, child_environment
@@ -206,6 +207,23 @@ class TestDlq:
         done = taskq("dlq", env=env)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         assert "\\xe9chec \\u2014 \\u2717" in done.stdout, done.stdout
+
+    def test_retrying_a_dead_workflow_step_says_its_workflow_does_not_resume(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        no_args = '{"args":[],"kwargs":{}}'
+        assert Flows(queue).start("etl", [
+            StageSpec(((name, no_args, 0, "", 5, ""),), group=False, policy="fail")
+            for name in ("extract", "load", "report")])
+        assert queue.ack(*lease_one(queue), "1")
+        assert queue.fail(*lease_one(queue), "gone in this deploy").status == "dead"
+        make_dead(queue, "d1", "boom")
+        assert main(["dlq", "retry", "etl.2.1", "d1"]) == 0
+        out = capsys.readouterr().out
+        assert "moved 2 task(s) back to ready" in out
+        assert "1 of them is a workflow step: a step's death already failed its workflow" in out
+        assert "no workflow resumes" in out
+        assert "    workflow 'etl': etl.2.1\n" in out and "d1" not in out
 
     def test_retrying_an_unknown_id_exits_1_saying_it_is_not_in_the_dlq(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]

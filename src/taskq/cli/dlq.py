@@ -121,12 +121,36 @@ def retry(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[
             return 1
         done = each_shard(brokers, retry_all, "moved {} task(s) back to ready")
         print(f"moved {len(done.done)} task(s) back to ready" + left_note(done, len(brokers)))
+        print_workflow_steps(route, done.done)
         return 0
     missing = [task_id for task_id in task_ids if not route(task_id).retry_dead(task_id)]
     print(f"moved {len(task_ids) - len(missing)} task(s) back to ready")
     for task_id in missing:
         print(f"  {task_id}: not in the DLQ")
+    print_workflow_steps(route, [task_id for task_id in task_ids if task_id not in missing])
     return 1 if missing else 0
+
+
+def print_workflow_steps(route: Callable[[str], Broker], revived: list[str]) -> None:
+    """Name the workflow of each revived task that is a step of one. A step's death
+    settled its workflow's stage (failed it, or handed on its failure), and that is
+    never undone: the step runs again on its own, its effects with it, and its result
+    reaches no later step, so an operator must not take the retry for a resume."""
+    steps: dict[str, list[str]] = {}
+    for task_id in revived:
+        record = route(task_id).task(task_id)
+        flow_id = record.extra.get("flow", "") if record is not None else ""
+        if flow_id:
+            steps.setdefault(flow_id, []).append(task_id)
+    if not steps:
+        return
+    count = sum(len(ids) for ids in steps.values())
+    print(f"  {count} of them {'is a workflow step' if count == 1 else 'are workflow steps'}"
+          ": a step's death already failed its workflow or moved it past the step, so each "
+          "runs again on its own and no workflow resumes (start one again under a new "
+          "flow_id):")
+    for flow_id, ids in steps.items():
+        print(f"    workflow {flow_id!r}: {', '.join(ids)}")
 
 
 def cancel(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[str],
