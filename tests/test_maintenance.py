@@ -13,6 +13,7 @@ import redis
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
 from taskq.rates import RateLimit
+from taskq.registry import Presence, register
 from taskq.settings import Settings
 from taskq.worker import maintenance as module
 from taskq.worker.maintenance import EVERY_SECONDS, Maintenance
@@ -71,6 +72,28 @@ def test_lifts_a_removed_limit_as_it_starts_and_again_now_and_then(
     (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "lifted 1 rate limit(s) again" in warning.getMessage()
     assert "every worker of a queue must declare the same limits" in warning.getMessage()
+
+
+def test_lifts_the_limit_of_a_task_no_live_worker_runs_any_more(
+    broker: Broker, settings: Settings
+) -> None:
+    throttled(broker, "abc")  # b and c wait an hour each for a slot
+    # The deploy that declared "slow" has gone, and this worker runs no such task.
+    maintenance = Maintenance(broker, settings)
+    assert maintenance.run(backlog=False) == 2  # lifted, then promoted: on to the DLQ
+    assert broker.rate_limited_names() == []
+
+
+def test_keeps_the_limit_of_a_task_a_live_worker_of_the_deploy_before_runs(
+    broker: Broker, settings: Settings
+) -> None:
+    throttled(broker, "abc")
+    old = Presence(worker_id="w-old", host="box", pid=1, queues=(broker.queue,),
+                   concurrency=1, tasks=("slow",), version="0")
+    register(broker, old, in_hand=1, ttl=30)
+    maintenance = Maintenance(broker, settings)
+    assert maintenance.run(backlog=False) == 0
+    assert broker.counts().delayed == 2 and broker.rate_limited_names() == ["slow"]
 
 
 def test_a_lift_that_fails_holds_up_no_other_maintenance(

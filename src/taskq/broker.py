@@ -628,6 +628,14 @@ class Broker:
             lifted, left = lifted + done.lifted, left + done.left
         return Lifted(lifted, left)
 
+    def rate_limited_names(self) -> list[str]:
+        """The task names the queue holds a rate limit (or its line's cursors) for, as
+        leases stored them; not QUEUE_LIMIT. Sorted."""
+        with redis_errors("read the rate limits"):
+            fields = self.client.hkeys(self.keys.rates)
+        names = {text(f).split("|", 1)[0] for f in fields}
+        return sorted(names - {QUEUE_LIMIT, ""})
+
     def fire(self, schedule: Schedule, ticks: Sequence[int] = (), after_ms: int = 0) -> Fired:
         """Make the task of each of `ticks` (ms, ascending) that is due by the server's
         clock and after the schedule's last handled tick, as its policy says, in one

@@ -163,7 +163,7 @@ class Worker:
         self.maintenance = tuple(
             Maintenance(q, s, app.schedules.values() if q is carrier else (),
                         fires_on if q is carrier else None,
-                        unlimited=app.unlimited_rates(q.queue))
+                        unlimited=app.unlimited_rates(q.queue), known=tuple(app.tasks))
             for q in self.queues)
         self._backoff = Backoff()
 

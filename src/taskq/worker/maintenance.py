@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
+from taskq.registry import read_workers
 from taskq.schedules import Schedule
 from taskq.settings import Settings
 from taskq.worker.periodic import Periodic
@@ -36,13 +37,18 @@ class Maintenance:
 
     def __init__(self, broker: Broker, settings: Settings,
                  schedules: Iterable[Schedule] = (), fires_on: Broker | None = None,
-                 unlimited: Sequence[str] = ()) -> None:
+                 unlimited: Sequence[str] = (), known: Sequence[str] = ()) -> None:
         self.broker = broker
         self.settings = settings
         # Rate limits this worker's leases do not apply, lifted before it promotes
         # (see Broker.lift_rate_limits): as it starts, while tasks are left, and now and
         # then after, since a worker of the deploy before may still be throttling.
         self._unlimited = tuple(unlimited)
+        # The names this worker runs: a limit stored for a name that neither it nor any
+        # live worker of the queue runs (a deploy removed the task) is lifted too, so
+        # its throttled tasks come due and reach the DLQ as unknown, as parked ones do,
+        # rather than wait out the spacing of a limit no worker applies.
+        self._known = frozenset(known)
         self._next_lift = 0.0
         self._lifted_before = False
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
@@ -65,7 +71,7 @@ class Maintenance:
         self._last = now
         s = self.settings
         fired = self._fire()
-        if self._unlimited and now >= self._next_lift:
+        if now >= self._next_lift:
             self._lift(now)
         promoted = len(self.broker.promote(LIMIT))
         self.broker.reap(LIMIT, s.backoff_base_seconds, s.backoff_max_seconds)
@@ -100,10 +106,14 @@ class Maintenance:
         """Lift the limits no longer declared: at once again while tasks are left. Its
         failing (out of memory, say) holds up no other maintenance: tried next turn."""
         try:
-            done = self.broker.lift_rate_limits(self._unlimited, LIFT_LIMIT)
+            names = (*self._unlimited, *self._unrun())
+            done = self.broker.lift_rate_limits(names, LIFT_LIMIT) if names else None
         except BrokerError as e:
             log.info("lifting the rate limits of queue %r failed; next turn tries again: %s",
                      self.broker.queue, e)
+            return
+        if done is None:
+            self._next_lift = now + LIFT_EVERY_SECONDS
             return
         if done.lifted and not self._lifted_before:
             log.info("queue %r: lifted %d rate limit(s) this worker's app no longer declares",
@@ -116,6 +126,18 @@ class Maintenance:
                         "must declare the same limits", self.broker.queue, done.lifted)
         self._lifted_before = self._lifted_before or done.lifted > 0
         self._next_lift = now if done.left else now + LIFT_EVERY_SECONDS
+
+    def _unrun(self) -> list[str]:
+        """The names the queue holds a rate limit for that neither this worker nor any
+        live worker of the queue runs. A worker of a deploy that still runs one is
+        registered while it leases, so its limit stays."""
+        stored = [n for n in self.broker.rate_limited_names()
+                  if n not in self._known and n not in self._unlimited]
+        if not stored:
+            return []
+        _, workers = read_workers(self.broker)
+        run = {name for worker in workers for name in worker.tasks}
+        return [n for n in stored if n not in run]
 
     def wait_seconds(self) -> float | None:
         """How long an idle worker may wait before maintenance has a tick to fire (never
