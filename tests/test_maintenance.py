@@ -13,7 +13,7 @@ import redis
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
 from taskq.rates import RateLimit
-from taskq.registry import Presence, register
+from taskq.registry import Presence, register, unregister
 from taskq.settings import Settings
 from taskq.worker import maintenance as module
 from taskq.worker.maintenance import EVERY_SECONDS, Maintenance
@@ -139,3 +139,25 @@ def test_a_full_purge_batch_is_followed_by_another_the_next_turn(
         maintenance.run(backlog=False)
         dead.append(broker.counts().dead)
     assert dead == [module.LIMIT + 50, 50, 0]
+
+
+def test_a_purge_keeps_the_dead_tasks_a_live_worker_keeps_longer(
+    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One worker set to keep dead tasks a millisecond must not empty the others' DLQ."""
+    broker.enqueue_many([NewTask(f"t{n}", max_retries=0) for n in range(3)])
+    for leased in broker.lease_many("w", 30, 10).tasks:
+        broker.fail(leased.task_id, leased.token, "boom")
+    time.sleep(0.01)
+    keeper = Presence(worker_id="w-keeps", host="box", pid=1, queues=(broker.queue,),
+                      concurrency=1, tasks=(), version="0", dead_ttl_seconds=604800)
+    register(broker, keeper, in_hand=0, ttl=30)
+    monkeypatch.setattr(module, "PURGE_EVERY_SECONDS", 0.0)
+    short = Settings.from_env({}, redis_url=settings.redis_url, dead_ttl_seconds=0.001)
+    maintenance = Maintenance(broker, short)
+    maintenance.run(backlog=False)
+    assert broker.counts().dead == 3
+    unregister(broker, "w-keeps")  # gone: this worker's own retention holds
+    time.sleep(EVERY_SECONDS + 0.005)
+    maintenance.run(backlog=False)
+    assert broker.counts().dead == 0

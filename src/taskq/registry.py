@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
-from taskq.limits import to_ms
+from taskq.limits import DEAD_TTL, to_ms
 
 # Most workers one read returns.
 MAX_LISTED = 1000
@@ -30,6 +30,8 @@ class Presence:
     concurrency: int
     tasks: Sequence[str]
     version: str
+    # How long it keeps a dead task (TASKQ_DEAD_TTL_SECONDS); 0: unsaid.
+    dead_ttl_seconds: float = 0
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class WorkerView:
     version: str
     started_at: int
     last_beat: int
+    # How long it keeps a dead task (ms); 0 for a worker that does not say.
+    dead_ttl_ms: int = 0
 
     @classmethod
     def from_record(cls, record: dict[str, str]) -> WorkerView:
@@ -60,6 +64,7 @@ class WorkerView:
             version=record.get("version", ""),
             started_at=stored_int(record.get("started_at")),
             last_beat=stored_int(record.get("last_beat")),
+            dead_ttl_ms=stored_int(record.get("dead_ttl")),
         )  # fmt: skip
 
 
@@ -68,7 +73,8 @@ def register(broker: Broker, presence: Presence, in_hand: int, ttl: float) -> in
     keys = [broker.keys.workers, broker.keys.worker(presence.worker_id)]
     args = [presence.worker_id, to_ms(ttl, "lease_seconds"), presence.host, presence.pid,
             ",".join(presence.queues), presence.concurrency, in_hand,
-            ",".join(presence.tasks), presence.version]
+            ",".join(presence.tasks), presence.version,
+            to_ms(presence.dead_ttl_seconds, DEAD_TTL.name) if presence.dead_ttl_seconds else 0]
     with redis_errors("register the worker"):
         return int(broker.scripts.register_worker(keys=keys, args=args))
 

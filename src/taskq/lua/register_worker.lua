@@ -13,6 +13,8 @@
   ARGV[7] in_hand          tasks it holds now
   ARGV[8] tasks            the task names it runs, comma-separated
   ARGV[9] version          its taskq version
+  ARGV[10] dead_ttl        ms it keeps a dead task in the DLQ (0 to 315360000000): a
+                           purge keeps dead tasks as long as any live worker does
   Returns: the server time (ms) it was written at; a key of another type is an error,
            and nothing is written
   Emits:   nothing (a worker is not a task: the workers view reads the registry)
@@ -26,6 +28,7 @@ local worker_id = ARGV[1]
 local ttl = whole_arg('ttl', ARGV[2], 1, LIMITS.lease_ms)
 local concurrency = whole_arg('concurrency', ARGV[6], 1, LIMITS.count)
 local in_hand = whole_arg('in_hand', ARGV[7], 0, LIMITS.count)
+local dead_ttl = whole_arg('dead_ttl', ARGV[10], 0, LIMITS.ttl_ms)
 
 -- A record written without its index entry would never be pruned from the workers view.
 expect_types({workers_key, 'zset', worker_key, 'hash'})
@@ -33,7 +36,7 @@ local now = server_now_ms()
 redis.call('HSETNX', worker_key, 'started_at', now)
 redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', ARGV[4],
   'queues', ARGV[5], 'concurrency', concurrency, 'in_hand', in_hand, 'tasks', ARGV[8],
-  'version', ARGV[9], 'last_beat', now)
+  'version', ARGV[9], 'dead_ttl', dead_ttl, 'last_beat', now)
 redis.call('PEXPIRE', worker_key, ttl)
 redis.call('ZADD', workers_key, now + ttl, worker_id)
 redis.call('ZREMRANGEBYSCORE', workers_key, '-inf', '(' .. now)

@@ -139,7 +139,8 @@ class Worker:
         self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner, Presence(
             worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
             queues=self.queues.names, concurrency=self.slots.capacity,
-            tasks=sorted(app.tasks), version=__version__))
+            tasks=sorted(app.tasks), version=__version__,
+            dead_ttl_seconds=s.dead_ttl_seconds))
         # When the next delayed task or throttled start comes due, or a lease expires,
         # as the loop's and the wakers' leases said.
         self.due = Due()

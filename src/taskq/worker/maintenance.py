@@ -78,7 +78,7 @@ class Maintenance:
         if now >= self._next_purge:
             # Set first: a purge Redis refuses waits its turn again, not every turn.
             self._next_purge = now + PURGE_EVERY_SECONDS
-            if len(self.broker.purge(s.dead_ttl_seconds, LIMIT)) == LIMIT:
+            if len(self.broker.purge(self._dead_ttl(), LIMIT)) == LIMIT:
                 # A full batch: more may be due, and tasks that die faster than a batch
                 # a turn would fill the DLQ for good. The next turn purges again.
                 self._next_purge = now
@@ -126,6 +126,15 @@ class Maintenance:
                         "must declare the same limits", self.broker.queue, done.lifted)
         self._lifted_before = self._lifted_before or done.lifted > 0
         self._next_lift = now if done.left else now + LIFT_EVERY_SECONDS
+
+    def _dead_ttl(self) -> float:
+        """Seconds a dead task is kept: this worker's TASKQ_DEAD_TTL_SECONDS, or a live
+        worker's of the queue that keeps them longer. Each purge applies its caller's
+        retention to every dead task, so one worker set shorter (a canary, a laptop
+        pointed at the queue) would otherwise empty the DLQ the others keep."""
+        _, workers = read_workers(self.broker)
+        longest = max((w.dead_ttl_ms for w in workers), default=0) / 1000
+        return max(self.settings.dead_ttl_seconds, longest)
 
     def _unrun(self) -> list[str]:
         """The names the queue holds a rate limit for that neither this worker nor any
