@@ -25,6 +25,8 @@ from taskq.errors import (
     TaskqError,
 )
 from taskq.handle import TaskHandle
+from taskq.registry import Presence
+from taskq.registry import register as register_worker
 from taskq.results import Enqueued
 from taskq.settings import Settings
 from worker_support import WorkerThread, worker_running
@@ -144,6 +146,31 @@ class TestResult:
             handle.result(timeout=0.3)
         assert time.monotonic() - started >= 0.3
         assert handle.status() == "pending"
+
+    def test_a_timeout_on_a_queue_no_worker_serves_says_so(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        """A producer and workers that disagree on TASKQ_QUEUE leave tasks pending for good:
+        the timeout says where to look rather than only that the task is pending."""
+        handle = tasks["add"].enqueue(1, 2)
+        with pytest.raises(ResultTimeoutError, match=rf"it is pending, and no worker is "
+                           rf"registered on queue '{app.queue}'.*TASKQ_QUEUE"):
+            handle.result(timeout=0.2)
+
+        async def wait() -> None:
+            try:
+                with pytest.raises(ResultTimeoutError, match="no worker is registered"):
+                    await (await tasks["add"].enqueue_async(3, 4)).result_async(timeout=0.2)
+            finally:
+                await app.aclose()
+
+        asyncio.run(wait())
+        register_worker(app.broker, Presence(worker_id="w-1", host="box", pid=1,
+                                      queues=(app.queue,), concurrency=1, tasks=(),
+                                      version="0"), in_hand=0, ttl=30)
+        with pytest.raises(ResultTimeoutError) as served:
+            handle.result(timeout=0.2)
+        assert str(served.value).endswith("it is pending")
 
     def test_a_short_socket_timeout_still_ends_the_wait_at_its_own_timeout(
         self, settings: Settings

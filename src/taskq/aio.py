@@ -240,6 +240,11 @@ class AsyncBroker:
             reply = await self._watch(keys=keys, args=args)
         return Watched.from_reply(reply)
 
+    async def has_workers(self) -> bool:
+        """`Broker.has_workers`, awaited."""
+        async with self.calling("read the workers"):
+            return bool(await self.client.exists(self.keys.workers))
+
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """`Broker.wait_done`, awaited: until a task that `watch` marked ends, or
         `timeout` seconds pass, the loop runs other coroutines while Redis holds the

@@ -570,6 +570,12 @@ class Broker:
             return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
                                       "RIGHT", "LEFT") is not None
 
+    def has_workers(self) -> bool:
+        """Whether any worker is registered on the queue (one that vanished counts
+        until the next registration prunes it)."""
+        with redis_errors("read the workers"):
+            return bool(self.client.exists(self.keys.workers))
+
     def wait_for_work(self, timeout: float, also: Sequence[Broker] = ()) -> bool:
         """Block until a script signals new work on this queue or on a queue of `also`
         (brokers on this client; one call names every wake list, so only where the

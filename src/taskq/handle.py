@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -83,7 +83,13 @@ class TaskHandle(Enqueued):
             watched = broker.watch(self.task_id)
             if watched is not None and watched.ended:
                 return outcome(self.task_id, watched)
-            broker.wait_done(self.task_id, wait.next_block(watched))
+            try:
+                block = wait.next_block(watched)
+            except ResultTimeoutError as e:
+                if not pending_unserved(watched, broker.has_workers):
+                    raise
+                raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
+            broker.wait_done(self.task_id, block)
 
     def cancel(self) -> Cancellation:
         """Cancel the task: pending, delayed or dead, it ends cancelled now (`outcome`
@@ -130,7 +136,19 @@ class TaskHandle(Enqueued):
                 cancel_requested()
                 if watched is not None and watched.ended:
                     return outcome(self.task_id, watched)
-                await broker.wait_done(self.task_id, wait.next_block(watched))
+                try:
+                    block = wait.next_block(watched)
+                except ResultTimeoutError as e:
+                    if watched is None or watched.state != "pending":
+                        raise
+                    try:
+                        served = await broker.has_workers()
+                    except TaskqError:
+                        raise e from None
+                    if served:
+                        raise
+                    raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
+                await broker.wait_done(self.task_id, block)
                 cancel_requested()
 
     def _blocking(self, method: str) -> Broker:
@@ -211,6 +229,24 @@ def cancel_requested() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def pending_unserved(watched: Watched | None, has_workers: Callable[[], bool]) -> bool:
+    """Whether a task not ended in time is still pending on a queue no worker serves
+    (False when Redis cannot say: the timeout is the error to raise)."""
+    if watched is None or watched.state != "pending":
+        return False
+    try:
+        return not has_workers()
+    except TaskqError:
+        return False
+
+
+def unserved(queue: str) -> str:
+    """What a timeout adds when no worker serves the task's queue: a producer and its
+    workers that disagree on TASKQ_QUEUE or REDIS_URL leave tasks pending for good."""
+    return (f", and no worker is registered on queue {queue!r}: are its workers started "
+            "with the same TASKQ_QUEUE and REDIS_URL as this producer?")
 
 
 def state_of(watched: Watched | None) -> str:
