@@ -3,14 +3,19 @@ packed raises KeyboardInterrupt, not a segfault, and the command goes out as it 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
-from taskq.connection import TextArgsPacker, connect
+from taskq.connection import TextArgsPacker, async_client, connect
 from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
 
 # Packs a script call (numbers among its arguments, as every taskq call has) while a
 # timer's handler raises KeyboardInterrupt at random instants. hiredis 3.5's own packer
@@ -78,3 +83,43 @@ def test_every_connection_packs_numbers_as_text(settings: Settings) -> None:
                 pool.release(connection)
     finally:
         client.close()
+
+
+@pytest.fixture
+def unable_to_save(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A Redis whose last save failed, with stop-writes-on-bgsave-error (its default):
+    it refuses every write, and PING, with MISCONF until a save succeeds. Its save fails
+    because a directory stands where the snapshot is renamed to."""
+    with EmbeddedRedis(data_dir=tmp_path) as server:
+        (tmp_path / "dump.rdb").mkdir()
+        admin = redis.Redis(unix_socket_path=str(server.socket_path))
+        admin.config_set("save", "3600 1")
+        admin.bgsave()
+        deadline = time.monotonic() + 10
+        while admin.info("persistence")["rdb_last_bgsave_status"] != "err":
+            assert time.monotonic() < deadline, "the save did not fail"
+            time.sleep(0.01)
+        with pytest.raises(redis.ResponseError, match="MISCONF"):
+            admin.set("taskq-test:k", "v")
+        yield server
+        admin.config_set("save", "")  # else its shutdown tries to save, and fails too
+        admin.close()
+
+
+def test_reads_go_on_while_redis_refuses_writes_after_a_failed_save(
+        unable_to_save: EmbeddedRedis) -> None:
+    settings = Settings.from_env({}, redis_url=unable_to_save.url, redis_url_given=True)
+    client = connect(settings)
+    try:
+        assert client.hget("taskq-test:h", "f") is None
+    finally:
+        client.close()
+
+    async def read() -> object:
+        aclient = async_client(settings)
+        try:
+            return await aclient.hget("taskq-test:h", "f")
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(read()) is None

@@ -88,14 +88,16 @@ def connect(settings: Settings | None = None) -> Client:
     if settings.redis_cluster:
         return RedisCluster.from_url(settings.redis_url, retry=retry, **_options(settings),
                                      connection_class=TextArgsConnection)
-    # from_pool: the client owns the pool, and closing it closes every connection.
+    # from_pool: the client owns the pool, and closing it closes every connection. No
+    # health check: its PING, sent on every new connection, is refused (MISCONF) while
+    # Redis cannot save, and would fail every read then too, not just the writes Redis
+    # refuses; the pool finds a connection the server closed without one.
     return redis.Redis.from_pool(redis.BlockingConnectionPool.from_url(
         settings.redis_url,
         max_connections=MAX_CONNECTIONS,
         timeout=settings.redis_timeout_seconds,
         retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        health_check_interval=30,
         **_options(settings),
         **_packer(),
     ))
@@ -112,13 +114,13 @@ def async_client(settings: Settings, max_connections: int = MAX_CONNECTIONS) -> 
         return AsyncRedisCluster.from_url(settings.redis_url, retry=retry,
                                           max_connections=max_connections,
                                           **_options(settings))
+    # No health check, as `connect` says.
     return redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
         settings.redis_url,
         max_connections=max_connections,
         timeout=settings.redis_timeout_seconds,
         retry=retry,
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        health_check_interval=30,
         **_options(settings),
     ))
 
