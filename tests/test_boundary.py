@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.safety import check_server
 from taskq.snapshot import queue_names
-from taskq.tools.embedded import free_port
+from taskq.tools.embedded import EmbeddedRedis, free_port
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
 
@@ -76,3 +77,41 @@ def test_only_a_scripts_own_error_is_a_refusal(reply: str, refused: bool) -> Non
         raise BrokerError("could not fire") from redis.ResponseError(reply)
     except BrokerError as e:
         assert refused_by_script(e) is refused
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A Redis of this test's own, whose settings it may change, on TCP: there a client
+    reads the error a refused connection is sent (on a unix socket, its write may
+    meet the closed socket first)."""
+    with EmbeddedRedis(port=free_port(), data_dir=tmp_path) as server:
+        yield server
+
+
+class TestARedisThatTurnsConnectionsAway:
+    """A running Redis refusing a new connection is no unreachable one: the error says
+    what it refused and what mends it, not to start a Redis."""
+
+    def test_wrong_credentials_say_to_fix_them_in_redis_url(
+            self, own_server: EmbeddedRedis) -> None:
+        redis.Redis(port=own_server.port).config_set("requirepass", "right")
+        client = redis.Redis(port=own_server.port, password="wrong", retry=None)
+        with pytest.raises(BrokerError) as caught:
+            Broker(client).dead()
+        message = str(caught.value)
+        assert message.startswith("Redis could not list the dead letter queue: it refused "
+                                  "the credentials (")
+        assert message.endswith("put the right user and password in REDIS_URL")
+
+    def test_a_redis_at_its_maxclients_says_to_raise_it(
+            self, own_server: EmbeddedRedis) -> None:
+        holder = redis.Redis(port=own_server.port)
+        holder.config_set("maxclients", 1)
+        client = redis.Redis(port=own_server.port, retry=None)
+        with pytest.raises(BrokerError) as caught:
+            Broker(client).dead()
+        assert str(caught.value) == (
+            "Redis could not list the dead letter queue: max number of clients reached: it "
+            "has as many connections as its maxclients setting allows; raise it, or stop "
+            "what holds connections idle")
+        holder.config_set("maxclients", 10000)

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import redis
 
 from cli_support import command_env, taskq
 from conftest import ON_CLUSTER
@@ -197,3 +198,15 @@ def test_a_redis_data_dir_it_cannot_write_is_named_in_one_line(tmp_path: Path) -
     """/proc/1 exists and takes no lock file, as a read-only or full disk would not."""
     line = one_line(run(["redis", "--port", "0", "--dir", "/proc/1"], "", tmp_path))
     assert line.startswith("taskq redis: --dir '/proc/1': cannot run Redis there: "), line
+
+
+def test_a_redis_at_its_maxclients_says_to_raise_it_not_to_start_one(tmp_path: Path) -> None:
+    with EmbeddedRedis(port=free_port(), data_dir=tmp_path / "full") as full:
+        holder = redis.Redis(port=full.port)
+        holder.config_set("maxclients", 1)
+        line = one_line(run(["dlq"], full.url, tmp_path))
+        holder.config_set("maxclients", 10000)
+    assert line == (f"taskq dlq: Redis at REDIS_URL={full.url!r} answered but would not run "
+                    "the command: max number of clients reached: it has as many connections "
+                    "as its maxclients setting allows; raise it, or stop what holds "
+                    "connections idle")

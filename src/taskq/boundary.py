@@ -40,6 +40,27 @@ def lost_in_transit(error: BaseException | None) -> bool:
     return isinstance(cause, redis.ConnectionError | redis.TimeoutError)
 
 
+# redis-py's text for the error a Redis at its maxclients sends a new connection.
+MAX_CLIENTS = "max number of clients reached"
+
+
+def refusal_at_connect(error: BaseException) -> str | None:
+    """What is wrong, and what to do, when a running Redis turned a connection away
+    (redis-py raises each as a ConnectionError, which would read as Redis being
+    unreachable, and send an operator to start one): None for any other error."""
+    detail = str(error).rstrip(".")
+    if isinstance(error, redis.BusyLoadingError):
+        return (f"{detail}: it has just started and answers once its data set is "
+                "loaded; try again then (a worker waits for it)")
+    if isinstance(error, redis.AuthenticationError):
+        return (f"it refused the credentials ({detail}): put the right user and "
+                "password in REDIS_URL")
+    if isinstance(error, redis.ConnectionError) and detail == MAX_CLIENTS:
+        return (f"{detail}: it has as many connections as its maxclients setting "
+                "allows; raise it, or stop what holds connections idle")
+    return None
+
+
 def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
     user's words ("list the dead letter queue"), not the name of an internal step."""
@@ -47,6 +68,8 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
     if detail in ("No connection available", "Too many connections"):
         return BrokerError(f"could not {words}: every connection of this client to Redis "
                            f"was in use for as long as a call may wait ({detail})")
+    if (answer := refusal_at_connect(error)) is not None:
+        return BrokerError(f"Redis could not {words}: {answer}")
     if lost_in_transit(error):
         return BrokerError(f"cannot reach Redis to {words}: {detail}")
     if detail == "DB index is out of range":

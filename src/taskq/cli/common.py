@@ -15,7 +15,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from taskq.app import App
-from taskq.boundary import redis_errors
+from taskq.boundary import redis_errors, refusal_at_connect
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
 from taskq.keys import check_queue_name, check_task_id
@@ -173,6 +173,9 @@ def error_line(error: BaseException, args: argparse.Namespace) -> str:
     if isinstance(cause, redis.AuthenticationError):
         return (f"Redis at {shown} refused the credentials ({cause}): put the right user "
                 f"and password in {name}")
+    if (answer := refusal_at_connect(cause)) is not None:
+        # Redis runs there: starting one, or looking elsewhere, is no remedy.
+        return f"Redis at {shown} answered but would not run the command: {answer}"
     found = CONNECT_REASON.search(str(cause))
     reason = (found.group(1) if found else str(cause)).rstrip(".")
     if url.startswith("rediss://") and isinstance(cause, redis.TimeoutError):
