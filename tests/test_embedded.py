@@ -390,6 +390,25 @@ class TestCheckServer:
             check_server(client)
         assert any("cannot read the server's CONFIG" in r.getMessage() for r in caplog.records)
 
+    def test_a_user_denied_info_gives_a_warning_not_a_refusal(
+        self, private_server: EmbeddedRedis, private_client: redis.Redis,
+        caplog: pytest.LogCaptureFixture
+    ) -> None:
+        private_client.acl_setuser("app", enabled=True, passwords=["+pw"], keys=["*"],
+                                   channels=["*"], commands=["+@all", "-@dangerous"])
+        try:
+            with (
+                redis.Redis(unix_socket_path=str(private_server.socket_path), username="app",
+                            password="pw") as app_user,
+                caplog.at_level(logging.WARNING, "taskq"),
+            ):
+                check_server(app_user)
+        finally:
+            private_client.acl_deluser("app")
+        warned = [r.getMessage() for r in caplog.records]
+        assert any(w.startswith("cannot read the server's INFO (") and "Redis 6.2 or newer"
+                   in w for w in warned), warned
+
     def test_a_server_older_than_6_2_is_refused_by_its_version(
         self, private_client: redis.Redis
     ) -> None:

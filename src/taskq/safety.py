@@ -7,9 +7,10 @@ import re
 from typing import Any
 
 import redis
+from redis.exceptions import NoPermissionError
 
 from taskq.boundary import redis_errors, text
-from taskq.errors import ConfigError, UnsafeRedisError
+from taskq.errors import BrokerError, ConfigError, UnsafeRedisError
 from taskq.transport import Client, transport_for
 
 log = logging.getLogger("taskq")
@@ -82,8 +83,17 @@ def check_server(client: Client) -> None:
     task is created twice. Servers that hide CONFIG (managed Redis) get a warning.
     A server older than Redis 6.2 raises ConfigError (see MIN_REDIS).
     """
-    check_version(client)
-    check_not_a_cluster_node(client)
+    try:
+        check_version(client)
+        check_not_a_cluster_node(client)
+    except BrokerError as e:
+        # INFO is in ACL category @dangerous, which a user of `+@all -@dangerous` (a
+        # common one for applications) may not run; every script runs without it.
+        if not isinstance(e.__cause__, NoPermissionError):
+            raise
+        log.warning("cannot read the server's INFO (%s): make sure it is Redis %s or "
+                    "newer, and set TASKQ_REDIS_CLUSTER=1 if it is a Redis Cluster node",
+                    e.__cause__, ".".join(map(str, MIN_REDIS)))
     with redis_errors("check the server's settings"):
         try:
             policy = _config(client, "maxmemory-policy")
