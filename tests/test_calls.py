@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis
 
+from taskq.broker import Broker
 from taskq.calls import enqueue_errors
 from taskq.errors import BrokerError, InvalidTaskError
+from taskq.results import NewTask
+from taskq.tools.embedded import EmbeddedRedis
 
 
 def test_a_run_at_the_server_finds_past_ten_years_is_an_invalid_task_naming_both_times(
@@ -26,3 +31,26 @@ def test_any_other_refusal_stays_a_broker_error() -> None:
     said = "Redis could not enqueue tasks: ResponseError"
     with pytest.raises(BrokerError, match=said), enqueue_errors():
         raise redis.ResponseError("OOM command not allowed")
+
+
+def test_a_batch_refused_after_others_went_in_says_how_many_did(tmp_path: Path) -> None:
+    """Out of memory part way through: the batches before the refused one stay
+    enqueued, and the caller, who gets no handle of theirs, is told so."""
+    with EmbeddedRedis(data_dir=tmp_path) as server, \
+            redis.Redis(unix_socket_path=str(server.socket_path),
+                        decode_responses=True) as client:
+        broker = Broker(client, "partial")
+        broker.register_queue()
+        client.config_set("maxmemory", client.info("memory")["used_memory"] + 400_000)
+        tasks = [NewTask(f"t{i}", payload={"pad": "x" * 20_000}) for i in range(60)]
+        with pytest.raises(BrokerError) as caught:
+            broker.enqueue_many(tasks, batch_size=10)
+        enqueued = client.llen(broker.keys.ready)
+        client.config_set("maxmemory", 0)
+        assert 0 < enqueued < len(tasks)
+        assert str(caught.value).startswith("Redis could not enqueue tasks: OutOfMemoryError")
+        assert str(caught.value).endswith(
+            f"; the {enqueued} task(s) of the batches before this one were enqueued: sending "
+            "the same task ids (or idempotency keys) again enqueues only what is missing")
+        assert sum(h.created for h in broker.enqueue_many(tasks, batch_size=10)) == \
+            len(tasks) - enqueued

@@ -185,7 +185,7 @@ class AsyncBroker:
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             async with self._open("enqueue a task"):
-                with enqueue_errors():
+                with enqueue_errors(len(results)):
                     reply = await self._enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))

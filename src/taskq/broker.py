@@ -215,7 +215,7 @@ class Broker:
         self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            with enqueue_errors():
+            with enqueue_errors(len(results)):
                 reply = self.scripts.enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))

@@ -53,12 +53,14 @@ def enqueue_calls(keys: QueueKeys, retention: int, fields: list[list[Any]],
 
 class enqueue_errors(redis_errors):  # lower case, as redis_errors
     """redis_errors for an enqueue call: one whose round trip failed may have run, and
-    the error says so, and how to find out without making a task twice."""
+    the error says so, and how to find out without making a task twice; so does one
+    refused after `sent` tasks of the same enqueue were, in the batches before it."""
 
-    __slots__ = ()
+    __slots__ = ("sent",)
 
-    def __init__(self) -> None:
+    def __init__(self, sent: int = 0) -> None:
         super().__init__("enqueue tasks")
+        self.sent = sent
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
@@ -66,8 +68,17 @@ class enqueue_errors(redis_errors):  # lower case, as redis_errors
         if error is not None and lost_in_transit(error):
             raise BrokerError(
                 f"{broker_error(self.operation, error)}; Redis may have run the call all "
-                "the same: an id that names a task is not enqueued again, so sending the "
-                "same task ids (or idempotency keys) again enqueues only what is missing"
+                f"the same{self._before()}: an id that names a task is not enqueued again, "
+                "so sending the same task ids (or idempotency keys) again enqueues only "
+                "what is missing"
+            ) from error
+        if self.sent and isinstance(error, redis.RedisError) and \
+                FAR_RUN_AT.search(str(error)) is None:
+            # Refused, this batch wrote nothing; the caller gets no handle of those that
+            # went before, and sent again with new ids they would be made twice.
+            raise BrokerError(
+                f"{broker_error(self.operation, error)}{self._before()}: sending the same "
+                "task ids (or idempotency keys) again enqueues only what is missing"
             ) from error
         if type(error) is redis.ResponseError and (
                 found := FAR_RUN_AT.search(str(error))) is not None:
@@ -78,6 +89,10 @@ class enqueue_errors(redis_errors):  # lower case, as redis_errors
                 "batch holding it was refused; batches sent before it were enqueued"
             ) from error
         super().__exit__(kind, error, _tb)
+
+    def _before(self) -> str:
+        return (f"; the {self.sent} task(s) of the batches before this one were enqueued"
+                if self.sent else "")
 
 
 # enqueue.lua's refusal of a run_at past its bound, before it writes anything.
