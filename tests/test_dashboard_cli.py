@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import redis
 
-from cli_support import CONFIG_VARIABLES
+from cli_support import CONFIG_VARIABLES, command_env
 from taskq import registry
 from taskq.broker import Broker, NewTask
 from taskq.cli import main
 from taskq.concurrency import ConcurrencyLimit
 from taskq.settings import Settings
 from taskq.shards import Layout, register, slot_of
+from taskq.tools.embedded import EmbeddedRedis
 from waiting import wait_until
 
 
@@ -163,3 +168,39 @@ def test_once_shows_each_live_worker_on_a_line_under_its_queue(
     assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
     out = capsys.readouterr().out
     assert "\n  workers   none live\n" in out and "box-42" not in out
+
+
+# Holds Redis for a second: every other client meanwhile is answered BUSY.
+BUSY_FOR_A_SECOND = """
+local t = redis.call('TIME')
+while true do
+  local n = redis.call('TIME')
+  if (n[1] - t[1]) * 1000000 + (n[2] - t[2]) >= 1000000 then return 1 end
+end"""
+
+
+def test_a_live_view_goes_on_through_a_redis_busy_with_a_long_script(
+        tmp_path: Path) -> None:
+    """Once it has shown a frame, a Redis refusing for a while ends no watch: a frame it
+    does not answer says so, and the frames go on after it."""
+    with EmbeddedRedis(data_dir=tmp_path) as server, \
+            redis.Redis(unix_socket_path=str(server.socket_path)) as admin:
+        admin.config_set("lua-time-limit", 100)  # BUSY after 0.1 s of a script
+        Broker(admin, "watched").register_queue()
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "taskq", "dashboard", "--queue", "watched", "--interval",
+             "0.1"], env=command_env(REDIS_URL=server.url), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert watch.stdout is not None
+            assert watch.stdout.readline().startswith("queue watched ")
+            admin.eval(BUSY_FOR_A_SECOND, 0)
+            time.sleep(0.5)
+            assert watch.poll() is None, watch.communicate()
+        finally:
+            watch.terminate()
+            out, err = watch.communicate(timeout=10)
+    assert "BUSY Redis is busy running a script" in err
+    assert err.rstrip().endswith("; the next frame tries again"), err
+    assert "Traceback" not in err
+    assert out.count("queue watched ") > 1

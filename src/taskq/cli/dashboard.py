@@ -5,17 +5,19 @@ sharded queue's shards."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.text import Text
 
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.cli.dashboard_rich import queue_panel, shards_panel
 from taskq.cli.workers import age
-from taskq.errors import ConfigError
+from taskq.errors import BrokerError, ConfigError
 from taskq.limits import DASHBOARD_INTERVAL, DASHBOARD_ROWS
 from taskq.registry import WorkerView, read_workers
 from taskq.schedule_view import SchedulesView, read_schedules
@@ -62,13 +64,28 @@ def main(args: argparse.Namespace) -> int:
 
     if on_terminal():
         return _live(read, args.once, args.interval)
+    shown_one = False
     while True:
-        queues, shards = read()
-        print("\n".join([render(*views) for views in queues]
-                        + [render_shards(view) for view in shards]), flush=True)
+        try:
+            queues, shards = read()
+        except BrokerError as e:
+            if args.once or not shown_one:
+                raise
+            print(away(e), file=sys.stderr, flush=True)
+        else:
+            shown_one = True
+            print("\n".join([render(*views) for views in queues]
+                            + [render_shards(view) for view in shards]), flush=True)
         if args.once:
             return 0
         time.sleep(max(0.1, args.interval))
+
+
+def away(error: BrokerError) -> str:
+    """What a live view says of a frame Redis did not answer. Once it has shown one, a
+    Redis away or refusing for a while (restarting, loading, running a long script,
+    unable to save) ends no watch: the next frame tries again."""
+    return f"taskq dashboard: {error}; the next frame tries again"
 
 
 # What a frame reads of one queue, in `render`'s order.
@@ -88,10 +105,16 @@ def _live(read: Callable[[], tuple[list[Views], list[ShardsView]]], once: bool,
     if once:
         console.print(frame())
         return 0
-    with Live(frame(), console=console, refresh_per_second=4, screen=False) as live:
+    last = frame()
+    with Live(last, console=console, refresh_per_second=4, screen=False) as live:
         while True:
             time.sleep(max(0.1, interval))
-            live.update(frame())
+            try:
+                last = frame()
+            except BrokerError as e:
+                live.update(Group(last, Text(away(e), style="bold red")))
+            else:
+                live.update(last)
 
 
 def shown(base: Broker, settings: Settings, queue: str | None
