@@ -115,3 +115,46 @@ class TestARedisThatTurnsConnectionsAway:
             "has as many connections as its maxclients setting allows; raise it, or stop "
             "what holds connections idle")
         holder.config_set("maxclients", 10000)
+
+
+class TestAWriteRedisRefusesUntilSomeoneActs:
+    """A refusal no wait ends says what mends it, where Redis's own words do not."""
+
+    def test_a_replica_says_to_point_redis_url_at_the_primary(
+            self, own_server: EmbeddedRedis, tmp_path: Path) -> None:
+        with EmbeddedRedis(data_dir=tmp_path / "replica") as replica, \
+                redis.Redis(unix_socket_path=str(replica.socket_path)) as client:
+            client.replicaof("127.0.0.1", str(own_server.port))
+            with pytest.raises(BrokerError) as caught:
+                Broker(client).enqueue("t1")
+        assert str(caught.value).startswith("Redis could not register the queue: "
+                                            "ReadOnlyError: ")
+        assert str(caught.value).endswith("; this Redis is a read-only replica (after a "
+                                          "failover, perhaps): point REDIS_URL at the primary")
+
+    def test_a_redis_out_of_memory_says_to_raise_maxmemory(
+            self, own_server: EmbeddedRedis) -> None:
+        client = redis.Redis(port=own_server.port)
+        client.config_set("maxmemory", 1)
+        with pytest.raises(BrokerError) as caught:
+            Broker(client).enqueue("t1")
+        client.config_set("maxmemory", 0)
+        assert str(caught.value).startswith("Redis could not register the queue: "
+                                            "OutOfMemoryError: ")
+        assert str(caught.value).endswith("; Redis is at its maxmemory and evicts nothing "
+                                          "(noeviction, as taskq needs): raise maxmemory, "
+                                          "or free memory")
+
+    def test_an_acl_user_denied_a_command_says_to_grant_it(
+            self, own_server: EmbeddedRedis) -> None:
+        redis.Redis(port=own_server.port).acl_setuser(
+            "producer", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+            commands=["+@all", "-evalsha"])
+        client = redis.Redis(port=own_server.port, username="producer", password="pw")
+        with pytest.raises(BrokerError) as caught:
+            Broker(client).enqueue("t1")
+        assert str(caught.value).startswith("Redis could not enqueue tasks: "
+                                            "NoPermissionError: ")
+        assert str(caught.value).endswith("; the ACL user REDIS_URL names may not run it: "
+                                          "grant that user the commands and the keys taskq "
+                                          "uses")

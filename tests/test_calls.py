@@ -49,6 +49,7 @@ def test_a_batch_refused_after_others_went_in_says_how_many_did(tmp_path: Path) 
         client.config_set("maxmemory", 0)
         assert 0 < enqueued < len(tasks)
         assert str(caught.value).startswith("Redis could not enqueue tasks: OutOfMemoryError")
+        assert "; Redis is at its maxmemory" in str(caught.value)
         assert str(caught.value).endswith(
             f"; the {enqueued} task(s) of the batches before this one were enqueued: sending "
             "the same task ids (or idempotency keys) again enqueues only what is missing")

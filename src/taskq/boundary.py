@@ -61,6 +61,22 @@ def refusal_at_connect(error: BaseException) -> str | None:
     return None
 
 
+def mend_for(error: BaseException) -> str | None:
+    """What mends a refusal that lasts until someone acts (every call meets it the same
+    way: a worker waits it out, a producer's calls fail), where Redis's own words do
+    not say; None for any other error."""
+    if isinstance(error, redis.exceptions.ReadOnlyError):
+        return ("this Redis is a read-only replica (after a failover, perhaps): point "
+                "REDIS_URL at the primary")
+    if isinstance(error, redis.exceptions.OutOfMemoryError):
+        return ("Redis is at its maxmemory and evicts nothing (noeviction, as taskq "
+                "needs): raise maxmemory, or free memory")
+    if isinstance(error, redis.exceptions.NoPermissionError):
+        return ("the ACL user REDIS_URL names may not run it: grant that user the "
+                "commands and the keys taskq uses")
+    return None
+
+
 def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
     user's words ("list the dead letter queue"), not the name of an internal step."""
@@ -76,6 +92,8 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
         return BrokerError(f"could not {words}: this Redis has no database of the number "
                            "REDIS_URL names (after the port, or as db=): it has as many as "
                            "its `databases` setting, counted from 0")
+    if (mend := mend_for(error)) is not None:
+        return BrokerError(f"Redis could not {words}: {type(error).__name__}: {detail}; {mend}")
     if isinstance(error, redis.exceptions.MovedError):
         # Only a plain client meets one: a cluster client follows it.
         return BrokerError(f"Redis could not {words}: {detail}: this Redis is a node of a "
