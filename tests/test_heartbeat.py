@@ -12,6 +12,7 @@ from helpers import events
 from taskq import App, current_task
 from taskq.broker import Broker
 from taskq.context import TaskContext
+from taskq.registry import Presence, read_workers
 from taskq.settings import Settings
 from taskq.worker.heartbeat import Cadence, Heartbeat
 from taskq.worker.queues import Queues
@@ -154,3 +155,26 @@ def test_a_lost_lease_inside_a_long_effect_does_not_stall_the_other_leases(
         assert "reaped" not in event_types(client, app.broker.keys, y_id)
     finally:
         running.close(client)
+
+
+class TestTheRegistry:
+    def test_a_registration_that_fails_is_warned_of_once_and_its_return_said(
+        self, broker: Broker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        presence = Presence(worker_id="w-1", host="box", pid=42, queues=[broker.queue],
+                            concurrency=1, tasks=[], version="0")
+        heartbeat = Heartbeat(Queues.of(broker), lease(10), holding(), presence=presence)
+        broker.client.set(broker.keys.workers, "not a sorted set")
+        with caplog.at_level("INFO", logger="taskq.worker"):
+            heartbeat.announce()
+            heartbeat.announce()
+            broker.client.delete(broker.keys.workers)
+            heartbeat.announce()
+            heartbeat.announce()
+        said = [(r.levelname, r.getMessage()) for r in caplog.records
+                if "regist" in r.getMessage()]
+        assert [level for level, _ in said] == ["WARNING", "INFO"]
+        assert said[0][1].startswith(f"registering on queue {broker.queue!r} failed, so the "
+                                     "queue's workers view and the other workers do not see")
+        assert said[1][1] == f"registered on queue {broker.queue!r} again"
+        assert [w.worker_id for w in read_workers(broker)[1]] == ["w-1"]

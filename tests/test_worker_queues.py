@@ -141,6 +141,22 @@ class TestAQueueThatCannotBeReached:
         with pytest.raises(BrokerError):
             Leaser("w", 30).fill(2, [gone])
 
+    def test_is_logged_as_skipped_only_when_another_queue_went_on(
+        self, client: redis.Redis, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        gone = Broker(connect(Settings.from_env(
+            {}, redis_url=f"redis://127.0.0.1:{free_port()}/0", redis_timeout_seconds=0.5)),
+            "gone")
+        live = Broker(client, "live")
+        live.enqueue("t1")
+        with caplog.at_level("INFO", logger="taskq.worker"):
+            Leaser("w", 30).fill(2, [live, gone])
+            with pytest.raises(BrokerError):
+                Leaser("w", 30).fill(2, [gone])
+        said = [r.getMessage() for r in caplog.records if "lease from queue" in r.getMessage()]
+        assert len(said) == 1
+        assert said[0].startswith("lease from queue 'gone' failed; the other queues went on: ")
+
 
 class TestInProcess:
     def test_queues_must_be_a_list_or_a_mapping_of_weights(self, app: App) -> None:

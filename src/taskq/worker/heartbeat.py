@@ -75,6 +75,10 @@ class Heartbeat(threading.Thread):
         self.slots = slots
         self.runner = runner
         self.stopping = threading.Event()
+        # Queues whose registry the last try could not write: the worker is missing from
+        # their workers view, and from the registry other workers decide by (rate-limit
+        # lifts, DLQ retention), until a beat writes it again.
+        self._unlisted: set[str] = set()
 
     def run(self) -> None:
         self.announce()
@@ -110,8 +114,15 @@ class Heartbeat(threading.Thread):
             try:
                 register(broker, self.presence, in_hand, self.lease_seconds)
             except BrokerError as e:
-                log.debug("registering on queue %r failed; next beat tries again: %s",
-                          broker.queue, e)
+                if broker.queue not in self._unlisted:
+                    self._unlisted.add(broker.queue)
+                    log.warning("registering on queue %r failed, so the queue's workers "
+                                "view and the other workers do not see this one until a "
+                                "beat succeeds (each beat tries again): %s", broker.queue, e)
+                continue
+            if broker.queue in self._unlisted:
+                self._unlisted.discard(broker.queue)
+                log.info("registered on queue %r again", broker.queue)
 
     def withdraw(self) -> None:
         """Leave each queue's registry at once (else the record expires a lease later)."""

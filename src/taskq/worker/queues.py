@@ -215,7 +215,7 @@ class Leaser:
             return None
         taken = [] if carried is None else [carried]
         left = free - (0 if carried is None else len(carried.batch.tasks))
-        failed: BrokerError | None = None
+        failed: list[tuple[Broker, BrokerError]] = []
         for broker in order[len(taken):]:
             if left <= 0:
                 break
@@ -223,11 +223,13 @@ class Leaser:
             try:
                 batch = broker.lease_many(self.worker_id, self.lease_seconds, left)
             except BrokerError as e:
-                log.info("lease from queue %r failed; trying the next: %s", broker.queue, e)
-                failed = e
+                failed.append((broker, e))
                 continue
             taken.append(Leased(broker, batch, sent))
             left -= len(batch.tasks)
-        if not taken and failed is not None:
-            raise failed
+        if not taken and failed:
+            raise failed[-1][1]  # every queue failed: the loop reports it as an outage
+        for broker, error in failed:
+            log.info("lease from queue %r failed; the other queues went on: %s",
+                     broker.queue, error)
         return Leases(tuple(taken))
