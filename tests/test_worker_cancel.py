@@ -154,6 +154,8 @@ class TestAnAsyncHandler:
         ended_cancelled(app, handle.task_id)
         quick = app.task("after")(lambda: None).enqueue().task_id
         wait_for_state(app.broker, quick, "completed")
+        # The worker counts an ack once its reply is back, after Redis shows it.
+        wait_until(lambda: worker.worker.stats.acked == 1, 5, "the ack to be counted")
         assert (worker.worker.stats.cancelled, worker.worker.stats.acked) == (1, 1)
 
 
