@@ -199,3 +199,28 @@ def test_a_key_given_with_ids_of_its_own_and_other_shards_stays_one_task(
     m.lease("w2", 6, False)
     m.every_task_is_on_its_shard_and_every_key_names_one()
     m.teardown()
+
+
+def test_every_settle_by_a_current_or_stale_holder_keeps_every_task_on_its_shard(
+    machine: type[ShardMachine],
+) -> None:
+    """A fixed run through the settles, which the drawn runs reach only once a lease has
+    taken something: a stale holder's ack, fail and release change nothing, the current
+    holder's release, fail and ack move the task on."""
+    m = machine()
+    m.enqueue(1, None, False)
+    (task_id,) = m.created
+    handle = m.app.handle(task_id)
+    m.lease("w1", 1, True)
+    m.time_passes()
+    for how, status in (("release", "pending"), ("fail", "pending"), ("ack", "completed")):
+        m.lease("w2", 1, False)
+        stale, current = len(m.holders) - 2, len(m.holders) - 1
+        for stale_how in ("ack", "fail", "release"):
+            m.settle(stale, stale_how)
+            assert handle.status() == "running"
+        m.settle(current, how)
+        m.time_passes()
+        assert handle.status() == status, how
+        m.every_task_is_on_its_shard_and_every_key_names_one()
+    m.teardown()
