@@ -102,6 +102,26 @@ class TestAtomicRead:
 
         run(scenario())
 
+    def test_a_cursor_one_past_the_head_gets_an_ahead_gap_at_once(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """What a crash that lost the newest row leaves a client holding: it must hear
+        of the gap now, not wait for the next row to find out the log diverged."""
+        producer = Producer(client, retention=1000)
+        producer.append(3)
+        epoch, _, head = bounds(client)
+
+        async def scenario() -> Rows | Gap:
+            aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+            try:
+                return await FeedLog(aclient, KEYS).read(Cursor(epoch, head + 1, ""), 100)
+            finally:
+                await aclient.aclose()
+
+        got = run(scenario())
+        assert isinstance(got, Gap) and got.reason == "ahead"
+        assert got.head == head
+
     def test_the_head_of_an_empty_log_is_seq_zero_without_an_epoch(
         self, settings: Settings, client: redis.Redis
     ) -> None:
