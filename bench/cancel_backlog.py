@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from bench.harness import Server
+from bench.harness import BenchError, Server
 from taskq import App, group
 from taskq.settings import Settings
 
@@ -32,6 +32,9 @@ def main(backlog: int = 200_000) -> None:
             began = time.perf_counter()
             done = flow.cancel()
             took = time.perf_counter() - began
+            if (done.outcome, done.ended) != ("cancelled", steps):
+                raise BenchError(f"a cancel of {steps} pending steps was {done.outcome} "
+                                 f"and ended {done.ended}: its time is no cancel's")
             print(f"  a workflow of {steps:>5,} pending steps: cancel {done.outcome}, "
                   f"{done.ended:,} ended, in {took * 1000:,.1f} ms")
         # The next to be leased lies at the far end from where tasks are pushed.
@@ -39,6 +42,8 @@ def main(backlog: int = 200_000) -> None:
             task_id = str(server.client.lindex(app.broker.keys.ready, end))
             began = time.perf_counter()
             outcome = app.broker.cancel(task_id).outcome
+            if outcome != "cancelled":
+                raise BenchError(f"the cancel of {which} waiting task was {outcome}")
             print(f"  {which} waiting task: cancel {outcome} in "
                   f"{(time.perf_counter() - began) * 1000:,.1f} ms")
     finally:
