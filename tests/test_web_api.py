@@ -948,6 +948,27 @@ def test_metrics_has_the_documented_names_and_counts(server: Server, queue: Brok
     assert delivered is not None and delivered >= 8
 
 
+def test_each_lifetime_counter_in_metrics_adds_up_its_own_events(
+    server: Server, queue: Broker
+) -> None:
+    """Each event counter a different power of two, so a metric that shows another's
+    total, or leaves out or adds one of its events, shows a different number."""
+    raw = ["enqueued:pending", "enqueued:delayed", "enqueued:waiting", "completed:completed",
+           "failed:delayed", "failed:dead", "failed:cancelled", "reaped:delayed",
+           "reaped:dead", "reaped:cancelled", "cancelled:cancelled", "released:cancelled"]
+    queue.client.hset(queue.keys.stats, mapping={k: 2**i for i, k in enumerate(raw)})
+    shown = {name: metric(server, name, queue) for name in METRICS[1:8]}
+    assert shown == {
+        "taskq_completions_total": 8,
+        "taskq_failures_total": 16 + 32 + 64,
+        "taskq_retries_total": 16 + 128,
+        "taskq_reaps_total": 128 + 256 + 512,
+        "taskq_dead_total": 32 + 256,
+        "taskq_enqueued_total": 1 + 2 + 4,
+        "taskq_cancelled_total": 1024 + 64 + 2048 + 512,
+    }
+
+
 # -- the Host check (DNS rebinding) --------------------------------------------------
 
 
