@@ -121,6 +121,22 @@ class TestOneTaskPerTick:
         broker.client.delete(broker.keys.task(task_id), broker.keys.ready)
         assert broker.fire(s, [start + SECOND]).task_ids == ()
 
+    def test_a_tick_whose_task_is_still_there_is_not_made_again_if_its_last_tick_went_back(
+        self, broker: Broker
+    ) -> None:
+        """The record of the last tick, set back by hand, would let the tick fire again:
+        its task, already running, must keep its place and its token."""
+        s = every_second()
+        start = started(broker, s, 1)
+        (task_id,) = broker.fire(s, due(broker, s, start)).task_ids
+        (leased,) = broker.lease_many("w", 30, 1).tasks
+        broker.client.hset(broker.keys.schedules, f"last:{s.name}", start)
+        assert broker.fire(s, [start + SECOND]).task_ids == ()
+        record = broker.task(task_id)
+        assert record is not None
+        assert (record.state, record.fencing_token) == ("running", leased.token)
+        assert broker.counts().ready == 0
+
     def test_a_tick_the_server_clock_has_not_reached_is_not_fired(self, broker: Broker) -> None:
         s = every_second()
         start = started(broker, s, 0)
