@@ -197,6 +197,15 @@ class TestPolicies:
         assert fired.task_ids == () and fired.last_tick_ms == old[-1]
 
 
+    def test_skip_drops_a_tick_late_by_more_than_its_grace_though_less_than_twice_it(
+        self, broker: Broker
+    ) -> None:
+        s = every_second(policy="skip", grace=timedelta(seconds=2))
+        start = started(broker, s, 5)
+        fired = broker.fire(s, [start + 2 * SECOND])  # 3 to 4 s late
+        assert fired.task_ids == () and fired.last_tick_ms == start + 2 * SECOND
+
+
 class TestDefinitionChange:
     def test_a_changed_definition_replaces_the_old_keeping_its_last_tick(
         self, broker: Broker
