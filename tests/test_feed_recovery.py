@@ -189,6 +189,32 @@ def test_a_rewritten_row_gives_a_diverged_gap_never_a_silent_one(
     assert reader.seqs() == [] and reader.seq == head
 
 
+def test_a_rewritten_row_the_hubs_ring_holds_is_a_diverged_gap_not_served_from_it(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """The client got rows 1..5 elsewhere (another server, gone with the crash); this
+    server's hub began after it and holds the rewritten 4, 5 and 6 in its ring. The
+    client's row 5 is there by seq but not by fingerprint: serving 6 from the ring
+    would pass over the new 4 and 5 in silence."""
+    producer = Producer(client, retention=1000)
+    producer.append(5)
+    held = cursor_at(client, 5)
+    rewrite_tail(client, producer, lost=2, rewritten=0)
+
+    async def scenario() -> Reader:
+        async with running_hub(settings.redis_url) as hub:
+            await hub_reaches(hub, client)
+            producer.append(3)
+            await hub_reaches(hub, client)
+            assert [row.cursor.seq for row in hub.ring] == [4, 5, 6]
+            return await resumed_until_quiet(hub, held.wire_id)
+
+    reader = run(scenario())
+    assert [(g["reason"], g["head"]) for g in reader.gaps] == [("diverged", 6)], (
+        f"resuming at a rewritten row, the client got {reader.seqs()} and gaps {reader.gaps}")
+    assert reader.seqs() == [] and reader.seq == 6
+
+
 def test_a_client_at_a_row_the_crash_kept_resumes_without_a_gap(
     settings: Settings, client: redis.Redis
 ) -> None:
