@@ -21,6 +21,7 @@ from taskq.results import Cancellation
 from taskq.tools.chaos.cancel_checks import CancelChecks, cancel_checks, count_cancels
 from taskq.tools.chaos.canceller import CANCEL_EVERY, Cancels
 from taskq.tools.chaos.checks import (
+    Check,
     Findings,
     concurrency_check,
     count_ticks,
@@ -470,6 +471,13 @@ class TestPriorities:
         broker.client.set(broker.keys.prefix + "stray", "1")
         stray = memory_check(broker.client, ChaosQueue([broker]), Findings())
         assert not stray.ok and "1 without an expiry" in stray.detail
+
+
+def test_a_run_fails_when_any_one_of_its_checks_fails_the_first_or_the_last() -> None:
+    for failing in range(4):
+        found = Findings(checks=[Check(f"check {i}", i != failing, "") for i in range(4)])
+        assert not found.passed, f"check {failing} of 4 failed, yet the run passed"
+    assert Findings(checks=[Check(f"check {i}", True, "") for i in range(4)]).passed
 
 
 @pytest.mark.processes
