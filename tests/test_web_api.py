@@ -105,8 +105,10 @@ def test_writes_need_the_request_header_and_the_same_origin(
         for write in WRITES:
             path = write.format("kept")
             assert http.post(path, headers=bearer).status_code == 403, path
-            foreign = {**bearer, "x-taskq-request": "1", "origin": "http://evil.example"}
-            assert http.post(path, headers=foreign).status_code == 403, path
+            for origin in ("http://evil.example", f"{secured.url}.evil.example",
+                           f"{secured.url}0"):
+                foreign = {**bearer, "x-taskq-request": "1", "origin": origin}
+                assert http.post(path, headers=foreign).status_code == 403, (path, origin)
             assert http.post(path, headers={"x-taskq-request": "1"}).status_code == 401, path
             # What a cross-site form would carry: the browser's cookie, no header.
             cookie_only = {"cookie": f"taskq_token={TOKEN}"}
