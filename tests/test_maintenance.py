@@ -161,3 +161,18 @@ def test_a_purge_keeps_the_dead_tasks_a_live_worker_keeps_longer(
     time.sleep(EVERY_SECONDS + 0.005)
     maintenance.run(backlog=False)
     assert broker.counts().dead == 0
+
+
+def test_a_registry_record_that_keeps_dead_tasks_beyond_any_bound_stops_no_purge(
+    broker: Broker, settings: Settings, client: redis.Redis
+) -> None:
+    """Written by hand: register_worker refuses more than ten years, the purge too."""
+    keeper = Presence(worker_id="w-odd", host="box", pid=1, queues=(broker.queue,),
+                      concurrency=1, tasks=(), version="0", dead_ttl_seconds=60)
+    register(broker, keeper, in_hand=0, ttl=30)
+    client.hset(broker.keys.worker("w-odd"), "dead_ttl", "1e300")
+    broker.enqueue("t", max_retries=0)
+    (leased,) = broker.lease_many("w", 30, 1).tasks
+    broker.fail(leased.task_id, leased.token, "boom")
+    Maintenance(broker, settings).run(backlog=False)  # purged nothing, raised nothing
+    assert broker.counts().dead == 1

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
+from taskq.limits import DEAD_TTL
 from taskq.registry import read_workers
 from taskq.schedules import Schedule
 from taskq.settings import Settings
@@ -134,7 +135,9 @@ class Maintenance:
         pointed at the queue) would otherwise empty the DLQ the others keep."""
         _, workers = read_workers(self.broker)
         longest = max((w.dead_ttl_ms for w in workers), default=0) / 1000
-        return max(self.settings.dead_ttl_seconds, longest)
+        # A record written by hand may say more than any worker can: the purge would
+        # refuse it, and so stop every worker of the queue.
+        return max(self.settings.dead_ttl_seconds, min(longest, DEAD_TTL.high))
 
     def _unrun(self) -> list[str]:
         """The names the queue holds a rate limit for that neither this worker nor any
