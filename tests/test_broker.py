@@ -768,6 +768,15 @@ class TestReads:
         assert broker.dead() == ["b", "a"]
         assert broker.dead(1) == ["b"]
 
+    def test_rate_limited_names_leave_out_fields_no_task_could_be_named_by(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        """A worker lifts the limits of these names: one it would refuse stops it."""
+        client.hset(broker.keys.rates, mapping={"slow": "1", "slow|next": "1", "*": "1",
+                                                "not a name|next": "1", "|burst": "1"})
+        assert broker.rate_limited_names() == ["slow"]
+        assert broker.lift_rate_limits(broker.rate_limited_names()).lifted == 1
+
     @pytest.mark.parametrize("limit", [0, -1, 1.5, True, 100_001])
     def test_a_dead_listing_limit_out_of_range_is_refused_not_read_as_all(
         self, broker: Broker, limit: object

@@ -35,6 +35,7 @@ from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import (
     QUEUES_KEY,
+    TASK_NAME,
     QueueKeys,
     Registration,
     check_held,
@@ -636,11 +637,12 @@ class Broker:
 
     def rate_limited_names(self) -> list[str]:
         """The task names the queue holds a rate limit (or its line's cursors) for, as
-        leases stored them; not QUEUE_LIMIT. Sorted."""
+        leases stored them; not QUEUE_LIMIT, nor a field no task could be named by (one
+        written by hand, which lift_rate_limits would refuse). Sorted."""
         with redis_errors("read the rate limits"):
             fields = self.client.hkeys(self.keys.rates)
         names = {text(f).split("|", 1)[0] for f in fields}
-        return sorted(names - {QUEUE_LIMIT, ""})
+        return sorted(n for n in names if TASK_NAME.fullmatch(n))
 
     def fire(self, schedule: Schedule, ticks: Sequence[int] = (), after_ms: int = 0) -> Fired:
         """Make the task of each of `ticks` (ms, ascending) that is due by the server's
