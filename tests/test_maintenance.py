@@ -13,7 +13,7 @@ import redis
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
 from taskq.rates import RateLimit
-from taskq.registry import Presence, register, unregister
+from taskq.registry import MAX_LISTED, Presence, register, unregister
 from taskq.settings import Settings
 from taskq.worker import maintenance as module
 from taskq.worker.maintenance import EVERY_SECONDS, Maintenance
@@ -176,3 +176,40 @@ def test_a_registry_record_that_keeps_dead_tasks_beyond_any_bound_stops_no_purge
     broker.fail(leased.task_id, leased.token, "boom")
     Maintenance(broker, settings).run(backlog=False)  # purged nothing, raised nothing
     assert broker.counts().dead == 1
+
+
+def register_many(broker: Broker, count: int, ttl: float, dead_ttl_seconds: float = 0) -> None:
+    """`count` live workers of the queue that run no task, each registered for `ttl`."""
+    for n in range(count):
+        worker = Presence(worker_id=f"w{n}", host="box", pid=n, queues=(broker.queue,),
+                          concurrency=1, tasks=(), version="0",
+                          dead_ttl_seconds=dead_ttl_seconds)
+        register(broker, worker, in_hand=0, ttl=ttl)
+
+
+def test_keeps_the_limit_a_live_worker_runs_beyond_the_thousand_a_listing_shows(
+    broker: Broker, settings: Settings
+) -> None:
+    throttled(broker, "abc")
+    register_many(broker, MAX_LISTED, ttl=20)  # listed first: their records expire sooner
+    old = Presence(worker_id="w-old", host="box", pid=1, queues=(broker.queue,),
+                   concurrency=1, tasks=("slow",), version="0")
+    register(broker, old, in_hand=1, ttl=30)
+    assert Maintenance(broker, settings).run(backlog=False) == 0
+    assert broker.counts().delayed == 2 and broker.rate_limited_names() == ["slow"]
+
+
+def test_keeps_the_dead_tasks_a_live_worker_keeps_beyond_the_thousand_a_listing_shows(
+    broker: Broker, settings: Settings
+) -> None:
+    broker.enqueue_many([NewTask(f"t{n}", max_retries=0) for n in range(3)])
+    for leased in broker.lease_many("w", 30, 10).tasks:
+        broker.fail(leased.task_id, leased.token, "boom")
+    time.sleep(0.01)
+    register_many(broker, MAX_LISTED, ttl=20, dead_ttl_seconds=0.001)
+    keeper = Presence(worker_id="w-keeps", host="box", pid=1, queues=(broker.queue,),
+                      concurrency=1, tasks=(), version="0", dead_ttl_seconds=604800)
+    register(broker, keeper, in_hand=0, ttl=30)
+    short = Settings.from_env({}, redis_url=settings.redis_url, dead_ttl_seconds=0.001)
+    Maintenance(broker, short).run(backlog=False)
+    assert broker.counts().dead == 3

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.limits import DEAD_TTL
-from taskq.registry import read_workers
+from taskq.limits import LIMIT as MOST_READ
+from taskq.registry import WorkerView, read_workers
 from taskq.schedules import Schedule
 from taskq.settings import Settings
 from taskq.worker.periodic import Periodic
@@ -30,6 +31,10 @@ EVERY_SECONDS = 0.02
 EVERY_SECONDS_WITH_BACKLOG = 0.1
 # Dead tasks age in days, so looking for expired ones now and then is plenty.
 PURGE_EVERY_SECONDS = 10.0
+# Most live workers of the queue read to decide what no worker runs or keeps: all of
+# them, not the MAX_LISTED a listing shows, since a worker left unread would have its
+# limit lifted, or the dead tasks it keeps purged.
+FLEET = MOST_READ.high
 
 
 class Maintenance:
@@ -133,7 +138,7 @@ class Maintenance:
         worker's of the queue that keeps them longer. Each purge applies its caller's
         retention to every dead task, so one worker set shorter (a canary, a laptop
         pointed at the queue) would otherwise empty the DLQ the others keep."""
-        _, workers = read_workers(self.broker)
+        workers, _ = self._fleet()
         longest = max((w.dead_ttl_ms for w in workers), default=0) / 1000
         # A record written by hand may say more than any worker can: the purge would
         # refuse it, and so stop every worker of the queue.
@@ -147,9 +152,16 @@ class Maintenance:
                   if n not in self._known and n not in self._unlimited]
         if not stored:
             return []
-        _, workers = read_workers(self.broker)
+        workers, whole = self._fleet()
+        if not whole:
+            return []  # a worker not read may run any of them
         run = {name for worker in workers for name in worker.tasks}
         return [n for n in stored if n not in run]
+
+    def _fleet(self) -> tuple[list[WorkerView], bool]:
+        """The live workers of the queue, and whether they are all of them."""
+        _, workers = read_workers(self.broker, FLEET)
+        return workers, len(workers) < FLEET
 
     def wait_seconds(self) -> float | None:
         """How long an idle worker may wait before maintenance has a tick to fire (never
