@@ -421,3 +421,44 @@ def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_bloc
         assert not context.in_effect
     finally:
         runner.close()
+
+
+def test_an_async_run_that_catches_its_time_limit_in_an_effect_is_failed_once_the_block_ends(
+    handlers: Handlers,
+) -> None:
+    """Its return claims the report the give-up would make: it must still be made, after
+    the block, or the run holds its slot and its task for good."""
+    in_block = threading.Event()
+
+    def charge() -> None:
+        with current_task().effect():
+            in_block.set()
+            handlers.release.wait(HANDLER_LIMIT_SECONDS)
+
+    @handlers.app.task("charging_async", time_limit=60)
+    async def charging_async() -> str:
+        try:
+            await asyncio.to_thread(charge)
+        except asyncio.CancelledError:
+            return "cancelled, and said so"
+        return "charged"
+
+    runner = handlers.runner(concurrency=1)
+    try:
+        task, context = job("charging_async")
+        assert runner.submit([(task, context)])
+        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+        context.time_out()
+        runner.time_out(context)  # as the time-limit thread does
+        time.sleep(0.6)  # past the cancel's grace
+        assert handlers.outcomes == [] and context.in_effect
+        handlers.release.set()
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the attempt to be failed")
+        (outcome,) = handlers.outcomes
+        assert outcome.failure is not None
+        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+        time.sleep(0.2)
+        assert len(handlers.outcomes) == 1
+    finally:
+        runner.close()

@@ -360,11 +360,20 @@ class Runner:
         """Report an async run's outcome, unless it was cancelled at its limit while an
         effect() block of its own goes on on another thread (asyncio.to_thread): failed
         now, its retry could apply the effect beside that block. The give-up reports it
-        once the block has ended."""
+        once the block has ended, unless the handler caught its cancel and returned: that
+        claimed the report, which the give-up then leaves alone, so it is sent from a
+        thread of its own once the block ends (never, it would hold its slot for good)."""
         context = outcome.context
         if context.timed_out and not context.effect_idle():
+            if claimed:
+                threading.Thread(target=self._report_after_effect, args=(outcome,),
+                                 name="taskq-effect-wait", daemon=True).start()
             return
         self._report(outcome, claimed)
+
+    def _report_after_effect(self, outcome: Outcome) -> None:
+        outcome.context.wait_for_effect()
+        self._report(outcome, claimed=True)
 
     def _leave_gate(self, key: RunKey) -> None:
         if key in self._gated:
