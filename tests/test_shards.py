@@ -24,7 +24,7 @@ from conftest import ON_CLUSTER
 from helpers import events, in_other_processes, view
 from taskq import App, current_task
 from taskq.broker import Broker
-from taskq.errors import ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.keys import check_queue_name
 from taskq.results import NewTask
 from taskq.schedules import make_schedule
@@ -312,6 +312,44 @@ class TestProducing:
         per_shard = Counter(route(t, 3) for t in ids[:60])
         assert len(per_shard) == 3
         assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 61
+
+    def test_a_shard_refused_after_others_took_their_share_says_how_many_went_in(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        """The caller gets no handle of the shares that went in: resent under new ids,
+        they would be made twice, so the error counts them, as a plain queue's does."""
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        shards = shard_brokers(client, sharded)
+        first = route("t0", 3)  # its share is sent first
+        refusing = shards[(first + 1) % 3]
+        client.set(refusing.keys.events, "not a stream")
+
+        def went_in() -> int:
+            return sum(client.llen(b.keys.ready) for b in shards)
+
+        calls = [noop.call(n, task_id=f"t{n}") for n in range(60)]
+        with pytest.raises(BrokerError) as caught:
+            noop.enqueue_many(calls)
+        assert went_in() > 0
+        assert str(caught.value).endswith(
+            f"; the {went_in()} task(s) of the batches before this one were enqueued: sending "
+            "the same task ids (or idempotency keys) again enqueues only what is missing")
+        before = went_in()
+        ids = sorted((f"a{n}" for n in range(60)), key=lambda t: route(t, 3) != first)
+
+        async def produce() -> None:
+            try:
+                await noop.enqueue_many_async([noop.call(0, task_id=t) for t in ids])
+            finally:
+                await sharded.aclose()
+
+        with pytest.raises(BrokerError) as caught:
+            asyncio.run(produce())
+        assert went_in() > before
+        assert f"; the {went_in() - before} task(s) of the batches" in str(caught.value)
 
     def test_the_layout_is_found_from_a_shard_or_the_queue(
         self, sharded: App, client: redis.Redis

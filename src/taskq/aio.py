@@ -178,14 +178,14 @@ class AsyncBroker:
         return await self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                            batch_size)
 
-    async def send_checked(self, fields: list[list[Any]],
-                             batch_size: int) -> list[TaskHandle]:
+    async def send_checked(self, fields: list[list[Any]], batch_size: int,
+                           sent: int = 0) -> list[TaskHandle]:
         """`Broker.send_checked`, awaited."""
         await self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             async with self._open("enqueue a task"):
-                with enqueue_errors(len(results)):
+                with enqueue_errors(sent + len(results)):
                     reply = await self._enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))

@@ -211,12 +211,15 @@ class Broker:
         return self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                      batch_size)
 
-    def send_checked(self, fields: list[list[Any]], batch_size: int) -> list[TaskHandle]:
-        """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call."""
+    def send_checked(self, fields: list[list[Any]], batch_size: int,
+                     sent: int = 0) -> list[TaskHandle]:
+        """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call;
+        `sent` tasks of the same enqueue went in before (on other shards), as an error
+        says."""
         self.register_queue()
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            with enqueue_errors(len(results)):
+            with enqueue_errors(sent + len(results)):
                 reply = self.scripts.enqueue(keys=keys, args=args)
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))

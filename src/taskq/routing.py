@@ -85,9 +85,12 @@ class ShardedBroker:
         batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         self._register()
-        return in_order(len(tasks), [
-            (positions, self.brokers[shard].send_checked(fields, batch_size))
-            for shard, (positions, fields) in shares.items()])
+        # Each shard's error counts the tasks the shards before it took: they stay.
+        sent: list[tuple[list[int], list[TaskHandle]]] = []
+        for shard, (positions, fields) in shares.items():
+            went = sum(len(handles) for _, handles in sent)
+            sent.append((positions, self.brokers[shard].send_checked(fields, batch_size, went)))
+        return in_order(len(tasks), sent)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on `task_id`, on the shard that holds it (see shard_holding)."""
@@ -113,9 +116,12 @@ class AsyncShardedBroker:
         batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         await self._register()
-        return in_order(len(tasks), [
-            (positions, await self.brokers[shard].send_checked(fields, batch_size))
-            for shard, (positions, fields) in shares.items()])
+        sent: list[tuple[list[int], list[TaskHandle]]] = []  # as ShardedBroker's
+        for shard, (positions, fields) in shares.items():
+            went = sum(len(handles) for _, handles in sent)
+            sent.append((positions,
+                         await self.brokers[shard].send_checked(fields, batch_size, went)))
+        return in_order(len(tasks), sent)
 
     def handle(self, task_id: str) -> TaskHandle:
         """A handle on `task_id` on the shard that holds it (see shard_holding)."""
