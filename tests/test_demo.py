@@ -67,6 +67,25 @@ class TestDemo:
         assert "the guarantees held" in out.read_text()
         assert processes_of(workdir, marker) == []
 
+    def test_sigterm_while_the_dashboard_lingers_exits_143_and_leaves_nothing_running(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        """Ctrl-C ends the linger with the summary; a supervisor's SIGTERM must still
+        read as one, as it does during the run."""
+        workdir, out = tmp_path / "demo", tmp_path / "demo.out"
+        with open(out, "wb") as log:
+            demo = subprocess.Popen(
+                [sys.executable, "-m", "taskq", "demo", "--tasks", "20", "--workers", "1",
+                 "--dir", str(workdir), "--linger", "60"],
+                env=command_env(TASKQ_TEST_MARKER=marker), stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        started.append(demo)
+        wait_until(lambda: b"the dashboard stays up for 60s" in out.read_bytes(), 90,
+                   "the run to end")
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(timeout=30) == 128 + signal.SIGTERM, out.read_text()[-2000:]
+        assert processes_of(workdir, marker) == []
+
     def test_a_dashboard_that_does_not_come_up_is_said_not_announced(
         self, tmp_path: Path
     ) -> None:

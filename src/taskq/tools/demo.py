@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import random
@@ -148,8 +147,12 @@ def run_demo(settings: Settings, plan: DemoPlan, workdir: Path,
                       workdir)
             if plan.linger > 0:
                 say(f"done; the dashboard stays up for {plan.linger:.0f}s (Ctrl-C ends it)")
-                with contextlib.suppress(KeyboardInterrupt):  # the end it offers: a summary
+                try:
                     time.sleep(plan.linger)
+                except Terminated:
+                    raise  # a supervisor's stop: 143, as anywhere else in the run
+                except KeyboardInterrupt:
+                    pass  # the end it offers: a summary
         finally:
             stop_all(workers + services)
         return DemoResult(summarize(broker, ledger_path, plan, charged, unknown, say),
