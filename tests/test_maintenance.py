@@ -213,3 +213,24 @@ def test_keeps_the_dead_tasks_a_live_worker_keeps_beyond_the_thousand_a_listing_
     short = Settings.from_env({}, redis_url=settings.redis_url, dead_ttl_seconds=0.001)
     Maintenance(broker, short).run(backlog=False)
     assert broker.counts().dead == 3
+
+
+def test_the_batches_after_a_full_purge_batch_read_the_registry_no_more(
+    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry read costs Redis a record per live worker (5 ms for 1,000): once a
+    purge interval, not once a turn while a backlog of dead tasks lasts."""
+    broker.enqueue_many([NewTask(f"t{n}", max_retries=0) for n in range(2 * module.LIMIT + 50)])
+    for leased in broker.lease_many("w", 30, 1000).tasks:
+        broker.fail(leased.task_id, leased.token, "boom")
+    time.sleep(0.01)
+    reads: list[int] = []
+    read = module.read_workers
+    monkeypatch.setattr(module, "read_workers",
+                        lambda *args: reads.append(1) or read(*args))
+    maintenance = Maintenance(broker, Settings.from_env({}, redis_url=settings.redis_url,
+                                                        dead_ttl_seconds=0.001))
+    for _ in range(3):
+        time.sleep(EVERY_SECONDS + 0.005)
+        maintenance.run(backlog=False)
+    assert broker.counts().dead == 0 and len(reads) == 1

@@ -62,6 +62,9 @@ class Maintenance:
         self._fires_elsewhere = fires_on is not None and fires_on is not broker
         self._last = -1e9
         self._next_purge = 0.0
+        # The retention purges apply, read from the registry once a purge interval: the
+        # batches that follow a full one (a turn each) reuse it.
+        self._keep = (0.0, -1e9)
 
     def run(self, backlog: bool, due: bool = False) -> int:
         """Fire due schedules, promote and reap if it is time (less often while ready has
@@ -84,7 +87,7 @@ class Maintenance:
         if now >= self._next_purge:
             # Set first: a purge Redis refuses waits its turn again, not every turn.
             self._next_purge = now + PURGE_EVERY_SECONDS
-            if len(self.broker.purge(self._dead_ttl(), LIMIT)) == LIMIT:
+            if len(self.broker.purge(self._dead_ttl(now), LIMIT)) == LIMIT:
                 # A full batch: more may be due, and tasks that die faster than a batch
                 # a turn would fill the DLQ for good. The next turn purges again.
                 self._next_purge = now
@@ -133,16 +136,21 @@ class Maintenance:
         self._lifted_before = self._lifted_before or done.lifted > 0
         self._next_lift = now if done.left else now + LIFT_EVERY_SECONDS
 
-    def _dead_ttl(self) -> float:
+    def _dead_ttl(self, now: float) -> float:
         """Seconds a dead task is kept: this worker's TASKQ_DEAD_TTL_SECONDS, or a live
         worker's of the queue that keeps them longer. Each purge applies its caller's
         retention to every dead task, so one worker set shorter (a canary, a laptop
         pointed at the queue) would otherwise empty the DLQ the others keep."""
+        keep, read_at = self._keep
+        if now < read_at + PURGE_EVERY_SECONDS:
+            return keep
         workers, _ = self._fleet()
         longest = max((w.dead_ttl_ms for w in workers), default=0) / 1000
         # A record written by hand may say more than any worker can: the purge would
         # refuse it, and so stop every worker of the queue.
-        return max(self.settings.dead_ttl_seconds, min(longest, DEAD_TTL.high))
+        keep = max(self.settings.dead_ttl_seconds, min(longest, DEAD_TTL.high))
+        self._keep = (keep, now)
+        return keep
 
     def _unrun(self) -> list[str]:
         """The names the queue holds a rate limit for that neither this worker nor any
