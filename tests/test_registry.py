@@ -81,6 +81,16 @@ class TestTheRecord:
         assert register(broker, PRESENCE, in_hand=0, ttl=30)
         assert [w.worker_id for w in read_workers(broker)[1]] == ["w-1"]
 
+    def test_a_record_of_another_type_is_left_out_of_the_listing_not_failing_it(
+        self, broker: Broker
+    ) -> None:
+        """Every worker's maintenance reads the listing to keep limits and dead tasks:
+        one key written by something else must not stop every worker's purge."""
+        register(broker, PRESENCE, in_hand=0, ttl=30)
+        broker.client.zadd(broker.keys.workers, {"odd": time.time() * 1000 + 60_000})
+        broker.client.set(broker.keys.worker("odd"), "not taskq's")
+        assert [w.worker_id for w in read_workers(broker)[1]] == ["w-1"]
+
     def test_an_index_of_another_type_keeps_the_record_an_unregister_would_delete(
         self, broker: Broker
     ) -> None:

@@ -6,7 +6,9 @@
   ARGV[1] prefix           queue key prefix; worker records derive from it
   ARGV[2] limit            most workers to return (1 to 100000)
   Returns: {now_ms, {field, value, ...}, ...}: each live worker's record as HGETALL
-           gives it
+           gives it; a record key of another type (written by something else) is left
+           out, as an empty one is, so that one key fails no listing and no worker's
+           maintenance (which reads this to keep limits and dead tasks)
   Emits:   nothing (it only reads)
 ]]
 --- @include "_common"
@@ -17,7 +19,7 @@ local now = server_now_ms()
 local found = {now}
 local ids = redis.call('ZRANGEBYSCORE', workers_key, now, '+inf', 'LIMIT', 0, limit)
 for _, worker_id in ipairs(ids) do
-  local record = redis.call('HGETALL', prefix .. 'worker:' .. worker_id)
-  if #record > 0 then found[#found + 1] = record end
+  local record = redis.pcall('HGETALL', prefix .. 'worker:' .. worker_id)
+  if not failed(record) and #record > 0 then found[#found + 1] = record end
 end
 return found
