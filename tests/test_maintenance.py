@@ -170,7 +170,7 @@ def test_a_registry_record_that_keeps_dead_tasks_beyond_any_bound_stops_no_purge
     keeper = Presence(worker_id="w-odd", host="box", pid=1, queues=(broker.queue,),
                       concurrency=1, tasks=(), version="0", dead_ttl_seconds=60)
     register(broker, keeper, in_hand=0, ttl=30)
-    client.hset(broker.keys.worker("w-odd"), "dead_ttl", "1e300")
+    client.zadd(broker.keys.dead_ttls, {"w-odd": 1e300})
     broker.enqueue("t", max_retries=0)
     (leased,) = broker.lease_many("w", 30, 1).tasks
     broker.fail(leased.task_id, leased.token, "boom")
@@ -218,15 +218,15 @@ def test_keeps_the_dead_tasks_a_live_worker_keeps_beyond_the_thousand_a_listing_
 def test_the_batches_after_a_full_purge_batch_read_the_registry_no_more(
     broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A registry read costs Redis a record per live worker (5 ms for 1,000): once a
-    purge interval, not once a turn while a backlog of dead tasks lasts."""
+    """The registry is asked once a purge interval, not once a turn while a backlog of
+    dead tasks lasts."""
     broker.enqueue_many([NewTask(f"t{n}", max_retries=0) for n in range(2 * module.LIMIT + 50)])
     for leased in broker.lease_many("w", 30, 1000).tasks:
         broker.fail(leased.task_id, leased.token, "boom")
     time.sleep(0.01)
     reads: list[int] = []
-    read = module.read_workers
-    monkeypatch.setattr(module, "read_workers",
+    read = module.longest_dead_ttl
+    monkeypatch.setattr(module, "longest_dead_ttl",
                         lambda *args: reads.append(1) or read(*args))
     maintenance = Maintenance(broker, Settings.from_env({}, redis_url=settings.redis_url,
                                                         dead_ttl_seconds=0.001))
@@ -234,3 +234,23 @@ def test_the_batches_after_a_full_purge_batch_read_the_registry_no_more(
         time.sleep(EVERY_SECONDS + 0.005)
         maintenance.run(backlog=False)
     assert broker.counts().dead == 0 and len(reads) == 1
+def test_a_purge_keeps_the_dead_tasks_of_a_live_worker_past_a_listing_of_workers(
+    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more live workers than one read of the registry lists, the one that keeps
+    dead tasks longest may be any of them."""
+    broker.enqueue("t", max_retries=0)
+    leased = broker.lease("w", 30)
+    assert leased is not None
+    broker.fail(leased[0], leased[1], "boom")
+    time.sleep(0.01)
+    for n in range(MAX_LISTED + 1):
+        # The last to beat expires last: a listing of the soonest to expire leaves it out.
+        presence = Presence(worker_id=f"w-{n:04}", host="box", pid=n, queues=(broker.queue,),
+                            concurrency=1, tasks=(), version="0",
+                            dead_ttl_seconds=604800 if n == MAX_LISTED else 0.001)
+        register(broker, presence, in_hand=0, ttl=30)
+    monkeypatch.setattr(module, "PURGE_EVERY_SECONDS", 0.0)
+    short = Settings.from_env({}, redis_url=settings.redis_url, dead_ttl_seconds=0.001)
+    Maintenance(broker, short).run(backlog=False)
+    assert broker.counts().dead == 1

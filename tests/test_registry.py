@@ -19,7 +19,14 @@ from taskq import App
 from taskq.broker import Broker
 from taskq.cli import main
 from taskq.errors import TaskqError
-from taskq.registry import Presence, read_workers, register, unregister
+from taskq.registry import (
+    MAX_LISTED,
+    Presence,
+    longest_dead_ttl,
+    read_workers,
+    register,
+    unregister,
+)
 from taskq.settings import Settings
 from waiting import WorkerProcesses, wait_until
 from worker_support import StartWorker
@@ -69,11 +76,12 @@ class TestTheRecord:
         assert read_workers(broker)[1] == []
         assert not broker.client.exists(broker.keys.worker("w-1"))
 
-    @pytest.mark.parametrize("written", ["workers", "worker"])
+    @pytest.mark.parametrize("written", ["workers", "worker", "dead_ttls"])
     def test_a_key_of_another_type_is_refused_before_any_write(
         self, broker: Broker, written: str
     ) -> None:
-        key = broker.keys.workers if written == "workers" else broker.keys.worker("w-1")
+        key = {"workers": broker.keys.workers, "worker": broker.keys.worker("w-1"),
+               "dead_ttls": broker.keys.dead_ttls}[written]
         broker.client.set(key, "not taskq's")
         assert_refused_unchanged(
             broker.client, key, lambda: register(broker, PRESENCE, in_hand=0, ttl=30))
@@ -100,6 +108,35 @@ class TestTheRecord:
         assert_refused_unchanged(
             broker.client, broker.keys.workers, lambda: unregister(broker, "w-1"))
         assert broker.client.exists(broker.keys.worker("w-1"))
+
+
+def keeping(worker_id: str, days: float) -> Presence:
+    return dataclasses.replace(PRESENCE, worker_id=worker_id, dead_ttl_seconds=days * 86400)
+
+
+class TestTheLongestDeadTaskRetention:
+    def test_is_read_past_the_workers_a_listing_returns_in_one_entry(
+        self, broker: Broker
+    ) -> None:
+        """Every worker's purge asks it: a read of each record would cost the queue's
+        Redis the square of its workers."""
+        for n in range(MAX_LISTED):
+            register(broker, keeping(f"w-{n:04}", 1), in_hand=0, ttl=30)
+        register(broker, keeping("w-last", 30), in_hand=0, ttl=30)
+        assert longest_dead_ttl(broker) == (30 * 86400 * 1000, 1)
+
+    def test_passes_over_a_worker_that_expired_or_stopped(self, broker: Broker) -> None:
+        register(broker, keeping("w-short", 1), in_hand=0, ttl=30)
+        register(broker, keeping("w-stops", 60), in_hand=0, ttl=30)
+        register(broker, keeping("w-expires", 30), in_hand=0, ttl=0.05)
+        unregister(broker, "w-stops")
+        time.sleep(0.1)
+        assert longest_dead_ttl(broker) == (86400 * 1000, 2)
+        register(broker, keeping("w-short", 1), in_hand=0, ttl=30)  # prunes the expired
+        assert broker.client.zrange(broker.keys.dead_ttls, 0, -1) == ["w-short"]
+
+    def test_is_none_with_no_worker(self, broker: Broker) -> None:
+        assert longest_dead_ttl(broker) == (0, 0)
 
 
 class TestAWorker:

@@ -309,6 +309,12 @@ class QueueKeys:
         (a ZSET; see taskq.registry)."""
         return self.prefix + "workers"
 
+    @property
+    def dead_ttls(self) -> str:
+        """How long each registered worker keeps a dead task (a ZSET: worker id -> ms),
+        so the longest a live worker keeps is one read, however many workers there are."""
+        return self.prefix + "workers:dead_ttl"
+
     def worker(self, worker_id: str) -> str:
         """One registered worker's record (a HASH), expiring a lease after its last
         heartbeat."""

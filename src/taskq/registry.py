@@ -70,7 +70,8 @@ class WorkerView:
 
 def register(broker: Broker, presence: Presence, in_hand: int, ttl: float) -> int:
     """Write `presence` on `broker`'s queue for `ttl` seconds; the server time (ms)."""
-    keys = [broker.keys.workers, broker.keys.worker(presence.worker_id)]
+    keys = [broker.keys.workers, broker.keys.worker(presence.worker_id),
+            broker.keys.dead_ttls]
     args = [presence.worker_id, to_ms(ttl, "lease_seconds"), presence.host, presence.pid,
             ",".join(presence.queues), presence.concurrency, in_hand,
             ",".join(presence.tasks), presence.version,
@@ -81,7 +82,7 @@ def register(broker: Broker, presence: Presence, in_hand: int, ttl: float) -> in
 
 def unregister(broker: Broker, worker_id: str) -> bool:
     """Take `worker_id` out of `broker`'s queue's registry; whether it was in it."""
-    keys = [broker.keys.workers, broker.keys.worker(worker_id)]
+    keys = [broker.keys.workers, broker.keys.worker(worker_id), broker.keys.dead_ttls]
     with redis_errors("unregister the worker"):
         return bool(broker.scripts.unregister_worker(keys=keys, args=[worker_id]))
 
@@ -94,6 +95,16 @@ def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[Wor
                                        args=[broker.keys.prefix, limit])
     now, records = int(reply[0]), reply[1:]
     return now, [WorkerView.from_record(_pairs(r)) for r in records]
+
+
+def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
+    """The longest (ms) a live worker of `broker`'s queue keeps a dead task (0: none
+    says), and how many entries of the registry were read to find it: a purge asks
+    this every few seconds on every worker, so it must not cost a read of each."""
+    keys = [broker.keys.workers, broker.keys.dead_ttls]
+    with redis_errors("read the workers' dead task retention"):
+        reply = broker.scripts.longest_dead_ttl(keys=keys, args=[])
+    return int(reply[0]), int(reply[1])
 
 
 def _pairs(flat: Sequence[object]) -> dict[str, str]:

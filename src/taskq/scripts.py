@@ -116,6 +116,7 @@ class Scripts:
         self.register_worker = load("register_worker")
         self.unregister_worker = load("unregister_worker")
         self.workers = load("workers")
+        self.longest_dead_ttl = load("longest_dead_ttl")
         self.recent = load("recent")
         self.start_flow = load("start_flow")
         self.cancel_flow = load("cancel_flow")

@@ -1,9 +1,12 @@
 --[[
   register_worker: say that a worker is alive on this queue, for one lease: its record,
   written again at every heartbeat, expires with it, so a worker that vanished leaves
-  the registry within a lease. Old entries of the index are pruned on the way.
-  KEYS[1] workers  ZSET    worker ids by the time (ms) their record expires
-  KEYS[2] worker   HASH    this worker's record
+  the registry within a lease. Old entries of the index, and of the dead_ttls beside
+  it, are pruned on the way (at most 1000 a call: each later call prunes on).
+  KEYS[1] workers   ZSET   worker ids by the time (ms) their record expires
+  KEYS[2] worker    HASH   this worker's record
+  KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task, so a purge finds
+                           the longest a live worker keeps without reading every record
   ARGV[1] worker_id        the worker's id
   ARGV[2] ttl              ms the record lives unless written again (1 to 604800000)
   ARGV[3] host             its host name
@@ -21,7 +24,7 @@
 ]]
 --- @include "_common"
 
-local workers_key, worker_key = KEYS[1], KEYS[2]
+local workers_key, worker_key, dead_ttls_key = KEYS[1], KEYS[2], KEYS[3]
 local worker_id = ARGV[1]
 
 -- Checked before the first write (see whole_arg).
@@ -31,7 +34,7 @@ local in_hand = whole_arg('in_hand', ARGV[7], 0, LIMITS.count)
 local dead_ttl = whole_arg('dead_ttl', ARGV[10], 0, LIMITS.ttl_ms)
 
 -- A record written without its index entry would never be pruned from the workers view.
-expect_types({workers_key, 'zset', worker_key, 'hash'})
+expect_types({workers_key, 'zset', worker_key, 'hash', dead_ttls_key, 'zset'})
 local now = server_now_ms()
 redis.call('HSETNX', worker_key, 'started_at', now)
 redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', ARGV[4],
@@ -39,5 +42,11 @@ redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', A
   'version', ARGV[9], 'dead_ttl', dead_ttl, 'last_beat', now)
 redis.call('PEXPIRE', worker_key, ttl)
 redis.call('ZADD', workers_key, now + ttl, worker_id)
-redis.call('ZREMRANGEBYSCORE', workers_key, '-inf', '(' .. now)
+redis.call('ZADD', dead_ttls_key, dead_ttl, worker_id)
+-- Bounded, and unpacked whole: a thousand ids fit Lua's stack.
+local gone = redis.call('ZRANGEBYSCORE', workers_key, '-inf', '(' .. now, 'LIMIT', 0, 1000)
+if #gone > 0 then
+  redis.call('ZREM', workers_key, unpack(gone))
+  redis.call('ZREM', dead_ttls_key, unpack(gone))
+end
 return now

@@ -11,7 +11,7 @@ from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.limits import DEAD_TTL
 from taskq.limits import LIMIT as MOST_READ
-from taskq.registry import WorkerView, read_workers
+from taskq.registry import WorkerView, longest_dead_ttl, read_workers
 from taskq.schedules import Schedule
 from taskq.settings import Settings
 from taskq.worker.periodic import Periodic
@@ -144,8 +144,7 @@ class Maintenance:
         keep, read_at = self._keep
         if now < read_at + PURGE_EVERY_SECONDS:
             return keep
-        workers, _ = self._fleet()
-        longest = max((w.dead_ttl_ms for w in workers), default=0) / 1000
+        longest = longest_dead_ttl(self.broker)[0] / 1000
         # A record written by hand may say more than any worker can: the purge would
         # refuse it, and so stop every worker of the queue.
         keep = max(self.settings.dead_ttl_seconds, min(longest, DEAD_TTL.high))
