@@ -157,3 +157,23 @@ def test_a_schedule_whose_queue_redis_holds_sharded_is_left_out_saying_why(
     assert logged.startswith("schedule 'tidy' (every 0:00:00.700000): this worker no longer "
                              f"fires it: queue {queue.queue!r} has 2 shards in Redis")
     assert caplog.records[0].exc_info is None
+
+
+def test_a_run_asks_at_most_its_share_of_schedules_and_the_next_goes_on_from_there(
+    queue: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run is a step of the worker loop's turn: thousands of schedules due at once
+    must not hold up its acks and leases for seconds."""
+    monkeypatch.setattr(periodic_module, "FIRES_PER_RUN", 3, raising=False)
+    schedules = [dataclasses.replace(tidy_every(PERIOD), name=f"tidy{n}") for n in range(7)]
+    periodic = Periodic(queue, schedules)
+    asked: list[str] = []
+    fire = queue.fire
+    monkeypatch.setattr(queue, "fire", lambda schedule, *rest: (
+        asked.append(schedule.name), fire(schedule, *rest))[1])
+    periodic.run()
+    assert asked == ["tidy0", "tidy1", "tidy2"]
+    assert periodic.more and periodic.wait_seconds() == 0.0
+    periodic.run()
+    periodic.run()
+    assert asked[3:] == ["tidy3", "tidy4", "tidy5", "tidy6"] and not periodic.more

@@ -76,7 +76,9 @@ class Maintenance:
         now = time.monotonic()
         if not due and now < self._last + (EVERY_SECONDS_WITH_BACKLOG if backlog
                                            else EVERY_SECONDS):
-            return 0
+            # Schedules a run left over go on at once, a run's worth a turn: the
+            # interval would spread thousands due together over a minute of turns.
+            return self._fire() if self.periodic.more else 0
         self._last = now
         s = self.settings
         fired = self._fire()

@@ -22,6 +22,11 @@ log = logging.getLogger("taskq.worker")
 # Ask again this often even when no tick should be due: another worker may have fired,
 # a definition may have been replaced, or Redis may have come back with other state.
 REFRESH_SECONDS = 5.0
+# Schedules asked of Redis in one run: a run is a step of the worker loop's turn, which
+# settles finished tasks and leases between turns, so an app with thousands of
+# schedules due at once fires them over several turns, not in one that holds up acks
+# and leases for seconds. The next run goes on from the first one left.
+FIRES_PER_RUN = 100
 
 
 @dataclass
@@ -47,38 +52,56 @@ class Periodic:
         # Schedules a key of another type keeps from firing, and until when (monotonic)
         # they are left alone: the key may be mended, and then the tick still fires.
         self._held: dict[str, float] = {}
+        # Where the next run starts, and whether the last stopped at FIRES_PER_RUN with
+        # schedules left to look at.
+        self._next = 0
+        self._fired = 0
+        self.more = False
 
     def run(self) -> int:
-        """Fire every schedule that may have a due tick; returns how many tasks were
-        made. Raises BrokerError."""
-        made = 0
-        for schedule in self.schedules:
-            name = schedule.name
-            if name in self._broken or time.monotonic() < self._held.get(name, 0.0):
-                continue
-            try:
-                made += self._run_one(schedule)
-            except BrokerError as e:
-                if refused_for_a_key(e):
-                    self._hold(schedule, e)
-                    continue
-                if not refused_by_script(e):
-                    raise
-                self._leave_out(schedule)
-                log.error("schedule %r (%s): Redis refuses to fire it, so this worker no "
-                          "longer fires it: %s", name, schedule.when, e)
-            except ConfigError as e:  # the queue cannot take it as this app sees it
-                self._leave_out(schedule)
-                log.error("schedule %r (%s): this worker no longer fires it: %s",
-                          name, schedule.when, e)
-            except Exception:
-                self._leave_out(schedule)
-                log.exception("schedule %r (%s): its ticks cannot be computed, so this "
-                              "worker no longer fires it", name, schedule.when)
-            else:
-                if self._held.pop(name, None) is not None:
-                    log.warning("schedule %r (%s): fires again", name, schedule.when)
+        """Fire the schedules that may have a due tick, at most FIRES_PER_RUN asked of
+        Redis (`more` says whether some were left for the next run); returns how many
+        tasks were made. Raises BrokerError."""
+        made, self._fired, self.more = 0, 0, False
+        count = len(self.schedules)
+        for step in range(count):
+            at = (self._next + step) % count
+            if self._fired >= FIRES_PER_RUN:
+                self._next, self.more = at, True
+                break
+            made += self._run_guarded(self.schedules[at])
         return made
+
+    def _run_guarded(self, schedule: Schedule) -> int:
+        """Fire `schedule` if it may have a due tick; one that fails for good is left
+        out, one a key of another type stops is held back. Raises BrokerError."""
+        name = schedule.name
+        if name in self._broken or time.monotonic() < self._held.get(name, 0.0):
+            return 0
+        try:
+            made = self._run_one(schedule)
+        except BrokerError as e:
+            if refused_for_a_key(e):
+                self._hold(schedule, e)
+                return 0
+            if not refused_by_script(e):
+                raise
+            self._leave_out(schedule)
+            log.error("schedule %r (%s): Redis refuses to fire it, so this worker no "
+                      "longer fires it: %s", name, schedule.when, e)
+        except ConfigError as e:  # the queue cannot take it as this app sees it
+            self._leave_out(schedule)
+            log.error("schedule %r (%s): this worker no longer fires it: %s",
+                      name, schedule.when, e)
+        except Exception:
+            self._leave_out(schedule)
+            log.exception("schedule %r (%s): its ticks cannot be computed, so this "
+                          "worker no longer fires it", name, schedule.when)
+        else:
+            if self._held.pop(name, None) is not None:
+                log.warning("schedule %r (%s): fires again", name, schedule.when)
+            return made
+        return 0
 
     def _hold(self, schedule: Schedule, error: BrokerError) -> None:
         if schedule.name not in self._held:
@@ -104,16 +127,19 @@ class Periodic:
 
     def wait_seconds(self) -> float | None:
         """Seconds until the next tick of any schedule should have come, by the server's
-        clock as the last replies carried it (0 if one is overdue); None before the
-        first firing, or with no schedules."""
+        clock as the last replies carried it (0 if one is overdue, or the last run left
+        schedules to the next); None before the first firing, or with no schedules."""
         now = time.monotonic()
         waits = [self._held[name] - now if name in self._held
                  else (seen.next_tick_ms - seen.server_ms) / 1000 - (now - seen.at)
                  for name, seen in self._seen.items()]
         waits += [until - now for name, until in self._held.items() if name not in self._seen]
+        if self.more:
+            return 0.0
         return max(0.0, min(waits)) if waits else None
 
     def _fire(self, schedule: Schedule, ticks: list[int], after_ms: int = 0) -> int:
+        self._fired += 1
         fired = self.broker.fire(schedule, ticks, after_ms)
         # Taken after the reply, so the estimate of the server's clock runs behind it
         # rather than ahead: a tick is asked for a round trip late, never early.
