@@ -7,9 +7,11 @@ import itertools
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from conftest import ON_CLUSTER
 from helpers import (
     assert_refused_unchanged,
     assert_refused_while_overwritten,
@@ -227,6 +229,22 @@ class TestLease:
         assert broker.client.exists(key) == 0
         waiting = broker.client.zrange(broker.keys.delayed, 0, -1, withscores=True)
         assert len(waiting) == 1499 and max(at for _, at in waiting) <= now + 1000
+
+    def test_a_raised_limit_hands_its_line_on_whole_rather_than_walking_each_task(
+        self, broker: Broker
+    ) -> None:
+        """The release runs inside a lease, which every worker waits on: a line of
+        200,000 throttled tasks walked by a union held Redis over half a second."""
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert leased(broker) == ["s0"]  # four throttled
+        unions, renames = union_calls(broker)
+        limited(broker, 2 / 3600)
+        assert leased(broker) == []  # releases the line
+        assert union_calls(broker) == (unions, renames + 1)
+        assert reserved(broker) == {}
+        assert broker.counts().delayed == 4
+        no_ghost_slots(broker)
 
     def test_a_throttled_task_leased_on_time_starts_and_forgets_its_slot(
         self, broker: Broker
@@ -479,6 +497,16 @@ def test_a_worker_of_a_deploy_without_the_limit_runs_its_waiting_tasks_at_once(
     done = [e.task for e in events(queue.client, queue.keys) if e.type == "completed"]
     assert sorted(done) == ["r0", "r1", "r2", "r3"], workers.logs()
     assert queue.client.hgetall(queue.keys.rates) == {}
+
+
+def union_calls(broker: Broker) -> tuple[int, int]:
+    """ZUNIONSTORE and RENAME commands run so far by the Redis node holding the queue."""
+    client: Any = broker.client
+    where = {"target_nodes": client.get_node_from_key(broker.keys.ready)} if ON_CLUSTER else {}
+    stats = client.info("commandstats", **where)
+    unions, renames = (int(stats.get(f"cmdstat_{c}", {}).get("calls", 0))
+                       for c in ("zunionstore", "rename"))
+    return unions, renames
 
 
 def reserved(broker: Broker, limit: str = "slow") -> dict[str, int]:
