@@ -138,6 +138,23 @@ class TestTheLongestDeadTaskRetention:
     def test_is_none_with_no_worker(self, broker: Broker) -> None:
         assert longest_dead_ttl(broker) == (0, 0)
 
+    def test_counts_a_worker_of_a_version_that_does_not_index_it(
+        self, broker: Broker
+    ) -> None:
+        """A rolling deploy: the workers not yet replaced register without the index."""
+        register(broker, keeping("w-new", 1), in_hand=0, ttl=30)
+        register(broker, keeping("w-old", 30), in_hand=0, ttl=30)
+        broker.client.zrem(broker.keys.dead_ttls, "w-old")  # as the version before wrote it
+        assert longest_dead_ttl(broker)[0] == 30 * 86400 * 1000
+
+    def test_an_entry_an_older_version_left_behind_is_pruned_by_later_registrations(
+        self, broker: Broker
+    ) -> None:
+        register(broker, keeping("w-gone", 30), in_hand=0, ttl=30)
+        broker.client.zrem(broker.keys.workers, "w-gone")  # an older unregister's way
+        wait_until(lambda: register(broker, keeping("w-1", 1), in_hand=0, ttl=30) > 0
+                   and broker.client.zscore(broker.keys.dead_ttls, "w-gone") is None, 5)
+
 
 class TestAWorker:
     def test_registers_on_start_says_what_it_holds_and_leaves_when_it_stops(

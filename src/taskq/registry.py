@@ -99,12 +99,18 @@ def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[Wor
 
 def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
     """The longest (ms) a live worker of `broker`'s queue keeps a dead task (0: none
-    says), and how many entries of the registry were read to find it: a purge asks
-    this every few seconds on every worker, so it must not cost a read of each."""
+    says), and how many entries of the registry's index were read to find it: a purge
+    asks this every few seconds on every worker, so it must not cost a read of each.
+    While workers of a version that does not index it are registered (a rolling
+    deploy), their records are read as well."""
     keys = [broker.keys.workers, broker.keys.dead_ttls]
     with redis_errors("read the workers' dead task retention"):
         reply = broker.scripts.longest_dead_ttl(keys=keys, args=[])
-    return int(reply[0]), int(reply[1])
+    longest, walked, complete = (int(value) for value in reply)
+    if not complete:
+        _, workers = read_workers(broker)
+        longest = max([longest, *(w.dead_ttl_ms for w in workers)])
+    return longest, walked
 
 
 def _pairs(flat: Sequence[object]) -> dict[str, str]:

@@ -2,7 +2,9 @@
   register_worker: say that a worker is alive on this queue, for one lease: its record,
   written again at every heartbeat, expires with it, so a worker that vanished leaves
   the registry within a lease. Old entries of the index, and of the dead_ttls beside
-  it, are pruned on the way (at most 1000 a call: each later call prunes on).
+  it, are pruned on the way (at most 1000 a call: each later call prunes on), and a
+  few dead_ttls entries picked at random that the index no longer holds (a worker of
+  an older version pruned or unregistered it).
   KEYS[1] workers   ZSET   worker ids by the time (ms) their record expires
   KEYS[2] worker    HASH   this worker's record
   KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task, so a purge finds
@@ -48,5 +50,8 @@ local gone = redis.call('ZRANGEBYSCORE', workers_key, '-inf', '(' .. now, 'LIMIT
 if #gone > 0 then
   redis.call('ZREM', workers_key, unpack(gone))
   redis.call('ZREM', dead_ttls_key, unpack(gone))
+end
+for _, id in ipairs(redis.call('ZRANDMEMBER', dead_ttls_key, 3)) do
+  if not redis.call('ZSCORE', workers_key, id) then redis.call('ZREM', dead_ttls_key, id) end
 end
 return now
