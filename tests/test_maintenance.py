@@ -96,6 +96,23 @@ def test_keeps_the_limit_of_a_task_a_live_worker_of_the_deploy_before_runs(
     assert broker.counts().delayed == 2 and broker.rate_limited_names() == ["slow"]
 
 
+def test_keeps_the_limit_of_a_task_a_live_worker_past_a_listing_of_workers_runs(
+    broker: Broker, settings: Settings
+) -> None:
+    """With more live workers than one read of the registry lists, the one that runs the
+    task may be any of them."""
+    throttled(broker, "abc")
+    for n in range(MAX_LISTED + 1):
+        # The last to beat expires last: a listing of the soonest to expire leaves it out.
+        presence = Presence(worker_id=f"w-{n:04}", host="box", pid=n, queues=(broker.queue,),
+                            concurrency=1, tasks=("slow",) if n == MAX_LISTED else ("fast",),
+                            version="0")
+        register(broker, presence, in_hand=0, ttl=30)
+    maintenance = Maintenance(broker, settings, known=("fast",))
+    assert maintenance.run(backlog=False) == 0
+    assert broker.counts().delayed == 2 and broker.rate_limited_names() == ["slow"]
+
+
 def test_a_lift_that_fails_holds_up_no_other_maintenance(
     broker: Broker, settings: Settings, client: redis.Redis
 ) -> None:

@@ -23,6 +23,7 @@ from taskq.registry import (
     MAX_LISTED,
     Presence,
     longest_dead_ttl,
+    not_run,
     read_workers,
     register,
     unregister,
@@ -76,12 +77,12 @@ class TestTheRecord:
         assert read_workers(broker)[1] == []
         assert not broker.client.exists(broker.keys.worker("w-1"))
 
-    @pytest.mark.parametrize("written", ["workers", "worker", "dead_ttls"])
+    @pytest.mark.parametrize("written", ["workers", "worker", "dead_ttls", "runners"])
     def test_a_key_of_another_type_is_refused_before_any_write(
         self, broker: Broker, written: str
     ) -> None:
         key = {"workers": broker.keys.workers, "worker": broker.keys.worker("w-1"),
-               "dead_ttls": broker.keys.dead_ttls}[written]
+               "dead_ttls": broker.keys.dead_ttls, "runners": broker.keys.runners}[written]
         broker.client.set(key, "not taskq's")
         assert_refused_unchanged(
             broker.client, key, lambda: register(broker, PRESENCE, in_hand=0, ttl=30))
@@ -154,6 +155,28 @@ class TestTheLongestDeadTaskRetention:
         broker.client.zrem(broker.keys.workers, "w-gone")  # an older unregister's way
         wait_until(lambda: register(broker, keeping("w-1", 1), in_hand=0, ttl=30) > 0
                    and broker.client.zscore(broker.keys.dead_ttls, "w-gone") is None, 5)
+
+
+class TestTheNamesNoWorkerRuns:
+    def test_are_those_no_live_worker_registered_with(self, broker: Broker) -> None:
+        register(broker, PRESENCE, in_hand=0, ttl=30)
+        assert not_run(broker, ["shop.refund", "shop.charge", "shop.audit"]) == [
+            "shop.refund", "shop.audit"]
+        assert not_run(broker, []) == []
+
+    def test_leave_out_a_name_only_a_worker_of_a_version_that_does_not_index_it_runs(
+        self, broker: Broker
+    ) -> None:
+        register(broker, PRESENCE, in_hand=0, ttl=30)
+        broker.client.delete(broker.keys.runners)  # as the version before wrote it
+        assert not_run(broker, ["shop.refund", "shop.charge"]) == ["shop.refund"]
+
+    def test_take_back_a_name_once_every_worker_that_ran_it_expired(
+        self, broker: Broker
+    ) -> None:
+        register(broker, PRESENCE, in_hand=0, ttl=0.05)
+        time.sleep(0.1)
+        assert not_run(broker, ["shop.charge"]) == ["shop.charge"]
 
 
 class TestAWorker:

@@ -315,6 +315,12 @@ class QueueKeys:
         so the longest a live worker keeps is one read, however many workers there are."""
         return self.prefix + "workers:dead_ttl"
 
+    @property
+    def runners(self) -> str:
+        """The task names registered workers run (a ZSET: name -> the latest time (ms)
+        a record of a worker that runs it expires)."""
+        return self.prefix + "workers:tasks"
+
     def worker(self, worker_id: str) -> str:
         """One registered worker's record (a HASH), expiring a lease after its last
         heartbeat."""

@@ -71,7 +71,7 @@ class WorkerView:
 def register(broker: Broker, presence: Presence, in_hand: int, ttl: float) -> int:
     """Write `presence` on `broker`'s queue for `ttl` seconds; the server time (ms)."""
     keys = [broker.keys.workers, broker.keys.worker(presence.worker_id),
-            broker.keys.dead_ttls]
+            broker.keys.dead_ttls, broker.keys.runners]
     args = [presence.worker_id, to_ms(ttl, "lease_seconds"), presence.host, presence.pid,
             ",".join(presence.queues), presence.concurrency, in_hand,
             ",".join(presence.tasks), presence.version,
@@ -111,6 +111,25 @@ def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
         _, workers = read_workers(broker)
         longest = max([longest, *(w.dead_ttl_ms for w in workers)])
     return longest, walked
+
+
+def not_run(broker: Broker, names: Sequence[str]) -> list[str]:
+    """Those of `names` that no live worker of `broker`'s queue runs: looked up by name,
+    however many workers there are; the records are read only for names the index
+    does not show run, which a worker of a version that does not index them (a rolling
+    deploy) may still run; none is said unrun when that listing is full."""
+    if not names:
+        return []
+    with redis_errors("read the task names live workers run"):
+        reply = broker.scripts.not_run(keys=[broker.keys.runners], args=list(names))
+    unseen = [text(name) for name in reply]
+    if not unseen:
+        return []
+    _, workers = read_workers(broker)
+    if len(workers) >= MAX_LISTED:
+        return []  # a worker the listing left out may run any of them
+    run = {name for worker in workers for name in worker.tasks}
+    return [name for name in unseen if name not in run]
 
 
 def _pairs(flat: Sequence[object]) -> dict[str, str]:

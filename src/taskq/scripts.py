@@ -117,6 +117,7 @@ class Scripts:
         self.unregister_worker = load("unregister_worker")
         self.workers = load("workers")
         self.longest_dead_ttl = load("longest_dead_ttl")
+        self.not_run = load("not_run")
         self.recent = load("recent")
         self.start_flow = load("start_flow")
         self.cancel_flow = load("cancel_flow")

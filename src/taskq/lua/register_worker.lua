@@ -9,6 +9,9 @@
   KEYS[2] worker    HASH   this worker's record
   KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task, so a purge finds
                            the longest a live worker keeps without reading every record
+  KEYS[4] runners   ZSET   task names by the latest time (ms) a record of a worker that
+                           runs the name expires, so a lift finds whether a live worker
+                           runs a name without reading every record
   ARGV[1] worker_id        the worker's id
   ARGV[2] ttl              ms the record lives unless written again (1 to 604800000)
   ARGV[3] host             its host name
@@ -26,7 +29,7 @@
 ]]
 --- @include "_common"
 
-local workers_key, worker_key, dead_ttls_key = KEYS[1], KEYS[2], KEYS[3]
+local workers_key, worker_key, dead_ttls_key, runners_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local worker_id = ARGV[1]
 
 -- Checked before the first write (see whole_arg).
@@ -36,7 +39,8 @@ local in_hand = whole_arg('in_hand', ARGV[7], 0, LIMITS.count)
 local dead_ttl = whole_arg('dead_ttl', ARGV[10], 0, LIMITS.ttl_ms)
 
 -- A record written without its index entry would never be pruned from the workers view.
-expect_types({workers_key, 'zset', worker_key, 'hash', dead_ttls_key, 'zset'})
+expect_types({workers_key, 'zset', worker_key, 'hash', dead_ttls_key, 'zset',
+  runners_key, 'zset'})
 local now = server_now_ms()
 redis.call('HSETNX', worker_key, 'started_at', now)
 redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', ARGV[4],
@@ -45,6 +49,11 @@ redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', A
 redis.call('PEXPIRE', worker_key, ttl)
 redis.call('ZADD', workers_key, now + ttl, worker_id)
 redis.call('ZADD', dead_ttls_key, dead_ttl, worker_id)
+for name in string.gmatch(ARGV[8], '[^,]+') do
+  redis.call('ZADD', runners_key, 'GT', now + ttl, name)
+end
+-- Each name is removed once, a lease after the last worker that ran it beat.
+redis.call('ZREMRANGEBYSCORE', runners_key, '-inf', '(' .. now)
 -- Bounded, and unpacked whole: a thousand ids fit Lua's stack.
 local gone = redis.call('ZRANGEBYSCORE', workers_key, '-inf', '(' .. now, 'LIMIT', 0, 1000)
 if #gone > 0 then

@@ -10,8 +10,7 @@ from collections.abc import Iterable, Sequence
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.limits import DEAD_TTL
-from taskq.limits import LIMIT as MOST_READ
-from taskq.registry import WorkerView, longest_dead_ttl, read_workers
+from taskq.registry import longest_dead_ttl, not_run
 from taskq.schedules import Schedule
 from taskq.settings import Settings
 from taskq.worker.periodic import Periodic
@@ -31,10 +30,6 @@ EVERY_SECONDS = 0.02
 EVERY_SECONDS_WITH_BACKLOG = 0.1
 # Dead tasks age in days, so looking for expired ones now and then is plenty.
 PURGE_EVERY_SECONDS = 10.0
-# Most live workers of the queue read to decide what no worker runs or keeps: all of
-# them, not the MAX_LISTED a listing shows, since a worker left unread would have its
-# limit lifted, or the dead tasks it keeps purged.
-FLEET = MOST_READ.high
 
 
 class Maintenance:
@@ -159,18 +154,7 @@ class Maintenance:
         registered while it leases, so its limit stays."""
         stored = [n for n in self.broker.rate_limited_names()
                   if n not in self._known and n not in self._unlimited]
-        if not stored:
-            return []
-        workers, whole = self._fleet()
-        if not whole:
-            return []  # a worker not read may run any of them
-        run = {name for worker in workers for name in worker.tasks}
-        return [n for n in stored if n not in run]
-
-    def _fleet(self) -> tuple[list[WorkerView], bool]:
-        """The live workers of the queue, and whether they are all of them."""
-        _, workers = read_workers(self.broker, FLEET)
-        return workers, len(workers) < FLEET
+        return not_run(self.broker, stored)
 
     def wait_seconds(self) -> float | None:
         """How long an idle worker may wait before maintenance has a tick to fire (never
