@@ -308,3 +308,11 @@ def test_a_broker_on_a_server_that_lost_the_scripts_runs_each_call_once(
     client.script_flush()
     assert broker.ack("t1", 1)
     assert client.xlen(broker.keys.events) == 3  # enqueued, leased, completed: once each
+
+
+def test_the_brokers_of_one_client_share_its_scripts(client: redis.Redis) -> None:
+    """A Broker is made for each queue a listing shows; each made its thirty scripts
+    again, hashing every one (thousands of queues took seconds)."""
+    first, second = Broker(client, "q1"), Broker(client, "q2")
+    assert first.scripts.lease.script is second.scripts.lease.script
+    assert Broker(redis.Redis(), "q1").scripts.lease.script is not first.scripts.lease.script

@@ -10,7 +10,7 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import RedisClusterException, ResponseError
 
-from taskq.transport.protocol import ScriptRun
+from taskq.transport.protocol import ScriptRun, client_script
 
 
 class Cluster:
@@ -26,7 +26,7 @@ class Cluster:
         self.client = client
 
     def script(self, source: str) -> Script:
-        return self.client.register_script(source)
+        return client_script(self.client, source)
 
     def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         return script(keys=keys, args=args)

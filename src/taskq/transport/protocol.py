@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias
+from weakref import WeakKeyDictionary
 
 import redis
 from redis.cluster import RedisCluster
@@ -11,6 +12,20 @@ from redis.commands.core import Script
 
 Client: TypeAlias = redis.Redis | RedisCluster
 """A client `taskq.connect()` makes and `Broker` accepts: one node, or a cluster."""
+
+# Each client's scripts by their source. A redis-py Script hashes its source (SHA1 of up
+# to 30 kB) as it is made, and a Broker is made for each queue a dashboard, /metrics or
+# `taskq workers` lists: each would hash every script again.
+_made: WeakKeyDictionary[Client, dict[str, Script]] = WeakKeyDictionary()
+
+
+def client_script(client: Client, source: str) -> Script:
+    """`client`'s Script for the Lua text `source`, made once per client."""
+    scripts = _made.setdefault(client, {})
+    script = scripts.get(source)
+    if script is None:
+        script = scripts[source] = client.register_script(source)
+    return script
 
 ScriptRun: TypeAlias = tuple[Script, Sequence[Any], Sequence[Any]]
 """One script to run, with its keys and args."""

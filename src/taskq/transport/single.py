@@ -17,7 +17,7 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError, ResponseError
 
 from taskq.transport.direct import Command, DirectConnections
-from taskq.transport.protocol import ScriptRun
+from taskq.transport.protocol import ScriptRun, client_script
 
 
 class SingleNode:
@@ -32,7 +32,7 @@ class SingleNode:
         self.direct = DirectConnections.of(client)
 
     def script(self, source: str) -> Script:
-        return self.client.register_script(source)
+        return client_script(self.client, source)
 
     def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         reply = self._send((), ((script, keys, args),))[0]
