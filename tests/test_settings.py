@@ -240,6 +240,16 @@ class TestRedisUrl:
         assert "***" in str(caught.value)
 
 
+    @pytest.mark.parametrize("url", ["redis://u:s3cret@h:6379/0", "redis://h/0?password=s3cret"])
+    def test_the_repr_of_settings_never_shows_the_password_or_the_api_token(
+        self, url: str
+    ) -> None:
+        settings = Settings(redis_url=url, api_token="t0ken")
+        assert "s3cret" not in repr(settings) and "t0ken" not in repr(settings)
+        assert "redis_url=" in repr(settings) and "***" in repr(settings)
+        assert "lease_seconds=10.0" in repr(settings)
+
+
 class TestBadValuesNameTheVariableAndTheValue:
     @pytest.mark.parametrize("variable", NUMBERS)
     @pytest.mark.parametrize("raw", ["lots", "1,5", "nan", "inf", "-inf"])

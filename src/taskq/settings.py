@@ -82,6 +82,15 @@ class Settings:
             f"{limits.LEASE_COUNT.high:,}",
         )
 
+    def __repr__(self) -> str:
+        # A repr lands in logs, tracebacks and bug reports: the password in REDIS_URL and
+        # the API token are shown as *** there.
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown["redis_url"] = redacted_url(self.redis_url)
+        if self.api_token:
+            shown["api_token"] = "***"
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
     @property
     def heartbeat_seconds(self) -> float:
         """A lease survives two missed heartbeats."""
