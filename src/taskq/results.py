@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import IntEnum
 from typing import Any, Literal
@@ -26,6 +26,24 @@ ENDED = frozenset({"completed", "dead", "cancelled"})
 
 SIMULATE_TASK = "taskq.simulate"
 
+# The most of one field's repr a record's repr shows: a payload or result may be
+# megabytes, and a repr lands in logs, tracebacks and a debugger's variables pane.
+REPR_FIELD_CHARS = 200
+
+
+def brief_repr(value: Any) -> str:
+    """The dataclass repr of `value`, each field's repr cut to REPR_FIELD_CHARS with
+    its full length said."""
+    parts = []
+    for f in fields(value):
+        if not f.repr:
+            continue
+        text = repr(getattr(value, f.name))
+        if len(text) > REPR_FIELD_CHARS:
+            text = f"{text[:REPR_FIELD_CHARS]}...<{len(text):,} characters>"
+        parts.append(f"{f.name}={text}")
+    return f"{type(value).__name__}({', '.join(parts)})"
+
 
 @dataclass(frozen=True)
 class NewTask:
@@ -43,6 +61,8 @@ class NewTask:
     priority: int = PRIORITY.default  # 0 (lowest) to 9 (highest)
     # The value a keyed concurrency limit is kept per (e.g. the account); None: none.
     limit_key: str | None = None
+
+    __repr__ = brief_repr
 
 
 @dataclass(frozen=True)
@@ -225,6 +245,8 @@ class LeasedTask:
     retries: int
     max_retries: int
 
+    __repr__ = brief_repr
+
     @property
     def attempt(self) -> int:
         return self.retries + 1
@@ -307,6 +329,8 @@ class TaskRecord:
     # '' when that run said nothing (progress an earlier run said is not shown).
     progress: float | None = None
     progress_message: str = ""
+
+    __repr__ = brief_repr
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
