@@ -6,6 +6,8 @@ import dataclasses
 import json
 import random
 import re
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -48,6 +50,14 @@ class TestEncodingRefusesWhatJsonCannotCarry:
 
     def test_bytes_are_refused_naming_their_type(self) -> None:
         assert "bytes" in message_of({"blob": b"\x00\x01"})
+
+    @pytest.mark.parametrize("value", [datetime.now(UTC), Decimal("1.5"), b"ab", {1, 2}])
+    def test_a_value_json_cannot_carry_is_refused_saying_how_to_pass_it(
+        self, value: object
+    ) -> None:
+        message = message_of({"args": [value]})
+        assert type(value).__name__ in message
+        assert "pass JSON values" in message and ".isoformat()" in message
 
     @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
     def test_nan_and_infinity_are_refused_as_having_no_json_form(self, number: float) -> None:

@@ -32,6 +32,10 @@ _STEP = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 TOO_DEEP = "it nests too deeply"
 _TEXT = {str}
+# What a refused argument's message suggests: the values a user most often passes.
+JSON_VALUES = ("pass JSON values (dict with str keys, list, str, int, float, bool, None): "
+               "a datetime as .isoformat(), a Decimal or UUID as str(), bytes as base64 "
+               "text, a set as a list, a dataclass as dataclasses.asdict()")
 _SCALARS = {str, int, float, bool, type(None)}
 
 
@@ -111,7 +115,10 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
         )
     try:
         text = _encoder.encode(payload)
-    except (TypeError, ValueError, RecursionError) as e:
+    except TypeError as e:
+        raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}; {JSON_VALUES}") \
+            from e
+    except (ValueError, RecursionError) as e:
         raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}") from e
     if (key := colliding_key(payload)) is not None:
         raise PayloadError(f"payload cannot be encoded as JSON: two keys of one dict would "
