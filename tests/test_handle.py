@@ -264,6 +264,34 @@ class TestResult:
             other.broker.client.close()
 
 
+class TestWaitingInsideAHandler:
+    def test_a_handler_whose_wait_for_another_task_times_out_is_told_of_the_trap(
+        self, app: App, settings: Settings
+    ) -> None:
+        @app.task("child")
+        def child() -> int:
+            return 1
+
+        @app.task("parent", max_retries=0)
+        def parent() -> int:
+            return int(child.enqueue().result(timeout=0.5))
+
+        with worker_running(app, settings, concurrency=1):
+            handle = parent.enqueue()
+            with pytest.raises(TaskFailed) as failed:
+                handle.result(timeout=10)
+        assert failed.value.error_type == "taskq.errors.ResultTimeoutError"
+        assert f"inside the handler of task {handle.task_id} (parent)" in failed.value.message
+        assert "taskq.chain" in failed.value.message
+
+    def test_a_timeout_outside_a_handler_says_nothing_of_handlers(
+        self, tasks: dict[str, Any]
+    ) -> None:
+        with pytest.raises(ResultTimeoutError) as timed_out:
+            tasks["add"].enqueue(1, 2).result(timeout=0.1)
+        assert "handler" not in str(timed_out.value)
+
+
 def waiting_on_a_thread(handle: TaskHandle) -> tuple[threading.Thread, list[TaskqError]]:
     """`handle.result(timeout=10)` running on a thread; the error it raises lands in the
     list."""

@@ -390,6 +390,11 @@ def current_task() -> TaskContext:
         ) from None
 
 
+def running_task() -> TaskContext | None:
+    """The context of the task the caller runs in, or None outside a handler."""
+    return _current.get(None)
+
+
 def bind(context: TaskContext) -> contextvars.Token[TaskContext]:
     return _current.set(context)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
 from taskq.codec import decode_result
+from taskq.context import running_task
 from taskq.errors import (
     NoResultError,
     ResultTimeoutError,
@@ -25,6 +26,7 @@ from taskq.results import Cancellation, Enqueued, TaskRecord, TaskState, Watched
 if TYPE_CHECKING:
     from taskq.aio import AsyncBroker
     from taskq.broker import Broker
+    from taskq.context import TaskContext
 
 # The longest one blocking wait lasts before the record is read again: a record deleted
 # while waited for (purged, expired, flushed) wakes no one, and the read says so.
@@ -169,7 +171,7 @@ class ResultWait:
     """When a wait for one task's result ends, and how long it blocks in between: what
     `result()` and `result_async()` share, apart from how they block."""
 
-    __slots__ = ("deadline", "queue", "task_id", "timeout", "what")
+    __slots__ = ("deadline", "inside", "queue", "task_id", "timeout", "what")
 
     def __init__(self, task_id: str, queue: str, timeout: float | None,
                  what: str = "") -> None:
@@ -179,6 +181,8 @@ class ResultWait:
         # What the timeout's message says has not ended (default: the task).
         self.what = what or f"task {task_id}"
         self.deadline = None if timeout is None else time.monotonic() + timeout
+        # What a timeout adds when a handler waits: the trap it may have fallen in.
+        self.inside = in_handler(running_task())
 
     @contextlib.asynccontextmanager
     async def bounded(self) -> AsyncIterator[None]:
@@ -213,7 +217,8 @@ class ResultWait:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise ResultTimeoutError(f"{self.what} has not ended within "
-                                     f"{self.timeout:g}s: {subject} is {watched.state}")
+                                     f"{self.timeout:g}s: {subject} is {watched.state}"
+                                     f"{self.inside if watched.state != 'running' else ''}")
         return min(left, WAIT_SLICE_SECONDS)
 
 
@@ -240,6 +245,18 @@ def pending_unserved(watched: Watched | None, has_workers: Callable[[], bool]) -
         return not has_workers()
     except TaskqError:
         return False
+
+
+def in_handler(context: TaskContext | None) -> str:
+    """What a timeout adds when a task's handler waited: a handler that waits for
+    another task holds its worker's slot meanwhile, so tasks that wait for tasks can
+    hold every slot while what they wait for stays pending."""
+    if context is None:
+        return ""
+    return (f"; it was waited for inside the handler of task {context.task_id} "
+            f"({context.name}), which holds a slot of its worker while it waits: handlers "
+            "that wait for other tasks can hold every slot and wait for good. Run the "
+            "steps as a workflow (taskq.chain) instead of waiting in a handler")
 
 
 def unserved(queue: str) -> str:
