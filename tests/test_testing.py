@@ -24,6 +24,7 @@ from taskq.errors import (
 )
 from taskq.shards import route
 from taskq.testing import TEST_SETTINGS, TaskRunner
+from waiting import wait_until
 
 
 @dataclass
@@ -320,6 +321,18 @@ class TestLifetime:
             handle = shop.app.tasks["shop.add"].enqueue(4, 5)
             assert runner.run_until_idle().result(handle) == 9
         assert client.hget(f"{{taskq:shop}}:task:{handle.task_id}", "state") == "completed"
+
+    def test_a_given_redis_whose_queue_another_worker_serves_is_refused_naming_it(
+        self, shop: Shop, settings: Settings
+    ) -> None:
+        with TaskRunner(shop.app, redis_url=settings.redis_url) as first:
+            wait_until(first.broker.has_workers, what="the runner's worker to register")
+            other = make_shop()
+            with pytest.raises(ConfigError, match="already served by a running worker"):
+                TaskRunner(other.app, redis_url=settings.redis_url).__enter__()
+            assert other.app.settings.redis_url == "redis://nowhere.invalid:6379/0"
+        with TaskRunner(shop.app, redis_url=settings.redis_url) as runner:  # it stopped
+            assert runner.run_until_idle().results == {}
 
     def test_overrides_reach_the_worker(self, shop: Shop) -> None:
         with TaskRunner(shop.app, overrides={"shutdown_grace_seconds": 1.0}) as runner:

@@ -52,6 +52,7 @@ from taskq.feed.cursor import Cursor
 from taskq.feed.log import Gap, Row, decode
 from taskq.handle import outcome
 from taskq.limits import CONCURRENCY, TIMEOUT, shown
+from taskq.registry import read_workers
 from taskq.results import Enqueued
 from taskq.scripts import source
 from taskq.settings import Settings
@@ -192,6 +193,8 @@ class TaskRunner:
             url = self.server.url
         settings = self._settings = self._settings_for(url)
         self._broker = self._connect(stack, settings)
+        if self.redis_url is not None:
+            self._refuse_other_workers(self._broker)
         self._cursor = self._head()
         stack.enter_context(pointed_at(self.app, settings, self._connect(stack, settings)))
         self._worker = Worker(self.app, settings=settings,
@@ -202,6 +205,19 @@ class TaskRunner:
                                         daemon=True)
         stack.callback(self._stop_worker)
         self._thread.start()
+
+    def _refuse_other_workers(self, broker: Broker) -> None:
+        """Raise ConfigError if a live worker already serves the app's queue on the given
+        Redis: it would lease the test's tasks and run its own code for them, and the
+        test would check what that worker did."""
+        _, workers = read_workers(broker, limit=3)
+        if workers:
+            seen = ", ".join(f"{w.worker_id} (pid {w.pid} on {w.host})" for w in workers)
+            raise ConfigError(
+                f"queue {self.app.queue!r} on the TaskRunner's redis_url is already served "
+                f"by a running worker: {seen}; it would run the test's tasks with its own "
+                "code. Leave redis_url out (the runner starts a Redis of its own) or stop "
+                "that worker")
 
     def _settings_for(self, url: str) -> Settings:
         values: dict[str, Any] = {
