@@ -654,3 +654,15 @@ def test_a_killed_worker_holding_steps_loses_no_workflow_and_charges_nothing_twi
     assert any(f["type"] == "reaped" for _, f in log)
     steps = [s.task_id for flow in flows for s in flow.status().steps]
     assert Ledger(ledger_path).charges_by_task("") == dict.fromkeys(steps, 1)
+
+
+class TestRepr:
+    def test_the_repr_of_a_step_cuts_a_long_argument_and_names_its_task(self) -> None:
+        app = App(queue="shop", settings=Settings(redis_url="redis://nowhere.invalid:6379/0"))
+
+        @app.task("shop.echo")
+        def echo(text: str) -> str:
+            return text
+
+        step = echo.s("x" * 100_000)
+        assert len(repr(step)) < 1_000 and "<Task shop.echo>" in repr(step)

@@ -24,6 +24,7 @@ from taskq.flow_handle import WorkflowHandle
 from taskq.flows import POLICIES, StageSpec
 from taskq.keys import check_flow_id, new_id
 from taskq.limits import FLOW_STEPS, MAX_RETRIES, PRIORITY, shown, to_ms
+from taskq.results import brief_repr
 
 if TYPE_CHECKING:
     from taskq.app import App, Task
@@ -46,6 +47,8 @@ class Step:
     max_retries: int | None = None
     priority: int | None = None
     result_ttl: float | None = None
+
+    __repr__ = brief_repr
 
     def then(self, *parts: Part) -> Chain:
         """This step, then `parts` (steps, groups or chains) one after another."""
