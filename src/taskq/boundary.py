@@ -77,6 +77,12 @@ def mend_for(error: BaseException) -> str | None:
     return None
 
 
+# What a connection that could not be made adds: where Redis is said to be, and how to
+# say otherwise.
+NO_REDIS = ("; is Redis running there? Start it (`taskq redis` runs a local one) or point "
+            "REDIS_URL, or App(redis_url=...), at where it runs")
+
+
 def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
     user's words ("list the dead letter queue"), not the name of an internal step."""
@@ -87,7 +93,11 @@ def broker_error(words: str, error: BaseException) -> BrokerError:
     if (answer := refusal_at_connect(error)) is not None:
         return BrokerError(f"Redis could not {words}: {answer}")
     if lost_in_transit(error):
-        return BrokerError(f"cannot reach Redis to {words}: {detail}")
+        # A connection never made is the first error of a program whose Redis is not
+        # where its settings say (REDIS_URL's default is localhost): say where to look.
+        unmade = "connecting to" in detail or "Connect call failed" in detail
+        return BrokerError(f"cannot reach Redis to {words}: {detail}"
+                           + (NO_REDIS if unmade else ""))
     if detail == "DB index is out of range":
         return BrokerError(f"could not {words}: this Redis has no database of the number "
                            "REDIS_URL names (after the port, or as db=): it has as many as "
