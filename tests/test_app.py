@@ -182,6 +182,17 @@ def test_a_task_of_a_script_run_as_main_is_named_with_a_warning(
     assert caplog.records == []
 
 
+def test_a_lambda_needs_an_explicit_name_and_gets_no_warning_about_main(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    square = eval("lambda x: x * x", {"__name__": "__main__"})  # as a script defines it
+    caplog.set_level(logging.WARNING, logger="taskq")
+    with pytest.raises(InvalidTaskError, match=r"a lambda has no name of its own: name the "):
+        app.task()(square)
+    assert caplog.records == []
+    assert app.task("square")(square).name == "square"
+
+
 class TestCallingDirectly:
     def test_calling_the_task_runs_the_function_and_enqueues_nothing(
         self, adder: Task[[int, int], int], broker: Broker

@@ -52,7 +52,8 @@ def default_name(fn: Callable[..., Any]) -> str:
         raise InvalidTaskError(f"{fn!r:.80} has no name of its own (a functools.partial or "
                                "a callable object?): name the task, "
                                "@app.task(\"module.name\")")
-    if fn.__module__ == "__main__":
+    # A name with <locals> or <lambda> in it is refused anyway, saying why.
+    if fn.__module__ == "__main__" and "<" not in qualname:
         log.warning("task %s is named after a script run as __main__: a worker that imports "
                     "its module knows it by another name and sends it to the DLQ as "
                     "unknown; name it: @app.task(\"module.%s\")", fn.__qualname__,

@@ -132,11 +132,14 @@ def check_task_name(name: str) -> str:
     """Return `name` if it can name a task, else raise `InvalidTaskError`."""
     if not isinstance(name, str) or not TASK_NAME.fullmatch(name):
         nested = isinstance(name, str) and "<locals>" in name
+        anonymous = isinstance(name, str) and "<lambda>" in name and not nested
         raise InvalidTaskError(
             f"invalid task name {shown(name)}: use 1-200 letters, digits, '_', '.', ':' or "
             "'-', starting with a letter or '_'"
             + ("; a function defined inside another (<locals>) needs an explicit name: "
                "@app.task('name')" if nested else "")
+            + ("; a lambda has no name of its own: name the task, app.task('name')(fn), "
+               "or define it with def" if anonymous else "")
         )
     return name
 
