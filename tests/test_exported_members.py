@@ -48,6 +48,7 @@ EXPECTED = [
     "TaskFailed",
     "TaskHandle",
     "TaskNotFoundError",
+    "TaskRecord",
     "TaskqError",
     "TimeLimitExceeded",
     "UnknownTaskError",

@@ -30,7 +30,7 @@ from taskq.errors import (
 from taskq.flow_handle import WorkflowHandle
 from taskq.flows import FlowCancellation, FlowStatus, StepState
 from taskq.handle import TaskHandle
-from taskq.results import Cancellation, Failure
+from taskq.results import Cancellation, Failure, TaskRecord
 from taskq.retry import RetryPolicy
 from taskq.settings import Settings
 from taskq.tools.ledger import Ledger
@@ -76,6 +76,7 @@ __all__ = [
     "TaskFailed",
     "TaskHandle",
     "TaskNotFoundError",
+    "TaskRecord",
     "TaskqError",
     "TimeLimitExceeded",
     "UnknownTaskError",
