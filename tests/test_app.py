@@ -193,6 +193,14 @@ def test_a_lambda_needs_an_explicit_name_and_gets_no_warning_about_main(
     assert app.task("square")(square).name == "square"
 
 
+def test_the_repr_of_an_app_names_its_queue_and_counts_its_tasks_but_not_its_url() -> None:
+    app = App(queue="maths", redis_url="redis://user:s3cret@h:6379/0")
+    app.task("add")(add)
+    assert repr(app) == "<App queue='maths' tasks=1>"
+    assert repr(App(queue="maths", settings=Settings(), shards=4)) == (
+        "<App queue='maths' shards=4 tasks=0>")
+
+
 class TestCallingDirectly:
     def test_calling_the_task_runs_the_function_and_enqueues_nothing(
         self, adder: Task[[int, int], int], broker: Broker

@@ -271,6 +271,10 @@ class App:
         self._making = threading.Lock()
         self._async = _LoopBroker()
 
+    def __repr__(self) -> str:
+        shards = "" if self.layout is None else f" shards={self.layout.count}"
+        return f"<App queue={self.queue!r}{shards} tasks={len(self.tasks)}>"
+
     @property
     def schedules_queue(self) -> str:
         """The queue the app's periodic schedules fire on, whichever queues a worker
