@@ -7,11 +7,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from mypy import api as mypy_api
 
+import taskq
 from taskq.app import App, Task
 from taskq.broker import Broker, Enqueued
 from taskq.errors import InvalidTaskError, PayloadError
@@ -199,6 +202,44 @@ def test_the_repr_of_an_app_names_its_queue_and_counts_its_tasks_but_not_its_url
     assert repr(app) == "<App queue='maths' tasks=1>"
     assert repr(App(queue="maths", settings=Settings(), shards=4)) == (
         "<App queue='maths' shards=4 tasks=0>")
+
+
+USER_MODULE = """
+import taskq
+
+app = taskq.App(queue="maths")
+
+@app.task()
+def add(a: int, b: int) -> int:
+    return a + b
+
+@app.task()
+async def fetch(url: str) -> str:
+    return url
+
+async def endpoint() -> str:
+    return await (await fetch.enqueue_async("u")).result_async(timeout=1)
+
+total: int = add.enqueue(2, 3).result(timeout=10)
+first: int = add.enqueue_many([(1, 2)])[0].result()
+wrong: str = add.enqueue(2, 3).result()
+text: str = fetch.enqueue("u").result()
+later: taskq.TaskHandle = app.handle("x")
+"""
+
+
+def test_a_handles_result_has_the_type_its_function_returns_under_mypy_strict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "user.py").write_text(USER_MODULE)
+    monkeypatch.setenv("MYPYPATH", str(Path(taskq.__file__).parent.parent))  # this taskq
+    out, _, status = mypy_api.run([
+        "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"),
+        str(tmp_path / "user.py")])
+    errors = [line.partition(": error: ")[2] for line in out.splitlines() if ": error: " in line]
+    assert errors == ['Incompatible types in assignment (expression has type "int", '
+                      'variable has type "str")  [assignment]'], out
+    assert status == 1
 
 
 class TestCallingDirectly:

@@ -6,9 +6,9 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta, tzinfo
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
@@ -63,6 +63,7 @@ def default_name(fn: Callable[..., Any]) -> str:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 # The options of .enqueue and .call: for the queue, never passed to the function.
 RESERVED = ("delay", "run_at", "max_retries", "idempotency_key", "task_id", "result_ttl",
@@ -116,7 +117,14 @@ class Task(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
+    # The handle's result type is the function's return type, awaited for `async def`
+    # (the arguments are not checked by type: the queue's options share the call).
+    @overload
+    def enqueue(self: Task[P, Coroutine[Any, Any, T]], *args: Any,
+                **kwargs: Any) -> TaskHandle[T]: ...
+    @overload
+    def enqueue(self: Task[P, T], *args: Any, **kwargs: Any) -> TaskHandle[T]: ...
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """Enqueue a call and return its handle (`handle.result()` waits for the return
         value). Options for the queue, not arguments of the function: `delay` (seconds)
         or `run_at` (an aware datetime), `max_retries`, `idempotency_key`, `task_id`,
@@ -124,7 +132,12 @@ class Task(Generic[P, R]):
         Everything is checked before anything is sent."""
         return self.app.producer.enqueue_many([self.call(*args, **kwargs)], 1)[0]
 
-    async def enqueue_async(self, *args: Any, **kwargs: Any) -> TaskHandle:
+    @overload
+    async def enqueue_async(self: Task[P, Coroutine[Any, Any, T]], *args: Any,
+                            **kwargs: Any) -> TaskHandle[T]: ...
+    @overload
+    async def enqueue_async(self: Task[P, T], *args: Any, **kwargs: Any) -> TaskHandle[T]: ...
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """`enqueue` for coroutines (a FastAPI or Starlette endpoint): the same options
         and checks, sent with the app's asyncio client, so the event loop never blocks;
         wait for the result with `await handle.result_async(timeout)`."""
@@ -164,8 +177,15 @@ class Task(Generic[P, R]):
         as its first argument, before `args`."""
         return new_step(self, args, kwargs)
 
+    @overload
+    def enqueue_many(self: Task[P, Coroutine[Any, Any, T]],
+                     calls: Iterable[NewTask | tuple[Any, ...]],
+                     batch_size: int = 1000) -> list[TaskHandle[T]]: ...
+    @overload
+    def enqueue_many(self: Task[P, T], calls: Iterable[NewTask | tuple[Any, ...]],
+                     batch_size: int = 1000) -> list[TaskHandle[T]]: ...
     def enqueue_many(self, calls: Iterable[NewTask | tuple[Any, ...]],
-                     batch_size: int = 1000) -> list[TaskHandle]:
+                     batch_size: int = 1000) -> list[TaskHandle[Any]]:
         """Enqueue many calls, `batch_size` per round trip; handles come back in order.
 
         Each call is a `task.call(...)` (arguments and options) or a tuple of positional
@@ -174,8 +194,15 @@ class Task(Generic[P, R]):
         task ids or idempotency keys."""
         return self.app.producer.enqueue_many(self._calls(calls, batch_size), batch_size)
 
+    @overload
+    async def enqueue_many_async(self: Task[P, Coroutine[Any, Any, T]],
+                                 calls: Iterable[NewTask | tuple[Any, ...]],
+                                 batch_size: int = 1000) -> list[TaskHandle[T]]: ...
+    @overload
+    async def enqueue_many_async(self: Task[P, T], calls: Iterable[NewTask | tuple[Any, ...]],
+                                 batch_size: int = 1000) -> list[TaskHandle[T]]: ...
     async def enqueue_many_async(self, calls: Iterable[NewTask | tuple[Any, ...]],
-                                 batch_size: int = 1000) -> list[TaskHandle]:
+                                 batch_size: int = 1000) -> list[TaskHandle[Any]]:
         """`enqueue_many` for coroutines: the same calls and checks, sent with the app's
         asyncio client; the handles answer `await handle.result_async()`."""
         tasks = self._calls(calls, batch_size)

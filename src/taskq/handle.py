@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Generic, get_args
 
 from taskq.codec import decode_result
 from taskq.context import running_task
@@ -24,9 +24,20 @@ from taskq.limits import RESULT_TIMEOUT, shown
 from taskq.results import Cancellation, Enqueued, TaskRecord, TaskState, Watched
 
 if TYPE_CHECKING:
+    # A handle's result type is Any when unsaid (a bare `TaskHandle` annotation, a
+    # handle made from an id): a default needs typing_extensions before Python 3.13,
+    # which type checkers have and taskq need not import.
+    from typing_extensions import TypeVar
+
     from taskq.aio import AsyncBroker
     from taskq.broker import Broker
     from taskq.context import TaskContext
+
+    T = TypeVar("T", default=Any)
+else:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 # The longest one blocking wait lasts before the record is read again: a record deleted
 # while waited for (purged, expired, flushed) wakes no one, and the read says so.
@@ -34,7 +45,7 @@ WAIT_SLICE_SECONDS = 1.0
 
 
 @dataclass(frozen=True, eq=False)
-class TaskHandle(Enqueued):
+class TaskHandle(Enqueued, Generic[T]):
     """An enqueued task, as its producer sees it: `status()`, and `result()` waiting for
     its end. It is the `Enqueued` of the call (`task_id`, `created`), so code that reads
     those keeps working; `App.handle(task_id)` makes one for any task id later.
@@ -66,7 +77,7 @@ class TaskHandle(Enqueued):
         state taskq never writes."""
         return state_of(self._blocking("status").watch(self.task_id, mark=False))
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None) -> T:
         """The task's return value once it has completed, waiting up to `timeout` seconds
         (None: as long as it takes). The wait is woken through Redis by the script that
         ends the task, not by polling.
@@ -79,12 +90,13 @@ class TaskHandle(Enqueued):
         stale token keeps nothing."""
         return self._result(ResultWait(self.task_id, self._blocking("result").queue, timeout))
 
-    def _result(self, wait: ResultWait) -> Any:
+    def _result(self, wait: ResultWait) -> T:
         broker = self._blocking("result")
         while True:
             watched = broker.watch(self.task_id)
             if watched is not None and watched.ended:
-                return outcome(self.task_id, watched)
+                value: T = outcome(self.task_id, watched)  # the handler's, as JSON kept it
+                return value
             try:
                 block = wait.next_block(watched)
             except ResultTimeoutError as e:
@@ -122,7 +134,7 @@ class TaskHandle(Enqueued):
             return await asyncio.to_thread(self.status)
         return state_of(await broker.watch(self.task_id, mark=False))
 
-    async def result_async(self, timeout: float | None = None) -> Any:
+    async def result_async(self, timeout: float | None = None) -> T:
         """`result()` for coroutines, raising the same errors: the event loop runs other
         coroutines while Redis holds the wait. A handle from `Broker` waits on a thread,
         its timeout counted from this call however long a thread takes to come free."""
@@ -137,7 +149,8 @@ class TaskHandle(Enqueued):
                 watched = await broker.watch(self.task_id)
                 cancel_requested()
                 if watched is not None and watched.ended:
-                    return outcome(self.task_id, watched)
+                    value: T = outcome(self.task_id, watched)
+                    return value
                 try:
                     block = wait.next_block(watched)
                 except ResultTimeoutError as e:
