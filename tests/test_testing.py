@@ -8,10 +8,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import redis
+from mypy import api as mypy_api
 
+import taskq
 from taskq import App, Settings, TaskqError, chain, current_task
 from taskq.broker import Broker
 from taskq.errors import (
@@ -381,3 +384,36 @@ class TestOutsideAWorker:
         assert "Calling the task function directly runs it without the queue" in message
         assert "taskq.testing.TaskRunner" in message
         assert shop.charged == []
+
+
+USER_TEST = """
+import taskq
+from taskq.testing import TaskRunner
+
+app = taskq.App(queue="shop")
+
+@app.task()
+def add(a: int, b: int) -> int:
+    return a + b
+
+def test_add() -> None:
+    with TaskRunner(app) as tasks:
+        handle = add.enqueue(2, 3)
+        report = tasks.run_until_idle(timeout=10)
+        total: int = report.result(handle)
+        wrong: str = report.result(handle)
+        by_id: str = report.result(handle.task_id)
+"""
+
+
+def test_a_reports_result_for_a_handle_has_its_functions_type_under_mypy_strict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "test_user.py").write_text(USER_TEST)
+    monkeypatch.setenv("MYPYPATH", str(Path(taskq.__file__).parent.parent))  # this taskq
+    out, _, _ = mypy_api.run([
+        "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"),
+        str(tmp_path / "test_user.py")])
+    errors = [line.partition(": error: ")[2] for line in out.splitlines() if ": error: " in line]
+    assert errors == ['Incompatible types in assignment (expression has type "int", '
+                      'variable has type "str")  [assignment]'], out

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from taskq.app import App, Task, _LoopBroker
 from taskq.boundary import redis_errors
@@ -50,7 +50,7 @@ from taskq.errors import (
 )
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import Gap, Row, decode
-from taskq.handle import outcome
+from taskq.handle import TaskHandle, outcome
 from taskq.limits import CONCURRENCY, TIMEOUT, shown
 from taskq.registry import read_workers
 from taskq.results import Enqueued
@@ -82,6 +82,10 @@ PENDING_SHOWN = 10
 ENDED = ("completed", "dead", "cancelled")
 
 
+# The result type of a handle a report is asked about.
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class RunReport:
     """The tasks that ended during a run (since the runner started, or since its last
@@ -106,6 +110,10 @@ class RunReport:
         """The ids of the tasks that died, in the order they did."""
         return list(self.failed)
 
+    @overload
+    def result(self, task: TaskHandle[T]) -> T: ...
+    @overload
+    def result(self, task: str | Enqueued) -> Any: ...
     def result(self, task: str | Enqueued) -> Any:
         """The return value of `task` (a task id, or the handle `enqueue` returned);
         raises its `TaskFailed` when it died, `TaskCancelledError` when it was cancelled,
