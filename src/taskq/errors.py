@@ -46,6 +46,12 @@ class TaskFailed(TaskqError):
             text += f"\n\nTraceback of its last attempt, on the worker:\n{traceback.rstrip()}"
         super().__init__(text)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt from its fields, not its message (what Exception would pass back):
+        # pickled to another process, or copied, it stays the same error.
+        return (type(self), (self.task_id, self.error_type, self.message, self.traceback,
+                             self.attempts), self.__dict__)
+
 
 class UpstreamFailed(TaskFailed):
     """Raised by the handle of a workflow's step that never ran because a step before it
@@ -56,8 +62,13 @@ class UpstreamFailed(TaskFailed):
                  verb: str = "did not run", subject: str = "") -> None:
         self.upstream = upstream
         super().__init__(task_id, error_type, message, "", 0)
+        self.verb, self.subject = verb, subject
         named = f"{subject} {task_id}" if subject else task_id
         self.args = (f"{named} {verb}: {message}",)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.task_id, self.upstream, self.error_type, self.message,
+                             self.verb, self.subject), self.__dict__)
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -70,8 +81,11 @@ class TaskCancelledError(TaskqError):
     `result()`, `task_id` then holding the workflow's id."""
 
     def __init__(self, task_id: str, subject: str = "task") -> None:
-        self.task_id = task_id
+        self.task_id, self.subject = task_id, subject
         super().__init__(f"{subject} {task_id} was cancelled, so it has no result")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.task_id, self.subject), self.__dict__)
 
 
 class ResultTimeoutError(TaskqError, TimeoutError):
@@ -109,6 +123,9 @@ class Retry(TaskqError):
         self.reason = reason
         after = "after its backoff" if self.delay is None else f"in {self.delay + 0.0:g}s"
         super().__init__(f"retry asked for {after}" + (f": {reason}" if reason else ""))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.delay, self.reason), self.__dict__)
 
 
 class TimeLimitExceeded(TaskqError):
