@@ -264,6 +264,26 @@ class TestResult:
             other.broker.client.close()
 
 
+class TestBlockingInAnEventLoop:
+    def test_a_blocking_result_inside_a_running_loop_warns_to_await_result_async(
+        self, tasks: dict[str, Any]
+    ) -> None:
+        handle = tasks["add"].enqueue(1, 2)
+
+        async def endpoint() -> None:
+            with pytest.warns(RuntimeWarning, match=r"await handle\.result_async\(\)"), \
+                    pytest.raises(ResultTimeoutError):
+                handle.result(timeout=0)
+
+        asyncio.run(endpoint())
+
+    def test_a_blocking_result_outside_a_loop_does_not_warn(
+        self, tasks: dict[str, Any]
+    ) -> None:
+        with pytest.raises(ResultTimeoutError):  # warnings are errors in this suite
+            tasks["add"].enqueue(1, 2).result(timeout=0)
+
+
 class TestWaitingInsideAHandler:
     def test_a_handler_whose_wait_for_another_task_times_out_is_told_of_the_trap(
         self, app: App, settings: Settings
