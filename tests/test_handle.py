@@ -284,6 +284,29 @@ class TestBlockingInAnEventLoop:
             tasks["add"].enqueue(1, 2).result(timeout=0)
 
 
+class TestEventLoops:
+    def test_a_handle_awaited_in_another_loop_than_its_own_says_to_make_one_there(
+        self, app: App, tasks: dict[str, Any]
+    ) -> None:
+        async def enqueue() -> TaskHandle[int]:
+            handle: TaskHandle[int] = await tasks["add"].enqueue_async(1, 2)
+            await app.aclose()  # as an ASGI app's lifespan does when its loop ends
+            return handle
+
+        handle = asyncio.run(enqueue())
+        with pytest.raises(TaskqError, match=r"made in another event loop.*"
+                                             r"app\.handle_async\("):
+            asyncio.run(handle.status_async())
+
+        async def again() -> str:
+            try:
+                return await app.handle_async(handle.task_id).status_async()
+            finally:
+                await app.aclose()
+
+        assert asyncio.run(again()) == "pending"
+
+
 class TestWaitingInsideAHandler:
     def test_a_handler_whose_wait_for_another_task_times_out_is_told_of_the_trap(
         self, app: App, settings: Settings

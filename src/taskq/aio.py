@@ -94,6 +94,12 @@ class AsyncBroker:
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
+        # The loop it was made in (None: outside one), whose connections its client
+        # holds: a handle awaited in another loop says so rather than fail inside redis-py.
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
         self._block_limit = block_limit(client)
         self._enqueue = self._script("enqueue")
         self._watch = self._script("watch")
