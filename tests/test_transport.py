@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import inspect
 import re
 import select
 import socket
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,11 @@ from redis.exceptions import NoScriptError
 from conftest import ON_CLUSTER
 from helpers import events
 from taskq.broker import Broker
+from taskq.connection import connect
 from taskq.keys import QueueKeys
 from taskq.results import LeaseBatch
 from taskq.scripts import source
+from taskq.settings import Settings
 from taskq.transport import Cluster, SingleNode, Transport, transport_for
 from taskq.transport.direct import pack
 
@@ -310,9 +314,22 @@ def test_a_broker_on_a_server_that_lost_the_scripts_runs_each_call_once(
     assert client.xlen(broker.keys.events) == 3  # enqueued, leased, completed: once each
 
 
-def test_the_brokers_of_one_client_share_its_scripts(client: redis.Redis) -> None:
+def test_the_brokers_of_one_client_hash_each_script_once(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A Broker is made for each queue a listing shows; each made its thirty scripts
     again, hashing every one (thousands of queues took seconds)."""
-    first, second = Broker(client, "q1"), Broker(client, "q2")
-    assert first.scripts.lease.script is second.scripts.lease.script
-    assert Broker(redis.Redis(), "q1").scripts.lease.script is not first.scripts.lease.script
+    first = Broker(client, "q1")
+    monkeypatch.setattr(Script, "__init__", lambda *_: pytest.fail("hashed again"))
+    assert Broker(client, "q2").scripts.lease.script.sha == first.scripts.lease.script.sha
+
+
+def test_a_client_brokers_were_made_on_is_freed_once_dropped(settings: Settings) -> None:
+    """A table of each client's scripts kept every client, and its sockets, for ever:
+    a Script holds its client."""
+    dropped = connect(settings)
+    assert Broker(dropped, "q1").enqueue("t1").created
+    gone = weakref.ref(dropped)
+    del dropped
+    gc.collect()
+    assert gone() is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias
-from weakref import WeakKeyDictionary
 
 import redis
 from redis.cluster import RedisCluster
@@ -13,19 +12,32 @@ from redis.commands.core import Script
 Client: TypeAlias = redis.Redis | RedisCluster
 """A client `taskq.connect()` makes and `Broker` accepts: one node, or a cluster."""
 
-# Each client's scripts by their source. A redis-py Script hashes its source (SHA1 of up
-# to 30 kB) as it is made, and a Broker is made for each queue a dashboard, /metrics or
-# `taskq workers` lists: each would hash every script again.
-_made: WeakKeyDictionary[Client, dict[str, Script]] = WeakKeyDictionary()
+# Each script's SHA1 by its source and the encoding a client sends it in. A redis-py
+# Script hashes its source (up to 30 kB) as it is made, and a Broker is made for each
+# queue a dashboard, /metrics or `taskq workers` lists: each would hash every script
+# again. Not the Scripts themselves, each client's: a Script holds its client, so a
+# table of them keyed by the client would keep every client, and its sockets, for ever.
+_shas: dict[tuple[str, str, str], str] = {}
+
+
+class _HashedScript(Script):
+    """A redis-py Script given the SHA1 of its source rather than working it out."""
+
+    def __init__(self, client: Client, source: str, sha: str) -> None:
+        self.registered_client = client
+        self.script = source
+        self.sha = sha
 
 
 def client_script(client: Client, source: str) -> Script:
-    """`client`'s Script for the Lua text `source`, made once per client."""
-    scripts = _made.setdefault(client, {})
-    script = scripts.get(source)
-    if script is None:
-        script = scripts[source] = client.register_script(source)
-    return script
+    """`client`'s Script for the Lua text `source`, its source hashed once per process."""
+    encoder = client.get_encoder()
+    known = (source, encoder.encoding, encoder.encoding_errors)
+    sha = _shas.get(known)
+    if sha is None:
+        sha = _shas[known] = client.register_script(source).sha
+    return _HashedScript(client, source, sha)
+
 
 ScriptRun: TypeAlias = tuple[Script, Sequence[Any], Sequence[Any]]
 """One script to run, with its keys and args."""
