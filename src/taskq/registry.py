@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 from taskq.limits import DEAD_TTL, to_ms
+from taskq.limits import LIMIT as MOST_READ
 
 # Most workers one read returns.
 MAX_LISTED = 1000
@@ -108,7 +109,8 @@ def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
         reply = broker.scripts.longest_dead_ttl(keys=keys, args=[])
     longest, walked, complete = (int(value) for value in reply)
     if not complete:
-        _, workers = read_workers(broker)
+        # Every record, not a listing's MAX_LISTED: the one left out may keep them longest.
+        _, workers = read_workers(broker, MOST_READ.high)
         longest = max([longest, *(w.dead_ttl_ms for w in workers)])
     return longest, walked
 
