@@ -136,6 +136,16 @@ class TestTheLongestDeadTaskRetention:
         register(broker, keeping("w-short", 1), in_hand=0, ttl=30)  # prunes the expired
         assert broker.client.zrange(broker.keys.dead_ttls, 0, -1) == ["w-short"]
 
+    def test_a_retention_written_by_hand_past_any_a_worker_can_say_reads_as_the_most(
+        self, broker: Broker
+    ) -> None:
+        """Not as the most negative integer Redis makes of inf, which a purge took for
+        none said, applying its own shorter retention."""
+        register(broker, keeping("w-1", 1), in_hand=0, ttl=30)
+        for score, read in ((float("inf"), 315360000000), (1e300, 315360000000), (-5, 0)):
+            broker.client.zadd(broker.keys.dead_ttls, {"w-1": score})
+            assert longest_dead_ttl(broker) == (read, 1)
+
     def test_is_none_with_no_worker(self, broker: Broker) -> None:
         assert longest_dead_ttl(broker) == (0, 0)
 

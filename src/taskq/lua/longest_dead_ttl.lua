@@ -11,13 +11,20 @@
            returned, since keeping a dead task too long loses nothing and too short
            loses it. `complete` is 0 when the registry holds more workers than the
            index: workers of a version that does not write it, whose records the
-           caller must read
+           caller must read. A score written by hand past what a worker can say (up to
+           inf) reads as the most it can (LIMITS.ttl_ms), one below 0 as 0
   Emits:   nothing
 ]]
 --- @include "_common"
 
 local workers_key, dead_ttls_key = KEYS[1], KEYS[2]
 local WALK = 1000
+
+-- Clamped here: Redis turns a Lua number past a 64-bit integer (inf, 1e300) into the
+-- most negative one, and the purge would apply its own shorter retention.
+local function kept(score)
+  return math.max(0, math.min(tonumber(score), LIMITS.ttl_ms))
+end
 
 local now = server_now_ms()
 local complete = redis.call('ZCARD', workers_key) <= redis.call('ZCARD', dead_ttls_key)
@@ -26,8 +33,8 @@ local top = redis.call('ZREVRANGE', dead_ttls_key, 0, WALK - 1, 'WITHSCORES')
 for i = 1, #top, 2 do
   local expiry = redis.call('ZSCORE', workers_key, top[i])
   if expiry and tonumber(expiry) >= now then
-    return {tonumber(top[i + 1]), (i + 1) / 2, complete}
+    return {kept(top[i + 1]), (i + 1) / 2, complete}
   end
 end
-if #top == 2 * WALK then return {tonumber(top[2]), WALK, complete} end
+if #top == 2 * WALK then return {kept(top[2]), WALK, complete} end
 return {0, #top / 2, complete}
