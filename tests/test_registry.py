@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import signal
 import time
+from typing import Any
 
 import httpx
 import pytest
 import redis
 
 from cli_support import CONFIG_VARIABLES
+from conftest import ON_CLUSTER
 from helpers import assert_refused_unchanged
 from serve_support import Server
 from taskq import App
@@ -199,6 +201,25 @@ class TestTheNamesNoWorkerRuns:
         time.sleep(0.1)
         assert not_run(broker, ["shop.charge"]) == ["shop.charge"]
 
+
+    def test_are_written_a_few_hundred_to_a_command_at_each_beat(
+        self, broker: Broker
+    ) -> None:
+        """Every worker writes every name it runs at every beat: one command a name made
+        a beat of a worker running 500 names cost Redis 855 us, 76 us without them."""
+        names = [f"shop.task_{n:04}" for n in range(1200)]
+        before = zadd_calls(broker)
+        register(broker, dataclasses.replace(PRESENCE, tasks=names), in_hand=0, ttl=30)
+        assert zadd_calls(broker) - before == 2 + 3  # the index, dead_ttls; 500, 500, 200
+        assert broker.client.zcard(broker.keys.runners) == 1200
+        assert not_run(broker, [*names, "shop.refund"]) == ["shop.refund"]
+
+
+def zadd_calls(broker: Broker) -> int:
+    """ZADD commands run so far by the Redis node holding the queue."""
+    client: Any = broker.client
+    where = {"target_nodes": client.get_node_from_key(broker.keys.ready)} if ON_CLUSTER else {}
+    return int(client.info("commandstats", **where).get("cmdstat_zadd", {}).get("calls", 0))
 
 class TestAWorker:
     def test_registers_on_start_says_what_it_holds_and_leaves_when_it_stops(

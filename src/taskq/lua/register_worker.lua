@@ -49,9 +49,18 @@ redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', A
 redis.call('PEXPIRE', worker_key, ttl)
 redis.call('ZADD', workers_key, now + ttl, worker_id)
 redis.call('ZADD', dead_ttls_key, dead_ttl, worker_id)
+-- A ZADD for hundreds of names at once, not one a name: each call into Redis costs
+-- about what the write does, and every worker makes this every beat.
+local batch = {'ZADD', runners_key, 'GT'}
 for name in string.gmatch(ARGV[8], '[^,]+') do
-  redis.call('ZADD', runners_key, 'GT', now + ttl, name)
+  batch[#batch + 1] = now + ttl
+  batch[#batch + 1] = name
+  if #batch >= 1003 then  -- 500 names: well within Lua's stack for unpack
+    redis.call(unpack(batch))
+    batch = {'ZADD', runners_key, 'GT'}
+  end
 end
+if #batch > 3 then redis.call(unpack(batch)) end
 -- Each name is removed once, a lease after the last worker that ran it beat.
 redis.call('ZREMRANGEBYSCORE', runners_key, '-inf', '(' .. now)
 -- Bounded, and unpacked whole: a thousand ids fit Lua's stack.
