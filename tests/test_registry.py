@@ -68,6 +68,18 @@ class TestTheRecord:
         assert read_workers(broker)[1] == []
         assert unregister(broker, "w-1") is False
 
+    def test_its_indexes_expire_with_the_last_record_written_to_them(
+        self, broker: Broker
+    ) -> None:
+        """A fleet that goes away for good, killed or stopped, leaves no key for ever."""
+        register(broker, dataclasses.replace(PRESENCE, worker_id="w-long"), 0, ttl=0.4)
+        register(broker, PRESENCE, in_hand=0, ttl=0.05)  # no shorter than the longest
+        unregister(broker, "w-long")
+        time.sleep(0.1)
+        assert broker.client.exists(broker.keys.runners) == 1
+        wait_until(lambda: broker.client.exists(broker.keys.runners, broker.keys.dead_ttls)
+                   == 0, 2)
+
     @pytest.mark.parametrize(("ttl", "concurrency", "named"), [
         (0, 8, "lease_seconds"), (30, 0, "concurrency"), (30, 10**6, "concurrency")])
     def test_a_value_out_of_range_is_refused_before_any_write(

@@ -4,7 +4,8 @@
   the registry within a lease. Old entries of the index, and of the dead_ttls beside
   it, are pruned on the way (at most 1000 a call: each later call prunes on), and a
   few dead_ttls entries picked at random that the index no longer holds (a worker of
-  an older version pruned or unregistered it).
+  an older version pruned or unregistered it). The dead_ttls and runners keys expire
+  with the last record written to them, so a fleet gone for good leaves neither.
   KEYS[1] workers   ZSET   worker ids by the time (ms) their record expires
   KEYS[2] worker    HASH   this worker's record
   KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task, so a purge finds
@@ -71,5 +72,10 @@ if #gone > 0 then
 end
 for _, id in ipairs(redis.call('ZRANDMEMBER', dead_ttls_key, 3)) do
   if not redis.call('ZSCORE', workers_key, id) then redis.call('ZREM', dead_ttls_key, id) end
+end
+-- No entry of either counts once its worker's record expired, and this call wrote none
+-- that outlives `ttl`: only a registration after the longest-lived one extends them.
+for _, key in ipairs({dead_ttls_key, runners_key}) do
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 return now
