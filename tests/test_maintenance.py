@@ -114,8 +114,9 @@ def test_keeps_the_limit_of_a_task_a_live_worker_past_a_listing_of_workers_runs(
 
 
 def test_a_lift_that_fails_holds_up_no_other_maintenance(
-    broker: Broker, settings: Settings, client: redis.Redis
+    broker: Broker, settings: Settings, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(module, "LIFT_RETRY_SECONDS", 0.05)
     throttled(broker, "ab")  # b waits an hour for a slot
     broker.enqueue("soon", delay=0.002)
     time.sleep(0.005)
@@ -125,7 +126,23 @@ def test_a_lift_that_fails_holds_up_no_other_maintenance(
         assert maintenance.run(backlog=False) == 1  # "soon" promoted all the same
     finally:
         client.config_set("maxmemory", 0)
+    assert maintenance.run(backlog=False, due=True) == 0  # not every turn
+    time.sleep(0.06)
     assert maintenance.run(backlog=False, due=True) == 1  # tried again: b
+
+
+def test_a_lift_that_keeps_failing_is_tried_and_logged_once_a_retry_interval(
+    broker: Broker, settings: Settings, client: redis.Redis,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    client.hset(broker.keys.rates, "gone", "1")  # a limit of a name no worker runs
+    client.set(broker.keys.runners, "not taskq's")  # so every look at it is refused
+    maintenance = Maintenance(broker, settings)
+    with caplog.at_level("INFO", logger="taskq.worker"):
+        for _ in range(5):
+            maintenance.run(backlog=False, due=True)
+    said = [r.getMessage() for r in caplog.records if "lifting the rate limits" in r.getMessage()]
+    assert len(said) == 1 and "tried again in 1s" in said[0]
 
 
 def test_a_purge_redis_refuses_waits_its_own_interval_not_every_turn(

@@ -23,6 +23,8 @@ LIFT_LIMIT = 1000
 # Lines of removed limits are looked for this often once lifted: a rolling deploy's
 # older workers may throttle under the limit until they stop.
 LIFT_EVERY_SECONDS = 10.0
+# After a failed lift: soon, for a passing refusal, but not every turn of one that lasts.
+LIFT_RETRY_SECONDS = 1.0
 # Due tasks and expired leases are found within this long; a busy worker's loop turns
 # thousands of times a second, and each turn need not ask. With a backlog in ready, a
 # promoted task only joins the back of it, so looking less often costs it nothing.
@@ -110,13 +112,16 @@ class Maintenance:
 
     def _lift(self, now: float) -> None:
         """Lift the limits no longer declared: at once again while tasks are left. Its
-        failing (out of memory, say) holds up no other maintenance: tried next turn."""
+        failing (out of memory, a key of another type) holds up no other maintenance,
+        and is tried again LIFT_RETRY_SECONDS later: every worker looks, so a failure
+        that lasts would otherwise cost a call and a log line every turn."""
         try:
             names = (*self._unlimited, *self._unrun())
             done = self.broker.lift_rate_limits(names, LIFT_LIMIT) if names else None
         except BrokerError as e:
-            log.info("lifting the rate limits of queue %r failed; next turn tries again: %s",
-                     self.broker.queue, e)
+            self._next_lift = now + LIFT_RETRY_SECONDS
+            log.info("lifting the rate limits of queue %r failed; tried again in %gs: %s",
+                     self.broker.queue, LIFT_RETRY_SECONDS, e)
             return
         if done is None:
             self._next_lift = now + LIFT_EVERY_SECONDS
