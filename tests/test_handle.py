@@ -264,26 +264,6 @@ class TestResult:
             other.broker.client.close()
 
 
-class TestBlockingInAnEventLoop:
-    def test_a_blocking_result_inside_a_running_loop_warns_to_await_result_async(
-        self, tasks: dict[str, Any]
-    ) -> None:
-        handle = tasks["add"].enqueue(1, 2)
-
-        async def endpoint() -> None:
-            with pytest.warns(RuntimeWarning, match=r"await handle\.result_async\(\)"), \
-                    pytest.raises(ResultTimeoutError):
-                handle.result(timeout=0)
-
-        asyncio.run(endpoint())
-
-    def test_a_blocking_result_outside_a_loop_does_not_warn(
-        self, tasks: dict[str, Any]
-    ) -> None:
-        with pytest.raises(ResultTimeoutError):  # warnings are errors in this suite
-            tasks["add"].enqueue(1, 2).result(timeout=0)
-
-
 class TestEventLoops:
     def test_a_handle_awaited_in_another_loop_than_its_own_says_to_make_one_there(
         self, app: App, tasks: dict[str, Any]

@@ -666,20 +666,3 @@ class TestRepr:
 
         step = echo.s("x" * 100_000)
         assert len(repr(step)) < 1_000 and "<Task shop.echo>" in repr(step)
-
-
-def test_a_blocking_flow_result_inside_a_running_loop_warns_to_await_result_async(
-    app: App,
-) -> None:
-    @app.task("wf.echo")
-    def echo(x: int) -> int:
-        return x
-
-    flow = chain(echo.s(1), echo.s()).enqueue()
-
-    async def endpoint() -> None:
-        with pytest.warns(RuntimeWarning, match=r"await flow\.result_async\(\)"), \
-                pytest.raises(ResultTimeoutError):
-            flow.result(timeout=0)
-
-    asyncio.run(endpoint())

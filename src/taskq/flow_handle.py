@@ -10,7 +10,7 @@ from typing import Any
 
 from taskq.errors import TaskCancelledError, TaskNotFoundError, TaskqError, UpstreamFailed
 from taskq.flows import AsyncFlows, FlowCancellation, Flows, FlowStatus
-from taskq.handle import ResultWait, TaskHandle, cancel_requested, warn_in_loop
+from taskq.handle import ResultWait, TaskHandle, cancel_requested
 from taskq.keys import flow_step_id
 from taskq.limits import STEP_NUMBER
 from taskq.results import ENDED
@@ -63,7 +63,6 @@ class WorkflowHandle:
         stage seems not to move on: in between, one step is read at a time, and the
         stage the workflow is on, so a chain of thousands of stages costs thousands of
         reads, not millions."""
-        warn_in_loop("flow.result()", "await flow.result_async()")
         return self._result(self._wait(timeout))
 
     def _result(self, wait: ResultWait) -> Any:

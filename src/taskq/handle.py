@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import warnings
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, get_args
@@ -89,7 +88,6 @@ class TaskHandle(Enqueued, Generic[T]):
         `ResultTimeoutError` when the timeout passes first. Of a task that ran more than
         once, the result is the one of the run whose ack Redis accepted: an ack with a
         stale token keeps nothing."""
-        warn_in_loop("handle.result()", "await handle.result_async()")
         return self._result(ResultWait(self.task_id, self._blocking("result").queue, timeout))
 
     def _result(self, wait: ResultWait) -> T:
@@ -248,18 +246,6 @@ class ResultWait:
 
 # What `status()` may report besides "unknown".
 STATES = frozenset((*get_args(TaskState), "waiting"))
-
-
-def warn_in_loop(call: str, instead: str) -> None:
-    """Warn that the blocking `call` was made inside a running event loop, which it
-    stops for as long as it waits (every other coroutine with it): `instead` waits
-    without blocking."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    warnings.warn(f"{call} blocks the running event loop while it waits (every other "
-                  f"coroutine waits with it): use `{instead}`", RuntimeWarning, stacklevel=3)
 
 
 def cancel_requested() -> None:
