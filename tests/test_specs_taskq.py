@@ -228,6 +228,19 @@ class TestTaskQueueCancellation:
         ]  # fmt: skip
 
 
+def holding_one(held: tq.Holding) -> tuple[tq.Constants, tq.State]:
+    """One worker with time limits, holding task 1 (token 1) as `held` says."""
+    c = tq.Constants(
+        workers=1, max_sends=1, n_keys=0, max_retries=1, max_restarts=0,
+        max_revivals=0, guard="dedupe", pauses=False, kills=False, late_fails=False,
+        final_fails=False, cancels=False, time_limits=True, rate_limits=False,
+    )  # fmt: skip
+    s = tq.initial(c)
+    return c, s._replace(leased=frozenset({1}), token=s.token.except_(1, 1),
+                         state=s.state.except_(1, "running"), due=s.due.except_(1, True),
+                         held=s.held.except_(1, held))
+
+
 class TestTaskQueueTimeLimits:
     def test_a_run_timed_out_inside_its_effect_keeps_every_promise_in_all_2907_states(
         self,
@@ -237,17 +250,9 @@ class TestTaskQueueTimeLimits:
         assert figures(found) == (2907, 14699, 20, 0)
 
     def test_a_run_timed_out_inside_its_effect_is_renewed_until_the_block_ends(self) -> None:
-        c = tq.Constants(
-            workers=1, max_sends=1, n_keys=0, max_retries=1, max_restarts=0,
-            max_revivals=0, guard="dedupe", pauses=False, kills=False, late_fails=False,
-            final_fails=False, cancels=False, time_limits=True, rate_limits=False,
-        )  # fmt: skip
-        s = tq.initial(c)
         # Leased, confirmed, past its limit, its effect not yet written.
         inside = tq.Holding(1, 1, False, False, True, False, True, False)
-        s = s._replace(leased=frozenset({1}), token=s.token.except_(1, 1),
-                       state=s.state.except_(1, "running"), due=s.due.except_(1, True),
-                       held=s.held.except_(1, inside))
+        c, s = holding_one(inside)
         assert [label for label, _ in tq.heartbeat(c, s)] == ["Heartbeat(w=1)/extended"]
         assert list(tq.expire(c, s)) == []
         written = s._replace(held=s.held.except_(1, inside._replace(ran=True)))
@@ -299,16 +304,8 @@ class TestTaskQueueTimeLimits:
         ]  # fmt: skip
 
     def test_a_run_whose_handler_returned_is_not_timed_out_but_acked(self) -> None:
-        c = tq.Constants(
-            workers=1, max_sends=1, n_keys=0, max_retries=1, max_restarts=0,
-            max_revivals=0, guard="dedupe", pauses=False, kills=False, late_fails=False,
-            final_fails=False, cancels=False, time_limits=True, rate_limits=False,
-        )  # fmt: skip
-        s = tq.initial(c)
         returned = tq.Holding(1, 1, True, False, True, False, False, True)
-        s = s._replace(leased=frozenset({1}), token=s.token.except_(1, 1),
-                       state=s.state.except_(1, "running"), due=s.due.except_(1, True),
-                       held=s.held.except_(1, returned))
+        c, s = holding_one(returned)
         assert list(tq.time_out(c, s)) == []
         assert [label for label, _ in tq.ack(c, s)] == ["Ack(w=1)/acked"]
         unreturned = s._replace(held=s.held.except_(1, returned._replace(returned=False)))
