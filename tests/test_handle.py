@@ -172,6 +172,27 @@ class TestResult:
             handle.result(timeout=0.2)
         assert str(served.value).endswith("it is pending")
 
+    def test_a_fleet_killed_at_once_counts_as_no_worker_once_its_records_expire(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        """Its entries stay until a registration prunes them, and none comes."""
+        register_worker(app.broker, Presence(worker_id="w-killed", host="box", pid=1,
+                                             queues=(app.queue,), concurrency=1, tasks=(),
+                                             version="0"), in_hand=0, ttl=0.05)
+        assert app.broker.has_workers()
+        time.sleep(0.1)
+        handle = tasks["add"].enqueue(1, 2)
+        with pytest.raises(ResultTimeoutError, match="no worker is registered"):
+            handle.result(timeout=0.2)
+
+        async def served() -> bool:
+            try:
+                return await app.async_broker.has_workers()
+            finally:
+                await app.aclose()
+
+        assert asyncio.run(served()) is False
+
     def test_a_short_socket_timeout_still_ends_the_wait_at_its_own_timeout(
         self, settings: Settings
     ) -> None:

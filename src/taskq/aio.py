@@ -249,7 +249,9 @@ class AsyncBroker:
     async def has_workers(self) -> bool:
         """`Broker.has_workers`, awaited."""
         async with self.calling("read the workers"):
-            return bool(await self.client.exists(self.keys.workers))
+            seconds, micros = await self.client.time()
+            now = int(seconds) * 1000 + int(micros) // 1000
+            return bool(await self.client.zcount(self.keys.workers, now, "+inf"))
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """`Broker.wait_done`, awaited: until a task that `watch` marked ends, or

@@ -575,10 +575,12 @@ class Broker:
                                       "RIGHT", "LEFT") is not None
 
     def has_workers(self) -> bool:
-        """Whether any worker is registered on the queue (one that vanished counts
-        until the next registration prunes it)."""
+        """Whether any worker is registered on the queue whose record has not expired
+        by the server's clock (a whole fleet killed at once leaves its entries until
+        the next registration prunes them)."""
+        now = self.server_time_ms()
         with redis_errors("read the workers"):
-            return bool(self.client.exists(self.keys.workers))
+            return bool(self.client.zcount(self.keys.workers, now, "+inf"))
 
     def wait_for_work(self, timeout: float, also: Sequence[Broker] = ()) -> bool:
         """Block until a script signals new work on this queue or on a queue of `also`
