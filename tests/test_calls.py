@@ -41,8 +41,10 @@ def test_a_batch_refused_after_others_went_in_says_how_many_did(tmp_path: Path) 
                         decode_responses=True) as client:
         broker = Broker(client, "partial")
         broker.register_queue()
-        client.config_set("maxmemory", client.info("memory")["used_memory"] + 400_000)
-        tasks = [NewTask(f"t{i}", payload={"pad": "x" * 20_000}) for i in range(60)]
+        # Room for several batches of ten (200 kB each, and as much again in the query
+        # buffer while one is read), but not for all twenty.
+        client.config_set("maxmemory", client.info("memory")["used_memory"] + 2_000_000)
+        tasks = [NewTask(f"t{i}", payload={"pad": "x" * 20_000}) for i in range(200)]
         with pytest.raises(BrokerError) as caught:
             broker.enqueue_many(tasks, batch_size=10)
         enqueued = client.llen(broker.keys.ready)
