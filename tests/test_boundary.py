@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskq.boundary import refused_by_script
+from taskq.boundary import mend_for, refused_by_script
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.safety import check_server
@@ -166,3 +166,12 @@ class TestAWriteRedisRefusesUntilSomeoneActs:
         assert str(caught.value).endswith("; the ACL user REDIS_URL names may not run it: "
                                           "grant that user the commands and the keys taskq "
                                           "uses")
+
+
+def test_a_script_write_refused_out_of_memory_gets_the_same_mend_on_redis_6_2() -> None:
+    """Redis 6.2 passes the refusal on as a plain script error, not as -OOM."""
+    refused = redis.ResponseError(
+        "Error running script (call to f_0): @user_script:12: @user_script: 12: -OOM "
+        "command not allowed when used memory > 'maxmemory'.")
+    assert mend_for(refused) == mend_for(redis.exceptions.OutOfMemoryError("OOM"))
+    assert mend_for(redis.ResponseError("Error running script: wrong number")) is None

@@ -61,6 +61,9 @@ def refusal_at_connect(error: BaseException) -> str | None:
     return None
 
 
+OOM_IN_SCRIPT = "OOM command not allowed"
+
+
 def mend_for(error: BaseException) -> str | None:
     """What mends a refusal that lasts until someone acts (every call meets it the same
     way: a worker waits it out, a producer's calls fail), where Redis's own words do
@@ -68,7 +71,9 @@ def mend_for(error: BaseException) -> str | None:
     if isinstance(error, redis.exceptions.ReadOnlyError):
         return ("this Redis is a read-only replica (after a failover, perhaps): point "
                 "REDIS_URL at the primary")
-    if isinstance(error, redis.exceptions.OutOfMemoryError):
+    # Redis 6.2 passes a script's refused write on as a plain script error.
+    if isinstance(error, redis.exceptions.OutOfMemoryError) or (
+            isinstance(error, redis.ResponseError) and OOM_IN_SCRIPT in str(error)):
         return ("Redis is at its maxmemory and evicts nothing (noeviction, as taskq "
                 "needs): raise maxmemory, or free memory")
     if isinstance(error, redis.exceptions.NoPermissionError):
