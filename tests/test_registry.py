@@ -163,26 +163,6 @@ class TestTheLongestDeadTaskRetention:
     def test_is_none_with_no_worker(self, broker: Broker) -> None:
         assert longest_dead_ttl(broker) == (0, 0)
 
-    def test_counts_a_worker_of_a_version_that_does_not_index_it(
-        self, broker: Broker
-    ) -> None:
-        """A rolling deploy: the workers not yet replaced register without the index."""
-        register(broker, keeping("w-new", 1), in_hand=0, ttl=30)
-        register(broker, keeping("w-old", 30), in_hand=0, ttl=30)
-        broker.client.zrem(broker.keys.dead_ttls, "w-old")  # as the version before wrote it
-        assert longest_dead_ttl(broker)[0] == 30 * 86400 * 1000
-
-    def test_counts_a_worker_of_a_version_that_does_not_index_it_past_a_listing(
-        self, broker: Broker
-    ) -> None:
-        """The records are read then, every one of them: a listing's thousand, the
-        soonest to expire first, left out the old worker that keeps dead tasks longest."""
-        for n in range(MAX_LISTED):
-            register(broker, keeping(f"w-{n:04}", 1), in_hand=0, ttl=30)
-        register(broker, keeping("w-old", 30), in_hand=0, ttl=60)
-        broker.client.zrem(broker.keys.dead_ttls, "w-old")  # as the version before wrote it
-        assert longest_dead_ttl(broker)[0] == 30 * 86400 * 1000
-
     def test_an_entry_an_older_version_left_behind_is_pruned_by_later_registrations(
         self, broker: Broker
     ) -> None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 from taskq.limits import DEAD_TTL, to_ms
-from taskq.limits import LIMIT as MOST_READ
 
 # Most workers one read returns.
 MAX_LISTED = 1000
@@ -101,18 +100,11 @@ def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[Wor
 def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
     """The longest (ms) a live worker of `broker`'s queue keeps a dead task (0: none
     says), and how many entries of the registry's index were read to find it: a purge
-    asks this every few seconds on every worker, so it must not cost a read of each.
-    While workers of a version that does not index it are registered (a rolling
-    deploy), their records are read as well."""
+    asks this every few seconds on every worker, so it must not cost a read of each."""
     keys = [broker.keys.workers, broker.keys.dead_ttls]
     with redis_errors("read the workers' dead task retention"):
-        reply = broker.scripts.longest_dead_ttl(keys=keys, args=[])
-    longest, walked, complete = (int(value) for value in reply)
-    if not complete:
-        # Every record, not a listing's MAX_LISTED: the one left out may keep them longest.
-        _, workers = read_workers(broker, MOST_READ.high)
-        longest = max([longest, *(w.dead_ttl_ms for w in workers)])
-    return longest, walked
+        longest, walked = broker.scripts.longest_dead_ttl(keys=keys, args=[])
+    return int(longest), int(walked)
 
 
 def not_run(broker: Broker, names: Sequence[str]) -> list[str]:

@@ -4,15 +4,15 @@
   or twenty thousand. Read-only.
   KEYS[1] workers   ZSET   worker ids by the time (ms) their record expires
   KEYS[2] dead_ttls ZSET   worker ids by the ms each keeps a dead task
-  Returns: {dead_ttl_ms, walked, complete}: the longest a live worker keeps (0: no
-           live worker says); `walked` entries of the index were read. An entry of a
-           worker that expired is passed over; past 1000 of them (registrations prune
-           them, so that many means none registered for a lease) the longest read is
-           returned, since keeping a dead task too long loses nothing and too short
-           loses it. `complete` is 0 when the registry holds more workers than the
-           index: workers of a version that does not write it, whose records the
-           caller must read. A score written by hand past what a worker can say (up to
-           inf) reads as the most it can (LIMITS.ttl_ms), one below 0 as 0
+  Returns: {dead_ttl_ms, walked}: the longest a live worker keeps (0: no live worker
+           says); `walked` entries of the index were read. An entry of a worker that
+           expired is passed over; past 1000 of them (registrations prune them, so
+           that many means none registered for a lease) the longest read is returned,
+           since keeping a dead task too long loses nothing and too short loses it. A
+           worker of a version that does not write the index is not counted: its own
+           purge applies its own retention, as every purge did before the index. A
+           score written by hand past what a worker can say (up to inf) reads as the
+           most it can (LIMITS.ttl_ms), one below 0 as 0
   Emits:   nothing
 ]]
 --- @include "_common"
@@ -27,14 +27,12 @@ local function kept(score)
 end
 
 local now = server_now_ms()
-local complete = redis.call('ZCARD', workers_key) <= redis.call('ZCARD', dead_ttls_key)
-complete = complete and 1 or 0
 local top = redis.call('ZREVRANGE', dead_ttls_key, 0, WALK - 1, 'WITHSCORES')
 for i = 1, #top, 2 do
   local expiry = redis.call('ZSCORE', workers_key, top[i])
   if expiry and tonumber(expiry) >= now then
-    return {kept(top[i + 1]), (i + 1) / 2, complete}
+    return {kept(top[i + 1]), (i + 1) / 2}
   end
 end
-if #top == 2 * WALK then return {kept(top[2]), WALK, complete} end
-return {0, #top / 2, complete}
+if #top == 2 * WALK then return {kept(top[2]), WALK} end
+return {0, #top / 2}
