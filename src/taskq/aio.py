@@ -105,6 +105,7 @@ class AsyncBroker:
         self._watch = self._script("watch")
         self._cancel = self._script("cancel")
         self._snapshot = self._script("snapshot")
+        self._live_workers = self._script("live_workers")
         self._registration = Registration()
 
     def _script(self, name: str) -> AsyncScript:
@@ -249,9 +250,7 @@ class AsyncBroker:
     async def has_workers(self) -> bool:
         """`Broker.has_workers`, awaited."""
         async with self.calling("read the workers"):
-            seconds, micros = await self.client.time()
-            now = int(seconds) * 1000 + int(micros) // 1000
-            return bool(await self.client.zcount(self.keys.workers, now, "+inf"))
+            return bool(await self._live_workers(keys=[self.keys.workers]))
 
     async def wait_done(self, task_id: str, timeout: float) -> bool:
         """`Broker.wait_done`, awaited: until a task that `watch` marked ends, or

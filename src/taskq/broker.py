@@ -578,9 +578,8 @@ class Broker:
         """Whether any worker is registered on the queue whose record has not expired
         by the server's clock (a whole fleet killed at once leaves its entries until
         the next registration prunes them)."""
-        now = self.server_time_ms()
         with redis_errors("read the workers"):
-            return bool(self.client.zcount(self.keys.workers, now, "+inf"))
+            return bool(self.scripts.live_workers(keys=[self.keys.workers]))
 
     def wait_for_work(self, timeout: float, also: Sequence[Broker] = ()) -> bool:
         """Block until a script signals new work on this queue or on a queue of `also`

@@ -118,6 +118,7 @@ class Scripts:
         self.workers = load("workers")
         self.longest_dead_ttl = load("longest_dead_ttl")
         self.not_run = load("not_run")
+        self.live_workers = load("live_workers")
         self.recent = load("recent")
         self.start_flow = load("start_flow")
         self.cancel_flow = load("cancel_flow")
