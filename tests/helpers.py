@@ -10,11 +10,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from mypy import api as mypy_api
 
+import taskq
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.keys import QueueKeys
@@ -393,3 +396,17 @@ def assert_refused_while_overwritten(
     client.delete(key)
     if saved is not None:
         client.restore(key, 0, saved)
+
+
+def strict_mypy_errors(
+    module: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], str, int]:
+    """What `mypy --strict` says of a user's module of `source` type-checked against
+    this taskq: its error messages, its whole output and its exit status."""
+    (tmp_path / module).write_text(source)
+    monkeypatch.setenv("MYPYPATH", str(Path(taskq.__file__).parent.parent))
+    out, _, status = mypy_api.run([
+        "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"),
+        str(tmp_path / module)])
+    errors = [line.partition(": error: ")[2] for line in out.splitlines() if ": error: " in line]
+    return errors, out, status

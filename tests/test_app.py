@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 import redis
-from mypy import api as mypy_api
 
-import taskq
+from helpers import strict_mypy_errors
 from taskq.app import App, Task
 from taskq.broker import Broker, Enqueued
 from taskq.errors import InvalidTaskError, PayloadError
@@ -231,12 +230,7 @@ later: taskq.TaskHandle = app.handle("x")
 def test_a_handles_result_has_the_type_its_function_returns_under_mypy_strict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "user.py").write_text(USER_MODULE)
-    monkeypatch.setenv("MYPYPATH", str(Path(taskq.__file__).parent.parent))  # this taskq
-    out, _, status = mypy_api.run([
-        "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"),
-        str(tmp_path / "user.py")])
-    errors = [line.partition(": error: ")[2] for line in out.splitlines() if ": error: " in line]
+    errors, out, status = strict_mypy_errors("user.py", USER_MODULE, tmp_path, monkeypatch)
     assert errors == ['Incompatible types in assignment (expression has type "int", '
                       'variable has type "str")  [assignment]'], out
     assert status == 1

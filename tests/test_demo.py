@@ -168,13 +168,19 @@ class TestDemo:
         assert processes_of(workdir, marker) == []
 
 
+def sleepers(n: int, started: list[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
+    """`n` live processes to stand for the demo's workers, killed after the test."""
+    workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+               for _ in range(n)]
+    started.extend(workers)
+    return workers
+
+
 class TestTheKilledWorker:
     def test_is_the_one_that_held_the_most_tasks_and_the_note_says_how_many(
         self, broker: Broker, started: list[subprocess.Popen[bytes]]
     ) -> None:
-        workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-                   for _ in range(3)]
-        started.extend(workers)
+        workers = sleepers(3, started)
         presence = Presence(worker_id="w", host="h", pid=0, queues=[broker.queue],
                             concurrency=8, tasks=[], version="0")
         for i, in_hand in enumerate([1, 5, 2]):
@@ -187,9 +193,7 @@ class TestTheKilledWorker:
     def test_that_held_none_is_said_to_hold_none(
         self, broker: Broker, started: list[subprocess.Popen[bytes]]
     ) -> None:
-        workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-                   for _ in range(2)]
-        started.extend(workers)
+        workers = sleepers(2, started)
         victim, held = busiest(broker, workers, random.Random(7))
         assert victim in (0, 1)
         assert held == "holding no task at its last heartbeat"

@@ -387,22 +387,17 @@ def test_threads_of_handlers_given_up_on_are_let_go_once_they_return(
         runner.close()
 
 
-def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_block_ends(
-    handlers: Handlers,
-) -> None:
-    """Its cancel ends the await at once, but not the block on the thread: failed then,
-    its retry could apply the effect beside the block still under way."""
-    in_block = threading.Event()
+def in_an_effect_on_a_thread(handlers: Handlers, in_block: threading.Event) -> None:
+    """An effect() block, as an `async def` handler runs one with `asyncio.to_thread`."""
+    with current_task().effect():
+        in_block.set()
+        handlers.release.wait(HANDLER_LIMIT_SECONDS)
 
-    def charge() -> None:
-        with current_task().effect():
-            in_block.set()
-            handlers.release.wait(HANDLER_LIMIT_SECONDS)
 
-    @handlers.app.task("charging_async", time_limit=60)
-    async def charging_async() -> None:
-        await asyncio.to_thread(charge)
-
+def timed_out_in_its_block(handlers: Handlers, in_block: threading.Event) -> None:
+    """Runs "charging_async", times it out while its effect() block is under way, and
+    waits past the cancel's grace and then for the one outcome the block's end lets
+    the runner report, which must be the time limit's failure."""
     runner = handlers.runner(concurrency=1)
     try:
         task, context = job("charging_async")
@@ -419,8 +414,24 @@ def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_bloc
         assert outcome.failure is not None
         assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
         assert not context.in_effect
+        time.sleep(0.2)
+        assert len(handlers.outcomes) == 1
     finally:
         runner.close()
+
+
+def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_block_ends(
+    handlers: Handlers,
+) -> None:
+    """Its cancel ends the await at once, but not the block on the thread: failed then,
+    its retry could apply the effect beside the block still under way."""
+    in_block = threading.Event()
+
+    @handlers.app.task("charging_async", time_limit=60)
+    async def charging_async() -> None:
+        await asyncio.to_thread(in_an_effect_on_a_thread, handlers, in_block)
+
+    timed_out_in_its_block(handlers, in_block)
 
 
 def test_an_async_run_that_catches_its_time_limit_in_an_effect_is_failed_once_the_block_ends(
@@ -430,35 +441,12 @@ def test_an_async_run_that_catches_its_time_limit_in_an_effect_is_failed_once_th
     the block, or the run holds its slot and its task for good."""
     in_block = threading.Event()
 
-    def charge() -> None:
-        with current_task().effect():
-            in_block.set()
-            handlers.release.wait(HANDLER_LIMIT_SECONDS)
-
     @handlers.app.task("charging_async", time_limit=60)
     async def charging_async() -> str:
         try:
-            await asyncio.to_thread(charge)
+            await asyncio.to_thread(in_an_effect_on_a_thread, handlers, in_block)
         except asyncio.CancelledError:
             return "cancelled, and said so"
         return "charged"
 
-    runner = handlers.runner(concurrency=1)
-    try:
-        task, context = job("charging_async")
-        assert runner.submit([(task, context)])
-        assert in_block.wait(HANDLER_LIMIT_SECONDS)
-        context.time_out()
-        runner.time_out(context)  # as the time-limit thread does
-        time.sleep(0.6)  # past the cancel's grace
-        assert handlers.outcomes == [] and context.in_effect
-        handlers.release.set()
-        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
-                   "the attempt to be failed")
-        (outcome,) = handlers.outcomes
-        assert outcome.failure is not None
-        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
-        time.sleep(0.2)
-        assert len(handlers.outcomes) == 1
-    finally:
-        runner.close()
+    timed_out_in_its_block(handlers, in_block)

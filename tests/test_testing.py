@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from mypy import api as mypy_api
 
-import taskq
+from helpers import strict_mypy_errors
 from taskq import App, Settings, TaskqError, chain, current_task
 from taskq.broker import Broker
 from taskq.errors import (
@@ -409,11 +408,6 @@ def test_add() -> None:
 def test_a_reports_result_for_a_handle_has_its_functions_type_under_mypy_strict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "test_user.py").write_text(USER_TEST)
-    monkeypatch.setenv("MYPYPATH", str(Path(taskq.__file__).parent.parent))  # this taskq
-    out, _, _ = mypy_api.run([
-        "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"),
-        str(tmp_path / "test_user.py")])
-    errors = [line.partition(": error: ")[2] for line in out.splitlines() if ": error: " in line]
+    errors, out, _ = strict_mypy_errors("test_user.py", USER_TEST, tmp_path, monkeypatch)
     assert errors == ['Incompatible types in assignment (expression has type "int", '
                       'variable has type "str")  [assignment]'], out
