@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,18 @@ class TestEnqueue:
         assert (broker.counts().ready, broker.counts().delayed) == (0, 1)
         assert broker.payload(result.task_id) == {"args": [1], "kwargs": {}}
 
+    def test_a_delay_and_a_result_ttl_may_be_timedeltas(
+        self, adder: Task[[int, int], int], broker: Broker
+    ) -> None:
+        """As a schedule's period is: a duration is seconds or a timedelta throughout."""
+        result = adder.enqueue(1, delay=timedelta(seconds=30), result_ttl=timedelta(hours=2))
+        record = broker.task(result.task_id)
+        assert record is not None
+        assert record.run_at - record.created_at == pytest.approx(30_000, abs=50)
+        assert record.result_ttl == 2 * 3600 * 1000
+        with pytest.raises(InvalidTaskError, match=r"delay must be .*timedelta\(days=-1"):
+            adder.enqueue(1, delay=timedelta(seconds=-5))
+
     def test_max_retries_at_enqueue_overrides_the_registered_one(
         self, app: App, broker: Broker
     ) -> None:
@@ -292,6 +305,9 @@ class TestEnqueue:
         third = urgent.enqueue(5, 6)
         leased = [t.task_id for t in broker.lease_many("w", 30, 3).tasks]
         assert leased == [third.task_id, second.task_id, first.task_id]
+
+    def test_a_time_limit_may_be_a_timedelta(self, app: App) -> None:
+        assert app.task("slow", time_limit=timedelta(minutes=2))(add).time_limit == 120
 
     def test_a_priority_outside_its_range_is_refused_at_registration(self, app: App) -> None:
         with pytest.raises(InvalidTaskError, match="priority must be"):

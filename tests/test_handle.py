@@ -147,6 +147,11 @@ class TestResult:
         assert time.monotonic() - started >= 0.3
         assert handle.status() == "pending"
 
+    def test_a_timeout_may_be_a_timedelta(self, tasks: dict[str, Any]) -> None:
+        handle = tasks["add"].enqueue(1, 2)
+        with pytest.raises(ResultTimeoutError, match=r"not ended within 0\.2s"):
+            handle.result(timeout=timedelta(milliseconds=200))
+
     def test_a_timeout_on_a_queue_no_worker_serves_says_so(
         self, tasks: dict[str, Any], app: App
     ) -> None:

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -69,6 +70,7 @@ class TestRetryPolicy:
         decision = RetryPolicy(retry_on=()).decide(Retry(delay=2.5, reason="rate limited"))
         assert (decision.mode, decision.delay) == ("delay", 2.5)
         assert RetryPolicy().decide(Retry()).mode == "backoff"
+        assert Retry(delay=timedelta(minutes=1)).delay == 60
 
     @pytest.mark.parametrize(("options", "message"), [
         ({"retry_on": ValueError("x")}, "retry_on must be an exception class"),

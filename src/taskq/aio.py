@@ -40,6 +40,7 @@ from taskq.limits import (
     MAX_PAYLOAD_BYTES,
     PRIORITY,
     TIMEOUT,
+    Seconds,
     to_ms,
 )
 from taskq.results import SIMULATE_TASK, Cancellation, NewTask, QueueCounts, TaskRecord, Watched
@@ -159,7 +160,7 @@ class AsyncBroker:
     async def enqueue(
         self,
         task_id: str,
-        delay: float = 0,
+        delay: Seconds = 0,
         max_retries: int = 3,
         payload: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -167,7 +168,7 @@ class AsyncBroker:
         *,
         name: str = SIMULATE_TASK,
         run_at: datetime | None = None,
-        result_ttl: float | None = None,
+        result_ttl: Seconds | None = None,
         priority: int = PRIORITY.default,
     ) -> TaskHandle:
         """`Broker.enqueue`, awaited: create a task unless its id or idempotency key

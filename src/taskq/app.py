@@ -21,7 +21,7 @@ from taskq.flow_handle import WorkflowHandle
 from taskq.flows import AsyncFlows, Flows
 from taskq.handle import TaskHandle
 from taskq.keys import check_flow_id, check_queue_name, check_task_id, check_task_name, new_id
-from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, shown
+from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, Seconds, shown
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
@@ -126,10 +126,10 @@ class Task(Generic[P, R]):
     def enqueue(self: Task[P, T], *args: Any, **kwargs: Any) -> TaskHandle[T]: ...
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
         """Enqueue a call and return its handle (`handle.result()` waits for the return
-        value). Options for the queue, not arguments of the function: `delay` (seconds)
-        or `run_at` (an aware datetime), `max_retries`, `idempotency_key`, `task_id`,
-        `result_ttl` (seconds its result is kept) and `priority` (0 to 9, higher first).
-        Everything is checked before anything is sent."""
+        value). Options for the queue, not arguments of the function: `delay` (seconds
+        or a timedelta) or `run_at` (an aware datetime), `max_retries`,
+        `idempotency_key`, `task_id`, `result_ttl` (how long its result is kept) and
+        `priority` (0 to 9, higher first). Everything is checked before anything is sent."""
         return self.app.producer.enqueue_many([self.call(*args, **kwargs)], 1)[0]
 
     @overload
@@ -324,7 +324,7 @@ class App:
 
     def task(
         self, name: str | None = None, *, max_retries: int = 3, store_result: bool = True,
-        retry: RetryPolicy | None = None, time_limit: float | None = None,
+        retry: RetryPolicy | None = None, time_limit: Seconds | None = None,
         priority: int = PRIORITY.default, rate_limit: str | None = None, rate_burst: int = 1,
         max_concurrency: int | None = None, concurrency_key: str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]:

@@ -63,6 +63,7 @@ from taskq.limits import (
     TICK_MS,
     TIMEOUT,
     TOKEN,
+    Seconds,
     check_text,
     error_text,
     shown,
@@ -177,7 +178,7 @@ class Broker:
     def enqueue(
         self,
         task_id: str,
-        delay: float = 0,
+        delay: Seconds = 0,
         max_retries: int = 3,
         payload: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -185,7 +186,7 @@ class Broker:
         *,
         name: str = SIMULATE_TASK,
         run_at: datetime | None = None,
-        result_ttl: float | None = None,
+        result_ttl: Seconds | None = None,
         priority: int = PRIORITY.default,
     ) -> TaskHandle:
         """Create a task; an id or idempotency key that already names one creates nothing.

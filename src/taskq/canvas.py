@@ -23,7 +23,7 @@ from taskq.errors import InvalidTaskError
 from taskq.flow_handle import WorkflowHandle
 from taskq.flows import POLICIES, StageSpec
 from taskq.keys import check_flow_id, new_id
-from taskq.limits import FLOW_STEPS, MAX_RETRIES, PRIORITY, shown, to_ms
+from taskq.limits import FLOW_STEPS, MAX_RETRIES, PRIORITY, Seconds, shown, to_ms
 from taskq.results import brief_repr
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Step:
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_retries: int | None = None
     priority: int | None = None
-    result_ttl: float | None = None
+    result_ttl: Seconds | None = None
 
     __repr__ = brief_repr
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 
 class TaskqError(Exception):
     """Raised when anything in taskq fails; the root of every taskq error."""
@@ -114,7 +116,7 @@ class Retry(TaskqError):
     after the task's backoff). The attempt counts: a task with no retries left goes to
     the DLQ. Its task's retry policy does not apply: a handler that asks is retried."""
 
-    def __init__(self, delay: float | None = None, reason: str = "") -> None:
+    def __init__(self, delay: float | timedelta | None = None, reason: str = "") -> None:
         # Checked here, in the handler that raises it, rather than when the worker sends
         # the retry: limits needs this module, so it is imported late.
         from taskq.limits import DELAY  # noqa: PLC0415

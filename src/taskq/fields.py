@@ -22,6 +22,7 @@ from taskq.limits import (
     PRIORITY,
     RUN_AT_MS_MAX,
     TEN_YEARS,
+    Seconds,
     shown,
     to_ms,
 )
@@ -32,13 +33,13 @@ def enqueue_fields(
     task_id: str,
     name: str,
     payload: dict[str, Any] | None,
-    delay: float,
+    delay: Seconds,
     max_retries: int,
     idempotency_key: str | None,
     idempotency_ttl: int | None,
     max_payload_bytes: int,
     run_at: datetime | None = None,
-    result_ttl: float | None = None,
+    result_ttl: Seconds | None = None,
     priority: int = PRIORITY.default,
     limit_key: str | None = None,
 ) -> list[Any]:

@@ -12,7 +12,7 @@ from taskq.errors import TaskCancelledError, TaskNotFoundError, TaskqError, Upst
 from taskq.flows import AsyncFlows, FlowCancellation, Flows, FlowStatus
 from taskq.handle import ResultWait, TaskHandle, cancel_requested
 from taskq.keys import flow_step_id
-from taskq.limits import STEP_NUMBER
+from taskq.limits import STEP_NUMBER, Seconds
 from taskq.results import ENDED
 
 
@@ -48,7 +48,7 @@ class WorkflowHandle:
                           async_broker=None if self.async_flows is None
                           else self.async_flows.broker)
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: Seconds | None = None) -> Any:
         """What the last stage produced once the workflow has completed (one result, or
         a group's list), waiting up to `timeout` seconds (None: as long as it takes).
 
@@ -95,7 +95,7 @@ class WorkflowHandle:
             return await asyncio.to_thread(self.status)
         return self._found(await flows.status(self.flow_id))
 
-    async def result_async(self, timeout: float | None = None) -> Any:
+    async def result_async(self, timeout: Seconds | None = None) -> Any:
         """`result()` for coroutines, raising the same errors; the event loop runs other
         coroutines while Redis holds the wait. A handle from `Flows` waits on a thread,
         its timeout counted from this call however long a thread takes to come free."""
@@ -151,7 +151,7 @@ class WorkflowHandle:
                     return False
         return True
 
-    def _wait(self, timeout: float | None) -> ResultWait:
+    def _wait(self, timeout: Seconds | None) -> ResultWait:
         return ResultWait(self.flow_id, self.flows.broker.queue, timeout,
                           what=f"workflow {self.flow_id}")
 

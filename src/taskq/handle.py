@@ -20,7 +20,7 @@ from taskq.errors import (
     TaskqError,
     UpstreamFailed,
 )
-from taskq.limits import RESULT_TIMEOUT, shown
+from taskq.limits import RESULT_TIMEOUT, Seconds, shown
 from taskq.results import Cancellation, Enqueued, TaskRecord, TaskState, Watched
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class TaskHandle(Enqueued, Generic[T]):
         state taskq never writes."""
         return state_of(self._blocking("status").watch(self.task_id, mark=False))
 
-    def result(self, timeout: float | None = None) -> T:
+    def result(self, timeout: Seconds | None = None) -> T:
         """The task's return value once it has completed, waiting up to `timeout` seconds
         (None: as long as it takes). The wait is woken through Redis by the script that
         ends the task, not by polling.
@@ -134,7 +134,7 @@ class TaskHandle(Enqueued, Generic[T]):
             return await asyncio.to_thread(self.status)
         return state_of(await broker.watch(self.task_id, mark=False))
 
-    async def result_async(self, timeout: float | None = None) -> T:
+    async def result_async(self, timeout: Seconds | None = None) -> T:
         """`result()` for coroutines, raising the same errors: the event loop runs other
         coroutines while Redis holds the wait. A handle from `Broker` waits on a thread,
         its timeout counted from this call however long a thread takes to come free."""
@@ -195,7 +195,7 @@ class ResultWait:
 
     __slots__ = ("deadline", "inside", "queue", "task_id", "timeout", "what")
 
-    def __init__(self, task_id: str, queue: str, timeout: float | None,
+    def __init__(self, task_id: str, queue: str, timeout: Seconds | None,
                  what: str = "") -> None:
         if timeout is not None:
             timeout = RESULT_TIMEOUT.check(timeout)

@@ -10,12 +10,16 @@ write (`LIMITS` in lua/_common.lua; a test pins the two tables together).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Generic, TypeVar
 
 from taskq.errors import InvalidTaskError, TaskqError
 
 N = TypeVar("N", int, float)
 V = TypeVar("V")
+
+# A duration a caller gives: seconds, or a timedelta (as `periodic` takes its period).
+Seconds = float | timedelta
 
 DAY = 86_400
 WEEK = 7 * DAY
@@ -65,6 +69,14 @@ class Range(Generic[N]):
             return abs(plain) if plain == 0 else plain  # type: ignore[return-value]
         return None
 
+    def _seconds(self, value: timedelta) -> object:
+        """`value` as a number this range may hold; left as it is where it holds no
+        seconds, so the error names what the caller gave."""
+        if self.unit != "seconds":
+            return value
+        seconds = value.total_seconds()
+        return int(seconds) if self.whole and seconds.is_integer() else seconds
+
     @property
     def rule(self) -> str:
         """What a valid value is, as in "a number of seconds from 0 to 86400"."""
@@ -76,8 +88,9 @@ class Range(Generic[N]):
 
     def check(self, value: object, name: str | None = None,
               error: type[TaskqError] = InvalidTaskError) -> N:
-        """`value`, or `error` naming the argument, the value and the range."""
-        plain = self._held(value)
+        """`value` (a timedelta as its seconds, where the range is of seconds), or
+        `error` naming the argument, the value and the range."""
+        plain = self._held(self._seconds(value) if isinstance(value, timedelta) else value)
         if plain is None:
             raise error(f"{name or self.name} must be {self.rule}, not {shown(value)}")
         return plain

@@ -8,7 +8,7 @@ from enum import IntEnum
 from typing import Any, Literal
 
 from taskq.boundary import stored_int, text
-from taskq.limits import PRIORITY
+from taskq.limits import PRIORITY, Seconds
 
 FailStatus = Literal["retry", "dead", "cancelled", "stale"]
 # "gone": the id's record was gone (deleted by hand, or evicted), and it was dropped.
@@ -50,14 +50,14 @@ class NewTask:
     """One task for `Broker.enqueue_many`, with the same meaning as `enqueue`'s arguments."""
 
     task_id: str
-    delay: float = 0.0
+    delay: Seconds = 0.0
     max_retries: int = 3
     payload: dict[str, Any] | None = None
     idempotency_key: str | None = None
     idempotency_ttl: int | None = None
     name: str = SIMULATE_TASK
     run_at: datetime | None = None
-    result_ttl: float | None = None
+    result_ttl: Seconds | None = None
     priority: int = PRIORITY.default  # 0 (lowest) to 9 (highest)
     # The value a keyed concurrency limit is kept per (e.g. the account); None: none.
     limit_key: str | None = None

@@ -51,7 +51,7 @@ from taskq.errors import (
 from taskq.feed.cursor import Cursor
 from taskq.feed.log import Gap, Row, decode
 from taskq.handle import TaskHandle, outcome
-from taskq.limits import CONCURRENCY, TIMEOUT, shown
+from taskq.limits import CONCURRENCY, TIMEOUT, Seconds, shown
 from taskq.registry import read_workers
 from taskq.results import Enqueued
 from taskq.scripts import source
@@ -284,7 +284,7 @@ class TaskRunner:
             raise TaskqError("the TaskRunner is not running: use it in a `with` block")
         return self._broker
 
-    def run_until_idle(self, timeout: float = 10.0) -> RunReport:
+    def run_until_idle(self, timeout: Seconds = 10.0) -> RunReport:
         """Wait until the queue is idle, then report the tasks that ended since the
         runner started or since the last report.
 
@@ -293,7 +293,7 @@ class TaskRunner:
         task enqueued with a delay. Raises `IdleTimeoutError`, listing what is still
         pending, when the queue is not idle within `timeout` seconds; the worker keeps
         running, so a later call can wait longer."""
-        TIMEOUT.check(timeout, "timeout")
+        timeout = TIMEOUT.check(timeout, "timeout")
         broker = self.broker
         deadline = time.monotonic() + timeout
         while True:
