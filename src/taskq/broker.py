@@ -621,9 +621,10 @@ class Broker:
 
     def lift_rate_limits(self, names: Sequence[str], limit: int = 1000) -> Lifted:
         """Forget the rate limits stored for `names` (task names run with no rate limit
-        now, or QUEUE_LIMIT for a queue with none of its own): their lines of throttled
-        tasks are made due, up to `limit` tasks a call, to be checked again by the
-        limits in force; call again while `left`. A worker does so as it starts."""
+        now or run by no live worker, or QUEUE_LIMIT for a queue with none of its own):
+        their lines of throttled tasks are made due, up to `limit` tasks a call, to be
+        checked again by the limits in force; call again while `left`. A worker does so
+        as it starts."""
         names = [n if n == QUEUE_LIMIT else check_task_name(n) for n in names]
         limit = LIMIT.check(limit)
         k = self.keys

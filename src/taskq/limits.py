@@ -90,7 +90,9 @@ class Range(Generic[N]):
               error: type[TaskqError] = InvalidTaskError) -> N:
         """`value` (a timedelta as its seconds, where the range is of seconds), or
         `error` naming the argument, the value and the range."""
-        plain = self._held(self._seconds(value) if isinstance(value, timedelta) else value)
+        plain = self._held(value)
+        if plain is None and isinstance(value, timedelta):  # numbers pay nothing for it
+            plain = self._held(self._seconds(value))
         if plain is None:
             raise error(f"{name or self.name} must be {self.rule}, not {shown(value)}")
         return plain

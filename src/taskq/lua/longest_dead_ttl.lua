@@ -9,8 +9,8 @@
            expired is passed over; past 1000 of them (registrations prune them, so
            that many means none registered for a lease) the longest read is returned,
            since keeping a dead task too long loses nothing and too short loses it. A
-           worker of a version that does not write the index is not counted: its own
-           purge applies its own retention, as every purge did before the index. A
+           worker of a version that does not write the index is not counted (its own
+           purge applies its own retention whatever the others keep). A
            score written by hand past what a worker can say (up to inf) reads as the
            most it can (LIMITS.ttl_ms), one below 0 as 0
   Emits:   nothing

@@ -8,7 +8,8 @@
   Returns: {now_ms, {field, value, ...}, ...}: each live worker's record as HGETALL
            gives it; a record key of another type (written by something else) is left
            out, as an empty one is, so that one key fails no listing and no worker's
-           maintenance (which reads this to keep limits and dead tasks)
+           maintenance (which reads this to keep the limits of names a worker
+           that writes no index runs)
   Emits:   nothing (it only reads)
 ]]
 --- @include "_common"

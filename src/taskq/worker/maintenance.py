@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 
 from taskq.broker import Broker
 from taskq.errors import BrokerError
-from taskq.limits import DEAD_TTL
 from taskq.registry import longest_dead_ttl, not_run
 from taskq.schedules import Schedule
 from taskq.settings import Settings
@@ -146,10 +145,8 @@ class Maintenance:
         keep, read_at = self._keep
         if now < read_at + PURGE_EVERY_SECONDS:
             return keep
-        longest = longest_dead_ttl(self.broker)[0] / 1000
-        # A record written by hand may say more than any worker can: the purge would
-        # refuse it, and so stop every worker of the queue.
-        keep = max(self.settings.dead_ttl_seconds, min(longest, DEAD_TTL.high))
+        # At most DEAD_TTL.high: the script clamps what a hand-written score says.
+        keep = max(self.settings.dead_ttl_seconds, longest_dead_ttl(self.broker)[0] / 1000)
         self._keep = (keep, now)
         return keep
 

@@ -320,7 +320,8 @@ class Runner:
         now, its retry could apply the effect beside that block. The give-up reports it
         once the block has ended, unless the handler caught its cancel and returned: that
         claimed the report, which the give-up then leaves alone, so it is sent from a
-        thread of its own once the block ends (never, it would hold its slot for good)."""
+        thread of its own once the block ends (else no one reports the run, and its slot
+        stays taken)."""
         context = outcome.context
         if context.timed_out and not context.effect_idle():
             if claimed:
