@@ -183,8 +183,30 @@ class TestTheNamesNoWorkerRuns:
         self, broker: Broker
     ) -> None:
         register(broker, PRESENCE, in_hand=0, ttl=30)
-        broker.client.delete(broker.keys.runners)  # as the version before wrote it
+        # As the version before wrote it: neither index.
+        broker.client.delete(broker.keys.runners)
+        broker.client.zrem(broker.keys.dead_ttls, PRESENCE.worker_id)
         assert not_run(broker, ["shop.refund", "shop.charge"]) == ["shop.refund"]
+
+    def test_are_said_past_the_thousand_workers_a_listing_shows(self, broker: Broker) -> None:
+        """Every worker running a removed name's limit asks this: a fleet that a listing
+        cannot show whole must still have the name's throttled tasks lifted."""
+        for n in range(MAX_LISTED):
+            register(broker, dataclasses.replace(PRESENCE, worker_id=f"w-{n:04}"),
+                     in_hand=0, ttl=30)
+        assert not_run(broker, ["shop.refund", "shop.charge"]) == ["shop.refund"]
+
+    def test_leave_out_a_name_a_worker_that_writes_no_index_runs_past_a_listing(
+        self, broker: Broker
+    ) -> None:
+        for n in range(MAX_LISTED):
+            register(broker, dataclasses.replace(PRESENCE, worker_id=f"w-{n:04}",
+                                                 tasks=("shop.charge",)), in_hand=0, ttl=20)
+        old = dataclasses.replace(PRESENCE, worker_id="w-old", tasks=("shop.refund",))
+        register(broker, old, in_hand=0, ttl=30)  # expires last: a listing leaves it out
+        broker.client.zrem(broker.keys.runners, "shop.refund")  # as the version before
+        broker.client.zrem(broker.keys.dead_ttls, "w-old")
+        assert not_run(broker, ["shop.refund", "shop.audit"]) == ["shop.audit"]
 
     def test_take_back_a_name_once_every_worker_that_ran_it_expired(
         self, broker: Broker

@@ -108,22 +108,16 @@ def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
 
 
 def not_run(broker: Broker, names: Sequence[str]) -> list[str]:
-    """Those of `names` that no live worker of `broker`'s queue runs: looked up by name,
-    however many workers there are; the records are read only for names the index
-    does not show run, which a worker of a version that does not index them (a rolling
-    deploy) may still run; none is said unrun when that listing is full."""
+    """Those of `names` that no live worker of `broker`'s queue runs: looked up by name
+    in the registry's index, however many workers there are; a name the index shows
+    unrun is looked for in the records of live workers of a version that writes no
+    index (a rolling deploy), and only theirs."""
     if not names:
         return []
+    keys = [broker.keys.runners, broker.keys.workers, broker.keys.dead_ttls]
     with redis_errors("read the task names live workers run"):
-        reply = broker.scripts.not_run(keys=[broker.keys.runners], args=list(names))
-    unseen = [text(name) for name in reply]
-    if not unseen:
-        return []
-    _, workers = read_workers(broker)
-    if len(workers) >= MAX_LISTED:
-        return []  # a worker the listing left out may run any of them
-    run = {name for worker in workers for name in worker.tasks}
-    return [name for name in unseen if name not in run]
+        reply = broker.scripts.not_run(keys=keys, args=[broker.keys.prefix, *names])
+    return [text(name) for name in reply]
 
 
 def _pairs(flat: Sequence[object]) -> dict[str, str]:

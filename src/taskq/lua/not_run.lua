@@ -1,22 +1,49 @@
 --[[
-  not_run: which of some task names no live registered worker of this queue runs, each
-  looked up in the runners index, so it costs the same for two workers or twenty
-  thousand. Read-only.
-  KEYS[1] runners  ZSET    task names by the latest time (ms) a record of a worker that
+  not_run: which of some task names no live registered worker of this queue runs. Each
+  is looked up in the runners index, so it costs the same for two workers or twenty
+  thousand. A name the index shows unrun may still be run by a live worker of a
+  version that writes no index (a rolling deploy): such workers are the live ones
+  missing from dead_ttls, which every registration that indexes writes, and only
+  their records are read, and only when the index shows some name unrun. Read-only.
+  KEYS[1] runners   ZSET   task names by the latest time (ms) a record of a worker that
                            runs the name expires
-  ARGV[1] name             the first name; each further ARGV is one more
+  KEYS[2] workers   ZSET   worker ids by the time (ms) their record expires
+  KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task
+  ARGV[1] prefix           queue key prefix; worker records derive from it
+  ARGV[2] name             the first name; each further ARGV is one more
   Returns: {name, ...}: the names no worker whose record has not expired runs, in the
            order given (a worker that stopped counts until its record would have
-           expired: others may run the name, so its unregister leaves the index)
+           expired: others may run the name, so its unregister leaves the index); of
+           live workers, the first LIMITS.limit to expire are looked through
   Emits:   nothing
 ]]
 --- @include "_common"
 
-local runners_key = KEYS[1]
+local runners_key, workers_key, dead_ttls_key = KEYS[1], KEYS[2], KEYS[3]
+local prefix = ARGV[1]
 local now = server_now_ms()
-local unseen = {}
-for _, name in ipairs(ARGV) do
+local unseen, unrun = {}, {}
+for i = 2, #ARGV do
+  local name = ARGV[i]
   local expiry = redis.call('ZSCORE', runners_key, name)
-  if not expiry or tonumber(expiry) < now then unseen[#unseen + 1] = name end
+  if not expiry or tonumber(expiry) < now then
+    unseen[#unseen + 1], unrun[name] = name, true
+  end
 end
-return unseen
+if #unseen == 0 then return unseen end
+
+local live = redis.call('ZRANGEBYSCORE', workers_key, now, '+inf', 'LIMIT', 0, LIMITS.limit)
+for _, worker_id in ipairs(live) do
+  if not redis.call('ZSCORE', dead_ttls_key, worker_id) then
+    -- A record of another type (written by something else) runs nothing.
+    local tasks = redis.pcall('HGET', prefix .. 'worker:' .. worker_id, 'tasks')
+    if type(tasks) == 'string' then
+      for name in string.gmatch(tasks, '[^,]+') do unrun[name] = nil end
+    end
+  end
+end
+local reply = {}
+for _, name in ipairs(unseen) do
+  if unrun[name] then reply[#reply + 1] = name end
+end
+return reply
