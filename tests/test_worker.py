@@ -18,8 +18,10 @@ import redis
 from taskq import App, LeaseLostError, Ledger, Retry, current_task
 from taskq.broker import Broker
 from taskq.errors import ConfigError
+from taskq.registry import read_workers, register
 from taskq.settings import Settings
 from taskq.worker import Worker
+from taskq.worker import heartbeat as heartbeat_module
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker
 
@@ -224,6 +226,38 @@ class TestRunningHandlers:
         # With a backlog every turn's acks carry the next lease; only the last few, once
         # ready is empty and the waker holds the free slots, may go alone.
         assert sum(carried) >= 30, f"only {sum(carried)} of 40 acks carried a lease"
+
+
+    def test_is_registered_before_it_leases_its_first_task(
+        self, app: App, start_worker: StartWorker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Else another worker, seeing a rate limit its leases apply run by no live
+        worker, may lift it meanwhile and let a fresh burst through."""
+        registered_at_lease: list[bool] = []
+
+        def noting(lease: Any) -> Any:
+            def leasing(broker: Broker, *args: Any, **kwargs: Any) -> Any:
+                registered_at_lease.append(bool(read_workers(broker)[1]))
+                return lease(broker, *args, **kwargs)
+            return leasing
+
+        for name in ("lease_many", "wait_and_lease", "ack_and_lease"):
+            monkeypatch.setattr(Broker, name, noting(getattr(Broker, name)))
+
+        def slowly(*args: Any) -> int:
+            time.sleep(0.2)  # a registration slower than the loop's first turn
+            return register(*args)
+
+        monkeypatch.setattr(heartbeat_module, "register", slowly)
+
+        @app.task("add")
+        def add(a: int) -> None:
+            pass
+
+        task_id = add.enqueue(1).task_id
+        start_worker()
+        wait_for_state(app.broker, task_id, "completed")
+        assert registered_at_lease and registered_at_lease[0], registered_at_lease
 
 
 class TestScheduling:

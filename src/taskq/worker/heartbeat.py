@@ -81,7 +81,7 @@ class Heartbeat(threading.Thread):
         self._unlisted: set[str] = set()
 
     def run(self) -> None:
-        self.announce()
+        """Beat until stopped; the worker announces itself before it starts this."""
         cadence = Cadence(self.interval, time.monotonic())
         while not self.stopping.wait(cadence.wait(time.monotonic())):
             if cadence.wait(time.monotonic()) > 0:  # woken early: not due yet

@@ -215,6 +215,9 @@ class Worker:
                  self.worker_id, where, self.concurrency, self.settings.prefetch,
                  self.settings.lease_seconds)
         self.runner.start()
+        # Registered before the first lease: a worker not yet in the registry may have
+        # the rate limits its leases apply lifted by another, as run by no one.
+        self.heartbeat.announce()
         self.heartbeat.start()
         self.time_limits.start()
         for waker in self.wakers:
