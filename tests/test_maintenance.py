@@ -212,6 +212,34 @@ def test_a_registry_record_that_keeps_dead_tasks_beyond_any_bound_stops_no_purge
     assert broker.counts().dead == 1
 
 
+def test_a_retention_index_of_another_type_holds_the_purge_back_with_one_warning(
+    broker: Broker, settings: Settings, client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whether a live worker keeps dead tasks longer cannot be read then: a purge by
+    this worker's retention alone could empty a DLQ the others keep for a week."""
+    monkeypatch.setattr(module, "PURGE_EVERY_SECONDS", 0.0)
+    broker.enqueue("t", max_retries=0)
+    (leased,) = broker.lease_many("w", 30, 1).tasks
+    broker.fail(leased.task_id, leased.token, "boom")
+    time.sleep(0.01)
+    client.set(broker.keys.dead_ttls, "not taskq's")
+    maintenance = Maintenance(broker, Settings.from_env({}, redis_url=settings.redis_url,
+                                                        dead_ttl_seconds=0.001))
+    with caplog.at_level(logging.INFO, logger="taskq.worker"):
+        for _ in range(2):
+            time.sleep(EVERY_SECONDS + 0.005)
+            maintenance.run(backlog=False)  # raises nothing
+        assert broker.counts().dead == 1
+        client.delete(broker.keys.dead_ttls)
+        time.sleep(EVERY_SECONDS + 0.005)
+        maintenance.run(backlog=False)
+    assert broker.counts().dead == 0
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "purged" in r.getMessage()]
+    assert [level for level, _ in said] == ["WARNING", "INFO"], said
+    assert "cannot be read" in said[0][1] and "WRONGTYPE" in said[0][1]
+
+
 def register_many(broker: Broker, count: int, ttl: float, dead_ttl_seconds: float = 0) -> None:
     """`count` live workers of the queue that run no task, each registered for `ttl`."""
     for n in range(count):

@@ -20,7 +20,7 @@ from serve_support import Server
 from taskq import App
 from taskq.broker import Broker
 from taskq.cli import main
-from taskq.errors import TaskqError
+from taskq.errors import BrokerError, TaskqError
 from taskq.registry import (
     MAX_LISTED,
     Presence,
@@ -91,12 +91,29 @@ class TestTheRecord:
         assert read_workers(broker)[1] == []
         assert not broker.client.exists(broker.keys.worker("w-1"))
 
-    @pytest.mark.parametrize("written", ["workers", "worker", "dead_ttls", "runners"])
+    @pytest.mark.parametrize("written", ["dead_ttls", "runners"])
+    def test_an_index_of_another_type_is_passed_over_and_the_record_written(
+        self, broker: Broker, written: str
+    ) -> None:
+        """Refused, every worker of the queue would be missing from the registry: a
+        result's wait would say no worker serves the queue, and the workers view
+        would show none."""
+        key = getattr(broker.keys, written)
+        other = broker.keys.runners if written == "dead_ttls" else broker.keys.dead_ttls
+        broker.client.set(key, "not taskq's")
+        assert register(broker, PRESENCE, in_hand=0, ttl=30)
+        assert [w.worker_id for w in read_workers(broker)[1]] == ["w-1"]
+        assert broker.has_workers()
+        assert broker.client.get(key) == "not taskq's"
+        assert broker.client.zcard(other) > 0
+        with pytest.raises(BrokerError, match="WRONGTYPE"):
+            longest_dead_ttl(broker) if written == "dead_ttls" else not_run(broker, ["x"])
+
+    @pytest.mark.parametrize("written", ["workers", "worker"])
     def test_a_key_of_another_type_is_refused_before_any_write(
         self, broker: Broker, written: str
     ) -> None:
-        key = {"workers": broker.keys.workers, "worker": broker.keys.worker("w-1"),
-               "dead_ttls": broker.keys.dead_ttls, "runners": broker.keys.runners}[written]
+        key = {"workers": broker.keys.workers, "worker": broker.keys.worker("w-1")}[written]
         broker.client.set(key, "not taskq's")
         assert_refused_unchanged(
             broker.client, key, lambda: register(broker, PRESENCE, in_hand=0, ttl=30))

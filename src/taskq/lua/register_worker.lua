@@ -24,8 +24,11 @@
   ARGV[9] version          its taskq version
   ARGV[10] dead_ttl        ms it keeps a dead task in the DLQ (0 to 315360000000): a
                            purge keeps dead tasks as long as any live worker does
-  Returns: the server time (ms) it was written at; a key of another type is an error,
-           and nothing is written
+  Returns: the server time (ms) it was written at; workers or the record of another
+           type is an error, and nothing is written. An index of another type (written
+           by something else) is passed over, the record written all the same: the
+           lift and the purge, which read the indexes, refuse to decide without them,
+           and the workers view and a result's wait read the registry alone
   Emits:   nothing (a worker is not a task: the workers view reads the registry)
 ]]
 --- @include "_common"
@@ -40,8 +43,12 @@ local in_hand = whole_arg('in_hand', ARGV[7], 0, LIMITS.count)
 local dead_ttl = whole_arg('dead_ttl', ARGV[10], 0, LIMITS.ttl_ms)
 
 -- A record written without its index entry would never be pruned from the workers view.
-expect_types({workers_key, 'zset', worker_key, 'hash', dead_ttls_key, 'zset',
-  runners_key, 'zset'})
+expect_types({workers_key, 'zset', worker_key, 'hash'})
+local function usable(key)
+  local kind = redis.call('TYPE', key)['ok']
+  return kind == 'zset' or kind == 'none'
+end
+local index_ttls, index_runners = usable(dead_ttls_key), usable(runners_key)
 local now = server_now_ms()
 redis.call('HSETNX', worker_key, 'started_at', now)
 redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', ARGV[4],
@@ -49,33 +56,35 @@ redis.call('HSET', worker_key, 'worker_id', worker_id, 'host', ARGV[3], 'pid', A
   'version', ARGV[9], 'dead_ttl', dead_ttl, 'last_beat', now)
 redis.call('PEXPIRE', worker_key, ttl)
 redis.call('ZADD', workers_key, now + ttl, worker_id)
-redis.call('ZADD', dead_ttls_key, dead_ttl, worker_id)
--- A ZADD for hundreds of names at once, not one a name: each call into Redis costs
--- about what the write does, and every worker makes this every beat.
-local batch = {'ZADD', runners_key, 'GT'}
-for name in string.gmatch(ARGV[8], '[^,]+') do
-  batch[#batch + 1] = now + ttl
-  batch[#batch + 1] = name
-  if #batch >= 1003 then  -- 500 names: well within Lua's stack for unpack
-    redis.call(unpack(batch))
-    batch = {'ZADD', runners_key, 'GT'}
+if index_runners then
+  -- A ZADD for hundreds of names at once, not one a name: each call into Redis costs
+  -- about what the write does, and every worker makes this every beat.
+  local batch = {'ZADD', runners_key, 'GT'}
+  for name in string.gmatch(ARGV[8], '[^,]+') do
+    batch[#batch + 1] = now + ttl
+    batch[#batch + 1] = name
+    if #batch >= 1003 then  -- 500 names: well within Lua's stack for unpack
+      redis.call(unpack(batch))
+      batch = {'ZADD', runners_key, 'GT'}
+    end
   end
+  if #batch > 3 then redis.call(unpack(batch)) end
+  -- Each name is removed once, a lease after the last worker that ran it beat.
+  redis.call('ZREMRANGEBYSCORE', runners_key, '-inf', '(' .. now)
 end
-if #batch > 3 then redis.call(unpack(batch)) end
--- Each name is removed once, a lease after the last worker that ran it beat.
-redis.call('ZREMRANGEBYSCORE', runners_key, '-inf', '(' .. now)
 -- Bounded, and unpacked whole: a thousand ids fit Lua's stack.
 local gone = redis.call('ZRANGEBYSCORE', workers_key, '-inf', '(' .. now, 'LIMIT', 0, 1000)
-if #gone > 0 then
-  redis.call('ZREM', workers_key, unpack(gone))
-  redis.call('ZREM', dead_ttls_key, unpack(gone))
-end
-for _, id in ipairs(redis.call('ZRANDMEMBER', dead_ttls_key, 3)) do
-  if not redis.call('ZSCORE', workers_key, id) then redis.call('ZREM', dead_ttls_key, id) end
+if #gone > 0 then redis.call('ZREM', workers_key, unpack(gone)) end
+if index_ttls then
+  redis.call('ZADD', dead_ttls_key, dead_ttl, worker_id)
+  if #gone > 0 then redis.call('ZREM', dead_ttls_key, unpack(gone)) end
+  for _, id in ipairs(redis.call('ZRANDMEMBER', dead_ttls_key, 3)) do
+    if not redis.call('ZSCORE', workers_key, id) then redis.call('ZREM', dead_ttls_key, id) end
+  end
 end
 -- No entry of either counts once its worker's record expired, and this call wrote none
 -- that outlives `ttl`: only a registration after the longest-lived one extends them.
-for _, key in ipairs({dead_ttls_key, runners_key}) do
-  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+for key, usable_key in pairs({[dead_ttls_key] = index_ttls, [runners_key] = index_runners}) do
+  if usable_key and redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 return now

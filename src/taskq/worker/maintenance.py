@@ -61,6 +61,8 @@ class Maintenance:
         # The retention purges apply, read from the registry once a purge interval: the
         # batches that follow a full one (a turn each) reuse it.
         self._keep = (0.0, -1e9)
+        # Whether purges wait for the registry to say how long dead tasks are kept.
+        self._purge_held = False
 
     def run(self, backlog: bool, due: bool = False) -> int:
         """Fire due schedules, promote and reap if it is time (less often while ready has
@@ -85,7 +87,8 @@ class Maintenance:
         if now >= self._next_purge:
             # Set first: a purge Redis refuses waits its turn again, not every turn.
             self._next_purge = now + PURGE_EVERY_SECONDS
-            if len(self.broker.purge(self._dead_ttl(now), LIMIT)) == LIMIT:
+            keep = self._dead_ttl(now)
+            if keep is not None and len(self.broker.purge(keep, LIMIT)) == LIMIT:
                 # A full batch: more may be due, and tasks that die faster than a batch
                 # a turn would fill the DLQ for good. The next turn purges again.
                 self._next_purge = now
@@ -137,16 +140,30 @@ class Maintenance:
         self._lifted_before = self._lifted_before or done.lifted > 0
         self._next_lift = now if done.left else now + LIFT_EVERY_SECONDS
 
-    def _dead_ttl(self, now: float) -> float:
+    def _dead_ttl(self, now: float) -> float | None:
         """Seconds a dead task is kept: this worker's TASKQ_DEAD_TTL_SECONDS, or a live
         worker's of the queue that keeps them longer. Each purge applies its caller's
         retention to every dead task, so one worker set shorter (a canary, a laptop
-        pointed at the queue) would otherwise empty the DLQ the others keep."""
+        pointed at the queue) would otherwise empty the DLQ the others keep. None when
+        the registry cannot say (its index of another type, Redis away): no purge then,
+        since keeping a dead task longer loses nothing and purging it early loses it."""
         keep, read_at = self._keep
         if now < read_at + PURGE_EVERY_SECONDS:
             return keep
+        try:
+            longest = longest_dead_ttl(self.broker)[0] / 1000
+        except BrokerError as e:
+            if not self._purge_held:
+                log.warning("queue %r: dead tasks are not purged while the longest a live "
+                            "worker keeps them cannot be read (tried again every %gs): %s",
+                            self.broker.queue, PURGE_EVERY_SECONDS, e)
+            self._purge_held = True
+            return None
+        if self._purge_held:
+            log.info("queue %r: dead tasks are purged again", self.broker.queue)
+        self._purge_held = False
         # At most DEAD_TTL.high: the script clamps what a hand-written score says.
-        keep = max(self.settings.dead_ttl_seconds, longest_dead_ttl(self.broker)[0] / 1000)
+        keep = max(self.settings.dead_ttl_seconds, longest)
         self._keep = (keep, now)
         return keep
 
