@@ -190,6 +190,28 @@ class TestAsyncBroker:
         on_broker(settings, "aio-fresh", lambda b: b.enqueue("t1", payload={"n": 1}))
         assert client.sismember(QUEUES_KEY, "aio-fresh")
 
+    def test_a_call_in_another_event_loop_than_its_own_says_to_make_one_there(
+        self, settings: Settings, broker: Broker
+    ) -> None:
+        """Not redis-py's "Event loop is closed", from a workflow's handle or the
+        broker itself as much as from a task's handle."""
+        broker.enqueue("t1")
+
+        async def made() -> AsyncBroker:
+            made = AsyncBroker.from_settings(settings, broker.queue)
+            assert await made.task("t1") is not None  # connected in this loop
+            return made
+
+        own = asyncio.new_event_loop()
+        try:
+            used = own.run_until_complete(made())
+            with pytest.raises(TaskqError, match=r"cannot read a task's record: .*made in "
+                                                 r"another event loop.*app\.async_broker"):
+                asyncio.run(used.task("t1"))
+            own.run_until_complete(used.aclose())
+        finally:
+            own.close()
+
     def test_it_reads_what_the_blocking_broker_reads(
         self, settings: Settings, broker: Broker
     ) -> None:

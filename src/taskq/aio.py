@@ -96,7 +96,7 @@ class AsyncBroker:
         self.client = client
         self.queue = queue
         # The loop it was made in (None: outside one), whose connections its client
-        # holds: a handle awaited in another loop says so rather than fail inside redis-py.
+        # holds: a call in another loop says so rather than fail inside redis-py.
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -134,9 +134,15 @@ class AsyncBroker:
 
     @contextlib.asynccontextmanager
     async def _open(self, words: str) -> AsyncIterator[None]:
-        """Around a call on the client, to `words`: refused once the client is closed.
-        A call under way as it closed (a result wait) reconnects by its retry; closed
-        again as it ends, that connection is not left open for good."""
+        """Around a call on the client, to `words`: refused in another event loop than
+        the one the broker was made in, and once the client is closed. A call under way
+        as it closed (a result wait) reconnects by its retry; closed again as it ends,
+        that connection is not left open for good."""
+        if self.loop is not None and self.loop is not asyncio.get_running_loop():
+            raise TaskqError(f"cannot {words}: this asyncio client was made in another "
+                             "event loop, whose connections it holds, and cannot be used in "
+                             "this one: make one in this loop (app.handle_async(task_id) "
+                             "for a handle, app.async_broker for a broker)")
         if self.client in _CLOSED:
             raise TaskqError(f"cannot {words}: this asyncio client was closed (app.aclose()); "
                              "the app makes a new one: app.handle_async(task_id) for a new "

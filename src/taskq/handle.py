@@ -115,21 +115,21 @@ class TaskHandle(Enqueued, Generic[T]):
 
     async def cancel_async(self) -> Cancellation:
         """`cancel()` for coroutines."""
-        broker = self._async_broker()
+        broker = self.async_broker
         if broker is None:
             return await asyncio.to_thread(self.cancel)
         return await broker.cancel(self.task_id)
 
     async def record_async(self) -> TaskRecord | None:
         """`record()` for coroutines."""
-        broker = self._async_broker()
+        broker = self.async_broker
         if broker is None:
             return await asyncio.to_thread(self.record)
         return await broker.task(self.task_id)
 
     async def status_async(self) -> str:
         """`status()` for coroutines."""
-        broker = self._async_broker()
+        broker = self.async_broker
         if broker is None:
             return await asyncio.to_thread(self.status)
         return state_of(await broker.watch(self.task_id, mark=False))
@@ -138,7 +138,7 @@ class TaskHandle(Enqueued, Generic[T]):
         """`result()` for coroutines, raising the same errors: the event loop runs other
         coroutines while Redis holds the wait. A handle from `Broker` waits on a thread,
         its timeout counted from this call however long a thread takes to come free."""
-        broker = self._async_broker()
+        broker = self.async_broker
         if broker is None:
             blocking = self._blocking("result")
             wait = ResultWait(self.task_id, blocking.queue, timeout)
@@ -165,15 +165,6 @@ class TaskHandle(Enqueued, Generic[T]):
                     raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
                 await broker.wait_done(self.task_id, block)
                 cancel_requested()
-
-    def _async_broker(self) -> AsyncBroker | None:
-        broker = self.async_broker
-        if broker is not None and broker.loop not in (None, asyncio.get_running_loop()):
-            raise TaskqError(
-                f"this handle on task {self.task_id} was made in another event loop, and "
-                "its Redis client cannot be used in this one: make a handle in this loop "
-                f"with app.handle_async({self.task_id!r})")
-        return broker
 
     def _blocking(self, method: str) -> Broker:
         if self.broker is None:
