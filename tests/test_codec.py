@@ -59,6 +59,16 @@ class TestEncodingRefusesWhatJsonCannotCarry:
         assert type(value).__name__ in message
         assert "pass JSON values" in message and ".isoformat()" in message
 
+    @pytest.mark.parametrize("value", [datetime.now(UTC), Decimal("1.5"), b"ab", {1, 2}])
+    def test_a_return_value_json_cannot_carry_is_refused_saying_how_to_return_it(
+        self, value: object
+    ) -> None:
+        with pytest.raises(ResultError) as refused:
+            encode_result({"at": value}, LIMIT)
+        message = str(refused.value)
+        assert type(value).__name__ in message
+        assert "return JSON values" in message and ".isoformat()" in message
+
     @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
     def test_nan_and_infinity_are_refused_as_having_no_json_form(self, number: float) -> None:
         assert "NaN and infinity have no JSON form" in message_of({"x": [1.0, number]})

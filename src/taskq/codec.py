@@ -32,8 +32,9 @@ _STEP = tuple(1 if c in b"[{" else -1 if c in b"]}" else 0 for c in range(256))
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 TOO_DEEP = "it nests too deeply"
 _TEXT = {str}
-# What a refused argument's message suggests: the values a user most often passes.
-JSON_VALUES = ("pass JSON values (dict with str keys, list, str, int, float, bool, None): "
+# What a refused argument's or return value's message suggests, after "pass" or
+# "return": how to convert the values a user most often gives.
+JSON_VALUES = ("JSON values (dict with str keys, list, str, int, float, bool, None): "
                "a datetime as .isoformat(), a Decimal or UUID as str(), bytes as base64 "
                "text, a set as a list, a dataclass as dataclasses.asdict()")
 _SCALARS = {str, int, float, bool, type(None)}
@@ -116,8 +117,8 @@ def encode_payload(payload: Payload | None, max_bytes: int) -> str:
     try:
         text = _encoder.encode(payload)
     except TypeError as e:
-        raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}; {JSON_VALUES}") \
-            from e
+        raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}; "
+                           f"pass {JSON_VALUES}") from e
     except (ValueError, RecursionError) as e:
         raise PayloadError(f"payload cannot be encoded as JSON: {_describe(e)}") from e
     if (key := colliding_key(payload)) is not None:
@@ -160,7 +161,7 @@ def encode_result(value: Any, max_bytes: int) -> EncodedResult:
         text = _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as e:
         raise ResultError(f"the return value cannot be encoded as JSON: {_describe(e)}; "
-                          "return JSON values (dict, list, str, int, float, bool, None)") from e
+                          f"return {JSON_VALUES}") from e
     if (key := colliding_key(value)) is not None:
         raise ResultError(f"the return value cannot be encoded as JSON: two keys of one dict "
                           f"would both be {key!r} in it, and one would be lost")
