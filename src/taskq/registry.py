@@ -49,8 +49,6 @@ class WorkerView:
     version: str
     started_at: int
     last_beat: int
-    # How long it keeps a dead task (ms); 0 for a worker that does not say.
-    dead_ttl_ms: int = 0
 
     @classmethod
     def from_record(cls, record: dict[str, str]) -> WorkerView:
@@ -64,7 +62,6 @@ class WorkerView:
             version=record.get("version", ""),
             started_at=stored_int(record.get("started_at")),
             last_beat=stored_int(record.get("last_beat")),
-            dead_ttl_ms=stored_int(record.get("dead_ttl")),
         )  # fmt: skip
 
 

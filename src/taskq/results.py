@@ -329,9 +329,9 @@ class TaskRecord:
     # '' when that run said nothing (progress an earlier run said is not shown).
     progress: float | None = None
     progress_message: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
 
     __repr__ = brief_repr
-    extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_hash(cls, task_id: str, raw: dict[str, str]) -> TaskRecord:
