@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from helpers import events, view
+from helpers import events, strict_mypy_errors, view
 from taskq import (
     App,
     InvalidTaskError,
@@ -666,3 +666,53 @@ class TestRepr:
 
         step = echo.s("x" * 100_000)
         assert len(repr(step)) < 1_000 and "<Task shop.echo>" in repr(step)
+
+
+USER_FLOWS = """
+from typing import Any
+
+import taskq
+
+app = taskq.App(queue="q")
+
+
+@app.task("fetch")
+def fetch(url: str) -> str:
+    return url
+
+
+@app.task("size")
+async def size(text: str) -> int:
+    return len(text)
+
+
+@app.task("total")
+def total(sizes: list[int]) -> float:
+    return float(sum(sizes))
+
+
+one: int = taskq.chain(fetch.s("u"), size.s()).enqueue().result()
+chord: float = taskq.group(size.s("a"), size.s("b")).then(total.s()).enqueue().result()
+members: list[Any] = taskq.group(size.s("a")).enqueue().result()
+alone: str = fetch.s("u").enqueue().result()
+then: int = fetch.s("u").then(size.s()).enqueue().result()
+later: taskq.WorkflowHandle = app.workflow("f")
+anything: bytes = later.result()
+
+
+async def waited() -> int:
+    handle = await taskq.chain(fetch.s("u"), size.s()).enqueue_async()
+    return await handle.result_async()
+
+wrong: str = taskq.chain(fetch.s("u"), size.s()).enqueue().result()
+"""
+
+
+def test_a_workflows_result_has_the_type_its_last_stage_hands_on_under_mypy_strict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain's is its last step's return (awaited for `async def`), a group's a list;
+    a handle made from an id says nothing of its type."""
+    errors, out, _ = strict_mypy_errors("flows_user.py", USER_FLOWS, tmp_path, monkeypatch)
+    assert errors == ['Incompatible types in assignment (expression has type "int", '
+                      'variable has type "str")  [assignment]'], out

@@ -170,7 +170,11 @@ class Task(Generic[P, R]):
             by_shard(self.app.shard_rules, [task])  # as the sharded producer refuses
         return task
 
-    def s(self, *args: Any, **kwargs: Any) -> Step:
+    @overload
+    def s(self: Task[P, Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> Step[T]: ...
+    @overload
+    def s(self: Task[P, T], *args: Any, **kwargs: Any) -> Step[T]: ...
+    def s(self, *args: Any, **kwargs: Any) -> Step[Any]:
         """A step of a workflow: this task called with `args` and `kwargs` (and the
         options `max_retries`, `priority`, `result_ttl`), to run in `chain(...)` or
         `group(...)`. A step after the first stage gets what the stage before produced

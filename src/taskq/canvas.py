@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from taskq.codec import args_payload, encode_payload
 from taskq.concurrency import limit_key_of
@@ -29,17 +29,48 @@ from taskq.results import brief_repr
 if TYPE_CHECKING:
     from taskq.app import App, Task
 
+T = TypeVar("T")
+U = TypeVar("U")
+
 # The options a step takes; the others a task's `enqueue` takes make no sense for a
 # step: its id comes from its workflow's, and it starts when the stage before it ends.
 STEP_OPTIONS = ("max_retries", "priority", "result_ttl")
 REFUSED_OPTIONS = ("delay", "run_at", "task_id", "idempotency_key")
 
 
+class Stages(Generic[T]):
+    """What a workflow is made of (a step, a group or a chain), typed by what it hands
+    on: its last stage's output, which a workflow of it returns as its `result()`."""
+
+    @overload
+    def then(self, last: Stages[U], /) -> Chain[U]: ...
+    @overload
+    def then(self, part: Part, last: Stages[U], /) -> Chain[U]: ...
+    @overload
+    def then(self, part: Part, part2: Part, last: Stages[U], /) -> Chain[U]: ...
+    @overload
+    def then(self, *parts: Part) -> Chain[Any]: ...
+    def then(self, *parts: Part) -> Chain[Any]:
+        """This, then `parts` (steps, groups or chains) one after another:
+        `group(...).then(callback.s())` is a chord, whose callback gets the list of the
+        group's results."""
+        return Chain(self, *parts)
+
+    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle[T]:
+        """Start a workflow of this alone (see `Chain.enqueue`)."""
+        started: Chain[T] = Chain(self)
+        return started.enqueue(flow_id)
+
+    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle[T]:
+        started: Chain[T] = Chain(self)
+        return await started.enqueue_async(flow_id)
+
+
 @dataclass(frozen=True)
-class Step:
-    """One call of a task inside a workflow: `task.s(*args, **kwargs)`. A step of any
-    stage but the first gets what the stage before produced as its first argument,
-    before `args`."""
+class Step(Stages[T]):
+    """One call of a task inside a workflow: `task.s(*args, **kwargs)`, typed by what
+    the task returns. A step of any stage but the first gets what the stage before
+    produced as its first argument, before `args`."""
 
     task: Task[Any, Any]
     args: tuple[Any, ...]
@@ -50,19 +81,8 @@ class Step:
 
     __repr__ = brief_repr
 
-    def then(self, *parts: Part) -> Chain:
-        """This step, then `parts` (steps, groups or chains) one after another."""
-        return Chain(self, *parts)
 
-    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
-        """Start a workflow of this one step."""
-        return Chain(self).enqueue(flow_id)
-
-    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
-        return await Chain(self).enqueue_async(flow_id)
-
-
-class Group:
+class Group(Stages[list[Any]]):
     """Steps that run in parallel; the next stage gets the list of their results, in
     the order given. `on_member_failure` says what a step that dies (or is cancelled)
     does: "fail" (the default) ends the workflow, every later step cancelled with the
@@ -70,7 +90,8 @@ class Group:
     `{"taskq_failed": {"task_id", "state", "error_type", "error"}}` (see
     `taskq.failure_of`)."""
 
-    def __init__(self, *steps: Step | Iterable[Step], on_member_failure: str = "fail") -> None:
+    def __init__(self, *steps: Step[Any] | Iterable[Step[Any]],
+                 on_member_failure: str = "fail") -> None:
         # group(task.s(x) for x in xs); a chain or group alone is refused below as a
         # member, with the message that says why.
         if len(steps) == 1 and not isinstance(steps[0], Step | Chain | Group):
@@ -89,31 +110,20 @@ class Group:
         if on_member_failure not in POLICIES:
             raise InvalidTaskError(f"on_member_failure must be one of "
                                    f"{', '.join(POLICIES)}, not {shown(on_member_failure)}")
-        self.steps: tuple[Step, ...] = tuple(steps)  # type: ignore[arg-type]
+        self.steps: tuple[Step[Any], ...] = tuple(steps)  # type: ignore[arg-type]
         self.on_member_failure = on_member_failure
-
-    def then(self, *parts: Part) -> Chain:
-        """This group, then `parts`: `group(...).then(callback.s())` is a chord, whose
-        callback gets the list of the group's results."""
-        return Chain(self, *parts)
-
-    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
-        """Start a workflow of this one group; its `result()` is the list of results."""
-        return Chain(self).enqueue(flow_id)
-
-    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
-        return await Chain(self).enqueue_async(flow_id)
 
     def __repr__(self) -> str:
         return f"group({', '.join(s.task.name for s in self.steps)})"
 
 
-class Chain:
+class Chain(Stages[T]):
     """Parts run one after another, each stage's output the first argument of the
-    next's steps; a chain inside a chain is flattened."""
+    next's steps; a chain inside a chain is flattened. Typed by what its last part
+    hands on."""
 
     def __init__(self, *parts: Part) -> None:
-        stages: list[Step | Group] = []
+        stages: list[Step[Any] | Group] = []
         for part in parts:
             if isinstance(part, Chain):
                 stages.extend(part.stages)
@@ -124,12 +134,9 @@ class Chain:
                                        f"or chains, not {shown(part)}")
         if not stages:
             raise InvalidTaskError("a chain needs at least one step")
-        self.stages: tuple[Step | Group, ...] = tuple(stages)
+        self.stages: tuple[Step[Any] | Group, ...] = tuple(stages)
 
-    def then(self, *parts: Part) -> Chain:
-        return Chain(self, *parts)
-
-    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle:
+    def enqueue(self, flow_id: str | None = None) -> WorkflowHandle[T]:
         """Start the workflow and return its handle: `result()` waits for the last
         stage's value, `status()` shows every step, `cancel()` stops it. A `flow_id`
         that already names a workflow starts nothing and returns a handle on that one
@@ -141,7 +148,7 @@ class Chain:
         created = flows.start(flow_id, specs)
         return WorkflowHandle(flow_id, created, flows)
 
-    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle:
+    async def enqueue_async(self, flow_id: str | None = None) -> WorkflowHandle[T]:
         """`enqueue` for coroutines, on the app's asyncio client: the event loop goes on
         while Redis starts it, and the handle's `_async` methods await on that loop
         (its blocking ones, outside the loop, still work)."""
@@ -165,26 +172,42 @@ class Chain:
                           for s in self.stages)
 
 
-Part = Step | Group | Chain
+# A step, a group or a chain (a hand-made subclass of Stages is refused as one runs).
+Part = Stages[Any]
 
 
-def chain(*parts: Part) -> Chain:
+# Typed by the last part, for up to six parts; more read as Chain[Any].
+@overload
+def chain(last: Stages[T], /) -> Chain[T]: ...
+@overload
+def chain(p1: Part, last: Stages[T], /) -> Chain[T]: ...
+@overload
+def chain(p1: Part, p2: Part, last: Stages[T], /) -> Chain[T]: ...
+@overload
+def chain(p1: Part, p2: Part, p3: Part, last: Stages[T], /) -> Chain[T]: ...
+@overload
+def chain(p1: Part, p2: Part, p3: Part, p4: Part, last: Stages[T], /) -> Chain[T]: ...
+@overload
+def chain(p1: Part, p2: Part, p3: Part, p4: Part, p5: Part, last: Stages[T], /) -> Chain[T]: ...
+@overload
+def chain(*parts: Part) -> Chain[Any]: ...
+def chain(*parts: Part) -> Chain[Any]:
     """`parts` one after another: `chain(a.s(1), b.s(), c.s())` runs a(1), then b with
     a's result, then c with b's."""
     return Chain(*parts)
 
 
-def group(*steps: Step | Iterable[Step], on_member_failure: str = "fail") -> Group:
+def group(*steps: Step[Any] | Iterable[Step[Any]], on_member_failure: str = "fail") -> Group:
     """`steps` in parallel: `group(a.s(1), a.s(2))`, or `group(a.s(x) for x in xs)`."""
     return Group(*steps, on_member_failure=on_member_failure)
 
 
-def steps_of(stages: Iterable[Step | Group]) -> list[Step]:
+def steps_of(stages: Iterable[Step[Any] | Group]) -> list[Step[Any]]:
     return [s for stage in stages for s in (stage.steps if isinstance(stage, Group)
                                              else (stage,))]
 
 
-def stage_specs(stages: Iterable[Step | Group], max_payload_bytes: int) -> list[StageSpec]:
+def stage_specs(stages: Iterable[Step[Any] | Group], max_payload_bytes: int) -> list[StageSpec]:
     """Each stage's checked and encoded steps, as start_flow.lua takes them, or
     `InvalidTaskError` naming the first step that is wrong and why."""
     specs = []
@@ -206,7 +229,7 @@ def stage_specs(stages: Iterable[Step | Group], max_payload_bytes: int) -> list[
     return specs
 
 
-def step_fields(step: Step, stage: int, max_payload_bytes: int) -> tuple[Any, ...]:
+def step_fields(step: Step[Any], stage: int, max_payload_bytes: int) -> tuple[Any, ...]:
     """The six ARGV values of one step in start_flow.lua's order."""
     task = step.task
     what = f"cannot start {task.name} as step of stage {stage}"
@@ -230,7 +253,7 @@ def step_fields(step: Step, stage: int, max_payload_bytes: int) -> tuple[Any, ..
             limit_key or "")
 
 
-def new_step(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step:
+def new_step(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step[Any]:
     """`task.s(*args, **kwargs)`: the step, its options taken out of `kwargs`."""
     refused = [k for k in REFUSED_OPTIONS if k in kwargs]
     if refused:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from taskq.errors import TaskCancelledError, TaskNotFoundError, TaskqError, UpstreamFailed
 from taskq.flows import AsyncFlows, FlowCancellation, Flows, FlowStatus
@@ -15,9 +15,19 @@ from taskq.keys import flow_step_id
 from taskq.limits import STEP_NUMBER, Seconds
 from taskq.results import ENDED
 
+if TYPE_CHECKING:
+    # The result type is Any when unsaid (a handle made from an id), as a TaskHandle's.
+    from typing_extensions import TypeVar
+
+    T = TypeVar("T", default=Any)
+else:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 
 @dataclass(frozen=True)
-class WorkflowHandle:
+class WorkflowHandle(Generic[T]):
     """A started workflow: `status()`, `result()` waiting for its end, `cancel()`, and a
     `TaskHandle` on each step (`step(stage, index)`). `created` is False when its id
     already named a workflow, so nothing was started.
@@ -48,7 +58,7 @@ class WorkflowHandle:
                           async_broker=None if self.async_flows is None
                           else self.async_flows.broker)
 
-    def result(self, timeout: Seconds | None = None) -> Any:
+    def result(self, timeout: Seconds | None = None) -> T:
         """What the last stage produced once the workflow has completed (one result, or
         a group's list), waiting up to `timeout` seconds (None: as long as it takes).
 
@@ -65,7 +75,7 @@ class WorkflowHandle:
         reads, not millions."""
         return self._result(self._wait(timeout))
 
-    def _result(self, wait: ResultWait) -> Any:
+    def _result(self, wait: ResultWait) -> T:
         status = self.status()
         sizes = _stage_sizes(status)
         while not status.ended:
@@ -78,7 +88,8 @@ class WorkflowHandle:
                 steps = _step_ids(self.flow_id, stage, sizes[stage])
             status = self.status()
         if status.state == "completed":
-            return self.flows.output(*_output_of(status))
+            value: T = self.flows.output(*_output_of(status))  # as JSON kept it
+            return value
         raise self._failure(status)
 
     def cancel(self) -> FlowCancellation:
@@ -95,7 +106,7 @@ class WorkflowHandle:
             return await asyncio.to_thread(self.status)
         return self._found(await flows.status(self.flow_id))
 
-    async def result_async(self, timeout: Seconds | None = None) -> Any:
+    async def result_async(self, timeout: Seconds | None = None) -> T:
         """`result()` for coroutines, raising the same errors; the event loop runs other
         coroutines while Redis holds the wait. A handle from `Flows` waits on a thread,
         its timeout counted from this call however long a thread takes to come free."""
@@ -116,7 +127,8 @@ class WorkflowHandle:
                     steps = _step_ids(self.flow_id, stage, sizes[stage])
                 status = await self.status_async()
             if status.state == "completed":
-                return await flows.output(*_output_of(status))
+                value: T = await flows.output(*_output_of(status))
+                return value
         raise self._failure(status)
 
     async def cancel_async(self) -> FlowCancellation:

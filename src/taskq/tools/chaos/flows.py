@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from taskq.app import App
 from taskq.canvas import Chain, chain, group
@@ -68,7 +69,7 @@ def is_flow_step(task_id: str) -> bool:
     return task_id.startswith(("chain-", "chord-"))
 
 
-def build(app: App, flow_id: str, max_retries: int) -> Chain:
+def build(app: App, flow_id: str, max_retries: int) -> Chain[Any]:
     step, callback = app.tasks[FLOW_STEP], app.tasks[FLOW_CALLBACK]
     if flow_id.startswith("chain"):
         return chain(step.s(0, max_retries=max_retries),
