@@ -225,6 +225,8 @@ first: int = add.enqueue_many([(1, 2)])[0].result()
 wrong: str = add.enqueue(2, 3).result()
 text: str = fetch.enqueue("u").result()
 later: taskq.TaskHandle = app.handle("x")
+later_total: int = add.options(delay=5, priority=7).enqueue(2, 3).result()
+unchecked: int = add.options(priority=7).enqueue("2", 3).result()
 """
 
 
@@ -232,8 +234,11 @@ def test_a_handles_result_has_the_type_its_function_returns_under_mypy_strict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     errors, out, status = strict_mypy_errors("user.py", USER_MODULE, tmp_path, monkeypatch)
+    # A call with options set apart has its arguments checked as well.
     assert errors == ['Incompatible types in assignment (expression has type "int", '
-                      'variable has type "str")  [assignment]'], out
+                      'variable has type "str")  [assignment]',
+                      'Argument 1 to "enqueue" of "Options" has incompatible type "str"; '
+                      'expected "int"  [arg-type]'], out
     assert status == 1
 
 
@@ -286,6 +291,31 @@ class TestEnqueue:
         assert record.result_ttl == 2 * 3600 * 1000
         with pytest.raises(InvalidTaskError, match=r"delay must be .*timedelta\(days=-1"):
             adder.enqueue(1, delay=timedelta(seconds=-5))
+
+    def test_options_set_apart_from_the_call_go_to_the_queue_and_not_the_function(
+        self, app: App, broker: Broker
+    ) -> None:
+        @app.task("notify")
+        def notify(user: str, channel: str = "mail") -> None:
+            pass
+
+        handle = notify.options(delay=30, priority=7, max_retries=1).enqueue(
+            "ada", channel="sms")
+        record = broker.task(handle.task_id)
+        assert record is not None
+        assert (record.state, record.priority, record.max_retries) == ("delayed", 7, 1)
+        assert broker.payload(handle.task_id) == {"args": ["ada"],
+                                                  "kwargs": {"channel": "sms"}}
+        plain = broker.task(notify.options().enqueue("bo").task_id)
+        assert plain is not None and (plain.state, plain.priority) == ("pending", 5)
+        with pytest.raises(InvalidTaskError, match="cannot enqueue notify"):
+            notify.options(priority=1).enqueue()  # type: ignore[call-arg]
+        with pytest.raises(InvalidTaskError, match=r"notify\.s\(\) takes no delay"):
+            notify.options(delay=5).s("ada")
+        assert notify.options(max_retries=2).s("ada").max_retries == 2
+        (later,) = notify.enqueue_many([notify.options(priority=2).call("cy")])
+        called = broker.task(later.task_id)
+        assert called is not None and called.priority == 2
 
     def test_max_retries_at_enqueue_overrides_the_registered_one(
         self, app: App, broker: Broker

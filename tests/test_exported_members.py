@@ -33,6 +33,7 @@ EXPECTED = [
     "MemberFailure",
     "NewTask",
     "NoResultError",
+    "Options",
     "PayloadError",
     "PayloadTooLargeError",
     "ResultError",

@@ -30,6 +30,7 @@ from taskq.errors import (
 from taskq.flow_handle import WorkflowHandle
 from taskq.flows import FlowCancellation, FlowStatus, StepState
 from taskq.handle import TaskHandle
+from taskq.options import Options
 from taskq.results import Cancellation, Failure, TaskRecord
 from taskq.retry import RetryPolicy
 from taskq.settings import Settings
@@ -61,6 +62,7 @@ __all__ = [
     "MemberFailure",
     "NewTask",
     "NoResultError",
+    "Options",
     "PayloadError",
     "PayloadTooLargeError",
     "ResultError",

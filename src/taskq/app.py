@@ -7,12 +7,12 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from datetime import timedelta, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
-from taskq.canvas import Step, new_step
+from taskq.canvas import REFUSED_OPTIONS, STEP_OPTIONS, Step, new_step
 from taskq.codec import args_payload
 from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
 from taskq.connection import async_client, connect
@@ -22,6 +22,7 @@ from taskq.flows import AsyncFlows, Flows
 from taskq.handle import TaskHandle
 from taskq.keys import check_flow_id, check_queue_name, check_task_id, check_task_name, new_id
 from taskq.limits import BATCH_SIZE, MAX_RETRIES, PRIORITY, SHARDS, TIME_LIMIT, Seconds, shown
+from taskq.options import Options
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
 from taskq.results import NewTask
 from taskq.retry import DEFAULT, RetryPolicy
@@ -147,7 +148,24 @@ class Task(Generic[P, R]):
     def call(self, *args: Any, **kwargs: Any) -> NewTask:
         """A checked call of this task, with the options `enqueue` takes, to enqueue later
         with others: `task.enqueue_many([task.call(1), task.call(2, delay=5)])`."""
-        options = {k: kwargs.pop(k) for k in RESERVED if k in kwargs}
+        return self.new_call(args, kwargs, {k: kwargs.pop(k) for k in RESERVED if k in kwargs})
+
+    def options(self, *, delay: Seconds | None = None, run_at: datetime | None = None,
+                max_retries: int | None = None, idempotency_key: str | None = None,
+                task_id: str | None = None, result_ttl: Seconds | None = None,
+                priority: int | None = None) -> Options[P, R]:
+        """This task with the queue options `enqueue` takes (those left None are not
+        set), given apart from the call: `task.options(delay=60).enqueue(1, 2)`. Its
+        `enqueue`, `enqueue_async`, `call` and `s` take the function's arguments alone,
+        so a type checker checks them."""
+        given = {"delay": delay, "run_at": run_at, "max_retries": max_retries,
+                 "idempotency_key": idempotency_key, "task_id": task_id,
+                 "result_ttl": result_ttl, "priority": priority}
+        return Options(self, {k: v for k, v in given.items() if v is not None})
+
+    def new_call(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 options: dict[str, Any]) -> NewTask:
+        """The checked call of `args` and `kwargs` with the queue `options` given."""
         self.check_arguments(args, kwargs)
         task_id = options.get("task_id")
         max_retries = options.get("max_retries", self.max_retries)
@@ -179,7 +197,8 @@ class Task(Generic[P, R]):
         options `max_retries`, `priority`, `result_ttl`), to run in `chain(...)` or
         `group(...)`. A step after the first stage gets what the stage before produced
         as its first argument, before `args`."""
-        return new_step(self, args, kwargs)
+        options = {k: kwargs.pop(k) for k in (*STEP_OPTIONS, *REFUSED_OPTIONS) if k in kwargs}
+        return new_step(self, args, kwargs, options)
 
     @overload
     def enqueue_many(self: Task[P, Coroutine[Any, Any, T]],

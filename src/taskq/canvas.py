@@ -253,15 +253,16 @@ def step_fields(step: Step[Any], stage: int, max_payload_bytes: int) -> tuple[An
             limit_key or "")
 
 
-def new_step(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Step[Any]:
-    """`task.s(*args, **kwargs)`: the step, its options taken out of `kwargs`."""
-    refused = [k for k in REFUSED_OPTIONS if k in kwargs]
+def new_step(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             options: dict[str, Any]) -> Step[Any]:
+    """A step of `task` called with `args` and `kwargs`, with the queue `options` given
+    (of the names a task's enqueue takes, those a step takes; the others refused)."""
+    refused = [k for k in REFUSED_OPTIONS if k in options]
     if refused:
         raise InvalidTaskError(
             f"{task.name}.s() takes no {refused[0]}: a step's id comes from its "
             "workflow's (enqueue(flow_id=...) makes starting it idempotent), and it starts "
             "when the stage before it has ended")
-    options = {k: kwargs.pop(k) for k in STEP_OPTIONS if k in kwargs}
     return Step(task, args, kwargs, **options)
 
 
