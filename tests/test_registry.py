@@ -221,8 +221,19 @@ class TestTheNamesNoWorkerRuns:
                                                  tasks=("shop.charge",)), in_hand=0, ttl=20)
         old = dataclasses.replace(PRESENCE, worker_id="w-old", tasks=("shop.refund",))
         register(broker, old, in_hand=0, ttl=30)  # expires last: a listing leaves it out
-        broker.client.zrem(broker.keys.runners, "shop.refund")  # as the version before
-        broker.client.zrem(broker.keys.dead_ttls, "w-old")
+        broker.client.zrem(broker.keys.runners, "shop.refund", "#w-old")  # as before marks
+        assert not_run(broker, ["shop.refund", "shop.audit"]) == ["shop.audit"]
+
+    def test_leave_out_a_name_a_worker_runs_that_registered_while_the_index_was_unusable(
+        self, broker: Broker
+    ) -> None:
+        """Its names are not in the index until its next beat, though it is registered
+        (and in the dead task index) all the same."""
+        broker.client.set(broker.keys.runners, "not taskq's")
+        runner = dataclasses.replace(PRESENCE, worker_id="w-refunds", tasks=("shop.refund",))
+        register(broker, runner, in_hand=0, ttl=30)
+        broker.client.delete(broker.keys.runners)  # the stray key mended by hand
+        register(broker, PRESENCE, in_hand=0, ttl=30)  # runs shop.charge only
         assert not_run(broker, ["shop.refund", "shop.audit"]) == ["shop.audit"]
 
     def test_take_back_a_name_once_every_worker_that_ran_it_expired(
@@ -242,7 +253,7 @@ class TestTheNamesNoWorkerRuns:
         before = zadd_calls(broker)
         register(broker, dataclasses.replace(PRESENCE, tasks=names), in_hand=0, ttl=30)
         assert zadd_calls(broker) - before == 2 + 3  # the index, dead_ttls; 500, 500, 200
-        assert broker.client.zcard(broker.keys.runners) == 1200
+        assert broker.client.zcard(broker.keys.runners) == 1200 + 1  # and its mark
         assert not_run(broker, [*names, "shop.refund"]) == ["shop.refund"]
 
 

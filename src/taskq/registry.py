@@ -107,11 +107,11 @@ def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
 def not_run(broker: Broker, names: Sequence[str]) -> list[str]:
     """Those of `names` that no live worker of `broker`'s queue runs: looked up by name
     in the registry's index, however many workers there are; a name the index shows
-    unrun is looked for in the records of live workers of a version that writes no
-    index (a rolling deploy), and only theirs."""
+    unrun is looked for in the records of the live workers whose names the index does
+    not hold (a version that writes none, in a rolling deploy), and only theirs."""
     if not names:
         return []
-    keys = [broker.keys.runners, broker.keys.workers, broker.keys.dead_ttls]
+    keys = [broker.keys.runners, broker.keys.workers]
     with redis_errors("read the task names live workers run"):
         reply = broker.scripts.not_run(keys=keys, args=[broker.keys.prefix, *names])
     return [text(name) for name in reply]

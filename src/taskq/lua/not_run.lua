@@ -1,14 +1,15 @@
 --[[
   not_run: which of some task names no live registered worker of this queue runs. Each
-  is looked up in the runners index, so it costs the same for two workers or twenty
-  thousand. A name the index shows unrun may still be run by a live worker of a
-  version that writes no index (a rolling deploy): such workers are the live ones
-  missing from dead_ttls, which every registration that indexes writes, and only
-  their records are read, and only when the index shows some name unrun. Read-only.
+  is looked up in the runners index. A name the index shows unrun may still be run by
+  a live worker whose names the index does not hold: one of a version that writes no
+  index (a rolling deploy), or one that registered while the index was emptied or held
+  by a key of another type. Such workers are those whose '#<worker_id>' mark, written
+  with their names, is missing from the index; only their records are read, and only
+  when the index shows some name unrun (a look at each live worker's mark, about a
+  microsecond a worker). Read-only.
   KEYS[1] runners   ZSET   task names by the latest time (ms) a record of a worker that
-                           runs the name expires
+                           runs the name expires; '#<worker_id>' by its record's expiry
   KEYS[2] workers   ZSET   worker ids by the time (ms) their record expires
-  KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task
   ARGV[1] prefix           queue key prefix; worker records derive from it
   ARGV[2] name             the first name; each further ARGV is one more
   Returns: {name, ...}: the names no worker whose record has not expired runs, in the
@@ -19,7 +20,7 @@
 ]]
 --- @include "_common"
 
-local runners_key, workers_key, dead_ttls_key = KEYS[1], KEYS[2], KEYS[3]
+local runners_key, workers_key = KEYS[1], KEYS[2]
 local prefix = ARGV[1]
 local now = server_now_ms()
 local unseen, unrun = {}, {}
@@ -34,7 +35,7 @@ if #unseen == 0 then return unseen end
 
 local live = redis.call('ZRANGEBYSCORE', workers_key, now, '+inf', 'LIMIT', 0, LIMITS.limit)
 for _, worker_id in ipairs(live) do
-  if not redis.call('ZSCORE', dead_ttls_key, worker_id) then
+  if not redis.call('ZSCORE', runners_key, '#' .. worker_id) then
     -- A record of another type (written by something else) runs nothing.
     local tasks = redis.pcall('HGET', prefix .. 'worker:' .. worker_id, 'tasks')
     if type(tasks) == 'string' then

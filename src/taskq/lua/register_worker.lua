@@ -12,7 +12,8 @@
                            the longest a live worker keeps without reading every record
   KEYS[4] runners   ZSET   task names by the latest time (ms) a record of a worker that
                            runs the name expires, so a lift finds whether a live worker
-                           runs a name without reading every record
+                           runs a name without reading every record; and '#<worker_id>'
+                           by its record's expiry, written with its names
   ARGV[1] worker_id        the worker's id
   ARGV[2] ttl              ms the record lives unless written again (1 to 604800000)
   ARGV[3] host             its host name
@@ -59,7 +60,10 @@ redis.call('ZADD', workers_key, now + ttl, worker_id)
 if index_runners then
   -- A ZADD for hundreds of names at once, not one a name: each call into Redis costs
   -- about what the write does, and every worker makes this every beat.
-  local batch = {'ZADD', runners_key, 'GT'}
+  -- With the names, in the same writes, '#' and the worker's id (no task name has a '#'):
+  -- a worker whose mark is here has every name it runs here, so not_run need read the
+  -- records of the others only, however the key was emptied or replaced meanwhile.
+  local batch = {'ZADD', runners_key, 'GT', now + ttl, '#' .. worker_id}
   for name in string.gmatch(ARGV[8], '[^,]+') do
     batch[#batch + 1] = now + ttl
     batch[#batch + 1] = name

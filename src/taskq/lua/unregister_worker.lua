@@ -5,13 +5,14 @@
   KEYS[2] worker    HASH   this worker's record
   KEYS[3] dead_ttls ZSET   worker ids by the ms each keeps a dead task
   ARGV[1] worker_id        the worker's id
-  Returns: 1 if it was registered, else 0; an index of another type is an error, and
-           nothing is deleted
+  Returns: 1 if it was registered, else 0; workers of another type is an error, and
+           nothing is deleted; dead_ttls of another type is passed over, as
+           register_worker passes it over
   Emits:   nothing (a worker is not a task)
 ]]
 --- @include "_common"
 
-expect_types({KEYS[1], 'zset', KEYS[3], 'zset'})
+expect_types({KEYS[1], 'zset'})
 redis.call('DEL', KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
+redis.pcall('ZREM', KEYS[3], ARGV[1])
 return redis.call('ZREM', KEYS[1], ARGV[1])
