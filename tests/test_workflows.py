@@ -698,6 +698,10 @@ alone: str = fetch.s("u").enqueue().result()
 then: int = fetch.s("u").then(size.s()).enqueue().result()
 later: taskq.WorkflowHandle = app.workflow("f")
 anything: bytes = later.result()
+built: taskq.Chain = taskq.Chain(fetch.s("u"), size.s())
+step: taskq.Step = fetch.s("u")
+optioned: int = taskq.chain(fetch.s("u"), size.options(priority=7).s()).enqueue().result()
+long: float = fetch.s("u").then(size.s(), size.s(), size.s(), total.s()).enqueue().result()
 
 
 async def waited() -> int:

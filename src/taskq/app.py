@@ -157,7 +157,8 @@ class Task(Generic[P, R]):
         """This task with the queue options `enqueue` takes (those left None are not
         set), given apart from the call: `task.options(delay=60).enqueue(1, 2)`. Its
         `enqueue`, `enqueue_async`, `call` and `s` take the function's arguments alone,
-        so a type checker checks them."""
+        and a type checker checks them (but for `s`, whose step may get the stage
+        before's output as its first argument)."""
         given = {"delay": delay, "run_at": run_at, "max_retries": max_retries,
                  "idempotency_key": idempotency_key, "task_id": task_id,
                  "result_ttl": result_ttl, "priority": priority}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from taskq.codec import args_payload, encode_payload
 from taskq.concurrency import limit_key_of
@@ -27,10 +27,19 @@ from taskq.limits import FLOW_STEPS, MAX_RETRIES, PRIORITY, Seconds, shown, to_m
 from taskq.results import brief_repr
 
 if TYPE_CHECKING:
+    # A bare `Step` or `Chain` annotation reads as Any (a default needs
+    # typing_extensions before Python 3.13, which type checkers have).
+    from typing_extensions import TypeVar
+
     from taskq.app import App, Task
 
-T = TypeVar("T")
-U = TypeVar("U")
+    T = TypeVar("T", default=Any)
+    U = TypeVar("U")
+else:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+    U = TypeVar("U")
 
 # The options a step takes; the others a task's `enqueue` takes make no sense for a
 # step: its id comes from its workflow's, and it starts when the stage before it ends.
@@ -48,6 +57,11 @@ class Stages(Generic[T]):
     def then(self, part: Part, last: Stages[U], /) -> Chain[U]: ...
     @overload
     def then(self, part: Part, part2: Part, last: Stages[U], /) -> Chain[U]: ...
+    @overload
+    def then(self, part: Part, part2: Part, part3: Part, last: Stages[U], /) -> Chain[U]: ...
+    @overload
+    def then(self, part: Part, part2: Part, part3: Part, part4: Part, last: Stages[U],
+             /) -> Chain[U]: ...
     @overload
     def then(self, *parts: Part) -> Chain[Any]: ...
     def then(self, *parts: Part) -> Chain[Any]:

@@ -23,7 +23,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Options(Generic[P, R]):
     """`task` with the queue options `given` (only those set): `enqueue`, `call` and `s`
-    take the function's arguments alone, checked by type."""
+    take the function's arguments alone (checked by type, but for `s`)."""
 
     task: Task[P, R]
     given: dict[str, Any] = field(default_factory=dict)
@@ -53,11 +53,12 @@ class Options(Generic[P, R]):
         call = self.call(*args, **kwargs)
         return (await self.task.app.async_producer.enqueue_many([call], 1))[0]
 
+    # Not checked by type: a step after the first stage gets the stage before's output
+    # as its first argument, which the call leaves out.
     @overload
-    def s(self: Options[P, Coroutine[Any, Any, T]], *args: P.args,
-          **kwargs: P.kwargs) -> Step[T]: ...
+    def s(self: Options[P, Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> Step[T]: ...
     @overload
-    def s(self: Options[P, T], *args: P.args, **kwargs: P.kwargs) -> Step[T]: ...
+    def s(self: Options[P, T], *args: Any, **kwargs: Any) -> Step[T]: ...
     def s(self, *args: Any, **kwargs: Any) -> Step[Any]:
         """A step of a workflow with these options (a step takes `max_retries`,
         `priority` and `result_ttl`; the others are refused, saying why)."""
