@@ -135,14 +135,37 @@ def test_a_lift_that_keeps_failing_is_tried_and_logged_once_a_retry_interval(
     broker: Broker, settings: Settings, client: redis.Redis,
     caplog: pytest.LogCaptureFixture
 ) -> None:
-    client.hset(broker.keys.rates, "gone", "1")  # a limit of a name no worker runs
-    client.set(broker.keys.runners, "not taskq's")  # so every look at it is refused
-    maintenance = Maintenance(broker, settings)
+    client.hset(broker.keys.rates, "slow", "1")
+    client.rpush(broker.keys.prefix + "released_at", "x")  # so every lift is refused
+    maintenance = Maintenance(broker, settings, unlimited=("slow",))
     with caplog.at_level("INFO", logger="taskq.worker"):
         for _ in range(5):
             maintenance.run(backlog=False, due=True)
     said = [r.getMessage() for r in caplog.records if "lifting the rate limits" in r.getMessage()]
-    assert len(said) == 1 and "tried again in 1s" in said[0]
+    assert len(said) == 1 and "tried again in 1s" in said[0], said
+
+
+def test_an_index_of_another_type_holds_up_only_the_lifts_it_decides_warned_once(
+    broker: Broker, settings: Settings, client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The limits this worker's own leases do not apply are lifted all the same."""
+    monkeypatch.setattr(module, "LIFT_RETRY_SECONDS", 0.0)
+    throttled(broker, "abc")  # b and c wait an hour for a slot of "slow"
+    client.hset(broker.keys.rates, "gone", "1")  # a limit of a name no worker runs
+    client.set(broker.keys.runners, "not taskq's")  # so every look at it is refused
+    maintenance = Maintenance(broker, settings, unlimited=("slow",))
+    with caplog.at_level("INFO", logger="taskq.worker"):
+        assert maintenance.run(backlog=False, due=True) == 2  # "slow" lifted: b and c
+        for _ in range(3):
+            maintenance.run(backlog=False, due=True)
+        client.delete(broker.keys.runners)
+        maintenance.run(backlog=False, due=True)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records
+            if "task names" in r.getMessage()]
+    assert [level for level, _ in said] == ["WARNING", "INFO"], said
+    assert "WRONGTYPE" in said[0][1]
+    assert broker.rate_limited_names() == []  # "gone" lifted once the index reads
 
 
 def test_a_purge_redis_refuses_waits_its_own_interval_not_every_turn(

@@ -53,6 +53,8 @@ class Maintenance:
         self._known = frozenset(known)
         self._next_lift = 0.0
         self._lifted_before = False
+        # Whether the registry could not say which names no live worker runs.
+        self._unrun_held = False
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
         self.periodic = Periodic(fires_on or broker, schedules)
         self._fires_elsewhere = fires_on is not None and fires_on is not broker
@@ -116,9 +118,12 @@ class Maintenance:
         """Lift the limits no longer declared: at once again while tasks are left. Its
         failing (out of memory, a key of another type) holds up no other maintenance,
         and is tried again LIFT_RETRY_SECONDS later: every worker looks, so a failure
-        that lasts would otherwise cost a call and a log line every turn."""
+        that lasts would otherwise cost a call and a log line every turn. The registry
+        failing to say which names no live worker runs (its index of another type)
+        holds up only their lifts, warned of once, not those of this worker's own."""
+        unrun = self._unrun_or_none()
         try:
-            names = (*self._unlimited, *self._unrun())
+            names = (*self._unlimited, *(unrun or ()))
             done = self.broker.lift_rate_limits(names, LIFT_LIMIT) if names else None
         except BrokerError as e:
             self._next_lift = now + LIFT_RETRY_SECONDS
@@ -126,7 +131,8 @@ class Maintenance:
                      self.broker.queue, LIFT_RETRY_SECONDS, e)
             return
         if done is None:
-            self._next_lift = now + LIFT_EVERY_SECONDS
+            self._next_lift = now + (LIFT_EVERY_SECONDS if unrun is not None
+                                     else LIFT_RETRY_SECONDS)
             return
         if done.lifted and not self._lifted_before:
             log.info("queue %r: lifted %d rate limit(s) this worker's app no longer declares",
@@ -138,7 +144,25 @@ class Maintenance:
                         "not declare: a worker still declares them; every worker of a queue "
                         "must declare the same limits", self.broker.queue, done.lifted)
         self._lifted_before = self._lifted_before or done.lifted > 0
-        self._next_lift = now if done.left else now + LIFT_EVERY_SECONDS
+        self._next_lift = now if done.left else now + (
+            LIFT_EVERY_SECONDS if unrun is not None else LIFT_RETRY_SECONDS)
+
+    def _unrun_or_none(self) -> list[str] | None:
+        """`_unrun()`, or None when Redis cannot say (warned of once a failing spell)."""
+        try:
+            unrun = self._unrun()
+        except BrokerError as e:
+            if not self._unrun_held:
+                log.warning("queue %r: the rate limits of task names no live worker runs "
+                            "are not lifted while the workers' task names cannot be read "
+                            "(tried again every %gs): %s", self.broker.queue,
+                            LIFT_RETRY_SECONDS, e)
+            self._unrun_held = True
+            return None
+        if self._unrun_held:
+            log.info("queue %r: the workers' task names are read again", self.broker.queue)
+        self._unrun_held = False
+        return unrun
 
     def _dead_ttl(self, now: float) -> float | None:
         """Seconds a dead task is kept: this worker's TASKQ_DEAD_TTL_SECONDS, or a live
