@@ -17,7 +17,7 @@ import redis
 
 from taskq import App, LeaseLostError, Ledger, Retry, current_task
 from taskq.broker import Broker
-from taskq.errors import ConfigError
+from taskq.errors import BrokerError, ConfigError
 from taskq.registry import read_workers, register
 from taskq.settings import Settings
 from taskq.worker import Worker
@@ -258,6 +258,22 @@ class TestRunningHandlers:
         start_worker()
         wait_for_state(app.broker, task_id, "completed")
         assert registered_at_lease and registered_at_lease[0], registered_at_lease
+
+
+    def test_whose_first_registration_fails_registers_again_at_once_not_a_beat_later(
+        self, app: App, start_worker: StartWorker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        calls: list[int] = []
+
+        def failing_once(*args: Any) -> int:
+            calls.append(1)
+            if len(calls) == 1:
+                raise BrokerError("Redis could not register the worker: a passing refusal")
+            return register(*args)
+
+        monkeypatch.setattr(heartbeat_module, "register", failing_once)
+        start_worker(lease_seconds=60.0)  # beats 20 s apart
+        wait_until(lambda: bool(read_workers(app.broker)[1]), 5, "the worker to register")
 
 
 class TestScheduling:

@@ -81,7 +81,10 @@ class Heartbeat(threading.Thread):
         self._unlisted: set[str] = set()
 
     def run(self) -> None:
-        """Beat until stopped; the worker announces itself before it starts this."""
+        """Beat until stopped; the worker announces itself before it starts this (and
+        here again where that failed, not a beat later)."""
+        if self._unlisted:
+            self.announce()
         cadence = Cadence(self.interval, time.monotonic())
         while not self.stopping.wait(cadence.wait(time.monotonic())):
             if cadence.wait(time.monotonic()) > 0:  # woken early: not due yet
