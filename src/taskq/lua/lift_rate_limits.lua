@@ -2,10 +2,10 @@
   lift_rate_limits: forget the rate limits a deploy no longer declares. Each name is a
   task name the calling worker runs with no rate limit, one no live worker of the
   queue runs (its tasks die as unknown when leased, so they need not wait), or '*'
-  when the queue has no limit of its own. A limit still stored for one of them has its line of throttled
-  tasks released: each is made due at once, in the line's order (see _rates'
-  make_due), to be checked again by the limits still in force, and its cursors are
-  deleted, so no task waits for the slot of a limit no lease applies
+  when the queue has no limit of its own. A limit still stored for one of them has its
+  line of throttled tasks released: each is made due at once, in the line's order (see
+  _rates' make_due), to be checked again by the limits still in force, and its cursors
+  are deleted, so no task waits for the slot of a limit no lease applies
   (QueueRateLimit.tla's Remove, checked by TLC; QueueRateLimitKeepLine is the mutant
   that keeps the line). A worker calls it as it starts, again while tasks are left,
   and now and then after, for lines that workers of an older deploy still make.

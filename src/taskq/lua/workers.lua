@@ -7,9 +7,8 @@
   ARGV[2] limit            most workers to return (1 to 100000)
   Returns: {now_ms, {field, value, ...}, ...}: each live worker's record as HGETALL
            gives it; a record key of another type (written by something else) is left
-           out, as an empty one is, so that one key fails no listing and no worker's
-           maintenance (which reads this to keep the limits of names a worker
-           that writes no index runs)
+           out, as an empty one is, so that one key fails no listing (`taskq
+           workers`, the dashboard, the JSON API)
   Emits:   nothing (it only reads)
 ]]
 --- @include "_common"
