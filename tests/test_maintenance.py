@@ -84,6 +84,27 @@ def test_lifts_the_limit_of_a_task_no_live_worker_runs_any_more(
     assert broker.rate_limited_names() == []
 
 
+def test_a_lift_of_a_long_line_asks_the_registry_once_not_once_a_turn(
+    broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each look walks the live workers when a name is unrun; a line of 200,000 tasks
+    is made due over 200 turns."""
+    monkeypatch.setattr(module, "LIFT_LIMIT", 2)
+    asked: list[int] = []
+    read = module.not_run
+    monkeypatch.setattr(module, "not_run", lambda *args: asked.append(1) or read(*args))
+    throttled(broker, "abcdef")  # b to f wait an hour each for a slot
+    maintenance = Maintenance(broker, settings)
+    promoted = 0
+    for _ in range(20):  # three lifts; a task made due this ms may be promoted the next
+        promoted += maintenance.run(backlog=False, due=True)
+        if promoted == 5:
+            break
+        time.sleep(0.005)
+    assert promoted == 5 and broker.counts().delayed == 0
+    assert broker.rate_limited_names() == [] and len(asked) == 1
+
+
 def test_keeps_the_limit_of_a_task_a_live_worker_of_the_deploy_before_runs(
     broker: Broker, settings: Settings
 ) -> None:

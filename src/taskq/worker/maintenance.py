@@ -55,6 +55,8 @@ class Maintenance:
         self._lifted_before = False
         # Whether the registry could not say which names no live worker runs.
         self._unrun_held = False
+        # The names no live worker runs of a lift left part done (None: none).
+        self._lifting: list[str] | None = None
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
         self.periodic = Periodic(fires_on or broker, schedules)
         self._fires_elsewhere = fires_on is not None and fires_on is not broker
@@ -120,8 +122,11 @@ class Maintenance:
         and is tried again LIFT_RETRY_SECONDS later: every worker looks, so a failure
         that lasts would otherwise cost a call and a log line every turn. The registry
         failing to say which names no live worker runs (its index of another type)
-        holds up only their lifts, warned of once, not those of this worker's own."""
-        unrun = self._unrun_or_none()
+        holds up only their lifts, warned of once, not those of this worker's own. A
+        lift left part done goes on with the names it began with: the registry is
+        asked once a lift, not once a turn while a long line is made due."""
+        unrun = self._unrun_or_none() if self._lifting is None else self._lifting
+        self._lifting = None
         try:
             names = (*self._unlimited, *(unrun or ()))
             done = self.broker.lift_rate_limits(names, LIFT_LIMIT) if names else None
@@ -144,6 +149,7 @@ class Maintenance:
                         "not declare: a worker still declares them; every worker of a queue "
                         "must declare the same limits", self.broker.queue, done.lifted)
         self._lifted_before = self._lifted_before or done.lifted > 0
+        self._lifting = unrun if done.left else None
         self._next_lift = now if done.left else now + (
             LIFT_EVERY_SECONDS if unrun is not None else LIFT_RETRY_SECONDS)
 
