@@ -10,6 +10,7 @@ stream reaches the head. The oracle is Redis itself, read between the client's s
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import threading
@@ -430,6 +431,36 @@ def test_a_client_catching_up_holds_its_batch_as_text_while_it_is_sent(
     grown, text = run(scenario())
     assert grown < 2 * text, f"{grown / 50 / 1024:.0f} KiB held a client for " \
         f"{text / 50 / 1024:.0f} KiB of text"
+
+
+def test_a_hubs_ring_holds_its_rows_as_frames_not_as_their_fields(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """A busy queue's ring holds its last 10,000 rows for every client that catches up
+    from memory; each row's fields (a dict, its names new strings from Redis's reply)
+    held it at five times its frames' text, where the frames alone come to twice."""
+
+    async def scenario() -> tuple[int, int]:
+        async with running_hub(settings.redis_url, ring_size=1_000) as hub:
+            gc.collect()
+            tracemalloc.start(20)  # deep enough to find the producer's calls
+            try:
+                Producer(client, retention=10_000).append(1_000)
+                while hub.tail.seq < 1_000:
+                    await asyncio.sleep(0.01)
+                gc.collect()
+                # What is still held, but for what the producer made (through the
+                # blocking Broker, which the hub does not use).
+                held = tracemalloc.take_snapshot().filter_traces(
+                    [tracemalloc.Filter(False, "*/taskq/broker.py", all_frames=True)])
+            finally:
+                tracemalloc.stop()
+            grown = sum(stat.size for stat in held.statistics("filename"))
+            return grown, sum(len(row.frame) for row in hub.ring)
+
+    grown, text = run(scenario())
+    assert grown < 3 * text, \
+        f"{grown / 1000:.0f} B a row held for {text / 1000:.0f} B of frame"
 
 
 def test_a_barrage_of_malformed_ids_reads_redis_a_few_at_a_time_like_catch_ups(

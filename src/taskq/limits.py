@@ -187,7 +187,7 @@ MAX_PROGRESS_MESSAGE_CHARS = 200
 FEED_HEARTBEAT = Range("feed_heartbeat_seconds", 0.0, 15.0, 15.0, "seconds", above=True)
 FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
 # Queues one `taskq serve` follows for feed clients at once: a busy queue's reader keeps
-# its last 10,000 events in memory, about 11 MB (see taskq.feed.readers).
+# its last 10,000 events in memory, about 5 MB (see taskq.feed.readers).
 FEED_MAX_QUEUES = Range("feed_max_queues", 1, 4096, 64, "queues", whole=True)
 REQUEST_TIMEOUT = Range("request_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
 # The command line's own numbers. `taskq enqueue COUNT` builds its tasks in memory first.

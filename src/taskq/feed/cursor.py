@@ -11,7 +11,7 @@ WIRE_ID = re.compile(r"(\d{0,24})\.(\d{1,18})\.(\d{1,15})", re.ASCII)
 MAX_ECHO = 120
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cursor:
     """The last row a client holds: its log's epoch, its sequence number, and its `ts`
     as a fingerprint that tells a row rewritten after a Redis crash from the original.

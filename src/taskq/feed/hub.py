@@ -15,7 +15,7 @@ from taskq.connection import AsyncClient
 from taskq.feed.backoff import Backoff
 from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor
-from taskq.feed.log import FeedLog, Gap, Row
+from taskq.feed.log import FeedLog, Framed, Gap
 from taskq.feed.waker import Waker
 
 TAIL_BATCH = 1000
@@ -38,7 +38,7 @@ class Hub:
                  catch_up: asyncio.Semaphore | None = None,
                  waker: Waker | None = None) -> None:
         self.log = feed_log
-        self.ring: deque[Row] = deque(maxlen=ring_size)
+        self.ring: deque[Framed] = deque(maxlen=ring_size)
         self.tail = Cursor.start()
         self.clients = 0
         self.delivered = 0
@@ -87,7 +87,7 @@ class Hub:
         if self._own_waker:
             await self.waker.close()
 
-    def rows_after(self, cursor: Cursor, limit: int) -> list[Row] | None:
+    def rows_after(self, cursor: Cursor, limit: int) -> list[Framed] | None:
         """Rows right after `cursor` from memory, or None when the ring cannot tell
         (another epoch, or the ring does not hold the cursor's own row, whose
         fingerprint must match: a row rewritten after a crash is a gap)."""
@@ -177,7 +177,7 @@ class Hub:
             # row deleted by hand, its counter set ahead). Only the next append can
             # move it: wait for that below, as at the head, not read again at once.
         elif result.rows:
-            self.ring.extend(result.rows)
+            self.ring.extend(row.framed() for row in result.rows)
             self.tail = result.rows[-1].cursor
             self._notify()
             if len(result.rows) == TAIL_BATCH:

@@ -34,6 +34,21 @@ class Row:
         """This row as a server-sent event, rendered once however many clients get it."""
         return row_frame(self)
 
+    def framed(self) -> Framed:
+        """This row as a hub's ring keeps it: its cursor and its frame, no fields."""
+        return Framed(self.cursor, self.frame)
+
+
+@dataclass(frozen=True, slots=True)
+class Framed:
+    """A row as a hub's ring keeps it for every client that catches up from memory:
+    its cursor and its frame, rendered once. Its fields are let go, since no client
+    reads them: a dict of them a row (the names new strings each, as Redis's reply
+    makes them) held a busy queue's ring at several times its frames' size."""
+
+    cursor: Cursor
+    frame: str
+
 
 @dataclass(frozen=True)
 class Rows:

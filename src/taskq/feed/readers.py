@@ -20,7 +20,8 @@ from taskq.keys import QUEUES_KEY, QueueKeys
 # existence checks of new streams never wait on each other for a connection.
 FEED_CONNECTIONS = 64
 # A hub idle on a quiet queue costs an entry in the waker's read and an empty ring; a
-# busy one keeps its ring's rows in memory (10,000 events, about 11 MB). The bound on
+# busy one keeps its ring's frames in memory (10,000 events, about 5 MB, more where
+# completed events carry results of up to a KiB). The bound on
 # hubs (TASKQ_FEED_MAX_QUEUES) is on that memory, and is above the queues most
 # deployments have, so that streams left open on a server's queues do not take every
 # reader.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -13,7 +13,7 @@ from taskq.errors import BrokerError
 from taskq.feed.cursor import Cursor, Malformed
 from taskq.feed.frames import gap_frame
 from taskq.feed.hub import Hub
-from taskq.feed.log import Gap
+from taskq.feed.log import Framed, Gap, Row
 
 # What a read of the log raises when Redis cannot answer.
 REDIS_ERRORS = (redis.RedisError, BrokerError)
@@ -55,7 +55,7 @@ async def feed_frames(
     # When reads began to fail while this client had every row the hub had seen.
     failing_since: float | None = None
     while True:
-        rows = hub.rows_after(cursor, settings.batch)
+        rows: Sequence[Row | Framed] | None = hub.rows_after(cursor, settings.batch)
         if rows is None:
             # A cursor with no epoch yet binds to the log with a one-row read, after
             # which the hub's ring may serve the rest: a thousand new clients then cost
