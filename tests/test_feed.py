@@ -40,8 +40,10 @@ from feed_support import (
     running_hub,
     seen_then_gone,
 )
+from helpers import stalling
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError
+from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor, parse_cursor
 from taskq.feed.hub import Hub
 from taskq.feed.log import FeedLog, Gap, Row, Rows
@@ -461,6 +463,45 @@ def test_a_hubs_ring_holds_its_rows_as_frames_not_as_their_fields(
     grown, text = run(scenario())
     assert grown < 3 * text, \
         f"{grown / 1000:.0f} B a row held for {text / 1000:.0f} B of frame"
+
+
+def test_a_client_that_leaves_during_its_read_leaves_the_connection_in_the_pool(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """Cut short mid-reply, redis-py closes a connection: a server whose clients come
+    and go would open a connection for each that leaves while Redis answers it."""
+    Producer(client, retention=10_000).append(200)
+
+    def opened() -> int:
+        return int(client.info("stats")["total_connections_received"])
+
+    async def scenario() -> tuple[int, int]:
+        async with running_hub(settings.redis_url, ring_size=10) as hub:
+            settings_ = StreamSettings(batch=100)
+            warm = feed_frames(hub, Cursor.start(), settings_)
+            for _ in range(3):  # the retry advice, the one-row read, a batch
+                await anext(warm)
+            await warm.aclose()  # type: ignore[attr-defined]
+            before = opened()
+            for _ in range(3):
+                stream = feed_frames(hub, Cursor.start(), settings_)
+                await anext(stream)  # the retry advice; its read comes next
+                stall = stalling(client, 0.3)
+                await asyncio.sleep(0.05)  # Redis busy: the read will wait for its reply
+                reading = asyncio.ensure_future(anext(stream))
+                await asyncio.sleep(0.05)
+                await cancel_and_wait(reading)  # the client leaves mid-read
+                await stream.aclose()  # type: ignore[attr-defined]
+                await asyncio.to_thread(stall.join)
+                await asyncio.sleep(0.05)  # the read ends by itself
+            later = feed_frames(hub, Cursor.start(), settings_)
+            for _ in range(3):
+                await anext(later)  # a read that needs a connection of the pool
+            await later.aclose()  # type: ignore[attr-defined]
+            return before, opened()
+
+    before, after = run(scenario())
+    assert after == before, f"{after - before} connection(s) opened for 3 clients that left"
 
 
 def test_a_barrage_of_malformed_ids_reads_redis_a_few_at_a_time_like_catch_ups(

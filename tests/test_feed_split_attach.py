@@ -4,9 +4,9 @@ to live delivery in two steps silently loses a row appended between them; taskq'
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import Any, cast
+from contextvars import ContextVar
+from typing import cast
 
 import pytest
 import redis
@@ -17,25 +17,30 @@ from taskq.feed.cursor import Cursor
 from taskq.feed.log import FeedLog, Gap, Rows
 from taskq.settings import Settings
 
+# The log armed in this task, seen by the tasks it starts after (a client's stream,
+# and the read that stream starts), not by those started before (the hub's tail reader).
+ARMED: ContextVar[FeedLog | None] = ContextVar("armed", default=None)
+
 
 class AppendsAfterRead(FeedLog):
-    """Test instrumentation: once armed, the first read made by the arming task appends
-    one row right after it returns, as a writer would in the instant after the read.
-    Reads by other tasks (the hub's tail reader) pass untouched."""
+    """Test instrumentation: once armed, the first read made by the arming task or a
+    task it starts appends one row right after it returns, as a writer would in the
+    instant after the read. Reads by tasks started before (the hub's tail reader) pass
+    untouched."""
 
     def __init__(self, client: aioredis.Redis, append: Callable[[], None]) -> None:
         super().__init__(client, KEYS)
         self.append = append
-        self.armed: asyncio.Task[Any] | None = None
+        self.fired = False
         self.injected = 0
 
     def arm(self) -> None:
-        self.armed = asyncio.current_task()
+        ARMED.set(self)
 
     async def read(self, cursor: Cursor, count: int) -> Rows | Gap:
         result = await super().read(cursor, count)
-        if self.armed is not None and asyncio.current_task() is self.armed:
-            self.armed = None
+        if ARMED.get() is self and not self.fired:
+            self.fired = True
             self.append()
             self.injected += 1
         return result

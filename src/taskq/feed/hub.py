@@ -15,7 +15,7 @@ from taskq.connection import AsyncClient
 from taskq.feed.backoff import Backoff
 from taskq.feed.cancel import cancel_and_wait
 from taskq.feed.cursor import Cursor
-from taskq.feed.log import FeedLog, Framed, Gap
+from taskq.feed.log import FeedLog, Framed, Gap, Rows
 from taskq.feed.waker import Waker
 
 TAIL_BATCH = 1000
@@ -57,6 +57,8 @@ class Hub:
         # so this is how it learns that nothing more will come.
         self.failing_since: float | None = None
         self.failure: Exception | None = None
+        # Clients' catch-up reads under way, held so that one whose client left ends.
+        self._reads: set[asyncio.Task[Rows | Gap]] = set()
 
     @property
     def client(self) -> AsyncClient:
@@ -79,7 +81,30 @@ class Hub:
         assert self._started is not None, "begin() first"
         await asyncio.shield(self._started)
 
+    async def read_for_client(self, cursor: Cursor, count: int) -> Rows | Gap:
+        """A client's read of the log after `cursor`, taking its turn among the clients
+        reading Redis at once (`catch_up`). Shielded: a client that leaves while Redis
+        answers lets the read end by itself, and its connection goes back to the pool;
+        cut short mid-reply, the connection would be closed, and a server whose clients
+        come and go would open one for each that leaves during a read."""
+        read = asyncio.ensure_future(self._catch_up_read(cursor, count))
+        self._reads.add(read)
+        read.add_done_callback(self._read_ended)
+        return await asyncio.shield(read)
+
+    async def _catch_up_read(self, cursor: Cursor, count: int) -> Rows | Gap:
+        async with self.catch_up:
+            return await self.log.read(cursor, count)
+
+    def _read_ended(self, read: asyncio.Task[Rows | Gap]) -> None:
+        self._reads.discard(read)
+        # Retrieved: the failed read of a client that left is no one's error to report.
+        if not read.cancelled():
+            read.exception()
+
     async def stop(self) -> None:
+        for read in list(self._reads):
+            await cancel_and_wait(read)
         if self._task is not None:
             await cancel_and_wait(self._task)
         if self._started is not None and not self._started.done():

@@ -63,8 +63,7 @@ async def feed_frames(
             count = settings.batch if cursor.epoch else 1
             seen = hub.tail
             try:
-                async with hub.catch_up:
-                    result = await hub.log.read(cursor, count)
+                result = await hub.read_for_client(cursor, count)
                 failing_since = None
             except REDIS_ERRORS:
                 # A client behind the hub cannot be served: it hears so at once. One at
