@@ -33,6 +33,25 @@ EVERY_SECONDS_WITH_BACKLOG = 0.1
 PURGE_EVERY_SECONDS = 10.0
 
 
+class Spell:
+    """A read maintenance cannot do without, failing: warned of once while the failure
+    lasts, and said again when the read comes back, rather than logged each try."""
+
+    def __init__(self, queue: str, failing: str, back: str) -> None:
+        self.queue, self.failing, self.back = queue, failing, back
+        self.on = False
+
+    def failed(self, error: BrokerError) -> None:
+        if not self.on:
+            log.warning("queue %r: %s: %s", self.queue, self.failing, error)
+        self.on = True
+
+    def ended(self) -> None:
+        if self.on:
+            log.info("queue %r: %s", self.queue, self.back)
+        self.on = False
+
+
 class Maintenance:
     """Every worker maintains its queue, so no scheduler process is needed; each step
     runs on its own clock (the monotonic one: these are local waits)."""
@@ -53,8 +72,11 @@ class Maintenance:
         self._known = frozenset(known)
         self._next_lift = 0.0
         self._lifted_before = False
-        # Whether the registry could not say which names no live worker runs.
-        self._unrun_held = False
+        # The registry failing to say which names no live worker runs.
+        self._unrun_failing = Spell(
+            broker.queue, "the rate limits of task names no live worker runs are not "
+            f"lifted while the workers' task names cannot be read (tried again every "
+            f"{LIFT_RETRY_SECONDS:g}s)", "the workers' task names are read again")
         # The names no live worker runs of a lift left part done (None: none).
         self._lifting: list[str] | None = None
         # `schedules` fire on `fires_on`'s queue (default: the one maintained).
@@ -65,8 +87,11 @@ class Maintenance:
         # The retention purges apply, read from the registry once a purge interval: the
         # batches that follow a full one (a turn each) reuse it.
         self._keep = (0.0, -1e9)
-        # Whether purges wait for the registry to say how long dead tasks are kept.
-        self._purge_held = False
+        # Purges waiting for the registry to say how long dead tasks are kept.
+        self._purge_failing = Spell(
+            broker.queue, "dead tasks are not purged while the longest a live worker "
+            f"keeps them cannot be read (tried again every {PURGE_EVERY_SECONDS:g}s)",
+            "dead tasks are purged again")
 
     def run(self, backlog: bool, due: bool = False) -> int:
         """Fire due schedules, promote and reap if it is time (less often while ready has
@@ -158,16 +183,9 @@ class Maintenance:
         try:
             unrun = self._unrun()
         except BrokerError as e:
-            if not self._unrun_held:
-                log.warning("queue %r: the rate limits of task names no live worker runs "
-                            "are not lifted while the workers' task names cannot be read "
-                            "(tried again every %gs): %s", self.broker.queue,
-                            LIFT_RETRY_SECONDS, e)
-            self._unrun_held = True
+            self._unrun_failing.failed(e)
             return None
-        if self._unrun_held:
-            log.info("queue %r: the workers' task names are read again", self.broker.queue)
-        self._unrun_held = False
+        self._unrun_failing.ended()
         return unrun
 
     def _dead_ttl(self, now: float) -> float | None:
@@ -183,15 +201,9 @@ class Maintenance:
         try:
             longest = longest_dead_ttl(self.broker)[0] / 1000
         except BrokerError as e:
-            if not self._purge_held:
-                log.warning("queue %r: dead tasks are not purged while the longest a live "
-                            "worker keeps them cannot be read (tried again every %gs): %s",
-                            self.broker.queue, PURGE_EVERY_SECONDS, e)
-            self._purge_held = True
+            self._purge_failing.failed(e)
             return None
-        if self._purge_held:
-            log.info("queue %r: dead tasks are purged again", self.broker.queue)
-        self._purge_held = False
+        self._purge_failing.ended()
         # At most DEAD_TTL.high: the script clamps what a hand-written score says.
         keep = max(self.settings.dead_ttl_seconds, longest)
         self._keep = (keep, now)
