@@ -12,7 +12,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
-from taskq.canvas import REFUSED_OPTIONS, STEP_OPTIONS, Step, new_step
+from taskq.canvas import Step, new_step
 from taskq.codec import args_payload
 from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
 from taskq.connection import async_client, connect
@@ -198,8 +198,7 @@ class Task(Generic[P, R]):
         options `max_retries`, `priority`, `result_ttl`), to run in `chain(...)` or
         `group(...)`. A step after the first stage gets what the stage before produced
         as its first argument, before `args`."""
-        options = {k: kwargs.pop(k) for k in (*STEP_OPTIONS, *REFUSED_OPTIONS) if k in kwargs}
-        return new_step(self, args, kwargs, options)
+        return new_step(self, args, kwargs, {k: kwargs.pop(k) for k in RESERVED if k in kwargs})
 
     @overload
     def enqueue_many(self: Task[P, Coroutine[Any, Any, T]],
