@@ -10,9 +10,9 @@
            that many means none registered for a lease) the longest read is returned,
            since keeping a dead task too long loses nothing and too short loses it. A
            worker of a version that does not write the index is not counted (its own
-           purge applies its own retention whatever the others keep). A
-           score written by hand past what a worker can say (up to inf) reads as the
-           most it can (LIMITS.ttl_ms), one below 0 as 0
+           purge applies its own retention whatever the others keep). A score written
+           by hand past what a worker can say (up to inf) reads as the most it can
+           (LIMITS.ttl_ms), one below 0 as 0
   Emits:   nothing
 ]]
 --- @include "_common"
