@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+import redis
 
 from cli_support import CONFIG_VARIABLES
 from serve_support import Server
@@ -79,6 +80,28 @@ class TestTheScript:
         assert [t.task_id for t in found.tasks][:2] == ["t28", "t27"]
         assert (found.scanned, found.complete) == (10, False)
         assert len(found.tasks) == 3  # each task: enqueued, leased, completed
+
+    def test_a_search_reads_the_log_a_stretch_a_call_and_lists_a_task_once(
+        self, queue: Broker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr("taskq.recent.STRETCH", 4)
+        end(queue, "again", "dead")
+        for n in range(5):
+            end(queue, f"t{n}", "completed")
+        assert queue.retry_dead("again")
+        (task,) = queue.lease_many("w", 30, 1).tasks
+        assert queue.fail("again", task.token, "ValueError: still no stock").status == "dead"
+        found = recent(queue, states=["dead"])
+        assert [t.task_id for t in found.tasks] == ["again"]
+        assert found.tasks[0].ended_at == max(
+            int(fields["ts"]) for _, fields in queue.client.xrange(queue.keys.events)
+            if fields.get("state") == "dead")
+        assert found.complete and found.scanned == len(queue.client.xrange(queue.keys.events))
+
+    def test_no_call_reads_more_than_a_stretch_of_the_log(self, queue: Broker) -> None:
+        with pytest.raises(redis.ResponseError, match="scan"):
+            queue.scripts.recent(keys=[queue.keys.events],
+                                 args=[queue.keys.prefix, "dead", "", "", 10, 1001, "+"])
 
     @pytest.mark.parametrize(("options", "says"), [
         ({"states": ["running"]}, "states must be"), ({"limit": 0}, "limit"),

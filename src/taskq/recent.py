@@ -1,6 +1,7 @@
 """The queue's recently ended tasks, searchable by id prefix and task name: read from
-its event log by one bounded script, so the list is as bounded as the log's retention
-and as lasting as the records' TTLs, and no task's end pays for it."""
+its event log by a bounded scan, a stretch of it a script call, so the list is as
+bounded as the log's retention and as lasting as the records' TTLs, no task's end pays
+for it, and no search holds Redis for longer than one stretch."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ ENDS = ("completed", "dead", "cancelled")
 RECENT_LIMIT = Range("limit", 1, 1000, 50, "tasks", whole=True)
 RECENT_SCAN = Range("scan", 1, 100_000, HISTORY_SCAN.default, "events", whole=True)
 MAX_SEARCH_CHARS = 200
+# Log entries one script call reads: a few ms of Redis with a record read for each.
+# A search of 10,000 entries in one call held every worker's lease and ack back 70 ms.
+STRETCH = 500
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,19 @@ def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
             raise InvalidTaskError(f"the {what} searched for must be text (UTF-8) of at "
                                    f"most {MAX_SEARCH_CHARS} characters, not {shown(value)}")
     limit, scan = RECENT_LIMIT.check(limit), RECENT_SCAN.check(scan)
+    found: dict[str, Ended] = {}
+    scanned, start, upper = 0, False, "+"
     with redis_errors("read the recently ended tasks"):
-        reply = broker.scripts.recent(keys=[broker.keys.events],
-                                      args=[broker.keys.prefix, ",".join(states), id_prefix,
-                                            name, limit, scan])
-    values = [text(v) for v in reply]
-    scanned, start, n = int(values[0]), values[1] == "1", int(values[2])
-    rows = [values[3 + i * 6: 9 + i * 6] for i in range(n)]
-    return Recent([Ended(r[0], r[1], r[2], stored_int(r[3]), stored_int(r[4]), r[5])
-                   for r in rows], scanned, start)
+        while len(found) < limit and scanned < scan and not start:
+            reply = broker.scripts.recent(
+                keys=[broker.keys.events],
+                args=[broker.keys.prefix, ",".join(states), id_prefix, name,
+                      limit - len(found), min(STRETCH, scan - scanned), upper])
+            values = [text(v) for v in reply]
+            scanned += int(values[0])
+            start, upper, n = values[1] == "1", "(" + values[2], int(values[3])
+            for r in (values[4 + i * 6: 10 + i * 6] for i in range(n)):
+                # Listed by a newer stretch at a later end of it (a dead task revived).
+                found.setdefault(r[0], Ended(r[0], r[1], r[2], stored_int(r[3]),
+                                            stored_int(r[4]), r[5]))
+    return Recent(list(found.values()), scanned, start)
