@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -598,6 +599,24 @@ def test_throughput_counts_over_the_span_a_trimmed_log_still_covers(
     assert body["completed"] == 5
     assert 1 <= body["window_ms"] < 60_000
     assert body["completed_per_min"] == 5 * 60_000 / body["window_ms"]
+
+
+def test_a_crowd_asking_for_the_throughput_at_once_costs_one_reading(
+    server: Server, client: redis.Redis, queue: Broker
+) -> None:
+    queue.enqueue_many([NewTask(f"t-{i}") for i in range(3)])
+    run_each(queue, 3)
+
+    def scans() -> int:
+        return int(client.info("commandstats").get("cmdstat_xrevrange", {}).get("calls", 0))
+
+    before = scans()
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http, ThreadPoolExecutor(20) as pool:
+        bodies = list(pool.map(lambda _: http.get("/api/throughput").json(), range(20)))
+    # The log fits in one XREVRANGE: one reading, given to all twenty.
+    assert scans() - before == 1
+    assert {(b["completed"], b["now_ms"]) for b in bodies} == {(3, bodies[0]["now_ms"])}
 
 
 TIME_LIMIT_ERROR = "taskq.errors.TimeLimitExceeded"

@@ -201,10 +201,13 @@ def totals(request: Request) -> JSONResponse:
 def throughput(request: Request) -> JSONResponse:
     """The queue's tasks completed and attempts failed over the last `window` seconds,
     and each per minute (see `taskq.throughput.Throughput`): `window_ms` is the span
-    counted, shorter than asked when the log does not reach back that far."""
+    counted, shorter than asked when the log does not reach back that far. A reading is
+    given to every request for the same queue and window within a second of it."""
     queue = queue_of(request)
     window = int_param(request, "window", WINDOW_MS // 1000, THROUGHPUT_WINDOW)
-    seen = read_throughput(state_of(request).broker(queue), window_ms=window * 1000)
+    state = state_of(request)
+    seen = state.throughputs.get((queue, window), lambda: read_throughput(
+        state.broker(queue), window_ms=window * 1000))
     return JSONResponse({"queue": queue, **asdict(seen),
                          "completed_per_min": seen.completed_per_min,
                          "failed_per_min": seen.failed_per_min})

@@ -88,7 +88,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/flows/{flow_id}", heavy(api.flow)),
         Route("/api/totals", api.totals),
-        Route("/api/throughput", api.throughput),
+        Route("/api/throughput", heavy(api.throughput)),
         Route("/api/dlq", heavy(api.dlq)),
         Route("/api/dlq/retry-all", api.retry_all, methods=["POST"]),
         Route("/api/dlq/cancel-all", api.cancel_all, methods=["POST"]),

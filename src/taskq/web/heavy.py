@@ -1,6 +1,7 @@
 """The JSON API's reads whose cost grows with the data they read (a workflow's every
 step, a history search through the log, a task's events, a snapshot of a thousand
-tasks, the counts of every queue for /api/queues and /metrics), run on threads a few at
+tasks, the counts of every queue for /api/queues and /metrics, the throughput counted
+from thousands of log entries), run on threads a few at
 a time (`WebState.heavy`), so that a crowd of them queues rather than starving the event
 loop, and with it every live feed, of the GIL, or taking every thread of the pool the
 other routes (`/healthz` among them) run on."""

@@ -20,7 +20,9 @@ from taskq.feed.stream import StreamSettings
 from taskq.keys import check_queue_name, check_task_id
 from taskq.settings import Settings
 from taskq.shards import layout_holding, shard_holding
+from taskq.throughput import Throughput
 from taskq.transport import Client
+from taskq.web.reuse import Reused
 
 # Brokers kept for the queues the JSON API was last asked about. Any valid name is
 # answered (an unknown queue reads as empty), so the set a client can name is unbounded;
@@ -33,6 +35,11 @@ MAX_BROKERS = 1_000
 # history search): forty at once, on the default pool's forty threads, held every
 # other client's live events back by seconds.
 HEAVY_AT_ONCE = 4
+
+# How long a queue's throughput reading is given to the requests that ask after it (s).
+# Each costs ~20 ms of scanning (taskq.throughput.SCAN entries) on a busy queue, and
+# every open dashboard asks every few seconds.
+THROUGHPUT_REUSED_FOR = 1.0
 
 
 @dataclass
@@ -49,6 +56,9 @@ class WebState:
     # many at once: built in the lifespan, on the server's event loop.
     heavy: anyio.CapacityLimiter
     brokers: OrderedDict[str, Broker] = field(default_factory=OrderedDict)
+    # Readings of /api/throughput by (queue, window in s).
+    throughputs: Reused[tuple[str, int], Throughput] = field(
+        default_factory=lambda: Reused(THROUGHPUT_REUSED_FOR, MAX_BROKERS))
     # The API's handlers run in threads, so the brokers are reached under this lock.
     _brokers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
