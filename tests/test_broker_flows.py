@@ -4,15 +4,28 @@ holders, reaps, revivals and cancels do (W1); and bad arguments write nothing.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 import redis
 
 from helpers import assert_refused_unchanged, events, lease_one, overwrite, view, wait_past
+from taskq.aio import AsyncBroker
 from taskq.broker import Broker
+from taskq.connection import async_client
 from taskq.errors import BrokerError, InvalidTaskError, TaskNotFoundError
-from taskq.flows import Flows, StageSpec
+from taskq.flows import (
+    STEP_FIELDS,
+    AsyncFlows,
+    Flows,
+    FlowStatus,
+    StageSpec,
+    later_reads,
+    status_call,
+    with_later_reads,
+)
+from taskq.settings import Settings
 from taskq.tools.tracecheck import read_log, validate
 
 EMPTY = '{"args":[],"kwargs":{}}'
@@ -355,3 +368,66 @@ class TestDamagedRecords:
         client.hset(queue.keys.flow("f"), field, value)
         with pytest.raises(BrokerError, match=f"flow f has a damaged record: {field} is"):
             Flows(queue).status("f")
+
+
+class TestStatusInStretches:
+    """A status read takes the record, the shape and the first STATUS_STEPS steps in
+    one script call, and a bigger workflow's other steps after it."""
+
+    def test_no_call_reads_more_than_the_steps_asked_for(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        chord(Flows(queue), 5)
+        keys, args = status_call(queue.keys, "f")
+        reply = queue.scripts.flow_status(keys=keys, args=[*args[:2], 2])
+        stages = int(reply[7])
+        assert len(reply) == 8 + 3 * stages + 2 * len(STEP_FIELDS)
+
+    def test_a_workflow_read_in_stretches_reads_as_it_does_in_one(
+        self, queue: Broker, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        flows = Flows(queue)
+        chord(flows, 7)
+        held = queue.lease_many("w", 30, 3).tasks
+        assert queue.ack(held[0].task_id, held[0].token)
+        client.delete(queue.keys.task("f.1.6"))
+        client.delete(queue.keys.task("f.1.7"))
+        client.set(queue.keys.task("f.1.7"), "not taskq's")
+        whole = flows.status("f")
+        monkeypatch.setattr("taskq.flows.STATUS_STEPS", 3)
+        assert flows.status("f") == whole
+        assert whole is not None and [s.state for s in whole.steps] == [
+            "completed", "running", "running", "pending", "pending", "", "", "waiting"]
+
+    def test_the_state_read_after_the_last_steps_is_the_one_given(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        chord(Flows(queue), 3)
+        keys, args = status_call(queue.keys, "f")
+        reply = queue.scripts.flow_status(keys=keys, args=[*args[:2], 1])
+        later = [r for stretch in later_reads(queue.keys, "f", reply) for r in stretch]
+        assert [r[1] for r in later] == [queue.keys.task(f"f.{i}") for i in
+                                         ("1.2", "1.3", "2.1")] + [queue.keys.flow("f")]
+        header = ["completed", "2", "1", "9", "", "", ""]
+        status = FlowStatus.from_reply("f", with_later_reads(
+            reply, [["completed", "job", "0", ""]] * 3 + [header]))
+        assert status is not None and (status.state, status.stage, status.ended_at_ms) == (
+            "completed", 2, 9)
+        assert FlowStatus.from_reply("f", with_later_reads(
+            reply, [["completed", "job", "0", ""]] * 3 + [[None] * 7])) is None
+
+    def test_a_coroutine_reads_it_in_stretches_alike(
+        self, queue: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        chord(Flows(queue), 5)
+        monkeypatch.setattr("taskq.flows.STATUS_STEPS", 2)
+
+        async def main() -> FlowStatus | None:
+            broker = AsyncBroker(async_client(settings), queue.queue)
+            try:
+                return await AsyncFlows(broker).status("f")
+            finally:
+                await broker.aclose()
+
+        read = asyncio.run(main())
+        assert read is not None and len(read.steps) == 6 and read == Flows(queue).status("f")

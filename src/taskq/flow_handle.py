@@ -43,8 +43,8 @@ class WorkflowHandle(Generic[T]):
     async_flows: AsyncFlows | None = field(default=None, repr=False)
 
     def status(self) -> FlowStatus:
-        """The workflow and each of its steps, read in one step; `TaskNotFoundError` if
-        there is no such workflow (never started, or ended and expired)."""
+        """The workflow and each of its steps (see `Flows.status`); `TaskNotFoundError`
+        if there is no such workflow (never started, or ended and expired)."""
         return self._found(self.flows.status(self.flow_id))
 
     def step(self, stage: int, index: int = 1) -> TaskHandle:
@@ -185,7 +185,8 @@ class WorkflowHandle(Generic[T]):
         live = [s.task_id for s in status.stage_steps(status.stage)
                 if s.state and s.state not in ENDED]
         if not live:
-            # Read in one step, a running stage always has a step that has not ended:
+            # Read in one step, or its state read after its steps (`later_reads`), a
+            # running stage always has a step that had not ended when it was read:
             # here each such step's record is gone (deleted or evicted), so no end will
             # ever move the workflow on.
             raise TaskNotFoundError(

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.calls import Call
 from taskq.codec import decode_result
@@ -28,6 +30,16 @@ if TYPE_CHECKING:
 # (a group only) hands on the failure in that step's place, as `{"taskq_failed": ...}`.
 POLICIES = ("fail", "partial")
 FLOW_ENDED = ("completed", "failed", "cancelled")
+# Steps a status read takes in one step with the workflow's record and shape; a bigger
+# workflow's others are read after it, as many a round trip, each a command of its own
+# that other clients' commands may come between.
+STATUS_STEPS = 1000
+# A step's fields a status read gives, and what it gives for a step that has none; the
+# fields of the workflow's record it gives before its shape.
+STEP_FIELDS = ("state", "name", "retries", "upstream")
+NO_STEP = ("", "", "0", "")
+HEADER_FIELDS = ("state", "stage", "created_at", "ended_at", "upstream", "error_type",
+                 "error_message")
 
 
 @dataclass(frozen=True)
@@ -153,8 +165,51 @@ def started(flow_id: str, reply: Any) -> bool:
 
 
 def status_call(keys: QueueKeys, flow_id: str) -> Call:
-    """The flow_status.lua call that reads workflow `flow_id` and its steps."""
-    return [keys.flow(check_flow_id(flow_id))], [keys.prefix, flow_id]
+    """The flow_status.lua call that reads workflow `flow_id` and its first
+    STATUS_STEPS steps."""
+    return [keys.flow(check_flow_id(flow_id))], [keys.prefix, flow_id, STATUS_STEPS]
+
+
+def later_reads(keys: QueueKeys, flow_id: str, reply: list[Any]) -> list[list[tuple[str, ...]]]:
+    """The HMGETs that complete flow_status.lua's `reply` when it read only some steps,
+    in round trips of STATUS_STEPS: the unread steps, in order, and then the record's
+    state once more, read after them. A workflow the record then says is running on
+    stage k had a step of k that had not ended when that step was read, as it has in a
+    view read in one step (an end is never undone while it runs)."""
+    if not reply:
+        return []
+    stages = int(text(reply[7]))
+    sizes = [int(text(n)) for n in reply[8 : 8 + 3 * stages : 3]]
+    read = (len(reply) - 8 - 3 * stages) // len(STEP_FIELDS)
+    ids = [flow_step_id(flow_id, stage, index)
+           for stage, size in enumerate(sizes, start=1) for index in range(1, size + 1)]
+    if read == len(ids):
+        return []
+    reads: list[tuple[str, ...]] = [("HMGET", keys.task(step), *STEP_FIELDS)
+                                   for step in ids[read:]]
+    reads.append(("HMGET", keys.flow(flow_id), *HEADER_FIELDS))
+    return [reads[at : at + STATUS_STEPS] for at in range(0, len(reads), STATUS_STEPS)]
+
+
+def with_later_reads(reply: list[Any], replies: Sequence[Any]) -> list[Any]:
+    """`reply` completed by the `replies` to its `later_reads`: their steps added, and
+    the record's header as read last in place of the one read before them ([] when the
+    record has gone since: no such workflow). A step whose record has expired, or is of
+    another type, reads as NO_STEP."""
+    *steps, header = replies
+    values = list(reply)
+    for found in steps:
+        if isinstance(found, Exception) and not (
+                isinstance(found, redis.ResponseError) and "WRONGTYPE" in str(found)):
+            raise found
+        fields = [None] * len(NO_STEP) if isinstance(found, Exception) else found
+        values += [value or empty for value, empty in zip(fields, NO_STEP, strict=True)]
+    if isinstance(header, Exception):
+        raise header
+    if header[0] is None:
+        return []
+    values[: len(HEADER_FIELDS)] = [value or "" for value in header]
+    return values
 
 
 def output_fields(stage: int, size: int) -> list[str]:
@@ -218,12 +273,20 @@ class Flows:
             return started(flow_id, b.scripts.start_flow(keys=keys, args=args))
 
     def status(self, flow_id: str) -> FlowStatus | None:
-        """The workflow and each of its steps, read in one step; None if there is no
-        such workflow (it never existed, or it ended and its record expired)."""
+        """The workflow and each of its steps; None if there is no such workflow (it
+        never existed, or it ended and its record expired). The record and the first
+        STATUS_STEPS steps are read in one step; a bigger workflow's other steps after
+        it, and then its state again (see `later_reads`)."""
         keys, args = status_call(self.broker.keys, flow_id)
         with redis_errors("read a workflow"):
             reply = self.broker.scripts.flow_status(keys=keys, args=args)
-        return FlowStatus.from_reply(flow_id, reply)
+            later: list[Any] = []
+            for stretch in later_reads(self.broker.keys, flow_id, reply):
+                pipe = self.broker.client.pipeline(transaction=False)
+                for command in stretch:
+                    pipe.execute_command(*command)
+                later += pipe.execute(raise_on_error=False)
+        return FlowStatus.from_reply(flow_id, with_later_reads(reply, later) if later else reply)
 
     def state(self, flow_id: str) -> str | None:
         """The workflow's state alone (one field: running, completed, failed or
@@ -286,7 +349,13 @@ class AsyncFlows:
         keys, args = status_call(self.broker.keys, flow_id)
         async with self.broker.calling("read a workflow"):
             reply = await self._status(keys=keys, args=args)
-        return FlowStatus.from_reply(flow_id, reply)
+            later: list[Any] = []
+            for stretch in later_reads(self.broker.keys, flow_id, reply):
+                pipe = self.broker.client.pipeline(transaction=False)
+                for command in stretch:
+                    pipe.execute_command(*command)
+                later += await pipe.execute(raise_on_error=False)
+        return FlowStatus.from_reply(flow_id, with_later_reads(reply, later) if later else reply)
 
     async def state(self, flow_id: str) -> str | None:
         """`Flows.state`, awaited."""
