@@ -23,6 +23,7 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
 
+from helpers import lease_one
 from serve_support import Server as ServeProcess
 from taskq import App, UpstreamFailed, chain, group
 from taskq.broker import Broker, NewTask
@@ -1934,6 +1935,9 @@ def test_the_view_of_a_workflow_of_thousands_of_steps_keeps_up_and_the_page_answ
     add = tasks["add"]
     chain(add.s(0), *[add.s() for _ in range(1999)]).enqueue(flow_id="long-1")
     open_dashboard(page, server)
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url)
+            if "/api/flows/" in request.url else None)
     page.evaluate("window.location.hash = 'flow=long-1'")
     # The first read of 2000 steps is one large reply: a loaded machine takes seconds.
     expect(by_id(page, "flow-view-progress")).to_have_text("0 / 2000", timeout=30_000)
@@ -1945,6 +1949,29 @@ def test_the_view_of_a_workflow_of_thousands_of_steps_keeps_up_and_the_page_answ
         expect(flow_step(page, "long-1.2000.1")).to_have_attribute("data-state", "completed")
     finally:
         stop_all([worker])
+
+
+def test_a_workflows_view_reads_it_when_opened_and_when_it_may_end_not_at_each_step(
+    page: Page, server: Server, queue: Broker, redis_server: EmbeddedRedis
+) -> None:
+    """A read of a workflow of thousands of steps holds a server thread ~50 ms: read at
+    each step's end, it kept one busy for as long as the workflow ran."""
+    _, tasks = flow_app(redis_server.url)
+    add = tasks["add"]
+    steps = 8
+    chain(add.s(0), *[add.s() for _ in range(steps - 1)]).enqueue(flow_id="slow-1")
+    page.goto(f"{server.url}/?queue={QUEUE}#flow=slow-1")
+    expect(by_id(page, "flow-view-progress")).to_have_text(f"0 / {steps}")
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url)
+            if "/api/flows/" in request.url else None)
+    for done in range(1, steps + 1):
+        task_id, token = lease_one(queue)
+        assert queue.ack(task_id, token, json.dumps(done))
+        expect(by_id(page, "flow-view-progress")).to_have_text(f"{done} / {steps}")
+        page.wait_for_timeout(400)  # past the page's wait before a read (150 ms)
+    expect(by_id(page, "flow-view-state")).to_have_text("completed")
+    assert len(reads) == 1, reads  # at the last step's end
 
 
 def test_a_link_to_a_workflow_that_is_not_there_is_not_listed_once_its_view_closes(

@@ -84,11 +84,21 @@ export function flowEvent(d) {
   if (entry.busy) entry.buffer.push(d);
   if (entry.status) {
     applyStep(entry, d);
-    // A cancel request may be the whole workflow's, whose running steps end only as
-    // their workers hear it: the workflow's own state has changed meanwhile.
-    if (ENDED.has(d.state) || d.type === 'cancel_requested') reloadSoon(entry);
+    if (mayHaveEnded(entry, d)) reloadSoon(entry);
     changed(entry);
   }
+}
+
+// Whether event `d` of a step may have changed the workflow's own record, which only
+// a read of the whole workflow shows: a step that ended without completing (it may fail
+// the workflow), the last step of the last stage to end (it may complete it), or a
+// cancel request (it may be the whole workflow's, whose running steps end only as their
+// workers hear it). Any other step's event moves the view by itself: a read at each of
+// thousands of ends kept a server thread reading the workflow for as long as it ran.
+function mayHaveEnded(entry, d) {
+  if (d.type === 'cancel_requested') return true;
+  if (!ENDED.has(d.state)) return false;
+  return d.state !== 'completed' || !entry.steps.has(d.task) || entry.lastOpen === 0;
 }
 
 // After a gap, or at a resync: every workflow followed is read again.
@@ -102,7 +112,7 @@ function track(id, ts) {
   if (entry && ts) entry.named = true;
   if (!entry) {
     entry = { id, firstTs: ts || Date.now(), status: null, steps: new Map(), error: '',
-      busy: false, again: false, buffer: [], soon: 0, named: Boolean(ts) };
+      busy: false, again: false, buffer: [], soon: 0, named: Boolean(ts), lastOpen: 0 };
     seen.flows.set(id, entry);
     forgetOldest();
     loadNewSoon();
@@ -175,12 +185,18 @@ function setStatus(entry, status) {
   entry.steps = new Map(status.steps.map((s) => [s.task_id, { ...s,
     // Its record names the step that failed the workflow: it never ran.
     skipped: s.state === 'cancelled' && Boolean(s.upstream) }]));
+  // The steps of the last stage that have not ended, kept by applyStep.
+  entry.lastOpen = status.steps.filter((s) => s.stage === status.stages
+    && !ENDED.has(s.state)).length;
   for (const d of entry.buffer) applyStep(entry, d);
 }
 
 function applyStep(entry, d) {
   const step = entry.steps.get(d.task);
   if (!step) return;
+  if (step.stage === entry.status.stages && ENDED.has(step.state) !== ENDED.has(d.state)) {
+    entry.lastOpen += ENDED.has(d.state) ? -1 : 1;
+  }
   step.state = d.state;
   if (d.type === 'cancelled' && d.from === 'waiting' && d.upstream) step.skipped = true;
   if (d.type === 'leased' && d.retries != null) step.retries = d.retries;
