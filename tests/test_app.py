@@ -205,9 +205,23 @@ def test_the_repr_of_an_app_names_its_queue_and_counts_its_tasks_but_not_its_url
 
 
 USER_MODULE = """
+from datetime import timedelta
+
 import taskq
+from taskq.retry import Decision
 
 app = taskq.App(queue="maths")
+
+
+class Slow(taskq.RetryPolicy):
+    def decide(self, error: BaseException) -> Decision:
+        return Decision("delay", timedelta(seconds=30))
+
+
+@app.task(retry=taskq.RetryPolicy(backoff_base=timedelta(seconds=2),
+                                  backoff_max=timedelta(minutes=5)))
+def patient() -> None:
+    pass
 
 @app.task()
 def add(a: int, b: int) -> int:

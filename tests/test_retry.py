@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from taskq import (
 )
 from taskq.errors import ConfigError
 from taskq.results import TaskRecord
-from taskq.retry import Decision
+from taskq.retry import Decision, decision_problem
 from taskq.settings import Settings
 from waiting import event_types, wait_for_state, wait_until
 from worker_support import StartWorker
@@ -71,6 +72,24 @@ class TestRetryPolicy:
         assert (decision.mode, decision.delay) == ("delay", 2.5)
         assert RetryPolicy().decide(Retry()).mode == "backoff"
         assert Retry(delay=timedelta(minutes=1)).delay == 60
+
+    def test_durations_may_be_timedeltas_kept_as_seconds(self) -> None:
+        policy = RetryPolicy(backoff_base=timedelta(seconds=2), backoff_max=timedelta(minutes=1))
+        assert (policy.backoff_base, policy.backoff_max) == (2.0, 60.0)
+        decision = Decision("delay", timedelta(milliseconds=1500), timedelta(seconds=1),
+                            timedelta(seconds=3))
+        assert (decision.delay, decision.backoff_base, decision.backoff_max) == (1.5, 1.0, 3.0)
+        assert decision_problem(decision) is None
+        assert decision == Decision("delay", 1.5, 1.0, 3.0)
+
+    def test_a_policy_subclass_that_is_a_dataclass_is_checked_alike(self) -> None:
+        @dataclass(frozen=True)
+        class Patient(RetryPolicy):
+            patience: int = 3
+
+        assert Patient(backoff_base=timedelta(seconds=4)).backoff_base == 4.0
+        with pytest.raises(InvalidTaskError, match="backoff_base must be"):
+            Patient(backoff_base=-1)
 
     @pytest.mark.parametrize(("options", "message"), [
         ({"retry_on": ValueError("x")}, "retry_on must be an exception class"),

@@ -3,34 +3,55 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from taskq.errors import InvalidTaskError, Retry
-from taskq.limits import BACKOFF_BASE, BACKOFF_MAX, DELAY, shown
+from taskq.limits import BACKOFF_BASE, BACKOFF_MAX, DELAY, Seconds, shown
 
 FailMode = Literal["backoff", "delay", "dead"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Decision:
     """What to do with one failed attempt: `mode` is fail.lua's (retry after the backoff,
     retry after `delay` seconds, or to the DLQ now); `backoff_base`/`backoff_max` are
-    the task's own, None for the worker's settings."""
+    the task's own, None for the worker's settings. Each duration is given as seconds
+    or a timedelta, and kept as its seconds."""
 
     mode: FailMode
     delay: float | None = None
     backoff_base: float | None = None
     backoff_max: float | None = None
 
+    def __init__(self, mode: FailMode, delay: Seconds | None = None,
+                 backoff_base: Seconds | None = None,
+                 backoff_max: Seconds | None = None) -> None:
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "delay", delay)
+        object.__setattr__(self, "backoff_base", backoff_base)
+        object.__setattr__(self, "backoff_max", backoff_max)
+        self.__post_init__()
 
-@dataclass(frozen=True)
+    def __post_init__(self) -> None:
+        for name in ("delay", "backoff_base", "backoff_max"):
+            object.__setattr__(self, name, _seconds(getattr(self, name)))
+
+
+def _seconds(value: Seconds | None) -> float | None:
+    """A duration given as a timedelta as its seconds; anything else as it is, for
+    `decision_problem` to judge (a policy subclass may return any value)."""
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+@dataclass(frozen=True, init=False)
 class RetryPolicy:
     """How a task's failed attempts are retried, given as `@app.task(retry=...)`.
 
     An exception is retried if it is an instance of one of `retry_on` (default: any) and
     of none of `dont_retry_on`; any other goes to the DLQ at once, whatever retries are
     left.
-    `backoff_base` and `backoff_max` (seconds) replace BACKOFF_BASE_SECONDS and
+    `backoff_base` and `backoff_max` (seconds, or a timedelta) replace BACKOFF_BASE_SECONDS and
     BACKOFF_MAX_SECONDS for this task's failures; None keeps the settings. (An attempt
     whose lease ran out is retried by the worker that reaps it, after that worker's
     settings: Redis keeps no policy.) How many retries a task
@@ -41,6 +62,20 @@ class RetryPolicy:
     dont_retry_on: tuple[type[BaseException], ...] = ()
     backoff_base: float | None = None
     backoff_max: float | None = None
+
+    # Written out so that the durations may be given as timedeltas (kept as seconds) and
+    # one exception class alone: a subclass that is a dataclass of its own gets the
+    # generated one, and the checks of __post_init__ all the same.
+    def __init__(self, retry_on: type[BaseException] | tuple[type[BaseException], ...]
+                 = (BaseException,),
+                 dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+                 backoff_base: Seconds | None = None,
+                 backoff_max: Seconds | None = None) -> None:
+        object.__setattr__(self, "retry_on", retry_on)
+        object.__setattr__(self, "dont_retry_on", dont_retry_on)
+        object.__setattr__(self, "backoff_base", backoff_base)
+        object.__setattr__(self, "backoff_max", backoff_max)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         for name in ("retry_on", "dont_retry_on"):
