@@ -9,7 +9,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from conftest import ON_CLUSTER
 from helpers import record_of, stalling
-from taskq import App
+from taskq import App, chain
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker, NewTask
 from taskq.connection import connect_async
@@ -298,6 +298,23 @@ class TestResultAsync:
             return await handle.result_async(timeout=10), await handle.status_async()
 
         assert run(tasks["add"].app, main) == (5, "completed")
+
+    def test_a_cancel_caught_before_the_wait_and_never_withdrawn_does_not_end_it(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        """`cancelling()` counts such a cancel for good; only one asked during the wait
+        ends it."""
+        async def main() -> tuple[Any, Any]:
+            handle = await tasks["add"].enqueue_async(2, 3)
+            flow = await chain(tasks["add"].s(1, 1), tasks["add"].s(b=1)).enqueue_async()
+            current = asyncio.current_task()
+            assert current is not None
+            current.cancel()
+            with suppress(asyncio.CancelledError):
+                await asyncio.sleep(1)
+            return await handle.result_async(timeout=10), await flow.result_async(timeout=10)
+
+        assert run(tasks["add"].app, main) == (5, 3)
 
     def test_a_dead_task_raises_task_failed_as_the_blocking_wait_does(
         self, tasks: dict[str, Any], worker: WorkerThread

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from taskq.errors import TaskCancelledError, TaskNotFoundError, TaskqError, UpstreamFailed
 from taskq.flows import AsyncFlows, FlowCancellation, Flows, FlowStatus
-from taskq.handle import ResultWait, TaskHandle, cancel_requested
+from taskq.handle import ResultWait, TaskHandle, cancel_requested, cancels
 from taskq.keys import flow_step_id
 from taskq.limits import STEP_NUMBER, Seconds
 from taskq.results import ENDED
@@ -113,13 +113,13 @@ class WorkflowHandle(Generic[T]):
         flows = self.async_flows
         if flows is None:
             return await asyncio.to_thread(self._result, self._wait(timeout))
-        wait = self._wait(timeout)
+        wait, since = self._wait(timeout), cancels()
         async with wait.bounded():
             status = await self.status_async()
             sizes = _stage_sizes(status)
             while not status.ended:
                 stage, steps = status.stage, self._live(status)
-                while await self._waited_async(flows, steps, wait):
+                while await self._waited_async(flows, steps, wait, since):
                     position = await flows.position(self.flow_id)
                     if position is None or position[0] != "running" or position[1] == stage:
                         break
@@ -151,14 +151,14 @@ class WorkflowHandle(Generic[T]):
         return True
 
     async def _waited_async(self, flows: AsyncFlows, steps: list[str],
-                            wait: ResultWait) -> bool:
-        """`_waited`, awaited."""
+                            wait: ResultWait, since: int) -> bool:
+        """`_waited`, awaited; ended by a cancel asked since the task had `since`."""
         broker = flows.broker
         for step in steps:
             while (watched := await broker.watch(step)) is not None and not watched.ended:
-                cancel_requested()
+                cancel_requested(since)
                 await broker.wait_done(step, wait.next_block(watched, f"step {step}"))
-                cancel_requested()
+                cancel_requested(since)
                 if await flows.state(self.flow_id) != "running":
                     return False
         return True

@@ -144,10 +144,11 @@ class TaskHandle(Enqueued, Generic[T]):
             wait = ResultWait(self.task_id, blocking.queue, timeout)
             return await asyncio.to_thread(self._result, wait)
         wait = ResultWait(self.task_id, broker.queue, timeout)
+        since = cancels()
         async with wait.bounded():
             while True:
                 watched = await broker.watch(self.task_id)
-                cancel_requested()
+                cancel_requested(since)
                 if watched is not None and watched.ended:
                     value: T = outcome(self.task_id, watched)
                     return value
@@ -164,7 +165,7 @@ class TaskHandle(Enqueued, Generic[T]):
                         raise
                     raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
                 await broker.wait_done(self.task_id, block)
-                cancel_requested()
+                cancel_requested(since)
 
     def _blocking(self, method: str) -> Broker:
         if self.broker is None:
@@ -239,13 +240,21 @@ class ResultWait:
 STATES = frozenset((*get_args(TaskState), "waiting"))
 
 
-def cancel_requested() -> None:
-    """Raise CancelledError if the running task was asked to cancel. On Python 3.11,
-    redis-py's asyncio.wait_for around a socket write drops a cancel that lands as the
-    write completes, though the task still counts it (`cancelling()`): a loop of awaits
-    that checks ends when its caller asked, not at its own timeout, or never."""
+def cancels() -> int:
+    """How many cancels the running task has been asked and not withdrawn
+    (`cancelling()`; 0 outside a task): what `cancel_requested` counts from."""
     task = asyncio.current_task()
-    if task is not None and task.cancelling():
+    return 0 if task is None else task.cancelling()
+
+
+def cancel_requested(since: int) -> None:
+    """Raise CancelledError if the running task was asked to cancel since it had `since`
+    cancels (`cancels()` as its wait began). On Python 3.11, redis-py's asyncio.wait_for
+    around a socket write drops a cancel that lands as the write completes, though the
+    task still counts it: a loop of awaits that checks ends when its caller asked, not at
+    its own timeout, or never. A cancel asked before the wait began, caught by the
+    caller and never withdrawn (`uncancel()`), is no cancel of this wait."""
+    if cancels() > since:
         raise asyncio.CancelledError
 
 
