@@ -1,5 +1,7 @@
 """The client taskq builds (taskq.connection): a Ctrl-C that lands while a command is
-packed raises KeyboardInterrupt, not a segfault, and the command goes out as it would."""
+packed raises KeyboardInterrupt, not a segfault, and the command goes out as it would;
+an asyncio client keeps every cancel, and passes on a connection a cancelled waiter
+was woken for."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.asyncio.connection import AbstractConnection
 
+from conftest import ON_CLUSTER
 from taskq.connection import TextArgsPacker, async_client, connect
 from taskq.settings import Settings
 from taskq.tools.embedded import EmbeddedRedis
@@ -123,3 +127,58 @@ def test_reads_go_on_while_redis_refuses_writes_after_a_failed_save(
             await aclient.aclose()
 
     assert asyncio.run(read()) is None
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="a cluster client's nodes make their own connections")
+def test_a_cancel_that_lands_as_a_write_completes_ends_the_call(settings: Settings) -> None:
+    """asyncio.wait_for around the write (redis-py's bound) drops such a cancel on Python
+    3.11, and the call goes on until Redis answers."""
+    async def main() -> list[int]:
+        client = async_client(settings)
+        pool = client.connection_pool
+        connection = await pool.get_connection()
+        dropped = []
+        try:
+            for turns in range(8):  # a cancel every loop turn of the write in turn
+                await connection.disconnect()
+                await connection.connect()
+                send = asyncio.ensure_future(
+                    connection.send_packed_command(connection.pack_command("PING")))
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                if send.cancel():
+                    try:
+                        await send
+                    except asyncio.CancelledError:
+                        continue
+                    dropped.append(turns)
+        finally:
+            await pool.release(connection)
+            await client.aclose()
+        return dropped
+
+    assert asyncio.run(main()) == []
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="a cluster client keeps no pool of its own")
+def test_a_waiter_cancelled_as_a_connection_comes_free_passes_it_on(
+    settings: Settings,
+) -> None:
+    """asyncio.Condition (before Python 3.13) lets the cancelled waiter take the
+    wake-up with it: the next waited out the pool's timeout beside a free connection."""
+    async def main() -> object:
+        pool = async_client(settings, max_connections=2).connection_pool
+        held = [await pool.get_connection(), await pool.get_connection()]
+        first = asyncio.create_task(pool.get_connection())
+        second = asyncio.create_task(pool.get_connection())
+        await asyncio.sleep(0.1)  # both wait for a connection
+        await pool.release(held[0])  # wakes the first
+        first.cancel()  # before it runs again
+        try:
+            got = await asyncio.wait_for(second, timeout=settings.redis_timeout_seconds * 2)
+        except redis.ConnectionError as e:
+            got = e
+        await pool.disconnect()
+        return got
+
+    assert isinstance(asyncio.run(main()), AbstractConnection)

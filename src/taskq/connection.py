@@ -16,6 +16,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from taskq.settings import Settings
 from taskq.transport import Client
+from taskq.transport.keeping import KeepingPool
 
 AsyncClient: TypeAlias = redis.asyncio.Redis | AsyncRedisCluster
 """A client `connect_async()` makes and `AsyncBroker` accepts: one node, or a cluster."""
@@ -115,7 +116,7 @@ def async_client(settings: Settings, max_connections: int = MAX_CONNECTIONS) -> 
                                           max_connections=max_connections,
                                           **_options(settings))
     # No health check, as `connect` says.
-    return redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
+    return redis.asyncio.Redis.from_pool(KeepingPool.from_url(
         settings.redis_url,
         max_connections=max_connections,
         timeout=settings.redis_timeout_seconds,

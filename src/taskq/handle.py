@@ -251,9 +251,11 @@ def cancel_requested(since: int) -> None:
     """Raise CancelledError if the running task was asked to cancel since it had `since`
     cancels (`cancels()` as its wait began). On Python 3.11, redis-py's asyncio.wait_for
     around a socket write drops a cancel that lands as the write completes, though the
-    task still counts it: a loop of awaits that checks ends when its caller asked, not at
-    its own timeout, or never. A cancel asked before the wait began, caught by the
-    caller and never withdrawn (`uncancel()`), is no cancel of this wait."""
+    task still counts it (`taskq.transport.keeping` keeps it on a single node's client,
+    not on a cluster's, whose connections are redis-py's own): a loop of awaits that
+    checks ends when its caller asked, not at its own timeout, or never. A cancel asked
+    before the wait began, caught by the caller and never withdrawn (`uncancel()`), is
+    no cancel of this wait."""
     if cancels() > since:
         raise asyncio.CancelledError
 

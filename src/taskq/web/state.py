@@ -22,6 +22,7 @@ from taskq.settings import Settings
 from taskq.shards import layout_holding, shard_holding
 from taskq.throughput import Throughput
 from taskq.transport import Client
+from taskq.transport.keeping import KeepingPool
 from taskq.web.reuse import Reused
 
 # Brokers kept for the queues the JSON API was last asked about. Any valid name is
@@ -120,7 +121,7 @@ def feed_client(settings: Settings) -> AsyncClient:
     since it fails a command past its bound where a single node's pool waits."""
     if settings.redis_cluster:
         return async_client(settings, connections_needed(settings.feed_max_queues))
-    return aioredis.Redis.from_pool(aioredis.BlockingConnectionPool.from_url(
+    return aioredis.Redis.from_pool(KeepingPool.from_url(
         settings.redis_url,
         decode_responses=True,
         socket_connect_timeout=settings.redis_timeout_seconds,
