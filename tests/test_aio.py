@@ -449,11 +449,14 @@ class TestResultAsync:
         with pytest.raises(TaskqError, match=r"use `await handle.record_async\(\)`"):
             handle.record()
 
+    @pytest.mark.parametrize("waits", [3, 100])
     def test_waits_under_way_when_the_app_closes_end_saying_so_and_leave_no_connection(
-        self, tasks: dict[str, Any], client: redis.Redis
+        self, tasks: dict[str, Any], client: redis.Redis, waits: int
     ) -> None:
         """Their client's retry connected again; the app had dropped that client, so its
-        connections stayed open for the life of the process."""
+        connections stayed open for the life of the process. With many, each wait that
+        ended closed the client again, cutting the others' new connections: they failed
+        saying Redis could not be reached."""
         app = tasks["add"].app
         client.client_setname("observer")
 
@@ -463,12 +466,13 @@ class TestResultAsync:
         async def main() -> tuple[int, set[str], int]:
             before = connections()  # on a cluster, the observer's own to other nodes
             handle = await tasks["add"].enqueue_async(1, 2)  # no worker: it never ends
-            waits = [asyncio.create_task(handle.result_async(timeout=10)) for _ in range(3)]
+            pending = [asyncio.create_task(handle.result_async(timeout=10))
+                       for _ in range(waits)]
             await asyncio.sleep(0.5)
             flow = app.workflow_async("wf-1")
             waiting = connections()
             await app.aclose()
-            ended = await asyncio.gather(*waits, return_exceptions=True)
+            ended = await asyncio.gather(*pending, return_exceptions=True)
             with pytest.raises(TaskqError, match="this asyncio client was closed"):
                 await handle.status_async()
             with pytest.raises(TaskqError, match="cannot cancel a workflow: this asyncio"):
@@ -477,7 +481,7 @@ class TestResultAsync:
 
         waiting, errors, left = run(app, main)
         if not ON_CLUSTER:  # a cluster client's connections to each node are its own
-            assert waiting >= 3 and left == 0
+            assert waiting >= waits and left == 0
         assert errors == {"cannot read a task's result: this asyncio client was closed "
                           "(app.aclose()); the app makes a new one: app.handle_async(task_id) "
                           "for a new handle"}

@@ -60,6 +60,14 @@ _GATES: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDicti
 
 # The clients an AsyncBroker has closed (brokers of one sharded queue share one).
 _CLOSED: weakref.WeakSet[Any] = weakref.WeakSet()
+# How many calls are under way on each client: the last to end on a closed one closes
+# it again, once (see `AsyncBroker._open`).
+_UNDER_WAY: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _closed(words: str) -> TaskqError:
+    return TaskqError(f"cannot {words}: this asyncio client was closed (app.aclose()); the "
+                      "app makes a new one: app.handle_async(task_id) for a new handle")
 
 
 def _blocking_gate(client: AsyncClient) -> asyncio.Semaphore:
@@ -136,22 +144,31 @@ class AsyncBroker:
     async def _open(self, words: str) -> AsyncIterator[None]:
         """Around a call on the client, to `words`: refused in another event loop than
         the one the broker was made in, and once the client is closed. A call under way
-        as it closed (a result wait) reconnects by its retry; closed again as it ends,
-        that connection is not left open for good."""
+        as it closed (a result wait) reconnects by its retry, and fails, if it does,
+        saying the client was closed; the last such call to end closes what they
+        connected again. Each closing as it ended cut the others' new connections, so
+        that they failed saying Redis could not be reached."""
         if self.loop is not None and self.loop is not asyncio.get_running_loop():
             raise TaskqError(f"cannot {words}: this asyncio client was made in another "
                              "event loop, whose connections it holds, and cannot be used in "
                              "this one: make one in this loop (app.handle_async(task_id) "
                              "for a handle, app.async_broker for a broker)")
-        if self.client in _CLOSED:
-            raise TaskqError(f"cannot {words}: this asyncio client was closed (app.aclose()); "
-                             "the app makes a new one: app.handle_async(task_id) for a new "
-                             "handle")
+        client = self.client
+        if client in _CLOSED:
+            raise _closed(words)
+        _UNDER_WAY[client] = _UNDER_WAY.get(client, 0) + 1
         try:
             yield
+        except Exception as e:
+            if client in _CLOSED:
+                raise _closed(words) from e
+            raise
         finally:
-            if self.client in _CLOSED:
-                await self.client.aclose()
+            left = _UNDER_WAY.pop(client) - 1
+            if left:
+                _UNDER_WAY[client] = left
+            elif client in _CLOSED:
+                await client.aclose()
 
     @contextlib.asynccontextmanager
     async def calling(self, words: str) -> AsyncIterator[None]:
