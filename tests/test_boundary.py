@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,18 +13,21 @@ import redis
 
 from taskq.boundary import mend_for, refused_by_script
 from taskq.broker import Broker
-from taskq.errors import BrokerError
-from taskq.safety import check_server
+from taskq.errors import BrokerError, ConfigError
+from taskq.safety import check_server, check_server_when_free
 from taskq.snapshot import queue_names
 from taskq.tools.embedded import EmbeddedRedis, free_port
+from waiting import wait_until
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "taskq"
 
 
 @pytest.fixture
 def unreachable() -> redis.Redis:
-    """A client for a port nothing listens on, failing at once rather than retrying."""
-    return redis.Redis(port=free_port(), socket_connect_timeout=1, retry=None)
+    """A client for a port nothing listens on, failing at once rather than retrying:
+    port 1, which no test's server takes (a free port picked here could be picked by
+    another test's server meanwhile)."""
+    return redis.Redis(port=1, socket_connect_timeout=1, retry=None)
 
 
 class TestUnreachableRedis:
@@ -140,6 +145,16 @@ class TestAWriteRedisRefusesUntilSomeoneActs:
         assert str(caught.value).endswith("; this Redis is a read-only replica (after a "
                                           "failover, perhaps): point REDIS_URL at the primary")
 
+    def test_a_worker_is_refused_a_replica_as_it_starts(
+            self, own_server: EmbeddedRedis, tmp_path: Path) -> None:
+        """Its READONLY refusals, waited out as an outage, kept it idle for good."""
+        with EmbeddedRedis(data_dir=tmp_path / "replica") as replica, \
+                redis.Redis(unix_socket_path=str(replica.socket_path)) as client:
+            client.replicaof("127.0.0.1", str(own_server.port))
+            with pytest.raises(ConfigError, match=r"read-only replica \(role:slave\).*point "
+                                                  "REDIS_URL at the primary"):
+                check_server_when_free(client)
+
     def test_a_redis_out_of_memory_says_to_raise_maxmemory(
             self, own_server: EmbeddedRedis) -> None:
         client = redis.Redis(port=own_server.port)
@@ -161,8 +176,8 @@ class TestAWriteRedisRefusesUntilSomeoneActs:
         client = redis.Redis(port=own_server.port, username="producer", password="pw")
         with pytest.raises(BrokerError) as caught:
             Broker(client).enqueue("t1")
-        assert str(caught.value).startswith("Redis could not enqueue tasks: "
-                                            "NoPermissionError: ")
+        assert str(caught.value).startswith("Redis could not check what the ACL user may "
+                                            "run: NoPermissionError: ")
         assert str(caught.value).endswith("; the ACL user REDIS_URL names may not run it: "
                                           "grant that user the commands and the keys taskq "
                                           "uses")
@@ -175,3 +190,31 @@ def test_a_script_write_refused_out_of_memory_gets_the_same_mend_on_redis_6_2() 
         "command not allowed when used memory > 'maxmemory'.")
     assert mend_for(refused) == mend_for(redis.exceptions.OutOfMemoryError("OOM"))
     assert mend_for(redis.ResponseError("Error running script: wrong number")) is None
+
+
+def test_a_worker_starting_while_redis_runs_a_long_script_waits_for_it(
+    own_server: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """BUSY ends by itself, as a worker running meanwhile waits it out: it is no setting
+    of the server's to refuse (the worker exited 2)."""
+    admin = redis.Redis(port=own_server.port)
+    admin.config_set("lua-time-limit", 100)
+    long_script = threading.Thread(target=admin.eval, args=(
+        "local s = tonumber(redis.call('TIME')[1]) "
+        "while tonumber(redis.call('TIME')[1]) < s + 2 do end return 1", 0))
+    long_script.start()
+    with redis.Redis(port=own_server.port, retry=None) as client:
+        wait_until(lambda: busy_now(client), 5)
+        with caplog.at_level(logging.WARNING, "taskq"):
+            check_server_when_free(client)
+    long_script.join()
+    assert any(r.getMessage().startswith("Redis is busy running a script (BUSY")
+               for r in caplog.records)
+
+
+def busy_now(client: redis.Redis) -> bool:
+    try:
+        client.ping()
+    except redis.ResponseError as e:
+        return str(e).startswith("BUSY")
+    return False

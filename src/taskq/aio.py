@@ -18,6 +18,7 @@ from redis.commands.core import AsyncScript
 
 from taskq.boundary import block_limit, block_seconds, redis_errors
 from taskq.calls import (
+    can_run_call,
     cancel_call,
     counts_call,
     counts_from,
@@ -25,6 +26,7 @@ from taskq.calls import (
     enqueue_errors,
     enqueued,
     record_from,
+    refuse_unrunnable,
     watch_call,
 )
 from taskq.connection import MAX_CONNECTIONS, AsyncClient, async_client
@@ -115,6 +117,7 @@ class AsyncBroker:
         self._cancel = self._script("cancel")
         self._snapshot = self._script("snapshot")
         self._live_workers = self._script("live_workers")
+        self._can_run = self._script("can_run")
         self._registration = Registration()
 
     def _script(self, name: str) -> AsyncScript:
@@ -229,6 +232,10 @@ class AsyncBroker:
             async with self.calling("register the queue"):
                 stored = await self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
+            keys, args = can_run_call(self.keys)
+            async with self.calling("check what the ACL user may run"):
+                reply = await self._can_run(keys=keys, args=args)
+            refuse_unrunnable(self.queue, reply)
             async with self.calling("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()

@@ -18,6 +18,7 @@ from taskq.boundary import (
     whole_text,
 )
 from taskq.calls import (
+    can_run_call,
     cancel_call,
     counts_call,
     counts_from,
@@ -25,6 +26,7 @@ from taskq.calls import (
     enqueue_errors,
     enqueued,
     record_from,
+    refuse_unrunnable,
     watch_call,
 )
 from taskq.codec import decode_payload, result_problem
@@ -234,9 +236,19 @@ class Broker:
             with redis_errors("register the queue"):
                 stored = self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
+            self.check_permissions()
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()
+
+    def check_permissions(self) -> None:
+        """Raise `ConfigError` if the connection's ACL user may not run a command taskq's
+        scripts call on this queue's keys (see can_run.lua); a producer asks as it
+        registers the queue, a worker before it leases."""
+        keys, args = can_run_call(self.keys)
+        with redis_errors("check what the ACL user may run"):
+            reply = self.scripts.can_run(keys=keys, args=args)
+        refuse_unrunnable(self.queue, reply)
 
     # -- workers -----------------------------------------------------------------------
 

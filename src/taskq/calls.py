@@ -14,10 +14,11 @@ from typing import Any
 import redis
 
 from taskq.boundary import broker_error, lost_in_transit, redis_errors, text
-from taskq.errors import BrokerError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.keys import QueueKeys, check_task_id
 from taskq.limits import shown
 from taskq.results import QueueCounts, TaskRecord
+from taskq.scripts import commands_called
 
 Call = tuple[list[str], list[Any]]
 """A script call's KEYS and ARGV."""
@@ -142,3 +143,22 @@ def record_from(task_id: str, raw: dict[Any, Any]) -> TaskRecord | None:
     if not raw:
         return None
     return TaskRecord.from_hash(task_id, {text(a): text(b) for a, b in raw.items()})
+
+
+def can_run_call(keys: QueueKeys) -> Call:
+    """The can_run.lua call that asks which of the scripts' commands the connection's
+    ACL user may not run on the queue's keys."""
+    return [keys.events], list(commands_called())
+
+
+def refuse_unrunnable(queue: str, reply: list[Any]) -> None:
+    """Raise `ConfigError` naming the commands can_run.lua's `reply` says the ACL user
+    may not run (nothing where Redis cannot say, as 6.2 cannot)."""
+    refused = [text(v) for v in reply[1:]]
+    if refused:
+        grant = " ".join(f"+{c.split()[0].lower()}" for c in refused)
+        raise ConfigError(
+            f"the ACL user REDIS_URL names may not run {', '.join(refused)} on the keys "
+            f"of queue {queue!r}, which taskq's scripts use: a script refused part way "
+            "keeps the writes it made before (Redis undoes none), so taskq uses no queue "
+            f"this user cannot run. Grant them (ACL SETUSER <user> {grant})")

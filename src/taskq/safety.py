@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 import redis
@@ -73,10 +74,56 @@ def check_not_a_cluster_node(client: Client) -> None:
         raise ConfigError(CLUSTER_NODE)
 
 
+REPLICA = ("this Redis is a read-only replica (role:slave): every lease and enqueue "
+           "would be refused; point REDIS_URL at the primary")
+
+
+def check_primary(client: Client) -> None:
+    """Raise ConfigError if a plain client talks to a replica: a worker would wait out
+    its READONLY refusals for good, as an outage, and no one would hear of it. (A
+    cluster client sends its writes to the primaries.)"""
+    if not transport_for(client).spans_slots:
+        return
+    with redis_errors("check the server's settings"):
+        info: Any = client.info("replication")
+    if isinstance(info, dict) and str(info.get("role", "master")) == "slave":
+        raise ConfigError(REPLICA)
+
+
+# How often a worker starting while Redis runs a long script asks again (s).
+BUSY_RETRY_SECONDS = 1.0
+
+
+def busy(error: BaseException) -> bool:
+    """Whether `error` (a BrokerError) is Redis running a script past its busy limit
+    (BUSY): it answers again when the script ends, or is killed."""
+    return isinstance(error.__cause__, redis.ResponseError) and \
+        str(error.__cause__).startswith("BUSY")
+
+
+def check_server_when_free(client: Client) -> None:
+    """`check_server`, asked again while Redis is busy running a long script (BUSY),
+    as a worker waits out one that comes while it runs: that is no setting of the
+    server's, and ends by itself."""
+    told = False
+    while True:
+        try:
+            check_server(client)
+            return
+        except BrokerError as e:
+            if not busy(e):
+                raise
+            if not told:
+                log.warning("Redis is busy running a script (%s): waiting for it to end "
+                            "before starting", e.__cause__)
+                told = True
+            time.sleep(BUSY_RETRY_SECONDS)
+
+
 def check_server(client: Client) -> None:
     """Raise `UnsafeRedisError` if eviction could drop queue keys; warn if AOF is off;
     raise `BrokerError` if Redis cannot be reached; raise ConfigError if a plain client
-    reaches a cluster node (see `check_not_a_cluster_node`).
+    reaches a cluster node (see `check_not_a_cluster_node`) or a replica.
 
     Any policy but `noeviction` can drop keys under memory pressure: `allkeys-*` takes
     task records and queues, `volatile-*` takes idempotency keys, and then a resent
@@ -86,6 +133,7 @@ def check_server(client: Client) -> None:
     try:
         check_version(client)
         check_not_a_cluster_node(client)
+        check_primary(client)
     except BrokerError as e:
         # INFO is in ACL category @dangerous, which a user of `+@all -@dangerous` (a
         # common one for applications) may not run; every script runs without it.

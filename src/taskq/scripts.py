@@ -50,6 +50,26 @@ def source(name: str) -> str:
     return INCLUDE.sub(lambda m: source(m.group(1)), text)
 
 
+# The words a script's code quotes in capitals: every command it calls (however it
+# calls it: redis.call, a helper, a table unpacked) and the options it passes them,
+# which can_run.lua passes over as no command. The container command the scripts use
+# is checked with the subcommand they give it.
+QUOTED = re.compile(r"'([A-Z]{2,})'")
+CONTAINERS = {"XINFO": "XINFO STREAM"}
+
+
+@cache
+def commands_called() -> tuple[str, ...]:
+    """The Redis commands taskq's scripts may call, sorted, among the options they pass
+    (see QUOTED): what the connection's ACL user must be allowed (see can_run.lua)."""
+    found: set[str] = set()
+    for path in resources.files("taskq").joinpath("lua").iterdir():
+        code = [line for line in path.read_text("utf-8").splitlines()
+                if not line.lstrip().startswith("--")]
+        found.update(CONTAINERS.get(word, word) for word in QUOTED.findall("\n".join(code)))
+    return tuple(sorted(found))
+
+
 @dataclass(frozen=True)
 class Contract:
     """What a script's header promises: the names of its KEYS and ARGV, in order."""
@@ -123,6 +143,7 @@ class Scripts:
         self.start_flow = load("start_flow")
         self.cancel_flow = load("cancel_flow")
         self.flow_status = load("flow_status")
+        self.can_run = load("can_run")
 
     def by_name(self, name: str) -> ScriptCall:
         script: ScriptCall = getattr(self, name)

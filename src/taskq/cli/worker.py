@@ -9,7 +9,7 @@ from taskq.cli.common import load_app
 from taskq.errors import ConfigError
 from taskq.limits import SETTINGS
 from taskq.processes import taskq_command
-from taskq.safety import check_server
+from taskq.safety import check_server_when_free
 from taskq.settings import Settings
 from taskq.worker import Worker
 from taskq.worker.pool import WorkerPool
@@ -70,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
                           "every task it leases to the DLQ as unknown: import the modules "
                           "that declare them where the app is made")
     broker = Broker.from_settings(settings, settings.queue if queues else app.queue)
-    check_server(broker.client)
+    check_server_when_free(broker.client)
     if settings.worker_processes > 1:
         return WorkerPool(copy_argv(args), settings.worker_processes).run()
     several = queues if queues is not None and len(queues) > 1 else None

@@ -120,6 +120,7 @@ class Worker:
                 f"Worker concurrency ({self.concurrency}) + TASKQ_PREFETCH ({s.prefetch}) "
                 f"must be at most {LEASE_COUNT.high:,}: a worker leases up to both at once")
         self.worker_id = make_worker_id() if worker_id is None else checked_worker_id(worker_id)
+        self._refuse_unrunnable()
         # Slots for the handlers and for the tasks leased to wait for one (--prefetch).
         self.slots = Slots(self.concurrency + s.prefetch)
         self.inbox = Inbox()
@@ -257,6 +258,20 @@ class Worker:
             if install_signal_handlers:
                 self.lifecycle.restore_signal_handlers()
         return 0
+
+    def _refuse_unrunnable(self) -> None:
+        """Raise `ConfigError` if Redis refuses this worker's ACL user a command the
+        scripts call on a queue it serves, or scripts or the queue's keys at all. Under
+        the first, each lease is made and its script stops part way, and the task is
+        reaped until it goes dead, never run; under the others the worker would wait
+        for good, as for an outage. An outage now is waited out by the loop."""
+        for broker in self.queues.brokers:
+            try:
+                broker.check_permissions()
+            except BrokerError as e:
+                if not isinstance(e.__cause__, redis.exceptions.NoPermissionError):
+                    return
+                raise ConfigError(f"worker {self.worker_id} cannot start: {e}") from e
 
     def stop(self, reason: str = "stop requested") -> None:
         """Drain and stop, as the first SIGTERM would."""
