@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import re
 import threading
@@ -11,9 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from taskq.aio import AsyncBroker
 from taskq.boundary import mend_for, refused_by_script
 from taskq.broker import Broker
-from taskq.errors import BrokerError, ConfigError
+from taskq.errors import BrokerError, ConfigError, ResultTimeoutError
 from taskq.safety import check_server, check_server_when_free
 from taskq.snapshot import queue_names
 from taskq.tools.embedded import EmbeddedRedis, free_port
@@ -181,6 +184,44 @@ class TestAWriteRedisRefusesUntilSomeoneActs:
         assert str(caught.value).endswith("; the ACL user REDIS_URL names may not run it: "
                                           "grant that user the commands and the keys taskq "
                                           "uses")
+
+
+class TestAResultWhileRedisRefusesWrites:
+    """Redis 7 refuses any script that may write while it refuses writes (its maxmemory
+    reached, a failed save, a replica), the read of a result among them: a completed
+    task's result failed to read, and a wait for a pending one failed at once."""
+
+    @pytest.fixture
+    def refusing(self, own_server: EmbeddedRedis) -> Iterator[Broker]:
+        client = redis.Redis(port=own_server.port, decode_responses=True)
+        broker = Broker(client, "orders")
+        broker.enqueue("done")
+        (task,) = broker.lease_many("w", 30, 1).tasks
+        assert broker.ack("done", task.token, json.dumps(42))
+        broker.enqueue("waits")
+        client.config_set("maxmemory", 1)
+        yield broker
+        client.config_set("maxmemory", 0)
+
+    def test_a_completed_tasks_result_is_read_and_a_wait_runs_to_its_timeout(
+        self, refusing: Broker
+    ) -> None:
+        assert refusing.handle("done").result(timeout=5) == 42
+        with pytest.raises(ResultTimeoutError):
+            refusing.handle("waits").result(timeout=1.5)
+
+    def test_an_asyncio_wait_alike(self, refusing: Broker, own_server: EmbeddedRedis) -> None:
+        async def main() -> object:
+            broker = AsyncBroker(redis.asyncio.Redis(port=own_server.port), "orders")
+            try:
+                assert await broker.handle("done").result_async(timeout=5) == 42
+                with pytest.raises(ResultTimeoutError):
+                    await broker.handle("waits").result_async(timeout=1.5)
+                return await broker.handle("waits").status_async()
+            finally:
+                await broker.aclose()
+
+        assert asyncio.run(main()) == "pending"
 
 
 def test_a_script_write_refused_out_of_memory_gets_the_same_mend_on_redis_6_2() -> None:

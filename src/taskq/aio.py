@@ -16,8 +16,9 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-from taskq.boundary import block_limit, block_seconds, redis_errors
+from taskq.boundary import block_limit, block_seconds, redis_errors, write_refused
 from taskq.calls import (
+    WATCHED,
     can_run_call,
     cancel_call,
     counts_call,
@@ -28,9 +29,10 @@ from taskq.calls import (
     record_from,
     refuse_unrunnable,
     watch_call,
+    watched_alone,
 )
 from taskq.connection import MAX_CONNECTIONS, AsyncClient, async_client
-from taskq.errors import ConfigError, TaskqError
+from taskq.errors import BrokerError, ConfigError, TaskqError
 from taskq.fields import enqueue_fields, new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import QUEUES_KEY, QueueKeys, Registration, check_task_id
@@ -274,8 +276,14 @@ class AsyncBroker:
         """`Broker.watch`, awaited: how the task stands, None if it has no record; with
         `mark`, a task that has not ended will wake `wait_done` when it ends."""
         keys, args = watch_call(self.keys, task_id, mark)
-        async with self.calling("read a task's result"):
-            reply = await self._watch(keys=keys, args=args)
+        try:
+            async with self.calling("read a task's result"):
+                reply = await self._watch(keys=keys, args=args)
+        except BrokerError as e:
+            if not write_refused(e):
+                raise
+            async with self.calling("read a task's result"):
+                reply = watched_alone(await self.client.hmget(keys[0], WATCHED))
         return Watched.from_reply(reply)
 
     async def has_workers(self) -> bool:
@@ -304,6 +312,12 @@ class AsyncBroker:
                 # passes it.
                 moved = await self.client.blmove(
                     done, done, left, "RIGHT", "LEFT")  # type: ignore[arg-type]
+        except BrokerError as e:
+            if not write_refused(e):
+                raise
+            # As `Broker.wait_done`: no task ends while Redis refuses writes.
+            await asyncio.sleep(left)
+            return False
         finally:
             gate.release()
         return moved is not None

@@ -82,6 +82,23 @@ def mend_for(error: BaseException) -> str | None:
     return None
 
 
+# Redis's words for the writes it refuses for a while, until someone acts or a save
+# succeeds: as the error itself (Redis 7 refuses a script that may write up front), or
+# met by a command inside a script (Redis 6.2).
+WRITES_REFUSED = ("MISCONF", "OOM command not allowed", "READONLY", "NOREPLICAS")
+
+
+def write_refused(error: BaseException) -> bool:
+    """Whether `error` (a BrokerError) is Redis refusing writes, and with them every
+    script that may write, while it still answers reads: a failed save (MISCONF), its
+    maxmemory reached (OOM), a replica (READONLY), too few replicas (NOREPLICAS)."""
+    cause = error.__cause__
+    # redis-py raises the first two by their own classes, their first word taken off.
+    return isinstance(cause, redis.exceptions.ReadOnlyError | redis.exceptions.OutOfMemoryError
+                      ) or (isinstance(cause, redis.ResponseError)
+                            and any(words in str(cause) for words in WRITES_REFUSED))
+
+
 # What a connection that could not be made adds: where Redis is said to be, and how to
 # say otherwise.
 NO_REDIS = ("; is Redis running there? Start it (`taskq redis` runs a local one) or point "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,8 +17,10 @@ from taskq.boundary import (
     redis_errors,
     text,
     whole_text,
+    write_refused,
 )
 from taskq.calls import (
+    WATCHED,
     can_run_call,
     cancel_call,
     counts_call,
@@ -28,6 +31,7 @@ from taskq.calls import (
     record_from,
     refuse_unrunnable,
     watch_call,
+    watched_alone,
 )
 from taskq.codec import decode_payload, result_problem
 from taskq.concurrency import ConcurrencyLimit
@@ -571,8 +575,16 @@ class Broker:
         """How the task stands, read with its result or error; None if it has no record.
         With `mark`, a task that has not ended will wake `wait_done` when it ends."""
         keys, args = watch_call(self.keys, task_id, mark)
-        with redis_errors("read a task's result"):
-            reply = self.scripts.watch(keys=keys, args=args)
+        try:
+            with redis_errors("read a task's result"):
+                reply = self.scripts.watch(keys=keys, args=args)
+        except BrokerError as e:
+            if not write_refused(e):
+                raise
+            # While Redis refuses writes it refuses a script that may write, though the
+            # record can be read: read it alone, unmarked (no task ends meanwhile).
+            with redis_errors("read a task's result"):
+                reply = watched_alone(self.client.hmget(keys[0], WATCHED))
         return Watched.from_reply(reply)
 
     def wait_done(self, task_id: str, timeout: float) -> bool:
@@ -582,10 +594,18 @@ class Broker:
         done = self.keys.done(check_task_id(task_id))
         timeout = TIMEOUT.check(timeout)
         timeout = block_seconds(timeout, self._block_limit)
-        with redis_errors("wait for a task to end"):
-            # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
-            return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
-                                      "RIGHT", "LEFT") is not None
+        try:
+            with redis_errors("wait for a task to end"):
+                # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
+                return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
+                                          "RIGHT", "LEFT") is not None
+        except BrokerError as e:
+            if not write_refused(e):
+                raise
+            # BLMOVE is a write: while Redis refuses writes, no task can end either (its
+            # ack is one), so the wait sleeps its slice and the caller reads again.
+            time.sleep(timeout)
+            return False
 
     def has_workers(self) -> bool:
         """Whether any worker is registered on the queue whose record has not expired

@@ -112,6 +112,17 @@ def watch_call(keys: QueueKeys, task_id: str, mark: bool) -> Call:
     return [keys.task(task_id), keys.done(task_id)], ["1" if mark else "0"]
 
 
+# The fields watch.lua reads of a task's record, in its order: read alone where Redis
+# refuses the script (see `write_refused`).
+WATCHED = ("state", "result", "error_type", "error_message", "traceback", "last_error",
+           "fencing_token", "retries", "upstream")
+
+
+def watched_alone(reply: list[Any]) -> list[Any]:
+    """An HMGET of WATCHED as watch.lua would have replied: [] for no record."""
+    return reply if reply and reply[0] is not None else []
+
+
 # The states a cancel can be limited to: those a task can be cancelled in.
 CANCELLABLE = ("pending", "delayed", "running", "dead", "waiting")
 
