@@ -183,7 +183,18 @@ class TestAWriteRedisRefusesUntilSomeoneActs:
                                             "run: NoPermissionError: ")
         assert str(caught.value).endswith("; the ACL user REDIS_URL names may not run it: "
                                           "grant that user the commands and the keys taskq "
-                                          "uses")
+                                          "uses (each queue's {taskq:<queue>}:*, "
+                                          "taskq:queues and taskq:shards)")
+
+    def test_an_acl_user_denied_a_key_is_told_which_keys_taskq_uses(
+            self, own_server: EmbeddedRedis) -> None:
+        redis.Redis(port=own_server.port).acl_setuser(
+            "producer", enabled=True, passwords=["+pw"], keys=["{taskq:orders}:*"],
+            channels=["*"], commands=["+@all"])
+        client = redis.Redis(port=own_server.port, username="producer", password="pw")
+        with pytest.raises(BrokerError, match=r"NoPermissionError: .*key.*taskq:queues and "
+                                              r"taskq:shards\)$"):
+            Broker(client, "orders").enqueue("t1")
 
 
 class TestAResultWhileRedisRefusesWrites:

@@ -78,7 +78,8 @@ def mend_for(error: BaseException) -> str | None:
                 "needs): raise maxmemory, or free memory")
     if isinstance(error, redis.exceptions.NoPermissionError):
         return ("the ACL user REDIS_URL names may not run it: grant that user the "
-                "commands and the keys taskq uses")
+                "commands and the keys taskq uses (each queue's {taskq:<queue>}:*, "
+                "taskq:queues and taskq:shards)")
     return None
 
 
