@@ -10,6 +10,7 @@ import json
 import pytest
 import redis
 
+from conftest import ON_CLUSTER
 from helpers import assert_refused_unchanged, events, lease_one, overwrite, view, wait_past
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
@@ -431,3 +432,24 @@ class TestStatusInStretches:
 
         read = asyncio.run(main())
         assert read is not None and len(read.steps) == 6 and read == Flows(queue).status("f")
+
+    @pytest.mark.skipif(ON_CLUSTER, reason="an ACL user is each node's own")
+    def test_an_error_a_later_read_meets_is_a_broker_error(
+        self, queue: Broker, client: redis.Redis, settings: Settings,
+        monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Raised after the pipeline's block, it escaped as redis-py's own error: a 500
+        from GET /api/flows where a BrokerError is a 503."""
+        chord(Flows(queue), 3)
+        monkeypatch.setattr("taskq.flows.STATUS_STEPS", 2)
+        keys = [queue.keys.flow("f"), queue.keys.task("f.1.1"), queue.keys.task("f.1.2")]
+        client.acl_setuser("flow-reader", enabled=True, passwords=["+pw"],
+                           keys=keys, commands=["+@all"])
+        try:
+            reader = redis.Redis.from_url(settings.redis_url, username="flow-reader",
+                                          password="pw", decode_responses=True)
+            with pytest.raises(BrokerError, match="could not read a workflow: "
+                                                  "NoPermissionError"):
+                Flows(Broker(reader, queue.queue)).status("f")
+        finally:
+            client.acl_deluser("flow-reader")

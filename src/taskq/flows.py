@@ -286,7 +286,10 @@ class Flows:
                 for command in stretch:
                     pipe.execute_command(*command)
                 later += pipe.execute(raise_on_error=False)
-        return FlowStatus.from_reply(flow_id, with_later_reads(reply, later) if later else reply)
+            # Inside the block: an error a later read met is raised as the BrokerError
+            # it is.
+            reply = with_later_reads(reply, later) if later else reply
+        return FlowStatus.from_reply(flow_id, reply)
 
     def state(self, flow_id: str) -> str | None:
         """The workflow's state alone (one field: running, completed, failed or
@@ -355,7 +358,8 @@ class AsyncFlows:
                 for command in stretch:
                     pipe.execute_command(*command)
                 later += await pipe.execute(raise_on_error=False)
-        return FlowStatus.from_reply(flow_id, with_later_reads(reply, later) if later else reply)
+            reply = with_later_reads(reply, later) if later else reply
+        return FlowStatus.from_reply(flow_id, reply)
 
     async def state(self, flow_id: str) -> str | None:
         """`Flows.state`, awaited."""

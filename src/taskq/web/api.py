@@ -114,8 +114,8 @@ def task(request: Request) -> JSONResponse:
 
 def flow(request: Request) -> JSONResponse:
     """The workflow as it stands (see `taskq.flows.FlowStatus`): its state, the stage it
-    is on, each stage's kind and policy, why it failed, and every step's state, read in
-    one step."""
+    is on, each stage's kind and policy, why it failed, and every step's state (see
+    `taskq.flows.Flows.status`)."""
     flow_id = flow_id_param(request)
     status = Flows(state_of(request).broker(queue_of(request))).status(flow_id)
     if status is None:
