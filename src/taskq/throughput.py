@@ -52,15 +52,16 @@ class _Scan:
     covered: bool = False  # it reached the window's start, or the log's first event ever
 
     def take(self, chunk: Sequence[tuple[Any, Mapping[Any, Any] | None]]) -> None:
-        # The two fields it needs, looked up (the client decodes replies to text): a
-        # reading is up to 5,000 entries.
+        # The two fields it needs, looked up, not every field copied: a reading is up to
+        # 5,000 entries. By text first, as taskq's clients decode replies; by bytes for
+        # a client that does not.
         for _, raw in chunk:
             fields = raw or {}
-            ts = stored_int(fields.get("ts"))
+            ts = stored_int(fields.get("ts") or fields.get(b"ts"))
             if ts < self.start:
                 self.covered = True
                 return
-            kind = fields.get("type", "")
+            kind = text(fields.get("type") or fields.get(b"type") or "")
             if kind in self.counts:
                 self.counts[kind] += 1
             self.oldest_ts = ts
