@@ -1,6 +1,7 @@
 """A reading shared by the requests that ask for it within a moment: one read for a
-crowd asking at once, reused until it is old, never kept when it fails, and forgotten
-for the least recently asked key past the bound."""
+crowd asking at once, however long it takes and whether it fails or not, reused until
+it is old, never kept when it fails, and forgotten for the least recently asked key
+past the bound."""
 
 from __future__ import annotations
 
@@ -35,6 +36,36 @@ def test_a_crowd_asking_at_once_waits_for_one_read() -> None:
     with ThreadPoolExecutor(16) as pool:
         got = list(pool.map(lambda _: reused.get("q", read), range(16)))
     assert read.calls == 1 and got == [1] * 16
+
+
+def test_a_crowd_waits_for_one_read_that_takes_longer_than_a_reading_is_reused() -> None:
+    """Each waiter found the reading old as it ended, and read again in turn: behind a
+    stalled Redis, the fourth asker waited four reads."""
+    reused: Reused[str, int] = Reused(seconds=0.05, keys=10)
+    read = Reads(seconds=0.3)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: reused.get("q", read), range(4)))
+    assert read.calls == 1 and got == [1] * 4
+
+
+def test_a_crowd_waiting_for_a_read_that_fails_gets_its_error_from_that_read() -> None:
+    reused: Reused[str, int] = Reused(seconds=60, keys=10)
+    read = Reads(seconds=0.2)
+
+    def stalled() -> int:
+        read()
+        raise ConnectionError("Redis stalled")
+
+    def ask(_: int) -> str:
+        try:
+            reused.get("q", stalled)
+        except ConnectionError as e:
+            return str(e)
+        return "no error"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(ask, range(8)))
+    assert read.calls == 1 and outcomes == ["Redis stalled"] * 8
 
 
 def test_a_reading_is_read_again_once_it_is_old() -> None:
