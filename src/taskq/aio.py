@@ -48,7 +48,7 @@ from taskq.limits import (
     to_ms,
 )
 from taskq.results import SIMULATE_TASK, Cancellation, NewTask, QueueCounts, TaskRecord, Watched
-from taskq.scripts import source
+from taskq.scripts import PRODUCER_SCRIPTS, source
 from taskq.settings import Settings
 from taskq.shards import SHARDS_KEY, refuse_sharded
 
@@ -121,6 +121,7 @@ class AsyncBroker:
         self._live_workers = self._script("live_workers")
         self._can_run = self._script("can_run")
         self._registration = Registration()
+        self._permitted = False  # see Broker._permitted
 
     def _script(self, name: str) -> AsyncScript:
         return self.client.register_script(source(name))
@@ -234,10 +235,12 @@ class AsyncBroker:
             async with self.calling("register the queue"):
                 stored = await self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
-            keys, args = can_run_call(self.keys)
-            async with self.calling("check what the ACL user may run"):
-                reply = await self._can_run(keys=keys, args=args)
-            refuse_unrunnable(self.queue, reply)
+            if not self._permitted:
+                keys, args = can_run_call(self.keys, PRODUCER_SCRIPTS)
+                async with self.calling("check what the ACL user may run"):
+                    reply = await self._can_run(keys=keys, args=args)
+                refuse_unrunnable(self.queue, reply)
+                self._permitted = True
             async with self.calling("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()

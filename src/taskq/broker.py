@@ -96,7 +96,7 @@ from taskq.results import (
     Watched,
 )
 from taskq.schedules import Schedule, check_schedule_name
-from taskq.scripts import Scripts
+from taskq.scripts import PRODUCER_SCRIPTS, Scripts
 from taskq.settings import Settings
 from taskq.shards import SHARDS_KEY, refuse_sharded
 from taskq.transport import Client, transport_for
@@ -158,6 +158,9 @@ class Broker:
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
         self._registration = Registration()
+        # Whether the ACL user may run the producer's scripts (asked once: see
+        # register_queue).
+        self._permitted = False
         self._unanswered = Unanswered()
         # The rate and concurrency limits every lease of this broker applies (a worker
         # sets its app's).
@@ -240,16 +243,18 @@ class Broker:
             with redis_errors("register the queue"):
                 stored = self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
-            self.check_permissions()
+            if not self._permitted:
+                self.check_permissions(PRODUCER_SCRIPTS)
+                self._permitted = True
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()
 
-    def check_permissions(self) -> None:
-        """Raise `ConfigError` if the connection's ACL user may not run a command taskq's
-        scripts call on this queue's keys (see can_run.lua); a producer asks as it
-        registers the queue, a worker before it leases."""
-        keys, args = can_run_call(self.keys)
+    def check_permissions(self, scripts: tuple[str, ...]) -> None:
+        """Raise `ConfigError` if the connection's ACL user may not run a command
+        `scripts` call on this queue's keys (see can_run.lua): a producer asks about
+        its own as it first registers the queue, a worker about its own as it is made."""
+        keys, args = can_run_call(self.keys, scripts)
         with redis_errors("check what the ACL user may run"):
             reply = self.scripts.can_run(keys=keys, args=args)
         refuse_unrunnable(self.queue, reply)

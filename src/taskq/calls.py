@@ -156,10 +156,10 @@ def record_from(task_id: str, raw: dict[Any, Any]) -> TaskRecord | None:
     return TaskRecord.from_hash(task_id, {text(a): text(b) for a, b in raw.items()})
 
 
-def can_run_call(keys: QueueKeys) -> Call:
-    """The can_run.lua call that asks which of the scripts' commands the connection's
-    ACL user may not run on the queue's keys."""
-    return [keys.events], list(commands_called())
+def can_run_call(keys: QueueKeys, scripts: tuple[str, ...]) -> Call:
+    """The can_run.lua call that asks which commands of `scripts` the connection's ACL
+    user may not run on the queue's keys."""
+    return [keys.events], list(commands_called(scripts))
 
 
 def refuse_unrunnable(queue: str, reply: list[Any]) -> None:
@@ -167,7 +167,7 @@ def refuse_unrunnable(queue: str, reply: list[Any]) -> None:
     may not run (nothing where Redis cannot say, as 6.2 cannot)."""
     refused = [text(v) for v in reply[1:]]
     if refused:
-        grant = " ".join(f"+{c.split()[0].lower()}" for c in refused)
+        grant = " ".join(f"+{c.lower().replace(' ', '|')}" for c in refused)
         raise ConfigError(
             f"the ACL user REDIS_URL names may not run {', '.join(refused)} on the keys "
             f"of queue {queue!r}, which taskq's scripts use: a script refused part way "

@@ -57,16 +57,26 @@ def source(name: str) -> str:
 QUOTED = re.compile(r"'([A-Z]{2,})'")
 CONTAINERS = {"XINFO": "XINFO STREAM"}
 
+# The scripts that write which each role runs, whose commands its ACL user must be
+# allowed (a script that only reads writes nothing when refused): every producer's,
+# and every worker's (a workflow's next stage is started by ack.lua, a periodic task
+# by fire.lua). A producer that starts workflows, cancels or revives tasks runs more.
+PRODUCER_SCRIPTS = ("enqueue", "watch")
+WORKER_SCRIPTS = ("lease", "heartbeat", "ack", "fail", "release", "reap", "promote",
+                  "purge", "fire", "ack_cancelled", "progress", "lift_rate_limits",
+                  "register_worker", "unregister_worker")
+
 
 @cache
-def commands_called() -> tuple[str, ...]:
-    """The Redis commands taskq's scripts may call, sorted, among the options they pass
-    (see QUOTED): what the connection's ACL user must be allowed (see can_run.lua)."""
+def commands_called(scripts: tuple[str, ...]) -> tuple[str, ...]:
+    """The Redis commands `scripts` (their included helpers too) may call, sorted, among
+    the options they pass (see QUOTED): what the connection's ACL user must be allowed
+    to run them (see can_run.lua)."""
     found: set[str] = set()
-    for path in resources.files("taskq").joinpath("lua").iterdir():
-        code = [line for line in path.read_text("utf-8").splitlines()
-                if not line.lstrip().startswith("--")]
-        found.update(CONTAINERS.get(word, word) for word in QUOTED.findall("\n".join(code)))
+    for name in scripts:
+        code = "\n".join(line for line in source(name).splitlines()
+                         if not line.lstrip().startswith("--"))
+        found.update(CONTAINERS.get(word, word) for word in QUOTED.findall(code))
     return tuple(sorted(found))
 
 

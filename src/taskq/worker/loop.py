@@ -26,6 +26,7 @@ from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.keys import SHARD_MARK
 from taskq.limits import CONCURRENCY, LEASE_COUNT, MAX_WORKER_ID_CHARS, check_text
 from taskq.registry import Presence
+from taskq.scripts import WORKER_SCRIPTS
 from taskq.settings import Settings
 from taskq.shards import SHARDS_KEY, refuse_sharded, register
 from taskq.version import __version__
@@ -267,7 +268,7 @@ class Worker:
         for good, as for an outage. An outage now is waited out by the loop."""
         for broker in self.queues.brokers:
             try:
-                broker.check_permissions()
+                broker.check_permissions(WORKER_SCRIPTS)
             except BrokerError as e:
                 if not isinstance(e.__cause__, redis.exceptions.NoPermissionError):
                     return
