@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -244,24 +245,74 @@ def test_a_script_write_refused_out_of_memory_gets_the_same_mend_on_redis_6_2() 
     assert mend_for(redis.ResponseError("Error running script: wrong number")) is None
 
 
+@contextlib.contextmanager
+def busy(server: EmbeddedRedis, seconds: int) -> Iterator[None]:
+    """Redis running another client's script for about `seconds` (whole seconds of its
+    clock), answering BUSY to everyone else meanwhile."""
+    admin = redis.Redis(port=server.port)
+    admin.config_set("lua-time-limit", 100)
+    long_script = threading.Thread(target=admin.eval, args=(
+        "local s = tonumber(redis.call('TIME')[1]) "
+        f"while tonumber(redis.call('TIME')[1]) < s + {seconds} do end return 1", 0))
+    long_script.start()
+    with redis.Redis(port=server.port, retry=None) as probe:
+        wait_until(lambda: busy_now(probe), 5)
+    try:
+        yield
+    finally:
+        long_script.join()
+
+
 def test_a_worker_starting_while_redis_runs_a_long_script_waits_for_it(
     own_server: EmbeddedRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     """BUSY ends by itself, as a worker running meanwhile waits it out: it is no setting
     of the server's to refuse (the worker exited 2)."""
-    admin = redis.Redis(port=own_server.port)
-    admin.config_set("lua-time-limit", 100)
-    long_script = threading.Thread(target=admin.eval, args=(
-        "local s = tonumber(redis.call('TIME')[1]) "
-        "while tonumber(redis.call('TIME')[1]) < s + 2 do end return 1", 0))
-    long_script.start()
-    with redis.Redis(port=own_server.port, retry=None) as client:
-        wait_until(lambda: busy_now(client), 5)
-        with caplog.at_level(logging.WARNING, "taskq"):
-            check_server_when_free(client)
-    long_script.join()
+    with (busy(own_server, 2), redis.Redis(port=own_server.port, retry=None) as client,
+          caplog.at_level(logging.WARNING, "taskq")):
+        check_server_when_free(client)
     assert any(r.getMessage().startswith("Redis is busy running a script (BUSY")
                for r in caplog.records)
+
+
+class TestAResultWaitWhileRedisCannotAnswer:
+    """A wait rides out a Redis busy, loading or restarting, as the task it waits for
+    does, until its timeout: it failed at once, its timeout unused."""
+
+    @pytest.fixture
+    def completed(self, own_server: EmbeddedRedis) -> Broker:
+        broker = Broker(redis.Redis(port=own_server.port, decode_responses=True), "orders")
+        broker.enqueue("done")
+        (task,) = broker.lease_many("w", 30, 1).tasks
+        assert broker.ack("done", task.token, json.dumps(42))
+        broker.enqueue("waits")
+        return broker
+
+    def test_the_result_comes_once_redis_answers_again(
+        self, completed: Broker, own_server: EmbeddedRedis
+    ) -> None:
+        with busy(own_server, 2):
+            assert completed.handle("done").result(timeout=30) == 42
+
+    def test_past_its_timeout_it_says_redis_could_not_answer(
+        self, completed: Broker, own_server: EmbeddedRedis
+    ) -> None:
+        with busy(own_server, 3), pytest.raises(
+                ResultTimeoutError, match=r"within 0.5s: Redis could not answer \(.*BUSY"):
+            completed.handle("waits").result(timeout=0.5)
+
+    def test_an_asyncio_wait_alike(
+        self, completed: Broker, own_server: EmbeddedRedis
+    ) -> None:
+        async def main() -> object:
+            broker = AsyncBroker(redis.asyncio.Redis(port=own_server.port), "orders")
+            try:
+                return await broker.handle("done").result_async(timeout=30)
+            finally:
+                await broker.aclose()
+
+        with busy(own_server, 2):
+            assert asyncio.run(main()) == 42
 
 
 def busy_now(client: redis.Redis) -> bool:

@@ -40,6 +40,16 @@ def lost_in_transit(error: BaseException | None) -> bool:
     return isinstance(cause, redis.ConnectionError | redis.TimeoutError)
 
 
+def unavailable_for_now(error: BaseException) -> bool:
+    """Whether `error` (a BrokerError) is Redis out of reach or unable to answer for a
+    while that ends by itself: the connection lost (a restart; loading its data set
+    after one, which redis-py raises as a ConnectionError) or busy running a script past
+    its busy limit (BUSY)."""
+    cause = error.__cause__
+    return lost_in_transit(error) or (
+        isinstance(cause, redis.ResponseError) and str(cause).startswith("BUSY"))
+
+
 # redis-py's text for the error a Redis at its maxclients sends a new connection.
 MAX_CLIENTS = "max number of clients reached"
 

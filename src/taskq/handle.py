@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, get_args
 
+from taskq.boundary import unavailable_for_now
 from taskq.codec import decode_result
 from taskq.context import running_task
 from taskq.errors import (
+    BrokerError,
     NoResultError,
     ResultTimeoutError,
     TaskCancelledError,
@@ -42,6 +44,9 @@ else:
 # The longest one blocking wait lasts before the record is read again: a record deleted
 # while waited for (purged, expired, flushed) wakes no one, and the read says so.
 WAIT_SLICE_SECONDS = 1.0
+# The first and the longest pause before a wait asks a Redis that could not answer
+# (see ResultWait.after_outage) again.
+OUTAGE_PAUSE_SECONDS = (0.05, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,7 +98,11 @@ class TaskHandle(Enqueued, Generic[T]):
     def _result(self, wait: ResultWait) -> T:
         broker = self._blocking("result")
         while True:
-            watched = broker.watch(self.task_id)
+            try:
+                watched = broker.watch(self.task_id)
+            except BrokerError as e:
+                time.sleep(wait.after_outage(e))
+                continue
             if watched is not None and watched.ended:
                 value: T = outcome(self.task_id, watched)  # the handler's, as JSON kept it
                 return value
@@ -103,7 +112,10 @@ class TaskHandle(Enqueued, Generic[T]):
                 if not pending_unserved(watched, broker.has_workers):
                     raise
                 raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
-            broker.wait_done(self.task_id, block)
+            try:
+                broker.wait_done(self.task_id, block)
+            except BrokerError as e:
+                time.sleep(wait.after_outage(e))
 
     def cancel(self) -> Cancellation:
         """Cancel the task: pending, delayed or dead, it ends cancelled now (`outcome`
@@ -147,7 +159,11 @@ class TaskHandle(Enqueued, Generic[T]):
         since = cancels()
         async with wait.bounded():
             while True:
-                watched = await broker.watch(self.task_id)
+                try:
+                    watched = await broker.watch(self.task_id)
+                except BrokerError as e:
+                    await asyncio.sleep(wait.after_outage(e))
+                    continue
                 cancel_requested(since)
                 if watched is not None and watched.ended:
                     value: T = outcome(self.task_id, watched)
@@ -164,7 +180,10 @@ class TaskHandle(Enqueued, Generic[T]):
                     if served:
                         raise
                     raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
-                await broker.wait_done(self.task_id, block)
+                try:
+                    await broker.wait_done(self.task_id, block)
+                except BrokerError as e:
+                    await asyncio.sleep(wait.after_outage(e))
                 cancel_requested(since)
 
     def _blocking(self, method: str) -> Broker:
@@ -185,7 +204,7 @@ class ResultWait:
     """When a wait for one task's result ends, and how long it blocks in between: what
     `result()` and `result_async()` share, apart from how they block."""
 
-    __slots__ = ("deadline", "inside", "queue", "task_id", "timeout", "what")
+    __slots__ = ("deadline", "inside", "outages", "queue", "task_id", "timeout", "what")
 
     def __init__(self, task_id: str, queue: str, timeout: Seconds | None,
                  what: str = "") -> None:
@@ -197,6 +216,25 @@ class ResultWait:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         # What a timeout adds when a handler waits: the trap it may have fallen in.
         self.inside = in_handler(running_task())
+        self.outages = 0  # the calls Redis could not answer so far
+
+    def after_outage(self, error: BrokerError) -> float:
+        """Seconds to pause before asking Redis again, after `error`: a wait rides out
+        a Redis that cannot answer for a while (restarting, loading, busy), as the task
+        waited for does, until its timeout. `error` itself when it is no such outage;
+        ResultTimeoutError, naming it, once the timeout has passed."""
+        if not unavailable_for_now(error):
+            raise error
+        first, longest = OUTAGE_PAUSE_SECONDS
+        pause: float = min(longest, first * 2 ** min(self.outages, 10))
+        self.outages += 1
+        if self.deadline is None:
+            return pause
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ResultTimeoutError(f"{self.what} has not ended within {self.timeout:g}s: "
+                                     f"Redis could not answer ({error})") from error
+        return min(pause, left)
 
     @contextlib.asynccontextmanager
     async def bounded(self) -> AsyncIterator[None]:
