@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from taskq import App, chain
 from taskq.aio import AsyncBroker
 from taskq.boundary import mend_for, refused_by_script
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, ResultTimeoutError
 from taskq.safety import check_server, check_server_when_free
+from taskq.settings import Settings
 from taskq.snapshot import queue_names
 from taskq.tools.embedded import EmbeddedRedis, free_port
 from waiting import wait_until
@@ -300,6 +302,22 @@ class TestAResultWaitWhileRedisCannotAnswer:
         with busy(own_server, 3), pytest.raises(
                 ResultTimeoutError, match=r"within 0.5s: Redis could not answer \(.*BUSY"):
             completed.handle("waits").result(timeout=0.5)
+
+    def test_a_workflows_wait_alike(self, own_server: EmbeddedRedis) -> None:
+        app = App(queue="orders", settings=Settings.from_env(
+            {}, redis_url=f"redis://127.0.0.1:{own_server.port}/0"))
+
+        @app.task("double")
+        def double(x: int) -> int:
+            return 2 * x
+
+        handle = chain(double.s(21), double.s()).enqueue()
+        for _ in range(2):
+            (task,) = app.producer.lease_many("w", 30, 1).tasks
+            assert app.producer.ack(task.task_id, task.token,
+                                    json.dumps(2 * json.loads(task.payload)["args"][0]))
+        with busy(own_server, 2):
+            assert handle.result(timeout=30) == 84
 
     def test_an_asyncio_wait_alike(
         self, completed: Broker, own_server: EmbeddedRedis

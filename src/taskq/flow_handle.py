@@ -76,19 +76,20 @@ class WorkflowHandle(Generic[T]):
         return self._result(self._wait(timeout))
 
     def _result(self, wait: ResultWait) -> T:
-        status = self.status()
+        # Each read rides out a Redis that cannot answer for a while (see ResultWait).
+        status = wait.retried(self.status)
         sizes = _stage_sizes(status)
         while not status.ended:
             stage, steps = status.stage, self._live(status)
             while self._waited(steps, wait):
-                position = self.flows.position(self.flow_id)
+                position = wait.retried(self.flows.position, self.flow_id)
                 if position is None or position[0] != "running" or position[1] == stage:
                     break  # ended, or stuck: read in whole below
                 stage = position[1]
                 steps = _step_ids(self.flow_id, stage, sizes[stage])
-            status = self.status()
+            status = wait.retried(self.status)
         if status.state == "completed":
-            value: T = self.flows.output(*_output_of(status))  # as JSON kept it
+            value: T = wait.retried(self.flows.output, *_output_of(status))  # as JSON kept it
             return value
         raise self._failure(status)
 
@@ -115,19 +116,19 @@ class WorkflowHandle(Generic[T]):
             return await asyncio.to_thread(self._result, self._wait(timeout))
         wait, since = self._wait(timeout), cancels()
         async with wait.bounded():
-            status = await self.status_async()
+            status = await wait.retried_async(self.status_async)
             sizes = _stage_sizes(status)
             while not status.ended:
                 stage, steps = status.stage, self._live(status)
                 while await self._waited_async(flows, steps, wait, since):
-                    position = await flows.position(self.flow_id)
+                    position = await wait.retried_async(flows.position, self.flow_id)
                     if position is None or position[0] != "running" or position[1] == stage:
                         break
                     stage = position[1]
                     steps = _step_ids(self.flow_id, stage, sizes[stage])
-                status = await self.status_async()
+                status = await wait.retried_async(self.status_async)
             if status.state == "completed":
-                value: T = await flows.output(*_output_of(status))
+                value: T = await wait.retried_async(flows.output, *_output_of(status))
                 return value
         raise self._failure(status)
 
@@ -144,9 +145,10 @@ class WorkflowHandle(Generic[T]):
         rest, nor for a step it told to stop)."""
         broker = self.flows.broker
         for step in steps:
-            while (watched := broker.watch(step)) is not None and not watched.ended:
-                broker.wait_done(step, wait.next_block(watched, f"step {step}"))
-                if self.flows.state(self.flow_id) != "running":
+            while (watched := wait.retried(broker.watch, step)) is not None \
+                    and not watched.ended:
+                wait.waited_out(broker.wait_done, step, wait.next_block(watched, f"step {step}"))
+                if wait.retried(self.flows.state, self.flow_id) != "running":
                     return False
         return True
 
@@ -155,11 +157,13 @@ class WorkflowHandle(Generic[T]):
         """`_waited`, awaited; ended by a cancel asked since the task had `since`."""
         broker = flows.broker
         for step in steps:
-            while (watched := await broker.watch(step)) is not None and not watched.ended:
+            while (watched := await wait.retried_async(broker.watch, step)) is not None \
+                    and not watched.ended:
                 cancel_requested(since)
-                await broker.wait_done(step, wait.next_block(watched, f"step {step}"))
+                await wait.waited_out_async(broker.wait_done, step,
+                                            wait.next_block(watched, f"step {step}"))
                 cancel_requested(since)
-                if await flows.state(self.flow_id) != "running":
+                if await wait.retried_async(flows.state, self.flow_id) != "running":
                     return False
         return True
 

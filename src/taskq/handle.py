@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, get_args
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, get_args
 
 from taskq.boundary import unavailable_for_now
 from taskq.codec import decode_result
@@ -40,6 +40,9 @@ else:
     from typing import TypeVar
 
     T = TypeVar("T")
+
+R = TypeVar("R")
+P = ParamSpec("P")
 
 # The longest one blocking wait lasts before the record is read again: a record deleted
 # while waited for (purged, expired, flushed) wakes no one, and the read says so.
@@ -98,11 +101,7 @@ class TaskHandle(Enqueued, Generic[T]):
     def _result(self, wait: ResultWait) -> T:
         broker = self._blocking("result")
         while True:
-            try:
-                watched = broker.watch(self.task_id)
-            except BrokerError as e:
-                time.sleep(wait.after_outage(e))
-                continue
+            watched = wait.retried(broker.watch, self.task_id)
             if watched is not None and watched.ended:
                 value: T = outcome(self.task_id, watched)  # the handler's, as JSON kept it
                 return value
@@ -112,10 +111,7 @@ class TaskHandle(Enqueued, Generic[T]):
                 if not pending_unserved(watched, broker.has_workers):
                     raise
                 raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
-            try:
-                broker.wait_done(self.task_id, block)
-            except BrokerError as e:
-                time.sleep(wait.after_outage(e))
+            wait.waited_out(broker.wait_done, self.task_id, block)
 
     def cancel(self) -> Cancellation:
         """Cancel the task: pending, delayed or dead, it ends cancelled now (`outcome`
@@ -159,11 +155,7 @@ class TaskHandle(Enqueued, Generic[T]):
         since = cancels()
         async with wait.bounded():
             while True:
-                try:
-                    watched = await broker.watch(self.task_id)
-                except BrokerError as e:
-                    await asyncio.sleep(wait.after_outage(e))
-                    continue
+                watched = await wait.retried_async(broker.watch, self.task_id)
                 cancel_requested(since)
                 if watched is not None and watched.ended:
                     value: T = outcome(self.task_id, watched)
@@ -180,10 +172,7 @@ class TaskHandle(Enqueued, Generic[T]):
                     if served:
                         raise
                     raise ResultTimeoutError(f"{e}{unserved(wait.queue)}") from None
-                try:
-                    await broker.wait_done(self.task_id, block)
-                except BrokerError as e:
-                    await asyncio.sleep(wait.after_outage(e))
+                await wait.waited_out_async(broker.wait_done, self.task_id, block)
                 cancel_requested(since)
 
     def _blocking(self, method: str) -> Broker:
@@ -217,6 +206,40 @@ class ResultWait:
         # What a timeout adds when a handler waits: the trap it may have fallen in.
         self.inside = in_handler(running_task())
         self.outages = 0  # the calls Redis could not answer so far
+
+    def retried(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`call(*args, **kwargs)`, made again after each pause `after_outage` sets while
+        Redis cannot answer for a while."""
+        while True:
+            try:
+                return call(*args, **kwargs)
+            except BrokerError as e:
+                time.sleep(self.after_outage(e))
+
+    async def retried_async(self, call: Callable[P, Awaitable[R]], *args: P.args,
+                            **kwargs: P.kwargs) -> R:
+        """`retried`, awaited."""
+        while True:
+            try:
+                return await call(*args, **kwargs)
+            except BrokerError as e:
+                await asyncio.sleep(self.after_outage(e))
+
+    def waited_out(self, wait: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
+        """`wait(*args, **kwargs)`, a blocking wait for an end; after an error
+        `after_outage` lets pass, its pause instead, for the caller to read again."""
+        try:
+            wait(*args, **kwargs)
+        except BrokerError as e:
+            time.sleep(self.after_outage(e))
+
+    async def waited_out_async(self, wait: Callable[P, Awaitable[object]], *args: P.args,
+                               **kwargs: P.kwargs) -> None:
+        """`waited_out`, awaited."""
+        try:
+            await wait(*args, **kwargs)
+        except BrokerError as e:
+            await asyncio.sleep(self.after_outage(e))
 
     def after_outage(self, error: BrokerError) -> float:
         """Seconds to pause before asking Redis again, after `error`: a wait rides out
