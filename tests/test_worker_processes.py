@@ -452,6 +452,37 @@ def test_a_handler_past_the_grace_after_its_effect_is_acked_not_run_again(
     assert record_of(queue, task_id) == done
 
 
+CHATTY_APP = '''
+import time
+from taskq import App
+
+app = App()
+
+@app.task("chatty")
+def chatty() -> None:
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        print("still going " + "x" * 200)
+'''
+
+
+def test_handlers_printing_past_the_grace_leave_a_clean_exit_not_an_abort(
+    workers: WorkerProcesses, queue: Broker, tmp_path: Path
+) -> None:
+    """The interpreter's shutdown took the stdout lock from under them: "Fatal Python
+    error: _enter_buffered_busy" and SIGABRT, after a stop the log called clean."""
+    (tmp_path / "chatty.py").write_text(CHATTY_APP)
+    # Output buffered, as a worker's is where nothing asks otherwise (systemd, Docker).
+    worker = workers.start("--app", "chatty:app", "-c", "4", PYTHONPATH=str(tmp_path),
+                           SHUTDOWN_GRACE_SECONDS="0.5", PYTHONUNBUFFERED="")
+    ids = [queue.enqueue(f"c{n}", name="chatty").task_id for n in range(4)]
+    wait_until(lambda: all(record_of(queue, t).state == "running" for t in ids), 15,
+               "every handler to run")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(15) == 0, workers.log(worker)[-2000:]
+    assert "Fatal Python error" not in workers.log(worker)
+
+
 def test_a_sigkilled_workers_prefetched_tasks_are_reaped_and_each_charged_once_elsewhere(
     workers: WorkerProcesses, queue: Broker, ledger_path: Path
 ) -> None:

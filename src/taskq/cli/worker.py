@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from taskq.broker import Broker
 from taskq.cli.common import load_app
@@ -14,6 +15,9 @@ from taskq.settings import Settings
 from taskq.worker import Worker
 from taskq.worker.pool import WorkerPool
 from taskq.worker.queues import parse_queues
+
+# How long a stopped worker waits for handlers still running before it ends the process.
+STRAGGLERS_WAIT_SECONDS = 0.2
 
 HELP = "run a worker: lease tasks, run their handlers, ack or fail them"
 
@@ -74,8 +78,15 @@ def main(args: argparse.Namespace) -> int:
     if settings.worker_processes > 1:
         return WorkerPool(copy_argv(args), settings.worker_processes).run()
     several = queues if queues is not None and len(queues) > 1 else None
-    return Worker(app, settings=settings, broker=broker, queues=several).run(
-        pool_copy=args.pool_copy)
+    worker = Worker(app, settings=settings, broker=broker, queues=several)
+    status = worker.run(pool_copy=args.pool_copy)
+    if worker.runner.join(STRAGGLERS_WAIT_SECONDS):
+        # A handler that outlived the grace still runs, on a daemon thread, and ends with
+        # the process, as the log has said. Left to the interpreter's shutdown, one
+        # writing to a buffered stdout aborts the process (SIGABRT) after a clean stop:
+        # end it here instead. Every log line is written already (each handler flushes).
+        os._exit(status)
+    return status
 
 
 def copy_argv(args: argparse.Namespace) -> list[str]:
