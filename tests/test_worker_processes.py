@@ -483,6 +483,41 @@ def test_handlers_printing_past_the_grace_leave_a_clean_exit_not_an_abort(
     assert "Fatal Python error" not in workers.log(worker)
 
 
+SLOW_IMPORT_APP = '''
+import pathlib, time
+from taskq import App
+
+pathlib.Path(__file__).with_name("importing").touch()
+time.sleep(2)
+app = App()
+
+@app.task("slow.noop")
+def noop() -> None:
+    pass
+'''
+
+
+@pytest.mark.parametrize(("signum", "options", "says"), [
+    (signal.SIGTERM, (), "draining (SIGTERM before it started)"),
+    (signal.SIGHUP, (), "draining (SIGHUP before it started)"),
+    (signal.SIGTERM, ("--processes", "2"), "stopped (SIGTERM before it started): no process"),
+], ids=["sigterm", "sighup", "pool"])
+def test_a_stop_while_the_app_is_imported_stops_the_worker_saying_so(
+    workers: WorkerProcesses, queue: Broker, tmp_path: Path, signum: int,
+    options: tuple[str, ...], says: str
+) -> None:
+    """Before the worker's own handlers, such a stop ended it without a word: exit -15,
+    or -1 for SIGHUP, which a supervisor takes for a failure."""
+    (tmp_path / "slow_import.py").write_text(SLOW_IMPORT_APP)
+    task_id = queue.enqueue("t1", name="slow.noop").task_id
+    worker = workers.start("--app", "slow_import:app", *options, PYTHONPATH=str(tmp_path))
+    wait_until((tmp_path / "importing").exists, 15, "the app's import to begin")
+    worker.send_signal(signum)
+    assert worker.wait(15) == 0
+    assert says in workers.log(worker)
+    assert record_of(queue, task_id).state == "pending"
+
+
 def test_a_sigkilled_workers_prefetched_tasks_are_reaped_and_each_charged_once_elsewhere(
     workers: WorkerProcesses, queue: Broker, ledger_path: Path
 ) -> None:

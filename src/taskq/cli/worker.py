@@ -13,6 +13,7 @@ from taskq.processes import taskq_command
 from taskq.safety import check_server_when_free
 from taskq.settings import Settings
 from taskq.worker import Worker
+from taskq.worker.lifecycle import EarlyStop
 from taskq.worker.pool import WorkerPool
 from taskq.worker.queues import parse_queues
 
@@ -53,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    # A stop while the app is imported and the server checked stops the worker at once.
+    early = EarlyStop(pool_copy=args.pool_copy)
     overrides: dict[str, object] = {}
     # Checked here, so an error names the option given, not the variable it overrides.
     for field, flag, value in (("concurrency", "--concurrency", args.concurrency),
@@ -76,10 +79,10 @@ def main(args: argparse.Namespace) -> int:
     broker = Broker.from_settings(settings, settings.queue if queues else app.queue)
     check_server_when_free(broker.client)
     if settings.worker_processes > 1:
-        return WorkerPool(copy_argv(args), settings.worker_processes).run()
+        return WorkerPool(copy_argv(args), settings.worker_processes).run(early=early)
     several = queues if queues is not None and len(queues) > 1 else None
     worker = Worker(app, settings=settings, broker=broker, queues=several)
-    status = worker.run(pool_copy=args.pool_copy)
+    status = worker.run(pool_copy=args.pool_copy, early=early)
     if worker.runner.join(STRAGGLERS_WAIT_SECONDS):
         # A handler that outlived the grace still runs, on a daemon thread, and ends with
         # the process, as the log has said. Left to the interpreter's shutdown, one

@@ -75,6 +75,41 @@ class Phase(Enum):
     STOPPED = "stopped"
 
 
+class EarlyStop:
+    """The stop signals that come before a worker's own handlers take over (while its
+    app is imported, its server checked, the worker made). Left to the default, one
+    ended the process without a word (exit -15; -1 for SIGHUP). The first is kept for
+    the worker to stop on at once, with nothing leased; a second ends the process as a
+    second stop does (Ctrl-C's KeyboardInterrupt, or the signal's default), so an import
+    that hangs can still be cut short; not in a copy of a worker pool (`pool_copy`),
+    whose stop signals only drain it, however many come."""
+
+    def __init__(self, pool_copy: bool = False) -> None:
+        self.signum: int | None = None
+        self.pool_copy = pool_copy
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None or self.pool_copy:
+            self.signum = self.signum or signum
+            return
+        if signum == signal.SIGINT:
+            signal.signal(signum, signal.default_int_handler)
+            raise KeyboardInterrupt
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    @property
+    def reason(self) -> str | None:
+        """What stopped the worker before it started ("SIGTERM before it started"), or
+        None."""
+        if self.signum is None:
+            return None
+        return f"{signal.Signals(self.signum).name} before it started"
+
+
 class Lifecycle:
     """Tracks the phase. A signal handler only calls `request_stop`, which nudges the
     loop's inbox; the loop acts on it."""

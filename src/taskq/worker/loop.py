@@ -34,7 +34,7 @@ from taskq.worker.dispatch import Dispatcher
 from taskq.worker.due import Due
 from taskq.worker.heartbeat import Heartbeat, LeaseCheck
 from taskq.worker.inbox import Inbox, Outcome
-from taskq.worker.lifecycle import Lifecycle
+from taskq.worker.lifecycle import EarlyStop, Lifecycle
 from taskq.worker.maintenance import Maintenance
 from taskq.worker.outage import Backoff
 from taskq.worker.queues import (
@@ -205,12 +205,16 @@ class Worker:
     def stats(self) -> Stats:
         return self.slots.stats()
 
-    def run(self, install_signal_handlers: bool = True, pool_copy: bool = False) -> int:
+    def run(self, install_signal_handlers: bool = True, pool_copy: bool = False,
+            early: EarlyStop | None = None) -> int:
         """Work until asked to stop and drained; returns the process exit status.
         `pool_copy`: this process is one of a worker pool's, whose stop signals only
-        drain it (see lifecycle.EXIT_NOW_SIGNAL)."""
+        drain it (see lifecycle.EXIT_NOW_SIGNAL). `early`: the stop signals that came
+        before this worker's own handlers took over, one of which stops it at once."""
         if install_signal_handlers:
             self.lifecycle.install_signal_handlers(pool_copy)
+        if early is not None and early.reason is not None:
+            self.lifecycle.request_stop(early.reason)
         where = f"queue {self.broker.queue!r}" if len(self.queues) == 1 \
             else self.queues.describe()
         log.info("worker %s on %s, concurrency %d, prefetch %d, lease %.1fs",

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from taskq.processes import REFUSED_STATUS, die_with_parent
-from taskq.worker.lifecycle import EXIT_NOW_SIGNAL, STOP_SIGNALS
+from taskq.worker.lifecycle import EXIT_NOW_SIGNAL, STOP_SIGNALS, EarlyStop
 
 log = logging.getLogger("taskq.worker")
 
@@ -80,12 +80,17 @@ class WorkerPool:
         self.exit_now_at = float("inf")
         self._wake = threading.Event()
 
-    def run(self, install_signal_handlers: bool = True) -> int:
+    def run(self, install_signal_handlers: bool = True, early: EarlyStop | None = None) -> int:
         """Run until asked to stop and every copy has exited; returns the exit status:
-        0 when every copy exited cleanly at the end, else the first failing status."""
+        0 when every copy exited cleanly at the end, else the first failing status.
+        `early`: the stop signals that came before the pool's own handlers took over,
+        one of which stops it before it starts a copy."""
         if install_signal_handlers:
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_signal)
+        if early is not None and early.reason is not None:
+            log.info("worker pool: stopped (%s): no process was started", early.reason)
+            return 0
         log.info("worker pool: %d processes", len(self.copies))
         for copy in self.copies:
             self._start(copy)
