@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 import redis
@@ -371,6 +372,13 @@ class TestDamagedRecords:
             Flows(queue).status("f")
 
 
+def status_reply(queue: Broker, most: int) -> list[Any]:
+    """flow_status.lua's reply for workflow "f", its first `most` steps read."""
+    keys, args = status_call(queue.keys, "f")
+    reply: list[Any] = queue.scripts.flow_status(keys=keys, args=[*args[:2], most])
+    return reply
+
+
 class TestStatusInStretches:
     """A status read takes the record, the shape and the first STATUS_STEPS steps in
     one script call, and a bigger workflow's other steps after it."""
@@ -379,8 +387,7 @@ class TestStatusInStretches:
         self, queue: Broker, client: redis.Redis
     ) -> None:
         chord(Flows(queue), 5)
-        keys, args = status_call(queue.keys, "f")
-        reply = queue.scripts.flow_status(keys=keys, args=[*args[:2], 2])
+        reply = status_reply(queue, most=2)
         stages = int(reply[7])
         assert len(reply) == 8 + 3 * stages + 2 * len(STEP_FIELDS)
 
@@ -404,8 +411,7 @@ class TestStatusInStretches:
         self, queue: Broker, client: redis.Redis
     ) -> None:
         chord(Flows(queue), 3)
-        keys, args = status_call(queue.keys, "f")
-        reply = queue.scripts.flow_status(keys=keys, args=[*args[:2], 1])
+        reply = status_reply(queue, most=1)
         later = [r for stretch in later_reads(queue.keys, "f", reply) for r in stretch]
         assert [r[1] for r in later] == [queue.keys.task(f"f.{i}") for i in
                                          ("1.2", "1.3", "2.1")] + [queue.keys.flow("f")]
