@@ -370,6 +370,9 @@ def test_a_worker_woken_past_its_lease_starts_none_of_the_tasks_it_prefetched(
                            LEDGER_GUARD="none", WORK_SECONDS="0.5")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(3)]
     wait_until(lambda: queue.counts().leased == 3, 10, "one run and two prefetched")
+    # The handler starts t0 a moment after the lease: stopped before it has, all three
+    # are unstarted. Its run takes 0.5 s, so 0.2 s on it is still under way.
+    time.sleep(0.2)
     paused.send_signal(signal.SIGSTOP)
     workers.start("--concurrency", "3", LEDGER_GUARD="none", WORK_SECONDS="0.5")
     for task_id in task_ids:
