@@ -39,6 +39,7 @@ from taskq.keys import QUEUES_KEY
 from taskq.results import Enqueued
 from taskq.settings import Settings
 from taskq.tools.embedded import free_port
+from waiting import wait_until
 from worker_support import WorkerThread, worker_running
 
 T = TypeVar("T")
@@ -477,11 +478,13 @@ class TestResultAsync:
                 await handle.status_async()
             with pytest.raises(TaskqError, match="cannot cancel a workflow: this asyncio"):
                 await flow.cancel_async()
-            return waiting - before, {str(e) for e in ended}, connections() - before
+            return waiting - before, {str(e) for e in ended}, before
 
-        waiting, errors, left = run(app, main)
+        waiting, errors, before = run(app, main)
         if not ON_CLUSTER:  # a cluster client's connections to each node are its own
-            assert waiting >= waits and left == 0
+            assert waiting >= waits
+            # Closed as the last wait ends; Redis 6.2 lists a hundred for a moment after.
+            wait_until(lambda: connections() == before, 5, "the waits' connections to close")
         assert errors == {"cannot read a task's result: this asyncio client was closed "
                           "(app.aclose()); the app makes a new one: app.handle_async(task_id) "
                           "for a new handle"}
