@@ -315,12 +315,6 @@ class AsyncBroker:
                 # passes it.
                 moved = await self.client.blmove(
                     done, done, left, "RIGHT", "LEFT")  # type: ignore[arg-type]
-        except BrokerError as e:
-            if not write_refused(e):
-                raise
-            # As `Broker.wait_done`: no task ends while Redis refuses writes.
-            await asyncio.sleep(left)
-            return False
         finally:
             gate.release()
         return moved is not None

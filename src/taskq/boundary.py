@@ -41,12 +41,14 @@ def lost_in_transit(error: BaseException | None) -> bool:
 
 
 def unavailable_for_now(error: BaseException) -> bool:
-    """Whether `error` (a BrokerError) is Redis out of reach or unable to answer for a
-    while that ends by itself: the connection lost (a restart; loading its data set
-    after one, which redis-py raises as a ConnectionError) or busy running a script past
-    its busy limit (BUSY)."""
+    """Whether `error` (a BrokerError) is Redis out of reach, unable to answer, or
+    refusing writes for a while that ends without the caller: the connection lost (a
+    restart; loading its data set after one, which redis-py raises as a
+    ConnectionError), busy running a script past its busy limit (BUSY), or refusing
+    writes (`write_refused`: a result wait's BLMOVE is one, and no task can end then
+    either, since its ack is one)."""
     cause = error.__cause__
-    return lost_in_transit(error) or (
+    return lost_in_transit(error) or write_refused(error) or (
         isinstance(cause, redis.ResponseError) and str(cause).startswith("BUSY"))
 
 

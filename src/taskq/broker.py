@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -599,18 +598,10 @@ class Broker:
         done = self.keys.done(check_task_id(task_id))
         timeout = TIMEOUT.check(timeout)
         timeout = block_seconds(timeout, self._block_limit)
-        try:
-            with redis_errors("wait for a task to end"):
-                # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
-                return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
-                                          "RIGHT", "LEFT") is not None
-        except BrokerError as e:
-            if not write_refused(e):
-                raise
-            # BLMOVE is a write: while Redis refuses writes, no task can end either (its
-            # ack is one), so the wait sleeps its slice and the caller reads again.
-            time.sleep(timeout)
-            return False
+        with redis_errors("wait for a task to end"):
+            # Redis takes a fractional timeout; redis-py's hint says int but passes it on.
+            return self.client.blmove(done, done, timeout,  # type: ignore[arg-type]
+                                      "RIGHT", "LEFT") is not None
 
     def has_workers(self) -> bool:
         """Whether any worker is registered on the queue whose record has not expired
