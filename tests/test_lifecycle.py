@@ -89,3 +89,102 @@ def test_a_worker_gives_back_the_signal_handlers_it_replaced() -> None:
                           text=True, timeout=20, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "True", "True"]
+
+
+# SIGUSR1 while the loop thread holds the lock of the state a report reads (Slots): the
+# handler, on that thread between two bytecodes, must only ask for the report.
+REPORT_UNDER_LOCK = """
+import os, signal
+from taskq.worker.inbox import Inbox
+from taskq.worker.lifecycle import Lifecycle
+from taskq.worker.slots import Slots
+slots = Slots(4)
+life = Lifecycle(5.0, Inbox())
+life.install_signal_handlers()
+with slots._lock:
+    os.kill(os.getpid(), signal.SIGUSR1)
+    for _ in range(1000):
+        pass
+print(life.report_asked(), life.report_asked(), life.phase.value)
+"""
+
+
+def test_a_report_asked_while_the_loop_holds_the_slots_lock_is_left_to_the_loop() -> None:
+    try:
+        done = subprocess.run([sys.executable, "-c", REPORT_UNDER_LOCK],
+                              capture_output=True, text=True, timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the handler waited for ever on a lock its thread held") \
+            from None
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False", "running"]
+    assert "Current thread 0x" in done.stderr  # the stacks came at once, from C
+
+
+# After a worker stopped, SIGUSR1 and SIGQUIT do what they did before it: here their
+# defaults, which end the process (no stack dump left registered).
+AFTER_RESTORE = """
+import os, signal, sys
+from taskq.worker.inbox import Inbox
+from taskq.worker.lifecycle import Lifecycle
+life = Lifecycle(5.0, Inbox())
+life.install_signal_handlers()
+life.restore_signal_handlers()
+os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGQUIT", "SIGUSR2"])
+def test_signals_a_worker_took_over_do_their_defaults_again_once_it_stopped(
+    name: str,
+) -> None:
+    done = subprocess.run([sys.executable, "-c", AFTER_RESTORE, name], capture_output=True,
+                          text=True, timeout=20, check=False)
+    assert done.returncode == -getattr(signal, name), done.stderr[-2000:]
+    assert "survived" not in done.stdout and "Thread 0x" not in done.stderr
+
+
+# A process a handler forks gets SIGUSR1's default too, as in plain Python.
+FORKED_USR1 = """
+import multiprocessing, os, signal, time
+from taskq.worker.inbox import Inbox
+from taskq.worker.lifecycle import Lifecycle
+Lifecycle(5.0, Inbox()).install_signal_handlers()
+child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+child.start()
+os.kill(child.pid, signal.SIGUSR1)
+child.join(5)
+code = child.exitcode
+if code is None:
+    os.kill(child.pid, signal.SIGKILL)
+print(code)
+"""
+
+
+def test_a_process_a_handler_forks_ends_on_sigusr1_as_in_plain_python() -> None:
+    done = subprocess.run([sys.executable, "-c", FORKED_USR1], capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert done.stdout.strip() == str(-signal.SIGUSR1), done.stderr[-2000:]
+    assert "Thread 0x" not in done.stderr
+
+
+# A program that registers its own stack dump on SIGUSR1 after running a worker gets it.
+OWN_DUMP_AFTER = """
+import faulthandler, os, signal
+from taskq.worker.inbox import Inbox
+from taskq.worker.lifecycle import Lifecycle
+life = Lifecycle(5.0, Inbox())
+life.install_signal_handlers()
+life.restore_signal_handlers()
+faulthandler.register(signal.SIGUSR1)
+os.kill(os.getpid(), signal.SIGUSR1)
+print("survived")
+"""
+
+
+def test_a_programs_own_stack_dump_registered_after_a_worker_stopped_works() -> None:
+    done = subprocess.run([sys.executable, "-c", OWN_DUMP_AFTER], capture_output=True,
+                          text=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "survived" and "Current thread 0x" in done.stderr

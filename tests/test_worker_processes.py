@@ -549,3 +549,94 @@ def test_sigterm_hands_back_the_prefetched_tasks_and_drains_the_running_one(
     for task_id in task_ids:
         if record_of(queue, task_id).state == "pending":
             assert event_types(queue.client, queue.keys, task_id)[-1] == "released"
+
+
+def test_sigusr1_reports_each_task_in_hand_with_its_threads_stack_and_work_goes_on(
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path
+) -> None:
+    """Left to its default, SIGUSR1 (what Celery's workers dump their stacks on) ended
+    the worker at once without a word."""
+    worker = workers.start(WORK_SECONDS="2")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_for_state(queue, task_id, "running")
+    worker.send_signal(signal.SIGUSR1)
+    wait_until(lambda: "running for" in workers.log(worker), 10, "the report")
+    log = workers.log(worker)
+    assert "1 tasks in hand, 1 running and 0 waiting for a handler" in log
+    line = next(ln for ln in log.splitlines() if "running for" in ln)
+    assert f"{task_id} attempt 1: running for" in line and "taskq-handler-" in line
+    # The thread the report names is one faulthandler's dump shows, in the handler's sleep.
+    ident = re.search(r"\((0x[0-9a-f]{16})\), at ", line)
+    assert ident is not None, line
+    dumped = log.split(f"Thread {ident.group(1)}", 1)
+    assert len(dumped) == 2, log[-3000:]
+    assert "File " in dumped[1].split("\n\n", 1)[0]
+    wait_for_state(queue, task_id, "completed")
+    assert worker.poll() is None
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    assert charge_tokens(ledger_path, task_id) == [1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGUSR2], ids=["SIGQUIT", "SIGUSR2"])
+def test_sigquit_and_sigusr2_end_the_worker_at_once_saying_so(
+    workers: WorkerProcesses, queue: Broker, signum: signal.Signals
+) -> None:
+    """Left to their defaults, they ended it with no line in its log."""
+    worker = workers.start(WORK_SECONDS="10")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_for_state(queue, task_id, "running")
+    worker.send_signal(signum)
+    assert worker.wait(5) == 128 + signum
+    assert f"{signum.name}: exiting now; leases in hand will be reaped" in workers.log(worker)
+    assert record_of(queue, task_id).state == "running"  # its lease is reaped later
+
+
+def test_sigusr1_to_a_pool_names_its_processes_and_each_reports_its_own_tasks(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="3")
+    for i in range(2):
+        queue.enqueue(f"t{i}", payload=CHARGE)
+    wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
+    pool.send_signal(signal.SIGUSR1)
+    wait_until(lambda: workers.log(pool).count("running for") == 2, 10,
+               "both processes' reports")
+    log = workers.log(pool)
+    pids = pool_pids(log)
+    assert all(f"pid {pid}, up" in log for pid in pids) and len(pids) == 2
+    assert "worker pool: 2 of 2 processes running" in log
+    assert log.count("1 tasks in hand, 1 running") == 2
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(15) == 0
+
+
+def test_sigquit_to_a_pool_ends_every_process_at_once(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="30")
+    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
+    wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
+    pool.send_signal(signal.SIGQUIT)
+    assert pool.wait(10) == 128 + signal.SIGQUIT
+    log = workers.log(pool)
+    assert "worker pool: SIGQUIT: every process exits now" in log
+    assert log.count("second stop signal: exiting now") == 2
+    assert [record_of(queue, t).state for t in task_ids] == ["running", "running"]
+    for pid in pool_pids(log):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_sigusr1_while_the_app_is_imported_shows_where_the_import_is(
+    workers: WorkerProcesses, queue: Broker, tmp_path: Path
+) -> None:
+    (tmp_path / "slow_import.py").write_text(SLOW_IMPORT_APP)
+    task_id = queue.enqueue("t1", name="slow.noop").task_id
+    worker = workers.start("--app", "slow_import:app", PYTHONPATH=str(tmp_path))
+    wait_until((tmp_path / "importing").exists, 15, "the app's import to begin")
+    worker.send_signal(signal.SIGUSR1)
+    wait_until(lambda: "slow_import.py" in workers.log(worker), 10, "the stack dump")
+    wait_for_state(queue, task_id, "completed")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0

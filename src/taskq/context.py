@@ -96,6 +96,8 @@ class TaskContext:
     # When (monotonic) its handler started and returned or raised, for the task log.
     started_at: float = field(default=0.0, repr=False)
     ended_at: float = field(default=0.0, repr=False)
+    # The thread its handler runs on (the asyncio loop's for an async one), from its start.
+    thread: int = field(default=0, repr=False)
     # When (monotonic) its last progress was sent; the handler's alone.
     _progress_sent: float = field(default=float("-inf"), repr=False)
     _progress_refused: bool = field(default=False, repr=False)
@@ -191,6 +193,7 @@ class TaskContext:
     def begin(self) -> None:
         """Its handler starts now: its time limit, if it has one, runs from here."""
         self.started_at = now = time.monotonic()
+        self.thread = threading.get_ident()
         if self.time_limit > 0:
             self.deadline = now + self.time_limit
 

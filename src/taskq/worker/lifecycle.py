@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -28,6 +29,14 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # one besides the one the pool forwards, and two must not read as "exit now", which
 # would leave a task whose effect was applied to be reaped and run again.
 EXIT_NOW_SIGNAL = signal.SIGUSR2
+# The signals that end a worker at once, as a second stop signal does, saying so
+# (SIGQUIT is Ctrl-\ in a terminal). Left to their defaults, they ended it without a
+# word, as a SIGKILL would.
+EXIT_NOW_SIGNALS = (signal.SIGQUIT, EXIT_NOW_SIGNAL)
+# Asks a worker what it is doing: every thread's stack at once (on stderr, from C, so
+# a worker whose loop is stuck still answers), then its tasks in hand logged by its
+# loop (see report.py).
+REPORT_SIGNAL = signal.SIGUSR1
 
 
 # The handlers a worker replaced, by signal, for a process it forks to put back: a
@@ -54,7 +63,22 @@ def _unblock_in_parent() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _FORKING.mask)
 
 
+def dump_stacks_on_report_signal(chain: bool) -> None:
+    """Dump every thread's stack to stderr on REPORT_SIGNAL, from C (the dump needs
+    neither the GIL nor the loop); with `chain`, then run the Python handler set for it
+    (set it first, after `stop_dumping_stacks`: faulthandler calls the handler it
+    found)."""
+    faulthandler.register(REPORT_SIGNAL, all_threads=True, chain=chain)
+
+
+def stop_dumping_stacks() -> None:
+    """Undo `dump_stacks_on_report_signal`, putting back the handler it found."""
+    faulthandler.unregister(REPORT_SIGNAL)
+
+
 def _put_back() -> None:
+    if REPORT_SIGNAL in _REPLACED:
+        stop_dumping_stacks()  # the handler it found first, then the one before ours
     for signum, previous in _REPLACED.items():
         signal.signal(signum, previous)
     _REPLACED.clear()
@@ -90,6 +114,11 @@ class EarlyStop:
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_signal)
+            for signum in EXIT_NOW_SIGNALS:
+                signal.signal(signum, self._on_exit_now)
+            # Where an import or a check that hangs is stuck: the stacks alone, as
+            # nothing is in hand yet.
+            dump_stacks_on_report_signal(chain=False)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is None or self.pool_copy:
@@ -100,6 +129,11 @@ class EarlyStop:
             raise KeyboardInterrupt
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+    def _on_exit_now(self, signum: int, frame: FrameType | None) -> None:
+        log.warning("%s before the worker started: exiting now",
+                    signal.Signals(signum).name)
+        os._exit(128 + signum)
 
     @property
     def reason(self) -> str | None:
@@ -120,6 +154,10 @@ class Lifecycle:
         self.drain_deadline = float("inf")
         self._inbox = inbox
         self._signals = 0
+        # Set by REPORT_SIGNAL's handler, taken by the loop (`report_asked`).
+        self._report_asked = False
+        # A copy of a worker pool: EXIT_NOW_SIGNAL is the pool's second stop signal.
+        self._pool_copy = False
         # Re-entrant: a signal handler runs on the main thread between two bytecodes,
         # inside a request_stop that thread is making (two stop signals that land
         # together), and would wait for ever on a plain lock it holds itself.
@@ -147,6 +185,11 @@ class Lifecycle:
                  reason, self.grace_seconds)
         self._inbox.nudge()
 
+    def report_asked(self) -> bool:
+        """Whether REPORT_SIGNAL came since the last call (the loop's to ask)."""
+        asked, self._report_asked = self._report_asked, False
+        return asked
+
     def stopped(self) -> None:
         self.phase = Phase.STOPPED
         log.info("stopped")
@@ -154,18 +197,23 @@ class Lifecycle:
     def install_signal_handlers(self, pool_copy: bool = False) -> None:
         """First SIGTERM/SIGINT/SIGHUP drains; a second one exits at once (leases are
         reaped later). In a copy of a worker pool, every stop signal drains, and the
-        pool's EXIT_NOW_SIGNAL exits at once."""
+        pool's EXIT_NOW_SIGNAL exits at once. SIGQUIT and SIGUSR2 exit at once;
+        REPORT_SIGNAL dumps the stacks and asks the loop for its report."""
         if threading.current_thread() is not threading.main_thread():
             return
-        handlers: dict[int, Handler] = {
+        self._pool_copy = pool_copy
+        handlers: dict[signal.Signals, Handler] = {
             signum: self._on_drain_signal if pool_copy else self._on_signal
             for signum in STOP_SIGNALS}
-        if pool_copy:
-            handlers[EXIT_NOW_SIGNAL] = self._on_exit_now
+        for signum in EXIT_NOW_SIGNALS:
+            handlers[signum] = self._on_exit_now
+        handlers[REPORT_SIGNAL] = self._on_report_signal
+        stop_dumping_stacks()  # start-up's (EarlyStop), which would chain to no handler
         for signum, handler in handlers.items():
             previous = signal.signal(signum, handler)
             # None: a handler not set from Python, which cannot be set back from it.
             _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
+        dump_stacks_on_report_signal(chain=True)
 
     def restore_signal_handlers(self) -> None:
         """Put back the handlers `install_signal_handlers` replaced: a program that ran a
@@ -183,8 +231,19 @@ class Lifecycle:
     def _on_drain_signal(self, signum: int, frame: FrameType | None) -> None:
         self.request_stop(signal.Signals(signum).name)
 
+    def _on_report_signal(self, signum: int, frame: FrameType | None) -> None:
+        # A flag and a nudge (SimpleQueue.put is safe in a signal handler): the loop,
+        # the owner of what is reported, reads it; this thread may hold its locks now.
+        self._report_asked = True
+        self._inbox.nudge()
+
     def _on_exit_now(self, signum: int, frame: FrameType | None) -> None:
-        log.warning("%s: exiting now; leases in hand will be reaped",
-                    "second stop signal" if signum == EXIT_NOW_SIGNAL
-                    else f"second {signal.Signals(signum).name}")
+        name = signal.Signals(signum).name
+        if signum in STOP_SIGNALS:
+            why = f"second {name}"
+        elif signum == EXIT_NOW_SIGNAL and (self._pool_copy or self._signals):
+            why = "second stop signal"
+        else:
+            why = name
+        log.warning("%s: exiting now; leases in hand will be reaped", why)
         os._exit(128 + signum)

@@ -46,6 +46,7 @@ from taskq.worker.queues import (
     queue_choice,
     with_shards,
 )
+from taskq.worker.report import report
 from taskq.worker.runner import HOLD_SECONDS, Runner
 from taskq.worker.settle import Settler
 from taskq.worker.slots import Slots, Stats
@@ -230,6 +231,9 @@ class Worker:
             waker.start()
         try:
             while not self._finished():
+                if self.lifecycle.report_asked():
+                    report(self.worker_id, self.slots.in_hand(), self.stats,
+                           self.lifecycle.draining, self.runner.coroutines_on)
                 if self.lifecycle.running:
                     self._wait(self._turn())
                 else:

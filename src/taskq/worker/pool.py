@@ -22,7 +22,14 @@ from collections.abc import Sequence
 from types import FrameType
 
 from taskq.processes import REFUSED_STATUS, die_with_parent
-from taskq.worker.lifecycle import EXIT_NOW_SIGNAL, STOP_SIGNALS, EarlyStop
+from taskq.worker.lifecycle import (
+    EXIT_NOW_SIGNAL,
+    EXIT_NOW_SIGNALS,
+    REPORT_SIGNAL,
+    STOP_SIGNALS,
+    EarlyStop,
+    stop_dumping_stacks,
+)
 
 log = logging.getLogger("taskq.worker")
 
@@ -88,6 +95,10 @@ class WorkerPool:
         if install_signal_handlers:
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_signal)
+            for signum in EXIT_NOW_SIGNALS:
+                signal.signal(signum, self._on_exit_now_signal)
+            stop_dumping_stacks()  # start-up's: the pool's own stack tells nothing
+            signal.signal(REPORT_SIGNAL, self._on_report_signal)
         if early is not None and early.reason is not None:
             log.info("worker pool: stopped (%s): no process was started", early.reason)
             return 0
@@ -111,13 +122,33 @@ class WorkerPool:
                 copy.send(signal.SIGTERM)
         else:
             if not self.second_signal:
-                log.warning("worker pool: second %s: every process exits now; leases in "
-                            "hand will be reaped", signal.Signals(signum).name)
+                name = signal.Signals(signum).name
+                log.warning("worker pool: %s: every process exits now; leases in hand "
+                            "will be reaped",
+                            name if signum in EXIT_NOW_SIGNALS else f"second {name}")
                 self.second_signal = signum
                 self.exit_now_at = time.monotonic()
             for copy in self.copies:
                 copy.send(EXIT_NOW_SIGNAL)
         self._wake.set()
+
+    def _on_exit_now_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGQUIT or SIGUSR2: every copy exits at once, as after a second stop."""
+        self.signals_received = max(self.signals_received, 1)
+        self._on_signal(signum, frame)
+
+    def _on_report_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Say which copies run, and pass the signal on: each reports for itself."""
+        now = time.monotonic()
+        running = [c for c in self.copies
+                   if c.process is not None and c.process.returncode is None]
+        log.info("worker pool: %d of %d processes running: %s", len(running),
+                 len(self.copies), ", ".join(
+                     f"{c.index} (pid {c.process.pid}, up {now - c.started_at:.0f}s, "
+                     f"started {c.starts} times)" for c in running
+                     if c.process is not None) or "none")
+        for copy in running:
+            copy.send(REPORT_SIGNAL)
 
     def _start(self, copy: _Copy) -> None:
         copy.signalled = 0

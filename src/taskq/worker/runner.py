@@ -135,6 +135,11 @@ class Runner:
         self.holds = backlog > 0
         self._low_water = max(concurrency, backlog // 2)
 
+    @property
+    def coroutines_on(self) -> int | None:
+        """The thread the async handlers run on (None before it starts)."""
+        return self._loop_thread.ident
+
     def _new_thread(self) -> threading.Thread:
         # Those a timed-out handler held until it returned are let go, or a worker whose
         # handlers keep timing out would keep every one it ever made.
