@@ -188,3 +188,29 @@ def test_a_programs_own_stack_dump_registered_after_a_worker_stopped_works() -> 
                           text=True, timeout=20, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "survived" and "Current thread 0x" in done.stderr
+
+
+# A program whose stderr has no file descriptor (a notebook's stream, None under
+# pythonw) still runs a worker: the report comes without the stack dump.
+NO_STDERR_FILE = """
+import io, os, signal, sys
+from taskq.worker.inbox import Inbox
+from taskq.worker.lifecycle import Lifecycle
+sys.stderr = io.StringIO() if sys.argv[1] == "stream" else None
+life = Lifecycle(5.0, Inbox())
+life.install_signal_handlers()
+os.kill(os.getpid(), signal.SIGUSR1)
+for _ in range(1000):
+    pass
+print(life.report_asked(), life.stacks_dumped)
+"""
+
+
+@pytest.mark.parametrize("stderr", ["stream", "none"])
+def test_a_worker_whose_stderr_is_no_file_still_reports_without_the_stacks(
+    stderr: str,
+) -> None:
+    done = subprocess.run([sys.executable, "-c", NO_STDERR_FILE, stderr],
+                          capture_output=True, text=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False"]

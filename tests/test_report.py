@@ -26,7 +26,8 @@ def test_each_task_in_hand_is_one_line_the_longest_running_first_then_those_wait
     newer.begin()
     older.started_at -= 5  # began five seconds before the other
     with caplog.at_level(logging.INFO, "taskq.worker"):
-        report("w1", [newer, waiting, older], Stats(leased=3), draining=True)
+        report("w1", [newer, waiting, older], Stats(leased=3), draining=True,
+               stacks_dumped=True)
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("worker w1 (draining): 3 tasks in hand, 2 running and 1 "
                                "waiting for a handler; so far Stats(leased=3")

@@ -63,12 +63,17 @@ def _unblock_in_parent() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _FORKING.mask)
 
 
-def dump_stacks_on_report_signal(chain: bool) -> None:
+def dump_stacks_on_report_signal(chain: bool) -> bool:
     """Dump every thread's stack to stderr on REPORT_SIGNAL, from C (the dump needs
     neither the GIL nor the loop); with `chain`, then run the Python handler set for it
     (set it first, after `stop_dumping_stacks`: faulthandler calls the handler it
-    found)."""
-    faulthandler.register(REPORT_SIGNAL, all_threads=True, chain=chain)
+    found). False, and no dump, where stderr is no file (None, or a stream of a
+    notebook or a test's capture with no descriptor)."""
+    try:
+        faulthandler.register(REPORT_SIGNAL, all_threads=True, chain=chain)
+    except (RuntimeError, ValueError, OSError, AttributeError):
+        return False
+    return True
 
 
 def stop_dumping_stacks() -> None:
@@ -156,6 +161,8 @@ class Lifecycle:
         self._signals = 0
         # Set by REPORT_SIGNAL's handler, taken by the loop (`report_asked`).
         self._report_asked = False
+        # Whether REPORT_SIGNAL dumps every thread's stack on stderr (see report.py).
+        self.stacks_dumped = False
         # A copy of a worker pool: EXIT_NOW_SIGNAL is the pool's second stop signal.
         self._pool_copy = False
         # Re-entrant: a signal handler runs on the main thread between two bytecodes,
@@ -213,7 +220,7 @@ class Lifecycle:
             previous = signal.signal(signum, handler)
             # None: a handler not set from Python, which cannot be set back from it.
             _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
-        dump_stacks_on_report_signal(chain=True)
+        self.stacks_dumped = dump_stacks_on_report_signal(chain=True)
 
     def restore_signal_handlers(self) -> None:
         """Put back the handlers `install_signal_handlers` replaced: a program that ran a

@@ -36,20 +36,22 @@ def where(frame: FrameType | None) -> str:
 
 
 def report(worker_id: str, in_hand: list[TaskContext], stats: Stats, draining: bool,
-           coroutines_on: int | None = None) -> None:
+           coroutines_on: int | None = None, stacks_dumped: bool = False) -> None:
     """Log what the worker is doing: one line for the worker, one a task in hand, the
     longest-running first (each line's facts also as record attributes, for
     `--log-format json`). `coroutines_on`: the thread the async handlers share, whose
-    line now tells nothing of any one of them."""
+    line now tells nothing of any one of them; `stacks_dumped`: whether faulthandler
+    has just written every thread's stack to stderr."""
     now = time.monotonic()
     frames = sys._current_frames()
     names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
     running = sorted((c for c in in_hand if c.started_at), key=lambda c: c.started_at)
     waiting = [c for c in in_hand if not c.started_at]
     log.info("worker %s%s: %d tasks in hand, %d running and %d waiting for a handler; "
-             "so far %s (every thread's stack is on stderr above)", worker_id,
-             " (draining)" if draining else "", len(in_hand), len(running), len(waiting),
-             stats, extra={"in_hand": len(in_hand), "running": len(running)})
+             "so far %s%s", worker_id, " (draining)" if draining else "", len(in_hand),
+             len(running), len(waiting), stats,
+             " (every thread's stack is on stderr above)" if stacks_dumped else "",
+             extra={"in_hand": len(in_hand), "running": len(running)})
     for context in running:
         ran = now - context.started_at
         at = "as a coroutine" if context.thread == coroutines_on \
