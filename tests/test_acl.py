@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from taskq import App
+from taskq import App, chain
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.calls import can_run_call
@@ -126,3 +126,71 @@ def test_a_worker_whose_user_may_run_no_script_refuses_to_start_rather_than_wait
     app = App(queue="orders", settings=Settings.from_env({}, redis_url=url))
     with pytest.raises(ConfigError, match=r"cannot start: .*NoPermissionError"):
         Worker(app)
+
+
+@pytest.mark.usefixtures("checks")
+class TestAProducerDeniedWhatItsOtherCallsRun:
+    """Enqueue's check said nothing of cancel.lua, retry_dead.lua or cancel_flow.lua,
+    which call more: each is asked about before its first call."""
+
+    def test_a_cancel_is_refused_naming_it_and_the_task_is_left_as_it_was(
+        self, admin: redis.Redis, own_server: EmbeddedRedis
+    ) -> None:
+        Broker(admin, "orders").enqueue("t1")
+        url = user_url(admin, own_server, "-lrem")
+        with redis.Redis.from_url(url) as client, pytest.raises(
+                ConfigError, match=r"may not run LREM on the keys of queue 'orders'"):
+            Broker(client, "orders").cancel("t1")
+        keys = Broker(admin, "orders").keys
+        assert admin.hget(keys.task("t1"), "state") == "pending"
+        assert admin.lrange(keys.ready, 0, -1) == ["t1"]
+
+    def test_an_asyncio_cancel_is_refused_alike(
+        self, admin: redis.Redis, own_server: EmbeddedRedis
+    ) -> None:
+        Broker(admin, "orders").enqueue("t1")
+        url = user_url(admin, own_server, "-lrem")
+
+        async def main() -> None:
+            broker = AsyncBroker(redis.asyncio.Redis.from_url(url), "orders")
+            try:
+                await broker.cancel("t1")
+            finally:
+                await broker.aclose()
+
+        with pytest.raises(ConfigError, match="may not run LREM on the keys"):
+            asyncio.run(main())
+        assert admin.hget(Broker(admin, "orders").keys.task("t1"), "state") == "pending"
+
+    def test_a_dead_tasks_revival_is_refused_and_it_stays_in_the_dlq(
+        self, admin: redis.Redis, own_server: EmbeddedRedis
+    ) -> None:
+        broker = Broker(admin, "orders")
+        broker.enqueue("t1", max_retries=0)
+        lease = broker.lease("w1", 10)
+        assert lease is not None
+        broker.fail("t1", lease[1], "boom")
+        url = user_url(admin, own_server, "-lpos")
+        with redis.Redis.from_url(url) as client, pytest.raises(
+                ConfigError, match="may not run LPOS on the keys"):
+            Broker(client, "orders").retry_dead("t1")
+        assert admin.lrange(broker.keys.dlq, 0, -1) == ["t1"]
+        assert admin.hget(broker.keys.task("t1"), "state") == "dead"
+
+    def test_a_workflow_cancel_is_refused_and_the_workflow_runs_on(
+        self, admin: redis.Redis, own_server: EmbeddedRedis
+    ) -> None:
+        app = App(queue="orders", settings=Settings.from_env(
+            {}, redis_url=f"redis://127.0.0.1:{own_server.port}/0"))
+
+        @app.task("pass_on")
+        def pass_on(value: object = None) -> None:
+            pass
+
+        flow = chain(pass_on.s(), pass_on.s()).enqueue()
+        denied = App(queue="orders", settings=Settings.from_env(
+            {}, redis_url=user_url(admin, own_server, "-lrem")))
+        with pytest.raises(ConfigError, match="may not run LREM on the keys"):
+            denied.workflow(flow.flow_id).cancel()
+        status = flow.status()
+        assert status is not None and status.state == "running"

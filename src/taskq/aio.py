@@ -121,7 +121,7 @@ class AsyncBroker:
         self._live_workers = self._script("live_workers")
         self._can_run = self._script("can_run")
         self._registration = Registration()
-        self._permitted = False  # see Broker._permitted
+        self._permitted: set[str] = set()  # see Broker._permitted
 
     def _script(self, name: str) -> AsyncScript:
         return self.client.register_script(source(name))
@@ -235,21 +235,29 @@ class AsyncBroker:
             async with self.calling("register the queue"):
                 stored = await self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
-            if not self._permitted:
-                keys, args = can_run_call(self.keys, PRODUCER_SCRIPTS)
-                async with self.calling("check what the ACL user may run"):
-                    reply = await self._can_run(keys=keys, args=args)
-                refuse_unrunnable(self.queue, reply)
-                self._permitted = True
+            await self.permit(PRODUCER_SCRIPTS)
             async with self.calling("register the queue"):
                 await self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()
+
+    async def permit(self, scripts: tuple[str, ...],
+                     doing: str = "check what the ACL user may run") -> None:
+        """`Broker.permit`, awaited: ConfigError if the ACL user may not run a command
+        one of `scripts` not asked about on this broker yet calls."""
+        unasked = tuple(name for name in scripts if name not in self._permitted)
+        if unasked:
+            keys, args = can_run_call(self.keys, unasked)
+            async with self.calling(doing):
+                reply = await self._can_run(keys=keys, args=args)
+            refuse_unrunnable(self.queue, reply)
+            self._permitted.update(unasked)
 
     async def cancel(self, task_id: str, only: str | None = None) -> Cancellation:
         """`Broker.cancel`, awaited: a task not running ends cancelled now; a running one
         is stopped by its worker, told at its next heartbeat."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
+        await self.permit(("cancel",), "cancel a task")
         async with self.calling("cancel a task"):
             reply = await self._cancel(keys=keys, args=args)
         return Cancellation.from_reply(task_id, reply)

@@ -157,9 +157,9 @@ class Broker:
         self.transport = transport_for(client)
         self.scripts = Scripts(self.transport)
         self._registration = Registration()
-        # Whether the ACL user may run the producer's scripts (asked once: see
-        # register_queue).
-        self._permitted = False
+        # The scripts the ACL user was found to be allowed to run (each asked about once,
+        # before its first use: see permit).
+        self._permitted: set[str] = set()
         self._unanswered = Unanswered()
         # The rate and concurrency limits every lease of this broker applies (a worker
         # sets its app's).
@@ -242,19 +242,29 @@ class Broker:
             with redis_errors("register the queue"):
                 stored = self.client.hget(SHARDS_KEY, self.queue)
             refuse_sharded(self.queue, stored)
-            if not self._permitted:
-                self.check_permissions(PRODUCER_SCRIPTS)
-                self._permitted = True
+            self.permit(PRODUCER_SCRIPTS)
             with redis_errors("register the queue"):
                 self.client.sadd(QUEUES_KEY, self.queue)
             self._registration.done()
 
-    def check_permissions(self, scripts: tuple[str, ...]) -> None:
+    def permit(self, scripts: tuple[str, ...],
+               doing: str = "check what the ACL user may run") -> None:
+        """`check_permissions` for those of `scripts` not asked about on this broker
+        yet: a producer's scripts beyond enqueue's and watch's (cancel, revive, cancel
+        a workflow) are asked about before their first call, which `doing` names."""
+        unasked = tuple(name for name in scripts if name not in self._permitted)
+        if unasked:
+            self.check_permissions(unasked, doing)
+            self._permitted.update(unasked)
+
+    def check_permissions(self, scripts: tuple[str, ...],
+                          doing: str = "check what the ACL user may run") -> None:
         """Raise `ConfigError` if the connection's ACL user may not run a command
         `scripts` call on this queue's keys (see can_run.lua): a producer asks about
-        its own as it first registers the queue, a worker about its own as it is made."""
+        its own as it first registers the queue, a worker about its own as it is made.
+        A Redis error is a BrokerError saying Redis could not do `doing`."""
         keys, args = can_run_call(self.keys, scripts)
-        with redis_errors("check what the ACL user may run"):
+        with redis_errors(doing):
             reply = self.scripts.can_run(keys=keys, args=args)
         refuse_unrunnable(self.queue, reply)
 
@@ -566,6 +576,7 @@ class Broker:
         state: "dead" to empty the DLQ), a task in any other state is left as well."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
+        self.permit(("cancel",), "cancel a task")
         with redis_errors("cancel a task"):
             reply = self.scripts.cancel(keys=keys, args=args)
         return Cancellation.from_reply(task_id, reply)
@@ -739,10 +750,12 @@ class Broker:
     def retry_dead(self, task_id: str) -> bool:
         """Move a task from the DLQ back to ready with its retries reset."""
         k = self.keys
+        task_id = check_task_id(task_id)
+        self.permit(("retry_dead",), "retry a dead task")
         with redis_errors("retry a dead task"):
             reply = self.scripts.retry_dead(
                 keys=[k.dlq, k.ready, k.events, k.seq, k.epoch, k.wake],
-                args=[k.prefix, check_task_id(task_id), self.events_retention],
+                args=[k.prefix, task_id, self.events_retention],
             )
         return int(reply) == 1
 

@@ -322,6 +322,7 @@ class Flows:
         b = self.broker
         keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
                                       b.completed_ttl_ms)
+        b.permit(("cancel_flow",), "cancel a workflow")
         with redis_errors("cancel a workflow"):
             return cancellation_from(flow_id, b.scripts.cancel_flow(keys=keys, args=args))
 
@@ -388,5 +389,6 @@ class AsyncFlows:
         b = self.broker
         keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
                                       b.completed_ttl_ms)
+        await b.permit(("cancel_flow",), "cancel a workflow")
         async with b.calling("cancel a workflow"):
             return cancellation_from(flow_id, await self._cancel(keys=keys, args=args))

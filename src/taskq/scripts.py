@@ -60,8 +60,10 @@ CONTAINERS = {"XINFO": "XINFO STREAM"}
 # The scripts that write which each role runs, whose commands its ACL user must be
 # allowed (a script that only reads writes nothing when refused): every producer's,
 # and every worker's (a workflow's next stage is started by ack.lua, a periodic task
-# by fire.lua). A producer that starts workflows, cancels or revives tasks runs more.
-PRODUCER_SCRIPTS = ("enqueue", "watch")
+# by fire.lua). Starting a workflow calls nothing enqueue does not, so it is asked about
+# with them; a producer that cancels or revives tasks runs more, asked about before the
+# first such call (see Broker.permit).
+PRODUCER_SCRIPTS = ("enqueue", "watch", "start_flow")
 WORKER_SCRIPTS = ("lease", "heartbeat", "ack", "fail", "release", "reap", "promote",
                   "purge", "fire", "ack_cancelled", "progress", "lift_rate_limits",
                   "register_worker", "unregister_worker")
