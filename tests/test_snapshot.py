@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,8 +12,10 @@ import redis
 
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
+from taskq.keys import QUEUES_KEY
 from taskq.settings import Settings
 from taskq.snapshot import queue_names, take_snapshot
+from taskq.tools.embedded import EmbeddedRedis, free_port
 from taskq.web.totals import read_totals
 
 
@@ -52,3 +57,24 @@ def test_a_broker_on_a_client_that_does_not_decode_reads_the_same_state(
         assert queue_names(raw) == ["bytes"]
     finally:
         raw_client.close()
+
+
+def test_thousands_of_bad_queue_names_are_left_out_in_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each was a line of its own, before every answer of every command. (A server of
+    its own: the registry of queues is shared by every test on the session's.)"""
+    junk = [f"bad name {uuid.uuid4().hex} {n}" for n in range(2000)]
+    with EmbeddedRedis(port=free_port(), data_dir=tmp_path) as server, \
+            redis.Redis(port=server.port, decode_responses=True) as client:
+        client.sadd(QUEUES_KEY, *junk)
+        broker = Broker(client, "real")
+        broker.enqueue("t1")
+        with caplog.at_level(logging.WARNING, "taskq"):
+            listed = queue_names(broker)
+            again = queue_names(broker)
+    assert listed == again == ["real"]
+    lines = [r.getMessage() for r in caplog.records if "not listed" in r.getMessage()]
+    assert len(lines) == 1, lines[:3]
+    assert lines[0].endswith(f"not listed (a member of {QUEUES_KEY}) (and 1,999 more such "
+                             "members)")

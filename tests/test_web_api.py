@@ -199,7 +199,8 @@ def test_a_member_of_the_queue_registry_that_is_no_queue_name_fails_no_listing(
     assert listed[0] == listed[1] == sorted(
         str(name) for name in queue.client.smembers(QUEUES_KEY) if name not in bad)
     warned = [r.getMessage() for r in caplog.records if "not listed" in r.getMessage()]
-    assert len(warned) == 2 and "invalid queue name 'not a queue name'" in warned[0]
+    assert len(warned) == 1 and "invalid queue name 'not a queue name'" in warned[0]
+    assert warned[0].endswith("(and 1 more such members)")
 
 
 def test_one_record_holding_what_is_no_number_fails_no_listing(
@@ -390,6 +391,19 @@ def test_api_flows_gives_each_steps_state_as_the_workflow_moves_on(
     assert body["ended_at_ms"] >= body["created_at_ms"]
     assert [s[2] for s in steps_of(body)] == ["completed", "dead", "completed", "cancelled"]
     assert [s["upstream"] for s in body["steps"]] == ["", "", "", first[0]]
+
+
+def test_api_flows_of_a_damaged_record_is_a_409_naming_it_not_an_outage(
+    server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    """It was a 503 "Redis is unavailable" with a Retry-After no retry could honour."""
+    start_chord(queue, "hurt")
+    client.hset(queue.keys.flow("hurt"), "stages", "lots")
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        damaged = http.get("/api/flows/hurt")
+    assert damaged.status_code == 409, damaged.text
+    assert "flow hurt has a damaged record: stages is lots" in damaged.json()["error"]
 
 
 def test_api_flows_404s_a_missing_workflow_and_400s_a_bad_id(

@@ -511,3 +511,25 @@ def test_a_crowd_reading_every_queues_counts_leaves_healthz_its_thread(
     # Without the limit, the probe waits for a thread the crowd holds: about as long
     # as one of its reads.
     assert max(probes) < reads[len(reads) // 2] / 2, (max(probes), reads)
+
+
+def test_a_json_logging_servers_every_line_is_json_a_bad_request_too(
+    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """uvicorn's own handlers wrote "WARNING:  Invalid HTTP request received." as plain
+    text beside the JSON lines."""
+    tmp = tmp_path_factory.mktemp("json-log")
+    log = tmp / "serve.log"
+    serve = Server(server_env(redis_server, tmp), log, "--log-format", "json").start()
+    try:
+        with socket.create_connection(("127.0.0.1", serve.port), timeout=10) as conn:
+            conn.sendall(b"GET /\x1b[2J HTTP/1.1\r\nHost: \x00\r\n\r\n\x00\x01garbage\r\n\r\n")
+            with contextlib.suppress(OSError):
+                conn.recv(4096)
+        wait_until(lambda: "Invalid HTTP request" in log.read_text(), 10,
+                   "uvicorn to log the bad request")
+    finally:
+        serve.stop()
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines[1:]]  # after the URL it prints
+    assert any("Invalid HTTP request" in r["message"] for r in records), lines

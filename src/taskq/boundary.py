@@ -174,12 +174,18 @@ def refused_for_a_key(error: BaseException) -> bool:
     return match is not None and str(cause)[match.end():].startswith("WRONGTYPE ")
 
 
-def held_by_another_type(error: BaseException) -> bool:
-    """Whether `error` (a BrokerError) is Redis refusing a read or a script because a key
-    holds another type than taskq keeps there: written by something else, and the same
-    for every call until it is mended, so no outage."""
+# What a script says of a record it cannot read (flow_status.lua).
+DAMAGED = "has a damaged record"
+
+
+def unusable_as_stored(error: BaseException) -> bool:
+    """Whether `error` (a BrokerError) is Redis refusing a read or a script because of
+    what a key holds: another type than taskq keeps there, or a record a script found
+    damaged. Written by something else, and the same for every call until it is mended,
+    so no outage."""
     cause = error.__cause__
-    return isinstance(cause, redis.ResponseError) and "WRONGTYPE" in str(cause)
+    return isinstance(cause, redis.ResponseError) and (
+        "WRONGTYPE" in str(cause) or DAMAGED in str(cause))
 
 
 def text(value: Any) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from taskq.boundary import held_by_another_type
+from taskq.boundary import unusable_as_stored
 from taskq.broker import Broker
 from taskq.errors import BrokerError, InvalidTaskError
 from taskq.limits import Range
@@ -99,6 +99,6 @@ def _act_on(broker: Broker, task_id: str,
     except InvalidTaskError:  # one bad entry must not stop the rest
         return "unusable"
     except BrokerError as e:
-        if not held_by_another_type(e):
+        if not unusable_as_stored(e):
             raise
         return "unusable"

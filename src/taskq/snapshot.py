@@ -97,14 +97,19 @@ def queue_names(broker: Broker) -> list[str]:
     cannot fail every listing of the queues (the API's, /metrics, the command's)."""
     with redis_errors("list the queues"):
         members = broker.client.smembers(QUEUES_KEY)
-    names = []
+    names, new = [], []
     for member in sorted(text(m) for m in members):
         try:
             names.append(check_queue_name(member))
         except InvalidTaskError as e:
             if member not in _skipped:
                 _skipped.add(member)
-                log.warning("%s: not listed (a member of %s)", e, QUEUES_KEY)
+                new.append(str(e))
+    if new:
+        # One line however many: thousands written by something else made as many
+        # lines before every command's answer.
+        more = f" (and {len(new) - 1:,} more such members)" if len(new) > 1 else ""
+        log.warning("%s: not listed (a member of %s)%s", new[0], QUEUES_KEY, more)
     return names
 
 

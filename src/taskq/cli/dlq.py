@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from taskq.boundary import held_by_another_type
+from taskq.boundary import unusable_as_stored
 from taskq.broker import Broker
 from taskq.bulk import BULK_LIMIT, Bulk, cancel_all, retry_all
 from taskq.cli.common import (
@@ -101,7 +101,7 @@ def listed(brokers: list[Broker], limit: int) -> list[Entry]:
                 entries.append((0, (task_id, "no id")))
                 continue
             except BrokerError as e:
-                if not held_by_another_type(e):
+                if not unusable_as_stored(e):
                     raise
                 entries.append((0, (task_id, "other type")))
                 continue

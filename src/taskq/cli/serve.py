@@ -72,7 +72,11 @@ def main(args: argparse.Namespace) -> int:
     where = f"[{args.host}]" if ":" in args.host else args.host
     print(f"taskq dashboard on http://{where}:{port}/?queue={quote(settings.queue)} "
           f"(queue {settings.queue!r})", flush=True)
+    # uvicorn's own lines go through the command's logging (log_config=None: uvicorn
+    # sets no handlers of its own), so `--log-format json` holds for them too and a
+    # client's bytes in them are escaped; a line per request is not kept.
     config = uvicorn.Config(app, host=args.host, port=port, log_level="warning",
+                            log_config=None, access_log=False,
                             timeout_graceful_shutdown=2,
                             http=aborting_protocol(
                                 settings.request_timeout_seconds,

@@ -14,7 +14,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from taskq.boundary import held_by_another_type
+from taskq.boundary import unusable_as_stored
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.settings import Settings
 from taskq.web import api
@@ -54,9 +54,10 @@ async def unusable_state(request: Request, exc: Exception) -> Response:
 
 async def redis_unavailable(request: Request, exc: Exception) -> Response:
     """Redis down or refusing is the server's state, not a bug: a 503 that says so,
-    one log line instead of a traceback. A key of another type where taskq reads is no
-    outage, and no retry mends it: a 409 naming the key."""
-    if isinstance(exc, BrokerError) and held_by_another_type(exc):
+    one log line instead of a traceback. A key of another type where taskq reads, or a
+    record a script found damaged, is no outage, and no retry mends it: a 409 naming
+    it."""
+    if isinstance(exc, BrokerError) and unusable_as_stored(exc):
         return await unusable_state(request, exc)
     log.warning("%s %s: Redis unavailable: %s", request.method, request.url.path, exc)
     return JSONResponse({"error": f"Redis is unavailable: {exc}"}, status_code=503,

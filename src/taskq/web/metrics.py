@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 
-from taskq.boundary import held_by_another_type
+from taskq.boundary import unusable_as_stored
 from taskq.errors import BrokerError
 from taskq.snapshot import queue_names
 from taskq.web.api import state_of
@@ -40,7 +40,7 @@ def metrics(request: Request) -> PlainTextResponse:
             totals[name] = read_totals(broker)
         except BrokerError as e:
             # One queue's counters of another type must not hide every queue's metrics.
-            if not held_by_another_type(e):
+            if not unusable_as_stored(e):
                 raise
             unread.append(f"# queue {name}'s totals are left out: {' '.join(str(e).split())}")
     for metric, total in COUNTERS.items():
