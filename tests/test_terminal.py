@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 
 from cli_support import command_env
 from taskq.broker import Broker
 from taskq.flows import Flows, StageSpec
+from taskq.registry import Presence, register
 from taskq.settings import Settings
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -155,3 +157,104 @@ def test_what_a_handler_wrote_is_printed_as_text_not_run_by_the_terminal(
                               env)
         assert "Traceback" not in drawn and "bad [/] [bold]x" in drawn, drawn
         assert "\\x1b]0;owned" in drawn and "\x1b]0;" not in drawn and "\u202e" not in drawn
+
+
+# A producer with a client of its own writes what it likes: a window title, a cleared
+# screen, a link, a carriage return and an RTL override in every field shown.
+EVIL = "\x1b]0;PWNED\x07\x1b[2J\x1b]8;;http://evil.example/\x07link\x1b]8;;\x07\r\u202e"
+
+
+FETCH = ("fetch", '{"args":[],"kwargs":{}}', 0, "", 5, "")
+
+
+def hostile_store(queue: Broker, client: redis.Redis) -> None:
+    """A dead task whose record and events carry EVIL (its name, its error, an event
+    whose type and field name are EVIL), one in an EVIL state for `taskq cancel`, a
+    workflow whose state and failed step are EVIL, and one whose record is damaged."""
+    k = queue.keys
+    queue.enqueue("h-1", name="shop.pack", max_retries=0)
+    (task,) = queue.lease_many("w", 30, 1).tasks
+    queue.fail("h-1", task.token, f"ValueError: {EVIL}")
+    client.hset(k.task("h-1"), "name", f"shop.pack{EVIL}")
+    (last,) = client.xrevrange(k.events, count=1)
+    client.xadd(k.events, {"type": EVIL, "task": "h-1", "state": EVIL, "ts": "1",
+                           EVIL: EVIL}, id=f"{last[0].split('-')[0]}-1")
+    queue.enqueue("h-2", name="shop.pack")
+    client.hset(k.task("h-2"), "state", EVIL)
+    client.lrem(k.ready, 0, "h-2")
+    Flows(queue).start("hflow", [StageSpec((FETCH,), group=False, policy="fail")])
+    client.hset(k.flow("hflow"), mapping={"state": f"failed{EVIL}", "upstream": EVIL,
+                                          "error_message": EVIL})
+    Flows(queue).start("hdamaged", [StageSpec((FETCH,), group=False, policy="fail")])
+    client.hset(k.flow("hdamaged"), "stages", EVIL)
+
+
+@pytest.mark.parametrize(("argv", "status"), [
+    (("task", "h-1"), 0), (("cancel", "h-2"), 0), (("flow", "show", "hflow"), 0),
+    (("flow", "cancel", "hflow"), 0), (("flow", "show", "hdamaged"), 2), (("history",), 0),
+    (("dlq",), 0), (("dashboard", "--once"), 0),
+], ids=["task", "cancel", "flow-show", "flow-cancel", "error-line", "history", "dlq",
+        "dashboard"])
+def test_every_command_showing_stored_text_prints_a_hostile_producers_as_escapes(
+    queue: Broker, client: redis.Redis, settings: Settings, argv: tuple[str, ...],
+    status: int
+) -> None:
+    """`flow show` and `flow cancel` (the state, the failed step), `task` (an event's type
+    and field names), `cancel` (the state) and every command's error line printed them
+    as they were: the terminal retitled, cleared and linked."""
+    hostile_store(queue, client)
+    env = command_env(REDIS_URL=settings.redis_url)
+    command = [sys.executable, "-m", "taskq", *argv, "--queue", queue.queue]
+    piped = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert piped.returncode == status, piped.stderr[-2000:]
+    drawn = on_a_terminal(command, env, status=status)
+    for shown in (piped.stdout + piped.stderr, drawn):
+        assert "PWNED" in shown, shown[-2000:]
+        assert shown.count("PWNED") == shown.count("\\x1b]0;PWNED"), shown[-3000:]
+        assert "\x1b]" not in shown and "\u202e" not in shown and "\x07" not in shown
+
+
+@pytest.mark.parametrize("argv", [("task", "big-1"), ("history",), ("dlq",),
+                                  ("dashboard", "--once")],
+                         ids=["task", "history", "dlq", "dashboard"])
+def test_a_megabyte_stored_value_is_shown_cut_saying_how_much_more_there_is(
+    queue: Broker, client: redis.Redis, settings: Settings, argv: tuple[str, ...]
+) -> None:
+    """Shown whole: `taskq task` printed a 2 MB result and a 1 MB message with its
+    200,000-line traceback, the listings 1 MB lines, a dashboard frame tens of
+    thousands of lines."""
+    queue.enqueue("big-1", name="shop.pack", max_retries=0)
+    (task,) = queue.lease_many("w", 30, 1).tasks
+    queue.fail("big-1", task.token, "ValueError: boom")
+    huge = "x" * 1_000_000
+    client.hset(queue.keys.task("big-1"), mapping={
+        "name": f"shop.{huge}", "result": f'"{"r" * 2_000_000}"', "error_type": huge,
+        "error_message": huge, "last_error": huge, "traceback": "line\n" * 200_000})
+    env = command_env(REDIS_URL=settings.redis_url, COLUMNS="160")
+    command = [sys.executable, "-m", "taskq", *argv, "--queue", queue.queue]
+    piped = subprocess.run(command, env=env, capture_output=True, text=True, check=True,
+                           timeout=60)
+    assert len(piped.stdout) < 100_000, piped.stdout[:2000]
+    # A dashboard's columns are cut to their widths; the other commands say so.
+    assert argv[0] == "dashboard" or "more characters" in piped.stdout, piped.stdout[:2000]
+    drawn = on_a_terminal(command, env)
+    assert len(drawn) < 200_000 and drawn.count("\n") < 1_000, drawn[:2000]
+
+
+def test_a_worker_running_twenty_thousand_tasks_is_listed_with_twenty_names_and_a_count(
+    queue: Broker, settings: Settings
+) -> None:
+    """Every name was listed: 360 KB from `taskq workers`, and from the warning of an
+    enqueue of a name none of them runs."""
+    register(queue, Presence(worker_id="w-many", host="h", pid=2, queues=[queue.queue],
+                             concurrency=1, tasks=[f"jobs.n{i:05d}" for i in range(20000)],
+                             version="0"), 0, 60)
+    env = command_env(REDIS_URL=settings.redis_url)
+    taskq = [sys.executable, "-m", "taskq"]
+    listed = subprocess.run([*taskq, "workers", "--queue", queue.queue], env=env,
+                            capture_output=True, text=True, check=True).stdout
+    assert "jobs.n00019 and 19,980 more" in listed and len(listed) < 2_000, listed[:2000]
+    warned = subprocess.run([*taskq, "enqueue", "1", "--name", "jobs.typo", "--queue",
+                             queue.queue], env=env, capture_output=True, text=True,
+                            check=True).stderr
+    assert "jobs.n00019 and 19,980 more" in warned and len(warned) < 2_000, warned[:2000]

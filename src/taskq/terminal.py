@@ -34,6 +34,34 @@ CONTROL = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
+# The most of one value a line or a table cell shows. Stored values have no length limit
+# a hostile producer must keep to (a record written by hand, a handler's megabyte
+# message): shown whole, one filled the terminal, and a rich table folded it into tens
+# of thousands of lines a frame. `--json` shows a task's record whole.
+SHOWN_CHARS = 4000
+
+
+def shortened(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text`, or its first `limit` characters and how many more there are."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+
+# The most names of a list (a worker's tasks, its queues) a line or a cell shows; a
+# worker registers whatever it is given.
+NAMES_SHOWN = 20
+
+
+def some_of(names: Sequence[str], most: int = NAMES_SHOWN, none: str = "-") -> str:
+    """`names` joined by commas, the first `most` of them and how many more; `none`
+    for no names."""
+    if not names:
+        return none
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most:,} more"
+
+
 def clean(text: str) -> str:
     """`text` safe to print: every control character in it (but tab and newline) as
     its escape, `\\x1b` or `\\u202e`."""
@@ -53,16 +81,19 @@ def utc_time(ms: float, milliseconds: bool = False) -> str:
     return f"{when:%Y-%m-%d %H:%M:%S}Z"
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int = SHOWN_CHARS) -> str:
     """`text` as `clean` gives it, on one line: a newline in it is printed as `\\n`, so
-    a value cannot start a line of its own in a listing read line by line."""
-    return clean(text).replace("\n", "\\n")
+    a value cannot start a line of its own in a listing read line by line; cut to
+    `limit` characters (see `shortened`)."""
+    return clean(shortened(text, limit)).replace("\n", "\\n")
 
 
-def add_row(table: Table, *cells: RenderableType) -> None:
-    """A row of `cells` at the end of `table`, each string as `clean` text: as a str, rich
-    would read "[/]" or "[link=...]" in a value as its markup."""
-    table.add_row(*(Text(clean(cell)) if isinstance(cell, str) else cell for cell in cells))
+def add_row(table: Table, *cells: RenderableType, limit: int = SHOWN_CHARS) -> None:
+    """A row of `cells` at the end of `table`, each string as `clean` text (as a str,
+    rich would read "[/]" or "[link=...]" in a value as its markup), cut to `limit`
+    characters."""
+    table.add_row(*(Text(clean(shortened(cell, limit))) if isinstance(cell, str) else cell
+                    for cell in cells))
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -84,7 +115,7 @@ def show_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]
         for line in plain:
             print(one_line(line))
         return
-    table = Table(title=Text(clean(title)), title_justify="left", expand=False)
+    table = Table(title=Text(one_line(title)), title_justify="left", expand=False)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:

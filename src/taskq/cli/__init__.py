@@ -32,6 +32,7 @@ from taskq.cli.common import error_line
 from taskq.cli.logs import FORMATS, configure
 from taskq.errors import ConfigError, InvalidTaskError, TaskqError, UnsafeRedisError
 from taskq.processes import REFUSED_STATUS
+from taskq.terminal import one_line
 from taskq.version import __version__
 
 COMMANDS = {
@@ -91,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Redis errors a command meets outside the broker (chaos, a redis-py internal) are
     # reported like the broker's own: one line, no traceback.
     except (TaskqError, redis.RedisError, RedisClusterException) as e:
-        print(f"taskq {args.command}: {error_line(e, args)}", file=sys.stderr)
+        # One line, cleaned: a damaged record's value is quoted in its error.
+        print(f"taskq {args.command}: {one_line(error_line(e, args))}", file=sys.stderr)
         refused = isinstance(e, ConfigError | InvalidTaskError | UnsafeRedisError)
         return REFUSED_STATUS if refused and getattr(args, "pool_copy", False) else 2
     except KeyboardInterrupt:

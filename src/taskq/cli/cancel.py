@@ -12,6 +12,7 @@ from taskq.cli.common import (
     task_router,
 )
 from taskq.results import Cancellation
+from taskq.terminal import one_line
 
 HELP = "cancel tasks: a waiting or dead one ends now, a running one when its worker stops it"
 
@@ -29,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
     unknown = False
     for task_id in args.task_ids:
         c = route(task_id).cancel(task_id)
-        print(f"{c.task_id}: {line(c, queue)}", flush=True)
+        print(one_line(f"{c.task_id}: {line(c, queue)}"), flush=True)
         unknown = unknown or c.outcome == "unknown"
     return 1 if unknown else 0
 

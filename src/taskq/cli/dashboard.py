@@ -25,7 +25,7 @@ from taskq.settings import Settings
 from taskq.shard_view import ShardsView, shards_of
 from taskq.shards import Layout, layout_holding, layouts
 from taskq.snapshot import QueueSnapshot, queue_names, take_snapshot
-from taskq.terminal import on_terminal, one_line
+from taskq.terminal import on_terminal, one_line, some_of
 from taskq.throughput import Throughput, read_throughput
 from taskq.web.totals import read_totals
 
@@ -149,8 +149,8 @@ def render(snap: QueueSnapshot, schedules: SchedulesView | None = None,
     if snap.dead:
         lines.append("  dead letter queue (most recent first)")
         for task in snap.dead:
-            lines.append(f"    {task.task_id:32.32}  retries {task.retries}  {task.name}"
-                         f"  {task.error_type}".rstrip())
+            lines.append(f"    {task.task_id:32.32}  retries {task.retries}  "
+                         f"{task.name:.60}  {task.error_type:.60}".rstrip())
             lines.append(f"      {task.last_error[:110]}")
     if schedules is not None:
         lines += _schedule_lines(schedules)
@@ -188,11 +188,11 @@ def _worker_lines(queue: str, now: int, workers: list[WorkerView]) -> list[str]:
     # beat changes): lines keep their places from frame to frame.
     for w in sorted(workers, key=lambda w: (w.started_at, w.worker_id)):
         others = [q for q in w.queues if q != queue]
-        also = f"   also on {', '.join(others)}" if others else ""
+        also = f"   also on {some_of(others)}" if others else ""
         slots = f"{w.in_hand}/{w.concurrency}"
         lines.append(f"    {w.worker_id:32.32}  {w.host:20.20} {w.pid:>6}  {slots:<7}  "
                      f"{age(now - w.started_at):<8}  {age(now - w.last_beat) + ' ago':<12}"
-                     f"  tasks {', '.join(w.tasks) or '-'}{also}")
+                     f"  tasks {some_of(w.tasks)}{also}")
     return lines
 
 

@@ -17,8 +17,16 @@ from taskq.registry import WorkerView
 from taskq.schedule_view import SchedulesView
 from taskq.shard_view import ShardsView
 from taskq.snapshot import QueueSnapshot
-from taskq.terminal import add_row, clean
+from taskq.terminal import add_row, clean, some_of
 from taskq.throughput import Throughput
+
+# The most of one value a cell of a frame shows: a frame redrawn each second must fit
+# the screen, whatever a producer named a task or a handler raised.
+CELL_CHARS = 120
+
+
+def row(table: Table, *cells: RenderableType) -> None:
+    add_row(table, *cells, limit=CELL_CHARS)
 
 
 def queue_panel(snap: QueueSnapshot, schedules: SchedulesView | None,
@@ -37,7 +45,7 @@ def queue_panel(snap: QueueSnapshot, schedules: SchedulesView | None,
         for s in schedules.schedules:
             due = "unknown" if s.next_tick_ms is None else \
                 relative(s.next_tick_ms - schedules.now_ms)
-            add_row(table, s.name, s.task, s.when, due,
+            row(table, s.name, s.task, s.when, due,
                     relative(s.last_tick_ms - schedules.now_ms))
         parts.append(table)
     return Panel(Group(*parts), title=f"queue {snap.queue}", title_align="left",
@@ -50,22 +58,22 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
     if snap.delayed:
         table = _table("delayed", "task", "runs in", "retries", "last error")
         for waiting in snap.delayed:
-            add_row(table, waiting.task_id, f"{(waiting.run_at - snap.now_ms) / 1000:.1f}s",
+            row(table, waiting.task_id, f"{(waiting.run_at - snap.now_ms) / 1000:.1f}s",
                     str(waiting.retries), waiting.last_error[:60])
         parts.append(table)
     if snap.limits:
         table = _table("concurrency limits", "name", "running", "waiting for a slot")
         for limit in snap.limits:
             name = f"{limit.name} ({limit.key})" if limit.key else limit.name
-            add_row(table, name, f"{limit.running} / {limit.most or '?'}", str(limit.parked))
+            row(table, name, f"{limit.running} / {limit.most or '?'}", str(limit.parked))
         if snap.limit_groups > len(snap.limits):
-            add_row(table, f"... and {snap.limit_groups - len(snap.limits):,} more", "", "")
+            row(table, f"... and {snap.limit_groups - len(snap.limits):,} more", "", "")
         parts.append(table)
     if snap.dead:
         table = _table("dead letter queue (most recent first)", "task", "name", "retries",
                        "error")
         for task in snap.dead:
-            add_row(table, task.task_id, task.name, str(task.retries),
+            row(table, task.task_id, task.name, str(task.retries),
                     f"{task.error_type} {task.last_error[:90]}".strip())
         parts.append(table)
     return parts
@@ -74,7 +82,7 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
 def shards_panel(view: ShardsView) -> Panel:
     table = _table(None, "shard", "slot", "ready", "leased", "delayed", "dead")
     for s in view.shards:
-        add_row(table, s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
+        row(table, s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
                 str(s.dead))
     return Panel(table, title=f"sharded queue {view.queue} ({len(view.shards)} shards)",
                  title_align="left")
@@ -91,16 +99,16 @@ def _counts(snap: QueueSnapshot, totals: dict[str, int] | None,
             throughput: Throughput | None, shown_totals: Sequence[str]) -> Table:
     c = snap.counts
     table = _table(None, "ready", "running", "delayed", "dead")
-    row = [str(c.ready), str(c.leased), str(c.delayed), str(c.dead)]
+    cells = [str(c.ready), str(c.leased), str(c.delayed), str(c.dead)]
     if totals is not None:
         for name in shown_totals:
             table.add_column(f"{name} (lifetime)")
-            row.append(str(totals[name]))
+            cells.append(str(totals[name]))
     if throughput is not None:
         table.add_column(f"per min (last {age(throughput.window_ms)})")
-        row.append(f"{throughput.completed_per_min:.1f} done, "
-                   f"{throughput.failed_per_min:.1f} failed")
-    add_row(table, *row)
+        cells.append(f"{throughput.completed_per_min:.1f} done, "
+                     f"{throughput.failed_per_min:.1f} failed")
+    row(table, *cells)
     return table
 
 
@@ -110,10 +118,10 @@ def _workers(queue: str, now: int, workers: list[WorkerView]) -> RenderableType:
     table = _table("workers", "worker", "host", "pid", "slots", "up", "last beat", "tasks")
     for w in sorted(workers, key=lambda w: (w.started_at, w.worker_id)):
         others = [q for q in w.queues if q != queue]
-        add_row(table, w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
+        row(table, w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
                 age(now - w.started_at), f"{age(now - w.last_beat)} ago",
-                ", ".join(w.tasks) + (f" (also on {', '.join(others)})" if others
-                                      else ""))
+                some_of(w.tasks, none="") + (f" (also on {some_of(others)})" if others
+                                             else ""))
     return table
 
 
@@ -126,7 +134,7 @@ def _leases(snap: QueueSnapshot) -> Table:
             bar.add_row(ProgressBar(total=1.0, completed=lease.progress, width=20),
                         Text(clean(f"{lease.progress:.0%} {lease.progress_message}".strip())))
             progress = bar
-        add_row(table, lease.task_id, lease.worker,
+        row(table, lease.task_id, lease.worker,
                 f"{(lease.expires_at - snap.now_ms) / 1000:.1f}s", str(lease.attempt),
                 progress)
     return table

@@ -10,7 +10,7 @@ from taskq.app import App
 from taskq.cli.common import add_queue_after_action, add_queue_argument, settings_from
 from taskq.cli.task import iso
 from taskq.flows import FlowCancellation, Flows, FlowStatus, StepState
-from taskq.terminal import clean, on_terminal, show_table
+from taskq.terminal import clean, on_terminal, one_line, show_table
 
 HELP = "show a workflow's stages and steps with their states, or cancel it"
 
@@ -63,7 +63,7 @@ def show(status: FlowStatus, queue: str) -> None:
     if on_terminal():
         # Printed above the table rather than as its title, which rich would wrap to
         # the table's width.
-        print("\n".join(head))
+        print("\n".join(one_line(line) for line in head))
     show_table("", ["stage", "kind", "step", "name", "state", "retries"], rows, plain)
 
 
@@ -91,7 +91,7 @@ def state_of(status: FlowStatus, step: StepState) -> str:
 
 def cancel(flows: Flows, flow_id: str) -> int:
     done = flows.cancel(flow_id)
-    print(f"{flow_id}: {cancel_line(done, flows.broker.queue)}")
+    print(one_line(f"{flow_id}: {cancel_line(done, flows.broker.queue)}"))
     return 1 if done.outcome == "unknown" else 0
 
 

@@ -15,6 +15,7 @@ from taskq.handle import TaskHandle
 from taskq.limits import ENQUEUE_COUNT, PRIORITY, shown
 from taskq.registry import read_workers
 from taskq.results import SIMULATE_TASK
+from taskq.terminal import one_line, some_of
 from taskq.tools.ledger import MAX_AMOUNT
 
 HELP = "enqueue tasks (by default the built-in simulated task)"
@@ -90,10 +91,11 @@ def unknown_name(app: App, name: str) -> str | None:
     # A name given without its module (`add` for `tasks.add`) is too short for difflib.
     close = ([task for task in known if task.rsplit(".", 1)[-1] == name]
              or difflib.get_close_matches(name, known, n=1))
-    return (f"no live worker of queue {app.queue!r} runs a task named {name!r}"
-            + (f" (did you mean {close[0]!r}?)" if close else "")
-            + f"; they run: {', '.join(known) or 'nothing'}. A worker that does not know "
-            "it sends it to the DLQ when it leases it.")
+    listed = some_of(known, none="nothing")
+    return one_line(f"no live worker of queue {app.queue!r} runs a task named {name!r}"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f"; they run: {listed}. A worker that does not know it sends it to "
+                    "the DLQ when it leases it.")
 
 
 # Tasks sent per enqueue_many call (a batch of each shard): what a run cut short can say

@@ -12,7 +12,7 @@ from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, indented, read_task
 from taskq.limits import HISTORY_SCAN, PRIORITY
-from taskq.terminal import clean, one_line, utc_time
+from taskq.terminal import clean, one_line, shortened, utc_time
 
 HELP = "show one task: its record, its result or error with traceback, and its events"
 
@@ -20,6 +20,10 @@ TIMES = (("created", "created_at"), ("run at", "run_at"), ("leased", "leased_at"
          ("heartbeat", "heartbeat_at"), ("cancel asked", "cancel_requested_at"),
          ("completed", "completed_at"), ("dead", "dead_at"), ("cancelled", "cancelled_at"))
 MAX_PAYLOAD_SHOWN = 200
+# The most of a result or a traceback shown: a worker keeps a traceback under 8,192
+# characters, but a result may be any size, and a hand-written record anything.
+BLOCK_CHARS = 20000
+BLOCK_LINES = 300
 # Event fields that hold a Redis time in ms.
 EVENT_TIMES = frozenset({"at"})
 
@@ -118,8 +122,8 @@ def event_lines(view: TaskView) -> list[str]:
         lines = ["events: none found in the log"]
     else:
         lines = [f"events ({len(found.events)}, oldest first):"]
-        lines += [f"  #{e.seq:<6} {iso(e.ts)}  {e.type:<10} {e.state:<10} {details(e)}".rstrip()
-                  for e in found.events]
+        lines += [one_line(f"  #{e.seq:<6} {iso(e.ts)}  {e.type:<10} {e.state:<10} "
+                           f"{details(e)}".rstrip()) for e in found.events]
     if found.end == "limit":
         lines.append(f"  (the scan stopped after {found.read} log entries, before the task "
                      "was enqueued: older events of it may remain; --scan reads further)")
@@ -144,6 +148,12 @@ def iso(ms: int) -> str:
 
 
 def block(text: str) -> str:
-    """`text` cleaned, each of its lines indented under the line that names it."""
-    return "\n".join(f"  {line}" for line in clean(text).split("\n"))
+    """`text` cleaned, each of its lines indented under the line that names it; cut to
+    BLOCK_CHARS characters and BLOCK_LINES lines (`--json` shows it whole)."""
+    lines = clean(shortened(text, BLOCK_CHARS)).split("\n")
+    if len(lines) > BLOCK_LINES:
+        lines[BLOCK_LINES:] = [f"… [{len(lines) - BLOCK_LINES:,} more lines]"]
+    if len(lines) < text.count("\n") + 1 or len(text) > BLOCK_CHARS:
+        lines[-1] += " (--json shows it whole)"
+    return "\n".join(f"  {line}" for line in lines)
 

@@ -8,7 +8,7 @@ from taskq.broker import Broker
 from taskq.cli.common import queue_brokers, settings_from
 from taskq.registry import WorkerView, read_workers
 from taskq.snapshot import queue_names
-from taskq.terminal import show_table
+from taskq.terminal import show_table, some_of
 
 HELP = "list the live workers: id, host, pid, queues, slots, tasks in hand, last beat"
 
@@ -41,13 +41,12 @@ def main(args: argparse.Namespace) -> int:
                      f"{worker.in_hand}/{worker.concurrency} in hand  up "
                      f"{age(now - worker.started_at)}  last beat "
                      f"{age(now - worker.last_beat)} ago  taskq {worker.version}")
-        plain.append(f"      queues {', '.join(worker.queues)}; tasks "
-                     f"{', '.join(worker.tasks) or '-'}")
+        plain.append(f"      queues {some_of(worker.queues)}; tasks {some_of(worker.tasks)}")
     show_table(title, ["worker", "host", "pid", "in hand", "up", "last beat", "queues",
                        "tasks"],
                [[w.worker_id, w.host, str(w.pid), f"{w.in_hand}/{w.concurrency}",
                  age(now - w.started_at), f"{age(now - w.last_beat)} ago",
-                 ", ".join(w.queues), ", ".join(w.tasks) or "-"] for w in seen.values()],
+                 some_of(w.queues), some_of(w.tasks)] for w in seen.values()],
                plain)
     return 0
 

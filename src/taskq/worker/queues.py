@@ -35,17 +35,18 @@ def parse_queues(text: str) -> QueueChoice:
         try:
             check_queue_name(name)
         except InvalidTaskError as e:
-            raise ConfigError(f"--queue {text!r}: {e}") from None
-        what = f"--queue {text!r}: the weight of {name!r}"
+            raise ConfigError(f"--queue {shown(text)}: {e}") from None
+        what = f"--queue {shown(text)}: the weight of {shown(name)}"
         # The length too: int() of thousands of digits is slow, then refused by Python.
         if colon and not (weight.isascii() and weight.isdigit() and len(weight) <= 9):
-            raise ConfigError(f"{what} must be {QUEUE_WEIGHT.rule}, not {weight!r}")
+            raise ConfigError(f"{what} must be {QUEUE_WEIGHT.rule}, not {shown(weight)}")
         names.append(name)
         weights.append(QUEUE_WEIGHT.check(int(weight), what, error=ConfigError) if colon
                        else QUEUE_WEIGHT.default)
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        raise ConfigError(f"--queue {text!r}: names {', '.join(map(repr, twice))} twice")
+        raise ConfigError(f"--queue {shown(text)}: names {', '.join(map(shown, twice))} "
+                          "twice")
     return dict(zip(names, weights, strict=True)) if ":" in text else names
 
 
