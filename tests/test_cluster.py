@@ -23,6 +23,7 @@ from taskq.tools.cluster import HIGHEST_NODE_PORT, EmbeddedCluster, node_port
 from taskq.tools.embedded import EmbeddedRedis, find_redis_server
 from taskq.tools.ledger import Ledger
 from taskq.tools.tracecheck import read_log, validate
+from taskq.web.metrics import read_queues
 from waiting import wait_until, worker_env
 
 pytestmark = pytest.mark.cluster
@@ -135,6 +136,23 @@ def test_taskq_serve_streams_the_queues_of_every_primary_live(
         serve.stop()
     assert caught_up == [["before-0"]] * 3
     assert live == [["live-0"]] * 3
+
+
+def test_metrics_reads_the_queues_of_every_primary_in_its_batches(
+    cluster: EmbeddedCluster, cluster_client: redis.Redis
+) -> None:
+    """A batch's scripts run one by one (a cluster pipeline carries none), its totals
+    by a pipeline over the nodes."""
+    owners: dict[int, str] = {}
+    for n in range(24):
+        owners.setdefault(cluster.primary_of(QueueKeys(f"m{n}").events).port, f"m{n}")
+    names = sorted(owners.values())
+    for n, name in enumerate(names):
+        for i in range(n + 1):
+            Broker(cluster_client, name).enqueue(f"t{i}")
+    counts, stats = read_queues(Broker(cluster_client, names[0]), names)
+    assert [c.ready for c in counts] == [1, 2, 3]
+    assert [s["enqueued"] for s in stats if isinstance(s, dict)] == [1, 2, 3]
 
 
 def test_killing_a_primary_loses_nothing_and_charges_nothing_twice(

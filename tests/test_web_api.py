@@ -1109,3 +1109,24 @@ def test_no_answer_but_the_pages_own_files_may_be_stored(
         assert answer.headers.get("cache-control") == "no-store", (answer.url, answer.status_code)
     assert stored.status_code == 200
     assert "no-store" not in stored.headers.get("cache-control", "")
+
+
+def test_metrics_of_queues_past_one_batch_gives_each_its_own_counts_and_totals(
+    server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    """Read READ_AT_ONCE queues a round trip: each of 1,200 keeps its own figures,
+    across the batches' edges."""
+    names = [f"{queue.queue}-t{i:04d}" for i in range(1200)]
+    filled = {names[0]: 1, names[499]: 2, names[500]: 3, names[1199]: 4}
+    client.sadd(QUEUES_KEY, *names)
+    try:
+        for name, n in filled.items():
+            for i in range(n):
+                Broker(client, name).enqueue(f"t{i}")
+        text = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT).text
+    finally:
+        client.srem(QUEUES_KEY, *names)
+    for name in names:
+        n = filled.get(name, 0)
+        assert f'taskq_tasks{{queue="{name}",structure="ready"}} {n}' in text, name
+        assert f'taskq_enqueued_total{{queue="{name}"}} {n}' in text, name

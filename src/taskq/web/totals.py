@@ -3,6 +3,8 @@ summed from the counters every script keeps per event `type:state` (see close_fe
 
 from __future__ import annotations
 
+from typing import Any
+
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.broker import Broker
 
@@ -32,5 +34,10 @@ def read_totals(broker: Broker) -> dict[str, int]:
     """Every total of TOTALS for the queue, from one read of its counters."""
     with redis_errors("read the queue's totals"):
         raw = broker.client.hgetall(broker.keys.stats)
+    return totals_from(raw)
+
+
+def totals_from(raw: dict[Any, Any]) -> dict[str, int]:
+    """Every total of TOTALS from a queue's counters (their HGETALL reply)."""
     counters = {text(k): stored_int(v) for k, v in raw.items()}
     return {name: sum(counters.get(k, 0) for k in keys) for name, (_, keys) in TOTALS.items()}
