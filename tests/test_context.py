@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -182,3 +183,33 @@ def test_a_block_on_another_thread_waits_for_the_one_under_way_and_says_so(
         assert "blocks nest on one thread only" in caplog.text
     thread.join(5)
     assert done == ["helper"]
+
+
+def test_an_effect_in_a_process_the_handler_forked_is_refused_there_alone(
+    broker: Broker,
+) -> None:
+    """The child shares the run's token, so its lease check passed beside the worker's
+    own; the worker, which alone settles the task, never knew of its effect. Forked
+    inside a block, as a handler may: the child's one thread is the block's, so the
+    lock alone would let it in."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    read, write = os.pipe()
+    with context._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: report what effect() did, and end
+            try:
+                with context.effect():
+                    said = "applied"
+            except LeaseLostError as e:
+                said = str(e)
+            os.write(write, said.encode())
+            os._exit(0)
+    os.close(write)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    with os.fdopen(read) as reply:
+        said = reply.read()
+    assert "effect() in a process its handler forked" in said
+    with context.effect():  # the worker's own process applies it
+        pass
+    assert context.effect_applied

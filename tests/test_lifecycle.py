@@ -44,7 +44,9 @@ def test_a_stop_signal_handled_inside_a_stop_request_drains_instead_of_hanging()
 FORKED = """
 import multiprocessing, os, signal, sys, time
 from taskq.worker.inbox import Inbox
-from taskq.worker.lifecycle import Lifecycle
+from taskq.worker.lifecycle import EarlyStop, Lifecycle
+if sys.argv[1] == "command":  # `taskq worker`: its start-up handlers came first
+    EarlyStop()
 Lifecycle(5.0, Inbox()).install_signal_handlers(pool_copy=sys.argv[1] == "copy")
 child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
 child.start()
@@ -57,8 +59,10 @@ print(code)
 """
 
 
-@pytest.mark.parametrize("kind", ["worker", "copy"])
+@pytest.mark.parametrize("kind", ["worker", "copy", "command"])
 def test_a_process_a_handler_forks_ends_on_sigterm_as_in_plain_python(kind: str) -> None:
+    """Under the command, the child got the start-up handler back, which swallowed the
+    SIGTERM: Process.terminate() ended nothing, a Pool's terminate() waited for ever."""
     done = subprocess.run([sys.executable, "-c", FORKED, kind], capture_output=True,
                           text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

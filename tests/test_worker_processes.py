@@ -640,3 +640,100 @@ def test_sigusr1_while_the_app_is_imported_shows_where_the_import_is(
     wait_for_state(queue, task_id, "completed")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(10) == 0
+
+
+FORKING_APP = '''
+import os, pathlib, sys, time
+import taskq
+
+app = taskq.App()
+EFFECTS = pathlib.Path(__file__).with_name("effects")
+
+
+@app.task("forker.fork")
+def fork(code: int) -> int:
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.3)  # the worker's other handlers' tasks wait meanwhile
+        sys.exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@app.task("forker.afork")
+async def afork(code: int) -> int:
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def charge() -> None:
+    with taskq.current_task().effect():
+        with EFFECTS.open("a") as out:
+            out.write(f"{taskq.current_task().task_id} {os.getpid()}\\n")
+
+
+@app.task("forker.charge")
+def sync_charge() -> None:
+    time.sleep(0.05)
+    charge()
+
+
+@app.task("forker.acharge")
+async def async_charge() -> None:
+    import asyncio
+    await asyncio.sleep(0.5)  # under way in the loop as the other handler forks it
+    charge()
+
+
+@app.task("forker.terminate")
+def terminate() -> int:
+    import multiprocessing
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    child.start()
+    child.terminate()
+    child.join(10)
+    return child.exitcode
+'''
+
+
+@pytest.mark.parametrize(("fork", "charge", "options"), [
+    ("forker.fork", "forker.charge", ("-c", "1", "--prefetch", "8")),
+    ("forker.afork", "forker.acharge", ("-c", "8")),
+], ids=["sync-prefetched", "async-under-way"])
+def test_a_process_a_handler_forks_ends_with_its_handler_and_applies_no_effect(
+    workers: WorkerProcesses, queue: Broker, tmp_path: Path, fork: str, charge: str,
+    options: tuple[str, ...]
+) -> None:
+    """The child went on with the worker's work: a sync handler's thread took the jobs
+    queued behind it, the async loop ran the other coroutines on, and each of their
+    effects passed its lease check a second time (same token) in the child."""
+    (tmp_path / "forker.py").write_text(FORKING_APP)
+    first = charge == "forker.acharge"  # under way when the loop forks; else queued after
+    charges = [queue.enqueue(f"c{n}", name=charge).task_id for n in range(5)] if first \
+        else []
+    forked = queue.enqueue("f1", name=fork, payload={"args": [5], "kwargs": {}}).task_id
+    if not first:
+        charges = [queue.enqueue(f"c{n}", name=charge).task_id for n in range(5)]
+    worker = workers.start("--app", "forker:app", *options, PYTHONPATH=str(tmp_path))
+    for task_id in [forked, *charges]:
+        wait_for_state(queue, task_id, "completed")
+    assert queue.handle(forked).result(timeout=5) == 5  # the child exited with its code
+    lines = (tmp_path / "effects").read_text().split()
+    assert sorted(lines[::2]) == sorted(charges), lines  # each effect once
+    assert set(lines[1::2]) == {str(pid_of(record_of(queue, charges[0]).worker))}
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+
+def test_process_terminate_in_a_handler_ends_its_child_under_the_worker_command(
+    workers: WorkerProcesses, queue: Broker, tmp_path: Path
+) -> None:
+    """The child kept the command's start-up handler (EarlyStop), which swallowed the
+    SIGTERM: terminate() gave exit 0 after the child's whole sleep."""
+    (tmp_path / "forker.py").write_text(FORKING_APP)
+    task_id = queue.enqueue("t1", name="forker.terminate").task_id
+    worker = workers.start("--app", "forker:app", PYTHONPATH=str(tmp_path))
+    assert queue.handle(task_id).result(timeout=20) == -signal.SIGTERM
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0

@@ -6,6 +6,7 @@ import contextlib
 import contextvars
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -114,6 +115,9 @@ class TaskContext:
     # effect() blocks under way (more than one when nested).
     _effects: int = field(default=0, repr=False)
     finished: bool = field(default=False, repr=False)
+    # The process the run was leased in: a process its handler forks shares its token,
+    # and an effect there would pass the lease check beside the worker's own.
+    _pid: int = field(default_factory=os.getpid, repr=False)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -298,6 +302,11 @@ class TaskContext:
         under way to end (a block that waits for it, in turn, waits for ever: the wait
         says so every ABANDON_WARN_SECONDS).
         """
+        if os.getpid() != self._pid:
+            # Before the lock, which a thread of the worker may have held at the fork.
+            raise LeaseLostError(
+                f"task {self.task_id}: effect() in a process its handler forked; only the "
+                "worker's process may apply it (it alone settles the task)")
         while not self._lock.acquire(timeout=ABANDON_WARN_SECONDS):
             log.warning("task %s: an effect() block waits for another of its run, on another "
                         "thread, to end; if that block waits for this one (blocks nest on "

@@ -42,7 +42,8 @@ REPORT_SIGNAL = signal.SIGUSR1
 # The handlers a worker replaced, by signal, for a process it forks to put back: a
 # process a handler forks (multiprocessing's default start on Linux) would otherwise
 # drain a worker it does not run on SIGTERM instead of ending, and a Pool's terminate()
-# would wait for it for ever. Written by `Lifecycle` on the main thread alone.
+# would wait for it for ever. Written by `EarlyStop` and `Lifecycle`, on the main thread
+# alone.
 _REPLACED: dict[int, Handler] = {}
 
 
@@ -117,10 +118,16 @@ class EarlyStop:
         self.signum: int | None = None
         self.pool_copy = pool_copy
         if threading.current_thread() is threading.main_thread():
-            for signum in STOP_SIGNALS:
-                signal.signal(signum, self._on_signal)
-            for signum in EXIT_NOW_SIGNALS:
-                signal.signal(signum, self._on_exit_now)
+            handlers: dict[signal.Signals, Handler] = {
+                **{signum: self._on_signal for signum in STOP_SIGNALS},
+                **{signum: self._on_exit_now for signum in EXIT_NOW_SIGNALS}}
+            for signum, handler in handlers.items():
+                previous = signal.signal(signum, handler)
+                # The program's own, for a process forked from here on to get back
+                # (see _REPLACED), not these: a handler's child would keep them, and
+                # ignore Process.terminate().
+                _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None
+                                     else previous)
             # Where an import or a check that hangs is stuck: the stacks alone, as
             # nothing is in hand yet.
             dump_stacks_on_report_signal(chain=False)

@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, NoReturn
 
 from taskq.app import App, Task
 from taskq.codec import decode_payload, encode_result
@@ -69,6 +71,21 @@ def arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     return [], dict(payload)
 
 
+def forked_child_exits(error: BaseException | None) -> NoReturn:
+    """End a process a handler forked, its handler's run over there: the thread (or the
+    event loop) it forked on would go on with the worker's work, taking its queued
+    jobs or running its other coroutines, each task's effect passing its lease check a
+    second time. It exits as a program would: 0, SystemExit's code, or 1 after an
+    exception, its output flushed."""
+    code = 0 if error is None else 1
+    if isinstance(error, SystemExit):
+        code = error.code if isinstance(error.code, int) else int(error.code is not None)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 class Runner:
     """Executes leased tasks and puts each `Outcome` in the loop's inbox; never raises.
 
@@ -96,6 +113,9 @@ class Runner:
         self.app = app
         self.max_result_bytes = max_result_bytes
         self.inbox = inbox
+        # The worker's process: a handler's run that ends in another is in a process
+        # the handler forked, which must run nothing more of the worker's.
+        self._pid = os.getpid()
         self._cancel_grace = min(CANCEL_GRACE_SECONDS, lease_seconds / 4)
         # The limit of a task registered without one (TASKQ_TIME_LIMIT_SECONDS; 0: none).
         self.time_limit = time_limit
@@ -282,6 +302,7 @@ class Runner:
         self._mark_taken()
         token = bind(context)
         claimed = False
+        error: BaseException | None = None
         try:
             if self._gate is not None:
                 await self._gate.acquire()
@@ -295,6 +316,7 @@ class Runner:
                     return  # given up on at its time limit meanwhile, and reported
                 outcome, claimed = ended, True
         except asyncio.CancelledError as e:
+            error = e
             # One cancelled while it waited for the gate never began: handed back as
             # unstarted (settled cancelled if its task was). A cancelled task's run
             # settles as cancelled whatever it raised (see Settler); a time limit's is a
@@ -308,11 +330,12 @@ class Runner:
         except GeneratorExit as e:
             if not self._loop.is_running():
                 raise  # the coroutine itself is being closed (its loop torn down)
-            outcome = raised(task, context, policy, e)  # raised by the handler itself
+            error, outcome = e, raised(task, context, policy, e)  # raised by the handler
         except BaseException as e:  # as in _thread_main: raised here, it would end the loop
-            outcome = raised(task, context, policy, e)
+            error, outcome = e, raised(task, context, policy, e)
         finally:
             unbind(token)
+            self._exit_if_forked(error)
             key = context.key
             self._leave_gate(key)
             self._running.pop(key, None)
@@ -367,10 +390,18 @@ class Runner:
             # task still leased and renewed, and the worker one handler short.
             except BaseException as e:
                 outcome = failed(task, context, policy, e)
+                self._exit_if_forked(e)
             finally:
                 unbind(token)
+            self._exit_if_forked(None)
             if not self._report(outcome, claimed):
                 return  # given up on at its time limit: a new thread has taken its place
+
+    def _exit_if_forked(self, error: BaseException | None) -> None:
+        """In a process the handler forked (not the worker's), end it there (see
+        `forked_child_exits`)."""
+        if os.getpid() != self._pid:
+            forked_child_exits(error)
 
     def _report(self, outcome: Outcome, claimed: bool = False) -> bool:
         """Put `outcome` in the inbox, unless the run was given up on at its time limit
