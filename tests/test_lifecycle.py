@@ -218,3 +218,33 @@ def test_a_worker_whose_stderr_is_no_file_still_reports_without_the_stacks(
                           capture_output=True, text=True, timeout=20, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "False"]
+
+
+# A program with handlers of its own on the signals a worker would take at their
+# defaults (log rotation on SIGUSR1, a bench's counters) keeps them.
+OWN_HANDLERS = """
+import os, signal, time
+from taskq.worker.inbox import Inbox
+from taskq.worker.lifecycle import EarlyStop, Lifecycle
+got = []
+for signum in (signal.SIGUSR1, signal.SIGQUIT, signal.SIGUSR2):
+    signal.signal(signum, lambda n, f: got.append(n))
+EarlyStop()
+life = Lifecycle(5.0, Inbox())
+life.install_signal_handlers()
+for signum in (signal.SIGUSR1, signal.SIGQUIT, signal.SIGUSR2):
+    os.kill(os.getpid(), signum)
+    time.sleep(0.05)
+print(got == [signal.SIGUSR1, signal.SIGQUIT, signal.SIGUSR2], life.report_asked(),
+      life.stacks_dumped)
+"""
+
+
+def test_a_programs_own_handlers_of_sigusr1_sigquit_and_sigusr2_are_left_alone() -> None:
+    """The worker took them over: a bench's counting worker, which writes its counts on
+    SIGUSR1, wrote none."""
+    done = subprocess.run([sys.executable, "-c", OWN_HANDLERS], capture_output=True,
+                          text=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False", "False"]
+    assert "Thread 0x" not in done.stderr

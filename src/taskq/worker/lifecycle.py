@@ -64,6 +64,13 @@ def _unblock_in_parent() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, _FORKING.mask)
 
 
+def left_to_taskq(signum: int) -> bool:
+    """Whether the program left `signum` at its default before taskq set any handler, so
+    a worker may take it: SIGUSR1, SIGQUIT and SIGUSR2 stay a program's own where it set
+    a handler (its log rotation, a bench's counters), as the stop signals do not."""
+    return _REPLACED.get(signum, signal.getsignal(signum)) == signal.SIG_DFL
+
+
 def dump_stacks_on_report_signal(chain: bool) -> bool:
     """Dump every thread's stack to stderr on REPORT_SIGNAL, from C (the dump needs
     neither the GIL nor the loop); with `chain`, then run the Python handler set for it
@@ -120,7 +127,9 @@ class EarlyStop:
         if threading.current_thread() is threading.main_thread():
             handlers: dict[signal.Signals, Handler] = {
                 **{signum: self._on_signal for signum in STOP_SIGNALS},
-                **{signum: self._on_exit_now for signum in EXIT_NOW_SIGNALS}}
+                **{signum: self._on_exit_now for signum in EXIT_NOW_SIGNALS
+                   if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL)}}
+            dumps = left_to_taskq(REPORT_SIGNAL)
             for signum, handler in handlers.items():
                 previous = signal.signal(signum, handler)
                 # The program's own, for a process forked from here on to get back
@@ -130,7 +139,8 @@ class EarlyStop:
                                      else previous)
             # Where an import or a check that hangs is stuck: the stacks alone, as
             # nothing is in hand yet.
-            dump_stacks_on_report_signal(chain=False)
+            if dumps and dump_stacks_on_report_signal(chain=False):
+                _REPLACED.setdefault(REPORT_SIGNAL, signal.SIG_DFL)  # see _put_back
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is None or self.pool_copy:
@@ -220,14 +230,17 @@ class Lifecycle:
             signum: self._on_drain_signal if pool_copy else self._on_signal
             for signum in STOP_SIGNALS}
         for signum in EXIT_NOW_SIGNALS:
-            handlers[signum] = self._on_exit_now
-        handlers[REPORT_SIGNAL] = self._on_report_signal
-        stop_dumping_stacks()  # start-up's (EarlyStop), which would chain to no handler
+            if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL):
+                handlers[signum] = self._on_exit_now
+        reports = left_to_taskq(REPORT_SIGNAL)
+        if reports:
+            handlers[REPORT_SIGNAL] = self._on_report_signal
+            stop_dumping_stacks()  # start-up's (EarlyStop), which would chain to no handler
         for signum, handler in handlers.items():
             previous = signal.signal(signum, handler)
             # None: a handler not set from Python, which cannot be set back from it.
             _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
-        self.stacks_dumped = dump_stacks_on_report_signal(chain=True)
+        self.stacks_dumped = reports and dump_stacks_on_report_signal(chain=True)
 
     def restore_signal_handlers(self) -> None:
         """Put back the handlers `install_signal_handlers` replaced: a program that ran a

@@ -28,6 +28,7 @@ from taskq.worker.lifecycle import (
     REPORT_SIGNAL,
     STOP_SIGNALS,
     EarlyStop,
+    left_to_taskq,
     stop_dumping_stacks,
 )
 
@@ -96,9 +97,11 @@ class WorkerPool:
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_signal)
             for signum in EXIT_NOW_SIGNALS:
-                signal.signal(signum, self._on_exit_now_signal)
-            stop_dumping_stacks()  # start-up's: the pool's own stack tells nothing
-            signal.signal(REPORT_SIGNAL, self._on_report_signal)
+                if left_to_taskq(signum):
+                    signal.signal(signum, self._on_exit_now_signal)
+            if left_to_taskq(REPORT_SIGNAL):
+                stop_dumping_stacks()  # start-up's: the pool's own stack tells nothing
+                signal.signal(REPORT_SIGNAL, self._on_report_signal)
         if early is not None and early.reason is not None:
             log.info("worker pool: stopped (%s): no process was started", early.reason)
             return 0
