@@ -281,18 +281,25 @@ def test_a_pool_stopped_while_its_processes_start_exits_zero(
     assert pool.wait(15) == 0, workers.log(pool)[-2000:]
 
 
-def test_a_second_stop_signal_ends_every_pool_process_at_once(
-    workers: WorkerProcesses, queue: Broker
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGQUIT],
+                         ids=["second-stop", "SIGQUIT"])
+def test_a_second_stop_signal_or_sigquit_ends_every_pool_process_at_once(
+    workers: WorkerProcesses, queue: Broker, signum: signal.Signals
 ) -> None:
+    """SIGQUIT, left to its default, killed the pool alone, its processes draining on."""
     pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="30")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
     wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
-    pool.send_signal(signal.SIGTERM)
-    wait_until(lambda: workers.log(pool).count("draining (SIGTERM)") == 2, 10,
-               "both processes to drain")
-    pool.send_signal(signal.SIGINT)
-    assert pool.wait(5) == 128 + signal.SIGINT
-    assert "second stop signal: exiting now" in workers.log(pool)
+    if signum == signal.SIGINT:  # the first of two
+        pool.send_signal(signal.SIGTERM)
+        wait_until(lambda: workers.log(pool).count("draining (SIGTERM)") == 2, 10,
+                   "both processes to drain")
+    pool.send_signal(signum)
+    assert pool.wait(10) == 128 + signum
+    log = workers.log(pool)
+    said = "SIGQUIT" if signum == signal.SIGQUIT else "second SIGINT"
+    assert f"worker pool: {said}: every process exits now" in log
+    assert log.count("second stop signal: exiting now") == 2
     assert [record_of(queue, t).state for t in task_ids] == ["running", "running"]
     for pid in pool_pids(workers.log(pool)):
         with pytest.raises(ProcessLookupError):
@@ -609,23 +616,6 @@ def test_sigusr1_to_a_pool_names_its_processes_and_each_reports_its_own_tasks(
     assert log.count("1 tasks in hand, 1 running") == 2
     pool.send_signal(signal.SIGTERM)
     assert pool.wait(15) == 0
-
-
-def test_sigquit_to_a_pool_ends_every_process_at_once(
-    workers: WorkerProcesses, queue: Broker
-) -> None:
-    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="30")
-    task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
-    wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
-    pool.send_signal(signal.SIGQUIT)
-    assert pool.wait(10) == 128 + signal.SIGQUIT
-    log = workers.log(pool)
-    assert "worker pool: SIGQUIT: every process exits now" in log
-    assert log.count("second stop signal: exiting now") == 2
-    assert [record_of(queue, t).state for t in task_ids] == ["running", "running"]
-    for pid in pool_pids(log):
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
 
 
 def test_sigusr1_while_the_app_is_imported_shows_where_the_import_is(
