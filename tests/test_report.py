@@ -9,7 +9,7 @@ import time
 import pytest
 
 from taskq.context import TaskContext
-from taskq.worker.report import report, thread_label
+from taskq.worker.report import log_stacks, report, thread_label
 from taskq.worker.slots import Stats
 
 
@@ -26,8 +26,7 @@ def test_each_task_in_hand_is_one_line_the_longest_running_first_then_those_wait
     newer.begin()
     older.started_at -= 5  # began five seconds before the other
     with caplog.at_level(logging.INFO, "taskq.worker"):
-        report("w1", [newer, waiting, older], Stats(leased=3), draining=True,
-               stacks_dumped=True)
+        report("w1", [newer, waiting, older], Stats(leased=3), draining=True)
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("worker w1 (draining): 3 tasks in hand, 2 running and 1 "
                                "waiting for a handler; so far Stats(leased=3")
@@ -77,3 +76,29 @@ def test_an_async_handler_is_said_to_run_as_a_coroutine_on_the_loops_thread(
                coroutines_on=threading.get_ident())
     assert caplog.records[1].getMessage().endswith(
         f"on MainThread (0x{threading.get_ident():016x}), as a coroutine")
+
+
+def test_each_threads_stack_is_one_line_innermost_frame_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    started, done = threading.Event(), threading.Event()
+
+    def sleeper() -> None:
+        started.set()
+        while not done.is_set():
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=sleeper, name="taskq-handler-3")
+    thread.start()
+    try:
+        started.wait(5)
+        with caplog.at_level(logging.INFO, "taskq.worker"):
+            log_stacks()
+    finally:
+        done.set()
+        thread.join(5)
+    line = next(r.getMessage() for r in caplog.records
+                if r.getMessage().startswith("thread taskq-handler-3 "))
+    assert line.startswith(f"thread taskq-handler-3 (0x{thread.ident:016x}): {__file__}:")
+    frames = line.split(": ", 1)[1].split(" <- ")
+    assert frames[0].endswith(" in sleeper") and frames[-1].endswith(" in _bootstrap")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -572,12 +574,11 @@ def test_sigusr1_reports_each_task_in_hand_with_its_threads_stack_and_work_goes_
     assert "1 tasks in hand, 1 running and 0 waiting for a handler" in log
     line = next(ln for ln in log.splitlines() if "running for" in ln)
     assert f"{task_id} attempt 1: running for" in line and "taskq-handler-" in line
-    # The thread the report names is one faulthandler's dump shows, in the handler's sleep.
+    # The thread the report names is one whose stack is logged, in the handler's sleep.
     ident = re.search(r"\((0x[0-9a-f]{16})\), at ", line)
     assert ident is not None, line
-    dumped = log.split(f"Thread {ident.group(1)}", 1)
-    assert len(dumped) == 2, log[-3000:]
-    assert "File " in dumped[1].split("\n\n", 1)[0]
+    stack = next((ln for ln in log.splitlines() if f"({ident.group(1)}): " in ln), "")
+    assert "simulation.py" in stack and " in simulate <- " in stack, log[-3000:]
     wait_for_state(queue, task_id, "completed")
     assert worker.poll() is None
     worker.send_signal(signal.SIGTERM)
@@ -725,5 +726,107 @@ def test_process_terminate_in_a_handler_ends_its_child_under_the_worker_command(
     task_id = queue.enqueue("t1", name="forker.terminate").task_id
     worker = workers.start("--app", "forker:app", PYTHONPATH=str(tmp_path))
     assert queue.handle(task_id).result(timeout=20) == -signal.SIGTERM
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+
+FORK_RUN = '''
+import multiprocessing, os, signal, sys, time
+import taskq
+from taskq.worker.loop import Worker
+
+app = taskq.App(queue=sys.argv[1])
+
+
+@app.task("forkrun.add")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+worker = Worker(app)  # made here, run in a forked process, as a preforking server does
+handles = [add.enqueue(i, 1) for i in range(5)]
+child = multiprocessing.get_context("fork").Process(target=worker.run)
+child.start()
+print([h.result(timeout=20) for h in handles], flush=True)
+os.kill(child.pid, signal.SIGTERM)
+child.join(15)
+print(child.exitcode)
+'''
+
+
+def test_a_worker_made_in_one_process_and_run_in_a_forked_one_runs_every_task(
+    queue: Broker, tmp_path: Path, redis_server: EmbeddedRedis
+) -> None:
+    """The fork check took the process the runner was made in for the worker's: the
+    child left after its first task, four tasks waiting."""
+    (tmp_path / "fork_run.py").write_text(FORK_RUN)
+    done = subprocess.run([sys.executable, str(tmp_path / "fork_run.py"), queue.queue],
+                          env={**os.environ, "REDIS_URL": redis_server.url},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["[1, 2, 3, 4, 5]", "0"], done.stderr[-2000:]
+
+
+def test_sigusr1_to_a_pool_as_its_processes_start_kills_none_of_them(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    """Before a process set its handler, SIGUSR1's default ended it (-10), counted as a
+    crash: now the pool starts them with it blocked until then."""
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2")
+    wait_until(lambda: len(pool_pids(workers.log(pool))) == 2, 10, "both processes")
+    pool.send_signal(signal.SIGUSR1)  # while they import and check Redis
+    wait_until(lambda: workers.log(pool).count("concurrency") >= 2, 15,
+               "both processes to start working")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_for_state(queue, task_id, "completed")
+    log = workers.log(pool)
+    assert "exited with status" not in log, log[-3000:]
+    assert log.count("thread MainThread (0x") == 2  # each process logged its stacks
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(15) == 0
+
+
+def test_sigusr1_with_json_logs_writes_json_lines_only(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    """The stacks came from faulthandler, as plain text in the JSON stream."""
+    worker = workers.start("--log-format", "json", WORK_SECONDS="2")
+    task_id = queue.enqueue("t1", payload=CHARGE).task_id
+    wait_for_state(queue, task_id, "running")
+    worker.send_signal(signal.SIGUSR1)
+    wait_until(lambda: "running for" in workers.log(worker), 10, "the report")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    records = [json.loads(line) for line in workers.log(worker).splitlines() if line]
+    assert any(r["message"].startswith("thread taskq-handler-") for r in records)
+
+
+RELOADING_APP = '''
+import pathlib, signal, time
+from taskq import App
+
+app = App()
+RELOADS = pathlib.Path(__file__).with_name("reloads")
+signal.signal(signal.SIGUSR2, lambda signum, frame: RELOADS.open("a").write("reload\\n"))
+
+
+@app.task("reloading.slow")
+def slow() -> None:
+    time.sleep(1)
+'''
+
+
+def test_an_apps_own_sigusr2_handler_set_as_it_is_imported_is_kept(
+    workers: WorkerProcesses, queue: Broker, tmp_path: Path
+) -> None:
+    """The worker took SIGUSR2 over as an exit, in the middle of the task."""
+    (tmp_path / "reloading.py").write_text(RELOADING_APP)
+    task_id = queue.enqueue("t1", name="reloading.slow").task_id
+    worker = workers.start("--app", "reloading:app", PYTHONPATH=str(tmp_path))
+    wait_for_state(queue, task_id, "running")
+    worker.send_signal(signal.SIGUSR2)
+    wait_for_state(queue, task_id, "completed")
+    assert (tmp_path / "reloads").read_text() == "reload\n"
+    assert worker.poll() is None
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(10) == 0

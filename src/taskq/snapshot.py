@@ -106,8 +106,8 @@ def queue_names(broker: Broker) -> list[str]:
                 _skipped.add(member)
                 new.append(str(e))
     if new:
-        # One line however many: thousands written by something else made as many
-        # lines before every command's answer.
+        # One line however many: thousands written by something else would make as
+        # many lines before every command's answer.
         more = f" (and {len(new) - 1:,} more such members)" if len(new) > 1 else ""
         log.warning("%s: not listed (a member of %s)%s", new[0], QUEUES_KEY, more)
     return names

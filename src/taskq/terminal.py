@@ -36,8 +36,8 @@ CONTROL = re.compile(
 
 # The most of one value a line or a table cell shows. Stored values have no length limit
 # a hostile producer must keep to (a record written by hand, a handler's megabyte
-# message): shown whole, one filled the terminal, and a rich table folded it into tens
-# of thousands of lines a frame. `--json` shows a task's record whole.
+# message): shown whole, one would fill the terminal, and a rich table would fold it
+# into tens of thousands of lines a frame. `--json` shows a task's record whole.
 SHOWN_CHARS = 4000
 
 

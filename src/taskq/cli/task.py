@@ -12,7 +12,7 @@ from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, indented, read_task
 from taskq.limits import HISTORY_SCAN, PRIORITY
-from taskq.terminal import clean, one_line, shortened, utc_time
+from taskq.terminal import clean, one_line, utc_time
 
 HELP = "show one task: its record, its result or error with traceback, and its events"
 
@@ -148,12 +148,14 @@ def iso(ms: int) -> str:
 
 
 def block(text: str) -> str:
-    """`text` cleaned, each of its lines indented under the line that names it; cut to
-    BLOCK_CHARS characters and BLOCK_LINES lines (`--json` shows it whole)."""
-    lines = clean(shortened(text, BLOCK_CHARS)).split("\n")
-    if len(lines) > BLOCK_LINES:
-        lines[BLOCK_LINES:] = [f"… [{len(lines) - BLOCK_LINES:,} more lines]"]
-    if len(lines) < text.count("\n") + 1 or len(text) > BLOCK_CHARS:
-        lines[-1] += " (--json shows it whole)"
+    """`text` cleaned, each of its lines indented under the line that names it; its
+    first BLOCK_LINES lines and BLOCK_CHARS characters, then how much more there is
+    (`--json` shows it whole)."""
+    visible = "\n".join(text.split("\n", BLOCK_LINES)[:BLOCK_LINES])[:BLOCK_CHARS]
+    lines = clean(visible).split("\n")
+    if len(visible) < len(text):
+        more_lines = text.count("\n") - visible.count("\n")
+        lines.append(f"… [{more_lines:,} more lines, {len(text) - len(visible):,} more "
+                     "characters] (--json shows it whole)")
     return "\n".join(f"  {line}" for line in lines)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import faulthandler
+import ctypes
 import logging
 import os
 import signal
@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any
 
 from taskq.worker.inbox import Inbox
+from taskq.worker.report import STACKS
 
 log = logging.getLogger("taskq.worker")
 
@@ -30,12 +31,11 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # would leave a task whose effect was applied to be reaped and run again.
 EXIT_NOW_SIGNAL = signal.SIGUSR2
 # The signals that end a worker at once, as a second stop signal does, saying so
-# (SIGQUIT is Ctrl-\ in a terminal). Left to their defaults, they ended it without a
-# word, as a SIGKILL would.
+# (SIGQUIT is Ctrl-\ in a terminal); left to their defaults, they would end it without
+# a word, as a SIGKILL would.
 EXIT_NOW_SIGNALS = (signal.SIGQUIT, EXIT_NOW_SIGNAL)
-# Asks a worker what it is doing: every thread's stack at once (on stderr, from C, so
-# a worker whose loop is stuck still answers), then its tasks in hand logged by its
-# loop (see report.py).
+# Asks a worker what it is doing: every thread's stack, then its tasks in hand (see
+# report.py).
 REPORT_SIGNAL = signal.SIGUSR1
 
 
@@ -67,31 +67,36 @@ def _unblock_in_parent() -> None:
 def left_to_taskq(signum: int) -> bool:
     """Whether the program left `signum` at its default before taskq set any handler, so
     a worker may take it: SIGUSR1, SIGQUIT and SIGUSR2 stay a program's own where it set
-    a handler (its log rotation, a bench's counters), as the stop signals do not."""
-    return _REPLACED.get(signum, signal.getsignal(signum)) == signal.SIG_DFL
+    a handler (its log rotation, a bench's counters, faulthandler's dump), as the stop
+    signals do not. One set by the start-up's `EarlyStop` was left to taskq."""
+    current = signal.getsignal(signum)
+    if isinstance(getattr(current, "__self__", None), EarlyStop):
+        return True
+    return (current == signal.SIG_DFL and _REPLACED.get(signum, current) == signal.SIG_DFL
+            and not _held_outside_python(signum))
 
 
-def dump_stacks_on_report_signal(chain: bool) -> bool:
-    """Dump every thread's stack to stderr on REPORT_SIGNAL, from C (the dump needs
-    neither the GIL nor the loop); with `chain`, then run the Python handler set for it
-    (set it first, after `stop_dumping_stacks`: faulthandler calls the handler it
-    found). False, and no dump, where stderr is no file (None, or a stream of a
-    notebook or a test's capture with no descriptor)."""
+class _SigAction(ctypes.Structure):
+    # The handler comes first in the C library's struct sigaction; the rest, whatever
+    # its size, fits in what follows.
+    _fields_ = (("handler", ctypes.c_void_p), ("rest", ctypes.c_char * 512))
+
+
+def _held_outside_python(signum: int) -> bool:
+    """Whether the C library runs a handler for `signum` that Python's table of them
+    does not show (faulthandler.register, a C extension's); False where it cannot be
+    asked."""
     try:
-        faulthandler.register(REPORT_SIGNAL, all_threads=True, chain=chain)
-    except (RuntimeError, ValueError, OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        found = _SigAction()
+        if libc.sigaction(signum, None, ctypes.byref(found)) != 0:
+            return False
+    except (OSError, AttributeError):
         return False
-    return True
-
-
-def stop_dumping_stacks() -> None:
-    """Undo `dump_stacks_on_report_signal`, putting back the handler it found."""
-    faulthandler.unregister(REPORT_SIGNAL)
+    return found.handler not in (None, 0)  # SIG_DFL is 0
 
 
 def _put_back() -> None:
-    if REPORT_SIGNAL in _REPLACED:
-        stop_dumping_stacks()  # the handler it found first, then the one before ours
     for signum, previous in _REPLACED.items():
         signal.signal(signum, previous)
     _REPLACED.clear()
@@ -129,7 +134,11 @@ class EarlyStop:
                 **{signum: self._on_signal for signum in STOP_SIGNALS},
                 **{signum: self._on_exit_now for signum in EXIT_NOW_SIGNALS
                    if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL)}}
-            dumps = left_to_taskq(REPORT_SIGNAL)
+            if left_to_taskq(REPORT_SIGNAL):
+                # Where an import or a check that hangs is stuck: the stacks alone, as
+                # nothing is in hand yet.
+                STACKS.start()
+                handlers[REPORT_SIGNAL] = self._on_report_signal
             for signum, handler in handlers.items():
                 previous = signal.signal(signum, handler)
                 # The program's own, for a process forked from here on to get back
@@ -137,10 +146,13 @@ class EarlyStop:
                 # ignore Process.terminate().
                 _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None
                                      else previous)
-            # Where an import or a check that hangs is stuck: the stacks alone, as
-            # nothing is in hand yet.
-            if dumps and dump_stacks_on_report_signal(chain=False):
-                _REPLACED.setdefault(REPORT_SIGNAL, signal.SIG_DFL)  # see _put_back
+            if pool_copy:
+                # The pool starts its copies with it blocked, as one that came before
+                # this handler would end the copy; one that came meanwhile comes now.
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {REPORT_SIGNAL})
+
+    def _on_report_signal(self, signum: int, frame: FrameType | None) -> None:
+        STACKS.ask()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is None or self.pool_copy:
@@ -178,8 +190,6 @@ class Lifecycle:
         self._signals = 0
         # Set by REPORT_SIGNAL's handler, taken by the loop (`report_asked`).
         self._report_asked = False
-        # Whether REPORT_SIGNAL dumps every thread's stack on stderr (see report.py).
-        self.stacks_dumped = False
         # A copy of a worker pool: EXIT_NOW_SIGNAL is the pool's second stop signal.
         self._pool_copy = False
         # Re-entrant: a signal handler runs on the main thread between two bytecodes,
@@ -232,15 +242,16 @@ class Lifecycle:
         for signum in EXIT_NOW_SIGNALS:
             if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL):
                 handlers[signum] = self._on_exit_now
-        reports = left_to_taskq(REPORT_SIGNAL)
-        if reports:
+        if left_to_taskq(REPORT_SIGNAL):
+            STACKS.start()
             handlers[REPORT_SIGNAL] = self._on_report_signal
-            stop_dumping_stacks()  # start-up's (EarlyStop), which would chain to no handler
+        for signum in (*EXIT_NOW_SIGNALS, REPORT_SIGNAL):
+            if signum not in handlers:
+                _REPLACED.pop(signum, None)  # the program's since the start-up: its own
         for signum, handler in handlers.items():
             previous = signal.signal(signum, handler)
             # None: a handler not set from Python, which cannot be set back from it.
             _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
-        self.stacks_dumped = reports and dump_stacks_on_report_signal(chain=True)
 
     def restore_signal_handlers(self) -> None:
         """Put back the handlers `install_signal_handlers` replaced: a program that ran a
@@ -259,8 +270,10 @@ class Lifecycle:
         self.request_stop(signal.Signals(signum).name)
 
     def _on_report_signal(self, signum: int, frame: FrameType | None) -> None:
-        # A flag and a nudge (SimpleQueue.put is safe in a signal handler): the loop,
-        # the owner of what is reported, reads it; this thread may hold its locks now.
+        # Two puts on SimpleQueues, safe in a signal handler: the stack reporter logs
+        # the stacks now, and the loop, the owner of the tasks in hand, reads the flag
+        # (this thread may hold the locks of what it reports).
+        STACKS.ask()
         self._report_asked = True
         self._inbox.nudge()
 

@@ -233,8 +233,7 @@ class Worker:
             while not self._finished():
                 if self.lifecycle.report_asked():
                     report(self.worker_id, self.slots.in_hand(), self.stats,
-                           self.lifecycle.draining, self.runner.coroutines_on,
-                           self.lifecycle.stacks_dumped)
+                           self.lifecycle.draining, self.runner.coroutines_on)
                 if self.lifecycle.running:
                     self._wait(self._turn())
                 else:

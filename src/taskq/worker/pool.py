@@ -29,7 +29,6 @@ from taskq.worker.lifecycle import (
     STOP_SIGNALS,
     EarlyStop,
     left_to_taskq,
-    stop_dumping_stacks,
 )
 
 log = logging.getLogger("taskq.worker")
@@ -100,7 +99,6 @@ class WorkerPool:
                 if left_to_taskq(signum):
                     signal.signal(signum, self._on_exit_now_signal)
             if left_to_taskq(REPORT_SIGNAL):
-                stop_dumping_stacks()  # start-up's: the pool's own stack tells nothing
                 signal.signal(REPORT_SIGNAL, self._on_report_signal)
         if early is not None and early.reason is not None:
             log.info("worker pool: stopped (%s): no process was started", early.reason)
@@ -158,9 +156,18 @@ class WorkerPool:
         copy.starts += 1
         # A session of its own: a Ctrl-C reaches only the pool, which stops its copies
         # in order.
+        dies_with_us = die_with_parent()
+
+        def prepare() -> None:
+            dies_with_us()
+            # Blocked until the copy's own handler is set (EarlyStop unblocks it): the
+            # pool passes SIGUSR1 on to a copy that may be starting, whose default
+            # action would end it.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {REPORT_SIGNAL})
+
         copy.process = subprocess.Popen(
             self.argv, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509 (a prctl flag, a getppid)
+            preexec_fn=prepare,  # noqa: PLW1509 (a prctl flag, a getppid, a mask)
         )
         copy.started_at = time.monotonic()
         log.info("worker pool: process %d started (pid %d)", copy.index, copy.process.pid)

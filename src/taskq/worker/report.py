@@ -1,18 +1,22 @@
 """What a worker says when asked what it is doing (SIGUSR1: lifecycle.REPORT_SIGNAL).
 
-As the signal comes, faulthandler dumps every thread's stack on stderr, from C, so a
-worker whose loop is stuck still shows where. This is the rest, logged by the loop
-(the owner of the tasks in hand, whose lock a signal handler could find held): each
-task in hand, how long its handler has run, on which thread and where that thread is
-now, the thread named as the dump names it, so a stuck handler can be told from a slow
-one and matched with its whole stack."""
+Two parts, on two threads. Every thread's stack is logged by the stack reporter, a
+thread of its own woken by the signal's handler, so a worker whose loop is stuck (or
+one still importing its app) still shows where each thread is. Each task in hand is
+logged by the loop, the owner of the tasks in hand (whose lock a signal handler could
+find held): how long its handler has run, on which thread and where that thread is
+now, so a stuck handler can be told from a slow one. Both go through the log, so
+`--log-format json` holds for them."""
 
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import sys
 import threading
 import time
+import traceback
 from types import FrameType
 
 from taskq.context import TaskContext
@@ -22,8 +26,7 @@ log = logging.getLogger("taskq.worker")
 
 
 def thread_label(ident: int, names: dict[int, str]) -> str:
-    """The thread `ident` by name and as faulthandler's dump names it (`Thread 0x…`,
-    16 hex digits on a 64-bit machine)."""
+    """The thread `ident` by name and number."""
     return f"{names.get(ident, 'a thread')} (0x{ident:016x})"
 
 
@@ -35,22 +38,65 @@ def where(frame: FrameType | None) -> str:
     return f"{code.co_filename}:{frame.f_lineno} in {code.co_name}"
 
 
+def thread_names() -> dict[int, str]:
+    return {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+
+
+def log_stacks() -> None:
+    """One line a thread: its name and its stack, innermost frame first."""
+    names = thread_names()
+    for ident, frame in sorted(sys._current_frames().items()):
+        frames = reversed(traceback.extract_stack(frame))
+        stack = " <- ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in frames)
+        log.info("thread %s: %s", thread_label(ident, names), stack,
+                 extra={"thread_name": names.get(ident, ""), "stack": stack})
+
+
+class StackReporter:
+    """The thread that logs every thread's stack each time it is asked. `start` it (in
+    a normal context: starting a thread takes locks a signal handler could find held);
+    `ask` only puts on a SimpleQueue, which is safe in a signal handler."""
+
+    def __init__(self) -> None:
+        self._asks: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._pid = 0  # the process its thread runs in (a forked one has none)
+
+    def start(self) -> None:
+        """Start the thread, unless it runs in this process already."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            threading.Thread(target=self._run, name="taskq-stacks", daemon=True).start()
+
+    def ask(self) -> None:
+        self._asks.put(None)
+
+    def _run(self) -> None:
+        while True:
+            self._asks.get()
+            try:
+                log_stacks()
+            except Exception:  # a report must never end the thread that makes them
+                log.exception("could not log the threads' stacks")
+
+
+# The process's one stack reporter, for the start-up's handler and the worker's alike.
+STACKS = StackReporter()
+
+
 def report(worker_id: str, in_hand: list[TaskContext], stats: Stats, draining: bool,
-           coroutines_on: int | None = None, stacks_dumped: bool = False) -> None:
+           coroutines_on: int | None = None) -> None:
     """Log what the worker is doing: one line for the worker, one a task in hand, the
     longest-running first (each line's facts also as record attributes, for
     `--log-format json`). `coroutines_on`: the thread the async handlers share, whose
-    line now tells nothing of any one of them; `stacks_dumped`: whether faulthandler
-    has just written every thread's stack to stderr."""
+    line now tells nothing of any one of them."""
     now = time.monotonic()
     frames = sys._current_frames()
-    names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
+    names = thread_names()
     running = sorted((c for c in in_hand if c.started_at), key=lambda c: c.started_at)
     waiting = [c for c in in_hand if not c.started_at]
     log.info("worker %s%s: %d tasks in hand, %d running and %d waiting for a handler; "
-             "so far %s%s", worker_id, " (draining)" if draining else "", len(in_hand),
+             "so far %s", worker_id, " (draining)" if draining else "", len(in_hand),
              len(running), len(waiting), stats,
-             " (every thread's stack is on stderr above)" if stacks_dumped else "",
              extra={"in_hand": len(in_hand), "running": len(running)})
     for context in running:
         ran = now - context.started_at

@@ -113,9 +113,9 @@ class Runner:
         self.app = app
         self.max_result_bytes = max_result_bytes
         self.inbox = inbox
-        # The worker's process: a handler's run that ends in another is in a process
-        # the handler forked, which must run nothing more of the worker's.
-        self._pid = os.getpid()
+        # The worker's process, from `start`: a handler's run that ends in another is in
+        # a process the handler forked, which must run nothing more of the worker's.
+        self._pid = 0
         self._cancel_grace = min(CANCEL_GRACE_SECONDS, lease_seconds / 4)
         # The limit of a task registered without one (TASKQ_TIME_LIMIT_SECONDS; 0: none).
         self.time_limit = time_limit
@@ -171,6 +171,7 @@ class Runner:
         return thread
 
     def start(self) -> None:
+        self._pid = os.getpid()  # a worker may be made in one process and run in another
         for thread in self._threads:
             thread.start()
         self._loop_thread.start()
