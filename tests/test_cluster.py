@@ -138,11 +138,11 @@ def test_taskq_serve_streams_the_queues_of_every_primary_live(
     assert live == [["live-0"]] * 3
 
 
-def test_metrics_reads_the_queues_of_every_primary_in_its_batches(
+def test_metrics_reads_the_queues_of_every_primary(
     cluster: EmbeddedCluster, cluster_client: redis.Redis
 ) -> None:
-    """A batch's scripts run one by one (a cluster pipeline carries none), its totals
-    by a pipeline over the nodes."""
+    """One batch: its scripts run one by one (a cluster pipeline carries none), its
+    totals by a pipeline over the nodes."""
     owners: dict[int, str] = {}
     for n in range(24):
         owners.setdefault(cluster.primary_of(QueueKeys(f"m{n}").events).port, f"m{n}")

@@ -19,6 +19,7 @@ import redis
 
 from cli_support import command_env
 from taskq.broker import Broker
+from taskq.cli.task import BLOCK_LINES, block
 from taskq.flows import Flows, StageSpec
 from taskq.registry import Presence, register
 from taskq.settings import Settings
@@ -217,7 +218,7 @@ def test_every_command_showing_stored_text_prints_a_hostile_producers_as_escapes
 @pytest.mark.parametrize("argv", [("task", "big-1"), ("history",), ("dlq",),
                                   ("dashboard", "--once")],
                          ids=["task", "history", "dlq", "dashboard"])
-def test_a_megabyte_stored_value_is_shown_cut_saying_how_much_more_there_is(
+def test_a_megabyte_stored_value_is_shown_cut(
     queue: Broker, client: redis.Redis, settings: Settings, argv: tuple[str, ...]
 ) -> None:
     """Shown whole: `taskq task` printed a 2 MB result and a 1 MB message with its
@@ -258,3 +259,14 @@ def test_a_worker_running_twenty_thousand_tasks_is_listed_with_twenty_names_and_
                              queue.queue], env=env, capture_output=True, text=True,
                             check=True).stderr
     assert "jobs.n00019 and 19,980 more" in warned and len(warned) < 2_000, warned[:2000]
+
+
+def test_a_long_traceback_is_shown_in_its_first_lines_saying_how_many_more() -> None:
+    """The lines hidden were counted after the character cut: 1,367 said for 9,700."""
+    text = "\n".join(f"f{i:05d}" for i in range(10_000))
+    shown = block(text).split("\n")
+    assert len(shown) == BLOCK_LINES + 1 and shown[-2] == f"  f{BLOCK_LINES - 1:05d}"
+    hidden = text.split("\n", BLOCK_LINES)[BLOCK_LINES]
+    assert shown[-1] == (f"  … [{10_000 - BLOCK_LINES:,} more lines, {len(hidden) + 1:,} more "
+                         "characters] (--json shows it whole)")
+    assert block("two\nlines") == "  two\n  lines"
