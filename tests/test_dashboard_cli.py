@@ -18,6 +18,7 @@ from taskq import registry
 from taskq.broker import Broker, NewTask
 from taskq.cli import main
 from taskq.concurrency import ConcurrencyLimit
+from taskq.rates import RateLimit
 from taskq.settings import Settings
 from taskq.shards import Layout, register, slot_of
 from taskq.tools.embedded import EmbeddedRedis
@@ -84,6 +85,33 @@ def test_once_shows_as_many_limits_as_rows_and_says_how_many_more(
     assert "\n    jobs.export (acct-1)                1 / 1     0\n" in out
     assert "acct-2" not in out
     assert "\n    ... and 3 more\n" in out
+
+
+def test_once_says_which_delayed_tasks_wait_for_their_rate_limit(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They read as any delayed task: retries 0, nothing said (the web page shows a
+    badge)."""
+    queue.rate_limits = (RateLimit("jobs.slow", 1 / 3600),)
+    queue.enqueue_many([NewTask(f"s{i}", name="jobs.slow") for i in range(2)])
+    queue.enqueue("later", delay=3600)
+    assert len(queue.lease_many("w", 30, 10).tasks) == 1
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert next(ln for ln in lines if "s1 " in ln).endswith("   0   waits for its rate limit")
+    assert next(ln for ln in lines if "later " in ln).endswith("s   0")
+
+
+def test_once_keeps_a_limit_key_with_control_characters_in_its_column(
+    queue: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue.concurrency_limits = (ConcurrencyLimit("jobs.export", 1, "account"),)
+    queue.enqueue_many([NewTask("e1", name="jobs.export", limit_key="a\x1b[2J\x07")])
+    assert len(queue.lease_many("w", 30, 10).tasks) == 1
+    assert main(["dashboard", "--once", "--queue", queue.queue]) == 0
+    out = capsys.readouterr().out
+    shown = "jobs.export (a\\x1b[2J\\x07)"  # its escapes, 26 characters of its 32
+    assert f"\n    {shown}{' ' * 6}    1 / 1     0\n" in out
 
 
 def test_once_shows_each_shards_counts_on_a_line_under_its_sharded_queue(

@@ -216,7 +216,9 @@ def _delay_lines(snap: QueueSnapshot) -> list[str]:
     for waiting in snap.delayed:
         wait = (waiting.run_at - snap.now_ms) / 1000
         error = f"   last error: {waiting.last_error[:60]}" if waiting.last_error else ""
-        lines.append(f"    {waiting.task_id:32.32}  {wait:6.1f}s   {waiting.retries}{error}")
+        why = "   waits for its rate limit" if waiting.throttled else ""
+        lines.append(f"    {waiting.task_id:32.32}  {wait:6.1f}s   {waiting.retries}{why}"
+                     f"{error}")
     return lines
 
 
@@ -226,7 +228,8 @@ def _limit_lines(snap: QueueSnapshot) -> list[str]:
     lines = ["  concurrency limits                running    waiting for a slot"]
     for limit in snap.limits:
         most = str(limit.most) if limit.most else "?"
-        shown = f"{limit.name} ({limit.key})" if limit.key else limit.name
+        # Escaped before it is padded: an escape widens it past its column.
+        shown = one_line(f"{limit.name} ({limit.key})" if limit.key else limit.name)
         lines.append(f"    {shown:32.32}  {limit.running:>3} / {most:<4}  {limit.parked}")
     if snap.limit_groups > len(snap.limits):
         lines.append(f"    ... and {snap.limit_groups - len(snap.limits):,} more")

@@ -58,8 +58,10 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
     if snap.delayed:
         table = _table("delayed", "task", "runs in", "retries", "last error")
         for waiting in snap.delayed:
+            error = "(waits for its rate limit)" if waiting.throttled \
+                else waiting.last_error[:60]
             row(table, waiting.task_id, f"{(waiting.run_at - snap.now_ms) / 1000:.1f}s",
-                    str(waiting.retries), waiting.last_error[:60])
+                str(waiting.retries), error)
         parts.append(table)
     if snap.limits:
         table = _table("concurrency limits", "name", "running", "waiting for a slot")
