@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from threading import Thread
 
 import pytest
 
@@ -37,26 +40,35 @@ def test_each_task_in_hand_is_one_line_the_longest_running_first_then_those_wait
         [None, "older", "newer", "waiting"]
 
 
-def test_a_running_task_names_its_thread_as_the_stack_dump_does_and_where_it_is(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    running, started, done = context("t1"), threading.Event(), threading.Event()
+@contextmanager
+def a_thread(name: str, first: Callable[[], object] = lambda: None) -> Iterator[Thread]:
+    """A thread named `name` that calls `first` and then waits in `handler` until the
+    block ends."""
+    started, done = threading.Event(), threading.Event()
 
     def handler() -> None:
-        running.begin()
+        first()
         started.set()
         while not done.is_set():
             time.sleep(0.01)
 
-    thread = threading.Thread(target=handler, name="taskq-handler-7")
+    thread = threading.Thread(target=handler, name=name)
     thread.start()
     try:
         started.wait(5)
-        with caplog.at_level(logging.INFO, "taskq.worker"):
-            report("w1", [running], Stats(), draining=False)
+        yield thread
     finally:
         done.set()
         thread.join(5)
+
+
+def test_a_running_task_names_its_thread_and_the_line_it_is_at(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    running = context("t1")
+    with a_thread("taskq-handler-7", running.begin) as thread, \
+            caplog.at_level(logging.INFO, "taskq.worker"):
+        report("w1", [running], Stats(), draining=False)
     line = caplog.records[1].getMessage()
     assert f"on taskq-handler-7 (0x{thread.ident:016x}), at {__file__}:" in line
     assert line.endswith(" in handler")
@@ -81,24 +93,11 @@ def test_an_async_handler_is_said_to_run_as_a_coroutine_on_the_loops_thread(
 def test_each_threads_stack_is_one_line_innermost_frame_first(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    started, done = threading.Event(), threading.Event()
-
-    def sleeper() -> None:
-        started.set()
-        while not done.is_set():
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=sleeper, name="taskq-handler-3")
-    thread.start()
-    try:
-        started.wait(5)
-        with caplog.at_level(logging.INFO, "taskq.worker"):
-            log_stacks()
-    finally:
-        done.set()
-        thread.join(5)
+    with a_thread("taskq-handler-3") as thread, \
+            caplog.at_level(logging.INFO, "taskq.worker"):
+        log_stacks()
     line = next(r.getMessage() for r in caplog.records
                 if r.getMessage().startswith("thread taskq-handler-3 "))
     assert line.startswith(f"thread taskq-handler-3 (0x{thread.ident:016x}): {__file__}:")
     frames = line.split(": ", 1)[1].split(" <- ")
-    assert frames[0].endswith(" in sleeper") and frames[-1].endswith(" in _bootstrap")
+    assert frames[0].endswith(" in handler") and frames[-1].endswith(" in _bootstrap")
