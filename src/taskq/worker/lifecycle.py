@@ -232,7 +232,7 @@ class Lifecycle:
         """First SIGTERM/SIGINT/SIGHUP drains; a second one exits at once (leases are
         reaped later). In a copy of a worker pool, every stop signal drains, and the
         pool's EXIT_NOW_SIGNAL exits at once. SIGQUIT and SIGUSR2 exit at once;
-        REPORT_SIGNAL dumps the stacks and asks the loop for its report."""
+        REPORT_SIGNAL has the stacks logged and asks the loop for its report."""
         if threading.current_thread() is not threading.main_thread():
             return
         self._pool_copy = pool_copy
