@@ -14,6 +14,7 @@ from conftest import ON_CLUSTER
 from helpers import dump, events, record_of, wait_past
 from taskq.broker import Broker, LeasedTask
 from taskq.errors import BrokerError, InvalidTaskError
+from taskq.scripts import source
 from taskq.transport import SingleNode
 
 
@@ -161,6 +162,8 @@ class TestAckAndLease:
         broker.enqueue("t2")
         (held,) = broker.lease_many("w", 10, 1).tasks
         assert isinstance(broker.transport, SingleNode)
+        for name in ("ack", "lease"):  # an earlier test may have flushed the scripts
+            broker.client.script_load(source(name))
         direct = broker.transport.direct
         writes: list[int] = []
         send = direct.call_many
