@@ -120,7 +120,15 @@ NO_REDIS = ("; is Redis running there? Start it (`taskq redis` runs a local one)
 
 def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
-    user's words ("list the dead letter queue"), not the name of an internal step."""
+    user's words ("list the dead letter queue"), not the name of an internal step; its
+    cause is `error`, so the tests of this module (`write_refused`,
+    `unusable_as_stored`, ...) judge it, raised or met in place in a reply."""
+    made = _broker_error(words, error)
+    made.__cause__ = error
+    return made
+
+
+def _broker_error(words: str, error: BaseException) -> BrokerError:
     detail = str(error).rstrip(".")
     if detail in ("No connection available", "Too many connections"):
         return BrokerError(f"could not {words}: every connection of this client to Redis "

@@ -58,7 +58,6 @@ def read_queues(broker: Broker, names: list[str]
             stats.append(totals_from(reply))
             continue
         error = broker_error("read the queue's totals", reply)
-        error.__cause__ = reply
         if not unusable_as_stored(error):
             raise error
         stats.append(error)

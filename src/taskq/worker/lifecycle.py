@@ -96,6 +96,24 @@ def _held_outside_python(signum: int) -> bool:
     return found.handler not in (None, 0)  # SIG_DFL is 0
 
 
+def taken_at_will(pool_copy: bool) -> list[signal.Signals]:
+    """Which of EXIT_NOW_SIGNALS and REPORT_SIGNAL a worker takes: those the program
+    left to taskq, and in a copy of a pool its EXIT_NOW_SIGNAL, the pool's own."""
+    return [signum for signum in (*EXIT_NOW_SIGNALS, REPORT_SIGNAL)
+            if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL)]
+
+
+def _install(handlers: dict[signal.Signals, Handler]) -> None:
+    """Set `handlers`, keeping the ones they replace for `_put_back` (the first taskq
+    replaced, for a signal set twice: the program's own, which a process forked from
+    here on gets back, not the start-up's, which a handler's child would keep, ignoring
+    Process.terminate())."""
+    for signum, handler in handlers.items():
+        previous = signal.signal(signum, handler)
+        # None: a handler not set from Python, which cannot be set back from it.
+        _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
+
+
 def _put_back() -> None:
     for signum, previous in _REPLACED.items():
         signal.signal(signum, previous)
@@ -131,21 +149,15 @@ class EarlyStop:
         self.pool_copy = pool_copy
         if threading.current_thread() is threading.main_thread():
             handlers: dict[signal.Signals, Handler] = {
-                **{signum: self._on_signal for signum in STOP_SIGNALS},
-                **{signum: self._on_exit_now for signum in EXIT_NOW_SIGNALS
-                   if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL)}}
-            if left_to_taskq(REPORT_SIGNAL):
-                # Where an import or a check that hangs is stuck: the stacks alone, as
-                # nothing is in hand yet.
+                signum: self._on_signal for signum in STOP_SIGNALS}
+            for signum in taken_at_will(pool_copy):
+                # SIGUSR1 shows where an import or a check that hangs is stuck: the
+                # stacks alone, as nothing is in hand yet.
+                handlers[signum] = self._on_report_signal if signum == REPORT_SIGNAL \
+                    else self._on_exit_now
+            if REPORT_SIGNAL in handlers:
                 STACKS.start()
-                handlers[REPORT_SIGNAL] = self._on_report_signal
-            for signum, handler in handlers.items():
-                previous = signal.signal(signum, handler)
-                # The program's own, for a process forked from here on to get back
-                # (see _REPLACED), not these: a handler's child would keep them, and
-                # ignore Process.terminate().
-                _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None
-                                     else previous)
+            _install(handlers)
             if pool_copy:
                 # The pool starts its copies with it blocked, as one that came before
                 # this handler would end the copy; one that came meanwhile comes now.
@@ -239,19 +251,16 @@ class Lifecycle:
         handlers: dict[signal.Signals, Handler] = {
             signum: self._on_drain_signal if pool_copy else self._on_signal
             for signum in STOP_SIGNALS}
-        for signum in EXIT_NOW_SIGNALS:
-            if left_to_taskq(signum) or (pool_copy and signum == EXIT_NOW_SIGNAL):
-                handlers[signum] = self._on_exit_now
-        if left_to_taskq(REPORT_SIGNAL):
-            STACKS.start()
-            handlers[REPORT_SIGNAL] = self._on_report_signal
+        taken = taken_at_will(pool_copy)
         for signum in (*EXIT_NOW_SIGNALS, REPORT_SIGNAL):
-            if signum not in handlers:
+            if signum in taken:
+                handlers[signum] = self._on_report_signal if signum == REPORT_SIGNAL \
+                    else self._on_exit_now
+            else:
                 _REPLACED.pop(signum, None)  # the program's since the start-up: its own
-        for signum, handler in handlers.items():
-            previous = signal.signal(signum, handler)
-            # None: a handler not set from Python, which cannot be set back from it.
-            _REPLACED.setdefault(signum, signal.SIG_DFL if previous is None else previous)
+        if REPORT_SIGNAL in handlers:
+            STACKS.start()
+        _install(handlers)
 
     def restore_signal_handlers(self) -> None:
         """Put back the handlers `install_signal_handlers` replaced: a program that ran a

@@ -28,7 +28,7 @@ from taskq.worker.lifecycle import (
     REPORT_SIGNAL,
     STOP_SIGNALS,
     EarlyStop,
-    left_to_taskq,
+    taken_at_will,
 )
 
 log = logging.getLogger("taskq.worker")
@@ -95,11 +95,9 @@ class WorkerPool:
         if install_signal_handlers:
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self._on_signal)
-            for signum in EXIT_NOW_SIGNALS:
-                if left_to_taskq(signum):
-                    signal.signal(signum, self._on_exit_now_signal)
-            if left_to_taskq(REPORT_SIGNAL):
-                signal.signal(REPORT_SIGNAL, self._on_report_signal)
+            for signum in taken_at_will(pool_copy=False):
+                signal.signal(signum, self._on_report_signal if signum == REPORT_SIGNAL
+                              else self._on_exit_now_signal)
         if early is not None and early.reason is not None:
             log.info("worker pool: stopped (%s): no process was started", early.reason)
             return 0
@@ -141,14 +139,13 @@ class WorkerPool:
     def _on_report_signal(self, signum: int, frame: FrameType | None) -> None:
         """Say which copies run, and pass the signal on: each reports for itself."""
         now = time.monotonic()
-        running = [c for c in self.copies
+        running = [(c, c.process) for c in self.copies
                    if c.process is not None and c.process.returncode is None]
         log.info("worker pool: %d of %d processes running: %s", len(running),
                  len(self.copies), ", ".join(
-                     f"{c.index} (pid {c.process.pid}, up {now - c.started_at:.0f}s, "
-                     f"started {c.starts} times)" for c in running
-                     if c.process is not None) or "none")
-        for copy in running:
+                     f"{c.index} (pid {p.pid}, up {now - c.started_at:.0f}s, started "
+                     f"{c.starts} times)" for c, p in running) or "none")
+        for copy, _ in running:
             copy.send(REPORT_SIGNAL)
 
     def _start(self, copy: _Copy) -> None:

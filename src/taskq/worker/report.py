@@ -16,7 +16,7 @@ import queue
 import sys
 import threading
 import time
-import traceback
+from collections.abc import Iterator
 from types import FrameType
 
 from taskq.context import TaskContext
@@ -42,12 +42,18 @@ def thread_names() -> dict[int, str]:
     return {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
 
 
+def outward(frame: FrameType | None) -> Iterator[FrameType]:
+    """`frame` and those that called it, innermost first."""
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
 def log_stacks() -> None:
     """One line a thread: its name and its stack, innermost frame first."""
     names = thread_names()
     for ident, frame in sorted(sys._current_frames().items()):
-        frames = reversed(traceback.extract_stack(frame))
-        stack = " <- ".join(f"{f.filename}:{f.lineno} in {f.name}" for f in frames)
+        stack = " <- ".join(where(f) for f in outward(frame))
         log.info("thread %s: %s", thread_label(ident, names), stack,
                  extra={"thread_name": names.get(ident, ""), "stack": stack})
 

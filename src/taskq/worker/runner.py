@@ -379,6 +379,7 @@ class Runner:
             token = bind(context)
             context.begin()
             claimed = False
+            error: BaseException | None = None
             try:
                 ended = self._ended(task, context, policy, fn(*args, **kwargs), keep)
                 if ended is None:
@@ -390,11 +391,10 @@ class Runner:
             # own) ends its run as a failure: escaping, it would end this thread with the
             # task still leased and renewed, and the worker one handler short.
             except BaseException as e:
-                outcome = failed(task, context, policy, e)
-                self._exit_if_forked(e)
+                error, outcome = e, failed(task, context, policy, e)
             finally:
                 unbind(token)
-            self._exit_if_forked(None)
+            self._exit_if_forked(error)
             if not self._report(outcome, claimed):
                 return  # given up on at its time limit: a new thread has taken its place
 
