@@ -10,7 +10,7 @@ from specs.ConcurrencyLimit import concurrency_groups, concurrency_limit
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
 from specs.Progress import progress
-from specs.RateLimit import queue_rate_limit, rate_limit
+from specs.RateLimit import queue_rate_limit, rate_declaration, rate_limit
 from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.Shards import shards
@@ -676,6 +676,22 @@ CHECKS: tuple[Check, ...] = (
         # Removed, the name's limit still holds its tasks back to their old slots.
         expect=Expect.violated("NothingWaitsForARemovedLimit", depth=5),
         tlc=TLC(distinct=111, generated=147, depth=5, left=78),
+    ),
+    Check(
+        spec="RateLimit/RateDeclaration.tla",
+        config="RateLimit/RateDeclaration.cfg",
+        build=rate_declaration.model,
+        # Two deploys declaring different limits, each worker leasing or stopping.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=6160, generated=17473, depth=13, left=0),
+    ),
+    Check(
+        spec="RateLimit/RateDeclarationEveryLease.tla",
+        config="RateLimit/RateDeclarationEveryLease.cfg",
+        build=rate_declaration.every_lease_model,
+        # A worker of each deploy leases once: the second releases the first's line.
+        expect=Expect.violated("NoThrash", depth=3),
+        tlc=TLC(distinct=12, generated=12, depth=3, left=9),
     ),
     Check(
         spec="ConcurrencyLimit/ConcurrencyLimit.tla",

@@ -7,7 +7,9 @@ cancelled in the end, the log passes tracecheck, lease order included, and after
 step each limit's next slot is at most one spacing after the last slot a task waits
 for (RateLimit.tla's NoGhostSlot), and only waiting tasks hold slots. A redeploy may
 change "slow"'s rate between steps, releasing its line, or remove its limit, lifted as
-a starting worker lifts it (QueueRateLimit.tla's Raise and Remove)."""
+a starting worker lifts it (QueueRateLimit.tla's Raise and Remove). Two deploys declaring
+different limits lease side by side, their workers stopping and starting
+(RateDeclaration.tla)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import Event, events, no_ghost_slots
+from taskq import registry
 from taskq.broker import Broker, NewTask
 from taskq.rates import QUEUE_LIMIT, RateLimit
+from taskq.registry import Presence
 from taskq.tools.tracecheck import read_log, validate
 
 # (starts a second, burst): spacings of 20, 10 and 5 ms.
@@ -183,3 +187,101 @@ def nothing_waits_for_a_removed_limit(broker: Broker, limits: tuple[RateLimit, .
 
 def seq_of(event: Event) -> int:
     return int(event.id.split("-")[0])
+
+
+# Steps of two deploys leasing side by side: a lease by the older (0) or the newer (1),
+# time passing, enqueues, and the older's worker stopping or starting again.
+SIDE_BY_SIDE = st.one_of(
+    st.tuples(st.just("enqueue"), st.integers(1, 6)),
+    st.tuples(st.just("lease"), st.integers(0, 1)),
+    st.tuples(st.just("wait"), st.integers(0, 25)),
+    st.tuples(st.just("stop"), st.integers(0, 1)),
+    st.tuples(st.just("start"), st.integers(0, 1)),
+)
+
+
+@settings(max_examples=25, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=st.lists(SIDE_BY_SIDE, max_size=20))
+def test_two_deploys_side_by_side_apply_one_limit_and_release_only_after_a_stop(
+    client: redis.Redis, steps: list[tuple[str, int]]
+) -> None:
+    side_by_side(client, steps)
+
+
+def test_a_deferral_and_a_release_after_a_stop_are_checked_in_every_run(
+    client: redis.Redis,
+) -> None:
+    """A fixed run through the same checks, whatever Hypothesis happens to draw."""
+    steps = [("enqueue", 4), ("lease", 0), ("lease", 1), ("stop", 0), ("lease", 1),
+             ("start", 0), ("lease", 0), ("wait", 25), ("lease", 0)]
+    assert side_by_side(client, steps) == (3, 1)
+
+
+def side_by_side(client: redis.Redis, steps: list[tuple[str, int]]) -> tuple[int, int]:
+    """RateDeclaration.tla on the real broker: two registered workers, one of a deploy
+    declaring "slow" at 50/s, the other at 100/s with a burst of 2, leasing in any
+    order, either stopping and starting again. Each lease applies the limit stored
+    (its own, or the holder's, which the reply then names), the stored limit changes
+    only once its holder's record is gone (NoThrash), and nothing is lost. Returns how
+    many leases deferred and how many released a line."""
+    broker = Broker(client, f"r-{uuid.uuid4().hex[:10]}")
+    deploys = ((RateLimit("slow", 50.0, 1),), (RateLimit("slow", 100.0, 2),))
+    workers = ("older", "newer")
+    up = [True, True]
+    for w in workers:
+        registry.register(broker, Presence(w, "host", 1, [broker.queue], 1, ["slow"], "t"),
+                          in_hand=0, ttl=30)
+    sent = releases = stops = deferrals = 0
+    for op, n in steps:
+        if op == "enqueue":
+            broker.enqueue_many([NewTask(f"t{sent + i}", name="slow") for i in range(n)])
+            sent += n
+        elif op == "lease":
+            before = stored_limit(broker)
+            holder_up = before[2] in workers and up[workers.index(before[2])]
+            broker.rate_limits = deploys[n]
+            own = (deploys[n][0].interval_us, deploys[n][0].burst)
+            batch = broker.lease_many(workers[n], 30, 4)
+            broker.ack_many([(t.task_id, t.token) for t in batch.tasks])
+            after = stored_limit(broker)
+            if before[:2] == (0, 0):  # stored once a lease looks at a task of "slow"
+                assert after in (before, (*own, workers[n])) and batch.held == ()
+            elif before[:2] == own or not holder_up or before[2] == workers[n]:
+                assert (after, batch.held) == ((*own, workers[n]), ())
+                releases += before[:2] != own
+            else:  # deferred: the holder's limit applied, and said so
+                assert after == before
+                assert [(h.interval_us, h.burst, h.holder) for h in batch.held] == [before]
+                deferrals += 1
+        elif op in ("stop", "start") and up[n] == (op == "stop"):
+            up[n] = op == "start"
+            if op == "stop":
+                registry.unregister(broker, workers[n])
+                stops += 1
+            else:
+                registry.register(broker, Presence(workers[n], "host", 1, [broker.queue], 1,
+                                                   ["slow"], "t"), in_hand=0, ttl=30)
+        else:
+            time.sleep(n / 1000)
+        broker.promote()
+        no_ghost_slots(broker)
+        assert releases <= stops  # NoThrash
+    deadline = time.monotonic() + 10
+    while broker.counts() != type(broker.counts())(0, 0, 0, 0):
+        assert time.monotonic() < deadline, broker.counts()
+        broker.ack_many([(t.task_id, t.token) for t in broker.lease_many("newer", 30, 10).tasks])
+        time.sleep(0.002)
+        broker.promote()
+    log = events(client, broker.keys)
+    assert {e.task for e in log if e.type == "completed"} == {f"t{i}" for i in range(sent)}
+    report = validate(read_log(client, broker.keys.events))
+    assert report.ok, report.violations[:5]
+    return deferrals, releases
+
+
+def stored_limit(broker: Broker) -> tuple[int, int, str]:
+    """"slow"'s spacing, burst and holder as Redis holds them: (0, 0, "") before any."""
+    interval, burst, by = broker.client.hmget(broker.keys.rates, "slow|interval",
+                                              "slow|burst", "slow|by")
+    return int(interval or 0), int(burst or 0), by or ""

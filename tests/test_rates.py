@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ON_CLUSTER
 from helpers import (
+    Event,
     assert_refused_unchanged,
     assert_refused_while_overwritten,
     events,
@@ -20,14 +21,15 @@ from helpers import (
     record_of,
     wait_past,
 )
-from taskq import App
+from taskq import App, registry
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
-from taskq.results import Lifted
+from taskq.registry import Presence
+from taskq.results import HeldLimit, Lifted
 from taskq.settings import Settings
 from taskq.snapshot import take_snapshot
-from waiting import WorkerProcesses, wait_until, worker_env
+from waiting import WorkerProcesses, pid_of, wait_until, worker_env
 
 pytestmark = pytest.mark.processes
 
@@ -312,6 +314,97 @@ class TestLease:
     def test_a_lease_without_the_limit_is_not_held_back(self, broker: Broker) -> None:
         broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
         assert len(leased(broker)) == 3
+
+
+def registered(broker: Broker, worker_id: str) -> str:
+    """`worker_id`, registered on the broker's queue as a live worker."""
+    registry.register(broker, Presence(worker_id, "host", 1, [broker.queue], 1, ["slow"],
+                                       "test"), in_hand=0, ttl=30)
+    return worker_id
+
+
+def rescheduled(broker: Broker) -> int:
+    return sum(e.type == "rescheduled" for e in events(broker.client, broker.keys))
+
+
+class TestTwoDeploys:
+    """Two deploys declaring different limits for one task, side by side (a rolling
+    deploy that changes the rate): RateDeclaration.tla."""
+
+    def test_the_newer_applies_the_limit_a_live_worker_of_the_older_holds_and_says_so(
+        self, broker: Broker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        old, new = registered(broker, "old"), registered(broker, "new")
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        hour_us = 3_600_000_000
+        for turn in range(20):  # each deploy leasing in turn, as both keep running
+            limited(broker, 100) if turn % 2 == 0 else limited(broker, 1 / 3600)
+            batch = broker.lease_many(new if turn % 2 == 0 else old, 30, 10)
+            assert batch.tasks == []
+            assert batch.held == ((HeldLimit("slow", hour_us, 1, old),) if turn % 2 == 0
+                                  else ())
+        # No release: the four wait for their slots an hour apart, as the older declares.
+        assert rescheduled(broker) == 0
+        assert sorted(round(hours_away(broker, f"s{i}")) for i in range(1, 5)) == [1, 2, 3, 4]
+        warned = [r.getMessage() for r in caplog.records if "another deploy" in r.message]
+        assert len(warned) == 1, warned
+        assert "task 'slow'" in warned[0] and "every 3600000000 us, burst 1" in warned[0]
+        assert "every 10000 us, burst 1" in warned[0] and "'old'" in warned[0]
+
+    def test_once_the_older_deploys_worker_stops_the_newers_limit_applies_for_good(
+        self, broker: Broker
+    ) -> None:
+        old, new = registered(broker, "old"), registered(broker, "new")
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
+        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        registry.unregister(broker, old)
+        limited(broker, 100)
+        assert broker.lease_many(new, 30, 10).held == ()
+        assert rescheduled(broker) == 4  # the line released, once
+        registered(broker, old)  # a worker of the older deploy still leasing after
+        for turn in range(10):
+            limited(broker, 1 / 3600) if turn % 2 == 0 else limited(broker, 100)
+            broker.promote()
+            broker.lease_many(old if turn % 2 == 0 else new, 30, 10)
+            wait_past(0.011)
+        assert rescheduled(broker) == 4
+        # Every waiting task went at the newer spacing: none is an hour away.
+        assert all(hours_away(broker, f"s{i}") < 0.01 for i in range(1, 5)
+                   if record_of(broker, f"s{i}").state == "delayed")
+
+    @pytest.mark.parametrize(("interval", "burst"), [("nan", "1"), ("3600000000", "0"),
+                                                     ("1e400", "1"), ("864000000000", "1")])
+    def test_a_held_limit_written_out_of_range_by_hand_is_not_applied(
+        self, broker: Broker, interval: str, burst: str
+    ) -> None:
+        old = registered(broker, "old")
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        broker.client.hset(broker.keys.rates, mapping={"slow|interval": interval,
+                                                       "slow|burst": burst})
+        limited(broker, 100)
+        broker.enqueue("s3", name="slow")  # a task for the lease to apply the limit to
+        assert broker.lease_many("new", 30, 10).held == ()
+        assert broker.client.hmget(broker.keys.rates, "slow|interval", "slow|burst",
+                                   "slow|by") == ["10000", "1", "new"]
+
+    def test_a_crashed_holders_limit_gives_way_once_its_record_expires(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        old = registered(broker, "old")
+        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        limited(broker, 100)
+        assert broker.lease_many("new", 30, 10).held != ()
+        broker.client.pexpire(broker.keys.worker(old), 1)  # its lease of life runs out
+        wait_until(lambda: not broker.client.exists(broker.keys.worker(old)))
+        assert broker.lease_many("new", 30, 10).held == ()
+        assert rescheduled(broker) == 2
 
 
 class TestLift:
@@ -805,3 +898,61 @@ def test_workers_together_never_start_a_limited_task_faster_than_its_rate(
     """Three worker processes drain 60 tasks limited to 20 a second."""
     tasks = [NewTask(f"r{i:02}", name="slow", payload={"n": i}) for i in range(60)]
     drain_at_twenty_a_second(tmp_path, settings, queue, ledger_path, RATE_APP, tasks)
+
+
+FASTER_APP = '''
+import taskq
+
+app = taskq.App()
+
+@app.task("slow", rate_limit="40/s", rate_burst=2)
+def slow(n: int) -> None:
+    pass
+'''
+
+
+def test_a_rolling_deploy_keeps_the_old_rate_until_its_worker_stops_then_takes_the_new(
+    tmp_path: Path, settings: Settings, queue: Broker, ledger_path: Path
+) -> None:
+    """A worker of the old deploy (20/s) and one of the new (40/s, burst 2) drain side by
+    side: the new one applies the old limit, says so once, and no line is released; once
+    the old worker stops, the new limit applies."""
+    (tmp_path / "limited_app.py").write_text(RATE_APP)
+    (tmp_path / "faster_app.py").write_text(FASTER_APP)
+    workers = WorkerProcesses(tmp_path, worker_env(settings.redis_url, queue.queue, ledger_path,
+                                                   PYTHONPATH=str(tmp_path)))
+
+    def log() -> list[Event]:
+        return events(queue.client, queue.keys)
+
+    def drained() -> bool:
+        return queue.counts() == type(queue.counts())(0, 0, 0, 0)
+
+    try:
+        old = workers.start("--app", "limited_app:app", "--concurrency", "4")
+        queue.enqueue("first", name="slow", payload={"n": 0})
+        wait_until(lambda: any(e.type == "completed" for e in log()), 20, "the old's start")
+        new = workers.start("--app", "faster_app:app", "--concurrency", "4")
+        wait_until(lambda: queue.client.zcard(queue.keys.workers) == 2, 20, "both registered")
+        queue.enqueue_many([NewTask(f"a{i:02}", name="slow", payload={"n": i})
+                            for i in range(40)])
+        wait_until(drained, 30, "the drain side by side")
+        old.terminate()
+        assert old.wait(20) == 0
+        queue.enqueue_many([NewTask(f"b{i:02}", name="slow", payload={"n": i})
+                            for i in range(40)])
+        wait_until(drained, 30, "the drain after the old stopped")
+    finally:
+        workers.stop_all()
+    both = [int(e.fields["ts"]) for e in log() if e.type == "leased" and e.task[0] == "a"]
+    after = [int(e.fields["ts"]) for e in log() if e.type == "leased" and e.task[0] == "b"]
+    assert (len(both), len(after)) == (40, 40)
+    busiest = max(sum(1 for t in both if s <= t < s + 1000) for s in both)
+    assert busiest <= 21, (busiest, workers.logs())  # the old limit, side by side
+    assert not any(e.type == "rescheduled" for e in log()), workers.logs()
+    held = [line for line in workers.log(new).splitlines() if "another deploy" in line]
+    assert len(held) == 1 and "every 50000 us, burst 1" in held[0], workers.logs()
+    # After the stop, the new limit is stored, held by the new worker.
+    stored = queue.client.hmget(queue.keys.rates, "slow|interval", "slow|burst", "slow|by")
+    assert stored[:2] == ["25000", "2"], stored
+    assert pid_of(stored[2]) == new.pid

@@ -2,7 +2,9 @@
 the limit holding however late a throttled task is leased, and the shortest trace that
 catches each mutant, the first design's kept slot among them. QueueRateLimit, the name's
 and the queue's limits together with the name's rate raised or its limit removed: what
-it reaches, and the trace that catches each mutant."""
+it reaches, and the trace that catches each mutant. RateDeclaration, two deploys that
+declare different limits for one task: each lease applies one of them, and the line is
+released only once the holder's worker stops."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from specs.catalog import ROOT
 from specs.RateLimit import queue_rate_limit as qrl
+from specs.RateLimit import rate_declaration as rd
 from specs.RateLimit import rate_limit as rl
 from specs.tlacheck import Model, Result, check
 from specs.tlacheck import cfg as cfgs
@@ -49,6 +52,7 @@ for walked in ("RateLimit.cfg", "RateLimit_Late.cfg", "RateLimit_Cancel.cfg",
     walk("RateLimit.tla", walked)
 for walked in ("QueueRateLimit.cfg", "QueueRateLimit_Remove.cfg"):
     walk("QueueRateLimit.tla", walked)
+walk("RateDeclaration.tla", "RateDeclaration.cfg")
 
 
 def steps(config: str) -> AbstractSet[Step]:
@@ -358,3 +362,41 @@ class TestQueueRateLimit:
         # Task 3 held queue slot 4, ahead of task 4's 6; it now waits behind it, for 8.
         assert (before.slot[3]["queue"], last.slot[3]["queue"]) == (4, 8)
         assert (before.runAt[3], last.runAt[3]) == (0, 6)
+
+
+DeclarationStep = tuple[rd.State, str, rd.State]
+
+
+class TestRateDeclaration:
+    def steps(self) -> AbstractSet[DeclarationStep]:
+        return spec_runs.steps("RateDeclaration.tla", "RateDeclaration.cfg")
+
+    def test_its_figures_match_tlcs(self) -> None:
+        found = result("RateDeclaration.tla", "RateDeclaration.cfg")
+        assert found.ok
+        assert figures(found) == (6160, 17473, 13, 0)
+
+    def test_a_lease_defers_only_while_the_holder_is_up(self) -> None:
+        kinds = {label.rsplit("/", 1)[-1] for _, label, _ in self.steps() if "/" in label}
+        assert kinds == {"own", "defers", "releases"}
+        for s, label, _ in self.steps():
+            if label.endswith("/defers"):
+                assert s.up[s.holder] and s.stored != rd.NONE
+
+    def test_a_line_is_released_only_after_its_holder_stopped(self) -> None:
+        releasing = [(s, t) for s, label, t in self.steps() if label.endswith("/releases")]
+        assert releasing
+        assert all(not s.up[s.holder] for s, _ in releasing)
+        # At most one release per stop of a holder: three, the last worker never released.
+        assert max(t.releases for _, t in releasing) == 3
+
+    def test_the_mutant_releases_the_first_deploys_line_at_the_second_ones_first_lease(
+        self,
+    ) -> None:
+        found = result("RateDeclarationEveryLease.tla", "RateDeclarationEveryLease.cfg")
+        assert found.violation is not None
+        assert found.violation.name == "NoThrash"
+        assert figures(found) == (12, 12, 3, 9)
+        assert actions(found) == ["EveryLease(w=1)/own", "EveryLease(w=3)/releases"]
+        last = found.violation.trace[-1].state
+        assert (last.stored, last.holder, last.releases, last.stops) == (2, 3, 1, 0)

@@ -166,6 +166,8 @@ class Broker:
         self.rate_limits: tuple[RateLimit, ...] = ()
         self.concurrency_limits: tuple[ConcurrencyLimit, ...] = ()
         self._limit_args_for: tuple[object, list[Any]] = (None, [0])
+        # The limits another deploy was found to hold (see _leased), each warned of once.
+        self._held_warned: set[tuple[str, int, int]] = set()
 
     @classmethod
     def from_settings(cls, settings: Settings, queue: str | None = None,
@@ -291,7 +293,7 @@ class Broker:
         with (self._unanswered.errors("lease tasks", worker_id, args[5], lease_seconds)
               if request_id is None else redis_errors("lease tasks")):
             reply = self.scripts.lease(keys=keys, args=args)
-        return LeaseBatch.from_reply(reply)
+        return self._leased(reply)
 
     def wait_and_lease(
         self, worker_id: str, lease_seconds: float, count: int, timeout: float
@@ -308,7 +310,7 @@ class Broker:
         with self._unanswered.errors("lease tasks", worker_id, args[5], lease_seconds):
             reply = self.transport.wait_then_run(self.keys.wake, timeout,
                                                  self.scripts.lease.script, keys, args)
-        return None if reply is None else LeaseBatch.from_reply(reply)
+        return None if reply is None else self._leased(reply)
 
     def give_back_unanswered(self) -> None:
         """Replay each lease call of this broker that may have run unanswered, and
@@ -348,6 +350,27 @@ class Broker:
         keys = [k.ready, k.leased, k.delayed, k.events, k.seq, k.epoch, k.wake, k.rates]
         return keys, [k.prefix, worker_id, lease_ms, count, self.events_retention, request_id,
                       *self._limit_args()]
+
+    def _leased(self, reply: list[Any]) -> LeaseBatch:
+        """A lease reply read, each rate limit another deploy holds warned of once."""
+        batch = LeaseBatch.from_reply(reply)
+        for held in batch.held:
+            seen = (held.name, held.interval_us, held.burst)
+            if seen in self._held_warned:
+                continue
+            self._held_warned.add(seen)
+            own = next((r for r in self.rate_limits if r.name == held.name), None)
+            whose = ("the queue's rate limit" if held.name == QUEUE_LIMIT
+                     else f"task {held.name!r}'s rate limit")
+            log.warning(
+                "queue %r: %s is applied as another deploy declares it (a start every "
+                "%d us, burst %d), not as this worker's app does (%s), while that "
+                "deploy's worker %r runs: once its workers stop, this one's applies. "
+                "Declare one limit in every deploy, or stop the old workers first",
+                self.queue, whose, held.interval_us, held.burst,
+                f"every {own.interval_us} us, burst {own.burst}" if own else "no limit",
+                held.holder)
+        return batch
 
     def _limit_args(self) -> list[Any]:
         """lease.lua's limits: how many names, then (name, interval_us, burst, max) for
@@ -445,8 +468,8 @@ class Broker:
             if isinstance(leased, Exception):
                 raise leased
         if isinstance(acks, Exception):
-            return broker_error("mark a task completed", acks), LeaseBatch.from_reply(leased)
-        return [int(r) == 1 for r in acks], LeaseBatch.from_reply(leased)
+            return broker_error("mark a task completed", acks), self._leased(leased)
+        return [int(r) == 1 for r in acks], self._leased(leased)
 
     def _ack_call(self, held: Sequence[tuple[str, int]], results: Sequence[str | None] | None,
                   cut: bool = False) -> tuple[list[str], list[Any]]:

@@ -253,15 +253,31 @@ class LeasedTask:
 
 
 @dataclass(frozen=True)
+class HeldLimit:
+    """A rate limit a lease applied as stored, not as its caller declared it: a live
+    worker of another deploy stored it and still applies it (see lua/lease.lua's
+    cursor), so every worker applies one rate until that deploy's workers stop."""
+
+    name: str  # the task name, or QUEUE_LIMIT for the queue's own
+    interval_us: int
+    burst: int
+    holder: str  # the worker id whose lease last applied it as its own
+
+    __repr__ = brief_repr
+
+
+@dataclass(frozen=True)
 class LeaseBatch:
     """Tasks leased by one call, and how long until something may become due."""
 
     tasks: list[LeasedTask]
     wait_seconds: float | None
+    held: tuple[HeldLimit, ...] = ()
 
     @classmethod
     def from_reply(cls, reply: list[Any]) -> LeaseBatch:
-        """The lease script's reply: n, wait_ms, then six fields per leased task."""
+        """The lease script's reply: n, wait_ms, six fields per leased task, then four
+        per limit applied as another worker holds it."""
         n, wait_ms = int(reply[0]), int(reply[1])
         tasks = [
             LeasedTask(
@@ -274,7 +290,12 @@ class LeaseBatch:
             )
             for i in range(2, 2 + 6 * n, 6)
         ]
-        return cls(tasks, None if wait_ms < 0 else wait_ms / 1000)
+        held = tuple(
+            HeldLimit(name=text(reply[i]), interval_us=int(reply[i + 1]),
+                      burst=int(reply[i + 2]), holder=text(reply[i + 3]))
+            for i in range(2 + 6 * n, len(reply) - 3, 4)
+        )
+        return cls(tasks, None if wait_ms < 0 else wait_ms / 1000, held)
 
 
 @dataclass(frozen=True)

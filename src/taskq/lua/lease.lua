@@ -15,8 +15,9 @@
   KEYS[8] rates   HASH    <name> -> the rate limit's theoretical start time (us), moved
                           by starts only; <name>|next -> the next slot a throttled task
                           waits for (us); <name>|interval and <name>|burst -> the
-                          spacing (us) and burst they were set at (no task name holds
-                          a '|')
+                          spacing (us) and burst they were set at; <name>|by -> the
+                          worker whose lease last applied them as its own (no task
+                          name holds a '|')
   ARGV[1] prefix          queue key prefix; task and request keys, and the limits'
                           (holding:, parked:, reserved:, released:...), derive from it
   ARGV[2] worker          worker id
@@ -34,16 +35,19 @@
   ARGV[10] burst          starts let through at once (1 to 10000)
   ARGV[11] max            most of its runs holding leases at once (1 to 10000), or 0:
                           no concurrency limit
-  Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...}: n leased
-           tasks of six fields each; wait_ms = ms until the next delayed task is due or
-           the next lease expires when fewer than count were leased, else -1 (-1 too
-           when nothing is scheduled); an argument out of its range, or a key of
-           another type where a leased, parked or throttled task would go, is an error,
-           and nothing is written; but a task's keyed concurrency group is known only
-           once the task is popped, as are the places a task whose limit this call
-           does not apply gives its slot back to: of another type, that task and those
-           popped after it go back to their ready list in their order, the call ends
-           there (wait_ms 0), and it is an error if the call had leased none
+  Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...,
+           name, interval_us, burst, worker, ...}: n leased tasks of six fields each,
+           then four for each limit this call applied as stored rather than as
+           declared, another live worker holding it (see cursor); wait_ms = ms until
+           the next delayed task is due or the next lease expires when fewer than
+           count were leased, else -1 (-1 too when nothing is scheduled); an
+           argument out of its range, or a key of another type where a leased, parked
+           or throttled task would go, is an error, and nothing is written; but a
+           task's keyed concurrency group is known only once the task is popped, as
+           are the places a task whose limit this call does not apply gives its slot
+           back to: of another type, that task and those popped after it go back to
+           their ready list in their order, the call ends there (wait_ms 0), and it
+           is an error if the call had leased none
   Emits:   leased (one per task); throttled (state delayed, `limit` task, queue or
            both: which refused) for each rate-limited task that may not start yet: it
            waits on delayed for a slot (the record's rate_slot), and is not counted
@@ -65,7 +69,8 @@
   A throttled task that leaves the line (it starts, or is throttled again once a start
   took its slot) gives back its slot (see _rates); one throttled again before its slot
   keeps it (see admitted). The first call after a redeploy that changed a rate releases
-  that limit's line (see release_lines).
+  that limit's line (see release_lines), unless a live worker of the deploy before
+  still applies the old one (see cursor).
 
   Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
   parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
@@ -232,20 +237,50 @@ local reparked = {}
 -- HMGET by release_lines before any task is looked at.
 local stored_cursors = {}
 
--- Whether `name`'s limit was stored (`stored`: its start, next, interval and burst as
--- read) with another spacing or burst than this call's: declared anew by a redeploy.
+-- Whether `name`'s limit was stored (`stored`: its start, next, interval, burst and
+-- holder as read) with another spacing or burst than this call's: declared anew.
 local function changed(name, stored)
   local was_interval, was_burst = tonumber(stored[3]), tonumber(stored[4])
   return (was_interval and was_interval > 0 and was_interval ~= limits[name].interval)
     or (was_burst and was_burst ~= limits[name].burst) or false
 end
 
+-- Limits this call applies as stored, not as declared (see cursor): {name, interval,
+-- burst, holder} each, for the reply.
+local deferred = {}
+
+-- Whether `name`'s limit, declared otherwise in this call, is still applied by the live
+-- worker that stored it: a deploy before this one, whose workers have not all stopped.
+-- Then this call applies the stored limit too, and releases nothing: two deploys that
+-- both kept their own would release each other's line at every lease, rescheduling
+-- every waiting task again and again at a rate neither declared (RateDeclaration.tla's
+-- NoThrash; its mutant RateDeclarationEveryLease is the design without this). Once
+-- that worker's record is gone (stopped, or expired a lease after a crash), the next
+-- call stores its own and releases the line (TakesOverFromTheStopped).
+-- (A spacing or burst out of a lease's range, written by hand, is no limit to apply.)
+local function held_by_another(stored)
+  local by = stored[5]
+  local interval, burst = stored_whole(stored[3], 0), stored_whole(stored[4], 0)
+  return by and by ~= worker and interval >= 1 and interval <= LIMITS.interval_us
+    and burst >= 1 and burst <= LIMITS.burst
+    and redis.call('EXISTS', prefix .. 'worker:' .. by) == 1
+end
+
 local function cursor(name)
   local c = cursors[name]
   if not c then
     local stored = stored_cursors[name]
+    if changed(name, stored) and held_by_another(stored) then
+      local held = {interval = stored_whole(stored[3], 0), burst = stored_whole(stored[4], 0)}
+      limits[name] = held
+      deferred[#deferred + 1] = {name, stored[3], stored[4], stored[5]}
+      c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
+           interval = held.interval, burst = held.burst, by = stored[5]}
+      cursors[name] = c
+      return c
+    end
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
-         interval = limits[name].interval, burst = limits[name].burst}
+         interval = limits[name].interval, burst = limits[name].burst, by = worker}
     -- Declared anew with another rate: the start cursor, ahead at the old spacing, is
     -- put as far ahead at the new one, and the line of throttled tasks is released
     -- (see release_lines): a limit raised from one an hour to a hundred a second holds
@@ -294,13 +329,14 @@ local function release_lines()
   for name in pairs(limits) do
     names[#names + 1] = name
     local n = #fields
-    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] =
-      name, name .. '|next', name .. '|interval', name .. '|burst'
+    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4], fields[n + 5] =
+      name, name .. '|next', name .. '|interval', name .. '|burst', name .. '|by'
   end
   local stored = call_chunked('HMGET', rates_key, fields)
   for i, name in ipairs(names) do
-    local at = 4 * (i - 1)
-    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4]}
+    local at = 5 * (i - 1)
+    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4],
+                            stored[at + 5]}
     if changed(name, stored_cursors[name]) then cursor(name) end
     -- In the order of the slots they held (ZPOPMIN's): promoted and checked again in
     -- that order, they take the new spacing's slots in their old order.
@@ -539,7 +575,10 @@ end
 for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
     integer_text(c.next), name .. '|interval', integer_text(c.interval),
-    name .. '|burst', integer_text(c.burst))
+    name .. '|burst', integer_text(c.burst), name .. '|by', c.by)
+end
+for _, held in ipairs(deferred) do
+  for _, value in ipairs(held) do reply[#reply + 1] = value end
 end
 if #scores > 0 then
   call_chunked('ZADD', leased_key, scores)
