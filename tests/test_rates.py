@@ -24,7 +24,7 @@ from helpers import (
 from taskq import App, registry
 from taskq.broker import Broker, NewTask
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
-from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate
+from taskq.rates import QUEUE_LIMIT, RateLimit, parse_rate, spacing_text
 from taskq.registry import Presence
 from taskq.results import HeldLimit, Lifted
 from taskq.settings import Settings
@@ -69,6 +69,16 @@ class TestDeclaration:
     def test_a_burst_outside_its_range_is_refused(self, burst: object) -> None:
         with pytest.raises(ConfigError, match="rate_burst"):
             parse_rate("t", "1/s", burst)
+
+    @pytest.mark.parametrize(("text", "burst", "shown"), [
+        ("20/s", 1, "20/s, burst 1"), ("1000000/s", 2, "1,000,000/s, burst 2"),
+        ("30/m", 1, "30/m, burst 1"), ("1/h", 3, "1/h, burst 3"), ("500/h", 1, "8.33/m, burst 1"),
+        ("3/s", 1, "3/s, burst 1")])
+    def test_a_stored_spacing_reads_as_the_rate_it_keeps(
+        self, text: str, burst: int, shown: str
+    ) -> None:
+        limit = parse_rate("t", text, burst)
+        assert spacing_text(limit.interval_us, limit.burst) == shown
 
     def test_the_apps_limits_are_those_of_its_tasks(self, app: App) -> None:
         app.task("limited", rate_limit="10/s", rate_burst=3)(lambda: None)
@@ -350,8 +360,8 @@ class TestTwoDeploys:
         assert sorted(round(hours_away(broker, f"s{i}")) for i in range(1, 5)) == [1, 2, 3, 4]
         warned = [r.getMessage() for r in caplog.records if "another deploy" in r.message]
         assert len(warned) == 1, warned
-        assert "task 'slow'" in warned[0] and "every 3600000000 us, burst 1" in warned[0]
-        assert "every 10000 us, burst 1" in warned[0] and "'old'" in warned[0]
+        assert "task 'slow'" in warned[0] and "(1/h, burst 1)" in warned[0]
+        assert "(100/s, burst 1)" in warned[0] and "'old'" in warned[0]
 
     def test_once_the_older_deploys_worker_stops_the_newers_limit_applies_for_good(
         self, broker: Broker
@@ -951,7 +961,7 @@ def test_a_rolling_deploy_keeps_the_old_rate_until_its_worker_stops_then_takes_t
     assert busiest <= 21, (busiest, workers.logs())  # the old limit, side by side
     assert not any(e.type == "rescheduled" for e in log()), workers.logs()
     held = [line for line in workers.log(new).splitlines() if "another deploy" in line]
-    assert len(held) == 1 and "every 50000 us, burst 1" in held[0], workers.logs()
+    assert len(held) == 1 and "(20/s, burst 1)" in held[0], workers.logs()
     # After the stop, the new limit is stored, held by the new worker.
     stored = queue.client.hmget(queue.keys.rates, "slow|interval", "slow|burst", "slow|by")
     assert stored[:2] == ["25000", "2"], stored

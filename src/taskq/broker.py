@@ -74,7 +74,7 @@ from taskq.limits import (
     shown,
     to_ms,
 )
-from taskq.rates import QUEUE_LIMIT, RateLimit
+from taskq.rates import QUEUE_LIMIT, RateLimit, spacing_text
 from taskq.results import (
     SIMULATE_TASK,
     Cancellation,
@@ -363,13 +363,13 @@ class Broker:
             whose = ("the queue's rate limit" if held.name == QUEUE_LIMIT
                      else f"task {held.name!r}'s rate limit")
             log.warning(
-                "queue %r: %s is applied as another deploy declares it (a start every "
-                "%d us, burst %d), not as this worker's app does (%s), while that "
-                "deploy's worker %r runs: once its workers stop, this one's applies. "
-                "Declare one limit in every deploy, or stop the old workers first",
-                self.queue, whose, held.interval_us, held.burst,
-                f"every {own.interval_us} us, burst {own.burst}" if own else "no limit",
-                held.holder)
+                "queue %r: %s is applied as another deploy declares it (%s), not as "
+                "this worker's app does (%s), while that deploy's worker %s runs: once "
+                "its workers stop, this one's applies. Declare one limit in every "
+                "deploy, or stop the old workers first", self.queue, whose,
+                spacing_text(held.interval_us, held.burst),
+                spacing_text(own.interval_us, own.burst) if own else "no limit",
+                shown(held.holder))
         return batch
 
     def _limit_args(self) -> list[Any]:

@@ -66,3 +66,14 @@ def parse_rate(name: str, text: object, burst: object = 1, owner: str = "") -> R
         raise ConfigError(f"{owner}: rate_burst must be a whole number from 1 to "
                           f"{MAX_BURST}, not {shown(burst)}")
     return RateLimit(name, per_second, burst)
+
+
+def spacing_text(interval_us: int, burst: int) -> str:
+    """A stored limit as a person reads it: "20/s, burst 1", "30/m, burst 2", in the
+    largest unit that counts at least one start (a spacing rounded up reads a hair under
+    its rate, so to three significant digits)."""
+    per_second = 1_000_000 / interval_us
+    unit = next((u for u in ("s", "m") if per_second * UNITS[u] >= 1), "h")
+    starts = per_second * UNITS[unit]
+    return f"{starts:,.0f}/{unit}, burst {burst}" if starts >= 100 else \
+        f"{starts:.3g}/{unit}, burst {burst}"
