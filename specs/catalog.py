@@ -683,7 +683,7 @@ CHECKS: tuple[Check, ...] = (
         build=rate_declaration.model,
         # Two deploys declaring different limits, each worker leasing or stopping.
         expect=Expect.holds(),
-        tlc=TLC(distinct=6160, generated=17473, depth=13, left=0),
+        tlc=TLC(distinct=7440, generated=20673, depth=13, left=0),
     ),
     Check(
         spec="RateLimit/RateDeclarationEveryLease.tla",
@@ -692,6 +692,14 @@ CHECKS: tuple[Check, ...] = (
         # A worker of each deploy leases once: the second releases the first's line.
         expect=Expect.violated("NoThrash", depth=3),
         tlc=TLC(distinct=12, generated=12, depth=3, left=9),
+    ),
+    Check(
+        spec="RateLimit/RateDeclarationLastHolder.tla",
+        config="RateLimit/RateDeclarationLastHolder.cfg",
+        build=rate_declaration.last_holder_model,
+        # Two old workers apply it, the last one stops: the new one takes over early.
+        expect=Expect.property_violated("KeepsARunningDeploysLimit", depth=5),
+        tlc=TLC(distinct=237, generated=389, depth=5, left=176),
     ),
     Check(
         spec="ConcurrencyLimit/ConcurrencyLimit.tla",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from typing import ClassVar
 
 import pytest
 import redis
@@ -189,14 +190,14 @@ def seq_of(event: Event) -> int:
     return int(event.id.split("-")[0])
 
 
-# Steps of two deploys leasing side by side: a lease by the older (0) or the newer (1),
-# time passing, enqueues, and the older's worker stopping or starting again.
+# Steps of two deploys leasing side by side: a lease by a worker of the newer (0) or of
+# the older (1, 2), time passing, enqueues, and a worker stopping or starting again.
 SIDE_BY_SIDE = st.one_of(
     st.tuples(st.just("enqueue"), st.integers(1, 6)),
-    st.tuples(st.just("lease"), st.integers(0, 1)),
+    st.tuples(st.just("lease"), st.integers(0, 2)),
     st.tuples(st.just("wait"), st.integers(0, 25)),
-    st.tuples(st.just("stop"), st.integers(0, 1)),
-    st.tuples(st.just("start"), st.integers(0, 1)),
+    st.tuples(st.just("stop"), st.integers(0, 2)),
+    st.tuples(st.just("start"), st.integers(0, 2)),
 )
 
 
@@ -213,75 +214,106 @@ def test_a_deferral_and_a_release_after_a_stop_are_checked_in_every_run(
     client: redis.Redis,
 ) -> None:
     """A fixed run through the same checks, whatever Hypothesis happens to draw."""
-    steps = [("enqueue", 4), ("lease", 0), ("lease", 1), ("stop", 0), ("lease", 1),
-             ("start", 0), ("lease", 0), ("wait", 25), ("lease", 0)]
-    assert side_by_side(client, steps) == (3, 1)
+    steps = [("enqueue", 4), ("lease", 1), ("enqueue", 1), ("lease", 2), ("lease", 0),
+             ("stop", 2), ("lease", 0), ("stop", 1), ("lease", 0), ("start", 1),
+             ("lease", 1), ("wait", 25), ("lease", 1)]
+    assert side_by_side(client, steps) == (4, 1)
 
 
 def side_by_side(client: redis.Redis, steps: list[tuple[str, int]]) -> tuple[int, int]:
-    """RateDeclaration.tla on the real broker: two registered workers, one of a deploy
-    declaring "slow" at 50/s, the other at 100/s with a burst of 2, leasing in any
-    order, either stopping and starting again. Each lease applies the limit stored
-    (its own, or the holder's, which the reply then names), the stored limit changes
-    only once its holder's record is gone (NoThrash), and nothing is lost. Returns how
-    many leases deferred and how many released a line."""
-    broker = Broker(client, f"r-{uuid.uuid4().hex[:10]}")
-    deploys = ((RateLimit("slow", 50.0, 1),), (RateLimit("slow", 100.0, 2),))
-    workers = ("older", "newer")
-    up = [True, True]
-    for w in workers:
-        registry.register(broker, Presence(w, "host", 1, [broker.queue], 1, ["slow"], "t"),
-                          in_hand=0, ttl=30)
-    sent = releases = stops = deferrals = 0
+    """RateDeclaration.tla on the real broker: three registered workers, two of a deploy
+    declaring "slow" at 50/s, one of another at 100/s with a burst of 2, leasing in any
+    order, any of them stopping and starting again. Each lease applies the limit stored
+    (its own, or that of a live holder, which the reply then names); the stored limit
+    changes only once every worker that applied it is gone (NoThrash,
+    KeepsARunningDeploysLimit), and nothing is lost. Returns how many leases deferred
+    and how many released a line."""
+    fleet = Fleet(Broker(client, f"r-{uuid.uuid4().hex[:10]}"))
+    sent = 0
     for op, n in steps:
+        w = sorted(fleet.up)[n % len(fleet.up)]
         if op == "enqueue":
-            broker.enqueue_many([NewTask(f"t{sent + i}", name="slow") for i in range(n)])
+            fleet.broker.enqueue_many([NewTask(f"t{sent + i}", name="slow") for i in range(n)])
             sent += n
         elif op == "lease":
-            before = stored_limit(broker)
-            holder_up = before[2] in workers and up[workers.index(before[2])]
-            broker.rate_limits = deploys[n]
-            own = (deploys[n][0].interval_us, deploys[n][0].burst)
-            batch = broker.lease_many(workers[n], 30, 4)
-            broker.ack_many([(t.task_id, t.token) for t in batch.tasks])
-            after = stored_limit(broker)
-            if before[:2] == (0, 0):  # stored once a lease looks at a task of "slow"
-                assert after in (before, (*own, workers[n])) and batch.held == ()
-            elif before[:2] == own or not holder_up or before[2] == workers[n]:
-                assert (after, batch.held) == ((*own, workers[n]), ())
-                releases += before[:2] != own
-            else:  # deferred: the holder's limit applied, and said so
-                assert after == before
-                assert [(h.interval_us, h.burst, h.holder) for h in batch.held] == [before]
-                deferrals += 1
-        elif op in ("stop", "start") and up[n] == (op == "stop"):
-            up[n] = op == "start"
-            if op == "stop":
-                registry.unregister(broker, workers[n])
-                stops += 1
-            else:
-                registry.register(broker, Presence(workers[n], "host", 1, [broker.queue], 1,
-                                                   ["slow"], "t"), in_hand=0, ttl=30)
+            fleet.lease(w)
+        elif op in ("stop", "start") and fleet.up[w] == (op == "stop"):
+            fleet.stop(w) if op == "stop" else fleet.start(w)
         else:
             time.sleep(n / 1000)
-        broker.promote()
-        no_ghost_slots(broker)
-        assert releases <= stops  # NoThrash
+        fleet.broker.promote()
+        no_ghost_slots(fleet.broker)
+        assert fleet.releases <= fleet.stops  # NoThrash
+    broker = fleet.broker
     deadline = time.monotonic() + 10
     while broker.counts() != type(broker.counts())(0, 0, 0, 0):
         assert time.monotonic() < deadline, broker.counts()
-        broker.ack_many([(t.task_id, t.token) for t in broker.lease_many("newer", 30, 10).tasks])
+        broker.ack_many([(t.task_id, t.token) for t in broker.lease_many("new-1", 30, 10).tasks])
         time.sleep(0.002)
         broker.promote()
     log = events(client, broker.keys)
     assert {e.task for e in log if e.type == "completed"} == {f"t{i}" for i in range(sent)}
     report = validate(read_log(client, broker.keys.events))
     assert report.ok, report.violations[:5]
-    return deferrals, releases
+    return fleet.deferrals, fleet.releases
 
 
-def stored_limit(broker: Broker) -> tuple[int, int, str]:
-    """"slow"'s spacing, burst and holder as Redis holds them: (0, 0, "") before any."""
-    interval, burst, by = broker.client.hmget(broker.keys.rates, "slow|interval",
-                                              "slow|burst", "slow|by")
-    return int(interval or 0), int(burst or 0), by or ""
+class Fleet:
+    """The workers of two deploys on one queue, and the model's view of them: which are
+    up, and which applied the stored limit as their own (its holders)."""
+
+    DECLARED: ClassVar[dict[str, RateLimit]] = {
+        "new-1": RateLimit("slow", 100.0, 2), "old-1": RateLimit("slow", 50.0, 1),
+        "old-2": RateLimit("slow", 50.0, 1)}
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.up = dict.fromkeys(self.DECLARED, False)
+        self.holders: set[str] = set()
+        self.releases = self.stops = self.deferrals = 0
+        for w in self.DECLARED:
+            self.start(w)
+
+    def start(self, w: str) -> None:
+        registry.register(self.broker, Presence(w, "host", 1, [self.broker.queue], 1,
+                                                ["slow"], "t"), in_hand=0, ttl=30)
+        self.up[w] = True
+
+    def stop(self, w: str) -> None:
+        registry.unregister(self.broker, w)
+        self.up[w] = False
+        self.stops += 1
+
+    def lease(self, w: str) -> None:
+        broker, declared = self.broker, self.DECLARED[w]
+        before, own = stored_limit(broker), (declared.interval_us, declared.burst)
+        looks = broker.counts().ready > 0  # at a task of "slow", applying its limit
+        held_by = {h for h in self.holders if h != w and self.up[h]}
+        broker.rate_limits = (declared,)
+        batch = broker.lease_many(w, 30, 4)
+        broker.ack_many([(t.task_id, t.token) for t in batch.tasks])
+        after = stored_limit(broker)
+        if before == (0, 0):
+            assert (after, batch.held) == ((own if looks else before), ())
+            self.holders |= {w} if looks else set()
+        elif before != own and held_by:  # deferred: the stored limit applied, and said
+            assert after == before
+            assert [(h.interval_us, h.burst) for h in batch.held] == [before]
+            assert batch.held[0].holder in held_by
+            self.deferrals += 1
+        elif before != own:  # every holder gone: its own stored, the line released
+            assert (after, batch.held) == (own, ())
+            self.holders = {w}
+            self.releases += 1
+        else:
+            assert (after, batch.held) == (own, ())
+            self.holders |= {w} if looks else set()
+        # Redis forgets only holders whose record is gone.
+        kept = set(broker.client.zrange(broker.keys.holders("slow"), 0, -1))
+        assert kept <= self.holders and {h for h in self.holders if self.up[h]} <= kept
+
+
+def stored_limit(broker: Broker) -> tuple[int, int]:
+    """"slow"'s spacing and burst as Redis holds them: (0, 0) before any."""
+    interval, burst = broker.client.hmget(broker.keys.rates, "slow|interval", "slow|burst")
+    return int(interval or 0), int(burst or 0)

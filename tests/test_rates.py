@@ -399,8 +399,34 @@ class TestTwoDeploys:
         limited(broker, 100)
         broker.enqueue("s3", name="slow")  # a task for the lease to apply the limit to
         assert broker.lease_many("new", 30, 10).held == ()
-        assert broker.client.hmget(broker.keys.rates, "slow|interval", "slow|burst",
-                                   "slow|by") == ["10000", "1", "new"]
+        assert broker.client.hmget(broker.keys.rates, "slow|interval", "slow|burst") == [
+            "10000", "1"]
+        assert "new" in broker.client.zrange(broker.keys.holders("slow"), 0, -1)
+
+    def test_the_older_limit_holds_until_every_worker_that_applied_it_has_stopped(
+        self, broker: Broker
+    ) -> None:
+        first, second = registered(broker, "old-1"), registered(broker, "old-2")
+        new, later = registered(broker, "new-1"), registered(broker, "new-2")
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
+        assert [t.task_id for t in broker.lease_many(first, 30, 10).tasks] == ["s0"]
+        broker.enqueue("s4", name="slow")
+        assert broker.lease_many(second, 30, 10).tasks == []  # second applies it too
+        registry.unregister(broker, second)  # the last to apply it stops; first runs on
+        limited(broker, 100)
+        assert [h.holder for h in broker.lease_many(new, 30, 10).held] == [first]
+        assert rescheduled(broker) == 0
+        registry.unregister(broker, first)
+        assert broker.lease_many(new, 30, 10).held == ()  # every old one stopped: taken over
+        assert rescheduled(broker) == 4
+        broker.enqueue("s5", name="slow")
+        broker.lease_many(later, 30, 10)  # the other new worker applies it too
+        registry.unregister(broker, new)  # the taker stops, the other runs on
+        limited(broker, 1 / 3600)
+        old = registered(broker, "old-3")  # a worker of the old deploy, still starting
+        assert [h.holder for h in broker.lease_many(old, 30, 10).held] == [later]
+        assert rescheduled(broker) == 4  # not taken back
 
     def test_a_crashed_holders_limit_gives_way_once_its_record_expires(
         self, broker: Broker
@@ -963,6 +989,7 @@ def test_a_rolling_deploy_keeps_the_old_rate_until_its_worker_stops_then_takes_t
     held = [line for line in workers.log(new).splitlines() if "another deploy" in line]
     assert len(held) == 1 and "(20/s, burst 1)" in held[0], workers.logs()
     # After the stop, the new limit is stored, held by the new worker.
-    stored = queue.client.hmget(queue.keys.rates, "slow|interval", "slow|burst", "slow|by")
-    assert stored[:2] == ["25000", "2"], stored
-    assert pid_of(stored[2]) == new.pid
+    stored = queue.client.hmget(queue.keys.rates, "slow|interval", "slow|burst")
+    assert stored == ["25000", "2"], stored
+    holders = queue.client.zrange(queue.keys.holders("slow"), 0, -1)
+    assert [pid_of(h) for h in holders] == [new.pid]

@@ -124,7 +124,7 @@ class TestCatalogue:
             "PriorityLowestFirst", "PriorityRetryLosesPriority", "PriorityReleaseToBack",
             "RateLimitCheckThenTake", "RateLimitNoWait", "RateLimitKeptSlot",
             "RateLimitGhostSlot", "RateLimitReleaseKeepsNext", "QueueRateLimitRetake",
-            "QueueRateLimitKeepLine", "RateDeclarationEveryLease",
+            "QueueRateLimitKeepLine", "RateDeclarationEveryLease", "RateDeclarationLastHolder",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
             "ConcurrencyGroupsNoSweep",
             "ShardsRouteById", "ShardsFixedOrder", "ShardsKeyLeftUnbound", "ProgressNoFence",

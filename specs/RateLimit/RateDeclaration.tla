@@ -4,28 +4,33 @@
 (* side (a rolling deploy that changes the rate): which declaration each  *)
 (* lease applies, in lua/lease.lua's cursor().                            *)
 (*                                                                         *)
-(* Workers 1..OLDER declare the old limit (1), OLDER+1..OLDER+NEWER the new one   *)
-(* (2). Redis keeps the declaration the limit was stored with (`stored`,  *)
-(* its `<name>|interval` and `<name>|burst`; 0 before any) and the worker *)
-(* whose lease stored or last applied it (`holder`, `<name>|by`).          *)
+(* Workers 1..OLDER declare the old limit (1), OLDER+1..OLDER+NEWER the    *)
+(* new one (2). Redis keeps the declaration the limit was stored with      *)
+(* (`stored`, its `<name>|interval` and `<name>|burst`; 0 before any), the *)
+(* workers whose leases applied it as their own since (`holders`, the      *)
+(* ZSET `holders:<name>`), and the last of them (`last`).                  *)
 (*   Lease(w)  a lease by w that applies the limit (one atomic step, up   *)
 (*             to LEASES each). Its own declaration stored, or none yet:  *)
-(*             it applies its own and becomes the holder. Another stored, *)
-(*             whose holder is up (its worker record exists) and is not w:*)
-(*             it defers, applying the stored one and changing nothing.   *)
-(*             Another stored whose holder is down: it stores its own and *)
-(*             releases the waiting line (`releases`), whose tasks are    *)
-(*             checked again at the new rate (RateLimit's Release).        *)
+(*             it applies its own and joins the holders. Another stored,  *)
+(*             a holder up (its worker record exists): it defers,         *)
+(*             applying the stored one and changing nothing. Another      *)
+(*             stored and every holder down: it stores its own, is the    *)
+(*             only holder, and releases the waiting line (`releases`),   *)
+(*             whose tasks are checked again at the new rate (RateLimit's *)
+(*             Release).                                                  *)
 (*   Stop(w)   w stops (its record deleted, or expired after a crash).    *)
 (*                                                                         *)
 (* NoThrash: every release follows a stop, so two deploys that both keep  *)
-(* leasing never release each other's line; TakesOverFromTheStopped: a    *)
-(* stopped worker's declaration holds no lease back, so the newer deploy  *)
-(* governs once the older one's workers stop. Every lease applies the     *)
-(* stored declaration, so the queue runs at one rate at a time, which     *)
-(* RateLimit's NeverOverRate then bounds.                                 *)
+(* leasing never release each other's line. KeepsARunningDeploysLimit: no *)
+(* release while a worker that applied the stored limit still runs, so a  *)
+(* rolling deploy keeps the old limit until every old worker that applied *)
+(* it has stopped. TakesOverFromTheStopped: with every holder stopped, a  *)
+(* stored declaration holds no lease back. Every lease applies the stored *)
+(* declaration, so the queue runs at one rate at a time, which RateLimit's *)
+(* NeverOverRate then bounds.                                             *)
 (*                                                                         *)
-(* RateDeclaration.cfg: all hold. Mutant: RateDeclarationEveryLease.tla.  *)
+(* RateDeclaration.cfg: all hold. Mutants: RateDeclarationEveryLease.tla  *)
+(* (no holders), RateDeclarationLastHolder.tla (the last holder only).    *)
 (* Python transcription: rate_declaration.py.                             *)
 (***************************************************************************)
 EXTENDS Naturals
@@ -38,13 +43,14 @@ Workers == 1..(OLDER + NEWER)
 NONE == 0
 Declared(w) == IF w <= OLDER THEN 1 ELSE 2
 
-VARIABLES stored, holder, up, leases, releases, stops
+VARIABLES stored, holders, last, up, leases, releases, stops
 
-vars == <<stored, holder, up, leases, releases, stops>>
+vars == <<stored, holders, last, up, leases, releases, stops>>
 
 TypeOK ==
     /\ stored \in {NONE, 1, 2}
-    /\ holder \in {NONE} \cup Workers
+    /\ holders \subseteq Workers
+    /\ last \in {NONE} \cup Workers
     /\ up \in [Workers -> BOOLEAN]
     /\ leases \in [Workers -> 0..LEASES]
     /\ releases \in Nat
@@ -52,14 +58,15 @@ TypeOK ==
 
 Init ==
     /\ stored = NONE
-    /\ holder = NONE
+    /\ holders = {}
+    /\ last = NONE
     /\ up = [w \in Workers |-> TRUE]
     /\ leases = [w \in Workers |-> 0]
     /\ releases = 0
     /\ stops = 0
 
-\* Holds(w): another worker's declaration is stored and that worker is up.
-Holds(w) == holder # NONE /\ holder # w /\ up[holder]
+\* Holds(w): a worker other than w that applied the stored declaration is up.
+Holds(w) == \E h \in holders : h # w /\ up[h]
 
 \* A lease by w; `defers`: whether it applies a stored declaration not its own.
 LeaseWith(w, defers) ==
@@ -68,12 +75,14 @@ LeaseWith(w, defers) ==
     /\ leases' = [leases EXCEPT ![w] = @ + 1]
     /\ IF stored \in {NONE, Declared(w)}
           THEN /\ stored' = Declared(w)
-               /\ holder' = w
+               /\ holders' = holders \cup {w}
+               /\ last' = w
                /\ UNCHANGED releases
        ELSE IF defers
-          THEN UNCHANGED <<stored, holder, releases>>
+          THEN UNCHANGED <<stored, holders, last, releases>>
        ELSE /\ stored' = Declared(w)
-            /\ holder' = w
+            /\ holders' = {w}
+            /\ last' = w
             /\ releases' = releases + 1
     /\ UNCHANGED <<up, stops>>
 
@@ -83,7 +92,7 @@ Stop(w) ==
     /\ up[w]
     /\ up' = [up EXCEPT ![w] = FALSE]
     /\ stops' = stops + 1
-    /\ UNCHANGED <<stored, holder, leases, releases>>
+    /\ UNCHANGED <<stored, holders, last, leases, releases>>
 
 Next ==
     \/ \E w \in Workers : Lease(w)
@@ -93,12 +102,16 @@ Spec == Init /\ [][Next]_vars
 
 NoThrash == releases <= stops
 
-\* A lease by a worker whose declaration is not stored, the holder down: it takes over.
+\* No release while a worker that applied the stored declaration runs.
+KeepsARunningDeploysLimit ==
+    [][releases' > releases => \A h \in holders : ~up[h]]_vars
+
+\* A lease by a worker whose declaration is not stored, every holder down: it takes over.
 TakesOverFromTheStopped ==
     [][\A w \in Workers :
           (/\ leases'[w] = leases[w] + 1
            /\ stored \notin {NONE, Declared(w)}
-           /\ ~up[holder])
+           /\ \A h \in holders : ~up[h])
           => stored' = Declared(w)]_vars
 
 =============================================================================

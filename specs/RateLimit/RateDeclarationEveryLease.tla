@@ -1,6 +1,6 @@
 ----------------------- MODULE RateDeclarationEveryLease -----------------------
 (***************************************************************************)
-(* Mutant of RateDeclaration, taskq before the holder: every lease whose   *)
+(* Mutant of RateDeclaration, taskq before holders: every lease whose      *)
 (* declaration differs from the stored one stores its own and releases    *)
 (* the line. Two deploys that both keep leasing release each other's line *)
 (* at every lease, each waiting task rescheduled again and again, and the *)

@@ -3,18 +3,21 @@ r"""Python transcription of RateDeclaration.tla and its mutant.
 TLA+                              taskq                                 Python
 --------------------------------  ------------------------------------  ---------------------
 Init                              no limit stored, every worker up      initial(c)
-Holds(w)                          the stored limit's holder (`<name>|   holds(s, w)
-                                  by`) is another worker, up
+Holds(w)                          another worker that applied the       holds(s, w)
+                                  stored limit (`holders:<name>`) is up
 LeaseWith(w, defers), Lease(w)    lease.lua's cursor() looking at the   lease_with, lease:
                                   limit                                 /own, /defers,
                                                                         /releases
 Stop(w)                           a worker's record deleted or expired  stop(c, s)
 Next                              NEXT, tried in that order
 TypeOK, NoThrash                  the INVARIANTS table, under the TLA+ names
-TakesOverFromTheStopped           a StepProperty
+KeepsARunningDeploysLimit,        StepProperties
+TakesOverFromTheStopped
 
 RateDeclarationEveryLease.tla     every lease with another declaration  every_lease,
                                   stores its own and releases the line  EVERY_LEASE_NEXT
+RateDeclarationLastHolder.tla     a lease defers to the last holder     last_holder_lease,
+                                  only                                  LAST_HOLDER_NEXT
 
 Each \E w is a loop in ascending order and Next's disjuncts are tried in the order
 written, which is TLC's order.
@@ -36,7 +39,8 @@ NONE = 0
 class State(NamedTuple):
     # Field names are the TLA+ variable names, so that traces read like TLC's.
     stored: int
-    holder: int
+    holders: frozenset[int]
+    last: int
     up: Fn[int, bool]
     leases: Fn[int, int]
     releases: int
@@ -65,13 +69,23 @@ class Constants:
 
 
 def initial(c: Constants) -> State:
-    return State(stored=NONE, holder=NONE, up=Fn.const(c.workers, True),
+    return State(stored=NONE, holders=frozenset(), last=NONE, up=Fn.const(c.workers, True),
                  leases=Fn.const(c.workers, 0), releases=0, stops=0)
 
 
 def holds(s: State, w: int) -> bool:
-    """Holds(w): another worker's declaration is stored and that worker is up."""
-    return s.holder not in (NONE, w) and s.up[s.holder]
+    """Holds(w): a worker other than w that applied the stored declaration is up."""
+    return any(h != w and s.up[h] for h in s.holders)
+
+
+def last_holds(s: State, w: int) -> bool:
+    """The LastHolder mutant's deferral: the last worker to apply it is up."""
+    return s.last not in (NONE, w) and s.up[s.last]
+
+
+def all_down(s: State) -> bool:
+    r"""\A h \in holders : ~up[h]."""
+    return all(not s.up[h] for h in s.holders)
 
 
 Action = Callable[[Constants, State], Iterator[Transition[State]]]
@@ -87,18 +101,21 @@ def lease_with(name: str, defers: Callable[[State, int], bool]) -> Action:
             leased = s._replace(leases=s.leases.except_(w, s.leases[w] + 1))
             label = f"{name}(w={w})"
             if s.stored in (NONE, c.declared(w)):
-                yield f"{label}/own", leased._replace(stored=c.declared(w), holder=w)
+                yield f"{label}/own", leased._replace(
+                    stored=c.declared(w), holders=s.holders | {w}, last=w)
             elif defers(s, w):
                 yield f"{label}/defers", leased
             else:
                 yield f"{label}/releases", leased._replace(
-                    stored=c.declared(w), holder=w, releases=s.releases + 1)
+                    stored=c.declared(w), holders=frozenset({w}), last=w,
+                    releases=s.releases + 1)
 
     return action
 
 
 lease = lease_with("Lease", holds)
 every_lease = lease_with("EveryLease", lambda s, w: False)
+last_holder_lease = lease_with("LastHolderLease", last_holds)
 
 
 def stop(c: Constants, s: State) -> Iterator[Transition[State]]:
@@ -110,27 +127,34 @@ def stop(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 NEXT: tuple[Action, ...] = (lease, stop)
 EVERY_LEASE_NEXT: tuple[Action, ...] = (every_lease, stop)
+LAST_HOLDER_NEXT: tuple[Action, ...] = (last_holder_lease, stop)
 
 
 def type_ok(c: Constants, s: State) -> bool:
     return (
-        s.stored in (NONE, 1, 2) and (s.holder == NONE or s.holder in c.workers)
+        s.stored in (NONE, 1, 2) and s.holders <= set(c.workers)
+        and (s.last == NONE or s.last in c.workers)
         and set(s.up) == set(c.workers) and set(s.leases) == set(c.workers)
         and all(0 <= n <= c.leases for n in s.leases.values())
         and s.releases >= 0 and s.stops >= 0
     )  # fmt: skip
 
 
+def keeps_a_running_deploys_limit(s: State, _: str, t: State) -> bool:
+    """KeepsARunningDeploysLimit: no release while a holder is up."""
+    return t.releases <= s.releases or all_down(s)
+
+
 def takes_over_from_the_stopped(c: Constants) -> Callable[[State, str, State], bool]:
-    """TakesOverFromTheStopped: a lease by a worker whose declaration is not stored, the
-    holder down, stores its own."""
+    """TakesOverFromTheStopped: a lease by a worker whose declaration is not stored,
+    every holder down, stores its own."""
 
     def holds_on(s: State, _: str, t: State) -> bool:
         return all(
             t.stored == c.declared(w)
             for w in c.workers
             if t.leases[w] == s.leases[w] + 1 and s.stored not in (NONE, c.declared(w))
-            and not s.up[s.holder]
+            and all_down(s)
         )  # fmt: skip
 
     return holds_on
@@ -144,8 +168,12 @@ def invariants(c: Constants) -> dict[str, Callable[[State], bool]]:
 
 
 def properties(c: Constants) -> dict[str, Property[State]]:
-    return {"TakesOverFromTheStopped": StepProperty(
-        "TakesOverFromTheStopped", takes_over_from_the_stopped(c))}
+    return {
+        "KeepsARunningDeploysLimit": StepProperty("KeepsARunningDeploysLimit",
+                                                  keeps_a_running_deploys_limit),
+        "TakesOverFromTheStopped": StepProperty("TakesOverFromTheStopped",
+                                                takes_over_from_the_stopped(c)),
+    }
 
 
 def model(cfg: cfgs.Config) -> Model[State]:
@@ -154,6 +182,10 @@ def model(cfg: cfgs.Config) -> Model[State]:
 
 def every_lease_model(cfg: cfgs.Config) -> Model[State]:
     return _model("RateDeclarationEveryLease", EVERY_LEASE_NEXT, cfg)
+
+
+def last_holder_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("RateDeclarationLastHolder", LAST_HOLDER_NEXT, cfg)
 
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:

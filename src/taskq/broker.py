@@ -361,12 +361,12 @@ class Broker:
             self._held_warned.add(seen)
             own = next((r for r in self.rate_limits if r.name == held.name), None)
             whose = ("the queue's rate limit" if held.name == QUEUE_LIMIT
-                     else f"task {held.name!r}'s rate limit")
+                     else f"the rate limit of task {held.name!r}")
             log.warning(
                 "queue %r: %s is applied as another deploy declares it (%s), not as "
-                "this worker's app does (%s), while that deploy's worker %s runs: once "
-                "its workers stop, this one's applies. Declare one limit in every "
-                "deploy, or stop the old workers first", self.queue, whose,
+                "this worker's app does (%s), while a worker that applied it runs (%s "
+                "among them): once they stop, this one's applies. Declare one limit in "
+                "every deploy, or stop the old workers first", self.queue, whose,
                 spacing_text(held.interval_us, held.burst),
                 spacing_text(own.interval_us, own.burst) if own else "no limit",
                 shown(held.holder))

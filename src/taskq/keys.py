@@ -249,6 +249,12 @@ class QueueKeys:
         task name, or taskq.rates.QUEUE_LIMIT): see lua/_rates.lua."""
         return f"{self.prefix}reserved:{limit}"
 
+    def holders(self, limit: str) -> str:
+        """The workers whose leases applied a rate limit as stored, as their own (a ZSET:
+        worker id -> ms): while one lives, a lease declaring it otherwise applies it as
+        stored (see lua/lease.lua's live_holder)."""
+        return f"{self.prefix}holders:{limit}"
+
     @property
     def leased(self) -> str:
         return self.prefix + "leased"

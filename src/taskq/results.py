@@ -254,14 +254,14 @@ class LeasedTask:
 
 @dataclass(frozen=True)
 class HeldLimit:
-    """A rate limit a lease applied as stored, not as its caller declared it: a live
-    worker of another deploy stored it and still applies it (see lua/lease.lua's
-    cursor), so every worker applies one rate until that deploy's workers stop."""
+    """A rate limit a lease applied as stored, not as its caller declared it: a worker
+    of another deploy that applied it as its own still runs (see lua/lease.lua's
+    live_holder), so every worker applies one rate until that deploy's workers stop."""
 
     name: str  # the task name, or QUEUE_LIMIT for the queue's own
     interval_us: int
     burst: int
-    holder: str  # the worker id whose lease last applied it as its own
+    holder: str  # the id of a live worker that applied it as its own
 
     __repr__ = brief_repr
 

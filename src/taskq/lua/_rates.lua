@@ -27,6 +27,13 @@ local function released_key(prefix, limit)
   return prefix .. 'released:' .. limit
 end
 
+-- The workers whose leases applied `limit`'s stored rate as their own since it was
+-- stored (a ZSET: worker id -> when it last did, ms): its holders (see lease.lua's
+-- live_holder).
+local function holders_key(prefix, limit)
+  return prefix .. 'holders:' .. limit
+end
+
 -- Makes each of `due` ({task id, limit name}, in the order of the slots they held) due
 -- again, to be checked by the limits in force: a millisecond apart, after every task an
 -- earlier release made due (`released_at`), so that a line released over several calls

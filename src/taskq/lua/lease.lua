@@ -15,11 +15,12 @@
   KEYS[8] rates   HASH    <name> -> the rate limit's theoretical start time (us), moved
                           by starts only; <name>|next -> the next slot a throttled task
                           waits for (us); <name>|interval and <name>|burst -> the
-                          spacing (us) and burst they were set at; <name>|by -> the
-                          worker whose lease last applied them as its own (no task
-                          name holds a '|')
+                          spacing (us) and burst they were set at (no task name
+                          holds a '|'); the workers whose leases applied them as
+                          their own since are kept on holders:<name> (see cursor)
   ARGV[1] prefix          queue key prefix; task and request keys, and the limits'
-                          (holding:, parked:, reserved:, released:...), derive from it
+                          (holding:, parked:, reserved:, released:, holders:...),
+                          derive from it
   ARGV[2] worker          worker id
   ARGV[3] lease_ms        lease length (1 to 604800000: a week)
   ARGV[4] count           most tasks to lease (1 to 10000), or 0: only replay the
@@ -166,6 +167,7 @@ if n_rates > 0 then
   for name in pairs(limits) do
     expect(reserved_key(prefix, name), 'zset')
     expect(released_key(prefix, name), 'zset')
+    expect(holders_key(prefix, name), 'zset')
   end
 end
 -- The keys a concurrency group's slots and waiting tasks are kept in; `typed` holds the
@@ -237,8 +239,8 @@ local reparked = {}
 -- HMGET by release_lines before any task is looked at.
 local stored_cursors = {}
 
--- Whether `name`'s limit was stored (`stored`: its start, next, interval, burst and
--- holder as read) with another spacing or burst than this call's: declared anew.
+-- Whether `name`'s limit was stored (`stored`: its start, next, interval and burst as
+-- read) with another spacing or burst than this call's: declared anew.
 local function changed(name, stored)
   local was_interval, was_burst = tonumber(stored[3]), tonumber(stored[4])
   return (was_interval and was_interval > 0 and was_interval ~= limits[name].interval)
@@ -249,38 +251,53 @@ end
 -- burst, holder} each, for the reply.
 local deferred = {}
 
--- Whether `name`'s limit, declared otherwise in this call, is still applied by the live
--- worker that stored it: a deploy before this one, whose workers have not all stopped.
--- Then this call applies the stored limit too, and releases nothing: two deploys that
--- both kept their own would release each other's line at every lease, rescheduling
--- every waiting task again and again at a rate neither declared (RateDeclaration.tla's
--- NoThrash; its mutant RateDeclarationEveryLease is the design without this). Once
--- that worker's record is gone (stopped, or expired a lease after a crash), the next
--- call stores its own and releases the line (TakesOverFromTheStopped).
--- (A spacing or burst out of a lease's range, written by hand, is no limit to apply.)
-local function held_by_another(stored)
-  local by = stored[5]
+local function alive(worker_id)
+  return redis.call('EXISTS', prefix .. 'worker:' .. worker_id) == 1
+end
+
+-- A live holder of `name`'s stored limit other than this call's worker, or nil: the
+-- latest first, those whose record is gone dropped on the way. While one lives, a call
+-- that declares the limit otherwise applies the stored one and releases nothing: two
+-- deploys that both kept their own would release each other's line at every lease,
+-- rescheduling every waiting task again and again at a rate neither declared
+-- (RateDeclaration.tla's NoThrash; mutant RateDeclarationEveryLease). Any holder, not
+-- only the last: a rolling deploy keeps the old limit until every old worker that
+-- applied it has stopped (KeepsARunningDeploysLimit; mutant RateDeclarationLastHolder,
+-- which switched at the first one's stop, and back). Once none lives (stopped, or a
+-- crashed one's record expired a lease later), the next call stores its own and
+-- releases the line (TakesOverFromTheStopped). A spacing or burst out of a lease's
+-- range, written by hand, is no limit to apply.
+local function live_holder(name, stored)
   local interval, burst = stored_whole(stored[3], 0), stored_whole(stored[4], 0)
-  return by and by ~= worker and interval >= 1 and interval <= LIMITS.interval_us
-    and burst >= 1 and burst <= LIMITS.burst
-    and redis.call('EXISTS', prefix .. 'worker:' .. by) == 1
+  if interval < 1 or interval > LIMITS.interval_us or burst < 1 or burst > LIMITS.burst then
+    return nil
+  end
+  local key = holders_key(prefix, name)
+  for _, holder in ipairs(redis.call('ZREVRANGE', key, 0, -1)) do
+    if holder ~= worker then
+      if alive(holder) then return holder end
+      redis.call('ZREM', key, holder)
+    end
+  end
+  return nil
 end
 
 local function cursor(name)
   local c = cursors[name]
   if not c then
     local stored = stored_cursors[name]
-    if changed(name, stored) and held_by_another(stored) then
+    local holder = changed(name, stored) and live_holder(name, stored)
+    if holder then
       local held = {interval = stored_whole(stored[3], 0), burst = stored_whole(stored[4], 0)}
       limits[name] = held
-      deferred[#deferred + 1] = {name, stored[3], stored[4], stored[5]}
+      deferred[#deferred + 1] = {name, stored[3], stored[4], holder}
       c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
-           interval = held.interval, burst = held.burst, by = stored[5]}
+           interval = held.interval, burst = held.burst}
       cursors[name] = c
       return c
     end
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
-         interval = limits[name].interval, burst = limits[name].burst, by = worker}
+         interval = limits[name].interval, burst = limits[name].burst, own = true}
     -- Declared anew with another rate: the start cursor, ahead at the old spacing, is
     -- put as far ahead at the new one, and the line of throttled tasks is released
     -- (see release_lines): a limit raised from one an hour to a hundred a second holds
@@ -295,6 +312,7 @@ local function cursor(name)
     end
     if changed(name, stored) then
       c.next = c.start
+      redis.call('DEL', holders_key(prefix, name))  -- they held the limit it replaces
       local line = reserved_key(prefix, name)
       if redis.call('EXISTS', line) == 1 then
         local released = released_key(prefix, name)
@@ -329,14 +347,13 @@ local function release_lines()
   for name in pairs(limits) do
     names[#names + 1] = name
     local n = #fields
-    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4], fields[n + 5] =
-      name, name .. '|next', name .. '|interval', name .. '|burst', name .. '|by'
+    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] =
+      name, name .. '|next', name .. '|interval', name .. '|burst'
   end
   local stored = call_chunked('HMGET', rates_key, fields)
   for i, name in ipairs(names) do
-    local at = 5 * (i - 1)
-    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4],
-                            stored[at + 5]}
+    local at = 4 * (i - 1)
+    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4]}
     if changed(name, stored_cursors[name]) then cursor(name) end
     -- In the order of the slots they held (ZPOPMIN's): promoted and checked again in
     -- that order, they take the new spacing's slots in their old order.
@@ -575,7 +592,15 @@ end
 for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
     integer_text(c.next), name .. '|interval', integer_text(c.interval),
-    name .. '|burst', integer_text(c.burst), name .. '|by', c.by)
+    name .. '|burst', integer_text(c.burst))
+  if c.own then
+    -- This worker holds the limit; the oldest holder is dropped if its record is gone,
+    -- so workers started and stopped over months leave no trail of ids.
+    local key = holders_key(prefix, name)
+    redis.call('ZADD', key, now_text, worker)
+    local oldest = redis.call('ZRANGE', key, 0, 0)[1]
+    if oldest and oldest ~= worker and not alive(oldest) then redis.call('ZREM', key, oldest) end
+  end
 end
 for _, held in ipairs(deferred) do
   for _, value in ipairs(held) do reply[#reply + 1] = value end
