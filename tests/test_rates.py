@@ -428,6 +428,25 @@ class TestTwoDeploys:
         assert [h.holder for h in broker.lease_many(old, 30, 10).held] == [later]
         assert rescheduled(broker) == 4  # not taken back
 
+    @pytest.mark.parametrize("dead", [0, 9, 10, 25])
+    def test_a_live_holder_behind_holders_long_gone_is_found_and_they_are_dropped(
+        self, broker: Broker, dead: int
+    ) -> None:
+        old = registered(broker, "old")
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        later = broker.server_time_ms() + 1
+        holders = broker.keys.holders("slow")
+        if dead:
+            broker.client.zadd(holders, {f"gone-{i}": later + i for i in range(dead)})
+        limited(broker, 100)
+        assert [h.holder for h in broker.lease_many("new", 30, 10).held] == [old]
+        assert broker.client.zrange(holders, 0, -1) == [old]
+        registry.unregister(broker, old)
+        assert broker.lease_many("new", 30, 10).held == ()
+        assert broker.client.zrange(holders, 0, -1) == ["new"]
+
     def test_a_crashed_holders_limit_gives_way_once_its_record_expires(
         self, broker: Broker
     ) -> None:

@@ -272,13 +272,19 @@ local function live_holder(name, stored)
   if interval < 1 or interval > LIMITS.interval_us or burst < 1 or burst > LIMITS.burst then
     return nil
   end
-  local key = holders_key(prefix, name)
-  for _, holder in ipairs(redis.call('ZREVRANGE', key, 0, -1)) do
-    if holder ~= worker then
-      if alive(holder) then return holder end
-      redis.call('ZREM', key, holder)
+  -- Ten at a time: a fleet's thousand holders cost one read while the latest lives.
+  local key, from = holders_key(prefix, name), 0
+  repeat
+    local page, dropped = redis.call('ZREVRANGE', key, from, from + 9), 0
+    for _, holder in ipairs(page) do
+      if holder ~= worker then
+        if alive(holder) then return holder end
+        redis.call('ZREM', key, holder)
+        dropped = dropped + 1
+      end
     end
-  end
+    from = from + #page - dropped
+  until #page < 10
   return nil
 end
 
