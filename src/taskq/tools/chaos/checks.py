@@ -410,14 +410,16 @@ def _results_check(queue: ChaosQueue, rows: list[tuple[int, dict[str, str]]],
 
 def fixed_keys(broker: Broker) -> set[str]:
     """One key per queue, or per task name with a limit (each name's slots and parked
-    tasks included): bounded by the app, not by the number of tasks. The workers
-    registry holds one entry per worker, and keeps a SIGKILLed worker's until the next
-    registration after it has expired."""
+    tasks included, and the workers that hold its rate limit): bounded by the app, not
+    by the number of tasks. The workers registry holds one entry per worker, and keeps
+    a SIGKILLed worker's until the next registration after it has expired; a rate
+    limit's holders keep a dead worker's until a lease drops it (see lua/lease.lua)."""
     k = broker.keys
     return {k.ready, k.leased, k.delayed, k.dlq, k.events, k.seq, k.epoch, k.stats, k.wake,
             k.workers,
             k.schedules, k.ready_levels, k.rates, k.limits, k.parked_names, k.parked_line,
             k.holding(LIMITED_TASK), k.parked(LIMITED_TASK), k.unparked(LIMITED_TASK),
+            k.holders(THROTTLED_TASK),
             *(k.ready_at(p) for p in range(PRIORITY.low, PRIORITY.high + 1))}
 
 
