@@ -447,6 +447,53 @@ class TestTwoDeploys:
         assert broker.lease_many("new", 30, 10).held == ()
         assert broker.client.zrange(holders, 0, -1) == ["new"]
 
+    def test_a_worker_that_meets_no_task_of_the_name_still_holds_its_deploys_limit(
+        self, broker: Broker
+    ) -> None:
+        first, idle = registered(broker, "old-1"), registered(broker, "old-2")
+        new, other = registered(broker, "new-1"), registered(broker, "new-2")
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        assert [t.task_id for t in broker.lease_many(first, 30, 10).tasks] == ["s0"]
+        assert broker.lease_many(idle, 30, 10).tasks == []  # no task of "slow" for it
+        registry.unregister(broker, first)
+        limited(broker, 60)
+        assert [h.holder for h in broker.lease_many(new, 30, 10).held] == [idle]
+        registry.unregister(broker, idle)
+        assert broker.lease_many(new, 30, 10).held == ()  # every old one gone
+        assert broker.lease_many(other, 30, 10).held == ()  # holds it too, no task met
+        registry.unregister(broker, new)
+        limited(broker, 1 / 3600)
+        late = registered(broker, "old-3")  # an old worker still starting
+        assert [h.holder for h in broker.lease_many(late, 30, 10).held] == [other]
+        assert rescheduled(broker) == 2  # released once, not taken back
+
+    def test_workers_restarted_under_their_ids_by_the_next_deploy_take_it_over(
+        self, broker: Broker
+    ) -> None:
+        ids = [registered(broker, "worker-0"), registered(broker, "worker-1")]
+        limited(broker, 1 / 3600)
+        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
+        for worker_id in ids:
+            broker.lease_many(worker_id, 30, 10)
+        limited(broker, 60)  # both restarted with the new limit, their records kept
+        assert [h.holder for h in broker.lease_many(ids[0], 30, 10).held] == [ids[1]]
+        assert broker.lease_many(ids[1], 30, 10).held == ()
+        assert broker.lease_many(ids[0], 30, 10).held == ()
+        assert broker.client.hget(broker.keys.rates, "slow|interval") == "16667"
+
+    def test_holders_that_come_and_go_beside_a_live_one_leave_no_trail(
+        self, broker: Broker
+    ) -> None:
+        limited(broker, 1 / 3600)
+        broker.enqueue("s0", name="slow")
+        broker.lease_many(registered(broker, "steady"), 30, 10)
+        for i in range(300):
+            broker.enqueue(f"b{i}", name="slow")  # met, and throttled
+            broker.lease_many(registered(broker, f"brief-{i}"), 30, 10)
+            registry.unregister(broker, f"brief-{i}")
+        assert broker.client.zcard(broker.keys.holders("slow")) <= 3
+
     def test_a_crashed_holders_limit_gives_way_once_its_record_expires(
         self, broker: Broker
     ) -> None:

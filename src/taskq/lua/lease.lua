@@ -273,19 +273,42 @@ local function live_holder(name, stored)
     return nil
   end
   -- Ten at a time: a fleet's thousand holders cost one read while the latest lives.
+  -- This worker among them held the stored limit before it declared another: a worker
+  -- restarted under its id by the next deploy, which no longer applies it.
   local key, from = holders_key(prefix, name), 0
+  redis.call('ZREM', key, worker)
   repeat
     local page, dropped = redis.call('ZREVRANGE', key, from, from + 9), 0
     for _, holder in ipairs(page) do
-      if holder ~= worker then
-        if alive(holder) then return holder end
-        redis.call('ZREM', key, holder)
-        dropped = dropped + 1
-      end
+      if alive(holder) then return holder end
+      redis.call('ZREM', key, holder)
+      dropped = dropped + 1
     end
     from = from + #page - dropped
   until #page < 10
   return nil
+end
+
+-- This worker holds `name`'s stored limit, applied as its own by this call, whether or
+-- not a task of it comes up: a worker that seldom meets one still keeps its deploy's
+-- limit. The three oldest holders but this one are looked at too: each dropped if its
+-- record is gone, else moved to the newest, so that holders gone over months of
+-- restarts leave no trail, live ones behind them or not.
+local holding = {}
+local function hold(name)
+  if holding[name] then return end
+  holding[name] = true
+  local key = holders_key(prefix, name)
+  redis.call('ZADD', key, now_text, worker)
+  for _, oldest in ipairs(redis.call('ZRANGE', key, 0, 2)) do
+    if oldest ~= worker then
+      if alive(oldest) then
+        redis.call('ZADD', key, now_text, oldest)
+      else
+        redis.call('ZREM', key, oldest)
+      end
+    end
+  end
 end
 
 local function cursor(name)
@@ -360,7 +383,11 @@ local function release_lines()
   for i, name in ipairs(names) do
     local at = 4 * (i - 1)
     stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4]}
-    if changed(name, stored_cursors[name]) then cursor(name) end
+    if changed(name, stored_cursors[name]) then
+      cursor(name)
+    elseif stored[at + 3] then
+      hold(name)
+    end
     -- In the order of the slots they held (ZPOPMIN's): promoted and checked again in
     -- that order, they take the new spacing's slots in their old order.
     local popped = redis.call('ZPOPMIN', released_key(prefix, name), RELEASE_LIMIT)
@@ -599,14 +626,7 @@ for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
     integer_text(c.next), name .. '|interval', integer_text(c.interval),
     name .. '|burst', integer_text(c.burst))
-  if c.own then
-    -- This worker holds the limit; the oldest holder is dropped if its record is gone,
-    -- so workers started and stopped over months leave no trail of ids.
-    local key = holders_key(prefix, name)
-    redis.call('ZADD', key, now_text, worker)
-    local oldest = redis.call('ZRANGE', key, 0, 0)[1]
-    if oldest and oldest ~= worker and not alive(oldest) then redis.call('ZREM', key, oldest) end
-  end
+  if c.own then hold(name) end
 end
 for _, held in ipairs(deferred) do
   for _, value in ipairs(held) do reply[#reply + 1] = value end
