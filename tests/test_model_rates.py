@@ -287,15 +287,14 @@ class Fleet:
     def lease(self, w: str) -> None:
         broker, declared = self.broker, self.DECLARED[w]
         before, own = stored_limit(broker), (declared.interval_us, declared.burst)
-        looks = broker.counts().ready > 0  # at a task of "slow"
         held_by = {h for h in self.holders if h != w and self.up[h]}
         broker.rate_limits = (declared,)
         batch = broker.lease_many(w, 30, 4)
         broker.ack_many([(t.task_id, t.token) for t in batch.tasks])
         after = stored_limit(broker)
-        if before == (0, 0):  # stored by the first lease that meets a task of "slow"
-            assert (after, batch.held) == ((own if looks else before), ())
-            self.holders |= {w} if looks else set()
+        if before == (0, 0):  # none stored yet: its own stored, a task met or not
+            assert (after, batch.held) == (own, ())
+            self.holders |= {w}
         elif before != own and held_by:  # deferred: the stored limit applied, and said
             assert after == before
             assert [(h.interval_us, h.burst) for h in batch.held] == [before]

@@ -494,6 +494,32 @@ class TestTwoDeploys:
             registry.unregister(broker, f"brief-{i}")
         assert broker.client.zcard(broker.keys.holders("slow")) <= 3
 
+    def test_a_lease_stores_and_holds_its_limit_before_any_task_of_the_name_comes(
+        self, broker: Broker
+    ) -> None:
+        old, new = registered(broker, "old"), registered(broker, "new")
+        limited(broker, 1 / 3600)
+        assert broker.lease_many(old, 30, 10).tasks == []  # nothing to lease at all
+        limited(broker, 60)
+        broker.enqueue("s0", name="slow")
+        assert [h.holder for h in broker.lease_many(new, 30, 10).held] == [old]
+
+    def test_holders_of_a_limit_an_older_taskq_overwrote_hold_nothing_of_it(
+        self, broker: Broker
+    ) -> None:
+        one, two = registered(broker, "new-1"), registered(broker, "new-2")
+        limited(broker, 2)
+        broker.enqueue("s0", name="slow")
+        for worker_id in (one, two):
+            broker.lease_many(worker_id, 30, 10)
+        # A worker of the taskq before holders stores its 1/s and keeps no holders.
+        broker.client.hset(broker.keys.rates, mapping={"slow|interval": "1000000",
+                                                       "slow|burst": "1"})
+        assert broker.lease_many(one, 30, 10).held == ()  # not deferred to new-2
+        assert broker.client.hmget(broker.keys.rates, "slow|interval", "slow|holders") == [
+            "500000", "500000/1"]
+        assert broker.client.zrange(broker.keys.holders("slow"), 0, -1) == [one]
+
     def test_a_crashed_holders_limit_gives_way_once_its_record_expires(
         self, broker: Broker
     ) -> None:

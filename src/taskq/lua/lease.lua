@@ -251,6 +251,12 @@ end
 -- burst, holder} each, for the reply.
 local deferred = {}
 
+-- The declaration the holders of a limit hold (`<name>|holders` in rates): its spacing
+-- and burst as stored.
+local function declaration(interval, burst)
+  return (interval or '') .. '/' .. (burst or '')
+end
+
 local function alive(worker_id)
   return redis.call('EXISTS', prefix .. 'worker:' .. worker_id) == 1
 end
@@ -276,6 +282,12 @@ local function live_holder(name, stored)
   -- This worker among them held the stored limit before it declared another: a worker
   -- restarted under its id by the next deploy, which no longer applies it.
   local key, from = holders_key(prefix, name), 0
+  -- Holders of another declaration than the stored one (an older taskq stored it,
+  -- which keeps no holders) hold nothing of it.
+  if stored[5] ~= declaration(stored[3], stored[4]) then
+    redis.call('DEL', key)
+    return nil
+  end
   redis.call('ZREM', key, worker)
   repeat
     local page, dropped = redis.call('ZREVRANGE', key, from, from + 9), 0
@@ -295,9 +307,11 @@ end
 -- record is gone, else moved to the newest, so that holders gone over months of
 -- restarts leave no trail, live ones behind them or not.
 local holding = {}
-local function hold(name)
+local function hold(name, stored)
   if holding[name] then return end
   holding[name] = true
+  local held = declaration(integer_text(limits[name].interval), integer_text(limits[name].burst))
+  if stored[5] ~= held then redis.call('HSET', rates_key, name .. '|holders', held) end
   local key = holders_key(prefix, name)
   redis.call('ZADD', key, now_text, worker)
   for _, oldest in ipairs(redis.call('ZRANGE', key, 0, 2)) do
@@ -376,17 +390,19 @@ local function release_lines()
   for name in pairs(limits) do
     names[#names + 1] = name
     local n = #fields
-    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] =
-      name, name .. '|next', name .. '|interval', name .. '|burst'
+    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4], fields[n + 5] =
+      name, name .. '|next', name .. '|interval', name .. '|burst', name .. '|holders'
   end
   local stored = call_chunked('HMGET', rates_key, fields)
   for i, name in ipairs(names) do
-    local at = 4 * (i - 1)
-    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4]}
-    if changed(name, stored_cursors[name]) then
+    local at = 5 * (i - 1)
+    stored_cursors[name] = {stored[at + 1], stored[at + 2], stored[at + 3], stored[at + 4],
+                            stored[at + 5]}
+    -- None stored yet: this call stores its own, a task met or not, and holds it.
+    if changed(name, stored_cursors[name]) or not stored[at + 3] then
       cursor(name)
-    elseif stored[at + 3] then
-      hold(name)
+    else
+      hold(name, stored_cursors[name])
     end
     -- In the order of the slots they held (ZPOPMIN's): promoted and checked again in
     -- that order, they take the new spacing's slots in their old order.
@@ -626,7 +642,7 @@ for name, c in pairs(cursors) do
   redis.call('HSET', rates_key, name, integer_text(c.start), name .. '|next',
     integer_text(c.next), name .. '|interval', integer_text(c.interval),
     name .. '|burst', integer_text(c.burst))
-  if c.own then hold(name) end
+  if c.own then hold(name, stored_cursors[name]) end
 end
 for _, held in ipairs(deferred) do
   for _, value in ipairs(held) do reply[#reply + 1] = value end

@@ -9,8 +9,8 @@
   (QueueRateLimit.tla's Remove, checked by TLC; QueueRateLimitKeepLine is the mutant
   that keeps the line). A worker calls it as it starts, again while tasks are left,
   and now and then after, for lines that workers of an older deploy still make.
-  KEYS[1] rates   HASH    <name>, <name>|next, <name>|interval, <name>|burst: see
-                          lease.lua
+  KEYS[1] rates   HASH    <name>, <name>|next, <name>|interval, <name>|burst,
+                          <name>|holders: see lease.lua
   KEYS[2] delayed ZSET    task id -> run-at (ms)
   KEYS[3] events  STREAM  change feed
   KEYS[4] seq     STRING  last event sequence number
@@ -77,7 +77,8 @@ for _, name in ipairs(names) do
   end
   local waiting = redis.call('ZCARD', lines[1]) + redis.call('ZCARD', lines[2])
   if waiting == 0 and (stored or had_line) then
-    redis.call('HDEL', rates_key, name, name .. '|next', name .. '|interval', name .. '|burst')
+    redis.call('HDEL', rates_key, name, name .. '|next', name .. '|interval', name .. '|burst',
+      name .. '|holders')
     redis.call('DEL', holders_key(prefix, name))
     lifted = lifted + 1
   end
