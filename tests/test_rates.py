@@ -337,6 +337,14 @@ def rescheduled(broker: Broker) -> int:
     return sum(e.type == "rescheduled" for e in events(broker.client, broker.keys))
 
 
+def one_started_the_rest_waiting(broker: Broker, worker_id: str, tasks: int) -> None:
+    """A limit of one an hour on "slow", applied by `worker_id`'s lease: the first of
+    `tasks` tasks of it started, the rest throttled, up to hours out."""
+    limited(broker, 1 / 3600)
+    broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(tasks)])
+    assert [t.task_id for t in broker.lease_many(worker_id, 30, 10).tasks] == ["s0"]
+
+
 class TestTwoDeploys:
     """Two deploys declaring different limits for one task, side by side (a rolling
     deploy that changes the rate): RateDeclaration.tla."""
@@ -345,9 +353,7 @@ class TestTwoDeploys:
         self, broker: Broker, caplog: pytest.LogCaptureFixture
     ) -> None:
         old, new = registered(broker, "old"), registered(broker, "new")
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
-        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        one_started_the_rest_waiting(broker, old, 5)
         hour_us = 3_600_000_000
         for turn in range(20):  # each deploy leasing in turn, as both keep running
             limited(broker, 100) if turn % 2 == 0 else limited(broker, 1 / 3600)
@@ -367,9 +373,7 @@ class TestTwoDeploys:
         self, broker: Broker
     ) -> None:
         old, new = registered(broker, "old"), registered(broker, "new")
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(5)])
-        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        one_started_the_rest_waiting(broker, old, 5)
         registry.unregister(broker, old)
         limited(broker, 100)
         assert broker.lease_many(new, 30, 10).held == ()
@@ -391,9 +395,7 @@ class TestTwoDeploys:
         self, broker: Broker, interval: str, burst: str
     ) -> None:
         old = registered(broker, "old")
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
-        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        one_started_the_rest_waiting(broker, old, 3)
         broker.client.hset(broker.keys.rates, mapping={"slow|interval": interval,
                                                        "slow|burst": burst})
         limited(broker, 100)
@@ -408,9 +410,7 @@ class TestTwoDeploys:
     ) -> None:
         first, second = registered(broker, "old-1"), registered(broker, "old-2")
         new, later = registered(broker, "new-1"), registered(broker, "new-2")
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(4)])
-        assert [t.task_id for t in broker.lease_many(first, 30, 10).tasks] == ["s0"]
+        one_started_the_rest_waiting(broker, first, 4)
         broker.enqueue("s4", name="slow")
         assert broker.lease_many(second, 30, 10).tasks == []  # second applies it too
         registry.unregister(broker, second)  # the last to apply it stops; first runs on
@@ -433,9 +433,7 @@ class TestTwoDeploys:
         self, broker: Broker, dead: int
     ) -> None:
         old = registered(broker, "old")
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
-        assert [t.task_id for t in broker.lease_many(old, 30, 10).tasks] == ["s0"]
+        one_started_the_rest_waiting(broker, old, 3)
         later = broker.server_time_ms() + 1
         holders = broker.keys.holders("slow")
         if dead:
@@ -452,9 +450,7 @@ class TestTwoDeploys:
     ) -> None:
         first, idle = registered(broker, "old-1"), registered(broker, "old-2")
         new, other = registered(broker, "new-1"), registered(broker, "new-2")
-        limited(broker, 1 / 3600)
-        broker.enqueue_many([NewTask(f"s{i}", name="slow") for i in range(3)])
-        assert [t.task_id for t in broker.lease_many(first, 30, 10).tasks] == ["s0"]
+        one_started_the_rest_waiting(broker, first, 3)
         assert broker.lease_many(idle, 30, 10).tasks == []  # no task of "slow" for it
         registry.unregister(broker, first)
         limited(broker, 60)
