@@ -278,9 +278,6 @@ local function live_holder(name, stored)
   if interval < 1 or interval > LIMITS.interval_us or burst < 1 or burst > LIMITS.burst then
     return nil
   end
-  -- Ten at a time: a fleet's thousand holders cost one read while the latest lives.
-  -- This worker among them held the stored limit before it declared another: a worker
-  -- restarted under its id by the next deploy, which no longer applies it.
   local key, from = holders_key(prefix, name), 0
   -- Holders of another declaration than the stored one (an older taskq stored it,
   -- which keeps no holders) hold nothing of it.
@@ -288,7 +285,10 @@ local function live_holder(name, stored)
     redis.call('DEL', key)
     return nil
   end
+  -- This worker among them held the stored limit before it declared another: a worker
+  -- restarted under its id by the next deploy, which no longer applies it.
   redis.call('ZREM', key, worker)
+  -- Ten at a time: a fleet's thousand holders cost one read while the latest lives.
   repeat
     local page, dropped = redis.call('ZREVRANGE', key, from, from + 9), 0
     for _, holder in ipairs(page) do
@@ -330,17 +330,14 @@ local function cursor(name)
   if not c then
     local stored = stored_cursors[name]
     local holder = changed(name, stored) and live_holder(name, stored)
-    if holder then
-      local held = {interval = stored_whole(stored[3], 0), burst = stored_whole(stored[4], 0)}
-      limits[name] = held
+    if holder then  -- applied as stored, which live_holder found in range
+      limits[name] = {interval = stored_whole(stored[3], 0), burst = stored_whole(stored[4], 0)}
       deferred[#deferred + 1] = {name, stored[3], stored[4], holder}
-      c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
-           interval = held.interval, burst = held.burst}
-      cursors[name] = c
-      return c
     end
     c = {start = tonumber(stored[1]) or 0, next = tonumber(stored[2]) or 0,
-         interval = limits[name].interval, burst = limits[name].burst, own = true}
+         interval = limits[name].interval, burst = limits[name].burst, own = not holder}
+    cursors[name] = c
+    if holder then return c end
     -- Declared anew with another rate: the start cursor, ahead at the old spacing, is
     -- put as far ahead at the new one, and the line of throttled tasks is released
     -- (see release_lines): a limit raised from one an hour to a hundred a second holds
@@ -370,7 +367,6 @@ local function cursor(name)
         end
       end
     end
-    cursors[name] = c
   end
   return c
 end
