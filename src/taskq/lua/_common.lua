@@ -112,6 +112,11 @@ local function refuse_when_out_of_memory(prefix)
   redis.call('SETRANGE', prefix .. 'memory-check', 0, '')
 end
 
+-- A registered worker's record (see register_worker.lua), which lives while it does.
+local function worker_key(prefix, worker_id)
+  return prefix .. 'worker:' .. worker_id
+end
+
 -- Priorities. A task's priority (0 to LIMITS.priority, higher first) is fixed when it is
 -- enqueued and kept in its record, as `priority`, unless it is the default. Ready tasks
 -- of the default priority wait on the ready list itself, the others on

@@ -258,7 +258,7 @@ local function declaration(interval, burst)
 end
 
 local function alive(worker_id)
-  return redis.call('EXISTS', prefix .. 'worker:' .. worker_id) == 1
+  return redis.call('EXISTS', worker_key(prefix, worker_id)) == 1
 end
 
 -- A live holder of `name`'s stored limit other than this call's worker, or nil: the

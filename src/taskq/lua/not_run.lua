@@ -37,7 +37,7 @@ local live = redis.call('ZRANGEBYSCORE', workers_key, now, '+inf', 'LIMIT', 0, L
 for _, worker_id in ipairs(live) do
   if not redis.call('ZSCORE', runners_key, '#' .. worker_id) then
     -- A record of another type (written by something else) runs nothing.
-    local tasks = redis.pcall('HGET', prefix .. 'worker:' .. worker_id, 'tasks')
+    local tasks = redis.pcall('HGET', worker_key(prefix, worker_id), 'tasks')
     if type(tasks) == 'string' then
       for name in string.gmatch(tasks, '[^,]+') do unrun[name] = nil end
     end

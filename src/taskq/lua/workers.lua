@@ -19,7 +19,7 @@ local now = server_now_ms()
 local found = {now}
 local ids = redis.call('ZRANGEBYSCORE', workers_key, now, '+inf', 'LIMIT', 0, limit)
 for _, worker_id in ipairs(ids) do
-  local record = redis.pcall('HGETALL', prefix .. 'worker:' .. worker_id)
+  local record = redis.pcall('HGETALL', worker_key(prefix, worker_id))
   if not failed(record) and #record > 0 then found[#found + 1] = record end
 end
 return found
