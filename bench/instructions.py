@@ -1,0 +1,276 @@
+"""The instructions a task costs taskq, counted by Valgrind's callgrind instead of timed:
+a figure the machine's speed does not move. This host runs the same work at half its
+usual speed for minutes at a time (docs/benchmarks.md, "Why the `def` drain duel's rounds
+swing"), so two timed drains of one commit differ by more than most changes cost; a
+count of instructions tells a change's cost (issue 21, target 5) to within a per cent.
+
+`python -m bench.instructions [--tasks N] [--against REV]` counts, for N uncounted `def`
+no-ops (bench/tasks.py's `bench.noop_sync`):
+
+- redis: the instructions redis-server runs, every thread of it, while one client leases
+  the tasks 112 a call and acks each batch in the call that leases the next
+  (`Broker.ack_and_lease`, as a busy worker does); the server as `taskq` starts it
+  (append-only file, fsync every second);
+- worker: the instructions one `taskq worker --processes 1 -c 16 --prefetch 112` process
+  runs, every thread of it, from just before the tasks are sent until the last one is
+  completed (its handler threads, loop, heartbeat and waker), on a plain redis-server.
+
+With `--against REV`, the same for REV's tree (its own `src` and bench/tasks.py, taken
+with `git archive`), and this tree over REV's. Under Valgrind the threads run one at a
+time, so the figures leave out what contention costs; they count the work. Needs
+`valgrind` on PATH (Debian's package).
+
+A side's count runs in a process of its own whose `taskq` is that tree's, so the code
+below the command line imports only the standard library, redis-py and `taskq`'s API
+as it has stood since before issue 21.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+from taskq import Broker, NewTask
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 112
+QUEUE = "instructions"
+HANDLER = "bench.noop_sync"
+START_SECONDS = 180.0  # Python starting under Valgrind takes tens of seconds
+DRAIN_SECONDS_A_TASK = 0.05
+
+
+class CountError(RuntimeError):
+    """A count could not be made, or its drain did not complete every task once."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_argv(port: int, data: Path) -> list[str]:
+    """redis-server as `taskq`'s embedded one runs: AOF on, fsync every second."""
+    binary = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
+    if binary is None:
+        raise CountError("no redis-server on PATH (or REDIS_SERVER)")
+    return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
+            "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
+
+
+def under_callgrind(argv: list[str], out: Path) -> list[str]:
+    """`argv` counted by callgrind, counting off until `switch` turns it on."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+            f"--callgrind-out-file={out / 'callgrind.%p'}", *argv]
+
+
+def switch(pid: int, *flags: str) -> None:
+    subprocess.run(["callgrind_control", *flags, str(pid)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def dumped_total(pid: int, out: Path) -> int:
+    """Dump `pid`'s counts and read their total (instructions while counting was on)."""
+    switch(pid, "--instr=off")
+    switch(pid, "--dump")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for path in out.glob(f"callgrind.{pid}.*"):
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("totals:"):
+                    return int(line.split()[1])
+        time.sleep(0.2)
+    raise CountError(f"callgrind wrote no counts for process {pid} in {out}")
+
+
+def wait_ready(client: redis.Redis, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise CountError(f"{what} exited with {process.returncode} as it started")
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            time.sleep(0.2)
+    raise CountError(f"{what} did not answer in {START_SECONDS:.0f} s")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def count_redis(tasks: int) -> float:
+    """Instructions redis-server runs a task while one client leases and acks `tasks`."""
+    with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
+        out, port = Path(tmp), free_port()
+        server = subprocess.Popen(under_callgrind(redis_argv(port, out), out),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client = redis.Redis(port=port, socket_timeout=120)
+            wait_ready(client, server, "redis-server under valgrind")
+            broker = Broker(client, QUEUE)
+            broker.enqueue_many([NewTask(uuid.uuid4().hex, name=HANDLER)
+                                 for _ in range(tasks + 1)])
+            # One task first, uncounted: the scripts are loaded and the keys made.
+            first = broker.lease_many("w", 600, 1).tasks
+            broker.ack_many([(t.task_id, t.token) for t in first])
+            switch(server.pid, "--instr=on")
+            done, batch = 0, broker.lease_many("w", 600, BATCH)
+            while batch.tasks:
+                held = [(t.task_id, t.token) for t in batch.tasks]
+                acks, batch = broker.ack_and_lease(held, "w", 600, BATCH)
+                if acks != [True] * len(held):
+                    raise CountError(f"an ack was refused: {acks}")
+                done += len(held)
+            total = dumped_total(server.pid, out)
+            if done != tasks or len(first) != 1:
+                raise CountError(f"{done} tasks acked of {tasks}")
+            client.close()
+            return total / tasks
+        finally:
+            stop(server)
+
+
+def count_worker(tasks: int, tree: Path) -> float:
+    """Instructions a `taskq worker` process runs a task while it drains `tasks`."""
+    with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
+        out, port = Path(tmp), free_port()
+        server = subprocess.Popen(redis_argv(port, out), stdout=subprocess.DEVNULL)
+        worker: subprocess.Popen[bytes] | None = None
+        try:
+            client = redis.Redis(port=port, decode_responses=True)
+            wait_ready(client, server, "redis-server")
+            env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+                   "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "src")])}
+            worker = subprocess.Popen(under_callgrind(
+                [sys.executable, "-m", "taskq", "--log-level", "WARNING", "worker",
+                 "--app", "bench.tasks:app", "--queue", QUEUE, "--concurrency", "16",
+                 "--processes", "1", "--prefetch", str(BATCH)], out),
+                env=env, stdout=subprocess.DEVNULL, stderr=(out / "worker.log").open("wb"))
+            until(lambda: any(True for _ in client.scan_iter(match="*worker:*", count=100)),
+                  worker, START_SECONDS, out)
+            switch(worker.pid, "--instr=on")
+            broker = Broker(client, QUEUE)
+            ids = [uuid.uuid4().hex for _ in range(tasks)]
+            broker.enqueue_many([NewTask(task_id, name=HANDLER) for task_id in ids])
+
+            def drained() -> bool:
+                counts = broker.counts()
+                return counts.ready + counts.leased + counts.delayed + counts.dead == 0
+
+            until(drained, worker, START_SECONDS + tasks * DRAIN_SECONDS_A_TASK, out)
+            total = dumped_total(worker.pid, out)
+            states = {(record.state if record else None)
+                      for record in (broker.task(task_id) for task_id in ids)}
+            if states != {"completed"}:
+                raise CountError(f"the drain left tasks in states {states}")
+            client.close()
+            return total / tasks
+        finally:
+            if worker is not None:
+                stop(worker)
+            stop(server)
+
+
+def until(done: Callable[[], bool], process: subprocess.Popen[bytes], seconds: float,
+          out: Path) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if process.poll() is not None or time.monotonic() > deadline:
+            log = (out / "worker.log").read_text(errors="replace")[-2000:]
+            raise CountError(f"the worker exited or stalled ({process.returncode}): {log}")
+        time.sleep(0.2)
+
+
+def measure(side: str, tasks: int, tree: Path) -> float:
+    """One side's count, in a process whose `taskq` is `tree`'s."""
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(tree / "src")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--count", side, "--tasks", str(tasks),
+         "--tree", str(tree)],
+        check=False, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CountError(f"counting {side} on {tree} failed: {done.stderr[-2000:]}")
+    return float(done.stdout.split()[-1])
+
+
+def checkout(rev: str, into: Path) -> str:
+    """REV's tree, written to `into`; returns its short name."""
+    name = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    archive = into / "tree.tar"
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), rev], cwd=ROOT,
+                   check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / "tree", filter="data")
+    return name
+
+
+def here() -> str:
+    described = subprocess.run(["git", "describe", "--always", "--dirty"], check=False,
+                               cwd=ROOT,
+                               capture_output=True, text=True)
+    return described.stdout.strip() or "this tree"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=3000)
+    parser.add_argument("--against", metavar="REV", help="a commit to count beside")
+    parser.add_argument("--count", choices=("redis", "worker"), help=argparse.SUPPRESS)
+    parser.add_argument("--tree", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.tasks < 1:
+        parser.error("--tasks must be at least 1")
+    if options.count:
+        counted = (count_redis(options.tasks) if options.count == "redis"
+                   else count_worker(options.tasks, options.tree))
+        print(f"{counted:.1f}")
+        return 0
+    if shutil.which("valgrind") is None:
+        print("valgrind is not on PATH: install it (Debian: apt-get install valgrind)",
+              file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="taskq-ir-trees-") as tmp:
+        trees = [(here(), ROOT)]
+        if options.against:
+            trees.insert(0, (checkout(options.against, Path(tmp)), Path(tmp) / "tree"))
+        print(f"instructions a task, {options.tasks:,} uncounted def no-ops", flush=True)
+        rows = []
+        for name, tree in trees:
+            redis_ir = measure("redis", options.tasks, tree)
+            worker_ir = measure("worker", options.tasks, tree)
+            rows.append((name, redis_ir, worker_ir))
+            print(f"{name}: redis {redis_ir:,.0f}  worker {worker_ir:,.0f}  "
+                  f"both {redis_ir + worker_ir:,.0f}", flush=True)
+        if len(rows) == 2:
+            (_, r0, w0), (_, r1, w1) = rows
+            print(f"{rows[1][0]} / {rows[0][0]}: redis {r1 / r0:.3f}  worker {w1 / w0:.3f}  "
+                  f"both {(r1 + w1) / (r0 + w0):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

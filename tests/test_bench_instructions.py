@@ -1,0 +1,58 @@
+"""`python -m bench.instructions`: the instructions a task costs Redis and a worker,
+counted by callgrind over exactly a drain that completed every task, or the count fails."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from bench import instructions
+
+from taskq import Broker
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None,
+                                    reason="valgrind is not installed")
+
+
+@needs_valgrind
+def test_a_small_count_against_a_commit_prints_both_sides_and_their_ratios(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=instructions.ROOT,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert instructions.main(["--tasks", "60", "--against", "HEAD"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    counted = [line for line in lines if line.startswith(f"{head}: ")]
+    assert counted, lines
+    figures = [int(f.replace(",", "")) for f in re.findall(r"(\d[\d,]*)",
+                                                        counted[0].split(": ", 1)[1])]
+    redis_ir, worker_ir, both = figures
+    # A task costs each side thousands of instructions at the least: a count of the
+    # wrong window (nothing counted, or start-up counted) would not read so.
+    assert 10_000 < redis_ir < 5_000_000 and 10_000 < worker_ir < 50_000_000
+    assert both == redis_ir + worker_ir
+    assert re.search(r" / " + head + r": redis \d\.\d{3}  worker \d\.\d{3}  both \d\.\d{3}$",
+                     lines[-1]), lines[-1]
+
+
+@needs_valgrind
+def test_a_count_whose_acks_were_refused_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def stale(self: Broker, held: list[tuple[str, int]], *args: object,
+              **kwargs: object) -> object:
+        return original(self, [(task_id, token + 1) for task_id, token in held],
+                        *args, **kwargs)
+
+    original = Broker.ack_and_lease
+    monkeypatch.setattr(Broker, "ack_and_lease", stale)
+    with pytest.raises(instructions.CountError, match="an ack was refused"):
+        instructions.count_redis(20)
+
+
+def test_fewer_than_one_task_is_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        instructions.main(["--tasks", "0"])
+    assert "--tasks must be at least 1" in capsys.readouterr().err
