@@ -15,7 +15,7 @@ from specs.ResultWait import result_wait
 from specs.RoostPush import roost_push, roost_push_split_attach
 from specs.Shards import shards
 from specs.TaskFeed import task_feed, task_feed_split_attach
-from specs.TaskQueue import task_queue_checks, task_queue_mutants
+from specs.TaskQueue import task_queue_checks, task_queue_mutants, token_mint
 from specs.tlacheck.suite import Check, Expect, Figures
 from specs.Workflow import workflow
 
@@ -306,6 +306,30 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.by_token_model,
         expect=Expect.violated("T1_OnePlace", depth=6),
         tlc=TLC(distinct=71, generated=177, depth=6, left=33),
+    ),
+    Check(
+        spec="TaskQueue/TokenMint.tla",
+        config="TaskQueue/TokenMint.cfg",
+        build=token_mint.model,
+        # Leases, reaps and ends of two workers' runs, with fsyncs, ticks and crashes.
+        expect=Expect.holds(),
+        tlc=TLC(distinct=8209, generated=21747, depth=14, left=0),
+    ),
+    Check(
+        spec="TaskQueue/TokenMintCounter.tla",
+        config="TaskQueue/TokenMintCounter.cfg",
+        build=token_mint.counter_model,
+        # A lease lost in a crash: the next lease mints its token again.
+        expect=Expect.violated("AtMostOneCurrent", depth=4),
+        tlc=TLC(distinct=38, generated=42, depth=4, left=27),
+    ),
+    Check(
+        spec="TaskQueue/TokenMintSameClock.tla",
+        config="TaskQueue/TokenMintSameClock.cfg",
+        build=token_mint.same_clock_model,
+        # Redis answers again within the lost lease's tick: its floor mints it again.
+        expect=Expect.violated("AtMostOneCurrent", depth=4),
+        tlc=TLC(distinct=38, generated=42, depth=4, left=27),
     ),
     Check(
         spec="TaskFeed/TaskFeed.tla",

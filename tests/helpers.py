@@ -410,3 +410,25 @@ def strict_mypy_errors(
         str(tmp_path / module)])
     errors = [line.partition(": error: ")[2] for line in out.splitlines() if ": error: " in line]
     return errors, out, status
+
+
+def minted(client: redis.Redis, keys: QueueKeys, task_id: str) -> list[tuple[str, int]]:
+    """Each token the task's leases and reaps minted, oldest first, as their events tell:
+    `(event type, token)`."""
+    return [(e.type, int(e.fields["token"])) for e in events(client, keys)
+            if e.task == task_id and e.type in ("leased", "reaped")]
+
+
+def leased_token(before: int, token: int) -> int:
+    """`token`, which a lease just gave a task whose token was `before`: it must be above
+    it (one more, or the server clock's floor: lua/_common.lua's mint_token)."""
+    assert token > before, f"lease token {token} not above {before}"
+    return token
+
+
+def reaped_token(broker: Broker, task_id: str, before: int) -> int:
+    """The token a reap just gave `task_id`, whose token was `before`: above it, as a
+    lease raises it, so that the lost holder's token is stale at once."""
+    record = broker.task(task_id)
+    assert record is not None and record.fencing_token > before, (task_id, record, before)
+    return record.fencing_token

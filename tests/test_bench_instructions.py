@@ -32,7 +32,7 @@ def test_a_small_count_against_a_commit_prints_both_sides_and_their_ratios(
     # A task costs each side thousands of instructions at the least: a count of the
     # wrong window (nothing counted, or start-up counted) would not read so.
     assert 10_000 < redis_ir < 5_000_000 and 10_000 < worker_ir < 50_000_000
-    assert both == redis_ir + worker_ir
+    assert abs(both - (redis_ir + worker_ir)) <= 1  # each rounded on its own
     assert re.search(r" / " + head + r": redis \d\.\d{3}  worker \d\.\d{3}  both \d\.\d{3}$",
                      lines[-1]), lines[-1]
 

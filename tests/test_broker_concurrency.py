@@ -14,6 +14,8 @@ from helpers import (
     assert_refused_unchanged,
     assert_refused_while_overwritten,
     events,
+    leased_token,
+    reaped_token,
     view,
     wait_past,
 )
@@ -38,6 +40,14 @@ def enqueue(broker: Broker, *ids: str, name: str = NAME, priority: int = 5) -> N
 
 def lease_all(broker: Broker, worker: str = "w", seconds: float = 30) -> dict[str, int]:
     return {t.task_id: t.token for t in broker.lease_many(worker, seconds, 100).tasks}
+
+
+def first_runs(leases: dict[str, int]) -> set[str]:
+    """The ids `lease_all` returned, each leased for the first time: its token minted
+    above the none (0) its record held before."""
+    for token in leases.values():
+        leased_token(0, token)
+    return set(leases)
 
 
 def holding(broker: Broker) -> set[str]:
@@ -96,7 +106,7 @@ class TestASlotComesBack:
         enqueue(limited, "a", "b", "c")
         leases = lease_all(limited)
         assert limited.ack("a", leases["a"])
-        assert lease_all(limited) == {"c": 1}
+        assert first_runs(lease_all(limited)) == {"c"}
         assert holding(limited) == {"b", "c"}
         types = [e.type for e in events(limited.client, limited.keys) if e.task == "c"]
         assert types == ["enqueued", "parked", "unparked", "leased"]
@@ -154,11 +164,12 @@ class TestASlotComesBack:
         assert limited.fail("a", leases["a"], "boom").status == "retry"
         assert limited.release("b", leases["b"])
         # Parked tasks go back to the front of ready, ahead of the released one.
-        assert lease_all(limited) == {"c": 1, "d": 1}
+        again = lease_all(limited)
+        assert first_runs(again) == {"c", "d"}
         assert limited.cancel("c").outcome == "requested"
-        assert limited.ack_cancelled("c", 1)
+        assert limited.ack_cancelled("c", again["c"])
         # b, leased behind them, was parked after e.
-        assert lease_all(limited) == {"e": 1}
+        assert first_runs(lease_all(limited)) == {"e"}
         assert holding(limited) == {"d", "e"}
         sound(limited)
 
@@ -169,7 +180,7 @@ class TestASlotComesBack:
         wait_past(0.05)
         assert len(limited.reap()) == 2
         assert holding(limited) == set()
-        assert lease_all(limited) == {"c": 1}
+        assert first_runs(lease_all(limited)) == {"c"}
         sound(limited)
 
     def test_when_a_lease_whose_record_is_gone_is_reaped(self, limited: Broker) -> None:
@@ -179,7 +190,7 @@ class TestASlotComesBack:
         wait_past(0.05)
         assert ("a", "gone") in limited.reap()
         assert holding(limited) == set()
-        assert lease_all(limited) == {"c": 1}
+        assert first_runs(lease_all(limited)) == {"c"}
 
     def test_when_a_keyed_lease_whose_record_is_gone_is_reaped(self, limited: Broker) -> None:
         limited.enqueue_many([NewTask(t, name=NAME, limit_key="acct") for t in "abc"])
@@ -188,17 +199,22 @@ class TestASlotComesBack:
         wait_past(0.05)
         assert ("b", "gone") in limited.reap()
         assert limited.client.smembers(limited.keys.holding(f"{NAME}|acct")) == set()
-        assert lease_all(limited) == {"c": 1}
+        assert first_runs(lease_all(limited)) == {"c"}
 
     def test_not_when_a_stale_holder_acks(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")
         lost = lease_all(limited, seconds=0.05)
         wait_past(0.05)
         limited.reap(backoff_base=0.001, backoff_max=0.001)
+        reaped = reaped_token(limited, "a", lost["a"])
         wait_past(0.005)
         limited.promote()
-        # c was parked first and goes first; a is leased again, b parked.
-        assert lease_all(limited) == {"c": 1, "a": 3}
+        # c was parked first and goes first, its first run; a is leased again, above
+        # the token its reap minted; b parked.
+        again = lease_all(limited)
+        assert set(again) == {"c", "a"}
+        leased_token(0, again["c"])
+        leased_token(reaped, again["a"])
         # The lost holders answer late: refused, and a's new run keeps its slot.
         assert limited.ack("a", lost["a"]) is False
         assert limited.fail("a", lost["a"], "late").status == "stale"
@@ -246,7 +262,7 @@ class TestParkedTasks:
         limited.client.delete(limited.keys.task("c"))  # evicted, or deleted by hand
         enqueue(limited, "x1", "x2", name="mod.other")
         limited.ack("a", leases["a"])
-        assert lease_all(limited) == {"x1": 1, "x2": 1}
+        assert first_runs(lease_all(limited)) == {"x1", "x2"}
         assert not limited.client.exists(limited.keys.task("c"))
         assert parked(limited) == [] and limited.counts().ready == 0
         sound(limited)
@@ -255,7 +271,7 @@ class TestParkedTasks:
         enqueue(limited, "a", "b", "c")
         lease_all(limited)
         limited.concurrency_limits = ()
-        assert lease_all(limited) == {"c": 1}
+        assert first_runs(lease_all(limited)) == {"c"}
         sound(limited)
 
     def test_take_no_rate_limit_slot_while_parked(self, limited: Broker) -> None:
@@ -265,7 +281,7 @@ class TestParkedTasks:
         assert set(leases) == {"a", "b"}
         limited.ack("a", leases["a"])
         # The third start of a burst of three: c was parked, not throttled, before.
-        assert lease_all(limited) == {"c": 1}
+        assert first_runs(lease_all(limited)) == {"c"}
 
     @pytest.mark.parametrize("written", ["parked_names", "parked", "unparked"])
     def test_a_cancel_its_groups_keys_would_refuse_part_way_moves_nothing(
@@ -396,7 +412,7 @@ class TestSendingBack:
         assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["urgent"]
         assert limited.cancel("c").outcome == "cancelled"
         sound(limited)
-        assert lease_all(limited) == {"d": 1}
+        assert first_runs(lease_all(limited)) == {"d"}
 
 
 def type_calls(broker: Broker) -> int:
@@ -475,9 +491,9 @@ class TestAKeyedLimit:
         assert set(limited.client.smembers(limited.keys.holding(group))) == {"a1", "a2"}
         sound(limited)
         limited.ack("b1", leases["b1"])
-        assert lease_all(limited) == {"b3": 1}  # b's slot, not a's
+        assert first_runs(lease_all(limited)) == {"b3"}  # b's slot, not a's
         limited.ack("a1", leases["a1"])
-        assert lease_all(limited) == {"a3": 1}
+        assert first_runs(lease_all(limited)) == {"a3"}
         sound(limited)
 
     def test_a_group_of_another_type_sends_the_tasks_not_leased_back_in_their_order(

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import redis
 
 from conftest import ON_CLUSTER
-from helpers import dump, events, record_of, wait_past
+from helpers import dump, events, lease_one, leased_token, record_of, wait_past
 from taskq.broker import Broker, LeasedTask
 from taskq.errors import BrokerError, InvalidTaskError
+from taskq.results import Renewal
 from taskq.scripts import source
+from taskq.tools.ledger import Ledger
 from taskq.transport import SingleNode
 
 
@@ -22,17 +25,21 @@ class TestLease:
     def test_lease_takes_the_oldest_ready_task_first(self, broker: Broker) -> None:
         for task_id in ("a", "b", "c"):
             broker.enqueue(task_id)
-        assert [broker.lease("w", 10) for _ in range(4)] == [("a", 1), ("b", 1), ("c", 1), None]
+        got = [lease_one(broker, "w", 10) for _ in range(3)]
+        assert [task_id for task_id, _ in got] == ["a", "b", "c"]
+        assert all(leased_token(0, token) for _, token in got)  # each one's first run
+        assert broker.lease("w", 10) is None
 
     def test_lease_bumps_the_token_and_records_the_worker(self, broker: Broker) -> None:
         broker.enqueue("t1", max_retries=5, payload={"p": True}, name="mod.fn")
         before = broker.server_time_ms()
         batch = broker.lease_many("w7", 2.5, 1)
         (task,) = batch.tasks
-        assert task == LeasedTask("t1", 1, "mod.fn", '{"p":true}', retries=0, max_retries=5)
+        token = leased_token(0, task.token)
+        assert task == LeasedTask("t1", token, "mod.fn", '{"p":true}', retries=0, max_retries=5)
         assert task.attempt == 1
         record = record_of(broker, "t1")
-        assert (record.state, record.worker) == ("running", "w7")
+        assert (record.state, record.worker, record.fencing_token) == ("running", "w7", token)
         expiry = broker.client.zscore(broker.keys.leased, "t1")
         assert expiry is not None and before + 2500 <= expiry <= broker.server_time_ms() + 2500
 
@@ -41,7 +48,9 @@ class TestLease:
         assert broker.promote() == [] and broker.lease("w", 10) is None
         wait_past(0.3)
         assert broker.promote() == ["t1"]
-        assert broker.lease("w", 10) == ("t1", 1)
+        got = lease_one(broker, "w", 10)
+        assert got[0] == "t1"
+        leased_token(0, got[1])
 
     def test_lease_many_takes_at_most_count(self, broker: Broker) -> None:
         for i in range(5):
@@ -99,7 +108,9 @@ class TestWaitAndLease:
         waited = time.monotonic() - began
         later.join()
         assert batch is not None and [t.task_id for t in batch.tasks] == ["t1"]
-        assert batch.tasks[0] == LeasedTask("t1", 1, "mod.fn", "{}", retries=0, max_retries=3)
+        token = leased_token(0, batch.tasks[0].token)
+        assert batch.tasks[0] == LeasedTask("t1", token, "mod.fn", "{}", retries=0,
+                                            max_retries=3)
         assert 0.15 < waited < 2.0
         assert record_of(broker, "t1").state == "running"
         assert [e.type for e in events(broker.client, broker.keys)] == ["enqueued", "leased"]
@@ -126,7 +137,9 @@ class TestWaitAndLease:
         broker.enqueue("t2")
         client.script_flush()
         batch = broker.wait_and_lease("w", 10, 1, timeout=1)
-        assert batch is not None and [(t.task_id, t.token) for t in batch.tasks] == [("t1", 1)]
+        assert batch is not None and [t.task_id for t in batch.tasks] == ["t1"]
+        # Leased once: the record still holds the token handed out, none minted over it.
+        assert record_of(broker, "t1").fencing_token == leased_token(0, batch.tasks[0].token)
         assert broker.counts().ready == 1 and broker.counts().leased == 1
 
 
@@ -138,7 +151,8 @@ class TestAckAndLease:
         before = len(events(broker.client, broker.keys))
         acks, batch = broker.ack_and_lease([(t.task_id, t.token) for t in first], "w", 10, 3)
         assert acks == [True, True]
-        assert [(t.task_id, t.token) for t in batch.tasks] == [("t2", 1), ("t3", 1)]
+        assert [t.task_id for t in batch.tasks] == ["t2", "t3"]
+        assert all(leased_token(0, t.token) for t in batch.tasks)
         logged = [(e.fields["type"], e.fields["task"])
                   for e in events(broker.client, broker.keys, after=before)]
         # Two steps: a script the server had to load again runs after the other.
@@ -214,3 +228,67 @@ def test_on_a_cluster_wait_and_lease_declines_and_leases_nothing(broker: Broker)
     broker.enqueue("t1")
     assert broker.wait_and_lease("w", 10, 1, timeout=0.1) is None
     assert broker.counts().ready == 1
+
+
+def saved(client: redis.Redis) -> dict[bytes, tuple[bytes, int]]:
+    """Every key as DUMP writes it, with its expiry: what the append-only file holds at
+    an fsync."""
+    return {key: (client.dump(key), client.pttl(key)) for key in client.scan_iter("*")}
+
+
+def crash_back_to(client: redis.Redis, fsynced: dict[bytes, tuple[bytes, int]]) -> None:
+    """What a crash leaves: every write since the fsync `fsynced` is gone."""
+    client.flushall()
+    for key, (data, pttl) in fsynced.items():
+        client.restore(key, max(pttl, 0), data, replace=True)
+
+
+class TestTokensAcrossLostWrites:
+    """A crash with `appendfsync everysec`, or a failover, can lose a lease's writes
+    while its worker runs on (specs/TaskQueue/TokenMint.tla)."""
+
+    def test_a_token_is_at_least_the_servers_milliseconds_times_1000(
+        self, broker: Broker
+    ) -> None:
+        broker.enqueue("t")
+        before = broker.server_time_ms()
+        (task,) = broker.lease_many("w", 10, 1).tasks
+        assert before * 1000 <= task.token <= broker.server_time_ms() * 1000
+
+    def test_a_lease_lost_in_a_crash_is_never_minted_again(
+        self, broker: Broker, client: redis.Redis, tmp_path: Path
+    ) -> None:
+        broker.enqueue("t")
+        fsynced = saved(client)
+        lost = broker.lease("w-a", 10)
+        crash_back_to(client, fsynced)
+        wait_past(0.001)  # Redis answers again after its clock has moved on
+        kept = broker.lease("w-b", 10)
+        assert lost is not None and kept is not None and lost[0] == kept[0] == "t"
+        assert kept[1] > lost[1]
+        # The worker whose lease was lost runs on with its token, and is refused
+        # everywhere: effect()'s check (a renewal), its ack, and the fence guard.
+        assert broker.heartbeat("t", lost[1], 10) is Renewal.LOST
+        assert not broker.ack("t", lost[1])
+        ledger = Ledger(tmp_path / "ledger.db", guard="fence")
+        assert ledger.charge("t", kept[1], "acct", 1) == "applied"
+        assert ledger.charge("t", lost[1], "acct", 1) == "fenced"
+        assert broker.heartbeat("t", kept[1], 10) is Renewal.HELD
+        assert broker.ack("t", kept[1])
+
+    def test_a_reap_lost_in_a_crash_is_never_minted_again(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        broker.enqueue("t", max_retries=3)
+        first = broker.lease("w-a", 0.05)
+        assert first is not None
+        wait_past(0.05)
+        fsynced = saved(client)
+        assert [task for task, _ in broker.reap(backoff_base=0, backoff_max=0)] == ["t"]
+        bumped = broker.task("t")
+        assert bumped is not None
+        crash_back_to(client, fsynced)
+        wait_past(0.001)
+        assert [task for task, _ in broker.reap(backoff_base=0, backoff_max=0)] == ["t"]
+        reaped = broker.task("t")
+        assert reaped is not None and reaped.fencing_token > bumped.fencing_token

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import record_of
+from helpers import minted, record_of
 from taskq.broker import Broker
 from taskq.tools.embedded import EmbeddedRedis
 from taskq.tools.tracecheck import read_log, validate
@@ -50,6 +50,12 @@ def charge_tokens(ledger_path: Path, task_id: str) -> list[int]:
     return tokens
 
 
+def event_tokens(queue: Broker, task_id: str, kind: str) -> list[int]:
+    """The token each of the task's `kind` events (leased, reaped) carries, oldest first."""
+    return [token for type_, token in minted(queue.client, queue.keys, task_id)
+            if type_ == kind]
+
+
 def changes(queue: Broker, task_id: str) -> list[str]:
     """The task's events other than heartbeats, oldest first."""
     return [k for k in event_types(queue.client, queue.keys, task_id) if k != "heartbeat"]
@@ -73,8 +79,11 @@ def test_a_task_due_after_four_leases_runs_once_at_its_time_even_without_a_guard
         done = record_of(queue, task_id)
         assert done.leased_at >= done.run_at  # T6, on the server clock
         assert changes(queue, task_id) == ["enqueued", "promoted", "leased", "completed"]
-        assert (done.fencing_token, done.retries) == (1, 0)
-        assert charge_tokens(ledger_path, task_id) == [1]
+        # One lease, no retry: the record keeps the token its only lease minted, and the
+        # single charge was made under it.
+        assert done.retries == 0
+        assert event_tokens(queue, task_id, "leased") == [done.fencing_token]
+        assert charge_tokens(ledger_path, task_id) == [done.fencing_token]
     assert_legal_trace(queue)
 
 
@@ -90,39 +99,50 @@ def test_a_task_three_leases_long_keeps_its_lease_by_heartbeat_and_runs_once(
         kinds = event_types(queue.client, queue.keys, task_id)
         assert kinds.count("leased") == 1 and "reaped" not in kinds
         assert kinds.count("heartbeat") >= 3  # about one every LEASE / 3 for 1.5 s
-        assert charge_tokens(ledger_path, task_id) == [1]
+        # The heartbeats kept the one lease's token: the charge was made under it.
+        token = record_of(queue, task_id).fencing_token
+        assert event_tokens(queue, task_id, "leased") == [token]
+        assert charge_tokens(ledger_path, task_id) == [token]
     assert_legal_trace(queue)
 
 
 @pytest.mark.parametrize(
-    ("guard", "tokens"),
-    [("dedupe", [1]), ("none", [1, 3])],
+    ("guard", "charges_again"),
+    [("dedupe", False), ("none", True)],
     ids=["dedupe charges once", "no guard charges twice"],
 )
 def test_a_worker_paused_past_its_lease_after_its_charge(
-    workers: WorkerProcesses, queue: Broker, ledger_path: Path, guard: str, tokens: list[int]
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, guard: str, charges_again: bool
 ) -> None:
     # Paused after the charge and before the ack, for longer than the lease: the task is
-    # reaped (token 2) and run again elsewhere (token 3); the paused worker's ack is
-    # refused when it wakes. Only the guard decides whether the rerun charges again.
+    # reaped (a token above the paused run's) and run again elsewhere (a token above
+    # that); the paused worker's ack is refused when it wakes. Only the guard decides
+    # whether the rerun charges again.
     for _ in range(2):
         workers.start(LEDGER_GUARD=guard, AFTER_EFFECT_SECONDS="2")
     task_id = queue.enqueue("paused", delay=ETA, payload=CHARGE).task_id
-    wait_until(lambda: charge_tokens(ledger_path, task_id), ETA + 10, "the first charge")
-    paused = workers.holding(record_of(queue, task_id).worker)
+    (first,) = wait_until(lambda: charge_tokens(ledger_path, task_id), ETA + 10,
+                          "the first charge")
+    held = record_of(queue, task_id)
+    assert held.fencing_token == first  # the paused run's token, the one it charged under
+    paused = workers.holding(held.worker)
     paused.send_signal(signal.SIGSTOP)
     try:
         wait_for_state(queue, task_id, "completed")
     finally:
         paused.send_signal(signal.SIGCONT)
     done = record_of(queue, task_id)
-    assert workers.holding(done.worker) is not paused and done.fencing_token == 3
+    assert workers.holding(done.worker) is not paused
+    (reaped,) = event_tokens(queue, task_id, "reaped")
+    assert first < reaped < done.fencing_token
+    assert event_tokens(queue, task_id, "leased") == [first, done.fencing_token]
     wait_until(
-        lambda: "ack of task paused refused: token 1 is stale" in workers.log(paused),
+        lambda: f"ack of task paused refused: token {first} is stale" in workers.log(paused),
         10, "the paused worker's ack to be refused",
     )  # fmt: skip
     assert record_of(queue, task_id) == done  # the refused ack changed nothing
-    assert charge_tokens(ledger_path, task_id) == tokens
+    rerun = [done.fencing_token] if charges_again else []
+    assert charge_tokens(ledger_path, task_id) == [first, *rerun]
     assert changes(queue, task_id) == [
         "enqueued", "promoted", "leased", "reaped", "promoted", "leased", "completed",
     ]  # fmt: skip

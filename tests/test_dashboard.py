@@ -23,7 +23,7 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Dialog, Locator, Page, expect, sync_playwright
 
-from helpers import lease_one
+from helpers import lease_one, record_of
 from serve_support import Server as ServeProcess
 from taskq import App, UpstreamFailed, chain, group
 from taskq.broker import Broker, NewTask
@@ -302,6 +302,11 @@ def test_page_updates_live_as_a_worker_runs(
     try:
         leased = rows(page, "leased-row")
         expect(leased.first).to_be_visible()
+        # A token is the server's milliseconds times 1000 at the least (lua/_common.lua's
+        # mint_token): sixteen digits, shown whole, not cut to an ellipsis.
+        token = leased.first.get_by_test_id("lease-token")
+        expect(token).to_have_text(re.compile(r"^\d{16}$"))
+        assert token.evaluate("cell => cell.scrollWidth <= cell.clientWidth")
         expect(leased.first.get_by_test_id("lease-countdown")).to_have_text(
             re.compile(r"^\d\.\ds$"))
         completed = page.locator("[data-testid=event-row][data-type=completed]")
@@ -676,9 +681,12 @@ def test_a_task_link_opens_its_view_which_shows_the_result_live(
         expect(by_id(page, "task-state")).to_have_text("completed")
         result = by_id(page, "task-result")
         expect(result).to_be_visible()
+        # The run's token, as its one lease minted it (a clock-sized number), whole.
+        token = record_of(queue, "job-1").fencing_token
         expect(result).to_have_text(
-            '{\n  "outcome": "no charge",\n  "token": 1,\n  "attempt": 1\n}')
+            f'{{\n  "outcome": "no charge",\n  "token": {token},\n  "attempt": 1\n}}')
         expect(by_id(page, "task-record")).to_contain_text("Attempts1 (retries 0 of 3)")
+        expect(by_id(page, "task-record")).to_contain_text(f"Token{token}")
         expect(by_id(page, "task-error")).to_be_hidden()
         assert task_event_types(page)[0] == "enqueued"
         assert task_event_types(page)[-1] == "completed"

@@ -119,7 +119,7 @@ class TestTaskEvents:
 class TestReadTask:
     def test_a_completed_task_has_its_result_decoded(self, broker: Broker) -> None:
         broker.enqueue("sum", name="jobs.add")
-        complete(broker, "sum", {"total": 3, "parts": [1, 2], "who": "zoë"})
+        token = complete(broker, "sum", {"total": 3, "parts": [1, 2], "who": "zoë"})
         view = read_task(broker, "sum")
         assert view is not None
         assert view.result() == {"total": 3, "parts": [1, 2], "who": "zoë"}
@@ -129,7 +129,7 @@ class TestReadTask:
         assert body["result_bytes"] == len(json.dumps(body["result"]).encode())
         assert (body["error"], body["result_error"]) == (None, None)
         assert [e["type"] for e in body["events"]] == ["enqueued", "leased", "completed"]
-        assert body["events"][1]["token"] == 1 and body["events"][1]["worker"] == "w-1"
+        assert body["events"][1]["token"] == token and body["events"][1]["worker"] == "w-1"
         assert body["events_scan"] == {"read": 3, "end": "enqueued", "complete": True}
         assert (body["state"], body["name"], body["attempts"]) == ("completed", "jobs.add", 1)
         assert json.loads(json.dumps(body)) == body

@@ -37,7 +37,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from helpers import PLACE_STATE, dump, view
+from helpers import PLACE_STATE, dump, leased_token, reaped_token, view
 from taskq.broker import Broker, Enqueued, FailResult
 from taskq.results import Failure, Renewal
 from taskq.tools.tracecheck import read_log, validate
@@ -238,8 +238,8 @@ class BrokerMachine(RuleBasedStateMachine):
             self.tasks[t].priority < self.tasks[expected].priority
             for t in self.in_place("ready"))
         m = self.tasks[got.task_id]
-        m.token += 1
-        assert (got.token, got.retries, got.max_retries) == (m.token, m.retries, m.max_retries)
+        m.token = leased_token(m.token, got.token)
+        assert (got.retries, got.max_retries) == (m.retries, m.max_retries)
         m.place, m.worker = "leased", worker
         m.expires = time.monotonic() + BRIEF + MARGIN if brief else math.inf
         self.issued.append((got.task_id, got.token))
@@ -386,7 +386,7 @@ class BrokerMachine(RuleBasedStateMachine):
         expected = {}
         for task_id in brief:
             m = self.tasks[task_id]
-            m.token += 1  # the lost holder's token is stale at once
+            m.token = reaped_token(self.broker, task_id, m.token)  # stale at once
             m.expires = math.inf
             if m.cancel_requested:
                 self.to_cancelled(m)

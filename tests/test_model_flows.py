@@ -42,7 +42,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from helpers import PLACE_STATE, dump, text, view
+from helpers import PLACE_STATE, dump, leased_token, reaped_token, text, view
 from taskq.broker import Broker, FailResult
 from taskq.flows import Flows, StageSpec
 from taskq.results import Failure
@@ -363,8 +363,8 @@ class FlowMachine(RuleBasedStateMachine):
         (got,) = batch.tasks
         assert got.task_id == expected  # the front of ready; waiting steps never
         m = self.steps[expected]
-        m.token += 1
-        assert (got.token, got.retries, got.max_retries) == (m.token, m.retries, m.max_retries)
+        m.token = leased_token(m.token, got.token)
+        assert (got.retries, got.max_retries) == (m.retries, m.max_retries)
         m.place, m.worker = "leased", worker
         m.expires = time.monotonic() + BRIEF + MARGIN if brief else math.inf
         self.issued.append((got.task_id, got.token))
@@ -474,7 +474,7 @@ class FlowMachine(RuleBasedStateMachine):
         # In the order reap.lua took them: a step's end can start its next stage.
         for task_id, outcome in reaped:
             m = self.steps[task_id]
-            m.token += 1  # the lost holder's token is stale at once
+            m.token = reaped_token(self.broker, task_id, m.token)  # stale at once
             m.expires = math.inf
             self.events += 1
             if m.cancel_requested:

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from conftest import ON_CLUSTER
-from helpers import stalling
+from helpers import events, leased_token, stalling
 from taskq import (
     App,
     InvalidTaskError,
@@ -640,9 +640,11 @@ class TestTimeLimits:
         block still under way; the block outlasts the 1 s lease, which holds meanwhile.
         An `async def` one blocks its loop inside the block, so no cancel reaches it."""
         blocks: list[tuple[int, str]] = []
+        tokens: list[int] = []
 
         def slow_charge() -> None:
             attempt = current_task().attempt
+            tokens.append(current_task().token)
             with current_task().effect():
                 blocks.append((attempt, "begins"))
                 time.sleep(1.5 if attempt == 1 else 0)
@@ -659,7 +661,12 @@ class TestTimeLimits:
         start_worker()
         record = ended(app, task_id, "completed")
         assert blocks == [(1, "begins"), (1, "ends"), (2, "begins"), (2, "ends")]
-        assert record.retries == 1 and record.fencing_token == 2
+        # Two leases, the retry's token above the first's, and no reap between them
+        # minting another: the record holds the retry's.
+        assert record.retries == 1 and len(tokens) == 2
+        assert record.fencing_token == leased_token(tokens[0], tokens[1])
+        assert [int(e.fields["token"]) for e in events(app.broker.client, app.broker.keys)
+                if e.task == task_id and e.type == "leased"] == tokens
         assert "reaped" not in event_types(app.broker.client, app.broker.keys, task_id)
 
 

@@ -30,43 +30,50 @@ Log = list[tuple[int, dict[str, str]]]
 MAX_RETRIES = 1
 
 
+def leased(broker: Broker, task_id: str, worker: str, seconds: float) -> int:
+    """Lease `task_id`, which must be at the front of ready: its token."""
+    got = broker.lease(worker, seconds)
+    assert got is not None and got[0] == task_id, got
+    return got[1]
+
+
 def run_scenario(broker: Broker) -> None:
     """Four tasks, three of them of priorities other than the default, through every
     logged operation; ids are leased one at a time."""
     broker.enqueue("a", max_retries=MAX_RETRIES, priority=9)
-    assert broker.lease("w1", 10) == ("a", 1)
-    assert broker.heartbeat("a", 1, 10)
-    assert broker.ack("a", 1)
+    a = leased(broker, "a", "w1", 10)
+    assert broker.heartbeat("a", a, 10)
+    assert broker.ack("a", a)
 
-    # b: the lease runs out and is reaped (token 2), then leased again (token 3);
+    # b: the lease runs out and is reaped (a new token), then leased again (another);
     # the first holder's late ack is refused and writes no event.
     broker.enqueue("b", max_retries=MAX_RETRIES)
-    assert broker.lease("w1", 0.05) == ("b", 1)
+    b1 = leased(broker, "b", "w1", 0.05)
     time.sleep(0.1)
     assert broker.reap(backoff_base=0.01, backoff_max=0.02)
     wait_until(lambda: broker.promote() == ["b"], what="b promoted")
-    assert broker.lease("w2", 10) == ("b", 3)
-    assert not broker.ack("b", 1)
-    assert broker.ack("b", 3)
+    b2 = leased(broker, "b", "w2", 10)
+    assert not broker.ack("b", b1)
+    assert broker.ack("b", b2)
 
     # c: delayed, failed into delayed, released, failed into the DLQ, revived, acked.
     broker.enqueue("c", delay=0.05, max_retries=MAX_RETRIES, priority=0)
     wait_until(lambda: broker.promote() == ["c"], what="c promoted")
-    assert broker.lease("w1", 10) == ("c", 1)
-    broker.fail("c", 1, "boom", backoff_base=0.01, backoff_max=0.02)
+    c = leased(broker, "c", "w1", 10)
+    broker.fail("c", c, "boom", backoff_base=0.01, backoff_max=0.02)
     wait_until(lambda: broker.promote() == ["c"], what="c promoted again")
-    assert broker.lease("w1", 10) == ("c", 2)
-    assert broker.release("c", 2)
-    assert broker.lease("w2", 10) == ("c", 3)
-    broker.fail("c", 3, "boom again")
+    c = leased(broker, "c", "w1", 10)
+    assert broker.release("c", c)
+    c = leased(broker, "c", "w2", 10)
+    broker.fail("c", c, "boom again")
     assert broker.retry_dead("c")
-    assert broker.lease("w2", 10) == ("c", 4)
-    assert broker.ack("c", 4)
+    c = leased(broker, "c", "w2", 10)
+    assert broker.ack("c", c)
 
     # d: a final failure, straight to the DLQ with its retry unused.
     broker.enqueue("d", max_retries=MAX_RETRIES, priority=7)
-    assert broker.lease("w1", 10) == ("d", 1)
-    assert broker.fail("d", 1, "UnknownTaskError: nobody", dead=True).status == "dead"
+    d = leased(broker, "d", "w1", 10)
+    assert broker.fail("d", d, "UnknownTaskError: nobody", dead=True).status == "dead"
 
 
 @pytest.fixture
@@ -100,9 +107,13 @@ def test_the_log_of_real_broker_calls_is_a_behaviour_of_task_queue(
     assert verdict.traces == 4
 
 
+def token_of(events: Log, task: str, kind: str, nth: int = 0) -> str:
+    return events[index(events, task, kind, nth)][1]["token"]
+
+
 def test_an_ack_with_a_stale_token_is_rejected(real_log: Log, tmp_path: Path) -> None:
     at = index(real_log, "b", "completed")
-    real_log[at][1]["token"] = "1"
+    real_log[at][1]["token"] = token_of(real_log, "b", "leased")  # the reaped run's
     verdict = validate(real_log, tmp_path)
     assert not verdict.accepted and verdict.task == "b"
     assert 'type |-> "completed"' in verdict.reason
@@ -135,10 +146,25 @@ def test_a_task_completed_twice_is_rejected(real_log: Log, tmp_path: Path) -> No
 def test_a_reap_that_does_not_bump_the_token_is_rejected(
     real_log: Log, tmp_path: Path
 ) -> None:
-    real_log[index(real_log, "b", "reaped")][1]["token"] = "1"
+    real_log[index(real_log, "b", "reaped")][1]["token"] = token_of(real_log, "b", "leased")
     verdict = validate(real_log, tmp_path)
     assert (verdict.accepted, verdict.task) == (False, "b")
     assert 'type |-> "reaped"' in verdict.reason
+
+
+def test_a_lease_that_mints_a_token_given_before_is_rejected(
+    real_log: Log, tmp_path: Path
+) -> None:
+    # What a lease lost with Redis's last writes would look like had its token been
+    # minted again (specs/TaskQueue/TokenMint.tla): a second lease with the first's.
+    again = token_of(real_log, "b", "leased")
+    real_log[index(real_log, "b", "leased", 1)][1]["token"] = again
+    for n, (_, fields) in enumerate(real_log):
+        if fields["task"] == "b" and n > index(real_log, "b", "leased", 1):
+            fields["token"] = again
+    verdict = validate(real_log, tmp_path)
+    assert (verdict.accepted, verdict.task) == (False, "b")
+    assert 'type |-> "leased"' in verdict.reason
 
 
 def test_traces_checked_in_batches_add_up_and_a_late_rejection_still_ends_it(
@@ -146,7 +172,7 @@ def test_traces_checked_in_batches_add_up_and_a_late_rejection_still_ends_it(
 ) -> None:
     verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
     assert verdict.accepted and verdict.traces == 4
-    real_log[index(real_log, "c", "completed")][1]["token"] = "1"
+    real_log[index(real_log, "c", "completed")][1]["token"] = token_of(real_log, "c", "leased")
     verdict = tlctrace.check_in_batches(tlatrace.per_task(real_log), MAX_RETRIES, batch=1)
     assert (verdict.accepted, verdict.task) == (False, "c")
 

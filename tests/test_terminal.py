@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from cli_support import command_env
+from helpers import record_of
 from taskq.broker import Broker
 from taskq.cli.task import BLOCK_LINES, block
 from taskq.flows import Flows, StageSpec
@@ -100,6 +101,8 @@ def test_the_dashboard_draws_panels_and_a_running_tasks_progress(
     queue.enqueue("busy", name="shop.import")
     (task,) = queue.lease_many("w", 30, 1).tasks
     assert queue.progress("busy", task.token, 0.42, "42 of 100 rows")
+    token = record_of(queue, "busy").fencing_token  # the lease's, shown whole
+    assert token == task.token
     env = command_env(REDIS_URL=settings.redis_url)
     argv = [sys.executable, "-m", "taskq", "dashboard", "--queue", queue.queue]
     drawn = on_a_terminal([*argv, "--once"], env)
@@ -107,7 +110,7 @@ def test_the_dashboard_draws_panels_and_a_running_tasks_progress(
     assert "42% 42 of 100 rows" in drawn and "leased" in drawn
     piped = subprocess.run([*argv, "--once"], env=env, capture_output=True, text=True,
                            check=True).stdout
-    assert "╭" not in piped and "attempt 1 token 1  42% 42 of 100 rows" in piped
+    assert "╭" not in piped and f"attempt 1 token {token}  42% 42 of 100 rows" in piped
     # Live: redrawn in place until Ctrl-C, which ends it at once and without a traceback.
     header = f"queue {queue.queue}"
     live = on_a_terminal(argv, env, timeout=20, status=130,

@@ -25,7 +25,8 @@ def requested(token: int) -> list[dict[str, str]]:
 def test_an_effect_is_inserted_before_each_completion_with_the_acking_token() -> None:
     trace = steps([ev("leased", "running", token=4, ts=10, at=20),
                    ev("completed", "completed", token=4, ts=15)])
-    assert [(s.type, s.token) for s in trace] == [("leased", 4), ("effect", 4), ("completed", 4)]
+    # Tokens are ranked among those the task's leases and reaps minted (see below).
+    assert [(s.type, s.token) for s in trace] == [("leased", 1), ("effect", 1), ("completed", 1)]
 
 
 def test_an_expiry_before_a_reap_and_a_tick_before_a_promotion_carry_that_events_time() -> None:
@@ -52,8 +53,8 @@ def test_a_cancel_keeps_the_state_it_says_it_left() -> None:
 def test_an_ack_that_came_before_the_cancel_applied_its_effect_before_it() -> None:
     trace = steps([*requested(3), ev("completed", "completed", token=3)])
     assert [(s.type, s.token) for s in trace] == [
-        ("leased", 3), ("heartbeat", 3), ("effect", 3), ("cancel_requested", 3),
-        ("unheard", 3), ("completed", 3),
+        ("leased", 1), ("heartbeat", 1), ("effect", 1), ("cancel_requested", 1),
+        ("unheard", 1), ("completed", 1),
     ]
 
 
@@ -70,6 +71,28 @@ def test_a_holder_that_settles_cancelled_heard_the_beat_after_the_cancel() -> No
     trace = steps([*requested(2), cancelled])
     assert [s.type for s in trace] == ["leased", "heartbeat", "cancel_requested",
                                        "heartbeat", "cancelled"]
+
+
+def test_minted_tokens_become_their_ranks_so_the_models_count_and_tlcs_integers_fit() -> None:
+    floor = 1_765_000_000_000_000  # a server time in ms, times 1000 (lua/_common.lua)
+    trace = steps([ev("leased", "running", token=floor), ev("reaped", "delayed", token=floor + 1),
+                   ev("promoted", "pending"), ev("leased", "running", token=floor + 9000),
+                   ev("completed", "completed", token=floor + 9000)])
+    assert [s.token for s in trace] == [1, -1, 2, -1, -1, 3, 3, 3]
+
+
+def test_a_token_minted_twice_keeps_one_rank_for_the_model_to_reject() -> None:
+    trace = steps([ev("leased", "running", token=7), ev("reaped", "delayed", token=8),
+                   ev("promoted", "pending"), ev("leased", "running", token=8)])
+    assert [(s.type, s.token) for s in trace if s.type in ("leased", "reaped")] == [
+        ("leased", 1), ("reaped", 2), ("leased", 2)]
+
+
+def test_a_token_no_lease_minted_matches_no_holder_and_never_leased_stays_zero() -> None:
+    trace = steps([ev("cancel_requested", "pending", token=0),
+                   ev("leased", "running", token=40), ev("completed", "completed", token=39)])
+    assert [(s.type, s.token) for s in trace] == [
+        ("cancel_requested", 0), ("leased", 1), ("effect", -2), ("completed", -2)]
 
 
 def test_a_purge_ends_the_tasks_trace() -> None:

@@ -162,7 +162,17 @@ class TestIllegalTracesAreReported:
             log(enqueued(), event("leased", "running", 1), event("reaped", "delayed", 1)),
             require_terminal=False,
         )
-        assert problems(report) == ["reap did not bump the token 1 (got 1)"]
+        assert problems(report) == ["reap token 1 not above the previous 1"]
+
+    def test_a_reap_may_raise_the_token_to_the_clocks_floor(self) -> None:
+        minted = 1_765_000_000_000_000  # a server time in ms, times 1000
+        report = validate(
+            log(enqueued(), event("leased", "running", 1),
+                event("reaped", "delayed", minted), event("promoted", "pending"),
+                event("leased", "running", minted + 1)),
+            require_terminal=False,
+        )
+        assert problems(report) == []
 
     def test_a_stale_holder_acting_after_a_reap_is_reported(self) -> None:
         report = validate(

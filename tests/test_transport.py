@@ -20,7 +20,7 @@ from redis.connection import Connection
 from redis.exceptions import NoScriptError
 
 from conftest import ON_CLUSTER
-from helpers import events
+from helpers import events, lease_one, leased_token
 from taskq.broker import Broker
 from taskq.connection import connect
 from taskq.keys import QueueKeys
@@ -215,8 +215,14 @@ def lease_call(count: int = 1, request_id: str = "") -> tuple[list[str], list[An
             [k.prefix, "w", 10_000, count, 100, request_id, 0])
 
 
-def leased(reply: Any) -> list[tuple[str, int]]:
-    return [(t.task_id, t.token) for t in LeaseBatch.from_reply(reply).tasks]
+def leased(broker: Broker, reply: Any) -> list[str]:
+    """The ids a lease script's reply hands out, each with the token its record holds:
+    that lease's, above the none (0) a task has before its first."""
+    tasks = LeaseBatch.from_reply(reply).tasks
+    for task in tasks:
+        record = broker.task(task.task_id)
+        assert record is not None and record.fencing_token == leased_token(0, task.token)
+    return [task.task_id for task in tasks]
 
 
 @pytest.fixture
@@ -237,7 +243,7 @@ class TestBothTransports:
     def test_a_script_runs_and_returns_its_reply(
         self, transport: Transport, lease: Script, queued: Broker
     ) -> None:
-        assert leased(transport.run(lease, *lease_call())) == [("t1", 1)]
+        assert leased(queued, transport.run(lease, *lease_call())) == ["t1"]
 
     def test_a_scripts_error_reply_raises(
         self, transport: Transport, lease: Script, queued: Broker
@@ -253,16 +259,16 @@ class TestBothTransports:
         refused, first, second = transport.run_many(
             [(lease, *lease_call(count=-1)), (lease, *lease_call()), (lease, *lease_call())])
         assert isinstance(refused, redis.ResponseError) and "count must be" in str(refused)
-        assert (leased(first), leased(second)) == ([("t1", 1)], [("t2", 1)])
+        assert (leased(queued, first), leased(queued, second)) == (["t1"], ["t2"])
 
     def test_a_server_that_lost_its_scripts_runs_each_once_after_loading_them(
         self, transport: Transport, lease: Script, queued: Broker, client: redis.Redis
     ) -> None:
         client.script_flush()
-        assert leased(transport.run(lease, *lease_call())) == [("t1", 1)]
+        assert leased(queued, transport.run(lease, *lease_call())) == ["t1"]
         client.script_flush()
-        assert [leased(r) for r in transport.run_many([(lease, *lease_call())])] == [
-            [("t2", 1)]]
+        assert [leased(queued, r) for r in transport.run_many([(lease, *lease_call())])] == [
+            ["t2"]]
         assert [e.fields["type"] for e in events(client, KEYS)].count("leased") == 2
 
     def test_the_wait_returns_once_work_is_signalled_or_the_timeout_passes(
@@ -299,7 +305,7 @@ class TestBothTransports:
             assert reply is None
             assert (client.llen(KEYS.wake), queued.counts().ready) == (signals, 2)
         else:
-            assert leased(reply) == [("t1", 1)]
+            assert leased(queued, reply) == ["t1"]
 
 
 def test_a_broker_on_a_server_that_lost_the_scripts_runs_each_call_once(
@@ -308,9 +314,11 @@ def test_a_broker_on_a_server_that_lost_the_scripts_runs_each_call_once(
     client.script_flush()
     assert broker.enqueue("t1").created
     client.script_flush()
-    assert broker.lease("w", 10) == ("t1", 1)
+    task_id, token = lease_one(broker, "w", 10)
+    assert task_id == "t1"
+    leased_token(0, token)
     client.script_flush()
-    assert broker.ack("t1", 1)
+    assert broker.ack("t1", token)
     assert client.xlen(broker.keys.events) == 3  # enqueued, leased, completed: once each
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 
+from helpers import leased_token, minted
 from taskq import App, LeaseLostError, Ledger, Retry, current_task
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError
@@ -49,7 +50,7 @@ class TestRunningHandlers:
         assert sorted(calls) == [("add", 2, 3), ("greet", "ada", "!")]
 
     def test_handler_sees_its_task_id_attempt_and_token(
-        self, app: App, start_worker: StartWorker
+        self, app: App, start_worker: StartWorker, client: redis.Redis
     ) -> None:
         seen: list[tuple[str, int, int, str]] = []
 
@@ -60,8 +61,10 @@ class TestRunningHandlers:
 
         task_id = introspect.enqueue().task_id
         start_worker()
-        wait_for_state(app.broker, task_id, "completed")
-        assert seen == [(task_id, 1, 1, app.queue)]
+        record = wait_for_state(app.broker, task_id, "completed")
+        # Its one lease's token: the record's, and the one the lease's event carried.
+        assert minted(client, app.broker.keys, task_id) == [("leased", record.fencing_token)]
+        assert seen == [(task_id, 1, leased_token(0, record.fencing_token), app.queue)]
 
     def test_handler_exception_is_retried_then_dead_with_type_and_message(
         self, app: App, start_worker: StartWorker
@@ -376,13 +379,15 @@ class TestLeases:
         start_worker(lease_seconds=0.6)
         wait_for_state(app.broker, task_id, "completed", timeout=6)
         record = app.broker.task(task_id)
-        assert record is not None and (record.fencing_token, record.retries) == (1, 0)
+        # Leased once and never again: the record keeps that one lease's token.
+        assert record is not None and record.retries == 0
+        assert minted(client, app.broker.keys, task_id) == [("leased", record.fencing_token)]
         types = event_types(client, app.broker.keys, task_id)
         assert "reaped" not in types
         assert types.count("heartbeat") >= 3
 
     def test_lost_lease_fences_the_effect_and_refuses_the_stale_ack(
-        self, app: App, start_worker: StartWorker, ledger_path: Path
+        self, app: App, start_worker: StartWorker, ledger_path: Path, client: redis.Redis
     ) -> None:
         """The lease is expired by hand (its score set in the past), as a paused heartbeat
         would leave it; the worker's heartbeat then finds its token stale. The real pause
@@ -403,27 +408,32 @@ class TestLeases:
 
         task_id = charge.enqueue().task_id
         running = start_worker(concurrency=2)
-        wait_for_state(app.broker, task_id, "running")
-        expire_and_reap(app.broker, task_id)
+        first = leased_token(0, wait_for_state(app.broker, task_id, "running").fencing_token)
+        reaped = expire_and_reap(app.broker, task_id, first)
         wait_for_state(app.broker, task_id, "completed")
         wait_until(lambda: running.worker.stats.stale, 5, "the stale ack to be refused")
         record = app.broker.task(task_id)
-        assert record is not None and record.fencing_token == 3  # leased, reaped, leased
-        assert len(refused) == 1 and "lost its lease (token 1)" in str(refused[0])
+        # Leased, reaped, leased: each step minted a token above the one before.
+        assert record is not None and leased_token(reaped, record.fencing_token)
+        assert minted(client, app.broker.keys, task_id) == [
+            ("leased", first), ("reaped", reaped), ("leased", record.fencing_token)]
+        assert len(refused) == 1 and f"lost its lease (token {first})" in str(refused[0])
         assert ledger.charges_for(task_id) == 1
         ledger.close()
 
 
-def expire_and_reap(broker: Broker, task_id: str) -> None:
-    """End the lease now and reap it; a heartbeat in between renews it, so try again."""
+def expire_and_reap(broker: Broker, task_id: str, token: int) -> int:
+    """End the lease of `token` now and reap it; a heartbeat in between renews it, so try
+    again. The token the reap minted, above `token`."""
 
-    def reaped() -> bool:
+    def reaped() -> int | None:
         broker.client.zadd(broker.keys.leased, {task_id: 0}, xx=True)
         broker.reap(backoff_base=0.01, backoff_max=0.01)
         record = broker.task(task_id)
-        return record is not None and record.fencing_token >= 2
+        return record.fencing_token if record is not None and record.fencing_token > token \
+            else None
 
-    wait_until(reaped, 5, f"the lease of {task_id} to be reaped")
+    return wait_until(reaped, 5, f"the lease of {task_id} to be reaped")
 
 
 # A program that runs a worker on its main thread, as `taskq worker` does, and goes on
@@ -480,7 +490,9 @@ class TestShutdown:
         assert not running.thread.is_alive() and running.status == 0
         for task_id in (a, b):
             record = app.broker.task(task_id)
-            assert record is not None and (record.state, record.fencing_token) == ("completed", 1)
+            # Completed on its one lease: no other lease and no reap minted a token.
+            assert record is not None and record.state == "completed"
+            assert minted(client, app.broker.keys, task_id) == [("leased", record.fencing_token)]
             assert "reaped" not in event_types(client, app.broker.keys, task_id)
         left = app.broker.task(c)
         assert left is not None and (left.state, left.fencing_token) == ("pending", 0)

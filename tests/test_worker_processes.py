@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import record_of
+from helpers import leased_token, minted, record_of
 from taskq.broker import Broker
 from taskq.processes import taskq_command
 from taskq.shards import Layout, register
@@ -49,6 +49,24 @@ def charge_tokens(ledger_path: Path, task_id: str) -> list[int]:
     return tokens
 
 
+def only_lease(broker: Broker, task_id: str) -> int:
+    """The token of the task's one lease, which no reap or later lease minted over: the
+    record's."""
+    token = record_of(broker, task_id).fencing_token
+    assert minted(broker.client, broker.keys, task_id) == [("leased", leased_token(0, token))]
+    return token
+
+
+def leased_reaped_leased(broker: Broker, task_id: str) -> tuple[int, int, int]:
+    """The tokens of a task leased, reaped and leased again (the takeover), as its events
+    tell: each above the one before, and the takeover's the record's."""
+    steps = minted(broker.client, broker.keys, task_id)
+    assert [kind for kind, _ in steps] == ["leased", "reaped", "leased"], steps
+    first, reaped, takeover = (token for _, token in steps)
+    assert first < reaped < takeover == record_of(broker, task_id).fencing_token
+    return first, reaped, takeover
+
+
 def ledger_summary(path: Path) -> LedgerSummary:
     ledger = Ledger(path)
     try:
@@ -73,7 +91,10 @@ def test_sigkilled_worker_task_is_reaped_and_completed_elsewhere(
     for task_id in task_ids:
         wait_for_state(queue, task_id, "completed")
     rerun = record_of(queue, victim)
-    assert rerun.worker != killed_id and rerun.retries == 1 and rerun.fencing_token == 3
+    assert rerun.worker != killed_id and rerun.retries == 1
+    # Leased, reaped, leased elsewhere; the killed worker charged with the first token.
+    first, _, _ = leased_reaped_leased(queue, victim)
+    assert charge_tokens(ledger_path, victim) == [first]
     assert "reaped" in event_types(queue.client, queue.keys, victim)
     summary = ledger_summary(ledger_path)
     assert (summary.charges, summary.tasks, summary.charged_twice) == (4, 4, [])
@@ -90,27 +111,33 @@ def test_paused_worker_is_fenced_after_takeover_even_with_no_ledger_guard(
     paused_id = wait_for_state(queue, task_id, "running").worker
     paused = workers.holding(paused_id)
     paused.send_signal(signal.SIGSTOP)
-    wait_until(lambda: record_of(queue, task_id).fencing_token >= 3, 10, "another worker to lease")
+    # Reaped, then leased a second time: by the other worker, this one being stopped.
+    wait_until(lambda: [kind for kind, _ in minted(queue.client, queue.keys, task_id)
+                        ].count("leased") == 2, 10, "another worker to lease")
     paused.send_signal(signal.SIGCONT)
     done = wait_for_state(queue, task_id, "completed")
-    assert done.worker != paused_id and done.fencing_token == 3
+    first, _, takeover = leased_reaped_leased(queue, task_id)
+    assert done.worker != paused_id and done.fencing_token == takeover
     # Its handler had started (its effect is refused, its failure report too) or, paused
     # between the lease and the start, it never starts: the lease lapsed meanwhile.
     log = wait_until(lambda: (log := workers.log(paused)) and (
-        "fail of task t1 refused: token 1 is stale" in log
+        f"fail of task t1 refused: token {first} is stale" in log
         or "task t1 had not started" in log) and log, 10, "the paused worker to give t1 up")
     if "had not started" in log:
         assert "this worker no longer holds it" in log
     else:  # it ran: its heartbeat or its effect() found the lease lost
-        assert "lost its lease (token 1)" in log
+        assert f"lost its lease (token {first})" in log
         assert "LeaseLostError" in log or "this worker no longer holds it" in log
-    assert charge_tokens(ledger_path, task_id) == [3]
+    assert charge_tokens(ledger_path, task_id) == [takeover]
     assert paused.poll() is None  # a refused report is routine: the worker goes on
 
 
-@pytest.mark.parametrize(("guard", "tokens"), [("none", [1, 3]), ("dedupe", [1])])
+# `charged`: whose charges the ledger keeps, in order: the paused holder's (the first
+# lease's token) and the takeover's (the token leased after the reap).
+@pytest.mark.parametrize(("guard", "charged"), [("none", ["paused", "takeover"]),
+                                                ("dedupe", ["paused"])])
 def test_worker_paused_after_its_charge_has_its_ack_refused_after_takeover(
-    workers: WorkerProcesses, queue: Broker, ledger_path: Path, guard: str, tokens: list[int]
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, guard: str, charged: list[str]
 ) -> None:
     # The task runs twice (exactly-once execution is not promised); only a guarded
     # effect is applied once.
@@ -122,14 +149,16 @@ def test_worker_paused_after_its_charge_has_its_ack_refused_after_takeover(
     paused = workers.holding(paused_id)
     paused.send_signal(signal.SIGSTOP)
     done = wait_for_state(queue, task_id, "completed")
-    assert done.worker != paused_id and done.fencing_token == 3
+    first, _, takeover = leased_reaped_leased(queue, task_id)
+    assert done.worker != paused_id and done.fencing_token == takeover
     paused.send_signal(signal.SIGCONT)
-    wait_until(lambda: "ack of task t1 refused: token 1 is stale" in workers.log(paused), 10,
-               "the paused worker's ack to be refused")
-    assert charge_tokens(ledger_path, task_id) == tokens
+    wait_until(lambda: f"ack of task t1 refused: token {first} is stale" in workers.log(paused),
+               10, "the paused worker's ack to be refused")
+    tokens = {"paused": first, "takeover": takeover}
+    assert charge_tokens(ledger_path, task_id) == [tokens[run] for run in charged]
     assert record_of(queue, task_id) == done  # the refused ack changed nothing
     # The result is the accepted run's: the paused holder's return value never lands.
-    assert queue.handle("t1").result(timeout=5)["token"] == 3
+    assert queue.handle("t1").result(timeout=5)["token"] == takeover
 
 
 def test_result_waited_for_here_comes_from_a_worker_process(
@@ -138,8 +167,10 @@ def test_result_waited_for_here_comes_from_a_worker_process(
     workers.start(WORK_SECONDS="0.3")
     handles = [queue.enqueue(f"t{n}", payload=CHARGE) for n in range(3)]
     results = [handle.result(timeout=20) for handle in handles]
-    assert results == [{"outcome": "applied", "token": 1, "attempt": 1}] * 3
-    assert charge_tokens(ledger_path, "t0") == [1]
+    # Each charged on its one lease, with that lease's token.
+    tokens = [only_lease(queue, handle.task_id) for handle in handles]
+    assert results == [{"outcome": "applied", "token": token, "attempt": 1} for token in tokens]
+    assert charge_tokens(ledger_path, "t0") == [tokens[0]]
 
 
 # SIGHUP: the terminal or ssh session the worker ran in went away.
@@ -154,7 +185,7 @@ def test_sigterm_drains_the_task_in_hand_and_exits_zero(
     worker.send_signal(signum)
     assert worker.wait(10) == 0
     assert record_of(queue, first).state == "completed"
-    assert charge_tokens(ledger_path, first) == [1]
+    assert charge_tokens(ledger_path, first) == [only_lease(queue, first)]
     untouched = record_of(queue, second)
     assert (untouched.state, untouched.fencing_token) == ("pending", 0)
     log = workers.log(worker)
@@ -253,7 +284,9 @@ def test_a_stop_sent_to_the_pool_and_to_each_process_drains_them_all_once(
     pool.send_signal(signal.SIGTERM)
     assert pool.wait(15) == 0, workers.log(pool)[-2000:]
     assert [record_of(queue, t).state for t in task_ids] == ["completed", "completed"]
-    assert [charge_tokens(ledger_path, t) for t in task_ids] == [[1], [1]]
+    # Each charged once, on its one lease: none was reaped and run again.
+    assert [charge_tokens(ledger_path, t) for t in task_ids] == [
+        [only_lease(queue, t)] for t in task_ids]
 
 
 def test_a_pool_stops_though_one_of_its_processes_is_stopped(
@@ -318,7 +351,9 @@ def test_a_pool_starts_a_killed_process_again_and_the_task_is_rerun(
     wait_until(lambda: len(pool_pids(workers.log(pool))) == 3, 10, "a third process to start")
     assert "exited with status -9" in workers.log(pool)
     done = wait_for_state(queue, task_id, "completed")
-    assert done.retries == 1 and charge_tokens(ledger_path, task_id) == [1]
+    # Rerun after the reap; the killed process's charge (its first token) is the only one.
+    first, _, _ = leased_reaped_leased(queue, task_id)
+    assert done.retries == 1 and charge_tokens(ledger_path, task_id) == [first]
     assert pool.poll() is None
 
 
@@ -427,10 +462,13 @@ def charge(charge: int) -> None:
 '''
 
 
-@pytest.mark.parametrize(("guard", "tokens"), [("none", [3, 1]), ("dedupe", [3])])
+# `charged`: whose charges the ledger keeps, in order: the takeover's (the token leased
+# after the reap), then the late one of the holder paused in its effect (the first's).
+@pytest.mark.parametrize(("guard", "charged"), [("none", ["takeover", "paused"]),
+                                                ("dedupe", ["takeover"])])
 def test_a_pause_inside_an_effect_block_is_the_window_only_a_guard_closes(
     workers: WorkerProcesses, queue: Broker, ledger_path: Path, tmp_path: Path,
-    guard: str, tokens: list[int],
+    guard: str, charged: list[str],
 ) -> None:
     (tmp_path / "paused_in_effect.py").write_text(PAUSED_IN_EFFECT_APP)
     app = {"PYTHONPATH": str(tmp_path), "LEDGER_GUARD": guard}
@@ -440,9 +478,11 @@ def test_a_pause_inside_an_effect_block_is_the_window_only_a_guard_closes(
     workers.start("--app", "paused_in_effect:app", **app)
     wait_for_state(queue, task_id, "completed")
     paused.send_signal(signal.SIGCONT)
-    wait_until(lambda: len(charge_tokens(ledger_path, task_id)) == len(tokens)
+    wait_until(lambda: len(charge_tokens(ledger_path, task_id)) == len(charged)
                and "ack of task t1 refused" in workers.log(paused), 10, "the late charge")
-    assert charge_tokens(ledger_path, task_id) == tokens
+    first, _, takeover = leased_reaped_leased(queue, task_id)
+    tokens = {"paused": first, "takeover": takeover}
+    assert charge_tokens(ledger_path, task_id) == [tokens[run] for run in charged]
 
 
 def test_a_handler_past_the_grace_after_its_effect_is_acked_not_run_again(
@@ -457,10 +497,12 @@ def test_a_handler_past_the_grace_after_its_effect_is_acked_not_run_again(
     workers.start(**slow)
     assert first.wait(10) == 0
     done = record_of(queue, task_id)
-    assert (done.state, done.fencing_token, pid_of(done.worker)) == ("completed", 1, first.pid)
+    token = only_lease(queue, task_id)  # acked on the first worker's lease
+    assert (done.state, done.fencing_token, pid_of(done.worker)) == (
+        "completed", token, first.pid)
     assert "after its effect was applied: acked" in workers.log(first)
     time.sleep(1.0)  # the second worker would have leased it by now
-    assert charge_tokens(ledger_path, task_id) == [1]
+    assert charge_tokens(ledger_path, task_id) == [token]
     assert record_of(queue, task_id) == done
 
 
@@ -577,13 +619,15 @@ def test_sigusr1_reports_each_task_in_hand_with_its_threads_stack_and_work_goes_
     # The thread the report names is one whose stack is logged, in the handler's sleep.
     ident = re.search(r"\((0x[0-9a-f]{16})\), at ", line)
     assert ident is not None, line
-    stack = next((ln for ln in log.splitlines() if f"({ident.group(1)}): " in ln), "")
-    assert "simulation.py" in stack and " in simulate <- " in stack, log[-3000:]
+    # The stacks follow the summary in the same report, written a moment later.
+    stack = wait_until(lambda: next((ln for ln in workers.log(worker).splitlines()
+                                     if f"({ident.group(1)}): " in ln), ""), 10, "the stacks")
+    assert "simulation.py" in stack and " in simulate <- " in stack, workers.log(worker)[-3000:]
     wait_for_state(queue, task_id, "completed")
     assert worker.poll() is None
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(10) == 0
-    assert charge_tokens(ledger_path, task_id) == [1]
+    assert charge_tokens(ledger_path, task_id) == [only_lease(queue, task_id)]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGUSR2], ids=["SIGQUIT", "SIGUSR2"])

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import redis
 
-from helpers import events, record_of
+from helpers import events, minted, record_of
 from taskq import App, Worker, current_task
 from taskq.broker import Broker
 from taskq.connection import connect
@@ -266,7 +266,9 @@ class TestInProcess:
         start_worker(concurrency=2, queues=[app.queue, other.queue], lease_seconds=0.6)
         for broker, task_id in ((app.broker, mine), (other, theirs)):
             record = wait_for_state(broker, task_id, "completed", timeout=8)
-            assert (record.fencing_token, record.retries) == (1, 0)
+            # Leased once and never again: the record keeps that one lease's token.
+            assert record.retries == 0
+            assert minted(client, broker.keys, task_id) == [("leased", record.fencing_token)]
             types = event_types(client, broker.keys, task_id)
             assert "reaped" not in types and types.count("heartbeat") >= 3
 
@@ -402,7 +404,9 @@ class TestProcesses:
         assert worker.wait(10) == 0
         for broker, task_id in held:
             record = record_of(broker, task_id)
-            assert (record.state, record.fencing_token) == ("completed", 1)
+            assert record.state == "completed"  # on its one lease: no other minted a token
+            assert minted(broker.client, broker.keys, task_id) == [
+                ("leased", record.fencing_token)]
         assert "draining (SIGTERM)" in workers.log(worker)
 
     def test_a_killed_workers_tasks_are_reaped_each_on_its_own_queue(
@@ -421,5 +425,11 @@ class TestProcesses:
                       WORK_SECONDS="0.05")
         for broker, task_id in held:
             record: TaskRecord = wait_for_state(broker, task_id, "completed", timeout=20)
-            assert (record.retries, record.fencing_token) == (1, 3)
+            assert record.retries == 1
+            # Leased, reaped, leased: each step minted a token above the one before, and
+            # the record holds the last.
+            steps = minted(broker.client, broker.keys, task_id)
+            assert [kind for kind, _ in steps] == ["leased", "reaped", "leased"]
+            first, reaped, second = (token for _, token in steps)
+            assert first < reaped < second == record.fencing_token
             assert "reaped" in event_types(broker.client, broker.keys, task_id)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from helpers import events, strict_mypy_errors, view
+from helpers import events, leased_token, strict_mypy_errors, view
 from taskq import (
     App,
     InvalidTaskError,
@@ -190,9 +190,11 @@ class TestChains:
         """Acked, not run again (its effect would apply twice), but with no result to hand
         on: the chain fails there rather than run its next step on a made-up None."""
         applied, leave = threading.Event(), threading.Event()
+        tokens: list[int] = []
 
         @app.task("charge_then_linger")
         def charge_then_linger(x: int) -> int:
+            tokens.append(current_task().token)
             with current_task().effect():
                 applied.set()
             leave.wait(10)
@@ -212,7 +214,10 @@ class TestChains:
             failed.value)
         assert [s.state for s in flow.status().steps] == ["completed", "cancelled"]
         record = app.broker.task(cut)
-        assert record is not None and (record.state, record.fencing_token) == ("completed", 1)
+        # Acked with the token of its one run: no lease or reap minted another after it.
+        assert record is not None and (record.state, record.fencing_token) == (
+            "completed", leased_token(0, tokens[0]))
+        assert len(tokens) == 1  # not run again
 
 
 class TestGroups:

@@ -67,6 +67,22 @@ local function stored_whole(value, default)
   return default
 end
 
+-- A task's next fencing token, its record holding `stored`: one more than that, or the
+-- server's time in milliseconds times TOKENS_PER_MS, whichever is larger. A crash that
+-- loses the writes since the last fsync (`appendfsync everysec`), or a failover that
+-- loses what the old primary had not passed on, takes a lease's token back with it
+-- while its worker runs on; counting on from the record would mint that token again,
+-- for a second worker, and neither effect()'s check nor the ledger's fence could tell
+-- the two apart. The floor is past every token minted in an earlier millisecond, and
+-- Redis answers again only after its clock has moved on (specs/TaskQueue/TokenMint.tla).
+local TOKENS_PER_MS = 1000  -- far more than one task is ever given in a millisecond
+local function mint_token(stored, now_ms)
+  local token = stored_whole(stored, 0) + 1
+  local floor = now_ms * TOKENS_PER_MS
+  if floor > token then token = floor end
+  return integer_text(token)
+end
+
 -- taskq's keys may have been written by something else, as another type. Redis refuses
 -- a write to such a key, and a script refused part way keeps what it wrote before (a
 -- task taken off leased and never put on delayed is in no place at all). A script checks

@@ -607,7 +607,7 @@ local function lease_from(list)
         give_back_slots(prefix, task_id, record[1])
       end
       if record[10] then redis.call('HDEL', task_key, 'line') end
-      local token = integer_text(stored_whole(record[5], 0) + 1)
+      local token = mint_token(record[5], now)
       emit(feed, {'type', 'leased', 'task', task_id, 'state', 'running', 'token', token,
        'worker', worker, 'retries', integer_text(stored_whole(record[3], 0)),
        'at', expires_text})

@@ -85,7 +85,7 @@ for n, task_id in ipairs(expired) do
   -- A field that is not a number (written by hand) reads as 0 rather than failing the
   -- reap of every expired lease after it.
   local retries, max_retries = stored_whole(record[1], 0), stored_whole(record[2], 0)
-  local token = integer_text(stored_whole(record[5], 0) + 1)
+  local token = mint_token(record[5], now)
   local error_text = 'lease expired while held by worker ' .. (record[3] or '?') ..
     ' (attempt ' .. (retries + 1) .. '): the worker died, hung or was paused past its lease'
   redis.call('ZREM', leased_key, task_id)

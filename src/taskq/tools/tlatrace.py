@@ -117,7 +117,20 @@ def steps(events: Iterable[Mapping[str, str]], epoch_ms: int = 0) -> list[Step]:
             out.append(Step(implied, before, token=token, ts=numbers["ts"]))
         # An unknown type stays in the trace: no action matches it, so TLC rejects it.
         out.append(Step(kind, fields.get("state", ""), prior=fields.get("from", ""), **numbers))
-    return out
+    return _ranked(out)
+
+
+def _ranked(out: list[Step]) -> list[Step]:
+    """The trace with each token a lease or a reap minted as its rank among them (1 for
+    the lowest): the model counts tokens up by one, and lease.lua mints one more than
+    the last or the server clock's floor, far beyond TLC's 32-bit integers (see
+    lua/_common.lua's mint_token). A log whose mints do not rise one after another
+    ranks out of the model's order, or twice at one rank, and TLC rejects it as
+    before. 0 (never leased) and -1 (not given) stay; a token no lease or reap minted
+    becomes -2, which no holder and no record holds."""
+    minted = sorted({s.token for s in out if s.type in ("leased", "reaped") and s.token > 0})
+    rank = {token: n for n, token in enumerate(minted, start=1)}
+    return [s if s.token <= 0 else replace(s, token=rank.get(s.token, -2)) for s in out]
 
 
 def _queued(events: Iterable[Mapping[str, str]]) -> Iterator[Mapping[str, str]]:

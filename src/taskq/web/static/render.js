@@ -182,7 +182,8 @@ function renderLeased() {
     idCell(l.id), nameCell(l, l.cancelRequested ? cancelRequestedBadge() : null),
     el('td', { class: 'worker', title: l.worker }, l.worker || '—'),
     el('td', { class: 'num' }, String(l.attempt ?? '—')),
-    el('td', { class: 'num mono' }, String(l.token ?? '—')),
+    el('td', { class: 'num mono', 'data-testid': 'lease-token', title: String(l.token ?? '') },
+      String(l.token ?? '—')),
     progressCell(l),
     el('td', {}, el('div', {
       class: 'countdown', 'data-testid': 'lease-countdown', 'data-kind': 'lease',
