@@ -21,8 +21,9 @@ time, so the figures leave out what contention costs; they count the work. Needs
 `valgrind` on PATH (Debian's package).
 
 A side's count runs in a process of its own whose `taskq` is that tree's, so the code
-below the command line imports only the standard library, redis-py and `taskq`'s API
-as it has stood since before issue 21.
+below the command line imports only the standard library, redis-py, `taskq`'s API and
+taskq.tools.embedded's `find_redis_server` and `free_port`, as they have stood since
+before issue 21.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -43,7 +43,7 @@ from pathlib import Path
 import redis
 
 from taskq import Broker, NewTask
-from taskq.tools.embedded import find_redis_server
+from taskq.tools.embedded import find_redis_server, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 112
@@ -55,12 +55,6 @@ DRAIN_SECONDS_A_TASK = 0.05
 
 class CountError(RuntimeError):
     """A count could not be made, or its drain did not complete every task once."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def redis_argv(port: int, data: Path) -> list[str]:
