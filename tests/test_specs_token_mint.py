@@ -1,7 +1,7 @@
 """TokenMint, a task's fencing token minted across a Redis crash that loses its last
 writes: its figures, that it reaches the lost lease it is about, and the shortest trace
-that catches each mutant (the counter taskq minted before, and a restart within the
-lost writes' tick)."""
+that catches each mutant (the counter taskq minted before, a restart within the lost
+writes' tick, and a clock stepped back before the crash)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,14 @@ def test_a_restart_within_the_lost_leases_tick_mints_its_token_again() -> None:
     assert actions(found) == ["Lease(w=1)", "SameClockCrash", "Lease(w=2)"]
     last = found.violation.trace[-1].state
     assert (last.token, dict(last.held)) == (2, {1: 2, 2: 2})
+
+
+def test_a_clock_stepped_back_before_a_crash_mints_a_lost_token_again() -> None:
+    # On one server too: the restart moves the clock on, but not past the lost lease.
+    found = result("TokenMintStepBack.tla", "TokenMintStepBack.cfg")
+    assert found.violation is not None
+    assert found.violation.name == "AtMostOneCurrent"
+    assert figures(found) == (560, 809, 6, 366)
+    assert actions(found) == ["Tick", "Lease(w=1)", "StepBack", "Crash", "Lease(w=2)"]
+    last = found.violation.trace[-1].state
+    assert (last.now, last.token, dict(last.held)) == (2, 4, {1: 4, 2: 4})

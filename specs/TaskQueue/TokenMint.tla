@@ -34,8 +34,9 @@
 (*                                                                         *)
 (* TokenMint.cfg: both hold. Mutants: TokenMintCounter.tla (one more than *)
 (* the record's, taskq before the floor), TokenMintSameClock.tla (a       *)
-(* restart within the tick of the lost writes: the assumption the floor   *)
-(* rests on). Python transcription: token_mint.py.                        *)
+(* restart within the tick of the lost writes) and TokenMintStepBack.tla  *)
+(* (the clock stepped back before a crash): the assumption the floor      *)
+(* rests on. Python transcription: token_mint.py.                         *)
 (***************************************************************************)
 EXTENDS Naturals
 

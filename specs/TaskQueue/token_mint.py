@@ -20,6 +20,8 @@ NeverReissued                     StepProperties
 TokenMintCounter.tla              one more than the record's token      counter, COUNTER_NEXT
 TokenMintSameClock.tla            a restart within the lost writes'     same_clock_crash,
                                   tick                                  SAME_CLOCK_NEXT
+TokenMintStepBack.tla             the clock stepped back a tick         step_back,
+                                  while Redis runs                      STEP_BACK_NEXT
 
 Each \E w is a loop in ascending order and Next's disjuncts are tried in the order
 written, which is TLC's order.
@@ -161,9 +163,17 @@ def crash_with(name: str, later: bool) -> Action:
 crash = crash_with("Crash", later=True)
 same_clock_crash = crash_with("SameClockCrash", later=False)
 
+
+def step_back(c: Constants, s: State) -> Iterator[Transition[State]]:
+    """StepBack (the mutant's): before any crash, the clock steps back a tick."""
+    if s.crashes == 0 and s.now > 1:
+        yield "StepBack", s._replace(now=s.now - 1)
+
+
 NEXT: tuple[Action, ...] = (lease, reap, end, sync, tick, crash)
 COUNTER_NEXT: tuple[Action, ...] = (counter_lease, counter_reap, end, sync, tick, crash)
 SAME_CLOCK_NEXT: tuple[Action, ...] = (lease, reap, end, sync, tick, same_clock_crash)
+STEP_BACK_NEXT: tuple[Action, ...] = (*NEXT, step_back)
 
 
 def type_ok(c: Constants, s: State) -> bool:
@@ -213,6 +223,10 @@ def counter_model(cfg: cfgs.Config) -> Model[State]:
 
 def same_clock_model(cfg: cfgs.Config) -> Model[State]:
     return _model("TokenMintSameClock", SAME_CLOCK_NEXT, cfg)
+
+
+def step_back_model(cfg: cfgs.Config) -> Model[State]:
+    return _model("TokenMintStepBack", STEP_BACK_NEXT, cfg)
 
 
 def _model(name: str, actions: tuple[Action, ...], cfg: cfgs.Config) -> Model[State]:

@@ -74,7 +74,10 @@ end
 -- while its worker runs on; counting on from the record would mint that token again,
 -- for a second worker, and neither effect()'s check nor the ledger's fence could tell
 -- the two apart. The floor is past every token minted in an earlier millisecond, and
--- Redis answers again only after its clock has moved on (specs/TaskQueue/TokenMint.tla).
+-- Redis answers again only after its clock has moved on, so long as that clock never
+-- steps back (specs/TaskQueue/TokenMint.tla; its mutants TokenMintSameClock and
+-- TokenMintStepBack are the clock behind). The floor stays below 2^53, where Lua's
+-- numbers count single tokens, until the year 2255.
 local TOKENS_PER_MS = 1000  -- far more than one task is ever given in a millisecond
 local function mint_token(stored, now_ms)
   local token = stored_whole(stored, 0) + 1
