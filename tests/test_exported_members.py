@@ -52,6 +52,7 @@ EXPECTED = [
     "TaskRecord",
     "TaskqError",
     "TimeLimitExceeded",
+    "UnansweredEnqueueError",
     "UnknownTaskError",
     "UnsafeRedisError",
     "UpstreamFailed",

@@ -26,9 +26,11 @@ from taskq.tools.embedded import EmbeddedRedis
 
 
 def unretried(url: str, **options: Any) -> Broker:
-    """A broker on a client that sends each call once: a failed round trip raises."""
+    """A broker on a client that sends each call once, and an enqueue that is not sent
+    again (see taskq.outages): a failed round trip raises."""
     return Broker(redis.Redis.from_url(url, decode_responses=True,
-                                       retry=Retry(NoBackoff(), 0), **options), "test")
+                                       retry=Retry(NoBackoff(), 0), **options), "test",
+                  producer_retry=0)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import contextlib
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from redis.commands.core import AsyncScript
@@ -43,10 +44,12 @@ from taskq.limits import (
     IDEMPOTENCY_TTL,
     MAX_PAYLOAD_BYTES,
     PRIORITY,
+    PRODUCER_RETRY,
     TIMEOUT,
     Seconds,
     to_ms,
 )
+from taskq.outages import Outage, ride_out_async
 from taskq.results import SIMULATE_TASK, Cancellation, NewTask, QueueCounts, TaskRecord, Watched
 from taskq.scripts import PRODUCER_SCRIPTS, source
 from taskq.settings import Settings
@@ -99,8 +102,11 @@ class AsyncBroker:
         events_retention: int = EVENTS_RETENTION.default,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
         completed_ttl: float = COMPLETED_TTL.default,
+        producer_retry: float = PRODUCER_RETRY.default,
     ) -> None:
         self.keys = QueueKeys(queue)
+        # How long an enqueue sends its tasks again while Redis cannot answer.
+        self.producer_retry = PRODUCER_RETRY.check(producer_retry, error=ConfigError)
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
         self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
         completed_ttl = COMPLETED_TTL.check(completed_ttl, error=ConfigError)
@@ -138,6 +144,7 @@ class AsyncBroker:
             events_retention=settings.events_retention,
             max_payload_bytes=settings.max_payload_bytes,
             completed_ttl=settings.completed_ttl_seconds,
+            producer_retry=settings.producer_retry_seconds,
         )
 
     async def aclose(self) -> None:
@@ -218,12 +225,15 @@ class AsyncBroker:
     async def send_checked(self, fields: list[list[Any]], batch_size: int,
                            sent: int = 0) -> list[TaskHandle]:
         """`Broker.send_checked`, awaited."""
-        await self.register_queue()
+        await ride_out_async(self.register_queue, Outage(self.producer_retry))
+        ids = tuple(task[0] for task in fields)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
+            outage = Outage(self.producer_retry)
             async with self._open("enqueue a task"):
-                with enqueue_errors(sent + len(results)):
-                    reply = await self._enqueue(keys=keys, args=args)
+                with enqueue_errors(sent + len(results), outage, ids):
+                    reply = await ride_out_async(
+                        partial(self._enqueue, keys=keys, args=args), outage)
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -257,9 +267,11 @@ class AsyncBroker:
         is stopped by its worker, told at its next heartbeat."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
-        await self.permit(("cancel",), "cancel a task")
+        await ride_out_async(partial(self.permit, ("cancel",), "cancel a task"),
+                             Outage(self.producer_retry))
         async with self.calling("cancel a task"):
-            reply = await self._cancel(keys=keys, args=args)
+            reply = await ride_out_async(partial(self._cancel, keys=keys, args=args),
+                                         Outage(self.producer_retry))
         return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:

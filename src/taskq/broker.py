@@ -6,6 +6,7 @@ import logging
 import random
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from taskq.boundary import (
@@ -64,6 +65,7 @@ from taskq.limits import (
     MAX_TRACEBACK_CHARS,
     MAX_WORKER_ID_CHARS,
     PRIORITY,
+    PRODUCER_RETRY,
     PROGRESS,
     TICK_MS,
     TIMEOUT,
@@ -74,6 +76,7 @@ from taskq.limits import (
     shown,
     to_ms,
 )
+from taskq.outages import Outage, ride_out
 from taskq.rates import QUEUE_LIMIT, RateLimit, spacing_text
 from taskq.results import (
     SIMULATE_TASK,
@@ -144,8 +147,11 @@ class Broker:
         max_payload_bytes: int = MAX_PAYLOAD_BYTES.default,
         completed_ttl: float = COMPLETED_TTL.default,
         max_result_bytes: int = MAX_RESULT_BYTES.default,
+        producer_retry: float = PRODUCER_RETRY.default,
     ) -> None:
         self.keys = QueueKeys(queue)
+        # How long an enqueue sends its tasks again while Redis cannot answer.
+        self.producer_retry = PRODUCER_RETRY.check(producer_retry, error=ConfigError)
         self.events_retention = EVENTS_RETENTION.check(events_retention, error=ConfigError)
         self.max_payload_bytes = MAX_PAYLOAD_BYTES.check(max_payload_bytes, error=ConfigError)
         self.max_result_bytes = MAX_RESULT_BYTES.check(max_result_bytes, error=ConfigError)
@@ -181,6 +187,7 @@ class Broker:
             max_payload_bytes=settings.max_payload_bytes,
             completed_ttl=settings.completed_ttl_seconds,
             max_result_bytes=settings.max_result_bytes,
+            producer_retry=settings.producer_retry_seconds,
         )
 
     # -- producers ---------------------------------------------------------------------
@@ -226,12 +233,15 @@ class Broker:
                      sent: int = 0) -> list[TaskHandle]:
         """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call;
         `sent` tasks of the same enqueue went in before (on other shards), as an error
-        says."""
-        self.register_queue()
+        says. Each call rides out a Redis that cannot answer for a while (see
+        taskq.outages), sent again with the same task ids."""
+        ride_out(self.register_queue, Outage(self.producer_retry))
+        ids = tuple(task[0] for task in fields)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            with enqueue_errors(sent + len(results)):
-                reply = self.scripts.enqueue(keys=keys, args=args)
+            outage = Outage(self.producer_retry)
+            with enqueue_errors(sent + len(results), outage, ids):
+                reply = ride_out(partial(self.scripts.enqueue, keys=keys, args=args), outage)
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -596,12 +606,15 @@ class Broker:
         one is flagged, its worker told at its next heartbeat, and it ends `cancelled`
         when its handler returns (or completes, if it finished before it could learn of
         the cancel). A completed or cancelled task is left as it is. With `only` (a
-        state: "dead" to empty the DLQ), a task in any other state is left as well."""
+        state: "dead" to empty the DLQ), a task in any other state is left as well.
+        Sent again while Redis cannot answer for a while (see taskq.outages): a second
+        cancel of a task changes nothing."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
-        self.permit(("cancel",), "cancel a task")
+        ride_out(partial(self.permit, ("cancel",), "cancel a task"), Outage(self.producer_retry))
         with redis_errors("cancel a task"):
-            reply = self.scripts.cancel(keys=keys, args=args)
+            reply = ride_out(partial(self.scripts.cancel, keys=keys, args=args),
+                             Outage(self.producer_retry))
         return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:

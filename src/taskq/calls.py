@@ -14,9 +14,10 @@ from typing import Any
 import redis
 
 from taskq.boundary import broker_error, lost_in_transit, redis_errors, text
-from taskq.errors import BrokerError, ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError, UnansweredEnqueueError
 from taskq.keys import QueueKeys, check_task_id
 from taskq.limits import shown
+from taskq.outages import Outage, nothing_ran, passing
 from taskq.results import QueueCounts, TaskRecord
 from taskq.scripts import commands_called
 
@@ -29,6 +30,8 @@ Call = tuple[list[str], list[Any]]
 # client's timeout the call is sent again.
 BATCH_BYTES = 4 * 1024 * 1024
 PAYLOAD = 2  # a task's payload among its fields (taskq.fields.enqueue_fields)
+# Task ids an error's message names at most (the exception holds them all).
+IDS_SHOWN = 10
 
 
 def enqueue_calls(keys: QueueKeys, retention: int, fields: list[list[Any]],
@@ -52,26 +55,66 @@ def enqueue_calls(keys: QueueKeys, retention: int, fields: list[list[Any]],
         start = end
 
 
-class enqueue_errors(redis_errors):  # lower case, as redis_errors
-    """redis_errors for an enqueue call: one whose round trip failed may have run, and
-    the error says so, and how to find out without making a task twice; so does one
-    refused after `sent` tasks of the same enqueue were, in the batches before it."""
+class outage_errors(redis_errors):  # lower case, as redis_errors
+    """redis_errors for a producer's call that was sent again while `outage` allowed
+    (see taskq.outages): whether any of its sends may have run, and how long it was
+    sent for, for the error's message."""
 
-    __slots__ = ("sent",)
+    __slots__ = ("outage",)
 
-    def __init__(self, sent: int = 0) -> None:
-        super().__init__("enqueue tasks")
+    def __init__(self, operation: str, outage: Outage | None) -> None:
+        super().__init__(operation)
+        self.outage = outage
+
+    def may_have_run(self, error: BaseException) -> bool:
+        if self.outage is None:
+            return lost_in_transit(error)
+        return self.outage.may_have_run or (lost_in_transit(error) and not nothing_ran(error))
+
+    def ran_nothing(self, error: BaseException) -> bool:
+        """Whether none of the call's sends can have run, Redis unable to answer."""
+        return self.outage is not None and passing(error) and not self.may_have_run(error)
+
+    def said(self, error: BaseException) -> str:
+        """What failed, as redis_errors says it, and how long the call was sent for."""
+        return str(broker_error(self.operation, error)) + (
+            "" if self.outage is None else self.outage.waited)
+
+
+def named(ids: tuple[str, ...]) -> str:
+    """`ids` for a message: the first IDS_SHOWN, and how many more."""
+    return ", ".join(ids[:IDS_SHOWN]) + (
+        f" and {len(ids) - IDS_SHOWN} more" if len(ids) > IDS_SHOWN else "")
+
+
+class enqueue_errors(outage_errors):  # lower case, as redis_errors
+    """redis_errors for an enqueue of the tasks `ids`, sent while `outage` allowed: one
+    whose round trip failed may have run, and the error (UnansweredEnqueueError) says
+    so, names the ids, and how to send them again without making a task twice; so does
+    one refused after `sent` tasks of the same enqueue were, in the batches before it."""
+
+    __slots__ = ("ids", "sent")
+
+    def __init__(self, sent: int = 0, outage: Outage | None = None,
+                 ids: tuple[str, ...] = ()) -> None:
+        super().__init__("enqueue tasks", outage)
         self.sent = sent
+        self.ids = ids
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
-        if error is not None and lost_in_transit(error):
+        if error is not None and self.may_have_run(error):
+            raise UnansweredEnqueueError(
+                f"{self.said(error)}; Redis may have run the call all the same"
+                f"{self._before()}: an id that names a task is not enqueued again, so "
+                "sending the same task ids (or idempotency keys) again enqueues only what "
+                f"is missing (this call's: {named(self.ids)})", self.ids
+            ) from error
+        if error is not None and self.ran_nothing(error):
             raise BrokerError(
-                f"{broker_error(self.operation, error)}; Redis may have run the call all "
-                f"the same{self._before()}: an id that names a task is not enqueued again, "
-                "so sending the same task ids (or idempotency keys) again enqueues only "
-                "what is missing"
+                f"{self.said(error)}; nothing was enqueued by this call{self._before()}: "
+                "it is safe to send again"
             ) from error
         if self.sent and isinstance(error, redis.RedisError) and \
                 FAR_RUN_AT.search(str(error)) is None:

@@ -144,6 +144,20 @@ class BrokerError(TaskqError):
     """Raised when Redis cannot be reached or answers an operation with an error."""
 
 
+class UnansweredEnqueueError(BrokerError):
+    """Raised when an enqueue, or a workflow's start, got no reply, sent again for as
+    long as TASKQ_PRODUCER_RETRY_SECONDS allows: Redis may have run it. `task_ids` are
+    the ids of the tasks it sent (an id that names a task is not enqueued again, so
+    sending tasks with those ids, `task_id=`, again enqueues only what is missing);
+    `flow_id` the workflow's (`enqueue(flow_id=...)` starts it only if it did not)."""
+
+    def __init__(self, message: str, task_ids: tuple[str, ...] = (),
+                 flow_id: str | None = None) -> None:
+        super().__init__(message)
+        self.task_ids = task_ids
+        self.flow_id = flow_id
+
+
 class UnsafeRedisError(BrokerError):
     """Raised when the Redis server is configured in a way that could lose queue keys."""
 

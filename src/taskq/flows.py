@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 from taskq.boundary import redis_errors, stored_int, text
-from taskq.calls import Call
+from taskq.calls import Call, outage_errors
 from taskq.codec import decode_result
-from taskq.errors import InvalidTaskError, TaskNotFoundError
+from taskq.errors import BrokerError, InvalidTaskError, TaskNotFoundError, UnansweredEnqueueError
 from taskq.keys import QueueKeys, check_flow_id, flow_step_id
+from taskq.outages import Outage, ride_out, ride_out_async
 from taskq.scripts import source
 
 if TYPE_CHECKING:
@@ -254,6 +256,32 @@ def cancellation_from(flow_id: str, reply: list[Any]) -> FlowCancellation:
                             int(reply[3]))
 
 
+class start_errors(outage_errors):  # lower case, as redis_errors
+    """redis_errors for the start of workflow `flow_id`, sent while `outage` allowed: one
+    whose round trip failed may have run, and the error (UnansweredEnqueueError) says
+    so and names the flow id, with which a start makes the workflow only if it does
+    not exist (start_flow.lua)."""
+
+    __slots__ = ("flow_id",)
+
+    def __init__(self, flow_id: str, outage: Outage) -> None:
+        super().__init__("start a workflow", outage)
+        self.flow_id = flow_id
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
+        if error is not None and self.may_have_run(error):
+            raise UnansweredEnqueueError(
+                f"{self.said(error)}; Redis may have started it all the same: "
+                f"enqueue(flow_id={self.flow_id!r}) starts it only if it did not",
+                flow_id=self.flow_id) from error
+        if error is not None and self.ran_nothing(error):
+            raise BrokerError(f"{self.said(error)}; the workflow {self.flow_id!r} was not "
+                              "started: it is safe to send again") from error
+        super().__exit__(kind, error, _tb)
+
+
 class Flows:
     """The workflow scripts of one queue, called through its `Broker`."""
 
@@ -268,9 +296,11 @@ class Flows:
         b = self.broker
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
-        b.register_queue()
-        with redis_errors("start a workflow"):
-            return started(flow_id, b.scripts.start_flow(keys=keys, args=args))
+        ride_out(b.register_queue, Outage(b.producer_retry))
+        outage = Outage(b.producer_retry)
+        with start_errors(flow_id, outage):
+            return started(flow_id, ride_out(
+                partial(b.scripts.start_flow, keys=keys, args=args), outage))
 
     def status(self, flow_id: str) -> FlowStatus | None:
         """The workflow and each of its steps; None if there is no such workflow (it
@@ -344,9 +374,12 @@ class AsyncFlows:
         b = self.broker
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
-        await b.register_queue()
+        await ride_out_async(b.register_queue, Outage(b.producer_retry))
+        outage = Outage(b.producer_retry)
         async with b.calling("start a workflow"):
-            return started(flow_id, await self._start(keys=keys, args=args))
+            with start_errors(flow_id, outage):
+                return started(flow_id, await ride_out_async(
+                    partial(self._start, keys=keys, args=args), outage))
 
     async def status(self, flow_id: str) -> FlowStatus | None:
         """`Flows.status`, awaited."""

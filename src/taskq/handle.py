@@ -23,6 +23,7 @@ from taskq.errors import (
     UpstreamFailed,
 )
 from taskq.limits import RESULT_TIMEOUT, Seconds, shown
+from taskq.outages import OUTAGE_PAUSE_SECONDS
 from taskq.results import Cancellation, Enqueued, TaskRecord, TaskState, Watched
 
 if TYPE_CHECKING:
@@ -47,9 +48,6 @@ P = ParamSpec("P")
 # The longest one blocking wait lasts before the record is read again: a record deleted
 # while waited for (purged, expired, flushed) wakes no one, and the read says so.
 WAIT_SLICE_SECONDS = 1.0
-# The first and the longest pause before a wait asks a Redis that could not answer
-# (see ResultWait.after_outage) again.
-OUTAGE_PAUSE_SECONDS = (0.05, 1.0)
 
 
 @dataclass(frozen=True, eq=False)

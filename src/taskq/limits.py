@@ -190,6 +190,10 @@ FEED_SEND_TIMEOUT = Range("feed_send_timeout_seconds", 0.0, 3600.0, 10.0, "secon
 # its last 10,000 events in memory, about 5 MB (see taskq.feed.readers).
 FEED_MAX_QUEUES = Range("feed_max_queues", 1, 4096, 64, "queues", whole=True)
 REQUEST_TIMEOUT = Range("request_timeout_seconds", 0.0, 3600.0, 10.0, "seconds", above=True)
+# How long a producer's call sends its tasks again while Redis cannot answer (restarting,
+# loading, busy: see taskq.outages); 0 fails at the first refusal the client's own
+# retries did not ride out.
+PRODUCER_RETRY = Range("producer_retry_seconds", 0.0, 300.0, 5.0, "seconds")
 # The command line's own numbers. `taskq enqueue COUNT` builds its tasks in memory first.
 ENQUEUE_COUNT = Range("count", 0, 1_000_000, 5, "tasks", whole=True)
 DASHBOARD_INTERVAL = Range("--interval", 0.0, float(DAY), 1.0, "seconds", above=True)
@@ -226,6 +230,7 @@ SETTINGS: dict[str, Range[int] | Range[float]] = {
     "feed_send_timeout_seconds": FEED_SEND_TIMEOUT,
     "feed_max_queues": FEED_MAX_QUEUES,
     "request_timeout_seconds": REQUEST_TIMEOUT,
+    "producer_retry_seconds": PRODUCER_RETRY,
 }
 
 DURATIONS: dict[str, Range[float]] = {

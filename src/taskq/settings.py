@@ -54,6 +54,7 @@ class Settings:
     feed_send_timeout_seconds: float = limits.FEED_SEND_TIMEOUT.default
     feed_max_queues: int = limits.FEED_MAX_QUEUES.default
     request_timeout_seconds: float = limits.REQUEST_TIMEOUT.default
+    producer_retry_seconds: float = limits.PRODUCER_RETRY.default
     redis_cluster: bool = False
     # A log line per finished run of a task (see taskq.worker.tasklog).
     task_log: bool = True
@@ -389,6 +390,7 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {
     "feed_send_timeout_seconds": ("TASKQ_FEED_SEND_TIMEOUT_SECONDS", _finite),
     "feed_max_queues": ("TASKQ_FEED_MAX_QUEUES", _whole),
     "request_timeout_seconds": ("TASKQ_REQUEST_TIMEOUT_SECONDS", _finite),
+    "producer_retry_seconds": ("TASKQ_PRODUCER_RETRY_SECONDS", _finite),
 }
 
 SIMULATION_ENVIRONMENT: dict[str, tuple[str, Callable[[str], object]]] = {

@@ -1,0 +1,126 @@
+"""A producer's call riding out a Redis that cannot answer for a while.
+
+A restart refuses connections for a moment and then answers LOADING until its data set
+is in memory (seconds for a large one); a script run past Redis's busy limit makes it
+answer BUSY until the script ends or is killed. None of these runs the call, and each
+ends without anyone acting, so an enqueue sent again a moment later goes through. The
+client's own retries (taskq.connection) cover a blip of under a second; a producer's
+call that sends tasks keeps sending the same call, with the same task ids, for up to
+`TASKQ_PRODUCER_RETRY_SECONDS` after the first failure: a task id that already names a
+task is not enqueued again, so a call that did run before its reply was lost creates
+nothing the second time. Refusals that last until someone acts (a read-only replica,
+out of memory, a failed save, a denied command) fail at once, with what mends them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import redis
+
+from taskq.boundary import MAX_CLIENTS
+from taskq.errors import BrokerError
+
+T = TypeVar("T")
+
+# The first and the longest pause before a call Redis could not answer is sent again,
+# doubling in between; a result wait asks again on the same schedule.
+OUTAGE_PAUSE_SECONDS = (0.05, 1.0)
+
+
+def cause_of(error: BaseException) -> BaseException:
+    """The Redis error behind `error` (a BrokerError made of one), or `error` itself."""
+    return error.__cause__ if isinstance(error, BrokerError) and error.__cause__ else error
+
+
+def passing(error: BaseException) -> bool:
+    """Whether `error` (a Redis error, or the BrokerError made of one) is a Redis that
+    cannot answer for a while that ends by itself: a connection refused or lost (a
+    restart), a timeout, LOADING, BUSY. Wrong credentials and a full maxclients are
+    connection errors too, but last until someone acts."""
+    cause = cause_of(error)
+    if isinstance(cause, redis.AuthenticationError):
+        return False
+    if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
+        return str(cause).rstrip(".") != MAX_CLIENTS
+    return isinstance(cause, redis.ResponseError) and str(cause).startswith("BUSY ")
+
+
+def nothing_ran(error: BaseException) -> bool:
+    """Whether `error` (one that is `passing`) says for sure that Redis did not run the
+    call: it was refused before it was sent (no connection could be made), or answered
+    LOADING or BUSY. A timeout, or a connection lost after the call was written, may
+    have let it run."""
+    cause = cause_of(error)
+    if isinstance(cause, redis.BusyLoadingError | redis.ResponseError):
+        return True
+    # redis-py's words for a connection it could not make ("Error 111 connecting to
+    # host:port", "Timeout connecting to server").
+    return "connecting to" in str(cause)
+
+
+class Outage:
+    """The pauses of one call while Redis cannot answer, up to `seconds` from its first
+    failure, and whether any attempt may have run (its reply lost)."""
+
+    __slots__ = ("deadline", "may_have_run", "pauses", "seconds", "tries")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline: float | None = None
+        self.pauses = 0
+        self.tries = 1
+        self.may_have_run = False
+
+    def pause_after(self, error: BaseException) -> float | None:
+        """Seconds to pause before sending the call again after `error`, or None: the
+        caller raises it (no passing outage, or its time is up)."""
+        if not passing(error):
+            return None
+        if not nothing_ran(error):
+            self.may_have_run = True
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.seconds
+        left = self.deadline - now
+        if left <= 0:
+            return None
+        first, longest = OUTAGE_PAUSE_SECONDS
+        pause: float = min(longest, first * 2 ** min(self.pauses, 10), left)
+        self.pauses += 1
+        self.tries += 1
+        return pause
+
+    @property
+    def waited(self) -> str:
+        """How long the call was sent again for, for an error's message ('' if not)."""
+        if self.deadline is None or self.tries == 1:
+            return ""
+        return f" (sent {self.tries} times over {self.seconds:g}s)"
+
+
+def ride_out(send: Callable[[], T], outage: Outage) -> T:
+    """`send()`, again after each pause `outage` allows; its last error is raised."""
+    while True:
+        try:
+            return send()
+        except (redis.RedisError, BrokerError) as e:
+            pause = outage.pause_after(e)
+            if pause is None:
+                raise
+        time.sleep(pause)
+
+
+async def ride_out_async(send: Callable[[], Awaitable[T]], outage: Outage) -> T:
+    """`ride_out`, awaited."""
+    while True:
+        try:
+            return await send()
+        except (redis.RedisError, BrokerError) as e:
+            pause = outage.pause_after(e)
+            if pause is None:
+                raise
+        await asyncio.sleep(pause)
