@@ -225,13 +225,13 @@ class AsyncBroker:
     async def send_checked(self, fields: list[list[Any]], batch_size: int,
                            sent: int = 0) -> list[TaskHandle]:
         """`Broker.send_checked`, awaited."""
-        await ride_out_async(self.register_queue, Outage(self.producer_retry))
-        ids = tuple(task[0] for task in fields)
+        if self._registration.due():
+            await ride_out_async(self.register_queue, Outage(self.producer_retry))
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             outage = Outage(self.producer_retry)
             async with self._open("enqueue a task"):
-                with enqueue_errors(sent + len(results), outage, ids):
+                with enqueue_errors(sent + len(results), outage, fields):
                     reply = await ride_out_async(
                         partial(self._enqueue, keys=keys, args=args), outage)
             results.extend(TaskHandle(task_id, created, async_broker=self)

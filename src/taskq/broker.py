@@ -235,12 +235,12 @@ class Broker:
         `sent` tasks of the same enqueue went in before (on other shards), as an error
         says. Each call rides out a Redis that cannot answer for a while (see
         taskq.outages), sent again with the same task ids."""
-        ride_out(self.register_queue, Outage(self.producer_retry))
-        ids = tuple(task[0] for task in fields)
+        if self._registration.due():
+            ride_out(self.register_queue, Outage(self.producer_retry))
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             outage = Outage(self.producer_retry)
-            with enqueue_errors(sent + len(results), outage, ids):
+            with enqueue_errors(sent + len(results), outage, fields):
                 reply = ride_out(partial(self.scripts.enqueue, keys=keys, args=args), outage)
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))

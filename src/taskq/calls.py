@@ -88,30 +88,37 @@ def named(ids: tuple[str, ...]) -> str:
 
 
 class enqueue_errors(outage_errors):  # lower case, as redis_errors
-    """redis_errors for an enqueue of the tasks `ids`, sent while `outage` allowed: one
-    whose round trip failed may have run, and the error (UnansweredEnqueueError) says
-    so, names the ids, and how to send them again without making a task twice; so does
-    one refused after `sent` tasks of the same enqueue were, in the batches before it."""
+    """redis_errors for an enqueue of the tasks `fields` (each task's checked values,
+    from `taskq.fields`), sent while `outage` allowed: one whose round trip failed may
+    have run, and the error (UnansweredEnqueueError) says so, names the task ids, and
+    how to send them again without making a task twice; so does one refused after `sent`
+    tasks of the same enqueue were, in the batches before it."""
 
-    __slots__ = ("ids", "sent")
+    __slots__ = ("fields", "sent")
 
     def __init__(self, sent: int = 0, outage: Outage | None = None,
-                 ids: tuple[str, ...] = ()) -> None:
+                 fields: list[list[Any]] | None = None) -> None:
         super().__init__("enqueue tasks", outage)
         self.sent = sent
-        self.ids = ids
+        self.fields = fields
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(str(task[0]) for task in self.fields or ())
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
-        if error is not None and self.may_have_run(error):
+        if error is None:
+            return
+        if self.may_have_run(error):
             raise UnansweredEnqueueError(
                 f"{self.said(error)}; Redis may have run the call all the same"
                 f"{self._before()}: an id that names a task is not enqueued again, so "
                 "sending the same task ids (or idempotency keys) again enqueues only what "
                 f"is missing (this call's: {named(self.ids)})", self.ids
             ) from error
-        if error is not None and self.ran_nothing(error):
+        if self.ran_nothing(error):
             raise BrokerError(
                 f"{self.said(error)}; nothing was enqueued by this call{self._before()}: "
                 "it is safe to send again"

@@ -66,13 +66,12 @@ class Outage:
     """The pauses of one call while Redis cannot answer, up to `seconds` from its first
     failure, and whether any attempt may have run (its reply lost)."""
 
-    __slots__ = ("deadline", "may_have_run", "pauses", "seconds", "tries")
+    __slots__ = ("deadline", "may_have_run", "pauses", "seconds")
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.deadline: float | None = None
         self.pauses = 0
-        self.tries = 1
         self.may_have_run = False
 
     def pause_after(self, error: BaseException) -> float | None:
@@ -91,15 +90,14 @@ class Outage:
         first, longest = OUTAGE_PAUSE_SECONDS
         pause: float = min(longest, first * 2 ** min(self.pauses, 10), left)
         self.pauses += 1
-        self.tries += 1
         return pause
 
     @property
     def waited(self) -> str:
         """How long the call was sent again for, for an error's message ('' if not)."""
-        if self.deadline is None or self.tries == 1:
+        if self.pauses == 0:
             return ""
-        return f" (sent {self.tries} times over {self.seconds:g}s)"
+        return f" (sent {self.pauses + 1} times over {self.seconds:g}s)"
 
 
 def ride_out(send: Callable[[], T], outage: Outage) -> T:
