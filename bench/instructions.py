@@ -13,7 +13,14 @@ no-ops (bench/tasks.py's `bench.noop_sync`):
   (append-only file, fsync every second);
 - worker: the instructions one `taskq worker --processes 1 -c 16 --prefetch 112` process
   runs, every thread of it, from just before the tasks are sent until the last one is
-  completed (its handler threads, loop, heartbeat and waker), on a plain redis-server.
+  completed (its handler threads, loop, heartbeat and waker), on a plain redis-server;
+
+and for N single-task enqueues (`Task.enqueue()` of that no-op, one call each, as a web
+request makes it; issue 21, target 1):
+
+- enqueue redis: the instructions redis-server runs a call;
+- producer: the instructions the producer's process runs a call, its queue registered
+  and its client connected by one call before the counted ones.
 
 With `--against REV`, the same for REV's tree (its own `src` and bench/tasks.py, taken
 with `git archive`), and this tree over REV's. Under Valgrind the threads run one at a
@@ -51,6 +58,23 @@ QUEUE = "instructions"
 HANDLER = "bench.noop_sync"
 START_SECONDS = 180.0  # Python starting under Valgrind takes tens of seconds
 DRAIN_SECONDS_A_TASK = 0.05
+
+
+# The producer whose single calls `count_producer` counts: it enqueues one task to
+# connect and register, says "ready", and on a line on stdin makes N calls and says
+# "done"; it exits on the next line.
+PRODUCER = """
+import sys
+from bench.tasks import app
+task = app.tasks[sys.argv[1]]
+task.enqueue()
+print("ready", flush=True)
+sys.stdin.readline()
+for _ in range(int(sys.argv[2])):
+    task.enqueue()
+print("done", flush=True)
+sys.stdin.readline()
+"""
 
 
 class CountError(RuntimeError):
@@ -104,7 +128,7 @@ def wait_ready(client: redis.Redis, process: subprocess.Popen[bytes], what: str)
     raise CountError(f"{what} did not answer in {START_SECONDS:.0f} s")
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -144,6 +168,74 @@ def count_redis(tasks: int) -> float:
             return total / tasks
         finally:
             stop(server)
+
+
+def count_enqueue_redis(tasks: int) -> float:
+    """Instructions redis-server runs a call while one client enqueues `tasks`, one a call."""
+    with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
+        out, port = Path(tmp), free_port()
+        server = subprocess.Popen(under_callgrind(redis_argv(port, out), out),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client = redis.Redis(port=port, socket_timeout=120)
+            wait_ready(client, server, "redis-server under valgrind")
+            broker = Broker(client, QUEUE)
+            broker.enqueue(uuid.uuid4().hex, name=HANDLER)  # the script loaded, the keys made
+            ids = [uuid.uuid4().hex for _ in range(tasks)]
+            switch(server.pid, "--instr=on")
+            made = sum(broker.enqueue(task_id, name=HANDLER).created for task_id in ids)
+            total = dumped_total(server.pid, out)
+            if made != tasks:
+                raise CountError(f"{made} tasks made of {tasks}")
+            client.close()
+            return total / tasks
+        finally:
+            stop(server)
+
+
+def count_producer(tasks: int, tree: Path) -> float:
+    """Instructions a producer's process runs a `Task.enqueue()` call of one task."""
+    with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
+        out, port = Path(tmp), free_port()
+        server = subprocess.Popen(redis_argv(port, out), stdout=subprocess.DEVNULL)
+        producer: subprocess.Popen[str] | None = None
+        try:
+            client = redis.Redis(port=port, decode_responses=True)
+            wait_ready(client, server, "redis-server")
+            env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+                   "TASKQ_QUEUE": QUEUE,
+                   "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "src")])}
+            producer = subprocess.Popen(
+                under_callgrind([sys.executable, "-c", PRODUCER, HANDLER, str(tasks)], out),
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=(out / "worker.log").open("wb"), text=True)
+            assert producer.stdin is not None and producer.stdout is not None
+            heard(producer, "ready", out)
+            switch(producer.pid, "--instr=on")
+            producer.stdin.write("go\n")
+            producer.stdin.flush()
+            heard(producer, "done", out)
+            total = dumped_total(producer.pid, out)
+            made = Broker(client, QUEUE).counts().ready
+            if made != tasks + 1:
+                raise CountError(f"{made - 1} tasks made of {tasks}")
+            producer.stdin.write("exit\n")
+            producer.stdin.flush()
+            client.close()
+            return total / tasks
+        finally:
+            if producer is not None:
+                stop(producer)
+            stop(server)
+
+
+def heard(process: subprocess.Popen[str], word: str, out: Path) -> None:
+    """Wait for `process` to say `word` on its own line."""
+    assert process.stdout is not None
+    said = process.stdout.readline().strip()
+    if said != word:
+        log = (out / "worker.log").read_text(errors="replace")[-2000:]
+        raise CountError(f"the producer said {said!r}, not {word!r} ({process.poll()}): {log}")
 
 
 def count_worker(tasks: int, tree: Path) -> float:
@@ -236,15 +328,13 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--against", metavar="REV", help="a commit to count beside")
-    parser.add_argument("--count", choices=("redis", "worker"), help=argparse.SUPPRESS)
+    parser.add_argument("--count", choices=tuple(COUNTS), help=argparse.SUPPRESS)
     parser.add_argument("--tree", type=Path, default=ROOT, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.tasks < 1:
         parser.error("--tasks must be at least 1")
     if options.count:
-        counted = (count_redis(options.tasks) if options.count == "redis"
-                   else count_worker(options.tasks, options.tree))
-        print(f"{counted:.1f}")
+        print(f"{COUNTS[options.count](options.tasks, options.tree):.1f}")
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is not on PATH: install it (Debian: apt-get install valgrind)",
@@ -254,19 +344,34 @@ def main(argv: list[str] | None = None) -> int:
         trees = [(here(), ROOT)]
         if options.against:
             trees.insert(0, (checkout(options.against, Path(tmp)), Path(tmp) / "tree"))
-        print(f"instructions a task, {options.tasks:,} uncounted def no-ops", flush=True)
-        rows = []
-        for name, tree in trees:
-            redis_ir = measure("redis", options.tasks, tree)
-            worker_ir = measure("worker", options.tasks, tree)
-            rows.append((name, redis_ir, worker_ir))
-            print(f"{name}: redis {redis_ir:,.0f}  worker {worker_ir:,.0f}  "
-                  f"both {redis_ir + worker_ir:,.0f}", flush=True)
-        if len(rows) == 2:
-            (_, r0, w0), (_, r1, w1) = rows
-            print(f"{rows[1][0]} / {rows[0][0]}: redis {r1 / r0:.3f}  worker {w1 / w0:.3f}  "
-                  f"both {(r1 + w1) / (r0 + w0):.3f}")
+        for title, sides in ((f"a task, {options.tasks:,} uncounted def no-ops",
+                              ("redis", "worker")),
+                             (f"a call, {options.tasks:,} single-task enqueues",
+                              ("enqueue-redis", "producer"))):
+            print(f"instructions {title}", flush=True)
+            rows = []
+            for name, tree in trees:
+                figures = [measure(side, options.tasks, tree) for side in sides]
+                rows.append(figures)
+                print(f"{name}: " + "  ".join(
+                    f"{side.removeprefix('enqueue-')} {figure:,.0f}"
+                    for side, figure in zip(sides, figures, strict=True)) +
+                    f"  both {sum(figures):,.0f}", flush=True)
+            if len(rows) == 2:
+                print(f"{trees[1][0]} / {trees[0][0]}: " + "  ".join(
+                    f"{side.removeprefix('enqueue-')} {after / before:.3f}"
+                    for side, before, after in zip(sides, rows[0], rows[1], strict=True)) +
+                    f"  both {sum(rows[1]) / sum(rows[0]):.3f}", flush=True)
     return 0
+
+
+# Each side's count, by the name `--count` takes: (tasks, tree) -> instructions a task.
+COUNTS: dict[str, Callable[[int, Path], float]] = {
+    "redis": lambda tasks, _: count_redis(tasks),
+    "worker": count_worker,
+    "enqueue-redis": lambda tasks, _: count_enqueue_redis(tasks),
+    "producer": count_producer,
+}
 
 
 if __name__ == "__main__":
