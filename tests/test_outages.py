@@ -51,6 +51,8 @@ class TestWhichRefusalsPass:
     @pytest.mark.parametrize("error", [
         redis.AuthenticationError("invalid username-password pair"),
         redis.ConnectionError(MAX_CLIENTS),
+        *(cls(MAX_CLIENTS) for cls in [getattr(redis.exceptions, "MaxClientsReachedError",
+                                               redis.ConnectionError)]),
         redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
         redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
         redis.ResponseError("MISCONF Redis is configured to save RDB snapshots"),

@@ -36,13 +36,21 @@ def cause_of(error: BaseException) -> BaseException:
     return error.__cause__ if isinstance(error, BrokerError) and error.__cause__ else error
 
 
+# Connection errors, as redis-py raises them, that last until someone acts: wrong
+# credentials, a user refused, a full maxclients (some are only in newer releases; the
+# older raise a plain ConnectionError, told by its words below).
+_LASTING = tuple(getattr(redis.exceptions, name) for name in (
+    "AuthenticationError", "AuthorizationError", "MaxClientsReachedError",
+    "ExternalAuthProviderError") if hasattr(redis.exceptions, name))
+
+
 def passing(error: BaseException) -> bool:
     """Whether `error` (a Redis error, or the BrokerError made of one) is a Redis that
     cannot answer for a while that ends by itself: a connection refused or lost (a
     restart), a timeout, LOADING, BUSY. Wrong credentials and a full maxclients are
     connection errors too, but last until someone acts."""
     cause = cause_of(error)
-    if isinstance(cause, redis.AuthenticationError):
+    if isinstance(cause, _LASTING):
         return False
     if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
         return str(cause).rstrip(".") != MAX_CLIENTS
