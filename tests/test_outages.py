@@ -4,6 +4,7 @@ busy with a long script, or losing a reply; and says what it knows when it gives
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,11 +22,14 @@ from taskq.aio import AsyncBroker
 from taskq.app import App
 from taskq.boundary import MAX_CLIENTS
 from taskq.broker import Broker
+from taskq.calls import enqueue_errors
 from taskq.canvas import chain
 from taskq.connection import async_client
 from taskq.errors import BrokerError, UnansweredEnqueueError
+from taskq.flows import start_errors
 from taskq.outages import Outage, nothing_ran, passing
 from taskq.results import NewTask
+from taskq.routing import ShardedBroker
 from taskq.settings import Settings
 from taskq.tools.embedded import EmbeddedRedis, free_port
 
@@ -62,9 +66,16 @@ class TestWhichRefusalsPass:
             self, error: redis.RedisError) -> None:
         assert not passing(error)
 
-    def test_only_a_cut_or_a_timeout_may_have_let_the_call_run(self) -> None:
-        assert [nothing_ran(e) for e in (REFUSED, BUSY, LOADING)] == [True, True, True]
-        assert not nothing_ran(CUT)
+    def test_a_pool_with_no_connection_free_is_this_processs_own_and_does_not(
+            self) -> None:
+        assert not passing(redis.ConnectionError("No connection available."))
+        assert nothing_ran(redis.ConnectionError("No connection available."))
+
+    def test_only_an_error_reply_says_nothing_ran(self) -> None:
+        """The client tries each send up to four times and raises the last try's error:
+        a refusal or LOADING may follow a try that was written and lost its reply."""
+        assert nothing_ran(BUSY)
+        assert [nothing_ran(e) for e in (REFUSED, LOADING, CUT)] == [False, False, False]
         assert not nothing_ran(redis.TimeoutError("Timeout reading from socket"))
 
 
@@ -75,11 +86,20 @@ class TestOutage:
         assert pauses == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
         assert not outage.may_have_run
 
-    def test_it_ends_when_its_time_from_the_first_failure_is_up(self) -> None:
+    def test_it_ends_when_its_time_from_the_calls_start_is_up(self) -> None:
+        """A send that took long (the client's own tries) leaves less time, or none."""
         outage = Outage(0.2)
         assert outage.pause_after(REFUSED) == 0.05
         time.sleep(0.25)
         assert outage.pause_after(REFUSED) is None
+        assert Outage(0.2, started=time.monotonic() - 0.3).pause_after(BUSY) is None
+
+    def test_it_says_how_often_and_how_long_the_call_was_sent(self) -> None:
+        outage = Outage(60.0, started=time.monotonic() - 2.0)
+        assert outage.waited == ""
+        outage.pause_after(BUSY)
+        outage.pause_after(BUSY)
+        assert outage.waited == " (sent 3 times over 2.0s)"
 
     def test_no_time_at_all_raises_the_first_failure(self) -> None:
         assert Outage(0.0).pause_after(LOADING) is None
@@ -90,8 +110,19 @@ class TestOutage:
     def test_a_lost_reply_is_remembered(self) -> None:
         outage = Outage(60.0)
         outage.pause_after(CUT)
-        outage.pause_after(REFUSED)
+        outage.pause_after(BUSY)
         assert outage.may_have_run
+
+    @pytest.mark.parametrize("stop", [KeyboardInterrupt(), asyncio.CancelledError()])
+    def test_a_stop_after_a_lost_reply_goes_on_as_it_is(
+            self, stop: BaseException) -> None:
+        """Ctrl-C, or a cancelled coroutine, during the ride-out: not a Redis error."""
+        outage = Outage(60.0)
+        outage.pause_after(CUT)
+        with pytest.raises(type(stop)), enqueue_errors(0, outage, [["t"]]):
+            raise stop
+        with pytest.raises(type(stop)), start_errors("f", outage):
+            raise stop
 
 
 @pytest.fixture
@@ -233,16 +264,22 @@ class TestRestart:
         assert broker.counts().ready == 2
         broker.client.close()
 
-    def test_given_up_on_it_says_nothing_was_enqueued_and_where_redis_was_sought(
+    def test_given_up_on_it_names_the_ids_since_a_try_may_have_run(
             self, server: EmbeddedRedis) -> None:
-        broker = warmed(server, 0.5)
+        """Refused at the end, but the client's earlier tries of a send may have been
+        written before the server went: the error cannot say nothing ran."""
+        broker = warmed(server, 2.0)
         server.stop()
-        with pytest.raises(BrokerError) as caught:
+        started = time.monotonic()
+        with pytest.raises(UnansweredEnqueueError) as caught:
             broker.enqueue("t")
+        # Two seconds from the call's start, and the send under way then (its client's
+        # quick tries: under a second against a refusing port).
+        assert 2.0 <= time.monotonic() - started < 4.0
         said = str(caught.value)
         assert said.startswith("cannot reach Redis to enqueue tasks: ")
-        assert "(sent " in said
-        assert said.endswith("; nothing was enqueued by this call: it is safe to send again")
+        assert re.search(r" \(sent \d+ times over \d+\.\ds\); Redis may have run", said)
+        assert caught.value.task_ids == ("t",)
         broker.client.close()
 
 
@@ -339,3 +376,35 @@ class TestWorkflowStart:
         assert not again.created
         assert app.broker.counts().ready == 2
         app.broker.client.close()
+
+
+class TestShardedQueue:
+    def test_a_shards_lost_reply_names_every_task_of_the_call(
+            self, proxy: ReplyDroppingProxy, settings: Settings, broker: Broker) -> None:
+        """The caller got no handle of any shard's share: resending every id of the call
+        makes only the shares that were never sent."""
+        layout = App(queue="sharded", settings=settings, shards=3).layout
+        assert layout is not None
+        producer = TestLostReplies().unretried(proxy, 0.0)
+        brokers = [Broker(producer.client, name, producer_retry=0.0) for name in layout.shards]
+        sends: list[int] = []
+        for shard in brokers:
+            send = shard.scripts.enqueue
+
+            def second_call_lost(send: Any = send, **call: Any) -> Any:
+                sends.append(1)
+                if len(sends) == 2:
+                    proxy.drop_next_reply()
+                return send(**call)
+
+            shard.scripts.enqueue = second_call_lost  # type: ignore[method-assign]
+        ids = [f"t{n}" for n in range(30)]
+        with pytest.raises(UnansweredEnqueueError) as caught:
+            ShardedBroker(layout, brokers).enqueue_many([NewTask(i) for i in ids])
+        assert caught.value.task_ids == tuple(ids)
+        assert "task(s) of the batches before this one were enqueued" in str(caught.value)
+        made = ShardedBroker(layout, brokers).enqueue_many([NewTask(i) for i in ids])
+        sent = [Broker(broker.client, name).counts().ready for name in layout.shards]
+        assert sum(sent) == 30
+        assert 0 < sum(h.created for h in made) < 30  # the share never sent, alone
+        producer.client.close()

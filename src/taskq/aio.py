@@ -222,18 +222,19 @@ class AsyncBroker:
         return await self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                            batch_size)
 
-    async def send_checked(self, fields: list[list[Any]], batch_size: int,
-                           sent: int = 0) -> list[TaskHandle]:
+    async def send_checked(self, fields: list[list[Any]], batch_size: int, sent: int = 0,
+                           call_ids: Sequence[str] | None = None) -> list[TaskHandle]:
         """`Broker.send_checked`, awaited."""
+        outage = Outage(self.producer_retry)
         if self._registration.due():
-            await ride_out_async(self.register_queue, Outage(self.producer_retry))
+            await ride_out_async(self.register_queue, outage)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            outage = Outage(self.producer_retry)
             async with self._open("enqueue a task"):
-                with enqueue_errors(sent + len(results), outage, fields):
+                with enqueue_errors(sent + len(results), outage, fields, call_ids):
                     reply = await ride_out_async(
                         partial(self._enqueue, keys=keys, args=args), outage)
+            outage.may_have_run = False  # the next batch's sends are its own
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -267,11 +268,10 @@ class AsyncBroker:
         is stopped by its worker, told at its next heartbeat."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
-        await ride_out_async(partial(self.permit, ("cancel",), "cancel a task"),
-                             Outage(self.producer_retry))
+        outage = Outage(self.producer_retry)
+        await ride_out_async(partial(self.permit, ("cancel",), "cancel a task"), outage)
         async with self.calling("cancel a task"):
-            reply = await ride_out_async(partial(self._cancel, keys=keys, args=args),
-                                         Outage(self.producer_retry))
+            reply = await ride_out_async(partial(self._cancel, keys=keys, args=args), outage)
         return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:

@@ -229,19 +229,21 @@ class Broker:
         return self.send_checked(new_task_fields(tasks, self.max_payload_bytes),
                                      batch_size)
 
-    def send_checked(self, fields: list[list[Any]], batch_size: int,
-                     sent: int = 0) -> list[TaskHandle]:
+    def send_checked(self, fields: list[list[Any]], batch_size: int, sent: int = 0,
+                     call_ids: Sequence[str] | None = None) -> list[TaskHandle]:
         """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call;
         `sent` tasks of the same enqueue went in before (on other shards), as an error
-        says. Each call rides out a Redis that cannot answer for a while (see
-        taskq.outages), sent again with the same task ids."""
+        says, which names `call_ids` (every task of that enqueue; these tasks' if not
+        given). The whole rides out a Redis that cannot answer for a while (see
+        taskq.outages), each call sent again with the same task ids."""
+        outage = Outage(self.producer_retry)
         if self._registration.due():
-            ride_out(self.register_queue, Outage(self.producer_retry))
+            ride_out(self.register_queue, outage)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
-            outage = Outage(self.producer_retry)
-            with enqueue_errors(sent + len(results), outage, fields):
+            with enqueue_errors(sent + len(results), outage, fields, call_ids):
                 reply = ride_out(partial(self.scripts.enqueue, keys=keys, args=args), outage)
+            outage.may_have_run = False  # the next batch's sends are its own
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -611,10 +613,10 @@ class Broker:
         cancel of a task changes nothing."""
         keys, args = cancel_call(self.keys, task_id, self.events_retention,
                                  self.completed_ttl_ms, only)
-        ride_out(partial(self.permit, ("cancel",), "cancel a task"), Outage(self.producer_retry))
+        outage = Outage(self.producer_retry)
+        ride_out(partial(self.permit, ("cancel",), "cancel a task"), outage)
         with redis_errors("cancel a task"):
-            reply = ride_out(partial(self.scripts.cancel, keys=keys, args=args),
-                             Outage(self.producer_retry))
+            reply = ride_out(partial(self.scripts.cancel, keys=keys, args=args), outage)
         return Cancellation.from_reply(task_id, reply)
 
     def handle(self, task_id: str) -> TaskHandle:

@@ -8,7 +8,7 @@ wait for Redis.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
@@ -67,6 +67,10 @@ class outage_errors(redis_errors):  # lower case, as redis_errors
         self.outage = outage
 
     def may_have_run(self, error: BaseException) -> bool:
+        """Whether the call may have run, `error` (a Redis error) ending it; anything
+        else (Ctrl-C, a cancelled coroutine) goes on as it is."""
+        if not isinstance(error, redis.RedisError | BrokerError):
+            return False
         if self.outage is None:
             return lost_in_transit(error)
         return self.outage.may_have_run or (lost_in_transit(error) and not nothing_ran(error))
@@ -94,16 +98,21 @@ class enqueue_errors(outage_errors):  # lower case, as redis_errors
     how to send them again without making a task twice; so does one refused after `sent`
     tasks of the same enqueue were, in the batches before it."""
 
-    __slots__ = ("fields", "sent")
+    __slots__ = ("call_ids", "fields", "sent")
 
     def __init__(self, sent: int = 0, outage: Outage | None = None,
-                 fields: list[list[Any]] | None = None) -> None:
+                 fields: list[list[Any]] | None = None,
+                 call_ids: Sequence[str] | None = None) -> None:
         super().__init__("enqueue tasks", outage)
         self.sent = sent
         self.fields = fields
+        self.call_ids = call_ids
 
     @property
     def ids(self) -> tuple[str, ...]:
+        """Every task id of the enqueue: the caller got no handle of any."""
+        if self.call_ids is not None:
+            return tuple(self.call_ids)
         return tuple(str(task[0]) for task in self.fields or ())
 
     def __exit__(

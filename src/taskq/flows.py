@@ -296,8 +296,8 @@ class Flows:
         b = self.broker
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
-        ride_out(b.register_queue, Outage(b.producer_retry))
         outage = Outage(b.producer_retry)
+        ride_out(b.register_queue, outage)
         with start_errors(flow_id, outage):
             return started(flow_id, ride_out(
                 partial(b.scripts.start_flow, keys=keys, args=args), outage))
@@ -374,8 +374,8 @@ class AsyncFlows:
         b = self.broker
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
-        await ride_out_async(b.register_queue, Outage(b.producer_retry))
         outage = Outage(b.producer_retry)
+        await ride_out_async(b.register_queue, outage)
         async with b.calling("start a workflow"):
             with start_errors(flow_id, outage):
                 return started(flow_id, await ride_out_async(

@@ -44,55 +44,61 @@ _LASTING = tuple(getattr(redis.exceptions, name) for name in (
     "ExternalAuthProviderError") if hasattr(redis.exceptions, name))
 
 
+# redis-py's words for a call that found every connection of its pool in use: this
+# process's own contention, which the error explains (see taskq.boundary); nothing
+# was sent.
+_POOL_FULL = ("No connection available", "Too many connections")
+
+
 def passing(error: BaseException) -> bool:
     """Whether `error` (a Redis error, or the BrokerError made of one) is a Redis that
     cannot answer for a while that ends by itself: a connection refused or lost (a
     restart), a timeout, LOADING, BUSY. Wrong credentials and a full maxclients are
-    connection errors too, but last until someone acts."""
+    connection errors too, but last until someone acts; a pool with no connection free
+    is this process's own."""
     cause = cause_of(error)
     if isinstance(cause, _LASTING):
         return False
     if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
-        return str(cause).rstrip(".") != MAX_CLIENTS
+        words = str(cause).rstrip(".")
+        return words != MAX_CLIENTS and words not in _POOL_FULL
     return isinstance(cause, redis.ResponseError) and str(cause).startswith("BUSY ")
 
 
 def nothing_ran(error: BaseException) -> bool:
-    """Whether `error` (one that is `passing`) says for sure that Redis did not run the
-    call: it was refused before it was sent (no connection could be made), or answered
-    LOADING or BUSY. A timeout, or a connection lost after the call was written, may
-    have let it run."""
+    """Whether `error` says for sure that Redis did not run the call: Redis answered
+    with an error (BUSY among them: a script that runs answers nothing until it ends),
+    or no connection was free to send it on. A connection refused or lost, a timeout or
+    LOADING does not say so: the client tries each send up to four times (see
+    taskq.connection) and raises the last try's error, and an earlier try may have
+    written the call and lost its reply."""
     cause = cause_of(error)
-    if isinstance(cause, redis.BusyLoadingError | redis.ResponseError):
+    if isinstance(cause, redis.ResponseError) and not isinstance(cause, redis.BusyLoadingError):
         return True
-    # redis-py's words for a connection it could not make ("Error 111 connecting to
-    # host:port", "Timeout connecting to server").
-    return "connecting to" in str(cause)
+    return isinstance(cause, redis.ConnectionError) and str(cause).rstrip(".") in _POOL_FULL
 
 
 class Outage:
-    """The pauses of one call while Redis cannot answer, up to `seconds` from its first
-    failure, and whether any attempt may have run (its reply lost)."""
+    """The pauses of one call while Redis cannot answer, until `seconds` after the call
+    began (`started`, monotonic; now if not given): a send under way then is let end,
+    and none begins after. And whether any send may have run (its reply lost)."""
 
-    __slots__ = ("deadline", "may_have_run", "pauses", "seconds")
+    __slots__ = ("deadline", "may_have_run", "pauses", "started")
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.deadline: float | None = None
+    def __init__(self, seconds: float, started: float | None = None) -> None:
+        self.started = time.monotonic() if started is None else started
+        self.deadline = self.started + seconds
         self.pauses = 0
         self.may_have_run = False
 
     def pause_after(self, error: BaseException) -> float | None:
         """Seconds to pause before sending the call again after `error`, or None: the
         caller raises it (no passing outage, or its time is up)."""
-        if not passing(error):
+        if not isinstance(error, redis.RedisError | BrokerError) or not passing(error):
             return None
         if not nothing_ran(error):
             self.may_have_run = True
-        now = time.monotonic()
-        if self.deadline is None:
-            self.deadline = now + self.seconds
-        left = self.deadline - now
+        left = self.deadline - time.monotonic()
         if left <= 0:
             return None
         first, longest = OUTAGE_PAUSE_SECONDS
@@ -102,10 +108,12 @@ class Outage:
 
     @property
     def waited(self) -> str:
-        """How long the call was sent again for, for an error's message ('' if not)."""
+        """How often and how long the call was sent, for an error's message ('' if
+        once)."""
         if self.pauses == 0:
             return ""
-        return f" (sent {self.pauses + 1} times over {self.seconds:g}s)"
+        return (f" (sent {self.pauses + 1} times over "
+                f"{time.monotonic() - self.started:.1f}s)")
 
 
 def ride_out(send: Callable[[], T], outage: Outage) -> T:

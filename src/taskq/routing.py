@@ -85,11 +85,14 @@ class ShardedBroker:
         batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         self._register()
-        # Each shard's error counts the tasks the shards before it took: they stay.
+        # Each shard's error counts the tasks the shards before it took (they stay), and
+        # names every task of the call, whose caller got no handle of any.
+        ids = [task.task_id for task in tasks]
         sent: list[tuple[list[int], list[TaskHandle]]] = []
         for shard, (positions, fields) in shares.items():
             went = sum(len(handles) for _, handles in sent)
-            sent.append((positions, self.brokers[shard].send_checked(fields, batch_size, went)))
+            sent.append((positions,
+                         self.brokers[shard].send_checked(fields, batch_size, went, ids)))
         return in_order(len(tasks), sent)
 
     def handle(self, task_id: str) -> TaskHandle:
@@ -116,11 +119,12 @@ class AsyncShardedBroker:
         batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
         await self._register()
+        ids = [task.task_id for task in tasks]
         sent: list[tuple[list[int], list[TaskHandle]]] = []  # as ShardedBroker's
         for shard, (positions, fields) in shares.items():
             went = sum(len(handles) for _, handles in sent)
-            sent.append((positions,
-                         await self.brokers[shard].send_checked(fields, batch_size, went)))
+            sent.append((positions, await self.brokers[shard].send_checked(
+                fields, batch_size, went, ids)))
         return in_order(len(tasks), sent)
 
     def handle(self, task_id: str) -> TaskHandle:
