@@ -36,6 +36,7 @@ before issue 21.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -44,7 +45,7 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
@@ -138,8 +139,10 @@ def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
             process.wait()
 
 
-def count_redis(tasks: int) -> float:
-    """Instructions redis-server runs a task while one client leases and acks `tasks`."""
+@contextlib.contextmanager
+def counted_server() -> Iterator[tuple[redis.Redis, int, Path]]:
+    """A redis-server under callgrind, counting off, with a client on it, its pid and
+    where its counts go."""
     with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
         out, port = Path(tmp), free_port()
         server = subprocess.Popen(under_callgrind(redis_argv(port, out), out),
@@ -147,69 +150,75 @@ def count_redis(tasks: int) -> float:
         try:
             client = redis.Redis(port=port, socket_timeout=120)
             wait_ready(client, server, "redis-server under valgrind")
-            broker = Broker(client, QUEUE)
-            broker.enqueue_many([NewTask(uuid.uuid4().hex, name=HANDLER)
-                                 for _ in range(tasks + 1)])
-            # One task first, uncounted: the scripts are loaded and the keys made.
-            first = broker.lease_many("w", 600, 1).tasks
-            broker.ack_many([(t.task_id, t.token) for t in first])
-            switch(server.pid, "--instr=on")
-            done, batch = 0, broker.lease_many("w", 600, BATCH)
-            while batch.tasks:
-                held = [(t.task_id, t.token) for t in batch.tasks]
-                acks, batch = broker.ack_and_lease(held, "w", 600, BATCH)
-                if acks != [True] * len(held):
-                    raise CountError(f"an ack was refused: {acks}")
-                done += len(held)
-            total = dumped_total(server.pid, out)
-            if done != tasks or len(first) != 1:
-                raise CountError(f"{done} tasks acked of {tasks}")
+            yield client, server.pid, out
             client.close()
-            return total / tasks
         finally:
             stop(server)
 
 
+def count_redis(tasks: int) -> float:
+    """Instructions redis-server runs a task while one client leases and acks `tasks`."""
+    with counted_server() as (client, pid, out):
+        broker = Broker(client, QUEUE)
+        broker.enqueue_many([NewTask(uuid.uuid4().hex, name=HANDLER)
+                             for _ in range(tasks + 1)])
+        # One task first, uncounted: the scripts are loaded and the keys made.
+        first = broker.lease_many("w", 600, 1).tasks
+        broker.ack_many([(t.task_id, t.token) for t in first])
+        switch(pid, "--instr=on")
+        done, batch = 0, broker.lease_many("w", 600, BATCH)
+        while batch.tasks:
+            held = [(t.task_id, t.token) for t in batch.tasks]
+            acks, batch = broker.ack_and_lease(held, "w", 600, BATCH)
+            if acks != [True] * len(held):
+                raise CountError(f"an ack was refused: {acks}")
+            done += len(held)
+        total = dumped_total(pid, out)
+        if done != tasks or len(first) != 1:
+            raise CountError(f"{done} tasks acked of {tasks}")
+        return total / tasks
+
+
 def count_enqueue_redis(tasks: int) -> float:
     """Instructions redis-server runs a call while one client enqueues `tasks`, one a call."""
+    with counted_server() as (client, pid, out):
+        broker = Broker(client, QUEUE)
+        broker.enqueue(uuid.uuid4().hex, name=HANDLER)  # the script loaded, the keys made
+        ids = [uuid.uuid4().hex for _ in range(tasks)]
+        switch(pid, "--instr=on")
+        made = sum(broker.enqueue(task_id, name=HANDLER).created for task_id in ids)
+        total = dumped_total(pid, out)
+        if made != tasks:
+            raise CountError(f"{made} tasks made of {tasks}")
+        return total / tasks
+
+
+@contextlib.contextmanager
+def plain_server(tree: Path) -> Iterator[tuple[redis.Redis, Path, dict[str, str]]]:
+    """A redis-server not counted, with a client on it, where counts go, and the
+    environment of a process of `tree`'s taskq on it."""
     with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
         out, port = Path(tmp), free_port()
-        server = subprocess.Popen(under_callgrind(redis_argv(port, out), out),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(redis_argv(port, out), stdout=subprocess.DEVNULL)
         try:
-            client = redis.Redis(port=port, socket_timeout=120)
-            wait_ready(client, server, "redis-server under valgrind")
-            broker = Broker(client, QUEUE)
-            broker.enqueue(uuid.uuid4().hex, name=HANDLER)  # the script loaded, the keys made
-            ids = [uuid.uuid4().hex for _ in range(tasks)]
-            switch(server.pid, "--instr=on")
-            made = sum(broker.enqueue(task_id, name=HANDLER).created for task_id in ids)
-            total = dumped_total(server.pid, out)
-            if made != tasks:
-                raise CountError(f"{made} tasks made of {tasks}")
+            client = redis.Redis(port=port, decode_responses=True)
+            wait_ready(client, server, "redis-server")
+            yield client, out, {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+                                "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "src")])}
             client.close()
-            return total / tasks
         finally:
             stop(server)
 
 
 def count_producer(tasks: int, tree: Path) -> float:
     """Instructions a producer's process runs a `Task.enqueue()` call of one task."""
-    with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
-        out, port = Path(tmp), free_port()
-        server = subprocess.Popen(redis_argv(port, out), stdout=subprocess.DEVNULL)
-        producer: subprocess.Popen[str] | None = None
+    with plain_server(tree) as (client, out, env):
+        producer = subprocess.Popen(
+            under_callgrind([sys.executable, "-c", PRODUCER, HANDLER, str(tasks)], out),
+            env={**env, "TASKQ_QUEUE": QUEUE}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=(out / "worker.log").open("wb"), text=True)
         try:
-            client = redis.Redis(port=port, decode_responses=True)
-            wait_ready(client, server, "redis-server")
-            env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0",
-                   "TASKQ_QUEUE": QUEUE,
-                   "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "src")])}
-            producer = subprocess.Popen(
-                under_callgrind([sys.executable, "-c", PRODUCER, HANDLER, str(tasks)], out),
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=(out / "worker.log").open("wb"), text=True)
-            assert producer.stdin is not None and producer.stdout is not None
+            assert producer.stdin is not None
             heard(producer, "ready", out)
             switch(producer.pid, "--instr=on")
             producer.stdin.write("go\n")
@@ -221,12 +230,9 @@ def count_producer(tasks: int, tree: Path) -> float:
                 raise CountError(f"{made - 1} tasks made of {tasks}")
             producer.stdin.write("exit\n")
             producer.stdin.flush()
-            client.close()
             return total / tasks
         finally:
-            if producer is not None:
-                stop(producer)
-            stop(server)
+            stop(producer)
 
 
 def heard(process: subprocess.Popen[str], word: str, out: Path) -> None:
@@ -240,20 +246,13 @@ def heard(process: subprocess.Popen[str], word: str, out: Path) -> None:
 
 def count_worker(tasks: int, tree: Path) -> float:
     """Instructions a `taskq worker` process runs a task while it drains `tasks`."""
-    with tempfile.TemporaryDirectory(prefix="taskq-ir-") as tmp:
-        out, port = Path(tmp), free_port()
-        server = subprocess.Popen(redis_argv(port, out), stdout=subprocess.DEVNULL)
-        worker: subprocess.Popen[bytes] | None = None
+    with plain_server(tree) as (client, out, env):
+        worker = subprocess.Popen(under_callgrind(
+            [sys.executable, "-m", "taskq", "--log-level", "WARNING", "worker",
+             "--app", "bench.tasks:app", "--queue", QUEUE, "--concurrency", "16",
+             "--processes", "1", "--prefetch", str(BATCH)], out),
+            env=env, stdout=subprocess.DEVNULL, stderr=(out / "worker.log").open("wb"))
         try:
-            client = redis.Redis(port=port, decode_responses=True)
-            wait_ready(client, server, "redis-server")
-            env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{port}/0",
-                   "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "src")])}
-            worker = subprocess.Popen(under_callgrind(
-                [sys.executable, "-m", "taskq", "--log-level", "WARNING", "worker",
-                 "--app", "bench.tasks:app", "--queue", QUEUE, "--concurrency", "16",
-                 "--processes", "1", "--prefetch", str(BATCH)], out),
-                env=env, stdout=subprocess.DEVNULL, stderr=(out / "worker.log").open("wb"))
             until(lambda: any(True for _ in client.scan_iter(match="*worker:*", count=100)),
                   worker, START_SECONDS, out)
             switch(worker.pid, "--instr=on")
@@ -271,12 +270,9 @@ def count_worker(tasks: int, tree: Path) -> float:
                       for record in (broker.task(task_id) for task_id in ids)}
             if states != {"completed"}:
                 raise CountError(f"the drain left tasks in states {states}")
-            client.close()
             return total / tasks
         finally:
-            if worker is not None:
-                stop(worker)
-            stop(server)
+            stop(worker)
 
 
 def until(done: Callable[[], bool], process: subprocess.Popen[bytes], seconds: float,
