@@ -9,7 +9,7 @@ import redis
 
 from taskq.broker import Broker
 from taskq.calls import enqueue_errors
-from taskq.errors import BrokerError, InvalidTaskError
+from taskq.errors import BrokerError, IncompleteEnqueueError, InvalidTaskError
 from taskq.results import NewTask
 from taskq.tools.embedded import EmbeddedRedis
 
@@ -56,8 +56,11 @@ def test_a_batch_refused_after_others_went_in_says_how_many_did(tmp_path: Path) 
         assert "OutOfMemoryError" in str(caught.value) or "OOM command not allowed" in \
             str(caught.value)
         assert "; Redis is at its maxmemory" in str(caught.value)
-        assert str(caught.value).endswith(
-            f"; the {enqueued} task(s) of the batches before this one were enqueued: sending "
-            "the same task ids (or idempotency keys) again enqueues only what is missing")
+        assert isinstance(caught.value, IncompleteEnqueueError)
+        assert caught.value.task_ids == tuple(t.task_id for t in tasks)
+        assert f"; this batch was not enqueued; the {enqueued} task(s) of the batches " \
+            "before this one were enqueued: an id that names a task is not enqueued " \
+            "again, so sending the same task ids (or idempotency keys) again enqueues " \
+            "only what is missing (this call's: t0, t1," in str(caught.value)
         assert sum(h.created for h in broker.enqueue_many(tasks, batch_size=10)) == \
             len(tasks) - enqueued

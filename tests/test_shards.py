@@ -334,9 +334,10 @@ class TestProducing:
         with pytest.raises(BrokerError) as caught:
             noop.enqueue_many(calls)
         assert went_in() > 0
-        assert str(caught.value).endswith(
-            f"; the {went_in()} task(s) of the batches before this one were enqueued: sending "
-            "the same task ids (or idempotency keys) again enqueues only what is missing")
+        assert f"; the {went_in()} task(s) of the batches before this one were enqueued: " \
+            "an id that names a task is not enqueued again, so sending the same task ids " \
+            "(or idempotency keys) again enqueues only what is missing (this call's: t0, " \
+            in str(caught.value)
         before = went_in()
         ids = sorted((f"a{n}" for n in range(60)), key=lambda t: route(t, 3) != first)
 

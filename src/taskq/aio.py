@@ -223,11 +223,12 @@ class AsyncBroker:
                                            batch_size)
 
     async def send_checked(self, fields: list[list[Any]], batch_size: int, sent: int = 0,
-                           call_ids: Sequence[str] | None = None) -> list[TaskHandle]:
+                           call_ids: Sequence[str] | None = None,
+                           outage: Outage | None = None) -> list[TaskHandle]:
         """`Broker.send_checked`, awaited."""
-        outage = Outage(self.producer_retry)
-        if self._registration.due():
-            await ride_out_async(self.register_queue, outage)
+        if outage is None:
+            outage = Outage(self.producer_retry)
+        await self.register_for(outage)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             async with self._open("enqueue a task"):
@@ -238,6 +239,12 @@ class AsyncBroker:
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))
         return results
+
+    async def register_for(self, outage: Outage) -> None:
+        """`Broker.register_for`, awaited."""
+        if self._registration.due():
+            await ride_out_async(self.register_queue, outage)
+            outage.may_have_run = False
 
     async def register_queue(self) -> None:
         """`Broker.register_queue`, awaited: name the queue in the registry of queues

@@ -230,15 +230,17 @@ class Broker:
                                      batch_size)
 
     def send_checked(self, fields: list[list[Any]], batch_size: int, sent: int = 0,
-                     call_ids: Sequence[str] | None = None) -> list[TaskHandle]:
+                     call_ids: Sequence[str] | None = None,
+                     outage: Outage | None = None) -> list[TaskHandle]:
         """Send tasks already checked and encoded (`taskq.fields`), `batch_size` per call;
         `sent` tasks of the same enqueue went in before (on other shards), as an error
         says, which names `call_ids` (every task of that enqueue; these tasks' if not
         given). The whole rides out a Redis that cannot answer for a while (see
-        taskq.outages), each call sent again with the same task ids."""
-        outage = Outage(self.producer_retry)
-        if self._registration.due():
-            ride_out(self.register_queue, outage)
+        taskq.outages) on `outage`'s time (the enqueue's), each call sent again with the
+        same task ids."""
+        if outage is None:
+            outage = Outage(self.producer_retry)
+        self.register_for(outage)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             with enqueue_errors(sent + len(results), outage, fields, call_ids):
@@ -247,6 +249,13 @@ class Broker:
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))
         return results
+
+    def register_for(self, outage: Outage) -> None:
+        """`register_queue` if it is due, riding out an outage on `outage`'s time; a
+        reply it lost says nothing of the sends after it."""
+        if self._registration.due():
+            ride_out(self.register_queue, outage)
+            outage.may_have_run = False
 
     def register_queue(self) -> None:
         """Name the queue in the registry of queues (again each REGISTER_AGAIN_SECONDS),

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from taskq.boundary import broker_error, lost_in_transit, redis_errors, text
-from taskq.errors import BrokerError, ConfigError, InvalidTaskError, UnansweredEnqueueError
+from taskq.errors import BrokerError, ConfigError, IncompleteEnqueueError, InvalidTaskError
 from taskq.keys import QueueKeys, check_task_id
 from taskq.limits import shown
 from taskq.outages import Outage, nothing_ran, passing
@@ -93,10 +93,11 @@ def named(ids: tuple[str, ...]) -> str:
 
 class enqueue_errors(outage_errors):  # lower case, as redis_errors
     """redis_errors for an enqueue of the tasks `fields` (each task's checked values,
-    from `taskq.fields`), sent while `outage` allowed: one whose round trip failed may
-    have run, and the error (UnansweredEnqueueError) says so, names the task ids, and
-    how to send them again without making a task twice; so does one refused after `sent`
-    tasks of the same enqueue were, in the batches before it."""
+    from `taskq.fields`), sent while `outage` allowed, after `sent` tasks of the same
+    enqueue went in (in the batches or shards before it): one that may have run, or
+    failed after others went in, is an IncompleteEnqueueError that says so, names every
+    task id of the enqueue (`call_ids`; these tasks' if not given), and how to send them
+    again without making a task twice."""
 
     __slots__ = ("call_ids", "fields", "sent")
 
@@ -118,28 +119,9 @@ class enqueue_errors(outage_errors):  # lower case, as redis_errors
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
-        if error is None:
+        if not isinstance(error, redis.RedisError | BrokerError):
+            super().__exit__(kind, error, _tb)
             return
-        if self.may_have_run(error):
-            raise UnansweredEnqueueError(
-                f"{self.said(error)}; Redis may have run the call all the same"
-                f"{self._before()}: an id that names a task is not enqueued again, so "
-                "sending the same task ids (or idempotency keys) again enqueues only what "
-                f"is missing (this call's: {named(self.ids)})", self.ids
-            ) from error
-        if self.ran_nothing(error):
-            raise BrokerError(
-                f"{self.said(error)}; nothing was enqueued by this call{self._before()}: "
-                "it is safe to send again"
-            ) from error
-        if self.sent and isinstance(error, redis.RedisError) and \
-                FAR_RUN_AT.search(str(error)) is None:
-            # Refused, this batch wrote nothing; the caller gets no handle of those that
-            # went before, and sent again with new ids they would be made twice.
-            raise BrokerError(
-                f"{broker_error(self.operation, error)}{self._before()}: sending the same "
-                "task ids (or idempotency keys) again enqueues only what is missing"
-            ) from error
         if type(error) is redis.ResponseError and (
                 found := FAR_RUN_AT.search(str(error))) is not None:
             # The server's clock is behind this host's, which let it through.
@@ -148,6 +130,22 @@ class enqueue_errors(outage_errors):  # lower case, as redis_errors
                 f"server's time ({found[2]} ms); a task may wait at most ten years. The "
                 "batch holding it was refused; batches sent before it were enqueued"
             ) from error
+        resend = ("an id that names a task is not enqueued again, so sending the same "
+                  "task ids (or idempotency keys) again enqueues only what is missing "
+                  f"(this call's: {named(self.ids)})")
+        if self.may_have_run(error):
+            raise IncompleteEnqueueError(
+                f"{self.said(error)}; Redis may have run the call all the same"
+                f"{self._before()}: {resend}", self.ids) from error
+        if self.sent:
+            # This batch wrote nothing; the caller gets no handle of those that went
+            # before, and sent again with new ids they would be made twice.
+            raise IncompleteEnqueueError(
+                f"{self.said(error)}; this batch was not enqueued{self._before()}: "
+                f"{resend}", self.ids) from error
+        if self.ran_nothing(error):
+            raise BrokerError(f"{self.said(error)}; nothing was enqueued by this call: it "
+                              "is safe to send again") from error
         super().__exit__(kind, error, _tb)
 
     def _before(self) -> str:

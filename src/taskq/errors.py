@@ -144,12 +144,14 @@ class BrokerError(TaskqError):
     """Raised when Redis cannot be reached or answers an operation with an error."""
 
 
-class UnansweredEnqueueError(BrokerError):
-    """Raised when an enqueue, or a workflow's start, got no reply, sent again for as
-    long as TASKQ_PRODUCER_RETRY_SECONDS allows: Redis may have run it. `task_ids` are
-    the ids of the tasks it sent (an id that names a task is not enqueued again, so
-    sending tasks with those ids, `task_id=`, again enqueues only what is missing);
-    `flow_id` the workflow's (`enqueue(flow_id=...)` starts it only if it did not)."""
+class IncompleteEnqueueError(BrokerError):
+    """Raised when an enqueue may have made some of its tasks and not others, or a
+    workflow's start may have run, past what TASKQ_PRODUCER_RETRY_SECONDS rides out: a
+    send got no reply (Redis may have run it), or a batch failed after earlier batches
+    or shards went in. `task_ids` names every task of the enqueue: an id that names a
+    task is not enqueued again, so sending tasks with those ids (`task_id=`) again
+    makes only the missing ones. `flow_id` names the workflow: `enqueue(flow_id=...)`
+    starts it only if it did not."""
 
     def __init__(self, message: str, task_ids: tuple[str, ...] = (),
                  flow_id: str | None = None) -> None:

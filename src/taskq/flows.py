@@ -18,7 +18,7 @@ import redis
 from taskq.boundary import redis_errors, stored_int, text
 from taskq.calls import Call, outage_errors
 from taskq.codec import decode_result
-from taskq.errors import BrokerError, InvalidTaskError, TaskNotFoundError, UnansweredEnqueueError
+from taskq.errors import BrokerError, IncompleteEnqueueError, InvalidTaskError, TaskNotFoundError
 from taskq.keys import QueueKeys, check_flow_id, flow_step_id
 from taskq.outages import Outage, ride_out, ride_out_async
 from taskq.scripts import source
@@ -258,7 +258,7 @@ def cancellation_from(flow_id: str, reply: list[Any]) -> FlowCancellation:
 
 class start_errors(outage_errors):  # lower case, as redis_errors
     """redis_errors for the start of workflow `flow_id`, sent while `outage` allowed: one
-    whose round trip failed may have run, and the error (UnansweredEnqueueError) says
+    whose round trip failed may have run, and the error (IncompleteEnqueueError) says
     so and names the flow id, with which a start makes the workflow only if it does
     not exist (start_flow.lua)."""
 
@@ -272,7 +272,7 @@ class start_errors(outage_errors):  # lower case, as redis_errors
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
         if error is not None and self.may_have_run(error):
-            raise UnansweredEnqueueError(
+            raise IncompleteEnqueueError(
                 f"{self.said(error)}; Redis may have started it all the same: "
                 f"enqueue(flow_id={self.flow_id!r}) starts it only if it did not",
                 flow_id=self.flow_id) from error
@@ -297,7 +297,7 @@ class Flows:
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
         outage = Outage(b.producer_retry)
-        ride_out(b.register_queue, outage)
+        b.register_for(outage)
         with start_errors(flow_id, outage):
             return started(flow_id, ride_out(
                 partial(b.scripts.start_flow, keys=keys, args=args), outage))
@@ -375,7 +375,7 @@ class AsyncFlows:
         keys, args = start_flow_call(b.keys, b.events_retention, b.completed_ttl_ms,
                                      b.max_payload_bytes, flow_id, stages)
         outage = Outage(b.producer_retry)
-        await ride_out_async(b.register_queue, outage)
+        await b.register_for(outage)
         async with b.calling("start a workflow"):
             with start_errors(flow_id, outage):
                 return started(flow_id, await ride_out_async(

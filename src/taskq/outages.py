@@ -5,10 +5,10 @@ is in memory (seconds for a large one); a script run past Redis's busy limit mak
 answer BUSY until the script ends or is killed. None of these runs the call, and each
 ends without anyone acting, so an enqueue sent again a moment later goes through. The
 client's own retries (taskq.connection) cover a blip of under a second; a producer's
-call that sends tasks keeps sending the same call, with the same task ids, for up to
-`TASKQ_PRODUCER_RETRY_SECONDS` after the first failure: a task id that already names a
-task is not enqueued again, so a call that did run before its reply was lost creates
-nothing the second time. Refusals that last until someone acts (a read-only replica,
+call that sends tasks keeps sending the same call, with the same task ids, until it has
+spent `TASKQ_PRODUCER_RETRY_SECONDS` in failed sends and pauses: a task id that already
+names a task is not enqueued again, so a call that did run before its reply was lost
+creates nothing the second time. Refusals that last until someone acts (a read-only replica,
 out of memory, a failed save, a denied command) fail at once, with what mends them.
 """
 
@@ -44,10 +44,17 @@ _LASTING = tuple(getattr(redis.exceptions, name) for name in (
     "ExternalAuthProviderError") if hasattr(redis.exceptions, name))
 
 
-# redis-py's words for a call that found every connection of its pool in use: this
+# redis-py's words for a call that found every connection of its pool in use, and its
+# class for it where it has one (the asyncio cluster client's says no words): this
 # process's own contention, which the error explains (see taskq.boundary); nothing
 # was sent.
 _POOL_FULL = ("No connection available", "Too many connections")
+_POOL_FULL_ERROR = getattr(redis.exceptions, "MaxConnectionsError", ())
+
+
+def _pool_full(cause: BaseException) -> bool:
+    return isinstance(cause, _POOL_FULL_ERROR) or (
+        isinstance(cause, redis.ConnectionError) and str(cause).rstrip(".") in _POOL_FULL)
 
 
 def passing(error: BaseException) -> bool:
@@ -57,11 +64,10 @@ def passing(error: BaseException) -> bool:
     connection errors too, but last until someone acts; a pool with no connection free
     is this process's own."""
     cause = cause_of(error)
-    if isinstance(cause, _LASTING):
+    if isinstance(cause, _LASTING) or _pool_full(cause):
         return False
     if isinstance(cause, redis.ConnectionError | redis.TimeoutError):
-        words = str(cause).rstrip(".")
-        return words != MAX_CLIENTS and words not in _POOL_FULL
+        return str(cause).rstrip(".") != MAX_CLIENTS
     return isinstance(cause, redis.ResponseError) and str(cause).startswith("BUSY ")
 
 
@@ -75,19 +81,24 @@ def nothing_ran(error: BaseException) -> bool:
     cause = cause_of(error)
     if isinstance(cause, redis.ResponseError) and not isinstance(cause, redis.BusyLoadingError):
         return True
-    return isinstance(cause, redis.ConnectionError) and str(cause).rstrip(".") in _POOL_FULL
+    return _pool_full(cause)
 
 
 class Outage:
-    """The pauses of one call while Redis cannot answer, until `seconds` after the call
-    began (`started`, monotonic; now if not given): a send under way then is let end,
-    and none begins after. And whether any send may have run (its reply lost)."""
+    """One call's time while Redis cannot answer: the call (all of its steps: a queue's
+    registration, each batch, each shard) may spend `seconds` in all in failed sends and
+    the pauses after them, each stretch counted from the start of its first failed send;
+    a send under way when they are spent is let end, and none begins after a failure
+    then. A call's healthy sends, however long, count for nothing. And whether any send
+    may have run (its reply lost), for the error of the step that fails."""
 
-    __slots__ = ("deadline", "may_have_run", "pauses", "started")
+    __slots__ = ("failing_since", "may_have_run", "pauses", "seconds", "sending", "spent")
 
-    def __init__(self, seconds: float, started: float | None = None) -> None:
-        self.started = time.monotonic() if started is None else started
-        self.deadline = self.started + seconds
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0  # in failing stretches that ended
+        self.failing_since: float | None = None
+        self.sending = 0.0  # when the send under way began (see ride_out)
         self.pauses = 0
         self.may_have_run = False
 
@@ -98,7 +109,10 @@ class Outage:
             return None
         if not nothing_ran(error):
             self.may_have_run = True
-        left = self.deadline - time.monotonic()
+        now = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = self.sending or now
+        left = self.seconds - self.spent - (now - self.failing_since)
         if left <= 0:
             return None
         first, longest = OUTAGE_PAUSE_SECONDS
@@ -106,35 +120,51 @@ class Outage:
         self.pauses += 1
         return pause
 
+    def answered(self) -> None:
+        """A send went through: a failing stretch before it is over."""
+        self.sending = 0.0
+        if self.failing_since is not None:
+            self.spent += time.monotonic() - self.failing_since
+            self.failing_since = None
+
     @property
     def waited(self) -> str:
-        """How often and how long the call was sent, for an error's message ('' if
-        once)."""
+        """How often the call was sent again and for how long, for an error's message
+        ('' if never)."""
         if self.pauses == 0:
             return ""
-        return (f" (sent {self.pauses + 1} times over "
-                f"{time.monotonic() - self.started:.1f}s)")
+        failing = self.spent + (0.0 if self.failing_since is None
+                                else time.monotonic() - self.failing_since)
+        return f" (sent again {self.pauses} times over {failing:.1f}s)"
 
 
 def ride_out(send: Callable[[], T], outage: Outage) -> T:
     """`send()`, again after each pause `outage` allows; its last error is raised."""
     while True:
+        outage.sending = time.monotonic()
         try:
-            return send()
+            answer = send()
         except (redis.RedisError, BrokerError) as e:
             pause = outage.pause_after(e)
             if pause is None:
                 raise
+        else:
+            outage.answered()
+            return answer
         time.sleep(pause)
 
 
 async def ride_out_async(send: Callable[[], Awaitable[T]], outage: Outage) -> T:
     """`ride_out`, awaited."""
     while True:
+        outage.sending = time.monotonic()
         try:
-            return await send()
+            answer = await send()
         except (redis.RedisError, BrokerError) as e:
             pause = outage.pause_after(e)
             if pause is None:
                 raise
+        else:
+            outage.answered()
+            return answer
         await asyncio.sleep(pause)

@@ -13,6 +13,7 @@ from taskq.fields import new_task_fields
 from taskq.handle import TaskHandle
 from taskq.keys import Registration, check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
+from taskq.outages import Outage, ride_out, ride_out_async
 from taskq.results import NewTask
 from taskq.shards import (
     SHARDS_KEY,
@@ -84,15 +85,20 @@ class ShardedBroker:
                      ) -> list[TaskHandle]:
         batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
-        self._register()
+        # One time for the whole enqueue to ride out an outage in (see taskq.outages),
+        # every shard's queue registered before any task is sent.
+        outage = Outage(self.brokers[0].producer_retry)
+        ride_out(self._register, outage)
+        for broker in self.brokers:
+            broker.register_for(outage)
         # Each shard's error counts the tasks the shards before it took (they stay), and
         # names every task of the call, whose caller got no handle of any.
         ids = [task.task_id for task in tasks]
         sent: list[tuple[list[int], list[TaskHandle]]] = []
         for shard, (positions, fields) in shares.items():
             went = sum(len(handles) for _, handles in sent)
-            sent.append((positions,
-                         self.brokers[shard].send_checked(fields, batch_size, went, ids)))
+            sent.append((positions, self.brokers[shard].send_checked(
+                fields, batch_size, went, ids, outage)))
         return in_order(len(tasks), sent)
 
     def handle(self, task_id: str) -> TaskHandle:
@@ -118,13 +124,16 @@ class AsyncShardedBroker:
                            ) -> list[TaskHandle]:
         batch_size = BATCH_SIZE.check(batch_size)
         shares = checked(self.layout, tasks, [b.max_payload_bytes for b in self.brokers])
-        await self._register()
+        outage = Outage(self.brokers[0].producer_retry)  # as ShardedBroker's
+        await ride_out_async(self._register, outage)
+        for broker in self.brokers:
+            await broker.register_for(outage)
         ids = [task.task_id for task in tasks]
-        sent: list[tuple[list[int], list[TaskHandle]]] = []  # as ShardedBroker's
+        sent: list[tuple[list[int], list[TaskHandle]]] = []
         for shard, (positions, fields) in shares.items():
             went = sum(len(handles) for _, handles in sent)
             sent.append((positions, await self.brokers[shard].send_checked(
-                fields, batch_size, went, ids)))
+                fields, batch_size, went, ids, outage)))
         return in_order(len(tasks), sent)
 
     def handle(self, task_id: str) -> TaskHandle:
