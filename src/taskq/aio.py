@@ -228,7 +228,8 @@ class AsyncBroker:
         """`Broker.send_checked`, awaited."""
         if outage is None:
             outage = Outage(self.producer_retry)
-        await self.register_for(outage)
+        if self._registration.due():
+            await self.register_for(outage)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             async with self._open("enqueue a task"):

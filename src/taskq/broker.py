@@ -240,7 +240,8 @@ class Broker:
         same task ids."""
         if outage is None:
             outage = Outage(self.producer_retry)
-        self.register_for(outage)
+        if self._registration.due():
+            self.register_for(outage)
         results: list[TaskHandle] = []
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             with enqueue_errors(sent + len(results), outage, fields, call_ids):

@@ -119,6 +119,8 @@ class enqueue_errors(outage_errors):  # lower case, as redis_errors
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
+        if error is None:
+            return
         if not isinstance(error, redis.RedisError | BrokerError):
             super().__exit__(kind, error, _tb)
             return

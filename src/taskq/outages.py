@@ -121,8 +121,7 @@ class Outage:
         return pause
 
     def answered(self) -> None:
-        """A send went through: a failing stretch before it is over."""
-        self.sending = 0.0
+        """A send went through: the failing stretch before it is over."""
         if self.failing_since is not None:
             self.spent += time.monotonic() - self.failing_since
             self.failing_since = None
@@ -149,7 +148,8 @@ def ride_out(send: Callable[[], T], outage: Outage) -> T:
             if pause is None:
                 raise
         else:
-            outage.answered()
+            if outage.failing_since is not None:
+                outage.answered()
             return answer
         time.sleep(pause)
 
@@ -165,6 +165,7 @@ async def ride_out_async(send: Callable[[], Awaitable[T]], outage: Outage) -> T:
             if pause is None:
                 raise
         else:
-            outage.answered()
+            if outage.failing_since is not None:
+                outage.answered()
             return answer
         await asyncio.sleep(pause)
