@@ -236,7 +236,7 @@ class AsyncBroker:
                 with enqueue_errors(sent + len(results), outage, fields, call_ids):
                     reply = await ride_out_async(
                         partial(self._enqueue, keys=keys, args=args), outage)
-            outage.may_have_run = False  # the next batch's sends are its own
+            outage.step_done()
             results.extend(TaskHandle(task_id, created, async_broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -245,7 +245,7 @@ class AsyncBroker:
         """`Broker.register_for`, awaited."""
         if self._registration.due():
             await ride_out_async(self.register_queue, outage)
-            outage.may_have_run = False
+            outage.step_done()
 
     async def register_queue(self) -> None:
         """`Broker.register_queue`, awaited: name the queue in the registry of queues

@@ -246,7 +246,7 @@ class Broker:
         for keys, args in enqueue_calls(self.keys, self.events_retention, fields, batch_size):
             with enqueue_errors(sent + len(results), outage, fields, call_ids):
                 reply = ride_out(partial(self.scripts.enqueue, keys=keys, args=args), outage)
-            outage.may_have_run = False  # the next batch's sends are its own
+            outage.step_done()
             results.extend(TaskHandle(task_id, created, broker=self)
                            for task_id, created in enqueued(reply))
         return results
@@ -256,7 +256,7 @@ class Broker:
         reply it lost says nothing of the sends after it."""
         if self._registration.due():
             ride_out(self.register_queue, outage)
-            outage.may_have_run = False
+            outage.step_done()
 
     def register_queue(self) -> None:
         """Name the queue in the registry of queues (again each REGISTER_AGAIN_SECONDS),

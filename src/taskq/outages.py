@@ -121,10 +121,15 @@ class Outage:
         return pause
 
     def answered(self) -> None:
-        """A send went through: the failing stretch before it is over."""
+        """A send went through: the failing stretch before it, if any, is over."""
         if self.failing_since is not None:
             self.spent += time.monotonic() - self.failing_since
             self.failing_since = None
+
+    def step_done(self) -> None:
+        """A step of the call (its registration, a batch) went through: what its sends
+        may have run says nothing of the next step's."""
+        self.may_have_run = False
 
     @property
     def waited(self) -> str:
