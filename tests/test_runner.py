@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from taskq import App, Retry, current_task
+from taskq import App, Retry, RetryPolicy, TimeLimitExceeded, current_task
 from taskq.context import TaskContext
 from taskq.results import LeasedTask
 from taskq.settings import Settings
@@ -141,6 +141,8 @@ class Handlers:
             time.sleep(0.05)  # blocks its loop: no cancel can reach it before it returns
             return 1
 
+        self._late_raisers()
+
         @self.app.task("stopping_async")
         async def stopping_async() -> str:
             """Stops the loop it runs in, then carries on once it runs again."""
@@ -155,6 +157,21 @@ class Handlers:
         @self.app.task("fine_async")
         async def fine_async() -> None:
             """The async one's check."""
+
+    def _late_raisers(self) -> None:
+        """A client whose own timeout is the task's limit raises just past it: a failure
+        the policy would not retry, where one at the time limit it would."""
+        late = RetryPolicy(retry_on=(TimeLimitExceeded,))
+
+        @self.app.task("overraise_sync", time_limit=0.01, retry=late)
+        def overraise_sync() -> None:
+            time.sleep(0.05)
+            raise ConnectionError("timed out")
+
+        @self.app.task("overraise_async", time_limit=0.01, retry=late)
+        async def overraise_async() -> None:
+            time.sleep(0.05)
+            raise ConnectionError("timed out")
 
     def finish(self, runner: Runner, submitted: int) -> None:
         """Let every handler go, wait for their outcomes, then close the runner (a
@@ -342,15 +359,17 @@ def test_an_async_handler_that_stops_its_loop_does_not_end_it(handlers: Handlers
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
-def test_a_run_that_returns_past_its_time_limit_fails_though_nothing_timed_it_out(
-    handlers: Handlers, flavour: str
+@pytest.mark.parametrize("ending", ["overrun", "overraise"])
+def test_a_run_that_ends_past_its_time_limit_fails_at_it_though_nothing_timed_it_out(
+    handlers: Handlers, flavour: str, ending: str
 ) -> None:
     """No time-limit thread runs here, as none looks between its ticks: a handler that
-    returns past its limit before the next look has its attempt failed all the same,
-    its result not kept."""
+    returns or raises past its limit before the next look has its attempt failed at
+    its time limit all the same, its result not kept, and its policy judging
+    TimeLimitExceeded (retried) rather than the late raise (which it would not)."""
     runner = handlers.runner(concurrency=1)
     try:
-        assert runner.submit([job(f"overrun_{flavour}")])
+        assert runner.submit([job(f"{ending}_{flavour}")])
         wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
                    "the run to end")
         (outcome,) = handlers.outcomes

@@ -34,6 +34,11 @@ def outcome(broker: Broker, task: LeasedTask, error: str | None = None) -> Outco
     return Outcome(task, context, None if error is None else Failure("ValueError", error))
 
 
+def no_give_up(context: TaskContext) -> Outcome | None:
+    """A runner's give-up at a stop for runs with no time limit: none."""
+    return None
+
+
 class Settling:
     """A Settler on `broker`, with the Slots it lets settled tasks go from."""
 
@@ -207,7 +212,7 @@ def test_a_handler_that_returns_while_a_shutdown_gives_tasks_back_keeps_its_resu
     returning = threading.Thread(target=handler_returns)
     returning.start()
     wait_until(lambda: done.context.ended_at, 5, "the handler to return")
-    settling.settler.abandon([done.context], arrived)
+    settling.settler.abandon([done.context], arrived, no_give_up)
     returning.join(5)
     record = record_of(broker, "returned")
     assert (record.state, record.result) == ("completed", '"the value"')
@@ -232,7 +237,7 @@ def test_a_run_given_back_at_shutdown_whose_outcome_comes_later_is_not_settled_a
         taken, late[:] = list(late), []
         return taken
 
-    settling.settler.abandon([cut.context, returned.context], arrived)
+    settling.settler.abandon([cut.context, returned.context], arrived, no_give_up)
     assert settling.slots.stats().acked == 2
     assert record_of(broker, "cut").result is None  # acked as cut off, once
     assert record_of(broker, "returned").state == "completed"

@@ -553,6 +553,66 @@ class TestShutdown:
         assert ledger.charges_for(task_id) == 0
         ledger.close()
 
+    def test_a_sync_run_past_its_time_limit_in_its_effect_at_shutdown_fails_not_reruns(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        """Its effect applied, the run's attempt counts as failed, as without the stop:
+        out of retries, it is dead. Released, it ran again, whatever its retries, and
+        applied its effect a second time."""
+        inside, leave = threading.Event(), threading.Event()
+        applied: list[int] = []
+
+        @app.task("charge", time_limit=0.3, max_retries=0)
+        def charge() -> None:
+            with current_task().effect():
+                inside.set()
+                leave.wait(10)  # passes its limit inside the block
+                applied.append(current_task().attempt)
+            time.sleep(1)  # its cleanup, after the effect
+
+        task_id = charge.enqueue().task_id
+        running = start_worker(shutdown_grace_seconds=0.2, lease_seconds=5, poll_seconds=0.1)
+        assert inside.wait(5)
+        time.sleep(0.5)  # past the limit: the time-limit thread waits for the block
+        running.worker.stop("test stops within the block")
+        time.sleep(1.0)  # past the grace and a waker's wait: the stop waits for it too
+        leave.set()
+        wait_for_state(app.broker, task_id, "dead")
+        running.thread.join(5)
+        assert not running.thread.is_alive()
+        assert applied == [1]
+        types = event_types(client, app.broker.keys, task_id)
+        assert "released" not in types and types[-1] == "failed"
+        record = app.broker.task(task_id)
+        assert record is not None and record.error_type == "taskq.errors.TimeLimitExceeded"
+
+    def test_an_async_run_past_its_time_limit_at_shutdown_fails_not_reruns(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        """Its effect applied, it caught its time limit's cancel and went on: the stop
+        came within the grace its give-up waits, and failed the attempt itself."""
+        cancelled = threading.Event()
+        applied: list[int] = []
+
+        @app.task("charge", time_limit=0.3, max_retries=0)
+        async def charge() -> None:
+            with current_task().effect():
+                applied.append(current_task().attempt)
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.set()
+            await asyncio.sleep(3)
+
+        task_id = charge.enqueue().task_id
+        running = start_worker(shutdown_grace_seconds=0.1, lease_seconds=5)
+        assert cancelled.wait(5)
+        running.worker.stop("test stops within the give-up's wait")
+        wait_for_state(app.broker, task_id, "dead", timeout=3)
+        assert applied == [1]
+        types = event_types(client, app.broker.keys, task_id)
+        assert "released" not in types and types[-1] == "failed"
+
     def test_a_long_effect_at_shutdown_holds_back_only_its_own_task(
         self, app: App, start_worker: StartWorker, client: redis.Redis
     ) -> None:

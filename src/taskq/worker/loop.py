@@ -255,7 +255,8 @@ class Worker:
             self.slots.close(max(w.timeout for w in self.wakers)
                              + self.settings.redis_timeout_seconds)
             self.settler.settle(self.inbox.take())
-            self.settler.abandon(self.slots.in_hand(), self.inbox.take)
+            self.settler.abandon(self.slots.in_hand(), self.inbox.take,
+                                 self.runner.give_up_at_stop)
             self.time_limits.stop()
             self.heartbeat.stop()
             # It leaves the registry on its way out: wait for that, at most a Redis call.

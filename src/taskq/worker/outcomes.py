@@ -5,6 +5,7 @@ when the policy cannot say), and the `Outcome` the worker settles."""
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 
 from taskq.context import TaskContext
@@ -107,12 +108,20 @@ def failed(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
     return Outcome(task, context, describe(error), decision=decision(task, policy, error))
 
 
+def past_limit(context: TaskContext) -> bool:
+    """Whether a run that has just returned or raised ran past its time limit: timed out
+    by the time-limit thread, or past its deadline before that thread's next look."""
+    return context.timed_out or context.overdue(time.monotonic())
+
+
 def raised(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
            error: BaseException) -> Outcome:
-    """The outcome of an async handler that raised `error`: after its time limit's
-    cancel (a cleanup that raised, or a Retry in place of the CancelledError), the
-    attempt failed at its time limit, `error` its cause."""
-    if context.timed_out:
+    """The outcome of a handler that raised `error`. Past its time limit (an async one's
+    cleanup that raised, or a Retry in place of the CancelledError; a client whose own
+    timeout is the limit, raising just after it), the attempt failed at its time limit,
+    `error` its cause, as a handler that returned then: its retry policy judges
+    `TimeLimitExceeded`, not whatever the late raise was."""
+    if past_limit(context):
         return time_limit_outcome(task, context, policy, error)
     return failed(task, context, policy, error)
 

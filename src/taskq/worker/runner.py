@@ -31,6 +31,7 @@ from taskq.worker.outcomes import (
     MAX_SUMMARY_CHARS,
     failed,
     message_of,
+    past_limit,
     raised,
     time_limit_outcome,
     type_name,
@@ -391,7 +392,7 @@ class Runner:
             # own) ends its run as a failure: escaping, it would end this thread with the
             # task still leased and renewed, and the worker one handler short.
             except BaseException as e:
-                error, outcome = e, failed(task, context, policy, e)
+                error, outcome = e, raised(task, context, policy, e)
             finally:
                 unbind(token)
             self._exit_if_forked(error)
@@ -458,6 +459,21 @@ class Runner:
         # thread of its own, so that other runs' limits are not held up.
         threading.Thread(target=self._time_out_after_effect, name="taskq-effect-wait",
                          args=(task, context, registered), daemon=True).start()
+
+    def give_up_at_stop(self, context: TaskContext) -> Outcome | None:
+        """The failed attempt of a run past its time limit that a stopping worker settles
+        now, as the time-limit thread would have (TaskQueue's TimedOutNeverAcks); None
+        once its report is claimed: by its handler, or by a give-up whose outcome is in
+        the inbox or on its way (each waits for an effect() block under way, as the
+        stop has)."""
+        with self._lock:
+            run = self._limited.get(context.key)
+        if run is None or not context.claim_report():
+            return None
+        with self._lock:
+            self._limited.pop(context.key, None)
+        task, registered = run
+        return time_limit_outcome(task, context, registered.retry, None)
 
     def _time_out_after_effect(self, task: LeasedTask, context: TaskContext,
                                registered: Task[..., Any]) -> None:
@@ -618,12 +634,6 @@ class Runner:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return [t.name for t in threads if t.is_alive()]
-
-
-def past_limit(context: TaskContext) -> bool:
-    """Whether a run that has just returned ran past its time limit: timed out by the
-    time-limit thread, or past its deadline before that thread's next look."""
-    return context.timed_out or context.overdue(time.monotonic())
 
 
 def unrun_body(value: Any) -> str:

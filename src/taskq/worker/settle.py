@@ -97,16 +97,19 @@ class Settler:
         self.slots.let_go(*(o.context for o in outcomes))
         return settled
 
-    def abandon(self, contexts: Sequence[TaskContext],
-                arrived: Callable[[], list[Outcome]]) -> None:
+    def abandon(self, contexts: Sequence[TaskContext], arrived: Callable[[], list[Outcome]],
+                give_up: Callable[[TaskContext], Outcome | None]) -> None:
         """Settle tasks whose handlers outlived the shutdown grace. Each is fenced first
         (waiting for an effect under way), so a handler that goes on cannot apply an
-        effect afterwards. A task whose effect was applied is acked: run again, it
-        would apply its effect twice wherever the effect is not guarded; the rest of
-        its handler is cut off, unless it ran past its time limit (its attempt counts
-        as failed: TaskQueue's TimedOutNeverAcks). Any other is released for another
-        worker, and one whose task was cancelled ends cancelled. A handler that returned
-        meanwhile (each give-back is a Redis call) is settled with the outcome it
+        effect afterwards. One past its time limit has its attempt failed under its
+        retry policy, as without the stop (TaskQueue's TimedOutNeverAcks): `give_up`
+        makes that outcome unless the run's report was claimed. Released, it would run
+        again whatever its retries, and apply an effect it had applied a second time. A
+        task whose effect was applied is acked: run again, it would apply its effect
+        twice wherever the effect is not guarded; the rest of its handler is cut off.
+        Any other is released for another worker, and one whose task was cancelled ends
+        cancelled. A handler that returned meanwhile (each give-back is a Redis call),
+        or a give-up the time-limit thread made, is settled with the outcome it
         reported, which `arrived` takes from the inbox."""
         # Those inside no effect() block first: none of them waits behind a block that
         # takes long (or never ends) to be given back.
@@ -114,7 +117,12 @@ class Settler:
             if context.finished:
                 continue  # settled meanwhile, with an outcome taken for another
             applied = context.abandon()
-            if context.ended_at:
+            if context.timed_out:
+                given_up = give_up(context)
+                self.settle([given_up] if given_up else self._reported(context, arrived))
+                if context.finished:
+                    continue
+            elif context.ended_at:
                 self.settle(self._reported(context, arrived))
                 if context.finished:
                     continue
