@@ -146,15 +146,17 @@ class TestPrefetch:
 
         step = holding_task(app, "step", running, go)
 
-        first, *waiting = (step.enqueue(name).task_id for name in "abc")
-        worker = start_worker(concurrency=1, prefetch=2)
-        wait_until(lambda: running.now == 1 and leased(client, app) == 3, what="all leased")
+        first, *waiting = (step.enqueue(name).task_id for name in "abcd")
+        worker = start_worker(concurrency=1, prefetch=3)
+        wait_until(lambda: running.now == 1 and leased(client, app) == 4, what="all leased")
         worker.worker.stop("the test stops it")
         for task_id in waiting:  # while the started one is still running
             record = wait_for_state(app.broker, task_id, "pending")
             # Leased once and handed back: the release keeps the lease's token.
             assert lease_tokens(client, app, task_id) == [record.fencing_token]
             assert event_types(client, app.broker.keys, task_id)[-1] == "released"
+        # Back at the front of ready in the order they waited (a lease pops the tail).
+        assert client.lrange(app.broker.keys.ready, 0, -1)[::-1] == waiting
         assert running.now == 1
         go.set()
         worker.thread.join(10)

@@ -81,7 +81,9 @@ class Settler:
         for outcome in cancelled:
             outcome.context.finished = True  # no more heartbeats for it
             self._ack_cancelled(outcome.context)
-        for outcome in unstarted:
+        # Newest first: each goes to the front of ready, so the one leased first is
+        # back in front, and the tasks run in the order they waited.
+        for outcome in reversed(unstarted):
             outcome.context.finished = True
             self._release(outcome.context, "had not started when the worker began to "
                           "stop or its lease was lost, and is")

@@ -120,8 +120,9 @@ class Waker(threading.Thread):
         return "again" if len(batch.tasks) < free else "woken"
 
     def _give_back(self, batch: LeaseBatch) -> None:
-        """Release each task of `batch` to the front of ready, unstarted."""
-        for task in batch.tasks:
+        """Release each task of `batch` to the front of ready, unstarted: the last leased
+        first, so that they are back in the order they waited."""
+        for task in reversed(batch.tasks):
             try:
                 released = self.broker.release(task.task_id, task.token)
             except BrokerError as e:
