@@ -29,6 +29,7 @@ from taskq.registry import Presence
 from taskq.registry import register as register_worker
 from taskq.results import Enqueued
 from taskq.settings import Settings
+from waiting import wait_until
 from worker_support import WorkerThread, worker_running
 
 
@@ -273,6 +274,28 @@ class TestResult:
         # The second wait gets the thread once the first times out, 2 s in, and reads
         # the task once: not a 2 s wait of its own on top.
         assert asyncio.run(both()) < 3.5
+
+    def test_a_cancelled_await_of_a_blocking_handle_lets_its_thread_go(
+        self, tasks: dict[str, Any], app: App
+    ) -> None:
+        """A blocking handle awaited waits on a thread of the loop's default executor:
+        cancelled (a web request's own timeout), the wait must end there too, or a few
+        of them hold every thread `asyncio.to_thread` shares, each blocked in Redis for
+        as long as the task takes."""
+        handle = tasks["add"].enqueue(1, 2)  # no worker: it never ends
+
+        async def cancel_waits_then_use_a_thread() -> int:
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+            for _ in range(4):  # twice the executor's threads
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(handle.result_async(), 0.2)
+            return await asyncio.wait_for(asyncio.to_thread(lambda: 42), 5)
+
+        assert asyncio.run(cancel_waits_then_use_a_thread()) == 42
+        # The last ones end within a slice of their wait.
+        wait_until(lambda: not any("b" in c["flags"]
+                                   for c in app.broker.client.client_list()),
+                   5, "the cancelled waits to leave Redis")
 
     def test_a_bad_timeout_is_refused(self, tasks: dict[str, Any]) -> None:
         handle = tasks["add"].enqueue(1, 2)

@@ -434,6 +434,26 @@ class TestHandles:
 
         assert asyncio.run(both()) < 3.5  # not 2 s for the first, then 2 s more
 
+    def test_a_cancelled_await_of_a_blocking_handle_lets_its_thread_go(
+        self, tasks: Tasks, app: App
+    ) -> None:
+        """As a task handle's: cancelled, the wait ends on its thread too, rather than
+        hold one of the threads every `asyncio.to_thread` shares until the flow ends."""
+        flow = chain(tasks["add"].s(1)).enqueue()  # no worker: it never ends
+
+        async def cancel_waits_then_use_a_thread() -> int:
+            asyncio.get_running_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(2))
+            for _ in range(4):  # twice the executor's threads
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(flow.result_async(), 0.2)
+            return await asyncio.wait_for(asyncio.to_thread(lambda: 42), 5)
+
+        assert asyncio.run(cancel_waits_then_use_a_thread()) == 42
+        wait_until(lambda: not any("b" in c["flags"]
+                                   for c in app.broker.client.client_list()),
+                   5, "the cancelled waits to leave Redis")
+
     def test_a_step_whose_record_expired_leaves_the_wait_to_the_others(
         self, app: App, start_worker: StartWorker
     ) -> None:

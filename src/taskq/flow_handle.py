@@ -113,7 +113,7 @@ class WorkflowHandle(Generic[T]):
         its timeout counted from this call however long a thread takes to come free."""
         flows = self.async_flows
         if flows is None:
-            return await asyncio.to_thread(self._result, self._wait(timeout))
+            return await self._wait(timeout).on_thread(self._result)
         wait, since = self._wait(timeout), cancels()
         async with wait.bounded():
             status = await wait.retried_async(self.status_async)

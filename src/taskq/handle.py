@@ -148,7 +148,7 @@ class TaskHandle(Enqueued, Generic[T]):
         if broker is None:
             blocking = self._blocking("result")
             wait = ResultWait(self.task_id, blocking.queue, timeout)
-            return await asyncio.to_thread(self._result, wait)
+            return await wait.on_thread(self._result)
         wait = ResultWait(self.task_id, broker.queue, timeout)
         since = cancels()
         async with wait.bounded():
@@ -191,7 +191,8 @@ class ResultWait:
     """When a wait for one task's result ends, and how long it blocks in between: what
     `result()` and `result_async()` share, apart from how they block."""
 
-    __slots__ = ("deadline", "inside", "outages", "queue", "task_id", "timeout", "what")
+    __slots__ = ("abandoned", "deadline", "inside", "outages", "queue", "task_id", "timeout",
+                 "what")
 
     def __init__(self, task_id: str, queue: str, timeout: Seconds | None,
                  what: str = "") -> None:
@@ -204,11 +205,31 @@ class ResultWait:
         # What a timeout adds when a handler waits: the trap it may have fallen in.
         self.inside = in_handler(running_task())
         self.outages = 0  # the calls Redis could not answer so far
+        # Set when the coroutine that awaits this wait on a thread is cancelled.
+        self.abandoned = False
+
+    async def on_thread(self, wait: Callable[[ResultWait], R]) -> R:
+        """`wait(self)`, a blocking wait, run on a thread of the event loop's default
+        executor. Cancelled, the coroutine tells the thread to end its wait at its next
+        look (within a slice): else the thread would hold its connection blocked in
+        Redis until the task ended, and a few such waits fill the executor that every
+        `asyncio.to_thread` of the program shares."""
+        try:
+            return await asyncio.to_thread(wait, self)
+        except asyncio.CancelledError:
+            self.abandoned = True
+            raise
+
+    def _look(self) -> None:
+        """End a wait whose awaiting coroutine was cancelled (see on_thread)."""
+        if self.abandoned:
+            raise asyncio.CancelledError(f"the wait for {self.what} was cancelled")
 
     def retried(self, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`call(*args, **kwargs)`, made again after each pause `after_outage` sets while
         Redis cannot answer for a while."""
         while True:
+            self._look()
             try:
                 return call(*args, **kwargs)
             except BrokerError as e:
@@ -283,6 +304,7 @@ class ResultWait:
         (`subject` names what was read, in the timeout's message).
         Raises `TaskNotFoundError` when it has no record, `ResultTimeoutError` once the
         timeout has passed."""
+        self._look()
         if watched is None:
             raise TaskNotFoundError(missing(self.task_id, self.queue))
         if self.deadline is None:
