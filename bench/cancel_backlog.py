@@ -1,9 +1,11 @@
 """What cancelling costs behind a backlog: a workflow's pending steps (or one task)
 cancelled while BACKLOG other tasks wait in ready. Each cancel takes its task out of a
 list; that should cost the tasks pushed after it, not the whole backlog, since Redis
-runs nothing else meanwhile (heartbeats wait, leases run out).
+runs nothing else meanwhile (heartbeats wait, leases run out). Then a workflow of
+BEHIND pending steps with AFTER tasks pushed after it: its steps should cost one walk of
+the list, not one walk each of the tasks pushed after them.
 
-`python -m bench.cancel_backlog [BACKLOG]` prints the figures."""
+`python -m bench.cancel_backlog [BACKLOG [BEHIND AFTER]]` prints the figures."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from taskq import App, group
 from taskq.settings import Settings
 
 
-def main(backlog: int = 200_000) -> None:
+def main(backlog: int = 200_000, behind: int = 5_000, after: int = 40_000) -> None:
     server = Server()
     try:
         app = App(queue="cancels", settings=Settings.from_env({}, redis_url=server.url,
@@ -46,9 +48,21 @@ def main(backlog: int = 200_000) -> None:
                 raise BenchError(f"the cancel of {which} waiting task was {outcome}")
             print(f"  {which} waiting task: cancel {outcome} in "
                   f"{(time.perf_counter() - began) * 1000:,.1f} ms")
+        server.flush()
+        flow = group(*(add.s(i) for i in range(behind))).enqueue()
+        add.enqueue_many([add.call(i) for i in range(after)], 10_000)
+        began = time.perf_counter()
+        done = flow.cancel()
+        took = time.perf_counter() - began
+        if (done.outcome, done.ended) != ("cancelled", behind):
+            raise BenchError(f"a cancel of {behind} pending steps behind {after} tasks "
+                             f"was {done.outcome} and ended {done.ended}: its time is no "
+                             "cancel's")
+        print(f"  a workflow of {behind:,} pending steps with {after:,} tasks pushed after "
+              f"it: cancel {done.outcome}, {done.ended:,} ended, in {took * 1000:,.1f} ms")
     finally:
         server.close()
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:2]))
+    main(*(int(a) for a in sys.argv[1:4]))

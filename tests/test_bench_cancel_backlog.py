@@ -14,10 +14,12 @@ from taskq.flows import FlowCancellation
 def test_a_small_backlog_times_each_cancel_that_ended_its_steps(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    cancel_backlog.main(200)
+    cancel_backlog.main(200, 50, 300)
     out = capsys.readouterr().out
     assert "1,000 pending steps: cancel cancelled, 1,000 ended" in out
     assert "the oldest waiting task: cancel cancelled" in out
+    assert ("a workflow of 50 pending steps with 300 tasks pushed after it: cancel "
+            "cancelled, 50 ended") in out
 
 
 def test_a_cancel_that_ended_nothing_fails_the_run_rather_than_timing_it(

@@ -12,7 +12,15 @@ import pytest
 import redis
 
 from conftest import ON_CLUSTER
-from helpers import assert_refused_unchanged, events, lease_one, overwrite, view, wait_past
+from helpers import (
+    assert_refused_unchanged,
+    events,
+    lease_one,
+    overwrite,
+    ready_ids,
+    view,
+    wait_past,
+)
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.connection import async_client
@@ -27,6 +35,7 @@ from taskq.flows import (
     status_call,
     with_later_reads,
 )
+from taskq.results import NewTask
 from taskq.settings import Settings
 from taskq.tools.tracecheck import read_log, validate
 
@@ -178,6 +187,109 @@ class TestStages:
         assert [(e.task, e.state, e.fields["flow"]) for e in log] == [
             ("f.1.1", "pending", "f"), ("f.1.2", "pending", "f"), ("f.2.1", "waiting", "f")]
         assert queue.counts().ready == 2
+
+
+class TestInputCopies:
+    """A stage's input is copied into each of its waiting steps by the one script that
+    starts it: those copies are held to sixteen payload limits in all."""
+
+    @staticmethod
+    def fan_out(queue: Broker, steps: int) -> Flows:
+        """A step, then a group of `steps` whose input takes each one's payload to 983
+        bytes, within a payload limit of 1000."""
+        small = Flows(Broker(queue.client, queue.queue, max_payload_bytes=1000))
+        assert small.start("f", [
+            StageSpec((step(),), group=False, policy="fail"),
+            StageSpec(tuple(step("use") for _ in range(steps)), group=True, policy="fail")])
+        assert ack_result(small.broker, *lease_one(small.broker), "x" * 958)  # 960 as JSON
+        return small
+
+    def test_a_stage_whose_copies_come_to_more_fails_the_flow_and_none_of_it_runs(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        flows = self.fan_out(queue, 17)
+        status = flows.status("f")
+        assert status is not None
+        assert (status.state, status.upstream, status.error_type) == (
+            "failed", "f.2.1", "taskq.errors.PayloadTooLargeError")
+        assert status.error_message == (
+            "the input of stage 2, what stage 1 handed on (960 bytes), copied into each of "
+            "its 17 waiting steps, would come to 16320 bytes, over the limit of 16000 "
+            "bytes for one stage (16 times TASKQ_MAX_PAYLOAD_BYTES); no step of stage 2 "
+            "ran")
+        assert [s.state for s in status.steps] == ["completed"] + ["cancelled"] * 17
+        assert triggered(client, queue) == []
+        assert queue.counts().ready == 0
+        assert view(client, queue.keys).violations() == []
+
+    def test_a_stage_of_sixteen_steps_is_held_to_the_limit_per_step_alone(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        self.fan_out(queue, 16)
+        assert triggered(client, queue) == [f"f.2.{i}" for i in range(1, 17)]
+        assert queue.payload("f.2.16")["args"] == ["x" * 958]
+
+
+def lrem_calls(broker: Broker) -> int:
+    """LREM commands run so far by the Redis node holding the queue."""
+    client: Any = broker.client
+    where = {"target_nodes": client.get_node_from_key(broker.keys.ready)} if ON_CLUSTER else {}
+    return int(client.info("commandstats", **where).get("cmdstat_lrem", {}).get("calls", 0))
+
+
+class TestCancelAmongOtherTasks:
+    """A cancel takes many of a workflow's steps out of one list in one walk of it, each
+    other task left where it was: an LREM per step walks every task pushed after it."""
+
+    def test_every_pending_step_leaves_ready_and_every_other_task_keeps_its_place(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        queue.enqueue_many([NewTask(f"a{n}", priority=(5, 9, 5)[n % 3]) for n in range(30)])
+        members = tuple(step(priority=(5, 9, 7)[i % 3]) for i in range(60))
+        assert Flows(queue).start("f", [
+            StageSpec(members, group=True, policy="fail"),
+            StageSpec((step("callback"),), group=False, policy="fail")])
+        # Past the 1000 a walk reads at a time, with a priority's list in between.
+        queue.enqueue_many([NewTask(f"b{n}", priority=9 if n % 7 == 0 else 5)
+                            for n in range(1500)])
+        others = [t for t in ready_ids(client, queue.keys) if not t.startswith("f.")]
+        cancelled = Flows(queue).cancel("f")
+        assert (cancelled.outcome, cancelled.ended, cancelled.told) == ("cancelled", 61, 0)
+        assert ready_ids(client, queue.keys) == others
+        assert client.exists(queue.keys.ready_at(7)) == 0
+        assert client.zrange(queue.keys.ready_levels, 0, -1) == ["9"]
+        assert [e.task for e in events(client, queue.keys) if e.type == "cancelled"] == [
+            *(f"f.1.{i}" for i in range(60, 0, -1)), "f.2.1"]
+        assert view(client, queue.keys).violations() == []
+        report = validate(read_log(client, queue.keys.events), require_terminal=False)
+        assert report.ok, report.violations
+
+    def test_its_dead_steps_leave_the_dlq_and_every_other_dead_task_keeps_its_place(
+        self, queue: Broker, client: redis.Redis
+    ) -> None:
+        assert Flows(queue).start("f", [
+            StageSpec(tuple(step() for _ in range(12)), group=True, policy="partial"),
+            StageSpec((step("callback"),), group=False, policy="fail")])
+        for n in range(11):
+            assert queue.fail(*lease_one(queue), "boom", dead=True).status == "dead"
+            queue.enqueue(f"other{n}", priority=9)
+            assert queue.fail(*lease_one(queue), "boom", dead=True).status == "dead"
+        others = [t for t in client.lrange(queue.keys.dlq, 0, -1) if not t.startswith("f.")]
+        cancelled = Flows(queue).cancel("f")
+        assert (cancelled.outcome, cancelled.ended) == ("cancelled", 13)
+        assert client.lrange(queue.keys.dlq, 0, -1) == others
+        assert queue.counts().ready == 0
+        assert view(client, queue.keys).violations() == []
+
+    def test_a_big_group_is_taken_out_of_ready_by_one_removal_not_one_per_step(
+        self, queue: Broker
+    ) -> None:
+        chord(Flows(queue), 100)
+        queue.enqueue_many([NewTask(f"t{n}") for n in range(2000)])
+        before = lrem_calls(queue)
+        assert Flows(queue).cancel("f").ended == 101
+        assert lrem_calls(queue) - before == 1
+        assert queue.counts().ready == 2000
 
 
 class TestKeys:

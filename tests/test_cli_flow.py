@@ -12,6 +12,7 @@ from taskq.broker import Broker
 from taskq.flows import Flows, StageSpec
 from taskq.results import Failure
 from taskq.settings import Settings
+from waiting import wait_until
 
 
 def step(name: str) -> tuple[object, ...]:
@@ -49,6 +50,20 @@ def test_show_lists_each_stage_and_its_steps_states(queue: Broker, env: dict[str
         ["stage", "2", "group,", "fail", "nightly.2.1", "parse", "running", "retries", "0"],
         ["stage", "2", "group,", "fail", "nightly.2.2", "parse", "pending", "retries", "0"],
         ["stage", "3", "step", "nightly.3.1", "store", "waiting", "retries", "0"]]
+
+
+def test_show_counts_a_step_whose_record_expired_as_ended(
+    queue: Broker, env: dict[str, str]
+) -> None:
+    start(queue, "nightly", ("fetch",), ("parse",), ("store",))
+    assert queue.ack(*lease_one(queue), "1")
+    fetched = queue.keys.task("nightly.1.1")
+    queue.client.pexpire(fetched, 1)  # its result TTL run out
+    wait_until(lambda: not queue.client.exists(fetched), 5, "the record to expire")
+    status, out, _ = flow(queue, env, "show", "nightly")
+    assert status == 0
+    assert out[0].endswith(": running, stage 2 of 3, 1 of 3 steps ended")
+    assert out[2].split() == ["stage", "1", "step", "nightly.1.1", "expired", "retries", "0"]
 
 
 def test_show_names_the_step_that_failed_the_workflow_and_the_skipped_ones(

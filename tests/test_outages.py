@@ -26,7 +26,7 @@ from taskq.calls import enqueue_errors
 from taskq.canvas import chain
 from taskq.connection import async_client
 from taskq.errors import BrokerError, IncompleteEnqueueError
-from taskq.flows import start_errors
+from taskq.flows import FlowCancellation, start_errors
 from taskq.outages import Outage, nothing_ran, passing, ride_out
 from taskq.results import NewTask
 from taskq.routing import ShardedBroker
@@ -421,6 +421,41 @@ class TestWorkflowStart:
         again = chain(add.s(2), add.s()).enqueue(flow_id="f-lost")
         assert not again.created
         assert app.broker.counts().ready == 2
+        app.broker.client.close()
+
+
+class TestWorkflowCancel:
+    def test_a_workflows_cancel_waits_for_a_busy_script_to_end_and_cancels_once(
+            self, busy_server: EmbeddedRedis) -> None:
+        app = App(queue="outage", settings=settings_for(busy_server, 10.0))
+        add = app.task("add")(lambda x, y=1: x + y)
+        flow = chain(add.s(1), add.s()).enqueue()
+        done, waited = through_busy(busy_server, flow.cancel)
+        assert waited >= 0.4
+        assert (done.outcome, done.state, done.ended) == ("cancelled", "running", 2)
+        assert flow.cancel().outcome == "unchanged"
+        assert app.broker.counts().ready == 0
+        app.broker.client.close()
+
+    def test_an_awaited_one_rides_it_out_too(self, busy_server: EmbeddedRedis) -> None:
+        app = App(queue="outage", settings=settings_for(busy_server, 10.0))
+        add = app.task("add")(lambda x, y=1: x + y)
+        flow_id = chain(add.s(1), add.s()).enqueue().flow_id
+
+        async def cancel() -> tuple[FlowCancellation, float]:
+            flow = app.workflow_async(flow_id)
+            spinner = await asyncio.to_thread(run_busy_script, busy_server, 0.6)
+            started = time.monotonic()
+            done = await flow.cancel_async()
+            waited = time.monotonic() - started
+            await asyncio.to_thread(spinner.join, 5)
+            await app.aclose()
+            return done, waited
+
+        done, waited = asyncio.run(cancel())
+        assert waited >= 0.4
+        assert (done.outcome, done.ended) == ("cancelled", 2)
+        assert app.flows().state(flow_id) == "cancelled"
         app.broker.client.close()
 
 

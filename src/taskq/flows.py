@@ -21,6 +21,7 @@ from taskq.codec import decode_result
 from taskq.errors import BrokerError, IncompleteEnqueueError, InvalidTaskError, TaskNotFoundError
 from taskq.keys import QueueKeys, check_flow_id, flow_step_id
 from taskq.outages import Outage, ride_out, ride_out_async
+from taskq.results import ENDED
 from taskq.scripts import source
 
 if TYPE_CHECKING:
@@ -93,6 +94,12 @@ class FlowStatus:
     @property
     def ended(self) -> bool:
         return self.state in FLOW_ENDED
+
+    @property
+    def steps_ended(self) -> int:
+        """How many of its steps have ended: completed, dead or cancelled, or with no
+        record any more (a task's record expires only once the task has ended)."""
+        return sum(1 for s in self.steps if s.state in ENDED or not s.state)
 
     def stage_steps(self, stage: int) -> tuple[StepState, ...]:
         return tuple(s for s in self.steps if s.stage == stage)
@@ -348,13 +355,17 @@ class Flows:
 
     def cancel(self, flow_id: str) -> FlowCancellation:
         """Cancel the workflow: it starts no further stage; waiting, pending, delayed and
-        dead steps end cancelled now, running ones are told at their next heartbeat."""
+        dead steps end cancelled now, running ones are told at their next heartbeat.
+        Sent again while Redis cannot answer for a while (see taskq.outages), as
+        `Broker.cancel` is: a second cancel of a workflow changes nothing."""
         b = self.broker
         keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
                                       b.completed_ttl_ms)
-        b.permit(("cancel_flow",), "cancel a workflow")
+        outage = Outage(b.producer_retry)
+        ride_out(partial(b.permit, ("cancel_flow",), "cancel a workflow"), outage)
         with redis_errors("cancel a workflow"):
-            return cancellation_from(flow_id, b.scripts.cancel_flow(keys=keys, args=args))
+            reply = ride_out(partial(b.scripts.cancel_flow, keys=keys, args=args), outage)
+        return cancellation_from(flow_id, reply)
 
 
 class AsyncFlows:
@@ -422,6 +433,9 @@ class AsyncFlows:
         b = self.broker
         keys, args = cancel_flow_call(b.keys, flow_id, b.events_retention,
                                       b.completed_ttl_ms)
-        await b.permit(("cancel_flow",), "cancel a workflow")
+        outage = Outage(b.producer_retry)
+        await ride_out_async(partial(b.permit, ("cancel_flow",), "cancel a workflow"),
+                             outage)
         async with b.calling("cancel a workflow"):
-            return cancellation_from(flow_id, await self._cancel(keys=keys, args=args))
+            reply = await ride_out_async(partial(self._cancel, keys=keys, args=args), outage)
+        return cancellation_from(flow_id, reply)

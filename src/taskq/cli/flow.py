@@ -50,8 +50,8 @@ def missing(flow_id: str, queue: str) -> str:
 def show(status: FlowStatus, queue: str) -> None:
     """The workflow's head lines, then one row per step, stage by stage."""
     title = (f"workflow {status.flow_id} on queue {queue!r}: {status.state}, stage "
-             f"{status.stage} of {status.stages}, {ended(status)} of {len(status.steps)} "
-             "steps ended")
+             f"{status.stage} of {status.stages}, {status.steps_ended} of "
+             f"{len(status.steps)} steps ended")
     head = [title, f"  started {iso(status.created_at_ms)}"
             + (f", ended {iso(status.ended_at_ms)}" if status.ended_at_ms else "")]
     if status.upstream:
@@ -65,10 +65,6 @@ def show(status: FlowStatus, queue: str) -> None:
         # the table's width.
         print("\n".join(one_line(line) for line in head))
     show_table("", ["stage", "kind", "step", "name", "state", "retries"], rows, plain)
-
-
-def ended(status: FlowStatus) -> int:
-    return sum(1 for s in status.steps if s.state in ("completed", "dead", "cancelled"))
 
 
 def kind(status: FlowStatus, stage: int) -> str:

@@ -34,12 +34,82 @@ local function cancel_types(places, prefix, queue, task_id)
   return places
 end
 
+-- A value no task id can be (taskq.keys allows letters, digits and _.:- only): a place
+-- take_many empties holds it until one LREM takes out every such place at once,
+-- stopping at the last one rather than walking the rest of the list.
+local TAKEN = '\0taskq:taken'
+-- More of a call's ids than this in one list are taken out of it in one walk
+-- (take_many); fewer, each by its own LREM, which stops at its first copy.
+local FEW_IDS = 8
+
+-- Takes the first copy of each of `count` ids (`wanted`: id -> true) out of `list`, in
+-- one walk from the head and one LREM, keeping every other element's order. An LREM
+-- per id walks every task pushed after it: a workflow's thousands of steps behind a
+-- backlog would cost their number times the backlog, in one script that holds Redis.
+-- Returns id -> true for each id found.
+local function take_many(list, wanted, count)
+  local found, left, at = {}, count, 0
+  while left > 0 do
+    local chunk = redis.call('LRANGE', list, at, at + CHUNK - 1)
+    for j = 1, #chunk do
+      local id = chunk[j]
+      if wanted[id] and not found[id] then
+        redis.call('LSET', list, at + j - 1, TAKEN)
+        found[id], left = true, left - 1
+        if left == 0 then break end
+      end
+    end
+    if #chunk < CHUNK then break end
+    at = at + CHUNK
+  end
+  if left < count then redis.call('LREM', list, count - left, TAKEN) end
+  return found
+end
+
+-- Takes the ids of `task_ids` that cancel_task would take out of a list by an LREM
+-- from its head (a pending task neither parked nor sent back: its ready list; a dead
+-- one: the DLQ) out of each list that holds more than FEW_IDS of them now, in one walk
+-- of it. Returns what cancel_task is then given as `swept`: for each id of a list
+-- walked, 1 if it was taken out, 0 if it was not there.
+local function sweep_lists(prefix, queue, task_ids)
+  local by_list, lists = {}, {}
+  for _, task_id in ipairs(task_ids) do
+    local record = redis.pcall('HMGET', prefix .. 'task:' .. task_id, 'state', 'priority',
+      'parked')
+    if failed(record) then record = {} end  -- no task's: cancel_task passes it over
+    local list
+    if record[1] == 'pending' and not record[3] then
+      list = ready_list(queue.ready, tonumber(record[2]))
+    elseif record[1] == 'dead' then
+      list = queue.dlq
+    end
+    if list then
+      if not by_list[list] then by_list[list], lists[#lists + 1] = {}, list end
+      local ids = by_list[list]
+      ids[#ids + 1] = task_id
+    end
+  end
+  local swept = {}
+  for _, list in ipairs(lists) do
+    local ids = by_list[list]
+    if #ids > FEW_IDS then
+      local wanted = {}
+      for _, id in ipairs(ids) do wanted[id] = true end
+      local found = take_many(list, wanted, #ids)
+      for _, id in ipairs(ids) do swept[id] = found[id] and 1 or 0 end
+    end
+  end
+  return swept
+end
+
 -- Cancels `task_id` (in `only_state` only, unless it is ''), on the queue whose keys
 -- `queue` holds (ready, delayed, leased, dlq), with its events on `feed`: a pending,
 -- delayed, dead or waiting task ends cancelled now; a running one is flagged for its
--- holder. Returns the outcome ('cancelled' | 'requested' | 'unchanged' | 'unknown')
--- and the state it found.
-local function cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl)
+-- holder. `swept` (nil: none) is what sweep_lists took out of its list for this call.
+-- Returns the outcome ('cancelled' | 'requested' | 'unchanged' | 'unknown') and the
+-- state it found.
+local function cancel_task(prefix, feed, queue, task_id, only_state, completed_ttl,
+                           swept)
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.pcall('HMGET', task_key, 'state', 'fencing_token', 'result_ttl',
     'priority', 'name', 'parked', 'limit_key', 'rate_slot', unpack(CANCEL_FIELDS))
@@ -63,8 +133,9 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
 
   -- An id is in one list once (T1), so each LREM stops at its first copy, searched
   -- from the end where most tasks go in: a cancel costs the tasks pushed after it,
-  -- not the whole backlog (a flow's thousand steps over 200,000 ready tasks took
-  -- 2 s). A task released back to the front (release.lua) is found last.
+  -- not the whole backlog. A task released back to the front (release.lua) is found
+  -- last. One taken out by sweep_lists already is not looked for again.
+  local taken = swept and swept[task_id]
   local removed = 0
   if state == 'pending' and record[6] == 'back' then
     -- Sent back to ready from its parked list, a slot promised to it (see _common), at
@@ -90,12 +161,13 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
     end
   elseif state == 'pending' then
     local priority = tonumber(record[4])
-    removed = redis.call('LREM', ready_list(queue.ready, priority), 1, task_id)
+    removed = taken or redis.call('LREM', ready_list(queue.ready, priority), 1, task_id)
     forget_if_empty(queue.ready, priority)
   elseif state == 'delayed' then
     removed = redis.call('ZREM', queue.delayed, task_id)
   elseif state == 'dead' then
-    removed = redis.call('LREM', queue.dlq, 1, task_id)  -- LPUSHed (fail.lua, reap.lua)
+    -- LPUSHed (fail.lua, reap.lua)
+    removed = taken or redis.call('LREM', queue.dlq, 1, task_id)
   elseif state == 'waiting' then
     removed = 1  -- a workflow's step waiting for its stage is in no list (see _flow)
   end

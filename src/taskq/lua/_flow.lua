@@ -4,10 +4,12 @@
 --   stages, stage   how many stages, and the one running now (1-based)
 --   ttl         ms an ended flow's record (and a skipped step's) is kept
 --   max_payload bytes a step's payload may take once its input is in it: a stage
---               whose input would take a waiting step past it is not started, and
---               the flow fails at it as at a failed member (specs/Workflow's
---               OversizedNeverRuns): 200 members handing a 1 MB list each to 200
---               more would otherwise write 200 copies of it in one script
+--               whose input would take a waiting step past it, or whose copies of
+--               its input would come to more than STAGE_COPIES times it, is not
+--               started, and the flow fails at it as at a failed member
+--               (specs/Workflow's OversizedNeverRuns): 200 members handing a 1 MB
+--               list each to 200 more would otherwise write 200 copies of it in one
+--               script
 --   size:<k>, group:<k>, policy:<k>   stage k's step count; '1' if it hands on the
 --               list of its results (a group), else its one result; 'fail' or
 --               'partial': what a step of it that does not complete does
@@ -25,6 +27,13 @@
 local FLOW_ARGS_HEAD = '{"args":['
 -- The error type of a stage whose input is over the payload limit (taskq.errors).
 local PAYLOAD_TOO_LARGE = 'taskq.errors.PayloadTooLargeError'
+-- How many payload limits the copies of a stage's input may come to, one in each of
+-- its waiting steps: the one script that starts a stage writes them all while every
+-- other client waits, and a group of thousands would otherwise copy an input of up to
+-- the limit into every step. The steps' own arguments are not counted: start_flow
+-- wrote them all in one script already. A stage of sixteen steps or fewer is held to
+-- the limit per step alone.
+local STAGE_COPIES = 16
 
 local function flow_key(prefix, flow_id)
   return prefix .. 'flow:' .. flow_id
@@ -67,9 +76,12 @@ end
 -- step cancelled while it waited stays as it is (it was counted as ended then). If
 -- `input` would take a waiting step's payload past `max_payload` (nil: no limit, a
 -- flow started before there was one), nothing is written, and that step's id and the
--- bytes its payload would take are returned.
+-- bytes its payload would take are returned; if its copies in the waiting steps would
+-- come to more than STAGE_COPIES times `max_payload`, nothing is written, and the
+-- first waiting step's id, the bytes of those copies and how many steps there are are
+-- returned.
 local function trigger_stage(prefix, feed, flow_id, k, size, input, max_payload)
-  local waiting = {}
+  local waiting, copies = {}, 0
   for i = 1, size do
     local step = flow_step_id(flow_id, k, i)
     local record = redis.call('HMGET', prefix .. 'task:' .. step, 'state', 'payload',
@@ -77,8 +89,12 @@ local function trigger_stage(prefix, feed, flow_id, k, size, input, max_payload)
     if record[1] == 'waiting' then
       local bytes = with_input_bytes(record[2], input)
       if max_payload and bytes > max_payload then return step, bytes end
+      copies = copies + bytes - #record[2]
       waiting[#waiting + 1] = {step, record[2], tonumber(record[3]) or DEFAULT_PRIORITY}
     end
+  end
+  if max_payload and copies > STAGE_COPIES * max_payload then
+    return waiting[1][1], copies, #waiting
   end
   for _, w in ipairs(waiting) do
     emit(feed, {'type', 'triggered', 'task', w[1], 'state', 'pending', 'flow', flow_id})
@@ -193,13 +209,21 @@ local function advance_flow(prefix, feed, flow, flow_id)
     local input = stage_output(flow, k, size, s[4] == '1')
     redis.call('HSET', flow, 'stage', k + 1)
     local limit = tonumber(f[4])
-    local step, bytes = trigger_stage(prefix, feed, flow_id, k + 1,
+    local step, bytes, steps = trigger_stage(prefix, feed, flow_id, k + 1,
       tonumber(redis.call('HGET', flow, 'size:' .. (k + 1))), input, limit)
     if step then
+      local over = ', would make the payload of step ' .. step .. ' ' ..
+        integer_text(bytes) .. ' bytes, over the limit of ' .. integer_text(limit) ..
+        ' bytes (TASKQ_MAX_PAYLOAD_BYTES)'
+      if steps then
+        over = ', copied into each of its ' .. steps ..
+          ' waiting steps, would come to ' .. integer_text(bytes) ..
+          ' bytes, over the limit of ' .. integer_text(STAGE_COPIES * limit) ..
+          ' bytes for one stage (' .. STAGE_COPIES .. ' times TASKQ_MAX_PAYLOAD_BYTES)'
+      end
       local why = 'the input of stage ' .. (k + 1) .. ', what stage ' .. k ..
-        ' handed on (' .. #input .. ' bytes), would make the payload of step ' .. step ..
-        ' ' .. bytes .. ' bytes, over the limit of ' .. limit ..
-        ' bytes (TASKQ_MAX_PAYLOAD_BYTES); no step of stage ' .. (k + 1) .. ' ran'
+        ' handed on (' .. integer_text(#input) .. ' bytes)' .. over ..
+        '; no step of stage ' .. (k + 1) .. ' ran'
       fail_flow(prefix, feed, flow, flow_id, k + 1, step, PAYLOAD_TOO_LARGE, why)
       return
     end

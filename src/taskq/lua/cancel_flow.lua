@@ -42,29 +42,32 @@ local f = redis.call('HMGET', flow, 'state', 'stages')
 if not f[1] then return {'unknown', '', 0, 0} end
 if f[1] ~= 'running' then return {'unchanged', f[1], 0, 0} end
 
+-- Each stage's steps newest first: they were pushed onto ready in order, so a few
+-- taken out one by one are each found nearest the list's head.
+local steps = {}
+for k = 1, tonumber(f[2]) do
+  for i = tonumber(redis.call('HGET', flow, 'size:' .. k)), 1, -1 do
+    steps[#steps + 1] = flow_step_id(flow_id, k, i)
+  end
+end
+
 -- Checked before the first write, as cancel.lua does: refused in close_feed, or at a
 -- step, every step's cancel before it would be kept without its event.
 local queue = {ready = ready_key, delayed = delayed_key, leased = leased_key, dlq = dlq_key}
 local places = {events_key, 'stream'}
-for k = 1, tonumber(f[2]) do
-  for i = 1, tonumber(redis.call('HGET', flow, 'size:' .. k)) do
-    cancel_types(places, prefix, queue, flow_step_id(flow_id, k, i))
-  end
-end
+for _, step in ipairs(steps) do cancel_types(places, prefix, queue, step) end
 expect_types(places)
 local feed = open_feed(events_key, seq_key, epoch_key, retention, server_now_ms())
 -- First, so that no step's end below starts a stage (advance_flow needs 'running').
 finish_flow(flow, 'cancelled', feed.now)
+-- Many steps waiting in one list are taken out of it in one walk: one by one, each
+-- would walk every task pushed after it.
+local swept = sweep_lists(prefix, queue, steps)
 local ended, told = 0, 0
-for k = 1, tonumber(f[2]) do
-  -- Newest first: a stage's steps were pushed onto ready in order, so each is then
-  -- found at the list's head, and a group of 10,000 costs no 50 million list steps.
-  for i = tonumber(redis.call('HGET', flow, 'size:' .. k)), 1, -1 do
-    local outcome = cancel_task(prefix, feed, queue, flow_step_id(flow_id, k, i), '',
-      completed_ttl)
-    if outcome == 'cancelled' then ended = ended + 1 end
-    if outcome == 'requested' then told = told + 1 end
-  end
+for _, step in ipairs(steps) do
+  local outcome = cancel_task(prefix, feed, queue, step, '', completed_ttl, swept)
+  if outcome == 'cancelled' then ended = ended + 1 end
+  if outcome == 'requested' then told = told + 1 end
 end
 close_feed(feed)
 return {'cancelled', 'running', ended, told}
