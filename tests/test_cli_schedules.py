@@ -16,6 +16,8 @@ from taskq.broker import Broker
 from taskq.cli import main
 from taskq.schedules import make_schedule
 from taskq.settings import Settings
+from taskq.shards import Layout, register
+from taskq.terminal import utc_time
 
 SCHEDULED_APP = '''
 from datetime import timedelta
@@ -130,3 +132,36 @@ def test_a_last_tick_written_by_hand_is_shown_not_a_traceback(
     assert main(["schedules", "--app", app_module]) == 0
     out = capsys.readouterr().out
     assert said in out and out.count("tidy  tidy") == 1
+
+
+def test_schedules_shows_a_tick_no_worker_fired_as_overdue_not_a_later_one(
+    app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Workers down for three hours owe the tick after the last they fired: the one after
+    now would read as if they were up."""
+    broker = Broker(client, "default")
+    last = broker.server_time_ms() // 300_000 * 300_000 - 3 * 3_600_000
+    client.hset(broker.keys.schedules, "last:tidy", last)
+    assert main(["schedules", "--app", app_module]) == 0
+    out = capsys.readouterr().out
+    assert f"next tick {utc_time(last + 300_000)} (overdue by 2:5" in out
+    assert out.count("overdue") == 1
+
+
+def test_schedules_of_a_sharded_queue_are_read_and_forgotten_by_the_queues_name(
+    app_module: str, client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sharded queue's schedules fire on one shard, which the operator need not know."""
+    layout = Layout.of("mail", 3)
+    register(client, layout)
+    fires_on = Broker(client, layout.shards[0])
+    fires_on.fire(make_schedule(name="tidy", task="tidy", cron=None,
+                                every=timedelta(minutes=5), tz=None, args=(), kwargs={},
+                                policy="all", grace=timedelta(minutes=1), max_retries=3))
+    assert main(["schedules", "--app", app_module, "--queue", "mail"]) == 0
+    out = capsys.readouterr().out
+    assert f"2 schedule(s) on queue {layout.shards[0]!r}" in out
+    assert out.count("never fired") == 1
+    assert main(["schedules", "--forget", "tidy", "--queue", "mail", "--force"]) == 0
+    assert f"queue {layout.shards[0]!r}: schedule 'tidy' forgotten" in capsys.readouterr().out
+    assert fires_on.schedule_state("tidy") is None

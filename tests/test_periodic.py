@@ -11,11 +11,12 @@ from datetime import timedelta
 import pytest
 
 from conftest import ON_CLUSTER
-from helpers import Event, events
+from helpers import Event, events, this_hours_tick
 from taskq import App
 from taskq.broker import Broker
 from taskq.errors import BrokerError
 from taskq.keys import schedule_task_id
+from taskq.registry import Presence, lacking, register, unregister
 from taskq.schedules import DEFAULT_GRACE, Schedule, make_schedule
 from taskq.shards import SHARDS_KEY
 from taskq.worker import periodic as periodic_module
@@ -177,3 +178,147 @@ def test_a_run_asks_at_most_its_share_of_schedules_and_the_next_goes_on_from_the
     periodic.run()
     periodic.run()
     assert asked[3:] == ["tidy3", "tidy4", "tidy5", "tidy6"] and not periodic.more
+
+
+def test_a_last_tick_written_by_hand_starts_the_schedule_afresh_rather_than_failing_it(
+    queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """fire.lua judges the stored tick before its first write: a value that names no
+    tick is none, as for a new schedule, not a new definition written and then a
+    failed call that made the worker give the schedule up."""
+    old, new = tidy_every(timedelta(seconds=1)), tidy_every(timedelta(seconds=2))
+    queue.client.hset(queue.keys.schedules, mapping={
+        "last:tidy": "1.7e12x", "version:tidy": old.version, "definition:tidy": old.definition})
+    caplog.set_level(logging.ERROR, logger="taskq.worker")
+    periodic = Periodic(queue, [new])
+    periodic.run()
+    periodic.run()
+    assert caplog.records == []
+    state = queue.schedule_state("tidy")
+    assert state is not None and state[1] == new.version
+    assert abs(state[0] - queue.server_time_ms()) < 5000
+    wait_until(lambda: periodic.run() == 1, 5, "the next tick fired")
+
+
+# -- held while a live worker of the queue does not run the schedule's task ----------
+
+BEAT = timedelta(milliseconds=200)
+
+
+def beat_every(period: timedelta, policy: str = "all", name: str = "beat") -> Schedule:
+    return make_schedule(name=name, task="jobs.beat", cron=None, every=period, tz=None,
+                         args=(), kwargs={}, policy=policy, grace=DEFAULT_GRACE,
+                         max_retries=3)
+
+
+def worker_running(queue: Broker, worker_id: str, *tasks: str) -> None:
+    register(queue, Presence(worker_id=worker_id, host="box", pid=7, queues=(queue.queue,),
+                             concurrency=1, tasks=tasks, version="0.1.0"), in_hand=0, ttl=30)
+
+
+def worker_of_an_older_taskq(queue: Broker, worker_id: str, record: dict[str, str]) -> None:
+    """Registered as a taskq that writes no name index did: its record and its entry."""
+    queue.client.hset(queue.keys.worker(worker_id), mapping=record)
+    queue.client.zadd(queue.keys.workers, {worker_id: queue.server_time_ms() + 30_000})
+
+
+def tick_tasks(queue: Broker, name: str = "beat") -> list[str]:
+    prefix = queue.keys.task(schedule_task_id(name, 0)[:-1])
+    return sorted(map(str, queue.client.scan_iter(f"{prefix}*")))
+
+
+class TestHeldWhileALiveWorkerDoesNotRunTheTask:
+    @pytest.mark.parametrize(("policy", "runs"), [("all", "each"), ("latest", "one")])
+    def test_its_ticks_wait_for_that_worker_to_stop_then_fire_as_the_policy_says(
+        self, queue: Broker, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch, policy: str, runs: str
+    ) -> None:
+        """A rolling deploy that adds the task: a worker of the deploy before would lease
+        each tick and send it to the DLQ as unknown."""
+        monkeypatch.setattr(periodic_module, "REFRESH_SECONDS", 0.3)
+        schedule = beat_every(BEAT, policy)
+        periodic = Periodic(queue, [schedule])
+        start = queue.fire(schedule).last_tick_ms  # new: it starts now
+        worker_running(queue, "w-new", "jobs.beat", "jobs.other")
+        worker_running(queue, "w-old", "jobs.other")
+        caplog.set_level(logging.WARNING, logger="taskq.worker")
+        time.sleep(1.0)
+        for _ in range(3):
+            assert periodic.run() == 0
+            time.sleep(0.35)  # past each hold, so the registry is asked again
+        assert tick_tasks(queue) == []
+        (held,) = [r.getMessage() for r in caplog.records]
+        assert held == (
+            f"schedule 'beat' (every 0:00:00.200000): not fired while live worker 'w-old' "
+            f"of queue {queue.queue!r} does not run task 'jobs.beat' (it would lease the "
+            "ticks and send them to the DLQ as unknown); ticks resume when every live "
+            f"worker of the queue runs it, and its policy ({policy}) then says which of "
+            "the held ones run")
+        wait = periodic.wait_seconds()
+        assert wait is not None and 0 <= wait <= 0.3
+        unregister(queue, "w-old")
+        made = wait_until(periodic.run, 5, "the held ticks fired")
+        last = queue.schedule_state("beat")
+        assert last is not None
+        owed = schedule.ticks(start, last[0], 100)
+        assert len(owed) >= 5
+        assert made == (len(owed) if runs == "each" else 1) == len(tick_tasks(queue))
+        assert caplog.records[-1].getMessage() == (
+            f"schedule 'beat' (every 0:00:00.200000): every live worker of queue "
+            f"{queue.queue!r} runs task 'jobs.beat' now: fires again")
+
+    def test_a_worker_of_an_older_taskq_lacks_a_task_only_if_its_record_says_so(
+        self, queue: Broker
+    ) -> None:
+        """An older taskq writes no name index, but every one writes its names to its
+        record; a record that holds none says nothing either way."""
+        worker_of_an_older_taskq(queue, "w-runs", {"tasks": "jobs.other,jobs.beat"})
+        worker_of_an_older_taskq(queue, "w-silent", {"host": "box"})
+        assert lacking(queue, ["jobs.beat", "jobs.other"]) == {}
+        worker_of_an_older_taskq(queue, "w-lacks", {"tasks": "jobs.other"})
+        worker_running(queue, "w-none")
+        assert lacking(queue, ["jobs.beat", "jobs.other", "jobs.beat"]) == {
+            "jobs.beat": "w-lacks", "jobs.other": "w-none"}
+        assert lacking(queue, []) == {}
+
+    def test_a_worker_whose_record_expired_is_not_waited_for(self, queue: Broker) -> None:
+        register(queue, Presence(worker_id="w-gone", host="box", pid=7, queues=(queue.queue,),
+                                 concurrency=1, tasks=("jobs.other",), version="0.1.0"),
+                 in_hand=0, ttl=0.05)
+        time.sleep(0.1)
+        assert lacking(queue, ["jobs.beat"]) == {}
+
+    def test_a_run_asks_the_registry_once_for_all_its_schedules_and_only_with_a_tick_due(
+        self, queue: Broker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Every worker fires every few seconds: the registry is one round trip a run
+        however many schedules, and none while no tick is due."""
+        hourly = [beat_every(timedelta(hours=1), name=f"beat{n}") for n in range(3)]
+        tick = this_hours_tick(queue.server_time_ms())
+        for schedule in hourly:
+            queue.fire(schedule)
+            queue.client.hset(queue.keys.schedules, f"last:{schedule.name}",
+                              tick - 2 * 3_600_000)
+        worker_running(queue, "w-new", "jobs.beat")
+        asked: list[int] = []
+        script = queue.scripts.lacking
+        monkeypatch.setattr(queue.scripts, "lacking", lambda **kw: (
+            asked.append(1), script(**kw))[1])
+        periodic = Periodic(queue, hourly)
+        assert periodic.run() == 0 and asked == []  # learns each last tick
+        assert periodic.run() == 3 * 2 and asked == [1]
+        assert periodic.run() == 0 and asked == [1]
+
+    def test_a_registry_redis_cannot_read_is_warned_of_once_and_holds_nothing_back(
+        self, queue: Broker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        queue.client.set(queue.keys.workers, "not taskq's")
+        periodic = Periodic(queue, [beat_every(BEAT)])
+        periodic.run()
+        caplog.set_level(logging.WARNING, logger="taskq.worker")
+        made = [wait_until(periodic.run, 5, f"tick {n}") for n in range(2)]
+        assert all(made)
+        (warned,) = [r.getMessage() for r in caplog.records]
+        assert warned.startswith(f"queue {queue.queue!r}: schedules fire without asking "
+                                 "whether every live worker runs their task")
+        assert "WRONGTYPE" in warned

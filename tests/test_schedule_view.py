@@ -7,9 +7,14 @@ import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import redis
+
+from taskq import App
 from taskq.broker import Broker
-from taskq.schedule_view import ScheduleView, read_schedules
+from taskq.schedule_view import ScheduleView, forget_schedule, read_schedules, schedules_queue
 from taskq.schedules import Schedule, make_schedule
+from taskq.settings import Settings
+from taskq.shards import Layout, register
 
 SECOND = 1000
 
@@ -106,6 +111,20 @@ class TestTicks:
         assert listed.tz == "UTC-05:00"
         assert listed.next_tick_ms == midnight_utc + 5 * 3600 * SECOND
 
+    def test_a_fixed_offset_named_as_an_iana_zone_is_read_back_as_its_offset(
+        self, broker: Broker
+    ) -> None:
+        """Read back as Australia/Sydney (+11 in December), its next tick was an hour
+        before the workers', and a forget unforced took out a schedule they fired."""
+        sydney = timezone(timedelta(hours=10), "Australia/Sydney")
+        s = declared(cron="0 9 * * *", every=None, tz=sydney)
+        broker.fire(s)
+        last = s.next_tick(int(datetime(2025, 12, 1, tzinfo=UTC).timestamp() * 1000))
+        broker.client.hset(broker.keys.schedules, "last:tidy", last)
+        listed = only(broker)
+        assert (listed.tz, listed.next_tick_ms) == ("UTC+10:00", s.next_tick(last))
+        assert listed.next_tick_ms == last + 86_400 * SECOND
+
 
 class TestStoredDefinition:
     def test_a_definition_replaced_by_a_firer_that_keeps_none_is_older(
@@ -169,3 +188,30 @@ class TestStoredDefinition:
         broker.fire(declared(name="other"))
         broker.client.hset(broker.keys.schedules, "last:other", "soon")
         assert [v.name for v in read_schedules(broker).schedules] == ["tidy"]
+
+
+class TestTheQueueSchedulesAreOn:
+    def test_a_sharded_queue_named_whole_is_the_shard_its_workers_fire_schedules_on(
+        self, client: redis.Redis
+    ) -> None:
+        layout = Layout.of("mail", 3)
+        register(client, layout)
+        app = App(queue="mail", shards=3, settings=Settings.from_env({}))
+        assert schedules_queue(client, "mail") == app.schedules_queue == layout.shards[0]
+        for shard in layout.shards:
+            assert schedules_queue(client, shard) == shard
+
+    def test_a_plain_queue_is_itself(self, broker: Broker) -> None:
+        assert schedules_queue(broker.client, broker.queue) == broker.queue
+
+    def test_a_schedule_of_a_sharded_queue_is_read_and_forgotten_by_the_queues_name(
+        self, client: redis.Redis
+    ) -> None:
+        layout = Layout.of("mail", 3)
+        register(client, layout)
+        fires_on = Broker(client, layout.shards[0])
+        fires_on.fire(declared())
+        asked = Broker(client, schedules_queue(client, "mail"))
+        assert [v.name for v in read_schedules(asked).schedules] == ["tidy"]
+        assert forget_schedule(asked, "tidy", force=True).verdict == "forgotten"
+        assert fires_on.schedule_state("tidy") is None

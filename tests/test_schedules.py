@@ -194,9 +194,17 @@ class TestErrors:
             schedule(cron="* * * * *", every=None, tz=Far())
 
     def test_a_zone_whose_name_redis_cannot_read_is_refused(self) -> None:
-        odd = timezone(timedelta(hours=1), "Zone\ud800")
+        class Odd(tzinfo):
+            key = "Zone\ud800"
+
+            def utcoffset(self, dt: datetime | None) -> timedelta | None:
+                return timedelta(hours=1)
+
+            def dst(self, dt: datetime | None) -> timedelta | None:
+                return timedelta(0)
+
         with pytest.raises(ConfigError, match="a name that cannot be sent to Redis"):
-            schedule(cron="* * * * *", every=None, tz=odd)
+            schedule(cron="* * * * *", every=None, tz=Odd())
 
     def test_the_payload_limit_is_the_apps(self) -> None:
         small = App("test", Settings.from_env({"TASKQ_MAX_PAYLOAD_BYTES": "1000"}))
@@ -296,6 +304,14 @@ class TestVersion:
         versions = {base.version} | {s.version for s in changed}
         assert len(versions) == 1 + len(changed)
 
+    def test_a_fixed_offset_named_as_a_zone_has_a_version_of_its_own(self) -> None:
+        """Hashed by its name, timezone(+1, "CET") was the same definition as the IANA
+        zone CET, whose offset is another in summer."""
+        named = schedule(cron="0 9 * * *", every=None, tz=timezone(timedelta(hours=1), "CET"))
+        assert named.version != schedule(cron="0 9 * * *", every=None, tz="CET").version
+        assert named.version == schedule(cron="0 9 * * *", every=None,
+                                         tz=timezone(timedelta(hours=1))).version
+
     def test_the_same_declaration_has_the_same_version_in_every_process(self) -> None:
         code = ("from datetime import timedelta\n"
                 "from taskq.schedules import make_schedule\n"
@@ -347,12 +363,28 @@ class TestDefinition:
 
     @pytest.mark.parametrize("zone", [UTC, ZoneInfo("Asia/Kolkata"),
                                       timezone(timedelta(hours=-9, minutes=-30)),
-                                      timezone(timedelta(seconds=3661))])
+                                      timezone(timedelta(seconds=3661)),
+                                      timezone(timedelta(microseconds=-1)),
+                                      timezone(timedelta(hours=10), "Australia/Sydney")])
     def test_a_zone_is_read_back_from_its_text(self, zone: tzinfo) -> None:
         back = zone_from_text(zone_text(zone))
         assert back is not None
         instant = datetime(2024, 7, 1, tzinfo=UTC)
         assert back.utcoffset(instant) == zone.utcoffset(instant)
+
+    def test_a_fixed_offset_is_kept_as_its_offset_whatever_it_is_named(self) -> None:
+        """A reader takes a zone's text for an IANA key: Sydney's is +11 in December."""
+        s = schedule(cron="0 9 * * *", every=None,
+                     tz=timezone(timedelta(hours=10), "Australia/Sydney"))
+        described = json.loads(s.definition)
+        assert described["tz"] == "UTC+10:00"
+        assert s.when == "cron '0 9 * * *' (UTC+10:00)"
+        timing = timing_of(described)
+        assert timing is not None
+        december = ms(2025, 12, 1)
+        assert timing.ticks(december, december + 3 * 86_400_000, 10) == s.ticks(
+            december, december + 3 * 86_400_000, 10) == [
+            ms(2025, 12, d, 23, 0) for d in (1, 2, 3)]
 
     def test_a_definition_too_long_to_keep_is_refused_at_declaration(self) -> None:
         cron = ",".join(str(m) for m in range(60)) + " * * * *"

@@ -4,7 +4,8 @@ it. A record expires a lease after its last heartbeat, so a worker that vanished
 its host gone) leaves the registry within a lease; one that stops takes itself out.
 
 Not a task state: nothing here appends an event, and nothing a worker does with tasks
-waits on it (a registration Redis refuses is logged and tried again next beat)."""
+waits on it (a registration Redis refuses is logged and tried again next beat), but for
+the firing of a periodic schedule, held while a live worker does not run its task."""
 
 from __future__ import annotations
 
@@ -115,6 +116,20 @@ def not_run(broker: Broker, names: Sequence[str]) -> list[str]:
     with redis_errors("read the task names live workers run"):
         reply = broker.scripts.not_run(keys=keys, args=[broker.keys.prefix, *names])
     return [text(name) for name in reply]
+
+
+def lacking(broker: Broker, names: Sequence[str]) -> dict[str, str]:
+    """Those of `names` that some live worker of `broker`'s queue does not run, each
+    with one such worker's id (the soonest to expire), in one call however many names:
+    read from each live worker's record, which every taskq version writes its names
+    to. A worker whose record says nothing of its names counts as running them."""
+    if not names:
+        return {}
+    with redis_errors("read the task names live workers run"):
+        reply = broker.scripts.lacking(keys=[broker.keys.workers],
+                                       args=[broker.keys.prefix, *names])
+    flat = [text(value) for value in reply]
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _pairs(flat: Sequence[object]) -> dict[str, str]:

@@ -47,8 +47,8 @@ MAX_GRACE = timedelta(days=3650)
 # A longer interval puts its next tick past the latest time the scripts take (2286).
 MAX_EVERY = timedelta(days=3650)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# How `str(datetime.timezone(...))` writes a fixed offset, which ZoneInfo cannot read.
-FIXED_OFFSET = re.compile(r"UTC([+-])(\d\d):(\d\d)(?::(\d\d))?")
+# How `str(datetime.timezone(offset))` writes a fixed offset, which ZoneInfo cannot read.
+FIXED_OFFSET = re.compile(r"UTC([+-])(\d\d):(\d\d)(?::(\d\d)(?:\.(\d{6}))?)?")
 # croniter's random (R) and hashed (H) values: a value drawn by each iterator croniter
 # builds would have every worker, and every call, name its own ticks, and fire.lua
 # takes any tick later than the last, so an hourly `R * * * *` would fire many times an
@@ -150,7 +150,7 @@ class Schedule:
 
     @property
     def version(self) -> str:
-        definition: list[Any] = [self.task, self.cron, self.every_ms, str(self.tz),
+        definition: list[Any] = [self.task, self.cron, self.every_ms, zone_text(self.tz),
                                  self.payload, self.policy, self.grace_ms, self.max_retries]
         if self.priority != PRIORITY.default:  # a default one keeps the versions it had
             definition.append(self.priority)
@@ -267,7 +267,13 @@ def check_schedule_name(name: object) -> str:
 
 def zone_text(tz: tzinfo) -> str:
     """The zone's name as `zone_from_text` reads it back: an IANA key, `UTC`, or a
-    fixed offset as `UTC+05:30`; other tzinfo kinds as they print themselves."""
+    fixed offset as `UTC+05:30`; other tzinfo kinds as they print themselves. A
+    `datetime.timezone` is its offset whatever name it was given: a reader would take
+    `timezone(timedelta(hours=10), "Australia/Sydney")` for the IANA zone, whose offset
+    is another half the year, and the same text must not stand for two zones in a
+    schedule's version (`timezone(timedelta(hours=1), "CET")` against ZoneInfo("CET"))."""
+    if isinstance(tz, timezone):
+        return str(timezone(tz.utcoffset(None)))
     return str(getattr(tz, "key", None) or tz)
 
 
@@ -276,9 +282,9 @@ def zone_from_text(text: str) -> tzinfo | None:
     offset = FIXED_OFFSET.fullmatch(text)
     try:
         if offset is not None:
-            sign, hours, minutes, seconds = offset.groups()
+            sign, hours, minutes, seconds, micros = offset.groups()
             delta = timedelta(hours=int(hours), minutes=int(minutes),
-                              seconds=int(seconds or 0))
+                              seconds=int(seconds or 0), microseconds=int(micros or 0))
             return timezone(-delta if sign == "-" else delta)
         return UTC if text == "UTC" else ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long

@@ -150,6 +150,7 @@ class Scripts:
         self.workers = load("workers")
         self.longest_dead_ttl = load("longest_dead_ttl")
         self.not_run = load("not_run")
+        self.lacking = load("lacking")
         self.live_workers = load("live_workers")
         self.recent = load("recent")
         self.start_flow = load("start_flow")

@@ -4,11 +4,12 @@ forget one that no worker declares any more."""
 from __future__ import annotations
 
 import argparse
+from datetime import timedelta
 
 from taskq.broker import Broker
 from taskq.cli.common import add_queue_argument, checked, load_app, settings_from
 from taskq.errors import ConfigError
-from taskq.schedule_view import FORGET_AFTER_MS, forget_schedule
+from taskq.schedule_view import FORGET_AFTER_MS, forget_schedule, schedules_queue
 from taskq.schedules import Schedule, check_schedule_name
 from taskq.settings import Settings
 from taskq.terminal import utc_time
@@ -42,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     if not app.schedules:
         print(f"{args.app} declares no periodic schedules")
         return 0
-    broker = Broker.from_settings(settings, args.queue or app.schedules_queue)
+    broker = schedules_broker(settings, args.queue or app.schedules_queue)
     now = broker.server_time_ms()
     print(f"{len(app.schedules)} schedule(s) on queue {broker.queue!r}, by the server's "
           f"clock ({utc_time(now)}):")
@@ -50,10 +51,11 @@ def main(args: argparse.Namespace) -> int:
         state = broker.schedule_state(schedule.name)
         last = "never fired" if state is None else f"last tick {utc_time(state[0])}"
         replaced = state is not None and state[1] != schedule.version
-        start = now if state is None else max(now, state[0])
         print(f"  {schedule.name}  {schedule.task}  {schedule.when}  policy={schedule.policy}")
-        print(f"      next tick {next_tick(schedule, start)}, {last}"
-              + ("; workers still fire an older definition" if replaced else ""))
+        # A schedule never fired starts at its first firing; one fired owes the first
+        # tick after its last, however long ago that fell (no worker fires it).
+        print(f"      next tick {next_tick(schedule, now if state is None else state[0], now)}"
+              f", {last}" + ("; workers still fire an older definition" if replaced else ""))
     return 0
 
 
@@ -61,14 +63,28 @@ def forget(args: argparse.Namespace, settings: Settings) -> int:
     """Forget one schedule; 0 if it is gone, 1 if kept or unknown, with a line saying
     which and why."""
     queue = args.queue or (load_app(args.app, settings).schedules_queue if args.app else None)
-    broker = Broker.from_settings(settings, queue)
+    broker = schedules_broker(settings, queue)
     done = forget_schedule(broker, args.forget, force=args.force)
     print(f"queue {broker.queue!r}: {done.message}")
     return 0 if done.verdict == "forgotten" else 1
 
 
-def next_tick(schedule: Schedule, after_ms: int) -> str:
+def schedules_broker(settings: Settings, queue: str | None) -> Broker:
+    """The broker of `queue` (else TASKQ_QUEUE's), but for a sharded queue named as a
+    whole of the shard its schedules fire on (see `schedules_queue`)."""
+    base = Broker.from_settings(settings, queue)
+    name = schedules_queue(base.client, base.queue)
+    return base if name == base.queue else Broker.from_settings(settings, name, base.client)
+
+
+def next_tick(schedule: Schedule, after_ms: int, now_ms: int) -> str:
+    """The first tick after `after_ms` as UTC text, said to be overdue when it is before
+    `now_ms` (Redis time)."""
     try:
-        return utc_time(schedule.next_tick(after_ms))
+        tick = schedule.next_tick(after_ms)
+        shown = utc_time(tick)
     except (ValueError, OverflowError):  # a last tick past the years a datetime holds
         return "none"
+    if tick >= now_ms:
+        return shown
+    return f"{shown} (overdue by {timedelta(seconds=(now_ms - tick) // 1000)})"

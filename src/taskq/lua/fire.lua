@@ -2,8 +2,9 @@
   fire: turn a periodic schedule's due ticks into tasks, each tick at most once ever.
   The caller proposes tick times; the server's clock decides which are due, and the
   schedule's last handled tick, advanced in this same step, refuses any tick again.
-  KEYS[1] schedules HASH  last:<schedule> -> tick ms handled last, version:<schedule>,
-                          definition:<schedule>
+  KEYS[1] schedules HASH  last:<schedule> -> tick ms handled last (one that is no whole
+                          number, written by hand, counts as none: the schedule starts
+                          again as a new one), version:<schedule>, definition:<schedule>
   KEYS[2] ready    LIST   task ids of the default priority that can run now (the left
                           end is the back; other priorities: see _common)
   KEYS[3] events   STREAM change feed
@@ -33,9 +34,9 @@
   ARGV[13] count          ticks proposed (0 to 10000); then one value each:
   ARGV[14] tick_ms        a tick time (ms, server TIME), strictly ascending
   Returns: {'new' | 'same' | 'replaced', last tick ms, server now ms, task_id...}: how
-           the stored version compared (a new schedule starts at the server's now and
-           fires nothing), the last handled tick after the call (propose from it next),
-           and each task created;
+           the stored version compared (a new schedule, or one whose last tick is no
+           whole number, starts at the server's now and fires nothing), the last
+           handled tick after the call (propose from it next), and each task created;
            an argument out of its range, or a key of another type where the
            schedule's state or its tick's task goes, is an error, and nothing is written
   Emits:   enqueued (state pending), one per created task
@@ -91,7 +92,9 @@ local definition_field = 'definition:' .. schedule
 local stored = redis.call('HMGET', schedules_key, last_field, version_field,
   definition_field)
 local compared = 'same'
-if not stored[1] then
+-- Judged before the first write: a value written by hand names no tick to go on from.
+local last = stored_whole(stored[1])
+if not last then
   -- A schedule seen for the first time starts now: its past ticks were never missed.
   redis.call('HSET', schedules_key, last_field, now_text, version_field, version,
     definition_field, definition)
@@ -105,7 +108,6 @@ elseif stored[3] ~= definition then
   redis.call('HSET', schedules_key, definition_field, definition)
 end
 
-local last = tonumber(stored[1])
 local due = {}
 for _, tick in ipairs(ticks) do
   if tick > last and tick <= now then due[#due + 1] = tick end

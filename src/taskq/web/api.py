@@ -21,7 +21,7 @@ from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
 from taskq.registry import read_workers
-from taskq.schedule_view import forget_schedule, read_schedules
+from taskq.schedule_view import forget_schedule, read_schedules, schedules_queue
 from taskq.shard_view import read_shards
 from taskq.snapshot import LeaseView, queue_names, take_snapshot
 from taskq.throughput import WINDOW_MS, read_throughput
@@ -170,10 +170,18 @@ def workers(request: Request) -> JSONResponse:
                          "workers": [asdict(w) for w in found]})
 
 
+def schedules_broker(request: Request) -> Broker:
+    """The broker of the queue the request's schedules are on: for a sharded queue named
+    as a whole, the shard they fire on (see `schedules_queue`)."""
+    state = state_of(request)
+    return state.broker(schedules_queue(state.client, queue_of(request)))
+
+
 def schedules(request: Request) -> JSONResponse:
     """The queue's periodic schedules as Redis holds them (see `ScheduleView`), with the
-    server's `now_ms` they were read at."""
-    return JSONResponse(asdict(read_schedules(state_of(request).broker(queue_of(request)))))
+    server's `now_ms` they were read at; `queue` is the one they are on (a sharded
+    queue's shard that fires them)."""
+    return JSONResponse(asdict(read_schedules(schedules_broker(request))))
 
 
 def forget(request: Request) -> JSONResponse:
@@ -183,7 +191,7 @@ def forget(request: Request) -> JSONResponse:
     worker may still declare it, or `fired`, one did as it was forgotten). `message`
     says which, and why."""
     name = schedule_name_param(request)
-    done = forget_schedule(state_of(request).broker(queue_of(request)), name,
+    done = forget_schedule(schedules_broker(request), name,
                            force=flag_param(request, "force"))
     body = {"schedule": name, "verdict": done.verdict, "message": done.message}
     if done.verdict == "forgotten":

@@ -2,7 +2,9 @@
 
 Which ticks are due is decided by fire.lua against the Redis server's clock. The local
 monotonic clock only says when asking is worth a round trip: from the server time the
-last reply carried, this worker can tell when the next tick should have come.
+last reply carried, this worker can tell when the next tick should have come. A tick
+is not proposed while a live worker of the queue does not run the schedule's task, as
+the workers registry says: that worker could lease it and find no function for it.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from taskq.boundary import refused_by_script, refused_for_a_key
+from taskq.boundary import refused_by_script, refused_for_a_key, unusable_as_stored
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError
+from taskq.registry import lacking
 from taskq.schedules import MAX_CATCH_UP, Schedule
 
 log = logging.getLogger("taskq.worker")
@@ -49,9 +52,20 @@ class Periodic:
         # Schedules whose ticks could not be computed: named in the log once, then left
         # out, so one bad declaration never stops a worker's maintenance.
         self._broken: set[str] = set()
-        # Schedules a key of another type keeps from firing, and until when (monotonic)
-        # they are left alone: the key may be mended, and then the tick still fires.
+        # Schedules a key of another type keeps from firing, or a live worker that does
+        # not run their task, and until when (monotonic) they are left alone: the key
+        # may be mended, the worker stop, and then the tick still fires.
         self._held: dict[str, float] = {}
+        # Schedules held for a live worker of the queue that does not run their task, by
+        # that worker: it would lease their ticks and send them to the DLQ as unknown (a
+        # rolling deploy that adds the task, whose new workers fire it at once).
+        self._unrun: dict[str, str] = {}
+        # The registry's answer this run (None: not asked yet): task name -> a live
+        # worker that does not run it. Asked once a run for every schedule's task, and
+        # only by a run with a tick to propose.
+        self._lacking: dict[str, str] | None = None
+        # Whether Redis refused the last ask: warned of once while the refusal lasts.
+        self._registry_refused = False
         # Where the next run starts, and whether the last stopped at FIRES_PER_RUN with
         # schedules left to look at.
         self._next = 0
@@ -63,6 +77,7 @@ class Periodic:
         Redis (`more` says whether some were left for the next run); returns how many
         tasks were made. Raises BrokerError."""
         made, self._fired, self.more = 0, 0, False
+        self._lacking = None
         count = len(self.schedules)
         for step in range(count):
             at = (self._next + step) % count
@@ -98,7 +113,7 @@ class Periodic:
             log.exception("schedule %r (%s): its ticks cannot be computed, so this "
                           "worker no longer fires it", name, schedule.when)
         else:
-            if self._held.pop(name, None) is not None:
+            if name not in self._unrun and self._held.pop(name, None) is not None:
                 log.warning("schedule %r (%s): fires again", name, schedule.when)
             return made
         return 0
@@ -122,8 +137,56 @@ class Periodic:
         if server_now < seen.next_tick_ms and now < seen.at + REFRESH_SECONDS:
             return 0
         limit = MAX_CATCH_UP if schedule.policy == "all" else 1
-        return self._fire(schedule, schedule.ticks(seen.last_tick_ms, server_now, limit),
-                          seen.last_tick_ms)
+        ticks = schedule.ticks(seen.last_tick_ms, server_now, limit)
+        if ticks and self._unrun_by_a_worker(schedule):
+            return 0
+        return self._fire(schedule, ticks, seen.last_tick_ms)
+
+    def _unrun_by_a_worker(self, schedule: Schedule) -> bool:
+        """Whether `schedule` is held, a live worker of its queue not running its task:
+        said once when the hold starts and once when it ends, and asked again every
+        REFRESH_SECONDS meanwhile. Its ticks are not lost: once released, the next
+        firing proposes every tick since its last, and its policy says which run."""
+        name = schedule.name
+        worker = self._lacking_now().get(schedule.task)
+        if worker is None:
+            if self._unrun.pop(name, None) is not None:
+                self._held.pop(name, None)
+                log.warning("schedule %r (%s): every live worker of queue %r runs task %r "
+                            "now: fires again", name, schedule.when, self.broker.queue,
+                            schedule.task)
+            return False
+        if name not in self._unrun:
+            log.warning("schedule %r (%s): not fired while live worker %r of queue %r does "
+                        "not run task %r (it would lease the ticks and send them to the "
+                        "DLQ as unknown); ticks resume when every live worker of the "
+                        "queue runs it, and its policy (%s) then says which of the held "
+                        "ones run", name, schedule.when, worker, self.broker.queue,
+                        schedule.task, schedule.policy)
+        self._unrun[name] = worker
+        self._held[name] = time.monotonic() + REFRESH_SECONDS
+        return True
+
+    def _lacking_now(self) -> dict[str, str]:
+        """This run's answer from the registry, asked for at its first use. A registry
+        Redis cannot read as taskq keeps it (a key of another type) holds nothing back:
+        warned of once, schedules fire as if every worker ran their tasks, since holding
+        them until someone mends the key would stop them all. Raises BrokerError."""
+        if self._lacking is None:
+            tasks = sorted({s.task for s in self.schedules})
+            try:
+                self._lacking = lacking(self.broker, tasks)
+            except BrokerError as e:
+                if not (refused_by_script(e) or unusable_as_stored(e)):
+                    raise
+                if not self._registry_refused:
+                    log.warning("queue %r: schedules fire without asking whether every "
+                                "live worker runs their task, while the workers registry "
+                                "cannot be read: %s", self.broker.queue, e)
+                self._registry_refused, self._lacking = True, {}
+            else:
+                self._registry_refused = False
+        return self._lacking
 
     def wait_seconds(self) -> float | None:
         """Seconds until the next tick of any schedule should have come, by the server's
