@@ -514,6 +514,18 @@ class TestHandChangedState:
         assert where(client, broker.keys, "t1") == ["ready"]
         assert lease_one(broker, "w", 10)[0] == "t1"
 
+    def test_a_dead_task_whose_record_names_no_task_stays_dead(
+        self, broker: Broker, client: redis.Redis
+    ) -> None:
+        """No worker could run it, and a lease drops an id whose record names no task:
+        revived, it would be left pending in no list, its waiters waiting for ever."""
+        self.dead(broker)
+        client.hdel(broker.keys.task("t1"), "name")
+        before = dump(client)
+        assert not broker.retry_dead("t1")
+        assert dump(client) == before
+        assert where(client, broker.keys, "t1") == ["dlq"]
+
     def test_a_retry_redis_refuses_leaves_the_task_in_the_dlq(
         self, broker: Broker, client: redis.Redis
     ) -> None:

@@ -796,7 +796,8 @@ class Broker:
         return Forgotten.from_reply(reply)
 
     def retry_dead(self, task_id: str) -> bool:
-        """Move a task from the DLQ back to ready with its retries reset."""
+        """Move a task from the DLQ back to ready with its retries reset; False, changing
+        nothing, when it is not in the DLQ or its record names no task to run."""
         k = self.keys
         task_id = check_task_id(task_id)
         self.permit(("retry_dead",), "retry a dead task")

@@ -126,7 +126,7 @@ def retry(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[
     missing = [task_id for task_id in task_ids if not route(task_id).retry_dead(task_id)]
     print(f"moved {len(task_ids) - len(missing)} task(s) back to ready")
     for task_id in missing:
-        print(f"  {task_id}: not in the DLQ")
+        print(f"  {task_id}: not in the DLQ (or its record names no task to run)")
     print_workflow_steps(route, [task_id for task_id in task_ids if task_id not in missing])
     return 1 if missing else 0
 

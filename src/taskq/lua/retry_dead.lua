@@ -11,7 +11,9 @@
   ARGV[1] prefix          queue key prefix; the task key derives from it
   ARGV[2] task_id
   ARGV[3] retention       events kept in the stream (1 to 10^9; checked before any write)
-  Returns: 1 moved | 0 the task was not in the DLQ (nothing changed)
+  Returns: 1 moved | 0 the task was not in the DLQ, or its record names no task (a
+           field deleted by hand): no worker could run it, and a lease drops such an
+           id, which would leave it pending in no list; it stays dead (nothing changed)
   Emits:   revived (state pending)
 ]]
 --- @include "_common"
@@ -21,8 +23,8 @@ local events_key, seq_key, epoch_key, wake_key = KEYS[3], KEYS[4], KEYS[5], KEYS
 local prefix, task_id, retention = ARGV[1], ARGV[2], ARGV[3]
 
 local task_key = prefix .. 'task:' .. task_id
-local record = redis.call('HMGET', task_key, 'state', 'priority')
-if record[1] ~= 'dead' then return 0 end
+local record = redis.call('HMGET', task_key, 'state', 'priority', 'name')
+if record[1] ~= 'dead' or not record[3] then return 0 end
 if not redis.call('LPOS', dlq_key, task_id) then return 0 end
 
 -- Its ready list (and levels set), and the log, must take it: checked before the first
