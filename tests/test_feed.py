@@ -125,6 +125,30 @@ class TestAtomicRead:
         assert isinstance(got, Gap) and got.reason == "ahead"
         assert got.head == head
 
+    def test_an_epoch_written_by_hand_reaches_no_id_as_it_is_and_a_resume_still_matches(
+        self, settings: Settings, client: redis.Redis
+    ) -> None:
+        """A CR or LF in the epoch would start an SSE field of the writer's choosing on
+        the `id:` line: it is handed out as digits, the same each read."""
+        producer = Producer(client, retention=1000)
+        producer.append(3)
+        client.set(KEYS.epoch, "1\nevent: injected\ndata: {}")
+
+        async def scenario() -> tuple[Rows | Gap, Rows | Gap]:
+            aclient = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+            try:
+                log = FeedLog(aclient, KEYS)
+                read = await log.read(Cursor.start(), 100)
+                assert isinstance(read, Rows)
+                return read, await log.read(parse_cursor(read.rows[-1].cursor.wire_id), 100)
+            finally:
+                await aclient.aclose()
+
+        read, resumed = run(scenario())
+        assert isinstance(read, Rows) and len(read.rows) == 3
+        assert all(parse_cursor(row.cursor.wire_id) == row.cursor for row in read.rows)
+        assert isinstance(resumed, Rows) and resumed.rows == []
+
     def test_the_head_of_an_empty_log_is_seq_zero_without_an_epoch(
         self, settings: Settings, client: redis.Redis
     ) -> None:

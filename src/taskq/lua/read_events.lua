@@ -5,7 +5,7 @@
   KEYS[1] events  STREAM  change feed, ids <seq>-0
   KEYS[2] seq     STRING  last event sequence number (the head; the stream's last id
                           when it is missing or behind)
-  KEYS[3] epoch   STRING  event log incarnation
+  KEYS[3] epoch   STRING  event log incarnation (handed out as _epoch reads it)
   ARGV[1] epoch           the cursor's epoch; '' when the client has none (cursor 0)
   ARGV[2] cursor          sequence number of the last row the client has
   ARGV[3] fingerprint     that row's ts (ms); '' or '0' when unknown
@@ -20,11 +20,13 @@
   Emits:   nothing
 ]]
 
+--- @include "_epoch"
+
 local events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
 local cursor_epoch, cursor = ARGV[1], tonumber(ARGV[2])
 local fingerprint, count = ARGV[3], tonumber(ARGV[4])
 
-local epoch = redis.call('GET', epoch_key) or ''
+local epoch = feed_epoch(redis.call('GET', epoch_key))
 -- The head is the id of the log's last row. The counter names it, unless the counter
 -- alone was lost (or set behind): then the stream's last row does, as it will for the
 -- next writer (close_feed). A head behind the rows would send a client a gap whose

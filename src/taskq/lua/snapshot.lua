@@ -7,7 +7,7 @@
   KEYS[3] delayed ZSET    task id -> run-at (ms)
   KEYS[4] dlq     LIST    dead task ids, most recent first
   KEYS[5] events  STREAM  change feed
-  KEYS[6] epoch   STRING  event log incarnation
+  KEYS[6] epoch   STRING  event log incarnation (handed out as _epoch reads it)
   ARGV[1] prefix          queue key prefix; task keys derive from it
   ARGV[2] limit           most tasks listed per section (0 to 100000; 0: counts alone)
   ARGV[3] groups          most concurrency groups listed (0 to 100000)
@@ -27,6 +27,7 @@
 ]]
 --- @include "_common"
 --- @include "_slots"
+--- @include "_epoch"
 
 local ready_key, leased_key, delayed_key, dlq_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local events_key, epoch_key = KEYS[5], KEYS[6]
@@ -60,7 +61,7 @@ table.sort(limited)
 local reply = {server_now_ms(), ready_count(ready_key) + parked_total,
   redis.call('ZCARD', leased_key),
   redis.call('ZCARD', delayed_key), redis.call('LLEN', dlq_key),
-  redis.call('GET', epoch_key) or '', 0, '0'}
+  feed_epoch(redis.call('GET', epoch_key)), 0, '0'}
 local last = redis.call('XREVRANGE', events_key, '+', '-', 'COUNT', 1)[1]
 if last then
   reply[7] = tonumber(string.match(last[1], '^(%d+)'))
