@@ -1130,3 +1130,22 @@ def test_metrics_of_queues_past_one_batch_gives_each_its_own_counts_and_totals(
         n = filled.get(name, 0)
         assert f'taskq_tasks{{queue="{name}",structure="ready"}} {n}' in text, name
         assert f'taskq_enqueued_total{{queue="{name}"}} {n}' in text, name
+
+
+def test_api_queues_past_one_batch_gives_each_its_own_counts(
+    server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    """As /metrics, READ_AT_ONCE queues a round trip rather than one: each of 1,200
+    keeps its own counts across the batches' edges."""
+    names = [f"{queue.queue}-q{i:04d}" for i in range(1200)]
+    filled = {names[0]: 1, names[499]: 2, names[500]: 3, names[1199]: 4}
+    client.sadd(QUEUES_KEY, *names)
+    try:
+        for name, n in filled.items():
+            for i in range(n):
+                Broker(client, name).enqueue(f"t{i}")
+        reply = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT).json()
+    finally:
+        client.srem(QUEUES_KEY, *names)
+    ready = {q["name"]: q["ready"] for q in reply["queues"]}
+    assert all(ready[name] == filled.get(name, 0) for name in names)

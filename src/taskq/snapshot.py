@@ -6,15 +6,40 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from taskq.boundary import redis_errors, stored_int, text
+from taskq.boundary import broker_error, redis_errors, stored_int, text
 from taskq.broker import Broker
+from taskq.calls import counts_call, counts_from
 from taskq.errors import InvalidTaskError
 from taskq.feed.cursor import Cursor, fingerprint
-from taskq.keys import QUEUES_KEY, check_queue_name
+from taskq.keys import QUEUES_KEY, QueueKeys, check_queue_name
 from taskq.limits import SNAPSHOT_GROUPS, SNAPSHOT_ROWS
 from taskq.results import QueueCounts
 
 log = logging.getLogger("taskq")
+
+
+# Queues whose counts (and, for /metrics, totals) are read in one round trip: a
+# registry may hold tens of thousands of queues (one a tenant), which read one at a
+# time would outlast a Prometheus scrape's timeout.
+READ_AT_ONCE = 500
+
+
+def read_counts(broker: Broker, names: list[str]) -> list[QueueCounts]:
+    """Each queue's counts (snapshot.lua counting alone, an atomic step a queue), in one
+    write where the client can (`Transport.run_many`, a pipeline): a round trip for
+    every queue would hold one of the server's few threads for slow reads
+    (`WebState.heavy`) a second per thousand queues. Raises BrokerError when Redis
+    cannot be read, or a queue cannot be counted."""
+    runs = [(broker.scripts.snapshot.script, *counts_call(QueueKeys(name)))
+            for name in names]
+    with redis_errors("count the queues' tasks"):
+        replies = broker.transport.run_many(runs)
+    counts = []
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise broker_error("count the queue's tasks", reply) from reply
+        counts.append(counts_from(reply))
+    return counts
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
 from taskq.registry import read_workers
 from taskq.schedule_view import forget_schedule, read_schedules, schedules_queue
 from taskq.shard_view import read_shards
-from taskq.snapshot import LeaseView, queue_names, take_snapshot
+from taskq.snapshot import READ_AT_ONCE, LeaseView, queue_names, read_counts, take_snapshot
 from taskq.throughput import WINDOW_MS, read_throughput
 from taskq.web.params import (
     SNAPSHOT_LIMIT,
@@ -57,13 +57,19 @@ def not_found(message: str) -> JSONResponse:
 
 def queues(request: Request) -> JSONResponse:
     """Every queue with its counts, or with `names=1` its name alone: the counts take a
-    call per queue, which the page's picker, asking every 30 s, does without."""
+    script a queue, READ_AT_ONCE to a round trip, which the page's picker, asking every
+    30 s, does without."""
     state = state_of(request)
-    names = queue_names(state.broker(state.settings.queue)) or [state.settings.queue]
+    first = state.broker(state.settings.queue)
+    names = queue_names(first) or [state.settings.queue]
     if flag_param(request, "names"):
-        listed = [{"name": name} for name in names]
+        listed: list[dict[str, Any]] = [{"name": name} for name in names]
     else:
-        listed = [{"name": name, **asdict(state.broker(name).counts())} for name in names]
+        listed = []
+        for start in range(0, len(names), READ_AT_ONCE):
+            chunk = names[start:start + READ_AT_ONCE]
+            listed += [{"name": name, **asdict(counts)}
+                       for name, counts in zip(chunk, read_counts(first, chunk), strict=True)]
     # `default`: the queue the server was started on (`taskq serve --queue`), which the
     # page shows when its URL names none.
     return JSONResponse({"queues": listed, "default": state.settings.queue})

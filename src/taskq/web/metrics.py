@@ -7,11 +7,10 @@ from starlette.responses import PlainTextResponse
 
 from taskq.boundary import broker_error, redis_errors, unusable_as_stored
 from taskq.broker import Broker
-from taskq.calls import counts_call, counts_from
 from taskq.errors import BrokerError
 from taskq.keys import QueueKeys
 from taskq.results import QueueCounts
-from taskq.snapshot import queue_names
+from taskq.snapshot import READ_AT_ONCE, queue_names, read_counts
 from taskq.web.api import state_of
 from taskq.web.totals import TOTALS, totals_from
 
@@ -27,31 +26,18 @@ COUNTERS = {
 }
 
 
-# Queues whose counts and totals are read in one round trip: a registry may hold tens
-# of thousands of queues (one a tenant), which read one at a time would outlast a
-# Prometheus scrape's timeout.
-READ_AT_ONCE = 500
-
-
 def read_queues(broker: Broker, names: list[str]
                 ) -> tuple[list[QueueCounts], list[dict[str, int] | BrokerError]]:
-    """Each queue's counts (snapshot.lua counting alone, an atomic step a queue) and
-    totals, in one write each where the client can (`Transport.run_many`, a pipeline);
-    a queue whose counters hold another type has a BrokerError for its totals. Raises
-    BrokerError when Redis cannot be read, or a queue cannot be counted."""
-    runs = [(broker.scripts.snapshot.script, *counts_call(QueueKeys(name)))
-            for name in names]
-    with redis_errors("count the queues' tasks"):
-        replies = broker.transport.run_many(runs)
+    """Each queue's counts (see read_counts) and totals, in one write each where the
+    client can; a queue whose counters hold another type has a BrokerError for its
+    totals. Raises BrokerError when Redis cannot be read, or a queue cannot be
+    counted."""
+    counts = read_counts(broker, names)
+    with redis_errors("read the queues' totals"):
         pipe = broker.client.pipeline(transaction=False)
         for name in names:
             pipe.hgetall(QueueKeys(name).stats)
         raw = pipe.execute(raise_on_error=False)
-    counts = []
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise broker_error("count the queue's tasks", reply) from reply
-        counts.append(counts_from(reply))
     stats: list[dict[str, int] | BrokerError] = []
     for reply in raw:
         if not isinstance(reply, Exception):
