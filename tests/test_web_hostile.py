@@ -19,11 +19,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from helpers import stalling
 from serve_support import TIMEOUT, FeedStream, Server, Sse, enqueue, feed, server_env
 from taskq.broker import Broker, NewTask
 from taskq.feed.readers import MAX_READERS
 from taskq.keys import QUEUES_KEY
 from taskq.tools.embedded import EmbeddedRedis
+from taskq.web.state import HEAVY_AT_ONCE, HEAVY_WAITING
 from waiting import wait_until
 
 
@@ -482,9 +484,83 @@ def test_heavy_reads_queue_behind_a_few_at_a_time_and_all_are_answered(
     assert codes == [200] * 48
 
 
-# /metrics reads 500 queues a round trip, so it needs more of them than /api/queues for a
-# read to last long enough to tell a probe that waited from one that did not.
-@pytest.mark.parametrize(("path", "queues"), [("/api/queues", 400), ("/metrics", 1000)])
+def scripts_run(client: redis.Redis) -> int:
+    """Scripts Redis has run since its start (EVALSHA calls)."""
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def sent_reads(server: Server, path: str, count: int) -> list[socket.socket]:
+    """`count` connections, each with a GET of `path` sent on it: a crowd that reaches
+    the server within milliseconds, as threads of HTTP clients do not."""
+    crowd = []
+    for _ in range(count):
+        connection = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        connection.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        crowd.append(connection)
+    return crowd
+
+
+def answer_of(connection: socket.socket) -> tuple[int, bytes, bytes]:
+    """The status, head and body of the response read off `connection`, then closed."""
+    with connection:
+        head, body = read_response(connection)
+    return int(head.split()[1]), head, body
+
+
+def answered(connection: socket.socket) -> int:
+    return answer_of(connection)[0]
+
+
+def test_heavy_reads_whose_clients_left_while_they_waited_are_not_run(
+    server: Server, queue: Broker
+) -> None:
+    """A crowd of clients that gave up (a page's fetch timing out) must not leave the
+    server their reads to work through, holding everyone after them back."""
+    queue.enqueue("t1")
+    path = f"/api/snapshot?queue={queue.queue}"
+    assert httpx.get(server.url + path, timeout=TIMEOUT).status_code == 200  # a first look
+    before = scripts_run(queue.client)
+    assert httpx.get(server.url + path, timeout=TIMEOUT).status_code == 200
+    one = scripts_run(queue.client) - before
+    before = scripts_run(queue.client)
+    stall = stalling(queue.client, 1.0)  # the reads let in wait on Redis meanwhile
+    time.sleep(0.2)  # Redis is busy now
+    try:
+        patient = sent_reads(server, path, HEAVY_AT_ONCE)
+        time.sleep(0.2)  # they hold every thread for heavy reads now
+        for connection in sent_reads(server, path, 30):
+            connection.close()  # given up on while it waits for a thread
+        assert [answered(c) for c in patient] == [200] * HEAVY_AT_ONCE
+    finally:
+        stall.join()
+    time.sleep(0.5)  # any read still to run would have by now
+    assert scripts_run(queue.client) - before == one * HEAVY_AT_ONCE, \
+        "reads nobody waits for were run"
+
+
+def test_heavy_reads_past_the_line_the_server_keeps_are_told_to_come_back_at_once(
+    server: Server, queue: Broker
+) -> None:
+    path = f"/api/snapshot?queue={queue.queue}"
+    stall = stalling(queue.client, 1.0)  # the reads let in wait on Redis meanwhile
+    time.sleep(0.2)  # Redis is busy now
+    try:
+        crowd = sent_reads(server, path, HEAVY_AT_ONCE + HEAVY_WAITING + 6)
+        answers = [answer_of(c) for c in crowd]
+    finally:
+        stall.join()
+    statuses = [status for status, _, _ in answers]
+    assert (statuses.count(200), statuses.count(503)) == (HEAVY_AT_ONCE + HEAVY_WAITING, 6)
+    _, head, body = answers[statuses.index(503)]
+    assert b"retry-after: 1" in head.lower()
+    assert "slow reads are waiting" in json.loads(body)["error"]
+    last = sent_reads(server, path, 1)[0]
+    assert answered(last) == 200  # the line is open again
+
+
+# Both read 500 queues a round trip, so it takes a thousand of them for a read to last
+# long enough to tell a probe that waited from one that did not.
+@pytest.mark.parametrize(("path", "queues"), [("/api/queues", 1000), ("/metrics", 1000)])
 def test_a_crowd_reading_every_queues_counts_leaves_healthz_its_thread(
     server: Server, queue: Broker, path: str, queues: int
 ) -> None:

@@ -36,6 +36,10 @@ MAX_BROKERS = 1_000
 # history search): forty at once, on the default pool's forty threads, held every
 # other client's live events back by seconds.
 HEAVY_AT_ONCE = 4
+# How many of them may wait for one of those threads; one past it is answered 503 with
+# Retry-After at once rather than wait behind reads that take seconds to serve (a page
+# gives up on one after 10 s). Those whose clients left are not served (taskq.web.heavy).
+HEAVY_WAITING = 100
 
 # How long a queue's throughput reading is given to the requests that ask after it (s).
 # Each costs ~20 ms of scanning (taskq.throughput.SCAN entries) on a busy queue, and
