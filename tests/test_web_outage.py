@@ -5,6 +5,7 @@ streams ride out a restart. Each test has a Redis of its own, to stop and start.
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -147,6 +148,32 @@ def test_a_stream_served_from_memory_rides_out_a_restart_and_hears_of_a_long_out
             # server from its first failed read, which a stopping Redis may cause a
             # little early).
             assert GRACE - HEARTBEAT <= waited < 2 * GRACE, waited
+
+
+@pytest.mark.parametrize("fed", ["by its own reads", "from memory"])
+def test_a_stream_hears_of_a_redis_that_stopped_answering_within_the_grace_and_a_read(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path, fed: str
+) -> None:
+    """A Redis paused (or cut off by the network) refuses nothing: every call waits for
+    the client's timeouts and retries, half a minute, and a stream kept alive with
+    keepalives meanwhile said nothing of it."""
+    enqueue(own_queue, 1)
+    with served(own_redis, tmp_path) as server:
+        with feed(server, own_queue) as stream:
+            if fed == "from memory":
+                stream_served_from_memory(stream, own_queue)
+            else:
+                assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
+            own_redis.signal(signal.SIGSTOP)
+            paused = time.monotonic()
+            try:
+                got = stream.until(lambda b: b.event == "unavailable", seconds=3 * GRACE)
+                waited = time.monotonic() - paused
+            finally:
+                own_redis.signal(signal.SIGCONT)
+        assert got[-1].retry == "5000" and "Redis" in got[-1].body["error"]
+        # The grace, counted from the read Redis left unanswered, and one more read.
+        assert waited < 2 * GRACE, waited
 
 
 def rows_of(server: Server, queue: Broker) -> list[tuple[str, int]]:

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 from collections import deque
 
+import redis
+
 from taskq.connection import AsyncClient
 from taskq.feed.backoff import Backoff
 from taskq.feed.cancel import cancel_and_wait
@@ -22,6 +24,11 @@ TAIL_BATCH = 1000
 # A hub reads its log again after this long with no news of it: a log reset or emptied
 # by hand adds no entry past the tail for the waker to see.
 REREAD_SECONDS = 2.0
+# A hub's step (its wait for news, at most REREAD_SECONDS, and a read of its log) that
+# has not ended this long after it began finds Redis not answering: a Redis paused or
+# cut off by the network fails no call until the client's timeouts and retries run out,
+# half a minute and more, and its clients would hear nothing of it meanwhile.
+STEP_SECONDS = REREAD_SECONDS + 1.0
 # Clients behind the ring read Redis through a fair (first come, first served) queue,
 # this many at a time: well under the server's connection pool, so the hub's own tail
 # reads and the JSON API always find a connection, and no client waits out the pool's
@@ -94,7 +101,13 @@ class Hub:
 
     async def _catch_up_read(self, cursor: Cursor, count: int) -> Rows | Gap:
         async with self.catch_up:
-            return await self.log.read(cursor, count)
+            # Timed once its turn has come, as the hub's own step is: a Redis that does
+            # not answer fails no call until the client's timeouts run out.
+            try:
+                return await asyncio.wait_for(self.log.read(cursor, count), STEP_SECONDS)
+            except TimeoutError:
+                raise redis.TimeoutError(
+                    f"Redis has not answered the feed's read for {STEP_SECONDS:g}s") from None
 
     def _read_ended(self, read: asyncio.Task[Rows | Gap]) -> None:
         self._reads.discard(read)
@@ -169,7 +182,10 @@ class Hub:
 
     async def _follow(self) -> None:
         backoff = Backoff(f"feed hub for {self.log.keys.queue!r}")
+        loop = asyncio.get_running_loop()
         while True:
+            began = loop.time()
+            overdue = loop.call_later(STEP_SECONDS, self._overdue, began)
             try:
                 await self._step()
             except asyncio.CancelledError:
@@ -178,11 +194,20 @@ class Hub:
                 self._failed(e)
                 await backoff.failed(e)
                 continue
+            finally:
+                overdue.cancel()
             backoff.succeeded()
 
-    def _failed(self, error: Exception) -> None:
+    def _overdue(self, began: float) -> None:
+        """The step begun at `began` has not ended: Redis has not answered since, for
+        all that no call of it has failed yet. Its end, a success, clears this."""
+        self._failed(redis.TimeoutError(
+            f"Redis has not answered the feed's reads for {STEP_SECONDS:g}s"), began)
+
+    def _failed(self, error: Exception, since: float | None = None) -> None:
         if self.failing_since is None:
-            self.failing_since = asyncio.get_running_loop().time()
+            self.failing_since = asyncio.get_running_loop().time() if since is None \
+                else since
             # Clients asleep at the tail wake to bound their wait by the outage.
             self._notify()
         self.failure = error

@@ -62,6 +62,7 @@ async def feed_frames(
             # a thousand small reads, not a thousand replays of a batch each.
             count = settings.batch if cursor.epoch else 1
             seen = hub.tail
+            began = asyncio.get_running_loop().time()
             try:
                 result = await hub.read_for_client(cursor, count)
                 failing_since = None
@@ -69,14 +70,19 @@ async def feed_frames(
                 # A client behind the hub cannot be served: it hears so at once. One at
                 # the hub's tail (its ring empty: nothing has come since the hub began)
                 # misses nothing while Redis restarts, so it waits, as one whose rows
-                # the ring holds does without reading, until the grace runs out.
+                # the ring holds does without reading, until the grace runs out,
+                # counted from when the first failed read began (one Redis did not
+                # answer took seconds to fail), or the hub's own reads began to fail.
                 now = asyncio.get_running_loop().time()
-                failing_since = now if failing_since is None else failing_since
+                failing_since = min(began if failing_since is None else failing_since,
+                                    now if hub.failing_since is None else hub.failing_since)
                 if cursor != hub.tail or now - failing_since >= settings.outage_grace_seconds:
                     raise
             if failing_since is not None:
-                await hub.wait(cursor, min(settings.heartbeat_seconds,
-                                           settings.outage_grace_seconds), stalled=True)
+                left = settings.outage_grace_seconds - (
+                    asyncio.get_running_loop().time() - failing_since)
+                await hub.wait(cursor, max(0.0, min(settings.heartbeat_seconds, left)),
+                               stalled=True)
                 yield ": keepalive\n\n"
                 continue
             if isinstance(result, Gap) and result.resume_at != cursor:
