@@ -223,7 +223,8 @@ def test_a_task_scan_out_of_range_is_a_400_naming_it(
     assert response.json()["accepted"] == "a whole number from 0 to 10000"
 
 
-@pytest.mark.parametrize("route", [("GET", "/api/tasks/{}"), ("POST", "/api/tasks/{}/cancel")])
+@pytest.mark.parametrize("route", [("GET", "/api/tasks/{}"), ("POST", "/api/tasks/{}/cancel"),
+                                   ("POST", "/api/dlq/{}/retry")])
 @pytest.mark.parametrize("task_id", ["no spaces", "a" * 129, "%00", "%F0%9F%9A%80", "%ff%fe"])
 def test_an_invalid_task_id_is_a_400_naming_it(
     server: Server, queue: Broker, task_id: str, route: tuple[str, str]

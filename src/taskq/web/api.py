@@ -228,7 +228,7 @@ def throughput(request: Request) -> JSONResponse:
 
 
 def retry(request: Request) -> JSONResponse:
-    task_id = request.path_params["task_id"]
+    task_id = task_id_param(request)
     if not state_of(request).broker_holding(queue_of(request), task_id).retry_dead(task_id):
         return not_found(f"task {task_id!r} is not in the DLQ (or its record names no task "
                          "to run)")
