@@ -1913,6 +1913,25 @@ def test_a_workflow_is_listed_and_its_view_goes_live_from_waiting_to_completed(
     a_step_and_its_workflow_link_each_other(page)
 
 
+def test_a_workflow_step_whose_record_expired_counts_as_ended(
+    page: Page, server: Server, queue: Broker, redis_server: EmbeddedRedis
+) -> None:
+    """A record expires only once its task has ended (its TTL): the bar and the list
+    must not count such a step as still to run."""
+    app, tasks = flow_app(redis_server.url)
+    chain(tasks["gate"].s(2), tasks["add"].s()).enqueue(flow_id="aged-1")
+    (first,) = queue.lease_many("w", 30, 1).tasks
+    assert first.task_id == "aged-1.1.1" and queue.ack(first.task_id, first.token, "2")
+    queue.client.delete(queue.keys.task(first.task_id))  # as its TTL would
+    open_dashboard(page, server)
+    row = page.locator("[data-testid=flow-row][data-flow-id=aged-1]")
+    expect(row.get_by_test_id("flow-progress")).to_have_text("1 / 2")
+    row.get_by_test_id("flow-link").click()
+    expect(flow_step(page, "aged-1.1.1").get_by_test_id("flow-step-state")).to_have_text(
+        "expired")
+    expect(by_id(page, "flow-view-progress")).to_have_text("1 / 2")
+
+
 def a_step_and_its_workflow_link_each_other(page: Page) -> None:
     """A step's box opens its task's view, which links back to its workflow."""
     flow_step(page, "report-1.2.2").click()

@@ -17,6 +17,9 @@ const RELOAD_MS = 150;
 // Drawing batches the events of this long.
 const DRAW_MS = 50;
 export const ENDED = new Set(['completed', 'dead', 'cancelled']);
+// Whether a step, as a workflow's status gives it, has ended: a step with no state is
+// one whose record expired, which a record does only once its task has ended.
+const stepEnded = (state) => !state || ENDED.has(state);
 const STEP_ID = /^([A-Za-z0-9_-]{1,100})\.([0-9]+)\.([0-9]+)$/;
 
 const $ = (id) => document.getElementById(id);
@@ -187,14 +190,14 @@ function setStatus(entry, status) {
     skipped: s.state === 'cancelled' && Boolean(s.upstream) }]));
   // The steps of the last stage that have not ended, kept by applyStep.
   entry.lastOpen = status.steps.filter((s) => s.stage === status.stages
-    && !ENDED.has(s.state)).length;
+    && !stepEnded(s.state)).length;
   for (const d of entry.buffer) applyStep(entry, d);
 }
 
 function applyStep(entry, d) {
   const step = entry.steps.get(d.task);
   if (!step) return;
-  if (step.stage === entry.status.stages && ENDED.has(step.state) !== ENDED.has(d.state)) {
+  if (step.stage === entry.status.stages && stepEnded(step.state) !== ENDED.has(d.state)) {
     entry.lastOpen += ENDED.has(d.state) ? -1 : 1;
   }
   step.state = d.state;
@@ -212,7 +215,7 @@ function changed(entry) {
 // How far a workflow is: its steps ended, of all of them.
 export function progressOf(entry) {
   const steps = [...entry.steps.values()];
-  return { ended: steps.filter((s) => ENDED.has(s.state)).length, total: steps.length };
+  return { ended: steps.filter((s) => stepEnded(s.state)).length, total: steps.length };
 }
 
 function drawSoon() {
