@@ -3,9 +3,11 @@ loopback-only without a token), the JSON API and /metrics."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -1111,11 +1113,11 @@ def test_no_answer_but_the_pages_own_files_may_be_stored(
     assert "no-store" not in stored.headers.get("cache-control", "")
 
 
-def test_metrics_of_queues_past_one_batch_gives_each_its_own_counts_and_totals(
-    server: Server, queue: Broker, client: redis.Redis
-) -> None:
-    """Read READ_AT_ONCE queues a round trip: each of 1,200 keeps its own figures,
-    across the batches' edges."""
+@contextlib.contextmanager
+def past_one_batch(client: redis.Redis, queue: Broker
+                   ) -> Iterator[tuple[list[str], dict[str, int]]]:
+    """1,200 queues in the registry while the block runs, those on each side of the
+    edges of READ_AT_ONCE's batches holding 1 to 4 ready tasks: (names, those counts)."""
     names = [f"{queue.queue}-t{i:04d}" for i in range(1200)]
     filled = {names[0]: 1, names[499]: 2, names[500]: 3, names[1199]: 4}
     client.sadd(QUEUES_KEY, *names)
@@ -1123,9 +1125,18 @@ def test_metrics_of_queues_past_one_batch_gives_each_its_own_counts_and_totals(
         for name, n in filled.items():
             for i in range(n):
                 Broker(client, name).enqueue(f"t{i}")
-        text = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT).text
+        yield names, filled
     finally:
         client.srem(QUEUES_KEY, *names)
+
+
+def test_metrics_of_queues_past_one_batch_gives_each_its_own_counts_and_totals(
+    server: Server, queue: Broker, client: redis.Redis
+) -> None:
+    """Read READ_AT_ONCE queues a round trip: each of 1,200 keeps its own figures,
+    across the batches' edges."""
+    with past_one_batch(client, queue) as (names, filled):
+        text = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT).text
     for name in names:
         n = filled.get(name, 0)
         assert f'taskq_tasks{{queue="{name}",structure="ready"}} {n}' in text, name
@@ -1137,15 +1148,7 @@ def test_api_queues_past_one_batch_gives_each_its_own_counts(
 ) -> None:
     """As /metrics, READ_AT_ONCE queues a round trip rather than one: each of 1,200
     keeps its own counts across the batches' edges."""
-    names = [f"{queue.queue}-q{i:04d}" for i in range(1200)]
-    filled = {names[0]: 1, names[499]: 2, names[500]: 3, names[1199]: 4}
-    client.sadd(QUEUES_KEY, *names)
-    try:
-        for name, n in filled.items():
-            for i in range(n):
-                Broker(client, name).enqueue(f"t{i}")
+    with past_one_batch(client, queue) as (names, filled):
         reply = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT).json()
-    finally:
-        client.srem(QUEUES_KEY, *names)
     ready = {q["name"]: q["ready"] for q in reply["queues"]}
     assert all(ready[name] == filled.get(name, 0) for name in names)
