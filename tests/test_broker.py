@@ -514,6 +514,17 @@ class TestHandChangedState:
         assert where(client, broker.keys, "t1") == ["ready"]
         assert lease_one(broker, "w", 10)[0] == "t1"
 
+    @pytest.mark.parametrize("priority", ["nan", "12", "2.5", "-1", "inf", "x", ""])
+    def test_a_priority_no_script_wrote_reads_as_the_default_the_lease_takes_it_for(
+        self, broker: Broker, client: redis.Redis, priority: str
+    ) -> None:
+        """The dashboards and `taskq task` show the priority the task is leased at."""
+        broker.enqueue("t1", priority=8)
+        client.hset(broker.keys.task("t1"), "priority", priority)
+        assert record_of(broker, "t1").priority == 5
+        client.hset(broker.keys.task("t1"), "priority", "8")
+        assert record_of(broker, "t1").priority == 8
+
     def test_a_dead_task_whose_record_names_no_task_stays_dead(
         self, broker: Broker, client: redis.Redis
     ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import IntEnum
@@ -308,6 +309,19 @@ class QueueCounts:
     dead: int
 
 
+def stored_priority(value: str | None) -> int:
+    """A record's `priority` as the scripts take it (_common.lua's ready_list): a whole
+    number from 0 to 9, else (none, or written by hand: 12, 2.5, nan) the default,
+    which is the list the task waits on and is leased from."""
+    try:
+        number = float(value) if value is not None else math.nan
+    except ValueError:
+        return PRIORITY.default
+    if number.is_integer() and PRIORITY.low <= number <= PRIORITY.high:
+        return int(number)
+    return PRIORITY.default
+
+
 @dataclass(frozen=True)
 class TaskRecord:
     """A task's stored record; times are Redis server milliseconds, 0 when unset."""
@@ -394,7 +408,7 @@ class TaskRecord:
             cancelled_at=number("cancelled_at"),
             cancel_requested_at=number("cancel_requested"),
             cancelled_from=raw.get("cancelled_from", ""),
-            priority=number("priority") if raw.get("priority") else PRIORITY.default,
+            priority=stored_priority(raw.get("priority")),
             limit_key=raw.get("limit_key", ""),
             progress=number("progress") / 1000 if current else None,
             progress_message=raw.get("progress_message", "") if current else "",
