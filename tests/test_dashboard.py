@@ -1918,7 +1918,7 @@ def test_a_workflow_step_whose_record_expired_counts_as_ended(
 ) -> None:
     """A record expires only once its task has ended (its TTL): the bar and the list
     must not count such a step as still to run."""
-    app, tasks = flow_app(redis_server.url)
+    _, tasks = flow_app(redis_server.url)
     chain(tasks["gate"].s(2), tasks["add"].s()).enqueue(flow_id="aged-1")
     (first,) = queue.lease_many("w", 30, 1).tasks
     assert first.task_id == "aged-1.1.1" and queue.ack(first.task_id, first.token, "2")
