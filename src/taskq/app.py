@@ -329,7 +329,7 @@ class App:
     def schedules_queue(self) -> str:
         """The queue the app's periodic schedules fire on, whichever queues a worker
         serves: its own, or for a sharded app its first shard."""
-        return self.queue if self.layout is None else self.layout.shards[0]
+        return self.queue if self.layout is None else self.layout.schedules_shard
 
     def _check_unique(self, task: Task[..., Any]) -> None:
         """Refuse a second task under `task`'s name: another function, or the same one

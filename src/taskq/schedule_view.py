@@ -13,10 +13,9 @@ from typing import Any, Literal
 from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
 from taskq.codec import read_json
-from taskq.keys import SCHEDULE_TASK_PREFIX
 from taskq.results import ForgetOutcome
 from taskq.schedules import Timing, check_schedule_name, timing_of
-from taskq.shards import layout_holding, shard_holding
+from taskq.shards import layout_holding
 from taskq.transport import Client
 
 # Whether the stored description is the definition workers last fired: `current`;
@@ -70,12 +69,12 @@ class SchedulesView:
 
 def schedules_queue(client: Client, queue: str) -> str:
     """The queue whose schedules `queue` names: itself, but for a sharded queue named as
-    a whole the shard its schedules fire on, the one that holds their ticks' tasks (see
-    shard_holding), since the queue of its own name holds nothing."""
+    a whole the shard its schedules fire on (Layout.schedules_shard), since the queue of
+    its own name holds nothing."""
     layout = layout_holding(client, queue)
     if layout is None or layout.queue != queue:
         return queue
-    return layout.shards[shard_holding(SCHEDULE_TASK_PREFIX, layout.count)]
+    return layout.schedules_shard
 
 
 def read_schedules(broker: Broker) -> SchedulesView:

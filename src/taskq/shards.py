@@ -98,6 +98,12 @@ class Layout:
     def count(self) -> int:
         return len(self.shards)
 
+    @property
+    def schedules_shard(self) -> str:
+        """The shard its periodic schedules fire on, and their ticks' tasks are kept on
+        (see shard_holding): every worker of it fires them there."""
+        return self.shards[shard_holding(SCHEDULE_TASK_PREFIX, self.count)]
+
     def shard_of(self, task_id_or_key: str) -> str:
         """The shard a task id (or an idempotency key) routes to."""
         return self.shards[route(task_id_or_key, self.count)]
