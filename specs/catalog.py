@@ -6,7 +6,7 @@ from pathlib import Path
 
 from specs.CeleryETA import celery_eta
 from specs.Chord import chord
-from specs.ConcurrencyLimit import concurrency_groups, concurrency_limit
+from specs.ConcurrencyLimit import concurrency_groups, concurrency_key_mode, concurrency_limit
 from specs.PeriodicTick import periodic_tick
 from specs.Priority import priority
 from specs.Progress import progress
@@ -772,6 +772,22 @@ CHECKS: tuple[Check, ...] = (
         # group, and leases go on without looking at it.
         expect=Expect.violated("LookedAtInTime", depth=7),
         tlc=TLC(distinct=1132, generated=2015, depth=7, left=629),
+    ),
+    Check(
+        spec="ConcurrencyLimit/ConcurrencyKeyMode.tla",
+        config="ConcurrencyLimit/ConcurrencyKeyMode.cfg",
+        build=concurrency_key_mode.model,
+        expect=Expect.holds(),
+        tlc=TLC(distinct=4630, generated=15997, depth=11, left=0),
+    ),
+    Check(
+        spec="ConcurrencyLimit/ConcurrencyKeyModeByRecord.tla",
+        config="ConcurrencyLimit/ConcurrencyKeyModeByRecord.cfg",
+        build=concurrency_key_mode.by_record_model,
+        # A redeploy drops the key, then tasks sent with keys 1 and 2 each find their
+        # own key's slot free: two runs of a limit of one.
+        expect=Expect.violated("UnkeyedNeverOverLimit", depth=4),
+        tlc=TLC(distinct=130, generated=178, depth=4, left=92),
     ),
     Check(
         spec="Shards/Shards.tla",

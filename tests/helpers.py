@@ -46,10 +46,12 @@ class QueueView:
 
     places: dict[str, list[str]]
     records: dict[str, dict[str, str]]
-    # Each concurrency-limited group's runs holding a slot (see taskq.concurrency), and
-    # its tasks sent back to ready with a slot promised.
+    # Each concurrency-limited group's runs holding a slot (see taskq.concurrency), its
+    # tasks sent back to ready with a slot promised, and each name's runs holding a slot
+    # of one of its keyed groups.
     holding: dict[str, set[str]]
     unparked: dict[str, set[str]]
+    keyed: dict[str, set[str]]
 
     def where(self, task_id: str) -> list[str]:
         """Every place that holds `task_id`, once per occurrence, so a duplicate shows twice."""
@@ -67,8 +69,12 @@ class QueueView:
         if PLACE_STATE[places[0]] != current:
             return f"{task_id} is in {places[0]} but its record says {current!r}"
         flag = self.records[task_id].get("parked")
-        if (places[0] == "parked") != (flag == "1") or (flag == "back") != (
-                task_id in self.unparked.get(self.group_of(task_id), set())):
+        # Promised in its key's group, or its name's where a limit not kept per key put
+        # it (see lua/_slots.lua).
+        promised = [g for g in {self.group_of(task_id), self.records[task_id].get("name", "")}
+                    if task_id in self.unparked.get(g, set())]
+        if (places[0] == "parked") != (flag == "1") or (flag == "back") != bool(promised) \
+                or len(promised) > 1:
             return f"{task_id} is in {places[0]} but its parked field says {flag!r}"
         if flag == "back" and places[0] != "ready":
             return f"{task_id} was sent back to ready but is in {places[0]}"
@@ -92,6 +98,14 @@ class QueueView:
             slot = record.get("slot")
             if slot is not None and task_id not in self.holding.get(slot, set()):
                 problems.append(f"{task_id} says it holds a slot of {slot} but does not")
+            if slot is not None and slot != record.get("name") \
+                    and task_id not in self.keyed.get(record.get("name", ""), set()):
+                problems.append(f"{task_id} holds a keyed slot but is not among its keyed runs")
+        for name, ids in self.keyed.items():
+            for task_id in sorted(ids):
+                slot = self.records.get(task_id, {}).get("slot", "")
+                if not slot.startswith(f"{name}|"):
+                    problems.append(f"{task_id} is a keyed run of {name} but holds {slot!r}")
         return problems
 
     def violations(self) -> list[str]:
@@ -131,7 +145,7 @@ def view(client: redis.Redis, keys: QueueKeys) -> QueueView:
     }
     sets = [{text(k)[len(pattern("")):]: {text(t) for t in client.smembers(k)}
              for k in client.scan_iter(match=pattern("*"), count=1000)}
-            for pattern in (keys.holding, keys.unparked)]
+            for pattern in (keys.holding, keys.unparked, keys.keyed)]
     return QueueView(places, records, *sets)
 
 

@@ -34,6 +34,12 @@ def limited(broker: Broker) -> Broker:
     return broker
 
 
+@pytest.fixture
+def per_account(broker: Broker) -> Broker:
+    broker.concurrency_limits = (ConcurrencyLimit(NAME, 2, "account"),)
+    return broker
+
+
 def enqueue(broker: Broker, *ids: str, name: str = NAME, priority: int = 5) -> None:
     broker.enqueue_many([NewTask(t, name=name, priority=priority) for t in ids])
 
@@ -192,14 +198,15 @@ class TestASlotComesBack:
         assert holding(limited) == set()
         assert first_runs(lease_all(limited)) == {"c"}
 
-    def test_when_a_keyed_lease_whose_record_is_gone_is_reaped(self, limited: Broker) -> None:
-        limited.enqueue_many([NewTask(t, name=NAME, limit_key="acct") for t in "abc"])
-        lease_all(limited, seconds=0.05)
-        limited.client.delete(limited.keys.task("b"))
+    def test_when_a_keyed_lease_whose_record_is_gone_is_reaped(self, per_account: Broker) -> None:
+        per_account.enqueue_many([NewTask(t, name=NAME, limit_key="acct") for t in "abc"])
+        lease_all(per_account, seconds=0.05)
+        per_account.client.delete(per_account.keys.task("b"))
         wait_past(0.05)
-        assert ("b", "gone") in limited.reap()
-        assert limited.client.smembers(limited.keys.holding(f"{NAME}|acct")) == set()
-        assert first_runs(lease_all(limited)) == {"c"}
+        assert ("b", "gone") in per_account.reap()
+        assert per_account.client.smembers(per_account.keys.holding(f"{NAME}|acct")) == set()
+        assert per_account.client.smembers(per_account.keys.keyed(NAME)) == set()
+        assert first_runs(lease_all(per_account)) == {"c"}
 
     def test_not_when_a_stale_holder_acks(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")
@@ -446,7 +453,7 @@ class TestOneCallIsBounded:
         idle lease costs Redis about as much as with one account, a freed slot's group
         is looked at in the next lease wherever it is, and a removed limit reaches every
         account's waiting task within 1,000 / 100 leases."""
-        broker.concurrency_limits = (ConcurrencyLimit(NAME, 1),)
+        broker.concurrency_limits = (ConcurrencyLimit(NAME, 1, "account"),)
         accounts = 1000
         broker.enqueue_many([NewTask(f"{a}-{n}", name=NAME, limit_key=f"acct{a}")
                              for a in range(accounts) for n in (1, 2)])
@@ -480,89 +487,210 @@ class TestAKeyedLimit:
     def keyed(self, broker: Broker, *ids_and_keys: tuple[str, str]) -> None:
         broker.enqueue_many([NewTask(t, name=NAME, limit_key=k) for t, k in ids_and_keys])
 
-    def test_each_key_has_its_own_slots(self, limited: Broker) -> None:
-        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),
+    def test_each_key_has_its_own_slots(self, per_account: Broker) -> None:
+        self.keyed(per_account, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),
                    ("b1", "acct-b"), ("b2", "acct-b"), ("b3", "acct-b"))
-        leases = lease_all(limited)
+        leases = lease_all(per_account)
         assert set(leases) == {"a1", "a2", "b1", "b2"}
-        assert parked(limited) == []  # the name's own group holds nothing
+        assert parked(per_account) == []  # the name's own group holds nothing
         group = f"{NAME}|acct-a"
-        assert list(limited.client.lrange(limited.keys.parked(group), 0, -1)) == ["a3"]
-        assert set(limited.client.smembers(limited.keys.holding(group))) == {"a1", "a2"}
-        sound(limited)
-        limited.ack("b1", leases["b1"])
-        assert first_runs(lease_all(limited)) == {"b3"}  # b's slot, not a's
-        limited.ack("a1", leases["a1"])
-        assert first_runs(lease_all(limited)) == {"a3"}
-        sound(limited)
+        assert list(per_account.client.lrange(per_account.keys.parked(group), 0, -1)) == ["a3"]
+        assert set(per_account.client.smembers(per_account.keys.holding(group))) == {"a1", "a2"}
+        sound(per_account)
+        per_account.ack("b1", leases["b1"])
+        assert first_runs(lease_all(per_account)) == {"b3"}  # b's slot, not a's
+        per_account.ack("a1", leases["a1"])
+        assert first_runs(lease_all(per_account)) == {"a3"}
+        sound(per_account)
 
     def test_a_group_of_another_type_sends_the_tasks_not_leased_back_in_their_order(
-        self, limited: Broker
+        self, per_account: Broker
     ) -> None:
-        enqueue(limited, "first", name="mod.other")
-        self.keyed(limited, ("k1", "acct-a"))
-        enqueue(limited, "last", name="mod.other")
-        key = limited.keys.parked(f"{NAME}|acct-a")
-        limited.client.set(key, "not taskq's")
-        got = limited.lease_many("w", 30, 10)
+        enqueue(per_account, "first", name="mod.other")
+        self.keyed(per_account, ("k1", "acct-a"))
+        enqueue(per_account, "last", name="mod.other")
+        key = per_account.keys.parked(f"{NAME}|acct-a")
+        per_account.client.set(key, "not taskq's")
+        got = per_account.lease_many("w", 30, 10)
         assert [t.task_id for t in got.tasks] == ["first"] and got.wait_seconds == 0
-        assert limited.client.lrange(limited.keys.ready, 0, -1) == ["last", "k1"]
-        assert_refused_unchanged(limited.client, key, lambda: lease_all(limited))
-        limited.client.delete(key)
-        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["k1"]
-        assert [t.task_id for t in limited.lease_many("w", 30, 1).tasks] == ["last"]
-        sound(limited)
+        assert per_account.client.lrange(per_account.keys.ready, 0, -1) == ["last", "k1"]
+        assert_refused_unchanged(per_account.client, key, lambda: lease_all(per_account))
+        per_account.client.delete(key)
+        assert [t.task_id for t in per_account.lease_many("w", 30, 1).tasks] == ["k1"]
+        assert [t.task_id for t in per_account.lease_many("w", 30, 1).tasks] == ["last"]
+        sound(per_account)
 
-    def test_the_snapshot_lists_each_key_that_holds_or_waits(self, limited: Broker) -> None:
-        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),
+    def test_the_snapshot_lists_each_key_that_holds_or_waits(self, per_account: Broker) -> None:
+        self.keyed(per_account, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"),
                    ("b1", "acct-b"))
-        enqueue(limited, "plain")
-        leases = lease_all(limited)
-        assert take_snapshot(limited, limit=0, groups=10).limits == [
+        enqueue(per_account, "plain")
+        leases = lease_all(per_account)
+        assert take_snapshot(per_account, limit=0, groups=10).limits == [
             LimitView(NAME, 2, 1, 0), LimitView(NAME, 2, 2, 1, "acct-a"),
             LimitView(NAME, 2, 1, 0, "acct-b")]
         for task_id, token in leases.items():
-            limited.ack(task_id, token)
-        lease_all(limited)  # a3
-        assert take_snapshot(limited, limit=0, groups=10).limits == [
+            per_account.ack(task_id, token)
+        lease_all(per_account)  # a3
+        assert take_snapshot(per_account, limit=0, groups=10).limits == [
             LimitView(NAME, 2, 1, 0, "acct-a")]
-        assert set(limited.client.smembers(limited.keys.groups(NAME))) == {f"{NAME}|acct-a"}
+        assert set(per_account.client.smembers(per_account.keys.groups(NAME))) == {f"{NAME}|acct-a"}
 
     def test_the_snapshot_lists_the_first_groups_asked_for_and_counts_them_all(
-        self, limited: Broker
+        self, per_account: Broker
     ) -> None:
-        self.keyed(limited, *((f"t{i}", f"acct-{i:02}") for i in range(12)))
-        self.keyed(limited, *((f"u{i}", f"acct-{i:02}") for i in range(12)))
-        self.keyed(limited, *((f"v{i}", f"acct-{i:02}") for i in range(12)))
-        lease_all(limited)  # two of each account run, the third parked
-        snap = take_snapshot(limited, limit=5, groups=3)
+        self.keyed(per_account, *((f"t{i}", f"acct-{i:02}") for i in range(12)))
+        self.keyed(per_account, *((f"u{i}", f"acct-{i:02}") for i in range(12)))
+        self.keyed(per_account, *((f"v{i}", f"acct-{i:02}") for i in range(12)))
+        lease_all(per_account)  # two of each account run, the third parked
+        snap = take_snapshot(per_account, limit=5, groups=3)
         assert [v.key for v in snap.limits] == ["acct-00", "acct-01", "acct-02"]
         assert snap.limit_groups == 12
-        assert snap.counts.ready == limited.counts().ready == 12  # every parked one
+        assert snap.counts.ready == per_account.counts().ready == 12  # every parked one
         # Unless told otherwise, a snapshot lists them all, however few tasks it lists.
-        assert len(take_snapshot(limited, limit=0).limits) == 12
+        assert len(take_snapshot(per_account, limit=0).limits) == 12
 
-    def test_a_parked_keyed_task_can_be_cancelled(self, limited: Broker) -> None:
-        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))
-        lease_all(limited)
-        assert limited.cancel("a3").outcome == "cancelled"
-        assert not limited.client.exists(limited.keys.parked_names)
-        sound(limited)
+    def test_a_parked_keyed_task_can_be_cancelled(self, per_account: Broker) -> None:
+        self.keyed(per_account, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))
+        lease_all(per_account)
+        assert per_account.cancel("a3").outcome == "cancelled"
+        assert not per_account.client.exists(per_account.keys.parked_names)
+        sound(per_account)
 
 
     def test_a_run_ending_then_its_groups_parked_task_cancelled_leaves_no_mark_behind(
-        self, limited: Broker
+        self, per_account: Broker
     ) -> None:
         """Kept per account until some group parks again, such marks grew with every
         account whose waiting task was cancelled before a lease came."""
-        self.keyed(limited, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))
-        held = lease_all(limited)
-        assert limited.ack("a1", held["a1"])  # marks acct-a: a3 waits for that slot
-        assert limited.client.sismember(limited.keys.slots_freed,
+        self.keyed(per_account, ("a1", "acct-a"), ("a2", "acct-a"), ("a3", "acct-a"))
+        held = lease_all(per_account)
+        assert per_account.ack("a1", held["a1"])  # marks acct-a: a3 waits for that slot
+        assert per_account.client.sismember(per_account.keys.slots_freed,
                                         f"{NAME}|acct-a")
-        assert limited.cancel("a3").outcome == "cancelled"
-        assert not limited.client.exists(limited.keys.slots_freed)
-        sound(limited)
+        assert per_account.cancel("a3").outcome == "cancelled"
+        assert not per_account.client.exists(per_account.keys.slots_freed)
+        sound(per_account)
+
+
+class TestAChangedKeyMode:
+    """A redeploy that starts or stops keeping a limit per key while tasks sent under
+    the other declaration wait and run: each run is counted by its record's key, each
+    waiting task by the declaration of the lease that looks at it."""
+
+    def declare(self, broker: Broker, most: int, key: str) -> None:
+        broker.concurrency_limits = (ConcurrencyLimit(NAME, most, key),)
+
+    def accounts(self, broker: Broker, *ids: str) -> None:
+        """Tasks `<account><n>`, each sent with its account as its key."""
+        broker.enqueue_many([NewTask(t, name=NAME, limit_key=t[:-1]) for t in ids])
+
+    def test_a_limit_no_longer_kept_per_key_runs_one_task_of_every_account_at_once(
+        self, broker: Broker
+    ) -> None:
+        self.accounts(broker, "a1", "b1", "c1", "d1", "e1")
+        self.declare(broker, 1, "")
+        assert list(lease_all(broker)) == ["a1"]
+        assert parked(broker) == ["b1", "c1", "d1", "e1"]
+        sound(broker)
+
+    def test_the_runs_started_per_key_hold_back_the_names_every_task(
+        self, broker: Broker
+    ) -> None:
+        self.declare(broker, 1, "account")
+        self.accounts(broker, "a1", "b1", "c1", "a2", "b2")
+        leases = lease_all(broker)
+        assert set(leases) == {"a1", "b1", "c1"}
+        self.declare(broker, 1, "")
+        self.accounts(broker, "d1")
+        assert lease_all(broker) == {}  # three runs hold the name's one slot
+        # Those parked per key went back and joined the name's line in their order.
+        assert parked(broker) == ["a2", "b2", "d1"]
+        sound(broker)
+        for run in ("a1", "b1"):
+            broker.ack(run, leases[run])
+            assert lease_all(broker) == {}
+        broker.ack("c1", leases["c1"])
+        assert list(lease_all(broker)) == ["a2"]
+        assert parked(broker) == ["b2", "d1"]
+        sound(broker)
+
+    def test_a_limit_newly_kept_per_key_counts_each_keys_runs_whatever_started_them(
+        self, broker: Broker
+    ) -> None:
+        self.declare(broker, 2, "")
+        self.accounts(broker, "a1", "a2", "b1")
+        leases = lease_all(broker)
+        assert set(leases) == {"a1", "a2"} and parked(broker) == ["b1"]
+        self.declare(broker, 1, "account")
+        self.accounts(broker, "a3")
+        # b1 is counted against b's runs, none; a3 against a's two, though they were
+        # started while the limit was the name's.
+        assert list(lease_all(broker)) == ["b1"]
+        assert list(broker.client.lrange(broker.keys.parked(f"{NAME}|a"), 0, -1)) == ["a3"]
+        broker.ack("a1", leases["a1"])
+        assert lease_all(broker) == {}
+        broker.ack("a2", leases["a2"])
+        assert list(lease_all(broker)) == ["a3"]
+        sound(broker)
+
+    def test_a_task_waiting_in_its_names_line_under_its_key_can_be_cancelled(
+        self, broker: Broker
+    ) -> None:
+        self.declare(broker, 1, "")
+        self.accounts(broker, "a1", "b1", "c1")
+        leases = lease_all(broker)
+        assert parked(broker) == ["b1", "c1"]
+        self.declare(broker, 1, "account")
+        assert broker.cancel("b1").outcome == "cancelled"
+        assert parked(broker) == ["c1"]
+        sound(broker)
+        # Sent back with a slot of the name's line promised, then cancelled: the
+        # promise is dropped where it was made, and the line's group looked at again.
+        broker.ack("a1", leases["a1"])
+        self.declare(broker, 1, "")
+        enqueue(broker, "first", name="mod.first", priority=9)
+        assert [t.task_id for t in broker.lease_many("w", 30, 1).tasks] == ["first"]
+        assert broker.client.hget(broker.keys.task("c1"), "parked") == "back"
+        assert broker.client.smembers(broker.keys.unparked(NAME)) == {"c1"}
+        assert broker.cancel("c1").outcome == "cancelled"
+        assert broker.client.smembers(broker.keys.unparked(NAME)) == set()
+        sound(broker)
+
+    def test_a_keyed_runs_end_frees_the_names_count_and_wakes_a_worker(
+        self, broker: Broker
+    ) -> None:
+        self.declare(broker, 1, "account")
+        self.accounts(broker, "a1")
+        leases = lease_all(broker)
+        self.declare(broker, 1, "")
+        self.accounts(broker, "b1")
+        assert lease_all(broker) == {} and parked(broker) == ["b1"]
+        broker.client.delete(broker.keys.wake)
+        assert broker.ack("a1", leases["a1"])
+        assert broker.client.sismember(broker.keys.slots_freed, NAME)
+        assert broker.client.llen(broker.keys.wake) == 1
+        assert broker.client.smembers(broker.keys.keyed(NAME)) == set()
+        assert list(lease_all(broker)) == ["b1"]
+        sound(broker)
+
+    def test_a_keyed_run_left_counted_by_an_older_scripts_end_is_dropped_from_the_count(
+        self, broker: Broker
+    ) -> None:
+        """An older taskq's reap frees a keyed run's slot without knowing `keyed:`:
+        left there, it would hold a limit of one slot not kept per key for ever."""
+        self.declare(broker, 1, "account")
+        self.accounts(broker, "a1", "b1")
+        leases = lease_all(broker)
+        broker.client.srem(broker.keys.holding(f"{NAME}|a"), "a1")  # as that reap does
+        broker.client.hdel(broker.keys.task("a1"), "slot")
+        broker.client.zrem(broker.keys.leased, "a1")
+        broker.client.sadd(broker.keys.keyed(NAME), "gone")  # and a run whose record went
+        self.declare(broker, 1, "")
+        self.accounts(broker, "c1")
+        assert lease_all(broker) == {}  # b1 still runs
+        assert broker.client.smembers(broker.keys.keyed(NAME)) == {"b1"}
+        broker.ack("b1", leases["b1"])
+        assert list(lease_all(broker)) == ["c1"]
 
 
 class TestLimitArguments:

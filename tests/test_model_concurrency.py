@@ -2,13 +2,16 @@
 against the ConcurrencyLimit model: enqueues of a limited and an unlimited task at any
 priority, leases of any size by three workers (some leases brief enough to run out),
 settles by current and stale holders (ack, fail, release, a cancel heard and settled),
-reaps, promotions, cancels of any task, and a redeploy that raises the limit (which
-frees slots and marks no group: the ConcurrencyGroups model's sweep finds them). After
-every step: T1 (parked tasks are
-pending and nowhere else), SlotsAreLeases (the slots Redis counts are exactly the
-current leases of the limited name) and NeverOverLimit (L1); after a lease that emptied
-ready, no task waits parked while a slot is free. In the end every task has ended and
-the log passes tracecheck, parked and unparked events and lease order (P1) included."""
+reaps, promotions, cancels of any task, a redeploy that raises the limit (which
+frees slots and marks no group: the ConcurrencyGroups model's sweep finds them) and one
+that keeps the limit per key or stops doing so while tasks sent with keys wait and run
+(the ConcurrencyKeyMode model). After every step: T1 (parked tasks are pending and
+nowhere else), SlotsAreLeases (the slots Redis counts are exactly the current leases of
+the limited name), PerKeyNeverOverLimit and UnkeyedNeverOverLimit (L1 per key, and for
+the name's every run since the limit stopped being kept per key); after a lease that
+emptied ready, no task waits parked while a slot is free. In the end every task has
+ended and the log passes tracecheck, parked and unparked events and lease order (P1)
+included."""
 
 from __future__ import annotations
 
@@ -49,10 +52,16 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         # its lease was reaped and its task leased again.
         self.holders: list[tuple[str, int]] = []
 
-    @initialize(most=st.integers(1, 3))
-    def limit(self, most: int) -> None:
-        self.most = most
-        self.broker.concurrency_limits = (ConcurrencyLimit(LIMITED, most),)
+    @initialize(most=st.integers(1, 3), keyed=st.booleans())
+    def limit(self, most: int, keyed: bool = True) -> None:
+        self.most, self.keyed = most, keyed
+        # The runs leased since the limit was last declared keyed or not.
+        self.era: set[str] = set()
+        self.declare()
+
+    def declare(self) -> None:
+        self.broker.concurrency_limits = (
+            ConcurrencyLimit(LIMITED, self.most, "account" if self.keyed else ""),)
 
     @rule(n=st.integers(1, 4), limited=st.booleans(), priority=st.sampled_from([2, 5, 8]),
           key=st.sampled_from([None, "acct-a", "acct-b"]))
@@ -68,10 +77,11 @@ class ConcurrencyMachine(RuleBasedStateMachine):
     def lease(self, worker: str, n: int, brief: bool) -> None:
         batch = self.broker.lease_many(worker, BRIEF if brief else 30, n)
         self.holders += [(t.task_id, t.token) for t in batch.tasks]
+        self.era |= {t.task_id for t in batch.tasks}
         if self.broker.counts().ready == 0:
             for group in self.groups():
                 parked = self.client.llen(self.broker.keys.parked(group))
-                assert parked == 0 or self.holding(group) == self.most, \
+                assert parked == 0 or self.counted(group) >= self.most, \
                     f"a task of {group} waits by a free slot"
 
     @precondition(lambda self: self.holders)
@@ -111,7 +121,13 @@ class ConcurrencyMachine(RuleBasedStateMachine):
     @rule()
     def a_redeploy_raises_the_limit(self) -> None:
         self.most += 1
-        self.broker.concurrency_limits = (ConcurrencyLimit(LIMITED, self.most),)
+        self.declare()
+
+    @rule()
+    def a_redeploy_changes_whether_the_limit_is_kept_per_key(self) -> None:
+        self.keyed = not self.keyed
+        self.era = set()
+        self.declare()
 
     @precondition(lambda self: self.sent)
     @rule(pick=st.integers(0, 1000))
@@ -125,6 +141,16 @@ class ConcurrencyMachine(RuleBasedStateMachine):
     def holding(self, group: str) -> int:
         return int(self.client.scard(self.broker.keys.holding(group)))
 
+    def counted(self, group: str) -> int:
+        """The runs a task waiting in `group` is counted against as the limit is
+        declared; a keyed group's list, under a limit not kept per key, against none:
+        every task of it goes back to be parked in the name's own list."""
+        if self.keyed:
+            return self.holding(group)
+        if group != LIMITED:
+            return 0
+        return self.holding(LIMITED) + int(self.client.scard(self.broker.keys.keyed(LIMITED)))
+
     @invariant()
     def slots_are_the_limited_names_leases(self) -> None:
         now = view(self.client, self.broker.keys)
@@ -134,6 +160,10 @@ class ConcurrencyMachine(RuleBasedStateMachine):
                       and now.records[t]["name"] == LIMITED]
             assert set(leased) == now.holding.get(group, set()), group
             assert len(leased) <= self.most, group  # L1, per key
+        if not self.keyed:  # L1 for the name, since it stopped being kept per key
+            running = [t for t in now.places["leased"] if t in self.era
+                       and now.records[t]["name"] == LIMITED]
+            assert len(running) <= self.most, running
 
     def teardown(self) -> None:
         # Every current holder settles (a stale one is refused), then the rest drains.
@@ -191,4 +221,38 @@ def test_each_key_of_a_keyed_limit_is_checked_on_its_own(client: redis.Redis) ->
     m.lease("w1", 6, False)
     m.slots_are_the_limited_names_leases()
     assert (m.holding(f"{LIMITED}|acct-a"), m.holding(f"{LIMITED}|acct-b")) == (1, 1)
+    m.teardown()
+
+
+def test_a_limit_not_kept_per_key_is_checked_for_the_whole_name(client: redis.Redis) -> None:
+    """A fixed run: tasks sent with two accounts' keys under a limit of one slot not
+    kept per key: one of them runs, whatever their records say."""
+    m = type("Machine", (ConcurrencyMachine,), {"client": client})()
+    m.limit(1, keyed=False)
+    m.enqueue(1, True, 5, "acct-a")
+    m.enqueue(1, True, 5, "acct-b")
+    m.lease("w1", 6, False)
+    m.slots_are_the_limited_names_leases()
+    assert len(m.holders) == 1
+    m.teardown()
+
+
+def test_tasks_waiting_per_key_when_the_key_is_dropped_are_checked(client: redis.Redis) -> None:
+    """A fixed run through a redeploy that stops keeping the limit per key while a task
+    of each account runs and another of one waits in its account's line."""
+    m = type("Machine", (ConcurrencyMachine,), {"client": client})()
+    m.limit(1)
+    m.enqueue(2, True, 5, "acct-a")
+    m.enqueue(1, True, 5, "acct-b")
+    m.lease("w1", 6, False)
+    m.a_redeploy_changes_whether_the_limit_is_kept_per_key()
+    m.enqueue(1, True, 5, None)
+    m.lease("w2", 6, False)
+    m.slots_are_the_limited_names_leases()
+    assert len(m.holders) == 2  # one of each account, none since
+    m.settle(0, "ack")
+    m.settle(1, "ack")
+    m.lease("w2", 6, False)
+    m.slots_are_the_limited_names_leases()
+    assert len(m.holders) == 3
     m.teardown()

@@ -90,10 +90,10 @@ def call_enqueue(b: Broker) -> dict[str, Any]:
 def call_lease(b: Broker) -> dict[str, Any]:
     b.enqueue("t1")
     b.rate_limits = (RateLimit("mod.fn", 10.0, 2),)
-    b.concurrency_limits = (ConcurrencyLimit("mod.fn", 4),)
+    b.concurrency_limits = (ConcurrencyLimit("mod.fn", 4, "account"),)
     b.lease_many("w1", 2.5, 3, request_id="req")
     return {"worker": "w1", "lease_ms": 2500, "count": 3, "request_id": "req", "limits": 1,
-            "name": "mod.fn", "interval_us": 100_000, "burst": 2, "max": 4}
+            "name": "mod.fn", "interval_us": 100_000, "burst": 2, "max": 4, "keyed": 1}
 
 
 def call_heartbeat(b: Broker) -> dict[str, Any]:

@@ -128,7 +128,7 @@ class TestCatalogue:
             "RateLimitGhostSlot", "RateLimitReleaseKeepsNext", "QueueRateLimitRetake",
             "QueueRateLimitKeepLine", "RateDeclarationEveryLease", "RateDeclarationLastHolder",
             "ConcurrencyLimitStaleFree", "ConcurrencyLimitCheckThenTake",
-            "ConcurrencyGroupsNoSweep",
+            "ConcurrencyGroupsNoSweep", "ConcurrencyKeyModeByRecord",
             "ShardsRouteById", "ShardsFixedOrder", "ShardsKeyLeftUnbound", "ProgressNoFence",
             "ProgressTokenless",
             "ChordAnyAck", "ChordSeparateStep", "WorkflowAnyAck", "WorkflowSeparateStep",

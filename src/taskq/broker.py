@@ -395,9 +395,10 @@ class Broker:
         return batch
 
     def _limit_args(self) -> list[Any]:
-        """lease.lua's limits: how many names, then (name, interval_us, burst, max) for
-        each, 0 standing for a limit the name does not have. Built once for the limits
-        set, not on every lease."""
+        """lease.lua's limits: how many names, then (name, interval_us, burst, max,
+        keyed) for each, 0 standing for a limit the name does not have, keyed 1 for a
+        concurrency limit kept per key. Built once for the limits set, not on every
+        lease."""
         key = (self.rate_limits, self.concurrency_limits)
         if self._limit_args_for[0] != key:
             self._limit_args_for = (key, self._build_limit_args())
@@ -407,12 +408,12 @@ class Broker:
         if not self.rate_limits and not self.concurrency_limits:
             return [0]
         rates = {r.name: r for r in self.rate_limits}
-        most = {c.name: c.most for c in self.concurrency_limits}
+        most = {c.name: c for c in self.concurrency_limits}
         args: list[Any] = [len(rates.keys() | most.keys())]
         for name in sorted(rates.keys() | most.keys()):
-            rate = rates.get(name)
+            rate, limit = rates.get(name), most.get(name)
             args += [name, rate.interval_us if rate else 0, rate.burst if rate else 1,
-                     most.get(name, 0)]
+                     limit.most if limit else 0, int(bool(limit and limit.key))]
         return args
 
     def heartbeat(self, task_id: str, token: int, lease_seconds: float) -> Renewal:

@@ -233,6 +233,11 @@ class QueueKeys:
         hold a slot or wait for one (a SET)."""
         return f"{self.prefix}groups:{name}"
 
+    def keyed(self, name: str) -> str:
+        """The runs of `name` holding a slot of one of its keyed groups (a SET): with
+        `holding(name)`, every run of the name, which a limit not kept per key counts."""
+        return f"{self.prefix}keyed:{name}"
+
     @property
     def limits(self) -> str:
         """Each concurrency-limited task name's limit as leases last applied it (a HASH,

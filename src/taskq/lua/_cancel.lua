@@ -11,14 +11,16 @@ local function cancel_types(places, prefix, queue, task_id)
   local record = redis.pcall('HMGET', prefix .. 'task:' .. task_id, 'state', 'priority',
     'name', 'parked', 'limit_key', 'rate_slot')
   if failed(record) or not record[1] then return places end
-  local state, group = record[1], record[3] and limit_group(record[3], record[5])
-  if state == 'pending' and record[4] and group then
-    expect(unparked_key(prefix, group), 'set')
+  local state = record[1]
+  if state == 'pending' and record[4] and record[3] then
     expect(freed_key(prefix), 'set')
-    expect(parked_key(prefix, group), 'list')
     expect(parked_names_key(prefix), 'set')
-    expect(holding_key(prefix, group), 'set')
     expect(groups_key(prefix, record[3]), 'set')
+    for _, in_group in ipairs(waiting_groups(record[3], record[5])) do
+      expect(unparked_key(prefix, in_group), 'set')
+      expect(parked_key(prefix, in_group), 'list')
+      expect(holding_key(prefix, in_group), 'set')
+    end
   end
   -- (Not the levels set: forget_if_empty's write to it may fail.)
   if state == 'pending' then expect(ready_list(queue.ready, tonumber(record[2])), 'list') end
@@ -144,15 +146,21 @@ local function cancel_task(prefix, feed, queue, task_id, only_state, completed_t
     removed = redis.call('LREM', ready_list(queue.ready, priority), -1, task_id)
     forget_if_empty(queue.ready, priority)
     -- Its promised slot is free again: a lease looks at its group next.
-    local group = limit_group(record[5], record[7])
-    redis.call('SREM', unparked_key(prefix, group), task_id)
-    mark_freed(prefix, group)
+    for _, group in ipairs(waiting_groups(record[5], record[7])) do
+      if redis.call('SREM', unparked_key(prefix, group), task_id) == 1 then
+        mark_freed(prefix, group)
+      end
+    end
   elseif state == 'pending' and record[6] then
-    -- Parked for a concurrency slot (see _common).
-    local group = limit_group(record[5], record[7])
-    local list = parked_key(prefix, group)
-    removed = redis.call('LREM', list, -1, task_id)  -- parked at the tail (lease.lua)
-    if redis.call('LLEN', list) == 0 then
+    -- Parked for a concurrency slot (see _common), in one of its two groups.
+    local group, list
+    for _, in_group in ipairs(waiting_groups(record[5], record[7])) do
+      if removed == 0 then
+        group, list = in_group, parked_key(prefix, in_group)
+        removed = redis.call('LREM', list, -1, task_id)  -- parked at the tail (lease.lua)
+      end
+    end
+    if removed > 0 and redis.call('LLEN', list) == 0 then
       -- Nothing of it waits now: no lease must look at it (a mark left here would be
       -- read only once some group parks again, and kept per account until then).
       redis.call('SREM', parked_names_key(prefix), group)

@@ -13,6 +13,10 @@
 -- `limit_key`, e.g. an account) keeps each pair's slots and waiting tasks apart under the
 -- group `<name>|<key>` (no task name holds a '|'), and `groups:<name>` (a SET) names the
 -- groups of a name that hold a slot or wait for one. Every key below takes a group.
+-- Whether a limit is kept per key is the lease's declaration, which a redeploy may
+-- change under tasks sent before it: a run holds its slot by its record's key, and a
+-- task waits in the group of the declaration that parked it (see declared_group), so
+-- it may wait in its name's group while its record names a key (ConcurrencyKeyMode.tla).
 local function holding_key(prefix, name)
   return prefix .. 'holding:' .. name
 end
@@ -30,6 +34,52 @@ end
 
 local function groups_key(prefix, name)
   return prefix .. 'groups:' .. name
+end
+
+-- The runs of `name` holding a slot of one of its keyed groups (a SET). A run holds its
+-- slot in the group of its record's key whatever the limit is declared as, so with the
+-- name's own holding set (its runs sent with no key) these are every run of the name:
+-- a redeploy that drops or adds the key finds the runs the one before started counted.
+local function keyed_runs_key(prefix, name)
+  return prefix .. 'keyed:' .. name
+end
+
+-- The group a task of `name` sent with `limit_key` waits in under its limit as
+-- declared (`keyed`): its key's group, or the name's when the limit is not kept per key
+-- (or the task has no key).
+local function declared_group(name, limit_key, keyed)
+  if keyed then return limit_group(name, limit_key) end
+  return name
+end
+
+-- The groups a task of `name` sent with `limit_key` may wait in, or be promised a slot
+-- of: its key's, or its name's, where a lease that did not keep the limit per key put
+-- it.
+local function waiting_groups(name, limit_key)
+  local group = limit_group(name, limit_key)
+  if group == name then return {name} end
+  return {group, name}
+end
+
+-- The runs a task of `name` sent with `limit_key` is counted against under its limit
+-- as declared: those of its key (or, with none, those with none) when the limit is kept
+-- per key; every run of the name when it is not.
+-- A keyed run ended by a script that does not keep `keyed:<name>` (an older taskq's,
+-- still running in a rolling upgrade) is left in it, holding no slot: three members are
+-- checked at each count, and those that hold no slot of their group are dropped, so
+-- that such leftovers cannot hold the name's every slot for ever.
+local HEALED_AT_ONCE = 3
+local function runs_counted(prefix, name, limit_key, keyed)
+  local group = limit_group(name, limit_key)
+  if keyed then return redis.call('SCARD', holding_key(prefix, group)) end
+  local runs = keyed_runs_key(prefix, name)
+  for _, id in ipairs(redis.call('SRANDMEMBER', runs, HEALED_AT_ONCE)) do
+    local slot = redis.pcall('HGET', prefix .. 'task:' .. id, 'slot')
+    local holds = not failed(slot) and slot and slot ~= name and group_name(slot) == name
+      and redis.pcall('SISMEMBER', holding_key(prefix, slot), id) == 1
+    if not holds then redis.call('SREM', runs, id) end
+  end
+  return redis.call('SCARD', holding_key(prefix, name)) + redis.call('SCARD', runs)
 end
 
 local function parked_key(prefix, name)
@@ -78,22 +128,31 @@ end
 -- Adds to `places` (see _common's expect_types) the keys free_slot writes for `slot`.
 local function slot_types(places, prefix, slot)
   if not slot then return end
-  local n = #places
+  local n, name = #places, group_name(slot)
   places[n + 1], places[n + 2] = holding_key(prefix, slot), 'set'
   places[n + 3], places[n + 4] = parked_key(prefix, slot), 'list'
-  places[n + 5], places[n + 6] = groups_key(prefix, group_name(slot)), 'set'
+  places[n + 5], places[n + 6] = groups_key(prefix, name), 'set'
   places[n + 7], places[n + 8] = freed_key(prefix), 'set'
+  if name ~= slot then
+    places[n + 9], places[n + 10] = keyed_runs_key(prefix, name), 'set'
+    places[n + 11], places[n + 12] = parked_key(prefix, name), 'list'
+  end
 end
 
 local function free_slot(prefix, task_id, slot)
   if not slot then return end
+  local name = group_name(slot)
   redis.call('SREM', holding_key(prefix, slot), task_id)
   redis.call('HDEL', prefix .. 'task:' .. task_id, 'slot')
-  if mark_freed(prefix, slot) then
-    wake_workers(prefix .. 'wake', 1)
-  else
-    forget_group(prefix, slot)
+  -- A keyed run's end frees a slot of its key's group, and one of the name's whole
+  -- count, which tasks parked while the limit was not kept per key wait on.
+  local woken = mark_freed(prefix, slot)
+  if not woken then forget_group(prefix, slot) end
+  if name ~= slot then
+    redis.call('SREM', keyed_runs_key(prefix, name), task_id)
+    woken = mark_freed(prefix, name) or woken
   end
+  if woken then wake_workers(prefix .. 'wake', 1) end
 end
 
 -- The group whose slot `task_id` holds, when its record cannot say (deleted or evicted:

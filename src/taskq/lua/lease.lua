@@ -27,7 +27,7 @@
                           request, leasing nothing new
   ARGV[5] retention       events kept in the stream (1 to 10^9)
   ARGV[6] request_id      '' = none; else remembered for lease_ms
-  ARGV[7] limits          limited task names in this call (0 to 10000); then four
+  ARGV[7] limits          limited task names in this call (0 to 10000); then five
                           values each:
   ARGV[8] name            the task name, or '*': the queue's own limit, which every
                           task of the queue starts under too
@@ -36,6 +36,8 @@
   ARGV[10] burst          starts let through at once (1 to 10000)
   ARGV[11] max            most of its runs holding leases at once (1 to 10000), or 0:
                           no concurrency limit
+  ARGV[12] keyed          1: its concurrency limit is kept per key (each value of the
+                          record's limit_key its own group of slots), 0: it is not
   Returns: {n, wait_ms, id, token, name, payload, retries, max_retries, ...,
            name, interval_us, burst, worker, ...}: n leased tasks of six fields each,
            then four for each limit this call applied as stored rather than as
@@ -73,9 +75,11 @@
   that limit's line (see release_lines), unless a live worker of the deploy before
   still applies the old one (see cursor).
 
-  Concurrency limits (see _common and taskq/concurrency.py) are checked first: a task
+  Concurrency limits (see _slots and taskq/concurrency.py) are checked first: a task
   parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
-  slot while it waits. A call looks at the groups with parked tasks whose slot came
+  slot while it waits. A run holds its slot by its record's key, a task is counted and
+  parked by the limit as this call declares it (kept per key or not), so a redeploy that
+  changes that counts the runs the one before started (ConcurrencyKeyMode.tla). A call looks at the groups with parked tasks whose slot came
   free since the last call, and at 100 more in turn (a cursor over them all), so its
   work is bounded however many groups wait; every group is looked at within (groups /
   100) calls, which is how a raised or removed limit reaches its waiting tasks.
@@ -95,20 +99,24 @@ local request_id = ARGV[6]
 lease_ms = whole_arg('lease_ms', lease_ms, 1, LIMITS.lease_ms)
 count = whole_arg('count', count, 0, LIMITS.count)
 local n_limits = whole_arg('limits', ARGV[7], 0, LIMITS.count)
-if #ARGV ~= 7 + n_limits * 4 then
-  error('limits ' .. n_limits .. ' needs ' .. (7 + n_limits * 4) .. ' ARGV values, not ' .. #ARGV)
+if #ARGV ~= 7 + n_limits * 5 then
+  error('limits ' .. n_limits .. ' needs ' .. (7 + n_limits * 5) .. ' ARGV values, not ' .. #ARGV)
 end
--- Each name's rate limit (`limits`) and concurrency limit (`most`), where it has one.
-local limits, most, n_rates, n_conc = {}, {}, 0, 0
+-- Each name's rate limit (`limits`) and concurrency limit (`most`, and whether it is
+-- kept per key: `keyed`), where it has one.
+local limits, most, keyed, n_rates, n_conc = {}, {}, {}, 0, 0
 for i = 0, n_limits - 1 do
-  local base = 8 + i * 4
+  local base = 8 + i * 5
   local interval = whole_arg('interval_us', ARGV[base + 1], 0, LIMITS.interval_us)
   local burst = whole_arg('burst', ARGV[base + 2], 1, LIMITS.burst)
   local max = whole_arg('max', ARGV[base + 3], 0, LIMITS.concurrency)
+  local per_key = whole_arg('keyed', ARGV[base + 4], 0, 1)
   if interval > 0 then
     limits[ARGV[base]], n_rates = {interval = interval, burst = burst}, n_rates + 1
   end
-  if max > 0 then most[ARGV[base]], n_conc = max, n_conc + 1 end
+  if max > 0 then
+    most[ARGV[base]], keyed[ARGV[base]], n_conc = max, per_key == 1, n_conc + 1
+  end
 end
 
 local now = server_now_ms()
@@ -179,6 +187,7 @@ local function expect_group(group)
   expect(parked_key(prefix, group), 'list')
   expect(unparked_key(prefix, group), 'set')
   expect(groups_key(prefix, group_name(group)), 'set')
+  expect(keyed_runs_key(prefix, group_name(group)), 'set')
 end
 if n_conc > 0 then
   expect(prefix .. 'parked_line', 'string')
@@ -470,15 +479,18 @@ end
 
 -- Parked tasks of the groups this call looks at whose name has slots free (or no limit
 -- in this call) go back to the front of their ready lists, oldest first, at most one
--- per free slot.
+-- per free slot. A keyed group's tasks go back whole when the limit is no longer kept
+-- per key: none waits there as declared, and each parks again in its name's group,
+-- in its line's order, when popped with no slot free (ConcurrencyKeyMode.tla).
 local function unpark()
   local names_key = parked_names_key(prefix)
   if swept and swept[1] ~= swept_from then redis.call('SET', sweep_key, swept[1]) end
   for _, group in ipairs(parked_groups) do
     local list = parked_key(prefix, group)
     local free = LIMITS.count
-    local max = most[group_name(group)]
-    if max then
+    local name = group_name(group)
+    local max = most[name]
+    if max and (keyed[name] or group == name) then
       -- A promise whose task is gone from ready unseen (its record deleted) is dropped.
       local promised = 0
       for _, id in ipairs(redis.call('SMEMBERS', unparked_key(prefix, group))) do
@@ -488,7 +500,10 @@ local function unpark()
           redis.call('SREM', unparked_key(prefix, group), id)
         end
       end
-      free = max - redis.call('SCARD', holding_key(prefix, group)) - promised
+      -- The runs a task of this group is counted against: its key's, or the name's
+      -- (all of them, or those with no key; see runs_counted).
+      local key = name ~= group and string.sub(group, #name + 2) or nil
+      free = max - runs_counted(prefix, name, key, keyed[name]) - promised
     end
     local ids = free > 0 and redis.call('LPOP', list, free)
     -- Each goes to the front, the newest first, so the oldest ends at the very front.
@@ -512,12 +527,13 @@ local function unpark()
   end
 end
 
--- Whether a task of `name` (its slots kept in `group`) must wait for a concurrency slot;
--- one that must is parked, at the back of the line, or at its front if it was sent back
--- from there (`back`) and a newer run took the slot first.
-local function parked(task_id, task_key, name, group, back, line)
+-- Whether a task of `name` sent with `limit_key` must wait for a concurrency slot; one
+-- that must is parked in its group as declared, at the back of the line, or at its
+-- front if it was sent back from a line (`back`) and a newer run took the slot first.
+local function parked(task_id, task_key, name, limit_key, back, line)
   local max = most[name]
-  if not max or redis.call('SCARD', holding_key(prefix, group)) < max then return false end
+  if not max or runs_counted(prefix, name, limit_key, keyed[name]) < max then return false end
+  local group = declared_group(name, limit_key, keyed[name])
   emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
   if back then
     redis.call('HSET', task_key, 'parked', '1')
@@ -532,12 +548,16 @@ local function parked(task_id, task_key, name, group, back, line)
   return true
 end
 
--- Takes one of `group`'s slots for a run that starts now, if the name is limited.
+-- Takes a slot for a run that starts now, if the name is limited: in its record's key's
+-- group (`group`), whatever the declaration, so that every later declaration counts it.
 local function hold_slot(task_id, task_key, name, group)
   if not most[name] then return end
   redis.call('SADD', holding_key(prefix, group), task_id)
   redis.call('HSET', task_key, 'slot', group)
-  if group ~= name then redis.call('SADD', groups_key(prefix, name), group) end
+  if group ~= name then
+    redis.call('SADD', groups_key(prefix, name), group)
+    redis.call('SADD', keyed_runs_key(prefix, name), task_id)
+  end
   if not limited[name] then
     redis.call('HSET', prefix .. 'limits', name, integer_text(most[name]))
     limited[name] = true
@@ -560,11 +580,14 @@ local function lease_from(list)
     local group = record[1] and limit_group(record[1], record[7])
     -- Where this task may write that the checks above did not look: its keyed group, a
     -- promise of a group no limit of this call names, a rate slot of a limit it does not
-    -- apply (a limit removed while tasks waited).
+    -- apply (a limit removed while tasks waited). A promise is in the group it was sent
+    -- back from: its key's, or its name's (see _slots).
     places = {}
     if group and most[record[1]] and not typed[group] then expect_group(group) end
-    if group and record[8] == 'back' and not typed[group] then
-      expect(unparked_key(prefix, group), 'set')
+    if group and record[8] == 'back' then
+      for _, from in ipairs(waiting_groups(record[1], record[7])) do
+        if not typed[from] then expect(unparked_key(prefix, from), 'set') end
+      end
     end
     if record[6] then
       for _, key in ipairs({record[1], QUEUE_LIMIT}) do
@@ -591,14 +614,16 @@ local function lease_from(list)
     -- A record with no name has no group to give a promise back to: it is dropped below.
     local back = group and record[8] == 'back'
     if back then
-      redis.call('SREM', unparked_key(prefix, group), task_id)
+      for _, from in ipairs(waiting_groups(record[1], record[7])) do
+        redis.call('SREM', unparked_key(prefix, from), task_id)
+      end
       redis.call('HDEL', task_key, 'parked')
     end
     -- An id without a record cannot run; dropping it beats handing a worker nothing.
     -- Nor may one whose record is not pending (an id pushed back by hand, or left by a
     -- lost write): a completed task run again would apply its effect twice.
     if record[1] and record[9] == 'pending'
-        and (n_conc == 0 or not parked(task_id, task_key, record[1], group, back, record[10]))
+        and (n_conc == 0 or not parked(task_id, task_key, record[1], record[7], back, record[10]))
         and (n_rates == 0 or admitted(task_id, task_key, record[1], record[6])) then
       if n_conc > 0 then hold_slot(task_id, task_key, record[1], group) end
       -- Throttled before, by a rate limit no worker applies now: it waits for no slot.
