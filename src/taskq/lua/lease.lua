@@ -77,12 +77,13 @@
 
   Concurrency limits (see _slots and taskq/concurrency.py) are checked first: a task
   parked for a slot takes no rate-limit slot, and a throttled one holds no concurrency
-  slot while it waits. A run holds its slot by its record's key, a task is counted and
-  parked by the limit as this call declares it (kept per key or not), so a redeploy that
-  changes that counts the runs the one before started (ConcurrencyKeyMode.tla). A call looks at the groups with parked tasks whose slot came
-  free since the last call, and at 100 more in turn (a cursor over them all), so its
-  work is bounded however many groups wait; every group is looked at within (groups /
-  100) calls, which is how a raised or removed limit reaches its waiting tasks.
+  slot while it waits. A run holds its slot by its record's key, and a task is counted
+  and parked by the limit as this call declares it (kept per key or not), so a redeploy
+  that changes that counts the runs the one before started (ConcurrencyKeyMode.tla). A
+  call looks at the groups with parked tasks whose slot came free since the last call,
+  and at 100 more in turn (a cursor over them all), so its work is bounded however many
+  groups wait; every group is looked at within (groups / 100) calls, which is how a
+  raised or removed limit reaches its waiting tasks.
 ]]
 --- @include "_common"
 --- @include "_slots"
