@@ -1679,6 +1679,39 @@ def test_events_of_each_shard_are_merged_in_one_list_tagged_with_their_shard(
     expect(listed).to_have_count(3)
 
 
+def test_a_link_to_a_task_of_a_sharded_queue_opens_it_on_the_shard_holding_it(
+    page: Page, server: Server, settings: Settings, client: redis.Redis
+) -> None:
+    """Whichever of its queue's names the link gives: the whole queue's, which shows its
+    first shard, or another shard's."""
+    shards = sharded(client)
+    app = App(queue=SHARDED, settings=settings, shards=3)
+
+    @app.task("send")
+    def send(n: int) -> int:
+        return n
+
+    try:
+        handles = [send.enqueue(n) for n in range(12)]
+    finally:
+        app.producer.brokers[0].client.close()
+    holding = {h.task_id: s.queue for h in handles for s in shards if s.task(h.task_id)}
+    task_id, shard = next((t, s) for t, s in holding.items() if s != shards[0].queue)
+    for named in (SHARDED, shards[0].queue):
+        page.goto(f"{server.url}/?queue={named}#task={task_id}")
+        expect(by_id(page, "task-id")).to_have_text(task_id)
+        expect(by_id(page, "task-state")).to_have_text("pending")
+        expect(by_id(page, "queue-select")).to_have_value(shard)
+        expect(shard_row(page, next(s for s in shards if s.queue == shard))).to_have_class(
+            "current")
+    # A hash changed by hand to a task of another shard moves the view to that shard.
+    other_id, other = next((t, s) for t, s in holding.items() if s != shard)
+    page.evaluate(f"window.location.hash = 'task={other_id}'")
+    expect(by_id(page, "task-id")).to_have_text(other_id)
+    expect(by_id(page, "task-state")).to_have_text("pending")
+    expect(by_id(page, "queue-select")).to_have_value(other)
+
+
 def test_a_gap_on_one_shards_feed_marks_that_shard_alone(
     page: Page, server: Server, client: redis.Redis, tmp_path: Path
 ) -> None:

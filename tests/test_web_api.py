@@ -1054,6 +1054,30 @@ def test_a_bad_allowed_host_is_refused_at_start(
     assert "--allowed-host: 'a b/c' is not a host name" in done.stderr
 
 
+
+def test_any_host_is_refused_at_start_without_a_token(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """With no token, the Host check is all that keeps a rebound page from the API."""
+    env = server_env(redis_server, tmp_path, TASKQ_ALLOWED_HOSTS="dash.example.com, *")
+    argv = taskq_command("serve", "--port", str(free_port()))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done
+    assert "refusing TASKQ_ALLOWED_HOSTS / --allowed-host '*' without TASKQ_API_TOKEN" \
+        in done.stderr
+
+
+def test_any_host_is_served_with_a_token(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    env = server_env(redis_server, tmp_path, TASKQ_API_TOKEN=TOKEN)
+    serve = Server(env, tmp_path / "serve.log", "--allowed-host", "*").start()
+    try:
+        with httpx.Client(base_url=serve.url, timeout=TIMEOUT) as http:
+            auth = {"authorization": f"Bearer {TOKEN}", "host": "rebound.example"}
+            assert http.get("/api/queues", headers=auth).status_code == 200
+            assert http.get("/api/queues", headers={"host": "rebound.example"}).status_code == 401
+    finally:
+        serve.stop()
+
 # -- methods and security headers ----------------------------------------------------
 
 

@@ -83,6 +83,29 @@ def test_with_redis_down_the_api_answers_503_and_the_feed_says_when_to_come_back
     with served(own_redis, tmp_path) as server:
         own_redis.stop()
         assert_unavailable_everywhere(server)
+        # /healthz answers anyone: it says down, and leaves where Redis is to the log.
+        health = httpx.get(f"{server.url}/healthz", timeout=TIMEOUT)
+        assert health.json() == {"ok": False, "redis": "down"}
+    assert str(own_redis.socket_path) in server.log.read_text()
+
+
+def test_healthz_answers_within_seconds_when_redis_stops_answering(
+    own_redis: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """A load balancer's probe gets its 503 before its own timeout, not the client's
+    timeouts and retries (20 s)."""
+    with served(own_redis, tmp_path) as server:
+        own_redis.signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            health = httpx.get(f"{server.url}/healthz", timeout=30)
+            waited = time.monotonic() - started
+        finally:
+            own_redis.signal(signal.SIGCONT)
+        assert (health.status_code, health.json()) == (
+            503, {"ok": False, "redis": "not answering"})
+        assert waited < 6, waited
+        assert httpx.get(f"{server.url}/healthz", timeout=TIMEOUT).json()["ok"] is True
 
 
 def test_a_server_started_while_redis_is_down_serves_once_it_is_up(

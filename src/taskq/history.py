@@ -131,6 +131,8 @@ class TaskView:
 
     record: TaskRecord
     events: TaskEvents
+    # The queue it was read from: for a task of a sharded queue, the shard holding it.
+    queue: str = ""
 
     @property
     def attempts(self) -> int:
@@ -170,7 +172,7 @@ class TaskView:
         decoded with `result_bytes` (null when none is kept) and `result_json` (it as
         indented JSON text, null when none is kept or it is not JSON), `error` {type,
         message, traceback} (null when no attempt failed), `events` oldest first and
-        `events_scan` {read, end, complete}."""
+        `events_scan` {read, end, complete} and the `queue` it was read from."""
         body = asdict(self.record)
         for key in ("result", "error_type", "error_message", "traceback"):
             del body[key]
@@ -193,6 +195,7 @@ class TaskView:
             events=[event.to_json() for event in self.events.events],
             events_scan={"read": self.events.read, "end": self.events.end,
                          "complete": self.events.complete},
+            queue=self.queue,
         )
         return body
 
@@ -203,7 +206,7 @@ def read_task(broker: Broker, task_id: str, scan: int = HISTORY_SCAN.default) ->
     record = broker.task(task_id)
     if record is None:
         return None
-    return TaskView(record, task_events(broker, task_id, scan))
+    return TaskView(record, task_events(broker, task_id, scan), broker.queue)
 
 
 def indented(value: Any, stored: str, ascii: bool = False) -> str:

@@ -37,8 +37,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, token: str) -> None:
-    """Refuse to serve beyond this machine without a token, and refuse odd tokens."""
+def check_exposure(host: str, token: str, allowed_hosts: str = "") -> None:
+    """Refuse to serve beyond this machine without a token, or to any Host without one,
+    and refuse odd tokens."""
     if token and not TOKEN.fullmatch(token):
         raise ConfigError("TASKQ_API_TOKEN must be 8-256 characters of letters, digits, "
                           "'.', '_', '~' or '-'")
@@ -46,6 +47,13 @@ def check_exposure(host: str, token: str) -> None:
         raise ConfigError(f"refusing to serve on {host!r} without TASKQ_API_TOKEN: anyone who "
                           "can reach it could read tasks and retry dead ones; set a token or "
                           "bind 127.0.0.1")
+    # Without a token the Host check is all that keeps a page whose name was rebound to
+    # this machine's address (DNS rebinding) from reading tasks and retrying dead ones.
+    if not token and "*" in (name.strip() for name in allowed_hosts.split(",")):
+        raise ConfigError("refusing TASKQ_ALLOWED_HOSTS / --allowed-host '*' without "
+                          "TASKQ_API_TOKEN: with no Host check and no token, a web page "
+                          "whose name is made to point at this machine could read tasks and "
+                          "retry or cancel them; set a token, or list the names clients use")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -63,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     if args.allowed_host:
         hosts = ",".join([settings.allowed_hosts, *args.allowed_host]).strip(",")
         settings = dataclasses.replace(settings, allowed_hosts=hosts)
-    check_exposure(args.host, settings.api_token)
+    check_exposure(args.host, settings.api_token, settings.allowed_hosts)
     app = create_app(settings, args.host)  # a bad allowed host name fails here
     # Bound here, before the URL is printed: a port in use or a host that names no
     # address is one line, not another server's URL and then uvicorn's error.

@@ -22,10 +22,10 @@ import { getJSON, postJSON } from './http.js';
 import { limitsEvent, loadLimits, reloadLimitsSoon } from './limits.js';
 import { loadSchedules, reloadSoon, scheduleEvent } from './schedules.js';
 import {
-  feedsVisibility, initShards, reloadShardsSoon, showShards,
+  feedsVisibility, initShards, reloadShardsSoon, shardedQueue, showShards,
 } from './shards.js';
 import {
-  closeTask, initTaskView, openTaskFromHash, taskChanged, taskProgress,
+  closeTask, initTaskView, openTaskFromHash, taskChanged, taskProgress, wantedId,
 } from './task.js';
 import { loadThroughput, reloadThroughput } from './throughput.js';
 import { loadTotals, reloadTotals, totalsEvent } from './totals.js';
@@ -321,11 +321,27 @@ async function switchTo(queue, task = '') {
   if (task) window.location.hash = `task=${q(task)}`;
 }
 
+// The shard of the sharded queue shown that holds `task`, or `queue` when none is shown
+// (or the server cannot say): a link to a task may name the sharded queue or any of its
+// shards, and only the shard holding the task shows it and follows its events.
+async function shardHolding(queue, task) {
+  const whole = shardedQueue();
+  if (!task || !whole) return queue;
+  try {
+    const body = await getJSON(`api/tasks/${q(task)}?queue=${q(whole)}&scan=0`);
+    return body.queue || queue;
+  } catch {
+    return queue; // not found: the task's view says so on the shard shown
+  }
+}
+
 async function main() {
   Object.assign(hooks, { nameOf, retry, cancel, drawBulk });
   initShards(switchTo);
   const wanted = new URLSearchParams(window.location.search).get('queue');
   if (wanted) view.queue = await showShards(wanted);
+  const held = await shardHolding(view.queue, wantedId());
+  if (held !== view.queue) view.queue = await showShards(held);
   const names = await loadQueues();
   $('queue').addEventListener('change', (e) => switchTo(e.target.value));
   $('gap-close').addEventListener('click', () => { $('gap-notice').hidden = true; });
@@ -338,7 +354,13 @@ async function main() {
     onVisibility();
     feedsVisibility();
   });
-  window.addEventListener('hashchange', () => {
+  window.addEventListener('hashchange', async () => {
+    const task = wantedId();
+    const held = await shardHolding(view.queue, task);
+    if (held !== view.queue) {
+      switchTo(held, task);
+      return;
+    }
     openTaskFromHash(view.queue);
     openFlowFromHash();
   });

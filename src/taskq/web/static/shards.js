@@ -78,6 +78,12 @@ export async function showShards(queue) {
   return markCurrent(body.queue === queue ? body.shards[0].name : queue);
 }
 
+// The sharded queue the panel shows ('' for none): a task of it is asked of the server
+// by this name, which finds the shard holding it.
+export function shardedQueue() {
+  return panel.queue;
+}
+
 export function reloadShardsSoon() {
   if (panel.queue) {
     counts.soonAgain();

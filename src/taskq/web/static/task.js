@@ -41,7 +41,7 @@ const open = {
   opener: null, // what had the focus when the view opened: it gets it back at the close
 };
 
-function wantedId() {
+export function wantedId() {
   return new URLSearchParams(window.location.hash.slice(1)).get('task') || '';
 }
 
