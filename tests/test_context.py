@@ -160,6 +160,29 @@ def test_after_abandon_no_effect_starts_and_abandon_tells_whether_one_was_applie
         pytest.fail("the effect ran")
 
 
+def test_fence_now_never_waits_for_a_block_under_way_and_fences_once_it_may(
+    broker: Broker,
+) -> None:
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    inside, leave = threading.Event(), threading.Event()
+
+    def block() -> None:
+        with context.effect():
+            inside.set()
+            leave.wait(5)
+
+    thread = threading.Thread(target=block)
+    thread.start()
+    assert inside.wait(5)
+    assert context.fence_now() is False and not context.abandoned
+    leave.set()
+    thread.join(5)
+    assert context.fence_now() is True and context.abandoned
+    with pytest.raises(LeaseLostError, match="released at shutdown"), context.effect():
+        pytest.fail("the effect ran")
+
+
 def test_a_block_on_another_thread_waits_for_the_one_under_way_and_says_so(
     broker: Broker, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

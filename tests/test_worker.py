@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -21,10 +22,11 @@ from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError
 from taskq.registry import read_workers, register
 from taskq.settings import Settings
+from taskq.tools.embedded import EmbeddedRedis
 from taskq.worker import Worker
 from taskq.worker import heartbeat as heartbeat_module
 from waiting import event_types, wait_for_state, wait_until
-from worker_support import StartWorker
+from worker_support import StartWorker, WorkerThread
 
 
 class TestRunningHandlers:
@@ -552,6 +554,57 @@ class TestShutdown:
         assert "released at shutdown" in str(outcome[0])
         assert ledger.charges_for(task_id) == 0
         ledger.close()
+
+    def test_every_run_past_the_grace_is_fenced_before_redis_is_asked_anything(
+        self, settings: Settings, tmp_path: Path
+    ) -> None:
+        """With Redis not answering as the grace ends, giving the first run back is
+        retried for up to a lease: every other run must be fenced already, or its
+        effect passes on its lease's last renewal, and the task, reaped, runs twice."""
+        own = EmbeddedRedis(data_dir=tmp_path / "redis")
+        own.start()
+        mine = dataclasses.replace(settings, redis_url=own.url, redis_cluster=False,
+                                   lease_seconds=5,
+                                   shutdown_grace_seconds=0.3, poll_seconds=0.1)
+        app = App(queue="fenced", settings=mine)
+        started = [threading.Event() for _ in range(3)]
+        go = threading.Event()
+        refused: list[int] = []
+        applied: list[int] = []
+
+        @app.task("charge", max_retries=3)
+        def charge(n: int) -> None:
+            started[n].set()
+            go.wait(10)
+            try:
+                with current_task().effect():
+                    applied.append(n)
+            except LeaseLostError:
+                refused.append(n)
+                if n == 2:
+                    raise  # failed by the fence: given back, its attempt not counted
+
+        ids = [charge.enqueue(n).task_id for n in range(3)]
+        running = WorkerThread(app, mine, concurrency=3)
+        try:
+            assert all(s.wait(5) for s in started)
+            own.signal(signal.SIGSTOP)
+            try:
+                running.worker.stop("test stops as Redis stops answering")
+                time.sleep(0.8)  # past the grace: the worker is asking Redis
+                go.set()
+                wait_until(lambda: len(refused) + len(applied) == 3, 5, "every effect tried")
+            finally:
+                own.signal(signal.SIGCONT)
+            running.thread.join(15)
+            assert not running.thread.is_alive()
+            assert (sorted(refused), applied) == ([0, 1, 2], [])
+            record = app.broker.task(ids[2])
+            assert record is not None and (record.state, record.retries) == ("pending", 0)
+        finally:
+            running.close(app.broker.client)  # type: ignore[arg-type]
+            app.broker.client.close()
+            own.stop()
 
     def test_a_sync_run_past_its_time_limit_in_its_effect_at_shutdown_fails_not_reruns(
         self, app: App, start_worker: StartWorker, client: redis.Redis

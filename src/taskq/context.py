@@ -266,6 +266,17 @@ class TaskContext:
         finally:
             self._lock.release()
 
+    def fence_now(self) -> bool:
+        """Forbid any later effect, unless an `effect()` block is under way: then False,
+        and the shutdown waits for the block (`abandon`). Never waits itself."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._abandoned = True
+            return True
+        finally:
+            self._lock.release()
+
     def effect_idle(self) -> bool:
         """Whether no `effect()` block of this run is under way, judged under its lock
         (a block past its checks but not yet counted is under way)."""

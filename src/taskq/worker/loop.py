@@ -138,7 +138,8 @@ class Worker:
                                       for q in self.queues})
         # Its own thread, so a renewal waiting on a slow Redis holds no run past its limit;
         # always there, since a task registered after this may have a limit.
-        self.time_limits = TimeLimits(self.slots, self.runner.time_out)
+        self.time_limits = TimeLimits(self.slots, self.runner.time_out,
+                                      lambda: self.lifecycle.drain_deadline)
         self.heartbeat = Heartbeat(self.queues, s, self.slots, self.runner, Presence(
             worker_id=self.worker_id, host=socket.gethostname(), pid=os.getpid(),
             queues=self.queues.names, concurrency=self.slots.capacity,
@@ -239,6 +240,8 @@ class Worker:
                 else:
                     self._drain()
                     self._wait(None)
+            # The grace is over (or every run in hand ended): fenced before any call.
+            self.settler.fence(self.slots.in_hand())
             self.settler.settle(self.inbox.take())
         finally:
             for waker in self.wakers:
@@ -252,6 +255,7 @@ class Worker:
             # A loop that never drained (no grace) starts nothing more from now on, and
             # hands back what waits for a handler; what ends meanwhile is settled.
             self.runner.stop_starting()
+            self.settler.fence(self.slots.in_hand())
             self.slots.close(max(w.timeout for w in self.wakers)
                              + self.settings.redis_timeout_seconds)
             self.settler.settle(self.inbox.take())

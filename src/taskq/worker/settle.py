@@ -56,6 +56,9 @@ class Settler:
         # One per queue: on a cluster one queue's primary may be down while the others
         # answer, and its outage must not hold back (or drop) their calls.
         self._outages: dict[str, Outage] = {}
+        # Runs `fence` cut off at the end of the grace, each with whether its effect was
+        # applied: `abandon` gives them back.
+        self._cut: list[tuple[TaskContext, bool]] = []
 
     def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
                lease_from: Broker | None = None) -> Settled:
@@ -70,6 +73,7 @@ class Settler:
         # ended (returned, raised, cut off at its time limit).
         cancelled: list[Outcome] = []
         unstarted: list[Outcome] = []
+        cut: list[Outcome] = []
         failed: list[Outcome] = []
         done: list[Outcome] = []
         # A run already settled (given back at the end of the grace) whose handler
@@ -77,6 +81,7 @@ class Settler:
         outcomes = [o for o in outcomes if not o.context.finished]
         for outcome in outcomes:
             (cancelled if outcome.context.cancelled else unstarted if not outcome.started
+             else cut if self._cut_off(outcome)
              else failed if outcome.failure is not None else done).append(outcome)
         for outcome in cancelled:
             outcome.context.finished = True  # no more heartbeats for it
@@ -87,6 +92,14 @@ class Settler:
             outcome.context.finished = True
             self._release(outcome.context, "had not started when the worker began to "
                           "stop or its lease was lost, and is")
+        # Fenced as the grace ended (see TimeLimits), then failed, by the fence most
+        # likely: given back as a run cut off at shutdown is, its attempt not counted.
+        for outcome in cut:
+            outcome.context.finished = True
+            if outcome.context.abandon():
+                self._ack_abandoned(outcome.context)
+            else:
+                self._release(outcome.context, "abandoned at shutdown and")
         for outcome in failed:
             outcome.context.finished = True
             assert outcome.failure is not None
@@ -98,6 +111,27 @@ class Settler:
             else Settled()
         self.slots.let_go(*(o.context for o in outcomes))
         return settled
+
+    def fence(self, contexts: Sequence[TaskContext]) -> None:
+        """At the end of the grace, before any call to Redis: fence every run still going
+        but those inside an effect() block (`abandon` waits for each, after giving the
+        others back), and take it as settled here, to be given back by `abandon`. A
+        call to Redis may be held for as long as a lease by an outage, while each
+        handler not yet fenced passes effect() on its lease's last renewal: then reaped
+        and run again, its task would apply its effect twice. (The time-limit thread
+        fences them too, as the loop may be held up by Redis before it gets here.) A run
+        that ended, or timed out (its give-up decides how it ends), is left to
+        `abandon`; one that never started is only kept from starting, and given back as
+        its report says (newest first: see settle)."""
+        for context in contexts:
+            if context.finished or context.ended_at or context.timed_out \
+                    or not context.fence_now():
+                continue
+            applied = context.abandon()  # at once: no block starts once fenced
+            if not context.started_at:
+                continue
+            context.finished = True  # its report, if it makes one now, is passed over
+            self._cut.append((context, applied))
 
     def abandon(self, contexts: Sequence[TaskContext], arrived: Callable[[], list[Outcome]],
                 give_up: Callable[[TaskContext], Outcome | None]) -> None:
@@ -113,6 +147,9 @@ class Settler:
         cancelled. A handler that returned meanwhile (each give-back is a Redis call),
         or a give-up the time-limit thread made, is settled with the outcome it
         reported, which `arrived` takes from the inbox."""
+        cut, self._cut = self._cut, []
+        for context, applied in cut:
+            self._give_back(context, applied)
         # Those inside no effect() block first: none of them waits behind a block that
         # takes long (or never ends) to be given back.
         for context in sorted(contexts, key=lambda c: c.in_effect):
@@ -129,13 +166,25 @@ class Settler:
                 if context.finished:
                     continue
             context.finished = True  # settled here: its lease ends by design
-            if context.cancelled:
-                self._ack_cancelled(context)
-            elif applied and not context.timed_out:
-                self._ack_abandoned(context)
-            else:
-                self._release(context, "abandoned at shutdown and")
-            self.slots.let_go(context)
+            self._give_back(context, applied)
+
+    def _give_back(self, context: TaskContext, applied: bool) -> None:
+        """End a run cut off at shutdown, fenced: its task cancelled if it was, acked
+        (with no result) if its effect was applied, else released."""
+        if context.cancelled:
+            self._ack_cancelled(context)
+        elif applied and not context.timed_out:
+            self._ack_abandoned(context)
+        else:
+            self._release(context, "abandoned at shutdown and")
+        self.slots.let_go(context)
+
+    @staticmethod
+    def _cut_off(outcome: Outcome) -> bool:
+        """Whether `outcome` is a failure of a run fenced at the end of a stop's grace,
+        not one past its time limit (its retry policy judges that, as without the stop)."""
+        context = outcome.context
+        return outcome.failure is not None and context.abandoned and not context.timed_out
 
     @staticmethod
     def _reported(context: TaskContext, arrived: Callable[[], list[Outcome]]) -> list[Outcome]:

@@ -1,7 +1,9 @@
-"""The time-limit thread: every LIMIT_TICK, end the runs in hand past their time limits.
+"""The time-limit thread: every LIMIT_TICK, end the runs in hand past their time limits,
+and once a stop's grace has ended, fence every run still going.
 
-Its own thread, apart from the heartbeat: a renewal that waits on a slow Redis must not
-let a handler overrun its limit by as long, and this needs no Redis at all.
+Its own thread, apart from the heartbeat and the loop: a renewal, or a settle, that
+waits on a slow Redis must not let a handler overrun its limit, or apply its effect
+past the grace, by as long; and this needs no Redis at all.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ class TimeLimits(threading.Thread):
     longer renewed) and has `end` (the runner's `time_out`) end it. Takes only the
     slots' lock, briefly, and no error ends it."""
 
-    def __init__(self, slots: Slots, end: Callable[[TaskContext], None]) -> None:
+    def __init__(self, slots: Slots, end: Callable[[TaskContext], None],
+                 grace_ends: Callable[[], float] = lambda: float("inf")) -> None:
         super().__init__(name="taskq-time-limits", daemon=True)
         self.slots = slots
         self.end = end
+        # When (monotonic) a stop's grace ends: infinity until a stop begins.
+        self.grace_ends = grace_ends
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -41,10 +46,15 @@ class TimeLimits(threading.Thread):
     def enforce(self) -> None:
         """Time out every run in hand past its time limit, and end it."""
         now = time.monotonic()
+        past_grace = now >= self.grace_ends()
         for context in self.slots.in_hand():
             if not (context.finished or context.timed_out) and context.overdue(now) \
                     and context.time_out():
                 self.end(context)
+            elif past_grace and context.started_at and not context.abandoned:
+                # The loop gives it back, but may be waiting on Redis meanwhile; one
+                # inside an effect() block is fenced once the block ends (see abandon).
+                context.fence_now()
 
     def stop(self) -> None:
         self.stopping.set()
