@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import random
 import signal
 import subprocess
@@ -605,6 +606,36 @@ class TestShutdown:
             running.close(app.broker.client)  # type: ignore[arg-type]
             app.broker.client.close()
             own.stop()
+
+    def test_async_handlers_past_the_grace_are_cancelled_not_left_pending_at_close(
+        self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """asyncio logs each task a closed loop still held as an error, "destroyed but
+        it is pending", on a stop that settled everything as it should."""
+        cleaned = threading.Event()
+        loops: list[asyncio.AbstractEventLoop] = []
+
+        @app.task("awaits")
+        async def awaits() -> None:
+            loops.append(asyncio.get_running_loop())
+            try:
+                await asyncio.sleep(30)
+            finally:
+                cleaned.set()
+
+        task_id = awaits.enqueue().task_id
+        running = start_worker(shutdown_grace_seconds=0.2)
+        wait_until(lambda: loops, 5, "the handler to start")
+        running.worker.stop("test stops a long async handler")
+        running.thread.join(10)
+        assert not running.thread.is_alive()
+        assert cleaned.wait(5)  # its finally ran: it was cancelled, not dropped
+        wait_until(loops[0].is_closed, 5, "the handlers' loop to close")
+        del loops[:]
+        gc.collect()
+        assert not [r for r in caplog.records if "destroyed but it is pending" in r.getMessage()]
+        record = app.broker.task(task_id)
+        assert record is not None and record.state == "pending"
 
     def test_a_sync_run_past_its_time_limit_in_its_effect_at_shutdown_fails_not_reruns(
         self, app: App, start_worker: StartWorker, client: redis.Redis

@@ -126,6 +126,19 @@ def raised(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
     return failed(task, context, policy, error)
 
 
+def cancelled(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
+              error: BaseException) -> Outcome:
+    """The outcome of an async run cancelled (`error`). One cancelled while it waited for
+    the gate never began: handed back as unstarted (settled cancelled if its task was).
+    A cancelled task's run settles as cancelled whatever it raised (see Settler); a time
+    limit's is a failure under the retry policy."""
+    if not context.started_at:
+        return unstarted(task, context)
+    if context.timed_out:
+        return time_limit_outcome(task, context, policy, error)
+    return failed(task, context, policy, error)
+
+
 def time_limit_outcome(task: LeasedTask, context: TaskContext, policy: RetryPolicy,
                        cancelled: BaseException | None) -> Outcome:
     """The outcome of a run ended at its time limit: a `TimeLimitExceeded` failure (with

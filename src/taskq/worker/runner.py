@@ -29,6 +29,7 @@ from taskq.retry import NEVER, RetryPolicy
 from taskq.worker.inbox import Inbox, Outcome
 from taskq.worker.outcomes import (
     MAX_SUMMARY_CHARS,
+    cancelled,
     failed,
     message_of,
     past_limit,
@@ -48,6 +49,9 @@ HOLD_SECONDS = 0.01
 # heartbeats no longer renew: one that catches the cancellation and goes on has its
 # attempt failed without it, as a sync handler's is at once.
 CANCEL_GRACE_SECONDS = 1.0
+# How long the async handlers still running when the worker closes (settled, fenced)
+# are given to end once cancelled.
+CLOSE_SECONDS = 1.0
 
 
 # A handler call, and whether its return value is kept.
@@ -303,7 +307,7 @@ class Runner:
         (fn, args, kwargs, keep), task, context, policy = job
         self._mark_taken()
         token = bind(context)
-        claimed = False
+        claimed = closed = False
         error: BaseException | None = None
         try:
             if self._gate is not None:
@@ -318,17 +322,9 @@ class Runner:
                     return  # given up on at its time limit meanwhile, and reported
                 outcome, claimed = ended, True
         except asyncio.CancelledError as e:
-            error = e
-            # One cancelled while it waited for the gate never began: handed back as
-            # unstarted (settled cancelled if its task was). A cancelled task's run
-            # settles as cancelled whatever it raised (see Settler); a time limit's is a
-            # failure under the retry policy.
-            if not context.started_at:
-                outcome = unstarted(task, context)
-            elif context.timed_out:
-                outcome = time_limit_outcome(task, context, policy, e)
-            else:
-                outcome = failed(task, context, policy, e)
+            # Cancelled by `close`: its run was settled at shutdown, and is not reported.
+            error, closed = e, self._closing
+            outcome = cancelled(task, context, policy, e)
         except GeneratorExit as e:
             if not self._loop.is_running():
                 raise  # the coroutine itself is being closed (its loop torn down)
@@ -342,7 +338,8 @@ class Runner:
             self._leave_gate(key)
             self._running.pop(key, None)
             self._cancelled.discard(key)
-        self._report_unless_in_effect(outcome, claimed)
+        if not closed:
+            self._report_unless_in_effect(outcome, claimed)
 
     def _report_unless_in_effect(self, outcome: Outcome, claimed: bool) -> None:
         """Report an async run's outcome, unless it was cancelled at its limit while an
@@ -622,7 +619,17 @@ class Runner:
 
     def _stop_loop(self) -> None:
         self._closing = True  # on the loop's thread, so no handler's stop can pass for it
-        self._loop.stop()
+        # Handlers still running were settled at the end of the grace, their effects
+        # fenced. Cancelled, each gets CLOSE_SECONDS to end: left pending as the loop
+        # closes, each would be logged by asyncio as an error, "destroyed but pending".
+        pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+        if not pending:
+            self._loop.stop()
+            return
+        for task in pending:
+            task.cancel()
+        ended = self._loop.create_task(asyncio.wait(pending, timeout=CLOSE_SECONDS))
+        ended.add_done_callback(lambda _: self._loop.stop())
 
     def join(self, timeout: float) -> list[str]:
         """After `close`, wait up to `timeout` seconds in all for the handler threads and
