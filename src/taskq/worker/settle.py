@@ -96,10 +96,7 @@ class Settler:
         # likely: given back as a run cut off at shutdown is, its attempt not counted.
         for outcome in cut:
             outcome.context.finished = True
-            if outcome.context.abandon():
-                self._ack_abandoned(outcome.context)
-            else:
-                self._release(outcome.context, "abandoned at shutdown and")
+            self._end_cut(outcome.context, outcome.context.abandon())
         for outcome in failed:
             outcome.context.finished = True
             assert outcome.failure is not None
@@ -169,6 +166,11 @@ class Settler:
             self._give_back(context, applied)
 
     def _give_back(self, context: TaskContext, applied: bool) -> None:
+        """End a run cut off at shutdown, fenced, and let its slot go."""
+        self._end_cut(context, applied)
+        self.slots.let_go(context)
+
+    def _end_cut(self, context: TaskContext, applied: bool) -> None:
         """End a run cut off at shutdown, fenced: its task cancelled if it was, acked
         (with no result) if its effect was applied, else released."""
         if context.cancelled:
@@ -177,7 +179,6 @@ class Settler:
             self._ack_abandoned(context)
         else:
             self._release(context, "abandoned at shutdown and")
-        self.slots.let_go(context)
 
     @staticmethod
     def _cut_off(outcome: Outcome) -> bool:
