@@ -8,7 +8,7 @@
 // read, older than they are, cannot undo them.
 
 import { getJSON } from './http.js';
-import { el, tick } from './render.js';
+import { el, replaceKeepingFocus, tick } from './render.js';
 
 // Workflows listed at most: the newest seen.
 const MAX_FLOWS = 20;
@@ -228,9 +228,9 @@ function drawSoon() {
 
 function draw() {
   const listed = [...seen.flows.values()].sort(newestFirst).slice(0, MAX_FLOWS);
-  $('flows-body').replaceChildren(...(listed.length ? listed.map(row)
+  replaceKeepingFocus($('flows-body'), listed.length ? listed.map(row)
     : [el('tr', { class: 'empty-row' }, el('td', { colspan: 5 },
-      'No workflow in the recent events.'))]));
+      'No workflow in the recent events.'))]);
   const running = listed.filter((e) => e.status && e.status.state === 'running').length;
   $('flows-meta').textContent = listed.length ? `${listed.length} seen · ${running} running` : '';
   tick();

@@ -135,11 +135,41 @@ function fill(body, rows, draw, span, empty) {
   replaceKeepingFocus($(body), rows.length ? rows.map(draw) : [emptyRow(span, empty)]);
 }
 
+// A pointer held down on a link or a button, then a redraw, then the release: the node
+// pressed is gone, and the browser sends no click. So a container holding a press is
+// redrawn at the release, after the click it makes, with the nodes last asked for.
+let pressed = null;
+const held = new Map();
+
+function release() {
+  pressed = null;
+  if (!held.size) return;
+  // The click follows the release in the same task: this runs after it.
+  setTimeout(() => {
+    const due = [...held];
+    held.clear();
+    for (const [container, nodes] of due) replaceKeepingFocus(container, nodes);
+    tick();
+  });
+}
+
+document.addEventListener('pointerdown', (e) => { pressed = e.target; }, true);
+for (const type of ['pointerup', 'pointercancel', 'dragstart']) {
+  document.addEventListener(type, release, true);
+}
+window.addEventListener('blur', release);
+
 // Replaces `container`'s children with `nodes`; if the keyboard focus was on one of the
 // old ones (a task link, a Retry button), it moves to its like among the new ones: the
-// same tag, test id and link, in the row of the same task. A table redrawn every few
-// seconds would else send a keyboard user back to the top of the page each time.
+// same tag, test id and link, in the row of the same task, schedule or workflow. A table
+// redrawn every few seconds would else send a keyboard user back to the top of the page
+// each time.
 export function replaceKeepingFocus(container, nodes) {
+  if (pressed && container.contains(pressed)) {
+    held.set(container, nodes);
+    return;
+  }
+  held.delete(container);
   const active = document.activeElement;
   const like = active && active !== document.body && container.contains(active)
     ? sameAs(active) : null;
@@ -149,10 +179,15 @@ export function replaceKeepingFocus(container, nodes) {
   if (again) again.focus();
 }
 
+// The task, schedule or workflow a node's row shows.
+function rowOf(n) {
+  const d = n.closest('[data-task-id], [data-schedule], [data-flow-id]')?.dataset;
+  return d ? `${d.taskId}\n${d.schedule}\n${d.flowId}` : null;
+}
+
 function sameAs(node) {
-  const taskOf = (n) => n.closest('[data-task-id]')?.dataset.taskId ?? null;
-  const task = taskOf(node);
-  return (n) => taskOf(n) === task && n.dataset.testid === node.dataset.testid
+  const row = rowOf(node);
+  return (n) => rowOf(n) === row && n.dataset.testid === node.dataset.testid
     && n.getAttribute('href') === node.getAttribute('href');
 }
 
@@ -168,10 +203,13 @@ function progressCell(l) {
 }
 
 // A report moves its row's bar alone: the row stays, and with it a link being clicked.
+// Rows held back by a press (above) are moved too, so the release shows no older bar.
 function moveProgress(id) {
   const l = view.leased.get(id);
-  const cell = $('leased-body').querySelector(
-    `tr[data-task-id="${CSS.escape(id)}"] > .progress-cell`);
+  const body = $('leased-body');
+  const row = [...body.children, ...(held.get(body) ?? [])]
+    .find((r) => r.dataset.taskId === id);
+  const cell = row?.querySelector(':scope > .progress-cell');
   if (l && cell) drawProgress(cell, l.permille, l.progressMessage);
 }
 

@@ -10,7 +10,7 @@
 
 import { postJSON } from './http.js';
 import { Reloader } from './reloader.js';
-import { el, tick, toast } from './render.js';
+import { el, replaceKeepingFocus, tick, toast } from './render.js';
 
 // How long after a tick is due to look again: a worker fires it within a loop's turn.
 const SETTLE_MS = 1500;
@@ -49,9 +49,9 @@ export function reloadSoon() {
 
 function draw(body) {
   const rows = body.schedules;
-  $('schedules-body').replaceChildren(...(rows.length ? rows.map((s) => row(s, body.now_ms))
+  replaceKeepingFocus($('schedules-body'), rows.length ? rows.map((s) => row(s, body.now_ms))
     : [el('tr', { class: 'empty-row' }, el('td', { colspan: 7 },
-      'No worker has fired a schedule on this queue.'))]));
+      'No worker has fired a schedule on this queue.'))]);
   $('schedules-meta').textContent = rows.length ? `${rows.length} on this queue` : '';
   armTimer(rows, body.now_ms);
   tick();
