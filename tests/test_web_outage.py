@@ -108,6 +108,46 @@ def test_healthz_answers_within_seconds_when_redis_stops_answering(
         assert httpx.get(f"{server.url}/healthz", timeout=TIMEOUT).json()["ok"] is True
 
 
+def crowd(server: Server, paths: list[str]) -> list[tuple[int, str, float]]:
+    """Each of `paths` asked for at once: (status, error, seconds it took)."""
+    def ask(path: str) -> tuple[int, str, float]:
+        started = time.monotonic()
+        response = httpx.get(f"{server.url}{path}", timeout=60)
+        return (response.status_code, response.json().get("error", ""),
+                time.monotonic() - started)
+
+    with ThreadPoolExecutor(max_workers=len(paths)) as pool:
+        return list(pool.map(ask, paths))
+
+
+def test_a_crowd_of_api_requests_in_a_silent_redis_is_answered_503_within_seconds(
+    own_redis: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """Each request would hold one of the API's forty threads for the client's timeouts
+    and retries, and those after it would wait for a thread: 41 s for 60 requests with
+    the default timeouts. Only those calling Redis when it went silent wait them out."""
+    env = server_env(own_redis, tmp_path, TASKQ_QUEUE="outage", REDIS_TIMEOUT_SECONDS="1")
+    server = Server(env, tmp_path / "serve.log").start()
+    try:
+        own_redis.signal(signal.SIGSTOP)
+        try:
+            first = crowd(server, ["/api/totals"] * 60 + ["/api/dlq"] * 20)
+            then = crowd(server, ["/api/totals", "/api/workers", "/api/snapshot",
+                                  "/metrics"] * 25)
+        finally:
+            own_redis.signal(signal.SIGCONT)
+        after = httpx.get(f"{server.url}/api/totals", timeout=TIMEOUT)
+    finally:
+        server.stop()
+    silent = "Redis is not answering: no PING came back within 2 s; try again later"
+    assert {status for status, _, _ in first + then} == {503}
+    # Those that had a thread when Redis went silent ran out the client's tries.
+    assert sum(error != silent for _, error, _ in first) <= 40, first
+    assert [error for _, error, _ in then] == [silent] * 100
+    assert max(took for _, _, took in then) < 6, then
+    assert after.status_code == 200, after.text
+
+
 def test_a_server_started_while_redis_is_down_serves_once_it_is_up(
     own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from taskq.boundary import unusable_as_stored
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.settings import Settings
 from taskq.web import api
+from taskq.web.answering import answered
 from taskq.web.auth import AccessControl
 from taskq.web.events import EventsEndpoint
 from taskq.web.headers import SecurityHeaders
@@ -79,21 +80,21 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/events", EventsEndpoint()),
         Route("/api/queues", heavy(api.queues)),
         Route("/api/snapshot", heavy(api.snapshot)),
-        Route("/api/schedules", api.schedules),
-        Route("/api/schedules/{name}/forget", api.forget, methods=["POST"]),
+        Route("/api/schedules", answered(api.schedules)),
+        Route("/api/schedules/{name}/forget", answered(api.forget), methods=["POST"]),
         Route("/api/limits", heavy(api.limits)),
-        Route("/api/workers", api.workers),
+        Route("/api/workers", answered(api.workers)),
         Route("/api/history", heavy(api.history)),
-        Route("/api/shards", api.shards),
+        Route("/api/shards", answered(api.shards)),
         Route("/api/tasks/{task_id}", heavy(api.task)),
-        Route("/api/tasks/{task_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/tasks/{task_id}/cancel", answered(api.cancel), methods=["POST"]),
         Route("/api/flows/{flow_id}", heavy(api.flow)),
-        Route("/api/totals", api.totals),
+        Route("/api/totals", answered(api.totals)),
         Route("/api/throughput", heavy(api.throughput)),
         Route("/api/dlq", heavy(api.dlq)),
-        Route("/api/dlq/retry-all", api.retry_all, methods=["POST"]),
-        Route("/api/dlq/cancel-all", api.cancel_all, methods=["POST"]),
-        Route("/api/dlq/{task_id}/retry", api.retry, methods=["POST"]),
+        Route("/api/dlq/retry-all", answered(api.retry_all), methods=["POST"]),
+        Route("/api/dlq/cancel-all", answered(api.cancel_all), methods=["POST"]),
+        Route("/api/dlq/{task_id}/retry", answered(api.retry), methods=["POST"]),
         Route("/metrics", heavy(metrics)),
         Route("/healthz", api.healthz),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from taskq.web.answering import on_thread, unanswered
 from taskq.web.state import HEAVY_WAITING, WebState
 
 # What a read whose client left is answered: nobody reads it (nginx's "client closed").
@@ -28,6 +28,9 @@ def heavy(endpoint: Callable[[Request], Response]) -> Callable[[Request], Awaita
 
     async def bounded(request: Request) -> Response:
         state: WebState = request.app.state.web
+        # Asked before the line: a PING in a silent Redis holds no thread of it.
+        if refused := await unanswered(request):
+            return refused
         if state.heavy.statistics().tasks_waiting >= HEAVY_WAITING:
             return JSONResponse(
                 {"error": f"the server is busy: {HEAVY_WAITING} slow reads are waiting "
@@ -37,7 +40,7 @@ def heavy(endpoint: Callable[[Request], Response]) -> Callable[[Request], Awaita
             # Endpoints run here read no body, so this takes no message they need.
             if await request.is_disconnected():
                 return Response(status_code=CLIENT_GONE)
-            return await anyio.to_thread.run_sync(endpoint, request)
+            return await on_thread(endpoint, request)
 
     bounded.__name__ = bounded.__qualname__ = endpoint.__name__
     bounded.__doc__ = endpoint.__doc__

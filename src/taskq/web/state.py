@@ -23,6 +23,7 @@ from taskq.shards import layout_holding, shard_holding
 from taskq.throughput import Throughput
 from taskq.transport import Client
 from taskq.transport.keeping import KeepingPool
+from taskq.web.answering import Answering
 from taskq.web.reuse import Reused
 
 # Brokers kept for the queues the JSON API was last asked about. Any valid name is
@@ -60,6 +61,8 @@ class WebState:
     # The reads whose cost grows with the data (see taskq.web.heavy) run at most this
     # many at once: built in the lifespan, on the server's event loop.
     heavy: anyio.CapacityLimiter
+    # Whether Redis answers (see taskq.web.answering).
+    answering: Answering
     brokers: OrderedDict[str, Broker] = field(default_factory=OrderedDict)
     # Readings of /api/throughput by (queue, window in s).
     throughputs: Reused[tuple[str, int], Throughput] = field(
@@ -81,6 +84,7 @@ class WebState:
             readers=Readers(aclient, ring_size=ring, limit=settings.feed_max_queues,
                             by_slot=settings.redis_cluster),
             heavy=anyio.CapacityLimiter(HEAVY_AT_ONCE),
+            answering=Answering(aclient.ping),
         )
 
     def broker(self, queue: str) -> Broker:
@@ -113,6 +117,7 @@ class WebState:
                           f"name ({', '.join(layout.shards)})")
 
     async def close(self) -> None:
+        await self.answering.close()
         await self.readers.close()
         await self.aclient.aclose()  # its pool too: the client was made from it
         self.client.close()
