@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -17,6 +18,7 @@ from taskq.broker import Broker
 from taskq.context import LeaseLostError, TaskContext
 from taskq.worker.heartbeat import LeaseCheck
 from test_broker_heartbeat import hold
+from waiting import wait_until
 
 LEASE = 2.0
 
@@ -160,26 +162,80 @@ def test_after_abandon_no_effect_starts_and_abandon_tells_whether_one_was_applie
         pytest.fail("the effect ran")
 
 
-def test_fence_now_never_waits_for_a_block_under_way_and_fences_once_it_may(
+def test_fence_now_never_waits_for_a_block_under_way_and_fences_the_blocks_after_it(
     broker: Broker,
 ) -> None:
     (task_id, token), = hold(broker, "a", seconds=LEASE)
     context = context_on(broker, task_id, token)
     inside, leave = threading.Event(), threading.Event()
+    ran: list[str] = []
 
     def block() -> None:
         with context.effect():
             inside.set()
             leave.wait(5)
+        ran.append("first")
+        with contextlib.suppress(LeaseLostError), context.effect():
+            ran.append("second")
 
     thread = threading.Thread(target=block)
     thread.start()
     assert inside.wait(5)
-    assert context.fence_now() is False and not context.abandoned
+    assert context.fence_now() is False and context.abandoned
     leave.set()
     thread.join(5)
-    assert context.fence_now() is True and context.abandoned
-    with pytest.raises(LeaseLostError, match="released at shutdown"), context.effect():
+    assert ran == ["first"]
+    assert context.fence_now() is True
+    assert context.abandon() is True  # the block under way was applied
+
+
+def test_fence_now_stops_a_handler_that_runs_blocks_back_to_back(broker: Broker) -> None:
+    """Such a handler holds the lock nearly always: a fence that had to take it first
+    found it taken at every try, and the blocks went on past a stop's grace."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    applied: list[float] = []
+    stopped: list[BaseException] = []
+
+    def steps() -> None:
+        try:
+            for _ in range(1000):
+                with context.effect():
+                    time.sleep(0.005)
+                    applied.append(time.monotonic())
+        except LeaseLostError as e:
+            stopped.append(e)
+
+    thread = threading.Thread(target=steps)
+    thread.start()
+    wait_until(lambda: len(applied) >= 3, 5, "the blocks to run")
+    context.fence_now()
+    fenced_at = time.monotonic()
+    thread.join(5)
+    assert stopped and "released at shutdown" in str(stopped[0])
+    # The block under way when the fence came, at most.
+    assert sum(at > fenced_at for at in applied) <= 1, len(applied)
+
+
+def test_a_block_held_by_the_callers_own_thread_is_under_way() -> None:
+    """An async handler's coroutine may hold a block across an await while the loop's
+    thread, which holds the re-entrant lock, asks whether the run is in one."""
+    context = TaskContext(task_id="t", name="n", queue="q", worker_id="w", token=1,
+                          attempt=1, max_retries=3)
+    assert context.effect_idle()
+    with context.effect():
+        assert not context.effect_idle()
+        assert context.fence_now() is False
+    assert context.effect_idle()
+
+
+def test_a_closed_run_refuses_effects_after_the_one_under_way() -> None:
+    context = TaskContext(task_id="t", name="n", queue="q", worker_id="w", token=1,
+                          attempt=1, max_retries=3)
+    with context.effect():
+        context.close()
+    assert context.effect_applied
+    with pytest.raises(LeaseLostError, match="handler ended"), context.effect():
         pytest.fail("the effect ran")
 
 

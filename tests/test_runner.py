@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from taskq import App, Retry, RetryPolicy, TimeLimitExceeded, current_task
-from taskq.context import TaskContext
+from taskq.context import LeaseLostError, TaskContext
 from taskq.results import LeasedTask
 from taskq.settings import Settings
 from taskq.worker.inbox import Inbox, Outcome
@@ -469,3 +469,115 @@ def test_an_async_run_that_catches_its_time_limit_in_an_effect_is_failed_once_th
         return "charged"
 
     timed_out_in_its_block(handlers, in_block)
+
+
+def test_an_async_run_timed_out_while_a_coroutine_it_left_is_in_an_effect_is_failed_after_it(
+    handlers: Handlers,
+) -> None:
+    """The coroutine holds the block across its awaits on the loop's own thread, where
+    the block's re-entrant lock is no sign of it: the attempt was failed at once, and
+    each retry's block ran beside the last."""
+    in_block = threading.Event()
+
+    @handlers.app.task("charging_async", time_limit=60)
+    async def charging_async() -> None:
+        context = current_task()
+
+        async def charge() -> None:
+            with context.effect():
+                in_block.set()
+                await asyncio.to_thread(handlers.release.wait, HANDLER_LIMIT_SECONDS)
+
+        charging = asyncio.ensure_future(charge())
+        await asyncio.sleep(HANDLER_LIMIT_SECONDS)
+        await charging
+
+    timed_out_in_its_block(handlers, in_block)
+
+
+def left_in_an_effect(handlers: Handlers, in_block: threading.Event) -> None:
+    """Starts a thread that runs an effect() block, and returns once it is in it."""
+    context = current_task()
+
+    def charge() -> None:
+        with context.effect():
+            in_block.set()
+            handlers.release.wait(HANDLER_LIMIT_SECONDS)
+
+    threading.Thread(target=charge, daemon=True).start()
+    assert in_block.wait(HANDLER_LIMIT_SECONDS)
+
+
+def reported_once_the_block_ends(handlers: Handlers, name: str) -> Outcome:
+    """Runs `name`, whose handler leaves an effect() block under way as it ends, and
+    returns its one outcome, which must come only once the block has ended; no block
+    of the run starts after the handler ended."""
+    runner = handlers.runner(concurrency=1)
+    try:
+        task, context = job(name)
+        assert runner.submit([(task, context)])
+        wait_until(lambda: context.ended_at or context.in_effect, HANDLER_LIMIT_SECONDS,
+                   "the handler to end")
+        time.sleep(0.3)
+        assert handlers.outcomes == [] and context.in_effect
+        handlers.release.set()
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the run to be reported")
+        with pytest.raises(LeaseLostError, match="handler ended"), context.effect():
+            pytest.fail("an effect ran after the run ended")
+        (outcome,) = handlers.outcomes
+        return outcome
+    finally:
+        runner.close()
+
+
+def test_a_sync_run_that_fails_while_a_thread_it_left_is_in_an_effect_is_failed_after_it(
+    handlers: Handlers,
+) -> None:
+    """Failed at once, its retry could apply the effect beside the block."""
+    in_block = threading.Event()
+
+    @handlers.app.task("charging_sync")
+    def charging_sync() -> None:
+        left_in_an_effect(handlers, in_block)
+        raise RuntimeError("the charge went to a thread of its own")
+
+    outcome = reported_once_the_block_ends(handlers, "charging_sync")
+    assert outcome.failure is not None and outcome.failure.error_type == "RuntimeError"
+
+
+def test_a_cancelled_run_whose_thread_is_in_an_effect_is_reported_after_it(
+    handlers: Handlers,
+) -> None:
+    """Its task would be cancelled, and the cancel acknowledged, before the effect."""
+    in_block = threading.Event()
+
+    @handlers.app.task("charging_sync")
+    def charging_sync() -> None:
+        left_in_an_effect(handlers, in_block)
+        current_task().cancel()  # as a heartbeat does when it hears of the cancel
+
+    outcome = reported_once_the_block_ends(handlers, "charging_sync")
+    assert outcome.context.cancelled
+
+
+def test_an_async_run_that_fails_while_a_coroutine_it_left_is_in_an_effect_is_failed_after_it(
+    handlers: Handlers,
+) -> None:
+    in_block = threading.Event()
+
+    @handlers.app.task("charging_async")
+    async def charging_async() -> None:
+        context = current_task()
+
+        async def charge() -> None:
+            with context.effect():
+                in_block.set()
+                await asyncio.to_thread(handlers.release.wait, HANDLER_LIMIT_SECONDS)
+
+        asyncio.get_running_loop().create_task(charge())
+        await asyncio.to_thread(in_block.wait, HANDLER_LIMIT_SECONDS)
+        raise RuntimeError("the charge went to a coroutine of its own")
+
+    outcome = reported_once_the_block_ends(handlers, "charging_async")
+    assert outcome.failure is not None and outcome.failure.error_type == "RuntimeError"

@@ -607,6 +607,36 @@ class TestShutdown:
             app.broker.client.close()
             own.stop()
 
+    def test_handlers_running_effect_blocks_back_to_back_are_fenced_as_the_grace_ends(
+        self, app: App, start_worker: StartWorker
+    ) -> None:
+        """Such a handler holds its run's lock nearly always: a fence that had to take
+        it found it taken, and each handler went on until its turn to be given back,
+        the last over a second past the grace."""
+        handlers, step = 16, 0.1
+        entered: list[float] = []
+        started = threading.Semaphore(0)
+
+        @app.task("steps")
+        def steps() -> None:
+            started.release()
+            for _ in range(200):
+                with current_task().effect():
+                    entered.append(time.monotonic())
+                    time.sleep(step)
+
+        for _ in range(handlers):
+            steps.enqueue()
+        running = start_worker(concurrency=handlers, shutdown_grace_seconds=0.3)
+        assert all(started.acquire(timeout=10) for _ in range(handlers))
+        grace_ends = time.monotonic() + 0.3
+        running.worker.stop("test stops handlers that never rest")
+        running.thread.join(20)
+        assert not running.thread.is_alive()
+        # A block starting as the time-limit thread looks is the latest (a tick later).
+        late = [round(at - grace_ends, 2) for at in entered if at > grace_ends + 0.25]
+        assert late == []
+
     def test_async_handlers_past_the_grace_are_cancelled_not_left_pending_at_close(
         self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
     ) -> None:

@@ -111,6 +111,8 @@ class TaskContext:
     _cancelled: bool = field(default=False, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
+    # Its handler ended failed or cancelled: a retry or the cancel follows (see close).
+    _closed: bool = field(default=False, repr=False)
     _applied: bool = field(default=False, repr=False)
     # effect() blocks under way (more than one when nested).
     _effects: int = field(default=0, repr=False)
@@ -267,31 +269,37 @@ class TaskContext:
             self._lock.release()
 
     def fence_now(self) -> bool:
-        """Forbid any later effect, unless an `effect()` block is under way: then False,
-        and the shutdown waits for the block (`abandon`). Never waits itself."""
+        """Forbid any later effect, as a shutdown does (`abandon`), without the lock: a
+        handler that runs blocks back to back holds it nearly always. Returns whether no
+        block is under way; if one is, the shutdown waits for it (`abandon`). Never
+        waits itself."""
+        self._abandoned = True
+        return self.effect_idle()
+
+    def close(self) -> None:
+        """Its handler ended failed, or its task was cancelled: forbid later effects (on
+        threads or coroutines the handler left behind), since a retry may run, or the
+        cancel be acknowledged, once the run is reported. Takes no lock."""
+        self._closed = True
+
+    def effect_idle(self) -> bool:
+        """Whether no `effect()` block of this run is under way: its lock is free (a block
+        past its checks but not yet counted holds it) and, held by the caller's own
+        thread, holds no block (a coroutine beside the handler's, on its event loop)."""
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            self._abandoned = True
-            return True
+            return self._effects == 0
         finally:
             self._lock.release()
 
-    def effect_idle(self) -> bool:
-        """Whether no `effect()` block of this run is under way, judged under its lock
-        (a block past its checks but not yet counted is under way)."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        self._lock.release()
-        return True
-
-    def wait_for_effect(self, warn_every: float = ABANDON_WARN_SECONDS) -> None:
-        """Wait for an `effect()` block under way to end, saying so every `warn_every`
-        seconds; the run is timed out, so no block starts after it."""
+    def wait_for_effect(self, why: str, warn_every: float = ABANDON_WARN_SECONDS) -> None:
+        """Wait for an `effect()` block under way to end, saying every `warn_every` seconds
+        that the worker waits before it does `why`; the run is timed out or closed, so no
+        block starts after it. Called on no thread the block may run on."""
         while not self._lock.acquire(timeout=warn_every):
-            log.warning("task %s: its handler passed its time limit inside an effect() "
-                        "block; the worker waits for the block to end before it fails the "
-                        "attempt (its retry could apply the effect meanwhile)", self.task_id)
+            log.warning("task %s: an effect() block of its run goes on; the worker waits for "
+                        "it to end before it %s", self.task_id, why)
         self._lock.release()
 
     @contextmanager
@@ -327,6 +335,9 @@ class TaskContext:
                 raise LeaseLostError(
                     f"task {self.task_id} was released at shutdown; its effect is skipped"
                 )
+            if self._closed:
+                raise LeaseLostError(f"task {self.task_id}: its handler ended, failed or "
+                                     "cancelled; an effect after that is skipped")
             self._confirm_lease()
             self._effects += 1
             try:

@@ -67,6 +67,13 @@ def _described(error: BaseException) -> Failure:
     return Failure(type_name(error), message, formatted, summary[:MAX_SUMMARY_CHARS])
 
 
+def closes(outcome: Outcome) -> bool:
+    """Whether reporting `outcome` may let a retry run, or the task's cancel be
+    acknowledged: the effects of its run must be closed, and a block under way ended,
+    before it is reported (TaskContext.close)."""
+    return outcome.failure is not None or outcome.context.cancelled
+
+
 def unstarted(task: LeasedTask, context: TaskContext) -> Outcome:
     """The outcome of a task whose handler never started (see `Runner`)."""
     return Outcome(task, context, None, started=False)

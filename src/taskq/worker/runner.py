@@ -30,6 +30,7 @@ from taskq.worker.inbox import Inbox, Outcome
 from taskq.worker.outcomes import (
     MAX_SUMMARY_CHARS,
     cancelled,
+    closes,
     failed,
     message_of,
     past_limit,
@@ -52,6 +53,11 @@ CANCEL_GRACE_SECONDS = 1.0
 # How long the async handlers still running when the worker closes (settled, fenced)
 # are given to end once cancelled.
 CLOSE_SECONDS = 1.0
+# What the worker waits to do while an effect() block of a run goes on (see
+# TaskContext.wait_for_effect).
+FAILING = "fails the attempt (its retry could apply the effect meanwhile)"
+ENDING = ("reports how the run ended (a retry, or the cancel, could come before the "
+          "block's effect)")
 
 
 # A handler call, and whether its return value is kept.
@@ -342,24 +348,27 @@ class Runner:
             self._report_unless_in_effect(outcome, claimed)
 
     def _report_unless_in_effect(self, outcome: Outcome, claimed: bool) -> None:
-        """Report an async run's outcome, unless it was cancelled at its limit while an
-        effect() block of its own goes on on another thread (asyncio.to_thread): failed
-        now, its retry could apply the effect beside that block. The give-up reports it
-        once the block has ended, unless the handler caught its cancel and returned: that
-        claimed the report, which the give-up then leaves alone, so it is sent from a
-        thread of its own once the block ends (else no one reports the run, and its slot
-        stays taken)."""
+        """Report an async run's outcome, unless it failed, was cancelled or timed out
+        while an effect() block of its run goes on (on another thread, asyncio.to_thread,
+        or in a coroutine the handler left on the loop): reported now, its retry (or the
+        cancel) could come before the block's effect. A timed-out run's give-up reports
+        it once the block has ended, unless the handler caught its cancel and returned:
+        that claimed the report, which the give-up then leaves alone. Any other is sent
+        from a thread of its own once the block ends (else no one reports the run, and
+        its slot stays taken)."""
         context = outcome.context
-        if context.timed_out and not context.effect_idle():
-            if claimed:
-                threading.Thread(target=self._report_after_effect, args=(outcome,),
-                                 name="taskq-effect-wait", daemon=True).start()
-            return
-        self._report(outcome, claimed)
+        closing = closes(outcome)
+        if closing:
+            context.close()
+        if not (closing or context.timed_out) or context.effect_idle():
+            self._report(outcome, claimed)
+        elif claimed or not context.timed_out:
+            threading.Thread(target=self._report_after_effect, args=(outcome, claimed),
+                             name="taskq-effect-wait", daemon=True).start()
 
-    def _report_after_effect(self, outcome: Outcome) -> None:
-        outcome.context.wait_for_effect()
-        self._report(outcome, claimed=True)
+    def _report_after_effect(self, outcome: Outcome, claimed: bool) -> None:
+        outcome.context.wait_for_effect(ENDING)
+        self._report(outcome, claimed)
 
     def _leave_gate(self, key: RunKey) -> None:
         if key in self._gated:
@@ -393,6 +402,10 @@ class Runner:
             finally:
                 unbind(token)
             self._exit_if_forked(error)
+            if closes(outcome):
+                # A block on a thread the handler left behind: see _report_unless_in_effect.
+                context.close()
+                context.wait_for_effect(ENDING)
             if not self._report(outcome, claimed):
                 return  # given up on at its time limit: a new thread has taken its place
 
@@ -474,7 +487,7 @@ class Runner:
 
     def _time_out_after_effect(self, task: LeasedTask, context: TaskContext,
                                registered: Task[..., Any]) -> None:
-        context.wait_for_effect()
+        context.wait_for_effect(FAILING)
         self._time_out_sync(task, context, registered)
 
     def _time_out_sync(self, task: LeasedTask, context: TaskContext,
@@ -538,7 +551,7 @@ class Runner:
         limit's cancel (on a timer's thread, see `time_out`): once an effect() block
         under way has ended (a blocking call inside one holds the loop), so that its
         retry cannot apply the effect beside it."""
-        context.wait_for_effect()
+        context.wait_for_effect(FAILING)
         if not context.claim_report():
             return  # it ended, and reported
         with self._lock:
