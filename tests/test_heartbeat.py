@@ -125,6 +125,37 @@ class TestBeat:
         assert broker.reap() == [] and broker.ack(a, token)
 
 
+def test_beats_that_come_so_late_a_lease_is_near_lapsing_are_said_once(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A heartbeat starved of the GIL by many CPU-bound handler threads ran late with
+    nothing in the log until the leases lapsed and their tasks ran again."""
+    beats = 0
+
+    class Slow(Slots):
+        """Slots whose listing holds the second and third beats up, as a starved
+        thread is held."""
+
+        def in_hand(self) -> list[TaskContext]:
+            nonlocal beats
+            beats += 1
+            if beats in (2, 3):
+                time.sleep(0.25)  # the interval is 0.1 s: more than two intervals late
+            return super().in_hand()
+
+    caplog.set_level("WARNING", logger="taskq.worker")
+    heartbeat = Heartbeat(Queues.of(broker), lease(0.3), Slow(1))
+    heartbeat.start()
+    try:
+        wait_until(lambda: beats >= 6, 5, "beats after the slow ones")
+    finally:
+        heartbeat.stop()
+        heartbeat.join(5)
+    said = [r.getMessage() for r in caplog.records if "the heartbeat ran" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "leases of 0.3s renewed every 0.1s" in said[0] and "--processes" in said[0]
+
+
 def test_a_lost_lease_inside_a_long_effect_does_not_stall_the_other_leases(
     app: App, settings: Settings, client: redis.Redis
 ) -> None:

@@ -19,6 +19,9 @@ from taskq.worker.slots import Slots
 
 log = logging.getLogger("taskq.worker")
 
+# How often a heartbeat running behind says so, at most (s).
+BEHIND_WARN_SECONDS = 60.0
+
 
 class Cadence:
     """When beats are due: every `interval` seconds counted from the first, so a slow
@@ -79,6 +82,9 @@ class Heartbeat(threading.Thread):
         # their workers view, and from the registry other workers decide by (rate-limit
         # lifts, DLQ retention), until a beat writes it again.
         self._unlisted: set[str] = set()
+        # When (monotonic) the last beat started, and the last warning that beats ran late.
+        self._last_beat: float | None = None
+        self._warned_at = float("-inf")
 
     def run(self) -> None:
         """Beat until stopped; the worker announces itself before it starts this (and
@@ -89,12 +95,28 @@ class Heartbeat(threading.Thread):
         while not self.stopping.wait(cadence.wait(time.monotonic())):
             if cadence.wait(time.monotonic()) > 0:  # woken early: not due yet
                 continue
+            self._note_gap(time.monotonic())
             try:
                 self.beat()
             except Exception:
                 log.exception("heartbeat failed; beating on")
             cadence.beaten(time.monotonic())
         self.withdraw()
+
+    def _note_gap(self, now: float) -> None:
+        """Say when beats come so far apart that a lease in hand is within a third of
+        lapsing (a lease survives two missed beats, and then is reaped and run again)."""
+        last, self._last_beat = self._last_beat, now
+        gap = now - last if last is not None else 0.0
+        if gap <= 2 * self.interval or now - self._warned_at < BEHIND_WARN_SECONDS:
+            return
+        self._warned_at = now
+        log.warning("the heartbeat ran %.1fs after the last, its leases of %gs renewed every "
+                    "%.1fs: a lease lapses, and its task runs again elsewhere, once beats "
+                    "are a lease apart. The heartbeat waits for Python's GIL behind the "
+                    "handler threads (many CPU-bound ones: run fewer per process, with "
+                    "--processes) or for a slow Redis; a longer LEASE_SECONDS gives it room",
+                    gap, self.lease_seconds, self.interval)
 
     def beat(self) -> None:
         """Renew every lease in hand that is neither lost, timed out nor settled, in one
