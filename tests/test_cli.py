@@ -79,6 +79,15 @@ class TestEnqueue:
         assert "5 duplicate(s) created nothing" in out
         assert queue.counts().ready == 5
 
+    def test_an_empty_idempotency_prefix_is_refused_not_taken_as_none(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An unset shell variable (`--idempotency-prefix "$BATCH"`): taken as no
+        prefix, each run enqueued the tasks again."""
+        assert main(["enqueue", "3", "--idempotency-prefix", ""]) == 2
+        assert "--idempotency-prefix is empty" in capsys.readouterr().err
+        assert queue.counts().ready == 0
+
     def test_options_reach_the_task(self, env: Settings, client: redis.Redis) -> None:
         kwargs = '{"x": [1], "who": "zoë"}'
         assert main(["enqueue", "1", "--queue", "other", "--delay", "30", "--max-retries",
@@ -755,6 +764,11 @@ class TestWorkerOptions:
             ("broken_syntax:app", "raised SyntaxError at "),
             ("raises_at_import:app", "raised RuntimeError at "),
             ("no_tasks:app", "declares no tasks"),
+            # Its own command line run as it is imported: the worker exited 0, saying
+            # nothing.
+            ("exits_at_import:app", "importing 'exits_at_import' called sys.exit(0) at "),
+            # A module's __getattr__ that fails: a traceback, and exit 1.
+            ("lazy_app:app", "reading 'app' of 'lazy_app' raised ValueError at "),
         ],
     )
     def test_an_app_that_cannot_be_loaded_exits_2_with_a_clear_message(
@@ -764,6 +778,9 @@ class TestWorkerOptions:
         (tmp_path / "broken_syntax.py").write_text("import taskq\napp = taskq.App(\n")
         (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('no config')\n")
         (tmp_path / "no_tasks.py").write_text("import taskq\napp = taskq.App()\n")
+        (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(0)\n")
+        (tmp_path / "lazy_app.py").write_text(
+            "def __getattr__(name):\n    raise ValueError('no settings for ' + name)\n")
         monkeypatch.chdir(tmp_path)
         assert main(["worker", "--app", spec]) == 2
         err = capsys.readouterr().err

@@ -210,6 +210,15 @@ class TestRedisUrl:
             with_env(REDIS_URL=url)
         assert with_env(REDIS_URL="redis://h/2147483647").redis_url.endswith("/2147483647")
 
+    @pytest.mark.parametrize("query", ["encoding=latin-1", "encoding_errors=strict",
+                                       "decode_responses=false"])
+    def test_a_url_that_sets_how_replies_are_decoded_is_refused(self, query: str) -> None:
+        # Else every text that is not ASCII came back garbled: arguments and results.
+        with pytest.raises(ConfigError, match=f"sets {query}: taskq writes every value as "
+                                              "UTF-8"):
+            with_env(REDIS_URL=f"redis://h/0?{query}")
+        assert with_env(REDIS_URL="redis://h/0?encoding=utf-8").redis_url
+
     def test_a_negative_health_check_interval_is_refused(self) -> None:
         # Else every command failed with an error about a MAINT_NOTIFICATIONS subcommand.
         with pytest.raises(ConfigError, match="has health_check_interval=-1: give a number"):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 
@@ -259,6 +259,8 @@ def _finite(raw: str) -> float:
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 URL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
+# How replies are decoded: taskq's to set (taskq.connection), not a URL's.
+TEXT_OPTIONS = ("encoding", "encoding_errors", "decode_responses")
 
 
 def _scheme_problem(url: str) -> str:
@@ -337,6 +339,16 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     if interval is not None and not (math.isfinite(interval) and interval >= 0):
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has health_check_interval="
                           f"{interval}: give a number of seconds, 0 or more, or leave it out")
+    # redis-py takes these from the query over taskq's own client options: replies read
+    # in another encoding than the UTF-8 every value is written in would garble every
+    # text that is not ASCII, arguments and results, with no error anywhere.
+    for name in TEXT_OPTIONS:
+        value = parse_qs(urlsplit(url).query).get(name)
+        if value is not None and not (name == "encoding"
+                                      and value[-1].lower().replace("-", "") == "utf8"):
+            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} sets {name}={value[-1]}: "
+                              "taskq writes every value as UTF-8 and decodes the replies "
+                              "itself; leave it out")
     # The URL's own timeouts win over REDIS_TIMEOUT_SECONDS, and a socket refuses
     # a negative or NaN one only when the first connection is made.
     for name in URL_TIMEOUTS:

@@ -10,6 +10,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
+from types import ModuleType
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -134,21 +135,40 @@ def load_app(spec: str | None, settings: Settings) -> App:
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
+    app = _read_attribute(spec, _imported(spec, module_name), attribute)
+    if not isinstance(app, App):
+        raise ConfigError(f"--app {spec!r}: {attribute!r} is not a taskq.App")
+    return app
+
+
+def _imported(spec: str, module_name: str) -> ModuleType:
+    """The module `--app spec` names, imported; what stopped it, in one line."""
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ImportError as e:
         raise ConfigError(f"--app {spec!r}: cannot import {module_name!r}: {e}") from e
+    except SystemExit as e:
+        # A module that runs its own command line as it is imported: left to exit, the
+        # worker would end (0, as often as not) with no word of why.
+        raise ConfigError(f"--app {spec!r}: importing {module_name!r} called sys.exit"
+                          f"({e.code!r}) at {failed_at(e)}: an app module must not run "
+                          "a program of its own when imported (guard it with "
+                          "`if __name__ == '__main__':`)") from e
     except Exception as e:
         # The user's module failed as it ran: where, and how, in one line.
         raise ConfigError(f"--app {spec!r}: importing {module_name!r} raised "
                           f"{type(e).__name__} at {failed_at(e)}: {e}") from e
-    if not hasattr(module, attribute):
-        raise ConfigError(f"--app {spec!r}: module {module_name!r} has no attribute "
-                          f"{attribute!r}")
-    app = getattr(module, attribute)
-    if not isinstance(app, App):
-        raise ConfigError(f"--app {spec!r}: {attribute!r} is not a taskq.App")
-    return app
+
+
+def _read_attribute(spec: str, module: ModuleType, attribute: str) -> object:
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ConfigError(f"--app {spec!r}: module {module.__name__!r} has no attribute "
+                          f"{attribute!r}") from None
+    except Exception as e:  # a module's __getattr__, or a property, that fails
+        raise ConfigError(f"--app {spec!r}: reading {attribute!r} of {module.__name__!r} "
+                          f"raised {type(e).__name__} at {failed_at(e)}: {e}") from e
 
 
 def failed_at(error: BaseException) -> str:

@@ -60,7 +60,12 @@ def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
         # fail every attempt and end in the DLQ.
         raise ConfigError(f"the charge must be a whole number of at most {MAX_AMOUNT:,} "
                           f"either way, not {shown(charge)}")
-    keys = [f"{args.idempotency_prefix}-{i}" if args.idempotency_prefix else None
+    if args.idempotency_prefix == "":
+        # An unset shell variable, most likely: taken as no prefix, each run would
+        # enqueue the tasks again.
+        raise ConfigError("--idempotency-prefix is empty: give the prefix that names this "
+                          "batch, or leave the option out")
+    keys = [f"{args.idempotency_prefix}-{i}" if args.idempotency_prefix is not None else None
             for i in range(args.count)]
     return [
         NewTask(
