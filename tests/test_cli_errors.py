@@ -153,15 +153,26 @@ class TestOutOfRangeOptions:
          "--prefetch must be a whole number of tasks between 0 and 9999, not -1"),
         (["chaos", "--tasks", "1", "--lease-seconds", "0.1"],
          "--lease-seconds must be a number of seconds between 0.25 and 604800, not 0.1"),
+        (["history", "--limit", "0"],
+         "limit must be a whole number of tasks between 1 and 1000, not 0"),
     ], ids=["enqueue-count", "dashboard-interval", "dashboard-rows", "serve-port",
             "worker-queue-weight", "worker-concurrency", "worker-processes",
-            "worker-prefetch", "chaos-lease"])
+            "worker-prefetch", "chaos-lease", "history-limit"])
     def test_the_command_says_which_option_and_exits_2(
         self, argv: list[str], said: str, nowhere: str, tmp_path: Path
     ) -> None:
         line = one_line(run(argv, nowhere, tmp_path))
         assert line.startswith(f"taskq {argv[0]}: {said}"), line
         assert " must be " in line and "Redis" not in line
+
+
+def test_a_task_id_no_task_can_have_is_refused_before_redis_is_asked(
+    nowhere: str, tmp_path: Path
+) -> None:
+    """Else a note that the queue is unknown came first, or Redis's absence alone."""
+    line = one_line(run(["task", "\N{LATIN SMALL LETTER E WITH ACUTE}"], nowhere, tmp_path))
+    assert line.startswith("taskq task: invalid task id '\N{LATIN SMALL LETTER E WITH ACUTE}'")
+    assert "Redis" not in line
 
 
 def test_a_redis_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:

@@ -45,12 +45,8 @@ class Recent:
     complete: bool
 
 
-def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
-           name: str = "", limit: int = RECENT_LIMIT.default,
-           scan: int = RECENT_SCAN.default) -> Recent:
-    """The newest `limit` tasks of `broker`'s queue that ended in one of `states`, whose
-    id starts with `id_prefix` and whose name contains `name`, found in at most `scan`
-    log entries; raises `InvalidTaskError` for a value out of range."""
+def check_search(states: Sequence[str], id_prefix: str, name: str) -> None:
+    """Raise `InvalidTaskError` unless `recent` can search for these."""
     unknown = [s for s in states if s not in ENDS]
     if unknown or not states:
         raise InvalidTaskError(f"states must be some of {', '.join(ENDS)}, not "
@@ -59,6 +55,15 @@ def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
         if not isinstance(value, str) or len(value) > MAX_SEARCH_CHARS or not utf8(value):
             raise InvalidTaskError(f"the {what} searched for must be text (UTF-8) of at "
                                    f"most {MAX_SEARCH_CHARS} characters, not {shown(value)}")
+
+
+def recent(broker: Broker, states: Sequence[str] = ENDS, id_prefix: str = "",
+           name: str = "", limit: int = RECENT_LIMIT.default,
+           scan: int = RECENT_SCAN.default) -> Recent:
+    """The newest `limit` tasks of `broker`'s queue that ended in one of `states`, whose
+    id starts with `id_prefix` and whose name contains `name`, found in at most `scan`
+    log entries; raises `InvalidTaskError` for a value out of range."""
+    check_search(states, id_prefix, name)
     limit, scan = RECENT_LIMIT.check(limit), RECENT_SCAN.check(scan)
     found: dict[str, Ended] = {}
     scanned, start, upper = 0, False, "+"

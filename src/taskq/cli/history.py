@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from taskq.cli.common import add_queue_argument, queue_brokers, settings_from
-from taskq.recent import ENDS, RECENT_LIMIT, recent
+from taskq.recent import ENDS, RECENT_LIMIT, check_search, recent
 from taskq.terminal import show_table, utc_time
 
 HELP = "list recently ended tasks (completed, dead, cancelled), newest first; search them"
@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     queue = settings_from(args).queue
+    # Before Redis is asked anything: a note that the queue is unknown would come first.
+    check_search(args.state or ENDS, args.id, args.name)
+    RECENT_LIMIT.check(args.limit)
     brokers = queue_brokers(args)
     founds = [recent(broker, states=args.state or ENDS, id_prefix=args.id, name=args.name,
                      limit=args.limit) for broker in brokers]

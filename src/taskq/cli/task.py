@@ -11,6 +11,7 @@ from taskq.cli.common import add_queue_argument, queue_brokers, task_router
 from taskq.errors import ConfigError, ResultError
 from taskq.handle import missing
 from taskq.history import TaskEvent, TaskView, indented, read_task
+from taskq.keys import check_task_id
 from taskq.limits import HISTORY_SCAN, PRIORITY
 from taskq.terminal import clean, one_line, utc_time
 
@@ -41,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     scan = HISTORY_SCAN.check(args.scan, "--scan", ConfigError)
+    check_task_id(args.task_id)  # before a note that the queue is unknown
     broker = task_router(queue_brokers(args))(args.task_id)
     view = read_task(broker, args.task_id, scan)
     if view is None:
