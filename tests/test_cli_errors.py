@@ -175,6 +175,14 @@ def test_a_task_id_no_task_can_have_is_refused_before_redis_is_asked(
     assert "Redis" not in line
 
 
+def test_a_serve_host_that_is_no_name_or_address_is_said_so(
+    nowhere: str, tmp_path: Path
+) -> None:
+    """Else it was refused for want of a token, as a host beyond loopback."""
+    line = one_line(run(["serve", "--host", "not a host!"], nowhere, tmp_path))
+    assert line == "taskq serve: --host 'not a host!' is no host name or IP address"
+
+
 def test_a_redis_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     line = one_line(run(["redis", "--port", "0", "--dir", str(tmp_path / "file" / "data")],

@@ -17,6 +17,8 @@ from taskq.limits import PORT
 HELP = "serve the web dashboard, the live SSE feed, the JSON API and /metrics"
 
 TOKEN = re.compile(r"[A-Za-z0-9._~\-]{8,256}")
+# A host name's labels (RFC 1123), which is what --host takes besides an IP address.
+HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,9 +39,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_host(host: str) -> bool:
+    """Whether `host` is an IP address or a host name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return len(host) <= 253 and HOST_NAME.fullmatch(host) is not None
+    return True
+
+
 def check_exposure(host: str, token: str, allowed_hosts: str = "") -> None:
-    """Refuse to serve beyond this machine without a token, or to any Host without one,
-    and refuse odd tokens."""
+    """Refuse a host that is no name or address, to serve beyond this machine without a
+    token, or to any Host without one, and odd tokens."""
+    if not is_host(host):
+        raise ConfigError(f"--host {host!r} is no host name or IP address")
     if token and not TOKEN.fullmatch(token):
         raise ConfigError("TASKQ_API_TOKEN must be 8-256 characters of letters, digits, "
                           "'.', '_', '~' or '-'")
