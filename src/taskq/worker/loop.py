@@ -55,6 +55,11 @@ from taskq.worker.waker import Waker
 
 log = logging.getLogger("taskq.worker")
 
+# The exit status of a worker that stopped with tasks it could not settle or give back,
+# Redis away past their leases (EX_TEMPFAIL): a supervisor can tell it from a clean
+# drain. Nothing is lost: they are reaped.
+UNSETTLED_STATUS = 75
+
 
 def make_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -152,6 +157,8 @@ class Worker:
         self.waker = self.wakers[0]
         self.leaser = Leaser(self.worker_id, s.lease_seconds)
         self.settler = Settler(self.queues, s, self.slots, self.worker_id)
+        # The settler's `left` when the stop began: the exit status counts from there.
+        self._left_at_stop: int | None = None
         # The app's schedules fire on one queue whichever queues a worker serves, so
         # workers dividing the queues between them still make one task per tick. One
         # that does not serve it fires there for those that do, with its first queue's
@@ -241,6 +248,7 @@ class Worker:
                     self._drain()
                     self._wait(None)
             # The grace is over (or every run in hand ended): fenced before any call.
+            self._note_stop()
             self.settler.fence(self.slots.in_hand())
             self.settler.settle(self.inbox.take())
         finally:
@@ -271,7 +279,22 @@ class Worker:
             log.info("worker %s done: %s", self.worker_id, self.stats)
             if install_signal_handlers:
                 self.lifecycle.restore_signal_handlers()
+        return self._exit_status()
+
+    def _exit_status(self) -> int:
+        """0, or UNSETTLED_STATUS when the stop left tasks it could not settle."""
+        left = self.settler.left - (self._left_at_stop or 0)
+        if left:
+            log.error("worker %s stopped with %d task(s) it could not settle or give back "
+                      "(Redis away past their leases): they are reaped and run again, or "
+                      "ended, there; exit status %d", self.worker_id, left, UNSETTLED_STATUS)
+            return UNSETTLED_STATUS
         return 0
+
+    def _note_stop(self) -> None:
+        """Count, from the stop's start, the tasks a call gave up on (the exit status)."""
+        if self._left_at_stop is None:
+            self._left_at_stop = self.settler.left
 
     def _refuse_unrunnable(self) -> None:
         """Raise `ConfigError` if Redis refuses this worker's ACL user a command the
@@ -377,6 +400,7 @@ class Worker:
 
     def _drain(self) -> None:
         """While draining: start nothing more, settle what finishes, lease nothing."""
+        self._note_stop()
         self.runner.stop_starting()
         self.settler.settle(self.inbox.take())
 

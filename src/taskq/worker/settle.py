@@ -16,7 +16,7 @@ from taskq.results import FailResult, Failure, LeaseBatch, LeasedTask, Released,
 from taskq.retry import Decision
 from taskq.settings import Settings
 from taskq.worker.inbox import Outcome
-from taskq.worker.outage import Outage
+from taskq.worker.outage import Outage, T
 from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
 from taskq.worker.tasklog import TaskLog
@@ -59,6 +59,9 @@ class Settler:
         # Runs `fence` cut off at the end of the grace, each with whether its effect was
         # applied: `abandon` gives them back.
         self._cut: list[tuple[TaskContext, bool]] = []
+        # Tasks whose ack, fail, release or cancel gave up on a Redis away past their
+        # leases: left to be reaped, and run again or ended there.
+        self.left = 0
 
     def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
                lease_from: Broker | None = None) -> Settled:
@@ -234,9 +237,9 @@ class Settler:
                 log.info("%s; sending the acks alone", acks)
             else:
                 return Settled(self._count_acks(broker, tasks, contexts, acks), None, batch)
-        acked = self._outage(broker).retry(f"ack of {len(tasks)} task(s)",
-                                           lambda: broker.ack_many(held, results),
-                                           self._held_until(*contexts))
+        acked = self._retry(broker, f"ack of {len(tasks)} task(s)",
+                            lambda: broker.ack_many(held, results),
+                            self._held_until(*contexts), len(tasks))
         if acked is None:
             # Redis stayed away a whole lease: these tasks will be reaped and rerun. A
             # lease made beside the refused acks still goes to the loop to run.
@@ -264,7 +267,7 @@ class Settler:
         cap = max(s.backoff_max_seconds, base) if decision.backoff_max is None \
             else decision.backoff_max
         dead, delay = decision.mode == "dead", decision.delay if decision.mode == "delay" else None
-        result = self._outage(broker).retry(f"fail {task.task_id}", lambda: broker.fail(
+        result = self._retry(broker, f"fail {task.task_id}", lambda: broker.fail(
             task.task_id, task.token, error, base, cap, delay=delay, dead=dead),
             self._held_until(context))
         if result is None:
@@ -301,8 +304,8 @@ class Settler:
 
     def _ack_cancelled(self, context: TaskContext) -> None:
         broker = self._broker(context)
-        ended = self._outage(broker).retry(
-            f"cancel {context.task_id}",
+        ended = self._retry(
+            broker, f"cancel {context.task_id}",
             lambda: broker.ack_cancelled(context.task_id, context.token),
             self._held_until(context))
         if ended or (ended is False and self._ended_before(
@@ -317,9 +320,9 @@ class Settler:
 
     def _ack_abandoned(self, context: TaskContext) -> None:
         broker = self._broker(context)
-        acked = self._outage(broker).retry(
-            f"ack {context.task_id}", lambda: broker.ack_cut(context.task_id, context.token),
-            self._held_until(context))
+        acked = self._retry(
+            broker, f"ack {context.task_id}",
+            lambda: broker.ack_cut(context.task_id, context.token), self._held_until(context))
         log.warning("task %s outlived the grace period after its effect was applied: %s",
                     context.task_id, "acked with no result (a workflow step fails its "
                     "flow), and the rest of its handler cut off" if acked
@@ -330,8 +333,8 @@ class Settler:
     def _release(self, context: TaskContext, why: str) -> None:
         """Hand a task back to ready for another worker, saying `why` in the log."""
         broker = self._broker(context)
-        released = self._outage(broker).retry(
-            f"release {context.task_id}",
+        released = self._retry(
+            broker, f"release {context.task_id}",
             lambda: broker.release(context.task_id, context.token), self._held_until(context))
         if released == Released.STALE and (landed := self._ended_before(
                 broker, context.task_id, context.token, "pending", "cancelled")) is not None:
@@ -355,6 +358,15 @@ class Settler:
 
     def _broker(self, context: TaskContext) -> Broker:
         return self.queues.broker(context.queue)
+
+    def _retry(self, broker: Broker, what: str, call: Callable[[], T], held_until: float,
+               tasks: int = 1) -> T | None:
+        """`call`, settling `tasks` tasks of `broker`'s queue, through an outage of it (see
+        Outage.retry); given up on, they are counted in `left`."""
+        result = self._outage(broker).retry(what, call, held_until)
+        if result is None:
+            self.left += tasks
+        return result
 
     def _outage(self, broker: Broker) -> Outage:
         outage = self._outages.get(broker.queue)
