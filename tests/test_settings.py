@@ -219,6 +219,13 @@ class TestRedisUrl:
             with_env(REDIS_URL=f"redis://h/0?{query}")
         assert with_env(REDIS_URL="redis://h/0?encoding=utf-8").redis_url
 
+    def test_a_client_name_redis_refuses_is_refused_naming_the_url(self) -> None:
+        # Else the first command failed with "Client names cannot contain spaces".
+        with pytest.raises(ConfigError, match=r"REDIS_URL=.* has client_name='a b': Redis "
+                                              "takes names of printable ASCII"):
+            with_env(REDIS_URL="redis://h/0?client_name=a%20b")
+        assert with_env(REDIS_URL="redis://h/0?client_name=web-1").redis_url
+
     def test_a_negative_health_check_interval_is_refused(self) -> None:
         # Else every command failed with an error about a MAINT_NOTIFICATIONS subcommand.
         with pytest.raises(ConfigError, match="has health_check_interval=-1: give a number"):

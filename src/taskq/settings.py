@@ -339,6 +339,12 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     if interval is not None and not (math.isfinite(interval) and interval >= 0):
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has health_check_interval="
                           f"{interval}: give a number of seconds, 0 or more, or leave it out")
+    # Redis refuses a name with a space or a character past ASCII at the first command,
+    # with an error that names no URL.
+    name = kwargs.get("client_name")
+    if name is not None and not all("!" <= c <= "~" for c in str(name)):
+        raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has client_name={name!r}: Redis "
+                          "takes names of printable ASCII characters with no space")
     # redis-py takes these from the query over taskq's own client options: replies read
     # in another encoding than the UTF-8 every value is written in would garble every
     # text that is not ASCII, arguments and results, with no error anywhere.
