@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -37,6 +39,17 @@ def holding(*contexts: TaskContext) -> Slots:
 def context_of(broker: Broker, task_id: str, token: int) -> TaskContext:
     return TaskContext(task_id=task_id, name="n", queue=broker.queue, worker_id="w1",
                        token=token, attempt=1, max_retries=3)
+
+
+@contextmanager
+def beating(heartbeat: Heartbeat) -> Iterator[Heartbeat]:
+    """`heartbeat` running while the block runs, stopped after it."""
+    heartbeat.start()
+    try:
+        yield heartbeat
+    finally:
+        heartbeat.stop()
+        heartbeat.join(5)
 
 
 class TestCadence:
@@ -115,13 +128,8 @@ class TestBeat:
 
         slots = BrokenOnce(1)
         slots.hold(context_of(broker, a, token))
-        heartbeat = Heartbeat(Queues.of(broker), lease(0.3), slots)
-        heartbeat.start()
-        try:
+        with beating(Heartbeat(Queues.of(broker), lease(0.3), slots)):
             wait_until(lambda: renewed >= 3, 5, "beats after the failing one")
-        finally:
-            heartbeat.stop()
-            heartbeat.join(5)
         assert broker.reap() == [] and broker.ack(a, token)
 
 
@@ -144,13 +152,8 @@ def test_beats_that_come_so_late_a_lease_is_near_lapsing_are_said_once(
             return super().in_hand()
 
     caplog.set_level("WARNING", logger="taskq.worker")
-    heartbeat = Heartbeat(Queues.of(broker), lease(0.3), Slow(1))
-    heartbeat.start()
-    try:
+    with beating(Heartbeat(Queues.of(broker), lease(0.3), Slow(1))):
         wait_until(lambda: beats >= 6, 5, "beats after the slow ones")
-    finally:
-        heartbeat.stop()
-        heartbeat.join(5)
     said = [r.getMessage() for r in caplog.records if "the heartbeat ran" in r.getMessage()]
     assert len(said) == 1, said
     assert "leases of 0.3s renewed every 0.1s" in said[0] and "--processes" in said[0]

@@ -471,6 +471,19 @@ def test_an_async_run_that_catches_its_time_limit_in_an_effect_is_failed_once_th
     timed_out_in_its_block(handlers, in_block)
 
 
+def charge_beside(handlers: Handlers, in_block: threading.Event) -> asyncio.Task[None]:
+    """Starts, on the running loop, a coroutine that holds an effect() block of the
+    current run across its awaits until the handlers are let go."""
+    context = current_task()
+
+    async def charge() -> None:
+        with context.effect():
+            in_block.set()
+            await asyncio.to_thread(handlers.release.wait, HANDLER_LIMIT_SECONDS)
+
+    return asyncio.get_running_loop().create_task(charge())
+
+
 def test_an_async_run_timed_out_while_a_coroutine_it_left_is_in_an_effect_is_failed_after_it(
     handlers: Handlers,
 ) -> None:
@@ -481,14 +494,7 @@ def test_an_async_run_timed_out_while_a_coroutine_it_left_is_in_an_effect_is_fai
 
     @handlers.app.task("charging_async", time_limit=60)
     async def charging_async() -> None:
-        context = current_task()
-
-        async def charge() -> None:
-            with context.effect():
-                in_block.set()
-                await asyncio.to_thread(handlers.release.wait, HANDLER_LIMIT_SECONDS)
-
-        charging = asyncio.ensure_future(charge())
+        charging = charge_beside(handlers, in_block)
         await asyncio.sleep(HANDLER_LIMIT_SECONDS)
         await charging
 
@@ -531,34 +537,24 @@ def reported_once_the_block_ends(handlers: Handlers, name: str) -> Outcome:
         runner.close()
 
 
-def test_a_sync_run_that_fails_while_a_thread_it_left_is_in_an_effect_is_failed_after_it(
-    handlers: Handlers,
+@pytest.mark.parametrize("ending", ["raises", "returns once cancelled"])
+def test_a_sync_run_that_ends_while_a_thread_it_left_is_in_an_effect_is_reported_after_it(
+    handlers: Handlers, ending: str
 ) -> None:
-    """Failed at once, its retry could apply the effect beside the block."""
+    """Reported at once, its retry could apply the effect beside the block, or its task
+    end cancelled, the cancel acknowledged, before the effect."""
     in_block = threading.Event()
 
     @handlers.app.task("charging_sync")
     def charging_sync() -> None:
         left_in_an_effect(handlers, in_block)
-        raise RuntimeError("the charge went to a thread of its own")
-
-    outcome = reported_once_the_block_ends(handlers, "charging_sync")
-    assert outcome.failure is not None and outcome.failure.error_type == "RuntimeError"
-
-
-def test_a_cancelled_run_whose_thread_is_in_an_effect_is_reported_after_it(
-    handlers: Handlers,
-) -> None:
-    """Its task would be cancelled, and the cancel acknowledged, before the effect."""
-    in_block = threading.Event()
-
-    @handlers.app.task("charging_sync")
-    def charging_sync() -> None:
-        left_in_an_effect(handlers, in_block)
+        if ending == "raises":
+            raise RuntimeError("the charge went to a thread of its own")
         current_task().cancel()  # as a heartbeat does when it hears of the cancel
 
     outcome = reported_once_the_block_ends(handlers, "charging_sync")
-    assert outcome.context.cancelled
+    assert (outcome.failure is not None) == (ending == "raises")
+    assert outcome.context.cancelled == (ending == "returns once cancelled")
 
 
 def test_an_async_run_that_fails_while_a_coroutine_it_left_is_in_an_effect_is_failed_after_it(
@@ -568,14 +564,7 @@ def test_an_async_run_that_fails_while_a_coroutine_it_left_is_in_an_effect_is_fa
 
     @handlers.app.task("charging_async")
     async def charging_async() -> None:
-        context = current_task()
-
-        async def charge() -> None:
-            with context.effect():
-                in_block.set()
-                await asyncio.to_thread(handlers.release.wait, HANDLER_LIMIT_SECONDS)
-
-        asyncio.get_running_loop().create_task(charge())
+        charge_beside(handlers, in_block)
         await asyncio.to_thread(in_block.wait, HANDLER_LIMIT_SECONDS)
         raise RuntimeError("the charge went to a coroutine of its own")
 
