@@ -35,10 +35,14 @@ Endpoint = Callable[[Request], Response]
 
 class Answering:
     """The last word on Redis: `doubted` after a PING that did not come back, until one
-    does. Built and used on the server's event loop."""
+    does. Built and used on the server's event loop. With `judges` False (a Redis
+    Cluster, whose PING goes to every node: one silent node would have every queue's
+    requests refused, those on the nodes that answer too) it never doubts, and each
+    request waits its own calls out."""
 
-    def __init__(self, ping: Callable[[], Awaitable[object]]) -> None:
+    def __init__(self, ping: Callable[[], Awaitable[object]], judges: bool = True) -> None:
         self._ping = ping
+        self.judges = judges
         self.doubted = False
         self._asking: asyncio.Task[Health] | None = None
         self._answered_at = -TRUSTED_SECONDS
@@ -49,7 +53,7 @@ class Answering:
 
     def check(self) -> None:
         """Asks for a PING unless one is out or came back a moment ago."""
-        if time.monotonic() - self._answered_at >= TRUSTED_SECONDS:
+        if self.judges and time.monotonic() - self._answered_at >= TRUSTED_SECONDS:
             self._ask()
 
     def _ask(self) -> asyncio.Task[Health]:
@@ -70,7 +74,7 @@ class Answering:
         finally:
             self._asking = None
         # A refusing Redis fails each call at once by itself; only silence is doubted.
-        self.doubted = health == "not answering"
+        self.doubted = self.judges and health == "not answering"
         if health == "up":
             self._answered_at = time.monotonic()
         return health

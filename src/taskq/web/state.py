@@ -84,7 +84,7 @@ class WebState:
             readers=Readers(aclient, ring_size=ring, limit=settings.feed_max_queues,
                             by_slot=settings.redis_cluster),
             heavy=anyio.CapacityLimiter(HEAVY_AT_ONCE),
-            answering=Answering(aclient.ping),
+            answering=Answering(aclient.ping, judges=not settings.redis_cluster),
         )
 
     def broker(self, queue: str) -> Broker:
