@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -146,6 +147,31 @@ def test_a_crowd_of_api_requests_in_a_silent_redis_is_answered_503_within_second
     assert [error for _, error, _ in then] == [silent] * 100
     assert max(took for _, _, took in then) < 6, then
     assert after.status_code == 200, after.text
+
+
+SPIN = """local t = redis.call('TIME')
+local from = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from > tonumber(ARGV[1])
+return 1"""
+
+
+def test_reads_that_waited_behind_a_slow_redis_are_served_once_it_answers(
+    own_redis: EmbeddedRedis, own_queue: Broker, tmp_path: Path
+) -> None:
+    """A script that runs 4.5 s leaves the PING asked after 2 s unanswered: Redis is
+    doubted, though it is slow, not silent. The reads that waited for a thread (four run
+    at once) were refused 503 just after the ones before them came back."""
+    enqueue(own_queue, 1)
+    with served(own_redis, tmp_path) as server:
+        spinner = threading.Thread(
+            target=lambda: own_queue.client.eval(SPIN, 0, 4_500_000))
+        spinner.start()
+        try:
+            time.sleep(0.1)
+            answers = crowd(server, ["/api/snapshot?queue=outage"] * 8)
+        finally:
+            spinner.join(30)
+    assert [status for status, _, _ in answers] == [200] * 8, answers
 
 
 def test_a_server_started_while_redis_is_down_serves_once_it_is_up(

@@ -35,10 +35,10 @@ Endpoint = Callable[[Request], Response]
 
 class Answering:
     """The last word on Redis: `doubted` after a PING that did not come back, until one
-    does. Built and used on the server's event loop. With `judges` False (a Redis
-    Cluster, whose PING goes to every node: one silent node would have every queue's
-    requests refused, those on the nodes that answer too) it never doubts, and each
-    request waits its own calls out."""
+    does, or a request's calls come back. Built and used on the server's event loop.
+    With `judges` False (a Redis Cluster, whose client sends PING to one node: its
+    silence says nothing of the others, and doubt would refuse the queues on every
+    node) it never doubts, and each request waits its own calls out."""
 
     def __init__(self, ping: Callable[[], Awaitable[object]], judges: bool = True) -> None:
         self._ping = ping
@@ -50,6 +50,11 @@ class Answering:
     async def health(self) -> Health:
         """A PING's outcome: the one out already, or a new one."""
         return await asyncio.shield(self._ask())
+
+    def answered(self) -> None:
+        """A request's calls to Redis came back: it answers."""
+        self.doubted = False
+        self._answered_at = time.monotonic()
 
     def check(self) -> None:
         """Asks for a PING unless one is out or came back a moment ago."""
@@ -110,9 +115,14 @@ async def on_thread(endpoint: Endpoint, request: Request) -> Response:
     answering: Answering = request.app.state.web.answering
     watch = asyncio.get_running_loop().call_later(ANSWER_SECONDS, answering.check)
     try:
-        return await anyio.to_thread.run_sync(_unless_doubted, endpoint, request, answering)
+        response = await anyio.to_thread.run_sync(_unless_doubted, endpoint, request,
+                                                  answering)
     finally:
         watch.cancel()
+    if response.status_code < 500:
+        # Requests waiting for a thread behind it are not refused for a doubt it ends.
+        answering.answered()
+    return response
 
 
 def _unless_doubted(endpoint: Endpoint, request: Request, answering: Answering) -> Response:
