@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import re
@@ -339,6 +340,19 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     if interval is not None and not (math.isfinite(interval) and interval >= 0):
         raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has health_check_interval="
                           f"{interval}: give a number of seconds, 0 or more, or leave it out")
+    _check_url_text(url, kwargs)
+    # The URL's own timeouts win over REDIS_TIMEOUT_SECONDS, and a socket refuses
+    # a negative or NaN one only when the first connection is made.
+    for name in URL_TIMEOUTS:
+        value = kwargs.get(name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has {name}={value}: give a "
+                              "number of seconds above 0, or leave it out")
+
+
+def _check_url_text(url: str, kwargs: dict[str, Any]) -> None:
+    """Refuse a URL's client name Redis would refuse, and its own say in how replies are
+    decoded."""
     # Redis refuses a name with a space or a character past ASCII at the first command,
     # with an error that names no URL.
     name = kwargs.get("client_name")
@@ -348,20 +362,21 @@ def _check_url_values(url: str, kwargs: dict[str, Any]) -> None:
     # redis-py takes these from the query over taskq's own client options: replies read
     # in another encoding than the UTF-8 every value is written in would garble every
     # text that is not ASCII, arguments and results, with no error anywhere.
-    for name in TEXT_OPTIONS:
-        value = parse_qs(urlsplit(url).query).get(name)
-        if value is not None and not (name == "encoding"
-                                      and value[-1].lower().replace("-", "") == "utf8"):
-            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} sets {name}={value[-1]}: "
-                              "taskq writes every value as UTF-8 and decodes the replies "
-                              "itself; leave it out")
-    # The URL's own timeouts win over REDIS_TIMEOUT_SECONDS, and a socket refuses
-    # a negative or NaN one only when the first connection is made.
-    for name in URL_TIMEOUTS:
-        value = kwargs.get(name)
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"REDIS_URL={redacted_url(url)!r} has {name}={value}: give a "
-                              "number of seconds above 0, or leave it out")
+    query = parse_qs(urlsplit(url).query)
+    for option in TEXT_OPTIONS:
+        for value in query.get(option, []):  # redis-py takes the first of several
+            if not (option == "encoding" and _is_utf8(value)):
+                raise ConfigError(f"REDIS_URL={redacted_url(url)!r} sets {option}={value}: "
+                                  "taskq writes every value as UTF-8 and decodes the "
+                                  "replies itself; leave it out")
+
+
+def _is_utf8(encoding: str) -> bool:
+    """Whether `encoding` names UTF-8 (utf-8, UTF8, utf_8, ...)."""
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
 
 
 def redacted_url(url: str) -> str:
