@@ -533,6 +533,22 @@ def test_a_click_on_a_row_the_feed_redraws_between_press_and_release_opens_its_t
         re.compile(r"^\d+\.\ds$"))
 
 
+def test_a_right_button_press_holds_no_redraw(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    """Its release may go to a context menu, never to the page: the table stayed as it
+    was until some later release anywhere."""
+    queue.enqueue_many([NewTask("pressed-1"), NewTask("pressed-2")])
+    first = queue.lease_many("w", 60, 1).tasks[0]
+    open_dashboard(page, server)
+    box = leased_row(page, first.task_id).get_by_test_id("task-link").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down(button="right")
+    queue.lease_many("w", 60, 1)
+    expect(rows(page, "leased-row")).to_have_count(2)
+
+
 def client_seq(queue: Broker) -> str:
     return str(queue.client.get(queue.keys.seq))
 

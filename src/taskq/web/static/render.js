@@ -153,8 +153,11 @@ function release() {
   });
 }
 
-document.addEventListener('pointerdown', (e) => { pressed = e.target; }, true);
-for (const type of ['pointerup', 'pointercancel', 'dragstart']) {
+// The primary button alone makes a click; a context menu may take the release of another.
+document.addEventListener('pointerdown', (e) => {
+  if (e.button === 0) pressed = e.target;
+}, true);
+for (const type of ['pointerup', 'pointercancel', 'dragstart', 'contextmenu']) {
   document.addEventListener(type, release, true);
 }
 window.addEventListener('blur', release);
