@@ -162,6 +162,27 @@ def test_ack_is_retried_across_a_short_outage_and_the_task_is_not_rerun(
     o.assert_charged_once_each([task_id])
 
 
+def test_a_stop_that_comes_while_an_ack_rides_out_an_outage_exits_75(
+    outage: Callable[..., Outage],
+) -> None:
+    """The ack, sent before the stop, gave up after it: counted from the first drain's
+    look, which came only once the ack had given up, it made no difference, and the
+    worker exited 0."""
+    o = outage()
+    worker = o.workers.start(LEASE_SECONDS="6", WORK_SECONDS="1", TASKQ_CONCURRENCY="1",
+                             SHUTDOWN_GRACE_SECONDS="2")
+    task_ids = o.enqueue(1)
+    wait_until(lambda: o.states(task_ids) == ["running"], 15, "the worker to hold the task")
+    o.server.stop()
+    # The handler returns within a second, and its ack waits out the outage till its
+    # lease ends, 4 to 6 s from now (renewed every 2 s).
+    time.sleep(2.5)
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(60)
+    assert worker.returncode == 75
+    assert "stopped with 1 task(s) it could not settle" in o.workers.log(worker)
+
+
 def test_a_worker_stopped_with_redis_gone_waits_one_lease_not_one_try_per_task(
     outage: Callable[..., Outage],
 ) -> None:

@@ -156,9 +156,8 @@ class Worker:
         self.wakers = self._wakers()
         self.waker = self.wakers[0]
         self.leaser = Leaser(self.worker_id, s.lease_seconds)
-        self.settler = Settler(self.queues, s, self.slots, self.worker_id)
-        # The settler's `left` when the stop began: the exit status counts from there.
-        self._left_at_stop: int | None = None
+        self.settler = Settler(self.queues, s, self.slots, self.worker_id,
+                               lambda: not self.lifecycle.running)
         # The app's schedules fire on one queue whichever queues a worker serves, so
         # workers dividing the queues between them still make one task per tick. One
         # that does not serve it fires there for those that do, with its first queue's
@@ -248,7 +247,6 @@ class Worker:
                     self._drain()
                     self._wait(None)
             # The grace is over (or every run in hand ended): fenced before any call.
-            self._note_stop()
             self.settler.fence(self.slots.in_hand())
             self.settler.settle(self.inbox.take())
         finally:
@@ -283,18 +281,13 @@ class Worker:
 
     def _exit_status(self) -> int:
         """0, or UNSETTLED_STATUS when the stop left tasks it could not settle."""
-        left = self.settler.left - (self._left_at_stop or 0)
+        left = self.settler.left
         if left:
             log.error("worker %s stopped with %d task(s) it could not settle or give back "
                       "(Redis away past their leases): they are reaped and run again, or "
                       "ended, there; exit status %d", self.worker_id, left, UNSETTLED_STATUS)
             return UNSETTLED_STATUS
         return 0
-
-    def _note_stop(self) -> None:
-        """Count, from the stop's start, the tasks a call gave up on (the exit status)."""
-        if self._left_at_stop is None:
-            self._left_at_stop = self.settler.left
 
     def _refuse_unrunnable(self) -> None:
         """Raise `ConfigError` if Redis refuses this worker's ACL user a command the
@@ -400,7 +393,6 @@ class Worker:
 
     def _drain(self) -> None:
         """While draining: start nothing more, settle what finishes, lease nothing."""
-        self._note_stop()
         self.runner.stop_starting()
         self.settler.settle(self.inbox.take())
 

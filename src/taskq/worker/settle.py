@@ -47,8 +47,10 @@ class Settler:
     lease: a lost ack means the task runs again, which is worth a long wait."""
 
     def __init__(self, queues: Queues, settings: Settings, slots: Slots,
-                 worker_id: str) -> None:
+                 worker_id: str, stopping: Callable[[], bool] = lambda: False) -> None:
         self.queues = queues
+        # Whether the worker's stop has begun: what `left` counts from.
+        self.stopping = stopping
         self.settings = settings
         self.slots = slots
         self.worker_id = worker_id
@@ -59,8 +61,8 @@ class Settler:
         # Runs `fence` cut off at the end of the grace, each with whether its effect was
         # applied: `abandon` gives them back.
         self._cut: list[tuple[TaskContext, bool]] = []
-        # Tasks whose ack, fail, release or cancel gave up on a Redis away past their
-        # leases: left to be reaped, and run again or ended there.
+        # Tasks whose ack, fail, release or cancel gave up, once the stop had begun, on a
+        # Redis away past their leases: left to be reaped, and run again or ended there.
         self.left = 0
 
     def settle(self, outcomes: Sequence[Outcome], refill: int = 0,
@@ -362,9 +364,10 @@ class Settler:
     def _retry(self, broker: Broker, what: str, call: Callable[[], T], held_until: float,
                tasks: int = 1) -> T | None:
         """`call`, settling `tasks` tasks of `broker`'s queue, through an outage of it (see
-        Outage.retry); given up on, they are counted in `left`."""
+        Outage.retry); given up on once the stop has begun (whenever it was sent), they
+        are counted in `left`."""
         result = self._outage(broker).retry(what, call, held_until)
-        if result is None:
+        if result is None and self.stopping():
             self.left += tasks
         return result
 
