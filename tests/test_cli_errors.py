@@ -12,6 +12,7 @@ import redis
 
 from cli_support import command_env, taskq
 from conftest import ON_CLUSTER
+from taskq.cli import serve
 from taskq.tools.embedded import EmbeddedRedis, free_port
 
 # Every command that talks to the Redis that REDIS_URL names.
@@ -181,6 +182,14 @@ def test_a_serve_host_that_is_no_name_or_address_is_said_so(
     """Else it was refused for want of a token, as a host beyond loopback."""
     line = one_line(run(["serve", "--host", "not a host!"], nowhere, tmp_path))
     assert line == "taskq serve: --host 'not a host!' is no host name or IP address"
+
+
+@pytest.mark.parametrize("host", ["[::1]", "LOCALHOST", "localhost."])
+def test_a_loopback_host_however_written_needs_no_token(host: str) -> None:
+    """`[::1]` as it is written in a URL was no host at all, and `localhost` in capitals
+    or with its root dot was taken as beyond loopback, refused without a token."""
+    assert serve.is_host(serve.unbracketed(host))
+    serve.check_exposure(serve.unbracketed(host), token="")
 
 
 def test_a_redis_data_dir_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:

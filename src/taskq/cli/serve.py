@@ -22,7 +22,8 @@ HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", type=unbracketed,
+                        help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                         help="a name clients reach this server by, besides the loopback "
@@ -30,8 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_queue_argument(parser)
 
 
+def unbracketed(host: str) -> str:
+    """`host` as it is bound: an IPv6 address written as in a URL (`[::1]`) without its
+    brackets."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    if host.lower().rstrip(".") == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
