@@ -4,9 +4,9 @@ timeouts and retries, 20 s: each JSON API request would hold a thread that long,
 crowd of them every thread the API runs on, for as long. So a request still running
 ANSWER_SECONDS after it came in asks Redis for a PING; if none comes back within
 ANSWER_SECONDS, Redis is doubted, and each API request after (or waiting for a thread
-then) is answered 503 unless a PING comes back first. Whoever asks while a PING is out
-shares it; /healthz asks the same. Only the requests already calling Redis when it went
-silent wait out the client's timeouts."""
+then) is answered 503 unless a PING, or another request's calls, come back first.
+Whoever asks while a PING is out shares it; /healthz asks the same. Only the requests
+already calling Redis when it went silent wait out the client's timeouts."""
 
 from __future__ import annotations
 
