@@ -262,6 +262,23 @@ CHECKS: tuple[Check, ...] = (
         tlc=TLC(distinct=153, generated=389, depth=7, left=68),
     ),
     Check(
+        spec="TaskQueue/TaskQueueEndMidEffect.tla",
+        config="TaskQueue/TaskQueueEndMidEffect.cfg",
+        build=task_queue_mutants.end_mid_effect_model,
+        # The left-behind-block mutant: reported while a block of its run goes on, the
+        # run keeps a current token with no lease.
+        expect=Expect.violated("T3_StaleAtOnce", depth=5),
+        tlc=TLC(distinct=35, generated=56, depth=5, left=18),
+    ),
+    Check(
+        spec="TaskQueue/TaskQueueEndMidEffect.tla",
+        config="TaskQueue/TaskQueueEndMidEffect_NoStaleAtOnce.cfg",
+        build=task_queue_mutants.end_mid_effect_model,
+        # The same run followed on: the block writes the effect after the lease ended.
+        expect=Expect.property_violated("EffectWhileHeld", depth=6),
+        tlc=TLC(distinct=87, generated=166, depth=6, left=51),
+    ),
+    Check(
         spec="TaskQueue/TaskQueueTimeOutUnrenewed.tla",
         config="TaskQueue/TaskQueueTimeOutUnrenewed.cfg",
         build=task_queue_mutants.time_out_unrenewed_model,

@@ -36,6 +36,9 @@ TaskQueueCancelRetried.tla
 TaskQueueTimeOutMidEffect.tla
   FailMidEffect(w)                       fail_mid_effect
   MidEffectNext, MidEffectNothingLost    MID_EFFECT_NEXT (FailMidEffect after Fail), its T2
+TaskQueueEndMidEffect.tla
+  EndMidEffect(w)                        end_mid_effect
+  EndMidEffectNext, ...NothingLost       END_MID_EFFECT_NEXT (EndMidEffect after Fail), its T2
 TaskQueueTimeOutUnrenewed.tla
   HeartbeatUnrenewed(w) ==
       HeartbeatWhile(w, Holds, FALSE)    heartbeat_unrenewed
@@ -90,6 +93,22 @@ def fail_mid_effect(c: tq.Constants, s: tq.State) -> Iterator[Transition[tq.Stat
             branch, after = tq.retry_or_die(c, ended, h.task)
         yield f"FailMidEffect(w={w})/{branch}", after
 
+
+def end_mid_effect(c: tq.Constants, s: tq.State) -> Iterator[Transition[tq.State]]:
+    """fail.lua or ack_cancelled.lua for a run with a block under way on a thread its
+    handler left behind, its holding kept."""
+    for w in c.worker_ids:
+        h = s.held[w]
+        if h.task == 0 or not tq.in_effect(s, w) or not tq.holds(s, w):
+            continue
+        ended = tq.end_lease(s, h.task)
+        if h.cancelSeen or s.cancelReq[h.task]:
+            branch, after = "cancelled", tq.to_cancelled(ended, h.task)
+        else:
+            branch, after = tq.retry_or_die(c, ended, h.task)
+        yield f"EndMidEffect(w={w})/{branch}", after
+
+
 NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.ack, ack_no_fence))
 NO_BUMP_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_no_bump))
 BY_TOKEN_NEXT = tq.swap(
@@ -108,6 +127,9 @@ CANCEL_NO_FENCE_NEXT = tq.swap(tq.NEXT, (tq.confirm, confirm_no_cancel_fence))
 CANCEL_RETRIED_NEXT = tq.swap(tq.NEXT, (tq.reap, reap_ignoring_cancel))
 MID_EFFECT_NEXT = tuple(
     b for a in tq.NEXT for b in ((a, fail_mid_effect) if a is tq.fail else (a,))
+)
+END_MID_EFFECT_NEXT = tuple(
+    b for a in tq.NEXT for b in ((a, end_mid_effect) if a is tq.fail else (a,))
 )
 UNRENEWED_NEXT = tq.swap(
     tq.NEXT, (tq.heartbeat, heartbeat_unrenewed), (tq.expire, expire_unrenewed)
@@ -155,6 +177,10 @@ def cancel_retried_model(cfg: cfgs.Config) -> Model[tq.State]:
 
 def time_out_mid_effect_model(cfg: cfgs.Config) -> Model[tq.State]:
     return build("TaskQueueTimeOutMidEffect", MID_EFFECT_NEXT, cfg, "MidEffectNothingLost")
+
+
+def end_mid_effect_model(cfg: cfgs.Config) -> Model[tq.State]:
+    return build("TaskQueueEndMidEffect", END_MID_EFFECT_NEXT, cfg, "EndMidEffectNothingLost")
 
 
 def time_out_unrenewed_model(cfg: cfgs.Config) -> Model[tq.State]:
