@@ -129,7 +129,8 @@ class Settler:
             if context.finished or context.ended_at or context.timed_out \
                     or not context.fence_now():
                 continue
-            applied = context.abandon()  # at once: no block starts once fenced
+            # Fenced with no block under way, none can start: what it applied is final.
+            applied = context.effect_applied
             if not context.started_at:
                 continue
             context.finished = True  # its report, if it makes one now, is passed over

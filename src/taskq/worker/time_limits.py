@@ -52,8 +52,8 @@ class TimeLimits(threading.Thread):
                     and context.time_out():
                 self.end(context)
             elif past_grace and context.started_at and not context.abandoned:
-                # The loop gives it back, but may be waiting on Redis meanwhile; one
-                # inside an effect() block is fenced once the block ends (see abandon).
+                # The loop gives it back, but may be waiting on Redis meanwhile. A block
+                # under way ends as it will; no block of the run starts after this.
                 context.fence_now()
 
     def stop(self) -> None:
