@@ -51,7 +51,7 @@ class Answering:
         """A PING's outcome: the one out already, or a new one."""
         return await asyncio.shield(self._ask())
 
-    def answered(self) -> None:
+    def calls_came_back(self) -> None:
         """A request's calls to Redis came back: it answers."""
         self.doubted = False
         self._answered_at = time.monotonic()
@@ -121,7 +121,7 @@ async def on_thread(endpoint: Endpoint, request: Request) -> Response:
         watch.cancel()
     if response.status_code < 500:
         # Requests waiting for a thread behind it are not refused for a doubt it ends.
-        answering.answered()
+        answering.calls_came_back()
     return response
 
 
