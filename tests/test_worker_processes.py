@@ -323,8 +323,12 @@ def test_a_second_stop_signal_or_sigquit_ends_every_pool_process_at_once(
 ) -> None:
     """SIGQUIT, left to its default, killed the pool alone, its processes draining on."""
     pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="30")
+    # Both running: one process may lease both tasks while the other still starts, and a
+    # process told to exit before its worker runs says so in other words.
+    wait_until(lambda: workers.log(pool).count(", concurrency ") == 2, 15,
+               "both processes' workers to run")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
-    wait_until(lambda: queue.counts().leased == 2, 10, "both processes to hold a task")
+    wait_until(lambda: queue.counts().leased == 2, 10, "both tasks to be held")
     if signum == signal.SIGINT:  # the first of two
         pool.send_signal(signal.SIGTERM)
         wait_until(lambda: workers.log(pool).count("draining (SIGTERM)") == 2, 10,
