@@ -85,6 +85,17 @@ class TestAtMostMostRuns:
         assert snap.limits == [LimitView(NAME, 2, 2, 1)]
         assert snap.counts.ready == 1
 
+    def test_a_limit_lowered_while_runs_hold_slots_shows_lowered_once_a_task_parks(
+        self, limited: Broker
+    ) -> None:
+        enqueue(limited, "a", "b")
+        lease_all(limited)
+        limited.concurrency_limits = (ConcurrencyLimit(NAME, 1),)  # a redeploy lowers it
+        enqueue(limited, "c")
+        assert lease_all(limited) == {}
+        snap = take_snapshot(limited, limit=0, groups=10)
+        assert snap.limits == [LimitView(NAME, 1, 2, 1)]
+
     def test_parked_tasks_are_pending_and_say_why_in_the_feed(self, limited: Broker) -> None:
         enqueue(limited, "a", "b", "c")
         lease_all(limited)

@@ -528,6 +528,16 @@ local function unpark()
   end
 end
 
+-- Writes `name`'s concurrency limit to <prefix>limits (what the dashboard shows beside
+-- its runs and parked tasks) once a call, as the call starts a run or parks a task under
+-- it: a limit lowered by a redeploy shows as lowered while older runs hold their slots.
+local function note_limit(name)
+  if not limited[name] then
+    redis.call('HSET', prefix .. 'limits', name, integer_text(most[name]))
+    limited[name] = true
+  end
+end
+
 -- Whether a task of `name` sent with `limit_key` must wait for a concurrency slot; one
 -- that must is parked in its group as declared, at the back of the line, or at its
 -- front if it was sent back from a line (`back`) and a newer run took the slot first.
@@ -535,6 +545,7 @@ local function parked(task_id, task_key, name, limit_key, back, line)
   local max = most[name]
   if not max or runs_counted(prefix, name, limit_key, keyed[name]) < max then return false end
   local group = declared_group(name, limit_key, keyed[name])
+  note_limit(name)
   emit(feed, {'type', 'parked', 'task', task_id, 'state', 'pending', 'limit', max})
   if back then
     redis.call('HSET', task_key, 'parked', '1')
@@ -559,10 +570,7 @@ local function hold_slot(task_id, task_key, name, group)
     redis.call('SADD', groups_key(prefix, name), group)
     redis.call('SADD', keyed_runs_key(prefix, name), task_id)
   end
-  if not limited[name] then
-    redis.call('HSET', prefix .. 'limits', name, integer_text(most[name]))
-    limited[name] = true
-  end
+  note_limit(name)
 end
 
 -- A key of another type that lease_from met: {key, type held, type wanted}.
