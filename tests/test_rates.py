@@ -4,6 +4,7 @@ once: a task that comes before its slot waits on delayed for it, keeping it."""
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -69,6 +70,19 @@ class TestDeclaration:
     def test_a_burst_outside_its_range_is_refused(self, burst: object) -> None:
         with pytest.raises(ConfigError, match="rate_burst"):
             parse_rate("t", "1/s", burst)
+
+    @pytest.mark.parametrize(("per_second", "burst", "wrong"), [
+        (-5.0, 1, "per_second"), (0.0, 1, "per_second"), (math.nan, 1, "per_second"),
+        (math.inf, 1, "per_second"), (1e308, 1, "per_second"), (1e-308, 1, "per_second"),
+        (True, 1, "per_second"), ("3", 1, "per_second"), (1.0, 0, "burst"),
+        (1.0, 2.0, "burst")])
+    def test_a_limit_made_by_hand_that_taskq_cannot_keep_is_refused_as_made(
+        self, per_second: object, burst: object, wrong: str
+    ) -> None:
+        """As a broker's `rate_limits` may be set: a negative rate ran a million a second,
+        others failed each lease with a bare Python error."""
+        with pytest.raises(ConfigError, match=f"task 'mail.send': {wrong} must be"):
+            RateLimit("mail.send", per_second, burst)  # type: ignore[arg-type]
 
     @pytest.mark.parametrize(("text", "burst", "shown"), [
         ("20/s", 1, "20/s, burst 1"), ("1000000/s", 2, "1,000,000/s, burst 2"),

@@ -39,6 +39,25 @@ class RateLimit:
     per_second: float
     burst: int = 1
 
+    def __post_init__(self) -> None:
+        """ConfigError for a rate or burst lease.lua cannot keep: one made here rather
+        than by `parse_rate` (a broker's `rate_limits` set by hand) would otherwise fail
+        each lease with a bare Python error, or run a million a second for a negative
+        rate."""
+        owner = "the queue's own rate limit" if self.name == QUEUE_LIMIT \
+            else f"the rate limit of task {self.name!r}"
+        rate = self.per_second
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not (
+                math.isfinite(rate) and rate > 0
+                and MIN_INTERVAL_US <= 1_000_000 / rate <= MAX_INTERVAL_US):
+            raise ConfigError(f"{owner}: per_second must be a number from one a day "
+                              f"(1/86400) to a million, not {shown(rate)}")
+        burst = self.burst
+        if isinstance(burst, bool) or not isinstance(burst, int) or \
+                not 1 <= burst <= MAX_BURST:
+            raise ConfigError(f"{owner}: burst must be a whole number from 1 to "
+                              f"{MAX_BURST}, not {shown(burst)}")
+
     @property
     def interval_us(self) -> int:
         """The spacing between starts, in microseconds (what lease.lua takes), rounded
