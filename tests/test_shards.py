@@ -22,7 +22,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 
 from conftest import ON_CLUSTER
 from helpers import events, in_other_processes, view
-from taskq import App, current_task
+from taskq import App, Worker, current_task
 from taskq.broker import Broker
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.keys import check_queue_name
@@ -364,6 +364,24 @@ class TestProducing:
 
 
 class TestWorkers:
+    @pytest.mark.parametrize("limit", ["rate", "concurrency", "queue rate"])
+    def test_a_worker_that_names_shards_for_an_app_with_limits_is_refused(
+        self, sharded: App, settings: Settings, limit: str
+    ) -> None:
+        """An app without the shards (TASKQ_SHARDS unset) serving them by name would hold
+        each limit once per shard."""
+        assert sharded.layout is not None
+        plain = App(sharded.queue, settings=settings)
+        if limit == "queue rate":
+            plain.queue_rate_limit("1/m", queue=sharded.layout.shards[1])
+        else:
+            plain.task("mod.lim", **({"rate_limit": "1/m"} if limit == "rate"
+                                     else {"max_concurrency": 1}))(lambda: None)
+        first = sharded.layout.shards[1 if limit == "queue rate" else 0]
+        with pytest.raises(ConfigError, match=f"serves '{first}', a "
+                           "shard of queue .* cannot hold across shards"):
+            Worker(plain, settings=settings, queues=list(sharded.layout.shards))
+
     def test_a_worker_leases_from_every_shard_in_turn_and_drains_them(
         self, sharded: App, settings: Settings, client: redis.Redis
     ) -> None:

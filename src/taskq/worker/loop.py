@@ -25,6 +25,7 @@ from taskq.connection import connect
 from taskq.errors import BrokerError, ConfigError, InvalidTaskError
 from taskq.keys import SHARD_MARK
 from taskq.limits import CONCURRENCY, LEASE_COUNT, MAX_WORKER_ID_CHARS, check_text
+from taskq.rates import QUEUE_LIMIT
 from taskq.registry import Presence
 from taskq.scripts import WORKER_SCRIPTS
 from taskq.settings import Settings
@@ -82,6 +83,26 @@ def refuse_unknown_shards(queues: Queues) -> Queues:
     return queues
 
 
+def refuse_limits_on_shards(app: App, queues: Queues) -> None:
+    """ConfigError when `app` limits tasks a shard served by name would lease (`--queue
+    jobs~0,jobs~1` with an app that has no shards, or TASKQ_SHARDS unset): each shard
+    keeps its own slots and spacing, so the limit would hold per shard, N times over.
+    A sharded app's own limits were refused as it declared them."""
+    for name in queues.names:
+        if SHARD_MARK not in name:
+            continue
+        limited = [*("the queue's own rate limit" if r.name == QUEUE_LIMIT else
+                     f"task {r.name!r}'s rate limit" for r in app.rate_limits(name)),
+                   *(f"task {c.name!r}'s concurrency limit" for c in app.concurrency_limits())]
+        if limited:
+            raise ConfigError(
+                f"this worker serves {name!r}, a shard of queue "
+                f"{name.partition(SHARD_MARK)[0]!r}, and its app declares "
+                f"{', '.join(limited)}: a limit is kept in one Redis slot and cannot hold "
+                "across shards (each shard would allow it in full); give limited tasks a "
+                "queue of their own without shards")
+
+
 def checked_worker_id(worker_id: object) -> str:
     """`worker_id` if every script takes it, else ConfigError now: its first lease, on
     the worker's own threads, would refuse it."""
@@ -117,6 +138,7 @@ class Worker:
         # Every lease this worker makes, on every queue, applies its app's rate limits
         # (see taskq.rates; the queue's own too) and concurrency limits
         # (taskq.concurrency).
+        refuse_limits_on_shards(app, self.queues)
         for each in self.queues:
             each.rate_limits = app.rate_limits(each.queue)
             each.concurrency_limits = app.concurrency_limits()
