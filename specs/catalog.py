@@ -109,7 +109,7 @@ CHECKS: tuple[Check, ...] = (
         config="TaskQueue/TaskQueue_TimeLimit.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=40306, generated=327346, depth=24, left=0),
+        tlc=TLC(distinct=40306, generated=339202, depth=24, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -118,14 +118,14 @@ CHECKS: tuple[Check, ...] = (
         # No pauses: a run timed out inside its effect() block keeps its lease until the
         # block ends, and is failed only then, so its effect is written while held.
         expect=Expect.holds(),
-        tlc=TLC(distinct=2907, generated=14699, depth=20, left=0),
+        tlc=TLC(distinct=5043, generated=30667, depth=22, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
         config="TaskQueue/TaskQueue_RateLimits.cfg",
         build=task_queue_checks.model,
         expect=Expect.holds(),
-        tlc=TLC(distinct=40720, generated=329923, depth=24, left=0),
+        tlc=TLC(distinct=40720, generated=341833, depth=24, left=0),
     ),
     Check(
         spec="TaskQueue/TaskQueue.tla",
@@ -226,7 +226,7 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.cancel_no_fence_model,
         # The same mutant under time limits: effect() let in past the run's limit.
         expect=Expect.property_violated("NoEffectPastTimeLimit", depth=5),
-        tlc=TLC(distinct=43, generated=80, depth=5, left=24),
+        tlc=TLC(distinct=43, generated=81, depth=5, left=24),
     ),
     Check(
         spec="TaskQueue/TaskQueueCancelRetried.tla",
@@ -251,7 +251,7 @@ CHECKS: tuple[Check, ...] = (
         # Time-limit mutant (a): failed inside its block, the run goes on with a current
         # token and no lease.
         expect=Expect.violated("T3_StaleAtOnce", depth=6),
-        tlc=TLC(distinct=84, generated=173, depth=6, left=47),
+        tlc=TLC(distinct=84, generated=177, depth=6, left=47),
     ),
     Check(
         spec="TaskQueue/TaskQueueTimeOutMidEffect.tla",
@@ -259,7 +259,7 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.time_out_mid_effect_model,
         # The same run followed on: its block writes the effect after the lease ended.
         expect=Expect.property_violated("EffectWhileHeld", depth=7),
-        tlc=TLC(distinct=153, generated=389, depth=7, left=68),
+        tlc=TLC(distinct=153, generated=402, depth=7, left=68),
     ),
     Check(
         spec="TaskQueue/TaskQueueEndMidEffect.tla",
@@ -276,7 +276,7 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.end_mid_effect_model,
         # The same run followed on: the block writes the effect after the lease ended.
         expect=Expect.property_violated("EffectWhileHeld", depth=6),
-        tlc=TLC(distinct=87, generated=166, depth=6, left=51),
+        tlc=TLC(distinct=87, generated=170, depth=6, left=51),
     ),
     Check(
         spec="TaskQueue/TaskQueueTimeOutUnrenewed.tla",
@@ -293,7 +293,7 @@ CHECKS: tuple[Check, ...] = (
         build=task_queue_mutants.time_out_returned_model,
         # Time-limit mutant (c): a run that returned in time is timed out after its effect.
         expect=Expect.property_violated("ReturnedNeverTimesOut", depth=7),
-        tlc=TLC(distinct=146, generated=370, depth=7, left=64),
+        tlc=TLC(distinct=146, generated=383, depth=7, left=64),
     ),
     Check(
         spec="TaskQueue/TaskQueueReapNoBump.tla",

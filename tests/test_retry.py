@@ -551,6 +551,50 @@ class TestTimeLimits:
         assert len(warnings) == 1 and stuck in warnings[0].message
         assert running.worker.stats.dead == 1 and running.worker.stats.acked == 1
 
+    def test_a_limited_sync_run_past_its_limit_keeps_its_slot_until_its_handler_returns(
+        self, app: App, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Failed at its limit, its slot was given back with the function still running,
+        and the next run started beside it: 4 at once under a limit of 1."""
+        release = threading.Event()
+        running: list[str] = []
+        most: list[int] = []
+        refused: list[str] = []
+        lock = threading.Lock()
+
+        @app.task("partner", max_retries=0, time_limit=0.3, max_concurrency=1)
+        def partner(n: int) -> None:
+            with lock:
+                running.append(current_task().task_id)
+                most.append(len(running))
+            if n == 0:
+                release.wait(30)
+                try:
+                    with current_task().effect():
+                        refused.append("applied")
+                except LeaseLostError as e:
+                    refused.append(str(e))
+            with lock:
+                running.remove(current_task().task_id)
+
+        caplog.set_level(logging.WARNING, logger="taskq.worker")
+        first, *rest = [h.task_id for h in partner.enqueue_many([(n,) for n in range(3)])]
+        start_worker(concurrency=4)
+        wait_until(lambda: running == [first], 10, "the first run")
+        time.sleep(2.8)  # past its limit and two 1 s leases: renewed, and no one let in
+        assert max(most) == 1
+        record = app.handle(first).record()
+        assert record is not None and record.state == "running"
+        assert all(app.handle(t).status() == "pending" for t in rest)
+        assert "keeps its lease and slot until the handler returns" in caplog.text
+        release.set()
+        dead = ended(app, first, "dead")
+        assert dead.error_type == TIME_LIMIT_ERROR and dead.retries == 0
+        assert all(ended(app, t, "completed") for t in rest)
+        assert max(most) == 1
+        assert refused == [f"task {first} ran past its time limit (0.3s); its effect is skipped"]
+        assert "reaped" not in event_types(app.broker.client, app.broker.keys, first)
+
     @pytest.mark.parametrize("kind", ["def", "async def"])
     def test_a_handler_that_returned_in_time_keeps_its_lease_while_its_result_encodes(
         self, app: App, start_worker: StartWorker, kind: str

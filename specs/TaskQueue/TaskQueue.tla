@@ -322,13 +322,15 @@ Cancel(t) ==
 \* heartbeat.lua guarded by Check: extend the lease, or tell the worker it is
 \* lost, after which TaskContext.effect() refuses the handler's effect. An
 \* extended lease whose task's cancel was requested answers "cancel": the
-\* holder has seen the cancel. A run past its time limit is renewed only
-\* while its effect() block is under way, and with inEffect FALSE never (the
-\* mutant TaskQueueTimeOutUnrenewed).
+\* holder has seen the cancel. A run past its time limit is renewed while its
+\* effect() block is under way, and a sync run of a concurrency-limited task
+\* until its handler returns (it keeps its slot until then): so a timed-out
+\* run may be renewed or not, in its block or out of it, until it fails; with
+\* inEffect FALSE never (the mutant TaskQueueTimeOutUnrenewed).
 HeartbeatWhile(w, Check(_), inEffect) ==
     /\ held[w].task # 0
     /\ ~held[w].lost
-    /\ IF held[w].timedOut THEN inEffect /\ InEffect(w) ELSE TRUE
+    /\ IF held[w].timedOut THEN inEffect ELSE TRUE
     /\ IF Check(w)
        THEN /\ expired' = [expired EXCEPT ![held[w].task] = FALSE]
             /\ IF cancelReq[held[w].task]

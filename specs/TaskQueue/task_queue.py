@@ -295,15 +295,14 @@ def cancel(c: Constants, s: State) -> Iterator[Transition[State]]:
 
 
 def heartbeat_while(name: str, check: Check, renews_in_effect: bool) -> Action:
-    """`renews_in_effect`: a run past its time limit is renewed while its effect() block
-    is under way (as built); otherwise never."""
+    """`renews_in_effect`: a run past its time limit may be renewed, in its effect()
+    block or (a limited task's sync run, kept to its end) out of it, as built; otherwise
+    never."""
 
     def heartbeat(c: Constants, s: State) -> Iterator[Transition[State]]:
         for w in c.worker_ids:
             h = s.held[w]
-            if h.task == 0 or h.lost or (
-                h.timedOut and not (renews_in_effect and in_effect(s, w))
-            ):
+            if h.task == 0 or h.lost or (h.timedOut and not renews_in_effect):
                 continue
             if check(s, w):
                 extended = s._replace(expired=s.expired.except_(h.task, False))

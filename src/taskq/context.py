@@ -108,6 +108,9 @@ class TaskContext:
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _reported: bool = field(default=False, repr=False)
     _timed_out: bool = field(default=False, repr=False)
+    # Past its time limit, a sync run of a concurrency-limited task keeps its lease, and
+    # so its slot, until its handler returns (see Runner.time_out).
+    _kept_to_end: bool = field(default=False, repr=False)
     _cancelled: bool = field(default=False, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
@@ -140,6 +143,16 @@ class TaskContext:
     def timed_out(self) -> bool:
         """Whether the run was stopped (or, a sync one, given up on) at its time limit."""
         return self._timed_out
+
+    @property
+    def kept_to_end(self) -> bool:
+        """Whether the run, timed out, keeps its lease until its handler returns."""
+        return self._kept_to_end
+
+    def keep_to_end(self) -> None:
+        """Keep a timed-out run's lease renewed until its handler returns (its effects
+        stay refused); the handler's return then fails its attempt."""
+        self._kept_to_end = True
 
     @property
     def cancelled(self) -> bool:

@@ -121,9 +121,11 @@ class Heartbeat(threading.Thread):
     def beat(self) -> None:
         """Renew every lease in hand that is neither lost, timed out nor settled, in one
         call per queue; a run timed out inside an effect() block keeps its lease until
-        the block ends, as it is failed only then."""
+        the block ends, and one kept to its end (a limited task's) until its handler
+        returns, as each is failed only then."""
         contexts = [c for c in self.slots.in_hand()
-                    if not (c.lease_lost or c.finished or (c.timed_out and not c.in_effect))]
+                    if not (c.lease_lost or c.finished
+                            or (c.timed_out and not (c.in_effect or c.kept_to_end)))]
         for queue, held in self.queues.by_queue(contexts, lambda c: c.queue).items():
             if held:
                 self._renew(self.queues.broker(queue), held)

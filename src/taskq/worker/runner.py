@@ -461,6 +461,17 @@ class Runner:
             give_up.daemon = True
             give_up.start()
             return
+        if registered.concurrency_limit is not None:
+            # Failed now, its slot would be given back with the function still running,
+            # and the next run of the task started beside it: a limit of 1 would let a
+            # new run in every `time_limit`, each beside the ones before.
+            context.keep_to_end()
+            log.warning("task %s (%s) passed its time limit of %gs: its effects are refused "
+                        "from now on; its sync handler cannot be stopped, and its task has "
+                        "a concurrency limit, so it keeps its lease and slot until the "
+                        "handler returns, and its attempt is failed then", task.task_id,
+                        task.name, context.time_limit)
+            return
         if context.effect_idle():
             self._time_out_sync(task, context, registered)
             return
