@@ -490,7 +490,8 @@ class TestResultAsync:
             wait_until(lambda: not connections() & ours, 5, "the waits' connections to close")
         # Each says the client was closed, in the words of the step it was at: waiting
         # for the task to end, or reading its result.
-        said = ("this asyncio client was closed (app.aclose()); the app makes a new one: "
+        said = ("this asyncio client was closed (app.aclose(), or its AsyncBroker's "
+                "aclose()); the app makes a new one on its next use: "
                 "app.handle_async(task_id) for a new handle")
         assert errors and errors <= {f"cannot wait for a task to end: {said}",
                                      f"cannot read a task's result: {said}"}, errors

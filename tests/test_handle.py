@@ -314,6 +314,36 @@ class TestResult:
 
 
 class TestEventLoops:
+    def test_a_handle_made_outside_a_loop_belongs_to_the_first_that_awaits_it(
+        self, app: App, tasks: dict[str, Any]
+    ) -> None:
+        """It failed in the second loop with redis-py's "Event loop is closed"."""
+        broker = app.async_broker  # as app.handle_async(task_id) makes it, outside a loop
+        handle = broker.handle(tasks["add"].enqueue(1, 2).task_id)
+
+        async def first() -> str:
+            try:
+                return await handle.status_async()
+            finally:
+                await broker.aclose()
+
+        assert asyncio.run(first()) == "pending"
+        with pytest.raises(TaskqError, match=r"first used in another\), whose connections"):
+            asyncio.run(handle.status_async())
+
+    def test_a_broker_closed_by_its_own_aclose_is_made_again_by_the_app(
+        self, app: App, tasks: dict[str, Any]
+    ) -> None:
+        async def main() -> str:
+            await app.async_broker.aclose()
+            try:
+                handle = await tasks["add"].enqueue_async(1, 2)
+                return await handle.status_async()
+            finally:
+                await app.aclose()
+
+        assert asyncio.run(main()) == "pending"
+
     def test_a_handle_awaited_in_another_loop_than_its_own_says_to_make_one_there(
         self, app: App, tasks: dict[str, Any]
     ) -> None:

@@ -73,8 +73,9 @@ _UNDER_WAY: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def _closed(words: str) -> TaskqError:
-    return TaskqError(f"cannot {words}: this asyncio client was closed (app.aclose()); the "
-                      "app makes a new one: app.handle_async(task_id) for a new handle")
+    return TaskqError(f"cannot {words}: this asyncio client was closed (app.aclose(), or "
+                      "its AsyncBroker's aclose()); the app makes a new one on its next "
+                      "use: app.handle_async(task_id) for a new handle")
 
 
 def _blocking_gate(client: AsyncClient) -> asyncio.Semaphore:
@@ -113,8 +114,9 @@ class AsyncBroker:
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
-        # The loop it was made in (None: outside one), whose connections its client
-        # holds: a call in another loop says so rather than fail inside redis-py.
+        # The loop it was made in, or made outside one, its first call's: the loop whose
+        # connections its client holds. A call in another loop says so rather than fail
+        # inside redis-py ("Event loop is closed").
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -153,19 +155,28 @@ class AsyncBroker:
         _CLOSED.add(self.client)
         await self.client.aclose()
 
+    @property
+    def closed(self) -> bool:
+        """Whether its client was closed (by this broker or another sharing it)."""
+        return self.client in _CLOSED
+
     @contextlib.asynccontextmanager
     async def _open(self, words: str) -> AsyncIterator[None]:
         """Around a call on the client, to `words`: refused in another event loop than
-        the one the broker was made in, and once the client is closed. A call under way
+        the one the broker was made in (made outside one: its first call's), and once
+        the client is closed. A call under way
         as it closed (a result wait) reconnects by its retry, and fails, if it does,
         saying the client was closed; the last such call to end closes what they
         connected again. Each closing as it ended cut the others' new connections, so
         that they failed saying Redis could not be reached."""
-        if self.loop is not None and self.loop is not asyncio.get_running_loop():
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        elif self.loop is not asyncio.get_running_loop():
             raise TaskqError(f"cannot {words}: this asyncio client was made in another "
-                             "event loop, whose connections it holds, and cannot be used in "
-                             "this one: make one in this loop (app.handle_async(task_id) "
-                             "for a handle, app.async_broker for a broker)")
+                             "event loop (or, made outside one, first used in another), "
+                             "whose connections it holds, and cannot be used in this one: "
+                             "make one in this loop (app.handle_async(task_id) for a "
+                             "handle, app.async_broker for a broker)")
         client = self.client
         if client in _CLOSED:
             raise _closed(words)

@@ -588,7 +588,7 @@ class App:
             refuse_shard_name(self.queue)
             return self.async_broker
         mine, loop = self._async, _running_loop()
-        if mine.broker is None or mine.loop is not loop:
+        if mine.broker is None or mine.loop is not loop or mine.broker.closed:
             client = async_client(self.settings)
             mine.broker = AsyncShardedBroker(self.layout, [
                 AsyncBroker.from_settings(self.settings, name, client)
@@ -604,7 +604,8 @@ class App:
         one whose connections wait on a loop that no longer runs."""
         self._unsharded(", so no one AsyncBroker: use app.async_producer")
         mine, loop = self._async, _running_loop()
-        if mine.broker is None or mine.loop is not loop:
+        # One closed by its own aclose() (not the app's) is made again, as after the app's.
+        if mine.broker is None or mine.loop is not loop or mine.broker.closed:
             mine.broker = AsyncBroker.from_settings(self.settings, self.queue)
             mine.loop = loop
         assert isinstance(mine.broker, AsyncBroker)

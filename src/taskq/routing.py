@@ -144,6 +144,11 @@ class AsyncShardedBroker:
     async def aclose(self) -> None:
         await self.brokers[0].aclose()
 
+    @property
+    def closed(self) -> bool:
+        """Whether its shards' one client was closed."""
+        return self.brokers[0].closed
+
     async def _register(self) -> None:
         if self._registration.due():
             client: Any = self.brokers[0].client
