@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import TZPATH, ZoneInfo
 
+import dateutil.tz
 import pytest
 
 from helpers import in_other_processes
@@ -173,6 +174,14 @@ class TestErrors:
         found = next(Path(d, "Etc/UTC") for d in TZPATH if Path(d, "Etc/UTC").is_file())
         with found.open("rb") as data, pytest.raises(ConfigError, match=said):
             schedule(cron="0 9 * * *", every=None, tz=ZoneInfo.from_file(data, key=tz))
+
+    @pytest.mark.parametrize("tz", [dateutil.tz.tzlocal(), dateutil.tz.gettz("Europe/Paris")],
+                             ids=["tzlocal", "tzfile"])
+    def test_a_zone_whose_name_does_not_say_which_is_refused(self, tz: tzinfo) -> None:
+        """Both print the same on every host; tzlocal() is each host's own zone, so a
+        daily schedule fired once per zone the hosts were set to."""
+        with pytest.raises(ConfigError, match="which does not name one zone on every host"):
+            schedule(cron="0 9 * * *", every=None, tz=tz)
 
     def test_a_tzinfo_that_is_not_a_zone_is_refused(self) -> None:
         class Naive(tzinfo):

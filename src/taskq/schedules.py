@@ -347,6 +347,13 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     if not isinstance(named, str) or not utf8(named):
         raise ConfigError(f"schedule {name!r}: tz {shown(tz)} has a name that cannot be "
                           "sent to Redis (a lone surrogate)")
+    # A zone known by a name that does not say which (dateutil's tzlocal(), a tzfile)
+    # is each host's own under one version: a daily schedule would fire once per zone
+    # the workers' hosts are set to. And the dashboard could not show its ticks.
+    if zone_from_text(named) is None:
+        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} goes by {named!r}, which does "
+                          "not name one zone on every host; give an IANA name or a "
+                          "ZoneInfo (e.g. 'Europe/Paris'), datetime.UTC or a fixed offset")
     return tz
 
 
