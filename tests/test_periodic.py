@@ -322,3 +322,27 @@ class TestHeldWhileALiveWorkerDoesNotRunTheTask:
         assert warned.startswith(f"queue {queue.queue!r}: schedules fire without asking "
                                  "whether every live worker runs their task")
         assert "WRONGTYPE" in warned
+
+
+def test_two_workers_firing_one_schedule_under_two_definitions_are_told_once_a_minute(
+    queue: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each writes its definition over the other's and fires its own ticks, so the task
+    ran on the ticks of both, and nothing said so."""
+    old = Periodic(queue, [tidy_every(timedelta(milliseconds=300))])
+    new = Periodic(queue, [tidy_every(timedelta(milliseconds=500))])
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    old.run()
+    new.run()  # a deploy: the new definition replaces the old, once
+    assert "another definition" not in caplog.text
+    assert "replaced the one stored for it" in caplog.text
+    for _ in range(3):  # the old worker still runs: the two write over each other
+        time.sleep(0.55)  # a tick of each is due
+        old.run()
+        new.run()
+    said = [r.message for r in caplog.records
+            if "fires it under another definition" in r.message]
+    assert len(said) == 2 and all(r.levelno == logging.WARNING for r in caplog.records
+                                  if r.message in said)
+    assert {m.split("(this worker wrote its own, ")[1].split(",")[0] for m in said} == {
+        old.schedules[0].when, new.schedules[0].when}

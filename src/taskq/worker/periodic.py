@@ -30,6 +30,9 @@ REFRESH_SECONDS = 5.0
 # schedules due at once fires them over several turns, not in one that holds up acks
 # and leases for seconds. The next run goes on from the first one left.
 FIRES_PER_RUN = 100
+# How often a worker says, at most, that another keeps firing a schedule of the same name
+# under another definition.
+REPLACED_SAY_SECONDS = 60.0
 
 
 @dataclass
@@ -71,6 +74,10 @@ class Periodic:
         self._next = 0
         self._fired = 0
         self.more = False
+        # How often this worker's firing found another definition of a schedule stored
+        # (its own written over it), and when (monotonic) it last said so.
+        self._replaced: dict[str, int] = {}
+        self._replaced_said: dict[str, float] = {}
 
     def run(self) -> int:
         """Fire the schedules that may have a due tick, at most FIRES_PER_RUN asked of
@@ -188,6 +195,24 @@ class Periodic:
                 self._registry_refused = False
         return self._lacking
 
+    def _note_replaced(self, schedule: Schedule) -> None:
+        """Once, this worker's definition replaced an older deploy's; again, another live
+        worker writes its own back in between: each fires its own ticks, and the task
+        runs on the ticks of both. Said at most once a REPLACED_SAY_SECONDS."""
+        name = schedule.name
+        times = self._replaced[name] = self._replaced.get(name, 0) + 1
+        now = time.monotonic()
+        if times == 1:
+            log.info("schedule %r: this worker's definition (%s) replaced the one stored "
+                     "for it, keeping its last tick", name, schedule.when)
+        elif now - self._replaced_said.get(name, float("-inf")) >= REPLACED_SAY_SECONDS:
+            self._replaced_said[name] = now
+            log.warning("schedule %r: another worker of queue %r fires it under another "
+                        "definition (this worker wrote its own, %s, back over it %d times): "
+                        "while both run, the ticks of both definitions fire. Finish the "
+                        "deploy, or give the two schedules different names", name,
+                        self.broker.queue, schedule.when, times - 1)
+
     def wait_seconds(self) -> float | None:
         """Seconds until the next tick of any schedule should have come, by the server's
         clock as the last replies carried it (0 if one is overdue, or the last run left
@@ -204,6 +229,8 @@ class Periodic:
     def _fire(self, schedule: Schedule, ticks: list[int], after_ms: int = 0) -> int:
         self._fired += 1
         fired = self.broker.fire(schedule, ticks, after_ms)
+        if fired.definition == "replaced":
+            self._note_replaced(schedule)
         # Taken after the reply, so the estimate of the server's clock runs behind it
         # rather than ahead: a tick is asked for a round trip late, never early.
         self._seen[schedule.name] = _Seen(fired.last_tick_ms, fired.server_ms,
