@@ -191,9 +191,9 @@ class TestPolicies:
     def test_skip_drops_a_tick_later_than_its_grace_and_moves_past_it(
         self, broker: Broker
     ) -> None:
-        s = every_second(policy="skip", grace=timedelta(milliseconds=1))
-        start = started(broker, s, 3)
-        old = [start + SECOND, start + 2 * SECOND]
+        s = every_second(policy="skip", grace=timedelta(seconds=1))
+        start = started(broker, s, 5)
+        old = [start + SECOND, start + 2 * SECOND]  # 3 s late and more
         fired = broker.fire(s, old)
         assert fired.task_ids == () and fired.last_tick_ms == old[-1]
 

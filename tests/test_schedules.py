@@ -238,6 +238,13 @@ class TestErrors:
         with pytest.raises(ConfigError, match="grace must be a timedelta"):
             schedule(grace=timedelta(0))
 
+    def test_a_grace_under_a_second_no_worker_can_keep_is_refused(self) -> None:
+        """Fired a turn and a round trip late, `skip` dropped 7 of 10 ticks of a 1 ms
+        grace, silently."""
+        with pytest.raises(ConfigError, match=r"grace 0:00:00\.999000 is under a second"):
+            schedule(grace=timedelta(milliseconds=999))
+        assert schedule(grace=timedelta(seconds=1)).grace_ms == 1000
+
     @pytest.mark.parametrize("name", ["", "has space", "x" * 101, "ü", ".", ".."])
     def test_a_name_no_task_id_can_carry_is_refused(self, name: str) -> None:
         with pytest.raises(InvalidTaskError, match="invalid schedule name"):

@@ -44,6 +44,10 @@ DEFAULT_GRACE = timedelta(minutes=1)
 # one-second schedule must not come back to 86,400 tasks.
 MAX_CATCH_UP = 100
 MAX_GRACE = timedelta(days=3650)
+# The least `grace` a worker can keep: it fires a due tick up to a maintenance turn (100 ms
+# while it has work) and a round trip late, by design never early, so under a shorter
+# grace `skip` would drop most ticks, and say nothing.
+MIN_GRACE = timedelta(seconds=1)
 # A longer interval puts its next tick past the latest time the scripts take (2286).
 MAX_EVERY = timedelta(days=3650)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -235,7 +239,7 @@ def make_schedule(
     if policy not in POLICIES:
         raise ConfigError(f"schedule {name!r}: unknown policy {shown(policy)}; use one of "
                           f"{', '.join(POLICIES)}")
-    grace_ms = _span_ms(name, "grace", grace, MAX_GRACE)
+    grace_ms = _grace_ms(name, grace)
     payload = encode_payload(args_payload(args, kwargs), max_payload_bytes)
     schedule = Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
                         payload=payload, policy=policy, grace_ms=grace_ms,
@@ -371,6 +375,15 @@ def _span_ms(name: str, what: str, value: object, most: timedelta) -> int:
         raise ConfigError(f"schedule {name!r}: {what} {value} is not a whole number of "
                           "milliseconds (schedules tick in ms)")
     return ms
+
+
+def _grace_ms(name: str, grace: object) -> int:
+    grace_ms = _span_ms(name, "grace", grace, MAX_GRACE)
+    if grace_ms < MIN_GRACE // timedelta(milliseconds=1):
+        raise ConfigError(f"schedule {name!r}: grace {grace} is under a second: workers fire "
+                          "a tick up to a maintenance turn (0.1 s) and a round trip after "
+                          "it is due, so a tick would be dropped as late, most under load")
+    return grace_ms
 
 
 def _instant(ms: int, tz: tzinfo) -> datetime:
