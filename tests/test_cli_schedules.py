@@ -68,6 +68,10 @@ def test_schedules_shows_the_last_tick_a_worker_fired(
     out = capsys.readouterr().out
     assert "last tick 2023-11-14 22:15:00Z" in out
     assert out.count("never fired") == 1
+    # Fired with no version kept (written by hand): not this app's definition, of
+    # whichever deploy, the CLI's checkout being older or newer than the workers'.
+    assert "the definition workers last fired differs from this app's (an older or a " \
+        "newer deploy)" in out
 
 
 def test_schedules_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,7 +55,8 @@ def main(args: argparse.Namespace) -> int:
         # A schedule never fired starts at its first firing; one fired owes the first
         # tick after its last, however long ago that fell (no worker fires it).
         print(f"      next tick {next_tick(schedule, now if state is None else state[0], now)}"
-              f", {last}" + ("; workers still fire an older definition" if replaced else ""))
+              f", {last}" + ("; the definition workers last fired differs from this "
+                             "app's (an older or a newer deploy)" if replaced else ""))
     return 0
 
 
