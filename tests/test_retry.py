@@ -45,6 +45,15 @@ def ended(app: App, task_id: str, state: str) -> TaskRecord:
     return record
 
 
+def try_effect(said: list[str]) -> None:
+    """Enter an effect() block of the running task: "applied" in `said`, or why not."""
+    try:
+        with current_task().effect():
+            said.append("applied")
+    except LeaseLostError as e:
+        said.append(str(e))
+
+
 class CardDeclined(Exception):
     pass
 
@@ -418,11 +427,7 @@ class TestTimeLimits:
                 await asyncio.sleep(30)
             except asyncio.CancelledError:
                 await asyncio.sleep(5)  # swallows its cancel and goes on
-                try:
-                    with current_task().effect():
-                        refused.append("applied")
-                except LeaseLostError as e:
-                    refused.append(str(e))
+                try_effect(refused)
 
         @app.task("quick_async")
         async def quick_async() -> str:
@@ -525,11 +530,7 @@ class TestTimeLimits:
         @app.task("blocking", max_retries=0, time_limit=0.3)
         def blocking() -> None:
             release.wait(30)
-            try:
-                with current_task().effect():
-                    refused.append("applied")
-            except LeaseLostError as e:
-                refused.append(str(e))
+            try_effect(refused)
 
         @app.task("quick")
         def quick() -> str:
@@ -569,11 +570,7 @@ class TestTimeLimits:
                 most.append(len(running))
             if n == 0:
                 release.wait(30)
-                try:
-                    with current_task().effect():
-                        refused.append("applied")
-                except LeaseLostError as e:
-                    refused.append(str(e))
+                try_effect(refused)
             with lock:
                 running.remove(current_task().task_id)
 
