@@ -175,13 +175,17 @@ class TestErrors:
         with found.open("rb") as data, pytest.raises(ConfigError, match=said):
             schedule(cron="0 9 * * *", every=None, tz=ZoneInfo.from_file(data, key=tz))
 
-    @pytest.mark.parametrize("tz", [dateutil.tz.tzlocal(), dateutil.tz.gettz("Europe/Paris")],
-                             ids=["tzlocal", "tzfile"])
-    def test_a_zone_whose_name_does_not_say_which_is_refused(self, tz: tzinfo) -> None:
-        """Both print the same on every host; tzlocal() is each host's own zone, so a
-        daily schedule fired once per zone the hosts were set to."""
-        with pytest.raises(ConfigError, match="which does not name one zone on every host"):
-            schedule(cron="0 9 * * *", every=None, tz=tz)
+    def test_dateutils_host_zone_is_refused(self) -> None:
+        """It prints as tzlocal() on every host, so one version stood for each host's
+        own zone, and a daily schedule fired once per zone the hosts were set to."""
+        with pytest.raises(ConfigError, match=r"tz tzlocal\(\) is the host's own zone"):
+            schedule(cron="0 9 * * *", every=None, tz=dateutil.tz.tzlocal())
+
+    @pytest.mark.parametrize("tz", [dateutil.tz.tzutc(), dateutil.tz.tzoffset("CET", 3600),
+                                    dateutil.tz.gettz("Europe/Paris")],
+                             ids=["tzutc", "tzoffset", "tzfile"])
+    def test_dateutils_zones_that_name_one_zone_are_taken(self, tz: tzinfo) -> None:
+        assert schedule(cron="0 9 * * *", every=None, tz=tz).tz is tz
 
     def test_a_tzinfo_that_is_not_a_zone_is_refused(self) -> None:
         class Naive(tzinfo):
@@ -241,9 +245,12 @@ class TestErrors:
     def test_a_grace_under_a_second_no_worker_can_keep_is_refused(self) -> None:
         """Fired a turn and a round trip late, `skip` dropped 7 of 10 ticks of a 1 ms
         grace, silently."""
-        with pytest.raises(ConfigError, match=r"grace 0:00:00\.999000 is under a second"):
-            schedule(grace=timedelta(milliseconds=999))
-        assert schedule(grace=timedelta(seconds=1)).grace_ms == 1000
+        with pytest.raises(ConfigError, match=r"grace 0:00:00\.999000 under policy 'skip' "
+                                              "is under a second"):
+            schedule(grace=timedelta(milliseconds=999), policy="skip")
+        assert schedule(grace=timedelta(seconds=1), policy="skip").grace_ms == 1000
+        # Read by no other policy: as declared before, it is no error there.
+        assert schedule(grace=timedelta(milliseconds=500), policy="latest").grace_ms == 500
 
     @pytest.mark.parametrize("name", ["", "has space", "x" * 101, "ü", ".", ".."])
     def test_a_name_no_task_id_can_carry_is_refused(self, name: str) -> None:

@@ -44,9 +44,9 @@ DEFAULT_GRACE = timedelta(minutes=1)
 # one-second schedule must not come back to 86,400 tasks.
 MAX_CATCH_UP = 100
 MAX_GRACE = timedelta(days=3650)
-# The least `grace` a worker can keep: it fires a due tick up to a maintenance turn (100 ms
-# while it has work) and a round trip late, by design never early, so under a shorter
-# grace `skip` would drop most ticks, and say nothing.
+# The least `grace` a worker can keep under `skip`: it fires a due tick up to a maintenance
+# turn (100 ms while it has work) and a round trip late, by design never early, so under
+# a shorter grace `skip` would drop most ticks, and say nothing.
 MIN_GRACE = timedelta(seconds=1)
 # A longer interval puts its next tick past the latest time the scripts take (2286).
 MAX_EVERY = timedelta(days=3650)
@@ -239,7 +239,7 @@ def make_schedule(
     if policy not in POLICIES:
         raise ConfigError(f"schedule {name!r}: unknown policy {shown(policy)}; use one of "
                           f"{', '.join(POLICIES)}")
-    grace_ms = _grace_ms(name, grace)
+    grace_ms = _grace_ms(name, grace, policy)
     payload = encode_payload(args_payload(args, kwargs), max_payload_bytes)
     schedule = Schedule(name=name, task=task, cron=cron, every_ms=every_ms, tz=zone,
                         payload=payload, policy=policy, grace_ms=grace_ms,
@@ -320,6 +320,9 @@ def drawn(cron: str) -> bool:
 # Zone keys that name whatever zone the host is set to: every worker would fire its own
 # host's 09:00 under one version, so a daily schedule could fire twice a day.
 HOST_ZONES = frozenset({"localtime", "posixrules"})
+# tzinfo kinds that are whatever zone the host is set to, printing the same on every
+# host (dateutil's), so that one version stands for each host's own zone likewise.
+HOST_ZONE_KINDS = frozenset({("dateutil.tz.tz", "tzlocal"), ("dateutil.tz.win", "tzwinlocal")})
 
 
 def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
@@ -328,6 +331,9 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     key = tz if isinstance(tz, str) else getattr(tz, "key", None)
     if isinstance(key, str) and key in HOST_ZONES:
         raise ConfigError(f"schedule {name!r}: tz {key!r} is the host's own zone, which "
+                          "may differ between workers; name it (e.g. 'Europe/Paris')")
+    if (type(tz).__module__, type(tz).__name__) in HOST_ZONE_KINDS:
+        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} is the host's own zone, which "
                           "may differ between workers; name it (e.g. 'Europe/Paris')")
     if isinstance(tz, str):
         try:
@@ -351,13 +357,6 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     if not isinstance(named, str) or not utf8(named):
         raise ConfigError(f"schedule {name!r}: tz {shown(tz)} has a name that cannot be "
                           "sent to Redis (a lone surrogate)")
-    # A zone known by a name that does not say which (dateutil's tzlocal(), a tzfile)
-    # is each host's own under one version: a daily schedule would fire once per zone
-    # the workers' hosts are set to. And the dashboard could not show its ticks.
-    if zone_from_text(named) is None:
-        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} goes by {named!r}, which does "
-                          "not name one zone on every host; give an IANA name or a "
-                          "ZoneInfo (e.g. 'Europe/Paris'), datetime.UTC or a fixed offset")
     return tz
 
 
@@ -377,12 +376,14 @@ def _span_ms(name: str, what: str, value: object, most: timedelta) -> int:
     return ms
 
 
-def _grace_ms(name: str, grace: object) -> int:
+def _grace_ms(name: str, grace: object, policy: str) -> int:
+    """`grace` in ms; under `skip`, the only policy that reads it, at least MIN_GRACE."""
     grace_ms = _span_ms(name, "grace", grace, MAX_GRACE)
-    if grace_ms < MIN_GRACE // timedelta(milliseconds=1):
-        raise ConfigError(f"schedule {name!r}: grace {grace} is under a second: workers fire "
-                          "a tick up to a maintenance turn (0.1 s) and a round trip after "
-                          "it is due, so a tick would be dropped as late, most under load")
+    if policy == "skip" and grace_ms < MIN_GRACE // timedelta(milliseconds=1):
+        raise ConfigError(f"schedule {name!r}: grace {grace} under policy 'skip' is under a "
+                          "second: workers fire a tick up to a maintenance turn (0.1 s) and "
+                          "a round trip after it is due, so a tick would be dropped as late, "
+                          "most under load")
     return grace_ms
 
 
