@@ -439,6 +439,49 @@ def timed_out_in_its_block(handlers: Handlers, in_block: threading.Event) -> Non
         runner.close()
 
 
+@pytest.mark.parametrize("by", ["cancel", "time limit"])
+def test_an_async_runs_cancel_waits_for_the_block_it_awaits_in_to_end(
+    handlers: Handlers, by: str
+) -> None:
+    """Delivered at the await inside the block, the cancel cut the effect in two: half a
+    transfer landed, and under a time limit the retry applied it whole again."""
+    in_block, legs = threading.Event(), []
+
+    @handlers.app.task("transfer_async", time_limit=60)
+    async def transfer_async() -> None:
+        with current_task().effect():
+            legs.append("debit")
+            in_block.set()
+            await asyncio.to_thread(handlers.release.wait, HANDLER_LIMIT_SECONDS)
+            legs.append("credit")
+        await asyncio.sleep(HANDLER_LIMIT_SECONDS)  # where the cancel comes
+        legs.append("went on")
+
+    runner = handlers.runner(concurrency=1)
+    try:
+        task, context = job("transfer_async")
+        assert runner.submit([(task, context)])
+        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+        if by == "cancel":
+            context.cancel()
+            runner.cancel(context)  # as the heartbeat does when Redis says so
+        else:
+            context.time_out()
+            runner.time_out(context)  # as the time-limit thread does
+        time.sleep(0.3)
+        assert legs == ["debit"] and context.in_effect
+        handlers.release.set()
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the run to end")
+        assert legs == ["debit", "credit"]
+        (outcome,) = handlers.outcomes
+        if by == "time limit":
+            assert outcome.failure is not None
+            assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+    finally:
+        runner.close()
+
+
 def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_block_ends(
     handlers: Handlers,
 ) -> None:

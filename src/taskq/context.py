@@ -9,7 +9,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -119,6 +119,10 @@ class TaskContext:
     _applied: bool = field(default=False, repr=False)
     # effect() blocks under way (more than one when nested).
     _effects: int = field(default=0, repr=False)
+    # What waits for the blocks under way to end, by purpose (see after_effects), and
+    # the lock that orders it with the last block's end.
+    _after_effects: dict[str, Callable[[], object]] = field(default_factory=dict, repr=False)
+    _after_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     finished: bool = field(default=False, repr=False)
     # The process the run was leased in: a process its handler forks shares its token,
     # and an effect there would pass the lease check beside the worker's own.
@@ -268,6 +272,17 @@ class TaskContext:
         it orders a shutdown's work, and a block that starts meanwhile is waited for)."""
         return self._effects > 0
 
+    def after_effects(self, purpose: str, then: Callable[[], object]) -> bool:
+        """Have `then` called (on the thread whose block ends last) once no `effect()`
+        block of this run is under way, if one is now; returns whether one is. An async
+        handler's cancel waits for it this way: delivered at an await inside the block,
+        it would cut the effect in two. One call per `purpose` waits, the last made."""
+        with self._after_lock:
+            if self._effects == 0:
+                return False
+            self._after_effects[purpose] = then
+            return True
+
     def abandon(self, warn_every: float = ABANDON_WARN_SECONDS) -> bool:
         """Forbid any later effect; waits for one already under way to finish first, as
         long as it takes (given back meanwhile, its task could run twice), saying so
@@ -356,7 +371,13 @@ class TaskContext:
             try:
                 yield
             finally:
-                self._effects -= 1
+                with self._after_lock:
+                    self._effects -= 1
+                    waiting = [] if self._effects else list(self._after_effects.values())
+                    if not self._effects:
+                        self._after_effects.clear()
+                for then in waiting:
+                    then()
             self._applied = True
         finally:
             self._lock.release()

@@ -441,15 +441,21 @@ class Runner:
 
     def time_out(self, context: TaskContext) -> None:
         """End a run past its time limit, its context already timed out (called on the
-        time-limit thread): cancel an async handler; fail a sync one's attempt (now, or
-        when an effect() block under way ends) and replace its thread, since the thread
-        cannot be stopped."""
+        time-limit thread): cancel an async handler (once an effect() block under way
+        ends); fail a sync one's attempt (now, or when such a block ends) and replace its
+        thread, since the thread cannot be stopped. A run of a concurrency-limited task
+        keeps its lease and slot until its handler ends, and is failed then."""
         key = context.key
         with self._lock:
             run = self._limited.get(key)
         if run is None:
             return  # it has ended meanwhile
         task, registered = run
+        if registered.concurrency_limit is not None:
+            # Failed before its handler ends, it would give its slot back with the handler
+            # still running, and the next run of the task would start beside it: a limit
+            # of 1 would let a new run in every `time_limit`, each beside the ones before.
+            context.keep_to_end()
         if registered.is_async:
             self._loop.call_soon_threadsafe(self._cancel, key, task, context, registered.retry)
             # Timed on a thread, not on the loop: a handler that blocks its loop (a sync
@@ -461,11 +467,7 @@ class Runner:
             give_up.daemon = True
             give_up.start()
             return
-        if registered.concurrency_limit is not None:
-            # Failed now, its slot would be given back with the function still running,
-            # and the next run of the task started beside it: a limit of 1 would let a
-            # new run in every `time_limit`, each beside the ones before.
-            context.keep_to_end()
+        if context.kept_to_end:
             log.warning("task %s (%s) passed its time limit of %gs: its effects are refused "
                         "from now on; its sync handler cannot be stopped, and its task has "
                         "a concurrency limit, so it keeps its lease and slot until the "
@@ -527,11 +529,25 @@ class Runner:
         entry = self._running.get(key)
         if entry is None or key in self._cancelled:
             return  # a sync run, one that has ended, or one cancelled already
-        self._cancelled.add(key)
         running, job = entry
+        if self._after_effects(job[2], "cancel", self._cancel_run, key):
+            return
+        self._cancelled.add(key)
         running.cancel()
         # Cancelled before it started, the coroutine never runs to report: report here.
         running.add_done_callback(lambda done: self._report_unstarted(done, key, job))
+
+    def _after_effects(self, context: TaskContext, purpose: str,
+                       cancel: Callable[..., None], *args: Any) -> bool:
+        """Whether an effect() block of the run is under way, `cancel(*args)` then called
+        on the loop once the last one ends: a cancel delivered at an await inside the
+        block would cut its effect in two, and under a time limit its retry would apply
+        the whole effect again."""
+        def once_ended() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to cancel
+                self._loop.call_soon_threadsafe(cancel, *args)
+
+        return context.after_effects(purpose, once_ended)
 
     def _report_unstarted(self, done: asyncio.Task[None], key: RunKey,
                           job: Job) -> None:
@@ -549,6 +565,12 @@ class Runner:
         if entry is None:
             return
         running = entry[0]
+        if self._after_effects(context, "time limit", self._cancel, key, task, context,
+                               policy):
+            log.info("task %s passed its time limit of %gs inside an effect() block: its "
+                     "handler is cancelled once the block ends", task.task_id,
+                     context.time_limit)
+            return
         log.info("task %s passed its time limit of %gs: its handler is cancelled",
                  task.task_id, context.time_limit)
         running.cancel()
@@ -563,6 +585,14 @@ class Runner:
         under way has ended (a blocking call inside one holds the loop), so that its
         retry cannot apply the effect beside it."""
         context.wait_for_effect(FAILING)
+        if context.kept_to_end:
+            if not context.ended_at:
+                log.warning("task %s (%s) passed its time limit of %gs and its async handler "
+                            "went on after being cancelled (or blocks its event loop): its "
+                            "task has a concurrency limit, so it keeps its lease and slot "
+                            "until the handler ends, and its attempt is failed then",
+                            task.task_id, task.name, context.time_limit)
+            return
         if not context.claim_report():
             return  # it ended, and reported
         with self._lock:
