@@ -331,6 +331,22 @@ class TestEventLoops:
         with pytest.raises(TaskqError, match=r"first used in another\), whose connections"):
             asyncio.run(handle.status_async())
 
+    def test_the_apps_aclose_closes_a_broker_made_outside_a_loop_in_the_loop_it_took(
+        self, app: App, tasks: dict[str, Any]
+    ) -> None:
+        """It compared the loop it had recorded (none) and dropped it unclosed, and a
+        second client was made for the same loop meanwhile."""
+        handle = app.handle_async(tasks["add"].enqueue(1, 2).task_id)
+
+        async def main() -> tuple[bool, bool]:
+            await handle.status_async()
+            same = app.async_broker is handle.async_broker
+            await app.aclose()
+            assert handle.async_broker is not None
+            return same, handle.async_broker.closed
+
+        assert asyncio.run(main()) == (True, True)
+
     def test_a_broker_closed_by_its_own_aclose_is_made_again_by_the_app(
         self, app: App, tasks: dict[str, Any]
     ) -> None:

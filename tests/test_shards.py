@@ -24,7 +24,7 @@ from conftest import ON_CLUSTER
 from helpers import events, in_other_processes, view
 from taskq import App, Worker, current_task
 from taskq.broker import Broker
-from taskq.errors import BrokerError, ConfigError, InvalidTaskError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
 from taskq.keys import check_queue_name
 from taskq.results import NewTask
 from taskq.schedules import make_schedule
@@ -312,6 +312,31 @@ class TestProducing:
         per_shard = Counter(route(t, 3) for t in ids[:60])
         assert len(per_shard) == 3
         assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 61
+
+    def test_handles_on_two_shards_made_outside_a_loop_belong_to_the_first_that_awaits(
+        self, sharded: App
+    ) -> None:
+        """The shards' brokers share one client: the second shard's, first used in a
+        second loop, took it for its own and failed with "Event loop is closed"."""
+        @sharded.task("noop")
+        def noop(n: int) -> int:
+            return n
+
+        assert sharded.layout is not None
+        ids = [next(t for t in iter(sharded.layout.new_id, None) if route(t, 3) == shard)
+               for shard in (0, 1)]
+        noop.enqueue_many([noop.call(n, task_id=t) for n, t in enumerate(ids)])
+        first, second = (sharded.handle_async(t) for t in ids)
+
+        async def read_then_close() -> str:
+            try:
+                return await first.status_async()
+            finally:
+                await sharded.aclose()  # closes the client this loop took
+
+        assert asyncio.run(read_then_close()) == "pending"
+        with pytest.raises(TaskqError, match="first used in another"):
+            asyncio.run(second.status_async())
 
     def test_a_shard_refused_after_others_took_their_share_says_how_many_went_in(
         self, sharded: App, client: redis.Redis

@@ -70,6 +70,11 @@ _CLOSED: weakref.WeakSet[Any] = weakref.WeakSet()
 # How many calls are under way on each client: the last to end on a closed one closes
 # it again, once (see `AsyncBroker._open`).
 _UNDER_WAY: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# The event loop each client's connections belong to: the one a broker on it was made
+# in, or, made outside one, its first call's. Kept by client, not by broker: a sharded
+# queue's brokers share one.
+_LOOPS: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = \
+    weakref.WeakKeyDictionary()
 
 
 def _closed(words: str) -> TaskqError:
@@ -114,13 +119,9 @@ class AsyncBroker:
         self.completed_ttl_ms = to_ms(completed_ttl, "completed_ttl")
         self.client = client
         self.queue = queue
-        # The loop it was made in, or made outside one, its first call's: the loop whose
-        # connections its client holds. A call in another loop says so rather than fail
-        # inside redis-py ("Event loop is closed").
-        try:
-            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self.loop = None
+        # Made in a loop, its client's connections belong to it (see `loop`).
+        with contextlib.suppress(RuntimeError):
+            _LOOPS.setdefault(client, asyncio.get_running_loop())
         self._block_limit = block_limit(client)
         self._enqueue = self._script("enqueue")
         self._watch = self._script("watch")
@@ -156,6 +157,13 @@ class AsyncBroker:
         await self.client.aclose()
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop its client's connections belong to (None until one is known):
+        a call in another says so rather than fail inside redis-py ("Event loop is
+        closed")."""
+        return _LOOPS.get(self.client)
+
+    @property
     def closed(self) -> bool:
         """Whether its client was closed (by this broker or another sharing it)."""
         return self.client in _CLOSED
@@ -169,9 +177,8 @@ class AsyncBroker:
         saying the client was closed; the last such call to end closes what they
         connected again. Each closing as it ended cut the others' new connections, so
         that they failed saying Redis could not be reached."""
-        if self.loop is None:
-            self.loop = asyncio.get_running_loop()
-        elif self.loop is not asyncio.get_running_loop():
+        if _LOOPS.setdefault(self.client, asyncio.get_running_loop()) \
+                is not asyncio.get_running_loop():
             raise TaskqError(f"cannot {words}: this asyncio client was made in another "
                              "event loop (or, made outside one, first used in another), "
                              "whose connections it holds, and cannot be used in this one: "

@@ -587,13 +587,13 @@ class App:
         if self.layout is None:
             refuse_shard_name(self.queue)
             return self.async_broker
-        mine, loop = self._async, _running_loop()
-        if mine.broker is None or mine.loop is not loop or mine.broker.closed:
+        mine = self._async
+        if not mine.serves(_running_loop()):
             client = async_client(self.settings)
             mine.broker = AsyncShardedBroker(self.layout, [
                 AsyncBroker.from_settings(self.settings, name, client)
                 for name in self.layout.shards])
-            mine.loop = loop
+        assert mine.broker is not None
         return mine.broker
 
     @property
@@ -603,11 +603,9 @@ class App:
         loop (a second `asyncio.run`, a test client's portal) gets a new one rather than
         one whose connections wait on a loop that no longer runs."""
         self._unsharded(", so no one AsyncBroker: use app.async_producer")
-        mine, loop = self._async, _running_loop()
-        # One closed by its own aclose() (not the app's) is made again, as after the app's.
-        if mine.broker is None or mine.loop is not loop or mine.broker.closed:
+        mine = self._async
+        if not mine.serves(_running_loop()):
             mine.broker = AsyncBroker.from_settings(self.settings, self.queue)
-            mine.loop = loop
         assert isinstance(mine.broker, AsyncBroker)
         return mine.broker
 
@@ -615,10 +613,10 @@ class App:
         """Close the asyncio client made in this event loop (in an ASGI app's lifespan,
         at shutdown); the next `enqueue_async` makes a new one."""
         mine = self._async
-        broker, loop = mine.broker, mine.loop
-        mine.broker, mine.loop = None, None
-        # One made in another loop cannot be closed from this one: it is dropped.
-        if broker is not None and loop is _running_loop():
+        broker, mine.broker = mine.broker, None
+        # One whose client belongs to another loop cannot be closed from this one: it is
+        # dropped. One made outside a loop belongs to its first call's.
+        if broker is not None and broker.loop in (_running_loop(), None):
             await broker.aclose()
 
 
@@ -627,7 +625,13 @@ class _LoopBroker(threading.local):
     run event loops of their own at once."""
 
     broker: AsyncBroker | AsyncShardedBroker | None = None
-    loop: asyncio.AbstractEventLoop | None = None
+
+    def serves(self, loop: asyncio.AbstractEventLoop | None) -> bool:
+        """Whether the broker kept may be used in `loop`: its client belongs to it, or
+        to none yet (made outside a loop, its first call's will be), and is not closed
+        (by the app's aclose(), or by its own)."""
+        broker = self.broker
+        return broker is not None and not broker.closed and broker.loop in (loop, None)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -148,6 +149,11 @@ class AsyncShardedBroker:
     def closed(self) -> bool:
         """Whether its shards' one client was closed."""
         return self.brokers[0].closed
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop its shards' one client belongs to (see AsyncBroker.loop)."""
+        return self.brokers[0].loop
 
     async def _register(self) -> None:
         if self._registration.due():
