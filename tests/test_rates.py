@@ -74,7 +74,8 @@ class TestDeclaration:
     @pytest.mark.parametrize(("per_second", "burst", "wrong"), [
         (-5.0, 1, "per_second"), (0.0, 1, "per_second"), (math.nan, 1, "per_second"),
         (math.inf, 1, "per_second"), (1e308, 1, "per_second"), (1e-308, 1, "per_second"),
-        (True, 1, "per_second"), ("3", 1, "per_second"), (1.0, 0, "burst"),
+        (True, 1, "per_second"), ("3", 1, "per_second"), (10**400, 1, "per_second"),
+        (1.0, 0, "burst"),
         (1.0, 2.0, "burst")])
     def test_a_limit_made_by_hand_that_taskq_cannot_keep_is_refused_as_made(
         self, per_second: object, burst: object, wrong: str

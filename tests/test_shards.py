@@ -404,7 +404,7 @@ class TestWorkers:
                                      else {"max_concurrency": 1}))(lambda: None)
         first = sharded.layout.shards[1 if limit == "queue rate" else 0]
         with pytest.raises(ConfigError, match=f"serves '{first}', a "
-                           "shard of queue .* cannot hold across shards"):
+                           "shard of queue .* on each shard it would hold in full"):
             Worker(plain, settings=settings, queues=list(sharded.layout.shards))
 
     def test_a_worker_leases_from_every_shard_in_turn_and_drains_them(

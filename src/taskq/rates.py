@@ -47,9 +47,12 @@ class RateLimit:
         owner = "the queue's own rate limit" if self.name == QUEUE_LIMIT \
             else f"the rate limit of task {self.name!r}"
         rate = self.per_second
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not (
-                math.isfinite(rate) and rate > 0
-                and MIN_INTERVAL_US <= 1_000_000 / rate <= MAX_INTERVAL_US):
+        # A float first: an int past a float's range (10**400) has no spacing either.
+        as_float = float(rate) if isinstance(rate, float) or (
+            isinstance(rate, int) and not isinstance(rate, bool) and abs(rate) < 2**64) \
+            else math.nan
+        if not (math.isfinite(as_float) and as_float > 0
+                and MIN_INTERVAL_US <= 1_000_000 / as_float <= MAX_INTERVAL_US):
             raise ConfigError(f"{owner}: per_second must be a number from one a day "
                               f"(1/86400) to a million, not {shown(rate)}")
         burst = self.burst

@@ -92,15 +92,17 @@ def refuse_limits_on_shards(app: App, queues: Queues) -> None:
         if SHARD_MARK not in name:
             continue
         limited = [*("the queue's own rate limit" if r.name == QUEUE_LIMIT else
-                     f"task {r.name!r}'s rate limit" for r in app.rate_limits(name)),
-                   *(f"task {c.name!r}'s concurrency limit" for c in app.concurrency_limits())]
+                     f"a rate limit on task {r.name!r}" for r in app.rate_limits(name)),
+                   *(f"a concurrency limit on task {c.name!r}"
+                     for c in app.concurrency_limits())]
         if limited:
             raise ConfigError(
                 f"this worker serves {name!r}, a shard of queue "
                 f"{name.partition(SHARD_MARK)[0]!r}, and its app declares "
-                f"{', '.join(limited)}: a limit is kept in one Redis slot and cannot hold "
-                "across shards (each shard would allow it in full); give limited tasks a "
-                "queue of their own without shards")
+                f"{', '.join(limited)}: a worker applies its app's limits on every queue it "
+                "serves, and a limit is kept in one Redis slot, so on each shard it would "
+                "hold in full; serve the shards from workers of an app that declares no "
+                "limits (the sharded app's own, or one without the limited tasks)")
 
 
 def checked_worker_id(worker_id: object) -> str:
