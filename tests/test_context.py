@@ -122,6 +122,39 @@ def test_an_effect_runs_when_redis_held_the_lease_through_a_stall_longer_than_it
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
+def test_a_shutdown_does_not_wait_out_a_confirmation_and_the_block_is_refused_after(
+    broker: Broker, client: redis.Redis
+) -> None:
+    """The renewal was made holding the effect lock: a release at a stop's grace waited
+    for a renewal that hung on a silent Redis (the client's timeouts, 45 s past a 2 s
+    grace), saying a block was under way when none was."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    refused: list[str] = []
+
+    def handler() -> None:
+        try:
+            with context.effect():
+                refused.append("applied")
+        except LeaseLostError as e:
+            refused.append(str(e))
+
+    stall = stalling(client, 1.5)
+    time.sleep(0.1)
+    thread = threading.Thread(target=handler)
+    thread.start()
+    time.sleep(0.2)  # its confirmation waits behind the stall
+    try:
+        began = time.monotonic()
+        assert context.abandon() is False  # at once: no block is under way
+        assert time.monotonic() - began < 0.5
+    finally:
+        stall.join(5)
+        thread.join(5)
+    assert refused == [f"task {task_id} was released at shutdown; its effect is skipped"]
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
 def test_an_effect_whose_confirmation_came_back_past_the_time_limit_is_refused(
     broker: Broker, client: redis.Redis
 ) -> None:

@@ -354,19 +354,26 @@ class TaskContext:
             raise LeaseLostError(
                 f"task {self.task_id}: effect() in a process its handler forked; only the "
                 "worker's process may apply it (it alone settles the task)")
-        while not self._lock.acquire(timeout=ABANDON_WARN_SECONDS):
-            log.warning("task %s: an effect() block waits for another of its run, on another "
-                        "thread, to end; if that block waits for this one (blocks nest on "
-                        "one thread only), neither ever will", self.task_id)
+        # The lease is confirmed before the lock is taken: a shutdown waits on the lock
+        # for the block under way, and must not wait out a renewal that hangs on a
+        # silent Redis (the client's timeouts, far past the grace) for none.
+        self._refuse_if_fenced()
+        self._confirm_lease()
+        waited = not self._lock.acquire(blocking=False)
+        if waited:  # another thread's block of this run goes on: after it, ask again
+            while not self._lock.acquire(timeout=ABANDON_WARN_SECONDS):
+                log.warning("task %s: an effect() block waits for another of its run, on "
+                            "another thread, to end; if that block waits for this one "
+                            "(blocks nest on one thread only), neither ever will",
+                            self.task_id)
         try:
-            if self._abandoned:
-                raise LeaseLostError(
-                    f"task {self.task_id} was released at shutdown; its effect is skipped"
-                )
-            if self._closed:
-                raise LeaseLostError(f"task {self.task_id}: its handler ended, failed or "
-                                     "cancelled; an effect after that is skipped")
-            self._confirm_lease()
+            # Fenced, cancelled, timed out or lost while the renewal was out, it is not
+            # let in: under the lock, a shutdown's release waits for it or comes first.
+            self._refuse_if_fenced()
+            if waited:
+                self._confirm_lease()
+            else:
+                self._refuse_if_ended()
             self._effects += 1
             try:
                 yield
@@ -382,7 +389,17 @@ class TaskContext:
         finally:
             self._lock.release()
 
-    def _confirm_lease(self) -> None:
+    def _refuse_if_fenced(self) -> None:
+        if self._abandoned:
+            raise LeaseLostError(
+                f"task {self.task_id} was released at shutdown; its effect is skipped")
+        if self._closed:
+            raise LeaseLostError(f"task {self.task_id}: its handler ended, failed or "
+                                 "cancelled; an effect after that is skipped")
+
+    def _refuse_if_ended(self) -> None:
+        """Refuse a run cancelled, timed out, settled or lost: checked before its lease is
+        confirmed, and again once its block may start."""
         self._refuse_if_cancelled()
         self._refuse_if_timed_out()
         if self.finished:
@@ -390,17 +407,20 @@ class TaskContext:
             # lease is given up, and a retry may be running, whatever Redis can say.
             raise LeaseLostError(f"task {self.task_id}: its run was settled; an effect "
                                  "after that is skipped")
+        if self._lost:
+            raise LeaseLostError(f"task {self.task_id} lost its lease (token "
+                                 f"{self.token}); its effect is skipped")
+
+    def _confirm_lease(self) -> None:
+        self._refuse_if_ended()
         # A renewal Redis held that took a lease or more to come back (Redis stalled)
         # says the lease is held but not since when: asked once more, it says so afresh.
         for _ in range(2):
             held = not self._lost and self.lease is not None and self._renew(self.lease)
-            self._refuse_if_cancelled()
-            # The limit may have passed while the renewal was on its way: the run has
-            # been failed meanwhile, and its retry may apply the effect too.
-            self._refuse_if_timed_out()
-            if self._lost:
-                raise LeaseLostError(f"task {self.task_id} lost its lease (token "
-                                     f"{self.token}); its effect is skipped")
+            # The limit may have passed while the renewal was on its way (the run has
+            # been failed meanwhile, and its retry may apply the effect too), or the
+            # renewal said the task was cancelled or the lease lost.
+            self._refuse_if_ended()
             since = time.monotonic() - self.confirmed_at
             if self.lease is None or since < self.lease.lease_seconds or not held:
                 break
