@@ -192,6 +192,22 @@ def test_sigterm_drains_the_task_in_hand_and_exits_zero(
     assert f"draining ({signum.name})" in log and "taskq.worker: stopped" in log
 
 
+def test_under_nohup_a_sighup_is_left_ignored_and_sigterm_still_drains(
+    workers: WorkerProcesses, queue: Broker
+) -> None:
+    """The worker took SIGHUP over the SIG_IGN nohup set, and stopped as the ssh
+    session it was started from closed."""
+    worker = workers.start(under=["nohup"], WORK_SECONDS="0.5")
+    wait_until(lambda: ", concurrency " in workers.log(worker), 15, "the worker to run")
+    worker.send_signal(signal.SIGHUP)
+    task_id = queue.enqueue("after", payload=CHARGE).task_id
+    wait_for_state(queue, task_id, "completed")
+    assert worker.poll() is None and "draining" not in workers.log(worker)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    assert "draining (SIGTERM)" in workers.log(worker)
+
+
 def test_second_sigterm_exits_at_once_and_the_lease_is_reaped_later(
     workers: WorkerProcesses, queue: Broker
 ) -> None:

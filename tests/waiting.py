@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -74,11 +74,13 @@ class WorkerProcesses:
         self.env = env
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *options: str, **overrides: str) -> subprocess.Popen[bytes]:
-        """Start `taskq worker *options` with `overrides` on top of the environment."""
+    def start(self, *options: str, under: Sequence[str] = (),
+              **overrides: str) -> subprocess.Popen[bytes]:
+        """Start `taskq worker *options` (run by the command `under`, as `nohup`) with
+        `overrides` on top of the environment."""
         log_path = self.directory / f"worker-{len(self.processes)}.log"
-        process = spawn(taskq_command("worker", *options), {**self.env, **overrides},
-                        str(log_path))
+        process = spawn([*under, *taskq_command("worker", *options)],
+                        {**self.env, **overrides}, str(log_path))
         self.processes.append(process)
         return process
 

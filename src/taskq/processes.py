@@ -60,6 +60,16 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """Start `argv` in its own session (a Ctrl-C reaches only us; we stop it in order)."""
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    dies_with_us = die_with_parent()
+
+    def prepare() -> None:
+        dies_with_us()
+        # Its stop signals its own, whatever this process ignores (run under nohup, or
+        # as a shell's background job): a worker leaves an ignored SIGHUP or SIGINT
+        # ignored, and we stop it with them. In its own session, no terminal sends it any.
+        for signum in (signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+
     try:
         return subprocess.Popen(
             list(argv),
@@ -68,7 +78,7 @@ def spawn(
             stdout=out,
             stderr=subprocess.STDOUT if log_path else subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509  (a prctl flag, a getppid)
+            preexec_fn=prepare,  # noqa: PLW1509  (a prctl flag, a getppid, two signals)
         )
     finally:
         if log_path and not isinstance(out, int):

@@ -24,6 +24,11 @@ Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers
 # session gone: left to its default, it would end the worker at once, its tasks in hand
 # waiting for their leases to run out.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Stop signals the program may have set to be ignored, and which then stay ignored, as
+# Python leaves SIGINT: nohup ignores SIGHUP, so that `nohup taskq worker &` outlives
+# its terminal; a non-interactive shell's background job ignores SIGINT. SIGTERM, what a
+# supervisor (and a pool, its copies) stops with, is always taken.
+MAY_BE_IGNORED = (signal.SIGHUP, signal.SIGINT)
 # How a worker pool tells its copies to exit at once (a second stop signal to the pool).
 # A copy's own stop signals only drain it, however many come: a supervisor that stops
 # a whole process group or cgroup (systemd's KillMode=control-group) sends each copy
@@ -96,6 +101,12 @@ def _held_outside_python(signum: int) -> bool:
     return found.handler not in (None, 0)  # SIG_DFL is 0
 
 
+def stop_signals() -> list[signal.Signals]:
+    """STOP_SIGNALS but those of MAY_BE_IGNORED the program ignores (SIG_IGN)."""
+    return [signum for signum in STOP_SIGNALS
+            if not (signum in MAY_BE_IGNORED and signal.getsignal(signum) == signal.SIG_IGN)]
+
+
 def taken_at_will(pool_copy: bool) -> list[signal.Signals]:
     """Which of EXIT_NOW_SIGNALS and REPORT_SIGNAL a worker takes: those the program
     left to taskq, and in a copy of a pool its EXIT_NOW_SIGNAL, the pool's own."""
@@ -149,7 +160,7 @@ class EarlyStop:
         self.pool_copy = pool_copy
         if threading.current_thread() is threading.main_thread():
             handlers: dict[signal.Signals, Handler] = {
-                signum: self._on_signal for signum in STOP_SIGNALS}
+                signum: self._on_signal for signum in stop_signals()}
             for signum in taken_at_will(pool_copy):
                 # SIGUSR1 shows where an import or a check that hangs is stuck: the
                 # stacks alone, as nothing is in hand yet.
@@ -241,16 +252,17 @@ class Lifecycle:
         log.info("stopped")
 
     def install_signal_handlers(self, pool_copy: bool = False) -> None:
-        """First SIGTERM/SIGINT/SIGHUP drains; a second one exits at once (leases are
-        reaped later). In a copy of a worker pool, every stop signal drains, and the
-        pool's EXIT_NOW_SIGNAL exits at once. SIGQUIT and SIGUSR2 exit at once;
-        REPORT_SIGNAL has the stacks logged and asks the loop for its report."""
+        """First SIGTERM/SIGINT/SIGHUP drains (SIGHUP and SIGINT stay ignored where the
+        program ignores them); a second one exits at once (leases are reaped later). In
+        a copy of a worker pool, every stop signal drains, and the pool's EXIT_NOW_SIGNAL
+        exits at once. SIGQUIT and SIGUSR2 exit at once; REPORT_SIGNAL has the stacks
+        logged and asks the loop for its report."""
         if threading.current_thread() is not threading.main_thread():
             return
         self._pool_copy = pool_copy
         handlers: dict[signal.Signals, Handler] = {
             signum: self._on_drain_signal if pool_copy else self._on_signal
-            for signum in STOP_SIGNALS}
+            for signum in stop_signals()}
         taken = taken_at_will(pool_copy)
         for signum in (*EXIT_NOW_SIGNALS, REPORT_SIGNAL):
             if signum in taken:

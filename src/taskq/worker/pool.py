@@ -26,8 +26,8 @@ from taskq.worker.lifecycle import (
     EXIT_NOW_SIGNAL,
     EXIT_NOW_SIGNALS,
     REPORT_SIGNAL,
-    STOP_SIGNALS,
     EarlyStop,
+    stop_signals,
     taken_at_will,
 )
 
@@ -93,7 +93,7 @@ class WorkerPool:
         `early`: the stop signals that came before the pool's own handlers took over,
         one of which stops it before it starts a copy."""
         if install_signal_handlers:
-            for signum in STOP_SIGNALS:
+            for signum in stop_signals():
                 signal.signal(signum, self._on_signal)
             for signum in taken_at_will(pool_copy=False):
                 signal.signal(signum, self._on_report_signal if signum == REPORT_SIGNAL
