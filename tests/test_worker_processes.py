@@ -431,12 +431,13 @@ def test_a_worker_woken_past_its_lease_starts_none_of_the_tasks_it_prefetched(
     # Paused holding one run and two prefetched tasks, all taken over meanwhile: when it
     # wakes, its handler thread is free before its heartbeat has asked Redis anything.
     paused = workers.start("--concurrency", "1", "--prefetch", "2",
-                           LEDGER_GUARD="none", WORK_SECONDS="0.5")
+                           LEDGER_GUARD="none", WORK_SECONDS="2")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(3)]
     wait_until(lambda: queue.counts().leased == 3, 10, "one run and two prefetched")
     # The handler starts t0 a moment after the lease: stopped before it has, all three
-    # are unstarted. Its run takes 0.5 s, so 0.2 s on it is still under way.
-    time.sleep(0.2)
+    # are unstarted. Its run works 2 s before its charge, so 0.8 s on (room for a loaded
+    # machine to start it) it is still under way.
+    time.sleep(0.8)
     paused.send_signal(signal.SIGSTOP)
     workers.start("--concurrency", "3", LEDGER_GUARD="none", WORK_SECONDS="0.5")
     for task_id in task_ids:
