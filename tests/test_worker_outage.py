@@ -4,7 +4,10 @@ they are sent at most one per probe interval."""
 
 from __future__ import annotations
 
+import logging
 import time
+
+import pytest
 
 from taskq.errors import BrokerError
 from taskq.worker.outage import Outage
@@ -121,3 +124,20 @@ def test_a_call_whose_leases_have_run_out_still_outlasts_a_passing_fault() -> No
         return redis.call()
 
     assert outage.retry("fail t1", after_a_pause, time.monotonic() - 1) == "ok"
+
+
+def test_an_outage_is_timed_from_when_its_first_failing_call_went_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A call that hung for the client's timeouts before it failed was said to give up
+    after Redis had been away 0.0 s."""
+    def hangs_then_fails() -> str:
+        time.sleep(0.4)  # as a call to a silent Redis waits out its timeout
+        raise BrokerError("Timeout reading from socket")
+
+    with caplog.at_level(logging.ERROR, logger="taskq.worker"):
+        assert Outage(probe_seconds=0).retry("release t1", hangs_then_fails,
+                                             time.monotonic()) is None
+    (said,) = [r.message for r in caplog.records if "gave up" in r.message]
+    away = float(said.split("Redis has been away ")[1].split("s,")[0])
+    assert away >= 0.4, said

@@ -90,12 +90,15 @@ class Outage:
         limit = held_until if self.gave_up else max(held_until, now + self.probe_seconds)
         backoff = Backoff(base=0.05, cap=1.0)
         while True:
+            sent = time.monotonic()
             try:
                 result = call()
             except BrokerError as e:
                 self.refused_at = now = time.monotonic()
                 if self.began is None:
-                    self.began = now
+                    # From when the call went out: one that hung for the client's
+                    # timeouts was already that long without an answer.
+                    self.began = sent
                 if now >= limit:
                     self.gave_up = True
                     log.error("%s gave up: Redis has been away %.1fs, and the leases it "
