@@ -1108,7 +1108,9 @@ def test_cancel_in_the_task_view_and_the_dlq_ends_tasks_live(
 
     by_id(page, "task-close").click()
     dead_row = page.locator("[data-testid=dlq-row][data-task-id=doomed]")
-    dead_row.get_by_test_id("cancel-button").click()
+    # The DLQ's own route: it cancels only a task still dead, not one revived meanwhile.
+    with page.expect_request(lambda r: "/api/dlq/doomed/cancel" in r.url):
+        dead_row.get_by_test_id("cancel-button").click()
     expect(dead_row).to_have_count(0)
     expect(by_id(page, "count-dead")).to_have_text("0")
     expect(by_id(page, "cancel-result").last).to_have_text("doomed: cancelled")

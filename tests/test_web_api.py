@@ -93,8 +93,8 @@ def test_the_token_cookie_works_beside_cookies_of_other_apps(
         assert [b.seq for b in stream.rows_until_quiet() if b.is_row] == [1]
 
 
-WRITES = ("/api/dlq/{}/retry", "/api/tasks/{}/cancel", "/api/dlq/retry-all",
-          "/api/dlq/cancel-all", "/api/schedules/{}/forget?force=1")
+WRITES = ("/api/dlq/{}/retry", "/api/dlq/{}/cancel", "/api/tasks/{}/cancel",
+          "/api/dlq/retry-all", "/api/dlq/cancel-all", "/api/schedules/{}/forget?force=1")
 
 
 def test_writes_need_the_request_header_and_the_same_origin(
@@ -444,6 +444,32 @@ def test_api_dlq_lists_the_dead_and_retry_revives_them_once(
         assert http.get("/api/tasks/dead-1").json()["state"] == "pending"
         assert http.post("/api/dlq/dead-1/retry", headers=write).status_code == 404
         assert http.post("/api/dlq/ready-0/retry", headers=write).status_code == 404
+        assert http.get("/api/dlq").json()["dead"] == []
+
+
+def test_a_dlq_rows_cancel_ends_a_dead_task_and_leaves_one_revived_meanwhile(
+    server: Server, queue: Broker
+) -> None:
+    """The row's Cancel used the task route, which cancels wherever the task has got
+    to: a task another operator had just sent back to ready ended cancelled."""
+    for task_id in ("revived", "doomed"):
+        queue.enqueue(task_id, max_retries=0)
+        got = queue.lease("w", 30)
+        assert got is not None and got[0] == task_id
+        assert queue.fail(*got, error="it broke").status == "dead"
+    write = {"x-taskq-request": "1"}
+    with httpx.Client(base_url=server.url, params={"queue": queue.queue},
+                      timeout=TIMEOUT) as http:
+        assert http.post("/api/dlq/revived/retry", headers=write).status_code == 200
+        stale = http.post("/api/dlq/revived/cancel", headers=write)
+        assert stale.status_code == 404
+        assert stale.json()["error"] == ("task 'revived' is not in the DLQ (it is pending); "
+                                         "nothing cancelled")
+        assert http.get("/api/tasks/revived").json()["state"] == "pending"
+        assert http.post("/api/dlq/nobody/cancel", headers=write).json()["error"] == (
+            "task 'nobody' is not in the DLQ (no such task); nothing cancelled")
+        done = http.post("/api/dlq/doomed/cancel", headers=write)
+        assert (done.status_code, done.json()["outcome"]) == (200, "cancelled")
         assert http.get("/api/dlq").json()["dead"] == []
 
 

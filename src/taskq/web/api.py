@@ -250,6 +250,19 @@ def cancel_all(request: Request) -> JSONResponse:
         state_of(request).broker_holding(queue_of(request)))))
 
 
+def cancel_dead(request: Request) -> JSONResponse:
+    """Take one dead task out of the DLQ for good (it ends `cancelled`), as the DLQ row's
+    Cancel does; 404 when it has left the DLQ (revived by another operator, say), which
+    `POST /api/tasks/{id}/cancel` would have cancelled wherever it had got to."""
+    task_id = task_id_param(request)
+    done = state_of(request).broker_holding(queue_of(request), task_id).cancel(
+        task_id, only="dead")
+    if done.outcome != "cancelled":
+        where = "no such task" if done.outcome == "unknown" else f"it is {done.state}"
+        return not_found(f"task {task_id!r} is not in the DLQ ({where}); nothing cancelled")
+    return JSONResponse(asdict(done))
+
+
 def cancel(request: Request) -> JSONResponse:
     """Cancel a task (see `Broker.cancel`): `outcome` is `cancelled` (it ended now),
     `requested` (running: its worker is told at its next heartbeat) or `unchanged` (it

@@ -95,6 +95,7 @@ def create_app(settings: Settings, host: str = "127.0.0.1") -> Starlette:
         Route("/api/dlq/retry-all", answered(api.retry_all), methods=["POST"]),
         Route("/api/dlq/cancel-all", answered(api.cancel_all), methods=["POST"]),
         Route("/api/dlq/{task_id}/retry", answered(api.retry), methods=["POST"]),
+        Route("/api/dlq/{task_id}/cancel", answered(api.cancel_dead), methods=["POST"]),
         Route("/metrics", heavy(metrics)),
         Route("/healthz", api.healthz),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),

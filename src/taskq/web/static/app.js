@@ -271,6 +271,19 @@ function cancelOutcome({ outcome, state }) {
   return `nothing to cancel: it is ${state}`;
 }
 
+// The DLQ row's Cancel: only a task still dead is cancelled (one another operator has
+// just sent back to ready is left running), and its row goes with its `cancelled` event.
+async function cancelDead(id) {
+  try {
+    const { ok, status, body } = await act(id, 'cancel',
+      `api/dlq/${q(id)}/cancel?queue=${q(view.queue)}`);
+    if (ok) toast(`${id}: cancelled`, true, 'cancel-result');
+    else toast(`Cancel of ${id} refused: ${body.error || status}`, false, 'cancel-result');
+  } catch (err) {
+    toast(`Cancel of ${id} failed: ${err.message}`, false, 'cancel-result');
+  }
+}
+
 // Resolves to { ok, text } for the task view; the rows change with the task's
 // `cancelled` or `cancel_requested` event.
 async function cancel(id) {
@@ -336,7 +349,7 @@ async function shardHolding(queue, task) {
 }
 
 async function main() {
-  Object.assign(hooks, { nameOf, retry, cancel, drawBulk });
+  Object.assign(hooks, { nameOf, retry, cancel, cancelDead, drawBulk });
   initShards(switchTo);
   const wanted = new URLSearchParams(window.location.search).get('queue');
   if (wanted) view.queue = await showShards(wanted);

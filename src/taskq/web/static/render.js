@@ -253,9 +253,9 @@ function renderDead() {
   fill('dlq-body', rows, (d) => {
     const busy = view.busy.get(d.id);
     const sent = view.sent.get(d.id);
-    const button = (action, label, doing, done) => el('button', {
+    const button = (action, hook, label, doing, done) => el('button', {
       type: 'button', class: `row-action ${action}`, 'data-testid': `${action}-button`,
-      disabled: Boolean(busy || sent), onclick: () => hooks[action](d.id),
+      disabled: Boolean(busy || sent), onclick: () => hooks[hook](d.id),
     }, sent === action ? done : busy === action ? doing : label);
     return el('tr', { 'data-testid': 'dlq-row', 'data-task-id': d.id },
       idCell(d.id), nameCell(d),
@@ -263,8 +263,8 @@ function renderDead() {
       el('td', { class: 'since', 'data-since': d.deadAt, title: new Date(d.deadAt).toLocaleString() }),
       errorCell(d.error, d.errorType, true),
       el('td', { class: 'action' },
-        button('retry', 'Retry', 'Retrying…', 'Sent'),
-        button('cancel', 'Cancel', 'Cancelling…', 'Cancelled')));
+        button('retry', 'retry', 'Retry', 'Retrying…', 'Sent'),
+        button('cancel', 'cancelDead', 'Cancel', 'Cancelling…', 'Cancelled')));
   }, 6, 'The dead letter queue is empty.');
   meta('dlq-meta', rows.length, Math.max(view.counts.dead, rows.length));
   hooks.drawBulk();
