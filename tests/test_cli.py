@@ -243,6 +243,16 @@ class TestDlq:
         assert "moved 1 task(s) back to ready" in out
         assert "nosuch: not in the DLQ" in out
 
+    @pytest.mark.parametrize(("action", "said"), [
+        ("retry", "moved 1 task(s) back to ready"), ("cancel", "cancelled 1 dead task(s)")])
+    def test_an_id_given_twice_is_acted_on_once_and_not_said_missing(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str], action: str, said: str
+    ) -> None:
+        make_dead(queue, "d1", "boom")
+        assert main(["dlq", action, "d1", "d1"]) == 0
+        out = capsys.readouterr().out
+        assert said in out and "not in the DLQ" not in out
+
     def test_retry_needs_ids_or_all_but_not_both(
         self, queue: Broker, capsys: pytest.CaptureFixture[str]
     ) -> None:

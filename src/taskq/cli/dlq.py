@@ -123,12 +123,19 @@ def retry(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list[
         print(f"moved {len(done.done)} task(s) back to ready" + left_note(done, len(brokers)))
         print_workflow_steps(route, done.done)
         return 0
+    task_ids = once_each(task_ids)
     missing = [task_id for task_id in task_ids if not route(task_id).retry_dead(task_id)]
     print(f"moved {len(task_ids) - len(missing)} task(s) back to ready")
     for task_id in missing:
         print(f"  {task_id}: not in the DLQ (or its record names no task to run)")
     print_workflow_steps(route, [task_id for task_id in task_ids if task_id not in missing])
     return 1 if missing else 0
+
+
+def once_each(task_ids: list[str]) -> list[str]:
+    """`task_ids` in order, each once: acted on a second time, an id has left the DLQ,
+    and was said to be "not in the DLQ" beside the count that took it out."""
+    return list(dict.fromkeys(task_ids))
 
 
 def print_workflow_steps(route: Callable[[str], Broker], revived: list[str]) -> None:
@@ -165,6 +172,7 @@ def cancel(brokers: list[Broker], route: Callable[[str], Broker], task_ids: list
         print(f"cancelled {len(done.done)} dead task(s)" + left_note(done, len(brokers)))
         return 0
     # Only dead tasks: an id given here that runs or waits is not this command's to end.
+    task_ids = once_each(task_ids)
     missing = [task_id for task_id in task_ids
                if route(task_id).cancel(task_id, only="dead").outcome != "cancelled"]
     print(f"cancelled {len(task_ids) - len(missing)} dead task(s)")
