@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from taskq.broker import Broker
 from taskq.context import TaskContext
 from taskq.registry import Presence, read_workers
 from taskq.settings import Settings
+from taskq.worker import time_limits
 from taskq.worker.heartbeat import Cadence, Heartbeat
 from taskq.worker.queues import Queues
 from taskq.worker.slots import Slots
@@ -111,6 +113,39 @@ class TestBeat:
         assert overdue.timed_out and not within.timed_out and not waiting.timed_out
         assert ended == [overdue]
         assert [e.task for e in events(client, broker.keys, seen)] == ["b", "c"]
+
+    def test_a_run_kept_past_its_limit_is_renewed_and_said_to_run_on_once_a_while(
+        self, broker: Broker, client: redis.Redis, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A concurrency-limited task's run keeps its lease and slot until its handler
+        ends: one that never does holds them for good, and the log says so again."""
+        (a, ka), = hold(broker, "a")
+        kept = context_of(broker, a, ka)
+        kept.limit(0.01)
+        kept.begin()
+        time.sleep(0.02)
+        slots = holding(kept)
+        limits = TimeLimits(slots, lambda context: context.keep_to_end())
+        caplog.set_level(logging.WARNING, logger="taskq.worker")
+        limits.enforce()
+        assert kept.timed_out and kept.kept_to_end
+        seen = len(events(client, broker.keys))
+        Heartbeat(Queues.of(broker), lease(10), slots).beat()
+        assert [e.task for e in events(client, broker.keys, seen)] == ["a"]
+
+
+        def said() -> list[str]:
+            return [r.message for r in caplog.records if "has not ended" in r.message]
+
+        limits.enforce()
+        assert said() == []  # not a minute yet
+        monkeypatch.setattr(time_limits, "KEPT_SAY_SECONDS", 0.0)
+        limits.enforce()
+        monkeypatch.setattr(time_limits, "KEPT_SAY_SECONDS", 60.0)
+        limits.enforce()
+        (once,) = said()
+        assert once.startswith(f"task {a} (n) is ") and "past its time limit of 0.01s" in once
 
     def test_the_thread_outlives_an_error_in_a_beat(self, broker: Broker) -> None:
         (a, token), = hold(broker, "a", seconds=0.5)

@@ -20,6 +20,9 @@ log = logging.getLogger("taskq.worker")
 
 # How often time limits are looked at: how late past its limit a run can end.
 LIMIT_TICK = 0.05
+# How often a run kept past its time limit (a concurrency-limited task's, holding its
+# slot until its handler ends) is said to be still running, at most.
+KEPT_SAY_SECONDS = 60.0
 
 
 class TimeLimits(threading.Thread):
@@ -35,6 +38,9 @@ class TimeLimits(threading.Thread):
         # When (monotonic) a stop's grace ends: infinity until a stop begins.
         self.grace_ends = grace_ends
         self.stopping = threading.Event()
+        # Runs kept past their limits, by key, and when (monotonic) each was last said
+        # to be still running.
+        self._kept_said: dict[tuple[str, str, int], float] = {}
 
     def run(self) -> None:
         while not self.stopping.wait(LIMIT_TICK):
@@ -47,14 +53,35 @@ class TimeLimits(threading.Thread):
         """Time out every run in hand past its time limit, and end it."""
         now = time.monotonic()
         past_grace = now >= self.grace_ends()
-        for context in self.slots.in_hand():
+        in_hand = self.slots.in_hand()
+        for context in in_hand:
             if not (context.finished or context.timed_out) and context.overdue(now) \
                     and context.time_out():
                 self.end(context)
+                if context.kept_to_end:
+                    self._kept_said[context.key] = now
             elif past_grace and context.started_at and not context.abandoned:
                 # The loop gives it back, but may be waiting on Redis meanwhile. A block
                 # under way ends as it will; no block of the run starts after this.
                 context.fence_now()
+            elif context.kept_to_end and not context.ended_at:
+                self._say_kept(context, now)
+        if self._kept_said:
+            held = {c.key for c in in_hand}
+            for key in [k for k in self._kept_said if k not in held]:
+                del self._kept_said[key]
+
+    def _say_kept(self, context: TaskContext, now: float) -> None:
+        """A run kept past its limit, its handler not yet ended, is said to be so once a
+        KEPT_SAY_SECONDS: one that never ends holds its task's slot for good."""
+        if now - self._kept_said.get(context.key, now) < KEPT_SAY_SECONDS:
+            self._kept_said.setdefault(context.key, now)
+            return
+        self._kept_said[context.key] = now
+        log.warning("task %s (%s) is %.0fs past its time limit of %gs and its handler has "
+                    "not ended: it holds its concurrency slot, so no other run of the task "
+                    "starts, until it does (or the worker stops)", context.task_id,
+                    context.name, now - (context.deadline or now), context.time_limit)
 
     def stop(self) -> None:
         self.stopping.set()
