@@ -25,6 +25,18 @@ from taskq.tools.ledger import Ledger
 from waiting import wait_until
 
 
+def demo_summary(out: str, tasks: int) -> int:
+    """How many of the demo's `tasks` completed, by its summary line: each of them, but
+    for one whose simulated failures (15% an attempt) outlast its five retries, as six
+    in a row, or five and the reap of the killed worker's lease, rarely do; it ends dead
+    beside the ten no worker knows."""
+    found = re.search(r"summary: completed (\d+), dead (\d+)", out)
+    assert found is not None, out
+    completed, dead = int(found[1]), int(found[2])
+    assert completed + dead == tasks + 10 and completed >= tasks - 1, out
+    return completed
+
+
 class TestDemo:
     def test_a_small_demo_exits_0_with_its_summary_and_leaves_nothing_running(
         self, tmp_path: Path, marker: str
@@ -35,13 +47,13 @@ class TestDemo:
             env=command_env(TASKQ_TEST_MARKER=marker), timeout=120,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "summary: completed 60, dead 10" in result.stdout
+        completed = demo_summary(result.stdout, 60)
         assert "charged twice 0, duplicates that created a task 0" in result.stdout
         assert result.stdout.count("[ok]") == 5
         assert re.search(r"killed worker \d \(SIGKILL\) mid-run, holding ", result.stdout)
         assert "the guarantees held" in result.stdout
         assert processes_of(workdir, marker) == []
-        assert Ledger(workdir / "ledger.db").summary().charges == 60
+        assert Ledger(workdir / "ledger.db").summary().charges == completed
 
     def test_the_dashboard_takes_the_port_given_and_lingers_as_asked(
         self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
