@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import threading
 import time
@@ -478,6 +479,41 @@ def test_an_async_runs_cancel_waits_for_the_block_it_awaits_in_to_end(
         if by == "time limit":
             assert outcome.failure is not None
             assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+    finally:
+        runner.close()
+
+
+def test_a_kept_async_run_that_fails_while_a_block_it_left_goes_on_is_failed_after_it(
+    handlers: Handlers,
+) -> None:
+    """Kept to its end past its limit (its task has a concurrency limit), it has no
+    give-up to report it: it stayed running, its slot held, until the worker stopped."""
+    in_block, timed_out = threading.Event(), threading.Event()
+
+    @handlers.app.task("limited_async", time_limit=60, max_concurrency=1)
+    async def limited_async() -> None:
+        threading.Thread(target=contextvars.copy_context().run,  # its run's context
+                         args=(in_an_effect_on_a_thread, handlers, in_block)).start()
+        await asyncio.to_thread(timed_out.wait, HANDLER_LIMIT_SECONDS)
+        raise ValueError("after its limit, its block still under way")
+
+    runner = handlers.runner(concurrency=1)
+    try:
+        task, context = job("limited_async")
+        assert runner.submit([(task, context)])
+        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+        context.time_out()
+        runner.time_out(context)  # as the time-limit thread does
+        assert context.kept_to_end
+        timed_out.set()
+        time.sleep(0.3)
+        assert handlers.outcomes == [] and context.in_effect
+        handlers.release.set()
+        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+                   "the attempt to be failed")
+        (outcome,) = handlers.outcomes
+        assert outcome.failure is not None
+        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
     finally:
         runner.close()
 

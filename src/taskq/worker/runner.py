@@ -353,16 +353,18 @@ class Runner:
         or in a coroutine the handler left on the loop): reported now, its retry (or the
         cancel) could come before the block's effect. A timed-out run's give-up reports
         it once the block has ended, unless the handler caught its cancel and returned:
-        that claimed the report, which the give-up then leaves alone. Any other is sent
-        from a thread of its own once the block ends (else no one reports the run, and
-        its slot stays taken)."""
+        that claimed the report, which the give-up then leaves alone. Any other, a run
+        kept to its end past its limit too (it has no give-up), is sent from a thread of
+        its own once the block ends (else no one reports the run, and its slot stays
+        taken)."""
         context = outcome.context
         closing = closes(outcome)
         if closing:
             context.close()
         if not (closing or context.timed_out) or context.effect_idle():
             self._report(outcome, claimed)
-        elif claimed or not context.timed_out:
+        elif claimed or not context.timed_out or context.kept_to_end:
+            # A run kept to its end past its limit has no give-up to report it.
             threading.Thread(target=self._report_after_effect, args=(outcome, claimed),
                              name="taskq-effect-wait", daemon=True).start()
 

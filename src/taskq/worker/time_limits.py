@@ -78,9 +78,10 @@ class TimeLimits(threading.Thread):
             self._kept_said.setdefault(context.key, now)
             return
         self._kept_said[context.key] = now
-        log.warning("task %s (%s) is %.0fs past its time limit of %gs and its handler has "
-                    "not ended: it holds its concurrency slot, so no other run of the task "
-                    "starts, until it does (or the worker stops)", context.task_id,
+        log.warning("task %s (%s) is %.0fs past its time limit of %gs and its handler (or "
+                    "an effect() block it left under way) has not ended: it holds its "
+                    "concurrency slot, so no other run of the task starts, until it does "
+                    "(or the worker stops)", context.task_id,
                     context.name, now - (context.deadline or now), context.time_limit)
 
     def stop(self) -> None:
