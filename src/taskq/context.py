@@ -104,7 +104,8 @@ class TaskContext:
     _progress_refused: bool = field(default=False, repr=False)
     # Re-entrant: an effect may call code that guards an effect of its own.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
-    # Held only for a moment, never around user code: `claim_report` must not wait.
+    # Held only for a moment, never around user code: `claim_report` must not wait. It
+    # also orders `after_effects` with the last block's end.
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _reported: bool = field(default=False, repr=False)
     _timed_out: bool = field(default=False, repr=False)
@@ -119,10 +120,9 @@ class TaskContext:
     _applied: bool = field(default=False, repr=False)
     # effect() blocks under way (more than one when nested).
     _effects: int = field(default=0, repr=False)
-    # What waits for the blocks under way to end, by purpose (see after_effects), and
-    # the lock that orders it with the last block's end.
-    _after_effects: dict[str, Callable[[], object]] = field(default_factory=dict, repr=False)
-    _after_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # What waits for the blocks under way to end, by purpose (see after_effects); made
+    # when first needed, ordered with the last block's end by the report's lock.
+    _after_effects: dict[str, Callable[[], object]] | None = field(default=None, repr=False)
     finished: bool = field(default=False, repr=False)
     # The process the run was leased in: a process its handler forks shares its token,
     # and an effect there would pass the lease check beside the worker's own.
@@ -277,9 +277,11 @@ class TaskContext:
         block of this run is under way, if one is now; returns whether one is. An async
         handler's cancel waits for it this way: delivered at an await inside the block,
         it would cut the effect in two. One call per `purpose` waits, the last made."""
-        with self._after_lock:
+        with self._report_lock:
             if self._effects == 0:
                 return False
+            if self._after_effects is None:
+                self._after_effects = {}
             self._after_effects[purpose] = then
             return True
 
@@ -378,12 +380,12 @@ class TaskContext:
             try:
                 yield
             finally:
-                with self._after_lock:
+                with self._report_lock:
                     self._effects -= 1
-                    waiting = [] if self._effects else list(self._after_effects.values())
-                    if not self._effects:
-                        self._after_effects.clear()
-                for then in waiting:
+                    waiting = self._after_effects if not self._effects else None
+                    if waiting:
+                        self._after_effects = None
+                for then in (waiting or {}).values():
                     then()
             self._applied = True
         finally:

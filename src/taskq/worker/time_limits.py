@@ -38,9 +38,9 @@ class TimeLimits(threading.Thread):
         # When (monotonic) a stop's grace ends: infinity until a stop begins.
         self.grace_ends = grace_ends
         self.stopping = threading.Event()
-        # Runs kept past their limits, by key, and when (monotonic) each was last said
-        # to be still running.
-        self._kept_said: dict[tuple[str, str, int], float] = {}
+        # Runs kept past their limits, and when (monotonic) each was last said to be
+        # still running; kept apart so that the tick looks at no other run for them.
+        self._kept: dict[tuple[str, str, int], tuple[TaskContext, float]] = {}
 
     def run(self) -> None:
         while not self.stopping.wait(LIMIT_TICK):
@@ -59,30 +59,28 @@ class TimeLimits(threading.Thread):
                     and context.time_out():
                 self.end(context)
                 if context.kept_to_end:
-                    self._kept_said[context.key] = now
+                    self._kept[context.key] = (context, now)
             elif past_grace and context.started_at and not context.abandoned:
                 # The loop gives it back, but may be waiting on Redis meanwhile. A block
                 # under way ends as it will; no block of the run starts after this.
                 context.fence_now()
-            elif context.kept_to_end and not context.ended_at:
-                self._say_kept(context, now)
-        if self._kept_said:
-            held = {c.key for c in in_hand}
-            for key in [k for k in self._kept_said if k not in held]:
-                del self._kept_said[key]
+        if self._kept:
+            self._say_kept({c.key for c in in_hand}, now)
 
-    def _say_kept(self, context: TaskContext, now: float) -> None:
-        """A run kept past its limit, its handler not yet ended, is said to be so once a
-        KEPT_SAY_SECONDS: one that never ends holds its task's slot for good."""
-        if now - self._kept_said.get(context.key, now) < KEPT_SAY_SECONDS:
-            self._kept_said.setdefault(context.key, now)
-            return
-        self._kept_said[context.key] = now
-        log.warning("task %s (%s) is %.0fs past its time limit of %gs and its handler (or "
-                    "an effect() block it left under way) has not ended: it holds its "
-                    "concurrency slot, so no other run of the task starts, until it does "
-                    "(or the worker stops)", context.task_id,
-                    context.name, now - (context.deadline or now), context.time_limit)
+    def _say_kept(self, in_hand: set[tuple[str, str, int]], now: float) -> None:
+        """Say once a KEPT_SAY_SECONDS of each run kept past its limit that its handler
+        has not ended: one that never ends holds its task's slot for good."""
+        for key, (context, said) in list(self._kept.items()):
+            if key not in in_hand or context.ended_at:
+                del self._kept[key]
+            elif now - said >= KEPT_SAY_SECONDS:
+                self._kept[key] = (context, now)
+                log.warning("task %s (%s) is %.0fs past its time limit of %gs and its "
+                            "handler (or an effect() block it left under way) has not "
+                            "ended: it holds its concurrency slot, so no other run of the "
+                            "task starts, until it does (or the worker stops)",
+                            context.task_id, context.name, now - (context.deadline or now),
+                            context.time_limit)
 
     def stop(self) -> None:
         self.stopping.set()
