@@ -67,6 +67,15 @@ def held_progress(fraction: object, message: object) -> tuple[float, str] | str:
     return min(1.0, max(0.0, value)), text
 
 
+# Where a run stands with its time limit (TaskContext._limit).
+WITHIN_LIMIT, TIMED_OUT, KEPT_TO_END = 0, 1, 2
+# The fields a TaskContext may have: CPython shares one key table among the instance
+# dicts of a class up to 30 keys, and past that gives each instance a dict of its own,
+# which made each run's context (one a task) cost a worker 3% more instructions a task
+# (bench.instructions). test_context checks it.
+MOST_FIELDS = 29
+
+
 @dataclass
 class TaskContext:
     """The task a handler is running: its id, attempt and fencing token, and its lease.
@@ -108,10 +117,10 @@ class TaskContext:
     # also orders `after_effects` with the last block's end.
     _report_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _reported: bool = field(default=False, repr=False)
-    _timed_out: bool = field(default=False, repr=False)
-    # Past its time limit, a sync run of a concurrency-limited task keeps its lease, and
-    # so its slot, until its handler returns (see Runner.time_out).
-    _kept_to_end: bool = field(default=False, repr=False)
+    # WITHIN_LIMIT, TIMED_OUT, or KEPT_TO_END: past its time limit, a run of a
+    # concurrency-limited task keeps its lease, and so its slot, until its handler ends
+    # (see Runner.time_out). One field, not two: see MOST_FIELDS.
+    _limit: int = field(default=0, repr=False)
     _cancelled: bool = field(default=False, repr=False)
     _lost: bool = field(default=False, repr=False)
     _abandoned: bool = field(default=False, repr=False)
@@ -146,17 +155,17 @@ class TaskContext:
     @property
     def timed_out(self) -> bool:
         """Whether the run was stopped (or, a sync one, given up on) at its time limit."""
-        return self._timed_out
+        return self._limit != WITHIN_LIMIT
 
     @property
     def kept_to_end(self) -> bool:
         """Whether the run, timed out, keeps its lease until its handler returns."""
-        return self._kept_to_end
+        return self._limit == KEPT_TO_END
 
     def keep_to_end(self) -> None:
         """Keep a timed-out run's lease renewed until its handler returns (its effects
         stay refused); the handler's return then fails its attempt."""
-        self._kept_to_end = True
+        self._limit = KEPT_TO_END
 
     @property
     def cancelled(self) -> bool:
@@ -194,7 +203,7 @@ class TaskContext:
                 log.warning("task %s: progress not recorded: %s", self.task_id, held)
             return False
         fraction, message = held
-        if self.lease is None or self._lost or self._timed_out or self._cancelled \
+        if self.lease is None or self._lost or self.timed_out or self._cancelled \
                 or self.finished:
             return False
         now = time.monotonic()
@@ -232,7 +241,7 @@ class TaskContext:
         with self._report_lock:
             if self._reported:
                 return False
-            self._timed_out = True
+            self._limit = TIMED_OUT
             return True
 
     def claim_report(self) -> bool:
@@ -434,7 +443,7 @@ class TaskContext:
             )
 
     def _refuse_if_timed_out(self) -> None:
-        if self._timed_out or self.overdue(time.monotonic()):
+        if self.timed_out or self.overdue(time.monotonic()):
             raise LeaseLostError(
                 f"task {self.task_id} ran past its time limit ({self.time_limit:g}s); "
                 "its effect is skipped"
