@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -414,30 +415,45 @@ def in_an_effect_on_a_thread(handlers: Handlers, in_block: threading.Event) -> N
         handlers.release.wait(HANDLER_LIMIT_SECONDS)
 
 
+@contextmanager
+def in_its_block(handlers: Handlers, name: str,
+                 in_block: threading.Event) -> Iterator[tuple[Runner, TaskContext]]:
+    """Runs task `name` on a runner of one handler, and yields it and the run's context
+    once the run is inside its effect() block; the runner is closed after."""
+    runner = handlers.runner(concurrency=1)
+    try:
+        task, context = job(name)
+        assert runner.submit([(task, context)])
+        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+        yield runner, context
+    finally:
+        runner.close()
+
+
+def failed_at_its_limit(handlers: Handlers) -> None:
+    """Waits for the one outcome the runner reports, which must be the time limit's
+    failure."""
+    wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
+               "the attempt to be failed")
+    (outcome,) = handlers.outcomes
+    assert outcome.failure is not None
+    assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+
+
 def timed_out_in_its_block(handlers: Handlers, in_block: threading.Event) -> None:
     """Runs "charging_async", times it out while its effect() block is under way, and
     waits past the cancel's grace and then for the one outcome the block's end lets
     the runner report, which must be the time limit's failure."""
-    runner = handlers.runner(concurrency=1)
-    try:
-        task, context = job("charging_async")
-        assert runner.submit([(task, context)])
-        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+    with in_its_block(handlers, "charging_async", in_block) as (runner, context):
         context.time_out()
         runner.time_out(context)  # as the time-limit thread does
         time.sleep(0.6)  # past the cancel's grace: the give-up waits for the block
         assert handlers.outcomes == [] and context.in_effect
         handlers.release.set()
-        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
-                   "the attempt to be failed")
-        (outcome,) = handlers.outcomes
-        assert outcome.failure is not None
-        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
+        failed_at_its_limit(handlers)
         assert not context.in_effect
         time.sleep(0.2)
         assert len(handlers.outcomes) == 1
-    finally:
-        runner.close()
 
 
 @pytest.mark.parametrize("by", ["cancel", "time limit"])
@@ -458,11 +474,7 @@ def test_an_async_runs_cancel_waits_for_the_block_it_awaits_in_to_end(
         await asyncio.sleep(HANDLER_LIMIT_SECONDS)  # where the cancel comes
         legs.append("went on")
 
-    runner = handlers.runner(concurrency=1)
-    try:
-        task, context = job("transfer_async")
-        assert runner.submit([(task, context)])
-        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+    with in_its_block(handlers, "transfer_async", in_block) as (runner, context):
         if by == "cancel":
             context.cancel()
             runner.cancel(context)  # as the heartbeat does when Redis says so
@@ -475,12 +487,8 @@ def test_an_async_runs_cancel_waits_for_the_block_it_awaits_in_to_end(
         wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
                    "the run to end")
         assert legs == ["debit", "credit"]
-        (outcome,) = handlers.outcomes
         if by == "time limit":
-            assert outcome.failure is not None
-            assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
-    finally:
-        runner.close()
+            failed_at_its_limit(handlers)
 
 
 def test_a_kept_async_run_that_fails_while_a_block_it_left_goes_on_is_failed_after_it(
@@ -497,11 +505,7 @@ def test_a_kept_async_run_that_fails_while_a_block_it_left_goes_on_is_failed_aft
         await asyncio.to_thread(timed_out.wait, HANDLER_LIMIT_SECONDS)
         raise ValueError("after its limit, its block still under way")
 
-    runner = handlers.runner(concurrency=1)
-    try:
-        task, context = job("limited_async")
-        assert runner.submit([(task, context)])
-        assert in_block.wait(HANDLER_LIMIT_SECONDS)
+    with in_its_block(handlers, "limited_async", in_block) as (runner, context):
         context.time_out()
         runner.time_out(context)  # as the time-limit thread does
         assert context.kept_to_end
@@ -509,13 +513,7 @@ def test_a_kept_async_run_that_fails_while_a_block_it_left_goes_on_is_failed_aft
         time.sleep(0.3)
         assert handlers.outcomes == [] and context.in_effect
         handlers.release.set()
-        wait_until(lambda: len(handlers.outcomes) == 1, HANDLER_LIMIT_SECONDS,
-                   "the attempt to be failed")
-        (outcome,) = handlers.outcomes
-        assert outcome.failure is not None
-        assert outcome.failure.error_type == "taskq.errors.TimeLimitExceeded"
-    finally:
-        runner.close()
+        failed_at_its_limit(handlers)
 
 
 def test_an_async_run_timed_out_in_an_effect_on_a_thread_is_failed_once_the_block_ends(
