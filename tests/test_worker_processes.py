@@ -335,16 +335,20 @@ def test_a_pool_stopped_while_its_processes_start_exits_zero(
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGQUIT],
                          ids=["second-stop", "SIGQUIT"])
 def test_a_second_stop_signal_or_sigquit_ends_every_pool_process_at_once(
-    workers: WorkerProcesses, queue: Broker, signum: signal.Signals
+    workers: WorkerProcesses, queue: Broker, ledger_path: Path, signum: signal.Signals
 ) -> None:
     """SIGQUIT, left to its default, killed the pool alone, its processes draining on."""
-    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="30")
+    # Each charges at once, then works on: a charge says its handler runs.
+    pool = workers.start(TASKQ_WORKER_PROCESSES="2", WORK_SECONDS="0",
+                         AFTER_EFFECT_SECONDS="30")
     # Both running: one process may lease both tasks while the other still starts, and a
-    # process told to exit before its worker runs says so in other words.
+    # process told to exit before its worker runs says so in other words; a task leased
+    # but not yet started is released at the first signal, its process then stopped.
     wait_until(lambda: workers.log(pool).count(", concurrency ") == 2, 15,
                "both processes' workers to run")
     task_ids = [queue.enqueue(f"t{i}", payload=CHARGE).task_id for i in range(2)]
-    wait_until(lambda: queue.counts().leased == 2, 10, "both tasks to be held")
+    wait_until(lambda: all(charge_tokens(ledger_path, t) for t in task_ids), 10,
+               "both handlers to run")
     if signum == signal.SIGINT:  # the first of two
         pool.send_signal(signal.SIGTERM)
         wait_until(lambda: workers.log(pool).count("draining (SIGTERM)") == 2, 10,
