@@ -177,8 +177,8 @@ class AsyncBroker:
         saying the client was closed; the last such call to end closes what they
         connected again. Each closing as it ended cut the others' new connections, so
         that they failed saying Redis could not be reached."""
-        if _LOOPS.setdefault(self.client, asyncio.get_running_loop()) \
-                is not asyncio.get_running_loop():
+        running = asyncio.get_running_loop()
+        if _LOOPS.setdefault(self.client, running) is not running:
             raise TaskqError(f"cannot {words}: this asyncio client was made in another "
                              "event loop (or, made outside one, first used in another), "
                              "whose connections it holds, and cannot be used in this one: "

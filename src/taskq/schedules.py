@@ -329,11 +329,10 @@ def _zone(name: str, tz: tzinfo | str | None) -> tzinfo:
     if tz is None:
         return UTC
     key = tz if isinstance(tz, str) else getattr(tz, "key", None)
-    if isinstance(key, str) and key in HOST_ZONES:
-        raise ConfigError(f"schedule {name!r}: tz {key!r} is the host's own zone, which "
-                          "may differ between workers; name it (e.g. 'Europe/Paris')")
-    if (type(tz).__module__, type(tz).__name__) in HOST_ZONE_KINDS:
-        raise ConfigError(f"schedule {name!r}: tz {shown(tz)} is the host's own zone, which "
+    if (isinstance(key, str) and key in HOST_ZONES) or \
+            (type(tz).__module__, type(tz).__name__) in HOST_ZONE_KINDS:
+        said = repr(key) if isinstance(key, str) else shown(tz)
+        raise ConfigError(f"schedule {name!r}: tz {said} is the host's own zone, which "
                           "may differ between workers; name it (e.g. 'Europe/Paris')")
     if isinstance(tz, str):
         try:
