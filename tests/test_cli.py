@@ -922,27 +922,62 @@ class TestRealProcesses:
         assert processes_of(data, marker) == []
 
 
+    @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                             ids=lambda signum: signum.name)
     def test_a_socket_directory_of_its_own_goes_with_the_redis_command(
-        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]], signum: int
     ) -> None:
         """A --dir too long for a socket path gets its socket in a directory of its own,
-        which must not be left behind, one more at every run."""
+        which must not be left behind, one more at every run, whichever stop signal
+        ends it (SIGHUP: its terminal closed)."""
         data = tmp_path / ("d" * 110)
         server = subprocess.Popen(
             [sys.executable, "-m", "taskq", "redis", "--port", "0", "--dir", str(data)],
             env=command_env(TASKQ_TEST_MARKER=marker), stdout=subprocess.PIPE,
         )  # fmt: skip
         started.append(server)
-        assert server.stdout is not None
-        server.stdout.readline()
-        url = server.stdout.readline().decode().split("REDIS_URL=")[1].strip()
-        socket_dir = Path(url.removeprefix("unix://")).parent
+        socket_dir = self.socket_dir_of(server)
         assert socket_dir.is_dir() and not socket_dir.is_relative_to(data)
-        server.send_signal(signal.SIGTERM)
+        server.send_signal(signum)
         server.communicate(timeout=15)
         assert server.returncode == 0
         assert not socket_dir.exists()
         assert processes_of(data, marker) == []
+
+    def test_stop_signals_the_program_ignores_stay_ignored_by_the_redis_command(
+        self, tmp_path: Path, marker: str, started: list[subprocess.Popen[bytes]]
+    ) -> None:
+        """nohup ignores SIGHUP so that what it runs outlives its terminal, and a shell
+        ignores SIGINT in a background job: the command took SIGINT over, and stopped
+        its Redis at a Ctrl-C meant for the shell's foreground."""
+        data = tmp_path / ("d" * 110)
+        server = subprocess.Popen(
+            ["nohup", sys.executable, "-m", "taskq", "redis", "--port", "0", "--dir", str(data)],
+            env=command_env(TASKQ_TEST_MARKER=marker), stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+        )  # fmt: skip
+        started.append(server)
+        socket_dir = self.socket_dir_of(server)
+        server.send_signal(signal.SIGHUP)
+        server.send_signal(signal.SIGINT)
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.wait(timeout=1.5)
+        url = f"unix://{socket_dir}/redis.sock"
+        with redis.Redis.from_url(url) as client:
+            assert client.ping()
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=15)
+        assert server.returncode == 0
+        assert not socket_dir.exists()
+
+    @staticmethod
+    def socket_dir_of(server: subprocess.Popen[bytes]) -> Path:
+        """The directory of the socket the redis command says it listens on."""
+        assert server.stdout is not None
+        server.stdout.readline()
+        url = server.stdout.readline().decode().split("REDIS_URL=")[1].strip()
+        return Path(url.removeprefix("unix://")).parent
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,16 @@ import time
 from collections.abc import Callable, Sequence
 
 PR_SET_PDEATHSIG = 1
+# The signals that stop a long-running taskq command (a worker, by draining it; a Redis
+# it runs). SIGHUP is a closed terminal or an ssh session gone: left to its default, it
+# would end the command at once, a worker's tasks in hand waiting for their leases to
+# run out, a Redis's files left behind.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Stop signals the program may have set to be ignored, and which then stay ignored, as
+# Python leaves SIGINT: nohup ignores SIGHUP, so that `nohup taskq worker &` outlives
+# its terminal; a non-interactive shell's background job ignores SIGINT. SIGTERM, what a
+# supervisor (and a pool, its copies) stops with, is always taken.
+MAY_BE_IGNORED = (signal.SIGHUP, signal.SIGINT)
 # What a worker pool's copy exits with when it refuses what every copy would refuse (its
 # settings, its app, the server's safety settings, the queue's layout in Redis): its
 # pool then stops, where it starts again a copy that met a passing fault (a Redis out of
@@ -53,6 +63,12 @@ def die_with_parent() -> Callable[[], None]:
     return set_flag
 
 
+def stop_signals() -> list[signal.Signals]:
+    """STOP_SIGNALS but those of MAY_BE_IGNORED the program ignores (SIG_IGN)."""
+    return [signum for signum in STOP_SIGNALS
+            if not (signum in MAY_BE_IGNORED and signal.getsignal(signum) == signal.SIG_IGN)]
+
+
 def spawn(
     argv: Sequence[str],
     env: dict[str, str],
@@ -67,7 +83,7 @@ def spawn(
         # Its stop signals its own, whatever this process ignores (run under nohup, or
         # as a shell's background job): a worker leaves an ignored SIGHUP or SIGINT
         # ignored, and we stop it with them. In its own session, no terminal sends it any.
-        for signum in (signal.SIGHUP, signal.SIGINT):
+        for signum in MAY_BE_IGNORED:
             signal.signal(signum, signal.SIG_DFL)
 
     try:

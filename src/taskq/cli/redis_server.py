@@ -9,6 +9,7 @@ from pathlib import Path
 
 from taskq.cli.common import settings_from
 from taskq.errors import ConfigError, EmbeddedRedisError
+from taskq.processes import stop_signals
 from taskq.tools.embedded import EmbeddedRedis
 
 HELP = "run a private redis-server in the foreground (AOF on) until Ctrl-C"
@@ -30,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--dir {args.dir!r}: cannot make it Redis's data directory: "
                           f"{e.strerror or e}") from e
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in stop_signals():
         signal.signal(signum, lambda *_: stop.set())
     try:
         server.start()

@@ -13,6 +13,7 @@ from enum import Enum
 from types import FrameType
 from typing import Any
 
+from taskq.processes import STOP_SIGNALS, stop_signals
 from taskq.worker.inbox import Inbox
 from taskq.worker.report import STACKS
 
@@ -20,15 +21,6 @@ log = logging.getLogger("taskq.worker")
 
 Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers
 
-# The signals that stop a worker by draining it. SIGHUP is a closed terminal or an ssh
-# session gone: left to its default, it would end the worker at once, its tasks in hand
-# waiting for their leases to run out.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-# Stop signals the program may have set to be ignored, and which then stay ignored, as
-# Python leaves SIGINT: nohup ignores SIGHUP, so that `nohup taskq worker &` outlives
-# its terminal; a non-interactive shell's background job ignores SIGINT. SIGTERM, what a
-# supervisor (and a pool, its copies) stops with, is always taken.
-MAY_BE_IGNORED = (signal.SIGHUP, signal.SIGINT)
 # How a worker pool tells its copies to exit at once (a second stop signal to the pool).
 # A copy's own stop signals only drain it, however many come: a supervisor that stops
 # a whole process group or cgroup (systemd's KillMode=control-group) sends each copy
@@ -99,12 +91,6 @@ def _held_outside_python(signum: int) -> bool:
     except (OSError, AttributeError):
         return False
     return found.handler not in (None, 0)  # SIG_DFL is 0
-
-
-def stop_signals() -> list[signal.Signals]:
-    """STOP_SIGNALS but those of MAY_BE_IGNORED the program ignores (SIG_IGN)."""
-    return [signum for signum in STOP_SIGNALS
-            if not (signum in MAY_BE_IGNORED and signal.getsignal(signum) == signal.SIG_IGN)]
 
 
 def taken_at_will(pool_copy: bool) -> list[signal.Signals]:

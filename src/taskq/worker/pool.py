@@ -21,13 +21,12 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from taskq.processes import REFUSED_STATUS, die_with_parent
+from taskq.processes import REFUSED_STATUS, die_with_parent, stop_signals
 from taskq.worker.lifecycle import (
     EXIT_NOW_SIGNAL,
     EXIT_NOW_SIGNALS,
     REPORT_SIGNAL,
     EarlyStop,
-    stop_signals,
     taken_at_will,
 )
 
