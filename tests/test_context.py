@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -154,6 +155,69 @@ def test_a_shutdown_does_not_wait_out_a_confirmation_and_the_block_is_refused_af
         stall.join(5)
         thread.join(5)
     assert refused == [f"task {task_id} was released at shutdown; its effect is skipped"]
+
+
+def blocked_behind_another_block(context: TaskContext, outcome: list[str],
+                                  then: Callable[[], object]) -> threading.Thread:
+    """A thread whose effect() block waits for another thread's block of the run, which
+    calls `then` as it ends; `outcome` gets "applied" or the refusal's message."""
+    inside, waiting = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with context.effect():
+            inside.set()
+            waiting.wait(5)
+            time.sleep(0.2)  # the second thread waits on the lock by now
+            then()
+
+    def second() -> None:
+        inside.wait(5)
+        waiting.set()
+        try:
+            with context.effect():
+                outcome.append("applied")
+        except LeaseLostError as e:
+            outcome.append(str(e))
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    threads[0].join(5)
+    return threads[1]
+
+
+@pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")
+@pytest.mark.parametrize("renewed_meanwhile", [True, False], ids=["renewed", "unrenewed"])
+def test_a_block_that_waited_for_another_never_holds_the_lock_through_a_renewal(
+    broker: Broker, client: redis.Redis, renewed_meanwhile: bool
+) -> None:
+    """A block that waited for another thread's block confirmed its lease again holding
+    the lock, so a stop's release waited out a renewal that hung on a silent Redis. It
+    is let in on the renewals made while it waited, and where none was accepted for a
+    lease it confirms again with the lock let go."""
+    (task_id, token), = hold(broker, "a", seconds=LEASE)
+    context = context_on(broker, task_id, token)
+    outcome: list[str] = []
+    stalls: list[threading.Thread] = []
+
+    def first_block_ends() -> None:
+        if not renewed_meanwhile:
+            context.confirmed_at = time.monotonic() - LEASE - 0.1
+        stalls.append(stalling(client, 1.5))
+        time.sleep(0.1)
+
+    second = blocked_behind_another_block(context, outcome, first_block_ends)
+    try:
+        time.sleep(0.1)
+        began = time.monotonic()
+        context.abandon()
+        assert time.monotonic() - began < 0.5
+    finally:
+        for stall in stalls:
+            stall.join(5)
+        second.join(5)
+    assert outcome == (["applied"] if renewed_meanwhile else
+                       [f"task {task_id} was released at shutdown; its effect is skipped"])
 
 
 @pytest.mark.skipif(ON_CLUSTER, reason="the stalling script runs on one node of a cluster")

@@ -370,21 +370,22 @@ class TaskContext:
         # silent Redis (the client's timeouts, far past the grace) for none.
         self._refuse_if_fenced()
         self._confirm_lease()
-        waited = not self._lock.acquire(blocking=False)
-        if waited:  # another thread's block of this run goes on: after it, ask again
-            while not self._lock.acquire(timeout=ABANDON_WARN_SECONDS):
-                log.warning("task %s: an effect() block waits for another of its run, on "
-                            "another thread, to end; if that block waits for this one "
-                            "(blocks nest on one thread only), neither ever will",
-                            self.task_id)
-        try:
-            # Fenced, cancelled, timed out or lost while the renewal was out, it is not
-            # let in: under the lock, a shutdown's release waits for it or comes first.
+        while not self._lock.acquire(blocking=False):
+            self._wait_for_other_block()
+            if self.lease is None or (time.monotonic() - self.confirmed_at
+                                      < self.lease.lease_seconds):
+                break
+            # No renewal was accepted for a lease while the other block ran (Redis
+            # away, the process paused): confirm again, the lock let go meanwhile.
+            self._lock.release()
             self._refuse_if_fenced()
-            if waited:
-                self._confirm_lease()
-            else:
-                self._refuse_if_ended()
+            self._confirm_lease()
+        try:
+            # Fenced, cancelled, timed out or lost while the renewal was out, or while
+            # another block ran, it is not let in: under the lock, a shutdown's release
+            # waits for it or comes first.
+            self._refuse_if_fenced()
+            self._refuse_if_ended()
             self._effects += 1
             try:
                 yield
@@ -399,6 +400,13 @@ class TaskContext:
             self._applied = True
         finally:
             self._lock.release()
+
+    def _wait_for_other_block(self) -> None:
+        """Take the lock once another thread's block of this run has ended."""
+        while not self._lock.acquire(timeout=ABANDON_WARN_SECONDS):
+            log.warning("task %s: an effect() block waits for another of its run, on "
+                        "another thread, to end; if that block waits for this one "
+                        "(blocks nest on one thread only), neither ever will", self.task_id)
 
     def _refuse_if_fenced(self) -> None:
         if self._abandoned:
