@@ -260,6 +260,18 @@ class TestDecoding:
         with pytest.raises(PayloadError, match="not valid JSON"):
             decode_payload(text)
 
+    @pytest.mark.parametrize(("text", "why"), [
+        ('{"args": [NaN]}', "NaN has no JSON form"),
+        ('{"kwargs": {"x": -Infinity}}', "-Infinity has no JSON form"),
+        ('{"args": [1e999]}', "1e999 is past a float's range"),
+    ])
+    def test_what_the_producer_refuses_to_encode_is_refused_when_read(
+        self, text: str, why: str
+    ) -> None:
+        """Written by other code or by hand, it reached the handler as nan or inf."""
+        with pytest.raises(PayloadError, match=f"not valid JSON: {re.escape(why)}"):
+            decode_payload(text)
+
     @pytest.mark.parametrize(("text", "kind"), [("[1, 2]", "list"), ('"s"', "str"), ("7", "int")])
     def test_json_that_is_not_an_object_raises_payload_error(self, text: str, kind: str) -> None:
         with pytest.raises(PayloadError, match=f"is a JSON {kind}, not an object"):

@@ -110,6 +110,9 @@ class TestRunningHandlers:
         [
             ("not json {", "PayloadError: stored payload cannot be decoded: not valid JSON"),
             ('{"args": "notalist"}', "PayloadError: payload 'args' must be a list"),
+            # What no producer encodes: it ran the handler, its effect with it, on nan.
+            ('{"args": [NaN]}', "PayloadError: stored payload cannot be decoded: not valid "
+                                "JSON: NaN has no JSON form"),
             # Deeper than the worker's stack can decode (a producer, shallower, may have
             # encoded it): one such task used to end the worker, and every worker after.
             ('{"args": [' + "[" * 5000 + "]" * 5000 + "]}",

@@ -57,16 +57,33 @@ def depth(text: str) -> int:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-def read_json(text: str | bytes, **options: Any) -> Any:
-    """`text` decoded by `json.loads` with `options`. Text nesting past MAX_READ_DEPTH raises
-    the RecursionError reading it could, found before reading: the reader recurses once
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} has no JSON form")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(f"{number} is past a float's range, and has no JSON form")
+    return value
+
+
+# Python's reader takes NaN, Infinity and numbers past a float's range (read as inf),
+# which no JSON has and taskq never writes: this one refuses them, as a ValueError.
+STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+_LENIENT = json.JSONDecoder()
+
+
+def read_json(text: str | bytes, decoder: json.JSONDecoder = _LENIENT) -> Any:
+    """`text` decoded by `decoder`. Text nesting past MAX_READ_DEPTH raises the
+    RecursionError reading it could, found before reading: the reader recurses once
     per level, and near the stack's limit whatever the collector finalizes meanwhile (a
     dropped connection's close) fails too, printed as an unraisable exception."""
     if isinstance(text, bytes):
         text = text.decode("utf-8")  # a UnicodeDecodeError is a ValueError, as from json
     if depth(text) > MAX_READ_DEPTH:
         raise RecursionError(TOO_DEEP)
-    return json.loads(text, **options)
+    return decoder.decode(text)
 
 
 def _scanned_depth(text: str) -> int:
@@ -197,29 +214,20 @@ def result_problem(text: str) -> str | None:
     if type(text) is EncodedResult or text == "null":
         return None
     try:
-        read_json(text, parse_constant=_no_constant, parse_float=_finite)
+        read_json(text, STRICT)
     except (ValueError, RecursionError) as e:
         return _read_error(e)
     return None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} has no JSON form")
-
-
-def _finite(number: str) -> float:
-    value = float(number)
-    if not math.isfinite(value):
-        raise ValueError(f"{number} is past a float's range, and has no JSON form")
-    return value
-
-
 def decode_payload(text: str | bytes | None) -> Payload:
-    """The payload stored as `text`; raise `PayloadError` if it is not a JSON object."""
+    """The payload stored as `text`; raise `PayloadError` if it is not a JSON object, or
+    holds what the producer refuses to encode (NaN, Infinity): written by other code or
+    by hand, it would reach the handler, and its effect, as a value no producer sends."""
     if text is None or text in ("", b""):
         return {}
     try:
-        value = read_json(text)
+        value = read_json(text, STRICT)
     except (ValueError, RecursionError) as e:
         # The worker decodes deeper in its stack than the producer encoded, so a payload
         # nested nearly as deep as Python allows can be encoded and not decoded.

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from taskq.boundary import redis_errors, text, whole_text
 from taskq.broker import Broker
-from taskq.codec import read_json
+from taskq.codec import STRICT, read_json
 from taskq.errors import ResultError
 from taskq.keys import check_task_id
 from taskq.limits import HISTORY_SCAN
@@ -228,11 +228,8 @@ def indented(value: Any, stored: str, ascii: bool = False) -> str:
 def _strict_json(value: str) -> Any:
     """`value` decoded, refusing what JSON has no form for (NaN, Infinity), which Python
     reads but a JSON reply could not carry."""
-    def refuse(constant: str) -> Any:
-        raise ValueError(f"{constant} is not JSON")
-
     try:
-        return read_json(value, parse_constant=refuse)
+        return read_json(value, STRICT)
     except (ValueError, RecursionError) as e:
         reason = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
         raise ResultError(f"stored result is not valid JSON: {reason}") from e
