@@ -107,6 +107,11 @@ class TestEnqueue:
             (["--kwargs", "notjson"], "--kwargs is not valid JSON"),
             (["--kwargs", "[" * 100_000 + "]" * 100_000], "--kwargs is not valid JSON: it nests"),
             (["--kwargs", "[1, 2]"], "--kwargs must be a JSON object"),
+            # Read as its last value, the first dropped without a word.
+            (["--kwargs", '{"amount": 1, "amount": 1000000}'],
+             "--kwargs is not valid JSON: key 'amount' is given twice"),
+            (["--kwargs", '{"to": {"id": 1, "id": 2}}'],
+             "--kwargs is not valid JSON: key 'id' is given twice"),
             (["-1"], "count must be a whole number of tasks between 0 and 1000000, not -1"),
             (["--queue", "no spaces"], "--queue: invalid queue name 'no spaces'"),
             (["--priority", "10"], "priority must be"),

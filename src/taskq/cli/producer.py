@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import sys
+from typing import Any
 
 from taskq.app import App
 from taskq.broker import Broker, NewTask
@@ -39,12 +41,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_queue_argument(parser)
 
 
+def _one_value_a_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"key {key!r} is given twice, and one of its values would be lost")
+        seen.add(key)
+    return dict(pairs)
+
+
+# A key given twice would be read as its last value, the other dropped without a word.
+ONE_VALUE_A_KEY = json.JSONDecoder(object_pairs_hook=_one_value_a_key)
+
+
 def build_tasks(args: argparse.Namespace, app: App) -> list[NewTask]:
     ENQUEUE_COUNT.check(args.count, error=ConfigError)
     kwargs: dict[str, object] = {}
     if args.kwargs:
         try:
-            kwargs = read_json(args.kwargs)
+            kwargs = read_json(args.kwargs, ONE_VALUE_A_KEY)
         except (ValueError, RecursionError) as e:
             why = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
             raise ConfigError(f"--kwargs is not valid JSON: {why}") from e
