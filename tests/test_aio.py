@@ -175,7 +175,8 @@ class TestEnqueue:
         self, tasks: dict[str, Any], app: App
     ) -> None:
         add = tasks["add"]
-        with pytest.raises(InvalidTaskError, match="cannot enqueue add"):
+        with pytest.raises(InvalidTaskError, match=r"^item 2 of 3, counted from 0: cannot "
+                                                   r"enqueue add"):
             run(app, lambda: add.enqueue_many_async([(1, 1), (2, 2), (3,)]))
         with pytest.raises(InvalidTaskError, match="a call of explode"):
             run(app, lambda: add.enqueue_many_async([(1, 1), tasks["explode"].call(1)]))

@@ -211,9 +211,19 @@ class TestEnqueue:
         ]  # fmt: skip
         assert broker.counts().ready == 3
 
-    def test_enqueue_many_with_one_bad_task_creates_nothing(self, broker: Broker) -> None:
-        with pytest.raises(InvalidTaskError):
-            broker.enqueue_many([NewTask("good"), NewTask("bad id")])
+    def test_enqueue_many_with_one_bad_task_creates_nothing_and_names_it(
+        self, broker: Broker
+    ) -> None:
+        """In a batch of thousands, an error that named no item left the caller to hunt."""
+        tasks = [NewTask(f"t{i}") for i in range(500)]
+        tasks[317] = NewTask("t317", delay=math.nan)
+        with pytest.raises(InvalidTaskError, match=r"^item 317 of 500, counted from 0 \(task "
+                                                   r"id 't317'\): delay must be"):
+            broker.enqueue_many(tasks)
+        with pytest.raises(PayloadError, match=r"^item 1 of 2, counted from 0 .* JSON"):
+            broker.enqueue_many([NewTask("good"), NewTask("bad", payload={"at": math.inf})])
+        with pytest.raises(InvalidTaskError, match=r"^invalid task id 'bad id'"):
+            broker.enqueue_many([NewTask("bad id")])  # one alone is named by the call
         assert dump(broker.client) == {}
 
 

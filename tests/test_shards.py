@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import signal
 import sqlite3
 import uuid
@@ -24,7 +25,7 @@ from conftest import ON_CLUSTER
 from helpers import events, in_other_processes, view
 from taskq import App, Worker, current_task
 from taskq.broker import Broker
-from taskq.errors import BrokerError, ConfigError, InvalidTaskError, TaskqError
+from taskq.errors import BrokerError, ConfigError, InvalidTaskError, PayloadError, TaskqError
 from taskq.keys import check_queue_name
 from taskq.results import NewTask
 from taskq.schedules import make_schedule
@@ -131,6 +132,23 @@ class TestProducing:
     ) -> None:
         with pytest.raises(InvalidTaskError, match=said):
             sharded.producer.enqueue_many([task])
+        assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 0
+
+    def test_a_bad_call_of_many_is_named_by_its_place_among_them_not_on_its_shard(
+        self, sharded: App, client: redis.Redis
+    ) -> None:
+        @sharded.task("noop")
+        def noop(n: object) -> None:
+            pass
+
+        calls = [noop.call(n) for n in range(40)]
+        calls[37] = noop.call([math.nan])
+        with pytest.raises(PayloadError, match=r"^item 37 of 40, counted from 0 "):
+            sharded.producer.enqueue_many(calls)
+        calls[37] = NewTask(task_id="no spaces", name="noop")
+        with pytest.raises(InvalidTaskError, match=r"^item 37 of 40, counted from 0 .*invalid "
+                                                   r"task id"):
+            sharded.producer.enqueue_many(calls)
         assert sum(b.counts().ready for b in shard_brokers(client, sharded)) == 0
 
     def test_tasks_spread_over_every_shard_and_each_is_found_by_its_id(

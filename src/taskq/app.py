@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence, Sized
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -17,6 +17,7 @@ from taskq.codec import args_payload
 from taskq.concurrency import ConcurrencyLimit, check_concurrency, limit_key_of
 from taskq.connection import async_client, connect
 from taskq.errors import ConfigError, InvalidTaskError
+from taskq.fields import raise_at_item
 from taskq.flow_handle import WorkflowHandle
 from taskq.flows import AsyncFlows, Flows
 from taskq.handle import TaskHandle
@@ -237,7 +238,13 @@ class Task(Generic[P, R]):
         if isinstance(calls, str | bytes | dict) or not isinstance(calls, Iterable):
             raise InvalidTaskError(f"calls must be an iterable of task.call(...) or tuples of "
                                    f"arguments, not {shown(calls)}")
-        return [self._as_call(c) for c in calls]
+        tasks: list[NewTask] = []
+        try:
+            for call in calls:
+                tasks.append(self._as_call(call))
+        except InvalidTaskError as e:
+            raise_at_item(e, len(tasks), len(calls) if isinstance(calls, Sized) else None)
+        return tasks
 
     def _as_call(self, call: object) -> NewTask:
         if isinstance(call, NewTask):

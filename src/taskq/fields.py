@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from taskq.codec import encode_payload
 from taskq.errors import InvalidTaskError
@@ -65,19 +65,41 @@ def enqueue_fields(
             "" if limit_key is None else check_limit_key(limit_key)]
 
 
-def new_task_fields(tasks: Sequence[NewTask], max_payload_bytes: int) -> list[list[Any]]:
+def new_task_fields(tasks: Sequence[NewTask], max_payload_bytes: int,
+                    positions: Sequence[int] | None = None,
+                    count: int | None = None) -> list[list[Any]]:
     """`enqueue_fields` of each of `tasks`, all checked before any is sent, or
-    `InvalidTaskError` naming the first that is wrong."""
+    `InvalidTaskError` naming the first that is wrong: by its index in `tasks`, or, for
+    tasks picked from a caller's `count`, by its index there (`positions`)."""
     if isinstance(tasks, str | bytes) or not isinstance(tasks, Sequence):
         raise InvalidTaskError(f"tasks must be a sequence of NewTask, not {shown(tasks)}")
-    fields = []
-    for t in tasks:
-        if not isinstance(t, NewTask):
-            raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
-        fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay, t.max_retries,
-                                     t.idempotency_key, t.idempotency_ttl, max_payload_bytes,
-                                     t.run_at, t.result_ttl, t.priority, t.limit_key))
+    fields: list[list[Any]] = []
+    try:
+        for t in tasks:
+            if not isinstance(t, NewTask):
+                raise InvalidTaskError(f"each task must be a NewTask, not {shown(t)}")
+            fields.append(enqueue_fields(t.task_id, t.name, t.payload, t.delay,
+                                         t.max_retries, t.idempotency_key, t.idempotency_ttl,
+                                         max_payload_bytes, t.run_at, t.result_ttl,
+                                         t.priority, t.limit_key))
+    except InvalidTaskError as e:
+        index, task_id = len(fields), getattr(tasks[len(fields)], "task_id", None)
+        if positions is not None:
+            index = positions[index]
+        raise_at_item(e, index, len(tasks) if count is None else count, task_id)
     return fields
+
+
+def raise_at_item(error: InvalidTaskError, index: int, count: int | None,
+                  task_id: object = None) -> NoReturn:
+    """Raise `error` again, of its own class, saying which item of a call's many it is
+    about: in a batch of thousands, a message that names no item leaves the caller to
+    hunt. One item alone is named by the call."""
+    if count == 1:
+        raise error
+    of = "" if count is None else f" of {count}"
+    which = f" (task id {shown(task_id)})" if isinstance(task_id, str) else ""
+    raise type(error)(f"item {index}{of}, counted from 0{which}: {error}") from error
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ from typing import Any
 from taskq.aio import AsyncBroker
 from taskq.broker import Broker
 from taskq.errors import InvalidTaskError
-from taskq.fields import new_task_fields
+from taskq.fields import new_task_fields, raise_at_item
 from taskq.handle import TaskHandle
 from taskq.keys import Registration, check_idempotency_key, check_task_id
 from taskq.limits import BATCH_SIZE, shown
@@ -36,20 +36,28 @@ def by_shard(layout: Layout, tasks: Sequence[NewTask]) -> dict[int, list[int]]:
     producer gives that is not is refused, before anything is sent."""
     groups: dict[int, list[int]] = {}
     for i, task in enumerate(tasks):
-        # Checked here, before `route` hashes them, as new_task_fields checks them.
-        shard = route(check_task_id(task.task_id), layout.count)
-        if task.idempotency_key is not None:
-            keyed = route(check_idempotency_key(task.idempotency_key), layout.count)
-            if keyed != shard:
-                raise InvalidTaskError(
-                    f"task id {task.task_id!r} and idempotency key "
-                    f"{shown(task.idempotency_key)} route to different shards of queue "
-                    f"{layout.queue!r} ({layout.shards[shard]}, {layout.shards[keyed]}), so "
-                    "the id could name a second task on its own shard: leave task_id out "
-                    "(taskq then draws one on the key's shard) or draw it with "
-                    "app.new_task_id(idempotency_key)")
+        try:
+            shard = _shard_of(layout, task)
+        except InvalidTaskError as e:
+            raise_at_item(e, i, len(tasks), getattr(task, "task_id", None))
         groups.setdefault(shard, []).append(i)
     return groups
+
+
+def _shard_of(layout: Layout, task: NewTask) -> int:
+    # Checked here, before `route` hashes them, as new_task_fields checks them.
+    shard = route(check_task_id(task.task_id), layout.count)
+    if task.idempotency_key is not None:
+        keyed = route(check_idempotency_key(task.idempotency_key), layout.count)
+        if keyed != shard:
+            raise InvalidTaskError(
+                f"task id {task.task_id!r} and idempotency key "
+                f"{shown(task.idempotency_key)} route to different shards of queue "
+                f"{layout.queue!r} ({layout.shards[shard]}, {layout.shards[keyed]}), so "
+                "the id could name a second task on its own shard: leave task_id out "
+                "(taskq then draws one on the key's shard) or draw it with "
+                "app.new_task_id(idempotency_key)")
+    return shard
 
 
 def checked(layout: Layout, tasks: Sequence[NewTask], payload_limits: Sequence[int]
@@ -57,7 +65,7 @@ def checked(layout: Layout, tasks: Sequence[NewTask], payload_limits: Sequence[i
     """Each shard's positions in `tasks` and their checked, encoded fields (see
     `taskq.fields`), every task checked before any is sent."""
     return {shard: (positions, new_task_fields([tasks[i] for i in positions],
-                                               payload_limits[shard]))
+                                               payload_limits[shard], positions, len(tasks)))
             for shard, positions in by_shard(layout, tasks).items()}
 
 
