@@ -134,6 +134,20 @@ class TestEnqueue:
         assert caught.value.code == 2
         assert "invalid int value: 'many'" in capsys.readouterr().err
 
+    def test_an_id_that_starts_with_a_dash_is_read_after_two_and_the_error_says_so(
+        self, queue: Broker, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Task ids may start with '-', which argparse reads as an option: it said only
+        that the ID was missing."""
+        queue.enqueue("-json")
+        with pytest.raises(SystemExit) as caught:
+            main(["task", "-json"])
+        assert caught.value.code == 2
+        assert ("the following arguments are required: ID; an ID that starts with '-' goes "
+                "after '--', as in `taskq task -- -a1`") in capsys.readouterr().err
+        assert main(["task", "--", "-json"]) == 0
+        assert "-json" in capsys.readouterr().out
+
     def test_a_bad_setting_in_the_environment_exits_2_naming_it(
         self, env: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:

@@ -7,6 +7,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -57,8 +58,19 @@ COMMANDS = {
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error for a missing ID says how to pass one that starts
+    with '-' (task ids may), which it reads as an option and so finds no ID."""
+
+    def error(self, message: str) -> NoReturn:
+        if "arguments are required: ID" in message:
+            message += ("; an ID that starts with '-' goes after '--', as in "
+                        f"`{self.prog} -- -a1`")
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = Parser(
         prog="taskq",
         description="A Redis task queue: no task lost, no effect twice, watched live.",
     )
