@@ -798,13 +798,14 @@ def test_the_task_view_shows_a_result_as_text_and_a_missing_task_as_a_message(
     expect(by_id(page, "task-state")).to_have_text("pending")
 
 
-def test_text_a_handler_wrote_shows_its_bidirectional_controls_as_marks(
+def test_text_a_handler_wrote_shows_its_bidirectional_and_control_characters_as_marks(
     page: Page, server: Server, queue: Broker
 ) -> None:
     # An override would show "report\u202efdp.exe" as "reportexe.pdf"; an isolate left
-    # open would reorder what follows it on the line.
-    spoof = "report\u202efdp.exe \u2067rest"
-    marked = "report[U+202E]fdp.exe [U+2067]rest"
+    # open would reorder what follows it on the line; a NUL showed as nothing, a carriage
+    # return split the value over two lines.
+    spoof = "report\u202efdp.exe \u2067rest\x00\r\nend"
+    marked = "report[U+202E]fdp.exe [U+2067]rest[U+0000][U+000D]\nend"
     queue.enqueue("spoofed", max_retries=0)
     leased = queue.lease("test-worker", 30)
     assert leased is not None
