@@ -618,6 +618,28 @@ def test_ids_missing_from_the_log_skip_no_row_and_stall_no_stream(
     run_guarded(scenario())
 
 
+def test_ids_of_fifteen_digits_and_more_are_read_as_any_other(
+    settings: Settings, client: redis.Redis
+) -> None:
+    """Lua writes a number of 1e14 or more in exponent form, "1e+14-0", which XRANGE
+    refused: a counter set that far by hand (or an XADD of such an id) made every read
+    of the queue's feed fail as "Redis is unavailable", for good."""
+    producer = Producer(client, retention=1000)
+    producer.append(2)
+    client.set(KEYS.seq, 10**15 - 2)
+    producer.append(4)  # rows 999999999999999 to 10**15 + 2
+
+    async def scenario() -> None:
+        async with running_hub(settings.redis_url) as hub:
+            await hub_reaches(hub, client)
+            for held, expected in ((2, [10**15 - 1, 10**15, 10**15 + 1, 10**15 + 2]),
+                                   (10**15, [10**15 + 1, 10**15 + 2])):
+                reader = await resumed_until_quiet(hub, cursor_at(client, held).wire_id)
+                assert (reader.seqs(), reader.gaps) == (expected, []), held
+
+    run_guarded(scenario())
+
+
 def test_ids_missing_inside_the_hubs_ring_skip_no_row_and_end_no_stream(
     settings: Settings, client: redis.Redis
 ) -> None:

@@ -25,6 +25,9 @@
 local events_key, seq_key, epoch_key = KEYS[1], KEYS[2], KEYS[3]
 local cursor_epoch, cursor = ARGV[1], tonumber(ARGV[2])
 local fingerprint, count = ARGV[3], tonumber(ARGV[4])
+-- The cursor's row as a stream id: joined to a string as it is, a number of 1e14 or
+-- more reads "1e+14", which XRANGE refuses.
+local cursor_id = string.format('%d-0', cursor)
 
 local epoch = feed_epoch(redis.call('GET', epoch_key))
 -- The head is the id of the log's last row. The counter names it, unless the counter
@@ -62,12 +65,12 @@ if cursor > head then return gap('ahead') end
 if cursor < first - 1 then return gap('trimmed') end
 -- A fingerprint of 0 is the wire form of none (see taskq.feed.cursor).
 if cursor > 0 and fingerprint ~= '' and fingerprint ~= '0' and cursor >= first then
-  local row = redis.call('XRANGE', events_key, cursor .. '-0', cursor .. '-0')[1]
+  local row = redis.call('XRANGE', events_key, cursor_id, cursor_id)[1]
   if not row or field(row, 'ts') ~= fingerprint then return gap('diverged') end
 end
 
 local reply = {'rows', epoch, head, first}
-local rows = redis.call('XRANGE', events_key, '(' .. cursor .. '-0', '+', 'COUNT', count)
+local rows = redis.call('XRANGE', events_key, '(' .. cursor_id, '+', 'COUNT', count)
 for _, row in ipairs(rows) do
   reply[#reply + 1] = tonumber(string.match(row[1], '^(%d+)'))
   reply[#reply + 1] = field(row, 'ts')
