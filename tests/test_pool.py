@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import taskq.worker.pool
 from taskq.processes import REFUSED_STATUS
 from taskq.worker.pool import FIRST_RESTART_DELAY, WorkerPool
 from waiting import wait_until
@@ -79,7 +80,7 @@ def test_a_pool_whose_copy_refuses_its_settings_at_its_first_start_stops_with_st
     runner.start()
     runner.join(20)
     assert ended == [2]  # as one `taskq worker` refusing its settings exits
-    assert "refused to start" in caplog.text and delays_said(caplog) == []
+    assert "refused to run" in caplog.text and delays_said(caplog) == []
 
 
 def test_a_copy_that_meets_a_passing_fault_at_its_first_start_is_started_again(
@@ -89,4 +90,75 @@ def test_a_copy_that_meets_a_passing_fault_at_its_first_start_is_started_again(
     pool starts must not stop it for good."""
     failing = WorkerPool([sys.executable, "-c", "import sys; sys.exit(2)"], processes=1)
     assert restarted(failing, caplog, 2) == [2]
-    assert "refused to start" not in caplog.text
+    assert "refused to run" not in caplog.text
+
+
+def run_to_end(pool: WorkerPool, caplog: pytest.LogCaptureFixture) -> list[int]:
+    """Run `pool` until it stops by itself; its exit status, in a list (empty if it did
+    not end within 20 s, when it is stopped)."""
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    runner.start()
+    runner.join(20)
+    if runner.is_alive():
+        pool.stop()
+        runner.join(20)
+        return []
+    return ended
+
+
+def test_a_copy_that_refuses_after_a_long_start_up_stops_the_pool_too(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app slow to import (a model to load) refused past STEADY_SECONDS: it was
+    started again every half second, for ever, its delay reset each time."""
+    monkeypatch.setattr(taskq.worker.pool, "STEADY_SECONDS", 0.5)
+    slow = [sys.executable, "-c", f"import sys, time; time.sleep(1); sys.exit({REFUSED_STATUS})"]
+    assert run_to_end(WorkerPool(slow, processes=1), caplog) == [2]
+    assert "refused to run" in caplog.text and delays_said(caplog) == []
+
+
+def test_a_pool_that_cannot_start_its_copies_stops_with_status_2_saying_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Popen's error went up through the pool as a traceback."""
+    missing = [str(tmp_path / "no-python"), "-c", "pass"]
+    assert run_to_end(WorkerPool(missing, processes=2), caplog) == [2]
+    assert "process 0 could not be started: [Errno 2] No such file or directory" in caplog.text
+    assert "the pool stops: it cannot start its processes" in caplog.text
+
+
+def test_a_copy_that_cannot_be_started_again_is_tried_again_and_the_others_run_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A redeploy replaced the interpreter the pool was started with, and a copy died:
+    its restart's error ended the pool, and with it the copy still running."""
+    python, first = tmp_path / "python", tmp_path / "first"
+    python.symlink_to(sys.executable)
+    # The first copy to start removes the interpreter once both run, and dies.
+    argv = [str(python), "-c", "import os, sys, time\n"
+            f"try: os.close(os.open({str(first)!r}, os.O_CREAT | os.O_EXCL))\n"
+            "except FileExistsError: time.sleep(60)\n"
+            f"time.sleep(1); os.unlink({str(python)!r}); sys.exit(3)"]
+    pool = WorkerPool(argv, processes=2)
+    running: list[int] = []
+
+    def restarts_said() -> bool:
+        running[:] = [c.index for c in pool.copies
+                      if c.process is not None and c.process.poll() is None]
+        return "was not started" in caplog.text
+
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    ended: list[int] = []
+    runner.start()
+    try:
+        wait_until(restarts_said, 20, "a copy's restart to fail")
+        wait_until(lambda: len(delays_said(caplog)) >= 3, 20, "three restart delays")
+    finally:
+        pool.stop()
+        runner.join(20)
+    assert len(running) == 1  # the other copy ran on
+    assert ended == [2]
+    assert "could not be started: [Errno 2] No such file or directory" in caplog.text

@@ -38,7 +38,8 @@ POLL_SECONDS = 0.2
 STEADY_SECONDS = 10.0
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
-# What the pool exits with when a copy refused to start, as one `taskq worker` would.
+# What the pool exits with when a copy refused to run, or could not be started, as one
+# `taskq worker` refusing exits.
 REFUSED_EXIT = 2
 # How long a copy told to exit at once has before it is killed.
 KILL_AFTER_SECONDS = 5.0
@@ -102,7 +103,14 @@ class WorkerPool:
             return 0
         log.info("worker pool: %d processes", len(self.copies))
         for copy in self.copies:
-            self._start(copy)
+            if self.signals_received:
+                break  # the rest would only be told to stop as they start
+            if not self._start(copy):
+                # Every copy would fail the same (the interpreter gone, no memory to
+                # fork): started again for ever, the pool would run nothing.
+                log.error("worker pool: the pool stops: it cannot start its processes")
+                self.stop()
+                copy.last_status = REFUSED_EXIT
         while not self.signals_received:
             for copy in self.copies:
                 self._watch(copy)
@@ -147,7 +155,8 @@ class WorkerPool:
         for copy, _ in running:
             copy.send(REPORT_SIGNAL)
 
-    def _start(self, copy: _Copy) -> None:
+    def _start(self, copy: _Copy) -> bool:
+        """Start `copy`'s process; False, said in the log, when the system would not."""
         copy.signalled = 0
         copy.starts += 1
         # A session of its own: a Ctrl-C reaches only the pool, which stops its copies
@@ -161,12 +170,18 @@ class WorkerPool:
             # action would end it.
             signal.pthread_sigmask(signal.SIG_BLOCK, {REPORT_SIGNAL})
 
-        copy.process = subprocess.Popen(
-            self.argv, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=prepare,  # noqa: PLW1509 (a prctl flag, a getppid, a mask)
-        )
+        try:
+            copy.process = subprocess.Popen(
+                self.argv, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=prepare,  # noqa: PLW1509 (a prctl flag, a getppid, a mask)
+            )
+        except OSError as e:  # a fork or exec refused: no memory, no interpreter there
+            copy.started_at = time.monotonic()
+            log.error("worker pool: process %d could not be started: %s", copy.index, e)
+            return False
         copy.started_at = time.monotonic()
         log.info("worker pool: process %d started (pid %d)", copy.index, copy.process.pid)
+        return True
 
     def _watch(self, copy: _Copy) -> None:
         """Start again a copy that died while the pool runs, after its restart delay."""
@@ -178,25 +193,31 @@ class WorkerPool:
             if status is None:
                 return
             lived = time.monotonic() - copy.started_at
-            # Every copy would refuse the same: started again, for ever.
-            if status == REFUSED_STATUS and copy.starts == 1 and lived < STEADY_SECONDS:
+            # Every copy would refuse the same, whenever it came (an app that takes
+            # long to import refuses late): started again, for ever.
+            if status == REFUSED_STATUS:
                 copy.process, copy.last_status = None, status
-                log.error("worker pool: process %d (pid %d) refused to start (its reason is "
+                log.error("worker pool: process %d (pid %d) refused to run (its reason is "
                           "in its lines above): the pool stops", copy.index, process.pid)
                 self.stop()
                 return
-            if lived >= STEADY_SECONDS:
-                copy.restart_delay = FIRST_RESTART_DELAY
-            delay = copy.restart_delay
-            copy.restart_delay = min(delay * 2, MAX_RESTART_DELAY)  # if it crashes again
-            copy.restart_at = time.monotonic() + delay
             copy.process = None
-            copy.last_status = status
-            log.warning("worker pool: process %d (pid %d) exited with status %d after "
-                        "%.1fs; starting it again in %.1fs (its tasks are reaped when "
-                        "their leases expire)", copy.index, process.pid, status, lived, delay)
-        if time.monotonic() >= copy.restart_at:
-            self._start(copy)
+            self._restart_later(copy, status, lived, f"(pid {process.pid}) exited with "
+                                f"status {status} after {lived:.1f}s")
+        if time.monotonic() >= copy.restart_at and not self._start(copy):
+            self._restart_later(copy, REFUSED_EXIT, 0.0, "was not started")
+
+    def _restart_later(self, copy: _Copy, status: int, lived: float, what: str) -> None:
+        """Have `copy` started again after its restart delay, which doubles while it
+        does not stay up STEADY_SECONDS."""
+        if lived >= STEADY_SECONDS:
+            copy.restart_delay = FIRST_RESTART_DELAY
+        delay = copy.restart_delay
+        copy.restart_delay = min(delay * 2, MAX_RESTART_DELAY)  # if it crashes again
+        copy.restart_at = time.monotonic() + delay
+        copy.last_status = status
+        log.warning("worker pool: process %d %s; starting it again in %.1fs (its tasks are "
+                    "reaped when their leases expire)", copy.index, what, delay)
 
     def _wait_all(self) -> int:
         # A signal handled while a copy was being started did not see that copy.
@@ -217,6 +238,10 @@ class WorkerPool:
                 code = 0  # ended by the pool's SIGTERM before it set its handlers
             elif code in told_to_exit and self.second_signal:
                 code = 128 + self.second_signal  # as one worker told twice exits
+            if code != 0:
+                log.warning("worker pool: process %d ended %s", copy.index,
+                            f"with status {code}" if code > 0
+                            else f"by {signal.Signals(-code).name}")
             if code != 0 and status == 0:
                 status = code if code > 0 else 128 - code
         log.info("worker pool: all %d processes stopped", len(self.copies))
