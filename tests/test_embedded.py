@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -226,7 +227,9 @@ class TestBadBinaries:
         binary.write_text("#!/bin/sh\nexit 3\n")
         binary.chmod(0o755)
         server = EmbeddedRedis(binary=str(binary), data_dir=tmp_path / "fake")
-        with pytest.raises(EmbeddedRedisError, match="exited with status 3"):
+        # A server that could not write its log (a full disk) said only "(no log)".
+        with pytest.raises(EmbeddedRedisError, match=r"exited with status 3: it wrote no log: "
+                                                     r"is .*fake full, or not writable\?"):
             server.start()
         server.cleanup()
 
@@ -318,6 +321,35 @@ class TestItsDirectory:
                 EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d").start()
             with client_for(first) as c:
                 assert c.ping()  # its socket was left alone
+        with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d") as again, \
+                client_for(again) as c:
+            assert c.ping()
+
+    def test_a_server_that_outlives_its_taskq_keeps_its_directory_locked(
+        self, tmp_path: Path
+    ) -> None:
+        """The lock was the taskq process's alone: a server slow to act on the SIGTERM
+        its parent's death sent (stopped here) let a second one start in its directory,
+        and the first, ending, removed the second's socket."""
+        snippet = (
+            "import os, signal\n"
+            "from pathlib import Path\n"
+            "from taskq.tools.embedded import EmbeddedRedis\n"
+            f"server = EmbeddedRedis({BINARY!r}, Path({str(tmp_path / 'd')!r}))\n"
+            "server.start()\n"
+            "os.kill(server.pid, signal.SIGSTOP)\n"
+            "print(server.pid, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n"
+        )
+        result = subprocess.run([sys.executable, "-c", snippet], check=False,
+                                capture_output=True, text=True, timeout=30)
+        first = int(result.stdout)
+        try:
+            with pytest.raises(EmbeddedRedisError, match="still runs in"):
+                EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d").start()
+        finally:
+            os.kill(first, signal.SIGCONT)  # it acts on its parent's SIGTERM now
+        assert wait_until_gone(first)
         with EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d") as again, \
                 client_for(again) as c:
             assert c.ping()

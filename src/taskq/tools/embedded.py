@@ -214,6 +214,7 @@ class EmbeddedRedis:
         self.socket_path.unlink(missing_ok=True)
         log = self.data_dir / "redis.log"
         self._log_from = log.stat().st_size if log.exists() else 0
+        assert self._lock is not None
         # What the server says before its log is open (a config it refuses) goes here.
         with (self.data_dir / "redis.stderr").open("wb") as stderr:
             self.process = subprocess.Popen(
@@ -223,6 +224,9 @@ class EmbeddedRedis:
                 stderr=stderr,
                 start_new_session=True,
                 preexec_fn=die_with_parent() if self.tied_to_parent else None,  # noqa: PLW1509
+                # The server holds the directory's lock too, for as long as it runs: one
+                # slow to act on its parent's death must keep a second one out.
+                pass_fds=(self._lock.fileno(),),
             )
         self._wait_until_up(timeout)
 
@@ -282,7 +286,8 @@ class EmbeddedRedis:
                 with path.open("rb") as written:
                     written.seek(start)
                     said += written.read().decode(errors="replace").splitlines()[-lines:]
-        return " | ".join(line for line in said if line.strip())[-2000:] or "(no log)"
+        return (" | ".join(line for line in said if line.strip())[-2000:]
+                or f"it wrote no log: is {self.data_dir} full, or not writable?")
 
     @property
     def pid(self) -> int | None:
