@@ -152,13 +152,18 @@ class TestOutOfRangeOptions:
          "--processes must be a whole number of processes between 1 and 256, not 0"),
         (["worker", "--prefetch", "-1"],
          "--prefetch must be a whole number of tasks between 0 and 9999, not -1"),
+        # It named TASKQ_PREFETCH and TASKQ_CONCURRENCY, which the user never set.
+        (["worker", "-c", "5000", "--prefetch", "5001"],
+         "--prefetch must be at most 5000 with --concurrency 5000 (the two together at most "
+         "10,000), not 5001"),
         (["chaos", "--tasks", "1", "--lease-seconds", "0.1"],
          "--lease-seconds must be a number of seconds between 0.25 and 604800, not 0.1"),
         (["history", "--limit", "0"],
          "limit must be a whole number of tasks between 1 and 1000, not 0"),
     ], ids=["enqueue-count", "dashboard-interval", "dashboard-rows", "serve-port",
             "worker-queue-weight", "worker-concurrency", "worker-processes",
-            "worker-prefetch", "chaos-lease", "history-limit"])
+            "worker-prefetch", "worker-prefetch-and-concurrency", "chaos-lease",
+            "history-limit"])
     def test_the_command_says_which_option_and_exits_2(
         self, argv: list[str], said: str, nowhere: str, tmp_path: Path
     ) -> None:

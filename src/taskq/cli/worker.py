@@ -8,7 +8,7 @@ import os
 from taskq.broker import Broker
 from taskq.cli.common import load_app
 from taskq.errors import ConfigError
-from taskq.limits import SETTINGS
+from taskq.limits import LEASE_COUNT, SETTINGS
 from taskq.processes import taskq_command
 from taskq.safety import check_server_when_free
 from taskq.settings import Settings
@@ -63,6 +63,12 @@ def main(args: argparse.Namespace) -> int:
                                ("worker_processes", "--processes", args.processes)):
         if value is not None:
             overrides[field] = SETTINGS[field].check(value, flag, ConfigError)
+    concurrency, prefetch = args.concurrency, args.prefetch
+    if (concurrency is not None and prefetch is not None
+            and concurrency + prefetch > LEASE_COUNT.high):
+        raise ConfigError(f"--prefetch must be at most {LEASE_COUNT.high - concurrency} "
+                          f"with --concurrency {concurrency} (the two together at most "
+                          f"{LEASE_COUNT.high:,}), not {prefetch}")
     if args.no_task_log:
         overrides["task_log"] = False
     queues = parse_queues(args.queue) if args.queue else None
