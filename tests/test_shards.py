@@ -450,6 +450,25 @@ class TestWorkers:
             assert {e.type for e in events(client, broker.keys)} >= {"enqueued", "leased",
                                                                     "completed"}
 
+    def test_a_worker_given_one_queue_of_a_sharded_app_serves_that_queue_alone(
+        self, sharded: App, settings: Settings, client: redis.Redis
+    ) -> None:
+        """`taskq worker --queue other` (or one shard by name) for a sharded app served
+        the app's shards instead: the tasks on `other` never ran, and a fleet of one
+        worker a shard had every worker on every shard."""
+        assert sharded.layout is not None
+        sharded.task("noop")(lambda: None).enqueue()
+        other = Broker.from_settings(settings, "other", client=client)
+        other.enqueue("elsewhere", name="noop")
+        for name in ("other", sharded.layout.shards[1]):
+            worker = WorkerThread(sharded, settings, concurrency=1, on=name)
+            try:
+                assert [q.queue for q in worker.worker.queues] == [name]
+                if name == "other":
+                    wait_for_state(other, "elsewhere", "completed")
+            finally:
+                worker.close(client)
+
     def test_shards_take_turns_so_a_busy_shard_starves_none(
         self, sharded: App, settings: Settings, client: redis.Redis
     ) -> None:

@@ -25,8 +25,9 @@ class WorkerThread:
     """One Worker running its loop on a thread, as `taskq worker` runs it in a process."""
 
     def __init__(self, app: App, settings: Settings, concurrency: int,
-                 queues: QueueChoice | None = None) -> None:
-        self.broker = Broker.from_settings(settings, app.queue)
+                 queues: QueueChoice | None = None, on: str | None = None) -> None:
+        """`on`: the queue of its broker, as `--queue` names one (default the app's)."""
+        self.broker = Broker.from_settings(settings, on or app.queue)
         self.worker = Worker(app, settings=settings, broker=self.broker, queues=queues,
                              concurrency=concurrency)
         self.status: int | None = None

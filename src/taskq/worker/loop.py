@@ -205,11 +205,14 @@ class Worker:
     def _queues(self, broker: Broker | None, queues: QueueChoice | None) -> Queues:
         """`broker` (else the app's queue) alone, or each of `queues` through a broker
         on one client: `broker`'s (itself for its own queue), else a new one. A sharded
-        app's queue stands for its shards, which take turns (equal weights)."""
+        app's queue stands for its shards, which take turns (equal weights); another
+        queue, or one shard by name, stands for itself."""
         layout = self.app.layout
         if queues is None and layout is None:
             return refuse_unknown_shards(Queues.of(broker or self.app.make_broker()))
-        names, weights = queue_choice([self.app.queue] if queues is None else queues)
+        if queues is None:
+            queues = [self.app.queue if broker is None else broker.queue]
+        names, weights = queue_choice(queues)
         client = connect(self.settings) if broker is None else broker.client
         if layout is not None and layout.queue in names:
             register(client, layout)
