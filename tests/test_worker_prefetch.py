@@ -166,6 +166,26 @@ class TestPrefetch:
         assert running.started == ["a"]
 
 
+    def test_runs_cut_off_at_the_grace_go_back_in_the_order_they_waited(
+        self, app: App, start_worker: StartWorker, client: redis.Redis
+    ) -> None:
+        """Released oldest first, each to the front of ready, they came back newest
+        first: a stop inverted the order four waiting tasks would run in."""
+        running, go = Running(), threading.Event()
+
+        step = holding_task(app, "step", running, go)
+
+        ids = [step.enqueue(name).task_id for name in "abcd"]
+        worker = start_worker(concurrency=4, prefetch=0, shutdown_grace_seconds=0.2)
+        try:
+            wait_until(lambda: running.now == 4, what="all four running")
+            worker.worker.stop("the test stops it")
+            worker.thread.join(10)
+            assert client.lrange(app.broker.keys.ready, 0, -1)[::-1] == ids
+        finally:
+            go.set()
+
+
 class TestHeldOutcomes:
     def test_with_a_backlog_quick_runs_are_settled_many_to_a_call(
         self, app: App, start_worker: StartWorker, client: redis.Redis

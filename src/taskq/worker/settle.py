@@ -98,8 +98,9 @@ class Settler:
             self._release(outcome.context, "had not started when the worker began to "
                           "stop or its lease was lost, and is")
         # Fenced as the grace ended (see TimeLimits), then failed, by the fence most
-        # likely: given back as a run cut off at shutdown is, its attempt not counted.
-        for outcome in cut:
+        # likely: given back as a run cut off at shutdown is, its attempt not counted
+        # (newest first, as the unstarted).
+        for outcome in reversed(cut):
             outcome.context.finished = True
             self._end_cut(outcome.context, outcome.context.abandon())
         for outcome in failed:
@@ -151,11 +152,12 @@ class Settler:
         or a give-up the time-limit thread made, is settled with the outcome it
         reported, which `arrived` takes from the inbox."""
         cut, self._cut = self._cut, []
-        for context, applied in cut:
+        # Newest first, as in settle: each released one goes to the front of ready.
+        for context, applied in reversed(cut):
             self._give_back(context, applied)
         # Those inside no effect() block first: none of them waits behind a block that
         # takes long (or never ends) to be given back.
-        for context in sorted(contexts, key=lambda c: c.in_effect):
+        for context in sorted(reversed(contexts), key=lambda c: c.in_effect):
             if context.finished:
                 continue  # settled meanwhile, with an outcome taken for another
             applied = context.abandon()
