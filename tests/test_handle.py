@@ -63,8 +63,12 @@ def register(app: App) -> dict[str, Any]:
         time.sleep(seconds)
         return "done"
 
+    @app.task("mute", max_retries=0)
+    def mute() -> None:
+        raise Boom
+
     return {"add": add, "explode": explode, "quiet": quiet, "unjsonable": unjsonable,
-            "slow": slow}
+            "slow": slow, "mute": mute}
 
 
 @pytest.fixture
@@ -104,6 +108,18 @@ class TestResult:
         assert "in explode" in error.traceback and "in inner" in error.traceback
         assert "test_handle.Boom: no 7" in error.traceback
         assert "no 7" in str(error) and "in inner" in str(error)
+
+    def test_an_error_with_no_message_is_named_once_by_its_type(
+        self, tasks: dict[str, Any], worker: WorkerThread
+    ) -> None:
+        """Its empty message fell back to the record's summary, which names the type
+        and where it was raised: "Boom: Boom:  (at ...)"."""
+        handle = tasks["mute"].enqueue()
+        with pytest.raises(TaskFailed) as failed:
+            handle.result(timeout=10)
+        assert (failed.value.error_type, failed.value.message) == ("test_handle.Boom", "")
+        assert str(failed.value).startswith(
+            f"task {handle.task_id} failed after 1 attempt(s): test_handle.Boom\n")
 
     def test_the_record_keeps_the_failure_of_each_attempt(
         self, tasks: dict[str, Any], worker: WorkerThread, app: App

@@ -43,7 +43,8 @@ class TaskFailed(TaskqError):
         self.message = message
         self.traceback = traceback
         self.attempts = attempts
-        text = f"task {task_id} failed after {attempts} attempt(s): {error_type}: {message}"
+        said = f"{error_type}: {message}" if message else error_type
+        text = f"task {task_id} failed after {attempts} attempt(s): {said}"
         if traceback:
             text += f"\n\nTraceback of its last attempt, on the worker:\n{traceback.rstrip()}"
         super().__init__(text)

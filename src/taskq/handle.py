@@ -384,9 +384,11 @@ def outcome(task_id: str, watched: Watched) -> Any:
     if watched.state == "cancelled":
         raise TaskCancelledError(task_id)
     if watched.state == "dead":
+        # A failure the worker described has its own message, empty or not; one it did
+        # not (a lease that ran out, a record written by hand) has last_error alone.
         raise TaskFailed(task_id, watched.error_type or "Error",
-                         watched.error_message or watched.last_error, watched.traceback,
-                         watched.retries + 1)
+                         watched.error_message if watched.error_type else watched.last_error,
+                         watched.traceback, watched.retries + 1)
     if watched.result is None:
         raise NoResultError(
             f"task {task_id} completed without keeping a result: its task was registered "
