@@ -20,7 +20,7 @@ from taskq.errors import BrokerError, ConfigError
 from taskq.results import TaskRecord
 from taskq.settings import Settings
 from taskq.tools.embedded import free_port
-from taskq.worker.queues import Leaser, Queues, parse_queues
+from taskq.worker.queues import Leaser, QueueChoice, Queues, parse_queues
 from waiting import WorkerProcesses, event_types, wait_for_state, wait_until
 from worker_support import StartWorker
 
@@ -162,6 +162,14 @@ class TestInProcess:
     def test_queues_must_be_a_list_or_a_mapping_of_weights(self, app: App) -> None:
         with pytest.raises(ConfigError, match="a list of names or a mapping"):
             Worker(app, queues="high,low")
+
+    @pytest.mark.parametrize("queues", [["a", "bad name"], {"a": 1, "": 2}])
+    def test_a_queue_name_no_queue_can_have_is_a_config_error_as_every_other(
+        self, app: App, queues: QueueChoice
+    ) -> None:
+        """It came as the InvalidTaskError of a task's queue."""
+        with pytest.raises(ConfigError, match=r"^queues: invalid queue name"):
+            Worker(app, queues=queues)
 
     def test_tasks_of_every_queue_run_and_settle_on_their_own_queue(
         self, app: App, other: Broker, start_worker: StartWorker, client: redis.Redis

@@ -51,13 +51,21 @@ def parse_queues(text: str) -> QueueChoice:
 
 
 def queue_choice(queues: object) -> tuple[list[str], list[int] | None]:
-    """A `QueueChoice` as names and weights (None: strict); anything else is refused."""
+    """A `QueueChoice` as names and weights (None: strict); anything else, or a name no
+    queue can have, is refused (a ConfigError, as every other worker setting)."""
     if isinstance(queues, Mapping):
-        return list(queues), list(queues.values())
-    if isinstance(queues, str | bytes) or not isinstance(queues, Sequence):
+        names, weights = list(queues), list(queues.values())
+    elif isinstance(queues, str | bytes) or not isinstance(queues, Sequence):
         raise ConfigError(f"queues must be a list of names or a mapping of names to "
                           f"weights, not {shown(queues)}")
-    return list(queues), None
+    else:
+        names, weights = list(queues), None
+    for name in names:
+        try:
+            check_queue_name(name)
+        except InvalidTaskError as e:
+            raise ConfigError(f"queues: {e}") from None
+    return names, weights
 
 
 def with_shards(layout: Layout, names: list[str], weights: list[int] | None
