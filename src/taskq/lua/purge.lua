@@ -35,12 +35,14 @@ local purged = {}
 -- task that has just died goes, so the next call does not meet it first again: however
 -- many are kept, the ones behind them get their turn (a kept task's own purge waits at
 -- most another retention after its key expires). Every task looked at counts against
--- a budget, so a DLQ full of kept tasks costs one call a bounded scan.
+-- a budget, so a DLQ full of kept tasks costs one call a bounded scan; and the scan ends
+-- where it meets the first task it kept again, having looked at every one.
 local budget = math.min(limit * 10, LIMITS.limit)
+local first_kept = nil
 while #purged < limit and budget > 0 do
   budget = budget - 1
   local task_id = redis.call('LINDEX', dlq_key, -1)
-  if not task_id then break end
+  if not task_id or task_id == first_kept then break end
   local task_key = prefix .. 'task:' .. task_id
   local record = redis.pcall('HMGET', task_key, 'dead_at', 'idempotency_key')
   local foreign = failed(record)
@@ -52,6 +54,7 @@ while #purged < limit and budget > 0 do
   -- every later purge at the same task.
   if idem_key and redis.pcall('GET', idem_key) == task_id then
     redis.call('LMOVE', dlq_key, dlq_key, 'RIGHT', 'LEFT')
+    first_kept = first_kept or task_id
   else
     emit(feed, {'type', 'purged', 'task', task_id, 'state', 'purged'})
     redis.call('RPOP', dlq_key)  -- the entry just read; an id is in the DLQ once (T1)
