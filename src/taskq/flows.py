@@ -168,9 +168,10 @@ def started(flow_id: str, reply: Any) -> bool:
         return reply == 1
     raise InvalidTaskError(
         f"workflow {flow_id!r} cannot start: its step id {text(reply)!r} names a task "
-        "already (a dead step of an earlier run of it kept in the DLQ after its "
-        "workflow's record expired, or a task enqueued with that id); retry or cancel "
-        "that task, or give the workflow another id")
+        "already: a step of an earlier run of it that outlived the workflow's record (a "
+        "dead one kept in the DLQ, or a completed one kept for its result_ttl), or a "
+        "task enqueued with that id; retry or cancel a dead one, wait for a completed "
+        "one's record to expire, or give the workflow another id")
 
 
 def status_call(keys: QueueKeys, flow_id: str) -> Call:
