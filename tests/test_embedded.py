@@ -23,6 +23,7 @@ from taskq.safety import check_server, check_version, redis_version, too_old
 from taskq.settings import Settings
 from taskq.tools import embedded
 from taskq.tools.embedded import MAX_SOCKET_PATH, EmbeddedRedis, free_port
+from waiting import wait_until
 
 BINARY = os.environ.get("REDIS_SERVER", "")
 
@@ -140,6 +141,25 @@ class TestDurability:
         with client_for(server) as client:
             assert client.mget([f"k{i}" for i in range(50)]) == [str(i) for i in range(50)]
 
+    def test_a_crash_during_an_aof_rewrite_is_restarted_at_once(self, tmp_path: Path) -> None:
+        """The rewrite's fork holds the directory's lock with the server, and outlived a
+        SIGKILL of the server alone: the restart was refused for as long as it wrote."""
+        server = EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d",
+                               extra_config={"rdb-key-save-delay": "200000"})  # 0.2 s a key
+        try:
+            server.start()
+            with client_for(server) as client:
+                client.mset({f"k{i}": i for i in range(50)})
+                client.bgrewriteaof()
+                wait_until(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 1,
+                           5, "the rewrite to start")
+            server.kill()
+            server.start()
+            with client_for(server) as client:
+                assert client.get("k49") == "49"
+        finally:
+            server.stop()
+
     def test_a_script_cut_short_by_a_crash_is_never_applied_in_part_by_later_restarts(
         self, server: EmbeddedRedis
     ) -> None:
@@ -221,6 +241,29 @@ class TestBadBinaries:
     def test_a_missing_redis_server_is_refused_naming_it(self, tmp_path: Path) -> None:
         with pytest.raises(EmbeddedRedisError, match=r"REDIS_SERVER=.*nowhere"):
             EmbeddedRedis(binary=str(tmp_path / "nowhere"))
+
+    def test_a_start_that_timed_out_and_repaired_the_aof_is_launched_again(
+        self, tmp_path: Path
+    ) -> None:
+        """The timed-out server's kill let the directory's lock go, and the launch after
+        the repair failed on an assertion instead of saying what happened."""
+        binary = tmp_path / "fake-redis"
+        binary.write_text('#!/bin/sh\ncase "$1" in\n'
+                          '  --version) echo "Redis server v=7.0.15 sha=0:0 bits=64"; exit 0;;\n'
+                          '  --fix) echo "Successfully truncated AOF"; exit 0;;\n'
+                          "esac\nexec sleep 3\n")
+        binary.chmod(0o755)
+        data = tmp_path / "d"
+        data.mkdir()
+        (data / "appendonly.aof").write_text("*1\r\n$4\r\nPING\r\n")
+        server = EmbeddedRedis(binary=str(binary), data_dir=data)
+        try:
+            with pytest.raises(EmbeddedRedisError, match=r"did not answer within 0\.5s"):
+                server.start(timeout=0.5)
+            assert "redis-check-aof --fix after a failed start" in (
+                data / "redis.log").read_text()
+        finally:
+            server.kill()
 
     def test_a_server_that_exits_at_once_is_reported_with_its_status(self, tmp_path: Path) -> None:
         binary = tmp_path / "fake-redis"

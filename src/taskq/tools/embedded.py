@@ -54,6 +54,9 @@ def find_redis_server(configured: str = "") -> str:
 
 # How long `redis-server --version` may take: it prints and exits at once.
 VERSION_SECONDS = 10.0
+# How long a start waits for the directory's lock: the processes of a server just
+# killed may hold it for a moment as they exit.
+LOCK_WAIT_SECONDS = 1.0
 
 
 @functools.cache
@@ -167,7 +170,7 @@ class EmbeddedRedis:
         locked while it runs: a second server there would share its files."""
         assert self.data_dir is not None
         if self._lock is None:
-            self._lock = try_lock(self.data_dir / SERVER_LOCK)
+            self._lock = self._take_lock()
             if self._lock is None:
                 raise EmbeddedRedisError(
                     f"a redis-server taskq started still runs in {self.data_dir}: stop it, "
@@ -189,6 +192,17 @@ class EmbeddedRedis:
                 self._unlock()  # nothing runs in the directory: the next start may
             raise
         return self
+
+    def _take_lock(self) -> BinaryIO | None:
+        """The directory's lock, or None while a server holds it. The processes of a
+        server just killed (its forks, writing a snapshot or rewriting its AOF, hold
+        the lock too) may take a moment to be gone: waited for a little."""
+        assert self.data_dir is not None
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while (lock := try_lock(self.data_dir / SERVER_LOCK)) is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return lock
 
     def _refuse_a_server_it_cannot_use(self) -> None:
         """Refuse a binary older than Redis 6.2 (taskq's scripts would fail part way), and
@@ -272,7 +286,7 @@ class EmbeddedRedis:
         finally:
             client.close()
         tail = self.log_tail()
-        self.kill()
+        self._end()  # the lock kept: `start` may repair the AOF and launch it again
         raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s: {tail}")
 
     def log_tail(self, lines: int = 5) -> str:
@@ -313,12 +327,19 @@ class EmbeddedRedis:
 
     def kill(self) -> None:
         """Crash the server: SIGKILL, as a power cut would stop it."""
+        self._end()
+        self._unlock()
+
+    def _end(self) -> None:
+        """SIGKILL the server and the processes it forked (a snapshot or an AOF rewrite
+        under way, which hold the directory's lock too): its process group, which it
+        leads in a session of its own."""
         if self.process is None:
             return
-        self.signal(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self.process = None
-        self._unlock()
 
     def _unlock(self) -> None:
         if self._lock is not None:
