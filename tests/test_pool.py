@@ -162,3 +162,41 @@ def test_a_copy_that_cannot_be_started_again_is_tried_again_and_the_others_run_o
     assert len(running) == 1  # the other copy ran on
     assert ended == [2]
     assert "could not be started: [Errno 2] No such file or directory" in caplog.text
+
+
+def test_a_refusal_when_a_copy_is_started_again_waits_its_delay_and_stops_no_pool(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A copy that died and, started again, meets a passing refusal (a failover leaving
+    the endpoint on a replica for a while) must not stop the copies that run; its
+    delay doubles, never reset by the refusal however long it took."""
+    crashed = tmp_path / "crashed"
+    argv = [sys.executable, "-c", "import os, sys\n"
+            f"if not os.path.exists({str(crashed)!r}):\n"
+            f"    open({str(crashed)!r}, 'w').close(); sys.exit(3)\n"
+            f"sys.exit({REFUSED_STATUS})"]
+    assert restarted(WorkerPool(argv, processes=1), caplog, 3) == [2]
+    assert "refused to run" not in caplog.text
+    assert delays_said(caplog)[:3] == [FIRST_RESTART_DELAY, 2 * FIRST_RESTART_DELAY,
+                                       4 * FIRST_RESTART_DELAY]
+
+
+def test_a_copy_ended_by_a_signal_python_has_no_name_for_is_said_by_its_number(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """signal.Signals(40) raised in the pool's last lines: no status, the other copies
+    never waited for."""
+    ready = tmp_path / "ready"
+    argv = [sys.executable, "-c", "import os, signal, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), 40))\n"
+            f"open({str(ready)!r} + str(os.getpid()), 'w').close(); time.sleep(30)"]
+    caplog.set_level(logging.INFO, logger="taskq.worker")
+    pool = WorkerPool(argv, processes=2)
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
+    runner.start()
+    wait_until(lambda: len(list(tmp_path.iterdir())) == 2, 20, "both copies to be ready")
+    pool.stop()
+    runner.join(20)
+    assert ended == [128 + 40]
+    assert caplog.text.count("ended by signal 40") == 2

@@ -45,6 +45,14 @@ REFUSED_EXIT = 2
 KILL_AFTER_SECONDS = 5.0
 
 
+def signal_name(signum: int) -> str:
+    """SIGKILL, or "signal 40" for one with no name in Python (a real-time signal)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 class _Copy:
     """One worker process of the pool and when it may be started again."""
 
@@ -193,17 +201,20 @@ class WorkerPool:
             if status is None:
                 return
             lived = time.monotonic() - copy.started_at
-            # Every copy would refuse the same, whenever it came (an app that takes
-            # long to import refuses late): started again, for ever.
-            if status == REFUSED_STATUS:
+            # At its first start, however long that took (an app slow to import), every
+            # copy would refuse the same: started again, for ever. A copy started again
+            # may meet a passing refusal (a failover's replica, a deploy half done): it
+            # waits its doubling delay, which a refusal never resets.
+            if status == REFUSED_STATUS and copy.starts == 1:
                 copy.process, copy.last_status = None, status
                 log.error("worker pool: process %d (pid %d) refused to run (its reason is "
                           "in its lines above): the pool stops", copy.index, process.pid)
                 self.stop()
                 return
             copy.process = None
-            self._restart_later(copy, status, lived, f"(pid {process.pid}) exited with "
-                                f"status {status} after {lived:.1f}s")
+            self._restart_later(copy, status, 0.0 if status == REFUSED_STATUS else lived,
+                                f"(pid {process.pid}) exited with status {status} after "
+                                f"{lived:.1f}s")
         if time.monotonic() >= copy.restart_at and not self._start(copy):
             self._restart_later(copy, REFUSED_EXIT, 0.0, "was not started")
 
@@ -240,8 +251,7 @@ class WorkerPool:
                 code = 128 + self.second_signal  # as one worker told twice exits
             if code != 0:
                 log.warning("worker pool: process %d ended %s", copy.index,
-                            f"with status {code}" if code > 0
-                            else f"by {signal.Signals(-code).name}")
+                            f"with status {code}" if code > 0 else f"by {signal_name(-code)}")
             if code != 0 and status == 0:
                 status = code if code > 0 else 128 - code
         log.info("worker pool: all %d processes stopped", len(self.copies))
