@@ -35,7 +35,8 @@ from taskq.flows import (
     status_call,
     with_later_reads,
 )
-from taskq.results import NewTask
+from taskq.history import read_task
+from taskq.results import Failure, NewTask
 from taskq.settings import Settings
 from taskq.tools.tracecheck import read_log, validate
 
@@ -408,6 +409,23 @@ class TestRefused:
         assert status is not None
         assert (status.state, status.error_type) == ("failed", "taskq.TaskFailed")
         assert status.error_message.endswith("t.1.1 (dead: disk full)")
+
+    def test_a_step_that_failed_with_no_message_is_named_by_its_type_once(
+        self, queue: Broker
+    ) -> None:
+        """The empty message fell back to last_error, the summary that names the type
+        again: "t.1.1 (dead: app.Boom: Boom:  (at app.py:3 in f))"."""
+        flows = Flows(queue)
+        assert flows.start("t", [StageSpec((step(),), group=False, policy="fail"),
+                                 StageSpec((step("callback"),), group=False, policy="fail")])
+        failure = Failure("app.Boom", "", "Traceback ...", "Boom:  (at app.py:3 in f)")
+        assert queue.fail(*lease_one(queue), failure).status == "dead"
+        status = flows.status("t")
+        assert status is not None
+        assert status.error_message.endswith("t.1.1 (dead: app.Boom)")
+        view = read_task(queue, "t.1.1")
+        assert view is not None and view.failure == Failure(
+            "app.Boom", "", "Traceback ...", "Boom:  (at app.py:3 in f)")
 
     @pytest.mark.parametrize(("written", "priority"), [
         ("ready", 5), ("ready:9", 9), ("ready:levels", 9)])

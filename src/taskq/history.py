@@ -165,7 +165,10 @@ class TaskView:
         r = self.record
         if not (r.error_type or r.error_message or r.last_error):
             return None
-        return Failure(r.error_type, r.error_message or r.last_error, r.traceback, r.last_error)
+        # A described failure's own message, empty or not: last_error, its one-line
+        # summary, would name the type again.
+        message = r.error_message if r.error_type else r.error_message or r.last_error
+        return Failure(r.error_type, message, r.traceback, r.last_error)
 
     def to_json(self) -> dict[str, Any]:
         """The view as JSON values: the record's fields (times in Redis ms), `result`

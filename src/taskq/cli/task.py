@@ -110,8 +110,7 @@ def outcome_lines(view: TaskView) -> list[str]:
         lines.append("result: none kept")
     failure = view.failure
     if failure is not None:
-        summary = f"{failure.error_type}: {failure.message}" if failure.error_type \
-            else failure.message
+        summary = ": ".join(part for part in (failure.error_type, failure.message) if part)
         lines.append(f"error of the last failed attempt: {one_line(summary)}")
         if failure.traceback:
             lines.append(block(failure.traceback.rstrip()))

@@ -122,12 +122,15 @@ local function stage_failure(prefix, flow, flow_id, k, size)
         local e = redis.pcall('HMGET', prefix .. 'task:' .. step, 'error_type',
           'error_message', 'last_error')
         if failed(e) then e = {} end
-        local message = (e[2] and e[2] ~= '') and e[2] or e[3]
+        -- A described failure's own message, empty or not (last_error, its summary,
+        -- names the type again); an undescribed one's line.
         local said = how
         if e[1] and e[1] ~= '' then
-          said = how .. ': ' .. e[1] .. ': ' .. (message or '')
-        elseif message and message ~= '' then
-          said = how .. ': ' .. message
+          said = how .. ': ' .. e[1]
+          if e[2] and e[2] ~= '' then said = said .. ': ' .. e[2] end
+        else
+          local message = (e[2] and e[2] ~= '') and e[2] or e[3]
+          if message and message ~= '' then said = how .. ': ' .. message end
         end
         lines[#lines + 1] = step .. ' (' .. said .. ')'
       end
