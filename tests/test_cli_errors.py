@@ -154,8 +154,8 @@ class TestOutOfRangeOptions:
          "--prefetch must be a whole number of tasks between 0 and 9999, not -1"),
         # It named TASKQ_PREFETCH and TASKQ_CONCURRENCY, which the user never set.
         (["worker", "-c", "5000", "--prefetch", "5001"],
-         "--prefetch must be at most 5000 with --concurrency 5000 (the two together at most "
-         "10,000), not 5001"),
+         "--concurrency 5000 and --prefetch 5001 must be at most 10,000 together, not "
+         "10,001"),
         (["chaos", "--tasks", "1", "--lease-seconds", "0.1"],
          "--lease-seconds must be a number of seconds between 0.25 and 604800, not 0.1"),
         (["history", "--limit", "0"],
@@ -243,3 +243,18 @@ def test_a_redis_at_its_maxclients_says_to_raise_it_not_to_start_one(tmp_path: P
                     "the command: max number of clients reached: it has as many connections "
                     "as its maxclients setting allows; raise it, or stop what holds "
                     "connections idle")
+
+
+@pytest.mark.parametrize(("argv", "variable", "said"), [
+    (["-c", "9000"], ("TASKQ_PREFETCH", "5000"),
+     "--concurrency 9000 and TASKQ_PREFETCH=5000 must be"),
+    (["--prefetch", "5000"], ("TASKQ_CONCURRENCY", "9000"),
+     "TASKQ_CONCURRENCY=9000 and --prefetch 5000 must be"),
+])
+def test_a_worker_option_that_clashes_with_a_variable_names_each_as_it_was_set(
+    argv: list[str], variable: tuple[str, str], said: str, nowhere: str
+) -> None:
+    """It named both as variables, one of which the user had given as an option."""
+    env = command_env(REDIS_URL=nowhere, **dict([variable]))
+    line = one_line(taskq("worker", *argv, env=env, timeout=60))
+    assert line == f"taskq worker: {said} at most 10,000 together, not 14,000"

@@ -53,6 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool-copy", action="store_true", help=argparse.SUPPRESS)
 
 
+def refuse_too_many_in_hand(concurrency: int | None, prefetch: int | None) -> None:
+    """Refuse a --concurrency and a --prefetch (either given, the other from the
+    environment) whose sum a lease cannot take, naming each as it was given."""
+    env = Settings.from_env(None)
+    named = [(f"--concurrency {concurrency}" if concurrency is not None
+              else f"TASKQ_CONCURRENCY={env.concurrency}"),
+             (f"--prefetch {prefetch}" if prefetch is not None
+              else f"TASKQ_PREFETCH={env.prefetch}")]
+    total = ((env.concurrency if concurrency is None else concurrency)
+             + (env.prefetch if prefetch is None else prefetch))
+    if total > LEASE_COUNT.high:
+        raise ConfigError(f"{named[0]} and {named[1]} must be at most {LEASE_COUNT.high:,} "
+                          f"together, not {total:,}")
+
+
 def main(args: argparse.Namespace) -> int:
     # A stop while the app is imported and the server checked stops the worker at once.
     early = EarlyStop(pool_copy=args.pool_copy)
@@ -63,12 +78,8 @@ def main(args: argparse.Namespace) -> int:
                                ("worker_processes", "--processes", args.processes)):
         if value is not None:
             overrides[field] = SETTINGS[field].check(value, flag, ConfigError)
-    concurrency, prefetch = args.concurrency, args.prefetch
-    if (concurrency is not None and prefetch is not None
-            and concurrency + prefetch > LEASE_COUNT.high):
-        raise ConfigError(f"--prefetch must be at most {LEASE_COUNT.high - concurrency} "
-                          f"with --concurrency {concurrency} (the two together at most "
-                          f"{LEASE_COUNT.high:,}), not {prefetch}")
+    if args.concurrency is not None or args.prefetch is not None:
+        refuse_too_many_in_hand(args.concurrency, args.prefetch)
     if args.no_task_log:
         overrides["task_log"] = False
     queues = parse_queues(args.queue) if args.queue else None
