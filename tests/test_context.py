@@ -201,6 +201,10 @@ def test_a_block_that_waited_for_another_never_holds_the_lock_through_a_renewal(
     stalls: list[threading.Thread] = []
 
     def first_block_ends() -> None:
+        # The second block's renewal made before it waits (its heartbeat event): the
+        # stall must hold up only what comes after it.
+        wait_until(lambda: [e.type for e in events(client, broker.keys)].count("heartbeat")
+                   >= 2, 5, "the second block's renewal")
         if not renewed_meanwhile:
             context.confirmed_at = time.monotonic() - LEASE - 0.1
         stalls.append(stalling(client, 1.5))
