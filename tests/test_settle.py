@@ -237,7 +237,8 @@ def test_a_run_given_back_at_shutdown_whose_outcome_comes_later_is_not_settled_a
         taken, late[:] = list(late), []
         return taken
 
-    settling.settler.abandon([cut.context, returned.context], arrived, no_give_up)
+    # In hand newest last: the cut run, given back first, is the newer.
+    settling.settler.abandon([returned.context, cut.context], arrived, no_give_up)
     assert settling.slots.stats().acked == 2
     assert record_of(broker, "cut").result is None  # acked as cut off, once
     assert record_of(broker, "returned").state == "completed"
