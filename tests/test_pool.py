@@ -52,19 +52,25 @@ def test_a_pool_stopped_while_its_copy_crashes_exits_with_the_copy_s_status(
 
 
 def test_a_pool_whose_copies_drain_and_end_cleanly_exits_zero(tmp_path: Path) -> None:
-    # Each copy takes SIGTERM as a worker does (drain, exit 0), and says when it can.
+    # Each copy takes SIGTERM as a worker does (drain, exit 0).
+    assert stopped_once_ready(tmp_path, "sys.exit(0)") == [0]
+
+
+def stopped_once_ready(tmp_path: Path, on_sigterm: str) -> list[int]:
+    """Run a pool of two copies that each do `on_sigterm` at SIGTERM, stop it once both
+    say they are ready, and return its exit status, in a list (empty if it did not end)."""
     ready = tmp_path / "ready"
-    clean = [sys.executable, "-c", "import os, signal, sys, time; "
-             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
-             f"open({str(ready)!r} + str(os.getpid()), 'w').close(); time.sleep(30)"]
-    pool = WorkerPool(clean, processes=2)
+    argv = [sys.executable, "-c", "import os, signal, sys, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: {on_sigterm})\n"
+            f"open({str(ready)!r} + str(os.getpid()), 'w').close(); time.sleep(30)"]
+    pool = WorkerPool(argv, processes=2)
     ended: list[int] = []
     runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
     runner.start()
     wait_until(lambda: len(list(tmp_path.iterdir())) == 2, 20, "both copies to be ready")
     pool.stop()
     runner.join(20)
-    assert ended == [0]
+    return ended
 
 
 def test_a_pool_whose_copy_refuses_its_settings_at_its_first_start_stops_with_status_2(
@@ -186,17 +192,6 @@ def test_a_copy_ended_by_a_signal_python_has_no_name_for_is_said_by_its_number(
 ) -> None:
     """signal.Signals(40) raised in the pool's last lines: no status, the other copies
     never waited for."""
-    ready = tmp_path / "ready"
-    argv = [sys.executable, "-c", "import os, signal, time\n"
-            "signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), 40))\n"
-            f"open({str(ready)!r} + str(os.getpid()), 'w').close(); time.sleep(30)"]
     caplog.set_level(logging.INFO, logger="taskq.worker")
-    pool = WorkerPool(argv, processes=2)
-    ended: list[int] = []
-    runner = threading.Thread(target=lambda: ended.append(pool.run(False)))
-    runner.start()
-    wait_until(lambda: len(list(tmp_path.iterdir())) == 2, 20, "both copies to be ready")
-    pool.stop()
-    runner.join(20)
-    assert ended == [128 + 40]
+    assert stopped_once_ready(tmp_path, "os.kill(os.getpid(), 40)") == [128 + 40]
     assert caplog.text.count("ended by signal 40") == 2
