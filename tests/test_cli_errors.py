@@ -258,3 +258,17 @@ def test_a_worker_option_that_clashes_with_a_variable_names_each_as_it_was_set(
     env = command_env(REDIS_URL=nowhere, **dict([variable]))
     line = one_line(taskq("worker", *argv, env=env, timeout=60))
     assert line == f"taskq worker: {said} at most 10,000 together, not 14,000"
+
+
+@pytest.mark.parametrize(("argv", "variables"), [
+    (["-c", "8", "--prefetch", "2"], {"TASKQ_CONCURRENCY": "9000", "TASKQ_PREFETCH": "5000"}),
+    (["-c", "4"], {"TASKQ_CONCURRENCY": "0"}),
+], ids=["pair-overridden", "bad-variable-overridden"])
+def test_variables_the_worker_options_override_are_not_held_against_them(
+    argv: list[str], variables: dict[str, str], nowhere: str
+) -> None:
+    """The options' check read the environment's own values, and refused a valid
+    command for variables it overrode: here it goes on to look for Redis."""
+    line = one_line(taskq("worker", *argv, env=command_env(REDIS_URL=nowhere, **variables),
+                          timeout=60))
+    assert "REDIS_URL" in line and "TASKQ_" not in line, line

@@ -11,7 +11,7 @@ from taskq.errors import ConfigError
 from taskq.limits import LEASE_COUNT, SETTINGS
 from taskq.processes import taskq_command
 from taskq.safety import check_server_when_free
-from taskq.settings import Settings
+from taskq.settings import ENVIRONMENT, Settings
 from taskq.worker import Worker
 from taskq.worker.lifecycle import EarlyStop
 from taskq.worker.pool import WorkerPool
@@ -54,15 +54,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def refuse_too_many_in_hand(concurrency: int | None, prefetch: int | None) -> None:
-    """Refuse a --concurrency and a --prefetch (either given, the other from the
-    environment) whose sum a lease cannot take, naming each as it was given."""
-    env = Settings.from_env(None)
-    named = [(f"--concurrency {concurrency}" if concurrency is not None
-              else f"TASKQ_CONCURRENCY={env.concurrency}"),
-             (f"--prefetch {prefetch}" if prefetch is not None
-              else f"TASKQ_PREFETCH={env.prefetch}")]
-    total = ((env.concurrency if concurrency is None else concurrency)
-             + (env.prefetch if prefetch is None else prefetch))
+    """Refuse a --concurrency and a --prefetch (either given, the other as the
+    environment or its default sets it) whose sum a lease cannot take, naming each as it
+    was set. A variable the option overrides is not read; one that is not a number is
+    left for the settings to refuse by name."""
+    named: list[str] = []
+    total = 0
+    for given, flag, field in ((concurrency, "--concurrency", "concurrency"),
+                               (prefetch, "--prefetch", "prefetch")):
+        variable, parse = ENVIRONMENT[field]
+        raw = os.environ.get(variable)
+        if given is not None:
+            value, said = given, f"{flag} {given}"
+        elif raw is None:
+            value = int(SETTINGS[field].default)
+            said = f"{flag.removeprefix('--')} {value} (its default)"
+        else:
+            try:
+                value = int(parse(raw))  # type: ignore[call-overload]
+            except ValueError:
+                return
+            said = f"{variable}={value}"
+        named.append(said)
+        total += value
     if total > LEASE_COUNT.high:
         raise ConfigError(f"{named[0]} and {named[1]} must be at most {LEASE_COUNT.high:,} "
                           f"together, not {total:,}")
