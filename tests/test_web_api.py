@@ -864,6 +864,13 @@ def test_writes_on_a_sharded_queue_reach_each_task_s_shard_or_say_to_ask_each(
             assert f"has 3 shards: ask each by its own name ({', '.join(layout.shards)})" \
                 in refused.json()["error"]
         assert http.get("/api/history").status_code == 409
+        # Reads of the whole name answered the plain queue's zeros, as if it were
+        # empty and had no workers.
+        for path in ("/api/snapshot", "/api/dlq", "/api/limits", "/api/workers",
+                     "/api/totals", "/api/throughput", "/api/flows/f1"):
+            refused = http.get(path)
+            assert refused.status_code == 409, path
+            assert "has 3 shards: ask each by its own name" in refused.json()["error"], path
         # A schedule's ticks are on the first shard, whatever their ids route to.
         first = Broker(client, layout.shards[0])
         tidy = make_schedule(name="tidy", task="jobs.tidy", cron=None,

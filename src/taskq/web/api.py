@@ -80,7 +80,7 @@ def snapshot(request: Request) -> JSONResponse:
     so a page can follow `/events?last_event_id=<position>` with no gap or repeat; and
     `recent`: the last `events` events it reflects, oldest first, as the feed sends them,
     to list and never to apply again."""
-    broker = state_of(request).broker(queue_of(request))
+    broker = state_of(request).broker_holding(queue_of(request))
     snap = take_snapshot(broker, limit=int_param(request, "limit", 50, SNAPSHOT_LIMIT))
     wanted = int_param(request, "events", 0, (0, MAX_RECENT))
     body: dict[str, Any] = asdict(snap)
@@ -123,7 +123,7 @@ def flow(request: Request) -> JSONResponse:
     is on, each stage's kind and policy, why it failed, and every step's state (see
     `taskq.flows.Flows.status`)."""
     flow_id = flow_id_param(request)
-    status = Flows(state_of(request).broker(queue_of(request))).status(flow_id)
+    status = Flows(state_of(request).broker_holding(queue_of(request))).status(flow_id)
     if status is None:
         return not_found(f"no workflow {flow_id!r} on this queue: it never started here, "
                          "or it ended and its record expired")
@@ -131,14 +131,14 @@ def flow(request: Request) -> JSONResponse:
 
 
 def dlq(request: Request) -> JSONResponse:
-    snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=1000)
+    snap = take_snapshot(state_of(request).broker_holding(queue_of(request)), limit=1000)
     return JSONResponse({"queue": snap.queue, "dead": [asdict(d) for d in snap.dead]})
 
 
 def limits(request: Request) -> JSONResponse:
     """The queue's concurrency limits (see `LimitView`): each limited name's limit, runs
     holding a slot and tasks parked for one, read in one atomic step."""
-    snap = take_snapshot(state_of(request).broker(queue_of(request)), limit=0,
+    snap = take_snapshot(state_of(request).broker_holding(queue_of(request)), limit=0,
                          groups=int_param(request, "limit", 1000, SNAPSHOT_LIMIT))
     return JSONResponse({"queue": snap.queue, "limits": [asdict(v) for v in snap.limits]})
 
@@ -171,7 +171,7 @@ def workers(request: Request) -> JSONResponse:
     """The queue's live workers (see `taskq.registry.WorkerView`), with the server's
     `now_ms` they were read at."""
     queue = queue_of(request)
-    now, found = read_workers(state_of(request).broker(queue))
+    now, found = read_workers(state_of(request).broker_holding(queue))
     return JSONResponse({"queue": queue, "now_ms": now,
                          "workers": [asdict(w) for w in found]})
 
@@ -209,7 +209,8 @@ def forget(request: Request) -> JSONResponse:
 def totals(request: Request) -> JSONResponse:
     """The queue's lifetime totals (see `taskq.web.totals.TOTALS`)."""
     queue = queue_of(request)
-    return JSONResponse({"queue": queue, "totals": read_totals(state_of(request).broker(queue))})
+    return JSONResponse({"queue": queue,
+                         "totals": read_totals(state_of(request).broker_holding(queue))})
 
 
 def throughput(request: Request) -> JSONResponse:
@@ -221,7 +222,7 @@ def throughput(request: Request) -> JSONResponse:
     window = int_param(request, "window", WINDOW_MS // 1000, THROUGHPUT_WINDOW)
     state = state_of(request)
     seen = state.throughputs.get((queue, window), lambda: read_throughput(
-        state.broker(queue), window_ms=window * 1000))
+        state.broker_holding(queue), window_ms=window * 1000))
     return JSONResponse({"queue": queue, **asdict(seen),
                          "completed_per_min": seen.completed_per_min,
                          "failed_per_min": seen.failed_per_min})
