@@ -31,6 +31,7 @@ from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.rates import RateLimit
 from taskq.registry import read_workers
+from taskq.results import Failure
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
 from taskq.shards import Layout, register, slot_of
@@ -823,6 +824,19 @@ def test_text_a_handler_wrote_shows_its_bidirectional_and_control_characters_as_
     expect(by_id(page, "task-error")).to_have_text(f"ValueError: {marked}")
     expect(page.locator("[data-testid=task-view] .progress-message")).to_have_text(marked)
     assert "\u2067" not in by_id(page, "task-view").inner_text()
+
+
+def test_an_error_with_no_message_is_named_by_its_type_alone(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    """Shown as "app.Boom: ": the record's message is empty for `raise Boom()`."""
+    queue.enqueue("mute", max_retries=0)
+    leased = queue.lease("test-worker", 30)
+    assert leased is not None
+    failure = Failure("app.Boom", "", "Traceback ...", "Boom:  (at app.py:3 in f)")
+    assert queue.fail(*leased, error=failure).status == "dead"
+    page.goto(f"{server.url}/?queue={QUEUE}#task=mute")
+    expect(by_id(page, "task-error")).to_have_text("app.Boom")
 
 
 def record_value(page: Page, label: str) -> Locator:

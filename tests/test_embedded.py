@@ -160,6 +160,28 @@ class TestDurability:
         finally:
             server.stop()
 
+    def test_a_server_already_reaped_is_not_killed_by_its_old_group_number(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Once reaped, the server's pid is free for another process to take: a
+        kill() after it sent SIGKILL to whatever group held that number then."""
+        server = EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d")
+        server.start()
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # the OOM killer, from outside
+        assert wait_until_gone(pid)
+        assert server.process is not None
+        server.process.wait()  # reaped, as a poll() of it (a signal() sent) reaps it
+        sent: list[int] = []
+        real = os.killpg
+        monkeypatch.setattr(os, "killpg", lambda pgid, signum: (sent.append(pgid),
+                                                              real(pgid, signum)))
+        server.kill()
+        assert sent == []
+        server.start()  # its lock was let go
+        server.stop()
+
     def test_a_script_cut_short_by_a_crash_is_never_applied_in_part_by_later_restarts(
         self, server: EmbeddedRedis
     ) -> None:

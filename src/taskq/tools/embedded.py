@@ -336,8 +336,11 @@ class EmbeddedRedis:
         leads in a session of its own."""
         if self.process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        # Not reaped yet (a zombie too), the server still holds its group's number;
+        # reaped, the number may be another process's now.
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self.process = None
 

@@ -224,8 +224,8 @@ function drawError(error) {
   $('task-error-part').hidden = !error;
   if (!error) return;
   $('task-error-kind').replaceChildren(...[timeLimitBadge(error.type)].filter(Boolean));
-  $('task-error').textContent = shown(error.type ? `${error.type}: ${error.message}`
-    : error.message);
+  // An exception with no message is named by its type alone.
+  $('task-error').textContent = shown([error.type, error.message].filter(Boolean).join(': '));
   $('task-traceback').textContent = shown(error.traceback ?? '');
   $('task-traceback').hidden = !error.traceback;
 }
