@@ -254,6 +254,28 @@ def test_totals_of_another_type_leave_that_queues_counters_out_of_metrics_alone(
     assert totals.status_code == 409 and "WRONGTYPE" in totals.json()["error"]
 
 
+def test_a_queue_whose_keys_hold_another_type_leaves_only_its_counts_out(
+    server: Server, queue: Broker
+) -> None:
+    """One queue's DLQ of another type answered /metrics and /api/queues with a 409 for
+    every queue, naming none."""
+    other = Broker(queue.client, f"{queue.queue}-other")
+    fill(queue)
+    other.enqueue("o1")
+    queue.client.delete(queue.keys.dlq)
+    queue.client.set(queue.keys.dlq, "not taskq's")
+    metrics = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT)
+    assert metrics.status_code == 200
+    assert f'taskq_tasks{{queue="{other.queue}",structure="ready"}} 1' in metrics.text
+    assert f'taskq_tasks{{queue="{queue.queue}",' not in metrics.text
+    assert (f"# queue {queue.queue}'s task counts are left out: Redis could not count the "
+            f"tasks of queue '{queue.queue}': ") in metrics.text
+    listed = httpx.get(f"{server.url}/api/queues", timeout=TIMEOUT).json()["queues"]
+    by_name = {q["name"]: q for q in listed}
+    assert by_name[other.queue]["ready"] == 1
+    assert "WRONGTYPE" in by_name[queue.queue]["error"]
+
+
 def test_api_tasks_shows_a_record_and_404s_a_missing_one(server: Server, queue: Broker) -> None:
     fill(queue)
     with httpx.Client(base_url=server.url, params={"queue": queue.queue},

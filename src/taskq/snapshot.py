@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from taskq.boundary import broker_error, redis_errors, stored_int, text
+from taskq.boundary import broker_error, redis_errors, stored_int, text, unusable_as_stored
 from taskq.broker import Broker
 from taskq.calls import counts_call, counts_from
-from taskq.errors import InvalidTaskError
+from taskq.errors import BrokerError, InvalidTaskError
 from taskq.feed.cursor import Cursor, fingerprint
 from taskq.keys import QUEUES_KEY, QueueKeys, check_queue_name
 from taskq.limits import SNAPSHOT_GROUPS, SNAPSHOT_ROWS
@@ -24,21 +24,26 @@ log = logging.getLogger("taskq")
 READ_AT_ONCE = 500
 
 
-def read_counts(broker: Broker, names: list[str]) -> list[QueueCounts]:
+def read_counts(broker: Broker, names: list[str]) -> list[QueueCounts | BrokerError]:
     """Each queue's counts (snapshot.lua counting alone, an atomic step a queue), in one
     write where the client can (`Transport.run_many`, a pipeline): a round trip for
     every queue would hold one of the server's few threads for slow reads
-    (`WebState.heavy`) a second per thousand queues. Raises BrokerError when Redis
-    cannot be read, or a queue cannot be counted."""
+    (`WebState.heavy`) a second per thousand queues. A queue whose keys hold what taskq
+    never writes there has the BrokerError naming it, so that it hides no other queue's
+    counts; raises BrokerError when Redis cannot be read."""
     runs = [(broker.scripts.snapshot.script, *counts_call(QueueKeys(name)))
             for name in names]
     with redis_errors("count the queues' tasks"):
         replies = broker.transport.run_many(runs)
-    counts = []
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise broker_error("count the queue's tasks", reply) from reply
-        counts.append(counts_from(reply))
+    counts: list[QueueCounts | BrokerError] = []
+    for name, reply in zip(names, replies, strict=True):
+        if not isinstance(reply, Exception):
+            counts.append(counts_from(reply))
+            continue
+        error = broker_error(f"count the tasks of queue {name!r}", reply)
+        if not unusable_as_stored(error):
+            raise error from reply
+        counts.append(error)
     return counts
 
 

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from taskq import bulk
 from taskq.boundary import redis_errors, stored_int
 from taskq.broker import Broker
+from taskq.errors import BrokerError
 from taskq.feed.frames import row_data
 from taskq.feed.recent import MAX_RECENT, recent_rows
 from taskq.flows import Flows
@@ -68,7 +69,10 @@ def queues(request: Request) -> JSONResponse:
         listed = []
         for start in range(0, len(names), READ_AT_ONCE):
             chunk = names[start:start + READ_AT_ONCE]
-            listed += [{"name": name, **asdict(counts)}
+            # A queue that cannot be counted (its keys hold another type) says why,
+            # and hides no other queue.
+            listed += [{"name": name, "error": str(counts)} if isinstance(counts, BrokerError)
+                       else {"name": name, **asdict(counts)}
                        for name, counts in zip(chunk, read_counts(first, chunk), strict=True)]
     # `default`: the queue the server was started on (`taskq serve --queue`), which the
     # page shows when its URL names none.

@@ -27,11 +27,10 @@ COUNTERS = {
 
 
 def read_queues(broker: Broker, names: list[str]
-                ) -> tuple[list[QueueCounts], list[dict[str, int] | BrokerError]]:
+                ) -> tuple[list[QueueCounts | BrokerError], list[dict[str, int] | BrokerError]]:
     """Each queue's counts (see read_counts) and totals, in one write each where the
-    client can; a queue whose counters hold another type has a BrokerError for its
-    totals. Raises BrokerError when Redis cannot be read, or a queue cannot be
-    counted."""
+    client can; a queue whose keys or counters hold another type has a BrokerError for
+    its counts or totals. Raises BrokerError when Redis cannot be read."""
     counts = read_counts(broker, names)
     with redis_errors("read the queues' totals"):
         pipe = broker.client.pipeline(transaction=False)
@@ -61,9 +60,14 @@ def metrics(request: Request) -> PlainTextResponse:
     for start in range(0, len(names), READ_AT_ONCE):
         chunk = names[start:start + READ_AT_ONCE]
         for name, counts, stats in zip(chunk, *read_queues(first, chunk), strict=True):
-            for structure in ("ready", "leased", "delayed", "dead"):
-                lines.append(f'taskq_tasks{{queue="{name}",structure="{structure}"}} '
-                             f"{getattr(counts, structure)}")
+            if isinstance(counts, BrokerError):
+                # One queue's keys of another type must not hide every queue's counts.
+                unread.append(f"# queue {name}'s task counts are left out: "
+                              f"{' '.join(str(counts).split())}")
+            else:
+                for structure in ("ready", "leased", "delayed", "dead"):
+                    lines.append(f'taskq_tasks{{queue="{name}",structure="{structure}"}} '
+                                 f"{getattr(counts, structure)}")
             if isinstance(stats, BrokerError):
                 # One queue's counters of another type must not hide every queue's.
                 unread.append(f"# queue {name}'s totals are left out: "
