@@ -59,6 +59,22 @@ def test_once_shows_the_lifetime_totals_with_the_cancelled_tasks(
     assert "   cancelled 3\n" in capsys.readouterr().out
 
 
+def test_a_queue_whose_keys_cannot_be_read_is_said_so_and_hides_no_other(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One queue's totals of another type (written by hand) ended the whole frame,
+    exit 2, with an error that named no queue."""
+    damaged, fine = Broker(client, "damaged"), Broker(client, "fine")
+    damaged.enqueue("d1")
+    fine.enqueue("f1")
+    client.delete(damaged.keys.stats)
+    client.set(damaged.keys.stats, "not taskq's")
+    assert main(["dashboard", "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "queue fine   ready 1" in out
+    assert "queue damaged: cannot be read: Redis could not read the queue's totals: " in out
+
+
 def test_once_shows_each_concurrency_limits_runs_and_waiting_tasks(
     queue: Broker, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,11 +8,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from taskq.boundary import unusable_as_stored
 from taskq.broker import Broker
 from taskq.cli.common import settings_from
 from taskq.cli.dashboard_rich import queue_panel, shards_panel
@@ -55,11 +57,9 @@ def main(args: argparse.Namespace) -> int:
             brokers[name] = Broker(base.client, name)
         return brokers[name]
 
-    def read() -> tuple[list[Views], list[ShardsView]]:
+    def read() -> tuple[list[Views | Unreadable], list[ShardsView]]:
         names, sharded = shown(base, settings, args.queue)
-        return ([(take_snapshot(broker(n), args.rows, args.rows), read_schedules(broker(n)),
-                  read_totals(broker(n)), read_throughput(broker(n)), read_workers(broker(n)))
-                 for n in names],
+        return ([read_queue(broker(n), args.rows) for n in names],
                 [shards_of(layout, broker) for layout in sharded])
 
     if on_terminal():
@@ -74,7 +74,8 @@ def main(args: argparse.Namespace) -> int:
             print(away(e), file=sys.stderr, flush=True)
         else:
             shown_one = True
-            print("\n".join([render(*views) for views in queues]
+            print("\n".join([views.line if isinstance(views, Unreadable) else render(*views)
+                             for views in queues]
                             + [render_shards(view) for view in shards]), flush=True)
         if args.once:
             return 0
@@ -93,12 +94,37 @@ Views = tuple[QueueSnapshot, SchedulesView, dict[str, int], Throughput,
               tuple[int, list[WorkerView]]]
 
 
-def _live(read: Callable[[], tuple[list[Views], list[ShardsView]]], once: bool,
+def read_queue(queue: Broker, rows: int) -> Views | Unreadable:
+    """What a frame shows of `queue`; Unreadable when a key of it holds what taskq never
+    writes there, which hides no other queue."""
+    try:
+        return (take_snapshot(queue, rows, rows), read_schedules(queue), read_totals(queue),
+                read_throughput(queue), read_workers(queue))
+    except BrokerError as e:
+        if not unusable_as_stored(e):
+            raise
+        return Unreadable(queue.queue, e)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A queue a frame could not read: a key of it holds what taskq never writes there."""
+
+    queue: str
+    error: BrokerError
+
+    @property
+    def line(self) -> str:
+        return one_line(f"queue {self.queue}: cannot be read: {self.error}")
+
+
+def _live(read: Callable[[], tuple[list[Views | Unreadable], list[ShardsView]]], once: bool,
           interval: float) -> int:
     """Frames as rich panels, redrawn in place until Ctrl-C (one, with `once`)."""
     def frame() -> Group:
         queues, shards = read()
-        return Group(*[queue_panel(*views, SHOWN_TOTALS, _relative) for views in queues],
+        return Group(*[Text(views.line, style="bold red") if isinstance(views, Unreadable)
+                       else queue_panel(*views, SHOWN_TOTALS, _relative) for views in queues],
                      *[shards_panel(view) for view in shards])
 
     console = Console()
