@@ -24,6 +24,7 @@ from taskq.errors import BrokerError, TaskqError
 from taskq.registry import (
     MAX_LISTED,
     Presence,
+    live_count,
     longest_dead_ttl,
     not_run,
     read_workers,
@@ -317,9 +318,31 @@ class TestProcesses:
         reply = httpx.get(f"{server.url}/api/workers", params={"queue": queue.queue},
                           timeout=5).json()
         assert [w["pid"] for w in reply["workers"]] == [process.pid]
+        assert reply["total"] == 1
         assert reply["workers"][0]["tasks"] == ["taskq.simulate"]
         assert main(["workers", "--queue", "nobody-here"]) == 0
         assert "no live worker on queue 'nobody-here'" in capsys.readouterr().out
+
+
+    def test_a_fleet_past_the_listing_s_limit_is_counted_not_cut_silently(
+        self, broker: Broker, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """1,506 live workers were listed as '1000 live worker(s)', and the API gave no
+        total."""
+        for n in range(MAX_LISTED + 5):
+            register(broker, dataclasses.replace(PRESENCE, worker_id=f"w-{n}"), in_hand=0,
+                     ttl=60)
+        now, listed = read_workers(broker)
+        assert len(listed) == MAX_LISTED
+        assert live_count(broker, now, len(listed)) == MAX_LISTED + 5
+        for variable in CONFIG_VARIABLES:
+            monkeypatch.delenv(variable, raising=False)
+        monkeypatch.setenv("REDIS_URL", settings.redis_url)
+        assert main(["workers", "--queue", broker.queue]) == 0
+        assert (f"{MAX_LISTED} live worker(s) on queue {broker.queue!r} (and up to 5 more "
+                "not listed: each queue lists the 1,000 whose records expire soonest):"
+                ) in capsys.readouterr().out
 
 
 class TestEnqueueWarning:

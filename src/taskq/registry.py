@@ -95,6 +95,16 @@ def read_workers(broker: Broker, limit: int = MAX_LISTED) -> tuple[int, list[Wor
     return now, [WorkerView.from_record(_pairs(r)) for r in records]
 
 
+def live_count(broker: Broker, now_ms: int, listed: int) -> int:
+    """How many workers of `broker`'s queue were live at `now_ms` (server time), where a
+    listing of `read_workers` gave `listed`: read only when that listing may have been
+    cut at its limit (a fleet past MAX_LISTED)."""
+    if listed < MAX_LISTED:
+        return listed
+    with redis_errors("count the live workers"):
+        return max(listed, int(broker.client.zcount(broker.keys.workers, now_ms, "+inf")))
+
+
 def longest_dead_ttl(broker: Broker) -> tuple[int, int]:
     """The longest (ms) a live worker of `broker`'s queue keeps a dead task (0: none
     says), and how many entries of the registry's index were read to find it: a purge

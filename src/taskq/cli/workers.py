@@ -6,7 +6,7 @@ import argparse
 
 from taskq.broker import Broker
 from taskq.cli.common import queue_brokers, settings_from
-from taskq.registry import WorkerView, read_workers
+from taskq.registry import MAX_LISTED, WorkerView, live_count, read_workers
 from taskq.snapshot import queue_names
 from taskq.terminal import show_table, some_of
 
@@ -25,16 +25,21 @@ def main(args: argparse.Namespace) -> int:
     brokers = queue_brokers(args) if args.queue else [
         Broker(base.client, name) for name in queue_names(base) or [settings.queue]]
     seen: dict[str, WorkerView] = {}
-    now = 0
+    now = unlisted = 0
     for broker in brokers:
         now, found = read_workers(broker)
+        unlisted += live_count(broker, now, len(found)) - len(found)
         for worker in found:
             seen.setdefault(worker.worker_id, worker)
     where = f"queue {args.queue!r}" if args.queue else f"{len(brokers)} queue(s)"
     if not seen:
         print(f"no live worker on {where}")
         return 0
-    title = f"{len(seen)} live worker(s) on {where}:"
+    # A queue lists at most MAX_LISTED, those whose records expire soonest; a worker of
+    # several queues counts once a queue among those left out.
+    more = (f" (and up to {unlisted:,} more not listed: each queue lists the "
+            f"{MAX_LISTED:,} whose records expire soonest)") if unlisted else ""
+    title = f"{len(seen)} live worker(s) on {where}{more}:"
     plain = [title]
     for worker in seen.values():
         plain.append(f"  {worker.worker_id}  host {worker.host}  pid {worker.pid}  "

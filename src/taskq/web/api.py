@@ -21,7 +21,7 @@ from taskq.flows import Flows
 from taskq.history import read_task
 from taskq.limits import HISTORY_SCAN
 from taskq.recent import ENDS, MAX_SEARCH_CHARS, RECENT_LIMIT, recent
-from taskq.registry import read_workers
+from taskq.registry import live_count, read_workers
 from taskq.schedule_view import forget_schedule, read_schedules, schedules_queue
 from taskq.shard_view import read_shards
 from taskq.snapshot import READ_AT_ONCE, LeaseView, queue_names, read_counts, take_snapshot
@@ -175,9 +175,11 @@ def workers(request: Request) -> JSONResponse:
     """The queue's live workers (see `taskq.registry.WorkerView`), with the server's
     `now_ms` they were read at."""
     queue = queue_of(request)
-    now, found = read_workers(state_of(request).broker_holding(queue))
+    broker = state_of(request).broker_holding(queue)
+    now, found = read_workers(broker)
     return JSONResponse({"queue": queue, "now_ms": now,
-                         "workers": [asdict(w) for w in found]})
+                         "workers": [asdict(w) for w in found],
+                         "total": live_count(broker, now, len(found))})
 
 
 def schedules_broker(request: Request) -> Broker:
