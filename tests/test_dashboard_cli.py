@@ -75,6 +75,24 @@ def test_a_queue_whose_keys_cannot_be_read_is_said_so_and_hides_no_other(
     assert "queue damaged: cannot be read: Redis could not read the queue's totals: " in out
 
 
+def test_a_shard_whose_keys_cannot_be_read_is_said_so_and_hides_no_other(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One shard's ready list of another type ended the frame of every queue, exit 2."""
+    layout = Layout.of("parcels", 3)
+    register(client, layout)
+    shards = [Broker(client, name) for name in layout.shards]
+    shards[0].enqueue("a")
+    client.set(shards[2].keys.ready, "not taskq's")
+    Broker(client, "plain").enqueue("one")
+    assert main(["dashboard", "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "queue plain   ready 1" in out
+    assert re.search(rf"    {re.escape(layout.shards[0])} +\d+ +1 ", out), out
+    assert re.search(rf"    {re.escape(layout.shards[2])} +\d+  cannot be read: Redis "
+                     "could not read the queue's state: ", out), out
+
+
 def test_once_shows_each_concurrency_limits_runs_and_waiting_tasks(
     queue: Broker, capsys: pytest.CaptureFixture[str]
 ) -> None:

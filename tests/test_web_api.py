@@ -831,7 +831,7 @@ def test_api_shards_gives_each_shards_slot_counts_and_feed_position(
         assert snap["counts"] == {"ready": counts.ready, "leased": counts.leased,
                                   "delayed": counts.delayed, "dead": counts.dead}
         expected.append({"name": broker.queue, "slot": slot_of(broker.queue),
-                         **snap["counts"], "position": snap["position"]})
+                         **snap["counts"], "position": snap["position"], "error": ""})
     assert sum(row["ready"] for row in expected) == 30
     assert all(row["ready"] > 0 for row in expected), expected
     assert [(row["leased"], row["delayed"], row["dead"]) for row in expected] == [
@@ -910,6 +910,23 @@ def test_writes_on_a_sharded_queue_reach_each_task_s_shard_or_say_to_ask_each(
         ("d0", "pending"), ("d1", "cancelled")]
     assert all(r is not None and r.state == "dead" for t, r in states.items()
                if t not in ("d0", "d1"))
+
+
+def test_api_shards_gives_a_shard_it_cannot_read_its_error_and_the_others_their_counts(
+    server: Server, client: redis.Redis
+) -> None:
+    """One shard's ready list of another type failed the whole route with a 409, and
+    the page, finding no shards, was left on the sharded queue's own name."""
+    layout = Layout.of(f"s-{uuid.uuid4().hex[:8]}", 3)
+    register(client, layout)
+    Broker(client, layout.shards[0]).enqueue("a")
+    client.set(Broker(client, layout.shards[2]).keys.ready, "not taskq's")
+    reply = httpx.get(f"{server.url}/api/shards", params={"queue": layout.queue},
+                      timeout=TIMEOUT)
+    assert reply.status_code == 200
+    first, _, damaged = reply.json()["shards"]
+    assert (first["ready"], first["error"]) == (1, "")
+    assert "WRONGTYPE" in damaged["error"]
 
 
 def test_api_shards_of_a_plain_queue_is_an_empty_list(server: Server, queue: Broker) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from taskq.boundary import unusable_as_stored
 from taskq.broker import Broker
+from taskq.errors import BrokerError
 from taskq.shards import Layout, layout_holding, slot_of
 from taskq.snapshot import take_snapshot
+from taskq.terminal import one_line
 from taskq.transport import Client
 
 
@@ -26,6 +29,9 @@ class ShardView:
     delayed: int
     dead: int
     position: str
+    # Why the shard could not be read ('' when it was): a key of it holds what taskq
+    # never writes there. Its counts are then 0, and hide no other shard's.
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,13 @@ class ShardsView:
 
 def read_shard(broker: Broker) -> ShardView:
     """One shard's view: the snapshot script listing nothing, so one call per shard."""
-    snap = take_snapshot(broker, limit=0)
+    try:
+        snap = take_snapshot(broker, limit=0)
+    except BrokerError as e:
+        if not unusable_as_stored(e):
+            raise
+        return ShardView(broker.queue, slot_of(broker.queue), 0, 0, 0, 0, "",
+                         one_line(str(e)))
     c = snap.counts
     return ShardView(broker.queue, slot_of(broker.queue), c.ready, c.leased, c.delayed,
                      c.dead, snap.position)

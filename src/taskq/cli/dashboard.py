@@ -191,7 +191,8 @@ def render_shards(view: ShardsView) -> str:
              f"leased {total[1]}   delayed {total[2]}   dead {total[3]}",
              "  shard                                slot    ready   leased  delayed     dead"]
     for s in view.shards:
-        lines.append(f"    {s.name:32.32}  {s.slot:>5}  {s.ready:>7}  {s.leased:>7}"
+        lines.append(f"    {s.name:32.32}  {s.slot:>5}  cannot be read: {s.error}" if s.error
+                     else f"    {s.name:32.32}  {s.slot:>5}  {s.ready:>7}  {s.leased:>7}"
                      f"  {s.delayed:>7}  {s.dead:>7}")
     return "\n".join(lines)
 

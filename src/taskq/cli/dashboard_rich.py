@@ -84,7 +84,10 @@ def _waiting(snap: QueueSnapshot) -> list[RenderableType]:
 def shards_panel(view: ShardsView) -> Panel:
     table = _table(None, "shard", "slot", "ready", "leased", "delayed", "dead")
     for s in view.shards:
-        row(table, s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
+        if s.error:
+            row(table, s.name, str(s.slot), f"cannot be read: {s.error}", "", "", "")
+        else:
+            row(table, s.name, str(s.slot), str(s.ready), str(s.leased), str(s.delayed),
                 str(s.dead))
     return Panel(table, title=f"sharded queue {view.queue} ({len(view.shards)} shards)",
                  title_align="left")

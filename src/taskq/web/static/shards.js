@@ -240,7 +240,12 @@ function drawCounts(body) {
   for (const s of body.shards) {
     const shard = panel.shards.get(s.name);
     if (!shard) continue;
-    for (const kind of COUNTS) shard.cells[kind].textContent = s[kind].toLocaleString();
+    // A shard whose keys hold what taskq never writes there cannot be counted: '?',
+    // and the error as the cells' title.
+    for (const kind of COUNTS) {
+      shard.cells[kind].textContent = s.error ? '?' : s[kind].toLocaleString();
+      shard.cells[kind].title = s.error || '';
+    }
   }
   const n = panel.shards.size;
   $('shards-meta').textContent = n > MAX_FEEDS
