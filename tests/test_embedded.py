@@ -37,6 +37,19 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid`, as /proc lists them."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
+
+
 def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -175,12 +188,37 @@ class TestDurability:
         server.process.wait()  # reaped, as a poll() of it (a signal() sent) reaps it
         sent: list[int] = []
         real = os.killpg
-        monkeypatch.setattr(os, "killpg", lambda pgid, signum: (sent.append(pgid),
-                                                              real(pgid, signum)))
+        monkeypatch.setattr(os, "killpg", lambda pgid, signum: (
+            sent.append(signum) if signum else None, real(pgid, signum)))
         server.kill()
         assert sent == []
         server.start()  # its lock was let go
         server.stop()
+
+    def test_a_reaped_server_s_rewrite_fork_is_killed_with_it(self, tmp_path: Path) -> None:
+        """The fork, still in the server's group, keeps the group's number its own: it
+        held the directory's lock, and the restart after the kill was refused while it
+        lived (stopped here, so that it outlives the server however the server's
+        build ends its forks on its own)."""
+        server = EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d",
+                               extra_config={"rdb-key-save-delay": "200000"})  # 0.2 s a key
+        try:
+            server.start()
+            with client_for(server) as client:
+                client.mset({f"k{i}": i for i in range(50)})
+                client.bgrewriteaof()
+                wait_until(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 1,
+                           5, "the rewrite to start")
+            assert server.process is not None
+            pid = server.process.pid
+            (fork,) = [p for p in group_members(pid) if p != pid]
+            os.kill(fork, signal.SIGSTOP)
+            os.kill(pid, signal.SIGKILL)
+            server.process.wait()  # reaped, its fork still holding the lock
+            server.kill()
+            server.start()
+        finally:
+            server.stop()
 
     def test_a_script_cut_short_by_a_crash_is_never_applied_in_part_by_later_restarts(
         self, server: EmbeddedRedis

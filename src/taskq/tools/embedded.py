@@ -79,6 +79,15 @@ def binary_version(binary: str) -> tuple[int, ...] | None:
     return version
 
 
+def _group_lives(pgid: int) -> bool:
+    """Whether any process of group `pgid` is left."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def free_port() -> int:
     """A loopback port that was free a moment ago; `start` retries if it is taken since."""
     with socket.socket() as s:
@@ -336,9 +345,10 @@ class EmbeddedRedis:
         leads in a session of its own."""
         if self.process is None:
             return
-        # Not reaped yet (a zombie too), the server still holds its group's number;
-        # reaped, the number may be another process's now.
-        if self.process.returncode is None:
+        # Unreaped (a zombie too), the server holds its group's number; reaped, a fork of
+        # it still in the group does (Linux gives no new process a number a group
+        # uses). With neither, the number is free for another process: nothing is sent.
+        if self.process.returncode is None or _group_lives(self.process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
