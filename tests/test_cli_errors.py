@@ -263,7 +263,8 @@ def test_a_worker_option_that_clashes_with_a_variable_names_each_as_it_was_set(
 @pytest.mark.parametrize(("argv", "variables"), [
     (["-c", "8", "--prefetch", "2"], {"TASKQ_CONCURRENCY": "9000", "TASKQ_PREFETCH": "5000"}),
     (["-c", "4"], {"TASKQ_CONCURRENCY": "0"}),
-], ids=["pair-overridden", "bad-variable-overridden"])
+    (["-c", "4"], {"TASKQ_CONCURRENCY": "abc"}),
+], ids=["pair-overridden", "bad-variable-overridden", "no-number-overridden"])
 def test_variables_the_worker_options_override_are_not_held_against_them(
     argv: list[str], variables: dict[str, str], nowhere: str
 ) -> None:

@@ -6,7 +6,7 @@ import codecs
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -104,8 +104,9 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        """Read every variable of `ENVIRONMENT` (or `environ`), then apply `overrides`."""
-        values = {**_read(ENVIRONMENT, environ), **overrides}
+        """Read every variable of `ENVIRONMENT` (or `environ`) but those `overrides` set,
+        then apply `overrides`: a variable an option overrides is not held against it."""
+        values = {**_read(ENVIRONMENT, environ, skip=overrides), **overrides}
         values.setdefault("redis_url_given", "redis_url" in values)
         return _build(cls, values, {})
 
@@ -138,7 +139,7 @@ class Simulation:
                  **overrides: object) -> Simulation:
         """Read every variable of `SIMULATION_ENVIRONMENT` (or `environ`), then apply
         `overrides`."""
-        return _build(cls, _read(SIMULATION_ENVIRONMENT, environ), overrides)
+        return _build(cls, _read(SIMULATION_ENVIRONMENT, environ, skip=overrides), overrides)
 
 
 # What a ledger path must be; SQLite opens a path it is given as a file, but ":memory:"
@@ -156,14 +157,24 @@ Config = TypeVar("Config", Settings, Simulation)
 
 
 def _read(table: Mapping[str, tuple[str, Callable[[str], object]]],
-          environ: Mapping[str, str] | None) -> dict[str, object]:
+          environ: Mapping[str, str] | None,
+          skip: Collection[str] = ()) -> dict[str, object]:
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
     for name, (variable, parse) in table.items():
+        if name in skip:
+            continue
         raw = env.get(variable)
         if raw is not None and raw.strip() != "":
             values[name] = _parse(variable, raw.strip(), parse)
     return values
+
+
+def variable_value(field: str, environ: Mapping[str, str] | None = None) -> object | None:
+    """The value the environment gives the setting `field` alone (None when its variable
+    is unset), or ConfigError naming the variable: a check of options against the
+    setting they do not override reads no other."""
+    return _read({field: ENVIRONMENT[field]}, environ).get(field)
 
 
 def _build(cls: type[Config], values: dict[str, object],

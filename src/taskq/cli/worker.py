@@ -11,7 +11,7 @@ from taskq.errors import ConfigError
 from taskq.limits import LEASE_COUNT, SETTINGS
 from taskq.processes import taskq_command
 from taskq.safety import check_server_when_free
-from taskq.settings import ENVIRONMENT, Settings
+from taskq.settings import ENVIRONMENT, Settings, variable_value
 from taskq.worker import Worker
 from taskq.worker.lifecycle import EarlyStop
 from taskq.worker.pool import WorkerPool
@@ -62,19 +62,18 @@ def refuse_too_many_in_hand(concurrency: int | None, prefetch: int | None) -> No
     total = 0
     for given, flag, field in ((concurrency, "--concurrency", "concurrency"),
                                (prefetch, "--prefetch", "prefetch")):
-        variable, parse = ENVIRONMENT[field]
-        raw = os.environ.get(variable)
         if given is not None:
             value, said = given, f"{flag} {given}"
-        elif raw is None:
-            value = int(SETTINGS[field].default)
-            said = f"{flag.removeprefix('--')} {value} (its default)"
         else:
             try:
-                value = int(parse(raw))  # type: ignore[call-overload]
-            except ValueError:
+                set_to = variable_value(field)
+            except ConfigError:
                 return
-            said = f"{variable}={value}"
+            if isinstance(set_to, int):
+                value, said = set_to, f"{ENVIRONMENT[field][0]}={set_to}"
+            else:
+                value = int(SETTINGS[field].default)
+                said = f"{flag.removeprefix('--')} {value} (its default)"
         named.append(said)
         total += value
     if total > LEASE_COUNT.high:
