@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,19 @@ class TestUnreachableRedis:
             Broker(unreachable).enqueue("t1")
         assert "is Redis running there?" in str(caught.value)
         assert "`taskq redis`" in str(caught.value) and "REDIS_URL" in str(caught.value)
+
+    def test_a_connection_that_timed_out_says_something_listens_there(self) -> None:
+        """It said to start a Redis, where one (or something) listens and stalls."""
+        with socket.socket() as listening:
+            listening.bind(("127.0.0.1", 0))
+            listening.listen(0)  # never accepts
+            port = listening.getsockname()[1]
+            with redis.Redis(port=port, socket_connect_timeout=0.3, socket_timeout=0.3) as c, \
+                    pytest.raises(BrokerError) as caught:
+                Broker(c).dead()
+        message = str(caught.value)
+        assert "Timeout connecting to server; something listens there" in message
+        assert "is Redis running there?" not in message
 
     def test_listing_the_queues_says_so(self, unreachable: redis.Redis) -> None:
         with pytest.raises(BrokerError, match=r"^cannot reach Redis to list the queues: "):

@@ -118,6 +118,13 @@ NO_REDIS = ("; is Redis running there? Start it (`taskq redis` runs a local one)
             "REDIS_URL, or App(redis_url=...), at where it runs")
 
 
+# What a connection whose making timed out adds: something listens there, and took no
+# connection in time; starting one is not the answer.
+STALLED = ("; something listens there but took the connection too slowly: a Redis stalled "
+           "(paused, busy with a long script or its backlog of connections full), or "
+           "another program on that port")
+
+
 def broker_error(words: str, error: BaseException) -> BrokerError:
     """The `BrokerError` for a Redis failure of what `words` say was being done, in the
     user's words ("list the dead letter queue"), not the name of an internal step; its
@@ -139,8 +146,8 @@ def _broker_error(words: str, error: BaseException) -> BrokerError:
         # A connection never made is the first error of a program whose Redis is not
         # where its settings say (REDIS_URL's default is localhost): say where to look.
         unmade = "connecting to" in detail or "Connect call failed" in detail
-        return BrokerError(f"cannot reach Redis to {words}: {detail}"
-                           + (NO_REDIS if unmade else ""))
+        hint = "" if not unmade else STALLED if detail.startswith("Timeout") else NO_REDIS
+        return BrokerError(f"cannot reach Redis to {words}: {detail}{hint}")
     if detail == "DB index is out of range":
         return BrokerError(f"could not {words}: this Redis has no database of the number "
                            "REDIS_URL names (after the port, or as db=): it has as many as "
