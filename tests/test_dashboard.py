@@ -30,7 +30,8 @@ from taskq.broker import Broker, NewTask
 from taskq.concurrency import ConcurrencyLimit
 from taskq.processes import spawn, stop_all, taskq_command
 from taskq.rates import RateLimit
-from taskq.registry import read_workers
+from taskq.registry import MAX_LISTED, Presence, read_workers
+from taskq.registry import register as register_worker
 from taskq.results import Failure
 from taskq.schedules import Schedule, make_schedule
 from taskq.settings import Settings, Simulation, child_environment
@@ -824,6 +825,20 @@ def test_text_a_handler_wrote_shows_its_bidirectional_and_control_characters_as_
     expect(by_id(page, "task-error")).to_have_text(f"ValueError: {marked}")
     expect(page.locator("[data-testid=task-view] .progress-message")).to_have_text(marked)
     assert "\u2067" not in by_id(page, "task-view").inner_text()
+
+
+def test_the_workers_panel_says_how_many_live_workers_it_does_not_list(
+    page: Page, server: Server, queue: Broker
+) -> None:
+    """A queue lists at most 1,000 workers: the panel called them all that were live."""
+    queue.enqueue("job-0")
+    for n in range(MAX_LISTED + 5):
+        register_worker(queue, Presence(worker_id=f"w-{n}", host="box", pid=n + 1,
+                                 queues=(queue.queue,), concurrency=2, tasks=("t",),
+                                 version="0.1.0"), in_hand=0, ttl=60)
+    open_dashboard(page, server)
+    expect(by_id(page, "workers-meta")).to_have_text(
+        "1000 live · 0 of 2000 slots in use · 5 more not listed")
 
 
 def test_an_error_with_no_message_is_named_by_its_type_alone(

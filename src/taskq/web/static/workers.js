@@ -37,8 +37,11 @@ function draw(body) {
       'No live worker on this queue.'))]);
   const used = workers.reduce((n, w) => n + w.in_hand, 0);
   const slots = workers.reduce((n, w) => n + w.concurrency, 0);
+  // A queue lists at most 1,000 (those whose records expire soonest); `total` counts all.
+  const more = (body.total ?? workers.length) - workers.length;
   $('workers-meta').textContent = workers.length
-    ? `${workers.length} live · ${used} of ${slots} slots in use` : '';
+    ? `${workers.length} live · ${used} of ${slots} slots in use`
+      + (more > 0 ? ` · ${more.toLocaleString()} more not listed` : '') : '';
 }
 
 function row(w, now) {
