@@ -389,9 +389,12 @@ async function main() {
       reloadFlows();
     }
   }, RESYNC_MS);
-  setInterval(reloadThroughput, THROUGHPUT_MS);
-  setInterval(reloadWorkers, WORKERS_MS);
-  setInterval(reloadHistory, HISTORY_MS);
+  // Not before the first queue is picked: asked with none, the server would answer for
+  // its own, which may be a sharded queue's whole name (a 409).
+  const picked = (reload) => () => { if (view.queue) reload(); };
+  setInterval(picked(reloadThroughput), THROUGHPUT_MS);
+  setInterval(picked(reloadWorkers), WORKERS_MS);
+  setInterval(picked(reloadHistory), HISTORY_MS);
   await start(view.queue || await showShards(serverQueue || names[0] || 'default'));
   openTaskFromHash(view.queue);
   openFlowFromHash();
