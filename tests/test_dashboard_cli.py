@@ -75,13 +75,18 @@ def test_a_queue_whose_keys_cannot_be_read_is_said_so_and_hides_no_other(
     assert "queue damaged: cannot be read: Redis could not read the queue's totals: " in out
 
 
+def sharded(client: redis.Redis, queue: str) -> tuple[Layout, list[Broker]]:
+    """`queue` made a sharded queue of 3 shards, and a broker on each."""
+    layout = Layout.of(queue, 3)
+    register(client, layout)
+    return layout, [Broker(client, name) for name in layout.shards]
+
+
 def test_a_shard_whose_keys_cannot_be_read_is_said_so_and_hides_no_other(
     client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One shard's ready list of another type ended the frame of every queue, exit 2."""
-    layout = Layout.of("parcels", 3)
-    register(client, layout)
-    shards = [Broker(client, name) for name in layout.shards]
+    layout, shards = sharded(client, "parcels")
     shards[0].enqueue("a")
     client.set(shards[2].keys.ready, "not taskq's")
     Broker(client, "plain").enqueue("one")
@@ -151,9 +156,7 @@ def test_once_keeps_a_limit_key_with_control_characters_in_its_column(
 def test_once_shows_each_shards_counts_on_a_line_under_its_sharded_queue(
     client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    layout = Layout.of("mail", 3)
-    register(client, layout)
-    shards = [Broker(client, name) for name in layout.shards]
+    layout, shards = sharded(client, "mail")
     for i, shard in enumerate(shards):
         shard.enqueue_many([NewTask(f"t{i}-{n}") for n in range(i + 1)])
     shards[1].enqueue("later", delay=3600)

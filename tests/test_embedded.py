@@ -37,6 +37,24 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def rewriting(data_dir: Path) -> EmbeddedRedis:
+    """A started server in `data_dir` whose AOF rewrite (a fork of it) is under way, and
+    slow: 0.2 s a key, 50 keys."""
+    server = EmbeddedRedis(binary=BINARY, data_dir=data_dir,
+                           extra_config={"rdb-key-save-delay": "200000"})
+    try:
+        server.start()
+        with client_for(server) as client:
+            client.mset({f"k{i}": i for i in range(50)})
+            client.bgrewriteaof()
+            wait_until(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 1,
+                       5, "the rewrite to start")
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
 def group_members(pgid: int) -> list[int]:
     """The processes of group `pgid`, as /proc lists them."""
     members = []
@@ -157,15 +175,8 @@ class TestDurability:
     def test_a_crash_during_an_aof_rewrite_is_restarted_at_once(self, tmp_path: Path) -> None:
         """The rewrite's fork holds the directory's lock with the server, and outlived a
         SIGKILL of the server alone: the restart was refused for as long as it wrote."""
-        server = EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d",
-                               extra_config={"rdb-key-save-delay": "200000"})  # 0.2 s a key
+        server = rewriting(tmp_path / "d")
         try:
-            server.start()
-            with client_for(server) as client:
-                client.mset({f"k{i}": i for i in range(50)})
-                client.bgrewriteaof()
-                wait_until(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 1,
-                           5, "the rewrite to start")
             server.kill()
             server.start()
             with client_for(server) as client:
@@ -200,15 +211,8 @@ class TestDurability:
         held the directory's lock, and the restart after the kill was refused while it
         lived (stopped here, so that it outlives the server however the server's
         build ends its forks on its own)."""
-        server = EmbeddedRedis(binary=BINARY, data_dir=tmp_path / "d",
-                               extra_config={"rdb-key-save-delay": "200000"})  # 0.2 s a key
+        server = rewriting(tmp_path / "d")
         try:
-            server.start()
-            with client_for(server) as client:
-                client.mset({f"k{i}": i for i in range(50)})
-                client.bgrewriteaof()
-                wait_until(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 1,
-                           5, "the rewrite to start")
             assert server.process is not None
             pid = server.process.pid
             (fork,) = [p for p in group_members(pid) if p != pid]

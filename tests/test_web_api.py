@@ -235,16 +235,23 @@ def test_a_leased_task_whose_cancel_request_is_no_finite_number_fails_no_snapsho
         assert got.status_code == 200, value
 
 
-def test_totals_of_another_type_leave_that_queues_counters_out_of_metrics_alone(
-    server: Server, queue: Broker
-) -> None:
+def metrics_beside(server: Server, queue: Broker, damaged: str) -> tuple[Broker, httpx.Response]:
+    """/metrics, answered 200, once `queue` (filled) has its key `damaged` of another type
+    beside another queue with one task ready; and that other queue."""
     other = Broker(queue.client, f"{queue.queue}-other")
     fill(queue)
     other.enqueue("o1")
-    queue.client.delete(queue.keys.stats)
-    queue.client.set(queue.keys.stats, "not taskq's")
+    queue.client.delete(damaged)
+    queue.client.set(damaged, "not taskq's")
     metrics = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT)
     assert metrics.status_code == 200
+    return other, metrics
+
+
+def test_totals_of_another_type_leave_that_queues_counters_out_of_metrics_alone(
+    server: Server, queue: Broker
+) -> None:
+    other, metrics = metrics_beside(server, queue, queue.keys.stats)
     assert f'taskq_enqueued_total{{queue="{other.queue}"}} 1' in metrics.text
     assert f'taskq_enqueued_total{{queue="{queue.queue}"}}' not in metrics.text
     assert f"# queue {queue.queue}'s totals are left out: " in metrics.text
@@ -259,13 +266,7 @@ def test_a_queue_whose_keys_hold_another_type_leaves_only_its_counts_out(
 ) -> None:
     """One queue's DLQ of another type answered /metrics and /api/queues with a 409 for
     every queue, naming none."""
-    other = Broker(queue.client, f"{queue.queue}-other")
-    fill(queue)
-    other.enqueue("o1")
-    queue.client.delete(queue.keys.dlq)
-    queue.client.set(queue.keys.dlq, "not taskq's")
-    metrics = httpx.get(f"{server.url}/metrics", timeout=TIMEOUT)
-    assert metrics.status_code == 200
+    other, metrics = metrics_beside(server, queue, queue.keys.dlq)
     assert f'taskq_tasks{{queue="{other.queue}",structure="ready"}} 1' in metrics.text
     assert f'taskq_tasks{{queue="{queue.queue}",' not in metrics.text
     assert (f"# queue {queue.queue}'s task counts are left out: Redis could not count the "
